@@ -1,0 +1,35 @@
+# relayfleet. `make help` lists the targets.
+
+GO      ?= go
+BIN     ?= bin
+GOFLAGS ?=
+
+.DEFAULT_GOAL := help
+
+.PHONY: help build test lint fmt interop golden clean
+
+help: ## list the targets
+	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  %-10s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+
+build: ## build bin/fleet and bin/relay
+	$(GO) build $(GOFLAGS) -o $(BIN)/ ./cmd/...
+
+test: ## unit tests with the race detector, plus the architecture rules
+	$(GO) test -race -short ./...
+
+lint: ## gofmt and go vet must be clean
+	@out=$$(gofmt -l .); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+	$(GO) vet ./...
+
+fmt: ## gofmt the tree
+	gofmt -w .
+
+interop: ## the relay against the real @moq/lite 0.2.2 client on Node 20
+	cd relay/interop && npm ci --no-audit --no-fund
+	$(GO) test -tags interop -count=1 ./relay/interop/
+
+golden: ## rewrite golden files after an intended output change (review the diff!)
+	UPDATE_GOLDEN=1 $(GO) test ./cmd/fleet ./sysctl ./units
+
+clean: ## remove build outputs
+	rm -rf $(BIN)

@@ -1,0 +1,8 @@
+// Package archtest holds relayfleet's architecture rules as tests: the
+// one-way import rule of DESIGN.md (cmd -> infra -> provision -> {units,
+// sysctl, inventories}; cmd/relay -> relay; relay imports nothing else of
+// this module; nothing imports cmd) and a package comment on every package.
+package archtest
+
+// Module is this module's import path.
+const Module = "github.com/relayfleet/relayfleet"

@@ -1,0 +1,84 @@
+package archtest
+
+import (
+	"fmt"
+	"strings"
+)
+
+// Package is what the rules need to know about one package.
+type Package struct {
+	ImportPath string
+	Imports    []string // direct imports
+	Deps       []string // every transitive dependency
+}
+
+// Forbidden dependencies of the relay binary: it must stay small and free
+// of the operator tooling.
+var relayForbidden = []string{
+	"github.com/pulumi/",
+	"golang.org/x/crypto/ssh",
+}
+
+// layer orders the module's top-level folders: a package may import only
+// packages of a lower layer (or its own folder). relay is apart: it imports
+// nothing else of the module.
+var layer = map[string]int{
+	"inventories": 0,
+	"sysctl":      0,
+	"units":       0,
+	"provision":   1,
+	"infra":       2,
+	"cmd":         3,
+}
+
+func top(path string) (string, bool) {
+	rest, ok := strings.CutPrefix(path, Module+"/")
+	if !ok {
+		return "", false
+	}
+	first, _, _ := strings.Cut(rest, "/")
+	return first, true
+}
+
+// Check returns one line per broken rule.
+func Check(pkgs []Package) []string {
+	var bad []string
+	for _, p := range pkgs {
+		from, ok := top(p.ImportPath)
+		if !ok {
+			continue
+		}
+		if p.ImportPath == Module+"/cmd/relay" || from == "relay" {
+			for _, d := range p.Deps {
+				for _, f := range relayForbidden {
+					if strings.HasPrefix(d, f) {
+						bad = append(bad, fmt.Sprintf("%s depends on %s: the relay must not depend on pulumi or x/crypto/ssh", p.ImportPath, d))
+					}
+				}
+			}
+		}
+		for _, imp := range p.Imports {
+			to, ok := top(imp)
+			if !ok {
+				continue
+			}
+			switch {
+			case to == "cmd":
+				bad = append(bad, fmt.Sprintf("%s imports %s: nothing imports cmd", p.ImportPath, imp))
+			case from == "relay" && to != "relay":
+				bad = append(bad, fmt.Sprintf("%s imports %s: relay imports nothing else of this module", p.ImportPath, imp))
+			case p.ImportPath == Module+"/cmd/relay" && to != "relay":
+				bad = append(bad, fmt.Sprintf("%s imports %s: cmd/relay imports only relay", p.ImportPath, imp))
+			case to == "relay" && from != "relay" && from != "cmd":
+				bad = append(bad, fmt.Sprintf("%s imports %s: only cmd may import relay", p.ImportPath, imp))
+			case from != to && from != "internal" && to != "internal" && to != "relay":
+				lf, okf := layer[from]
+				lt, okt := layer[to]
+				if okf && okt && lt >= lf {
+					bad = append(bad, fmt.Sprintf("%s imports %s: dependencies point one way, cmd -> infra -> provision -> {units, sysctl, inventories}", p.ImportPath, imp))
+				}
+			}
+		}
+	}
+	return bad
+}

@@ -1,0 +1,267 @@
+package inventories
+
+import (
+	"encoding/base64"
+	"fmt"
+	"net"
+	"net/netip"
+	"strings"
+)
+
+// Providers a fleet group may name besides the catalogue's: static adopts
+// servers that exist already (bought outside any cloud API).
+const ProviderStatic = "static"
+
+// DefaultBasePort is the first relay port on a box; process i listens on
+// base_port+i.
+const DefaultBasePort = 4443
+
+// Fleet is a fleet file: the steady boxes that always run and the burst
+// pools events draw from.
+type Fleet struct {
+	Version int     `yaml:"version"`
+	Name    string  `yaml:"name"`
+	Admin   Admin   `yaml:"admin"`
+	Steady  []Group `yaml:"steady"`
+	Burst   []Pool  `yaml:"burst"`
+}
+
+// Admin is who may reach the boxes' SSH.
+type Admin struct {
+	// Ranges are the CIDRs allowed to reach SSH through cloud firewalls.
+	Ranges []string `yaml:"ranges"`
+	// SSHKeys are authorized public keys for the admin user.
+	SSHKeys []string `yaml:"ssh_keys"`
+}
+
+// Box is the relay layout shared by steady groups and burst pools.
+type Box struct {
+	Provider string `yaml:"provider"`
+	// Shape names a catalogue shape of Provider; for static groups it is
+	// PROVIDER/SHAPE (what the servers were bought as).
+	Shape     string    `yaml:"shape"`
+	Location  string    `yaml:"location"`
+	Image     string    `yaml:"image"`
+	Processes Processes `yaml:"processes"`
+	BasePort  int       `yaml:"base_port"`
+}
+
+// Group is a set of steady boxes of one shape.
+type Group struct {
+	Name string `yaml:"name"`
+	Box  `yaml:",inline"`
+	// Count is the number of boxes; for static groups it defaults to the
+	// number of hosts.
+	Count int `yaml:"count"`
+	// Hosts lists existing servers for provider static.
+	Hosts []StaticHost `yaml:"hosts"`
+}
+
+// Pool is a burst pool: boxes of one shape that events create and destroy.
+type Pool struct {
+	Name string `yaml:"name"`
+	Box  `yaml:",inline"`
+	// Max caps how many boxes the pool may hold at once; 0 means no cap.
+	Max int `yaml:"max"`
+}
+
+// StaticHost is an existing server given by address.
+type StaticHost struct {
+	Address string `yaml:"address"`
+	User    string `yaml:"user"`
+	// HostKey is the server's public host key, "TYPE BASE64" as in
+	// known_hosts; every connection checks it.
+	HostKey string `yaml:"host_key"`
+}
+
+// ShapeRef resolves the group's shape to a catalogue reference.
+func (b *Box) ShapeRef(cat *Catalogue) (*Provider, *Shape, error) {
+	if b.Provider == ProviderStatic {
+		return cat.Lookup(b.Shape)
+	}
+	p, ok := cat.Provider(b.Provider)
+	if !ok {
+		return nil, nil, fmt.Errorf("unknown provider %q (known: static, %s)", b.Provider, strings.Join(cat.providerNames(), ", "))
+	}
+	region := ""
+	if b.Location != "" && len(p.Regions) > 0 {
+		r, ok := p.RegionOf(b.Location)
+		if !ok {
+			return nil, nil, fmt.Errorf("provider %s has no location %q", p.Name, b.Location)
+		}
+		region = r
+	}
+	s, ok := p.Shape(b.Shape, region)
+	if !ok {
+		return nil, nil, fmt.Errorf("provider %s has no shape %q%s (known: %s)", p.Name, b.Shape, inRegion(region), strings.Join(p.shapeNames(), ", "))
+	}
+	return p, s, nil
+}
+
+// BoxCount is the number of boxes in the group.
+func (g *Group) BoxCount() int {
+	if g.Provider == ProviderStatic && g.Count == 0 {
+		return len(g.Hosts)
+	}
+	return g.Count
+}
+
+// validate checks the fleet against the catalogue.
+func (f *Fleet) validate(cat *Catalogue) error {
+	for i, r := range f.Admin.Ranges {
+		if _, err := netip.ParsePrefix(r); err != nil {
+			return fieldErr(fmt.Sprintf("admin.ranges[%d]", i), "want a CIDR such as 203.0.113.0/24, got %q", r)
+		}
+		if pfx, _ := netip.ParsePrefix(r); pfx.Bits() == 0 {
+			return fieldErr(fmt.Sprintf("admin.ranges[%d]", i), "%s opens SSH to the whole internet; name your admin ranges", r)
+		}
+	}
+	for i, k := range f.Admin.SSHKeys {
+		if err := checkPublicKey(k); err != nil {
+			return fieldErr(fmt.Sprintf("admin.ssh_keys[%d]", i), "%v", err)
+		}
+	}
+	names := map[string]string{}
+	seenName := func(path, name string) error {
+		if name == "" {
+			return fieldErr(path+".name", "missing")
+		}
+		if prev, ok := names[name]; ok {
+			return fieldErr(path+".name", "%q is already the name of %s", name, prev)
+		}
+		names[name] = path
+		return nil
+	}
+	for i := range f.Steady {
+		g := &f.Steady[i]
+		p := fmt.Sprintf("steady[%d]", i)
+		if err := seenName(p, g.Name); err != nil {
+			return err
+		}
+		if err := g.Box.validate(cat, p); err != nil {
+			return err
+		}
+		if g.Count < 0 {
+			return fieldErr(p+".count", "must not be negative, got %d", g.Count)
+		}
+		if g.Provider == ProviderStatic {
+			if len(g.Hosts) == 0 {
+				return fieldErr(p+".hosts", "a static group lists its servers by address, user and host_key")
+			}
+			if g.Count != 0 && g.Count != len(g.Hosts) {
+				return fieldErr(p+".count", "is %d but %d hosts are listed; leave count out for static groups", g.Count, len(g.Hosts))
+			}
+			for j := range g.Hosts {
+				if err := g.Hosts[j].validate(fmt.Sprintf("%s.hosts[%d]", p, j)); err != nil {
+					return err
+				}
+			}
+		} else if len(g.Hosts) > 0 {
+			return fieldErr(p+".hosts", "only static groups list hosts; provider %s creates its boxes", g.Provider)
+		}
+	}
+	for i := range f.Burst {
+		b := &f.Burst[i]
+		p := fmt.Sprintf("burst[%d]", i)
+		if err := seenName(p, b.Name); err != nil {
+			return err
+		}
+		if b.Provider == ProviderStatic {
+			return fieldErr(p+".provider", "a burst pool creates boxes on demand; static servers belong in steady")
+		}
+		if err := b.Box.validate(cat, p); err != nil {
+			return err
+		}
+		if b.Max < 0 {
+			return fieldErr(p+".max", "must not be negative, got %d", b.Max)
+		}
+	}
+	return nil
+}
+
+func (b *Box) validate(cat *Catalogue, p string) error {
+	if b.Provider == "" {
+		return fieldErr(p+".provider", "missing; want hcloud, digitalocean, lab or static")
+	}
+	if b.Shape == "" {
+		return fieldErr(p+".shape", "missing")
+	}
+	prov, _, err := b.ShapeRef(cat)
+	if err != nil {
+		field := ".shape"
+		if strings.Contains(err.Error(), "unknown provider") && b.Provider != ProviderStatic {
+			field = ".provider"
+		} else if strings.Contains(err.Error(), "no location") {
+			field = ".location"
+		}
+		return fieldErr(p+field, "%v", err)
+	}
+	if prov.Unusable != "" {
+		return fieldErr(p+".provider", "%s cannot carry relay audio: %s", prov.Name, prov.Unusable)
+	}
+	if b.BasePort == 0 {
+		b.BasePort = DefaultBasePort
+	}
+	if b.BasePort < 1 || b.BasePort > 65535 {
+		return fieldErr(p+".base_port", "want a port between 1 and 65535, got %d", b.BasePort)
+	}
+	return nil
+}
+
+func (h *StaticHost) validate(p string) error {
+	if h.Address == "" {
+		return fieldErr(p+".address", "missing")
+	}
+	host := h.Address
+	if hh, _, err := net.SplitHostPort(h.Address); err == nil {
+		host = hh
+	}
+	if _, err := netip.ParseAddr(host); err != nil && !validHostname(host) {
+		return fieldErr(p+".address", "want an IP address or host name, got %q", h.Address)
+	}
+	if h.User == "" {
+		h.User = "root"
+	}
+	if h.HostKey == "" {
+		return fieldErr(p+".host_key", "missing; relayfleet checks every host key (get it with ssh-keyscan, and compare its fingerprint out of band)")
+	}
+	if err := checkPublicKey(h.HostKey); err != nil {
+		return fieldErr(p+".host_key", "%v", err)
+	}
+	return nil
+}
+
+// checkPublicKey accepts "TYPE BASE64 [comment]" as in known_hosts and
+// authorized_keys. The full parse happens where SSH is used.
+func checkPublicKey(k string) error {
+	f := strings.Fields(k)
+	if len(f) < 2 {
+		return fmt.Errorf("want \"TYPE BASE64\" such as \"ssh-ed25519 AAAA...\", got %q", k)
+	}
+	switch {
+	case strings.HasPrefix(f[0], "ssh-"), strings.HasPrefix(f[0], "ecdsa-sha2-"), strings.HasPrefix(f[0], "sk-"):
+	default:
+		return fmt.Errorf("unknown key type %q", f[0])
+	}
+	if _, err := base64.StdEncoding.DecodeString(f[1]); err != nil {
+		return fmt.Errorf("key data is not base64")
+	}
+	return nil
+}
+
+func validHostname(s string) bool {
+	if s == "" || len(s) > 253 {
+		return false
+	}
+	for _, label := range strings.Split(s, ".") {
+		if label == "" || len(label) > 63 {
+			return false
+		}
+		for _, r := range label {
+			if !(r == '-' || r >= '0' && r <= '9' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z') {
+				return false
+			}
+		}
+	}
+	return true
+}

@@ -1,0 +1,257 @@
+package inventories
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func shippedCatalogue(t *testing.T) *Catalogue {
+	t.Helper()
+	cat, err := LoadCatalogue(Embedded(ProvidersFile))
+	if err != nil {
+		t.Fatalf("shipped providers.yaml: %v", err)
+	}
+	return cat
+}
+
+func TestShippedFilesLoad(t *testing.T) {
+	cat := shippedCatalogue(t)
+	cal, err := LoadCalibration(Embedded(CalibrationFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cal.Source != SourceStory || cal.ListenersPerCore != 900 || cal.ListenersPerSocket != 6500 || cal.RAMPerListener != 1_300_000 {
+		t.Errorf("shipped calibration is not the story's numbers: %+v", cal)
+	}
+	for _, name := range []string{LabFile, "example.yaml"} {
+		f, err := LoadFleet(Embedded(name), cat)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if len(f.Steady) == 0 {
+			t.Errorf("%s: no steady boxes", name)
+		}
+	}
+}
+
+func TestParseUnits(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		want int64
+	}{
+		{"1.3MB", 1_300_000}, {"64GiB", 64 << 30}, {"20TB", 20e12}, {"512", 512}, {"1 KiB", 1024}, {"0.5TB", 5e11},
+	} {
+		got, err := ParseBytes(tc.in)
+		if err != nil || int64(got) != tc.want {
+			t.Errorf("ParseBytes(%q) = %d, %v; want %d", tc.in, got, err, tc.want)
+		}
+	}
+	for _, bad := range []string{"", "abc", "-1GB", "1XB", "NaN"} {
+		if _, err := ParseBytes(bad); err == nil {
+			t.Errorf("ParseBytes(%q) accepted", bad)
+		}
+	}
+	for _, tc := range []struct {
+		in   string
+		want int64
+	}{
+		{"40kbit", 40_000}, {"1Gbit", 1e9}, {"100Mbit/s", 1e8}, {"10Gbit", 1e10},
+	} {
+		got, err := ParseBitRate(tc.in)
+		if err != nil || int64(got) != tc.want {
+			t.Errorf("ParseBitRate(%q) = %d, %v; want %d", tc.in, got, err, tc.want)
+		}
+	}
+	if _, err := ParseBitRate("1GB"); err == nil {
+		t.Error("ParseBitRate accepted a size in bytes")
+	}
+	for in, want := range map[string]int{"auto": 0, "2": 2} {
+		got, err := ParseProcesses(in)
+		if err != nil || int(got) != want {
+			t.Errorf("ParseProcesses(%q) = %d, %v", in, got, err)
+		}
+	}
+	for _, bad := range []string{"0", "-1", "many"} {
+		if _, err := ParseProcesses(bad); err == nil {
+			t.Errorf("ParseProcesses(%q) accepted", bad)
+		}
+	}
+	if got := Processes(0).For(12); got != 12 {
+		t.Errorf("auto on 12 cores = %d", got)
+	}
+}
+
+const goodFleet = `version: 1
+name: t
+steady:
+  - name: a
+    provider: lab
+    shape: small
+    count: 2
+burst:
+  - name: b
+    provider: lab
+    shape: small
+    max: 3
+`
+
+func TestLoadFleetErrors(t *testing.T) {
+	cat := shippedCatalogue(t)
+	for _, tc := range []struct {
+		name, yaml string
+		line       int
+		field      string
+		msg        string
+	}{
+		{"unknown key", strings.Replace(goodFleet, "    count: 2", "    count: 2\n    cuont: 3", 1), 8, "steady[0].cuont", `unknown key "cuont" in steady[0]`},
+		{"unknown top key", goodFleet + "extra: 1\n", 13, "extra", `unknown key "extra" at the top`},
+		{"negative count", strings.Replace(goodFleet, "count: 2", "count: -1", 1), 7, "steady[0].count", "must not be negative"},
+		{"negative max", strings.Replace(goodFleet, "max: 3", "max: -3", 1), 12, "burst[0].max", "must not be negative"},
+		{"wrong type", strings.Replace(goodFleet, "count: 2", "count: two", 1), 7, "steady[0].count", `want an integer, got "two"`},
+		{"unknown shape", strings.Replace(goodFleet, "shape: small\n    count", "shape: huge\n    count", 1), 6, "steady[0].shape", `no shape "huge"`},
+		{"unknown provider", strings.Replace(goodFleet, "provider: lab\n    shape: small\n    count", "provider: aws\n    shape: small\n    count", 1), 5, "steady[0].provider", `unknown provider "aws"`},
+		{"bad processes", strings.Replace(goodFleet, "count: 2", "count: 2\n    processes: 0", 1), 8, "steady[0].processes", "want auto or a positive integer"},
+		{"bad port", strings.Replace(goodFleet, "count: 2", "count: 2\n    base_port: 70000", 1), 8, "steady[0].base_port", "between 1 and 65535"},
+		{"duplicate name", strings.Replace(goodFleet, "name: b", "name: a", 1), 9, "burst[0].name", "already the name of steady[0]"},
+		{"missing version", strings.Replace(goodFleet, "version: 1\n", "", 1), 1, "version", "missing"},
+		{"future version", strings.Replace(goodFleet, "version: 1", "version: 2", 1), 1, "version", "unsupported version"},
+		{"empty", "", 0, "version", "file is empty"},
+		{"not yaml", "version: 1\nsteady: [\n", 2, "", "not valid YAML"},
+		{"static without key", `version: 1
+steady:
+  - name: s
+    provider: static
+    shape: lab/small
+    hosts:
+      - address: 192.0.2.1
+`, 7, "steady[0].hosts[0].host_key", "missing"},
+		{"static bad address", `version: 1
+steady:
+  - name: s
+    provider: static
+    shape: lab/small
+    hosts:
+      - {address: "not an address", host_key: "ssh-ed25519 AAAA"}
+`, 7, "steady[0].hosts[0].address", "want an IP address or host name"},
+		{"open ssh", "version: 1\nadmin:\n  ranges: [0.0.0.0/0]\n", 3, "admin.ranges[0]", "whole internet"},
+		{"burst static", "version: 1\nburst:\n  - name: x\n    provider: static\n    shape: lab/small\n", 4, "burst[0].provider", "belong in steady"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "fleet.yaml")
+			if err := os.WriteFile(path, []byte(tc.yaml), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			_, err := LoadFleet(path, cat)
+			var ie *Error
+			if !errors.As(err, &ie) {
+				t.Fatalf("err = %v, want *Error", err)
+			}
+			if ie.File != path || ie.Line != tc.line || ie.Field != tc.field || !strings.Contains(ie.Msg, tc.msg) {
+				t.Errorf("got file=%q line=%d field=%q msg=%q\nwant line=%d field=%q msg containing %q", ie.File, ie.Line, ie.Field, ie.Msg, tc.line, tc.field, tc.msg)
+			}
+			if strings.Contains(err.Error(), "\n") {
+				t.Errorf("error is not one line: %q", err)
+			}
+			if !strings.HasPrefix(err.Error(), path+":") {
+				t.Errorf("error does not start with the file name: %q", err)
+			}
+		})
+	}
+}
+
+func TestLoadMissingFile(t *testing.T) {
+	_, err := LoadCatalogue("/nonexistent/providers.yaml")
+	if err == nil || err.Error() != "/nonexistent/providers.yaml: no such file" {
+		t.Errorf("err = %v", err)
+	}
+}
+
+func TestStaticGroupCountsHosts(t *testing.T) {
+	cat := shippedCatalogue(t)
+	path := filepath.Join(t.TempDir(), "f.yaml")
+	os.WriteFile(path, []byte(`version: 1
+steady:
+  - name: s
+    provider: static
+    shape: lab/small
+    hosts:
+      - {address: 192.0.2.1, host_key: "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIJdD7y3aLq454yWBdwLWbieU1ebz9/cu7/QEXn9OIeZJ"}
+      - {address: "box.example.net:2222", user: admin, host_key: "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIJdD7y3aLq454yWBdwLWbieU1ebz9/cu7/QEXn9OIeZJ"}
+`), 0o644)
+	f, err := LoadFleet(path, cat)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := f.Steady[0]
+	if g.BoxCount() != 2 || g.Hosts[0].User != "root" || g.Hosts[1].User != "admin" || g.BasePort != DefaultBasePort {
+		t.Errorf("static group = %+v", g)
+	}
+}
+
+func TestCatalogueValidation(t *testing.T) {
+	base := `version: 1
+currency: EUR
+providers:
+  - name: p
+    kind: cloud
+    shapes:
+      - name: s
+        cores: 2
+        ram: 4GiB
+        uplink: 1Gbit
+        hourly: 0.01
+        monthly: 5
+        currency: EUR
+        egress: {included: 1TB, accrues: month, past: billed, price: 1, per: TB}
+        source: test
+        date: "2026-11-29"
+`
+	for _, tc := range []struct{ name, from, to, field string }{
+		{"no source", "        source: test\n", "", "providers[0].shapes[0].source"},
+		{"bad accrual", "accrues: month", "accrues: weekly", "providers[0].shapes[0].egress.accrues"},
+		{"billed without price", "price: 1,", "price: 0,", "providers[0].shapes[0].egress.price"},
+		{"bad per", "per: TB", "per: PB", "providers[0].shapes[0].egress.per"},
+		{"unknown currency", "currency: EUR\n        egress", "currency: GBP\n        egress", "providers[0].shapes[0].currency"},
+		{"cdn without reason", "kind: cloud", "kind: cdn", "providers[0].unusable"},
+		{"zero cores", "cores: 2", "cores: 0", "providers[0].shapes[0].cores"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "providers.yaml")
+			os.WriteFile(path, []byte(strings.Replace(base, tc.from, tc.to, 1)), 0o644)
+			_, err := LoadCatalogue(path)
+			var ie *Error
+			if !errors.As(err, &ie) || ie.Field != tc.field || ie.Line == 0 {
+				t.Errorf("err = %v, want an error at %s with a line", err, tc.field)
+			}
+		})
+	}
+	path := filepath.Join(t.TempDir(), "providers.yaml")
+	os.WriteFile(path, []byte(base), 0o644)
+	cat, err := LoadCatalogue(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := cat.Lookup("p/s"); err != nil {
+		t.Error(err)
+	}
+	for _, bad := range []string{"p", "q/s", "p/t", "p/s@mars"} {
+		if _, _, err := cat.Lookup(bad); err == nil {
+			t.Errorf("Lookup(%q) succeeded", bad)
+		}
+	}
+}
+
+func TestBeside(t *testing.T) {
+	dir := t.TempDir()
+	fleet := filepath.Join(dir, "fleet.yaml")
+	if got := Beside(fleet, CalibrationFile); got != Embedded(CalibrationFile) {
+		t.Errorf("no file beside: got %q", got)
+	}
+	os.WriteFile(filepath.Join(dir, CalibrationFile), []byte("version: 1\n"), 0o644)
+	if got := Beside(fleet, CalibrationFile); got != filepath.Join(dir, CalibrationFile) {
+		t.Errorf("file beside: got %q", got)
+	}
+}

@@ -1,0 +1,164 @@
+// Package units renders relayfleet's systemd units from a box's layout:
+// the relay@.service template, one drop-in per relay process (its port and
+// CPU), and relay.target grouping them. It is pure: bytes in, bytes out,
+// built with go-systemd's unit serializer.
+//
+// Each relay process runs under its own memory ceiling (MemoryMax) with
+// Restart=always, so a process that runs away is killed and restarted
+// alone while its siblings keep serving: the story's isolation fix.
+package units
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+
+	"github.com/coreos/go-systemd/v22/unit"
+)
+
+// Names of the rendered units.
+const (
+	TemplateName = "relay@.service"
+	TargetName   = "relay.target"
+)
+
+// MinMemory is the smallest per-process ceiling worth running a relay in.
+const MinMemory = 32 << 20
+
+// Layout is what the units depend on.
+type Layout struct {
+	Cores     int
+	RAM       int64 // bytes
+	Processes int   // 0 = one per core
+	BasePort  int
+	// Reserve is RAM kept for the system (sshd, journald, the kernel);
+	// 0 means the default, 256 MiB or an eighth of RAM if smaller.
+	Reserve int64
+	// Binary is the relay binary's path on the box.
+	Binary string
+}
+
+// MemoryMax returns the per-process ceiling, (RAM - reserve) / processes,
+// and MemoryHigh, the throttling point below it (90%).
+func (l Layout) MemoryMax() (max, high int64) {
+	n := int64(l.processes())
+	free := l.RAM - l.reserve()
+	if n <= 0 || free <= 0 {
+		return 0, 0
+	}
+	max = free / n
+	return max, max / 10 * 9
+}
+
+func (l Layout) processes() int {
+	if l.Processes == 0 {
+		return l.Cores
+	}
+	return l.Processes
+}
+
+func (l Layout) reserve() int64 {
+	if l.Reserve > 0 {
+		return l.Reserve
+	}
+	return min(256<<20, l.RAM/8)
+}
+
+func (l Layout) validate() error {
+	switch {
+	case l.Cores <= 0:
+		return errors.New("units: cores must be positive")
+	case l.processes() <= 0:
+		return errors.New("units: processes must be positive")
+	case (l.RAM-l.reserve())/int64(l.processes()) < MinMemory:
+		return fmt.Errorf("units: %d bytes of RAM less a %d byte reserve leave under %d MiB for each of %d processes", l.RAM, l.reserve(), MinMemory>>20, l.processes())
+	case l.BasePort <= 0 || l.BasePort+l.processes()-1 > 65535:
+		return fmt.Errorf("units: ports %d..%d are out of range", l.BasePort, l.BasePort+l.processes()-1)
+	case !strings.HasPrefix(l.Binary, "/"):
+		return fmt.Errorf("units: binary %q is not an absolute path", l.Binary)
+	}
+	return nil
+}
+
+// File is one rendered unit file.
+type File struct {
+	Path string // on the box
+	Data []byte
+}
+
+func opt(section, name, value string) *unit.UnitOption {
+	return unit.NewUnitOption(section, name, value)
+}
+
+func render(path string, opts []*unit.UnitOption) (File, error) {
+	for _, o := range opts {
+		// Serialize writes values raw: a newline would inject directives.
+		if strings.ContainsAny(o.Value, "\n\r") {
+			return File{}, fmt.Errorf("units: %s: newline in %s=", path, o.Name)
+		}
+	}
+	data, err := io.ReadAll(unit.Serialize(opts))
+	return File{Path: path, Data: data}, err
+}
+
+// Render returns the template, one drop-in per process and the target.
+func Render(l Layout) ([]File, error) {
+	if err := l.validate(); err != nil {
+		return nil, err
+	}
+	max, high := l.MemoryMax()
+	tmpl, err := render("/etc/systemd/system/"+TemplateName, []*unit.UnitOption{
+		opt("Unit", "Description", "relayfleet relay on port %i"),
+		opt("Unit", "PartOf", TargetName),
+		opt("Unit", "After", "network-online.target"),
+		opt("Unit", "Wants", "network-online.target"),
+		// Keep restarting a crash loop: a relay that cannot start should
+		// keep trying, not give up after five attempts.
+		opt("Unit", "StartLimitIntervalSec", "0"),
+		opt("Service", "Type", "notify"),
+		opt("Service", "ExecStart", l.Binary+" serve --listen [::]:%i"),
+		opt("Service", "Restart", "always"),
+		opt("Service", "RestartSec", "1s"),
+		opt("Service", "WatchdogSec", "10s"),
+		opt("Service", "MemoryMax", strconv.FormatInt(max, 10)),
+		opt("Service", "MemoryHigh", strconv.FormatInt(high, 10)),
+		opt("Service", "LimitNOFILE", "1048576"),
+		opt("Service", "DynamicUser", "yes"),
+		opt("Service", "NoNewPrivileges", "yes"),
+		opt("Service", "ProtectSystem", "strict"),
+		opt("Service", "ProtectHome", "yes"),
+		opt("Service", "PrivateTmp", "yes"),
+		opt("Service", "CapabilityBoundingSet", ""),
+		opt("Service", "RestrictAddressFamilies", "AF_INET AF_INET6 AF_UNIX"),
+		opt("Service", "SystemCallFilter", "@system-service"),
+		opt("Install", "WantedBy", TargetName),
+	})
+	if err != nil {
+		return nil, err
+	}
+	files := []File{tmpl}
+	var wants []string
+	for i := range l.processes() {
+		port := l.BasePort + i
+		name := "relay@" + unit.UnitNameEscape(strconv.Itoa(port)) + ".service"
+		wants = append(wants, name)
+		f, err := render("/etc/systemd/system/"+name+".d/10-relayfleet.conf", []*unit.UnitOption{
+			opt("Service", "CPUAffinity", strconv.Itoa(i%l.Cores)),
+		})
+		if err != nil {
+			return nil, err
+		}
+		files = append(files, f)
+	}
+	target, err := render("/etc/systemd/system/"+TargetName, []*unit.UnitOption{
+		opt("Unit", "Description", "relayfleet relays, one per process"),
+		opt("Unit", "Wants", strings.Join(wants, " ")),
+		opt("Install", "WantedBy", "multi-user.target"),
+	})
+	if err != nil {
+		return nil, err
+	}
+	return append(files, target), nil
+}

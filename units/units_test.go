@@ -1,0 +1,80 @@
+package units
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func TestRenderGolden(t *testing.T) {
+	files, err := Render(Layout{Cores: 2, RAM: 4 << 30, BasePort: 4443, Binary: "/opt/relayfleet/current/relay"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got bytes.Buffer
+	for _, f := range files {
+		got.WriteString("=== " + f.Path + "\n")
+		got.Write(f.Data)
+	}
+	path := filepath.Join("testdata", "2-cores-4GiB.golden")
+	if os.Getenv("UPDATE_GOLDEN") != "" {
+		os.WriteFile(path, got.Bytes(), 0o644)
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.String() != string(want) {
+		t.Errorf("rendered units differ from %s (UPDATE_GOLDEN=1 rewrites it):\n%s", path, got.String())
+	}
+}
+
+func TestMemoryMax(t *testing.T) {
+	for _, tc := range []struct {
+		l         Layout
+		max, high int64
+	}{
+		// 64 GiB, 12 processes, 256 MiB reserve.
+		{Layout{Cores: 12, RAM: 64 << 30}, (64<<30 - 256<<20) / 12, (64<<30 - 256<<20) / 12 / 10 * 9},
+		// 1 GiB lab box: the reserve is an eighth, 128 MiB.
+		{Layout{Cores: 1, RAM: 1 << 30}, 1<<30 - 128<<20, (1<<30 - 128<<20) / 10 * 9},
+		{Layout{Cores: 4, RAM: 8 << 30, Processes: 2, Reserve: 1 << 30}, 7 << 29, (7 << 29) / 10 * 9},
+	} {
+		max, high := tc.l.MemoryMax()
+		if max != tc.max || high != tc.high || high >= max {
+			t.Errorf("%+v: MemoryMax = %d, %d; want %d, %d", tc.l, max, high, tc.max, tc.high)
+		}
+	}
+}
+
+func TestRenderRejects(t *testing.T) {
+	for _, l := range []Layout{
+		{Cores: 0, RAM: 1 << 30, BasePort: 4443, Binary: "/r"},
+		{Cores: 1, RAM: 1 << 20, BasePort: 4443, Binary: "/r"},
+		{Cores: 2, RAM: 1 << 30, BasePort: 65535, Binary: "/r"},
+		{Cores: 1, RAM: 1 << 30, BasePort: 4443, Binary: "relay"},
+		{Cores: 1, RAM: 1 << 30, BasePort: 4443, Binary: "/r\nExecStartPre=/bin/sh"},
+	} {
+		if _, err := Render(l); err == nil {
+			t.Errorf("Render(%+v) succeeded", l)
+		}
+	}
+}
+
+func TestOneInstancePerProcess(t *testing.T) {
+	files, err := Render(Layout{Cores: 4, RAM: 8 << 30, Processes: 3, BasePort: 5000, Binary: "/r"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	target := string(files[len(files)-1].Data)
+	for _, want := range []string{"relay@5000.service", "relay@5001.service", "relay@5002.service"} {
+		if !strings.Contains(target, want) {
+			t.Errorf("target lacks %s:\n%s", want, target)
+		}
+	}
+	if strings.Contains(target, "relay@5003") || len(files) != 5 {
+		t.Errorf("%d files, target %s", len(files), target)
+	}
+}
