@@ -114,12 +114,12 @@ func TestFetchHcloud(t *testing.T) {
 		t.Errorf("rows =\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 	for _, tc := range []struct {
-		shape, loc        string
-		cores             int
-		ram               inventories.Bytes
-		hourly, monthly   float64
-		included          inventories.Bytes
-		overage           float64
+		shape, loc      string
+		cores           int
+		ram             inventories.Bytes
+		hourly, monthly float64
+		included        inventories.Bytes
+		overage         float64
 	}{
 		{"ccx33", "fsn1", 8, 32 * gib, 0.0777, 48.49, 20 * tib, 1},
 		{"ccx33", "ash", 8, 32 * gib, 0.0905, 56.49, 3 * tib, 1},
