@@ -237,8 +237,11 @@ func writePlanTable(w io.Writer, p *capacity.Plan, cal *inventories.Calibration,
 	fmt.Fprintf(w, "\ntotal: %d boxes, capacity %s (%.1f%% spare)\n", p.Boxes, capacity.Count(p.Capacity), spare)
 	if c := p.Cost; c != nil {
 		fmt.Fprintf(w, "cost (%s): %s per hour, %s per month", c.Currency, money(c.PerHour), money(c.PerMonth))
+		if c.Overage > 0 {
+			fmt.Fprintf(w, ", plus %s egress overage over %s h", money(c.Overage), num(windowHours(p)))
+		}
 		if p.EventHours > 0 {
-			fmt.Fprintf(w, ", %s per event (burst boxes and overage)", money(c.PerEvent))
+			fmt.Fprintf(w, "; %s per event (burst boxes and overage)", money(c.PerEvent))
 		}
 		fmt.Fprintln(w)
 	} else {
@@ -256,7 +259,7 @@ func writePlanTable(w io.Writer, p *capacity.Plan, cal *inventories.Calibration,
 	if len(egress) > 0 {
 		fmt.Fprintln(w)
 		tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-		fmt.Fprintf(tw, "EGRESS\tPROVIDER\tPER BOX-HOUR\tINCLUDED\tACCRUES\tPAST IT\tEXHAUSTED AFTER\tOVERAGE (%s h)\tOVERAGE COST\n", num(egress[0].Egress.WindowHours))
+		fmt.Fprintf(tw, "EGRESS\tPROVIDER\tPER BOX-HOUR\tINCLUDED\tACCRUES\tPAST IT\tEXHAUSTED AFTER\tOVERAGE (%s h)\tOVERAGE COST\n", num(windowHours(p)))
 		for _, g := range egress {
 			e := g.Egress
 			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", g.Name, e.Provider, inventories.Bytes(e.PerBoxHourBytes),
@@ -273,6 +276,13 @@ func writePlanTable(w io.Writer, p *capacity.Plan, cal *inventories.Calibration,
 		}
 	}
 	return nil
+}
+
+func windowHours(p *capacity.Plan) float64 {
+	if p.EventHours > 0 {
+		return p.EventHours
+	}
+	return capacity.HoursPerMonth
 }
 
 func included(e *capacity.EgressPlan) string {

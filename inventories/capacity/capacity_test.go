@@ -130,6 +130,9 @@ func TestMakeMonthOverage(t *testing.T) {
 	if e.OverageBytes != 111_400_000_000_000 || !near(e.OverageCost, 111.4) || !near(p.Cost.Overage, 111.4) {
 		t.Errorf("overage = %d bytes, %.2f", e.OverageBytes, e.OverageCost)
 	}
+	if len(p.Warnings) != 1 || !strings.Contains(p.Warnings[0], "used up after 111.1 h") {
+		t.Errorf("warnings = %q", p.Warnings)
+	}
 }
 
 func TestMakeCheapestMix(t *testing.T) {

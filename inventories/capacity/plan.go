@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strconv"
 
 	"github.com/relayfleet/relayfleet/inventories"
 )
@@ -347,6 +348,10 @@ func egressPlan(req Request, g *Group, warnings []string) (*EgressPlan, []string
 		switch e.Past {
 		case inventories.PastBilled:
 			ep.OverageCost = roundMoney(float64(ep.OverageBytes) / float64(e.PerBytes()) * cat.ToCurrency(e.Price, s.Currency))
+			if ep.ExhaustedAfterHours != nil {
+				warnings = append(warnings, fmt.Sprintf("%s: %s included egress is used up after %.1f h at %s listeners per box; past it %s is billed over %s h",
+					ref, inventories.Bytes(inc), *ep.ExhaustedAfterHours, Count(perBox), inventories.Bytes(ep.OverageBytes), strconv.FormatFloat(H, 'f', -1, 64)))
+			}
 		case inventories.PastThrottled:
 			ep.ThrottledListeners = floor(float64(e.Throttle) * req.Calibration.UplinkHeadroom / float64(req.Calibration.BitratePerListener))
 			warnings = append(warnings, fmt.Sprintf("%s: %s included egress is used up after %.1f h at %s listeners per box; then throttled to %s, which carries %s listeners",
