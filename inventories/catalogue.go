@@ -57,9 +57,13 @@ type Shape struct {
 	Name   string `yaml:"name"`
 	Region string `yaml:"region"`
 	// Cores is what nproc reports on the box (vCPUs or hardware threads).
-	Cores  int     `yaml:"cores"`
-	RAM    Bytes   `yaml:"ram"`
-	Uplink BitRate `yaml:"uplink"`
+	Cores int `yaml:"cores"`
+	// SharedCPU marks vCPUs shared with other tenants: the calibration's
+	// listeners per core was measured on dedicated cores, so the planner
+	// warns before it trusts such a box.
+	SharedCPU bool    `yaml:"shared_cpu"`
+	RAM       Bytes   `yaml:"ram"`
+	Uplink    BitRate `yaml:"uplink"`
 	// Hourly is zero for shapes rented by the month only.
 	Hourly   float64 `yaml:"hourly"`
 	Monthly  float64 `yaml:"monthly"`

@@ -78,7 +78,7 @@ func runProviders(ctx context.Context, args []string, stdout io.Writer) error {
 func writeCatalogue(w io.Writer, cat *inventories.Catalogue, file string) error {
 	fmt.Fprintf(w, "Provider catalogue %s (prices in each row's currency; plans convert to %s)\n\n", file, cat.Currency)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "SHAPE\tCORES\tRAM\tUPLINK\tHOURLY\tMONTHLY\tINCLUDED EGRESS\tACCRUES\tPAST IT\tREAD ON\tUNSURE")
+	fmt.Fprintln(tw, "SHAPE\tCORES\tCPU\tRAM\tUPLINK\tHOURLY\tMONTHLY\tINCLUDED EGRESS\tACCRUES\tPAST IT\tREAD ON\tUNSURE")
 	for i := range cat.Providers {
 		p := &cat.Providers[i]
 		if p.Unusable != "" {
@@ -98,7 +98,11 @@ func writeCatalogue(w io.Writer, cat *inventories.Catalogue, file string) error 
 			if s.Unsure {
 				unsure = "unsure"
 			}
-			fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", s.Ref(p), s.Cores, s.RAM.IEC(), s.Uplink,
+			cpu := "dedicated"
+			if s.SharedCPU {
+				cpu = "shared"
+			}
+			fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", s.Ref(p), s.Cores, cpu, s.RAM.IEC(), s.Uplink,
 				hourly, monthly, includedEgress(s.Egress), s.Egress.Accrues, pastIt(s), s.Date, unsure)
 		}
 	}
@@ -122,8 +126,13 @@ func includedEgress(e inventories.Egress) string {
 	if e.Accrues == inventories.AccrueUnmetered {
 		return "unmetered"
 	}
-	if e.Included%(1<<30) == 0 {
-		return e.Included.IEC() // as sold in binary units (Hetzner's "TB")
+	// Show allowances in the units they are sold in: Hetzner's "TB" is a
+	// TiB, DigitalOcean counts GiB, others decimal.
+	switch {
+	case e.Included%(1<<40) == 0:
+		return e.Included.IEC()
+	case e.Included%(1<<30) == 0:
+		return strconv.FormatInt(int64(e.Included>>30), 10) + " GiB"
 	}
 	return e.Included.String()
 }

@@ -219,6 +219,10 @@ func Make(req Request, cands []Candidate) (*Plan, error) {
 			priced = false
 			continue
 		}
+		if g.cand.Shape.SharedCPU && g.Boxes > 0 {
+			p.Warnings = append(p.Warnings, fmt.Sprintf("%s: shared vCPUs; %g listeners per core was measured on dedicated cores: measure this shape with fleet loadtest before trusting %s listeners per box",
+				g.Shape, req.Calibration.ListenersPerCore, Count(g.PerBox.Capacity)))
+		}
 		g.Egress, p.Warnings = egressPlan(req, g, p.Warnings)
 		g.Cost = groupCost(req, g)
 		total.add(g.Cost)

@@ -108,7 +108,7 @@ func TestCompare(t *testing.T) {
 			}),
 			want: []Difference{
 				{Ref: "digitalocean/c-16", Field: FieldNotSold, Shipped: "336 USD a month"},
-				{Ref: "hcloud/ccx13@ap", Field: FieldNotSold, Shipped: "15.49 EUR a month"},
+				{Ref: "hcloud/ccx13@ap", Field: FieldNotSold, Shipped: "21.5 EUR a month"},
 			},
 		},
 		{
@@ -119,7 +119,7 @@ func TestCompare(t *testing.T) {
 				return append(ls, l)
 			}),
 			want: []Difference{{Ref: "hcloud/cx23 (fsn9)", Field: FieldMissing,
-				Live: "2 cores, 4 GiB RAM, 0.0048 EUR an hour, 2.99 EUR a month, 20 TiB included a month; location fsn9 is in no region of hcloud"}},
+				Live: "2 cores, 4 GiB RAM, 0.0056 EUR an hour, 3.49 EUR a month, 20 TiB included a month; location fsn9 is in no region of hcloud"}},
 		},
 		{
 			name: "only the providers asked",

@@ -121,11 +121,11 @@ func TestFetchHcloud(t *testing.T) {
 		included        inventories.Bytes
 		overage         float64
 	}{
-		{"ccx33", "fsn1", 8, 32 * gib, 0.0777, 48.49, 20 * tib, 1},
-		{"ccx33", "ash", 8, 32 * gib, 0.0905, 56.49, 3 * tib, 1},
-		{"ccx33", "sin", 8, 32 * gib, 0.0985, 61.49, 3 * tib / 2, 7.4},
-		{"ccx13", "hil", 2, 8 * gib, 0.0232, 14.49, 1 * tib, 1},
-		{"cx23", "hel1", 2, 4 * gib, 0.0048, 2.99, 20 * tib, 1},
+		{"ccx33", "fsn1", 8, 32 * gib, 0.0777, 48.49, 30 * tib, 1},
+		{"ccx33", "ash", 8, 32 * gib, 0.081, 50.49, 3 * tib, 1},
+		{"ccx33", "sin", 8, 32 * gib, 0.12, 74.9, 3 * tib, 7.4},
+		{"ccx13", "hil", 2, 8 * gib, 0.0217, 13.49, 1 * tib, 1},
+		{"cx23", "hel1", 2, 4 * gib, 0.0056, 3.49, 20 * tib, 1},
 	} {
 		l := findLive(t, live, tc.shape, tc.loc)
 		if l.Cores != tc.cores || l.RAM != tc.ram || l.Hourly != tc.hourly || l.Monthly != tc.monthly || l.Included != tc.included || l.OveragePer != tc.overage {
