@@ -1,0 +1,507 @@
+package provision
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"golang.org/x/crypto/ssh"
+	"golang.org/x/crypto/ssh/agent"
+	"golang.org/x/crypto/ssh/knownhosts"
+)
+
+// Runner runs a shell command on a host, feeding stdin (may be nil), and
+// returns its stdout. A command that exits non-zero returns an *ExitError
+// carrying its stderr.
+type Runner interface {
+	Run(ctx context.Context, cmd string, stdin io.Reader) ([]byte, error)
+}
+
+// Host is where to connect.
+type Host struct {
+	// Name is how the host is reported (box name).
+	Name string
+	// Address is host:port (port 22 when absent).
+	Address string
+	User    string
+	// Jump, when set, is a host the connection is tunnelled through.
+	Jump *Host
+}
+
+func (h Host) addr() string {
+	if _, _, err := net.SplitHostPort(h.Address); err == nil {
+		return h.Address
+	}
+	return net.JoinHostPort(h.Address, "22")
+}
+
+func (h Host) String() string {
+	if h.Name != "" {
+		return h.Name
+	}
+	return h.Address
+}
+
+// HostKeys checks host keys against a known_hosts file.
+type HostKeys struct {
+	// File is the known_hosts file holding the pinned keys.
+	File string
+	// AcceptNew adds the key of a host that has none in File (adopting
+	// an existing server); a host whose key differs is still refused.
+	// Off by default: relayfleet knows its boxes' keys before it connects.
+	AcceptNew bool
+
+	mu sync.Mutex
+}
+
+// ErrHostKey is wrapped by every host key refusal.
+var ErrHostKey = errors.New("host key refused")
+
+func (k *HostKeys) callback() ssh.HostKeyCallback {
+	return func(hostname string, remote net.Addr, key ssh.PublicKey) error {
+		k.mu.Lock()
+		defer k.mu.Unlock()
+		check, err := knownhosts.New(k.File)
+		if err != nil {
+			return fmt.Errorf("%w: known hosts %s: %v", ErrHostKey, k.File, err)
+		}
+		err = check(hostname, remote, key)
+		var ke *knownhosts.KeyError
+		switch {
+		case err == nil:
+			return nil
+		case errors.As(err, &ke) && len(ke.Want) > 0:
+			return fmt.Errorf("%w: %s presented %s %s, which is not the key pinned in %s (line %d)",
+				ErrHostKey, hostname, key.Type(), ssh.FingerprintSHA256(key), k.File, ke.Want[0].Line)
+		case errors.As(err, &ke) && k.AcceptNew:
+			line := knownhosts.Line([]string{knownhosts.Normalize(hostname)}, key)
+			f, err := os.OpenFile(k.File, os.O_APPEND|os.O_WRONLY|os.O_CREATE, 0o600)
+			if err != nil {
+				return fmt.Errorf("%w: accept new key: %v", ErrHostKey, err)
+			}
+			_, werr := fmt.Fprintln(f, line)
+			if cerr := f.Close(); werr == nil {
+				werr = cerr
+			}
+			if werr != nil {
+				return fmt.Errorf("%w: accept new key: %v", ErrHostKey, werr)
+			}
+			return nil
+		case errors.As(err, &ke):
+			return fmt.Errorf("%w: %s has no pinned key in %s (it presented %s %s)", ErrHostKey, hostname, k.File, key.Type(), ssh.FingerprintSHA256(key))
+		}
+		return fmt.Errorf("%w: %v", ErrHostKey, err)
+	}
+}
+
+// PinKey writes a known_hosts line for addr and key to file, replacing
+// nothing: it is how relayfleet pins the keys it generated for its boxes.
+func PinKey(file, addr string, key ssh.PublicKey) error {
+	if err := os.MkdirAll(filepath.Dir(file), 0o700); err != nil {
+		return err
+	}
+	f, err := os.OpenFile(file, os.O_APPEND|os.O_WRONLY|os.O_CREATE, 0o600)
+	if err != nil {
+		return err
+	}
+	_, err = fmt.Fprintln(f, knownhosts.Line([]string{knownhosts.Normalize(addr)}, key))
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// Auth returns SSH auth methods: the ssh-agent at SSH_AUTH_SOCK when it
+// is set and answers, then the private key file when given.
+func Auth(keyFile string) ([]ssh.AuthMethod, io.Closer, error) {
+	var methods []ssh.AuthMethod
+	var closer io.Closer = nopCloser{}
+	if sock := os.Getenv("SSH_AUTH_SOCK"); sock != "" {
+		if c, err := net.Dial("unix", sock); err == nil {
+			methods = append(methods, ssh.PublicKeysCallback(agent.NewClient(c).Signers))
+			closer = c
+		}
+	}
+	if keyFile != "" {
+		data, err := os.ReadFile(keyFile)
+		if err != nil {
+			closer.Close()
+			return nil, nil, fmt.Errorf("ssh key: %w", err)
+		}
+		signer, err := ssh.ParsePrivateKey(data)
+		var pp *ssh.PassphraseMissingError
+		if errors.As(err, &pp) {
+			closer.Close()
+			return nil, nil, fmt.Errorf("ssh key %s is protected by a passphrase: load it into ssh-agent instead", keyFile)
+		}
+		if err != nil {
+			closer.Close()
+			return nil, nil, fmt.Errorf("ssh key %s: %w", keyFile, err)
+		}
+		methods = append(methods, ssh.PublicKeys(signer))
+	}
+	if len(methods) == 0 {
+		return nil, nil, errors.New("ssh: no key: set SSH_AUTH_SOCK to an agent or give a key file")
+	}
+	return methods, closer, nil
+}
+
+type nopCloser struct{}
+
+func (nopCloser) Close() error { return nil }
+
+// Defaults for a Pool.
+const (
+	DefaultSessionsPerConn = 8
+	DefaultMaxDials        = 16
+	DefaultDialTimeout     = 10 * time.Second
+	DefaultRetryFor        = 90 * time.Second
+)
+
+// Pool holds one SSH connection per host, reused for all the host's work.
+// Its zero value is not usable; set Auth and Keys.
+type Pool struct {
+	Auth []ssh.AuthMethod
+	Keys *HostKeys
+	// SessionsPerConn caps concurrent sessions on one connection (sshd's
+	// MaxSessions is 10).
+	SessionsPerConn int
+	// MaxDials caps connection attempts in flight across the fleet.
+	MaxDials int
+	// DialTimeout bounds one attempt; RetryFor bounds the retries of a
+	// host that does not answer yet (a box still booting).
+	DialTimeout time.Duration
+	RetryFor    time.Duration
+
+	once  sync.Once
+	dials chan struct{}
+	// life bounds dials shared by several callers: Close cancels it.
+	life  context.Context
+	stop  context.CancelFunc
+	mu    sync.Mutex
+	conns map[string]*conn
+}
+
+func (p *Pool) init() {
+	p.once.Do(func() {
+		n := p.MaxDials
+		if n <= 0 {
+			n = DefaultMaxDials
+		}
+		p.dials = make(chan struct{}, n)
+		p.conns = map[string]*conn{}
+		p.life, p.stop = context.WithCancel(context.Background())
+	})
+}
+
+func (p *Pool) sessions() int {
+	if p.SessionsPerConn > 0 {
+		return p.SessionsPerConn
+	}
+	return DefaultSessionsPerConn
+}
+
+func key(h Host) string {
+	k := h.User + "@" + h.addr()
+	if h.Jump != nil {
+		k += " via " + key(*h.Jump)
+	}
+	return k
+}
+
+// conn is one host's connection. ready is closed once dialing finished;
+// then client or err is set.
+type conn struct {
+	ready  chan struct{}
+	client *ssh.Client
+	jump   *ssh.Client
+	err    error
+	slots  chan struct{}
+}
+
+// Runner returns a Runner for host that shares the pool's connection to it.
+func (p *Pool) Runner(h Host) Runner { return &hostRunner{p: p, h: h} }
+
+type hostRunner struct {
+	p *Pool
+	h Host
+}
+
+func (r *hostRunner) Run(ctx context.Context, cmd string, stdin io.Reader) ([]byte, error) {
+	return r.p.Run(ctx, r.h, cmd, stdin)
+}
+
+// Connect returns the host's connection, dialing it once; concurrent
+// callers wait for the same dial. A failed dial is forgotten so that a
+// later call tries again.
+func (p *Pool) Connect(ctx context.Context, h Host) (*ssh.Client, error) {
+	c, err := p.get(ctx, h)
+	if err != nil {
+		return nil, err
+	}
+	return c.client, nil
+}
+
+func (p *Pool) get(ctx context.Context, h Host) (*conn, error) {
+	p.init()
+	k := key(h)
+	p.mu.Lock()
+	c, ok := p.conns[k]
+	if !ok {
+		c = &conn{ready: make(chan struct{}), slots: make(chan struct{}, p.sessions())}
+		p.conns[k] = c
+		go func() {
+			// Several callers may wait for this dial, so it is bound by the
+			// pool's life and retry window, not by the first caller's ctx;
+			// each caller stops waiting when its own ctx ends.
+			dctx, cancel := context.WithTimeout(p.life, p.retryFor()+p.timeout())
+			defer cancel()
+			c.client, c.jump, c.err = p.dialRetry(dctx, h)
+			if c.err != nil {
+				p.mu.Lock()
+				delete(p.conns, k)
+				p.mu.Unlock()
+			}
+			close(c.ready)
+		}()
+	}
+	p.mu.Unlock()
+	select {
+	case <-c.ready:
+		if c.err != nil {
+			return nil, c.err
+		}
+		return c, nil
+	case <-ctx.Done():
+		return nil, fmt.Errorf("ssh %s: %w", h, ctx.Err())
+	}
+}
+
+func (p *Pool) retryFor() time.Duration {
+	if p.RetryFor > 0 {
+		return p.RetryFor
+	}
+	return DefaultRetryFor
+}
+
+func (p *Pool) timeout() time.Duration {
+	if p.DialTimeout > 0 {
+		return p.DialTimeout
+	}
+	return DefaultDialTimeout
+}
+
+// dialRetry dials until it succeeds, the host key is refused (never
+// retried), or the retry window closes; waits grow from 200 ms to 5 s
+// with full jitter.
+func (p *Pool) dialRetry(ctx context.Context, h Host) (*ssh.Client, *ssh.Client, error) {
+	deadline := time.Now().Add(p.retryFor())
+	wait := 200 * time.Millisecond
+	for attempt := 1; ; attempt++ {
+		client, jump, err := p.dial(ctx, h)
+		if err == nil {
+			return client, jump, nil
+		}
+		if errors.Is(err, ErrHostKey) || isAuthError(err) || ctx.Err() != nil || time.Now().Add(wait).After(deadline) {
+			return nil, nil, fmt.Errorf("ssh %s: %w (after %d attempts)", h, err, attempt)
+		}
+		t := time.NewTimer(rand.N(wait) + wait/2)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil, nil, fmt.Errorf("ssh %s: %w (after %d attempts)", h, ctx.Err(), attempt)
+		case <-t.C:
+		}
+		wait = min(2*wait, 5*time.Second)
+	}
+}
+
+func isAuthError(err error) bool {
+	return err != nil && strings.Contains(err.Error(), "unable to authenticate")
+}
+
+func (p *Pool) config(h Host) *ssh.ClientConfig {
+	return &ssh.ClientConfig{
+		User:            h.User,
+		Auth:            p.Auth,
+		HostKeyCallback: p.Keys.callback(),
+		Timeout:         p.timeout(),
+	}
+}
+
+// dial makes one attempt, through the jump host when there is one. At
+// most MaxDials attempts are in flight across the pool.
+func (p *Pool) dial(ctx context.Context, h Host) (*ssh.Client, *ssh.Client, error) {
+	var jump *ssh.Client
+	var raw net.Conn
+	if h.Jump != nil {
+		jc, err := p.get(ctx, *h.Jump)
+		if err != nil {
+			return nil, nil, fmt.Errorf("jump host: %w", err)
+		}
+		jump = jc.client
+		if raw, err = jump.DialContext(ctx, "tcp", h.addr()); err != nil {
+			return nil, nil, fmt.Errorf("via %s: %w", *h.Jump, err)
+		}
+	}
+	select {
+	case p.dials <- struct{}{}:
+	case <-ctx.Done():
+		if raw != nil {
+			raw.Close()
+		}
+		return nil, nil, ctx.Err()
+	}
+	defer func() { <-p.dials }()
+	if raw == nil {
+		d := net.Dialer{Timeout: p.timeout()}
+		var err error
+		if raw, err = d.DialContext(ctx, "tcp", h.addr()); err != nil {
+			return nil, nil, err
+		}
+	}
+	// ssh.NewClientConn takes no ctx: race it, and close the connection
+	// on cancel or timeout so that the handshake goroutine ends.
+	type result struct {
+		c     ssh.Conn
+		chans <-chan ssh.NewChannel
+		reqs  <-chan *ssh.Request
+		err   error
+	}
+	done := make(chan result, 1)
+	raw.SetDeadline(time.Now().Add(p.timeout()))
+	go func() {
+		c, chans, reqs, err := ssh.NewClientConn(raw, h.addr(), p.config(h))
+		done <- result{c, chans, reqs, err}
+	}()
+	select {
+	case r := <-done:
+		if r.err != nil {
+			raw.Close()
+			return nil, nil, r.err
+		}
+		raw.SetDeadline(time.Time{})
+		return ssh.NewClient(r.c, r.chans, r.reqs), jump, nil
+	case <-ctx.Done():
+		raw.Close()
+		<-done
+		return nil, nil, ctx.Err()
+	}
+}
+
+// ExitError is a command that ran and exited non-zero.
+type ExitError struct {
+	Host   string
+	Cmd    string
+	Status int
+	Stderr string
+}
+
+func (e *ExitError) Error() string {
+	msg := strings.TrimSpace(e.Stderr)
+	if i := strings.IndexByte(msg, '\n'); i >= 0 {
+		msg = msg[:i] + " ..."
+	}
+	return fmt.Sprintf("%s: %q exited %d: %s", e.Host, e.Cmd, e.Status, msg)
+}
+
+// Run runs cmd on host over its shared connection, at most
+// SessionsPerConn at a time. Cancelling ctx closes the session (the remote
+// command gets SIGHUP from sshd) and returns at once.
+func (p *Pool) Run(ctx context.Context, h Host, cmd string, stdin io.Reader) ([]byte, error) {
+	s, release, err := p.session(ctx, h)
+	if err != nil {
+		return nil, err
+	}
+	defer release()
+	defer s.Close()
+	var stdout, stderr bytes.Buffer
+	s.Stdout, s.Stderr, s.Stdin = &stdout, &stderr, stdin
+	if err := s.Start(cmd); err != nil {
+		return nil, fmt.Errorf("ssh %s: start: %w", h, err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- s.Wait() }()
+	select {
+	case err = <-done:
+	case <-ctx.Done():
+		s.Signal(ssh.SIGKILL)
+		s.Close()
+		return nil, fmt.Errorf("ssh %s: %q: %w", h, cmd, ctx.Err())
+	}
+	var ee *ssh.ExitError
+	if errors.As(err, &ee) {
+		return stdout.Bytes(), &ExitError{Host: h.String(), Cmd: cmd, Status: ee.ExitStatus(), Stderr: stderr.String()}
+	}
+	if err != nil {
+		return stdout.Bytes(), fmt.Errorf("ssh %s: %q: %w", h, cmd, err)
+	}
+	return stdout.Bytes(), nil
+}
+
+// session opens a session on the host's connection once one of its slots
+// is free. The caller calls release after closing the session.
+func (p *Pool) session(ctx context.Context, h Host) (*ssh.Session, func(), error) {
+	for attempt := 0; ; attempt++ {
+		c, err := p.get(ctx, h)
+		if err != nil {
+			return nil, nil, err
+		}
+		select {
+		case c.slots <- struct{}{}:
+		case <-ctx.Done():
+			return nil, nil, fmt.Errorf("ssh %s: %w", h, ctx.Err())
+		}
+		release := func() { <-c.slots }
+		s, err := c.client.NewSession()
+		if err == nil {
+			return s, release, nil
+		}
+		release()
+		if attempt > 0 {
+			return nil, nil, fmt.Errorf("ssh %s: session: %w", h, err)
+		}
+		// The connection died (the box rebooted, the network dropped):
+		// forget it and dial afresh, once.
+		p.forget(h, c)
+	}
+}
+
+func (p *Pool) forget(h Host, c *conn) {
+	k := key(h)
+	p.mu.Lock()
+	if p.conns[k] == c {
+		delete(p.conns, k)
+	}
+	p.mu.Unlock()
+	c.client.Close()
+}
+
+// Close cancels dials in flight and closes every connection.
+func (p *Pool) Close() error {
+	p.init()
+	p.stop()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var errs []error
+	for k, c := range p.conns {
+		select {
+		case <-c.ready:
+			if c.client != nil {
+				errs = append(errs, c.client.Close())
+			}
+		default:
+		}
+		delete(p.conns, k)
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,332 @@
+package provision
+
+import (
+	"context"
+	"errors"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"golang.org/x/crypto/ssh"
+	"golang.org/x/crypto/ssh/agent"
+)
+
+// fixture is an sshd, a client key, and a pool pinned to the sshd's key.
+type fixture struct {
+	srv    *sshd
+	signer ssh.Signer
+	pem    []byte
+	known  string
+	pool   *Pool
+	host   Host
+}
+
+func newFixture(t *testing.T, o sshdOpts) *fixture {
+	t.Helper()
+	signer, pemKey := newKey(t)
+	srv := startSSHD(t, signer.PublicKey(), o)
+	known := filepath.Join(t.TempDir(), "known_hosts")
+	if err := PinKey(known, srv.addr, srv.hostKey); err != nil {
+		t.Fatal(err)
+	}
+	pool := &Pool{Auth: []ssh.AuthMethod{ssh.PublicKeys(signer)}, Keys: &HostKeys{File: known}, RetryFor: 3 * time.Second, DialTimeout: 2 * time.Second}
+	t.Cleanup(func() { pool.Close() })
+	return &fixture{srv: srv, signer: signer, pem: pemKey, known: known, pool: pool, host: Host{Name: "box1", Address: srv.addr, User: currentUser(t)}}
+}
+
+func TestRunWithPinnedKey(t *testing.T) {
+	f := newFixture(t, sshdOpts{})
+	ctx := context.Background()
+	out, err := f.pool.Run(ctx, f.host, "cat; echo done", strings.NewReader("hello\n"))
+	if err != nil || string(out) != "hello\ndone\n" {
+		t.Fatalf("Run = %q, %v", out, err)
+	}
+	_, err = f.pool.Run(ctx, f.host, "echo oops >&2; exit 3", nil)
+	var ee *ExitError
+	if !errors.As(err, &ee) || ee.Status != 3 || strings.TrimSpace(ee.Stderr) != "oops" {
+		t.Errorf("err = %#v, want exit 3 with stderr oops", err)
+	}
+	// One connection serves every command.
+	c1, _ := f.pool.Connect(ctx, f.host)
+	c2, _ := f.pool.Connect(ctx, f.host)
+	if c1 == nil || c1 != c2 {
+		t.Error("the pool dialed twice for one host")
+	}
+}
+
+func TestWrongPinnedKeyIsRefused(t *testing.T) {
+	f := newFixture(t, sshdOpts{})
+	other, _ := newKey(t)
+	known := filepath.Join(t.TempDir(), "known_hosts")
+	PinKey(known, f.srv.addr, other.PublicKey())
+	pool := &Pool{Auth: []ssh.AuthMethod{ssh.PublicKeys(f.signer)}, Keys: &HostKeys{File: known, AcceptNew: true}, RetryFor: time.Second}
+	defer pool.Close()
+	start := time.Now()
+	_, err := pool.Run(context.Background(), f.host, "true", nil)
+	if !errors.Is(err, ErrHostKey) || !strings.Contains(err.Error(), "not the key pinned") {
+		t.Fatalf("err = %v, want a host key refusal", err)
+	}
+	if strings.Contains(err.Error(), "attempts") && !strings.Contains(err.Error(), "after 1 attempts") {
+		t.Errorf("a refused host key was retried: %v", err)
+	}
+	if time.Since(start) > 900*time.Millisecond {
+		t.Errorf("refusal took %v; it must not be retried", time.Since(start))
+	}
+}
+
+func TestUnknownHostStrictAndAcceptNew(t *testing.T) {
+	f := newFixture(t, sshdOpts{})
+	known := filepath.Join(t.TempDir(), "known_hosts")
+	os.WriteFile(known, nil, 0o600)
+	strict := &Pool{Auth: []ssh.AuthMethod{ssh.PublicKeys(f.signer)}, Keys: &HostKeys{File: known}, RetryFor: time.Second}
+	defer strict.Close()
+	if _, err := strict.Run(context.Background(), f.host, "true", nil); !errors.Is(err, ErrHostKey) || !strings.Contains(err.Error(), "no pinned key") {
+		t.Fatalf("strict mode: err = %v", err)
+	}
+	adopt := &Pool{Auth: []ssh.AuthMethod{ssh.PublicKeys(f.signer)}, Keys: &HostKeys{File: known, AcceptNew: true}, RetryFor: time.Second}
+	defer adopt.Close()
+	if _, err := adopt.Run(context.Background(), f.host, "true", nil); err != nil {
+		t.Fatalf("accept-new: %v", err)
+	}
+	// The key is pinned now: strict mode accepts it.
+	strict2 := &Pool{Auth: []ssh.AuthMethod{ssh.PublicKeys(f.signer)}, Keys: &HostKeys{File: known}, RetryFor: time.Second}
+	defer strict2.Close()
+	if _, err := strict2.Run(context.Background(), f.host, "true", nil); err != nil {
+		t.Fatalf("after accept-new, strict: %v", err)
+	}
+	data, _ := os.ReadFile(known)
+	if !strings.Contains(string(data), string(ssh.MarshalAuthorizedKey(f.srv.hostKey))[:40]) {
+		t.Errorf("known_hosts = %q", data)
+	}
+}
+
+func TestSessionsCappedPerConnection(t *testing.T) {
+	// sshd refuses an 11th concurrent session (MaxSessions 10, its
+	// default); 30 at once must queue in the pool. The pool's 8 leave room
+	// for sessions sshd still counts while their close is in flight.
+	f := newFixture(t, sshdOpts{maxSessions: 10})
+	var wg sync.WaitGroup
+	errs := make(chan error, 30)
+	for range 30 {
+		wg.Go(func() {
+			if _, err := f.pool.Run(context.Background(), f.host, "sleep 0.2", nil); err != nil {
+				errs <- err
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+}
+
+func TestRetriesUntilTheBoxAnswers(t *testing.T) {
+	signer, _ := newKey(t)
+	srv := startSSHD(t, signer.PublicKey(), sshdOpts{})
+	// The key is pinned before the first connection, as for the lab's
+	// boxes; then the box goes down and comes back while we dial.
+	known := filepath.Join(t.TempDir(), "known_hosts")
+	PinKey(known, srv.addr, srv.hostKey)
+	srv.kill()
+	go func() {
+		time.Sleep(700 * time.Millisecond) // still booting
+		restartSSHD(t, srv)
+	}()
+	pool := &Pool{Auth: []ssh.AuthMethod{ssh.PublicKeys(signer)}, Keys: &HostKeys{File: known}, RetryFor: 10 * time.Second}
+	defer pool.Close()
+	out, err := pool.Run(context.Background(), Host{Address: srv.addr, User: currentUser(t)}, "echo up", nil)
+	if err != nil || string(out) != "up\n" {
+		t.Fatalf("Run = %q, %v", out, err)
+	}
+}
+
+func TestRunCancelled(t *testing.T) {
+	f := newFixture(t, sshdOpts{})
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	_, err := f.pool.Run(ctx, f.host, "sleep 30", nil)
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("err = %v", err)
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Errorf("cancel took %v", d)
+	}
+	// The connection still works afterwards.
+	if _, err := f.pool.Run(context.Background(), f.host, "true", nil); err != nil {
+		t.Error(err)
+	}
+}
+
+func TestDialCancelledWhileHostIsSilent(t *testing.T) {
+	// A listener that accepts and never speaks: the handshake hangs.
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			defer c.Close()
+		}
+	}()
+	signer, _ := newKey(t)
+	pool := &Pool{Auth: []ssh.AuthMethod{ssh.PublicKeys(signer)}, Keys: &HostKeys{File: filepath.Join(t.TempDir(), "k")}, DialTimeout: time.Minute, RetryFor: time.Minute}
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	_, err = pool.Run(ctx, Host{Address: l.Addr().String(), User: "root"}, "true", nil)
+	if !errors.Is(err, context.DeadlineExceeded) || time.Since(start) > 5*time.Second {
+		t.Errorf("err = %v after %v", err, time.Since(start))
+	}
+	pool.Close() // cancels the dial still in flight
+}
+
+func TestDialsCappedAcrossTheFleet(t *testing.T) {
+	var inFlight, peak atomic.Int32
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			n := inFlight.Add(1)
+			for {
+				p := peak.Load()
+				if n <= p || peak.CompareAndSwap(p, n) {
+					break
+				}
+			}
+			go func() { // hold the handshake, then hang up
+				time.Sleep(300 * time.Millisecond)
+				inFlight.Add(-1)
+				c.Close()
+			}()
+		}
+	}()
+	signer, _ := newKey(t)
+	pool := &Pool{Auth: []ssh.AuthMethod{ssh.PublicKeys(signer)}, Keys: &HostKeys{File: filepath.Join(t.TempDir(), "k")}, MaxDials: 3, RetryFor: time.Millisecond}
+	defer pool.Close()
+	var wg sync.WaitGroup
+	for i := range 9 {
+		wg.Go(func() {
+			// Nine hosts (one listener: users make them distinct).
+			pool.Run(context.Background(), Host{Address: l.Addr().String(), User: "u" + string(rune('a'+i))}, "true", nil)
+		})
+	}
+	wg.Wait()
+	if p := peak.Load(); p > 3 || p < 2 {
+		t.Errorf("peak concurrent dials = %d, want at most 3 (and some parallelism)", p)
+	}
+}
+
+func TestJumpHost(t *testing.T) {
+	f := newFixture(t, sshdOpts{})
+	target := startSSHD(t, f.signer.PublicKey(), sshdOpts{})
+	PinKey(f.known, target.addr, target.hostKey)
+	h := Host{Name: "inner", Address: target.addr, User: currentUser(t), Jump: &f.host}
+	out, err := f.pool.Run(context.Background(), h, "echo $SSH_CONNECTION", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The target sees the connection coming from the jump host's sshd.
+	if !strings.Contains(string(out), "127.0.0.1") || !strings.HasSuffix(strings.TrimSpace(string(out)), target.addr[strings.LastIndex(target.addr, ":")+1:]) {
+		t.Errorf("SSH_CONNECTION = %q", out)
+	}
+}
+
+func TestAgentAuth(t *testing.T) {
+	f := newFixture(t, sshdOpts{})
+	// A real agent protocol server on a unix socket, holding the key.
+	keyring := agent.NewKeyring()
+	for _, pemKey := range [][]byte{mustNewPEM(t), f.pem} { // an unrelated key first: the agent offers both
+		priv, err := ssh.ParseRawPrivateKey(pemKey)
+		if err != nil {
+			t.Fatal(err)
+		}
+		keyring.Add(agent.AddedKey{PrivateKey: priv})
+	}
+	sock := filepath.Join(t.TempDir(), "agent.sock")
+	l, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			go agent.ServeAgent(keyring, c)
+		}
+	}()
+	t.Setenv("SSH_AUTH_SOCK", sock)
+	methods, closer, err := Auth("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer closer.Close()
+	pool := &Pool{Auth: methods, Keys: &HostKeys{File: f.known}, RetryFor: time.Second}
+	defer pool.Close()
+	if _, err := pool.Run(context.Background(), f.host, "true", nil); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestAuthKeyFile(t *testing.T) {
+	t.Setenv("SSH_AUTH_SOCK", "")
+	if _, _, err := Auth(""); err == nil {
+		t.Error("no agent and no key file: want an error")
+	}
+	if _, _, err := Auth(filepath.Join(t.TempDir(), "missing")); err == nil {
+		t.Error("missing key file accepted")
+	}
+	_, pemKey := newKey(t)
+	p := filepath.Join(t.TempDir(), "id")
+	os.WriteFile(p, pemKey, 0o600)
+	m, c, err := Auth(p)
+	if err != nil || len(m) != 1 {
+		t.Fatalf("Auth = %v, %v", m, err)
+	}
+	c.Close()
+}
+
+func mustNewPEM(t *testing.T) []byte {
+	_, p := newKey(t)
+	return p
+}
+
+func TestRedialsAfterTheConnectionDies(t *testing.T) {
+	f := newFixture(t, sshdOpts{})
+	ctx := context.Background()
+	if _, err := f.pool.Run(ctx, f.host, "true", nil); err != nil {
+		t.Fatal(err)
+	}
+	before, _ := f.pool.Connect(ctx, f.host)
+	// The box reboots: its sshd and every connection to it go away.
+	f.srv.kill()
+	restartSSHD(t, f.srv)
+	out, err := f.pool.Run(ctx, f.host, "echo back", nil)
+	if err != nil || string(out) != "back\n" {
+		t.Fatalf("Run after reboot = %q, %v", out, err)
+	}
+	if after, _ := f.pool.Connect(ctx, f.host); after == before {
+		t.Error("the dead connection was reused")
+	}
+}

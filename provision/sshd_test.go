@@ -1,0 +1,203 @@
+package provision
+
+import (
+	"bytes"
+	"crypto/ed25519"
+	"crypto/rand"
+	"encoding/pem"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"os/user"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"golang.org/x/crypto/ssh"
+)
+
+// sshd is a real OpenSSH server on loopback for the tests.
+type sshd struct {
+	addr    string
+	hostKey ssh.PublicKey
+	cmd     *exec.Cmd
+}
+
+type sshdOpts struct {
+	maxSessions int
+	port        int // 0 picks a free one
+}
+
+func freePort(t *testing.T) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+func newKey(t *testing.T) (ssh.Signer, []byte) {
+	t.Helper()
+	_, priv, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	block, err := ssh.MarshalPrivateKey(priv, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	signer, err := ssh.NewSignerFromKey(priv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return signer, pem.EncodeToMemory(block)
+}
+
+const sshdPath = "/usr/sbin/sshd"
+
+// startSSHD starts sshd accepting clientKey for the current user. It
+// needs the openssh-server package (.ci/run installs it).
+func startSSHD(t *testing.T, clientKey ssh.PublicKey, o sshdOpts) *sshd {
+	t.Helper()
+	if _, err := os.Stat(sshdPath); err != nil {
+		t.Fatalf("%s is missing: install openssh-server (apt-get install openssh-server) to run the SSH tests", sshdPath)
+	}
+	dir := t.TempDir()
+	host, hostPEM := newKey(t)
+	write := func(name string, data []byte) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	if o.port == 0 {
+		o.port = freePort(t)
+	}
+	if o.maxSessions == 0 {
+		o.maxSessions = 10
+	}
+	hostKeyFile := write("host_key", hostPEM)
+	authFile := write("authorized_keys", ssh.MarshalAuthorizedKey(clientKey))
+	conf := write("sshd_config", fmt.Appendf(nil, `Port %d
+ListenAddress 127.0.0.1
+HostKey %s
+AuthorizedKeysFile %s
+PidFile %s
+StrictModes no
+UsePAM no
+PasswordAuthentication no
+KbdInteractiveAuthentication no
+PermitRootLogin prohibit-password
+MaxSessions %d
+MaxStartups 100
+AllowTcpForwarding yes
+LogLevel ERROR
+`, o.port, hostKeyFile, authFile, filepath.Join(dir, "sshd.pid"), o.maxSessions))
+	os.MkdirAll("/run/sshd", 0o755) // privilege separation directory
+	cmd := exec.Command(sshdPath, "-D", "-e", "-f", conf)
+	cmd.Stderr = sshdLog(t, dir)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	s := &sshd{hostKey: host.PublicKey(), cmd: cmd}
+	t.Cleanup(s.kill)
+	addr := fmt.Sprintf("127.0.0.1:%d", o.port)
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		c, err := net.Dial("tcp", addr)
+		if err == nil {
+			c.Close()
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("sshd did not listen on %s", addr)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	s.addr = addr
+	return s
+}
+
+// kill stops sshd and every connection it serves, as a reboot would.
+// Each connection is served by a child in a session of its own, so the
+// children are found through /proc and killed first.
+func (s *sshd) kill() {
+	for _, pid := range descendants(s.cmd.Process.Pid) {
+		syscall.Kill(pid, syscall.SIGKILL)
+	}
+	s.cmd.Process.Kill()
+	s.cmd.Wait()
+}
+
+// descendants lists the processes below pid.
+func descendants(pid int) []int {
+	children := map[int][]int{}
+	stats, _ := filepath.Glob("/proc/[0-9]*/stat")
+	for _, p := range stats {
+		data, err := os.ReadFile(p)
+		if err != nil {
+			continue
+		}
+		// pid (comm) state ppid ...: comm may hold spaces, so cut at ")".
+		i := bytes.LastIndexByte(data, ')')
+		f := strings.Fields(string(data[i+1:]))
+		child, _ := strconv.Atoi(filepath.Base(filepath.Dir(p)))
+		if len(f) > 1 {
+			ppid, _ := strconv.Atoi(f[1])
+			children[ppid] = append(children[ppid], child)
+		}
+	}
+	var out []int
+	var walk func(int)
+	walk = func(p int) {
+		for _, c := range children[p] {
+			out = append(out, c)
+			walk(c)
+		}
+	}
+	walk(pid)
+	return out
+}
+
+func currentUser(t *testing.T) string {
+	t.Helper()
+	u, err := user.Current()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return u.Username
+}
+
+// restartSSHD starts the same sshd again (same config, same host key).
+func restartSSHD(t *testing.T, s *sshd) {
+	c := exec.Command(s.cmd.Path, s.cmd.Args[1:]...)
+	c.Stderr = sshdLog(t, t.TempDir())
+	if err := c.Start(); err != nil {
+		t.Error(err)
+		return
+	}
+	s.cmd = c
+	t.Cleanup(s.kill)
+}
+
+// sshdLog collects sshd's log in dir and prints it if the test fails.
+func sshdLog(t *testing.T, dir string) *os.File {
+	f, err := os.Create(filepath.Join(dir, "sshd.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			data, _ := os.ReadFile(f.Name())
+			t.Logf("sshd log:\n%s", data)
+		}
+		f.Close()
+	})
+	return f
+}
