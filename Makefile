@@ -33,3 +33,11 @@ golden: ## rewrite golden files after an intended output change (review the diff
 
 clean: ## remove build outputs
 	rm -rf $(BIN)
+
+.PHONY: lab-test lab-qemu
+
+lab-test: ## lab boxes (root, systemd-container, debootstrap): SSH, MemoryMax isolation, restarts, cleanup
+	$(GO) test -tags lab -count=1 -timeout 30m -v ./infra/lab/
+
+lab-qemu: ## the real-kernel lab flavour under qemu (root, qemu-system-x86; slow): net.core buffer sysctls
+	$(GO) test -tags labqemu -count=1 -timeout 60m -v -run TestQEMU ./infra/lab/
