@@ -1,0 +1,70 @@
+package provision
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/relayfleet/relayfleet/sysctl"
+)
+
+// ReadSysctl reads the profile's keys from the box's /proc/sys. A key
+// the kernel lacks is absent from the map.
+func ReadSysctl(ctx context.Context, run Runner, p sysctl.Profile) (map[string]string, error) {
+	var b strings.Builder
+	for _, s := range p.Settings {
+		// One line per key: KEY<TAB>VALUE, or KEY alone when unreadable.
+		fmt.Fprintf(&b, "printf '%%s\\t%%s\\n' %s \"$(cat %s 2>/dev/null | tr '\\t\\n' '  ')\"\n", quote(s.Key), quote(sysctl.ProcPath(s.Key)))
+	}
+	out, err := run.Run(ctx, b.String(), nil)
+	if err != nil {
+		return nil, fmt.Errorf("read sysctl: %w", err)
+	}
+	vals := map[string]string{}
+	for line := range strings.SplitSeq(strings.TrimRight(string(out), "\n"), "\n") {
+		k, v, _ := strings.Cut(line, "\t")
+		if v = strings.Join(strings.Fields(v), " "); v != "" {
+			vals[k] = v
+		}
+	}
+	return vals, nil
+}
+
+// ApplySysctl converges the profile on a box: it writes the profile's
+// file when it differs, asks the kernel to load it, and reads every key
+// back. sysctl's exit status is not trusted (it fails on read-only keys
+// and succeeds on some it did not set); the read-back decides each key:
+// already, applied or not applied (read-only here, as in a container).
+func ApplySysctl(ctx context.Context, run Runner, p sysctl.Profile) ([]sysctl.Result, error) {
+	data, err := p.Render()
+	if err != nil {
+		return nil, err
+	}
+	before, err := ReadSysctl(ctx, run, p)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := WriteFile(ctx, run, p.File, data, 0o644); err != nil {
+		return nil, err
+	}
+	if !allSet(p, before) {
+		// Output and status are ignored on purpose: the read-back is the truth.
+		if _, err := run.Run(ctx, fmt.Sprintf("sysctl -q -p %s >/dev/null 2>&1 || true", quote(p.File)), nil); err != nil {
+			return nil, fmt.Errorf("apply %s: %w", p.File, err)
+		}
+	}
+	after, err := ReadSysctl(ctx, run, p)
+	if err != nil {
+		return nil, err
+	}
+	return p.Compare(before, after), nil
+}
+
+func allSet(p sysctl.Profile, vals map[string]string) bool {
+	for _, s := range p.Settings {
+		if vals[s.Key] != s.Value {
+			return false
+		}
+	}
+	return true
+}
