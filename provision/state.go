@@ -1,0 +1,195 @@
+package provision
+
+import (
+	"fmt"
+	"path"
+	"slices"
+	"sort"
+	"strings"
+
+	"github.com/relayfleet/relayfleet/sysctl"
+	"github.com/relayfleet/relayfleet/units"
+)
+
+// HostState is what a relay host is made of: files by content hash, the
+// relay instances that run, the sysctl values and the active release.
+// Desired builds it from a layout; Probe reads it off a box.
+type HostState struct {
+	// Files maps a path on the box to its content's SHA-256.
+	Files map[string]string
+	// Instances are the relay@PORT.service units that run.
+	Instances []string
+	Sysctl    map[string]string
+	Release   string
+}
+
+// Plan is a host's desired state with the bytes to write.
+type Plan struct {
+	State   HostState
+	Content map[string][]byte
+	Profile sysctl.Profile
+}
+
+// Desired is what a host with this layout should be, running the release
+// with the given sha.
+func Desired(l units.Layout, release string) (*Plan, error) {
+	files, err := units.Render(l)
+	if err != nil {
+		return nil, err
+	}
+	prof := sysctl.Relay()
+	conf, err := prof.Render()
+	if err != nil {
+		return nil, err
+	}
+	p := &Plan{
+		State:   HostState{Files: map[string]string{}, Sysctl: map[string]string{}, Release: release},
+		Content: map[string][]byte{},
+		Profile: prof,
+	}
+	add := func(path string, data []byte) {
+		p.Content[path] = data
+		p.State.Files[path] = Digest(data)
+	}
+	add(prof.File, conf)
+	for _, f := range files {
+		add(f.Path, f.Data)
+		if inst, ok := instanceOf(f.Path); ok {
+			p.State.Instances = append(p.State.Instances, inst)
+		}
+	}
+	for _, s := range prof.Settings {
+		p.State.Sysctl[s.Key] = s.Value
+	}
+	sort.Strings(p.State.Instances)
+	return p, nil
+}
+
+// instanceOf returns "relay@4443.service" for the drop-in path
+// /etc/systemd/system/relay@4443.service.d/10-relayfleet.conf.
+func instanceOf(p string) (string, bool) {
+	dir := path.Base(path.Dir(p))
+	inst, ok := strings.CutSuffix(dir, ".service.d")
+	if !ok || !strings.HasPrefix(inst, "relay@") {
+		return "", false
+	}
+	return inst + ".service", true
+}
+
+// Change kinds.
+const (
+	ChangeFile    = "file"
+	ChangeRemove  = "remove"
+	ChangeSysctl  = "sysctl"
+	ChangeStart   = "start"
+	ChangeStop    = "stop"
+	ChangeRestart = "restart"
+	ChangeRelease = "release"
+)
+
+// Change is one difference between desired and actual.
+type Change struct {
+	Kind string
+	// What: a path, a sysctl key, a unit or a release.
+	What string
+	// From and To are short descriptions (hashes, values, releases).
+	From, To string
+}
+
+func (c Change) String() string {
+	switch c.Kind {
+	case ChangeFile:
+		if c.From == "" {
+			return "create " + c.What
+		}
+		return "update " + c.What
+	case ChangeRemove:
+		return "remove " + c.What
+	case ChangeSysctl:
+		return fmt.Sprintf("sysctl %s: %s -> %s", c.What, orNone(c.From), c.To)
+	case ChangeRelease:
+		return fmt.Sprintf("release %s -> %s", orNone(short(c.From)), short(c.To))
+	}
+	return c.Kind + " " + c.What
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "(none)"
+	}
+	return s
+}
+
+// Diff lists what converging actual to desired changes, in the order it
+// is applied: files, sysctl, release, then units. It restarts only what a
+// change touches: a new template or release restarts every instance that
+// keeps running; a changed drop-in restarts its instance; new instances
+// start, instances no longer wanted stop and lose their drop-in.
+// managed is the set of paths relayfleet owns on the box (files of the
+// desired state plus drop-ins of instances found running).
+func Diff(desired, actual HostState) []Change {
+	var cs []Change
+	paths := make([]string, 0, len(desired.Files))
+	for p := range desired.Files {
+		paths = append(paths, p)
+	}
+	sort.Strings(paths)
+	changed := map[string]bool{}
+	for _, p := range paths {
+		if have := actual.Files[p]; have != desired.Files[p] {
+			cs = append(cs, Change{Kind: ChangeFile, What: p, From: have, To: desired.Files[p]})
+			changed[p] = true
+		}
+	}
+	var stale []string
+	for p := range actual.Files {
+		if _, ok := desired.Files[p]; !ok {
+			if _, isInst := instanceOf(p); isInst {
+				stale = append(stale, p)
+			}
+		}
+	}
+	sort.Strings(stale)
+	for _, p := range stale {
+		cs = append(cs, Change{Kind: ChangeRemove, What: p})
+	}
+	keys := make([]string, 0, len(desired.Sysctl))
+	for k := range desired.Sysctl {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		if actual.Sysctl[k] != desired.Sysctl[k] {
+			cs = append(cs, Change{Kind: ChangeSysctl, What: k, From: actual.Sysctl[k], To: desired.Sysctl[k]})
+		}
+	}
+	releaseChanged := desired.Release != "" && desired.Release != actual.Release
+	if releaseChanged {
+		cs = append(cs, Change{Kind: ChangeRelease, What: "relay", From: actual.Release, To: desired.Release})
+	}
+	templateChanged := false
+	for p := range changed {
+		if path.Base(p) == units.TemplateName {
+			templateChanged = true
+		}
+	}
+	running := map[string]bool{}
+	for _, u := range actual.Instances {
+		running[u] = true
+	}
+	for _, u := range desired.Instances {
+		dropIn := "/etc/systemd/system/" + strings.TrimSuffix(u, ".service") + ".service.d/10-relayfleet.conf"
+		switch {
+		case !running[u]:
+			cs = append(cs, Change{Kind: ChangeStart, What: u})
+		case templateChanged || releaseChanged || changed[dropIn]:
+			cs = append(cs, Change{Kind: ChangeRestart, What: u})
+		}
+	}
+	for _, u := range actual.Instances {
+		if !slices.Contains(desired.Instances, u) {
+			cs = append(cs, Change{Kind: ChangeStop, What: u})
+		}
+	}
+	return cs
+}

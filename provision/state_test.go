@@ -1,0 +1,119 @@
+package provision
+
+import (
+	"maps"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/relayfleet/relayfleet/units"
+)
+
+func layout(procs int) units.Layout {
+	return units.Layout{Cores: 2, RAM: 4 << 30, Processes: procs, BasePort: 4443, Binary: "/opt/relayfleet/current/relay"}
+}
+
+func clone(s HostState) HostState {
+	return HostState{Files: maps.Clone(s.Files), Instances: slices.Clone(s.Instances), Sysctl: maps.Clone(s.Sysctl), Release: s.Release}
+}
+
+func kinds(cs []Change) string {
+	var b []string
+	for _, c := range cs {
+		b = append(b, c.Kind+" "+c.What)
+	}
+	return strings.Join(b, "\n")
+}
+
+func TestDiff(t *testing.T) {
+	two, err := Desired(layout(2), "aaaa")
+	if err != nil {
+		t.Fatal(err)
+	}
+	three, _ := Desired(layout(3), "aaaa")
+	newRelease, _ := Desired(layout(2), "bbbb")
+	fewerCores := layout(2)
+	fewerCores.RAM = 8 << 30 // MemoryMax changes in the template
+	bigger, _ := Desired(fewerCores, "aaaa")
+
+	converged := clone(two.State)
+	fresh := HostState{}
+
+	for _, tc := range []struct {
+		name            string
+		desired, actual HostState
+		want            []string
+	}{
+		{"converged", two.State, converged, nil},
+		{"fresh box", two.State, fresh, []string{
+			"file /etc/sysctl.d/60-relay.conf",
+			"file /etc/systemd/system/relay.target",
+			"file /etc/systemd/system/relay@.service",
+			"file /etc/systemd/system/relay@4443.service.d/10-relayfleet.conf",
+			"file /etc/systemd/system/relay@4444.service.d/10-relayfleet.conf",
+			"sysctl fs.file-max", "sysctl net.core.netdev_max_backlog", "sysctl net.core.rmem_default",
+			"sysctl net.core.rmem_max", "sysctl net.core.wmem_default", "sysctl net.core.wmem_max",
+			"release relay",
+			"start relay@4443.service", "start relay@4444.service",
+		}},
+		{"one more process", three.State, converged, []string{
+			"file /etc/systemd/system/relay.target",
+			"file /etc/systemd/system/relay@.service", // MemoryMax shrinks: every instance restarts
+			"file /etc/systemd/system/relay@4445.service.d/10-relayfleet.conf",
+			"restart relay@4443.service", "restart relay@4444.service", "start relay@4445.service",
+		}},
+		{"one fewer process", two.State, clone(three.State), []string{
+			"file /etc/systemd/system/relay.target",
+			"file /etc/systemd/system/relay@.service",
+			"remove /etc/systemd/system/relay@4445.service.d/10-relayfleet.conf",
+			"restart relay@4443.service", "restart relay@4444.service", "stop relay@4445.service",
+		}},
+		{"new release restarts all", newRelease.State, converged, []string{
+			"release relay", "restart relay@4443.service", "restart relay@4444.service",
+		}},
+		{"template parameter", bigger.State, converged, []string{
+			"file /etc/systemd/system/relay@.service", "restart relay@4443.service", "restart relay@4444.service",
+		}},
+		{"hand-edited drop-in restarts only its instance", two.State, func() HostState {
+			s := clone(converged)
+			s.Files["/etc/systemd/system/relay@4444.service.d/10-relayfleet.conf"] = "edited"
+			return s
+		}(), []string{
+			"file /etc/systemd/system/relay@4444.service.d/10-relayfleet.conf", "restart relay@4444.service",
+		}},
+		{"sysctl drift", two.State, func() HostState {
+			s := clone(converged)
+			s.Sysctl["net.core.rmem_max"] = "212992"
+			return s
+		}(), []string{"sysctl net.core.rmem_max"}},
+		{"crashed instance", two.State, func() HostState {
+			s := clone(converged)
+			s.Instances = []string{"relay@4443.service"}
+			return s
+		}(), []string{"start relay@4444.service"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := kinds(Diff(tc.desired, tc.actual))
+			if want := strings.Join(tc.want, "\n"); got != want {
+				t.Errorf("Diff =\n%s\nwant\n%s", got, want)
+			}
+		})
+	}
+}
+
+func TestChangeString(t *testing.T) {
+	for _, tc := range []struct {
+		c    Change
+		want string
+	}{
+		{Change{Kind: ChangeFile, What: "/a"}, "create /a"},
+		{Change{Kind: ChangeFile, What: "/a", From: "x"}, "update /a"},
+		{Change{Kind: ChangeSysctl, What: "k", To: "1"}, "sysctl k: (none) -> 1"},
+		{Change{Kind: ChangeRelease, From: strings.Repeat("a", 64), To: strings.Repeat("b", 64)}, "release aaaaaaaaaaaa -> bbbbbbbbbbbb"},
+		{Change{Kind: ChangeRestart, What: "relay@1.service"}, "restart relay@1.service"},
+	} {
+		if got := tc.c.String(); got != tc.want {
+			t.Errorf("%+v: %q, want %q", tc.c, got, tc.want)
+		}
+	}
+}
