@@ -1,0 +1,171 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/relayfleet/relayfleet/relay"
+)
+
+func TestBadInputExitsTwoWithOneLine(t *testing.T) {
+	dir := t.TempDir()
+	key := filepath.Join(dir, "key")
+	if err := os.WriteFile(key, []byte("0123456789abcdef0123456789abcdef\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		args []string
+		want string // substring naming the flag or problem
+	}{
+		{nil, "usage"},
+		{[]string{"bogus"}, "unknown command"},
+		{[]string{"serve"}, "--listen"},
+		{[]string{"serve", "--listen", "nohost"}, "--listen"},
+		{[]string{"serve", "--listen", "127.0.0.1:99999"}, "--listen"},
+		{[]string{"serve", "--listen", "127.0.0.1:0", "--cert", "x"}, "--cert and --key"},
+		{[]string{"serve", "--listen", "127.0.0.1:0", "--udp-buffer", "lots"}, "--udp-buffer"},
+		{[]string{"serve", "--listen", "127.0.0.1:0", "--log-level", "loud"}, "--log-level"},
+		{[]string{"serve", "--nope"}, "-nope"},
+		{[]string{"token", "--publish", "a"}, "--key"},
+		{[]string{"token", "--key", key}, "exactly one"},
+		{[]string{"token", "--key", key, "--publish", "a", "--subscribe", "b"}, "exactly one"},
+		{[]string{"token", "--key", key, "--publish", "a", "--ttl", "-1h"}, "--ttl"},
+		{[]string{"token", "--key", key, "--publish", "a", "--ttl", "soon"}, "-ttl"},
+		{[]string{"publish", "--name", "x"}, "URL"},
+		{[]string{"publish", "ftp://h:1/", "--name", "x"}, "https:// or http://"},
+		{[]string{"publish", "http://h:1/"}, "--name"},
+		{[]string{"publish", "http://h:1/", "--name", "x", "--size", "3"}, "--size"},
+		{[]string{"listen", "http://h:1/", "--name", "x", "--groups", "-1"}, "--groups"},
+		{[]string{"listen", "http://h:1/", "--name", "x", "--transport", "pigeon"}, "--transport"},
+	}
+	for _, tt := range tests {
+		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
+			var stdout, stderr bytes.Buffer
+			code := run(context.Background(), tt.args, &stdout, &stderr)
+			if code != 2 {
+				t.Fatalf("exit %d, want 2; stderr %q", code, stderr.String())
+			}
+			msg := stderr.String()
+			if !strings.Contains(msg, tt.want) {
+				t.Fatalf("stderr %q does not mention %q", msg, tt.want)
+			}
+			if tt.args != nil && strings.Count(strings.TrimSpace(msg), "\n") != 0 {
+				t.Fatalf("stderr is not one line: %q", msg)
+			}
+		})
+	}
+}
+
+func TestTokenIsAcceptedByTheRelay(t *testing.T) {
+	dir := t.TempDir()
+	keyFile := filepath.Join(dir, "key")
+	if err := os.WriteFile(keyFile, []byte("0123456789abcdef0123456789abcdef\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var stdout, stderr bytes.Buffer
+	if code := run(context.Background(), []string{"token", "--key", keyFile, "--publish", "live/", "--ttl", "2h"}, &stdout, &stderr); code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr.String())
+	}
+	tok := strings.TrimSpace(stdout.String())
+	key, err := relay.LoadAuthKey(keyFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := relay.NewAuthenticator(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := a.Verify(tok)
+	if err != nil {
+		t.Fatalf("verify printed token: %v", err)
+	}
+	if len(c.Put) != 1 || c.Put[0] != "live" || len(c.Get) != 0 {
+		t.Fatalf("claims %+v", c)
+	}
+	if d := time.Until(time.Unix(c.Expires, 0)); d < 119*time.Minute || d > 121*time.Minute {
+		t.Fatalf("token expires in %v, want 2h", d)
+	}
+	other, _ := relay.NewAuthenticator([]byte("another key, also long enough"))
+	if _, err := other.Verify(tok); err == nil {
+		t.Fatal("token verified with another key")
+	}
+}
+
+// TestServePublishListen runs the real binary: serve, then publish and
+// listen through it over loopback.
+func TestServePublishListen(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the binary")
+	}
+	bin := filepath.Join(t.TempDir(), "relay")
+	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("build: %v\n%s", err, out)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	port := freePort(t)
+	addr := "127.0.0.1:" + port
+	serve := exec.CommandContext(ctx, bin, "serve", "--listen", addr, "--udp-buffer", "1MiB")
+	serveErr := &lockedBuffer{}
+	serve.Stderr = serveErr
+	if err := serve.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		_ = serve.Process.Signal(os.Interrupt)
+		_ = serve.Wait()
+	}()
+	deadline := time.Now().Add(10 * time.Second)
+	for !strings.Contains(serveErr.String(), "relay listening") {
+		if time.Now().After(deadline) {
+			t.Fatalf("relay did not start: %s", serveErr.String())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	url := "http://" + addr + "/test"
+	listen := exec.CommandContext(ctx, bin, "listen", url, "--name", "b", "--groups", "10", "--check", "64")
+	var listenOut bytes.Buffer
+	listen.Stdout = &listenOut
+	listen.Stderr = &listenOut
+	if err := listen.Start(); err != nil {
+		t.Fatal(err)
+	}
+	pub := exec.CommandContext(ctx, bin, "publish", url, "--name", "b", "--size", "64", "--interval", "20ms", "--frames", "2")
+	if err := pub.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		_ = pub.Process.Signal(os.Interrupt)
+		_ = pub.Wait()
+	}()
+	if err := listen.Wait(); err != nil {
+		t.Fatalf("listen: %v\n%s", err, listenOut.String())
+	}
+	if !strings.Contains(listenOut.String(), "received 10 groups, 20 frames") {
+		t.Fatalf("listen output %q", listenOut.String())
+	}
+}
+
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}

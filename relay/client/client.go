@@ -1,0 +1,389 @@
+// Package client is a Go moq-lite-02 client for the relay: it connects the
+// way @moq/lite does (https:// with normal certificate verification, or
+// http:// meaning "fetch /certificate.sha256 and pin that hash"), publishes
+// broadcasts and subscribes to tracks.
+package client
+
+import (
+	"context"
+	"crypto/sha256"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/quic-go/quic-go"
+	"github.com/quic-go/webtransport-go"
+
+	"github.com/relayfleet/relayfleet/relay/moqlite"
+	"github.com/relayfleet/relayfleet/relay/transport"
+)
+
+// Transport names accepted in Options.Transport.
+const (
+	TransportQUIC      = "quic"
+	TransportWebSocket = "websocket"
+	// TransportWebTransport is WebTransport over HTTP/3 on the relay's UDP port.
+	TransportWebTransport = "webtransport"
+)
+
+// Options configures Dial. The zero value dials raw QUIC with system roots.
+type Options struct {
+	// Logger receives the client's logs; nil means slog.Default().
+	Logger *slog.Logger
+	// RootCAs verifies https:// servers; nil means the system roots.
+	RootCAs *x509.CertPool
+	// HTTPClient fetches /certificate.sha256 for http:// URLs; nil means
+	// a client with a 10 second timeout.
+	HTTPClient *http.Client
+	// Transport is TransportQUIC (default), TransportWebSocket or
+	// TransportWebTransport.
+	Transport string
+}
+
+// Error codes sent on streams.
+const (
+	codeCancelled = 6
+	codeNotFound  = 4
+)
+
+// ErrClosed is returned after the session ended.
+var ErrClosed = errors.New("client: session closed")
+
+// Session is a moq-lite session with a relay.
+type Session struct {
+	t   transport.Session
+	log *slog.Logger
+
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	mu         sync.Mutex
+	nextSub    uint64
+	subs       map[uint64]*Subscription
+	broadcasts map[string]*Broadcast
+	watchers   map[*announceWatcher]struct{}
+}
+
+// Dial connects to a relay URL (https://HOST:PORT/PATH or http://...) and
+// performs SETUP. The URL path is the session's root on the relay; a ?jwt=
+// query carries a token.
+func Dial(ctx context.Context, rawURL string, opts *Options) (*Session, error) {
+	if opts == nil {
+		opts = &Options{}
+	}
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		return nil, fmt.Errorf("dial: %w", err)
+	}
+	if u.Port() == "" {
+		return nil, fmt.Errorf("dial %s: url needs a port", rawURL)
+	}
+	tlsConf := &tls.Config{ServerName: u.Hostname(), RootCAs: opts.RootCAs, MinVersion: tls.VersionTLS13}
+	switch u.Scheme {
+	case "https":
+	case "http":
+		hash, err := fetchCertificateHash(ctx, u, opts.HTTPClient)
+		if err != nil {
+			return nil, err
+		}
+		tlsConf.InsecureSkipVerify = true // replaced by the pin below
+		tlsConf.VerifyPeerCertificate = func(raw [][]byte, _ [][]*x509.Certificate) error {
+			if len(raw) == 0 {
+				return errors.New("no certificate")
+			}
+			sum := sha256.Sum256(raw[0])
+			if !strings.EqualFold(hex.EncodeToString(sum[:]), hash) {
+				return fmt.Errorf("certificate hash %x does not match pinned %s", sum, hash)
+			}
+			return nil
+		}
+	default:
+		return nil, fmt.Errorf("dial %s: scheme must be https or http", rawURL)
+	}
+
+	var t transport.Session
+	pathParam := ""
+	switch opts.Transport {
+	case "", TransportQUIC:
+		tlsConf.NextProtos = []string{moqlite.ALPN}
+		conn, err := quic.DialAddr(ctx, u.Host, tlsConf, &quic.Config{
+			MaxIdleTimeout:  30 * time.Second,
+			KeepAlivePeriod: 10 * time.Second,
+		})
+		if err != nil {
+			return nil, fmt.Errorf("dial quic %s: %w", u.Host, err)
+		}
+		t = transport.NewQUIC(conn)
+		pathParam = u.EscapedPath()
+		if pathParam == "" {
+			pathParam = "/"
+		}
+		if u.RawQuery != "" {
+			pathParam += "?" + u.RawQuery
+		}
+	case TransportWebSocket:
+		wu := *u
+		wu.Scheme = "ws"
+		hc := &http.Client{}
+		if u.Scheme == "https" {
+			wu.Scheme = "wss"
+			hc.Transport = &http.Transport{TLSClientConfig: tlsConf}
+		}
+		t, err = transport.DialWebSocket(ctx, wu.String(), hc)
+		if err != nil {
+			return nil, err
+		}
+	case TransportWebTransport:
+		wu := *u
+		wu.Scheme = "https"
+		wt := &webtransport.Transport{TLSClientConfig: tlsConf, ApplicationProtocols: []string{moqlite.ALPN}}
+		_, sess, err := wt.Dial(ctx, wu.String(), nil)
+		if err != nil {
+			return nil, fmt.Errorf("dial webtransport %s: %w", u.Host, err)
+		}
+		t = transport.NewWebTransport(sess)
+	default:
+		return nil, fmt.Errorf("dial: unknown transport %q", opts.Transport)
+	}
+	s, err := NewSession(ctx, t, pathParam, opts.Logger)
+	if err != nil {
+		_ = t.CloseWithError(0, "")
+		return nil, err
+	}
+	return s, nil
+}
+
+func fetchCertificateHash(ctx context.Context, u *url.URL, hc *http.Client) (string, error) {
+	if hc == nil {
+		hc = &http.Client{Timeout: 10 * time.Second}
+	}
+	cu := url.URL{Scheme: "http", Host: u.Host, Path: "/certificate.sha256"}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, cu.String(), nil)
+	if err != nil {
+		return "", fmt.Errorf("certificate hash: %w", err)
+	}
+	resp, err := hc.Do(req)
+	if err != nil {
+		return "", fmt.Errorf("certificate hash: %w", err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(resp.Body, 1024))
+	if err != nil {
+		return "", fmt.Errorf("certificate hash: %w", err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		return "", fmt.Errorf("certificate hash: %s", resp.Status)
+	}
+	h := strings.TrimSpace(string(b))
+	if d, err := hex.DecodeString(h); err != nil || len(d) != sha256.Size {
+		return "", fmt.Errorf("certificate hash: not a hex sha-256: %q", h)
+	}
+	return h, nil
+}
+
+// NewSession performs SETUP over an established transport session and
+// starts serving it. path, if not empty, is sent as the SETUP path
+// parameter (raw QUIC has no URL of its own).
+func NewSession(ctx context.Context, t transport.Session, path string, logger *slog.Logger) (*Session, error) {
+	if logger == nil {
+		logger = slog.Default()
+	}
+	st, err := t.OpenStream(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("open setup stream: %w", err)
+	}
+	cs := &moqlite.ClientSetup{
+		Versions: []uint64{moqlite.Version02},
+		Params:   moqlite.Params{{Key: moqlite.ParamImplementation, Bytes: []byte("relayfleet")}},
+	}
+	if path != "" {
+		cs.Params = append(cs.Params, moqlite.Param{Key: moqlite.ParamPath, Bytes: []byte(path)})
+	}
+	b, err := moqlite.AppendSetup(nil, moqlite.StreamClientSetup, cs)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := st.Write(b); err != nil {
+		return nil, fmt.Errorf("write client setup: %w", err)
+	}
+	stop := context.AfterFunc(ctx, func() { st.CancelRead(codeCancelled) })
+	typ, err := moqlite.ReadVarint(st)
+	if err != nil {
+		stop()
+		return nil, fmt.Errorf("read server setup: %w", err)
+	}
+	if typ != moqlite.StreamServerSetup {
+		stop()
+		return nil, fmt.Errorf("server setup: unexpected type %#x", typ)
+	}
+	body, err := moqlite.ReadSetupBody(st)
+	stop()
+	if err != nil {
+		return nil, err
+	}
+	var ss moqlite.ServerSetup
+	if err := ss.DecodeBody(body); err != nil {
+		return nil, err
+	}
+	if ss.Version != moqlite.Version02 {
+		return nil, fmt.Errorf("server chose version %#x, want moq-lite-02", ss.Version)
+	}
+	sctx, cancel := context.WithCancel(context.Background())
+	s := &Session{
+		t:          t,
+		log:        logger,
+		ctx:        sctx,
+		cancel:     cancel,
+		subs:       make(map[uint64]*Subscription),
+		broadcasts: make(map[string]*Broadcast),
+		watchers:   make(map[*announceWatcher]struct{}),
+	}
+	s.spawn(func() {
+		select {
+		case <-t.Done():
+		case <-sctx.Done():
+		}
+		s.shutdown()
+	})
+	s.spawn(func() {
+		stop := context.AfterFunc(sctx, func() {
+			st.CancelRead(codeCancelled)
+			st.CancelWrite(codeCancelled)
+		})
+		defer stop()
+		_, _ = io.Copy(io.Discard, st) // the session stream: nothing for us in lite-02
+	})
+	s.spawn(s.acceptBidi)
+	s.spawn(s.acceptUni)
+	return s, nil
+}
+
+func (s *Session) spawn(f func()) {
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		f()
+	}()
+}
+
+func (s *Session) shutdown() {
+	s.cancel()
+	_ = s.t.CloseWithError(0, "")
+	s.mu.Lock()
+	subs := s.subs
+	s.subs = map[uint64]*Subscription{}
+	s.mu.Unlock()
+	for _, sub := range subs {
+		sub.end(ErrClosed)
+	}
+}
+
+// Close ends the session and waits for its goroutines.
+func (s *Session) Close() error {
+	s.shutdown()
+	s.wg.Wait()
+	return nil
+}
+
+// Done is closed when the session has ended.
+func (s *Session) Done() <-chan struct{} { return s.ctx.Done() }
+
+func (s *Session) acceptBidi() {
+	for {
+		st, err := s.t.AcceptStream(s.ctx)
+		if err != nil {
+			s.cancel()
+			return
+		}
+		s.spawn(func() { s.handleBidi(st) })
+	}
+}
+
+func (s *Session) handleBidi(st transport.Stream) {
+	stop := context.AfterFunc(s.ctx, func() {
+		st.CancelRead(codeCancelled)
+		st.CancelWrite(codeCancelled)
+	})
+	defer stop()
+	typ, err := moqlite.ReadVarint(st)
+	if err != nil {
+		return
+	}
+	switch typ {
+	case moqlite.StreamAnnounce:
+		var m moqlite.AnnounceInterest
+		if err := moqlite.ReadMessage(st, &m); err != nil {
+			st.CancelWrite(codeCancelled)
+			return
+		}
+		s.serveAnnounce(st, cleanPath(m.Prefix))
+	case moqlite.StreamSubscribe:
+		var m moqlite.Subscribe
+		if err := moqlite.ReadMessage(st, &m); err != nil {
+			st.CancelWrite(codeCancelled)
+			return
+		}
+		s.serveSubscribe(st, &m)
+	default:
+		st.CancelRead(codeCancelled)
+		st.CancelWrite(codeCancelled)
+	}
+}
+
+func (s *Session) acceptUni() {
+	for {
+		st, err := s.t.AcceptUniStream(s.ctx)
+		if err != nil {
+			s.cancel()
+			return
+		}
+		s.spawn(func() { s.handleGroup(st) })
+	}
+}
+
+func (s *Session) handleGroup(st transport.ReceiveStream) {
+	h, err := moqlite.ReadGroupStart(st)
+	if err != nil {
+		st.CancelRead(codeCancelled)
+		return
+	}
+	s.mu.Lock()
+	sub := s.subs[h.Subscribe]
+	s.mu.Unlock()
+	if sub == nil || !sub.deliver(&GroupReader{Sequence: h.Sequence, st: st}) {
+		st.CancelRead(codeCancelled)
+	}
+}
+
+func cleanPath(p string) string {
+	for strings.Contains(p, "//") {
+		p = strings.ReplaceAll(p, "//", "/")
+	}
+	return strings.Trim(p, "/")
+}
+
+func stripPathPrefix(prefix, path string) (string, bool) {
+	switch {
+	case prefix == "":
+		return path, true
+	case path == prefix:
+		return "", true
+	case strings.HasPrefix(path, prefix) && path[len(prefix)] == '/':
+		return path[len(prefix)+1:], true
+	}
+	return "", false
+}
+
+// RemoteAddr is the relay's address.
+func (s *Session) RemoteAddr() net.Addr { return s.t.RemoteAddr() }

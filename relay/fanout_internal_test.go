@@ -1,0 +1,150 @@
+package relay
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/relayfleet/relayfleet/relay/transport"
+)
+
+// stuckSession is a hand-written fake transport whose uni streams never
+// accept data, like a listener that stopped reading.
+type stuckSession struct {
+	mu        sync.Mutex
+	opened    int
+	cancelled int
+	blocked   int
+}
+
+var errFake = errors.New("fake: not supported")
+
+func (f *stuckSession) OpenStream(context.Context) (transport.Stream, error)   { return nil, errFake }
+func (f *stuckSession) AcceptStream(context.Context) (transport.Stream, error) { return nil, errFake }
+func (f *stuckSession) AcceptUniStream(context.Context) (transport.ReceiveStream, error) {
+	return nil, errFake
+}
+func (f *stuckSession) CloseWithError(uint64, string) error { return nil }
+func (f *stuckSession) Done() <-chan struct{}               { return nil }
+func (f *stuckSession) RemoteAddr() net.Addr                { return &net.UDPAddr{} }
+
+func (f *stuckSession) OpenUniStream(ctx context.Context) (transport.SendStream, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.opened++
+	return &stuckStream{f: f, gone: make(chan struct{})}, nil
+}
+
+func (f *stuckSession) counts() (opened, cancelled, blocked int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.opened, f.cancelled, f.blocked
+}
+
+type stuckStream struct {
+	f    *stuckSession
+	once sync.Once
+	gone chan struct{}
+}
+
+func (s *stuckStream) Write(p []byte) (int, error) {
+	s.f.mu.Lock()
+	s.f.blocked++
+	s.f.mu.Unlock()
+	<-s.gone
+	s.f.mu.Lock()
+	s.f.blocked--
+	s.f.mu.Unlock()
+	return 0, errors.New("fake: stream reset")
+}
+
+func (s *stuckStream) Close() error { return nil }
+
+func (s *stuckStream) CancelWrite(uint64) {
+	s.once.Do(func() {
+		s.f.mu.Lock()
+		s.f.cancelled++
+		s.f.mu.Unlock()
+		close(s.gone)
+	})
+}
+
+// TestSlowSubscriberKeepsBoundedGroups checks a subscriber that reads
+// nothing holds at most maxInflightGroups group streams, losing the oldest,
+// and that ending the subscription frees them all.
+func TestSlowSubscriberKeepsBoundedGroups(t *testing.T) {
+	srv := NewServer(ServerOptions{Logger: slog.New(slog.DiscardHandler)})
+	fake := &stuckSession{}
+	ctx, cancel := context.WithCancel(context.Background())
+	sub := &subscriber{srv: srv, sess: &session{srv: srv, t: fake}, id: 9, ctx: ctx}
+	send := func(from, to int) {
+		for i := from; i < to; i++ {
+			g := newGroup(uint64(i))
+			g.append([]byte("frame"))
+			sub.sendGroup(g)
+		}
+	}
+	waitCounts := func(wantCancelled int) {
+		t.Helper()
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			_, cancelled, blocked := fake.counts()
+			if blocked == maxInflightGroups && cancelled == wantCancelled {
+				return
+			}
+			if time.Now().After(deadline) {
+				opened, cancelled, blocked := fake.counts()
+				t.Fatalf("opened %d, cancelled %d, blocked %d; want %d blocked, %d cancelled", opened, cancelled, blocked, maxInflightGroups, wantCancelled)
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+	send(0, maxInflightGroups)
+	waitCounts(0)
+	// Ten more groups push out the ten oldest stuck streams.
+	send(maxInflightGroups, maxInflightGroups+10)
+	waitCounts(10)
+	cancel()
+	done := make(chan struct{})
+	go func() {
+		srv.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("group writers still running after the subscription ended")
+	}
+	if _, _, blocked := fake.counts(); blocked != 0 {
+		t.Fatalf("%d writes still blocked", blocked)
+	}
+	sub.mu.Lock()
+	defer sub.mu.Unlock()
+	if len(sub.inflight) != 0 {
+		t.Fatalf("%d inflight entries left", len(sub.inflight))
+	}
+}
+
+func TestGroupSizeIsBounded(t *testing.T) {
+	g := newGroup(1)
+	frame := make([]byte, 1<<20)
+	for i := 0; i < maxGroupBytes/len(frame); i++ {
+		if !g.append(frame) {
+			t.Fatalf("frame %d refused below the limit", i)
+		}
+	}
+	if g.append([]byte{1}) {
+		t.Fatal("frame beyond maxGroupBytes accepted")
+	}
+	frames, done, err, _ := g.read(0)
+	if !done || !errors.Is(err, errGroupTooLarge) || len(frames) != maxGroupBytes/len(frame) {
+		t.Fatalf("group after overflow: %d frames, done %v, err %v", len(frames), done, err)
+	}
+}

@@ -1,0 +1,241 @@
+package relay
+
+import (
+	"bufio"
+	"crypto/tls"
+	"encoding/json"
+	"errors"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/relayfleet/relayfleet/relay/transport"
+)
+
+// Stats is a snapshot of the relay, as served on /stats.
+type Stats struct {
+	Sessions      int   `json:"sessions"`
+	SessionsTotal int64 `json:"sessions_total"`
+	Publishers    int   `json:"publishers"`
+	Subscribers   int64 `json:"subscribers"`
+	Broadcasts    int   `json:"broadcasts"`
+	Tracks        int   `json:"tracks"`
+	GroupsIn      int64 `json:"groups_in"`
+	FramesIn      int64 `json:"frames_in"`
+	BytesIn       int64 `json:"bytes_in"`
+	GroupsOut     int64 `json:"groups_out"`
+	FramesOut     int64 `json:"frames_out"`
+	BytesOut      int64 `json:"bytes_out"`
+	// UDP buffers: what was asked and what the kernel reports (SO_RCVBUF,
+	// SO_SNDBUF, which Linux doubles).
+	UDPBufferRequested int `json:"udp_buffer_requested"`
+	UDPReceiveBuffer   int `json:"udp_receive_buffer"`
+	UDPSendBuffer      int `json:"udp_send_buffer"`
+}
+
+// Stats returns the core's counters; the UDP fields are zero.
+func (s *Server) Stats() Stats {
+	s.mu.Lock()
+	st := Stats{Sessions: len(s.sessions), Broadcasts: len(s.broadcasts)}
+	pubs := make(map[*session]struct{})
+	for _, b := range s.broadcasts {
+		pubs[b.owner] = struct{}{}
+		st.Tracks += len(b.tracks)
+	}
+	st.Publishers = len(pubs)
+	s.mu.Unlock()
+	c := &s.counters
+	st.SessionsTotal = c.sessionsTotal.Load()
+	st.Subscribers = c.subscribers.Load()
+	st.GroupsIn = c.groupsIn.Load()
+	st.FramesIn = c.framesIn.Load()
+	st.BytesIn = c.bytesIn.Load()
+	st.GroupsOut = c.groupsOut.Load()
+	st.FramesOut = c.framesOut.Load()
+	st.BytesOut = c.bytesOut.Load()
+	return st
+}
+
+// Stats returns a snapshot including the UDP buffers granted.
+func (r *Relay) Stats() Stats {
+	st := r.srv.Stats()
+	st.UDPBufferRequested = r.bufAsked
+	st.UDPReceiveBuffer = r.bufRcv
+	st.UDPSendBuffer = r.bufSnd
+	return st
+}
+
+func (r *Relay) registry() *prometheus.Registry {
+	reg := prometheus.NewRegistry()
+	gauge := func(name, help string, f func(Stats) float64) {
+		reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: "relay", Name: name, Help: help},
+			func() float64 { return f(r.Stats()) }))
+	}
+	counter := func(name, help string, f func(Stats) float64) {
+		reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Namespace: "relay", Name: name, Help: help},
+			func() float64 { return f(r.Stats()) }))
+	}
+	gauge("sessions", "Open client sessions.", func(s Stats) float64 { return float64(s.Sessions) })
+	gauge("publishers", "Sessions publishing at least one broadcast.", func(s Stats) float64 { return float64(s.Publishers) })
+	gauge("subscribers", "Open downstream subscriptions.", func(s Stats) float64 { return float64(s.Subscribers) })
+	gauge("broadcasts", "Announced broadcasts.", func(s Stats) float64 { return float64(s.Broadcasts) })
+	gauge("tracks", "Tracks pulled from publishers.", func(s Stats) float64 { return float64(s.Tracks) })
+	counter("sessions_total", "Sessions accepted.", func(s Stats) float64 { return float64(s.SessionsTotal) })
+	counter("groups_received_total", "Groups received from publishers.", func(s Stats) float64 { return float64(s.GroupsIn) })
+	counter("frames_received_total", "Frames received from publishers.", func(s Stats) float64 { return float64(s.FramesIn) })
+	counter("bytes_received_total", "Frame payload bytes received from publishers.", func(s Stats) float64 { return float64(s.BytesIn) })
+	counter("groups_sent_total", "Groups delivered completely to subscribers.", func(s Stats) float64 { return float64(s.GroupsOut) })
+	counter("frames_sent_total", "Frames sent to subscribers.", func(s Stats) float64 { return float64(s.FramesOut) })
+	counter("bytes_sent_total", "Frame payload bytes sent to subscribers.", func(s Stats) float64 { return float64(s.BytesOut) })
+	gauge("udp_receive_buffer_bytes", "UDP receive buffer granted by the kernel (SO_RCVBUF).", func(s Stats) float64 { return float64(s.UDPReceiveBuffer) })
+	gauge("udp_send_buffer_bytes", "UDP send buffer granted by the kernel (SO_SNDBUF).", func(s Stats) float64 { return float64(s.UDPSendBuffer) })
+	gauge("udp_buffer_requested_bytes", "UDP buffer size the relay asked for.", func(s Stats) float64 { return float64(s.UDPBufferRequested) })
+	return reg
+}
+
+// handler serves the TCP side (and HTTP/3 requests): the informational
+// endpoints, and WebSocket or WebTransport sessions on any other path.
+func (r *Relay) handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /certificate.sha256", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/plain")
+		w.Header().Set("Access-Control-Allow-Origin", "*")
+		_, _ = w.Write([]byte(r.certHash))
+	})
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+		if r.ctx.Err() != nil {
+			http.Error(w, "shutting down", http.StatusServiceUnavailable)
+			return
+		}
+		_, _ = w.Write([]byte("ok\n"))
+	})
+	mux.HandleFunc("GET /stats", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("Access-Control-Allow-Origin", "*")
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		_ = enc.Encode(r.Stats())
+	})
+	mux.Handle("GET /metrics", promhttp.HandlerFor(r.registry(), promhttp.HandlerOpts{}))
+	mux.HandleFunc("/", r.serveSession)
+	return mux
+}
+
+func (r *Relay) serveSession(w http.ResponseWriter, req *http.Request) {
+	r.srv.wg.Add(1)
+	defer r.srv.wg.Done()
+	isWT := req.Method == http.MethodConnect && req.ProtoMajor == 3
+	isWS := strings.EqualFold(req.Header.Get("Upgrade"), "websocket")
+	if (isWT || isWS) && r.srv.auth != nil {
+		// Refuse before upgrading; ServeSession checks again.
+		if _, err := r.srv.auth.Authorize(req.URL); err != nil {
+			http.Error(w, "unauthorized", http.StatusUnauthorized)
+			return
+		}
+	}
+	var sess transport.Session
+	switch {
+	case isWT:
+		s, err := r.wt.Upgrade(w, req)
+		if err != nil {
+			r.logger.Debug("webtransport upgrade", "err", err)
+			w.WriteHeader(http.StatusBadRequest)
+			return
+		}
+		sess = transport.NewWebTransport(s)
+	case isWS:
+		s, err := transport.AcceptWebSocket(w, req)
+		if err != nil {
+			r.logger.Debug("websocket upgrade", "err", err)
+			return
+		}
+		sess = s
+	default:
+		http.NotFound(w, req)
+		return
+	}
+	if err := r.srv.ServeSession(r.ctx, sess, req.URL); err != nil {
+		r.logger.Debug("session", "err", err)
+	}
+}
+
+// sniffListener serves plain HTTP and TLS on one TCP port: a connection
+// whose first byte is a TLS handshake record gets TLS.
+type sniffListener struct {
+	net.Listener
+	tlsConf *tls.Config
+	conns   chan net.Conn
+	done    chan struct{}
+	once    sync.Once
+}
+
+func newSniffListener(l net.Listener, tc *tls.Config) net.Listener {
+	tc = tc.Clone()
+	tc.NextProtos = []string{"http/1.1"}
+	s := &sniffListener{Listener: l, tlsConf: tc, conns: make(chan net.Conn), done: make(chan struct{})}
+	go s.run()
+	return s
+}
+
+func (s *sniffListener) run() {
+	for {
+		c, err := s.Listener.Accept()
+		if err != nil {
+			s.close()
+			return
+		}
+		go s.sniff(c)
+	}
+}
+
+func (s *sniffListener) sniff(c net.Conn) {
+	_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	br := bufio.NewReader(c)
+	first, err := br.Peek(1)
+	_ = c.SetReadDeadline(time.Time{})
+	if err != nil {
+		c.Close()
+		return
+	}
+	var out net.Conn = &peekedConn{Conn: c, r: br}
+	if first[0] == 0x16 {
+		out = tls.Server(out, s.tlsConf)
+	}
+	select {
+	case s.conns <- out:
+	case <-s.done:
+		c.Close()
+	}
+}
+
+func (s *sniffListener) close() { s.once.Do(func() { close(s.done) }) }
+
+func (s *sniffListener) Accept() (net.Conn, error) {
+	select {
+	case c := <-s.conns:
+		return c, nil
+	case <-s.done:
+		return nil, net.ErrClosed
+	}
+}
+
+func (s *sniffListener) Close() error {
+	s.close()
+	err := s.Listener.Close()
+	if errors.Is(err, net.ErrClosed) {
+		return nil
+	}
+	return err
+}
+
+type peekedConn struct {
+	net.Conn
+	r *bufio.Reader
+}
+
+func (c *peekedConn) Read(p []byte) (int, error) { return c.r.Read(p) }

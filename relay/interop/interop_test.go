@@ -1,0 +1,388 @@
+//go:build interop
+
+package interop_test
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/relayfleet/relayfleet/relay"
+	"github.com/relayfleet/relayfleet/relay/client"
+)
+
+const (
+	groups    = 25
+	framesPer = 3
+	frameSize = 200
+	nodeSubs  = 3
+)
+
+// requireNode fails (never skips) when the Node side is not installed.
+func requireNode(t *testing.T) {
+	t.Helper()
+	if _, err := os.Stat("node_modules/@moq/lite/package.json"); err != nil {
+		t.Fatalf("relay/interop/node_modules is missing @moq/lite: run `cd relay/interop && npm ci` first (%v)", err)
+	}
+	if _, err := os.Stat("node_modules/ws/package.json"); err != nil {
+		t.Fatalf("relay/interop/node_modules is missing ws: run `cd relay/interop && npm ci` first (%v)", err)
+	}
+	out, err := exec.Command("node", "--version").Output()
+	if err != nil {
+		t.Fatalf("node is not runnable (Node 20 is required): %v", err)
+	}
+	var major int
+	if _, err := fmt.Sscanf(string(out), "v%d", &major); err != nil || major < 20 {
+		t.Fatalf("node %s: Node 20 or newer is required", strings.TrimSpace(string(out)))
+	}
+}
+
+func logger() *slog.Logger {
+	if os.Getenv("RELAY_TEST_LOG") != "" {
+		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
+	return slog.New(slog.DiscardHandler)
+}
+
+type event struct {
+	Event   string `json:"event"`
+	Version string `json:"version"`
+	Track   string `json:"track"`
+	Groups  int    `json:"groups"`
+	Frames  int    `json:"frames"`
+	Error   string `json:"error"`
+}
+
+// nodeProc is a running publisher.mjs or subscriber.mjs.
+type nodeProc struct {
+	name   string
+	cmd    *exec.Cmd
+	stdin  io.WriteCloser
+	events chan event
+	stderr bytes.Buffer
+	done   chan error
+}
+
+func startNode(t *testing.T, ctx context.Context, name, script string, args ...string) *nodeProc {
+	t.Helper()
+	cmd := exec.CommandContext(ctx, "node", append([]string{script}, args...)...)
+	p := &nodeProc{name: name, cmd: cmd, events: make(chan event, 16), done: make(chan error, 1)}
+	cmd.Stderr = &syncWriter{w: &p.stderr}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.stdin, err = cmd.StdinPipe(); err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("start %s: %v", name, err)
+	}
+	go func() {
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			line, ok := strings.CutPrefix(sc.Text(), "RESULT ")
+			if !ok {
+				continue
+			}
+			var e event
+			if err := json.Unmarshal([]byte(line), &e); err == nil {
+				p.events <- e
+			}
+		}
+		close(p.events)
+		p.done <- cmd.Wait()
+	}()
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		<-p.done
+		if t.Failed() {
+			t.Logf("%s stderr:\n%s", name, p.stderr.String())
+		}
+	})
+	return p
+}
+
+// expect waits for the next event and checks its kind.
+func (p *nodeProc) expect(t *testing.T, ctx context.Context, kind string) event {
+	t.Helper()
+	select {
+	case e, ok := <-p.events:
+		if !ok {
+			t.Fatalf("%s exited before %q; stderr:\n%s", p.name, kind, p.stderr.String())
+		}
+		if e.Event != kind {
+			t.Fatalf("%s: got event %+v, want %q; stderr:\n%s", p.name, e, kind, p.stderr.String())
+		}
+		return e
+	case <-ctx.Done():
+		t.Fatalf("%s: timed out waiting for %q; stderr:\n%s", p.name, kind, p.stderr.String())
+	}
+	return event{}
+}
+
+func (p *nodeProc) wait(t *testing.T, ctx context.Context) {
+	t.Helper()
+	for range p.events {
+	}
+	select {
+	case err := <-p.done:
+		p.done <- err // for Cleanup
+		if err != nil {
+			t.Fatalf("%s: %v; stderr:\n%s", p.name, err, p.stderr.String())
+		}
+	case <-ctx.Done():
+		t.Fatalf("%s: timed out waiting for exit", p.name)
+	}
+}
+
+type syncWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (s *syncWriter) Write(b []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.w.Write(b)
+}
+
+func waitFor(t *testing.T, ctx context.Context, what string, cond func() bool) {
+	t.Helper()
+	for !cond() {
+		select {
+		case <-ctx.Done():
+			t.Fatalf("timed out waiting for %s", what)
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+// goSubscribe reads every group with our Go client and checks each frame.
+func goSubscribe(ctx context.Context, url, name string, subscribed chan<- struct{}) error {
+	s, err := client.Dial(ctx, url, &client.Options{Logger: logger()})
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	ann, err := s.Announced(ctx, "")
+	if err != nil {
+		return err
+	}
+	if err := ann.WaitFor(ctx, name); err != nil {
+		return err
+	}
+	ann.Close()
+	sub, err := s.Subscribe(ctx, name, "audio")
+	if err != nil {
+		return err
+	}
+	defer sub.Close()
+	close(subscribed)
+	seen := map[uint64]bool{}
+	for len(seen) < groups {
+		g, err := sub.NextGroup(ctx)
+		if err != nil {
+			return fmt.Errorf("after %d groups: %w", len(seen), err)
+		}
+		if seen[g.Sequence] || g.Sequence >= groups {
+			return fmt.Errorf("unexpected or repeated group %d", g.Sequence)
+		}
+		for f := uint64(0); ; f++ {
+			p, err := g.ReadFrame()
+			if err == io.EOF {
+				if f != framesPer {
+					return fmt.Errorf("group %d: %d frames, want %d", g.Sequence, f, framesPer)
+				}
+				break
+			}
+			if err != nil {
+				return fmt.Errorf("group %d: %w", g.Sequence, err)
+			}
+			if !bytes.Equal(p, client.Pattern(g.Sequence, f, frameSize)) {
+				return fmt.Errorf("group %d frame %d: content mismatch", g.Sequence, f)
+			}
+		}
+		seen[g.Sequence] = true
+	}
+	return nil
+}
+
+func startRelay(t *testing.T, ctx context.Context) *relay.Relay {
+	t.Helper()
+	r, err := relay.Start(ctx, relay.Config{Listen: "127.0.0.1:0", Logger: logger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { r.Close() })
+	return r
+}
+
+// TestMoqLitePublisherToMoqLiteAndGoSubscribers runs one @moq/lite
+// publisher, three @moq/lite subscribers (WebSocket, qmux "webtransport"
+// framing) and our Go subscriber (raw QUIC) through one relay.
+func TestMoqLitePublisherToMoqLiteAndGoSubscribers(t *testing.T) {
+	requireNode(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	r := startRelay(t, ctx)
+	url := fmt.Sprintf("http://%s/interop", r.Addr())
+	common := []string{"--url", url, "--name", "room", "--groups", fmt.Sprint(groups),
+		"--frames", fmt.Sprint(framesPer), "--size", fmt.Sprint(frameSize)}
+
+	pub := startNode(t, ctx, "publisher", "publisher.mjs", append(common, "--interval", "20")...)
+	if e := pub.expect(t, ctx, "connected"); e.Version != "moq-lite-02" {
+		t.Fatalf("publisher negotiated %q, want moq-lite-02", e.Version)
+	}
+	waitFor(t, ctx, "the broadcast to be announced", func() bool { return r.Stats().Broadcasts == 1 })
+
+	var subs []*nodeProc
+	for i := 0; i < nodeSubs; i++ {
+		s := startNode(t, ctx, fmt.Sprintf("subscriber %d", i), "subscriber.mjs", common...)
+		if e := s.expect(t, ctx, "connected"); e.Version != "moq-lite-02" {
+			t.Fatalf("subscriber negotiated %q", e.Version)
+		}
+		subs = append(subs, s)
+	}
+	goErr := make(chan error, 1)
+	goSubscribed := make(chan struct{})
+	go func() { goErr <- goSubscribe(ctx, url, "room", goSubscribed) }()
+
+	waitFor(t, ctx, "all subscriptions at the relay", func() bool { return r.Stats().Subscribers == nodeSubs+1 })
+	pub.expect(t, ctx, "requested")
+	if st := r.Stats(); st.Tracks != 1 {
+		t.Fatalf("relay pulls %d tracks from the publisher, want 1", st.Tracks)
+	}
+	if _, err := io.WriteString(pub.stdin, "go\n"); err != nil {
+		t.Fatal(err)
+	}
+
+	for _, s := range subs {
+		s.expect(t, ctx, "subscribed")
+		e := s.expect(t, ctx, "done")
+		if e.Groups != groups || e.Frames != groups*framesPer {
+			t.Fatalf("%s received %d groups, %d frames; want %d, %d", s.name, e.Groups, e.Frames, groups, groups*framesPer)
+		}
+		s.wait(t, ctx)
+	}
+	if err := <-goErr; err != nil {
+		t.Fatalf("go subscriber: %v", err)
+	}
+	e := pub.expect(t, ctx, "done")
+	if e.Frames != groups*framesPer {
+		t.Fatalf("publisher wrote %d frames", e.Frames)
+	}
+	pub.wait(t, ctx)
+	st := r.Stats()
+	if st.FramesIn != groups*framesPer {
+		t.Fatalf("relay received %d frames, want %d", st.FramesIn, groups*framesPer)
+	}
+	if st.FramesOut != (nodeSubs+1)*groups*framesPer {
+		t.Fatalf("relay sent %d frames, want %d", st.FramesOut, (nodeSubs+1)*groups*framesPer)
+	}
+	waitFor(t, ctx, "every session to end", func() bool {
+		st := r.Stats()
+		return st.Sessions == 0 && st.Broadcasts == 0 && st.Subscribers == 0
+	})
+}
+
+// TestGoPublisherToMoqLiteSubscribers runs our Go publisher (raw QUIC) to
+// @moq/lite subscribers.
+func TestGoPublisherToMoqLiteSubscribers(t *testing.T) {
+	requireNode(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	r := startRelay(t, ctx)
+	url := fmt.Sprintf("http://%s/", r.Addr())
+	pub, err := client.Dial(ctx, url, &client.Options{Logger: logger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pub.Close()
+	tw := pub.Publish("gopub").Track("audio")
+	common := []string{"--url", url, "--name", "gopub", "--groups", fmt.Sprint(groups),
+		"--frames", fmt.Sprint(framesPer), "--size", fmt.Sprint(frameSize)}
+	var subs []*nodeProc
+	for i := 0; i < 2; i++ {
+		s := startNode(t, ctx, fmt.Sprintf("subscriber %d", i), "subscriber.mjs", common...)
+		s.expect(t, ctx, "connected")
+		s.expect(t, ctx, "subscribed")
+		subs = append(subs, s)
+	}
+	waitFor(t, ctx, "both subscriptions at the relay", func() bool { return r.Stats().Subscribers == 2 })
+	if err := tw.WaitSubscribers(ctx, 1); err != nil {
+		t.Fatal(err)
+	}
+	for g := uint64(0); g < groups; g++ {
+		var frames [][]byte
+		for f := uint64(0); f < framesPer; f++ {
+			frames = append(frames, client.Pattern(g, f, frameSize))
+		}
+		if err := tw.WriteGroup(ctx, g, frames); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	for _, s := range subs {
+		e := s.expect(t, ctx, "done")
+		if e.Groups != groups || e.Frames != groups*framesPer {
+			t.Fatalf("%s: %+v", s.name, e)
+		}
+		s.wait(t, ctx)
+	}
+}
+
+// TestMoqLiteLateJoinerStartsAtNewestGroup pauses a @moq/lite publisher
+// after group 9, starts a second @moq/lite subscriber, and checks that its
+// first group is group 9 (the newest, complete from its first frame) and
+// that every later group follows.
+func TestMoqLiteLateJoinerStartsAtNewestGroup(t *testing.T) {
+	requireNode(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	r := startRelay(t, ctx)
+	url := fmt.Sprintf("http://%s/", r.Addr())
+	common := []string{"--url", url, "--name", "late", "--groups", fmt.Sprint(groups),
+		"--frames", fmt.Sprint(framesPer), "--size", fmt.Sprint(frameSize)}
+	pub := startNode(t, ctx, "publisher", "publisher.mjs", append(common, "--interval", "10", "--pause-at", "10")...)
+	pub.expect(t, ctx, "connected")
+	waitFor(t, ctx, "the broadcast to be announced", func() bool { return r.Stats().Broadcasts == 1 })
+	early := startNode(t, ctx, "early subscriber", "subscriber.mjs", common...)
+	early.expect(t, ctx, "connected")
+	early.expect(t, ctx, "subscribed")
+	pub.expect(t, ctx, "requested")
+	waitFor(t, ctx, "the early subscription", func() bool { return r.Stats().Subscribers == 1 })
+	if _, err := io.WriteString(pub.stdin, "go\n"); err != nil {
+		t.Fatal(err)
+	}
+	pub.expect(t, ctx, "paused")
+	waitFor(t, ctx, "groups 0-9 at the relay", func() bool { return r.Stats().FramesIn == 10*framesPer })
+
+	late := startNode(t, ctx, "late subscriber", "subscriber.mjs", append(common, "--first", "9")...)
+	late.expect(t, ctx, "connected")
+	late.expect(t, ctx, "subscribed")
+	waitFor(t, ctx, "the late subscription", func() bool { return r.Stats().Subscribers == 2 })
+	if _, err := io.WriteString(pub.stdin, "resume\n"); err != nil {
+		t.Fatal(err)
+	}
+	if e := late.expect(t, ctx, "done"); e.Groups != groups-9 || e.Frames != (groups-9)*framesPer {
+		t.Fatalf("late subscriber: %+v", e)
+	}
+	if e := early.expect(t, ctx, "done"); e.Groups != groups {
+		t.Fatalf("early subscriber: %+v", e)
+	}
+	late.wait(t, ctx)
+	early.wait(t, ctx)
+	pub.expect(t, ctx, "done")
+	pub.wait(t, ctx)
+}

@@ -1,0 +1,296 @@
+package relay
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/quic-go/quic-go"
+	"github.com/quic-go/quic-go/http3"
+	"github.com/quic-go/webtransport-go"
+
+	"github.com/relayfleet/relayfleet/relay/moqlite"
+	"github.com/relayfleet/relayfleet/relay/transport"
+)
+
+// DefaultUDPBuffer is the UDP receive and send buffer the relay asks for.
+const DefaultUDPBuffer = 16 << 20
+
+// Config configures a relay process. The zero value listens on a random
+// loopback port with a self-signed certificate and no authentication.
+type Config struct {
+	// Listen is HOST:PORT: QUIC and WebTransport on UDP, HTTP and WebSocket
+	// on TCP, with the same port number. Empty means 127.0.0.1:0.
+	Listen string
+	// Certificate is the TLS certificate. Empty means a self-signed one.
+	Certificate tls.Certificate
+	// AuthKey, when set, requires clients to present ?jwt= tokens signed
+	// with it.
+	AuthKey []byte
+	// UDPBuffer is the receive and send buffer to ask for; 0 means
+	// DefaultUDPBuffer.
+	UDPBuffer int
+	// Logger receives the relay's logs; nil means slog.Default().
+	Logger *slog.Logger
+}
+
+// quicConfig keeps per-connection state small: one audio track needs few
+// streams and small windows.
+func quicConfig() *quic.Config {
+	return &quic.Config{
+		MaxIncomingStreams:               32,
+		MaxIncomingUniStreams:            64,
+		InitialStreamReceiveWindow:       64 << 10,
+		MaxStreamReceiveWindow:           256 << 10,
+		InitialConnectionReceiveWindow:   128 << 10,
+		MaxConnectionReceiveWindow:       1 << 20,
+		MaxIdleTimeout:                   30 * time.Second,
+		KeepAlivePeriod:                  10 * time.Second,
+		EnableDatagrams:                  true, // required by WebTransport
+		EnableStreamResetPartialDelivery: true, // required by WebTransport
+	}
+}
+
+// Relay is a running relay process: listeners plus the Server core.
+type Relay struct {
+	srv      *Server
+	logger   *slog.Logger
+	cert     tls.Certificate
+	certHash string
+	udp      *net.UDPConn
+	tcp      net.Listener
+	tr       *quic.Transport
+	ql       *quic.Listener
+	http     *http.Server
+	wt       *webtransport.Server
+	bufRcv   int
+	bufSnd   int
+	bufAsked int
+
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+}
+
+// Start binds the UDP and TCP listeners and starts serving in the
+// background until ctx ends or Close is called.
+func Start(ctx context.Context, cfg Config) (*Relay, error) {
+	logger := cfg.Logger
+	if logger == nil {
+		logger = slog.Default()
+	}
+	addr := cfg.Listen
+	if addr == "" {
+		addr = "127.0.0.1:0"
+	}
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return nil, fmt.Errorf("listen address %q: %w", addr, err)
+	}
+	cert := cfg.Certificate
+	if len(cert.Certificate) == 0 {
+		cert, err = SelfSignedCertificate(host)
+		if err != nil {
+			return nil, fmt.Errorf("self-signed certificate: %w", err)
+		}
+	}
+	var auth *Authenticator
+	if len(cfg.AuthKey) > 0 {
+		if auth, err = NewAuthenticator(cfg.AuthKey); err != nil {
+			return nil, err
+		}
+	}
+	udp, tcp, err := listenPair(addr)
+	if err != nil {
+		return nil, err
+	}
+	r := &Relay{
+		srv:      NewServer(ServerOptions{Logger: logger, Auth: auth}),
+		logger:   logger,
+		cert:     cert,
+		certHash: CertificateHash(cert),
+		udp:      udp,
+		tcp:      tcp,
+		bufAsked: cfg.UDPBuffer,
+	}
+	if r.bufAsked <= 0 {
+		r.bufAsked = DefaultUDPBuffer
+	}
+	// Ask; the kernel clamps to net.core.[rw]mem_max without error.
+	if err := udp.SetReadBuffer(r.bufAsked); err != nil {
+		logger.Warn("set UDP receive buffer", "err", err)
+	}
+	if err := udp.SetWriteBuffer(r.bufAsked); err != nil {
+		logger.Warn("set UDP send buffer", "err", err)
+	}
+	tlsConf := &tls.Config{
+		Certificates: []tls.Certificate{cert},
+		NextProtos:   []string{moqlite.ALPN, http3.NextProtoH3},
+		MinVersion:   tls.VersionTLS13,
+	}
+	r.tr = &quic.Transport{Conn: udp}
+	r.ql, err = r.tr.Listen(tlsConf, quicConfig())
+	if err != nil {
+		udp.Close()
+		tcp.Close()
+		return nil, fmt.Errorf("listen quic: %w", err)
+	}
+	r.bufRcv, r.bufSnd, err = socketBuffers(udp)
+	if err != nil {
+		logger.Warn("read back UDP buffers", "err", err)
+	} else {
+		logger.Info("UDP buffers", "asked", r.bufAsked, "receive", r.bufRcv, "send", r.bufSnd)
+		if usable := r.bufRcv / kernelBufferFactor; usable < r.bufAsked {
+			logger.Warn("kernel granted a smaller UDP receive buffer than asked; raise net.core.rmem_max",
+				"asked", r.bufAsked, "granted", usable)
+		}
+		if usable := r.bufSnd / kernelBufferFactor; usable < r.bufAsked {
+			logger.Warn("kernel granted a smaller UDP send buffer than asked; raise net.core.wmem_max",
+				"asked", r.bufAsked, "granted", usable)
+		}
+	}
+
+	r.ctx, r.cancel = context.WithCancel(ctx)
+	mux := r.handler()
+	r.wt = &webtransport.Server{
+		H3:                   &http3.Server{Handler: mux, Logger: logger},
+		ApplicationProtocols: []string{moqlite.ALPN},
+		CheckOrigin:          func(*http.Request) bool { return true },
+	}
+	webtransport.ConfigureHTTP3Server(r.wt.H3)
+	r.http = &http.Server{
+		Handler:           mux,
+		ReadHeaderTimeout: 10 * time.Second,
+		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelDebug),
+		BaseContext:       func(net.Listener) context.Context { return r.ctx },
+	}
+	r.wg.Add(3)
+	go func() {
+		defer r.wg.Done()
+		r.acceptQUIC()
+	}()
+	go func() {
+		defer r.wg.Done()
+		if err := r.http.Serve(newSniffListener(tcp, tlsConf)); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			logger.Error("http server", "err", err)
+		}
+	}()
+	go func() {
+		defer r.wg.Done()
+		<-r.ctx.Done()
+		r.shutdown()
+	}()
+	logger.Info("relay listening", "addr", r.Addr().String(), "certificate_sha256", r.certHash)
+	return r, nil
+}
+
+// listenPair binds UDP and TCP on the same port number. With port 0 it
+// retries until the kernel's UDP port is also free on TCP.
+func listenPair(addr string) (*net.UDPConn, net.Listener, error) {
+	host, port, _ := net.SplitHostPort(addr)
+	for attempt := 0; ; attempt++ {
+		ua, err := net.ResolveUDPAddr("udp", addr)
+		if err != nil {
+			return nil, nil, fmt.Errorf("listen %s: %w", addr, err)
+		}
+		udp, err := net.ListenUDP("udp", ua)
+		if err != nil {
+			return nil, nil, fmt.Errorf("listen udp %s: %w", addr, err)
+		}
+		p := udp.LocalAddr().(*net.UDPAddr).Port
+		tcp, err := net.Listen("tcp", net.JoinHostPort(host, strconv.Itoa(p)))
+		if err == nil {
+			return udp, tcp, nil
+		}
+		udp.Close()
+		if port != "0" || attempt >= 20 {
+			return nil, nil, fmt.Errorf("listen tcp %s: %w", net.JoinHostPort(host, strconv.Itoa(p)), err)
+		}
+	}
+}
+
+func (r *Relay) acceptQUIC() {
+	for {
+		conn, err := r.ql.Accept(r.ctx)
+		if err != nil {
+			return
+		}
+		switch conn.ConnectionState().TLS.NegotiatedProtocol {
+		case moqlite.ALPN:
+			r.srv.wg.Add(1)
+			go func() {
+				defer r.srv.wg.Done()
+				if err := r.srv.ServeSession(r.ctx, transport.NewQUIC(conn), nil); err != nil {
+					r.logger.Debug("quic session", "err", err)
+				}
+			}()
+		case http3.NextProtoH3:
+			r.srv.wg.Add(1)
+			go func() {
+				defer r.srv.wg.Done()
+				if err := r.wt.ServeQUICConn(conn); err != nil && r.ctx.Err() == nil {
+					r.logger.Debug("webtransport connection", "err", err)
+				}
+			}()
+		default:
+			_ = conn.CloseWithError(codeProtocol, "unsupported alpn")
+		}
+	}
+}
+
+func (r *Relay) shutdown() {
+	sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	_ = r.http.Shutdown(sctx)
+	_ = r.http.Close()
+	_ = r.wt.Close()
+	_ = r.ql.Close()
+	_ = r.tr.Close()
+	_ = r.udp.Close()
+}
+
+// Close stops the relay, ends every session and waits for all of its
+// goroutines.
+func (r *Relay) Close() error {
+	r.cancel()
+	r.wg.Wait()
+	r.srv.Wait()
+	return nil
+}
+
+// Addr is the bound address (the UDP one; TCP has the same port).
+func (r *Relay) Addr() *net.UDPAddr { return r.udp.LocalAddr().(*net.UDPAddr) }
+
+// CertificateHash is the hex SHA-256 of the serving certificate's leaf.
+func (r *Relay) CertificateHash() string { return r.certHash }
+
+// Certificate is the serving certificate.
+func (r *Relay) Certificate() tls.Certificate { return r.cert }
+
+// Server is the relay core.
+func (r *Relay) Server() *Server { return r.srv }
+
+// Run starts a relay and serves until ctx ends. ready, if not nil, is
+// called once it listens. Under systemd (Type=notify) it sends READY=1 once
+// listening, WATCHDOG=1 when WatchdogSec is set, and STOPPING=1 on the way
+// out.
+func Run(ctx context.Context, cfg Config, ready func(*Relay)) error {
+	r, err := Start(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	if ready != nil {
+		ready(r)
+	}
+	stop := notifySystemd(ctx, r, r.logger)
+	<-ctx.Done()
+	stop()
+	return r.Close()
+}

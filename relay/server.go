@@ -1,0 +1,327 @@
+package relay
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/url"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/relayfleet/relayfleet/relay/moqlite"
+	"github.com/relayfleet/relayfleet/relay/transport"
+)
+
+// Application error codes used on sessions and streams.
+const (
+	codeOK           = 0
+	codeInternal     = 1
+	codeUnauthorized = 2
+	codeProtocol     = 3
+	codeNotFound     = 4
+	codeVersion      = 5
+	codeCancelled    = 6
+)
+
+const setupTimeout = 10 * time.Second
+
+// ErrUnauthorized is returned when a session's token does not allow what it
+// asked for.
+var ErrUnauthorized = errors.New("relay: unauthorized")
+
+// Server is the transport-agnostic moq-lite relay core: it runs sessions
+// handed to it by ServeSession and fans broadcasts out between them.
+// The zero value is not usable; create one with NewServer.
+type Server struct {
+	logger *slog.Logger
+	auth   *Authenticator
+
+	wg sync.WaitGroup
+
+	mu         sync.Mutex
+	broadcasts map[string]*broadcast
+	watchers   map[*watcher]struct{}
+	sessions   map[*session]struct{}
+
+	counters counters
+}
+
+type counters struct {
+	sessionsTotal atomic.Int64
+	subscribers   atomic.Int64
+	groupsIn      atomic.Int64
+	framesIn      atomic.Int64
+	bytesIn       atomic.Int64
+	groupsOut     atomic.Int64
+	framesOut     atomic.Int64
+	bytesOut      atomic.Int64
+}
+
+// ServerOptions configures a Server.
+type ServerOptions struct {
+	// Logger receives the relay's logs; nil means slog.Default().
+	Logger *slog.Logger
+	// Auth, if set, requires every session to present a token.
+	Auth *Authenticator
+}
+
+// NewServer returns a relay core with no sessions.
+func NewServer(opts ServerOptions) *Server {
+	l := opts.Logger
+	if l == nil {
+		l = slog.Default()
+	}
+	return &Server{
+		logger:     l,
+		auth:       opts.Auth,
+		broadcasts: make(map[string]*broadcast),
+		watchers:   make(map[*watcher]struct{}),
+		sessions:   make(map[*session]struct{}),
+	}
+}
+
+// Wait blocks until every goroutine the server started has returned.
+func (s *Server) Wait() { s.wg.Wait() }
+
+// session is one client connection.
+type session struct {
+	srv    *Server
+	t      transport.Session
+	log    *slog.Logger
+	root   string
+	perms  Permissions
+	ctx    context.Context
+	cancel context.CancelFunc
+
+	mu       sync.Mutex
+	upstream map[uint64]*track // tracks we pull from this session, by upstream id
+}
+
+// ServeSession runs one moq-lite session until it ends or ctx is done, then
+// frees everything it held. u is the URL the client connected to, or nil
+// for raw QUIC, where the path comes from the SETUP path parameter.
+func (s *Server) ServeSession(ctx context.Context, t transport.Session, u *url.URL) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	stop := context.AfterFunc(ctx, func() { _ = t.CloseWithError(codeOK, "") })
+	defer stop()
+	go func() {
+		select {
+		case <-t.Done():
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+
+	sess := &session{srv: s, t: t, ctx: ctx, cancel: cancel, upstream: make(map[uint64]*track)}
+	sess.log = s.logger.With("remote", t.RemoteAddr().String())
+
+	setupStream, u, err := sess.setup(ctx, u)
+	if err != nil {
+		code := uint64(codeProtocol)
+		if errors.Is(err, ErrUnauthorized) {
+			code = codeUnauthorized
+		} else if errors.Is(err, errVersion) {
+			code = codeVersion
+		}
+		_ = t.CloseWithError(code, err.Error())
+		return fmt.Errorf("session setup: %w", err)
+	}
+	perms, err := s.auth.Authorize(u)
+	if err != nil {
+		_ = t.CloseWithError(codeUnauthorized, "unauthorized")
+		return fmt.Errorf("session %s: %w", t.RemoteAddr(), err)
+	}
+	sess.perms = perms
+	sess.root = cleanPath(u.Path)
+	sess.log = sess.log.With("root", sess.root)
+	sess.log.Debug("session started")
+
+	s.counters.sessionsTotal.Add(1)
+	s.mu.Lock()
+	s.sessions[sess] = struct{}{}
+	s.mu.Unlock()
+
+	var wg sync.WaitGroup
+	spawn := func(f func()) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			f()
+		}()
+	}
+	spawn(func() {
+		// The session stream carries nothing more in lite-02.
+		stop := context.AfterFunc(ctx, func() {
+			setupStream.CancelRead(codeCancelled)
+			setupStream.CancelWrite(codeCancelled)
+		})
+		defer stop()
+		_, _ = io.Copy(io.Discard, setupStream)
+	})
+	spawn(func() { sess.acceptBidi(ctx, spawn) })
+	spawn(func() { sess.acceptUni(ctx, spawn) })
+	if sess.perms.CanPublishAny() {
+		spawn(func() { sess.pullAnnounces(ctx) })
+	}
+
+	<-ctx.Done()
+	_ = t.CloseWithError(codeOK, "")
+	s.dropSession(sess)
+	wg.Wait()
+	sess.log.Debug("session ended")
+	return nil
+}
+
+var errVersion = errors.New("no supported version offered")
+
+// setup performs the SETUP exchange on the first bidi stream.
+func (sess *session) setup(ctx context.Context, u *url.URL) (transport.Stream, *url.URL, error) {
+	ctx, cancel := context.WithTimeout(ctx, setupTimeout)
+	defer cancel()
+	st, err := sess.t.AcceptStream(ctx)
+	if err != nil {
+		return nil, nil, fmt.Errorf("accept setup stream: %w", err)
+	}
+	stop := context.AfterFunc(ctx, func() { st.CancelRead(codeProtocol) })
+	defer stop()
+	typ, err := moqlite.ReadVarint(st)
+	if err != nil {
+		return nil, nil, fmt.Errorf("read setup type: %w", err)
+	}
+	if typ != moqlite.StreamClientSetup {
+		return nil, nil, fmt.Errorf("unsupported first stream type %#x", typ)
+	}
+	body, err := moqlite.ReadSetupBody(st)
+	if err != nil {
+		return nil, nil, err
+	}
+	var cs moqlite.ClientSetup
+	if err := cs.DecodeBody(body); err != nil {
+		return nil, nil, err
+	}
+	if !cs.Supports(moqlite.Version02) {
+		return nil, nil, fmt.Errorf("%w: %x", errVersion, cs.Versions)
+	}
+	if u == nil {
+		p, _ := cs.Params.Bytes(moqlite.ParamPath)
+		u, err = url.Parse(string(p))
+		if err != nil {
+			return nil, nil, fmt.Errorf("setup path parameter: %w", err)
+		}
+	}
+	reply, err := moqlite.AppendSetup(nil, moqlite.StreamServerSetup, &moqlite.ServerSetup{Version: moqlite.Version02})
+	if err != nil {
+		return nil, nil, err
+	}
+	if _, err := st.Write(reply); err != nil {
+		return nil, nil, fmt.Errorf("write server setup: %w", err)
+	}
+	return st, u, nil
+}
+
+func (sess *session) acceptBidi(ctx context.Context, spawn func(func())) {
+	for {
+		st, err := sess.t.AcceptStream(ctx)
+		if err != nil {
+			sess.cancel()
+			return
+		}
+		spawn(func() {
+			if err := sess.handleBidi(ctx, st); err != nil && ctx.Err() == nil {
+				sess.log.Debug("stream ended", "err", err)
+			}
+		})
+	}
+}
+
+func (sess *session) handleBidi(ctx context.Context, st transport.Stream) error {
+	stop := context.AfterFunc(ctx, func() {
+		st.CancelRead(codeCancelled)
+		st.CancelWrite(codeCancelled)
+	})
+	defer stop()
+	typ, err := moqlite.ReadVarint(st)
+	if err != nil {
+		return fmt.Errorf("read stream type: %w", err)
+	}
+	switch typ {
+	case moqlite.StreamAnnounce:
+		var m moqlite.AnnounceInterest
+		if err := moqlite.ReadMessage(st, &m); err != nil {
+			st.CancelWrite(codeProtocol)
+			return err
+		}
+		return sess.serveAnnounce(ctx, st, cleanPath(m.Prefix))
+	case moqlite.StreamSubscribe:
+		var m moqlite.Subscribe
+		if err := moqlite.ReadMessage(st, &m); err != nil {
+			st.CancelWrite(codeProtocol)
+			return err
+		}
+		return sess.serveSubscribe(ctx, st, &m)
+	default:
+		st.CancelRead(codeProtocol)
+		st.CancelWrite(codeProtocol)
+		return fmt.Errorf("unsupported stream type %d", typ)
+	}
+}
+
+func (sess *session) acceptUni(ctx context.Context, spawn func(func())) {
+	for {
+		st, err := sess.t.AcceptUniStream(ctx)
+		if err != nil {
+			sess.cancel()
+			return
+		}
+		spawn(func() {
+			if err := sess.readGroup(ctx, st); err != nil && ctx.Err() == nil {
+				sess.log.Debug("group stream ended", "err", err)
+			}
+		})
+	}
+}
+
+// readGroup reads one group stream from a publisher into its track.
+func (sess *session) readGroup(ctx context.Context, st transport.ReceiveStream) error {
+	stop := context.AfterFunc(ctx, func() { st.CancelRead(codeCancelled) })
+	defer stop()
+	h, err := moqlite.ReadGroupStart(st)
+	if err != nil {
+		st.CancelRead(codeProtocol)
+		return err
+	}
+	sess.mu.Lock()
+	t := sess.upstream[h.Subscribe]
+	sess.mu.Unlock()
+	if t == nil {
+		st.CancelRead(codeNotFound)
+		return nil // unsubscribed meanwhile
+	}
+	stopTrack := context.AfterFunc(t.ctx, func() { st.CancelRead(codeCancelled) })
+	defer stopTrack()
+	c := &sess.srv.counters
+	c.groupsIn.Add(1)
+	g := newGroup(h.Sequence)
+	t.startGroup(g)
+	for {
+		frame, err := moqlite.ReadFrame(st)
+		if err == io.EOF {
+			g.finish(nil)
+			return nil
+		}
+		if err != nil {
+			g.finish(err)
+			return err
+		}
+		if !g.append(frame) {
+			st.CancelRead(codeProtocol)
+			return errGroupTooLarge
+		}
+		c.framesIn.Add(1)
+		c.bytesIn.Add(int64(len(frame)))
+	}
+}

@@ -1,0 +1,14 @@
+//go:build !linux
+
+package relay
+
+import (
+	"errors"
+	"net"
+)
+
+const kernelBufferFactor = 1
+
+func socketBuffers(c *net.UDPConn) (rcv, snd int, err error) {
+	return 0, 0, errors.New("reading socket buffers is supported on linux only")
+}

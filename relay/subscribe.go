@@ -1,0 +1,240 @@
+package relay
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+	"time"
+
+	"github.com/relayfleet/relayfleet/relay/moqlite"
+	"github.com/relayfleet/relayfleet/relay/transport"
+)
+
+var errNotFound = errors.New("broadcast not found")
+
+// unsubscribeGrace is how long the relay waits for a publisher to close its
+// side of a subscription the relay ended, before it stops reading.
+const unsubscribeGrace = 2 * time.Second
+
+// serveSubscribe runs one downstream subscription until the client ends it,
+// the track ends or the session ends.
+func (sess *session) serveSubscribe(ctx context.Context, st transport.Stream, m *moqlite.Subscribe) error {
+	s := sess.srv
+	path := joinPath(sess.root, cleanPath(m.Broadcast))
+	log := sess.log.With("broadcast", path, "track", m.Track, "id", m.ID)
+	if !sess.perms.CanSubscribe(path) {
+		st.CancelWrite(codeUnauthorized)
+		st.CancelRead(codeUnauthorized)
+		return fmt.Errorf("subscribe %s: %w", path, ErrUnauthorized)
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	sub := &subscriber{srv: s, sess: sess, id: m.ID, ctx: ctx}
+	t, err := s.attach(path, m.Track, m.Priority, sub)
+	if err != nil {
+		st.CancelWrite(codeNotFound)
+		st.CancelRead(codeNotFound)
+		return fmt.Errorf("subscribe %s/%s: %w", path, m.Track, err)
+	}
+	s.counters.subscribers.Add(1)
+	defer s.counters.subscribers.Add(-1)
+	defer s.detach(t, sub)
+	log.Debug("subscribed")
+
+	if _, err := st.Write(moqlite.AppendMessage(nil, &moqlite.SubscribeOk{})); err != nil {
+		return fmt.Errorf("write subscribe ok: %w", err)
+	}
+	// The client may send SUBSCRIBE_UPDATE; it ends the subscription by
+	// closing or resetting its side.
+	clientDone := make(chan error, 1)
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		for {
+			var u moqlite.SubscribeUpdate
+			if err := moqlite.ReadMessage(st, &u); err != nil {
+				if err == io.EOF {
+					err = nil
+				}
+				clientDone <- err
+				return
+			}
+		}
+	}()
+	select {
+	case err := <-clientDone:
+		cancel()
+		_ = st.Close()
+		log.Debug("unsubscribed", "err", err)
+		return nil
+	case <-t.ctx.Done():
+		cancel()
+		_ = st.Close() // FIN: the track is over
+		st.CancelRead(codeOK)
+		log.Debug("track ended")
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// attach finds or creates the track and adds sub to it, starting the
+// upstream subscription when this is the track's first subscriber.
+func (s *Server) attach(path, name string, priority uint8, sub *subscriber) (*track, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	b := s.broadcasts[path]
+	if b == nil {
+		return nil, errNotFound
+	}
+	t := b.tracks[name]
+	if t == nil {
+		pub := b.owner
+		ctx, cancel := context.WithCancel(pub.ctx)
+		t = &track{b: b, name: name, upstreamID: b.nextID, ctx: ctx, cancel: cancel, subs: make(map[*subscriber]struct{})}
+		b.nextID++
+		b.tracks[name] = t
+		pub.mu.Lock()
+		pub.upstream[t.upstreamID] = t
+		pub.mu.Unlock()
+		s.wg.Add(1)
+		go func() {
+			defer s.wg.Done()
+			s.runUpstream(t, priority)
+		}()
+	}
+	if !t.addSubscriber(sub) {
+		return nil, errNotFound
+	}
+	sub.t = t
+	return t, nil
+}
+
+// detach removes sub; the last subscriber to leave ends the upstream
+// subscription.
+func (s *Server) detach(t *track, sub *subscriber) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if t.removeSubscriber(sub) {
+		if t.b.tracks[t.name] == t {
+			delete(t.b.tracks, t.name)
+		}
+		t.cancel()
+	}
+}
+
+// runUpstream subscribes to the publisher for t and keeps the subscription
+// until t is cancelled or the publisher ends it.
+func (s *Server) runUpstream(t *track, priority uint8) {
+	pub := t.b.owner
+	log := pub.log.With("broadcast", t.b.path, "track", t.name, "upstream_id", t.upstreamID)
+	err := s.subscribeUpstream(t, priority)
+	if err != nil && t.ctx.Err() == nil {
+		log.Info("upstream subscription ended", "err", err)
+	}
+	// Make sure the track is gone from the registry and its subscribers end.
+	s.mu.Lock()
+	if t.b.tracks[t.name] == t {
+		delete(t.b.tracks, t.name)
+	}
+	s.mu.Unlock()
+	t.cancel()
+	pub.mu.Lock()
+	delete(pub.upstream, t.upstreamID)
+	pub.mu.Unlock()
+	t.mu.Lock()
+	latest := t.latest
+	t.latest = nil
+	t.mu.Unlock()
+	if latest != nil {
+		latest.finish(errTrackEnded)
+	}
+}
+
+func (s *Server) subscribeUpstream(t *track, priority uint8) error {
+	ctx := t.ctx
+	st, err := t.b.owner.t.OpenStream(ctx)
+	if err != nil {
+		return fmt.Errorf("open upstream subscribe: %w", err)
+	}
+	var grace *time.Timer
+	var graceMu sync.Mutex
+	stop := context.AfterFunc(ctx, func() {
+		// A FIN ends the subscription cleanly: @moq/lite publishers answer
+		// with their own FIN. Stop reading if one does not in time.
+		_ = st.Close()
+		graceMu.Lock()
+		grace = time.AfterFunc(unsubscribeGrace, func() { st.CancelRead(codeCancelled) })
+		graceMu.Unlock()
+	})
+	defer func() {
+		if !stop() {
+			graceMu.Lock()
+			if grace != nil {
+				grace.Stop()
+			}
+			graceMu.Unlock()
+		}
+	}()
+	b := moqlite.AppendVarint(nil, moqlite.StreamSubscribe)
+	b = moqlite.AppendMessage(b, &moqlite.Subscribe{ID: t.upstreamID, Broadcast: t.b.suffix, Track: t.name, Priority: priority})
+	if _, err := st.Write(b); err != nil {
+		return fmt.Errorf("write upstream subscribe: %w", err)
+	}
+	var ok moqlite.SubscribeOk
+	if err := moqlite.ReadMessage(st, &ok); err != nil {
+		return fmt.Errorf("read upstream subscribe ok: %w", err)
+	}
+	// Nothing more arrives on the stream in lite-02 until the publisher ends it.
+	_, err = io.Copy(io.Discard, st)
+	if err == nil {
+		err = io.EOF
+	}
+	return err
+}
+
+// writeGroup sends g to the subscriber on a new group stream.
+func (sub *subscriber) writeGroup(ctx context.Context, g *group) {
+	st, err := sub.sess.t.OpenUniStream(ctx)
+	if err != nil {
+		return
+	}
+	stop := context.AfterFunc(ctx, func() { st.CancelWrite(codeCancelled) })
+	defer stop()
+	c := &sub.srv.counters
+	buf := moqlite.AppendGroupStart(nil, moqlite.GroupHeader{Subscribe: sub.id, Sequence: g.seq})
+	next := 0
+	for {
+		frames, done, gerr, changed := g.read(next)
+		next += len(frames)
+		var n int
+		for _, f := range frames {
+			buf = moqlite.AppendFrame(buf, f)
+			n += len(f)
+		}
+		if len(buf) > 0 {
+			if _, err := st.Write(buf); err != nil {
+				return
+			}
+			c.framesOut.Add(int64(len(frames)))
+			c.bytesOut.Add(int64(n))
+			buf = buf[:0]
+		}
+		if done {
+			if gerr != nil {
+				st.CancelWrite(codeCancelled)
+				return
+			}
+			_ = st.Close()
+			c.groupsOut.Add(1)
+			return
+		}
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			return
+		}
+	}
+}
