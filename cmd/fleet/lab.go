@@ -1,0 +1,329 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync"
+	"text/tabwriter"
+	"time"
+
+	"github.com/relayfleet/relayfleet/infra/lab"
+	"golang.org/x/crypto/ssh"
+)
+
+// Seams for tests: who runs fleet, and where progress and the remote
+// command's stdin and stderr go.
+var (
+	geteuid             = os.Geteuid
+	labStdin  io.Reader = os.Stdin
+	labStderr io.Writer = os.Stderr
+)
+
+const labUsage = "want a subcommand: up N | down | status [--json] | ssh BOX [-- CMD]"
+
+// runLab is `fleet lab`: boxes on this machine (systemd-nspawn containers
+// on a private bridge) for the demo and the integration tests.
+func runLab(ctx context.Context, args []string, stdout io.Writer) error {
+	if len(args) == 0 {
+		return usagef("%s", labUsage)
+	}
+	switch args[0] {
+	case "up":
+		return labUp(ctx, args[1:], stdout)
+	case "down":
+		return labDown(ctx, args[1:], stdout)
+	case "status":
+		return labStatus(ctx, args[1:], stdout)
+	case "ssh":
+		return labSSH(ctx, args[1:], stdout)
+	case "-h", "--help", "help":
+		fmt.Fprintln(stdout, "usage: fleet lab up N [--shape small|medium] | down | status [--json] | ssh BOX [-- CMD]")
+		return flag.ErrHelp
+	}
+	return usagef("unknown subcommand %q; %s", args[0], labUsage)
+}
+
+// labFlags are the flags every lab subcommand takes.
+func labFlags(name string, stdout io.Writer) (flags, *string) {
+	fs := newFlags("lab "+name, stdout)
+	dir := fs.String("dir", "", "state directory (default $"+lab.DirEnv+", else "+lab.DefaultDir+")")
+	return fs, dir
+}
+
+// newLab checks for root and opens the lab.
+func newLab(dir string) (*lab.Lab, error) {
+	if geteuid() != 0 {
+		return nil, usagef("%s", lab.ErrNotRoot)
+	}
+	return lab.New(lab.Config{Dir: dir, Logf: func(format string, args ...any) {
+		fmt.Fprintf(labStderr, "lab: "+format+"\n", args...)
+	}})
+}
+
+// positional takes the leading argument that is not a flag.
+func positional(args []string, what string) (string, []string, error) {
+	if len(args) == 0 || args[0] == "" {
+		return "", nil, usagef("want %s", what)
+	}
+	if strings.HasPrefix(args[0], "-") {
+		if args[0] == "-h" || args[0] == "--help" || args[0] == "-help" {
+			return "", args, nil
+		}
+		return "", nil, usagef("want %s before the flags, got %q", what, args[0])
+	}
+	return args[0], args[1:], nil
+}
+
+var shapes = map[string]lab.Shape{"small": lab.Small, "medium": lab.Medium}
+
+func labUp(ctx context.Context, args []string, stdout io.Writer) error {
+	arg, rest, err := positional(args, "the number of boxes: fleet lab up N")
+	if err != nil {
+		return err
+	}
+	fs, dir := labFlags("up N", stdout)
+	shapeName := fs.String("shape", "small", "box shape: small (1 core, 1 GiB) or medium (2 cores, 2 GiB)")
+	if err := fs.parse(rest); err != nil {
+		return err
+	}
+	n, err := strconv.Atoi(arg)
+	if err != nil || n < 1 || n > 200 {
+		return usagef("want the number of boxes (1-200), got %q", arg)
+	}
+	shape, ok := shapes[*shapeName]
+	if !ok {
+		return usagef("flag --shape: want small or medium, got %q", *shapeName)
+	}
+	l, err := newLab(*dir)
+	if err != nil {
+		return err
+	}
+	if _, err := l.EnsureImage(ctx); err != nil {
+		return err
+	}
+	type result struct {
+		box   lab.Box
+		start time.Time
+		took  time.Duration
+		was   bool
+		err   error
+	}
+	// Start the boxes in order (quick: their addresses follow their
+	// names), then wait for them together.
+	results := make([]result, n)
+	for i := range results {
+		r := &results[i]
+		name := fmt.Sprintf("box%d", i+1)
+		prev, perr := l.Get(ctx, name)
+		r.was = perr == nil && prev.State == lab.StateRunning
+		r.start = time.Now()
+		r.box, r.err = l.Start(ctx, lab.Spec{Name: name, Shape: shape, Labels: map[string]string{"fleet": "lab"}})
+	}
+	var wg sync.WaitGroup
+	for i := range results {
+		r := &results[i]
+		if r.err != nil {
+			continue
+		}
+		wg.Go(func() {
+			r.err = l.Wait(ctx, r.box.Name)
+			r.took = time.Since(r.start)
+		})
+	}
+	wg.Wait()
+	var errs []error
+	for _, r := range results {
+		if r.err != nil {
+			errs = append(errs, r.err)
+			continue
+		}
+		how := fmt.Sprintf("ready in %.1fs", r.took.Seconds())
+		if r.was {
+			how = "already running"
+		}
+		fmt.Fprintf(stdout, "%s\t%s\t%d core(s)\t%d MiB\t%s\n", r.box.Name, r.box.Address, r.box.Cores, r.box.RAM>>20, how)
+	}
+	return errors.Join(errs...)
+}
+
+func labDown(ctx context.Context, args []string, stdout io.Writer) error {
+	fs, dir := labFlags("down", stdout)
+	if err := fs.parse(args); err != nil {
+		return err
+	}
+	l, err := newLab(*dir)
+	if err != nil {
+		return err
+	}
+	boxes, err := l.List(ctx, nil)
+	if err != nil {
+		return err
+	}
+	errs := make([]error, len(boxes))
+	var wg sync.WaitGroup
+	for i, b := range boxes {
+		wg.Go(func() { errs[i] = l.Delete(ctx, b.Name) })
+	}
+	wg.Wait()
+	for i, b := range boxes {
+		if errs[i] == nil {
+			fmt.Fprintf(stdout, "%s\tdeleted\n", b.Name)
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	return l.Cleanup(ctx)
+}
+
+// labBoxJSON is one box in `fleet lab status --json`.
+type labBoxJSON struct {
+	Name       string            `json:"name"`
+	Address    string            `json:"address"`
+	State      string            `json:"state"`
+	Cores      int               `json:"cores"`
+	CPUs       string            `json:"cpus"`
+	RAM        int64             `json:"ram"`
+	MemoryUsed int64             `json:"memory_used"`
+	SSH        bool              `json:"ssh"`
+	HostKey    string            `json:"host_key"`
+	Labels     map[string]string `json:"labels,omitempty"`
+	PID        int               `json:"pid,omitempty"`
+}
+
+func labStatus(ctx context.Context, args []string, stdout io.Writer) error {
+	fs, dir := labFlags("status", stdout)
+	asJSON := fs.Bool("json", false, "print the boxes as JSON")
+	if err := fs.parse(args); err != nil {
+		return err
+	}
+	l, err := newLab(*dir)
+	if err != nil {
+		return err
+	}
+	boxes, err := l.List(ctx, nil)
+	if err != nil {
+		return err
+	}
+	signer, err := l.Signer()
+	if err != nil {
+		return err
+	}
+	out := make([]labBoxJSON, len(boxes))
+	var wg sync.WaitGroup
+	for i, b := range boxes {
+		out[i] = labBoxJSON{b.Name, b.Address.String(), b.State, b.Cores, b.CPUs, b.RAM, b.MemoryUsed, false, b.HostKey, b.Labels, b.PID}
+		if b.State != lab.StateRunning {
+			continue
+		}
+		wg.Go(func() {
+			hk, err := lab.ParseHostKey(b.HostKey)
+			out[i].SSH = err == nil && lab.WaitSSH(ctx, b.SSHAddr(), signer, hk, 2*time.Second) == nil
+		})
+	}
+	wg.Wait()
+	if *asJSON {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(out)
+	}
+	if len(out) == 0 {
+		fmt.Fprintln(stdout, "no lab boxes (fleet lab up N makes some)")
+		return nil
+	}
+	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "BOX\tADDRESS\tSTATE\tCORES\tCPUS\tMEMORY\tSSH")
+	for _, b := range out {
+		ok := "no"
+		if b.SSH {
+			ok = "ok"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%d/%d MiB\t%s\n", b.Name, b.Address, b.State, b.Cores, b.CPUs, b.MemoryUsed>>20, b.RAM>>20, ok)
+	}
+	return tw.Flush()
+}
+
+func labSSH(ctx context.Context, args []string, stdout io.Writer) error {
+	var command []string
+	for i, a := range args {
+		if a == "--" {
+			args, command = args[:i], args[i+1:]
+			break
+		}
+	}
+	name, rest, err := positional(args, "a box: fleet lab ssh BOX [-- CMD]")
+	if err != nil {
+		return err
+	}
+	fs, dir := labFlags("ssh BOX [-- CMD]", stdout)
+	if err := fs.parse(rest); err != nil {
+		return err
+	}
+	if err := lab.ValidName(name); err != nil {
+		return usagef("%s", err)
+	}
+	l, err := newLab(*dir)
+	if err != nil {
+		return err
+	}
+	b, err := l.Get(ctx, name)
+	if errors.Is(err, lab.ErrNotFound) {
+		return usagef("no box %q (fleet lab status lists them)", name)
+	} else if err != nil {
+		return err
+	}
+	if b.State != lab.StateRunning {
+		return fmt.Errorf("box %s is %s (fleet lab up starts it)", name, b.State)
+	}
+	if len(command) == 0 {
+		return interactiveSSH(ctx, l, b)
+	}
+	c, err := l.Dial(ctx, name)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	err = lab.Run(ctx, c, strings.Join(command, " "), commandStdin(), stdout, labStderr)
+	var ee *ssh.ExitError
+	if errors.As(err, &ee) {
+		return fmt.Errorf("%s: the command exited with status %d", name, ee.ExitStatus())
+	}
+	return err
+}
+
+// commandStdin is fleet's stdin for a remote command unless it is a
+// terminal (or /dev/null): the SSH session would wait for its end.
+func commandStdin() io.Reader {
+	f, ok := labStdin.(*os.File)
+	if !ok {
+		return labStdin
+	}
+	if st, err := f.Stat(); err != nil || st.Mode()&os.ModeCharDevice != 0 {
+		return nil
+	}
+	return f
+}
+
+// interactiveSSH runs the ssh client with the lab's key and pinned host key.
+func interactiveSSH(ctx context.Context, l *lab.Lab, b lab.Box) error {
+	client, err := exec.LookPath("ssh")
+	if err != nil {
+		return usagef("give a command (fleet lab ssh %s -- CMD): an interactive shell needs the ssh client", b.Name)
+	}
+	cmd := exec.CommandContext(ctx, client, "-i", l.AdminKeyPath(),
+		"-o", "UserKnownHostsFile="+l.KnownHostsPath(), "-o", "StrictHostKeyChecking=yes",
+		"-o", "LogLevel=ERROR", "root@"+b.Address.String())
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
+	if err := cmd.Run(); err != nil {
+		return fmt.Errorf("ssh %s: %w", b.Name, err)
+	}
+	return nil
+}
