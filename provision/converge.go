@@ -1,0 +1,279 @@
+package provision
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"path"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/relayfleet/relayfleet/sysctl"
+	"github.com/relayfleet/relayfleet/units"
+)
+
+const unitDir = "/etc/systemd/system"
+
+// Probe reads a host's actual state: the hashes of the files the plan
+// manages and of any relayfleet drop-in on the box, the relay instances
+// that are active, the sysctl values and the active release.
+func Probe(ctx context.Context, run Runner, plan *Plan, rel Releases) (HostState, error) {
+	paths := make([]string, 0, len(plan.State.Files))
+	for p := range plan.State.Files {
+		paths = append(paths, p)
+	}
+	sort.Strings(paths)
+	var quoted []string
+	for _, p := range paths {
+		quoted = append(quoted, quote(p))
+	}
+	script := fmt.Sprintf(`for f in %s %s/relay@*.service.d/10-relayfleet.conf; do [ -f "$f" ] && sha256sum "$f"; done
+echo '== units'
+systemctl list-units --type=service --all --plain --no-legend --no-pager 'relay@*.service' 2>/dev/null || true
+`, strings.Join(quoted, " "), unitDir)
+	out, err := run.Run(ctx, script, nil)
+	if err != nil {
+		return HostState{}, fmt.Errorf("probe: %w", err)
+	}
+	st := HostState{Files: map[string]string{}}
+	files, unitList, _ := strings.Cut(string(out), "== units\n")
+	st.Files = parseHashes(files)
+	st.Instances = parseActiveUnits(unitList)
+	if st.Sysctl, err = ReadSysctl(ctx, run, plan.Profile); err != nil {
+		return HostState{}, err
+	}
+	if st.Release, _, err = rel.Current(ctx, run); err != nil {
+		return HostState{}, err
+	}
+	return st, nil
+}
+
+// parseHashes reads sha256sum output.
+func parseHashes(s string) map[string]string {
+	m := map[string]string{}
+	for line := range strings.SplitSeq(s, "\n") {
+		sum, p, ok := strings.Cut(line, "  ")
+		if ok && shaRE.MatchString(sum) {
+			m[p] = sum
+		}
+	}
+	return m
+}
+
+// parseActiveUnits reads `systemctl list-units --plain --no-legend`:
+// UNIT LOAD ACTIVE SUB DESCRIPTION; an instance counts as running when it
+// is active, activating or reloading (a restarting crash loop included).
+func parseActiveUnits(s string) []string {
+	var us []string
+	for line := range strings.SplitSeq(s, "\n") {
+		f := strings.Fields(strings.TrimPrefix(strings.TrimSpace(line), "● "))
+		if len(f) < 3 || !strings.HasPrefix(f[0], "relay@") {
+			continue
+		}
+		switch f[2] {
+		case "active", "activating", "reloading":
+			us = append(us, f[0])
+		}
+	}
+	sort.Strings(us)
+	return us
+}
+
+// Report is what Apply did on one host.
+type Report struct {
+	Changes []Change
+	Sysctl  []sysctl.Result
+	// Restarted lists the instances restarted or started, in order.
+	Restarted []string
+	Release   string
+}
+
+// Apply makes the host match the plan, doing only what changes lists:
+// release upload, unit files (verified by systemd-analyze in a staging
+// directory before they replace the old ones, then daemon-reload), sysctl
+// (applied and read back), the release switch, and instance starts,
+// restarts (one at a time, each waited for) and stops. binary is the relay
+// build the plan's release names.
+func Apply(ctx context.Context, run Runner, plan *Plan, changes []Change, rel Releases, binary []byte) (*Report, error) {
+	r := &Report{Changes: changes, Release: plan.State.Release}
+	has := func(kind string) bool {
+		return slices.ContainsFunc(changes, func(c Change) bool { return c.Kind == kind })
+	}
+	if has(ChangeRelease) {
+		// Upload first (nothing runs it yet); switch after the units.
+		if Digest(binary) != plan.State.Release {
+			return r, fmt.Errorf("apply: the relay binary given is %s, the plan wants %s", short(Digest(binary)), short(plan.State.Release))
+		}
+		if _, _, err := rel.Install(ctx, run, binary); err != nil {
+			return r, err
+		}
+	}
+	var unitFiles []string
+	for _, c := range changes {
+		if c.Kind == ChangeFile && strings.HasPrefix(c.What, unitDir+"/") {
+			unitFiles = append(unitFiles, c.What)
+		}
+	}
+	if len(unitFiles) > 0 {
+		if err := verifyUnits(ctx, run, plan, rel); err != nil {
+			return r, err
+		}
+	}
+	for _, c := range changes {
+		switch c.Kind {
+		case ChangeFile:
+			if _, err := WriteFile(ctx, run, c.What, plan.Content[c.What], 0o644); err != nil {
+				return r, err
+			}
+		case ChangeRemove:
+			if _, err := run.Run(ctx, fmt.Sprintf("rm -f %s && rmdir --ignore-fail-on-non-empty %s", quote(c.What), quote(path.Dir(c.What))), nil); err != nil {
+				return r, fmt.Errorf("remove %s: %w", c.What, err)
+			}
+		}
+	}
+	if len(unitFiles) > 0 || has(ChangeRemove) {
+		if _, err := run.Run(ctx, "systemctl daemon-reload", nil); err != nil {
+			return r, fmt.Errorf("daemon-reload: %w", err)
+		}
+	}
+	if has(ChangeSysctl) {
+		res, err := ApplySysctl(ctx, run, plan.Profile)
+		if err != nil {
+			return r, err
+		}
+		r.Sysctl = res
+	}
+	if has(ChangeRelease) {
+		if _, err := rel.Activate(ctx, run, plan.State.Release); err != nil {
+			return r, err
+		}
+	}
+	for _, c := range changes {
+		var cmd string
+		switch c.Kind {
+		case ChangeStop:
+			cmd = "systemctl disable --now " + quote(c.What)
+		case ChangeStart:
+			cmd = "systemctl enable --now " + quote(units.TargetName) + " " + quote(c.What)
+		case ChangeRestart:
+			cmd = "systemctl restart " + quote(c.What)
+		default:
+			continue
+		}
+		if _, err := run.Run(ctx, cmd, nil); err != nil {
+			return r, fmt.Errorf("%s %s: %w", c.Kind, c.What, err)
+		}
+		if c.Kind != ChangeStop {
+			if err := waitActive(ctx, run, c.What, 30*time.Second); err != nil {
+				return r, err
+			}
+			r.Restarted = append(r.Restarted, c.What)
+		}
+	}
+	if has(ChangeRelease) {
+		if _, err := rel.Prune(ctx, run); err != nil {
+			return r, err
+		}
+	}
+	return r, nil
+}
+
+// verifyUnits checks the plan's unit files with systemd-analyze verify in a
+// staging directory, an instance of the template included, before any of
+// them replaces a file systemd uses. The staged template runs the plan's
+// release directly, since current may not point at it yet.
+func verifyUnits(ctx context.Context, run Runner, plan *Plan, rel Releases) error {
+	root, err := rel.root()
+	if err != nil {
+		return err
+	}
+	tmpl := bytes.ReplaceAll(plan.Content[unitDir+"/"+units.TemplateName],
+		[]byte(root+"/current/relay"), []byte(root+"/releases/"+plan.State.Release+"/relay"))
+	target := plan.Content[unitDir+"/"+units.TargetName]
+	if len(tmpl) == 0 || target == nil || len(plan.State.Instances) == 0 {
+		return fmt.Errorf("verify: the plan has no relay units")
+	}
+	inst := plan.State.Instances[0]
+	stage, err := run.Run(ctx, "mktemp -d /tmp/relayfleet-verify.XXXXXX", nil)
+	if err != nil {
+		return fmt.Errorf("verify: %w", err)
+	}
+	dir := strings.TrimSpace(string(stage))
+	defer run.Run(context.WithoutCancel(ctx), "rm -rf "+quote(dir), nil)
+	for name, data := range map[string][]byte{units.TemplateName: tmpl, units.TargetName: target} {
+		if _, err := WriteFile(ctx, run, dir+"/"+name, data, 0o644); err != nil {
+			return fmt.Errorf("verify: %w", err)
+		}
+	}
+	cmd := fmt.Sprintf("cd %s && cp %s %s && systemd-analyze verify --man=no %s/%s %s/%s 2>&1",
+		quote(dir), units.TemplateName, quote(inst), quote(dir), quote(inst), quote(dir), units.TargetName)
+	out, err := run.Run(ctx, cmd, nil)
+	if err != nil {
+		return fmt.Errorf("systemd-analyze verify refused the relay units: %s", firstLine(string(out), err))
+	}
+	return nil
+}
+
+func firstLine(out string, err error) string {
+	if s := strings.TrimSpace(out); s != "" {
+		line, _, _ := strings.Cut(s, "\n")
+		return line
+	}
+	return err.Error()
+}
+
+// waitActive waits until a unit is active, failing early if it fails.
+func waitActive(ctx context.Context, run Runner, unit string, limit time.Duration) error {
+	deadline := time.Now().Add(limit)
+	for {
+		out, err := run.Run(ctx, "systemctl is-active "+quote(unit)+" || true", nil)
+		if err != nil {
+			return err
+		}
+		switch state := strings.TrimSpace(string(out)); state {
+		case "active":
+			return nil
+		case "failed":
+			return fmt.Errorf("%s failed to start", unit)
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%s is not active after %v", unit, limit)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+// Converge brings one host to the plan: probe, diff, and unless check is
+// set, apply; then probe again to prove it converged. It returns the
+// changes it found (none on a converged host).
+func Converge(ctx context.Context, run Runner, plan *Plan, rel Releases, binary []byte, check bool) (*Report, error) {
+	actual, err := Probe(ctx, run, plan, rel)
+	if err != nil {
+		return nil, err
+	}
+	changes := Diff(plan.State, actual)
+	if check || len(changes) == 0 {
+		return &Report{Changes: changes, Release: actual.Release}, nil
+	}
+	r, err := Apply(ctx, run, plan, changes, rel, binary)
+	if err != nil {
+		return r, err
+	}
+	after, err := Probe(ctx, run, plan, rel)
+	if err != nil {
+		return r, err
+	}
+	// Keys the kernel will not take here (read-only, as in a container)
+	// are reported by Apply's read-back, not treated as drift.
+	left := slices.DeleteFunc(Diff(plan.State, after), func(c Change) bool { return c.Kind == ChangeSysctl })
+	if len(left) > 0 {
+		return r, fmt.Errorf("converge: still differs after applying: %s", left[0])
+	}
+	return r, nil
+}
