@@ -309,24 +309,82 @@ func mountOverlay(name, lower, upper, work, root string) error {
 	return nil
 }
 
-// processAlive reports whether pid is a live (not zombie) process whose
-// command line contains marker.
-func processAlive(pid int, marker string) bool {
+// procStat is what /proc/PID/stat says about a process: its state letter
+// and its start time (clock ticks after boot), which tells a process from a
+// later one with the same pid.
+func procStat(pid int) (state byte, start uint64, ok bool) {
 	if pid <= 0 {
-		return false
+		return 0, 0, false
 	}
 	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {
-		return false
+		return 0, 0, false
 	}
-	if i := bytes.LastIndexByte(stat, ')'); i > 0 && i+2 < len(stat) && stat[i+2] == 'Z' {
-		return false
+	i := bytes.LastIndexByte(stat, ')') // comm may hold spaces and parens
+	if i < 0 {
+		return 0, 0, false
 	}
-	cmdline, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+	f := strings.Fields(string(stat[i+1:])) // f[0] is field 3 (state), f[19] field 22 (starttime)
+	if len(f) < 20 || len(f[0]) != 1 {
+		return 0, 0, false
+	}
+	start, err = strconv.ParseUint(f[19], 10, 64)
+	return f[0][0], start, err == nil
+}
+
+// pidFile is what a launcher's pid file holds: "PID STARTTIME".
+func pidFile(pid int) ([]byte, error) {
+	_, start, ok := procStat(pid)
+	if !ok {
+		return nil, fmt.Errorf("process %d is gone", pid)
+	}
+	return fmt.Appendf(nil, "%d %d\n", pid, start), nil
+}
+
+// alive reads a pid file and returns the pid if that very process (same
+// start time) lives and is not a zombie, else 0. Identity by start time,
+// not by command line: /proc/PID/cmdline reads empty while a process execs.
+func alive(path string) int {
+	data, err := os.ReadFile(path)
 	if err != nil {
-		return false
+		return 0
 	}
-	return bytes.Contains(cmdline, []byte(marker))
+	f := strings.Fields(string(data))
+	if len(f) != 2 {
+		return 0
+	}
+	pid, err1 := strconv.Atoi(f[0])
+	want, err2 := strconv.ParseUint(f[1], 10, 64)
+	state, start, ok := procStat(pid)
+	if err1 != nil || err2 != nil || !ok || start != want || state == 'Z' || state == 'X' {
+		return 0
+	}
+	return pid
+}
+
+// overlayUsers lists processes (one per mount namespace) that have an
+// overlay with upperdir upper mounted; a killed box's mount goes away with
+// the last process of its namespace.
+func overlayUsers(upper string) []int {
+	procs, _ := filepath.Glob("/proc/[0-9]*")
+	seen := map[string]bool{}
+	var pids []int
+	needle := []byte("upperdir=" + upper + ",")
+	for _, p := range procs {
+		ns, err := os.Readlink(filepath.Join(p, "ns", "mnt"))
+		if err != nil || seen[ns] {
+			continue
+		}
+		seen[ns] = true
+		mi, err := os.ReadFile(filepath.Join(p, "mountinfo"))
+		if err != nil || !bytes.Contains(mi, needle) {
+			continue
+		}
+		if pid, err := strconv.Atoi(filepath.Base(p)); err == nil {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
 }
 
 // ensureBridge creates the lab bridge with the host's address, if needed.

@@ -13,7 +13,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -201,9 +200,6 @@ func (l *Lab) boxDir(name string) string    { return filepath.Join(l.cfg.Dir, "b
 func (l *Lab) rootDir(name string) string   { return filepath.Join(l.boxDir(name), "root") }
 func (l *Lab) cgroupRel(name string) string { return filepath.Join(l.cgroupGroup(), name) }
 
-// launcherMarker is in the launcher's command line and nothing else's.
-func (l *Lab) launcherMarker(name string) string { return "--directory=" + l.rootDir(name) }
-
 // Signer is the lab's admin key, generated on first use.
 func (l *Lab) Signer() (ssh.Signer, error) {
 	l.mu.Lock()
@@ -257,15 +253,7 @@ func (l *Lab) readBox(name string) (Box, error) {
 
 // launcherPID is the pid of the box's running launcher, or 0.
 func (l *Lab) launcherPID(name string) int {
-	data, err := os.ReadFile(filepath.Join(l.boxDir(name), "pid"))
-	if err != nil {
-		return 0
-	}
-	pid, _ := strconv.Atoi(strings.TrimSpace(string(data)))
-	if !processAlive(pid, l.launcherMarker(name)) {
-		return 0
-	}
-	return pid
+	return alive(filepath.Join(l.boxDir(name), "pid"))
 }
 
 func (l *Lab) names() ([]string, error) {
@@ -381,8 +369,24 @@ func (l *Lab) Wait(ctx context.Context, name string) error {
 	if err != nil {
 		return fmt.Errorf("box %s: %w", name, err)
 	}
-	if err := WaitSSH(ctx, b.SSHAddr(), signer, hostKey, l.cfg.BootTimeout); err != nil {
-		return fmt.Errorf("box %s: %w (console log: %s)", name, err, filepath.Join(l.boxDir(name), "console.log"))
+	// Stop waiting when the launcher exits (nspawn failed, the box powered off).
+	wctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	go func() {
+		for wctx.Err() == nil {
+			if l.launcherPID(name) == 0 {
+				cancel(errors.New("the box stopped while booting"))
+				return
+			}
+			sleep(wctx, 200*time.Millisecond)
+		}
+	}()
+	console := filepath.Join(l.boxDir(name), "console.log")
+	if err := WaitSSH(wctx, b.SSHAddr(), signer, hostKey, l.cfg.BootTimeout); err != nil {
+		if cause := context.Cause(wctx); cause != nil && ctx.Err() == nil && !errors.Is(cause, context.Canceled) {
+			err = fmt.Errorf("%w: %s", cause, lastLine(console))
+		}
+		return fmt.Errorf("box %s: %w (console log: %s)", name, err, console)
 	}
 	return nil
 }
@@ -537,7 +541,7 @@ func (l *Lab) boot(b Box) error {
 	script.WriteString(`exec "$@"` + "\n")
 	args := []string{"-c", script.String(), "relayfleet-lab-" + b.Name,
 		nspawn, "--quiet", "--register=no", "--keep-unit", "--kill-signal=SIGRTMIN+3",
-		"--machine=" + b.Name, l.launcherMarker(b.Name),
+		"--machine=" + b.Name, "--directory=" + l.rootDir(b.Name),
 		"--network-bridge=" + l.cfg.Bridge, "--console=read-only",
 		"--resolv-conf=off", "--timezone=off", "--link-journal=no",
 		initPath}
@@ -553,8 +557,12 @@ func (l *Lab) boot(b Box) error {
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("boot: %w", err)
 	}
+	pf, err := pidFile(cmd.Process.Pid) // before Wait can reap it
+	if err == nil {
+		err = atomicWrite(filepath.Join(l.boxDir(b.Name), "pid"), pf, 0o644)
+	}
 	go cmd.Wait() // reap it if it ends while this process lives
-	if err := atomicWrite(filepath.Join(l.boxDir(b.Name), "pid"), []byte(strconv.Itoa(cmd.Process.Pid)+"\n"), 0o644); err != nil {
+	if err != nil {
 		cmd.Process.Kill()
 		return fmt.Errorf("boot: %w", err)
 	}
@@ -626,6 +634,22 @@ func (l *Lab) release(ctx context.Context, name string) error {
 	}
 	if err := unmountAll(l.boxDir(name)); err != nil {
 		return err
+	}
+	// The box's own mount namespace holds its overlay until the kernel has
+	// finished with its last process; mounting the same upper dir again
+	// before that is undefined behaviour.
+	upper := filepath.Join(l.boxDir(name), "upper")
+	for i := 0; ; i++ {
+		users := overlayUsers(upper)
+		if len(users) == 0 {
+			break
+		}
+		if i == 100 {
+			return fmt.Errorf("overlay of %s still mounted in the mount namespace of pid %d", name, users[0])
+		}
+		if err := sleep(ctx, 50*time.Millisecond); err != nil {
+			return err
+		}
 	}
 	if err := os.Remove(filepath.Join(l.boxDir(name), "pid")); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return err

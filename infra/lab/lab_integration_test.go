@@ -542,7 +542,11 @@ func TestCrashLeftoversAreCleanedUp(t *testing.T) {
 	})
 	ms, _ := mountsUnder(testLab.boxDir(box3))
 	left := cgroupPIDs(testLab.cgroupRel(box3))
-	t.Logf("after kill -9 of the launcher: %d mounts, %d processes left in the box's cgroups", len(ms), len(left))
+	users := overlayUsers(filepath.Join(testLab.boxDir(box3), "upper"))
+	t.Logf("after kill -9 of the launcher: %d host mounts, %d processes left in the box's cgroups, overlay mounted in %d mount namespaces", len(ms), len(left), len(users))
+	if len(left) == 0 {
+		t.Error("the crash left no process: the test does not test the cleanup")
+	}
 	if len(ms) == 0 {
 		t.Error("the crash left no mount: the test does not test the cleanup")
 	}
@@ -560,9 +564,12 @@ func TestCrashLeftoversAreCleanedUp(t *testing.T) {
 		t.Error("the box's memory cgroup is left after Cleanup")
 	}
 	for _, pid := range left {
-		if processAlive(pid, "") {
+		if st, _, ok := procStat(pid); ok && st != 'Z' {
 			t.Errorf("process %d of the crashed box is alive", pid)
 		}
+	}
+	if users := overlayUsers(filepath.Join(testLab.boxDir(box3), "upper")); len(users) > 0 {
+		t.Errorf("the box's overlay is still mounted in the mount namespace of %v", users)
 	}
 	if !testLab.bridgeExists() {
 		t.Error("Cleanup removed the bridge while boxes run")

@@ -341,3 +341,32 @@ func TestQEMU(t *testing.T) {
 		}
 	}
 }
+
+func TestAlive(t *testing.T) {
+	dir := t.TempDir()
+	good, err := pidFile(os.Getpid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	write := func(s string) string {
+		p := filepath.Join(dir, "pid")
+		os.WriteFile(p, []byte(s), 0o644)
+		return p
+	}
+	if got := alive(write(string(good))); got != os.Getpid() {
+		t.Errorf("alive(own pid file %q) = %d", good, got)
+	}
+	pid, start, _ := strings.Cut(strings.TrimSpace(string(good)), " ")
+	for _, bad := range []string{
+		pid + " 1" + start + "\n", // same pid, another process
+		pid + "\n",                // no start time
+		"0 0\n", "x y\n", "",
+	} {
+		if got := alive(write(bad)); got != 0 {
+			t.Errorf("alive(%q) = %d, want 0", bad, got)
+		}
+	}
+	if got := alive(filepath.Join(dir, "missing")); got != 0 {
+		t.Errorf("alive(missing) = %d", got)
+	}
+}

@@ -63,12 +63,16 @@ type QEMUConfig struct {
 // qemuArgs is qemu's command line for a VM.
 func qemuArgs(name string, shape Shape, accel, kernel, initrd, disk, console string, sshPort int) []string {
 	var a []string
+	cpu := "max" // every feature qemu can emulate
+	if strings.HasPrefix(accel, "kvm") {
+		cpu = "host"
+	}
 	for _, acc := range strings.Split(accel, ":") {
 		a = append(a, "-accel", acc)
 	}
 	return append(a,
 		"-name", "relayfleet-"+name,
-		"-machine", "q35", "-cpu", "max",
+		"-machine", "q35", "-cpu", cpu,
 		"-smp", strconv.Itoa(shape.Cores), "-m", strconv.FormatInt(shape.RAM>>20, 10),
 		"-nodefaults", "-display", "none", "-no-reboot",
 		"-serial", "file:"+console,
@@ -184,15 +188,28 @@ func (l *Lab) BootVM(ctx context.Context, spec Spec, qc QEMUConfig) (*VM, error)
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("vm %s: qemu: %w", spec.Name, err)
 	}
-	go cmd.Wait()
-	if err := atomicWrite(filepath.Join(dir, "pid"), []byte(strconv.Itoa(cmd.Process.Pid)+"\n"), 0o644); err != nil {
+	// Stop waiting for SSH when qemu exits (a failed start, a kernel panic).
+	wctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	pf, err := pidFile(cmd.Process.Pid) // before Wait can reap it
+	if err == nil {
+		err = atomicWrite(filepath.Join(dir, "pid"), pf, 0o644)
+	}
+	go func() {
+		err := cmd.Wait()
+		cancel(fmt.Errorf("qemu exited (%v): %s", err, lastLine(logPath)))
+	}()
+	if err != nil {
 		cmd.Process.Kill()
 		return nil, fmt.Errorf("vm %s: %w", spec.Name, err)
 	}
 	vm := &VM{Name: spec.Name, SSHAddr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), HostKey: pub, PID: cmd.Process.Pid, Dir: dir}
 	l.logf("vm %s: qemu (accel %s) booting, pid %d, console %s", spec.Name, qc.Accel, vm.PID, console)
 	hk, _ := ParseHostKey(pub)
-	if err := WaitSSH(ctx, vm.SSHAddr, signer, hk, l.cfg.BootTimeout); err != nil {
+	if err := WaitSSH(wctx, vm.SSHAddr, signer, hk, l.cfg.BootTimeout); err != nil {
+		if cause := context.Cause(wctx); cause != nil && ctx.Err() == nil {
+			err = cause
+		}
 		l.StopVM(context.WithoutCancel(ctx), vm)
 		return nil, fmt.Errorf("vm %s: %w (console log: %s)", spec.Name, err, console)
 	}
@@ -209,14 +226,12 @@ func (l *Lab) StopVM(ctx context.Context, vm *VM) error {
 }
 
 func (l *Lab) stopVMDir(ctx context.Context, dir string) error {
-	if b, err := os.ReadFile(filepath.Join(dir, "pid")); err == nil {
-		pid, _ := strconv.Atoi(strings.TrimSpace(string(b)))
-		if processAlive(pid, filepath.Join(dir, "disk.img")) {
-			syscall.Kill(pid, syscall.SIGKILL)
-			for i := 0; i < 50 && processAlive(pid, filepath.Join(dir, "disk.img")); i++ {
-				if err := sleep(ctx, 100*time.Millisecond); err != nil {
-					return err
-				}
+	pidPath := filepath.Join(dir, "pid")
+	if pid := alive(pidPath); pid > 0 {
+		syscall.Kill(pid, syscall.SIGKILL)
+		for i := 0; i < 50 && alive(pidPath) > 0; i++ {
+			if err := sleep(ctx, 100*time.Millisecond); err != nil {
+				return err
 			}
 		}
 	}
@@ -247,4 +262,11 @@ func freePort() (int, error) {
 	}
 	defer ln.Close()
 	return ln.Addr().(*net.TCPAddr).Port, nil
+}
+
+// lastLine is the last non-empty line of a log file.
+func lastLine(path string) string {
+	b, _ := os.ReadFile(path)
+	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+	return strings.TrimSpace(lines[len(lines)-1])
 }
