@@ -36,8 +36,9 @@ clean: ## remove build outputs
 
 .PHONY: lab-test lab-qemu
 
-lab-test: ## lab boxes (root, systemd-container, debootstrap): SSH, MemoryMax isolation, restarts, cleanup
+lab-test: ## lab boxes (root, systemd-container, debootstrap): SSH, MemoryMax isolation, restarts, cleanup, converge
 	$(GO) test -tags lab -count=1 -timeout 30m -v ./infra/lab/
+	$(GO) test -tags lab -count=1 -timeout 20m -v ./provision/
 
 lab-qemu: ## the real-kernel lab flavour under qemu (root, qemu-system-x86; slow): net.core buffer sysctls
 	$(GO) test -tags labqemu -count=1 -timeout 60m -v -run TestQEMU ./infra/lab/

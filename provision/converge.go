@@ -44,6 +44,9 @@ systemctl list-units --type=service --all --plain --no-legend --no-pager 'relay@
 	if st.Sysctl, err = ReadSysctl(ctx, run, plan.Profile); err != nil {
 		return HostState{}, err
 	}
+	if st.SysctlRefused, err = ReadRefused(ctx, run); err != nil {
+		return HostState{}, err
+	}
 	if st.Release, _, err = rel.Current(ctx, run); err != nil {
 		return HostState{}, err
 	}
@@ -85,6 +88,9 @@ func parseActiveUnits(s string) []string {
 type Report struct {
 	Changes []Change
 	Sysctl  []sysctl.Result
+	// Refused are sysctl keys this box's kernel does not take (with the
+	// value it refused), found by this or an earlier run since boot.
+	Refused map[string]string
 	// Restarted lists the instances restarted or started, in order.
 	Restarted []string
 	Release   string
@@ -259,7 +265,7 @@ func Converge(ctx context.Context, run Runner, plan *Plan, rel Releases, binary 
 	}
 	changes := Diff(plan.State, actual)
 	if check || len(changes) == 0 {
-		return &Report{Changes: changes, Release: actual.Release}, nil
+		return &Report{Changes: changes, Release: actual.Release, Refused: actual.SysctlRefused}, nil
 	}
 	r, err := Apply(ctx, run, plan, changes, rel, binary)
 	if err != nil {
@@ -269,10 +275,8 @@ func Converge(ctx context.Context, run Runner, plan *Plan, rel Releases, binary 
 	if err != nil {
 		return r, err
 	}
-	// Keys the kernel will not take here (read-only, as in a container)
-	// are reported by Apply's read-back, not treated as drift.
-	left := slices.DeleteFunc(Diff(plan.State, after), func(c Change) bool { return c.Kind == ChangeSysctl })
-	if len(left) > 0 {
+	r.Refused = after.SysctlRefused
+	if left := Diff(plan.State, after); len(left) > 0 {
 		return r, fmt.Errorf("converge: still differs after applying: %s", left[0])
 	}
 	return r, nil

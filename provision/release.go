@@ -72,7 +72,7 @@ trap 'rm -rf "$tmp"' EXIT HUP INT TERM
 cat >"$tmp/relay"
 got=$(sha256sum "$tmp/relay" | cut -d' ' -f1)
 if [ "$got" != "$sha" ]; then echo "upload is corrupt: sha256 $got, want $sha" >&2; exit 1; fi
-chmod 0755 "$tmp/relay"
+chmod 0755 "$tmp/relay" "$tmp" # mktemp makes 0700: the relay's DynamicUser must reach it
 sync "$tmp/relay" "$tmp"
 mv -T "$tmp" "$d"
 trap - EXIT HUP INT TERM

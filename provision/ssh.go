@@ -407,9 +407,10 @@ type ExitError struct {
 }
 
 func (e *ExitError) Error() string {
+	// The last line of stderr is usually the one that says why.
 	msg := strings.TrimSpace(e.Stderr)
-	if i := strings.IndexByte(msg, '\n'); i >= 0 {
-		msg = msg[:i] + " ..."
+	if i := strings.LastIndexByte(msg, '\n'); i >= 0 {
+		msg = "... " + msg[i+1:]
 	}
 	return fmt.Sprintf("%s: %q exited %d: %s", e.Host, e.Cmd, e.Status, msg)
 }

@@ -21,6 +21,13 @@ type HostState struct {
 	Instances []string
 	Sysctl    map[string]string
 	Release   string
+	// Floors marks desired sysctl values that are minimums (a larger
+	// value on the box is fine).
+	Floors map[string]bool
+	// SysctlRefused holds keys the box's kernel refused to take, with the
+	// value refused (read-only here, as inside a container). They are not
+	// drift until the desired value changes or the box reboots.
+	SysctlRefused map[string]string
 }
 
 // Plan is a host's desired state with the bytes to write.
@@ -43,7 +50,7 @@ func Desired(l units.Layout, release string) (*Plan, error) {
 		return nil, err
 	}
 	p := &Plan{
-		State:   HostState{Files: map[string]string{}, Sysctl: map[string]string{}, Release: release},
+		State:   HostState{Files: map[string]string{}, Sysctl: map[string]string{}, Floors: map[string]bool{}, Release: release},
 		Content: map[string][]byte{},
 		Profile: prof,
 	}
@@ -60,6 +67,7 @@ func Desired(l units.Layout, release string) (*Plan, error) {
 	}
 	for _, s := range prof.Settings {
 		p.State.Sysctl[s.Key] = s.Value
+		p.State.Floors[s.Key] = s.AtLeast
 	}
 	sort.Strings(p.State.Instances)
 	return p, nil
@@ -159,7 +167,8 @@ func Diff(desired, actual HostState) []Change {
 	}
 	sort.Strings(keys)
 	for _, k := range keys {
-		if actual.Sysctl[k] != desired.Sysctl[k] {
+		want := sysctl.Setting{Key: k, Value: desired.Sysctl[k], AtLeast: desired.Floors[k]}
+		if !want.Satisfied(actual.Sysctl[k]) && actual.SysctlRefused[k] != want.Value {
 			cs = append(cs, Change{Kind: ChangeSysctl, What: k, From: actual.Sysctl[k], To: desired.Sysctl[k]})
 		}
 	}

@@ -51,7 +51,7 @@ func TestDiff(t *testing.T) {
 			"file /etc/systemd/system/relay@.service",
 			"file /etc/systemd/system/relay@4443.service.d/10-relayfleet.conf",
 			"file /etc/systemd/system/relay@4444.service.d/10-relayfleet.conf",
-			"sysctl fs.file-max", "sysctl net.core.netdev_max_backlog", "sysctl net.core.rmem_default",
+			"sysctl net.core.netdev_max_backlog", "sysctl net.core.rmem_default",
 			"sysctl net.core.rmem_max", "sysctl net.core.wmem_default", "sysctl net.core.wmem_max",
 			"release relay",
 			"start relay@4443.service", "start relay@4444.service",
@@ -84,6 +84,19 @@ func TestDiff(t *testing.T) {
 		{"sysctl drift", two.State, func() HostState {
 			s := clone(converged)
 			s.Sysctl["net.core.rmem_max"] = "212992"
+			return s
+		}(), []string{"sysctl net.core.rmem_max"}},
+		{"refused keys and larger values are not drift", two.State, func() HostState {
+			s := clone(converged)
+			s.Sysctl["net.core.rmem_max"] = "4194304" // the kernel refuses here...
+			s.SysctlRefused = map[string]string{"net.core.rmem_max": "16777216"}
+			s.Sysctl["net.core.wmem_max"] = "33554432" // ...and an operator set more
+			return s
+		}(), nil},
+		{"a refused key whose value changed is drift again", two.State, func() HostState {
+			s := clone(converged)
+			s.Sysctl["net.core.rmem_max"] = "4194304"
+			s.SysctlRefused = map[string]string{"net.core.rmem_max": "8388608"}
 			return s
 		}(), []string{"sysctl net.core.rmem_max"}},
 		{"crashed instance", two.State, func() HostState {

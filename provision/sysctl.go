@@ -47,7 +47,7 @@ func ApplySysctl(ctx context.Context, run Runner, p sysctl.Profile) ([]sysctl.Re
 	if _, err := WriteFile(ctx, run, p.File, data, 0o644); err != nil {
 		return nil, err
 	}
-	if !allSet(p, before) {
+	if !allSatisfied(p, before) {
 		// Output and status are ignored on purpose: the read-back is the truth.
 		if _, err := run.Run(ctx, fmt.Sprintf("sysctl -q -p %s >/dev/null 2>&1 || true", quote(p.File)), nil); err != nil {
 			return nil, fmt.Errorf("apply %s: %w", p.File, err)
@@ -57,12 +57,50 @@ func ApplySysctl(ctx context.Context, run Runner, p sysctl.Profile) ([]sysctl.Re
 	if err != nil {
 		return nil, err
 	}
-	return p.Compare(before, after), nil
+	results := p.Compare(before, after)
+	if err := recordRefused(ctx, run, results); err != nil {
+		return results, err
+	}
+	return results, nil
 }
 
-func allSet(p sysctl.Profile, vals map[string]string) bool {
+// RefusedFile remembers, until the box reboots, the keys its kernel
+// refused, so that a converged container is not reported as drifting.
+const RefusedFile = "/run/relayfleet/sysctl-refused"
+
+func recordRefused(ctx context.Context, run Runner, results []sysctl.Result) error {
+	var b strings.Builder
+	for _, r := range results {
+		if r.Status == sysctl.NotApplied {
+			fmt.Fprintf(&b, "%s %s\n", r.Key, r.Want)
+		}
+	}
+	if b.Len() == 0 {
+		_, err := run.Run(ctx, "rm -f "+quote(RefusedFile), nil)
+		return err
+	}
+	_, err := WriteFile(ctx, run, RefusedFile, []byte(b.String()), 0o644)
+	return err
+}
+
+// ReadRefused reads the keys the box's kernel refused since boot.
+func ReadRefused(ctx context.Context, run Runner) (map[string]string, error) {
+	out, err := run.Run(ctx, "cat "+quote(RefusedFile)+" 2>/dev/null || true", nil)
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", RefusedFile, err)
+	}
+	m := map[string]string{}
+	for line := range strings.SplitSeq(string(out), "\n") {
+		if k, v, ok := strings.Cut(strings.TrimSpace(line), " "); ok {
+			m[k] = v
+		}
+	}
+	return m, nil
+}
+
+func allSatisfied(p sysctl.Profile, vals map[string]string) bool {
 	for _, s := range p.Settings {
-		if vals[s.Key] != s.Value {
+		if !s.Satisfied(vals[s.Key]) {
 			return false
 		}
 	}

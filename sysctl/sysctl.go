@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"io/fs"
 	"path"
+	"strconv"
 	"strings"
 )
 
@@ -23,6 +24,22 @@ type Setting struct {
 	Key    string // dotted, as in net.core.rmem_max
 	Value  string // as /proc/sys prints it (whitespace-normalised)
 	Reason string
+	// AtLeast makes Value a floor: a larger number already on the box
+	// (an operator's own tuning) is left alone.
+	AtLeast bool
+}
+
+// Satisfied says whether got meets the setting.
+func (s Setting) Satisfied(got string) bool {
+	if got == s.Value {
+		return true
+	}
+	if !s.AtLeast {
+		return false
+	}
+	g, err1 := strconv.ParseInt(got, 10, 64)
+	w, err2 := strconv.ParseInt(s.Value, 10, 64)
+	return err1 == nil && err2 == nil && g >= w
 }
 
 // Profile is an ordered set of settings rendered to one file.
@@ -41,12 +58,11 @@ func Relay() Profile {
 		Name: "relay",
 		File: "/etc/sysctl.d/60-relay.conf",
 		Settings: []Setting{
-			{"net.core.rmem_default", buf, "every socket, the relay's one UDP socket included, starts with 16 MiB of receive buffer: each tick's ACKs from thousands of listeners arrive in one burst"},
-			{"net.core.wmem_default", buf, "the same for send buffers: one sendmsg per packet per listener"},
-			{"net.core.rmem_max", buf, "lets the relay (and quic-go, which wants 7 MiB) raise SO_RCVBUF without root"},
-			{"net.core.wmem_max", buf, "lets the relay raise SO_SNDBUF without root"},
-			{"net.core.netdev_max_backlog", "16384", "packets queued between the NIC and the stack when a core is busy; the default 1000 drops bursts"},
-			{"fs.file-max", "2097152", "one socket per process but many fds for listeners' streams and the HTTP side"},
+			{"net.core.rmem_default", buf, "every socket, the relay's one UDP socket included, starts with 16 MiB of receive buffer: each tick's ACKs from thousands of listeners arrive in one burst", true},
+			{"net.core.wmem_default", buf, "the same for send buffers: one sendmsg per packet per listener", true},
+			{"net.core.rmem_max", buf, "lets the relay (and quic-go, which wants 7 MiB) raise SO_RCVBUF without root", true},
+			{"net.core.wmem_max", buf, "lets the relay raise SO_SNDBUF without root", true},
+			{"net.core.netdev_max_backlog", "16384", "packets queued between the NIC and the stack when a core is busy; the default 1000 drops bursts", true},
 		},
 	}
 }
@@ -144,9 +160,9 @@ func (p Profile) Compare(before, after map[string]string) []Result {
 	for _, s := range p.Settings {
 		r := Result{Key: s.Key, Want: s.Value, Before: before[s.Key], After: after[s.Key]}
 		switch {
-		case r.After != s.Value:
+		case !s.Satisfied(r.After):
 			r.Status = NotApplied
-		case r.Before == s.Value:
+		case s.Satisfied(r.Before):
 			r.Status = Already
 		default:
 			r.Status = Applied

@@ -51,11 +51,11 @@ func TestRelayBuffersAtLeastQuicGoWants(t *testing.T) {
 }
 
 func TestRenderRejectsNewlines(t *testing.T) {
-	p := Profile{Settings: []Setting{{"net.core.rmem_max", "1\nkernel.panic = 1", "x"}}}
+	p := Profile{Settings: []Setting{{Key: "net.core.rmem_max", Value: "1\nkernel.panic = 1", Reason: "x"}}}
 	if _, err := p.Render(); err == nil {
 		t.Error("a value with a newline was rendered")
 	}
-	p = Profile{Settings: []Setting{{"../etc/passwd", "1", "x"}}}
+	p = Profile{Settings: []Setting{{Key: "../etc/passwd", Value: "1", Reason: "x"}}}
 	if _, err := p.Render(); err == nil {
 		t.Error("a bad key was rendered")
 	}
@@ -76,24 +76,30 @@ func TestParse(t *testing.T) {
 
 func TestReadAndCompare(t *testing.T) {
 	p := Profile{Settings: []Setting{
-		{"net.core.rmem_max", "16777216", ""},
-		{"net.core.rmem_default", "16777216", ""},
-		{"net.core.wmem_max", "16777216", ""},
-		{"net.core.netdev_max_backlog", "16384", ""},
+		{"net.core.rmem_max", "16777216", "", true},
+		{"net.core.rmem_default", "16777216", "", true},
+		{"net.core.wmem_max", "16777216", "", true},
+		{"net.core.netdev_max_backlog", "16384", "", true},
+		{"net.core.wmem_default", "16777216", "", true},
+		{"vm.swappiness", "10", "", false},
 	}}
 	before := fstest.MapFS{
 		"proc/sys/net/core/rmem_max":     {Data: []byte("212992\n")},
 		"proc/sys/net/core/rmem_default": {Data: []byte("16777216\n")},
 		"proc/sys/net/core/wmem_max":     {Data: []byte("212992\n")},
+		"proc/sys/net/core/wmem_default": {Data: []byte("33554432\n")}, // an operator's larger value
+		"proc/sys/vm/swappiness":         {Data: []byte("60\n")},
 	}
 	after := fstest.MapFS{
 		"proc/sys/net/core/rmem_max":     {Data: []byte("16777216\n")},
 		"proc/sys/net/core/rmem_default": {Data: []byte("16777216\n")},
 		"proc/sys/net/core/wmem_max":     {Data: []byte("212992\n")}, // read-only here
+		"proc/sys/net/core/wmem_default": {Data: []byte("33554432\n")},
+		"proc/sys/vm/swappiness":         {Data: []byte("30\n")}, // exact values must match
 	}
 	b, errs := p.Read(before)
 	if len(errs) != 1 {
-		t.Errorf("read errors = %v, want one for the missing key", errs)
+		t.Errorf("read errors = %v, want one for the missing netdev_max_backlog", errs)
 	}
 	a, _ := p.Read(after)
 	got := map[string]Status{}
@@ -105,6 +111,8 @@ func TestReadAndCompare(t *testing.T) {
 		"net.core.rmem_default":       Already,
 		"net.core.wmem_max":           NotApplied,
 		"net.core.netdev_max_backlog": NotApplied,
+		"net.core.wmem_default":       Already, // a floor: larger is fine
+		"vm.swappiness":               NotApplied,
 	}
 	for k, w := range want {
 		if got[k] != w {
