@@ -152,6 +152,22 @@ func TestConvergeLabBoxes(t *testing.T) {
 		t.Errorf("healthz of both relays: %q, %v", out, err)
 	}
 
+	// The hardening holds: systemd's exposure score for the relay unit
+	// stays at or below 2.0 (docs/units.md records it).
+	out, err = run0.Run(ctx, "systemd-analyze security --no-pager relay@4443.service | tail -n1", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("systemd-analyze security relay@4443.service: %s", strings.TrimSpace(string(out)))
+	if os.Getenv("SECURITY_DETAIL") != "" {
+		detail, _ := run0.Run(ctx, "systemd-analyze security --no-pager relay@4443.service | grep -v '^  ✓'", nil)
+		t.Logf("%s", detail)
+	}
+	var score float64
+	if _, err := fmt.Sscanf(strings.TrimSpace(string(out)), "→ Overall exposure level for relay@4443.service: %f", &score); err != nil || score > 2.0 {
+		t.Errorf("exposure %q (%v): want at most 2.0", out, err)
+	}
+
 	// A second run on converged hosts changes nothing.
 	for _, b := range boxes {
 		r, err := provision.Converge(ctx, pool.Runner(host(b)), plan(t, b, release, 0), rel, binary, false)

@@ -13,6 +13,11 @@ func TestRenderGolden(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	router, err := Router("/opt/relayfleet/current/relay", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	files = append(files, router)
 	var got bytes.Buffer
 	for _, f := range files {
 		got.WriteString("=== " + f.Path + "\n")
