@@ -66,8 +66,9 @@ func parseHashes(s string) map[string]string {
 }
 
 // parseActiveUnits reads `systemctl list-units --plain --no-legend`:
-// UNIT LOAD ACTIVE SUB DESCRIPTION; an instance counts as running when it
-// is active, activating or reloading (a restarting crash loop included).
+// UNIT LOAD ACTIVE SUB DESCRIPTION; an instance counts as running only when
+// it is active or reloading: one stuck activating (a crash loop in
+// auto-restart) is not converged, and converge says so.
 func parseActiveUnits(s string) []string {
 	var us []string
 	for line := range strings.SplitSeq(s, "\n") {
@@ -76,7 +77,7 @@ func parseActiveUnits(s string) []string {
 			continue
 		}
 		switch f[2] {
-		case "active", "activating", "reloading":
+		case "active", "reloading":
 			us = append(us, f[0])
 		}
 	}

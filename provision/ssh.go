@@ -37,6 +37,9 @@ type Host struct {
 	Jump *Host
 }
 
+// Addr is host:port, port 22 when Address has none.
+func (h Host) Addr() string { return h.addr() }
+
 func (h Host) addr() string {
 	if _, _, err := net.SplitHostPort(h.Address); err == nil {
 		return h.Address

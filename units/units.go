@@ -38,6 +38,9 @@ type Layout struct {
 	Reserve int64
 	// Binary is the relay binary's path on the box.
 	Binary string
+	// CPUs are the CPU ids the box may use (from its cpuset); process i is
+	// pinned to CPUs[i % len]. Empty means 0..Cores-1.
+	CPUs []int
 }
 
 // MemoryMax returns the per-process ceiling, (RAM - reserve) / processes,
@@ -57,6 +60,14 @@ func (l Layout) processes() int {
 		return l.Cores
 	}
 	return l.Processes
+}
+
+// cpu is the CPU process i is pinned to.
+func (l Layout) cpu(i int) int {
+	if len(l.CPUs) > 0 {
+		return l.CPUs[i%len(l.CPUs)]
+	}
+	return i % l.Cores
 }
 
 func (l Layout) reserve() int64 {
@@ -170,7 +181,7 @@ func Render(l Layout) ([]File, error) {
 		name := "relay@" + unit.UnitNameEscape(strconv.Itoa(port)) + ".service"
 		wants = append(wants, name)
 		f, err := render("/etc/systemd/system/"+name+".d/10-relayfleet.conf", []*unit.UnitOption{
-			opt("Service", "CPUAffinity", strconv.Itoa(i%l.Cores)),
+			opt("Service", "CPUAffinity", strconv.Itoa(l.cpu(i))),
 		})
 		if err != nil {
 			return nil, err

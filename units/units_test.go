@@ -83,3 +83,18 @@ func TestOneInstancePerProcess(t *testing.T) {
 		t.Errorf("%d files, target %s", len(files), target)
 	}
 }
+
+func TestCPUAffinityFollowsTheBoxCPUs(t *testing.T) {
+	// A container whose cpuset is CPUs 2 and 5: CPU 0 is not its to use.
+	files, err := Render(Layout{Cores: 2, RAM: 4 << 30, Processes: 3, BasePort: 4443, Binary: "/r", CPUs: []int{2, 5}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, f := range files[1:4] {
+		got = append(got, strings.TrimSpace(strings.TrimPrefix(string(f.Data), "[Service]\n")))
+	}
+	if strings.Join(got, ",") != "CPUAffinity=2,CPUAffinity=5,CPUAffinity=2" {
+		t.Errorf("affinities = %v", got)
+	}
+}

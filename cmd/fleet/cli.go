@@ -37,6 +37,7 @@ type command struct {
 func commands() []command {
 	return []command{
 		{"plan", "plan capacity for a listener target: boxes, cost, egress", runPlan},
+		{"converge", "converge the steady boxes: sysctl, relay units per core, the relay release", runConverge},
 		{"providers", "show the provider catalogue (and live prices with HCLOUD_TOKEN / DIGITALOCEAN_TOKEN)", runProviders},
 		{"lab", "boxes on this machine for the demo and tests: up N | down | status | ssh BOX (root)", runLab},
 	}
@@ -64,6 +65,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			return exitOK
 		}
 		fmt.Fprintf(stderr, "fleet %s: %s\n", c.name, oneLine(err))
+		var ee *exitError
+		if errors.As(err, &ee) {
+			return ee.code
+		}
 		var ue *usageError
 		var ie *inventories.Error
 		if errors.As(err, &ue) || errors.As(err, &ie) {

@@ -1,0 +1,44 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func TestConvergeBadInput(t *testing.T) {
+	dir := t.TempDir()
+	notELF := filepath.Join(dir, "relay")
+	os.WriteFile(notELF, []byte("#!/bin/sh\n"), 0o755)
+	for _, tc := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"no inventory", []string{"converge"}, "fleet converge: flag --inventory: required\n"},
+		{"missing inventory", []string{"converge", "--inventory", filepath.Join(dir, "nope.yaml")}, "fleet converge: " + filepath.Join(dir, "nope.yaml") + ": no such file\n"},
+		{"bad parallel", []string{"converge", "--inventory", "x", "--parallel", "0"}, "fleet converge: flag --parallel: must be positive, got 0\n"},
+		{"not a binary", []string{"converge", "--inventory", "../../inventories/lab.yaml", "--relay-binary", notELF}, "fleet converge: flag --relay-binary: " + notELF + " is not a Linux executable\n"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			out, errOut, code := fleet(t, tc.args...)
+			if code != 2 || out != "" || errOut != tc.want {
+				t.Errorf("exit %d, stdout %q, stderr %q; want 2, nothing, %q", code, out, errOut, tc.want)
+			}
+		})
+	}
+}
+
+func TestConvergeCloudGroupsNeedFleetUp(t *testing.T) {
+	// example.yaml's first steady group is static (needs an agent or key);
+	// give a key so that resolution reaches the hcloud group.
+	key := filepath.Join(t.TempDir(), "id")
+	_, pemKey := testKey(t)
+	os.WriteFile(key, pemKey, 0o600)
+	exe, _ := os.Executable()
+	_, errOut, code := fleet(t, "converge", "--inventory", "../../inventories/example.yaml", "--relay-binary", exe, "--ssh-key", key)
+	if code != 1 || !strings.Contains(errOut, "steady[1] fsn: hcloud boxes are reached through fleet up") {
+		t.Errorf("exit %d, stderr %q", code, errOut)
+	}
+}
