@@ -236,3 +236,57 @@ func journal(t *testing.T, run provision.Runner) {
 	out, _ := run.Run(context.Background(), "journalctl --no-pager -n 40 -u 'relay@*' 2>&1", nil)
 	t.Logf("journal:\n%s", out)
 }
+
+func TestRolloutLabBox(t *testing.T) {
+	boxes, pool := labFleet(t, 1, lab.Medium)
+	b := boxes[0]
+	run := pool.Runner(host(b))
+	ctx := context.Background()
+	good := buildRelay(t)
+	rel := provision.Releases{}
+	p := plan(t, b, provision.Digest(good), 0)
+	if _, err := provision.Converge(ctx, run, p, rel, good, false); err != nil {
+		journal(t, run)
+		t.Fatal(err)
+	}
+	instances := p.State.Instances
+
+	// A broken build: the first instance fails its restart, the box goes
+	// back to the good release, and the second instance never stops.
+	before := mainPIDs(t, run)
+	broken := []byte("#!/bin/sh\necho broken build >&2\nexit 1\n")
+	r, err := provision.Rollout(ctx, run, rel, broken, instances, nil, nil, nil)
+	if err == nil || !r.RolledBack || !strings.Contains(err.Error(), "rolled back to") {
+		t.Fatalf("rollout of a broken build: %+v, %v", r, err)
+	}
+	cur, _, _ := rel.Current(ctx, run)
+	if cur != provision.Digest(good) {
+		t.Errorf("current release %s after rollback, want the good one", cur)
+	}
+	after := mainPIDs(t, run)
+	if after[instances[1]] != before[instances[1]] {
+		t.Errorf("%s was restarted during a failed rollout: %v -> %v", instances[1], before, after)
+	}
+	for _, inst := range instances {
+		if err := provision.HealthzOnBox(ctx, run, inst); err != nil {
+			t.Errorf("after rollback: %v", err)
+		}
+	}
+
+	// A good new build (the same relay with bytes appended: another
+	// release) rolls through every instance.
+	newer := append(append([]byte{}, good...), []byte("relayfleet-test-build-2")...)
+	r, err = provision.Rollout(ctx, run, rel, newer, instances, nil, nil, nil)
+	if err != nil || r.RolledBack || len(r.Restarted) != len(instances) {
+		t.Fatalf("rollout: %+v, %v", r, err)
+	}
+	if cur, prev, _ := rel.Current(ctx, run); cur != provision.Digest(newer) || prev != provision.Digest(good) {
+		t.Errorf("current %s previous %s", cur, prev)
+	}
+	final := mainPIDs(t, run)
+	for _, inst := range instances {
+		if final[inst] == after[inst] {
+			t.Errorf("%s was not restarted on the new build", inst)
+		}
+	}
+}

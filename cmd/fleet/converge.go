@@ -52,11 +52,7 @@ func runConverge(ctx context.Context, args []string, stdout io.Writer) error {
 	if *parallel <= 0 {
 		return usagef("flag --parallel: must be positive, got %d", *parallel)
 	}
-	cat, err := inventories.LoadCatalogue(inventories.Beside(*inventory, inventories.ProvidersFile))
-	if err != nil {
-		return err
-	}
-	fleet, err := inventories.LoadFleet(*inventory, cat)
+	fleet, err := loadFleet(*inventory)
 	if err != nil {
 		return err
 	}
@@ -101,6 +97,16 @@ func runConverge(ctx context.Context, args []string, stdout io.Writer) error {
 		return &exitError{exitChanges, fmt.Sprintf("%d of %d hosts would change", changed, len(results))}
 	}
 	return nil
+}
+
+// loadFleet reads a fleet file with the catalogue beside it (or the
+// shipped one).
+func loadFleet(path string) (*inventories.Fleet, error) {
+	cat, err := inventories.LoadCatalogue(inventories.Beside(path, inventories.ProvidersFile))
+	if err != nil {
+		return nil, err
+	}
+	return inventories.LoadFleet(path, cat)
 }
 
 // relayBinary reads the relay build to release.

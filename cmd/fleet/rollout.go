@@ -1,0 +1,107 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"sync/atomic"
+	"time"
+
+	"github.com/relayfleet/relayfleet/provision"
+)
+
+func runRollout(ctx context.Context, args []string, stdout io.Writer) error {
+	fs := newFlags("rollout", stdout)
+	inventory := fs.String("inventory", "", "fleet file (required)")
+	binaryPath := fs.String("relay-binary", "", "the new relay build (required)")
+	sshKey := fs.String("ssh-key", "", "private key for static hosts (default: ssh-agent at SSH_AUTH_SOCK)")
+	labDir := fs.String("lab-dir", "", "lab state directory")
+	boxes := fs.Int("boxes", 1, "boxes rolled at once (each rolls one process at a time)")
+	if err := fs.parse(args); err != nil {
+		return err
+	}
+	switch {
+	case *inventory == "":
+		return usagef("flag --inventory: required")
+	case *binaryPath == "":
+		return usagef("flag --relay-binary: required")
+	case *boxes <= 0:
+		return usagef("flag --boxes: must be positive, got %d", *boxes)
+	}
+	fleet, err := loadFleet(*inventory)
+	if err != nil {
+		return err
+	}
+	binary, err := relayBinary(*binaryPath)
+	if err != nil {
+		return err
+	}
+	targets, cleanup, err := resolveTargets(ctx, fleet, *sshKey, *labDir)
+	if err != nil {
+		return err
+	}
+	defer cleanup()
+	start := time.Now()
+	sem := make(chan struct{}, *boxes)
+	type outcome struct {
+		host    string
+		r       *provision.RolloutResult
+		err     error
+		skipped bool
+	}
+	results := make(chan outcome, len(targets))
+	// After a box fails, boxes not yet started are left on their release:
+	// a build that fails one box is not pushed onto the next.
+	var stopped atomic.Bool
+	for _, t := range targets {
+		go func() {
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			if stopped.Load() {
+				results <- outcome{host: t.Host.String(), skipped: true}
+				return
+			}
+			insts, err := provision.ActiveInstances(ctx, t.Run)
+			if err != nil {
+				stopped.Store(true)
+				results <- outcome{host: t.Host.String(), err: err}
+				return
+			}
+			r, err := provision.Rollout(ctx, t.Run, provision.Releases{}, binary, insts, nil, nil, nil)
+			if err != nil {
+				stopped.Store(true)
+			}
+			results <- outcome{host: t.Host.String(), r: r, err: err}
+		}()
+	}
+	failed, skipped := 0, 0
+	for range targets {
+		o := <-results
+		switch {
+		case o.skipped:
+			skipped++
+			fmt.Fprintf(stdout, "%6.1fs %s: skipped, the rollout stopped after a failure\n", time.Since(start).Seconds(), o.host)
+		case o.err != nil:
+			failed++
+			fmt.Fprintf(stdout, "%6.1fs %s: FAILED: %s\n", time.Since(start).Seconds(), o.host, oneLine(o.err))
+		case o.r.From == o.r.To:
+			fmt.Fprintf(stdout, "%6.1fs %s: already on %s\n", time.Since(start).Seconds(), o.host, short(o.r.To))
+		default:
+			fmt.Fprintf(stdout, "%6.1fs %s: %s -> %s, %d processes restarted one at a time\n", time.Since(start).Seconds(), o.host, short(o.r.From), short(o.r.To), len(o.r.Restarted))
+		}
+	}
+	if failed > 0 {
+		return &exitError{exitHostsFailed, fmt.Sprintf("%d of %d boxes failed and rolled back, %d not started", failed, len(targets), skipped)}
+	}
+	return nil
+}
+
+func short(sha string) string {
+	if len(sha) > 12 {
+		return sha[:12]
+	}
+	if sha == "" {
+		return "(none)"
+	}
+	return sha
+}

@@ -1,0 +1,133 @@
+package provision
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+)
+
+// Health checks one relay instance on a box after a restart.
+type Health func(ctx context.Context, run Runner, instance string) error
+
+// HealthzOnBox asks the instance's /healthz from the box itself (the
+// instance name carries its port), so that no relay port needs to be
+// open to the operator.
+func HealthzOnBox(ctx context.Context, run Runner, instance string) error {
+	port := strings.TrimSuffix(strings.TrimPrefix(instance, "relay@"), ".service")
+	out, err := run.Run(ctx, fmt.Sprintf(`exec 3<>/dev/tcp/127.0.0.1/%s && printf 'GET /healthz HTTP/1.0\r\n\r\n' >&3 && tail -n1 <&3`, quote(port)), nil)
+	if err != nil {
+		return fmt.Errorf("%s /healthz: %w", instance, err)
+	}
+	if strings.TrimSpace(string(out)) != "ok" {
+		return fmt.Errorf("%s /healthz answered %q", instance, strings.TrimSpace(string(out)))
+	}
+	return nil
+}
+
+// RolloutResult is one box's rollout.
+type RolloutResult struct {
+	From, To string
+	// Restarted are the instances restarted on the new release, in order.
+	Restarted []string
+	// RolledBack is set when an instance failed its check and the box went
+	// back to From.
+	RolledBack bool
+}
+
+// Rollout moves one box to a new relay build, one process at a time: it
+// uploads the release, switches current to it, then restarts each
+// instance and waits until systemd has its READY and health says it
+// serves, before the next. The other processes keep serving throughout.
+// When an instance fails, the box switches back to the previous release,
+// restarts the instances already moved, and Rollout returns the error.
+// drain, when set, is called before each restart (mark it draining at the
+// router) and undrain after it passed its check.
+func Rollout(ctx context.Context, run Runner, rel Releases, binary []byte, instances []string, health Health, drain, undrain func(instance string) error) (*RolloutResult, error) {
+	if health == nil {
+		health = HealthzOnBox
+	}
+	from, _, err := rel.Current(ctx, run)
+	if err != nil {
+		return nil, err
+	}
+	to, _, err := rel.Install(ctx, run, binary)
+	if err != nil {
+		return nil, err
+	}
+	r := &RolloutResult{From: from, To: to}
+	if from == to {
+		return r, nil
+	}
+	if _, err := rel.Activate(ctx, run, to); err != nil {
+		return r, err
+	}
+	for _, inst := range instances {
+		if drain != nil {
+			if err := drain(inst); err != nil {
+				return r, r.rollback(ctx, run, rel, health, fmt.Errorf("drain %s: %w", inst, err))
+			}
+		}
+		err := restartChecked(ctx, run, inst, health)
+		r.Restarted = append(r.Restarted, inst)
+		if err != nil {
+			return r, r.rollback(ctx, run, rel, health, err)
+		}
+		if undrain != nil {
+			if err := undrain(inst); err != nil {
+				return r, fmt.Errorf("undrain %s: %w", inst, err)
+			}
+		}
+	}
+	if _, err := rel.Prune(ctx, run); err != nil {
+		return r, err
+	}
+	return r, nil
+}
+
+func restartChecked(ctx context.Context, run Runner, inst string, health Health) error {
+	if _, err := run.Run(ctx, "systemctl restart "+quote(inst), nil); err != nil {
+		return fmt.Errorf("restart %s: %w", inst, err)
+	}
+	if err := waitActive(ctx, run, inst, 20*time.Second); err != nil {
+		return err
+	}
+	var err error
+	for range 25 { // READY came first; give the HTTP side a moment
+		if err = health(ctx, run, inst); err == nil {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+	return err
+}
+
+// rollback returns the box to r.From and restarts what was moved.
+func (r *RolloutResult) rollback(ctx context.Context, run Runner, rel Releases, health Health, cause error) error {
+	r.RolledBack = true
+	if r.From == "" {
+		return fmt.Errorf("%w; no previous release to roll back to", cause)
+	}
+	if _, err := rel.Activate(ctx, run, r.From); err != nil {
+		return fmt.Errorf("%w; rollback failed: %v", cause, err)
+	}
+	for _, inst := range r.Restarted {
+		if err := restartChecked(ctx, run, inst, health); err != nil {
+			return fmt.Errorf("%w; rolled back, but %v", cause, err)
+		}
+	}
+	return fmt.Errorf("%w; rolled back to %s", cause, short(r.From))
+}
+
+// ActiveInstances lists the relay instances active on a box.
+func ActiveInstances(ctx context.Context, run Runner) ([]string, error) {
+	out, err := run.Run(ctx, "systemctl list-units --type=service --all --plain --no-legend --no-pager 'relay@*.service'", nil)
+	if err != nil {
+		return nil, fmt.Errorf("list relay instances: %w", err)
+	}
+	return parseActiveUnits(string(out)), nil
+}
