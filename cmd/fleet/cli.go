@@ -39,6 +39,7 @@ func commands() []command {
 		{"plan", "plan capacity for a listener target: boxes, cost, egress", runPlan},
 		{"converge", "converge the steady boxes: sysctl, relay units per core, the relay release", runConverge},
 		{"rollout", "roll a new relay build through the steady boxes, one process at a time, rolling back on failure", runRollout},
+		{"status", "per relay process: listeners, headroom, memory against its ceiling, restarts; per box: release and sysctl drift", runStatus},
 		{"providers", "show the provider catalogue (and live prices with HCLOUD_TOKEN / DIGITALOCEAN_TOKEN)", runProviders},
 		{"lab", "boxes on this machine for the demo and tests: up N | down | status | ssh BOX (root)", runLab},
 	}

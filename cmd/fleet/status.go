@@ -1,0 +1,105 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+	"sync"
+	"text/tabwriter"
+
+	"github.com/relayfleet/relayfleet/inventories"
+	"github.com/relayfleet/relayfleet/provision"
+	"github.com/relayfleet/relayfleet/sysctl"
+)
+
+func runStatus(ctx context.Context, args []string, stdout io.Writer) error {
+	fs := newFlags("status", stdout)
+	inventory := fs.String("inventory", "", "fleet file (required)")
+	asJSON := fs.Bool("json", false, "print JSON")
+	sshKey := fs.String("ssh-key", "", "private key for static hosts (default: ssh-agent at SSH_AUTH_SOCK)")
+	labDir := fs.String("lab-dir", "", "lab state directory")
+	if err := fs.parse(args); err != nil {
+		return err
+	}
+	if *inventory == "" {
+		return usagef("flag --inventory: required")
+	}
+	fleet, err := loadFleet(*inventory)
+	if err != nil {
+		return err
+	}
+	targets, cleanup, err := resolveTargets(ctx, fleet, *sshKey, *labDir)
+	if err != nil {
+		return err
+	}
+	defer cleanup()
+	type boxJSON struct {
+		Host  string `json:"host"`
+		Error string `json:"error,omitempty"`
+		provision.BoxStatus
+	}
+	boxes := make([]boxJSON, len(targets))
+	var wg sync.WaitGroup
+	for i, t := range targets {
+		wg.Go(func() {
+			st, err := provision.Status(ctx, t.Run, sysctl.Relay(), provision.Releases{})
+			boxes[i] = boxJSON{Host: t.Host.String(), BoxStatus: st}
+			if err != nil {
+				boxes[i].Error = oneLine(err)
+			}
+		})
+	}
+	wg.Wait()
+	failed := 0
+	for _, b := range boxes {
+		if b.Error != "" {
+			failed++
+		}
+	}
+	if *asJSON {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(map[string]any{"boxes": boxes}); err != nil {
+			return err
+		}
+	} else {
+		tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
+		fmt.Fprintln(tw, "BOX\tPROCESS\tSTATE\tLISTENERS\tHEADROOM\tMEMORY / CEILING\tRESTARTS")
+		for _, b := range boxes {
+			for _, p := range b.Processes {
+				state := p.Active
+				if p.Error != "" {
+					state += " (" + p.Error + ")"
+				} else if !p.Admitting {
+					state += ", refusing listeners"
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%s / %s\t%d\n", b.Host, p.Unit, state, p.Listeners, p.Headroom,
+					inventories.Bytes(p.MemoryCur).IEC(), inventories.Bytes(p.MemoryMax).IEC(), p.Restarts)
+			}
+		}
+		if err := tw.Flush(); err != nil {
+			return err
+		}
+		fmt.Fprintln(stdout)
+		for _, b := range boxes {
+			if b.Error != "" {
+				fmt.Fprintf(stdout, "%s: FAILED: %s\n", b.Host, b.Error)
+				continue
+			}
+			drift := "no sysctl drift"
+			if len(b.SysctlDrift) > 0 {
+				drift = "sysctl drift: " + strings.Join(b.SysctlDrift, "; ")
+			}
+			if len(b.SysctlRefused) > 0 {
+				drift += fmt.Sprintf(" (%d keys refused by this kernel, as inside a container)", len(b.SysctlRefused))
+			}
+			fmt.Fprintf(stdout, "%s: release %s, %d processes, %s\n", b.Host, short(b.Release), len(b.Processes), drift)
+		}
+	}
+	if failed > 0 {
+		return &exitError{exitHostsFailed, fmt.Sprintf("%d of %d boxes could not be read", failed, len(boxes))}
+	}
+	return nil
+}

@@ -1,0 +1,118 @@
+package provision
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/relayfleet/relayfleet/sysctl"
+)
+
+// ProcessStatus is one relay process as systemd and its /stats see it.
+type ProcessStatus struct {
+	Unit   string `json:"unit"`
+	Active string `json:"active"`
+	// Listeners are the subscribers the relay serves now.
+	Listeners int64 `json:"listeners"`
+	// Headroom is how many more listeners it admits (from /stats).
+	Headroom  int   `json:"headroom"`
+	Admitting bool  `json:"admitting"`
+	MemoryCur int64 `json:"memory_bytes"`
+	MemoryMax int64 `json:"memory_max_bytes"`
+	Restarts  int   `json:"restarts"`
+	// Error says why /stats could not be read.
+	Error string `json:"error,omitempty"`
+}
+
+// BoxStatus is one box's relays, release and sysctl drift.
+type BoxStatus struct {
+	Release   string          `json:"release"`
+	Processes []ProcessStatus `json:"processes"`
+	// SysctlDrift lists keys whose value no longer meets the profile
+	// (and that the kernel does take).
+	SysctlDrift []string `json:"sysctl_drift"`
+	// SysctlRefused lists keys this kernel refuses (inside a container).
+	SysctlRefused []string `json:"sysctl_refused"`
+}
+
+// statsDoc is the part of the relay's /stats that status shows.
+type statsDoc struct {
+	Subscribers int64 `json:"subscribers"`
+	Headroom    int   `json:"headroom"`
+	Admitting   bool  `json:"admitting"`
+}
+
+// Status reads a box's relay processes (systemd's view and each one's
+// /stats, asked from the box itself), its release and its sysctl drift.
+func Status(ctx context.Context, run Runner, prof sysctl.Profile, rel Releases) (BoxStatus, error) {
+	var st BoxStatus
+	insts, err := run.Run(ctx, "systemctl list-units --type=service --all --plain --no-legend --no-pager 'relay@*.service' | awk '{print $1}'", nil)
+	if err != nil {
+		return st, fmt.Errorf("status: %w", err)
+	}
+	for _, u := range strings.Fields(string(insts)) {
+		if !strings.HasPrefix(u, "relay@") {
+			continue
+		}
+		st.Processes = append(st.Processes, processStatus(ctx, run, u))
+	}
+	sort.Slice(st.Processes, func(i, j int) bool { return st.Processes[i].Unit < st.Processes[j].Unit })
+	if st.Release, _, err = rel.Current(ctx, run); err != nil {
+		return st, err
+	}
+	vals, err := ReadSysctl(ctx, run, prof)
+	if err != nil {
+		return st, err
+	}
+	refused, err := ReadRefused(ctx, run)
+	if err != nil {
+		return st, err
+	}
+	for _, s := range prof.Settings {
+		switch {
+		case s.Satisfied(vals[s.Key]):
+		case refused[s.Key] == s.Value:
+			st.SysctlRefused = append(st.SysctlRefused, s.Key)
+		default:
+			st.SysctlDrift = append(st.SysctlDrift, fmt.Sprintf("%s = %s, want %s", s.Key, orNone(vals[s.Key]), s.Value))
+		}
+	}
+	return st, nil
+}
+
+func processStatus(ctx context.Context, run Runner, unit string) ProcessStatus {
+	p := ProcessStatus{Unit: unit}
+	port := strings.TrimSuffix(strings.TrimPrefix(unit, "relay@"), ".service")
+	out, err := run.Run(ctx, fmt.Sprintf(`systemctl show -p ActiveState -p MemoryCurrent -p MemoryMax -p NRestarts %s
+echo '== stats'
+exec 3<>/dev/tcp/127.0.0.1/%s 2>/dev/null && printf 'GET /stats HTTP/1.0\r\n\r\n' >&3 && sed '1,/^\r$/d' <&3`, quote(unit), quote(port)), nil)
+	props, stats, _ := strings.Cut(string(out), "== stats\n")
+	for line := range strings.SplitSeq(props, "\n") {
+		k, v, _ := strings.Cut(line, "=")
+		n, _ := strconv.ParseInt(v, 10, 64)
+		switch k {
+		case "ActiveState":
+			p.Active = v
+		case "MemoryCurrent":
+			p.MemoryCur = n
+		case "MemoryMax":
+			p.MemoryMax = n
+		case "NRestarts":
+			p.Restarts = int(n)
+		}
+	}
+	var doc statsDoc
+	if jerr := json.Unmarshal([]byte(stats), &doc); jerr != nil {
+		if err != nil {
+			p.Error = err.Error()
+		} else {
+			p.Error = "no /stats answer"
+		}
+		return p
+	}
+	p.Listeners, p.Headroom, p.Admitting = doc.Subscribers, doc.Headroom, doc.Admitting
+	return p
+}
