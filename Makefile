@@ -42,3 +42,15 @@ lab-test: ## lab boxes (root, systemd-container, debootstrap): SSH, MemoryMax is
 
 lab-qemu: ## the real-kernel lab flavour under qemu (root, qemu-system-x86; slow): net.core buffer sysctls
 	$(GO) test -tags labqemu -count=1 -timeout 60m -v -run TestQEMU ./infra/lab/
+
+.PHONY: bench-relay
+
+bench-relay: ## relay capacity on this machine, about 10 minutes (bin/bench-relay.md, bin/relay-cpu-2000.*)
+	$(GO) build $(GOFLAGS) -o $(BIN)/relay ./cmd/relay
+	$(GO) run ./relay/bench --relay $(BIN)/relay --profile-dir $(BIN) | tee $(BIN)/bench-relay.md
+	$(GO) tool pprof -top -nodecount=30 $(BIN)/relay $(BIN)/relay-cpu-2000.pprof 2>/dev/null | tee $(BIN)/relay-cpu-2000.txt
+
+.PHONY: bench-converge
+
+bench-converge: build ## converge 3, 10, 20 fresh lab boxes, then the no-op re-run (root; a few minutes)
+	scripts/bench-converge.sh
