@@ -11,6 +11,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/relayfleet/relayfleet/infra/lab"
@@ -38,7 +39,7 @@ func runConverge(ctx context.Context, args []string, stdout io.Writer) error {
 	fs := newFlags("converge", stdout)
 	inventory := fs.String("inventory", "", "fleet file (required)")
 	check := fs.Bool("check", false, "print what would change and exit 1 if anything would")
-	asJSON := fs.Bool("json", false, "print one JSON document with every host's result")
+	asJSON := fs.Bool("json", false, "print JSON lines: progress events, one result per host, a summary")
 	binaryPath := fs.String("relay-binary", "", "the relay build to release (default: relay beside the fleet binary)")
 	sshKey := fs.String("ssh-key", "", "private key for static hosts (default: ssh-agent at SSH_AUTH_SOCK)")
 	labDir := fs.String("lab-dir", "", "lab state directory (default $"+lab.DirEnv+", else "+lab.DefaultDir+")")
@@ -65,18 +66,35 @@ func runConverge(ctx context.Context, args []string, stdout io.Writer) error {
 		return err
 	}
 	defer cleanup()
-	progress := func(string, string) {}
-	if !*asJSON {
-		start := time.Now()
-		progress = func(host, step string) {
-			if step == "converge" {
-				fmt.Fprintf(stdout, "%6.1fs %s: %s\n", time.Since(start).Seconds(), host, map[bool]string{true: "checking", false: "converging"}[*check])
-			}
+	start := time.Now()
+	var mu sync.Mutex
+	enc := json.NewEncoder(stdout)
+	var live *liveLines
+	if !*asJSON && isTerminal(stdout) {
+		var hosts []string
+		for _, t := range targets {
+			hosts = append(hosts, t.Host.String())
+		}
+		live = newLiveLines(stdout, hosts)
+	}
+	progress := func(host, step string) {
+		if live != nil {
+			live.set(host, step)
+			return
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if *asJSON {
+			enc.Encode(map[string]any{"event": "progress", "host": host, "step": step, "seconds": time.Since(start).Seconds()})
+			return
+		}
+		if step == "converge" {
+			fmt.Fprintf(stdout, "%6.1fs %s: %s\n", time.Since(start).Seconds(), host, map[bool]string{true: "checking", false: "converging"}[*check])
 		}
 	}
 	results := provision.ConvergeFleet(ctx, targets, provision.Options{Binary: binary, Check: *check, Parallel: *parallel, Progress: progress})
 	if *asJSON {
-		if err := writeConvergeJSON(stdout, results); err != nil {
+		if err := writeConvergeJSON(enc, results); err != nil {
 			return err
 		}
 	} else {
@@ -288,6 +306,7 @@ func sysctlNote(s sysctl.Result) string {
 }
 
 type hostJSON struct {
+	Event     string            `json:"event"`
 	Host      string            `json:"host"`
 	Cores     int               `json:"cores"`
 	RAMBytes  int64             `json:"ram_bytes"`
@@ -308,12 +327,18 @@ type sysctlJSON struct {
 	Status string `json:"status"`
 }
 
-func writeConvergeJSON(w io.Writer, rs []provision.HostResult) error {
-	out := make([]hostJSON, 0, len(rs))
+func writeConvergeJSON(enc *json.Encoder, rs []provision.HostResult) error {
+	summary := map[string]any{"event": "summary", "hosts": len(rs), "changed": 0, "unchanged": 0, "failed": 0}
 	for _, r := range rs {
-		h := hostJSON{Host: r.Host, Cores: r.Facts.Cores, RAMBytes: r.Facts.RAM, Seconds: r.Elapsed.Seconds(), Changes: []string{}, Sysctl: []sysctlJSON{}, Restarted: []string{}}
-		if r.Err != nil {
+		h := hostJSON{Event: "result", Host: r.Host, Cores: r.Facts.Cores, RAMBytes: r.Facts.RAM, Seconds: r.Elapsed.Seconds(), Changes: []string{}, Sysctl: []sysctlJSON{}, Restarted: []string{}}
+		switch {
+		case r.Err != nil:
 			h.Error = oneLine(r.Err)
+			summary["failed"] = summary["failed"].(int) + 1
+		case len(r.Report.Changes) > 0:
+			summary["changed"] = summary["changed"].(int) + 1
+		default:
+			summary["unchanged"] = summary["unchanged"].(int) + 1
 		}
 		if rep := r.Report; rep != nil {
 			for _, c := range rep.Changes {
@@ -326,9 +351,9 @@ func writeConvergeJSON(w io.Writer, rs []provision.HostResult) error {
 			h.Restarted = append(h.Restarted, rep.Restarted...)
 			h.Release = rep.Release
 		}
-		out = append(out, h)
+		if err := enc.Encode(h); err != nil {
+			return err
+		}
 	}
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	return enc.Encode(map[string]any{"hosts": out})
+	return enc.Encode(summary)
 }
