@@ -37,23 +37,22 @@ const (
 
 func runConverge(ctx context.Context, args []string, stdout io.Writer) error {
 	fs := newFlags("converge", stdout)
-	inventory := fs.String("inventory", "", "fleet file (required)")
+	var hf hostFlags
+	hf.add(fs)
 	check := fs.Bool("check", false, "print what would change and exit 1 if anything would")
 	asJSON := fs.Bool("json", false, "print JSON lines: progress events, one result per host, a summary")
 	binaryPath := fs.String("relay-binary", "", "the relay build to release (default: relay beside the fleet binary)")
-	sshKey := fs.String("ssh-key", "", "private key for static hosts (default: ssh-agent at SSH_AUTH_SOCK)")
-	labDir := fs.String("lab-dir", "", "lab state directory (default $"+lab.DirEnv+", else "+lab.DefaultDir+")")
 	parallel := fs.Int("parallel", 16, "hosts converged at once")
 	if err := fs.parse(args); err != nil {
 		return err
 	}
-	if *inventory == "" {
-		return usagef("flag --inventory: required")
+	if err := hf.check(); err != nil {
+		return err
 	}
 	if *parallel <= 0 {
 		return usagef("flag --parallel: must be positive, got %d", *parallel)
 	}
-	fleet, err := loadFleet(*inventory)
+	fleet, err := loadFleet(hf.inventory)
 	if err != nil {
 		return err
 	}
@@ -61,7 +60,7 @@ func runConverge(ctx context.Context, args []string, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
-	targets, cleanup, err := resolveTargets(ctx, fleet, *sshKey, *labDir)
+	targets, cleanup, err := resolveTargets(ctx, fleet, hf.sshKey, hf.labDir)
 	if err != nil {
 		return err
 	}
@@ -115,6 +114,33 @@ func runConverge(ctx context.Context, args []string, stdout io.Writer) error {
 		return &exitError{exitChanges, fmt.Sprintf("%d of %d hosts would change", changed, len(results))}
 	}
 	return nil
+}
+
+// hostFlags are the flags of the commands that reach an inventory's boxes.
+type hostFlags struct {
+	inventory, sshKey, labDir string
+}
+
+func (h *hostFlags) add(fs flags) {
+	fs.StringVar(&h.inventory, "inventory", "", "fleet file (required)")
+	fs.StringVar(&h.sshKey, "ssh-key", "", "private key for static hosts (default: ssh-agent at SSH_AUTH_SOCK)")
+	fs.StringVar(&h.labDir, "lab-dir", "", "lab state directory (default $"+lab.DirEnv+", else "+lab.DefaultDir+")")
+}
+
+func (h *hostFlags) check() error {
+	if h.inventory == "" {
+		return usagef("flag --inventory: required")
+	}
+	return nil
+}
+
+// targets loads the inventory and resolves its steady boxes.
+func (h *hostFlags) targets(ctx context.Context) ([]provision.Target, func(), error) {
+	fleet, err := loadFleet(h.inventory)
+	if err != nil {
+		return nil, nil, err
+	}
+	return resolveTargets(ctx, fleet, h.sshKey, h.labDir)
 }
 
 // loadFleet reads a fleet file with the catalogue beside it (or the

@@ -12,31 +12,27 @@ import (
 
 func runRollout(ctx context.Context, args []string, stdout io.Writer) error {
 	fs := newFlags("rollout", stdout)
-	inventory := fs.String("inventory", "", "fleet file (required)")
+	var hf hostFlags
+	hf.add(fs)
 	binaryPath := fs.String("relay-binary", "", "the new relay build (required)")
-	sshKey := fs.String("ssh-key", "", "private key for static hosts (default: ssh-agent at SSH_AUTH_SOCK)")
-	labDir := fs.String("lab-dir", "", "lab state directory")
 	boxes := fs.Int("boxes", 1, "boxes rolled at once (each rolls one process at a time)")
 	if err := fs.parse(args); err != nil {
 		return err
 	}
+	if err := hf.check(); err != nil {
+		return err
+	}
 	switch {
-	case *inventory == "":
-		return usagef("flag --inventory: required")
 	case *binaryPath == "":
 		return usagef("flag --relay-binary: required")
 	case *boxes <= 0:
 		return usagef("flag --boxes: must be positive, got %d", *boxes)
 	}
-	fleet, err := loadFleet(*inventory)
-	if err != nil {
-		return err
-	}
 	binary, err := relayBinary(*binaryPath)
 	if err != nil {
 		return err
 	}
-	targets, cleanup, err := resolveTargets(ctx, fleet, *sshKey, *labDir)
+	targets, cleanup, err := hf.targets(ctx)
 	if err != nil {
 		return err
 	}

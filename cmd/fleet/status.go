@@ -16,21 +16,16 @@ import (
 
 func runStatus(ctx context.Context, args []string, stdout io.Writer) error {
 	fs := newFlags("status", stdout)
-	inventory := fs.String("inventory", "", "fleet file (required)")
+	var hf hostFlags
+	hf.add(fs)
 	asJSON := fs.Bool("json", false, "print JSON")
-	sshKey := fs.String("ssh-key", "", "private key for static hosts (default: ssh-agent at SSH_AUTH_SOCK)")
-	labDir := fs.String("lab-dir", "", "lab state directory")
 	if err := fs.parse(args); err != nil {
 		return err
 	}
-	if *inventory == "" {
-		return usagef("flag --inventory: required")
-	}
-	fleet, err := loadFleet(*inventory)
-	if err != nil {
+	if err := hf.check(); err != nil {
 		return err
 	}
-	targets, cleanup, err := resolveTargets(ctx, fleet, *sshKey, *labDir)
+	targets, cleanup, err := hf.targets(ctx)
 	if err != nil {
 		return err
 	}
