@@ -1,0 +1,317 @@
+package digitalocean
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"net/url"
+	"reflect"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/relayfleet/relayfleet/infra/backend"
+)
+
+// fastRetry keeps the retry tests quick; the backoff is still real.
+var fastRetry = backend.Retry{Attempts: 4, Base: time.Millisecond, Max: 10 * time.Millisecond}
+
+func newTestBackend(t *testing.T) (*Backend, *fakeAPI) {
+	t.Helper()
+	f, srv := newFakeAPI(t)
+	b, err := New(Config{Token: testToken, Endpoint: srv.URL, HTTP: srv.Client(), Retry: fastRetry, PollInterval: time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b, f
+}
+
+func testSpec(t *testing.T, name string, labels map[string]string) backend.Spec {
+	hostKey, admin := testKeys(t)
+	return backend.Spec{
+		Name: name, Shape: "s-2vcpu-4gb", Location: "fra1", Labels: labels,
+		HostKey: hostKey, AuthorizedKeys: []string{admin},
+	}
+}
+
+func ctx(t *testing.T) context.Context {
+	c, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	t.Cleanup(cancel)
+	return c
+}
+
+func TestLifecycle(t *testing.T) {
+	b, f := newTestBackend(t)
+	c := ctx(t)
+	burst := map[string]string{"fleet": "demo", "tier": "burst", "event": "nye"}
+	steady := f.addDroplet("relay-steady-1", "fleet:demo", "tier:steady", "unrelated")
+	f.addDroplet("relay-steady-2", "fleet:demo", "tier:steady")
+	f.addDroplet("other-1", "fleet:other", "tier:burst", "event:nye")
+
+	spec := testSpec(t, "relay-burst-1", burst)
+	box, err := b.Create(c, spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := backend.Box{
+		ID: box.ID, Name: "relay-burst-1", Labels: burst, Status: backend.StatusRunning, Shape: "s-2vcpu-4gb", Location: "fra1",
+		IPv4: mustAddr("192.241.165.154"), IPv6: mustAddr("2604:a880:0:1010::18a:a001"),
+	}
+	if !reflect.DeepEqual(box, want) {
+		t.Errorf("box\n got %+v\nwant %+v", box, want)
+	}
+	id, _ := strconv.Atoi(box.ID)
+	if img := f.droplets[id]["image"].(map[string]any)["slug"]; img != DefaultImage {
+		t.Errorf("image %v, want the default %s", img, DefaultImage)
+	}
+	wantUD, _ := backend.CloudInit(spec)
+	if f.userData["relay-burst-1"] != string(wantUD) {
+		t.Errorf("user_data is not CloudInit(spec):\n%s", f.userData["relay-burst-1"])
+	}
+	if n := len(f.requests("GET /v2/actions/")); n < 2 {
+		t.Errorf("%d action polls, want at least 2 (in-progress, completed)", n)
+	}
+	if p := f.requests("POST /v2/droplets"); len(p) != 1 {
+		t.Errorf("POSTs %v", p)
+	}
+
+	got, err := b.Get(c, box.ID)
+	if err != nil || !reflect.DeepEqual(got, box) {
+		t.Errorf("Get = %+v, %v; want %+v", got, err, box)
+	}
+
+	for _, tc := range []struct {
+		labels map[string]string
+		query  string
+		want   []string
+	}{
+		{map[string]string{"fleet": "demo"}, "tag_name=fleet:demo", []string{"relay-burst-1", "relay-steady-1", "relay-steady-2"}},
+		{map[string]string{"fleet": "demo", "tier": "burst"}, "tag_name=fleet:demo", []string{"relay-burst-1"}},
+		{map[string]string{"event": "nye", "tier": "burst"}, "tag_name=event:nye", []string{"other-1", "relay-burst-1"}},
+		{map[string]string{"fleet": "nope"}, "tag_name=fleet:nope", nil},
+		{nil, "page=1", []string{"other-1", "relay-burst-1", "relay-steady-1", "relay-steady-2"}},
+	} {
+		n := len(f.requests("GET /v2/droplets?"))
+		boxes, err := b.List(c, tc.labels)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var names []string
+		for _, x := range boxes {
+			names = append(names, x.Name)
+		}
+		if !reflect.DeepEqual(names, tc.want) {
+			t.Errorf("List(%v) = %v, want %v", tc.labels, names, tc.want)
+		}
+		if q := f.requests("GET /v2/droplets?")[n:]; len(q) == 0 || !strings.Contains(unescape(q[0]), tc.query) {
+			t.Errorf("List(%v) asked %v, want %s", tc.labels, q, tc.query)
+		}
+	}
+
+	if err := b.Delete(c, box.ID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Get(c, box.ID); !errors.Is(err, backend.ErrNotFound) {
+		t.Errorf("Get after Delete: %v, want ErrNotFound", err)
+	}
+	if err := b.Delete(c, box.ID); err != nil {
+		t.Errorf("second Delete: %v", err)
+	}
+	left, err := b.List(c, map[string]string{"fleet": "demo", "event": "nye"})
+	if err != nil || len(left) != 0 {
+		t.Errorf("left after delete: %v, %v", left, err)
+	}
+	if _, err := b.Get(c, strconv.Itoa(steady)); err != nil {
+		t.Errorf("steady box: %v", err)
+	}
+}
+
+func TestCreateIdempotentByName(t *testing.T) {
+	b, f := newTestBackend(t)
+	c := ctx(t)
+	f.addDroplet("relay-1", "fleet:other")
+	id := f.addDroplet("relay-1", "fleet:demo", "tier:steady")
+	f.addDroplet("relay-1", "fleet:demo", "tier:steady") // a duplicate: the lower id wins
+	box, err := b.Create(c, testSpec(t, "relay-1", map[string]string{"fleet": "demo", "tier": "steady"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if box.ID != strconv.Itoa(id) {
+		t.Errorf("Create returned %s, want the existing %d", box.ID, id)
+	}
+	if p := f.requests("POST /v2/droplets"); len(p) != 0 {
+		t.Errorf("Create posted %v for an existing droplet", p)
+	}
+	// The same name in another fleet is another droplet.
+	box, err = b.Create(c, testSpec(t, "relay-1", map[string]string{"fleet": "prod"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p := f.requests("POST /v2/droplets"); len(p) != 1 || box.Labels["fleet"] != "prod" {
+		t.Errorf("Create in fleet prod: posts %v, box %+v", p, box)
+	}
+}
+
+func TestRetries(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		faults []fault
+		posts  int
+	}{
+		{"429 on lookup", []fault{{method: "GET", path: "/v2/droplets", status: 429, fixture: "error_rate_limit.json", header: http.Header{"Retry-After": {"0"}}}}, 1},
+		{"429 on create", []fault{{method: "POST", path: "/v2/droplets", status: 429, fixture: "error_rate_limit.json"}}, 2},
+		{"503 on action poll", []fault{{method: "GET", path: "/v2/actions/3164402", status: 503, fixture: "error_unavailable.json"}}, 1},
+		{"500 then 502 on lookup", []fault{
+			{method: "GET", path: "/v2/droplets", status: 500, fixture: "error_unavailable.json"},
+			{method: "GET", path: "/v2/droplets", status: 502, fixture: "error_unavailable.json"},
+		}, 1},
+		{"503 on create, nothing made", []fault{{method: "POST", path: "/v2/droplets", status: 503, fixture: "error_unavailable.json"}}, 2},
+		// The create took effect but its answer was lost: the backend
+		// finds the droplet instead of making a second one.
+		{"503 on create that was made", []fault{{method: "POST", path: "/v2/droplets", status: 503, fixture: "error_unavailable.json", after: true}}, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b, f := newTestBackend(t)
+			for _, fl := range tc.faults {
+				f.addFault(fl)
+			}
+			box, err := b.Create(ctx(t), testSpec(t, "relay-1", map[string]string{"fleet": "demo"}))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if box.Status != backend.StatusRunning || !box.IPv4.IsValid() {
+				t.Errorf("box %+v", box)
+			}
+			if n := len(f.requests("POST /v2/droplets")); n != tc.posts {
+				t.Errorf("%d POST /v2/droplets, want %d", n, tc.posts)
+			}
+			if len(f.faults) != 0 {
+				t.Errorf("faults not hit: %v", f.faults)
+			}
+			if n := len(f.droplets); n != 1 {
+				t.Errorf("%d droplets, want 1", n)
+			}
+		})
+	}
+}
+
+func TestErrors(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		pre  func(*fakeAPI)
+		call func(*Backend, context.Context) error
+		want string
+		sent int // requests the fake saw, when not 0
+	}{
+		{
+			name: "invalid size",
+			call: func(b *Backend, c context.Context) error {
+				s := testSpec(t, "relay-1", map[string]string{"fleet": "demo"})
+				s.Shape = "s-99"
+				_, err := b.Create(c, s)
+				return err
+			},
+			want: "digitalocean create droplet relay-1: 422 unprocessable_entity: You specified an invalid size for Droplet creation. (request 4d9d8375-3c56-4925-a3e7-eceeefbe9ad8)",
+		},
+		{
+			name: "unauthorized",
+			pre: func(f *fakeAPI) {
+				f.faults = append(f.faults, fault{method: "GET", path: "/v2/droplets/7", status: 401, fixture: "error_unauthorized.json"})
+			},
+			call: func(b *Backend, c context.Context) error { _, err := b.Get(c, "7"); return err },
+			want: "digitalocean get droplet 7: 401 Unauthorized: Unable to authenticate you",
+		},
+		{
+			name: "forbidden delete",
+			pre: func(f *fakeAPI) {
+				f.faults = append(f.faults, fault{method: "DELETE", path: "/v2/droplets/7", status: 403, fixture: "error_forbidden.json"})
+			},
+			call: func(b *Backend, c context.Context) error { return b.Delete(c, "7") },
+			want: "digitalocean delete droplet 7: 403 forbidden: You do not have access for the attempted action.",
+		},
+		{
+			name: "503 that does not stop",
+			pre: func(f *fakeAPI) {
+				for range fastRetry.Attempts {
+					f.faults = append(f.faults, fault{method: "GET", path: "/v2/droplets/7", status: 503, fixture: "error_unavailable.json"})
+				}
+			},
+			call: func(b *Backend, c context.Context) error { _, err := b.Get(c, "7"); return err },
+			want: "digitalocean get droplet 7: 503 service_unavailable: Service Unavailable. Please try again later.",
+			sent: fastRetry.Attempts,
+		},
+		{
+			name: "429 that does not stop",
+			pre: func(f *fakeAPI) {
+				for range fastRetry.Attempts {
+					f.faults = append(f.faults, fault{method: "GET", path: "/v2/droplets/7", status: 429, fixture: "error_rate_limit.json", header: http.Header{"Retry-After": {"1"}}})
+				}
+			},
+			call: func(b *Backend, c context.Context) error { _, err := b.Get(c, "7"); return err },
+			want: "digitalocean get droplet 7: 429 too_many_requests: API Rate limit exceeded.",
+			sent: fastRetry.Attempts,
+		},
+		{
+			name: "bad id",
+			call: func(b *Backend, c context.Context) error { return b.Delete(c, "relay-1") },
+			want: `digitalocean delete droplet: droplet id "relay-1": want a positive integer`,
+		},
+		{
+			name: "label DigitalOcean cannot tag",
+			call: func(b *Backend, c context.Context) error {
+				_, err := b.Create(c, testSpec(t, "relay-1", map[string]string{"fleet": "demo", "tier": "a.b"}))
+				return err
+			},
+			want: `digitalocean create droplet relay-1: label tier value "a.b": character '.': want letters, digits, '-' and '_'`,
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b, f := newTestBackend(t)
+			if tc.pre != nil {
+				tc.pre(f)
+			}
+			err := tc.call(b, ctx(t))
+			if err == nil {
+				t.Fatal("no error")
+			}
+			if err.Error() != tc.want {
+				t.Errorf("error\n got %q\nwant %q", err, tc.want)
+			}
+			if strings.ContainsAny(err.Error(), "\n") || strings.Contains(err.Error(), testToken) {
+				t.Errorf("error not one line or shows the token: %q", err)
+			}
+			if len(f.faults) != 0 {
+				t.Errorf("faults not hit (not retried as often as expected): %d left", len(f.faults))
+			}
+			if n := len(f.requests("")); tc.sent != 0 && n != tc.sent {
+				t.Errorf("%d requests, want %d", n, tc.sent)
+			}
+		})
+	}
+}
+
+func TestTagsAndLabels(t *testing.T) {
+	labels := map[string]string{"fleet": "demo", "tier": "burst", "event": "nye-2026"}
+	tags := Tags(labels)
+	if want := []string{"event:nye-2026", "fleet:demo", "tier:burst"}; !reflect.DeepEqual(tags, want) {
+		t.Errorf("Tags = %v, want %v", tags, want)
+	}
+	if got := Labels(append(tags, "web", ":x")); !reflect.DeepEqual(got, labels) {
+		t.Errorf("Labels = %v, want %v", got, labels)
+	}
+}
+
+func TestNew(t *testing.T) {
+	if _, err := New(Config{Token: "  "}); err == nil || !strings.Contains(err.Error(), "no API token") {
+		t.Errorf("New without a token: %v", err)
+	}
+}
+
+func unescape(s string) string {
+	u, err := url.QueryUnescape(s)
+	if err != nil {
+		return s
+	}
+	return u
+}

@@ -1,0 +1,185 @@
+package digitalocean
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+	"slices"
+	"strings"
+
+	"github.com/digitalocean/godo"
+
+	"github.com/relayfleet/relayfleet/infra/backend"
+)
+
+// allPorts is every port of a protocol, as DigitalOcean's firewall rules
+// take it.
+const allPorts = "1-65535"
+
+// EnsureFirewall creates the firewall called name, or brings the existing
+// one to the inbound rules backend.FirewallRules(relayPorts, adminRanges)
+// with all outbound traffic allowed (a DigitalOcean firewall without
+// outbound rules drops it all), applied to the droplets tagged with the
+// one label in labels, and returns its id. Nothing is changed when all is
+// as wanted.
+//
+// labels must hold exactly one label: a DigitalOcean firewall applies to
+// droplets that carry any of its tags, so more would widen it, not narrow it.
+func (b *Backend) EnsureFirewall(ctx context.Context, name string, labels map[string]string, relayPorts [2]uint16, adminRanges []netip.Prefix) (string, error) {
+	fail := func(err error) (string, error) { return "", fmt.Errorf("digitalocean firewall %s: %w", name, err) }
+	if name == "" {
+		return fail(fmt.Errorf("no name"))
+	}
+	if len(labels) != 1 {
+		return fail(fmt.Errorf("labels %v: want exactly one (a firewall applies to droplets with any of its tags)", labels))
+	}
+	if err := backend.ValidLabels(labels); err != nil {
+		return fail(err)
+	}
+	rules, err := backend.FirewallRules(relayPorts, adminRanges)
+	if err != nil {
+		return fail(err)
+	}
+	tag := Tags(labels)[0]
+	want := &godo.FirewallRequest{
+		Name:          name,
+		InboundRules:  inbound(rules),
+		OutboundRules: outbound(),
+		DropletIDs:    []int{},
+		Tags:          []string{tag},
+	}
+	// A firewall can only be applied to a tag that exists.
+	if _, _, err := b.c.Tags.Get(ctx, tag); isNotFound(err) {
+		if _, _, err := b.c.Tags.Create(ctx, &godo.TagCreateRequest{Name: tag}); err != nil {
+			return fail(fmt.Errorf("create tag %s: %w", tag, apiError(err)))
+		}
+	} else if err != nil {
+		return fail(fmt.Errorf("get tag %s: %w", tag, apiError(err)))
+	}
+
+	fw, err := b.firewallByName(ctx, name)
+	if err != nil {
+		return fail(err)
+	}
+	if fw == nil {
+		fw, _, err := b.c.Firewalls.Create(ctx, want)
+		if err != nil {
+			return fail(apiError(err))
+		}
+		return fw.ID, nil
+	}
+	if firewallKey(fw.InboundRules, fw.OutboundRules, fw.Tags, fw.DropletIDs) != firewallKey(want.InboundRules, want.OutboundRules, want.Tags, want.DropletIDs) {
+		if _, _, err := b.c.Firewalls.Update(ctx, fw.ID, want); err != nil {
+			return fail(apiError(err))
+		}
+	}
+	return fw.ID, nil
+}
+
+// DeleteFirewall deletes the firewall; a missing one is not an error.
+func (b *Backend) DeleteFirewall(ctx context.Context, id string) error {
+	if id == "" {
+		return fmt.Errorf("digitalocean delete firewall: no id")
+	}
+	_, err := b.c.Firewalls.Delete(ctx, id)
+	if err != nil && !isNotFound(err) {
+		return fmt.Errorf("digitalocean delete firewall %s: %w", id, apiError(err))
+	}
+	return nil
+}
+
+func (b *Backend) firewallByName(ctx context.Context, name string) (*godo.Firewall, error) {
+	lo := &godo.ListOptions{Page: 1, PerPage: 200}
+	for {
+		fws, resp, err := b.c.Firewalls.List(ctx, lo)
+		if err != nil {
+			return nil, fmt.Errorf("list firewalls: %w", apiError(err))
+		}
+		for _, fw := range fws {
+			if fw.Name == name {
+				return &fw, nil
+			}
+		}
+		if resp == nil || resp.Links == nil || resp.Links.IsLastPage() || len(fws) == 0 {
+			return nil, nil
+		}
+		page, err := resp.Links.CurrentPage()
+		if err != nil || page+1 <= lo.Page {
+			return nil, fmt.Errorf("list firewalls: pagination does not advance past page %d", lo.Page)
+		}
+		lo.Page = page + 1
+	}
+}
+
+func inbound(rules []backend.Rule) []godo.InboundRule {
+	out := make([]godo.InboundRule, 0, len(rules))
+	for _, r := range rules {
+		src := make([]string, 0, len(r.Sources))
+		for _, p := range r.Sources {
+			src = append(src, p.String())
+		}
+		out = append(out, godo.InboundRule{Protocol: r.Protocol, PortRange: r.Ports(), Sources: &godo.Sources{Addresses: src}})
+	}
+	return out
+}
+
+func outbound() []godo.OutboundRule {
+	dst := func() *godo.Destinations {
+		return &godo.Destinations{Addresses: []string{backend.Anywhere[0].String(), backend.Anywhere[1].String()}}
+	}
+	return []godo.OutboundRule{
+		{Protocol: "tcp", PortRange: allPorts, Destinations: dst()},
+		{Protocol: "udp", PortRange: allPorts, Destinations: dst()},
+		{Protocol: "icmp", Destinations: dst()},
+	}
+}
+
+// ports is a port range in one spelling: the API answers "0" for all
+// ports (and always for ICMP) whatever was sent.
+func ports(p string) string {
+	switch p {
+	case "", "0", "all", allPorts:
+		return "all"
+	}
+	return p
+}
+
+// firewallKey is a firewall's rules and targets in a canonical form.
+func firewallKey(in []godo.InboundRule, out []godo.OutboundRule, tags []string, droplets []int) string {
+	var keys []string
+	addrs := func(a []string) string {
+		a = slices.Clone(a)
+		slices.Sort(a)
+		return strings.Join(a, ",")
+	}
+	for _, r := range in {
+		var s []string
+		if r.Sources != nil {
+			s = r.Sources.Addresses
+			if len(r.Sources.Tags)+len(r.Sources.DropletIDs)+len(r.Sources.LoadBalancerUIDs)+len(r.Sources.KubernetesIDs) > 0 {
+				s = append(slices.Clone(s), "other-sources")
+			}
+		}
+		keys = append(keys, fmt.Sprintf("in %s %s %s %s", r.Protocol, ports(r.PortRange), addrs(s), actionOf(r.Action)))
+	}
+	for _, r := range out {
+		var d []string
+		if r.Destinations != nil {
+			d = r.Destinations.Addresses
+			if len(r.Destinations.Tags)+len(r.Destinations.DropletIDs)+len(r.Destinations.LoadBalancerUIDs)+len(r.Destinations.KubernetesIDs) > 0 {
+				d = append(slices.Clone(d), "other-destinations")
+			}
+		}
+		keys = append(keys, fmt.Sprintf("out %s %s %s %s", r.Protocol, ports(r.PortRange), addrs(d), actionOf(r.Action)))
+	}
+	slices.Sort(keys)
+	ids := slices.Sorted(slices.Values(droplets))
+	return fmt.Sprintf("%s|tags=%s|droplets=%v", strings.Join(keys, ";"), addrs(tags), ids)
+}
+
+func actionOf(a godo.FirewallRuleAction) godo.FirewallRuleAction {
+	if a == "" {
+		return godo.FirewallRuleActionAllow
+	}
+	return a
+}

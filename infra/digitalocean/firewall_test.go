@@ -1,0 +1,112 @@
+package digitalocean
+
+import (
+	"encoding/json"
+	"net/netip"
+	"reflect"
+	"strings"
+	"testing"
+)
+
+func TestFirewall(t *testing.T) {
+	b, f := newTestBackend(t)
+	c := ctx(t)
+	admin := []netip.Prefix{netip.MustParsePrefix("198.51.100.0/24")}
+	fleet := map[string]string{"fleet": "demo"}
+	ports := [2]uint16{4443, 4446}
+
+	id, err := b.EnsureFirewall(c, "relayfleet-demo", fleet, ports, admin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The tag is made first: a firewall cannot name a tag that does not exist.
+	if w := f.writes(); !reflect.DeepEqual(w, []string{"POST /v2/tags", "POST /v2/firewalls"}) {
+		t.Errorf("first Ensure wrote %v", w)
+	}
+	fw := f.firewalls[id]
+	type rule struct {
+		Protocol string
+		Ports    string
+		Sources  struct{ Addresses []string }
+	}
+	inbound := func() []rule {
+		var rs []rule
+		b, _ := json.Marshal(fw["inbound_rules"])
+		json.Unmarshal(b, &rs)
+		return rs
+	}
+	want := []rule{
+		{"udp", "4443-4446", struct{ Addresses []string }{[]string{"0.0.0.0/0", "::/0"}}},
+		{"tcp", "4443-4446", struct{ Addresses []string }{[]string{"0.0.0.0/0", "::/0"}}},
+		{"tcp", "22", struct{ Addresses []string }{[]string{"198.51.100.0/24"}}},
+	}
+	if got := inbound(); !reflect.DeepEqual(got, want) {
+		t.Errorf("inbound\n got %+v\nwant %+v", got, want)
+	}
+	out, _ := json.Marshal(fw["outbound_rules"])
+	for _, p := range []string{`"protocol":"tcp"`, `"protocol":"udp"`, `"protocol":"icmp"`} {
+		if !strings.Contains(string(out), p) {
+			t.Errorf("outbound %s lacks %s", out, p)
+		}
+	}
+	if !reflect.DeepEqual(fw["tags"], []string{"fleet:demo"}) {
+		t.Errorf("tags %v", fw["tags"])
+	}
+
+	// Again, the same (the API spells all ports "0"): nothing is written.
+	n := len(f.writes())
+	id2, err := b.EnsureFirewall(c, "relayfleet-demo", fleet, ports, admin)
+	if err != nil || id2 != id {
+		t.Fatalf("second Ensure = %s, %v; want %s", id2, err, id)
+	}
+	if w := f.writes()[n:]; len(w) != 0 {
+		t.Errorf("second Ensure wrote %v", w)
+	}
+
+	// Other relay ports: one update.
+	n = len(f.writes())
+	if _, err := b.EnsureFirewall(c, "relayfleet-demo", fleet, [2]uint16{5000, 5001}, admin); err != nil {
+		t.Fatal(err)
+	}
+	if w := f.writes()[n:]; !reflect.DeepEqual(w, []string{"PUT /v2/firewalls/" + id}) {
+		t.Errorf("port change wrote %v", w)
+	}
+	if got := inbound()[0].Ports; got != "5000-5001" {
+		t.Errorf("relay ports now %s", got)
+	}
+
+	if err := b.DeleteFirewall(c, id); err != nil {
+		t.Fatal(err)
+	}
+	if len(f.firewalls) != 0 {
+		t.Error("firewall not deleted")
+	}
+	if err := b.DeleteFirewall(c, id); err != nil {
+		t.Errorf("second DeleteFirewall: %v", err)
+	}
+}
+
+func TestFirewallRefused(t *testing.T) {
+	b, f := newTestBackend(t)
+	admin := []netip.Prefix{netip.MustParsePrefix("198.51.100.0/24")}
+	for _, tc := range []struct {
+		name   string
+		labels map[string]string
+		admin  []netip.Prefix
+		want   string
+	}{
+		{"ssh from anywhere", map[string]string{"fleet": "demo"}, []netip.Prefix{netip.MustParsePrefix("::/0")}, "digitalocean firewall fw: admin range ::/0: opens SSH to everyone"},
+		{"two labels", map[string]string{"fleet": "demo", "tier": "burst"}, admin, "digitalocean firewall fw: labels map[fleet:demo tier:burst]: want exactly one (a firewall applies to droplets with any of its tags)"},
+		{"no labels", nil, admin, "digitalocean firewall fw: labels map[]: want exactly one (a firewall applies to droplets with any of its tags)"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := b.EnsureFirewall(ctx(t), "fw", tc.labels, [2]uint16{4443, 4443}, tc.admin)
+			if err == nil || err.Error() != tc.want {
+				t.Errorf("err = %v, want %q", err, tc.want)
+			}
+		})
+	}
+	if l := f.requests(""); len(l) != 0 {
+		t.Errorf("requests sent for a refused firewall: %v", l)
+	}
+}

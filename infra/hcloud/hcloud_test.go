@@ -1,0 +1,307 @@
+package hcloud
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/netip"
+	"reflect"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/relayfleet/relayfleet/infra/backend"
+)
+
+// fastRetry keeps the retry tests quick; the backoff is still real.
+var fastRetry = backend.Retry{Attempts: 4, Base: time.Millisecond, Max: 10 * time.Millisecond}
+
+func newTestBackend(t *testing.T) (*Backend, *fakeAPI) {
+	t.Helper()
+	f, srv := newFakeAPI(t)
+	b, err := New(Config{Token: testToken, Endpoint: srv.URL, HTTP: srv.Client(), Retry: fastRetry, PollInterval: time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b, f
+}
+
+func testSpec(t *testing.T, name string, labels map[string]string) backend.Spec {
+	hostKey, admin := testKeys(t)
+	return backend.Spec{
+		Name: name, Shape: "cpx22", Location: "fsn1", Labels: labels,
+		HostKey: hostKey, AuthorizedKeys: []string{admin},
+	}
+}
+
+func ctx(t *testing.T) context.Context {
+	c, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	t.Cleanup(cancel)
+	return c
+}
+
+func TestLifecycle(t *testing.T) {
+	b, f := newTestBackend(t)
+	c := ctx(t)
+	burst := map[string]string{"fleet": "demo", "tier": "burst", "event": "nye"}
+	steady := f.addServer("relay-steady-1", map[string]string{"fleet": "demo", "tier": "steady"})
+	f.addServer("other-1", map[string]string{"fleet": "other", "tier": "burst", "event": "nye"})
+
+	spec := testSpec(t, "relay-burst-1", burst)
+	box, err := b.Create(c, spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if box.Status != backend.StatusRunning || box.Name != "relay-burst-1" || box.Shape != "cpx22" || box.Location != "fsn1" {
+		t.Errorf("box %+v", box)
+	}
+	if !box.IPv4.IsValid() || !box.IPv4.Is4() || !box.IPv6.Is6() {
+		t.Errorf("addresses %v %v", box.IPv4, box.IPv6)
+	}
+	// The fake gives server N the network 2001:db8:<N in hex>::/64.
+	if want := netip.MustParseAddr(fmt.Sprintf("2001:db8:%x::1", mustID(t, box.ID))); box.IPv6 != want {
+		t.Errorf("IPv6 %v, want the /64's ::1 %v", box.IPv6, want)
+	}
+	if !reflect.DeepEqual(box.Labels, burst) {
+		t.Errorf("labels %v", box.Labels)
+	}
+	if img := f.servers[mustID(t, box.ID)]["image"].(map[string]any)["name"]; img != DefaultImage {
+		t.Errorf("image %v, want the default %s", img, DefaultImage)
+	}
+	wantUD, _ := backend.CloudInit(spec)
+	if f.userData["relay-burst-1"] != string(wantUD) {
+		t.Errorf("user_data is not CloudInit(spec):\n%s", f.userData["relay-burst-1"])
+	}
+	// The create and start actions were polled until done, then the
+	// server until it ran.
+	if n := len(f.requests("GET /actions?")); n < 2 {
+		t.Errorf("%d action polls, want at least 2", n)
+	}
+	if n := len(f.requests("GET /servers/" + box.ID)); n < 2 {
+		t.Errorf("%d server polls, want at least 2 (starting, running)", n)
+	}
+
+	got, err := b.Get(c, box.ID)
+	if err != nil || !reflect.DeepEqual(got, box) {
+		t.Errorf("Get = %+v, %v; want %+v", got, err, box)
+	}
+
+	for _, tc := range []struct {
+		labels map[string]string
+		want   []string
+	}{
+		{map[string]string{"fleet": "demo"}, []string{"relay-burst-1", "relay-steady-1"}},
+		{map[string]string{"fleet": "demo", "tier": "burst"}, []string{"relay-burst-1"}},
+		{map[string]string{"fleet": "demo", "event": "nye"}, []string{"relay-burst-1"}},
+		{map[string]string{"fleet": "nope"}, nil},
+		{nil, []string{"other-1", "relay-burst-1", "relay-steady-1"}},
+	} {
+		boxes, err := b.List(c, tc.labels)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var names []string
+		for _, x := range boxes {
+			names = append(names, x.Name)
+		}
+		if !reflect.DeepEqual(names, tc.want) {
+			t.Errorf("List(%v) = %v, want %v", tc.labels, names, tc.want)
+		}
+	}
+	if q := f.requests("GET /servers?label_selector=fleet%3Ddemo%2Ctier%3Dburst"); len(q) != 1 {
+		t.Errorf("no label selector query: %v", f.requests("GET /servers?"))
+	}
+
+	if err := b.Delete(c, box.ID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Get(c, box.ID); !errors.Is(err, backend.ErrNotFound) {
+		t.Errorf("Get after Delete: %v, want ErrNotFound", err)
+	}
+	if err := b.Delete(c, box.ID); err != nil {
+		t.Errorf("second Delete: %v", err)
+	}
+	// After the event: no burst box of the event is left.
+	left, err := b.List(c, map[string]string{"fleet": "demo", "event": "nye"})
+	if err != nil || len(left) != 0 {
+		t.Errorf("left after delete: %v, %v", left, err)
+	}
+	if _, err := b.Get(c, strconv.FormatInt(steady, 10)); err != nil {
+		t.Errorf("steady box: %v", err)
+	}
+}
+
+func TestCreateIdempotentByName(t *testing.T) {
+	b, f := newTestBackend(t)
+	c := ctx(t)
+	id := f.addServer("relay-1", map[string]string{"fleet": "demo", "tier": "steady"})
+	box, err := b.Create(c, testSpec(t, "relay-1", map[string]string{"fleet": "demo", "tier": "steady"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if box.ID != strconv.FormatInt(id, 10) {
+		t.Errorf("Create returned %s, want the existing %d", box.ID, id)
+	}
+	if p := f.requests("POST /servers"); len(p) != 0 {
+		t.Errorf("Create posted %v for an existing server", p)
+	}
+
+	_, err = b.Create(c, testSpec(t, "relay-1", map[string]string{"fleet": "prod"}))
+	if err == nil || !strings.Contains(err.Error(), `taken by server`) || !strings.Contains(err.Error(), `fleet "demo", not "prod"`) {
+		t.Errorf("Create over another fleet's server: %v", err)
+	}
+	if p := f.requests("POST /servers"); len(p) != 0 {
+		t.Errorf("Create posted %v over another fleet's server", p)
+	}
+}
+
+func TestRetries(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		faults []fault
+		posts  int  // POST /servers sent
+		racing bool // another Create makes the server between lookup and POST
+	}{
+		{"429 on lookup", []fault{{method: "GET", path: "/servers", status: 429, fixture: "error_rate_limit.json", header: http.Header{"Retry-After": {"0"}}}}, 1, false},
+		{"429 on create", []fault{{method: "POST", path: "/servers", status: 429, fixture: "error_rate_limit.json"}}, 2, false},
+		{"503 on action poll", []fault{{method: "GET", path: "/actions", status: 503, fixture: "error_unavailable.json"}}, 1, false},
+		{"502 without JSON on server poll", []fault{{method: "GET", path: "/servers/101", status: 502, fixture: "action.json"}}, 1, false},
+		{"503 on create, nothing made", []fault{{method: "POST", path: "/servers", status: 503, fixture: "error_unavailable.json"}}, 2, false},
+		// The create took effect but its answer was lost: the backend
+		// finds the server instead of making a second one.
+		{"503 on create that was made", []fault{{method: "POST", path: "/servers", status: 503, fixture: "error_unavailable.json", after: true}}, 1, false},
+		// The name is taken (uniqueness_error) by a server of the same
+		// fleet made meanwhile: that one is returned.
+		{"name taken meanwhile", []fault{{method: "GET", path: "/servers", status: 200, fixture: "servers_empty.json"}}, 1, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b, f := newTestBackend(t)
+			for _, fl := range tc.faults {
+				f.addFault(fl)
+			}
+			if tc.racing {
+				f.addServer("relay-1", map[string]string{"fleet": "demo"})
+			}
+			box, err := b.Create(ctx(t), testSpec(t, "relay-1", map[string]string{"fleet": "demo"}))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if box.Status != backend.StatusRunning {
+				t.Errorf("status %s", box.Status)
+			}
+			if n := len(f.requests("POST /servers")); n != tc.posts {
+				t.Errorf("%d POST /servers, want %d", n, tc.posts)
+			}
+			if len(f.faults) != 0 {
+				t.Errorf("faults not hit: %v", f.faults)
+			}
+			if n := len(f.servers); n != 1 {
+				t.Errorf("%d servers, want 1", n)
+			}
+		})
+	}
+}
+
+func TestErrors(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		call func(*Backend, context.Context) error
+		pre  func(*fakeAPI)
+		want string
+		sent int // requests the fake saw, when not 0
+	}{
+		{
+			name: "invalid server type",
+			call: func(b *Backend, c context.Context) error {
+				s := testSpec(t, "relay-1", map[string]string{"fleet": "demo"})
+				s.Shape = "cx99"
+				_, err := b.Create(c, s)
+				return err
+			},
+			want: "hcloud create server relay-1: 400 invalid_input: invalid input in field 'server_type'; server_type: server type cx99 not found",
+		},
+		{
+			name: "unauthorized",
+			pre: func(f *fakeAPI) {
+				f.faults = append(f.faults, fault{method: "GET", path: "/servers/7", status: 401, fixture: "error_unauthorized.json"})
+			},
+			call: func(b *Backend, c context.Context) error { _, err := b.Get(c, "7"); return err },
+			want: "hcloud get server 7: 401 unauthorized: unable to authenticate",
+		},
+		{
+			name: "forbidden delete",
+			pre: func(f *fakeAPI) {
+				f.faults = append(f.faults, fault{method: "DELETE", path: "/servers/7", status: 403, fixture: "error_forbidden.json"})
+			},
+			call: func(b *Backend, c context.Context) error { return b.Delete(c, "7") },
+			want: "hcloud delete server 7: 403 forbidden: insufficient permissions for this request",
+		},
+		{
+			name: "503 that does not stop",
+			pre: func(f *fakeAPI) {
+				for range fastRetry.Attempts {
+					f.faults = append(f.faults, fault{method: "GET", path: "/servers/7", status: 503, fixture: "error_unavailable.json"})
+				}
+			},
+			call: func(b *Backend, c context.Context) error { _, err := b.Get(c, "7"); return err },
+			want: "hcloud get server 7: 503 unavailable: service temporarily unavailable",
+			sent: fastRetry.Attempts,
+		},
+		{
+			// One retry layer: hcloud-go's own would multiply the tries.
+			name: "429 that does not stop",
+			pre: func(f *fakeAPI) {
+				for range fastRetry.Attempts {
+					f.faults = append(f.faults, fault{method: "GET", path: "/servers/7", status: 429, fixture: "error_rate_limit.json"})
+				}
+			},
+			call: func(b *Backend, c context.Context) error { _, err := b.Get(c, "7"); return err },
+			want: "hcloud get server 7: 429 rate_limit_exceeded: limit of 3600 requests per hour reached",
+			sent: fastRetry.Attempts,
+		},
+		{
+			name: "bad id",
+			call: func(b *Backend, c context.Context) error { _, err := b.Get(c, "relay-1"); return err },
+			want: `hcloud get server: server id "relay-1": want a positive integer`,
+		},
+		{
+			name: "bad spec",
+			call: func(b *Backend, c context.Context) error {
+				_, err := b.Create(c, testSpec(t, "relay-1", map[string]string{"tier": "burst"}))
+				return err
+			},
+			want: `hcloud create server relay-1: no "fleet" label`,
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b, f := newTestBackend(t)
+			if tc.pre != nil {
+				tc.pre(f)
+			}
+			err := tc.call(b, ctx(t))
+			if err == nil {
+				t.Fatal("no error")
+			}
+			if err.Error() != tc.want {
+				t.Errorf("error\n got %q\nwant %q", err, tc.want)
+			}
+			if strings.ContainsAny(err.Error(), "\n") || strings.Contains(err.Error(), testToken) {
+				t.Errorf("error not one line or shows the token: %q", err)
+			}
+			if len(f.faults) != 0 {
+				t.Errorf("faults not hit (not retried as often as expected): %d left", len(f.faults))
+			}
+			if n := len(f.requests("")); tc.sent != 0 && n != tc.sent {
+				t.Errorf("%d requests, want %d", n, tc.sent)
+			}
+		})
+	}
+}
+
+func TestNew(t *testing.T) {
+	if _, err := New(Config{}); err == nil || !strings.Contains(err.Error(), "no API token") {
+		t.Errorf("New without a token: %v", err)
+	}
+}
