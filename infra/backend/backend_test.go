@@ -2,7 +2,6 @@ package backend
 
 import (
 	"bytes"
-	"flag"
 	"fmt"
 	"log/slog"
 	"net/netip"
@@ -15,7 +14,8 @@ import (
 	"gopkg.in/yaml.v3"
 )
 
-var update = flag.Bool("update", false, "rewrite golden files in testdata")
+// UPDATE_GOLDEN=1 rewrites the golden files in testdata, as make golden does.
+var update = os.Getenv("UPDATE_GOLDEN") != ""
 
 func readFile(t *testing.T, name string) []byte {
 	t.Helper()
@@ -41,7 +41,7 @@ func TestCloudInitGolden(t *testing.T) {
 		t.Fatal(err)
 	}
 	golden := filepath.Join("testdata", "cloud-init.golden.yaml")
-	if *update {
+	if update {
 		if err := os.WriteFile(golden, got, 0o644); err != nil {
 			t.Fatal(err)
 		}
@@ -51,12 +51,12 @@ func TestCloudInitGolden(t *testing.T) {
 		t.Fatal(err)
 	}
 	if !bytes.Equal(got, want) {
-		t.Errorf("CloudInit differs from %s (go test -update to rewrite):\n%s", golden, got)
+		t.Errorf("CloudInit differs from %s (UPDATE_GOLDEN=1 go test rewrites it):\n%s", golden, got)
 	}
 }
 
 // TestCloudInitContent checks what the golden file should hold, so that a
-// careless -update cannot bless a wrong document.
+// careless UPDATE_GOLDEN cannot bless a wrong document.
 func TestCloudInitContent(t *testing.T) {
 	spec := testSpec(t)
 	out, err := CloudInit(spec)
