@@ -59,6 +59,14 @@ func (sess *session) serveAnnounce(ctx context.Context, st transport.Stream, pre
 			init.Suffixes = append(init.Suffixes, suffix)
 		}
 	}
+	for p := range s.upstreamAnnounced {
+		if s.broadcasts[p] != nil {
+			continue // listed above
+		}
+		if suffix, ok := w.visible(p); ok {
+			init.Suffixes = append(init.Suffixes, suffix)
+		}
+	}
 	s.watchers[w] = struct{}{}
 	s.mu.Unlock()
 	defer func() {
@@ -168,7 +176,9 @@ func (s *Server) announce(sess *session, suffix string, active bool) {
 	b := &broadcast{path: path, suffix: suffix, owner: sess, tracks: make(map[string]*track)}
 	s.broadcasts[path] = b
 	sess.log.Info("broadcast announced", "broadcast", path)
-	s.notifyLocked(path, true)
+	if !s.upstreamAnnounced[path] {
+		s.notifyLocked(path, true)
+	}
 }
 
 func (s *Server) notifyLocked(path string, active bool) {
@@ -190,7 +200,9 @@ func (s *Server) removeBroadcastLocked(b *broadcast) {
 		t.cancel()
 	}
 	b.owner.log.Info("broadcast ended", "broadcast", b.path)
-	s.notifyLocked(b.path, false)
+	if !s.upstreamAnnounced[b.path] {
+		s.notifyLocked(b.path, false)
+	}
 }
 
 // dropSession frees everything sess held in the registry.

@@ -19,5 +19,26 @@
 // as ?jwt=TOKEN; its "put" and "get" claims are the broadcast path prefixes
 // it may publish and subscribe under.
 //
+// Cluster links (Config.Upstreams, `relay serve --upstream`): a broadcast
+// nobody publishes locally is pulled from an upstream relay, one upstream
+// subscription per process and track however many listeners it has, and
+// re-subscribed with backoff when the upstream goes away while the
+// listeners stay connected; the upstream's announcements are mirrored to
+// local announce watchers (cluster.go).
+//
+// Memory budget (budget.go): the budget comes from Config.MemoryBudget or
+// the cgroup's memory limit (CgroupMemoryLimit); Run sets the Go soft
+// memory limit below it, admission control refuses new sessions above a
+// high-water mark or a session cap, and a reaper that needs no per-session
+// goroutine to run ends sessions that went silent. /stats reports the
+// budget, the memory in use, whether sessions are admitted and the
+// headroom that package router compares across processes. Per-session
+// QUIC state is sized for one audio track: small stream limits and
+// flow-control windows (quicConfig).
+//
+// Package router picks the process with the most headroom for a new
+// listener, package loadgen generates listener load, and command bench
+// (relay/bench, `make bench-relay`) measures a relay process with them.
+//
 // The relay imports nothing else of the relayfleet module.
 package relay

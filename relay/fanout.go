@@ -4,6 +4,9 @@ import (
 	"context"
 	"errors"
 	"sync"
+
+	"github.com/relayfleet/relayfleet/relay/moqlite"
+	"github.com/relayfleet/relayfleet/relay/transport"
 )
 
 // maxInflightGroups bounds how many group streams one subscriber may have
@@ -137,7 +140,9 @@ type broadcast struct {
 	nextID uint64 // guarded by Server.mu, like tracks
 }
 
-// subscriber is one downstream subscription.
+// subscriber is one downstream subscription. One writer goroutine per
+// subscription (started with its first group) writes every group to its
+// own stream: no goroutine, context or timer per group and subscriber.
 type subscriber struct {
 	srv  *Server
 	sess *session
@@ -145,44 +150,180 @@ type subscriber struct {
 	ctx  context.Context
 	t    *track
 
-	mu       sync.Mutex
-	inflight []*inflightGroup // oldest first
+	wake chan struct{} // capacity 1: something to write
+
+	mu      sync.Mutex
+	pending []*group     // handed over, stream not opened yet; oldest first
+	open    []*openGroup // streams being written; oldest first
+	running bool         // the writer goroutine was started
+	dropped int          // groups this subscriber lost to being slow
 }
 
-type inflightGroup struct{ cancel context.CancelFunc }
+// openGroup is a group with its stream to one subscriber.
+type openGroup struct {
+	g       *group
+	st      transport.SendStream
+	next    int  // frames written
+	started bool // header written
+}
 
-// sendGroup starts a writer for g. Called with the track's lock held, so
-// groups start in the order they arrived. A subscriber too slow to finish
-// its groups loses the oldest one when it would exceed maxInflightGroups.
+// sendGroup queues g for the subscriber. Called with the track's lock held,
+// so groups queue in the order they arrived. A subscriber too slow to
+// finish its groups loses the oldest once it holds maxInflightGroups.
 func (sub *subscriber) sendGroup(g *group) {
 	if sub.ctx.Err() != nil {
 		return
 	}
-	ctx, cancel := context.WithCancel(sub.ctx)
-	entry := &inflightGroup{cancel: cancel}
 	sub.mu.Lock()
-	sub.inflight = append(sub.inflight, entry)
-	if len(sub.inflight) > maxInflightGroups {
-		sub.inflight[0].cancel()
-		sub.inflight = sub.inflight[1:]
+	if len(sub.pending)+len(sub.open) >= maxInflightGroups {
+		if len(sub.pending) > 0 {
+			sub.pending = sub.pending[1:]
+		} else {
+			sub.open[0].st.CancelWrite(codeCancelled)
+			sub.open = sub.open[1:]
+		}
+		sub.dropped++
+		sub.srv.counters.groupsDropped.Add(1)
 	}
+	sub.pending = append(sub.pending, g)
+	start := !sub.running
+	sub.running = true
 	sub.mu.Unlock()
-	sub.srv.wg.Add(1)
-	go func() {
-		defer sub.srv.wg.Done()
-		defer sub.done(entry)
-		sub.writeGroup(ctx, g)
-	}()
+	if start {
+		sub.srv.wg.Add(1)
+		go func() {
+			defer sub.srv.wg.Done()
+			sub.run()
+		}()
+	}
+	sub.poke()
 }
 
-func (sub *subscriber) done(e *inflightGroup) {
-	e.cancel()
-	sub.mu.Lock()
-	defer sub.mu.Unlock()
-	for i, x := range sub.inflight {
-		if x == e {
-			sub.inflight = append(sub.inflight[:i], sub.inflight[i+1:]...)
+// poke wakes the writer without blocking.
+func (sub *subscriber) poke() {
+	select {
+	case sub.wake <- struct{}{}:
+	default:
+	}
+}
+
+// run is the subscription's writer: it opens a stream per group and
+// writes frames as they arrive, until the subscription ends.
+func (sub *subscriber) run() {
+	// Ending the subscription unblocks a write stuck on a silent listener.
+	stop := context.AfterFunc(sub.ctx, sub.abandon)
+	defer func() {
+		stop()
+		sub.abandon()
+	}()
+	var scratch []*openGroup
+	for {
+		select {
+		case <-sub.wake:
+		case <-sub.ctx.Done():
 			return
 		}
+		for sub.ctx.Err() == nil {
+			var more bool
+			scratch, more = sub.writeOnce(scratch[:0])
+			if !more {
+				break
+			}
+		}
+	}
+}
+
+// writeOnce opens the oldest pending group's stream, if any, and writes
+// what every open group has gained. more reports a group still pending.
+func (sub *subscriber) writeOnce(open []*openGroup) ([]*openGroup, bool) {
+	sub.mu.Lock()
+	var g *group
+	if len(sub.pending) > 0 {
+		g = sub.pending[0]
+		sub.pending[0] = nil
+		sub.pending = sub.pending[1:]
+	}
+	sub.mu.Unlock()
+	if g != nil {
+		st, err := sub.sess.t.OpenUniStream(sub.ctx)
+		if err != nil {
+			return open, false
+		}
+		sub.mu.Lock()
+		sub.open = append(sub.open, &openGroup{g: g, st: st})
+		sub.mu.Unlock()
+	}
+	sub.mu.Lock()
+	open = append(open, sub.open...)
+	more := len(sub.pending) > 0
+	sub.mu.Unlock()
+	c := &sub.srv.counters
+	var buf []byte
+	for _, og := range open {
+		frames, done, gerr, _ := og.g.read(og.next)
+		ok := true
+		buf = buf[:0]
+		if !og.started {
+			og.started = true
+			buf = moqlite.AppendGroupStart(buf, moqlite.GroupHeader{Subscribe: sub.id, Sequence: og.g.seq})
+		}
+		if len(buf) > 0 || len(frames) > 0 {
+			n := 0
+			for _, f := range frames {
+				buf = moqlite.AppendFrame(buf, f)
+				n += len(f)
+			}
+			if _, err := og.st.Write(buf); err != nil {
+				ok = false
+			} else {
+				og.next += len(frames)
+				c.framesOut.Add(int64(len(frames)))
+				c.bytesOut.Add(int64(n))
+			}
+		}
+		switch {
+		case !ok || (done && gerr != nil):
+			og.st.CancelWrite(codeCancelled)
+		case done:
+			_ = og.st.Close()
+			c.groupsOut.Add(1)
+		default:
+			continue
+		}
+		sub.finished(og)
+	}
+	clear(open)
+	return open, more
+}
+
+// finished removes og from the open groups (unless eviction did already).
+func (sub *subscriber) finished(og *openGroup) {
+	sub.mu.Lock()
+	defer sub.mu.Unlock()
+	for i, x := range sub.open {
+		if x == og {
+			sub.open = append(sub.open[:i], sub.open[i+1:]...)
+			return
+		}
+	}
+}
+
+// abandon resets every open stream once the subscription ended.
+func (sub *subscriber) abandon() {
+	sub.mu.Lock()
+	open := sub.open
+	sub.open, sub.pending = nil, nil
+	sub.mu.Unlock()
+	for _, og := range open {
+		og.st.CancelWrite(codeCancelled)
+	}
+}
+
+// wakeAll tells every subscriber's writer that a group of t changed.
+func (t *track) wakeAll() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for sub := range t.subs {
+		sub.poke()
 	}
 }

@@ -77,13 +77,13 @@ func (s *stuckStream) CancelWrite(uint64) {
 }
 
 // TestSlowSubscriberKeepsBoundedGroups checks a subscriber that reads
-// nothing holds at most maxInflightGroups group streams, losing the oldest,
-// and that ending the subscription frees them all.
+// nothing holds at most maxInflightGroups groups, losing the oldest, and
+// that ending the subscription frees them all and its writer.
 func TestSlowSubscriberKeepsBoundedGroups(t *testing.T) {
 	srv := NewServer(ServerOptions{Logger: slog.New(slog.DiscardHandler)})
 	fake := &stuckSession{}
 	ctx, cancel := context.WithCancel(context.Background())
-	sub := &subscriber{srv: srv, sess: &session{srv: srv, t: fake}, id: 9, ctx: ctx}
+	sub := &subscriber{srv: srv, sess: &session{srv: srv, t: fake}, id: 9, ctx: ctx, wake: make(chan struct{}, 1)}
 	send := func(from, to int) {
 		for i := from; i < to; i++ {
 			g := newGroup(uint64(i))
@@ -91,26 +91,30 @@ func TestSlowSubscriberKeepsBoundedGroups(t *testing.T) {
 			sub.sendGroup(g)
 		}
 	}
-	waitCounts := func(wantCancelled int) {
+	held := func() (int, int) {
+		sub.mu.Lock()
+		defer sub.mu.Unlock()
+		return len(sub.pending) + len(sub.open), sub.dropped
+	}
+	send(0, maxInflightGroups)
+	waitUntil := func(what string, cond func() bool) {
 		t.Helper()
 		deadline := time.Now().Add(10 * time.Second)
-		for {
-			_, cancelled, blocked := fake.counts()
-			if blocked == maxInflightGroups && cancelled == wantCancelled {
-				return
-			}
+		for !cond() {
 			if time.Now().After(deadline) {
+				n, dropped := held()
 				opened, cancelled, blocked := fake.counts()
-				t.Fatalf("opened %d, cancelled %d, blocked %d; want %d blocked, %d cancelled", opened, cancelled, blocked, maxInflightGroups, wantCancelled)
+				t.Fatalf("%s: held %d, dropped %d; streams opened %d, cancelled %d, blocked %d", what, n, dropped, opened, cancelled, blocked)
 			}
 			time.Sleep(5 * time.Millisecond)
 		}
 	}
-	send(0, maxInflightGroups)
-	waitCounts(0)
-	// Ten more groups push out the ten oldest stuck streams.
+	waitUntil("the writer to block", func() bool { _, _, blocked := fake.counts(); return blocked == 1 })
+	// Ten more groups push out the ten oldest.
 	send(maxInflightGroups, maxInflightGroups+10)
-	waitCounts(10)
+	if n, dropped := held(); n != maxInflightGroups || dropped != 10 {
+		t.Fatalf("holding %d groups with %d dropped; want %d and 10", n, dropped, maxInflightGroups)
+	}
 	cancel()
 	done := make(chan struct{})
 	go func() {
@@ -120,15 +124,13 @@ func TestSlowSubscriberKeepsBoundedGroups(t *testing.T) {
 	select {
 	case <-done:
 	case <-time.After(10 * time.Second):
-		t.Fatal("group writers still running after the subscription ended")
+		t.Fatal("the writer is still running after the subscription ended")
 	}
 	if _, _, blocked := fake.counts(); blocked != 0 {
 		t.Fatalf("%d writes still blocked", blocked)
 	}
-	sub.mu.Lock()
-	defer sub.mu.Unlock()
-	if len(sub.inflight) != 0 {
-		t.Fatalf("%d inflight entries left", len(sub.inflight))
+	if n, _ := held(); n != 0 {
+		t.Fatalf("%d groups still held", n)
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"strings"
 	"sync"
 	"time"
@@ -31,6 +32,28 @@ type Stats struct {
 	GroupsOut     int64 `json:"groups_out"`
 	FramesOut     int64 `json:"frames_out"`
 	BytesOut      int64 `json:"bytes_out"`
+	// GroupsDropped counts groups subscribers lost for being too slow
+	// (more than 16 groups behind).
+	GroupsDropped int64 `json:"groups_dropped"`
+	// Cluster links: tracks pulled from upstream relays, subscriptions
+	// made upstream so far (re-subscriptions included), and whether the
+	// upstream session is up.
+	UpstreamTracks     int   `json:"upstream_tracks"`
+	UpstreamSubscribes int64 `json:"upstream_subscribes_total"`
+	UpstreamConnected  bool  `json:"upstream_connected"`
+	// Memory budget and admission control: the budget (0: none), the Go
+	// runtime's memory in use, the mark above which new sessions are
+	// refused, whether sessions are admitted now, the session cap (0:
+	// none), how many more listeners the relay expects to take (what the
+	// router compares), sessions refused and sessions reaped so far.
+	MemoryBudget    int64 `json:"memory_budget"`
+	MemoryUsed      int64 `json:"memory_used"`
+	MemoryHighWater int64 `json:"memory_high_water"`
+	Admitting       bool  `json:"admitting"`
+	MaxSessions     int   `json:"max_sessions"`
+	Headroom        int   `json:"headroom"`
+	Refused         int64 `json:"refused_total"`
+	Reaped          int64 `json:"reaped_total"`
 	// UDP buffers: what was asked and what the kernel reports (SO_RCVBUF,
 	// SO_SNDBUF, which Linux doubles).
 	UDPBufferRequested int `json:"udp_buffer_requested"`
@@ -48,7 +71,18 @@ func (s *Server) Stats() Stats {
 		st.Tracks += len(b.tracks)
 	}
 	st.Publishers = len(pubs)
+	for _, b := range s.remote {
+		st.UpstreamTracks += len(b.tracks)
+	}
 	s.mu.Unlock()
+	if s.link != nil {
+		st.UpstreamConnected = s.link.connected()
+	}
+	st.UpstreamSubscribes = s.counters.upstreamSubscribes.Load()
+	a := s.adm
+	st.MemoryBudget, st.MemoryUsed, st.MemoryHighWater = a.budget, a.used.Load(), a.highWater
+	st.Admitting, st.MaxSessions, st.Headroom = a.admit(st.Sessions), a.maxSessions, a.headroom(st.Sessions)
+	st.Refused, st.Reaped = a.refused.Load(), a.reaped.Load()
 	c := &s.counters
 	st.SessionsTotal = c.sessionsTotal.Load()
 	st.Subscribers = c.subscribers.Load()
@@ -58,6 +92,7 @@ func (s *Server) Stats() Stats {
 	st.GroupsOut = c.groupsOut.Load()
 	st.FramesOut = c.framesOut.Load()
 	st.BytesOut = c.bytesOut.Load()
+	st.GroupsDropped = c.groupsDropped.Load()
 	return st
 }
 
@@ -91,7 +126,22 @@ func (r *Relay) registry() *prometheus.Registry {
 	counter("bytes_received_total", "Frame payload bytes received from publishers.", func(s Stats) float64 { return float64(s.BytesIn) })
 	counter("groups_sent_total", "Groups delivered completely to subscribers.", func(s Stats) float64 { return float64(s.GroupsOut) })
 	counter("frames_sent_total", "Frames sent to subscribers.", func(s Stats) float64 { return float64(s.FramesOut) })
+	counter("groups_dropped_total", "Groups subscribers lost for being too slow.", func(s Stats) float64 { return float64(s.GroupsDropped) })
 	counter("bytes_sent_total", "Frame payload bytes sent to subscribers.", func(s Stats) float64 { return float64(s.BytesOut) })
+	gauge("upstream_tracks", "Tracks pulled from upstream relays.", func(s Stats) float64 { return float64(s.UpstreamTracks) })
+	counter("upstream_subscribes_total", "Subscriptions made to upstream relays, re-subscriptions included.", func(s Stats) float64 { return float64(s.UpstreamSubscribes) })
+	gauge("memory_budget_bytes", "Memory budget (0: none).", func(s Stats) float64 { return float64(s.MemoryBudget) })
+	gauge("memory_used_bytes", "Memory the Go runtime holds, as last sampled.", func(s Stats) float64 { return float64(s.MemoryUsed) })
+	gauge("memory_high_water_bytes", "Memory above which new sessions are refused.", func(s Stats) float64 { return float64(s.MemoryHighWater) })
+	gauge("admitting", "1 while new sessions are admitted.", func(s Stats) float64 {
+		if s.Admitting {
+			return 1
+		}
+		return 0
+	})
+	gauge("headroom", "Listeners the relay expects to take still.", func(s Stats) float64 { return float64(s.Headroom) })
+	counter("sessions_refused_total", "Sessions refused by admission control.", func(s Stats) float64 { return float64(s.Refused) })
+	counter("sessions_reaped_total", "Silent sessions ended by the reaper.", func(s Stats) float64 { return float64(s.Reaped) })
 	gauge("udp_receive_buffer_bytes", "UDP receive buffer granted by the kernel (SO_RCVBUF).", func(s Stats) float64 { return float64(s.UDPReceiveBuffer) })
 	gauge("udp_send_buffer_bytes", "UDP send buffer granted by the kernel (SO_SNDBUF).", func(s Stats) float64 { return float64(s.UDPSendBuffer) })
 	gauge("udp_buffer_requested_bytes", "UDP buffer size the relay asked for.", func(s Stats) float64 { return float64(s.UDPBufferRequested) })
@@ -100,8 +150,14 @@ func (r *Relay) registry() *prometheus.Registry {
 
 // handler serves the TCP side (and HTTP/3 requests): the informational
 // endpoints, and WebSocket or WebTransport sessions on any other path.
-func (r *Relay) handler() http.Handler {
+func (r *Relay) handler(withPprof bool) http.Handler {
 	mux := http.NewServeMux()
+	if withPprof {
+		mux.HandleFunc("GET /debug/pprof/", pprof.Index)
+		mux.HandleFunc("GET /debug/pprof/profile", pprof.Profile)
+		mux.HandleFunc("GET /debug/pprof/symbol", pprof.Symbol)
+		mux.HandleFunc("GET /debug/pprof/trace", pprof.Trace)
+	}
 	mux.HandleFunc("GET /certificate.sha256", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/plain")
 		w.Header().Set("Access-Control-Allow-Origin", "*")
@@ -137,6 +193,10 @@ func (r *Relay) serveSession(w http.ResponseWriter, req *http.Request) {
 			http.Error(w, "unauthorized", http.StatusUnauthorized)
 			return
 		}
+	}
+	if (isWT || isWS) && !r.srv.admit() {
+		http.Error(w, "relay full", http.StatusServiceUnavailable)
+		return
 	}
 	var sess transport.Session
 	switch {

@@ -8,6 +8,8 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
+	"runtime/debug"
 	"strconv"
 	"sync"
 	"time"
@@ -37,22 +39,60 @@ type Config struct {
 	// UDPBuffer is the receive and send buffer to ask for; 0 means
 	// DefaultUDPBuffer.
 	UDPBuffer int
+	// Upstreams are relay URLs to pull broadcasts from that are not
+	// published locally (cluster links; see ServerOptions.Upstreams).
+	Upstreams []string
+	// MemoryBudget is the memory the process may use, in bytes. 0 means
+	// the cgroup's memory limit, if any; with both, the smaller wins;
+	// negative means no budget. Run sets the Go soft memory limit to 90%
+	// of it; admission control refuses new sessions above 80%.
+	MemoryBudget int64
+	// MaxSessions caps open sessions (admission control); 0 means no cap.
+	MaxSessions int
+	// ReapAfter is how long a QUIC session may receive nothing before the
+	// reaper ends it; 0 means DefaultReapAfter.
+	ReapAfter time.Duration
+	// MemoryUsage reports the memory in use; nil means the Go runtime's
+	// count. Tests use it to simulate memory pressure.
+	MemoryUsage func() uint64
+	// Pprof serves net/http/pprof under /debug/pprof/ on the TCP port.
+	Pprof bool
 	// Logger receives the relay's logs; nil means slog.Default().
 	Logger *slog.Logger
+}
+
+// budget resolves Config.MemoryBudget against the cgroup limit.
+func (cfg *Config) budget(logger *slog.Logger) int64 {
+	if cfg.MemoryBudget < 0 {
+		return 0
+	}
+	b := cfg.MemoryBudget
+	limit, ok, err := CgroupMemoryLimit(os.DirFS("/"))
+	if err != nil {
+		logger.Debug("no cgroup memory limit", "err", err)
+	}
+	if ok && (b == 0 || limit < b) {
+		b = limit
+	}
+	return b
 }
 
 // quicConfig keeps per-connection state small: one audio track needs few
 // streams and small windows.
 func quicConfig() *quic.Config {
 	return &quic.Config{
-		MaxIncomingStreams:               32,
-		MaxIncomingUniStreams:            64,
-		InitialStreamReceiveWindow:       64 << 10,
-		MaxStreamReceiveWindow:           256 << 10,
-		InitialConnectionReceiveWindow:   128 << 10,
-		MaxConnectionReceiveWindow:       1 << 20,
-		MaxIdleTimeout:                   30 * time.Second,
-		KeepAlivePeriod:                  10 * time.Second,
+		// A listener opens a handful of bidi streams (setup, subscribe,
+		// announce); an edge relay opens one per track it pulls.
+		MaxIncomingStreams:    100,
+		MaxIncomingUniStreams: 64, // a publisher's groups in flight
+		// Listeners send next to nothing; publishers' windows grow.
+		InitialStreamReceiveWindow:     16 << 10,
+		MaxStreamReceiveWindow:         256 << 10,
+		InitialConnectionReceiveWindow: 64 << 10,
+		MaxConnectionReceiveWindow:     1 << 20,
+		MaxIdleTimeout:                 30 * time.Second,
+		// A live peer answers within this; the reaper relies on it.
+		KeepAlivePeriod:                  5 * time.Second,
 		EnableDatagrams:                  true, // required by WebTransport
 		EnableStreamResetPartialDelivery: true, // required by WebTransport
 	}
@@ -111,8 +151,12 @@ func Start(ctx context.Context, cfg Config) (*Relay, error) {
 	if err != nil {
 		return nil, err
 	}
+	budget := cfg.budget(logger)
 	r := &Relay{
-		srv:      NewServer(ServerOptions{Logger: logger, Auth: auth}),
+		srv: NewServer(ServerOptions{
+			Logger: logger, Auth: auth, Upstreams: cfg.Upstreams, MemoryBudget: budget,
+			MaxSessions: cfg.MaxSessions, ReapAfter: cfg.ReapAfter, MemoryUsage: cfg.MemoryUsage,
+		}),
 		logger:   logger,
 		cert:     cert,
 		certHash: CertificateHash(cert),
@@ -122,13 +166,6 @@ func Start(ctx context.Context, cfg Config) (*Relay, error) {
 	}
 	if r.bufAsked <= 0 {
 		r.bufAsked = DefaultUDPBuffer
-	}
-	// Ask; the kernel clamps to net.core.[rw]mem_max without error.
-	if err := udp.SetReadBuffer(r.bufAsked); err != nil {
-		logger.Warn("set UDP receive buffer", "err", err)
-	}
-	if err := udp.SetWriteBuffer(r.bufAsked); err != nil {
-		logger.Warn("set UDP send buffer", "err", err)
 	}
 	tlsConf := &tls.Config{
 		Certificates: []tls.Certificate{cert},
@@ -141,6 +178,13 @@ func Start(ctx context.Context, cfg Config) (*Relay, error) {
 		udp.Close()
 		tcp.Close()
 		return nil, fmt.Errorf("listen quic: %w", err)
+	}
+	// Ask after quic-go has set up the socket: it raises buffers below
+	// 7 MiB on its own, and the size asked for is the operator's choice.
+	// As root the size is forced past net.core.[rw]mem_max; otherwise the
+	// kernel clamps to them without error.
+	if err := setSocketBuffers(udp, r.bufAsked); err != nil {
+		logger.Warn("set UDP buffers", "err", err)
 	}
 	r.bufRcv, r.bufSnd, err = socketBuffers(udp)
 	if err != nil {
@@ -158,7 +202,7 @@ func Start(ctx context.Context, cfg Config) (*Relay, error) {
 	}
 
 	r.ctx, r.cancel = context.WithCancel(ctx)
-	mux := r.handler()
+	mux := r.handler(cfg.Pprof)
 	r.wt = &webtransport.Server{
 		H3:                   &http3.Server{Handler: mux, Logger: logger},
 		ApplicationProtocols: []string{moqlite.ALPN},
@@ -171,7 +215,15 @@ func Start(ctx context.Context, cfg Config) (*Relay, error) {
 		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelDebug),
 		BaseContext:       func(net.Listener) context.Context { return r.ctx },
 	}
-	r.wg.Add(3)
+	r.wg.Add(5)
+	go func() {
+		defer r.wg.Done()
+		r.srv.RunReaper(r.ctx)
+	}()
+	go func() {
+		defer r.wg.Done()
+		r.srv.RunUpstreamAnnounces(r.ctx)
+	}()
 	go func() {
 		defer r.wg.Done()
 		r.acceptQUIC()
@@ -187,7 +239,8 @@ func Start(ctx context.Context, cfg Config) (*Relay, error) {
 		<-r.ctx.Done()
 		r.shutdown()
 	}()
-	logger.Info("relay listening", "addr", r.Addr().String(), "certificate_sha256", r.certHash)
+	logger.Info("relay listening", "addr", r.Addr().String(), "certificate_sha256", r.certHash,
+		"memory_budget", budget, "max_sessions", cfg.MaxSessions)
 	return r, nil
 }
 
@@ -225,6 +278,13 @@ func (r *Relay) acceptQUIC() {
 		switch conn.ConnectionState().TLS.NegotiatedProtocol {
 		case moqlite.ALPN:
 			r.srv.wg.Add(1)
+			if !r.srv.admit() {
+				go func() { // CloseWithError waits for the connection to end
+					defer r.srv.wg.Done()
+					_ = conn.CloseWithError(codeOverloaded, "relay full")
+				}()
+				continue
+			}
 			go func() {
 				defer r.srv.wg.Done()
 				if err := r.srv.ServeSession(r.ctx, transport.NewQUIC(conn), nil); err != nil {
@@ -254,6 +314,7 @@ func (r *Relay) shutdown() {
 	_ = r.ql.Close()
 	_ = r.tr.Close()
 	_ = r.udp.Close()
+	r.srv.Close()
 }
 
 // Close stops the relay, ends every session and waits for all of its
@@ -281,10 +342,18 @@ func (r *Relay) Server() *Server { return r.srv }
 // called once it listens. Under systemd (Type=notify) it sends READY=1 once
 // listening, WATCHDOG=1 when WatchdogSec is set, and STOPPING=1 on the way
 // out.
+//
+// Run also sets the process's Go soft memory limit to 90% of the memory
+// budget, when there is one (Start leaves process-wide settings alone).
 func Run(ctx context.Context, cfg Config, ready func(*Relay)) error {
 	r, err := Start(ctx, cfg)
 	if err != nil {
 		return err
+	}
+	if b := r.srv.adm.budget; b > 0 {
+		limit := int64(float64(b) * softLimitFraction)
+		debug.SetMemoryLimit(limit)
+		r.logger.Info("memory budget", "budget", b, "go_soft_limit", limit, "high_water", r.srv.adm.highWater)
 	}
 	if ready != nil {
 		ready(r)

@@ -24,6 +24,7 @@ const (
 	codeNotFound     = 4
 	codeVersion      = 5
 	codeCancelled    = 6
+	codeOverloaded   = 7
 )
 
 const setupTimeout = 10 * time.Second
@@ -43,8 +44,15 @@ type Server struct {
 
 	mu         sync.Mutex
 	broadcasts map[string]*broadcast
-	watchers   map[*watcher]struct{}
-	sessions   map[*session]struct{}
+	remote     map[string]*broadcast // pulled from upstream relays
+	// upstreamAnnounced: broadcasts the upstream announces, mirrored to
+	// local announce watchers.
+	upstreamAnnounced map[string]bool
+	watchers          map[*watcher]struct{}
+	sessions          map[*session]struct{}
+
+	link *upstreamLink // nil without upstreams
+	adm  *admission
 
 	counters counters
 }
@@ -58,6 +66,9 @@ type counters struct {
 	groupsOut     atomic.Int64
 	framesOut     atomic.Int64
 	bytesOut      atomic.Int64
+
+	upstreamSubscribes atomic.Int64
+	groupsDropped      atomic.Int64
 }
 
 // ServerOptions configures a Server.
@@ -66,6 +77,21 @@ type ServerOptions struct {
 	Logger *slog.Logger
 	// Auth, if set, requires every session to present a token.
 	Auth *Authenticator
+	// Upstreams are relay URLs (http:// or https://, as for package
+	// client) to pull broadcasts from that nobody publishes locally; they
+	// are tried in turn.
+	Upstreams []string
+	// MemoryBudget is the memory the process may use, in bytes; 0 means
+	// none. Admission control refuses sessions above 80% of it.
+	MemoryBudget int64
+	// MaxSessions caps open sessions; 0 means no cap.
+	MaxSessions int
+	// ReapAfter is how long a session may receive no packet before the
+	// reaper ends it; 0 means DefaultReapAfter.
+	ReapAfter time.Duration
+	// MemoryUsage reports the memory in use; nil means the Go runtime's
+	// own count (what the soft memory limit governs).
+	MemoryUsage func() uint64
 }
 
 // NewServer returns a relay core with no sessions.
@@ -74,12 +100,27 @@ func NewServer(opts ServerOptions) *Server {
 	if l == nil {
 		l = slog.Default()
 	}
-	return &Server{
+	s := &Server{
 		logger:     l,
 		auth:       opts.Auth,
 		broadcasts: make(map[string]*broadcast),
-		watchers:   make(map[*watcher]struct{}),
-		sessions:   make(map[*session]struct{}),
+		remote:     make(map[string]*broadcast),
+
+		upstreamAnnounced: make(map[string]bool),
+		watchers:          make(map[*watcher]struct{}),
+		sessions:          make(map[*session]struct{}),
+		adm:               newAdmission(opts.MemoryBudget, opts.MaxSessions, opts.ReapAfter, opts.MemoryUsage),
+	}
+	if len(opts.Upstreams) > 0 {
+		s.link = &upstreamLink{urls: append([]string(nil), opts.Upstreams...), logger: l}
+	}
+	return s
+}
+
+// Close ends the upstream link; sessions end with their contexts.
+func (s *Server) Close() {
+	if s.link != nil {
+		s.link.close()
 	}
 }
 
@@ -98,6 +139,11 @@ type session struct {
 
 	mu       sync.Mutex
 	upstream map[uint64]*track // tracks we pull from this session, by upstream id
+
+	// Reaper state, touched only by the sweeping goroutine.
+	sweepPackets uint64
+	sweepSeen    time.Time
+	reaped       bool
 }
 
 // ServeSession runs one moq-lite session until it ends or ctx is done, then
@@ -108,13 +154,19 @@ func (s *Server) ServeSession(ctx context.Context, t transport.Session, u *url.U
 	defer cancel()
 	stop := context.AfterFunc(ctx, func() { _ = t.CloseWithError(codeOK, "") })
 	defer stop()
-	go func() {
-		select {
-		case <-t.Done():
-			cancel()
-		case <-ctx.Done():
-		}
-	}()
+	if c, ok := t.(interface{ Context() context.Context }); ok {
+		// No goroutine per session for this: a few KiB each at scale.
+		stopDone := context.AfterFunc(c.Context(), cancel)
+		defer stopDone()
+	} else {
+		go func() {
+			select {
+			case <-t.Done():
+				cancel()
+			case <-ctx.Done():
+			}
+		}()
+	}
 
 	sess := &session{srv: s, t: t, ctx: ctx, cancel: cancel, upstream: make(map[uint64]*track)}
 	sess.log = s.logger.With("remote", t.RemoteAddr().String())
@@ -153,20 +205,21 @@ func (s *Server) ServeSession(ctx context.Context, t transport.Session, u *url.U
 			f()
 		}()
 	}
-	spawn(func() {
-		// The session stream carries nothing more in lite-02.
-		stop := context.AfterFunc(ctx, func() {
-			setupStream.CancelRead(codeCancelled)
-			setupStream.CancelWrite(codeCancelled)
-		})
-		defer stop()
-		_, _ = io.Copy(io.Discard, setupStream)
+	// The session stream carries nothing more in lite-02: nobody reads it
+	// (a goroutine and a copy buffer per session saved); it ends with the
+	// session.
+	stopSetup := context.AfterFunc(ctx, func() {
+		setupStream.CancelRead(codeCancelled)
+		setupStream.CancelWrite(codeCancelled)
 	})
-	spawn(func() { sess.acceptBidi(ctx, spawn) })
+	defer stopSetup()
 	spawn(func() { sess.acceptUni(ctx, spawn) })
 	if sess.perms.CanPublishAny() {
 		spawn(func() { sess.pullAnnounces(ctx) })
 	}
+	// This goroutine accepts the bidi streams itself: one goroutine fewer
+	// per session. acceptBidi returns once the session ends.
+	sess.acceptBidi(ctx, spawn)
 
 	<-ctx.Done()
 	_ = t.CloseWithError(codeOK, "")
@@ -306,15 +359,24 @@ func (sess *session) readGroup(ctx context.Context, st transport.ReceiveStream) 
 	c := &sess.srv.counters
 	c.groupsIn.Add(1)
 	g := newGroup(h.Sequence)
-	t.startGroup(g)
+	// Hand the group to the subscribers' writers once it has its first
+	// frame: a writer then finds data at once instead of waking twice.
+	started := false
+	defer func() {
+		if !started {
+			t.startGroup(g)
+		}
+	}()
 	for {
 		frame, err := moqlite.ReadFrame(st)
 		if err == io.EOF {
 			g.finish(nil)
+			t.wakeAll()
 			return nil
 		}
 		if err != nil {
 			g.finish(err)
+			t.wakeAll()
 			return err
 		}
 		if !g.append(frame) {
@@ -323,5 +385,11 @@ func (sess *session) readGroup(ctx context.Context, st transport.ReceiveStream) 
 		}
 		c.framesIn.Add(1)
 		c.bytesIn.Add(int64(len(frame)))
+		if !started {
+			started = true
+			t.startGroup(g)
+		} else {
+			t.wakeAll()
+		}
 	}
 }

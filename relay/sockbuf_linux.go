@@ -30,3 +30,28 @@ func socketBuffers(c *net.UDPConn) (rcv, snd int, err error) {
 	}
 	return rcv, snd, err
 }
+
+// setSocketBuffers sets both buffers to size: forced (SO_RCVBUFFORCE,
+// SO_SNDBUFFORCE, which need CAP_NET_ADMIN) when allowed, else the plain
+// options, which the kernel clamps to net.core.rmem_max and wmem_max.
+func setSocketBuffers(c *net.UDPConn, size int) error {
+	raw, err := c.SyscallConn()
+	if err != nil {
+		return err
+	}
+	var serr error
+	err = raw.Control(func(fd uintptr) {
+		for _, o := range [][2]int{{syscall.SO_RCVBUFFORCE, syscall.SO_RCVBUF}, {syscall.SO_SNDBUFFORCE, syscall.SO_SNDBUF}} {
+			if syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, o[0], size) == nil {
+				continue
+			}
+			if e := syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, o[1], size); e != nil {
+				serr = e
+			}
+		}
+	})
+	if err == nil {
+		err = serr
+	}
+	return err
+}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/relayfleet/relayfleet/relay/moqlite"
@@ -31,7 +32,7 @@ func (sess *session) serveSubscribe(ctx context.Context, st transport.Stream, m 
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	sub := &subscriber{srv: s, sess: sess, id: m.ID, ctx: ctx}
+	sub := &subscriber{srv: s, sess: sess, id: m.ID, ctx: ctx, wake: make(chan struct{}, 1)}
 	t, err := s.attach(path, m.Track, m.Priority, sub)
 	if err != nil {
 		st.CancelWrite(codeNotFound)
@@ -47,36 +48,35 @@ func (sess *session) serveSubscribe(ctx context.Context, st transport.Stream, m 
 		return fmt.Errorf("write subscribe ok: %w", err)
 	}
 	// The client may send SUBSCRIBE_UPDATE; it ends the subscription by
-	// closing or resetting its side.
-	clientDone := make(chan error, 1)
-	s.wg.Add(1)
-	go func() {
-		defer s.wg.Done()
-		for {
-			var u moqlite.SubscribeUpdate
-			if err := moqlite.ReadMessage(st, &u); err != nil {
-				if err == io.EOF {
-					err = nil
-				}
-				clientDone <- err
-				return
-			}
+	// closing or resetting its side. This goroutine reads them; the end of
+	// the track stops the read (no second goroutine per subscription).
+	var trackEnded atomic.Bool
+	stopTrack := context.AfterFunc(t.ctx, func() {
+		trackEnded.Store(true)
+		_ = st.Close() // FIN: the track is over
+		st.CancelRead(codeOK)
+	})
+	defer stopTrack()
+	for {
+		var u moqlite.SubscribeUpdate
+		err := moqlite.ReadMessage(st, &u)
+		if err == nil {
+			continue
 		}
-	}()
-	select {
-	case err := <-clientDone:
+		switch {
+		case ctx.Err() != nil:
+			return ctx.Err()
+		case trackEnded.Load():
+			log.Debug("track ended")
+			return nil
+		}
+		if err == io.EOF {
+			err = nil
+		}
 		cancel()
 		_ = st.Close()
 		log.Debug("unsubscribed", "err", err)
 		return nil
-	case <-t.ctx.Done():
-		cancel()
-		_ = st.Close() // FIN: the track is over
-		st.CancelRead(codeOK)
-		log.Debug("track ended")
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
 	}
 }
 
@@ -87,10 +87,24 @@ func (s *Server) attach(path, name string, priority uint8, sub *subscriber) (*tr
 	defer s.mu.Unlock()
 	b := s.broadcasts[path]
 	if b == nil {
-		return nil, errNotFound
+		if s.link == nil {
+			return nil, errNotFound
+		}
+		b = s.remoteBroadcastLocked(path)
 	}
 	t := b.tracks[name]
-	if t == nil {
+	if t == nil && b.owner == nil {
+		// Pulled from upstream; it lives as long as it has subscribers.
+		ctx, cancel := context.WithCancel(context.Background())
+		t = &track{b: b, name: name, ctx: ctx, cancel: cancel, subs: make(map[*subscriber]struct{})}
+		b.tracks[name] = t
+		s.wg.Add(1)
+		go func() {
+			defer s.wg.Done()
+			s.runRemote(t)
+			s.endTrack(t)
+		}()
+	} else if t == nil {
 		pub := b.owner
 		ctx, cancel := context.WithCancel(pub.ctx)
 		t = &track{b: b, name: name, upstreamID: b.nextID, ctx: ctx, cancel: cancel, subs: make(map[*subscriber]struct{})}
@@ -118,10 +132,35 @@ func (s *Server) detach(t *track, sub *subscriber) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if t.removeSubscriber(sub) {
-		if t.b.tracks[t.name] == t {
-			delete(t.b.tracks, t.name)
-		}
+		s.forgetTrackLocked(t)
 		t.cancel()
+	}
+}
+
+// forgetTrackLocked removes t from its broadcast, and a pulled broadcast
+// left without tracks from the registry; s.mu is held.
+func (s *Server) forgetTrackLocked(t *track) {
+	if t.b.tracks[t.name] == t {
+		delete(t.b.tracks, t.name)
+	}
+	if t.b.owner == nil && len(t.b.tracks) == 0 && s.remote[t.b.path] == t.b {
+		delete(s.remote, t.b.path)
+	}
+}
+
+// endTrack ends a pulled track: its subscribers end and its newest group
+// is released.
+func (s *Server) endTrack(t *track) {
+	s.mu.Lock()
+	s.forgetTrackLocked(t)
+	s.mu.Unlock()
+	t.cancel()
+	t.mu.Lock()
+	latest := t.latest
+	t.latest = nil
+	t.mu.Unlock()
+	if latest != nil {
+		latest.finish(errTrackEnded)
 	}
 }
 
@@ -193,48 +232,4 @@ func (s *Server) subscribeUpstream(t *track, priority uint8) error {
 		err = io.EOF
 	}
 	return err
-}
-
-// writeGroup sends g to the subscriber on a new group stream.
-func (sub *subscriber) writeGroup(ctx context.Context, g *group) {
-	st, err := sub.sess.t.OpenUniStream(ctx)
-	if err != nil {
-		return
-	}
-	stop := context.AfterFunc(ctx, func() { st.CancelWrite(codeCancelled) })
-	defer stop()
-	c := &sub.srv.counters
-	buf := moqlite.AppendGroupStart(nil, moqlite.GroupHeader{Subscribe: sub.id, Sequence: g.seq})
-	next := 0
-	for {
-		frames, done, gerr, changed := g.read(next)
-		next += len(frames)
-		var n int
-		for _, f := range frames {
-			buf = moqlite.AppendFrame(buf, f)
-			n += len(f)
-		}
-		if len(buf) > 0 {
-			if _, err := st.Write(buf); err != nil {
-				return
-			}
-			c.framesOut.Add(int64(len(frames)))
-			c.bytesOut.Add(int64(n))
-			buf = buf[:0]
-		}
-		if done {
-			if gerr != nil {
-				st.CancelWrite(codeCancelled)
-				return
-			}
-			_ = st.Close()
-			c.groupsOut.Add(1)
-			return
-		}
-		select {
-		case <-changed:
-		case <-ctx.Done():
-			return
-		}
-	}
 }

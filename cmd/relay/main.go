@@ -1,17 +1,21 @@
 // Command relay is the relayfleet relay: `relay serve` runs the moq-lite
-// relay, `relay token` signs access tokens, and `relay publish` and
-// `relay listen` are test clients.
+// relay (cluster-linked with --upstream, under a memory budget), `relay
+// router` hands new listeners the relay process with the most headroom,
+// `relay token` signs access tokens, `relay publish` and `relay listen` are
+// test clients, and `relay loadgen` generates and measures listener load.
 package main
 
 import (
 	"context"
 	"crypto/tls"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"log/slog"
 	"net"
+	"net/http"
 	"os"
 	"os/signal"
 	"strconv"
@@ -21,6 +25,8 @@ import (
 
 	"github.com/relayfleet/relayfleet/relay"
 	"github.com/relayfleet/relayfleet/relay/client"
+	"github.com/relayfleet/relayfleet/relay/loadgen"
+	"github.com/relayfleet/relayfleet/relay/router"
 )
 
 func main() {
@@ -31,10 +37,15 @@ func main() {
 }
 
 const usage = `usage:
-  relay serve --listen HOST:PORT [--cert FILE --key FILE] [--auth-key FILE] [--udp-buffer BYTES] [--log-level LEVEL]
+  relay serve --listen HOST:PORT [--cert FILE --key FILE] [--auth-key FILE] [--udp-buffer BYTES]
+              [--upstream URL[,URL]] [--memory-budget BYTES] [--max-listeners N] [--reap-after 15s] [--pprof] [--log-level LEVEL]
+  relay router --listen HOST:PORT --relays FILE [--poll 1s] [--log-level LEVEL]   (SIGHUP reloads FILE)
   relay token --key FILE (--publish PREFIX | --subscribe PREFIX) [--ttl 1h]
   relay publish URL --name BROADCAST [--track audio] [--interval 120ms] [--frames 1] [--size 160] [--groups 0]
   relay listen URL --name BROADCAST [--track audio] [--groups 0] [--check SIZE] [-v]
+  relay publish URL --name BROADCAST --paced [--interval 120ms] [--frames 1] [--size 600]
+  relay loadgen --url URL|--router URL --broadcast NAME --listeners N [--ramp PER_SECOND] --duration D
+                [--freeze FRACTION --freeze-at T] [--late 1s] [--json]
 URLs are https://HOST:PORT/PATH (verified certificate) or http://HOST:PORT/PATH
 (the certificate hash is fetched from /certificate.sha256 and pinned).
 `
@@ -61,11 +72,15 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		err = publish(ctx, args[1:], stdout, stderr)
 	case "listen":
 		err = listen(ctx, args[1:], stdout, stderr)
+	case "router":
+		err = routerCmd(ctx, args[1:], stderr)
+	case "loadgen":
+		err = loadgenCmd(ctx, args[1:], stdout, stderr)
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, usage)
 		return 0
 	default:
-		err = badUsage("unknown command %q (want serve, token, publish or listen)", args[0])
+		err = badUsage("unknown command %q (want serve, router, token, publish, listen or loadgen)", args[0])
 	}
 	var ue usageError
 	switch {
@@ -122,12 +137,26 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	authKey := fs.String("auth-key", "", "file with the token signing key")
 	udpBuffer := fs.String("udp-buffer", strconv.Itoa(relay.DefaultUDPBuffer), "UDP buffer size to ask for, in bytes (suffixes KiB, MiB)")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
+	memBudget := fs.String("memory-budget", "", "memory budget in bytes (suffixes KiB, MiB, GiB); default: the cgroup memory limit")
+	maxListeners := fs.Int("max-listeners", 0, "cap on open sessions; 0 means none")
+	reapAfter := fs.Duration("reap-after", relay.DefaultReapAfter, "end a QUIC session that received nothing for this long")
+	withPprof := fs.Bool("pprof", false, "serve /debug/pprof/ on the TCP port")
+	upstream := fs.String("upstream", "", "comma-separated relay URLs to pull broadcasts from that are not published here")
 	pos, err := parse(fs, args)
 	if err != nil {
 		return err
 	}
 	if len(pos) > 0 {
 		return badUsage("unexpected argument %q", pos[0])
+	}
+	var upstreams []string
+	if *upstream != "" {
+		for _, u := range strings.Split(*upstream, ",") {
+			if _, err := checkURL([]string{u}); err != nil {
+				return badUsage("--upstream %q: want http:// or https:// URLs, comma-separated", *upstream)
+			}
+			upstreams = append(upstreams, u)
+		}
 	}
 	if *listenAddr == "" {
 		return badUsage("--listen is required (HOST:PORT)")
@@ -144,11 +173,28 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	if err != nil || buf <= 0 {
 		return badUsage("--udp-buffer %q: want a positive number of bytes", *udpBuffer)
 	}
+	var budget int64
+	if *memBudget != "" {
+		b, err := parseBytes64(*memBudget)
+		if err != nil || b <= 0 {
+			return badUsage("--memory-budget %q: want a positive number of bytes", *memBudget)
+		}
+		budget = b
+	}
+	if *maxListeners < 0 {
+		return badUsage("--max-listeners %d: must not be negative", *maxListeners)
+	}
+	if *reapAfter <= 0 {
+		return badUsage("--reap-after %v: must be positive", *reapAfter)
+	}
 	logger, err := newLogger(stderr, *logLevel)
 	if err != nil {
 		return err
 	}
-	cfg := relay.Config{Listen: *listenAddr, UDPBuffer: buf, Logger: logger}
+	cfg := relay.Config{
+		Listen: *listenAddr, UDPBuffer: buf, Upstreams: upstreams, Logger: logger,
+		MemoryBudget: budget, MaxSessions: *maxListeners, ReapAfter: *reapAfter, Pprof: *withPprof,
+	}
 	if *certFile != "" {
 		cfg.Certificate, err = tls.LoadX509KeyPair(*certFile, *keyFile)
 		if err != nil {
@@ -162,6 +208,28 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 		}
 	}
 	return relay.Run(ctx, cfg, nil)
+}
+
+// parseBytes64 is parseBytes for sizes beyond 2 GiB.
+func parseBytes64(s string) (int64, error) {
+	mult := int64(1)
+	for _, u := range []struct {
+		suffix string
+		mult   int64
+	}{{"KiB", 1 << 10}, {"MiB", 1 << 20}, {"GiB", 1 << 30}} {
+		if strings.HasSuffix(s, u.suffix) {
+			s, mult = strings.TrimSuffix(s, u.suffix), u.mult
+			break
+		}
+	}
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil {
+		return 0, err
+	}
+	if n > (1<<62)/mult {
+		return 0, errors.New("too large")
+	}
+	return n * mult, nil
 }
 
 func parseBytes(s string) (int, error) {
@@ -241,6 +309,7 @@ func publish(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	size := fs.Int("size", 160, "bytes per frame")
 	groups := fs.Int("groups", 0, "groups to send; 0 means until interrupted")
 	transport := fs.String("transport", client.TransportQUIC, "quic or websocket")
+	paced := fs.Bool("paced", false, "write load-generator frames (group, index, send time), one every --interval, --frames to a group")
 	pos, err := parse(fs, args)
 	if err != nil {
 		return err
@@ -252,6 +321,8 @@ func publish(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	switch {
 	case *name == "":
 		return badUsage("--name is required")
+	case *paced && *transport != client.TransportQUIC:
+		return badUsage("--paced: only with --transport quic")
 	case *interval <= 0:
 		return badUsage("--interval %v: must be positive", *interval)
 	case *frames < 1:
@@ -264,6 +335,11 @@ func publish(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		return badUsage("--transport %q: want quic or websocket", *transport)
 	}
 	logger, _ := newLogger(stderr, "info")
+	if *paced {
+		return loadgen.Publish(ctx, u, loadgen.PublishOptions{
+			Broadcast: *name, Track: *track, FrameTime: *interval, FramesPerGroup: *frames, FrameSize: *size, Logger: logger,
+		})
+	}
 	return client.RunPublish(ctx, u, &client.Options{Logger: logger, Transport: *transport}, client.PublishOptions{
 		Broadcast: *name, Track: *track, Interval: *interval, FramesPerGroup: *frames, FrameSize: *size, Groups: *groups,
 	}, stdout)
@@ -299,4 +375,144 @@ func listen(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	return client.RunListen(ctx, u, &client.Options{Logger: logger, Transport: *transport}, client.ListenOptions{
 		Broadcast: *name, Track: *track, Groups: *groups, Check: *check, Verbose: *verbose,
 	}, stdout)
+}
+
+func loadgenCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlags("loadgen")
+	rawURL := fs.String("url", "", "relay URL (http:// or https://)")
+	router := fs.String("router", "", "router base URL: ask its /route for each listener's relay")
+	name := fs.String("broadcast", "", "broadcast name")
+	track := fs.String("track", "audio", "track name")
+	listeners := fs.Int("listeners", 0, "listener sessions to open")
+	ramp := fs.Float64("ramp", 0, "listeners started per second; 0 means as fast as possible")
+	duration := fs.Duration("duration", 0, "how long to measure once every listener started")
+	freeze := fs.Float64("freeze", 0, "fraction of listeners to freeze (0 to 1)")
+	freezeAt := fs.Duration("freeze-at", 0, "when to freeze, from the start of the measurement")
+	late := fs.Duration("late", time.Second, "a frame older than this on arrival is late")
+	shards := fs.Int("shards", 0, "UDP sockets the listeners share; 0 means 32")
+	asJSON := fs.Bool("json", false, "print the report as JSON")
+	logLevel := fs.String("log-level", "warn", "debug, info, warn or error")
+	pos, err := parse(fs, args)
+	if err != nil {
+		return err
+	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	switch {
+	case len(pos) > 0:
+		return badUsage("unexpected argument %q", pos[0])
+	case (*rawURL == "") == (*router == ""):
+		return badUsage("give exactly one of --url URL or --router URL")
+	case *rawURL != "" && !strings.HasPrefix(*rawURL, "http://") && !strings.HasPrefix(*rawURL, "https://"):
+		return badUsage("--url %q: must start with https:// or http://", *rawURL)
+	case *router != "" && !strings.HasPrefix(*router, "http://") && !strings.HasPrefix(*router, "https://"):
+		return badUsage("--router %q: must start with https:// or http://", *router)
+	case *name == "":
+		return badUsage("--broadcast is required")
+	case *listeners < 1:
+		return badUsage("--listeners %d: must be at least 1", *listeners)
+	case *ramp < 0:
+		return badUsage("--ramp %v: must not be negative", *ramp)
+	case *duration <= 0:
+		return badUsage("--duration is required and must be positive")
+	case *freeze < 0 || *freeze > 1:
+		return badUsage("--freeze %v: must be from 0 to 1", *freeze)
+	case set["freeze-at"] && *freeze == 0:
+		return badUsage("--freeze-at needs --freeze")
+	case *freezeAt < 0 || *freezeAt > *duration:
+		return badUsage("--freeze-at %v: must be within --duration", *freezeAt)
+	case *late <= 0:
+		return badUsage("--late %v: must be positive", *late)
+	case *shards < 0:
+		return badUsage("--shards %d: must not be negative", *shards)
+	}
+	logger, err := newLogger(stderr, *logLevel)
+	if err != nil {
+		return err
+	}
+	rep, err := loadgen.Run(ctx, loadgen.Options{
+		URL: *rawURL, Router: *router, Broadcast: *name, Track: *track, Listeners: *listeners, Ramp: *ramp,
+		Duration: *duration, Freeze: *freeze, FreezeAt: *freezeAt, Late: *late, Shards: *shards, Logger: logger,
+	})
+	if err != nil {
+		return err
+	}
+	if *asJSON {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(rep)
+	}
+	fmt.Fprintf(stdout, "listeners %d: connected %d, failed %d, frozen %d, ended early %d\n",
+		rep.Listeners, rep.Connected, rep.Failed, rep.Frozen, rep.Ended)
+	fmt.Fprintf(stdout, "frames received %d, lost %d, late %d over %.1f s\n", rep.FramesReceived, rep.FramesLost, rep.LateFrames, rep.Seconds)
+	fmt.Fprintf(stdout, "bitrate per listener: mean %.0f bit/s, min %.0f bit/s; latency p50 %.1f ms, max %.1f ms\n",
+		rep.BitrateBpsMean, rep.BitrateBpsMin, rep.LatencyMsP50, rep.LatencyMsMax)
+	for e, n := range rep.Errors {
+		fmt.Fprintf(stdout, "error x%d: %s\n", n, e)
+	}
+	return nil
+}
+
+func routerCmd(ctx context.Context, args []string, stderr io.Writer) error {
+	fs := newFlags("router")
+	listenAddr := fs.String("listen", "", "HOST:PORT to serve GET /route on")
+	relaysFile := fs.String("relays", "", "relays file (JSON), reloaded on SIGHUP")
+	poll := fs.Duration("poll", time.Second, "how often to read each relay's /stats")
+	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
+	pos, err := parse(fs, args)
+	if err != nil {
+		return err
+	}
+	switch {
+	case len(pos) > 0:
+		return badUsage("unexpected argument %q", pos[0])
+	case *listenAddr == "":
+		return badUsage("--listen is required (HOST:PORT)")
+	case *relaysFile == "":
+		return badUsage("--relays is required")
+	case *poll <= 0:
+		return badUsage("--poll %v: must be positive", *poll)
+	}
+	if _, _, err := net.SplitHostPort(*listenAddr); err != nil {
+		return badUsage("--listen %q: want HOST:PORT", *listenAddr)
+	}
+	logger, err := newLogger(stderr, *logLevel)
+	if err != nil {
+		return err
+	}
+	rt, err := router.New(router.Options{File: *relaysFile, Poll: *poll, Logger: logger})
+	if err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", *listenAddr)
+	if err != nil {
+		return fmt.Errorf("listen: %w", err)
+	}
+	srv := &http.Server{Handler: rt, ReadHeaderTimeout: 10 * time.Second}
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			select {
+			case <-ctx.Done():
+				_ = srv.Close()
+				return
+			case <-hup:
+				if err := rt.Reload(); err != nil {
+					logger.Error("reload relays file; keeping the previous one", "err", err)
+				}
+			}
+		}
+	}()
+	go rt.Run(ctx)
+	logger.Info("router listening", "addr", ln.Addr().String(), "relays", *relaysFile)
+	err = srv.Serve(ln)
+	<-done
+	if errors.Is(err, http.ErrServerClosed) {
+		return nil
+	}
+	return err
 }

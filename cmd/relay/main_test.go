@@ -32,6 +32,10 @@ func TestBadInputExitsTwoWithOneLine(t *testing.T) {
 		{[]string{"serve", "--listen", "127.0.0.1:0", "--cert", "x"}, "--cert and --key"},
 		{[]string{"serve", "--listen", "127.0.0.1:0", "--udp-buffer", "lots"}, "--udp-buffer"},
 		{[]string{"serve", "--listen", "127.0.0.1:0", "--log-level", "loud"}, "--log-level"},
+		{[]string{"serve", "--listen", "127.0.0.1:0", "--upstream", "http://a:1/,ftp://b:2/"}, "--upstream"},
+		{[]string{"serve", "--listen", "127.0.0.1:0", "--memory-budget", "-5MiB"}, "--memory-budget"},
+		{[]string{"serve", "--listen", "127.0.0.1:0", "--max-listeners", "-1"}, "--max-listeners"},
+		{[]string{"serve", "--listen", "127.0.0.1:0", "--reap-after", "0s"}, "--reap-after"},
 		{[]string{"serve", "--nope"}, "-nope"},
 		{[]string{"token", "--publish", "a"}, "--key"},
 		{[]string{"token", "--key", key}, "exactly one"},
@@ -44,6 +48,17 @@ func TestBadInputExitsTwoWithOneLine(t *testing.T) {
 		{[]string{"publish", "http://h:1/", "--name", "x", "--size", "3"}, "--size"},
 		{[]string{"listen", "http://h:1/", "--name", "x", "--groups", "-1"}, "--groups"},
 		{[]string{"listen", "http://h:1/", "--name", "x", "--transport", "pigeon"}, "--transport"},
+		{[]string{"publish", "http://h:1/", "--name", "x", "--paced", "--transport", "websocket"}, "--paced"},
+		{[]string{"router", "--relays", "f.json"}, "--listen"},
+		{[]string{"router", "--listen", "127.0.0.1:0"}, "--relays"},
+		{[]string{"router", "--listen", "127.0.0.1:0", "--relays", "f.json", "--poll", "0s"}, "--poll"},
+		{[]string{"loadgen", "--broadcast", "x", "--listeners", "1", "--duration", "1s"}, "--url"},
+		{[]string{"loadgen", "--url", "udp://h:1", "--broadcast", "x", "--listeners", "1", "--duration", "1s"}, "--url"},
+		{[]string{"loadgen", "--url", "http://h:1/", "--listeners", "1", "--duration", "1s"}, "--broadcast"},
+		{[]string{"loadgen", "--url", "http://h:1/", "--broadcast", "x", "--duration", "1s"}, "--listeners"},
+		{[]string{"loadgen", "--url", "http://h:1/", "--broadcast", "x", "--listeners", "1"}, "--duration"},
+		{[]string{"loadgen", "--url", "http://h:1/", "--broadcast", "x", "--listeners", "1", "--duration", "1s", "--freeze", "2"}, "--freeze"},
+		{[]string{"loadgen", "--url", "http://h:1/", "--broadcast", "x", "--listeners", "1", "--duration", "1s", "--freeze-at", "1s"}, "--freeze-at"},
 	}
 	for _, tt := range tests {
 		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {

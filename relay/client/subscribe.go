@@ -163,6 +163,10 @@ func (g *GroupReader) ReadFrame() ([]byte, error) {
 	return f, err
 }
 
+// Abort stops the group from another goroutine: a ReadFrame in progress
+// returns an error.
+func (g *GroupReader) Abort() { g.st.CancelRead(codeCancelled) }
+
 // Close stops reading the group.
 func (g *GroupReader) Close() {
 	if !g.done {
@@ -205,6 +209,18 @@ func (s *Session) Announced(ctx context.Context, prefix string) (*Announcements,
 		return nil, fmt.Errorf("read announce init: %w", err)
 	}
 	return &Announcements{st: st, prefix: prefix, init: init.Suffixes}, nil
+}
+
+// Initial returns the broadcasts that were active when the interest
+// started (paths relative to the session root); Next then returns only
+// the changes after them.
+func (a *Announcements) Initial() []string {
+	out := make([]string, 0, len(a.init))
+	for _, p := range a.init {
+		out = append(out, joinPath(a.prefix, p))
+	}
+	a.init = nil
+	return out
 }
 
 // Next returns the next announcement; the initial set comes first.

@@ -96,7 +96,14 @@ func (s quicSession) CloseWithError(code uint64, reason string) error {
 }
 
 func (s quicSession) Done() <-chan struct{} { return s.c.Context().Done() }
-func (s quicSession) RemoteAddr() net.Addr  { return s.c.RemoteAddr() }
+
+// Context ends with the connection.
+func (s quicSession) Context() context.Context { return s.c.Context() }
+
+// PacketsReceived counts the packets received on the connection so far;
+// the relay's reaper watches it.
+func (s quicSession) PacketsReceived() uint64 { return s.c.ConnectionStats().PacketsReceived }
+func (s quicSession) RemoteAddr() net.Addr    { return s.c.RemoteAddr() }
 
 type quicStream struct{ *quic.Stream }
 

@@ -1,0 +1,205 @@
+package relay
+
+import (
+	"context"
+	"runtime/metrics"
+	"sync/atomic"
+	"time"
+
+	"github.com/relayfleet/relayfleet/relay/transport"
+)
+
+// Memory budget, admission control and the reaper.
+//
+// The budget is Config.MemoryBudget or the cgroup's memory limit, the
+// smaller of the two. Run sets the Go soft memory limit (debug.
+// SetMemoryLimit) to softLimitFraction of it, so the collector works harder
+// before the kernel kills. Admission control refuses new sessions while the
+// memory the Go runtime holds (the quantity the soft limit governs) is above
+// highWaterFraction of the budget, until it falls below lowWaterFraction,
+// and while MaxSessions are open. Refused raw-QUIC sessions are closed with
+// codeOverloaded, WebSocket and WebTransport requests get 503.
+//
+// The reaper is one goroutine on a ticker. Each sweep reads every QUIC
+// session's received-packet counter (an atomic in quic-go) and cancels a
+// session that received nothing for ReapAfter (a third of that under memory
+// pressure). A live peer always sends something within the keep-alive
+// period: ACKs of the audio, or of the relay's keep-alive PINGs. The sweep
+// needs no per-session goroutine to run to find a dead session, costs a few
+// atomic loads per session, and cancelling is non-blocking: it drops the
+// session's subscriptions and queued groups at once, while the session's
+// own goroutine closes the connection when it next runs. Go's scheduler is
+// preemptive and runs a ready timer goroutine within a few time slices
+// however busy the other goroutines are, so CPU saturation delays a sweep
+// by milliseconds, not indefinitely; QUIC's own idle timeout is the second
+// layer. Slow or frozen subscribers also cannot pile up data meanwhile:
+// each holds at most maxInflightGroups group streams.
+
+const (
+	softLimitFraction = 0.90
+	highWaterFraction = 0.80
+	lowWaterFraction  = 0.75
+
+	// DefaultReapAfter is how long a session may receive nothing.
+	DefaultReapAfter = 15 * time.Second
+	sweepEvery       = time.Second
+
+	// DefaultListenerBytes is the memory one listener is assumed to need
+	// when turning the memory left into headroom.
+	DefaultListenerBytes = 100 << 10
+	// socketCeiling is the listeners one UDP socket drains (DESIGN.md):
+	// the headroom of a relay with no other limit.
+	socketCeiling = 6500
+)
+
+// admission holds the budget, the last memory sample and the counters.
+type admission struct {
+	budget      int64
+	highWater   int64
+	lowWater    int64
+	maxSessions int
+	perListener int64
+	reapAfter   time.Duration
+	usage       func() uint64
+
+	used     atomic.Int64
+	pressure atomic.Bool // above the high-water mark (until the low one)
+	refused  atomic.Int64
+	reaped   atomic.Int64
+}
+
+func newAdmission(budget int64, maxSessions int, reapAfter time.Duration, usage func() uint64) *admission {
+	a := &admission{budget: budget, maxSessions: maxSessions, perListener: DefaultListenerBytes, reapAfter: reapAfter, usage: usage}
+	if a.reapAfter <= 0 {
+		a.reapAfter = DefaultReapAfter
+	}
+	if a.usage == nil {
+		a.usage = goMemory
+	}
+	if budget > 0 {
+		a.highWater = int64(float64(budget) * highWaterFraction)
+		a.lowWater = int64(float64(budget) * lowWaterFraction)
+	}
+	a.sample()
+	return a
+}
+
+var goMemorySamples = []metrics.Sample{
+	{Name: "/memory/classes/total:bytes"},
+	{Name: "/memory/classes/heap/released:bytes"},
+}
+
+// goMemory is what the Go soft memory limit counts: everything the runtime
+// mapped, less what it returned to the kernel.
+func goMemory() uint64 {
+	s := make([]metrics.Sample, len(goMemorySamples))
+	copy(s, goMemorySamples)
+	metrics.Read(s)
+	return s[0].Value.Uint64() - s[1].Value.Uint64()
+}
+
+// sample reads the memory in use and updates the pressure flag.
+func (a *admission) sample() {
+	u := int64(a.usage())
+	a.used.Store(u)
+	if a.budget <= 0 {
+		return
+	}
+	switch {
+	case u >= a.highWater:
+		a.pressure.Store(true)
+	case u < a.lowWater:
+		a.pressure.Store(false)
+	}
+}
+
+// admit reports whether a new session may start, given how many are open.
+func (a *admission) admit(sessions int) bool {
+	if a.maxSessions > 0 && sessions >= a.maxSessions {
+		return false
+	}
+	return !a.pressure.Load()
+}
+
+// headroom is how many more listeners the relay expects to take.
+func (a *admission) headroom(sessions int) int {
+	if !a.admit(sessions) {
+		return 0
+	}
+	h := socketCeiling - sessions
+	if a.maxSessions > 0 {
+		h = a.maxSessions - sessions
+	}
+	if a.budget > 0 {
+		h = min(h, int((a.highWater-a.used.Load())/a.perListener))
+	}
+	return max(h, 0)
+}
+
+// admit is called for every new session before it is served.
+func (s *Server) admit() bool {
+	s.mu.Lock()
+	n := len(s.sessions)
+	s.mu.Unlock()
+	if s.adm.admit(n) {
+		return true
+	}
+	s.adm.refused.Add(1)
+	return false
+}
+
+// packetCounter is implemented by transports that count received packets
+// (raw QUIC).
+type packetCounter interface{ PacketsReceived() uint64 }
+
+var _ packetCounter = transport.NewQUIC(nil).(packetCounter)
+
+// RunReaper samples memory and reaps dead sessions every second until ctx
+// ends. Relay runs it; a bare Server needs it started.
+func (s *Server) RunReaper(ctx context.Context) {
+	t := time.NewTicker(sweepEvery)
+	defer t.Stop()
+	var list []*session
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case now := <-t.C:
+			list = s.sweep(now, list[:0])
+		}
+	}
+}
+
+// sweep is one pass of the reaper; list is scratch space, returned for reuse.
+func (s *Server) sweep(now time.Time, list []*session) []*session {
+	a := s.adm
+	a.sample()
+	after := a.reapAfter
+	if a.pressure.Load() {
+		after /= 3
+	}
+	s.mu.Lock()
+	for sess := range s.sessions {
+		list = append(list, sess)
+	}
+	s.mu.Unlock()
+	for _, sess := range list {
+		pc, ok := sess.t.(packetCounter)
+		if !ok || sess.reaped {
+			continue
+		}
+		n := pc.PacketsReceived()
+		if n != sess.sweepPackets || sess.sweepSeen.IsZero() {
+			sess.sweepPackets, sess.sweepSeen = n, now
+			continue
+		}
+		if now.Sub(sess.sweepSeen) >= after {
+			sess.reaped = true
+			a.reaped.Add(1)
+			sess.log.Info("reaping silent session", "silent", now.Sub(sess.sweepSeen).Round(time.Millisecond))
+			sess.cancel()
+		}
+	}
+	clear(list)
+	return list
+}

@@ -1,0 +1,309 @@
+package relay
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"sync"
+	"time"
+
+	"github.com/relayfleet/relayfleet/relay/client"
+)
+
+// Cluster links: a relay with upstreams pulls broadcasts it does not
+// publish locally from them. The first local subscriber to a track starts
+// one upstream subscription for it (per process, however many listeners),
+// over one shared client session to an upstream; the last one to leave ends
+// it. When the upstream goes away the track stays, its listeners stay
+// connected, and the relay re-dials and re-subscribes with exponential
+// backoff (with jitter, between upstreamBackoffMin and upstreamBackoffMax)
+// until it succeeds or the last listener leaves. The same session carries
+// an announce interest, so local listeners see the upstream's broadcasts
+// announced (RunUpstreamAnnounces).
+
+const (
+	upstreamBackoffMin = 100 * time.Millisecond
+	upstreamBackoffMax = 5 * time.Second
+	upstreamDialWait   = 5 * time.Second
+)
+
+var errLinkClosed = errors.New("upstream link closed")
+
+// upstreamLink is the shared client session towards the upstream relays.
+type upstreamLink struct {
+	urls   []string
+	logger *slog.Logger
+
+	mu     sync.Mutex
+	cur    *client.Session
+	next   int
+	closed bool
+}
+
+// session returns the live upstream session, dialling the next upstream
+// URL when there is none. One dial at a time.
+func (l *upstreamLink) session(ctx context.Context) (*client.Session, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed {
+		return nil, errLinkClosed
+	}
+	if l.cur != nil {
+		select {
+		case <-l.cur.Done():
+			_ = l.cur.Close()
+			l.cur = nil
+		default:
+			return l.cur, nil
+		}
+	}
+	u := l.urls[l.next%len(l.urls)]
+	l.next++
+	dctx, cancel := context.WithTimeout(ctx, upstreamDialWait)
+	defer cancel()
+	s, err := client.Dial(dctx, u, &client.Options{Logger: l.logger})
+	if err != nil {
+		return nil, fmt.Errorf("upstream %s: %w", u, err)
+	}
+	l.logger.Info("upstream connected", "url", u)
+	l.cur = s
+	return s, nil
+}
+
+// connected reports whether an upstream session is up.
+func (l *upstreamLink) connected() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.cur == nil {
+		return false
+	}
+	select {
+	case <-l.cur.Done():
+		return false
+	default:
+		return true
+	}
+}
+
+func (l *upstreamLink) close() {
+	l.mu.Lock()
+	l.closed = true
+	cur := l.cur
+	l.cur = nil
+	l.mu.Unlock()
+	if cur != nil {
+		_ = cur.Close()
+	}
+}
+
+// remoteBroadcastLocked returns the pulled broadcast for path, creating it;
+// s.mu is held.
+func (s *Server) remoteBroadcastLocked(path string) *broadcast {
+	b := s.remote[path]
+	if b == nil {
+		b = &broadcast{path: path, suffix: path, tracks: make(map[string]*track)}
+		s.remote[path] = b
+	}
+	return b
+}
+
+// runRemote keeps t's upstream subscription alive until t ends.
+func (s *Server) runRemote(t *track) {
+	log := s.logger.With("broadcast", t.b.path, "track", t.name)
+	delay := upstreamBackoffMin
+	everOK := false
+	for t.ctx.Err() == nil {
+		sess, err := s.link.session(t.ctx)
+		if err == nil {
+			var ok bool
+			ok, err = s.pullRemote(t, sess)
+			switch {
+			case ok:
+				everOK = true
+				delay = upstreamBackoffMin
+			case !everOK && !isDone(sess.Done()) && t.ctx.Err() == nil:
+				// The upstream is up and refused the first subscription:
+				// there is no such broadcast anywhere.
+				log.Info("upstream refused subscription", "err", err)
+				return
+			}
+		}
+		if t.ctx.Err() != nil {
+			return
+		}
+		log.Info("upstream subscription lost; retrying", "err", err, "in", delay)
+		wait := delay/2 + rand.N(delay/2+1)
+		tm := time.NewTimer(wait)
+		select {
+		case <-tm.C:
+		case <-t.ctx.Done():
+			tm.Stop()
+			return
+		}
+		delay = min(delay*2, upstreamBackoffMax)
+	}
+}
+
+func isDone(ch <-chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
+	}
+}
+
+// pullRemote subscribes to t upstream and feeds its groups into t until
+// the subscription or t ends. ok reports whether the upstream accepted.
+func (s *Server) pullRemote(t *track, sess *client.Session) (ok bool, err error) {
+	sub, err := sess.Subscribe(t.ctx, t.b.path, t.name)
+	if err != nil {
+		return false, err
+	}
+	defer sub.Close()
+	s.counters.upstreamSubscribes.Add(1)
+	// Sequences may restart with a new publisher: forget the old newest.
+	t.mu.Lock()
+	old := t.latest
+	t.latest = nil
+	t.mu.Unlock()
+	if old != nil {
+		old.finish(errTrackEnded)
+	}
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	c := &s.counters
+	for {
+		gr, err := sub.NextGroup(t.ctx)
+		if err != nil {
+			return true, err
+		}
+		c.groupsIn.Add(1)
+		g := newGroup(gr.Sequence)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			stop := context.AfterFunc(t.ctx, gr.Abort)
+			defer stop()
+			started := false // as in readGroup: hand over with the first frame
+			defer func() {
+				if !started {
+					t.startGroup(g)
+				}
+				t.wakeAll()
+			}()
+			for {
+				frame, err := gr.ReadFrame()
+				if err != nil {
+					if errors.Is(err, io.EOF) {
+						err = nil
+					}
+					g.finish(err)
+					return
+				}
+				if !g.append(frame) {
+					gr.Abort()
+					return
+				}
+				c.framesIn.Add(1)
+				c.bytesIn.Add(int64(len(frame)))
+				if !started {
+					started = true
+					t.startGroup(g)
+				} else {
+					t.wakeAll()
+				}
+			}
+		}()
+	}
+}
+
+// RunUpstreamAnnounces mirrors the upstream's announcements to this relay's
+// announce watchers, so that a listener can wait for a broadcast on an edge
+// as it would on the origin, until ctx ends. It keeps the upstream session
+// up, re-dialling with backoff. Relay runs it when there are upstreams.
+// What the upstream announced stays announced here across a reconnection
+// until the new session's initial list lacks it.
+func (s *Server) RunUpstreamAnnounces(ctx context.Context) {
+	if s.link == nil {
+		return
+	}
+	delay := upstreamBackoffMin
+	for ctx.Err() == nil {
+		sess, err := s.link.session(ctx)
+		if err == nil {
+			var got bool
+			got, err = s.mirrorAnnounces(ctx, sess)
+			if got {
+				delay = upstreamBackoffMin
+			}
+		}
+		if ctx.Err() != nil {
+			return
+		}
+		s.logger.Debug("upstream announcements lost; retrying", "err", err, "in", delay)
+		tm := time.NewTimer(delay/2 + rand.N(delay/2+1))
+		select {
+		case <-tm.C:
+		case <-ctx.Done():
+			tm.Stop()
+			return
+		}
+		delay = min(delay*2, upstreamBackoffMax)
+	}
+}
+
+func (s *Server) mirrorAnnounces(ctx context.Context, sess *client.Session) (bool, error) {
+	ann, err := sess.Announced(ctx, "")
+	if err != nil {
+		return false, err
+	}
+	defer ann.Close()
+	stop := context.AfterFunc(ctx, ann.Close)
+	defer stop()
+	// The initial list comes first, then changes. Anything announced
+	// before that the new list lacks has ended.
+	initial := map[string]bool{}
+	for _, p := range ann.Initial() {
+		initial[cleanPath(p)] = true
+	}
+	s.mu.Lock()
+	for p := range s.upstreamAnnounced {
+		if !initial[p] {
+			s.setUpstreamAnnouncedLocked(p, false)
+		}
+	}
+	for p := range initial {
+		s.setUpstreamAnnouncedLocked(p, true)
+	}
+	s.mu.Unlock()
+	for {
+		a, err := ann.Next(ctx)
+		if err != nil {
+			return true, err
+		}
+		s.mu.Lock()
+		s.setUpstreamAnnouncedLocked(cleanPath(a.Path), a.Active)
+		s.mu.Unlock()
+	}
+}
+
+// setUpstreamAnnouncedLocked records an upstream announcement and tells
+// the watchers, unless a local publisher already answers for the path;
+// s.mu is held.
+func (s *Server) setUpstreamAnnouncedLocked(path string, active bool) {
+	if s.upstreamAnnounced[path] == active {
+		return
+	}
+	if active {
+		s.upstreamAnnounced[path] = true
+	} else {
+		delete(s.upstreamAnnounced, path)
+	}
+	if s.broadcasts[path] == nil {
+		s.notifyLocked(path, active)
+	}
+}

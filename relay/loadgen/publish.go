@@ -1,0 +1,76 @@
+package loadgen
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/relayfleet/relayfleet/relay/client"
+)
+
+// PublishOptions configures Publish.
+type PublishOptions struct {
+	Broadcast string
+	Track     string        // "audio" when empty
+	FrameTime time.Duration // time between frames (Opus: 20 ms to 120 ms)
+	// FramesPerGroup is how many frames share a group (a QUIC stream):
+	// 1 is a stream per frame; FrameTime*FramesPerGroup of about a second
+	// is a stream per second.
+	FramesPerGroup int
+	FrameSize      int // bytes per frame, at least 28
+	Logger         *slog.Logger
+}
+
+// Publish connects to url and publishes Frame frames in real time until ctx
+// ends. A group with no subscribers is skipped, as a live encoder would.
+func Publish(ctx context.Context, url string, o PublishOptions) error {
+	if o.Track == "" {
+		o.Track = "audio"
+	}
+	if o.FrameTime <= 0 || o.FramesPerGroup < 1 {
+		return errors.New("publish: frame time and frames per group must be positive")
+	}
+	s, err := client.Dial(ctx, url, &client.Options{Logger: o.Logger})
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	b := s.Publish(o.Broadcast)
+	defer b.Close()
+	tw := b.Track(o.Track)
+	tick := time.NewTicker(o.FrameTime)
+	defer tick.Stop()
+	var gw *client.GroupWriter
+	defer func() {
+		if gw != nil {
+			_ = gw.Close()
+		}
+	}()
+	for seq := uint64(0); ; seq++ {
+		gw, err = tw.OpenGroup(ctx, seq)
+		if err != nil && !errors.Is(err, client.ErrNoSubscribers) {
+			return fmt.Errorf("publish: %w", err)
+		}
+		for i := 0; i < o.FramesPerGroup; i++ {
+			if gw != nil {
+				fi := FrameInfo{Group: seq, Index: uint32(i), Count: uint32(o.FramesPerGroup), SentNs: time.Now().UnixNano()}
+				if gw.WriteFrame(Frame(fi, o.FrameSize)) != nil {
+					gw = nil
+				}
+			}
+			select {
+			case <-tick.C:
+			case <-ctx.Done():
+				return nil
+			case <-s.Done():
+				return errors.New("publish: session closed by relay")
+			}
+		}
+		if gw != nil {
+			_ = gw.Close()
+			gw = nil
+		}
+	}
+}

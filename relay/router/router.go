@@ -1,0 +1,313 @@
+// Package router hands each new listener the relay process with the most
+// headroom.
+//
+// It serves GET /route?broadcast=NAME: the body is the URL of the chosen
+// relay process (one line, text/plain), or 503 when no process has
+// headroom. Every process's /stats is polled (Options.Poll, default one
+// second); its "headroom" field, which the relay computes as the listeners
+// it expects to take still (0 while admission control refuses: memory above
+// the high-water mark or the session cap reached; otherwise the smaller of
+// the sessions left under the cap, or under the per-socket ceiling, and the
+// memory left under the high-water mark divided by 100 KiB), is the
+// process's headroom. Between polls, each listener routed to a process
+// counts against its headroom, so a burst does not all land on one process.
+// A process marked draining, or whose last poll failed, gets no new
+// listeners. Ties go to the process listed first. The broadcast name is
+// required but does not affect the choice: every process pulls any
+// broadcast from upstream.
+//
+// The relays file, which the fleet tool writes, is JSON:
+//
+//	{"relays": [
+//	  {"url": "https://relay1.example:4443/", "stats": "http://relay1.example:4443/stats", "draining": false}
+//	]}
+//
+// "url" is what /route answers (http:// or https://), "stats" the /stats
+// URL to poll, "draining" true to stop sending new listeners there.
+// Unknown fields and duplicate URLs are errors. Reload re-reads it (the
+// router command does on SIGHUP); a file that fails to load leaves the
+// previous one in force. GET /relays shows the state as JSON.
+package router
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"os"
+	"sync"
+	"time"
+)
+
+// File is the relays file.
+type File struct {
+	Relays []Relay `json:"relays"`
+}
+
+// Relay is one relay process in the file.
+type Relay struct {
+	URL      string `json:"url"`
+	Stats    string `json:"stats"`
+	Draining bool   `json:"draining"`
+}
+
+// Parse decodes and validates a relays file.
+func Parse(data []byte) (*File, error) {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	var f File
+	if err := dec.Decode(&f); err != nil {
+		return nil, fmt.Errorf("relays file: %w", err)
+	}
+	if dec.More() {
+		return nil, errors.New("relays file: data after the JSON object")
+	}
+	seen := map[string]bool{}
+	for i, r := range f.Relays {
+		for field, v := range map[string]string{"url": r.URL, "stats": r.Stats} {
+			u, err := url.Parse(v)
+			if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+				return nil, fmt.Errorf("relays file: relay %d: %s %q: want an http:// or https:// URL", i, field, v)
+			}
+		}
+		if seen[r.URL] {
+			return nil, fmt.Errorf("relays file: relay %d: url %q listed twice", i, r.URL)
+		}
+		seen[r.URL] = true
+	}
+	return &f, nil
+}
+
+// Load reads and validates the relays file at path.
+func Load(path string) (*File, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("relays file: %w", err)
+	}
+	return Parse(data)
+}
+
+// Options configures a Router.
+type Options struct {
+	// File is the relays file's path.
+	File string
+	// Poll is how often each relay's /stats is read; 0 means a second.
+	Poll time.Duration
+	// Client polls; nil means one with a timeout of Poll.
+	Client *http.Client
+	// Logger receives the router's logs; nil means slog.Default().
+	Logger *slog.Logger
+}
+
+// Router chooses relays. Create one with New, poll with Run (or PollOnce)
+// and serve it as an http.Handler.
+type Router struct {
+	file   string
+	poll   time.Duration
+	hc     *http.Client
+	logger *slog.Logger
+	mux    *http.ServeMux
+
+	mu     sync.Mutex
+	relays []*relayState
+}
+
+type relayState struct {
+	Relay
+	Healthy  bool   `json:"healthy"`
+	Headroom int    `json:"headroom"`
+	Routed   int    `json:"routed_since_poll"`
+	Error    string `json:"error,omitempty"`
+}
+
+// New loads the relays file. No relay is healthy until its first poll.
+func New(opts Options) (*Router, error) {
+	r := &Router{file: opts.File, poll: opts.Poll, hc: opts.Client, logger: opts.Logger}
+	if r.poll <= 0 {
+		r.poll = time.Second
+	}
+	if r.hc == nil {
+		r.hc = &http.Client{Timeout: r.poll}
+	}
+	if r.logger == nil {
+		r.logger = slog.Default()
+	}
+	if err := r.Reload(); err != nil {
+		return nil, err
+	}
+	r.mux = http.NewServeMux()
+	r.mux.HandleFunc("GET /route", r.route)
+	r.mux.HandleFunc("GET /relays", r.list)
+	r.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok\n") })
+	return r, nil
+}
+
+// Reload re-reads the relays file. Relays still listed keep their last
+// poll; new ones are unhealthy until polled.
+func (r *Router) Reload() error {
+	f, err := Load(r.file)
+	if err != nil {
+		return err
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	old := map[string]*relayState{}
+	for _, s := range r.relays {
+		old[s.URL] = s
+	}
+	next := make([]*relayState, 0, len(f.Relays))
+	for _, rl := range f.Relays {
+		s := &relayState{Relay: rl}
+		if o := old[rl.URL]; o != nil && o.Stats == rl.Stats {
+			s.Healthy, s.Headroom, s.Routed, s.Error = o.Healthy, o.Headroom, o.Routed, o.Error
+		}
+		next = append(next, s)
+	}
+	r.relays = next
+	r.logger.Info("relays loaded", "file", r.file, "relays", len(next))
+	return nil
+}
+
+// Run polls every relay's /stats until ctx ends.
+func (r *Router) Run(ctx context.Context) {
+	t := time.NewTicker(r.poll)
+	defer t.Stop()
+	for {
+		r.PollOnce(ctx)
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// PollOnce reads every relay's /stats once, in parallel.
+func (r *Router) PollOnce(ctx context.Context) {
+	r.mu.Lock()
+	targets := make([]Relay, len(r.relays))
+	for i, s := range r.relays {
+		targets[i] = s.Relay
+	}
+	r.mu.Unlock()
+	type result struct {
+		headroom int
+		err      error
+	}
+	results := make([]result, len(targets))
+	var wg sync.WaitGroup
+	for i, t := range targets {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			h, err := r.headroom(ctx, t.Stats)
+			results[i] = result{h, err}
+		}()
+	}
+	wg.Wait()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for i, t := range targets {
+		for _, s := range r.relays {
+			if s.URL != t.URL || s.Stats != t.Stats {
+				continue
+			}
+			res := results[i]
+			if res.err != nil {
+				if s.Healthy {
+					r.logger.Warn("relay unreachable", "url", s.URL, "err", res.err)
+				}
+				s.Healthy, s.Headroom, s.Error = false, 0, res.err.Error()
+			} else {
+				s.Healthy, s.Headroom, s.Error = true, res.headroom, ""
+			}
+			s.Routed = 0
+		}
+	}
+}
+
+func (r *Router) headroom(ctx context.Context, statsURL string) (int, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, statsURL, nil)
+	if err != nil {
+		return 0, fmt.Errorf("poll %s: %w", statsURL, err)
+	}
+	resp, err := r.hc.Do(req)
+	if err != nil {
+		return 0, fmt.Errorf("poll: %w", err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return 0, fmt.Errorf("poll %s: %s", statsURL, resp.Status)
+	}
+	var st struct {
+		Headroom *int `json:"headroom"`
+	}
+	if err := json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&st); err != nil {
+		return 0, fmt.Errorf("poll %s: %w", statsURL, err)
+	}
+	if st.Headroom == nil {
+		return 0, fmt.Errorf("poll %s: no headroom field", statsURL)
+	}
+	return *st.Headroom, nil
+}
+
+// ErrNoHeadroom is returned by Pick when no relay can take a listener.
+var ErrNoHeadroom = errors.New("router: no relay has headroom")
+
+// Pick chooses the relay for one new listener and counts it against that
+// relay's headroom until the next poll.
+func (r *Router) Pick() (string, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var best *relayState
+	for _, s := range r.relays {
+		if s.Draining || !s.Healthy || s.Headroom-s.Routed <= 0 {
+			continue
+		}
+		if best == nil || s.Headroom-s.Routed > best.Headroom-best.Routed {
+			best = s
+		}
+	}
+	if best == nil {
+		return "", ErrNoHeadroom
+	}
+	best.Routed++
+	return best.URL, nil
+}
+
+// ServeHTTP serves /route, /relays and /healthz.
+func (r *Router) ServeHTTP(w http.ResponseWriter, req *http.Request) { r.mux.ServeHTTP(w, req) }
+
+func (r *Router) route(w http.ResponseWriter, req *http.Request) {
+	if req.URL.Query().Get("broadcast") == "" {
+		http.Error(w, "broadcast parameter required", http.StatusBadRequest)
+		return
+	}
+	u, err := r.Pick()
+	if err != nil {
+		w.Header().Set("Retry-After", "1")
+		http.Error(w, "no relay has headroom", http.StatusServiceUnavailable)
+		return
+	}
+	w.Header().Set("Content-Type", "text/plain")
+	w.Header().Set("Cache-Control", "no-store")
+	_, _ = io.WriteString(w, u+"\n")
+}
+
+func (r *Router) list(w http.ResponseWriter, _ *http.Request) {
+	r.mu.Lock()
+	out := make([]relayState, len(r.relays))
+	for i, s := range r.relays {
+		out[i] = *s
+	}
+	r.mu.Unlock()
+	w.Header().Set("Content-Type", "application/json")
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	_ = enc.Encode(map[string]any{"relays": out})
+}

@@ -1,0 +1,203 @@
+package router_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/relayfleet/relayfleet/relay"
+	"github.com/relayfleet/relayfleet/relay/router"
+)
+
+// fakeRelay serves /stats with a settable headroom; 0 status means 500.
+type fakeRelay struct {
+	srv      *httptest.Server
+	headroom atomic.Int64
+	down     atomic.Bool
+}
+
+func newFakeRelay(t *testing.T, headroom int) *fakeRelay {
+	f := &fakeRelay{}
+	f.headroom.Store(int64(headroom))
+	f.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		if f.down.Load() {
+			http.Error(w, "down", http.StatusInternalServerError)
+			return
+		}
+		fmt.Fprintf(w, `{"sessions": 3, "headroom": %d}`, f.headroom.Load())
+	}))
+	t.Cleanup(f.srv.Close)
+	return f
+}
+
+func (f *fakeRelay) entry(draining bool) router.Relay {
+	return router.Relay{URL: "https://" + f.srv.Listener.Addr().String() + "/", Stats: f.srv.URL + "/stats", Draining: draining}
+}
+
+func writeFile(t *testing.T, path string, relays ...router.Relay) {
+	t.Helper()
+	b, err := json.Marshal(router.File{Relays: relays})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func newRouter(t *testing.T, path string) (*router.Router, *httptest.Server) {
+	t.Helper()
+	r, err := router.New(router.Options{File: path, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(r)
+	t.Cleanup(srv.Close)
+	return r, srv
+}
+
+func route(t *testing.T, srv *httptest.Server) (int, string) {
+	t.Helper()
+	resp, err := http.Get(srv.URL + "/route?broadcast=live")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, strings.TrimSpace(string(b))
+}
+
+func TestRouteMostHeadroom(t *testing.T) {
+	a, b, c := newFakeRelay(t, 2), newFakeRelay(t, 3), newFakeRelay(t, 100)
+	path := filepath.Join(t.TempDir(), "relays.json")
+	writeFile(t, path, a.entry(false), b.entry(false), c.entry(true)) // c is draining
+	r, srv := newRouter(t, path)
+
+	if code, _ := route(t, srv); code != http.StatusServiceUnavailable {
+		t.Fatalf("before any poll: status %d, want 503", code)
+	}
+	r.PollOnce(context.Background())
+	// b (3), then a and b tie at 2 (a is listed first), then b, a, then full.
+	want := []string{b.entry(false).URL, a.entry(false).URL, b.entry(false).URL, a.entry(false).URL, b.entry(false).URL}
+	for i, w := range want {
+		code, got := route(t, srv)
+		if code != http.StatusOK || got != w {
+			t.Fatalf("route %d: %d %q, want 200 %q", i, code, got, w)
+		}
+	}
+	if code, _ := route(t, srv); code != http.StatusServiceUnavailable {
+		t.Fatalf("with every headroom used: status %d, want 503", code)
+	}
+	// A new poll resets what was routed; an unreachable relay is skipped.
+	b.down.Store(true)
+	r.PollOnce(context.Background())
+	if code, got := route(t, srv); code != http.StatusOK || got != a.entry(false).URL {
+		t.Fatalf("with b down: %d %q, want a", code, got)
+	}
+	resp, err := http.Get(srv.URL + "/route")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusBadRequest {
+		t.Fatalf("/route without broadcast: %d, want 400", resp.StatusCode)
+	}
+}
+
+func TestReload(t *testing.T) {
+	a, b := newFakeRelay(t, 10), newFakeRelay(t, 5)
+	path := filepath.Join(t.TempDir(), "relays.json")
+	writeFile(t, path, a.entry(false), b.entry(false))
+	r, srv := newRouter(t, path)
+	r.PollOnce(context.Background())
+	if _, got := route(t, srv); got != a.entry(false).URL {
+		t.Fatalf("routed to %q, want a", got)
+	}
+	writeFile(t, path, a.entry(true), b.entry(false)) // drain a
+	if err := r.Reload(); err != nil {
+		t.Fatal(err)
+	}
+	if _, got := route(t, srv); got != b.entry(false).URL {
+		t.Fatalf("after draining a: routed to %q, want b", got)
+	}
+	if err := os.WriteFile(path, []byte(`{"relays": [{"url": "x"}]}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Reload(); err == nil {
+		t.Fatal("a bad file reloaded")
+	}
+	if _, got := route(t, srv); got != b.entry(false).URL {
+		t.Fatalf("after a failed reload: routed to %q, want b still", got)
+	}
+}
+
+func TestParse(t *testing.T) {
+	bad := map[string]string{
+		"unknown field": `{"relays": [{"url": "http://a:1/", "stats": "http://a:1/stats", "weight": 3}]}`,
+		"bad url":       `{"relays": [{"url": "quic://a:1/", "stats": "http://a:1/stats"}]}`,
+		"no stats":      `{"relays": [{"url": "http://a:1/"}]}`,
+		"duplicate":     `{"relays": [{"url": "http://a:1/", "stats": "http://a:1/stats"}, {"url": "http://a:1/", "stats": "http://a:1/stats"}]}`,
+		"trailing":      `{"relays": []} {}`,
+		"not json":      `relays: []`,
+	}
+	for name, in := range bad {
+		t.Run(name, func(t *testing.T) {
+			if _, err := router.Parse([]byte(in)); err == nil {
+				t.Fatalf("Parse(%s) succeeded", in)
+			}
+		})
+	}
+	f, err := router.Parse([]byte(`{"relays": [{"url": "https://r1:4443/", "stats": "http://r1:4443/stats", "draining": true}]}`))
+	if err != nil || len(f.Relays) != 1 || !f.Relays[0].Draining {
+		t.Fatalf("Parse = %+v, %v", f, err)
+	}
+}
+
+// TestRouteToRealRelays polls real relays' /stats: the one with the larger
+// session cap gets the listener.
+func TestRouteToRealRelays(t *testing.T) {
+	start := func(max int) *relay.Relay {
+		r, err := relay.Start(context.Background(), relay.Config{Listen: "127.0.0.1:0", MaxSessions: max, MemoryBudget: -1, Logger: slog.New(slog.DiscardHandler)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { r.Close() })
+		return r
+	}
+	small, big := start(10), start(20)
+	entry := func(r *relay.Relay) router.Relay {
+		return router.Relay{URL: fmt.Sprintf("http://%s/", r.Addr()), Stats: fmt.Sprintf("http://%s/stats", r.Addr())}
+	}
+	path := filepath.Join(t.TempDir(), "relays.json")
+	writeFile(t, path, entry(small), entry(big))
+	r, srv := newRouter(t, path)
+	r.PollOnce(context.Background())
+	if code, got := route(t, srv); code != http.StatusOK || got != entry(big).URL {
+		t.Fatalf("routed %d %q, want the relay with 20 sessions of headroom", code, got)
+	}
+}
+
+// TestRunStops: Run returns once its context ends.
+func TestRunStops(t *testing.T) {
+	a := newFakeRelay(t, 1)
+	path := filepath.Join(t.TempDir(), "relays.json")
+	writeFile(t, path, a.entry(false))
+	r, _ := newRouter(t, path)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		r.Run(ctx)
+	}()
+	cancel()
+	<-done
+}
