@@ -289,4 +289,20 @@ func TestRolloutLabBox(t *testing.T) {
 			t.Errorf("%s was not restarted on the new build", inst)
 		}
 	}
+
+	// Draining, as a rollout does before each restart: the process stops
+	// admitting (headroom 0 for the router) and admits again after.
+	for _, on := range []bool{true, false} {
+		if err := provision.DrainOnBox(ctx, run, instances[0], on); err != nil {
+			t.Fatal(err)
+		}
+		st, err := provision.Status(ctx, run, sysctl.Relay(), rel)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := st.Processes[0]
+		if p.Draining != on || p.Admitting == on || (on && p.Headroom != 0) {
+			t.Errorf("drain %v: %+v", on, p)
+		}
+	}
 }

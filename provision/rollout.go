@@ -131,3 +131,65 @@ func ActiveInstances(ctx context.Context, run Runner) ([]string, error) {
 	}
 	return parseActiveUnits(string(out)), nil
 }
+
+// DrainOnBox marks a relay instance draining (on) or admitting again,
+// asked from the box itself: a draining relay refuses new sessions and
+// reports headroom 0, so the router sends new listeners elsewhere while
+// the instance's open sessions are served on. A relay build without
+// /drain is left as it is.
+func DrainOnBox(ctx context.Context, run Runner, instance string, on bool) error {
+	method := "DELETE"
+	if on {
+		method = "POST"
+	}
+	port := strings.TrimSuffix(strings.TrimPrefix(instance, "relay@"), ".service")
+	out, err := run.Run(ctx, fmt.Sprintf(`exec 3<>/dev/tcp/127.0.0.1/%s && printf '%s /drain HTTP/1.0\r\n\r\n' >&3 && head -n1 <&3`, quote(port), method), nil)
+	if err != nil {
+		return fmt.Errorf("drain %s: %w", instance, err)
+	}
+	status := strings.TrimSpace(string(out))
+	switch {
+	case strings.Contains(status, " 200 "):
+		return nil
+	case strings.Contains(status, " 404 ") || strings.Contains(status, " 405 "):
+		return nil // a build from before /drain: restarted without draining
+	}
+	return fmt.Errorf("drain %s: relay answered %q", instance, status)
+}
+
+// BoxListeners sums the listeners of every relay instance on a box.
+func BoxListeners(ctx context.Context, run Runner, instances []string) (int64, error) {
+	var total int64
+	for _, inst := range instances {
+		p := processStatus(ctx, run, inst)
+		if p.Error != "" {
+			return 0, fmt.Errorf("%s: %s", inst, p.Error)
+		}
+		total += p.Listeners
+	}
+	return total, nil
+}
+
+// ListenersReturn waits until the box serves at least frac of want
+// listeners again (they reconnect through the router after a restart).
+func ListenersReturn(ctx context.Context, run Runner, instances []string, want int64, frac float64, limit time.Duration) error {
+	need := int64(float64(want) * frac)
+	deadline := time.Now().Add(limit)
+	for {
+		got, err := BoxListeners(ctx, run, instances)
+		if err == nil && got >= need {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			if err != nil {
+				return err
+			}
+			return fmt.Errorf("listeners did not come back: %d of the %d before the restart after %v", got, want, limit)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
+}

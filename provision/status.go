@@ -20,6 +20,7 @@ type ProcessStatus struct {
 	// Headroom is how many more listeners it admits (from /stats).
 	Headroom  int   `json:"headroom"`
 	Admitting bool  `json:"admitting"`
+	Draining  bool  `json:"draining"`
 	MemoryCur int64 `json:"memory_bytes"`
 	MemoryMax int64 `json:"memory_max_bytes"`
 	Restarts  int   `json:"restarts"`
@@ -43,6 +44,7 @@ type statsDoc struct {
 	Subscribers int64 `json:"subscribers"`
 	Headroom    int   `json:"headroom"`
 	Admitting   bool  `json:"admitting"`
+	Draining    bool  `json:"draining"`
 }
 
 // Status reads a box's relay processes (systemd's view and each one's
@@ -113,6 +115,6 @@ exec 3<>/dev/tcp/127.0.0.1/%s 2>/dev/null && printf 'GET /stats HTTP/1.0\r\n\r\n
 		}
 		return p
 	}
-	p.Listeners, p.Headroom, p.Admitting = doc.Subscribers, doc.Headroom, doc.Admitting
+	p.Listeners, p.Headroom, p.Admitting, p.Draining = doc.Subscribers, doc.Headroom, doc.Admitting, doc.Draining
 	return p
 }

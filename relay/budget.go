@@ -64,6 +64,9 @@ type admission struct {
 
 	used     atomic.Int64
 	pressure atomic.Bool // above the high-water mark (until the low one)
+	// draining refuses new sessions while the operator moves listeners
+	// off this process (a rolling restart); open ones keep being served.
+	draining atomic.Bool
 	refused  atomic.Int64
 	reaped   atomic.Int64
 }
@@ -115,7 +118,7 @@ func (a *admission) sample() {
 
 // admit reports whether a new session may start, given how many are open.
 func (a *admission) admit(sessions int) bool {
-	if a.maxSessions > 0 && sessions >= a.maxSessions {
+	if a.draining.Load() || a.maxSessions > 0 && sessions >= a.maxSessions {
 		return false
 	}
 	return !a.pressure.Load()

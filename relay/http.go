@@ -5,9 +5,11 @@ import (
 	"crypto/tls"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net"
 	"net/http"
 	"net/http/pprof"
+	"net/netip"
 	"strings"
 	"sync"
 	"time"
@@ -50,6 +52,7 @@ type Stats struct {
 	MemoryUsed      int64 `json:"memory_used"`
 	MemoryHighWater int64 `json:"memory_high_water"`
 	Admitting       bool  `json:"admitting"`
+	Draining        bool  `json:"draining"`
 	MaxSessions     int   `json:"max_sessions"`
 	Headroom        int   `json:"headroom"`
 	Refused         int64 `json:"refused_total"`
@@ -82,6 +85,7 @@ func (s *Server) Stats() Stats {
 	a := s.adm
 	st.MemoryBudget, st.MemoryUsed, st.MemoryHighWater = a.budget, a.used.Load(), a.highWater
 	st.Admitting, st.MaxSessions, st.Headroom = a.admit(st.Sessions), a.maxSessions, a.headroom(st.Sessions)
+	st.Draining = a.draining.Load()
 	st.Refused, st.Reaped = a.refused.Load(), a.reaped.Load()
 	c := &s.counters
 	st.SessionsTotal = c.sessionsTotal.Load()
@@ -178,8 +182,34 @@ func (r *Relay) handler(withPprof bool) http.Handler {
 		_ = enc.Encode(r.Stats())
 	})
 	mux.Handle("GET /metrics", promhttp.HandlerFor(r.registry(), promhttp.HandlerOpts{}))
+	// Draining: POST /drain stops admitting new sessions (the router sees
+	// headroom 0 and sends new listeners elsewhere) while open sessions are
+	// served on; DELETE /drain admits again. Only from the box itself: the
+	// fleet tool asks over SSH during a rolling restart.
+	drain := func(on bool) http.HandlerFunc {
+		return func(w http.ResponseWriter, req *http.Request) {
+			if !fromLoopback(req) {
+				http.Error(w, "drain is only accepted from the box itself", http.StatusForbidden)
+				return
+			}
+			r.srv.adm.draining.Store(on)
+			_, _ = fmt.Fprintf(w, "draining=%v\n", on)
+		}
+	}
+	mux.HandleFunc("POST /drain", drain(true))
+	mux.HandleFunc("DELETE /drain", drain(false))
 	mux.HandleFunc("/", r.serveSession)
 	return mux
+}
+
+// fromLoopback says whether a request came from this machine.
+func fromLoopback(req *http.Request) bool {
+	host, _, err := net.SplitHostPort(req.RemoteAddr)
+	if err != nil {
+		return false
+	}
+	ip, err := netip.ParseAddr(host)
+	return err == nil && ip.Unmap().IsLoopback()
 }
 
 func (r *Relay) serveSession(w http.ResponseWriter, req *http.Request) {

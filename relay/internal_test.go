@@ -1,6 +1,8 @@
 package relay
 
 import (
+	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"strings"
 	"testing"
@@ -73,5 +75,22 @@ func TestTokenVerification(t *testing.T) {
 	var open *Authenticator
 	if p, err := open.Authorize(u); err != nil || !p.CanPublish("anything") {
 		t.Error("nil Authenticator must allow everything")
+	}
+}
+
+func TestDrainOnlyFromLoopback(t *testing.T) {
+	for addr, want := range map[string]bool{
+		"127.0.0.1:5000":        true,
+		"[::1]:5000":            true,
+		"[::ffff:127.0.0.1]:80": true,
+		"203.0.113.5:5000":      false,
+		"[2001:db8::1]:5000":    false,
+		"garbage":               false,
+	} {
+		req := httptest.NewRequest(http.MethodPost, "/drain", nil)
+		req.RemoteAddr = addr
+		if got := fromLoopback(req); got != want {
+			t.Errorf("fromLoopback(%s) = %v, want %v", addr, got, want)
+		}
 	}
 }

@@ -507,3 +507,56 @@ func TestHTTPURLPinsTheFetchedHash(t *testing.T) {
 	}
 	s.Close()
 }
+
+func TestDrainStopsAdmittingUntilUndrained(t *testing.T) {
+	r := startRelay(t, relay.Config{})
+	base := fmt.Sprintf("http://%s", r.Addr())
+	do := func(method string) {
+		t.Helper()
+		req, _ := http.NewRequest(method, base+"/drain", nil)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("%s /drain: %s", method, resp.Status)
+		}
+	}
+	stats := func() relay.Stats {
+		t.Helper()
+		resp, err := http.Get(base + "/stats")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var st relay.Stats
+		if err := json.NewDecoder(resp.Body).Decode(&st); err != nil {
+			t.Fatal(err)
+		}
+		return st
+	}
+	if st := stats(); st.Draining || !st.Admitting || st.Headroom == 0 {
+		t.Fatalf("fresh relay: %+v", st)
+	}
+	do(http.MethodPost)
+	if st := stats(); !st.Draining || st.Admitting || st.Headroom != 0 {
+		t.Errorf("draining relay: draining=%v admitting=%v headroom=%d", st.Draining, st.Admitting, st.Headroom)
+	}
+	// A new WebSocket session is refused before the upgrade.
+	req, _ := http.NewRequest(http.MethodGet, base+"/", nil)
+	req.Header.Set("Upgrade", "websocket")
+	req.Header.Set("Connection", "Upgrade")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusServiceUnavailable {
+		t.Errorf("new session while draining: %s, want 503", resp.Status)
+	}
+	do(http.MethodDelete)
+	if st := stats(); st.Draining || !st.Admitting {
+		t.Errorf("undrained relay: %+v", st)
+	}
+}

@@ -16,6 +16,7 @@ func runRollout(ctx context.Context, args []string, stdout io.Writer) error {
 	hf.add(fs)
 	binaryPath := fs.String("relay-binary", "", "the new relay build (required)")
 	boxes := fs.Int("boxes", 1, "boxes rolled at once (each rolls one process at a time)")
+	listenerWait := fs.Duration("listener-wait", 30*time.Second, "how long listeners get to come back after each restart (90% of the box's)")
 	if err := fs.parse(args); err != nil {
 		return err
 	}
@@ -63,7 +64,26 @@ func runRollout(ctx context.Context, args []string, stdout io.Writer) error {
 				results <- outcome{host: t.Host.String(), err: err}
 				return
 			}
-			r, err := provision.Rollout(ctx, t.Run, provision.Releases{}, binary, insts, nil, nil, nil)
+			// Each process is drained first (the router stops sending it new
+			// listeners), restarted, checked, and must get the box's
+			// listeners back before the next one goes.
+			var before int64
+			drain := func(inst string) error {
+				n, err := provision.BoxListeners(ctx, t.Run, insts)
+				if err != nil {
+					return err
+				}
+				before = n
+				return provision.DrainOnBox(ctx, t.Run, inst, true)
+			}
+			health := func(ctx context.Context, run provision.Runner, inst string) error {
+				if err := provision.HealthzOnBox(ctx, run, inst); err != nil {
+					return err
+				}
+				return provision.ListenersReturn(ctx, run, insts, before, 0.9, *listenerWait)
+			}
+			undrain := func(inst string) error { return provision.DrainOnBox(ctx, t.Run, inst, false) }
+			r, err := provision.Rollout(ctx, t.Run, provision.Releases{}, binary, insts, health, drain, undrain)
 			if err != nil {
 				stopped.Store(true)
 			}

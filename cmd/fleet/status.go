@@ -65,9 +65,12 @@ func runStatus(ctx context.Context, args []string, stdout io.Writer) error {
 		for _, b := range boxes {
 			for _, p := range b.Processes {
 				state := p.Active
-				if p.Error != "" {
+				switch {
+				case p.Error != "":
 					state += " (" + p.Error + ")"
-				} else if !p.Admitting {
+				case p.Draining:
+					state += ", draining"
+				case !p.Admitting:
 					state += ", refusing listeners"
 				}
 				fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%s / %s\t%d\n", b.Host, p.Unit, state, p.Listeners, p.Headroom,
