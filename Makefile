@@ -38,7 +38,7 @@ clean: ## remove build outputs
 
 lab-test: ## lab boxes (root, systemd-container, debootstrap): SSH, MemoryMax isolation, restarts, cleanup, converge
 	$(GO) test -tags lab -count=1 -timeout 30m -v ./infra/lab/
-	$(GO) test -tags lab -count=1 -timeout 20m -v ./provision/
+	$(GO) test -tags lab -count=1 -timeout 20m -v ./provision/ ./cmd/fleet/
 
 lab-qemu: ## the real-kernel lab flavour under qemu (root, qemu-system-x86; slow): net.core buffer sysctls
 	$(GO) test -tags labqemu -count=1 -timeout 60m -v -run TestQEMU ./infra/lab/
