@@ -12,6 +12,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"text/tabwriter"
 	"time"
 
 	"github.com/relayfleet/relayfleet/infra/lab"
@@ -317,6 +318,25 @@ func writeConvergeText(w io.Writer, rs []provision.HostResult, check bool) {
 			fmt.Fprintf(w, "   sysctl not applied (this kernel refuses them, as inside a container): %s\n", strings.Join(keys, ", "))
 		}
 	}
+	fmt.Fprintln(w)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "HOST\tRESULT\tCHANGES\tRESTARTED\tRELEASE\tSECONDS")
+	for _, r := range rs {
+		result, n, restarted, release := "converged", 0, 0, ""
+		if r.Report != nil {
+			n, restarted, release = len(r.Report.Changes), len(r.Report.Restarted), short(r.Report.Release)
+		}
+		switch {
+		case r.Err != nil:
+			result = "FAILED"
+		case n > 0 && check:
+			result = "would change"
+		case n > 0:
+			result = "changed"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\t%.1f\n", r.Host, result, n, restarted, release, r.Elapsed.Seconds())
+	}
+	tw.Flush()
 	fmt.Fprintf(w, "\nsummary: %d hosts: %d changed, %d unchanged, %d failed\n", len(rs), changed, unchanged, failed)
 }
 
