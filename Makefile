@@ -9,7 +9,7 @@ GOFLAGS ?=
 .PHONY: help build test lint fmt interop golden clean
 
 help: ## list the targets
-	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  %-10s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z0-9_-]+:.*## / {printf "  %-10s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
 build: ## build bin/fleet and bin/relay
 	$(GO) build $(GOFLAGS) -o $(BIN)/ ./cmd/...
@@ -54,3 +54,23 @@ bench-relay: ## relay capacity on this machine, about 10 minutes (bin/bench-rela
 
 bench-converge: build ## converge 3, 10, 20 fresh lab boxes, then the no-op re-run (root; a few minutes)
 	scripts/bench-converge.sh
+
+.PHONY: pulumi e2e
+
+PULUMI_VERSION ?= v3.274.1
+XDG_CACHE_HOME ?= $(HOME)/.cache
+PULUMI_ROOT    ?= $(XDG_CACHE_HOME)/relayfleet/pulumi-$(PULUMI_VERSION)
+PULUMI         := $(PULUMI_ROOT)/bin/pulumi
+
+pulumi: $(PULUMI) ## the Pulumi CLI from the module proxy (tools/pulumi), built once into ~/.cache/relayfleet (cold: ~4 min); bin/pulumi-resource-relayfleet -> fleet
+	@mkdir -p $(BIN) && ln -sfn fleet $(BIN)/pulumi-resource-relayfleet
+	@$(PULUMI) version
+
+$(PULUMI): tools/pulumi/go.mod tools/pulumi/go.sum
+	@mkdir -p $(dir $@)
+	cd tools/pulumi && $(GO) build -trimpath -ldflags "-X github.com/pulumi/pulumi/sdk/v3/go/common/version.Version=$(PULUMI_VERSION)" -o $@.tmp github.com/pulumi/pulumi/pkg/v3/cmd/pulumi
+	mv $@.tmp $@
+
+e2e: pulumi ## the provider in process on lab boxes, then fleet up, drift, change, up, destroy through the real Pulumi CLI (root; about a minute warm)
+	$(GO) test -tags lab -count=1 -timeout 15m -v -run TestLab ./infra/provider/
+	RELAYFLEET_PULUMI=$(PULUMI) $(GO) test -tags e2e -count=1 -timeout 30m -v -run TestE2E ./cmd/fleet/

@@ -41,6 +41,9 @@ func commands() []command {
 		{"rollout", "roll a new relay build through the steady boxes, one process at a time, rolling back on failure", runRollout},
 		{"status", "per relay process: listeners, headroom, memory against its ceiling, restarts; per box: release and sysctl drift", runStatus},
 		{"providers", "show the provider catalogue (and live prices with HCLOUD_TOKEN / DIGITALOCEAN_TOKEN)", runProviders},
+		{"up", "bring the fleet to the inventory through Pulumi (boxes, converged hosts) and write the router's relays file", runUp},
+		{"preview", "show what fleet up would change, drift included", runPreview},
+		{"destroy", "destroy the stack's boxes (static servers are left as they are)", runDestroy},
 		{"lab", "boxes on this machine for the demo and tests: up N | down | status | ssh BOX (root)", runLab},
 	}
 }

@@ -3,7 +3,9 @@
 // of live-audio relays.
 //
 // main only wires things together; each command lives in its own file and
-// errors are mapped to exit codes once, in run.
+// errors are mapped to exit codes once, in run. Started as
+// pulumi-resource-relayfleet (a symlink to it), the binary is the
+// relayfleet Pulumi provider plugin instead.
 package main
 
 import (
@@ -11,10 +13,17 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+
+	"github.com/relayfleet/relayfleet/infra/provider"
 )
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	if provider.IsPlugin(os.Args[0]) {
+		code := provider.Main(ctx)
+		stop()
+		os.Exit(code)
+	}
 	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	stop()
 	os.Exit(code)

@@ -1,0 +1,281 @@
+//go:build e2e
+
+// The end-to-end test of fleet up, preview and destroy on lab boxes
+// through the real Pulumi CLI (make e2e builds it; root is needed for the
+// lab). It uses its own state directory and its own lab (bridge rfpul0,
+// subnet 10.231.81.0/24), sharing the default lab's image cache, and
+// leaves no box behind.
+//
+//	RELAYFLEET_PULUMI      the Pulumi CLI (default: the make pulumi build)
+//	RELAYFLEET_LAB_IMAGES  image cache (default /var/lib/relayfleet/lab/images)
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/relayfleet/relayfleet/infra/lab"
+	"github.com/relayfleet/relayfleet/infra/program"
+	"github.com/relayfleet/relayfleet/sysctl"
+)
+
+const (
+	e2eLabDir = "/var/lib/relayfleet/lab-e2e"
+	e2eBridge = "rfpul0"
+	e2eSubnet = "10.231.81.0/24"
+)
+
+func e2eBuild(t *testing.T, dir string) (fleetBin, relayBin string) {
+	t.Helper()
+	for _, b := range []struct{ out, pkg string }{
+		{filepath.Join(dir, "fleet"), "github.com/relayfleet/relayfleet/cmd/fleet"},
+		{filepath.Join(dir, "relay"), "github.com/relayfleet/relayfleet/cmd/relay"},
+	} {
+		cmd := exec.Command("go", "build", "-o", b.out, b.pkg)
+		cmd.Stderr = os.Stderr
+		if err := cmd.Run(); err != nil {
+			t.Fatalf("build %s: %v", b.pkg, err)
+		}
+	}
+	return filepath.Join(dir, "fleet"), filepath.Join(dir, "relay")
+}
+
+func writeInventory(t *testing.T, path string, count int, shape string) {
+	t.Helper()
+	data, err := os.ReadFile("../../inventories/lab.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := strings.Replace(string(data), "    count: 2\n", "    count: "+string(rune('0'+count))+"\n", 1)
+	s = strings.Replace(s, "    shape: small\n    count:", "    shape: "+shape+"\n    count:", 1)
+	if !strings.Contains(s, "count: "+string(rune('0'+count))) {
+		t.Fatal("lab.yaml has no steady count: 2 to change")
+	}
+	if err := os.WriteFile(path, []byte(s), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestE2EUpChangeUpDestroy(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Fatal("e2e: root is needed for lab boxes")
+	}
+	cli, err := program.FindPulumi("")
+	if err != nil {
+		t.Fatalf("%v (make pulumi)", err)
+	}
+	images := os.Getenv("RELAYFLEET_LAB_IMAGES")
+	if images == "" {
+		images = filepath.Join(lab.DefaultDir, "images")
+	}
+	work := t.TempDir()
+	fleetBin, relayBin := e2eBuild(t, work)
+	state := filepath.Join(work, "state")
+	inv := filepath.Join(work, "lab.yaml")
+
+	l, err := lab.New(lab.Config{Dir: e2eLabDir, ImageDir: images, Bridge: e2eBridge, Subnet: netip.MustParsePrefix(e2eSubnet)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	boxes := func() []lab.Box {
+		t.Helper()
+		bs, err := l.List(ctx, map[string]string{"fleet": "lab"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return bs
+	}
+	t.Cleanup(func() {
+		for _, b := range boxes() {
+			l.Delete(context.Background(), b.Name)
+		}
+		l.Cleanup(context.Background())
+	})
+
+	fleet := func(args ...string) (string, int) {
+		t.Helper()
+		args = append(args, "--inventory", inv, "--state-dir", state, "--pulumi", cli,
+			"--lab-dir", e2eLabDir, "--lab-images", images, "--lab-bridge", e2eBridge, "--lab-subnet", e2eSubnet)
+		if args[0] != "destroy" {
+			args = append(args, "--relay-binary", relayBin)
+		}
+		ctx, cancel := context.WithTimeout(ctx, 10*time.Minute)
+		defer cancel()
+		cmd := exec.CommandContext(ctx, fleetBin, args...)
+		cmd.Env = append(os.Environ(), "PULUMI_CONFIG_PASSPHRASE=")
+		var out bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &out, &out
+		start := time.Now()
+		err := cmd.Run()
+		code := 0
+		if ee, ok := err.(*exec.ExitError); ok {
+			code = ee.ExitCode()
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("fleet %s: exit %d after %.1fs\n%s", args[0], code, time.Since(start).Seconds(), out.String())
+		return out.String(), code
+	}
+	relays := func() []program.Relay {
+		t.Helper()
+		data, err := os.ReadFile(filepath.Join(state, program.RelaysFile))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var f struct{ Relays []program.Relay }
+		if err := json.Unmarshal(data, &f); err != nil {
+			t.Fatalf("relays file: %v\n%s", err, data)
+		}
+		return f.Relays
+	}
+
+	// 1. Two lab boxes, converged.
+	writeInventory(t, inv, 2, "small")
+	if out, code := fleet("up"); code != 0 {
+		t.Fatalf("fleet up: exit %d: %s", code, lastLine(out))
+	}
+	if bs := boxes(); len(bs) != 2 {
+		t.Fatalf("%d lab boxes after up, want 2", len(bs))
+	}
+	for _, b := range boxes() {
+		if b.Labels["tier"] != "steady" || b.Labels["event"] == "" {
+			t.Errorf("box %s labels %v", b.Name, b.Labels)
+		}
+	}
+	if rs := relays(); len(rs) != 2 {
+		t.Fatalf("relays %v, want one per box (1 core each)", rs)
+	}
+	// The host private key output is a secret: ciphertext in the state.
+	ckpt, err := os.ReadFile(filepath.Join(state, "backend", ".pulumi", "stacks", program.Project, "lab.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc struct {
+		Checkpoint struct {
+			Latest struct {
+				Resources []struct {
+					Type    string
+					Outputs map[string]any
+				}
+			}
+		}
+	}
+	if err := json.Unmarshal(ckpt, &doc); err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range doc.Checkpoint.Latest.Resources {
+		if r.Type != "relayfleet:index:Box" {
+			continue
+		}
+		if m, ok := r.Outputs["hostPrivateKey"].(map[string]any); !ok || m["ciphertext"] == nil {
+			t.Errorf("hostPrivateKey in the state is %v, want ciphertext", r.Outputs["hostPrivateKey"])
+		}
+	}
+	pass, err := os.Stat(filepath.Join(state, "passphrase"))
+	if err != nil || pass.Mode().Perm() != 0o600 {
+		t.Fatalf("passphrase file: %v %v", err, pass)
+	}
+
+	// 2. Nothing to do: a second up changes nothing.
+	out, code := fleet("up")
+	if sum := summary(out, "up: stack lab: "); code != 0 || sum == "" || strings.Contains(sum, "create") || strings.Contains(sum, "update") || strings.Contains(sum, "delete") {
+		t.Fatalf("second up: exit %d, summary %q, want nothing changed", code, sum)
+	}
+
+	// 3. A hand-edited sysctl file shows in preview (with refresh) and up repairs it.
+	first := boxes()[0]
+	if err := l.Run(ctx, first.Name, "echo '# by hand' >> "+sysctl.Relay().File, nil, nil, os.Stderr); err != nil {
+		t.Fatal(err)
+	}
+	out, code = fleet("preview")
+	if sum := summary(out, "preview: stack lab: "); code != 0 || !strings.Contains(sum, "1 update") {
+		t.Fatalf("preview after a hand edit: exit %d, summary %q, want 1 update", code, sum)
+	}
+	out, code = fleet("up")
+	if sum := summary(out, "up: stack lab: "); code != 0 || !strings.Contains(sum, "1 update") {
+		t.Fatalf("up after a hand edit: exit %d, summary %q, want 1 update", code, sum)
+	}
+	var buf bytes.Buffer
+	l.Run(ctx, first.Name, "cat "+sysctl.Relay().File, nil, &buf, os.Stderr)
+	if strings.Contains(buf.String(), "# by hand") {
+		t.Fatal("up did not repair the hand-edited sysctl file")
+	}
+
+	// 4. Count 2 -> 3.
+	writeInventory(t, inv, 3, "small")
+	if out, code := fleet("up"); code != 0 {
+		t.Fatalf("fleet up with count 3: exit %d: %s", code, lastLine(out))
+	}
+	if bs := boxes(); len(bs) != 3 {
+		t.Fatalf("%d lab boxes after count 3, want 3", len(bs))
+	}
+	if rs := relays(); len(rs) != 3 {
+		t.Fatalf("relays %v, want 3", rs)
+	}
+
+	// 5. A new shape replaces the boxes (the old one first: the new one
+	// takes its name), and the hosts are converged onto them.
+	writeInventory(t, inv, 3, "medium")
+	out, code = fleet("up")
+	if sum := summary(out, "up: stack lab: "); code != 0 || !strings.Contains(sum, "3 replace") {
+		t.Fatalf("up with shape medium: exit %d, summary %q, want 3 replace", code, sum)
+	}
+	for _, b := range boxes() {
+		if b.Cores != lab.Medium.Cores || b.RAM != lab.Medium.RAM {
+			t.Errorf("box %s: %d cores, %d bytes after the shape change, want medium", b.Name, b.Cores, b.RAM)
+		}
+	}
+	if rs := relays(); len(rs) != 3*lab.Medium.Cores {
+		t.Fatalf("relays %v, want one per core of 3 medium boxes", rs)
+	}
+
+	// 6. Destroy: zero boxes left, an empty relay list.
+	if out, code := fleet("destroy"); code != 0 {
+		t.Fatalf("fleet destroy: exit %d: %s", code, lastLine(out))
+	}
+	if bs := boxes(); len(bs) != 0 {
+		t.Fatalf("%d lab boxes after destroy, want 0", len(bs))
+	}
+	if rs := relays(); len(rs) != 0 {
+		t.Fatalf("relays after destroy: %v", rs)
+	}
+	// The state holds no private key or passphrase in clear text.
+	secret, _ := os.ReadFile(filepath.Join(state, "passphrase"))
+	filepath.Walk(filepath.Join(state, "backend"), func(p string, fi os.FileInfo, err error) error {
+		if err != nil || fi.IsDir() {
+			return nil
+		}
+		data, _ := os.ReadFile(p)
+		if bytes.Contains(data, []byte("PRIVATE KEY")) || (len(bytes.TrimSpace(secret)) > 0 && bytes.Contains(data, bytes.TrimSpace(secret))) {
+			t.Errorf("%s holds a secret in clear text", p)
+		}
+		return nil
+	})
+}
+
+// summary is the rest of the output line that starts with prefix.
+func summary(out, prefix string) string {
+	for _, line := range strings.Split(out, "\n") {
+		if rest, ok := strings.CutPrefix(line, prefix); ok {
+			return rest
+		}
+	}
+	return ""
+}
+
+func lastLine(s string) string {
+	s = strings.TrimSpace(s)
+	if i := strings.LastIndexByte(s, '\n'); i >= 0 {
+		return s[i+1:]
+	}
+	return s
+}

@@ -1,0 +1,12 @@
+// Package program is relayfleet's Pulumi program: one function from a
+// fleet inventory to relayfleet resources (a Box and a Host per steady
+// box, a Firewall per cloud group) and stack outputs carrying the host
+// list that provision and the router need.
+//
+// The same function runs two ways: from infra/pulumi's main.go under an
+// official Pulumi install (`pulumi up` there), and inline through the
+// Automation API (package infra/program's Up, Preview and Destroy, which
+// `fleet up | preview | destroy` call) with only the Pulumi CLI, a file
+// backend and passphrase secrets. Side effects belong to the provider's
+// resources; nothing here connects anywhere.
+package program

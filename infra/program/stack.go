@@ -1,0 +1,444 @@
+package program
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	"github.com/pulumi/pulumi/sdk/v3/go/auto"
+	"github.com/pulumi/pulumi/sdk/v3/go/auto/optdestroy"
+	"github.com/pulumi/pulumi/sdk/v3/go/auto/optpreview"
+	"github.com/pulumi/pulumi/sdk/v3/go/auto/optup"
+	"github.com/pulumi/pulumi/sdk/v3/go/common/workspace"
+
+	"github.com/relayfleet/relayfleet/infra/provider"
+	"github.com/relayfleet/relayfleet/inventories"
+)
+
+// Project is the Pulumi project name of the fleet program.
+const Project = "relayfleet-infra"
+
+// Environment variables the driver reads.
+const (
+	BackendEnv    = "PULUMI_BACKEND_URL"       // any Pulumi backend; default file:// under the state dir
+	PassphraseEnv = "PULUMI_CONFIG_PASSPHRASE" // secrets passphrase; default a generated one in the state dir
+	StateDirEnv   = "RELAYFLEET_STATE_DIR"     // default state directory
+	PulumiEnv     = "RELAYFLEET_PULUMI"        // the Pulumi CLI; default the cached build, then $PATH
+)
+
+// PulumiVersion is the Pulumi CLI version relayfleet builds and expects.
+const PulumiVersion = "v3.274.1"
+
+// RelaysFile is the router's relay list that Up writes in the state dir.
+const RelaysFile = "relays.json"
+
+// Stack says where a fleet's stack lives and how to run it.
+type Stack struct {
+	Fleet     *inventories.Fleet
+	Catalogue *inventories.Catalogue
+	Program   Options
+	// Name is the stack's name; default the fleet's name.
+	Name string
+	// StateDir holds the file backend, the passphrase, the plugin link and
+	// the workspace; default DefaultStateDir().
+	StateDir string
+	// BackendURL is any Pulumi backend; default $PULUMI_BACKEND_URL, else
+	// file://STATEDIR/backend.
+	BackendURL string
+	// Pulumi is the Pulumi CLI; default FindPulumi("").
+	Pulumi string
+	// Plugin is the executable that serves the relayfleet provider (the
+	// fleet binary); it is linked as pulumi-resource-relayfleet.
+	Plugin string
+	// Config is the provider configuration (relayfleet:KEY).
+	Config map[string]string
+	// Progress receives the engine's progress lines; nil discards.
+	Progress io.Writer
+	// Refresh reads every resource's real state before the operation, so
+	// that drift (a hand-edited unit or sysctl file) shows and is repaired.
+	Refresh bool
+}
+
+// DefaultStateDir is $RELAYFLEET_STATE_DIR, else $XDG_STATE_HOME/relayfleet,
+// else ~/.local/state/relayfleet.
+func DefaultStateDir() (string, error) {
+	if d := os.Getenv(StateDirEnv); d != "" {
+		return filepath.Abs(d)
+	}
+	if d := os.Getenv("XDG_STATE_HOME"); d != "" {
+		return filepath.Join(d, "relayfleet"), nil
+	}
+	home, err := os.UserHomeDir()
+	if err != nil {
+		return "", fmt.Errorf("state dir: %w", err)
+	}
+	return filepath.Join(home, ".local", "state", "relayfleet"), nil
+}
+
+// CachedPulumi is where `make pulumi` puts the CLI:
+// ~/.cache/relayfleet/pulumi-VERSION/bin/pulumi.
+func CachedPulumi() string {
+	dir, err := os.UserCacheDir()
+	if err != nil {
+		return ""
+	}
+	return filepath.Join(dir, "relayfleet", "pulumi-"+PulumiVersion, "bin", "pulumi")
+}
+
+// ErrNoPulumi is returned when no Pulumi CLI can be found.
+var ErrNoPulumi = errors.New("no Pulumi CLI: build it with make pulumi, or give its path")
+
+// FindPulumi returns the Pulumi CLI to use: path when given, else
+// $RELAYFLEET_PULUMI, else the cached build, else pulumi on $PATH.
+func FindPulumi(path string) (string, error) {
+	for _, p := range []string{path, os.Getenv(PulumiEnv), CachedPulumi()} {
+		if p == "" {
+			continue
+		}
+		if st, err := os.Stat(p); err == nil && !st.IsDir() && st.Mode()&0o111 != 0 {
+			return filepath.Abs(p)
+		}
+		if p == path || p == os.Getenv(PulumiEnv) {
+			return "", fmt.Errorf("%w (%s is not an executable)", ErrNoPulumi, p)
+		}
+	}
+	for _, dir := range filepath.SplitList(os.Getenv("PATH")) {
+		p := filepath.Join(dir, "pulumi")
+		if st, err := os.Stat(p); err == nil && !st.IsDir() && st.Mode()&0o111 != 0 {
+			return p, nil
+		}
+	}
+	return "", ErrNoPulumi
+}
+
+// passphrase returns $PULUMI_CONFIG_PASSPHRASE, else the passphrase kept
+// in the state dir (mode 0600), generated on first use. It is never
+// printed or logged.
+func passphrase(stateDir string) (string, error) {
+	if p := os.Getenv(PassphraseEnv); p != "" {
+		return p, nil
+	}
+	path := filepath.Join(stateDir, "passphrase")
+	data, err := os.ReadFile(path)
+	if err == nil {
+		if p := strings.TrimSpace(string(data)); p != "" {
+			return p, nil
+		}
+		return "", fmt.Errorf("passphrase file %s is empty", path)
+	}
+	if !errors.Is(err, fs.ErrNotExist) {
+		return "", fmt.Errorf("passphrase: %w", err)
+	}
+	buf := make([]byte, 32)
+	if _, err := rand.Read(buf); err != nil {
+		return "", err
+	}
+	p := base64.RawURLEncoding.EncodeToString(buf)
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return "", fmt.Errorf("passphrase: %w", err)
+	}
+	_, werr := f.WriteString(p + "\n")
+	if cerr := f.Close(); werr == nil {
+		werr = cerr
+	}
+	if werr != nil {
+		return "", fmt.Errorf("passphrase: %w", werr)
+	}
+	return p, nil
+}
+
+// link makes dir/name a symlink to target, replacing what was there.
+func link(dir, name, target string) error {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return err
+	}
+	tmp := filepath.Join(dir, "."+name+".tmp")
+	os.Remove(tmp)
+	if err := os.Symlink(target, tmp); err != nil {
+		return err
+	}
+	return os.Rename(tmp, filepath.Join(dir, name))
+}
+
+// open prepares the state dir and returns the stack, upserted.
+func (s *Stack) open(ctx context.Context) (auto.Stack, error) {
+	if s.Fleet == nil {
+		return auto.Stack{}, errors.New("stack: no fleet")
+	}
+	if s.Name == "" {
+		s.Name = s.Fleet.Name
+	}
+	if s.StateDir == "" {
+		d, err := DefaultStateDir()
+		if err != nil {
+			return auto.Stack{}, err
+		}
+		s.StateDir = d
+	}
+	if err := os.MkdirAll(s.StateDir, 0o700); err != nil {
+		return auto.Stack{}, fmt.Errorf("state dir: %w", err)
+	}
+	backend := s.BackendURL
+	if backend == "" {
+		backend = os.Getenv(BackendEnv)
+	}
+	if backend == "" {
+		dir := filepath.Join(s.StateDir, "backend")
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			return auto.Stack{}, fmt.Errorf("state dir: %w", err)
+		}
+		backend = "file://" + dir
+	}
+	pass, err := passphrase(s.StateDir)
+	if err != nil {
+		return auto.Stack{}, err
+	}
+	cli, err := FindPulumi(s.Pulumi)
+	if err != nil {
+		return auto.Stack{}, err
+	}
+	// NewPulumiCommand wants ROOT/bin/pulumi.
+	cliRoot := filepath.Join(s.StateDir, "cli")
+	if err := link(filepath.Join(cliRoot, "bin"), "pulumi", cli); err != nil {
+		return auto.Stack{}, fmt.Errorf("pulumi cli: %w", err)
+	}
+	cmd, err := auto.NewPulumiCommand(&auto.PulumiCommandOptions{Root: cliRoot})
+	if err != nil {
+		return auto.Stack{}, fmt.Errorf("pulumi cli %s: %w", cli, err)
+	}
+	plugin := s.Plugin
+	if plugin == "" {
+		if plugin, err = os.Executable(); err != nil {
+			return auto.Stack{}, err
+		}
+	}
+	pluginDir := filepath.Join(s.StateDir, "plugins")
+	if err := link(pluginDir, provider.PluginName, plugin); err != nil {
+		return auto.Stack{}, fmt.Errorf("provider plugin: %w", err)
+	}
+	work := filepath.Join(s.StateDir, "work")
+	home := filepath.Join(s.StateDir, "pulumi-home")
+	for _, d := range []string{work, home} {
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			return auto.Stack{}, err
+		}
+	}
+	proj := workspace.Project{
+		Name:    Project,
+		Runtime: workspace.NewProjectRuntimeInfo("go", nil),
+		Backend: &workspace.ProjectBackend{URL: backend},
+		Plugins: &workspace.Plugins{Providers: []workspace.PluginOptions{{Name: provider.Name, Path: pluginDir}}},
+	}
+	env := map[string]string{
+		BackendEnv:                 backend,
+		PassphraseEnv:              pass,
+		"PULUMI_SKIP_UPDATE_CHECK": "true",
+		"PULUMI_HOME":              home,
+		"PATH":                     pluginDir + string(os.PathListSeparator) + os.Getenv("PATH"),
+	}
+	st, err := auto.UpsertStackInlineSource(ctx, s.Name, Project, Program(s.Fleet, s.Catalogue, s.Program),
+		auto.Project(proj), auto.Pulumi(cmd), auto.WorkDir(work), auto.PulumiHome(home),
+		auto.SecretsProvider("passphrase"), auto.EnvVars(env))
+	if err != nil {
+		return auto.Stack{}, fmt.Errorf("stack %s: %s", s.Name, redact(err.Error(), pass))
+	}
+	cfg := auto.ConfigMap{}
+	for k, v := range s.Config {
+		cfg[provider.Name+":"+k] = auto.ConfigValue{Value: v}
+	}
+	if len(cfg) > 0 {
+		if err := st.SetAllConfig(ctx, cfg); err != nil {
+			return auto.Stack{}, fmt.Errorf("stack %s: config: %s", s.Name, redact(err.Error(), pass))
+		}
+	}
+	return st, nil
+}
+
+// redact removes the passphrase from text that may end up in a log.
+func redact(s, pass string) string {
+	if pass == "" {
+		return s
+	}
+	return strings.ReplaceAll(s, pass, "[passphrase]")
+}
+
+func (s *Stack) progress() io.Writer {
+	if s.Progress == nil {
+		return io.Discard
+	}
+	return s.Progress
+}
+
+// UpResult is what Up made.
+type UpResult struct {
+	Hosts []HostEntry
+	// Changes counts resources by operation (create, update, delete, same).
+	Changes map[string]int
+	// RelaysFile is the router's relay list written for the hosts.
+	RelaysFile string
+}
+
+// Up brings the fleet to the inventory and writes the router's relay
+// list from the stack outputs.
+func (s *Stack) Up(ctx context.Context) (*UpResult, error) {
+	st, err := s.open(ctx)
+	if err != nil {
+		return nil, err
+	}
+	opts := []optup.Option{optup.ProgressStreams(s.progress()), optup.ErrorProgressStreams(s.progress())}
+	if s.Refresh {
+		opts = append(opts, optup.Refresh())
+	}
+	res, err := st.Up(ctx, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("up: %s", lastLines(err.Error()))
+	}
+	hosts, err := HostsFromOutputs(res.Outputs)
+	if err != nil {
+		return nil, err
+	}
+	path := filepath.Join(s.StateDir, RelaysFile)
+	if err := WriteRelays(path, hosts); err != nil {
+		return nil, err
+	}
+	out := &UpResult{Hosts: hosts, Changes: map[string]int{}, RelaysFile: path}
+	if res.Summary.ResourceChanges != nil {
+		for k, v := range *res.Summary.ResourceChanges {
+			out.Changes[k] = v
+		}
+	}
+	return out, nil
+}
+
+// Preview reports what Up would change, by operation.
+func (s *Stack) Preview(ctx context.Context) (map[string]int, error) {
+	st, err := s.open(ctx)
+	if err != nil {
+		return nil, err
+	}
+	opts := []optpreview.Option{optpreview.ProgressStreams(s.progress()), optpreview.ErrorProgressStreams(s.progress()), optpreview.Diff()}
+	if s.Refresh {
+		opts = append(opts, optpreview.Refresh())
+	}
+	res, err := st.Preview(ctx, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("preview: %s", lastLines(err.Error()))
+	}
+	changes := map[string]int{}
+	for k, v := range res.ChangeSummary {
+		changes[string(k)] = v
+	}
+	return changes, nil
+}
+
+// Destroy removes every box the stack made (static servers are left as
+// they are) and empties the router's relay list.
+func (s *Stack) Destroy(ctx context.Context) (map[string]int, error) {
+	st, err := s.open(ctx)
+	if err != nil {
+		return nil, err
+	}
+	opts := []optdestroy.Option{optdestroy.ProgressStreams(s.progress()), optdestroy.ErrorProgressStreams(s.progress())}
+	if s.Refresh {
+		opts = append(opts, optdestroy.Refresh())
+	}
+	res, err := st.Destroy(ctx, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("destroy: %s", lastLines(err.Error()))
+	}
+	if err := WriteRelays(filepath.Join(s.StateDir, RelaysFile), nil); err != nil {
+		return nil, err
+	}
+	changes := map[string]int{}
+	if res.Summary.ResourceChanges != nil {
+		for k, v := range *res.Summary.ResourceChanges {
+			changes[k] = v
+		}
+	}
+	return changes, nil
+}
+
+// lastLines keeps the engine's error short: its last few lines say why.
+func lastLines(s string) string {
+	lines := strings.Split(strings.TrimSpace(s), "\n")
+	var keep []string
+	for _, l := range lines {
+		if l = strings.TrimSpace(l); l != "" {
+			keep = append(keep, l)
+		}
+	}
+	if len(keep) > 6 {
+		keep = keep[len(keep)-6:]
+	}
+	return strings.Join(keep, "; ")
+}
+
+// HostsFromOutputs reads the "hosts" stack output.
+func HostsFromOutputs(out auto.OutputMap) ([]HostEntry, error) {
+	v, ok := out["hosts"]
+	if !ok || v.Value == nil {
+		return nil, nil
+	}
+	data, err := json.Marshal(v.Value)
+	if err != nil {
+		return nil, fmt.Errorf("stack output hosts: %w", err)
+	}
+	var hosts []HostEntry
+	if err := json.Unmarshal(data, &hosts); err != nil {
+		return nil, fmt.Errorf("stack output hosts: %w", err)
+	}
+	sort.Slice(hosts, func(i, j int) bool { return hosts[i].Name < hosts[j].Name })
+	return hosts, nil
+}
+
+// Relay is one relay process in the router's relay list.
+type Relay struct {
+	URL      string `json:"url"`
+	Stats    string `json:"stats"`
+	Draining bool   `json:"draining"`
+}
+
+// Relays is the router's relay list.
+func Relays(hosts []HostEntry) []Relay {
+	rs := []Relay{}
+	for _, h := range hosts {
+		host := h.Address
+		if strings.Contains(host, ":") {
+			host = "[" + host + "]" // IPv6
+		}
+		for _, p := range h.Ports {
+			base := fmt.Sprintf("http://%s:%d/", host, p)
+			rs = append(rs, Relay{URL: base, Stats: base + "stats"})
+		}
+	}
+	return rs
+}
+
+// WriteRelays writes the router's relay list for hosts to path, through a
+// temporary file and a rename.
+func WriteRelays(path string, hosts []HostEntry) error {
+	data, err := json.MarshalIndent(struct {
+		Relays []Relay `json:"relays"`
+	}{Relays(hosts)}, "", "  ")
+	if err != nil {
+		return err
+	}
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, append(data, '\n'), 0o644); err != nil {
+		return fmt.Errorf("relays file: %w", err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return fmt.Errorf("relays file: %w", err)
+	}
+	return nil
+}

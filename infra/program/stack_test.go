@@ -1,0 +1,119 @@
+package program
+
+import (
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/pulumi/pulumi/sdk/v3/go/auto"
+)
+
+func TestPassphraseGeneratedOnceAndPrivate(t *testing.T) {
+	t.Setenv(PassphraseEnv, "")
+	dir := t.TempDir()
+	p1, err := passphrase(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(p1) < 32 {
+		t.Fatalf("passphrase of %d characters", len(p1))
+	}
+	st, err := os.Stat(filepath.Join(dir, "passphrase"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Mode().Perm() != 0o600 {
+		t.Fatalf("passphrase file mode %v, want 0600", st.Mode().Perm())
+	}
+	p2, err := passphrase(dir)
+	if err != nil || p2 != p1 {
+		t.Fatalf("second read: %v, same=%v; want the stored passphrase", err, p2 == p1)
+	}
+	t.Setenv(PassphraseEnv, "from-env")
+	if p, _ := passphrase(dir); p != "from-env" {
+		t.Fatal("the environment's passphrase does not win")
+	}
+	if got := redact("decrypt with "+p1+" failed", p1); strings.Contains(got, p1) {
+		t.Fatalf("redact left the passphrase in %q", got)
+	}
+}
+
+func TestRelaysFile(t *testing.T) {
+	hosts := []HostEntry{
+		{Name: "b1", Address: "10.0.0.11", Ports: []int{4443, 4444}},
+		{Name: "b2", Address: "2001:db8::1", Ports: []int{4443}},
+	}
+	path := filepath.Join(t.TempDir(), RelaysFile)
+	if err := WriteRelays(path, hosts); err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got struct {
+		Relays []struct {
+			URL      string `json:"url"`
+			Stats    string `json:"stats"`
+			Draining *bool  `json:"draining"`
+		} `json:"relays"`
+	}
+	if err := json.Unmarshal(data, &got); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"http://10.0.0.11:4443/", "http://10.0.0.11:4444/", "http://[2001:db8::1]:4443/"}
+	if len(got.Relays) != len(want) {
+		t.Fatalf("relays %s", data)
+	}
+	for i, r := range got.Relays {
+		if r.URL != want[i] || r.Stats != want[i]+"stats" || r.Draining == nil || *r.Draining {
+			t.Errorf("relay %d: %+v, want %s", i, r, want[i])
+		}
+	}
+	if err := WriteRelays(path, nil); err != nil {
+		t.Fatal(err)
+	}
+	data, _ = os.ReadFile(path)
+	if !strings.Contains(string(data), `"relays": []`) {
+		t.Fatalf("no hosts: %s, want an empty list", data)
+	}
+}
+
+func TestHostsFromOutputs(t *testing.T) {
+	out := auto.OutputMap{"hosts": {Value: []any{
+		map[string]any{"name": "b2", "address": "10.0.0.12", "ports": []any{4443.0}},
+		map[string]any{"name": "b1", "address": "10.0.0.11", "ports": []any{4443.0, 4444.0}},
+	}}}
+	hosts, err := HostsFromOutputs(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(hosts) != 2 || hosts[0].Name != "b1" || len(hosts[0].Ports) != 2 || hosts[1].Ports[0] != 4443 {
+		t.Fatalf("hosts %+v", hosts)
+	}
+	if hs, err := HostsFromOutputs(auto.OutputMap{}); err != nil || hs != nil {
+		t.Fatalf("no output: %v %v", hs, err)
+	}
+}
+
+func TestFindPulumi(t *testing.T) {
+	dir := t.TempDir()
+	exe := filepath.Join(dir, "pulumi")
+	if err := os.WriteFile(exe, []byte("#!/bin/sh\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv(PulumiEnv, "")
+	if got, err := FindPulumi(exe); err != nil || got != exe {
+		t.Fatalf("explicit path: %q %v", got, err)
+	}
+	if _, err := FindPulumi(filepath.Join(dir, "missing")); !errors.Is(err, ErrNoPulumi) {
+		t.Fatalf("missing explicit path: %v, want ErrNoPulumi", err)
+	}
+	t.Setenv(PulumiEnv, exe)
+	if got, err := FindPulumi(""); err != nil || got != exe {
+		t.Fatalf("from $%s: %q %v", PulumiEnv, got, err)
+	}
+}

@@ -1,0 +1,208 @@
+package provider
+
+import (
+	"context"
+	"crypto/ed25519"
+	"crypto/rand"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"golang.org/x/crypto/ssh"
+
+	"github.com/relayfleet/relayfleet/infra/backend"
+	"github.com/relayfleet/relayfleet/infra/digitalocean"
+	"github.com/relayfleet/relayfleet/infra/hcloud"
+	"github.com/relayfleet/relayfleet/provision"
+)
+
+// Environment variables of the cloud backends (the provider plugin
+// inherits them from fleet or the Pulumi CLI). Tokens never pass through
+// Pulumi config or state.
+const (
+	HcloudTokenEnv    = "HCLOUD_TOKEN"
+	HcloudEndpointEnv = "HCLOUD_ENDPOINT"
+	DOTokenEnv        = "DIGITALOCEAN_TOKEN"
+	DOEndpointEnv     = "DIGITALOCEAN_API_URL"
+)
+
+// cloudBootTimeout bounds Create's wait for a new cloud box's SSH.
+var cloudBootTimeout = 5 * time.Minute
+
+// cloudAPI is a cloud's box backend, with its firewalls.
+type cloudAPI interface {
+	backend.Backend
+	backend.Firewaller
+}
+
+// newCloud returns the named cloud's API client, from its token.
+var newCloud = func(name string) (cloudAPI, error) {
+	switch name {
+	case BackendHcloud:
+		tok := os.Getenv(HcloudTokenEnv)
+		if tok == "" {
+			return nil, fmt.Errorf("backend hcloud: set %s", HcloudTokenEnv)
+		}
+		return hcloud.New(hcloud.Config{Token: tok, Endpoint: os.Getenv(HcloudEndpointEnv)})
+	case BackendDigitalOcean:
+		tok := os.Getenv(DOTokenEnv)
+		if tok == "" {
+			return nil, fmt.Errorf("backend digitalocean: set %s", DOTokenEnv)
+		}
+		return digitalocean.New(digitalocean.Config{Token: tok, Endpoint: os.Getenv(DOEndpointEnv)})
+	}
+	return nil, fmt.Errorf("backend %q: %w", name, ErrBackendMissing)
+}
+
+// cloudBackend makes boxes at a cloud: it generates the box's host key,
+// hands it and the admin's keys to cloud-init, and waits until SSH answers
+// with that key.
+type cloudBackend struct {
+	api     cloudAPI
+	keyFile string
+}
+
+// newHostKey returns an ed25519 host key: the private key in OpenSSH PEM
+// form and the public key in authorized_keys form.
+func newHostKey(comment string) (privPEM []byte, pub string, err error) {
+	pk, sk, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		return nil, "", err
+	}
+	block, err := ssh.MarshalPrivateKey(sk, comment)
+	if err != nil {
+		return nil, "", err
+	}
+	sp, err := ssh.NewPublicKey(pk)
+	if err != nil {
+		return nil, "", err
+	}
+	return pem.EncodeToMemory(block), strings.TrimSpace(string(ssh.MarshalAuthorizedKey(sp))), nil
+}
+
+func cloudMachine(b backend.Box) (machine, error) {
+	if !b.IPv4.IsValid() {
+		return machine{}, fmt.Errorf("server %s has no public IPv4 address", b.Name)
+	}
+	m := machine{ID: b.ID, Addresses: []string{b.IPv4.String()}, SSHAddress: net.JoinHostPort(b.IPv4.String(), "22")}
+	if b.IPv6.IsValid() {
+		m.Addresses = append(m.Addresses, b.IPv6.String())
+	}
+	return m, nil
+}
+
+func (c cloudBackend) create(ctx context.Context, a BoxArgs) (machine, error) {
+	if len(a.AuthorizedKeys) == 0 {
+		return machine{}, errors.New("no authorized keys: list the admin's keys in the inventory (admin.ssh_keys)")
+	}
+	priv, pub, err := newHostKey("root@" + a.Name)
+	if err != nil {
+		return machine{}, fmt.Errorf("host key: %w", err)
+	}
+	b, err := c.api.Create(ctx, backend.Spec{
+		Name: a.Name, Shape: a.Shape, Location: a.Location, Image: a.Image,
+		Labels: a.AllLabels(), HostKey: priv, AuthorizedKeys: a.AuthorizedKeys,
+	})
+	if err != nil {
+		return machine{}, err
+	}
+	m, err := cloudMachine(b)
+	if err == nil {
+		m.HostPublicKey, m.HostPrivate = pub, string(priv)
+		err = readCloudFacts(ctx, c, a, &m, cloudBootTimeout)
+	}
+	if err != nil {
+		// Leave nothing behind that the state does not know about.
+		if derr := c.api.Delete(context.WithoutCancel(ctx), b.ID); derr != nil {
+			return machine{}, fmt.Errorf("%w; deleting server %s failed too: %v", err, b.ID, derr)
+		}
+		return machine{}, err
+	}
+	return m, nil
+}
+
+// readCloudFacts is cloudBackend.readFacts; tests replace it.
+var readCloudFacts = func(ctx context.Context, c cloudBackend, a BoxArgs, m *machine, wait time.Duration) error {
+	return c.readFacts(ctx, a, m, wait)
+}
+
+// readFacts waits until SSH answers with the box's host key, then reads
+// its cores and RAM.
+func (c cloudBackend) readFacts(ctx context.Context, a BoxArgs, m *machine, wait time.Duration) error {
+	h := provision.Host{Name: a.Name, Address: m.SSHAddress, User: "root"}
+	return withRunnerRetry(ctx, a.Backend, c.keyFile, h, m.HostPublicKey, wait, func(run provision.Runner) error {
+		f, err := provision.ReadFacts(ctx, run)
+		if err != nil {
+			return err
+		}
+		m.Cores, m.RAM = f.Cores, f.RAM
+		return nil
+	})
+}
+
+func (c cloudBackend) get(ctx context.Context, a BoxArgs, id string) (machine, error) {
+	b, err := c.api.Get(ctx, id)
+	if errors.Is(err, backend.ErrNotFound) {
+		return machine{}, errGone
+	}
+	if err != nil {
+		return machine{}, err
+	}
+	return cloudMachine(b)
+}
+
+func (c cloudBackend) delete(ctx context.Context, _ BoxArgs, id string) error {
+	if id == "" {
+		return nil
+	}
+	err := c.api.Delete(ctx, id)
+	if errors.Is(err, backend.ErrNotFound) {
+		return nil
+	}
+	return err
+}
+
+// firewallParams turns rules into what backend.Firewaller takes: the relay
+// port range and the SSH admin ranges.
+func firewallParams(rules []FirewallRule) ([2]uint16, []netip.Prefix, error) {
+	var ports [2]uint16
+	var admin []netip.Prefix
+	for _, r := range rules {
+		if r.Ports == "22" {
+			for _, s := range r.Sources {
+				pfx, err := netip.ParsePrefix(s)
+				if err != nil {
+					return ports, nil, fmt.Errorf("ssh source %q: %v", s, err)
+				}
+				if pfx.Bits() == 0 {
+					return ports, nil, errors.New("ssh open to the whole internet: name the admin ranges")
+				}
+				admin = append(admin, pfx)
+			}
+			continue
+		}
+		lo, hi, isRange := strings.Cut(r.Ports, "-")
+		if !isRange {
+			hi = lo
+		}
+		a, err1 := strconv.ParseUint(lo, 10, 16)
+		b, err2 := strconv.ParseUint(hi, 10, 16)
+		if err1 != nil || err2 != nil || a == 0 || b < a {
+			return ports, nil, fmt.Errorf("ports %q: want PORT or FIRST-LAST", r.Ports)
+		}
+		if ports[0] != 0 && (ports[0] != uint16(a) || ports[1] != uint16(b)) {
+			return ports, nil, fmt.Errorf("relay ports %s differ from %d-%d: one range per firewall", r.Ports, ports[0], ports[1])
+		}
+		ports = [2]uint16{uint16(a), uint16(b)}
+	}
+	if ports[0] == 0 {
+		return ports, nil, errors.New("no relay ports")
+	}
+	return ports, admin, nil
+}

@@ -1,0 +1,238 @@
+package provider
+
+import (
+	"context"
+	"crypto/ed25519"
+	"errors"
+	"net/netip"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	p "github.com/pulumi/pulumi-go-provider"
+	"github.com/pulumi/pulumi/sdk/v3/go/property"
+	"golang.org/x/crypto/ssh"
+
+	"github.com/relayfleet/relayfleet/infra/backend"
+)
+
+// fakeCloud is a cloud that keeps its servers in a map.
+type fakeCloud struct {
+	mu      sync.Mutex
+	servers map[string]backend.Spec
+	next    int
+	created []backend.Spec
+	deleted []string
+}
+
+func (f *fakeCloud) Create(_ context.Context, s backend.Spec) (backend.Box, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.servers == nil {
+		f.servers = map[string]backend.Spec{}
+	}
+	f.next++
+	id := "srv" + string(rune('0'+f.next))
+	f.servers[id] = s
+	f.created = append(f.created, s)
+	return backend.Box{ID: id, Name: s.Name, IPv4: netip.MustParseAddr("127.0.0.1"), Labels: s.Labels, Status: backend.StatusRunning}, nil
+}
+
+func (f *fakeCloud) Get(_ context.Context, id string) (backend.Box, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	s, ok := f.servers[id]
+	if !ok {
+		return backend.Box{}, backend.ErrNotFound
+	}
+	return backend.Box{ID: id, Name: s.Name, IPv4: netip.MustParseAddr("192.0.2.7"), Labels: s.Labels}, nil
+}
+
+func (f *fakeCloud) List(context.Context, map[string]string) ([]backend.Box, error) { return nil, nil }
+
+func (f *fakeCloud) Delete(_ context.Context, id string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.deleted = append(f.deleted, id)
+	if _, ok := f.servers[id]; !ok {
+		return backend.ErrNotFound
+	}
+	delete(f.servers, id)
+	return nil
+}
+
+func (f *fakeCloud) EnsureFirewall(context.Context, string, map[string]string, [2]uint16, []netip.Prefix) (string, error) {
+	return "fw1", nil
+}
+
+func (f *fakeCloud) DeleteFirewall(context.Context, string) error { return nil }
+
+func TestCloudCreateHandsOverKeysAndLabelsAndCleansUp(t *testing.T) {
+	t.Setenv("SSH_AUTH_SOCK", "")
+	old := cloudBootTimeout
+	cloudBootTimeout = time.Second
+	t.Cleanup(func() { cloudBootTimeout = old })
+	fc := &fakeCloud{}
+	c := cloudBackend{api: fc}
+	a := BoxArgs{Backend: BackendHcloud, Name: "f-burst-1", Fleet: "f", Tier: TierBurst, Event: "final", Shape: "cpx22",
+		AuthorizedKeys: []string{testKey + " admin"}}
+	_, createErr := c.create(t.Context(), a)
+	if createErr == nil {
+		t.Fatal("create succeeded without any way to log in")
+	}
+	if len(fc.created) != 1 {
+		t.Fatalf("%d servers created", len(fc.created))
+	}
+	spec := fc.created[0]
+	for k, want := range map[string]string{"fleet": "f", "tier": "burst", "event": "final"} {
+		if spec.Labels[k] != want {
+			t.Errorf("label %s = %q, want %q", k, spec.Labels[k], want)
+		}
+	}
+	if len(spec.AuthorizedKeys) != 1 || spec.AuthorizedKeys[0] != testKey+" admin" {
+		t.Errorf("authorized keys %v", spec.AuthorizedKeys)
+	}
+	raw, err := ssh.ParseRawPrivateKey(spec.HostKey)
+	if err != nil {
+		t.Fatalf("host key handed to cloud-init: %v", err)
+	}
+	if _, ok := raw.(*ed25519.PrivateKey); !ok {
+		t.Fatalf("host key is %T, want ed25519", raw)
+	}
+	if len(fc.deleted) != 1 || len(fc.servers) != 0 {
+		t.Fatalf("a box that never answered was not deleted: deleted %v, left %v", fc.deleted, fc.servers)
+	}
+	// The failure must not carry the private key.
+	if strings.Contains(createErr.Error(), "PRIVATE KEY") {
+		t.Fatal("error carries the private key")
+	}
+}
+
+func TestCloudCreateNeedsAdminKeys(t *testing.T) {
+	fc := &fakeCloud{}
+	_, err := cloudBackend{api: fc}.create(t.Context(), BoxArgs{Backend: BackendHcloud, Name: "x", Fleet: "f", Tier: TierSteady})
+	if err == nil || !strings.Contains(err.Error(), "admin.ssh_keys") || len(fc.created) != 0 {
+		t.Fatalf("err %v, created %d; want a refusal before any server is made", err, len(fc.created))
+	}
+}
+
+func TestCloudGetAndDeleteAreIdempotent(t *testing.T) {
+	fc := &fakeCloud{}
+	c := cloudBackend{api: fc}
+	b, _ := fc.Create(t.Context(), backend.Spec{Name: "x"})
+	m, err := c.get(t.Context(), BoxArgs{}, b.ID)
+	if err != nil || m.SSHAddress != "192.0.2.7:22" {
+		t.Fatalf("get: %+v %v", m, err)
+	}
+	if err := c.delete(t.Context(), BoxArgs{}, b.ID); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.delete(t.Context(), BoxArgs{}, b.ID); err != nil {
+		t.Fatalf("second delete: %v", err)
+	}
+	if _, err := c.get(t.Context(), BoxArgs{}, b.ID); !errors.Is(err, errGone) {
+		t.Fatalf("get of a deleted box: %v, want errGone", err)
+	}
+}
+
+func TestNewHostKey(t *testing.T) {
+	priv, pub, err := newHostKey("root@x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	signer, err := ssh.ParsePrivateKey(priv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.TrimSpace(string(ssh.MarshalAuthorizedKey(signer.PublicKey()))); got != pub {
+		t.Fatalf("public key %q does not match the private key's %q", pub, got)
+	}
+}
+
+func TestFirewallParams(t *testing.T) {
+	rules := []FirewallRule{
+		{Protocol: "udp", Ports: "4443-4450", Sources: []string{"0.0.0.0/0", "::/0"}},
+		{Protocol: "tcp", Ports: "4443-4450", Sources: []string{"0.0.0.0/0", "::/0"}},
+		{Protocol: "tcp", Ports: "22", Sources: []string{"198.51.100.0/24"}},
+	}
+	ports, admin, err := firewallParams(rules)
+	if err != nil || ports != [2]uint16{4443, 4450} || len(admin) != 1 || admin[0].String() != "198.51.100.0/24" {
+		t.Fatalf("ports %v admin %v err %v", ports, admin, err)
+	}
+	open := append(rules[:2:2], FirewallRule{Protocol: "tcp", Ports: "22", Sources: []string{"0.0.0.0/0"}})
+	if _, _, err := firewallParams(open); err == nil {
+		t.Fatal("ssh from 0.0.0.0/0 accepted")
+	}
+	if (FirewallArgs{Backend: BackendHcloud, Rules: open}).validate() == nil {
+		t.Fatal("check accepted ssh from 0.0.0.0/0")
+	}
+}
+
+func TestCloudReadKeepsThePrivateKeySecret(t *testing.T) {
+	fc := &fakeCloud{}
+	b, _ := fc.Create(t.Context(), backend.Spec{Name: "f-fsn-1"})
+	old := newCloud
+	newCloud = func(string) (cloudAPI, error) { return fc, nil }
+	t.Cleanup(func() { newCloud = old })
+	s := newServer(t)
+	state := property.NewMap(map[string]property.Value{
+		"backend": property.New(BackendHcloud), "name": property.New("f-fsn-1"), "fleet": property.New("f"), "tier": property.New(TierSteady),
+		"backendId": property.New(b.ID), "hostPublicKey": property.New(testKey),
+		// The engine hands the state back with the key as the secret Create made it.
+		"hostPrivateKey": property.New("-----BEGIN OPENSSH PRIVATE KEY-----\nx\n-----END OPENSSH PRIVATE KEY-----\n").WithSecret(true),
+	})
+	resp, err := s.Read(p.ReadRequest{ID: "hcloud/" + b.ID, Urn: urn(BoxType, "f-fsn-1"), Properties: state})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.ID == "" {
+		t.Fatal("read lost the box")
+	}
+	v, ok := resp.Properties.GetOk("hostPrivateKey")
+	if !ok || !v.Secret() {
+		t.Fatalf("hostPrivateKey %v, want it secret in the state", v)
+	}
+	if got := resp.Properties.Get("sshAddress").AsString(); got != "192.0.2.7:22" {
+		t.Errorf("sshAddress %q", got)
+	}
+
+	// A box the cloud no longer has reads as gone.
+	fc.Delete(t.Context(), b.ID)
+	resp, err = s.Read(p.ReadRequest{ID: "hcloud/" + b.ID, Urn: urn(BoxType, "f-fsn-1"), Properties: state})
+	if err != nil || resp.ID != "" {
+		t.Fatalf("read of a deleted server: id %q %v, want gone", resp.ID, err)
+	}
+}
+
+func TestCloudCreateOutputsThePrivateKeyAsSecret(t *testing.T) {
+	fc := &fakeCloud{}
+	oldCloud, oldFacts := newCloud, readCloudFacts
+	newCloud = func(string) (cloudAPI, error) { return fc, nil }
+	readCloudFacts = func(_ context.Context, _ cloudBackend, _ BoxArgs, m *machine, _ time.Duration) error {
+		m.Cores, m.RAM = 4, 8<<30
+		return nil
+	}
+	t.Cleanup(func() { newCloud, readCloudFacts = oldCloud, oldFacts })
+	s := newServer(t)
+	in := boxInputs(map[string]string{"backend": "hcloud", "name": "f-fsn-1", "fleet": "f", "tier": "steady", "shape": "cpx32", "location": "fsn1"})
+	in = in.Set("authorizedKeys", property.New(property.NewArray([]property.Value{property.New(testKey + " admin")})))
+	resp, err := s.Create(p.CreateRequest{Urn: urn(BoxType, "f-fsn-1"), Properties: in})
+	if err != nil {
+		t.Fatal(err)
+	}
+	priv, ok := resp.Properties.GetOk("hostPrivateKey")
+	if !ok || !priv.Secret() {
+		t.Fatalf("hostPrivateKey is not a secret output: %v", priv)
+	}
+	pub := resp.Properties.Get("hostPublicKey")
+	if pub.Secret() || !strings.HasPrefix(pub.AsString(), "ssh-ed25519 ") {
+		t.Fatalf("hostPublicKey %v, want a public ssh-ed25519 key", pub)
+	}
+	if resp.ID != "hcloud/"+fc.created[0].Name && !strings.HasPrefix(resp.ID, "hcloud/srv") {
+		t.Errorf("id %q", resp.ID)
+	}
+	if got := resp.Properties.Get("cores").AsNumber(); got != 4 {
+		t.Errorf("cores %v", got)
+	}
+}

@@ -1,0 +1,26 @@
+// Package provider is the relayfleet Pulumi provider, built with
+// pulumi-go-provider's infer package and served by the fleet binary when it
+// runs as pulumi-resource-relayfleet (DESIGN.md points 1-3).
+//
+// It has two resources:
+//
+//   - Box (relayfleet:index:Box) is one server. Its backend input picks who
+//     makes it: lab (a systemd-nspawn box on this machine, package
+//     infra/lab), static (an existing server adopted by address and host
+//     key: nothing is created or destroyed, its cores and RAM are read over
+//     SSH), or a cloud (hcloud, digitalocean) once infra/backend provides
+//     one. Every box carries the labels fleet, tier and event. Create returns
+//     only once SSH answers with the expected host key; Delete is
+//     idempotent; changing any input but the extra labels replaces the box.
+//   - Host (relayfleet:index:Host) converges a box into a relay host through
+//     package provision: sysctl, relay units per core, the relay release.
+//     Diff compares a hash of the desired state; Update converges again,
+//     restarting relay processes one at a time; Read probes the box and
+//     reports drift (a hand-edited unit or sysctl file) in the drift output,
+//     which makes `pulumi refresh` and `pulumi preview --refresh` show it and
+//     the next update repair it.
+//
+// The provider's configuration (relayfleet:labDir and friends) says where
+// the lab lives and which key reaches static servers. Nothing secret passes
+// through it; SSH private keys stay in files or the ssh-agent.
+package provider

@@ -1,0 +1,290 @@
+package provider
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"os"
+	"sort"
+	"strconv"
+	"strings"
+
+	p "github.com/pulumi/pulumi-go-provider"
+	"github.com/pulumi/pulumi-go-provider/infer"
+
+	"github.com/relayfleet/relayfleet/provision"
+	"github.com/relayfleet/relayfleet/units"
+)
+
+// Host is the Host resource's controller.
+type Host struct{}
+
+// HostArgs are a Host's inputs: the box to converge (from a Box's
+// outputs) and the relay layout it gets.
+type HostArgs struct {
+	Box     string `pulumi:"box"`
+	Backend string `pulumi:"backend"`
+	// SSHAddress is host:port; HostKey the box's public host key.
+	SSHAddress string `pulumi:"sshAddress"`
+	HostKey    string `pulumi:"hostKey"`
+	User       string `pulumi:"user,optional"`
+	Cores      int    `pulumi:"cores"`
+	RAM        int    `pulumi:"ram"`
+	// Processes is the relay process count; 0 means one per core.
+	Processes int `pulumi:"processes,optional"`
+	BasePort  int `pulumi:"basePort,optional"`
+	// Release is the relay build's SHA-256; RelayBinary the file holding
+	// it on the machine that runs the provider.
+	Release     string `pulumi:"release"`
+	RelayBinary string `pulumi:"relayBinary"`
+}
+
+// HostState is a Host's outputs.
+type HostState struct {
+	HostArgs
+	// DesiredHash is the hash of the desired state last converged.
+	DesiredHash string `pulumi:"desiredHash"`
+	// Ports are the relay processes' ports.
+	Ports []int `pulumi:"ports"`
+	// Drift lists what differs on the box from the converged state, as
+	// found by the last refresh; empty when converged.
+	Drift []string `pulumi:"drift"`
+	// Refused are sysctl keys the box's kernel would not take.
+	Refused []string `pulumi:"sysctlRefused"`
+}
+
+// Annotate describes the resource.
+func (h *Host) Annotate(a infer.Annotator) {
+	a.SetToken("index", "Host")
+	a.Describe(&h, "A relay host: a box converged over SSH (sysctl, relay units per core, the relay release).")
+}
+
+// Annotate describes the outputs.
+func (s *HostState) Annotate(a infer.Annotator) {
+	a.Describe(&s.Drift, "What differs on the box from the converged state, found by the last refresh.")
+	a.Describe(&s.DesiredHash, "The hash of the desired state last converged.")
+}
+
+// DefaultBasePort is the first relay port when the inputs give none.
+const DefaultBasePort = 4443
+
+func (a HostArgs) layout(cpus []int) units.Layout {
+	bp := a.BasePort
+	if bp == 0 {
+		bp = DefaultBasePort
+	}
+	return units.Layout{
+		Cores:     a.Cores,
+		RAM:       int64(a.RAM),
+		Processes: a.Processes,
+		BasePort:  bp,
+		Binary:    provision.DefaultRoot + "/current/relay",
+		CPUs:      cpus,
+	}
+}
+
+// DesiredHash hashes what the host should be: the rendered files, units
+// and sysctl values for its layout, the release, and the box it is on.
+// It is pure; Diff compares it with the hash last converged.
+func DesiredHash(a HostArgs) (string, error) {
+	plan, err := provision.Desired(a.layout(nil), a.Release)
+	if err != nil {
+		return "", fmt.Errorf("desired state: %w", err)
+	}
+	doc := struct {
+		Box, SSHAddress, HostKey, User string
+		State                          provision.HostState
+	}{a.Box, a.SSHAddress, strings.TrimSpace(a.HostKey), userOr(a.User), plan.State}
+	data, err := json.Marshal(doc) // maps marshal in key order
+	if err != nil {
+		return "", err
+	}
+	sum := sha256.Sum256(data)
+	return hex.EncodeToString(sum[:]), nil
+}
+
+// portsOf reads the ports from relay@PORT.service names.
+func portsOf(instances []string) []int {
+	var ports []int
+	for _, in := range instances {
+		s := strings.TrimSuffix(strings.TrimPrefix(in, "relay@"), ".service")
+		if n, err := strconv.Atoi(s); err == nil {
+			ports = append(ports, n)
+		}
+	}
+	sort.Ints(ports)
+	return ports
+}
+
+func (a HostArgs) validate() error {
+	switch {
+	case a.SSHAddress == "":
+		return fmt.Errorf("sshAddress: missing")
+	case a.Cores <= 0 || a.RAM <= 0:
+		return fmt.Errorf("cores and ram: want positive values, got %d and %d", a.Cores, a.RAM)
+	case len(a.Release) != 64:
+		return fmt.Errorf("release: want the relay build's SHA-256, got %q", a.Release)
+	case a.RelayBinary == "":
+		return fmt.Errorf("relayBinary: missing")
+	}
+	_, err := parseKey(a.HostKey)
+	return err
+}
+
+// converge converges the host to its inputs (check: only probe) and
+// returns the state with the drift it found.
+func converge(ctx context.Context, a HostArgs, check bool) (HostState, error) {
+	if err := a.validate(); err != nil {
+		return HostState{}, err
+	}
+	hash, err := DesiredHash(a)
+	if err != nil {
+		return HostState{}, err
+	}
+	var binary []byte
+	if !check {
+		if binary, err = os.ReadFile(a.RelayBinary); err != nil {
+			return HostState{}, fmt.Errorf("relay binary: %w", err)
+		}
+		if got := provision.Digest(binary); got != a.Release {
+			return HostState{}, fmt.Errorf("relay binary %s is %.12s, the inputs want %.12s", a.RelayBinary, got, a.Release)
+		}
+	}
+	st := HostState{HostArgs: a, DesiredHash: hash, Drift: []string{}, Refused: []string{}}
+	h := provision.Host{Name: a.Box, Address: a.SSHAddress, User: userOr(a.User)}
+	err = withRunner(ctx, a.Backend, config(ctx).SSHKeyFile, h, a.HostKey, func(run provision.Runner) error {
+		facts, err := provision.ReadFacts(ctx, run)
+		if err != nil {
+			return err
+		}
+		plan, err := provision.Desired(a.layout(facts.CPUs), a.Release)
+		if err != nil {
+			return err
+		}
+		st.Ports = portsOf(plan.State.Instances)
+		rep, err := provision.Converge(ctx, run, plan, provision.Releases{}, binary, check)
+		if err != nil {
+			return err
+		}
+		if check {
+			for _, c := range rep.Changes {
+				st.Drift = append(st.Drift, c.String())
+			}
+		}
+		for k := range rep.Refused {
+			st.Refused = append(st.Refused, k)
+		}
+		sort.Strings(st.Refused)
+		return nil
+	})
+	if err != nil {
+		return HostState{}, fmt.Errorf("host %s: %w", a.Box, err)
+	}
+	return st, nil
+}
+
+// Check validates the inputs.
+func (*Host) Check(ctx context.Context, req infer.CheckRequest) (infer.CheckResponse[HostArgs], error) {
+	args, fails, err := infer.DefaultCheck[HostArgs](ctx, req.NewInputs)
+	return infer.CheckResponse[HostArgs]{Inputs: args, Failures: fails}, err
+}
+
+// Create converges the box.
+func (*Host) Create(ctx context.Context, req infer.CreateRequest[HostArgs]) (infer.CreateResponse[HostState], error) {
+	id := req.Inputs.Box
+	if req.DryRun {
+		return infer.CreateResponse[HostState]{ID: id, Output: HostState{HostArgs: req.Inputs}}, nil
+	}
+	st, err := converge(ctx, req.Inputs, false)
+	if err != nil {
+		return infer.CreateResponse[HostState]{}, err
+	}
+	return infer.CreateResponse[HostState]{ID: id, Output: st}, nil
+}
+
+// Update converges the box again: changed files are written, relay
+// processes restart one at a time, each waited for (the rolling restart),
+// and drift found by a refresh is repaired.
+func (*Host) Update(ctx context.Context, req infer.UpdateRequest[HostArgs, HostState]) (infer.UpdateResponse[HostState], error) {
+	if req.DryRun {
+		return infer.UpdateResponse[HostState]{Output: HostState{HostArgs: req.Inputs, DesiredHash: req.State.DesiredHash, Ports: req.State.Ports, Drift: req.State.Drift, Refused: req.State.Refused}}, nil
+	}
+	st, err := converge(ctx, req.Inputs, false)
+	if err != nil {
+		return infer.UpdateResponse[HostState]{}, err
+	}
+	return infer.UpdateResponse[HostState]{Output: st}, nil
+}
+
+// Read probes the box and reports drift without changing anything.
+func (*Host) Read(ctx context.Context, req infer.ReadRequest[HostArgs, HostState]) (infer.ReadResponse[HostArgs, HostState], error) {
+	a := req.State.HostArgs
+	if a.SSHAddress == "" {
+		a = req.Inputs
+	}
+	st, err := converge(ctx, a, true)
+	if err != nil {
+		return infer.ReadResponse[HostArgs, HostState]{}, err
+	}
+	// The hash stays the one converged: drift shows in Drift, and Diff
+	// turns drift into an update.
+	st.DesiredHash = req.State.DesiredHash
+	return infer.ReadResponse[HostArgs, HostState]{ID: req.ID, Inputs: req.Inputs, State: st}, nil
+}
+
+// Delete leaves the box as it is: a lab or cloud box goes with its Box,
+// and a static server keeps running its relays until someone stops them.
+func (*Host) Delete(context.Context, infer.DeleteRequest[HostState]) (infer.DeleteResponse, error) {
+	return infer.DeleteResponse{}, nil
+}
+
+// Diff compares the desired state's hash with the one last converged and
+// asks for an update when they differ or a refresh found drift.
+func (*Host) Diff(_ context.Context, req infer.DiffRequest[HostArgs, HostState]) (infer.DiffResponse, error) {
+	return hostDiff(req.State, req.Inputs)
+}
+
+func hostDiff(old HostState, in HostArgs) (p.DiffResponse, error) {
+	d := p.DiffResponse{DetailedDiff: map[string]p.PropertyDiff{}}
+	if in.SSHAddress == "" || in.HostKey == "" || in.Cores <= 0 || in.RAM <= 0 {
+		// The box is not known yet (a preview of a new or replaced box):
+		// the host will be converged onto it.
+		d.HasChanges = true
+		d.DetailedDiff["sshAddress"] = p.PropertyDiff{Kind: p.Update, InputDiff: true}
+		return d, nil
+	}
+	want, err := DesiredHash(in)
+	if err != nil {
+		return d, err
+	}
+	if want != old.DesiredHash {
+		d.HasChanges = true
+		d.DetailedDiff["desiredHash"] = p.PropertyDiff{Kind: p.Update}
+		for k, changed := range map[string]bool{
+			"sshAddress": in.SSHAddress != old.SSHAddress,
+			"hostKey":    strings.TrimSpace(in.HostKey) != strings.TrimSpace(old.HostKey),
+			"cores":      in.Cores != old.Cores,
+			"ram":        in.RAM != old.RAM,
+			"processes":  in.Processes != old.Processes,
+			"basePort":   in.BasePort != old.BasePort,
+			"release":    in.Release != old.Release,
+		} {
+			if changed {
+				d.DetailedDiff[k] = p.PropertyDiff{Kind: p.Update, InputDiff: true}
+			}
+		}
+	}
+	if len(old.Drift) > 0 {
+		d.HasChanges = true
+		d.DetailedDiff["drift"] = p.PropertyDiff{Kind: p.Update}
+	}
+	if in.RelayBinary != old.RelayBinary && !d.HasChanges {
+		// Another path to the same build changes nothing on the box, but
+		// the state should hold the new path.
+		d.HasChanges = true
+		d.DetailedDiff["relayBinary"] = p.PropertyDiff{Kind: p.Update, InputDiff: true}
+	}
+	return d, nil
+}

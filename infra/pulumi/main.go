@@ -1,0 +1,46 @@
+// Command pulumi is the relayfleet Pulumi project's program for `pulumi up`
+// under an official Pulumi install: it reads the inventory named in the
+// stack config and calls program.Deploy, the same function `fleet up` runs
+// inline.
+package main
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
+	"github.com/pulumi/pulumi/sdk/v3/go/pulumi/config"
+
+	"github.com/relayfleet/relayfleet/infra/program"
+	"github.com/relayfleet/relayfleet/inventories"
+	"github.com/relayfleet/relayfleet/provision"
+)
+
+func main() {
+	pulumi.Run(func(ctx *pulumi.Context) error {
+		c := config.New(ctx, "")
+		inv := c.Get("inventory")
+		if inv == "" {
+			inv = "../../inventories/lab.yaml"
+		}
+		relay, err := filepath.Abs(c.Require("relayBinary"))
+		if err != nil {
+			return err
+		}
+		data, err := os.ReadFile(relay)
+		if err != nil {
+			return fmt.Errorf("config relayBinary: %w", err)
+		}
+		cat, err := inventories.LoadCatalogue(inventories.Beside(inv, inventories.ProvidersFile))
+		if err != nil {
+			return err
+		}
+		f, err := inventories.LoadFleet(inv, cat)
+		if err != nil {
+			return err
+		}
+		_, err = program.Deploy(ctx, f, cat, program.Options{RelayBinary: relay, Release: provision.Digest(data)})
+		return err
+	})
+}
