@@ -179,7 +179,7 @@ func relayBinary(path string) ([]byte, error) {
 // resolveTargets finds the steady boxes of an inventory and how to reach
 // them: lab boxes from the lab's state (labelled fleet=NAME, in name
 // order), static servers from the inventory with their pinned host keys.
-// Cloud boxes come from fleet up's stack outputs (not built yet).
+// Cloud boxes are converged by fleet up's Host resources.
 func resolveTargets(ctx context.Context, f *inventories.Fleet, sshKey, labDir string) ([]provision.Target, func(), error) {
 	var targets []provision.Target
 	var closers []func()
@@ -260,7 +260,7 @@ func resolveTargets(ctx context.Context, f *inventories.Fleet, sshKey, labDir st
 			}
 		default:
 			cleanup()
-			return nil, nil, fmt.Errorf("%s: %s boxes are reached through fleet up's stack outputs, which this build does not have yet; converge lab and static groups", path, g.Provider)
+			return nil, nil, fmt.Errorf("%s: %s boxes are converged by fleet up (its Host resources); fleet converge, rollout and status take lab and static groups", path, g.Provider)
 		}
 	}
 	if len(targets) == 0 {

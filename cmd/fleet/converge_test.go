@@ -38,7 +38,7 @@ func TestConvergeCloudGroupsNeedFleetUp(t *testing.T) {
 	os.WriteFile(key, pemKey, 0o600)
 	exe, _ := os.Executable()
 	_, errOut, code := fleet(t, "converge", "--inventory", "../../inventories/example.yaml", "--relay-binary", exe, "--ssh-key", key)
-	if code != 1 || !strings.Contains(errOut, "steady[1] fsn: hcloud boxes are reached through fleet up") {
+	if code != 1 || !strings.Contains(errOut, "steady[1] fsn: hcloud boxes are converged by fleet up") {
 		t.Errorf("exit %d, stderr %q", code, errOut)
 	}
 }
