@@ -14,8 +14,7 @@ type Health func(ctx context.Context, run Runner, instance string) error
 // instance name carries its port), so that no relay port needs to be
 // open to the operator.
 func HealthzOnBox(ctx context.Context, run Runner, instance string) error {
-	port := strings.TrimSuffix(strings.TrimPrefix(instance, "relay@"), ".service")
-	out, err := run.Run(ctx, fmt.Sprintf(`exec 3<>/dev/tcp/127.0.0.1/%s && printf 'GET /healthz HTTP/1.0\r\n\r\n' >&3 && tail -n1 <&3`, quote(port)), nil)
+	out, err := run.Run(ctx, onBox(instance, "GET", "/healthz", "tail -n1"), nil)
 	if err != nil {
 		return fmt.Errorf("%s /healthz: %w", instance, err)
 	}
@@ -142,8 +141,7 @@ func DrainOnBox(ctx context.Context, run Runner, instance string, on bool) error
 	if on {
 		method = "POST"
 	}
-	port := strings.TrimSuffix(strings.TrimPrefix(instance, "relay@"), ".service")
-	out, err := run.Run(ctx, fmt.Sprintf(`exec 3<>/dev/tcp/127.0.0.1/%s && printf '%s /drain HTTP/1.0\r\n\r\n' >&3 && head -n1 <&3`, quote(port), method), nil)
+	out, err := run.Run(ctx, onBox(instance, method, "/drain", "head -n1"), nil)
 	if err != nil {
 		return fmt.Errorf("drain %s: %w", instance, err)
 	}
@@ -192,4 +190,12 @@ func ListenersReturn(ctx context.Context, run Runner, instances []string, want i
 		case <-time.After(500 * time.Millisecond):
 		}
 	}
+}
+
+// onBox is a shell command that sends one HTTP/1.0 request to a relay
+// instance from the box itself (the instance name carries its port) and
+// pipes the answer through filter.
+func onBox(instance, method, path, filter string) string {
+	port := strings.TrimSuffix(strings.TrimPrefix(instance, "relay@"), ".service")
+	return fmt.Sprintf(`exec 3<>/dev/tcp/127.0.0.1/%s 2>/dev/null && printf '%s %s HTTP/1.0\r\n\r\n' >&3 && %s <&3`, quote(port), method, path, filter)
 }

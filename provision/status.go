@@ -87,10 +87,8 @@ func Status(ctx context.Context, run Runner, prof sysctl.Profile, rel Releases) 
 
 func processStatus(ctx context.Context, run Runner, unit string) ProcessStatus {
 	p := ProcessStatus{Unit: unit}
-	port := strings.TrimSuffix(strings.TrimPrefix(unit, "relay@"), ".service")
-	out, err := run.Run(ctx, fmt.Sprintf(`systemctl show -p ActiveState -p MemoryCurrent -p MemoryMax -p NRestarts %s
-echo '== stats'
-exec 3<>/dev/tcp/127.0.0.1/%s 2>/dev/null && printf 'GET /stats HTTP/1.0\r\n\r\n' >&3 && sed '1,/^\r$/d' <&3`, quote(unit), quote(port)), nil)
+	out, err := run.Run(ctx, fmt.Sprintf("systemctl show -p ActiveState -p MemoryCurrent -p MemoryMax -p NRestarts %s\necho '== stats'\n%s",
+		quote(unit), onBox(unit, "GET", "/stats", `sed '1,/^\r$/d'`)), nil)
 	props, stats, _ := strings.Cut(string(out), "== stats\n")
 	for line := range strings.SplitSeq(props, "\n") {
 		k, v, _ := strings.Cut(line, "=")
