@@ -11,7 +11,7 @@ import (
 // Shipped holds the data files of this folder, so that the fleet binary
 // works without a checkout.
 //
-//go:embed providers.yaml calibration.yaml lab.yaml example.yaml
+//go:embed providers.yaml calibration.yaml lab.yaml example.yaml events.yaml lab-events.yaml
 var Shipped embed.FS
 
 // Names of the shipped files.

@@ -1,0 +1,122 @@
+package inventories
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+const goodEvents = `version: 1
+fleet: fleet.yaml
+events:
+  - name: final
+    start: 2026-12-05T19:00:00Z
+    end: 2026-12-05T22:00:00Z
+    peak_listeners: 5000
+    broadcast: live/final
+    burst:
+      provider: lab
+      shape: small
+      max: 3
+`
+
+func writeEvents(t *testing.T, events string) string {
+	t.Helper()
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "fleet.yaml"), []byte(goodFleet), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, "events.yaml")
+	if err := os.WriteFile(path, []byte(events), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+func TestLoadEvents(t *testing.T) {
+	cat := shippedCatalogue(t)
+	e, f, err := LoadEvents(writeEvents(t, goodEvents), cat)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f == nil || len(f.Steady) == 0 {
+		t.Fatalf("fleet not loaded: %+v", f)
+	}
+	ev, ok := e.Event("final")
+	if !ok {
+		t.Fatal("no event final")
+	}
+	if ev.LeadTime.D() != DefaultLeadTime || ev.DrainTime.D() != DefaultDrainTime {
+		t.Errorf("defaults: lead %v drain %v", ev.LeadTime.D(), ev.DrainTime.D())
+	}
+	if ev.Burst.Name != "final" || ev.Burst.BasePort != DefaultBasePort || ev.Burst.Max != 3 {
+		t.Errorf("burst = %+v", ev.Burst)
+	}
+	if want := time.Date(2026, 12, 5, 18, 30, 0, 0, time.UTC); !ev.UpAt().Equal(want) {
+		t.Errorf("UpAt = %v, want %v", ev.UpAt(), want)
+	}
+	if want := time.Date(2026, 12, 5, 22, 15, 0, 0, time.UTC); !ev.GoneBy().Equal(want) {
+		t.Errorf("GoneBy = %v, want %v", ev.GoneBy(), want)
+	}
+}
+
+func TestShippedEventsLoad(t *testing.T) {
+	cat := shippedCatalogue(t)
+	for _, name := range []string{EventsFile, "lab-events.yaml"} {
+		e, _, err := LoadEvents(Embedded(name), cat)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if len(e.Events) == 0 {
+			t.Errorf("%s: no events", name)
+		}
+	}
+}
+
+func TestLoadEventsErrors(t *testing.T) {
+	cat := shippedCatalogue(t)
+	rep := func(old, new string) string { return strings.Replace(goodEvents, old, new, 1) }
+	for _, tc := range []struct {
+		name, yaml string
+		line       int
+		field      string
+		msg        string
+	}{
+		{"bad name", rep("name: final", "name: Final_1"), 4, "events[0].name", "lowercase"},
+		{"bad start", rep("start: 2026-12-05T19:00:00Z", "start: tomorrow"), 5, "events[0].start", "RFC 3339"},
+		{"no zone", rep("start: 2026-12-05T19:00:00Z", "start: 2026-12-05T19:00:00"), 5, "events[0].start", "RFC 3339"},
+		{"end before start", rep("end: 2026-12-05T22:00:00Z", "end: 2026-12-05T18:00:00Z"), 6, "events[0].end", "not after start"},
+		{"no peak", rep("peak_listeners: 5000", "peak_listeners: 0"), 7, "events[0].peak_listeners", "positive"},
+		{"no broadcast", rep("    broadcast: live/final\n", ""), 0, "events[0].broadcast", "missing"},
+		{"bad lead", rep("    burst:", "    lead_time: soon\n    burst:"), 9, "events[0].lead_time", "duration"},
+		{"static burst", rep("provider: lab", "provider: static"), 10, "events[0].burst.provider", "static servers"},
+		{"unknown shape", rep("shape: small", "shape: huge"), 11, "events[0].burst.shape", `no shape "huge"`},
+		{"negative max", rep("max: 3", "max: -1"), 12, "events[0].burst.max", "negative"},
+		{"unknown key", rep("    burst:", "    burts: 1\n    burst:"), 9, "events[0].burts", "unknown key"},
+		{"no fleet", rep("fleet: fleet.yaml\n", ""), 0, "fleet", "missing"},
+		{"duplicate", goodEvents + strings.Join(strings.SplitAfter(goodEvents, "\n")[3:], ""), 13, "events[1].name", "already the name"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			path := writeEvents(t, tc.yaml)
+			_, _, err := LoadEvents(path, cat)
+			var ie *Error
+			if !errors.As(err, &ie) {
+				t.Fatalf("err = %v, want *Error", err)
+			}
+			if ie.File != path || (tc.line != 0 && ie.Line != tc.line) || ie.Field != tc.field || !strings.Contains(ie.Msg, tc.msg) {
+				t.Errorf("got %v\nwant line=%d field=%q msg containing %q", err, tc.line, tc.field, tc.msg)
+			}
+		})
+	}
+}
+
+func TestLoadEventsBadFleet(t *testing.T) {
+	path := writeEvents(t, strings.Replace(goodEvents, "fleet: fleet.yaml", "fleet: nope.yaml", 1))
+	_, _, err := LoadEvents(path, shippedCatalogue(t))
+	if err == nil || !strings.Contains(err.Error(), "nope.yaml") {
+		t.Fatalf("err = %v, want one naming nope.yaml", err)
+	}
+}
