@@ -1,6 +1,7 @@
 package program
 
 import (
+	"crypto/sha256"
 	"fmt"
 	"reflect"
 	"strings"
@@ -175,90 +176,151 @@ func Deploy(ctx *pulumi.Context, f *inventories.Fleet, cat *inventories.Catalogu
 		if backend == inventories.ProviderStatic {
 			backend = provider.BackendStatic
 		}
-		cloud := backend == provider.BackendHcloud || backend == provider.BackendDigitalOcean
-		labels := map[string]string{"group": g.Name}
-		if cloud {
-			rules, err := FirewallRules(f, cat, g.Box)
-			if err != nil {
-				return nil, fmt.Errorf("steady group %s: %w", g.Name, err)
-			}
-			fw := &Firewall{}
-			err = ctx.RegisterResource(provider.FirewallType, g.Name+"-firewall", FirewallArgs{
-				Backend: pulumi.String(backend),
-				Name:    pulumi.String(f.Name + "-" + g.Name),
-				Labels:  pulumi.ToStringMap(map[string]string{"fleet": f.Name, "tier": provider.TierSteady, "event": provider.NoEvent, "group": g.Name}),
-				Rules:   ruleArray(rules),
-			}, fw)
-			if err != nil {
-				return nil, err
-			}
-			d.Firewalls = append(d.Firewalls, fw)
+		names := make([]string, g.BoxCount())
+		for i := range names {
+			names[i] = BoxName(f.Name, g.Name, backend, i+1)
 		}
-		for i := range g.BoxCount() {
-			logical := fmt.Sprintf("%s-%d", g.Name, i+1)
-			args := BoxArgs{
-				Backend:        pulumi.String(backend),
-				Name:           pulumi.String(BoxName(f.Name, g.Name, backend, i+1)),
-				Fleet:          pulumi.String(f.Name),
-				Tier:           pulumi.String(provider.TierSteady),
-				Event:          pulumi.String(provider.NoEvent),
-				Shape:          pulumi.String(g.Shape),
-				Labels:         pulumi.ToStringMap(labels),
-				AuthorizedKeys: pulumi.ToStringArray(append([]string{}, f.Admin.SSHKeys...)),
-			}
-			if g.Location != "" {
-				args.Location = pulumi.String(g.Location)
-			}
-			if g.Image != "" {
-				args.Image = pulumi.String(g.Image)
-			}
-			user := "root"
-			if backend == provider.BackendStatic {
-				h := g.Hosts[i]
-				args.Address, args.HostKey = pulumi.String(h.Address), pulumi.String(h.HostKey)
-				if h.User != "" {
-					user = h.User
-				}
-				args.User = pulumi.String(user)
-			}
-			box := &Box{}
-			// The provider marks hostPrivateKey secret itself.
-			if err := ctx.RegisterResource(provider.BoxType, logical, args, box); err != nil {
-				return nil, err
-			}
-			host := &Host{}
-			if err := ctx.RegisterResource(provider.HostType, logical, HostArgs{
-				Box:         box.Name,
-				Backend:     pulumi.String(backend),
-				SSHAddress:  box.SSHAddress,
-				HostKey:     box.HostPublicKey,
-				User:        pulumi.String(user),
-				Cores:       box.Cores,
-				RAM:         box.RAM,
-				Processes:   pulumi.Int(int(g.Processes)),
-				BasePort:    pulumi.Int(g.BasePort),
-				Release:     pulumi.String(o.Release),
-				RelayBinary: pulumi.String(o.RelayBinary),
-			}, host, pulumi.DependsOn([]pulumi.Resource{box})); err != nil {
-				return nil, err
-			}
-			d.Boxes = append(d.Boxes, box)
-			d.Hosts = append(d.Hosts, host)
-			hosts = append(hosts, pulumi.Map{
-				"name":       box.Name,
-				"group":      pulumi.String(g.Name),
-				"backend":    pulumi.String(backend),
-				"address":    box.Addresses.Index(pulumi.Int(0)),
-				"sshAddress": box.SSHAddress,
-				"hostKey":    box.HostPublicKey,
-				"user":       pulumi.String(user),
-				"ports":      host.Ports,
-			})
+		hs, err := d.boxes(ctx, f, cat, o, boxSet{
+			group: g.Name, box: g.Box, backend: backend, names: names, statics: g.Hosts,
+			tier: provider.TierSteady, event: provider.NoEvent, firewall: f.Name + "-" + g.Name,
+		})
+		if err != nil {
+			return nil, fmt.Errorf("steady group %s: %w", g.Name, err)
 		}
+		hosts = append(hosts, hs...)
 	}
 	ctx.Export("fleet", pulumi.String(f.Name))
 	ctx.Export("hosts", hosts)
 	return d, nil
+}
+
+// Burst is one event's burst boxes: Boxes boxes of the event's pool.
+type Burst struct {
+	Event string
+	Pool  inventories.Pool
+	Boxes int
+}
+
+// DeployBurst registers one event's burst boxes (its own stack: the steady
+// fleet's resources are not in it) and exports "fleet", "event" and
+// "hosts".
+func DeployBurst(ctx *pulumi.Context, f *inventories.Fleet, cat *inventories.Catalogue, b Burst, o Options) (*Deployed, error) {
+	if b.Pool.Provider == inventories.ProviderStatic {
+		return nil, fmt.Errorf("event %s: static servers cannot burst", b.Event)
+	}
+	d := &Deployed{}
+	names := make([]string, b.Boxes)
+	for i := range names {
+		names[i] = BurstBoxName(f.Name, b.Event, b.Pool.Provider, i+1)
+	}
+	hosts, err := d.boxes(ctx, f, cat, o, boxSet{
+		group: b.Event, box: b.Pool.Box, backend: b.Pool.Provider, names: names,
+		tier: provider.TierBurst, event: b.Event, firewall: f.Name + "-" + b.Event,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("event %s: %w", b.Event, err)
+	}
+	ctx.Export("fleet", pulumi.String(f.Name))
+	ctx.Export("event", pulumi.String(b.Event))
+	ctx.Export("hosts", hosts)
+	return d, nil
+}
+
+// boxSet is a steady group's or an event's boxes.
+type boxSet struct {
+	group, backend string
+	box            inventories.Box
+	names          []string
+	statics        []inventories.StaticHost
+	tier, event    string
+	firewall       string
+}
+
+// boxes registers a set's firewall (on clouds), boxes and hosts, and
+// returns their "hosts" output entries.
+func (d *Deployed) boxes(ctx *pulumi.Context, f *inventories.Fleet, cat *inventories.Catalogue, o Options, s boxSet) (pulumi.Array, error) {
+	cloud := s.backend == provider.BackendHcloud || s.backend == provider.BackendDigitalOcean
+	labels := map[string]string{"group": s.group}
+	if cloud {
+		rules, err := FirewallRules(f, cat, s.box)
+		if err != nil {
+			return nil, err
+		}
+		fw := &Firewall{}
+		err = ctx.RegisterResource(provider.FirewallType, s.group+"-firewall", FirewallArgs{
+			Backend: pulumi.String(s.backend),
+			Name:    pulumi.String(s.firewall),
+			Labels:  pulumi.ToStringMap(map[string]string{"fleet": f.Name, "tier": s.tier, "event": s.event, "group": s.group}),
+			Rules:   ruleArray(rules),
+		}, fw)
+		if err != nil {
+			return nil, err
+		}
+		d.Firewalls = append(d.Firewalls, fw)
+	}
+	var hosts pulumi.Array
+	for i, name := range s.names {
+		logical := fmt.Sprintf("%s-%d", s.group, i+1)
+		args := BoxArgs{
+			Backend:        pulumi.String(s.backend),
+			Name:           pulumi.String(name),
+			Fleet:          pulumi.String(f.Name),
+			Tier:           pulumi.String(s.tier),
+			Event:          pulumi.String(s.event),
+			Shape:          pulumi.String(s.box.Shape),
+			Labels:         pulumi.ToStringMap(labels),
+			AuthorizedKeys: pulumi.ToStringArray(append([]string{}, f.Admin.SSHKeys...)),
+		}
+		if s.box.Location != "" {
+			args.Location = pulumi.String(s.box.Location)
+		}
+		if s.box.Image != "" {
+			args.Image = pulumi.String(s.box.Image)
+		}
+		user := "root"
+		if s.backend == provider.BackendStatic {
+			h := s.statics[i]
+			args.Address, args.HostKey = pulumi.String(h.Address), pulumi.String(h.HostKey)
+			if h.User != "" {
+				user = h.User
+			}
+			args.User = pulumi.String(user)
+		}
+		box := &Box{}
+		// The provider marks hostPrivateKey secret itself.
+		if err := ctx.RegisterResource(provider.BoxType, logical, args, box); err != nil {
+			return nil, err
+		}
+		host := &Host{}
+		if err := ctx.RegisterResource(provider.HostType, logical, HostArgs{
+			Box:         box.Name,
+			Backend:     pulumi.String(s.backend),
+			SSHAddress:  box.SSHAddress,
+			HostKey:     box.HostPublicKey,
+			User:        pulumi.String(user),
+			Cores:       box.Cores,
+			RAM:         box.RAM,
+			Processes:   pulumi.Int(int(s.box.Processes)),
+			BasePort:    pulumi.Int(s.box.BasePort),
+			Release:     pulumi.String(o.Release),
+			RelayBinary: pulumi.String(o.RelayBinary),
+		}, host, pulumi.DependsOn([]pulumi.Resource{box})); err != nil {
+			return nil, err
+		}
+		d.Boxes = append(d.Boxes, box)
+		d.Hosts = append(d.Hosts, host)
+		hosts = append(hosts, pulumi.Map{
+			"name":       box.Name,
+			"group":      pulumi.String(s.group),
+			"backend":    pulumi.String(s.backend),
+			"address":    box.Addresses.Index(pulumi.Int(0)),
+			"sshAddress": box.SSHAddress,
+			"hostKey":    box.HostPublicKey,
+			"user":       pulumi.String(user),
+			"ports":      host.Ports,
+		})
+	}
+	return hosts, nil
 }
 
 // BoxName is a box's name at its backend: FLEET-GROUP-N on clouds and
@@ -276,6 +338,27 @@ func BoxName(fleet, group, backend string, n int) string {
 	name := base + suffix
 	if lab.ValidName(name) != nil {
 		name = "b" + suffix // a group name the lab cannot carry
+	}
+	return name
+}
+
+// BurstBoxName is an event's box name at its backend: FLEET-EVENT-N on
+// clouds; within the lab's 11 characters, the event's first letters and
+// two hex digits of its name's hash, so that two events' boxes never share
+// a name.
+func BurstBoxName(fleet, event, backend string, n int) string {
+	if backend != provider.BackendLab {
+		return fmt.Sprintf("%s-%s-%d", fleet, event, n)
+	}
+	sum := sha256.Sum256([]byte(fleet + "/" + event))
+	suffix := fmt.Sprintf("%02x-%d", sum[0], n)
+	base := strings.ToLower(event)
+	if max := 11 - len(suffix); len(base) > max {
+		base = base[:max]
+	}
+	name := base + suffix
+	if lab.ValidName(name) != nil {
+		name = "e" + suffix
 	}
 	return name
 }

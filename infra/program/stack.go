@@ -19,6 +19,7 @@ import (
 	"github.com/pulumi/pulumi/sdk/v3/go/auto/optpreview"
 	"github.com/pulumi/pulumi/sdk/v3/go/auto/optup"
 	"github.com/pulumi/pulumi/sdk/v3/go/common/workspace"
+	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 
 	"github.com/relayfleet/relayfleet/infra/provider"
 	"github.com/relayfleet/relayfleet/inventories"
@@ -66,6 +67,20 @@ type Stack struct {
 	// Refresh reads every resource's real state before the operation, so
 	// that drift (a hand-edited unit or sysctl file) shows and is repaired.
 	Refresh bool
+	// Burst, when set, makes this an event's stack: its burst boxes only.
+	Burst *Burst
+}
+
+// runFunc is the stack's inline program.
+func (s *Stack) runFunc() pulumi.RunFunc {
+	if s.Burst != nil {
+		b := *s.Burst
+		return func(ctx *pulumi.Context) error {
+			_, err := DeployBurst(ctx, s.Fleet, s.Catalogue, b, s.Program)
+			return err
+		}
+	}
+	return Program(s.Fleet, s.Catalogue, s.Program)
 }
 
 // DefaultStateDir is $RELAYFLEET_STATE_DIR, else $XDG_STATE_HOME/relayfleet,
@@ -246,7 +261,7 @@ func (s *Stack) open(ctx context.Context) (auto.Stack, error) {
 		"PULUMI_HOME":              home,
 		"PATH":                     pluginDir + string(os.PathListSeparator) + os.Getenv("PATH"),
 	}
-	st, err := auto.UpsertStackInlineSource(ctx, s.Name, Project, Program(s.Fleet, s.Catalogue, s.Program),
+	st, err := auto.UpsertStackInlineSource(ctx, s.Name, Project, s.runFunc(),
 		auto.Project(proj), auto.Pulumi(cmd), auto.WorkDir(work), auto.PulumiHome(home),
 		auto.SecretsProvider("passphrase"), auto.EnvVars(env))
 	if err != nil {
@@ -307,8 +322,8 @@ func (s *Stack) Up(ctx context.Context) (*UpResult, error) {
 	if err != nil {
 		return nil, err
 	}
-	path := filepath.Join(s.StateDir, RelaysFile)
-	if err := WriteRelays(path, hosts); err != nil {
+	path, err := SetStackHosts(s.StateDir, s.Name, hosts)
+	if err != nil {
 		return nil, err
 	}
 	out := &UpResult{Hosts: hosts, Changes: map[string]int{}, RelaysFile: path}
@@ -342,7 +357,7 @@ func (s *Stack) Preview(ctx context.Context) (map[string]int, error) {
 }
 
 // Destroy removes every box the stack made (static servers are left as
-// they are) and empties the router's relay list.
+// they are) and takes its relays out of the router's relay list.
 func (s *Stack) Destroy(ctx context.Context) (map[string]int, error) {
 	st, err := s.open(ctx)
 	if err != nil {
@@ -356,7 +371,7 @@ func (s *Stack) Destroy(ctx context.Context) (map[string]int, error) {
 	if err != nil {
 		return nil, fmt.Errorf("destroy: %s", lastLines(err.Error()))
 	}
-	if err := WriteRelays(filepath.Join(s.StateDir, RelaysFile), nil); err != nil {
+	if _, err := SetStackHosts(s.StateDir, s.Name, nil); err != nil {
 		return nil, err
 	}
 	changes := map[string]int{}
@@ -366,6 +381,47 @@ func (s *Stack) Destroy(ctx context.Context) (map[string]int, error) {
 		}
 	}
 	return changes, nil
+}
+
+// Outputs returns the hosts the stack's last update exported, without
+// running the program.
+func (s *Stack) Outputs(ctx context.Context) ([]HostEntry, error) {
+	st, err := s.open(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out, err := st.Outputs(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("stack %s outputs: %s", s.Name, lastLines(err.Error()))
+	}
+	return HostsFromOutputs(out)
+}
+
+// Remove deletes the stack itself (its history and config) once Destroy
+// has emptied it. A stack that still holds resources is not removed.
+func (s *Stack) Remove(ctx context.Context) error {
+	st, err := s.open(ctx)
+	if err != nil {
+		return err
+	}
+	if err := st.Workspace().RemoveStack(ctx, s.Name); err != nil {
+		return fmt.Errorf("remove stack %s: %s", s.Name, lastLines(err.Error()))
+	}
+	return nil
+}
+
+// Cancel clears a lock that a killed Pulumi run left on the stack (the
+// file backend keeps it as a file). Call it only when no other run can be
+// in progress: the event reconciler holds its own lock.
+func (s *Stack) Cancel(ctx context.Context) error {
+	st, err := s.open(ctx)
+	if err != nil {
+		return err
+	}
+	if err := st.Cancel(ctx); err != nil {
+		return fmt.Errorf("cancel stack %s: %s", s.Name, lastLines(err.Error()))
+	}
+	return nil
 }
 
 // lastLines keeps the engine's error short: its last few lines say why.
@@ -427,17 +483,17 @@ func Relays(hosts []HostEntry) []Relay {
 // WriteRelays writes the router's relay list for hosts to path, through a
 // temporary file and a rename.
 func WriteRelays(path string, hosts []HostEntry) error {
+	return writeRelayList(path, Relays(hosts))
+}
+
+func writeRelayList(path string, rs []Relay) error {
 	data, err := json.MarshalIndent(struct {
 		Relays []Relay `json:"relays"`
-	}{Relays(hosts)}, "", "  ")
+	}{rs}, "", "  ")
 	if err != nil {
 		return err
 	}
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, append(data, '\n'), 0o644); err != nil {
-		return fmt.Errorf("relays file: %w", err)
-	}
-	if err := os.Rename(tmp, path); err != nil {
+	if err := writeAtomic(path, append(data, '\n'), 0o644); err != nil {
 		return fmt.Errorf("relays file: %w", err)
 	}
 	return nil

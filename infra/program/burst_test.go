@@ -1,0 +1,122 @@
+package program
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
+
+	"github.com/relayfleet/relayfleet/infra/lab"
+	"github.com/relayfleet/relayfleet/infra/provider"
+	"github.com/relayfleet/relayfleet/inventories"
+)
+
+func TestDeployBurstLabelsEveryBoxWithItsEvent(t *testing.T) {
+	f, cat := loadFleet(t, "testdata/mixed.yaml")
+	m := &mocks{}
+	pool := inventories.Pool{Name: "final", Box: inventories.Box{Provider: "hcloud", Shape: "ccx43", Location: "hel1", BasePort: 4443}}
+	err := pulumi.RunErr(func(ctx *pulumi.Context) error {
+		_, err := DeployBurst(ctx, f, cat, Burst{Event: "final", Pool: pool, Boxes: 3}, Options{RelayBinary: "/opt/relay", Release: "r"})
+		return err
+	}, pulumi.WithMocks("relayfleet", "final", m))
+	if err != nil {
+		t.Fatal(err)
+	}
+	boxes := m.ofType(provider.BoxType)
+	if len(boxes) != 3 {
+		t.Fatalf("%d boxes, want 3", len(boxes))
+	}
+	for _, b := range boxes {
+		in := b.Inputs
+		if in["fleet"].StringValue() != f.Name || in["tier"].StringValue() != provider.TierBurst || in["event"].StringValue() != "final" {
+			t.Errorf("box %s: fleet %v tier %v event %v", b.Name, in["fleet"], in["tier"], in["event"])
+		}
+	}
+	fws := m.ofType(provider.FirewallType)
+	if len(fws) != 1 {
+		t.Fatalf("%d firewalls, want the event's own", len(fws))
+	}
+	if l := fws[0].Inputs["labels"].ObjectValue(); l["event"].StringValue() != "final" || l["tier"].StringValue() != provider.TierBurst {
+		t.Errorf("firewall labels %v: want the event's boxes only", l)
+	}
+	if len(m.ofType(provider.HostType)) != 3 {
+		t.Errorf("want a host per box")
+	}
+}
+
+func TestBurstBoxNames(t *testing.T) {
+	if got := BurstBoxName("demo", "final", provider.BackendHcloud, 2); got != "demo-final-2" {
+		t.Errorf("cloud name %q", got)
+	}
+	a := BurstBoxName("lab", "cup-final-2026", provider.BackendLab, 1)
+	b := BurstBoxName("lab", "cup-final-2027", provider.BackendLab, 1)
+	for _, n := range []string{a, b} {
+		if err := lab.ValidName(n); err != nil {
+			t.Errorf("%q: %v", n, err)
+		}
+	}
+	if a == b {
+		t.Errorf("two events share the lab box name %q", a)
+	}
+	if s := BoxName("lab", "cup-final", provider.BackendLab, 1); s == a {
+		t.Errorf("burst and steady names collide: %q", s)
+	}
+}
+
+func TestRelaysComposeStacksAndDraining(t *testing.T) {
+	dir := t.TempDir()
+	steady := []HostEntry{{Name: "s1", Address: "10.0.0.1", Ports: []int{4443, 4444}}}
+	event := []HostEntry{{Name: "e1", Address: "10.0.0.9", Ports: []int{4443}}}
+	read := func() []Relay {
+		t.Helper()
+		data, err := os.ReadFile(filepath.Join(dir, RelaysFile))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var f struct{ Relays []Relay }
+		if err := json.Unmarshal(data, &f); err != nil {
+			t.Fatal(err)
+		}
+		return f.Relays
+	}
+	if _, err := SetStackHosts(dir, "lab", steady); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := SetStackHosts(dir, "lab-event-final", event); err != nil {
+		t.Fatal(err)
+	}
+	if rs := read(); len(rs) != 3 || rs[0].Draining || rs[2].Draining {
+		t.Fatalf("relays %+v: want 2 steady and 1 event relay, none draining", rs)
+	}
+	if _, err := SetDraining(dir, "lab-event-final", true); err != nil {
+		t.Fatal(err)
+	}
+	rs := read()
+	var draining []string
+	for _, r := range rs {
+		if r.Draining {
+			draining = append(draining, r.URL)
+		}
+	}
+	if len(rs) != 3 || len(draining) != 1 || draining[0] != "http://10.0.0.9:4443/" {
+		t.Fatalf("relays %+v: want only the event's relay draining", rs)
+	}
+	// The steady fleet's next up keeps the event's relays draining.
+	if _, err := SetStackHosts(dir, "lab", steady); err != nil {
+		t.Fatal(err)
+	}
+	if rs := read(); len(rs) != 3 || !rs[2].Draining {
+		t.Fatalf("relays %+v after a steady up", rs)
+	}
+	if _, err := SetStackHosts(dir, "lab-event-final", nil); err != nil {
+		t.Fatal(err)
+	}
+	if rs := read(); len(rs) != 2 {
+		t.Fatalf("relays %+v: want the event's gone", rs)
+	}
+	if sh, _ := ReadStackHosts(dir, "lab-event-final"); len(sh.Hosts) != 0 || sh.Draining {
+		t.Errorf("destroyed stack still recorded: %+v", sh)
+	}
+}

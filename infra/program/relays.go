@@ -1,0 +1,146 @@
+package program
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"syscall"
+)
+
+// HostsDir is where each stack's hosts are kept in the state dir, one file
+// per stack; the router's relay list is composed from all of them.
+const HostsDir = "hosts"
+
+// StackHosts is one stack's hosts as kept in HostsDir.
+type StackHosts struct {
+	Stack string `json:"stack"`
+	// Draining marks every relay of the stack draining in the router's
+	// list: the router sends it no new listeners.
+	Draining bool        `json:"draining,omitempty"`
+	Hosts    []HostEntry `json:"hosts"`
+}
+
+func hostsPath(stateDir, stack string) string {
+	return filepath.Join(stateDir, HostsDir, stack+".json")
+}
+
+// SetStackHosts records a stack's hosts (nil: the stack has none left)
+// and rewrites the router's relay list. It returns the list's path.
+func SetStackHosts(stateDir, stack string, hosts []HostEntry) (string, error) {
+	return updateStack(stateDir, stack, func(sh *StackHosts) bool {
+		sh.Hosts = hosts
+		return len(hosts) > 0
+	})
+}
+
+// SetDraining marks a stack's relays draining (or routable again) in the
+// router's relay list.
+func SetDraining(stateDir, stack string, draining bool) (string, error) {
+	return updateStack(stateDir, stack, func(sh *StackHosts) bool {
+		sh.Draining = draining
+		return len(sh.Hosts) > 0
+	})
+}
+
+// ReadStackHosts returns a stack's recorded hosts; a stack never recorded
+// has none.
+func ReadStackHosts(stateDir, stack string) (StackHosts, error) {
+	sh := StackHosts{Stack: stack}
+	data, err := os.ReadFile(hostsPath(stateDir, stack))
+	if errors.Is(err, fs.ErrNotExist) {
+		return sh, nil
+	}
+	if err != nil {
+		return sh, fmt.Errorf("stack hosts: %w", err)
+	}
+	if err := json.Unmarshal(data, &sh); err != nil {
+		return sh, fmt.Errorf("stack hosts %s: %w", hostsPath(stateDir, stack), err)
+	}
+	return sh, nil
+}
+
+// updateStack changes one stack's record under the relays lock and
+// rewrites the relay list; keep false removes the record.
+func updateStack(stateDir, stack string, change func(*StackHosts) bool) (string, error) {
+	dir := filepath.Join(stateDir, HostsDir)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return "", fmt.Errorf("stack hosts: %w", err)
+	}
+	unlock, err := lockFile(filepath.Join(stateDir, "relays.lock"))
+	if err != nil {
+		return "", err
+	}
+	defer unlock()
+	sh, err := ReadStackHosts(stateDir, stack)
+	if err != nil {
+		return "", err
+	}
+	if change(&sh) {
+		data, err := json.MarshalIndent(sh, "", "  ")
+		if err != nil {
+			return "", err
+		}
+		if err := writeAtomic(hostsPath(stateDir, stack), append(data, '\n'), 0o600); err != nil {
+			return "", fmt.Errorf("stack hosts: %w", err)
+		}
+	} else if err := os.Remove(hostsPath(stateDir, stack)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return "", fmt.Errorf("stack hosts: %w", err)
+	}
+	return composeRelays(stateDir)
+}
+
+// composeRelays writes the router's relay list from every stack's hosts:
+// the steady fleet's and each event's, an event's marked draining once it
+// ended.
+func composeRelays(stateDir string) (string, error) {
+	entries, err := os.ReadDir(filepath.Join(stateDir, HostsDir))
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return "", fmt.Errorf("stack hosts: %w", err)
+	}
+	var names []string
+	for _, e := range entries {
+		if n, ok := strings.CutSuffix(e.Name(), ".json"); ok && !e.IsDir() {
+			names = append(names, n)
+		}
+	}
+	sort.Strings(names)
+	rs := []Relay{}
+	for _, n := range names {
+		sh, err := ReadStackHosts(stateDir, n)
+		if err != nil {
+			return "", err
+		}
+		for _, r := range Relays(sh.Hosts) {
+			r.Draining = sh.Draining
+			rs = append(rs, r)
+		}
+	}
+	path := filepath.Join(stateDir, RelaysFile)
+	return path, writeRelayList(path, rs)
+}
+
+// lockFile takes an exclusive flock on path, waiting for it.
+func lockFile(path string) (func(), error) {
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("lock %s: %w", path, err)
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("lock %s: %w", path, err)
+	}
+	return func() { f.Close() }, nil
+}
+
+func writeAtomic(path string, data []byte, mode fs.FileMode) error {
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, data, mode); err != nil {
+		return err
+	}
+	return os.Rename(tmp, path)
+}
