@@ -456,7 +456,7 @@ func loadgenCmd(ctx context.Context, args []string, stdout, stderr io.Writer) er
 func routerCmd(ctx context.Context, args []string, stderr io.Writer) error {
 	fs := newFlags("router")
 	listenAddr := fs.String("listen", "", "HOST:PORT to serve GET /route on")
-	relaysFile := fs.String("relays", "", "relays file (JSON), reloaded on SIGHUP")
+	relaysFile := fs.String("relays", "", "relays file (JSON), reloaded when it changes or on SIGHUP")
 	poll := fs.Duration("poll", time.Second, "how often to read each relay's /stats")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
 	pos, err := parse(fs, args)

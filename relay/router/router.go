@@ -26,7 +26,8 @@
 // URL to poll, "draining" true to stop sending new listeners there.
 // Unknown fields and duplicate URLs are errors. Reload re-reads it (the
 // router command does on SIGHUP); a file that fails to load leaves the
-// previous one in force. GET /relays shows the state as JSON.
+// previous one in force. Run also reloads it when the file changes (within
+// one poll). GET /relays shows the state as JSON.
 package router
 
 import (
@@ -41,6 +42,7 @@ import (
 	"net/url"
 	"os"
 	"sync"
+	"syscall"
 	"time"
 )
 
@@ -115,6 +117,27 @@ type Router struct {
 
 	mu     sync.Mutex
 	relays []*relayState
+	stamp  fileStamp // the relays file as last loaded
+}
+
+// fileStamp tells a rewritten relays file from the one loaded: the fleet
+// tool replaces it with a rename, which changes the inode.
+type fileStamp struct {
+	ino     uint64
+	size    int64
+	modTime time.Time
+}
+
+func stampOf(path string) fileStamp {
+	st, err := os.Stat(path)
+	if err != nil {
+		return fileStamp{}
+	}
+	fs := fileStamp{size: st.Size(), modTime: st.ModTime()}
+	if sys, ok := st.Sys().(*syscall.Stat_t); ok {
+		fs.ino = uint64(sys.Ino)
+	}
+	return fs
 }
 
 type relayState struct {
@@ -150,6 +173,7 @@ func New(opts Options) (*Router, error) {
 // Reload re-reads the relays file. Relays still listed keep their last
 // poll; new ones are unhealthy until polled.
 func (r *Router) Reload() error {
+	stamp := stampOf(r.file)
 	f, err := Load(r.file)
 	if err != nil {
 		return err
@@ -169,15 +193,30 @@ func (r *Router) Reload() error {
 		next = append(next, s)
 	}
 	r.relays = next
+	r.stamp = stamp
 	r.logger.Info("relays loaded", "file", r.file, "relays", len(next))
 	return nil
 }
 
-// Run polls every relay's /stats until ctx ends.
+// Run polls every relay's /stats until ctx ends. Before each poll it
+// reloads the relays file if the file changed, so that relays the fleet
+// tool adds, drains or removes take effect within one poll without a
+// SIGHUP.
 func (r *Router) Run(ctx context.Context) {
 	t := time.NewTicker(r.poll)
 	defer t.Stop()
 	for {
+		r.mu.Lock()
+		changed := stampOf(r.file) != r.stamp
+		r.mu.Unlock()
+		if changed {
+			if err := r.Reload(); err != nil {
+				r.logger.Warn("relays file changed but did not load; keeping the previous one", "file", r.file, "err", err)
+				r.mu.Lock()
+				r.stamp = stampOf(r.file) // warn once per change
+				r.mu.Unlock()
+			}
+		}
 		r.PollOnce(ctx)
 		select {
 		case <-ctx.Done():

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/relayfleet/relayfleet/relay"
 	"github.com/relayfleet/relayfleet/relay/router"
@@ -200,4 +201,54 @@ func TestRunStops(t *testing.T) {
 	}()
 	cancel()
 	<-done
+}
+
+// TestRunReloadsAChangedFile: the fleet tool renames a new relays file
+// into place; Run picks it up within a poll, without SIGHUP.
+func TestRunReloadsAChangedFile(t *testing.T) {
+	a, b := newFakeRelay(t, 10), newFakeRelay(t, 5)
+	dir := t.TempDir()
+	path := filepath.Join(dir, "relays.json")
+	writeFile(t, path, a.entry(false))
+	r, err := router.New(router.Options{File: path, Poll: 20 * time.Millisecond, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(r)
+	t.Cleanup(srv.Close)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); r.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+
+	waitRoute := func(want string) {
+		t.Helper()
+		deadline := time.Now().Add(5 * time.Second)
+		for {
+			code, got := route(t, srv)
+			if code == http.StatusOK && got == want {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("routed %d %q, want %q", code, got, want)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	waitRoute(a.entry(false).URL)
+	tmp := filepath.Join(dir, "relays.json.tmp")
+	writeFile(t, tmp, a.entry(true), b.entry(false)) // a drains, b joins
+	if err := os.Rename(tmp, path); err != nil {
+		t.Fatal(err)
+	}
+	waitRoute(b.entry(false).URL)
+	// A broken file leaves the last good list in force.
+	if err := os.WriteFile(tmp, []byte(`{"relays": [{"url": "x"}]}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(100 * time.Millisecond)
+	waitRoute(b.entry(false).URL)
 }
