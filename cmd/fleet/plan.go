@@ -114,7 +114,7 @@ func runPlan(_ context.Context, args []string, stdout io.Writer) error {
 			return err
 		}
 		for _, g := range fleet.Steady {
-			c, err := candidate(cat, capacity.Steady, g.Name, &g.Box)
+			c, err := capacity.BoxCandidate(cat, capacity.Steady, g.Name, &g.Box)
 			if err != nil {
 				return err
 			}
@@ -133,10 +133,10 @@ func runPlan(_ context.Context, args []string, stdout io.Writer) error {
 		if p.Unusable != "" {
 			return usagef("flag --shape: %s cannot carry relay audio: %s", p.Name, p.Unusable)
 		}
-		cands = append(cands, shapeCandidate(p, s, s.Ref(p), 0, capacity.Burst))
+		cands = append(cands, capacity.ShapeCandidate(p, s, s.Ref(p), 0, capacity.Burst))
 	case fleet != nil:
 		for _, pool := range fleet.Burst {
-			c, err := candidate(cat, capacity.Burst, pool.Name, &pool.Box)
+			c, err := capacity.BoxCandidate(cat, capacity.Burst, pool.Name, &pool.Box)
 			if err != nil {
 				return err
 			}
@@ -151,7 +151,7 @@ func runPlan(_ context.Context, args []string, stdout io.Writer) error {
 			}
 			for j := range p.Shapes {
 				s := &p.Shapes[j]
-				cands = append(cands, shapeCandidate(p, s, s.Ref(p), 0, capacity.Burst))
+				cands = append(cands, capacity.ShapeCandidate(p, s, s.Ref(p), 0, capacity.Burst))
 			}
 		}
 	}
@@ -168,29 +168,6 @@ func runPlan(_ context.Context, args []string, stdout io.Writer) error {
 		return writePlanJSON(stdout, plan, cal, *calibration, *providers)
 	}
 	return writePlanTable(stdout, plan, cal, *calibration)
-}
-
-func candidate(cat *inventories.Catalogue, role capacity.Role, name string, b *inventories.Box) (capacity.Candidate, error) {
-	p, s, err := b.ShapeRef(cat)
-	if err != nil {
-		return capacity.Candidate{}, err // validated on load; kept for safety
-	}
-	return shapeCandidate(p, s, name, b.Processes, role), nil
-}
-
-func shapeCandidate(p *inventories.Provider, s *inventories.Shape, name string, procs inventories.Processes, role capacity.Role) capacity.Candidate {
-	return capacity.Candidate{
-		Role:     role,
-		Name:     name,
-		Provider: p,
-		Shape:    s,
-		Box: capacity.Box{
-			Cores:     s.Cores,
-			RAM:       s.RAM,
-			Processes: procs.For(s.Cores),
-			Uplink:    s.Uplink,
-		},
-	}
 }
 
 // planJSON is the --json document; its fields are described in the README.

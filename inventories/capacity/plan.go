@@ -505,3 +505,29 @@ func unitCost(req Request, c *Candidate, capacity int) float64 {
 	}
 	return cost
 }
+
+// BoxCandidate is a fleet's steady group or burst pool as a candidate.
+func BoxCandidate(cat *inventories.Catalogue, role Role, name string, b *inventories.Box) (Candidate, error) {
+	p, s, err := b.ShapeRef(cat)
+	if err != nil {
+		return Candidate{}, err // validated on load; kept for safety
+	}
+	return ShapeCandidate(p, s, name, b.Processes, role), nil
+}
+
+// ShapeCandidate is a catalogue shape as a candidate, procs processes per
+// box (0: one per core).
+func ShapeCandidate(p *inventories.Provider, s *inventories.Shape, name string, procs inventories.Processes, role Role) Candidate {
+	return Candidate{
+		Role:     role,
+		Name:     name,
+		Provider: p,
+		Shape:    s,
+		Box: Box{
+			Cores:     s.Cores,
+			RAM:       s.RAM,
+			Processes: procs.For(s.Cores),
+			Uplink:    s.Uplink,
+		},
+	}
+}
