@@ -17,6 +17,7 @@ import (
 	"github.com/pulumi/pulumi/sdk/v3/go/auto"
 	"github.com/pulumi/pulumi/sdk/v3/go/auto/optdestroy"
 	"github.com/pulumi/pulumi/sdk/v3/go/auto/optpreview"
+	"github.com/pulumi/pulumi/sdk/v3/go/auto/optrefresh"
 	"github.com/pulumi/pulumi/sdk/v3/go/auto/optup"
 	"github.com/pulumi/pulumi/sdk/v3/go/common/workspace"
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
@@ -410,16 +411,25 @@ func (s *Stack) Remove(ctx context.Context) error {
 	return nil
 }
 
-// Cancel clears a lock that a killed Pulumi run left on the stack (the
-// file backend keeps it as a file). Call it only when no other run can be
-// in progress: the event reconciler holds its own lock.
-func (s *Stack) Cancel(ctx context.Context) error {
+// Repair makes a stack usable after a Pulumi run was killed: it clears
+// the lock the run left (call it only when no other run can be in
+// progress; the event reconciler holds its own lock), then refreshes the
+// state from the boxes, dropping operations the killed run left pending.
+// A box whose create was cut off is thereby forgotten: the next up adopts
+// it by name, and the event reconciler's sweep by label deletes it if no
+// up comes.
+func (s *Stack) Repair(ctx context.Context) error {
 	st, err := s.open(ctx)
 	if err != nil {
 		return err
 	}
-	if err := st.Cancel(ctx); err != nil {
+	if err := st.Cancel(ctx); err != nil && !strings.Contains(err.Error(), "no update") {
 		return fmt.Errorf("cancel stack %s: %s", s.Name, lastLines(err.Error()))
+	}
+	_, err = st.Refresh(ctx, optrefresh.ClearPendingCreates(),
+		optrefresh.ProgressStreams(s.progress()), optrefresh.ErrorProgressStreams(s.progress()))
+	if err != nil {
+		return fmt.Errorf("refresh stack %s: %s", s.Name, lastLines(err.Error()))
 	}
 	return nil
 }

@@ -531,3 +531,12 @@ func ShapeCandidate(p *inventories.Provider, s *inventories.Shape, name string, 
 		},
 	}
 }
+
+// EventPrice is what one burst box of shape costs for an event of hours:
+// billed by the started hour, never above its monthly price, plus any
+// setup fee; a monthly-only shape costs a month. Egress is not included.
+func EventPrice(cat *inventories.Catalogue, p *inventories.Provider, s *inventories.Shape, hours float64) float64 {
+	req := Request{EventHours: hours, Catalogue: cat}
+	_, _, event := boxPrice(&req, &Candidate{Role: Burst, Provider: p, Shape: s})
+	return roundMoney(event)
+}

@@ -1,0 +1,24 @@
+// Package events brings burst capacity up before an event and back to
+// zero after it, and proves it is gone.
+//
+// Reconcile is idempotent and driven by the clock (a systemd timer runs it
+// every minute; tests pass a simulated one). For each event of an events
+// file it decides what should exist now and moves the event one or more
+// steps toward it, saving a record before and after each step:
+//
+//	before start - lead   nothing
+//	from start - lead     its own Pulumi stack of burst boxes, sized by the
+//	                      planner from the peak less the steady fleet's
+//	                      capacity, converged and in the router's list
+//	from end              its relays marked draining (router and relay)
+//	once no listener is   the stack destroyed and removed, then the
+//	left, or end + drain  backend listed by label: a box of the event found
+//	                      there is an orphan, destroyed and reported
+//
+// A reconcile killed at any step is resumed by the next one: the record
+// says where it stopped, a stack lock left by a killed Pulumi run is
+// cleared and the stack refreshed. A lock file stops two reconciles from
+// running at once. The steady fleet's stack is never opened. Each event
+// gets a cost report: box-hours, estimated egress from the listener counts
+// sampled on every run, and both against the plan.
+package events

@@ -1,0 +1,168 @@
+package events
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"sync"
+
+	"golang.org/x/crypto/ssh"
+
+	"github.com/relayfleet/relayfleet/infra/program"
+	"github.com/relayfleet/relayfleet/infra/provider"
+	"github.com/relayfleet/relayfleet/provision"
+)
+
+// PulumiStacks runs event stacks through the Pulumi CLI: each is
+// Template with the event's name and burst.
+type PulumiStacks struct {
+	Template program.Stack
+}
+
+func (p *PulumiStacks) stack(name string, b program.Burst) *program.Stack {
+	s := p.Template
+	s.Name, s.Burst, s.Refresh = name, &b, false
+	return &s
+}
+
+// Up implements Stacks.
+func (p *PulumiStacks) Up(ctx context.Context, stack string, b program.Burst) ([]program.HostEntry, error) {
+	res, err := p.stack(stack, b).Up(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return res.Hosts, nil
+}
+
+// Destroy implements Stacks: destroy, then remove the stack.
+func (p *PulumiStacks) Destroy(ctx context.Context, stack string, b program.Burst) error {
+	s := p.stack(stack, b)
+	if _, err := s.Destroy(ctx); err != nil {
+		return err
+	}
+	return s.Remove(ctx)
+}
+
+// Repair implements Stacks.
+func (p *PulumiStacks) Repair(ctx context.Context, stack string, b program.Burst) error {
+	return p.stack(stack, b).Repair(ctx)
+}
+
+// SSHProbe asks relays over SSH, checking each box's host key from the
+// stack outputs. Lab boxes are reached with the lab's admin key, others
+// with KeyFile or the ssh-agent.
+type SSHProbe struct {
+	Lab     provider.Config
+	KeyFile string
+
+	once sync.Once
+	pool *provision.Pool
+	dir  string
+	err  error
+}
+
+func (s *SSHProbe) init(hosts []program.HostEntry) error {
+	s.once.Do(func() {
+		var auth []ssh.AuthMethod
+		lab0 := len(hosts) > 0 && hosts[0].Backend == provider.BackendLab
+		if lab0 {
+			l, err := provider.OpenLab(s.Lab)
+			if err != nil {
+				s.err = err
+				return
+			}
+			signer, err := l.Signer()
+			if err != nil {
+				s.err = err
+				return
+			}
+			auth = []ssh.AuthMethod{ssh.PublicKeys(signer)}
+		} else {
+			methods, _, err := provision.Auth(s.KeyFile)
+			if err != nil {
+				s.err = err
+				return
+			}
+			auth = methods
+		}
+		dir, err := os.MkdirTemp("", "relayfleet-events-")
+		if err != nil {
+			s.err = err
+			return
+		}
+		s.dir = dir
+		s.pool = &provision.Pool{Auth: auth, Keys: &provision.HostKeys{File: filepath.Join(dir, "known_hosts")}}
+	})
+	return s.err
+}
+
+// Close ends the SSH connections.
+func (s *SSHProbe) Close() error {
+	if s.pool != nil {
+		s.pool.Close()
+	}
+	if s.dir != "" {
+		os.RemoveAll(s.dir)
+	}
+	return nil
+}
+
+func (s *SSHProbe) each(ctx context.Context, hosts []program.HostEntry, f func(provision.Runner) error) error {
+	if len(hosts) == 0 {
+		return nil
+	}
+	if err := s.init(hosts); err != nil {
+		return err
+	}
+	for _, h := range hosts {
+		key, _, _, _, err := ssh.ParseAuthorizedKey([]byte(h.HostKey))
+		if err != nil {
+			return fmt.Errorf("%s: host key: %w", h.Name, err)
+		}
+		host, port, err := net.SplitHostPort(h.SSHAddress)
+		if err != nil {
+			return fmt.Errorf("%s: ssh address %q: %w", h.Name, h.SSHAddress, err)
+		}
+		ph := provision.Host{Name: h.Name, Address: net.JoinHostPort(host, port), User: h.User}
+		if err := provision.PinKey(s.pool.Keys.File, ph.Addr(), key); err != nil {
+			return err
+		}
+		if err := f(s.pool.Runner(ph)); err != nil {
+			return fmt.Errorf("%s: %w", h.Name, err)
+		}
+	}
+	return nil
+}
+
+// Listeners implements Prober.
+func (s *SSHProbe) Listeners(ctx context.Context, hosts []program.HostEntry) (int64, error) {
+	var total int64
+	err := s.each(ctx, hosts, func(run provision.Runner) error {
+		insts, err := provision.ActiveInstances(ctx, run)
+		if err != nil {
+			return err
+		}
+		n, err := provision.BoxListeners(ctx, run, insts)
+		total += n
+		return err
+	})
+	return total, err
+}
+
+// Drain implements Prober.
+func (s *SSHProbe) Drain(ctx context.Context, hosts []program.HostEntry) error {
+	return s.each(ctx, hosts, func(run provision.Runner) error {
+		insts, err := provision.ActiveInstances(ctx, run)
+		if err != nil {
+			return err
+		}
+		for _, inst := range insts {
+			if err := provision.DrainOnBox(ctx, run, inst, true); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}

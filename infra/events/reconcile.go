@@ -1,0 +1,485 @@
+package events
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math"
+	"strings"
+	"time"
+
+	"github.com/relayfleet/relayfleet/infra/backend"
+	"github.com/relayfleet/relayfleet/infra/program"
+	"github.com/relayfleet/relayfleet/infra/provider"
+	"github.com/relayfleet/relayfleet/inventories"
+)
+
+// Stacks runs an event's Pulumi stack. program.Stack does, through the
+// Pulumi CLI; tests may fake it.
+type Stacks interface {
+	// Up brings the stack to b and returns its hosts, converged.
+	Up(ctx context.Context, stack string, b program.Burst) ([]program.HostEntry, error)
+	// Destroy destroys every box of the stack and removes the stack.
+	Destroy(ctx context.Context, stack string, b program.Burst) error
+	// Repair clears what a killed Pulumi run left: its lock and pending
+	// operations.
+	Repair(ctx context.Context, stack string, b program.Burst) error
+}
+
+// Prober asks an event's relays over SSH.
+type Prober interface {
+	// Listeners sums the listeners of every relay process on the hosts.
+	Listeners(ctx context.Context, hosts []program.HostEntry) (int64, error)
+	// Drain marks every relay process on the hosts draining: it refuses
+	// new sessions and serves the ones it has.
+	Drain(ctx context.Context, hosts []program.HostEntry) error
+}
+
+// Reconciler moves every event toward what the clock says should exist.
+type Reconciler struct {
+	Events      *inventories.Events
+	Fleet       *inventories.Fleet
+	Catalogue   *inventories.Catalogue
+	Calibration *inventories.Calibration
+	// StateDir holds the records, the lock and the router's relay list.
+	StateDir string
+	// Release is the relay build the burst hosts run; a new one is rolled
+	// onto boxes that are up by the next reconcile.
+	Release string
+	Stacks  Stacks
+	Probe   Prober
+	// Backends opens a backend for the sweep by label.
+	Backends func(name string) (backend.Backend, error)
+	// Log receives one line per action, with the event's name.
+	Log *slog.Logger
+}
+
+// StackName is an event's stack: FLEET-event-NAME.
+func StackName(fleet, event string) string { return fleet + "-event-" + event }
+
+// Result is what one reconcile did to one event.
+type Result struct {
+	Event string
+	Phase Phase
+	// Acted is false when the event needed nothing.
+	Acted bool
+	Err   error
+}
+
+func (r *Reconciler) log() *slog.Logger {
+	if r.Log == nil {
+		return slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	return r.Log
+}
+
+// Reconcile takes the lock and moves every event, and every recorded event
+// no longer in the file, one pass toward what now asks for. One event's
+// failure does not stop the others; the error joins them all.
+func (r *Reconciler) Reconcile(ctx context.Context, now time.Time) ([]Result, error) {
+	unlock, err := Lock(r.StateDir)
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+	recs, err := Records(r.StateDir)
+	if err != nil {
+		return nil, err
+	}
+	known := map[string]*Record{}
+	for _, rec := range recs {
+		known[rec.Event] = rec
+	}
+	var results []Result
+	var errs []error
+	for i := range r.Events.Events {
+		ev := &r.Events.Events[i]
+		rec := known[ev.Name]
+		delete(known, ev.Name)
+		res := r.one(ctx, now, ev, rec)
+		results = append(results, res)
+		if res.Err != nil {
+			errs = append(errs, fmt.Errorf("event %s: %w", ev.Name, res.Err))
+		}
+	}
+	for _, rec := range recs {
+		if _, gone := known[rec.Event]; !gone {
+			continue
+		}
+		res := r.one(ctx, now, nil, rec)
+		results = append(results, res)
+		if res.Err != nil {
+			errs = append(errs, fmt.Errorf("event %s: %w", rec.Event, res.Err))
+		}
+	}
+	return results, errors.Join(errs...)
+}
+
+// Manual sets an event's manual override (ManualUp or ManualDown, "" to
+// follow the clock again) and reconciles that event at once. drain, when
+// not negative, replaces the event's drain time for a manual down.
+func (r *Reconciler) Manual(ctx context.Context, now time.Time, event, mode string, drain time.Duration) (Result, error) {
+	unlock, err := Lock(r.StateDir)
+	if err != nil {
+		return Result{}, err
+	}
+	defer unlock()
+	ev, inFile := r.Events.Event(event)
+	rec, ok, err := ReadRecord(r.StateDir, event)
+	if err != nil {
+		return Result{}, err
+	}
+	if !inFile && !ok {
+		return Result{}, fmt.Errorf("event %q: not in %s and never reconciled", event, "the events file")
+	}
+	if !inFile && mode == ManualUp {
+		return Result{}, fmt.Errorf("event %q: not in the events file; only down is possible", event)
+	}
+	if inFile && mode == ManualUp && !now.Before(ev.End.Time) {
+		return Result{}, fmt.Errorf("event %q ended at %s; burst up is for events that have not ended", event, ev.End.Format(time.RFC3339))
+	}
+	if !ok {
+		rec = r.newRecord(ev)
+	}
+	rec.Manual = mode
+	if mode == ManualDown && drain >= 0 && (rec.Phase == Up || rec.Phase == Creating) {
+		// Set below by drain(); remember the override for it.
+		rec.DrainDeadline = now.Add(drain)
+	}
+	r.note(rec, now, "manual", "fleet burst "+mode)
+	if err := rec.save(r.StateDir); err != nil {
+		return Result{}, err
+	}
+	if !inFile {
+		ev = nil
+	}
+	res := r.one(ctx, now, ev, rec)
+	return res, res.Err
+}
+
+func (r *Reconciler) newRecord(ev *inventories.Event) *Record {
+	return &Record{
+		Event:   ev.Name,
+		Stack:   StackName(r.Fleet.Name, ev.Name),
+		Backend: ev.Burst.Provider,
+		Pool:    ev.Burst,
+		Phase:   Scheduled,
+	}
+}
+
+// want is what should exist for an event now.
+type want int
+
+const (
+	wantNothing want = iota // nothing new; what exists is left as it is
+	wantUp
+	wantGone
+)
+
+func desired(ev *inventories.Event, rec *Record, now time.Time) want {
+	switch {
+	case rec != nil && rec.Manual == ManualDown:
+		return wantGone
+	case ev == nil, !now.Before(ev.End.Time):
+		return wantGone
+	case rec != nil && rec.Manual == ManualUp, !now.Before(ev.UpAt()):
+		return wantUp
+	}
+	return wantNothing
+}
+
+// one reconciles one event; ev is nil for a recorded event no longer in
+// the file.
+func (r *Reconciler) one(ctx context.Context, now time.Time, ev *inventories.Event, rec *Record) Result {
+	if rec == nil {
+		rec = r.newRecord(ev)
+	}
+	if ev != nil {
+		rec.Pool = ev.Burst // the file is the truth while the event is in it
+	}
+	before := rec.Phase
+	var err error
+	switch desired(ev, rec, now) {
+	case wantUp:
+		err = r.up(ctx, now, ev, rec)
+	case wantGone:
+		err = r.down(ctx, now, ev, rec)
+	default:
+		if rec.Phase == Up {
+			err = r.sample(ctx, now, rec)
+		} else if rec.Phase == "" {
+			rec.Phase = Scheduled
+		}
+		if rec.Phase == Scheduled && len(rec.Log) == 0 {
+			r.note(rec, now, "scheduled", fmt.Sprintf("boxes come up at %s (start %s less lead time %s)",
+				ev.UpAt().UTC().Format(time.RFC3339), ev.Start.UTC().Format(time.RFC3339), ev.LeadTime.D()))
+			err = errors.Join(err, rec.save(r.StateDir))
+		}
+	}
+	return Result{Event: rec.Event, Phase: rec.Phase, Acted: rec.Phase != before || err != nil, Err: err}
+}
+
+// note logs an action with the event's name and keeps it in the record.
+func (r *Reconciler) note(rec *Record, now time.Time, action, detail string) {
+	rec.Log = append(rec.Log, Entry{At: now.UTC(), Action: action, Detail: detail})
+	r.log().Info(detail, "event", rec.Event, "action", action, "phase", string(rec.Phase))
+}
+
+func (r *Reconciler) fail(rec *Record, now time.Time, action string, err error) error {
+	r.note(rec, now, action+"-failed", err.Error())
+	if serr := rec.save(r.StateDir); serr != nil {
+		return errors.Join(err, serr)
+	}
+	return err
+}
+
+func (r *Reconciler) burst(rec *Record, boxes int) program.Burst {
+	return program.Burst{Event: rec.Event, Pool: rec.Pool, Boxes: boxes}
+}
+
+// account adds the life of the boxes that exist to BoxSeconds and
+// restarts the count with boxes from now.
+func (rec *Record) account(now time.Time, boxes int) {
+	if rec.Boxes > 0 && !rec.BoxesSince.IsZero() && now.After(rec.BoxesSince) {
+		rec.BoxSeconds += float64(rec.Boxes) * now.Sub(rec.BoxesSince).Seconds()
+	}
+	rec.Boxes, rec.BoxesSince = boxes, now
+}
+
+func (r *Reconciler) up(ctx context.Context, now time.Time, ev *inventories.Event, rec *Record) error {
+	size, err := Size(ev, r.Fleet, r.Catalogue, r.Calibration)
+	if err != nil {
+		return r.fail(rec, now, "size", err)
+	}
+	if rec.Phase == Up && rec.Plan != nil && rec.Plan.Boxes == size.Boxes && rec.Release == r.Release {
+		return r.sample(ctx, now, rec)
+	}
+	resume := rec.Phase == Creating || rec.Phase == Destroying
+	grow := rec.Phase == Up
+	again := rec.Phase == Gone || rec.Phase == Missed // rescheduled, or burst up after a down
+	rec.Phase, rec.Plan = Creating, size
+	if rec.CreatingSince.IsZero() || again {
+		rec.CreatingSince = now
+		rec.Report, rec.Orphans, rec.DestroyedAt, rec.Samples, rec.BoxSeconds = nil, nil, time.Time{}, nil, 0
+	}
+	detail := fmt.Sprintf("bringing up %d %s boxes (%d listeners each) for a peak of %s over the steady fleet's %s",
+		size.Boxes, size.Shape, size.PerBox, count(size.Peak), count(size.SteadyCapacity))
+	if grow {
+		detail = fmt.Sprintf("changing to %d boxes (plan or relay release changed)", size.Boxes)
+	}
+	r.note(rec, now, "up", detail)
+	if s := size.Short(); s != "" {
+		r.note(rec, now, "warning", s)
+	}
+	// The boxes bill from the start of the run that makes them.
+	if rec.Boxes == 0 {
+		rec.account(now, size.Boxes)
+	}
+	if err := rec.save(r.StateDir); err != nil {
+		return err
+	}
+	if resume {
+		r.note(rec, now, "repair", "a previous run was cut off: clearing its stack lock and pending operations")
+		if err := r.Stacks.Repair(ctx, rec.Stack, r.burst(rec, size.Boxes)); err != nil {
+			return r.fail(rec, now, "repair", err)
+		}
+	}
+	var hosts []program.HostEntry
+	if size.Boxes > 0 || rec.StackMade {
+		rec.StackMade = true
+		if err := rec.save(r.StateDir); err != nil {
+			return err
+		}
+		hosts, err = r.Stacks.Up(ctx, rec.Stack, r.burst(rec, size.Boxes))
+		if err != nil {
+			return r.fail(rec, now, "up", err)
+		}
+	}
+	if _, err := program.SetStackHosts(r.StateDir, rec.Stack, hosts); err != nil {
+		return r.fail(rec, now, "route", err)
+	}
+	if _, err := program.SetDraining(r.StateDir, rec.Stack, false); err != nil {
+		return r.fail(rec, now, "route", err)
+	}
+	rec.account(now, len(hosts))
+	rec.Hosts, rec.Release, rec.Phase, rec.UpSince = hosts, r.Release, Up, now
+	rec.DrainingSince, rec.DrainDeadline = time.Time{}, time.Time{}
+	relays := 0
+	for _, h := range hosts {
+		relays += len(h.Ports)
+	}
+	var names []string
+	for _, h := range hosts {
+		names = append(names, h.Name+" "+h.Address)
+	}
+	when := "start in " + ev.Start.Sub(now).Round(time.Second).String()
+	if !now.Before(ev.Start.Time) {
+		when = "LATE: the event started " + now.Sub(ev.Start.Time).Round(time.Second).String() + " ago"
+	}
+	r.note(rec, now, "ready", fmt.Sprintf("%d boxes converged, %d relay processes in the router's list (%s); %s",
+		len(hosts), relays, strings.Join(names, ", "), when))
+	return rec.save(r.StateDir)
+}
+
+// sample records the event's listeners while its boxes are up.
+func (r *Reconciler) sample(ctx context.Context, now time.Time, rec *Record) error {
+	if len(rec.Hosts) == 0 {
+		return nil
+	}
+	n, err := r.Probe.Listeners(ctx, rec.Hosts)
+	if err != nil {
+		r.log().Warn("listener count failed", "event", rec.Event, "err", err)
+		return nil
+	}
+	rec.Samples = append(rec.Samples, Sample{At: now.UTC(), Listeners: n})
+	return rec.save(r.StateDir)
+}
+
+func (r *Reconciler) down(ctx context.Context, now time.Time, ev *inventories.Event, rec *Record) error {
+	switch rec.Phase {
+	case "", Scheduled:
+		if ev != nil && !now.Before(ev.End.Time) && rec.Manual != ManualDown {
+			rec.Phase = Missed
+			r.note(rec, now, "missed", "the event ended before its boxes were brought up; nothing to remove")
+			return rec.save(r.StateDir)
+		}
+		if rec.Manual == ManualDown && len(rec.Log) > 0 && rec.Log[len(rec.Log)-1].Action == "manual" {
+			r.note(rec, now, "held-down", "nothing is up; the event stays down until fleet burst up")
+			return rec.save(r.StateDir)
+		}
+		return nil
+	case Gone, Missed:
+		return nil
+	case Up:
+		return r.drain(ctx, now, ev, rec)
+	case Draining:
+		return r.waitDrain(ctx, now, rec)
+	case Creating:
+		r.note(rec, now, "abandon-up", "the up was cut off and the event no longer wants boxes: destroying what it made")
+	}
+	return r.destroy(ctx, now, rec)
+}
+
+func (r *Reconciler) drain(ctx context.Context, now time.Time, ev *inventories.Event, rec *Record) error {
+	deadline := rec.DrainDeadline // a manual down may have set it
+	if deadline.IsZero() {
+		switch {
+		case ev != nil && rec.Manual != ManualDown:
+			deadline = ev.GoneBy()
+			if deadline.Before(now) {
+				deadline = now // the reconciler ran late: the drain time is spent
+			}
+		case ev != nil:
+			deadline = now.Add(ev.DrainTime.D())
+		default:
+			deadline = now.Add(inventories.DefaultDrainTime)
+		}
+	}
+	rec.Phase, rec.DrainingSince, rec.DrainDeadline = Draining, now, deadline
+	if _, err := program.SetDraining(r.StateDir, rec.Stack, true); err != nil {
+		return r.fail(rec, now, "drain", err)
+	}
+	why := "the event ended"
+	switch {
+	case rec.Manual == ManualDown:
+		why = "fleet burst down"
+	case ev == nil:
+		why = "the event left the events file"
+	}
+	r.note(rec, now, "drain", fmt.Sprintf("%s: relays marked draining in the router's list; listeners have until %s",
+		why, deadline.UTC().Format(time.RFC3339)))
+	if err := rec.save(r.StateDir); err != nil {
+		return err
+	}
+	if err := r.Probe.Drain(ctx, rec.Hosts); err != nil {
+		// The router sends no one there already; the relay's own refusal
+		// is a second guard, not worth stopping the teardown for.
+		r.note(rec, now, "drain-warning", "relays not told to refuse new sessions: "+err.Error())
+	}
+	return r.waitDrain(ctx, now, rec)
+}
+
+func (r *Reconciler) waitDrain(ctx context.Context, now time.Time, rec *Record) error {
+	n, err := r.Probe.Listeners(ctx, rec.Hosts)
+	if err == nil {
+		rec.Samples = append(rec.Samples, Sample{At: now.UTC(), Listeners: n})
+	}
+	switch {
+	case !now.Before(rec.DrainDeadline):
+		left := "unknown"
+		if err == nil {
+			left = fmt.Sprint(n)
+		}
+		r.note(rec, now, "drained", "drain time over with "+left+" listeners left")
+	case err == nil && n == 0:
+		r.note(rec, now, "drained", "no listener left")
+	default:
+		left := "unknown (" + fmt.Sprint(err) + ")"
+		if err == nil {
+			left = fmt.Sprint(n)
+		}
+		r.log().Info("draining", "event", rec.Event, "listeners", left, "deadline", rec.DrainDeadline.UTC().Format(time.RFC3339))
+		return rec.save(r.StateDir)
+	}
+	return r.destroy(ctx, now, rec)
+}
+
+func (r *Reconciler) destroy(ctx context.Context, now time.Time, rec *Record) error {
+	resume := rec.Phase == Destroying || rec.Phase == Creating
+	rec.Phase = Destroying
+	r.note(rec, now, "destroy", fmt.Sprintf("destroying stack %s (%d boxes)", rec.Stack, len(rec.Hosts)))
+	if err := rec.save(r.StateDir); err != nil {
+		return err
+	}
+	if rec.StackMade {
+		if resume {
+			if err := r.Stacks.Repair(ctx, rec.Stack, r.burst(rec, 0)); err != nil {
+				return r.fail(rec, now, "repair", err)
+			}
+		}
+		if err := r.Stacks.Destroy(ctx, rec.Stack, r.burst(rec, 0)); err != nil {
+			return r.fail(rec, now, "destroy", err)
+		}
+	}
+	rec.account(now, 0)
+	if _, err := program.SetStackHosts(r.StateDir, rec.Stack, nil); err != nil {
+		return r.fail(rec, now, "route", err)
+	}
+	rec.Hosts = nil
+	// Prove it: ask the backend itself for boxes of the event.
+	be, err := r.Backends(rec.Backend)
+	if err != nil {
+		return r.fail(rec, now, "sweep", err)
+	}
+	labels := map[string]string{"fleet": r.Fleet.Name, "tier": provider.TierBurst, "event": rec.Event}
+	found, err := backend.Sweep(ctx, be, labels)
+	for _, b := range found {
+		rec.Orphans = append(rec.Orphans, b.Name)
+		r.note(rec, now, "orphan", fmt.Sprintf("box %s (id %s) of the event was still at %s after the stack was destroyed: deleted", b.Name, b.ID, rec.Backend))
+	}
+	if err != nil {
+		rec.Remaining = len(found)
+		return r.fail(rec, now, "sweep", err)
+	}
+	rec.Remaining = 0
+	rec.Phase, rec.DestroyedAt, rec.StackMade = Gone, now, false
+	rec.Report = r.report(rec)
+	r.note(rec, now, "gone", fmt.Sprintf("stack removed; %s lists 0 boxes labelled %s (%d orphans deleted); %s",
+		rec.Backend, backend.Selector(labels), len(found), rec.Report.Summary()))
+	return rec.save(r.StateDir)
+}
+
+func count(n int) string {
+	if n < 0 {
+		return "-" + count(-n)
+	}
+	s := fmt.Sprint(n)
+	for i := len(s) - 3; i > 0; i -= 3 {
+		s = s[:i] + "," + s[i:]
+	}
+	return s
+}
+
+func round2(v float64) float64 { return math.Round(v*100) / 100 }

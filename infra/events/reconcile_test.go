@@ -1,0 +1,398 @@
+package events
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/relayfleet/relayfleet/infra/backend"
+	"github.com/relayfleet/relayfleet/infra/program"
+	"github.com/relayfleet/relayfleet/inventories"
+)
+
+// fakeStacks records calls and answers with one host per box.
+type fakeStacks struct {
+	mu      sync.Mutex
+	calls   []string
+	failUp  int // fail this many Up calls
+	failDel int // fail this many Destroy calls
+	cloud   *fakeCloud
+}
+
+func (f *fakeStacks) Up(_ context.Context, stack string, b program.Burst) ([]program.HostEntry, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.calls = append(f.calls, fmt.Sprintf("up %s %d", stack, b.Boxes))
+	var hosts []program.HostEntry
+	for i := range b.Boxes {
+		name := program.BurstBoxName("lab", b.Event, b.Pool.Provider, i+1)
+		f.cloud.put(name, map[string]string{"fleet": "lab", "tier": "burst", "event": b.Event})
+		hosts = append(hosts, program.HostEntry{Name: name, Backend: "lab", Address: fmt.Sprintf("10.0.0.%d", 10+i), Ports: []int{4443}})
+	}
+	if f.failUp > 0 {
+		f.failUp--
+		return nil, errors.New("killed mid-up")
+	}
+	return hosts, nil
+}
+
+func (f *fakeStacks) Destroy(_ context.Context, stack string, b program.Burst) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.calls = append(f.calls, "destroy "+stack)
+	if f.failDel > 0 {
+		f.failDel--
+		return errors.New("killed mid-destroy")
+	}
+	// A destroy deletes what the stack knows: not the orphan.
+	for name, l := range f.cloud.boxes {
+		if l["event"] == b.Event && !strings.HasPrefix(name, "orphan") {
+			delete(f.cloud.boxes, name)
+		}
+	}
+	return nil
+}
+
+func (f *fakeStacks) Repair(_ context.Context, stack string, _ program.Burst) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.calls = append(f.calls, "repair "+stack)
+	return nil
+}
+
+func (f *fakeStacks) took() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	c := f.calls
+	f.calls = nil
+	return c
+}
+
+type fakeProbe struct {
+	listeners int64
+	drained   int
+}
+
+func (p *fakeProbe) Listeners(context.Context, []program.HostEntry) (int64, error) {
+	return p.listeners, nil
+}
+
+func (p *fakeProbe) Drain(context.Context, []program.HostEntry) error { p.drained++; return nil }
+
+// fakeCloud is an in-memory backend.Backend.
+type fakeCloud struct{ boxes map[string]map[string]string }
+
+func (c *fakeCloud) put(name string, labels map[string]string) {
+	if c.boxes == nil {
+		c.boxes = map[string]map[string]string{}
+	}
+	c.boxes[name] = labels
+}
+
+func (c *fakeCloud) Create(context.Context, backend.Spec) (backend.Box, error) {
+	return backend.Box{}, errors.New("not used")
+}
+
+func (c *fakeCloud) Get(_ context.Context, id string) (backend.Box, error) {
+	if l, ok := c.boxes[id]; ok {
+		return backend.Box{ID: id, Name: id, Labels: l}, nil
+	}
+	return backend.Box{}, backend.ErrNotFound
+}
+
+func (c *fakeCloud) List(_ context.Context, labels map[string]string) ([]backend.Box, error) {
+	var bs []backend.Box
+	for n, l := range c.boxes {
+		if backend.MatchLabels(l, labels) {
+			bs = append(bs, backend.Box{ID: n, Name: n, Labels: l})
+		}
+	}
+	return bs, nil
+}
+
+func (c *fakeCloud) Delete(_ context.Context, id string) error { delete(c.boxes, id); return nil }
+
+type harness struct {
+	r      *Reconciler
+	stacks *fakeStacks
+	probe  *fakeProbe
+	cloud  *fakeCloud
+	log    *bytes.Buffer
+	ev     *inventories.Event
+}
+
+func newHarness(t *testing.T) *harness {
+	t.Helper()
+	cat, err := inventories.LoadCatalogue(inventories.Embedded(inventories.ProvidersFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cal, err := inventories.LoadCalibration(inventories.Embedded(inventories.CalibrationFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	evs, f, err := inventories.LoadEvents(inventories.Embedded("lab-events.yaml"), cat)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cloud := &fakeCloud{}
+	h := &harness{stacks: &fakeStacks{cloud: cloud}, probe: &fakeProbe{}, cloud: cloud, log: &bytes.Buffer{}}
+	h.r = &Reconciler{
+		Events: evs, Fleet: f, Catalogue: cat, Calibration: cal, StateDir: t.TempDir(), Release: "r1",
+		Stacks: h.stacks, Probe: h.probe,
+		Backends: func(string) (backend.Backend, error) { return cloud, nil },
+		Log:      slog.New(slog.NewTextHandler(h.log, nil)),
+	}
+	h.ev = &evs.Events[0]
+	return h
+}
+
+func (h *harness) run(t *testing.T, at time.Time) *Record {
+	t.Helper()
+	_, err := h.r.Reconcile(context.Background(), at)
+	if err != nil {
+		t.Logf("reconcile at %s: %v", at.Format(time.RFC3339), err)
+	}
+	rec, ok, rerr := ReadRecord(h.r.StateDir, h.ev.Name)
+	if rerr != nil || !ok {
+		t.Fatalf("no record after reconcile at %s: %v", at, rerr)
+	}
+	return rec
+}
+
+func (h *harness) relays(t *testing.T) []program.Relay {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(h.r.StateDir, program.RelaysFile))
+	if err != nil {
+		return nil
+	}
+	var f struct{ Relays []program.Relay }
+	if err := json.Unmarshal(data, &f); err != nil {
+		t.Fatal(err)
+	}
+	return f.Relays
+}
+
+func TestSizeLabEvent(t *testing.T) {
+	h := newHarness(t)
+	s, err := Size(h.ev, h.r.Fleet, h.r.Catalogue, h.r.Calibration)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Two steady small lab boxes (1 core, 1 GiB: memory-bound) carry less
+	// than the 1,200 peak; one more small box covers the rest.
+	if s.SteadyCapacity >= 1200 || s.SteadyCapacity+s.PerBox < 1200 || s.Boxes != 1 || s.Needed != 1 {
+		t.Fatalf("sizing %+v: want 1 burst box", s)
+	}
+	ev := *h.ev
+	ev.PeakListeners = 5000
+	ev.Burst.Max = 2
+	s, err = Size(&ev, h.r.Fleet, h.r.Catalogue, h.r.Calibration)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Boxes != 2 || s.Needed <= 2 || s.Short() == "" {
+		t.Fatalf("capped sizing %+v: want max 2 and a warning", s)
+	}
+	ev.PeakListeners = 100
+	if s, _ = Size(&ev, h.r.Fleet, h.r.Catalogue, h.r.Calibration); s.Boxes != 0 {
+		t.Fatalf("a peak the steady fleet carries got %d burst boxes", s.Boxes)
+	}
+}
+
+// TestLifecycle walks an event through its life on a simulated clock.
+func TestLifecycle(t *testing.T) {
+	h := newHarness(t)
+	ev := h.ev
+	// Before the lead time: nothing.
+	rec := h.run(t, ev.UpAt().Add(-time.Minute))
+	if rec.Phase != Scheduled || len(h.stacks.took()) != 0 || len(h.relays(t)) != 0 {
+		t.Fatalf("before the lead time: phase %s", rec.Phase)
+	}
+	// The lead time starts: one box, routed. A kill mid-up is resumed.
+	h.stacks.failUp = 1
+	rec = h.run(t, ev.UpAt())
+	if rec.Phase != Creating {
+		t.Fatalf("after a failed up: phase %s, want creating", rec.Phase)
+	}
+	rec = h.run(t, ev.UpAt().Add(time.Minute))
+	if got := h.stacks.took(); strings.Join(got, ";") != "up lab-event-lab-show 1;repair lab-event-lab-show;up lab-event-lab-show 1" {
+		t.Fatalf("calls %q", got)
+	}
+	if rec.Phase != Up || len(rec.Hosts) != 1 {
+		t.Fatalf("phase %s hosts %d", rec.Phase, len(rec.Hosts))
+	}
+	if rs := h.relays(t); len(rs) != 1 || rs[0].Draining {
+		t.Fatalf("relays %+v: want the burst box routed", rs)
+	}
+	// During: no Pulumi run, listeners sampled.
+	h.probe.listeners = 700
+	rec = h.run(t, ev.Start.Add(10*time.Minute))
+	if c := h.stacks.took(); len(c) != 0 || rec.Phase != Up || len(rec.Samples) != 1 {
+		t.Fatalf("during the event: calls %q phase %s samples %d", c, rec.Phase, len(rec.Samples))
+	}
+	h.run(t, ev.End.Add(-time.Minute))
+	// After the end with listeners: draining, not destroyed.
+	h.probe.listeners = 40
+	rec = h.run(t, ev.End.Add(time.Minute))
+	if rec.Phase != Draining || h.probe.drained != 1 || len(h.stacks.took()) != 0 {
+		t.Fatalf("after the end: phase %s drained %d", rec.Phase, h.probe.drained)
+	}
+	if rs := h.relays(t); len(rs) != 1 || !rs[0].Draining {
+		t.Fatalf("relays %+v: want the burst relay draining", rs)
+	}
+	if !rec.DrainDeadline.Equal(ev.GoneBy()) {
+		t.Fatalf("drain deadline %v, want %v", rec.DrainDeadline, ev.GoneBy())
+	}
+	rec = h.run(t, ev.End.Add(2*time.Minute))
+	if rec.Phase != Draining {
+		t.Fatalf("listeners left before the drain time: phase %s", rec.Phase)
+	}
+	// A box the stack does not know about: the sweep must find it.
+	h.cloud.put("orphan-1", map[string]string{"fleet": "lab", "tier": "burst", "event": ev.Name})
+	h.cloud.put("steady-1", map[string]string{"fleet": "lab", "tier": "steady", "event": "none"})
+	// After the drain time: destroyed whatever the listeners; killed once.
+	h.stacks.failDel = 1
+	rec = h.run(t, ev.GoneBy())
+	if rec.Phase != Destroying {
+		t.Fatalf("after a failed destroy: phase %s", rec.Phase)
+	}
+	rec = h.run(t, ev.GoneBy().Add(time.Minute))
+	if got := strings.Join(h.stacks.took(), ";"); got != "destroy lab-event-lab-show;repair lab-event-lab-show;destroy lab-event-lab-show" {
+		t.Fatalf("calls %q", got)
+	}
+	if rec.Phase != Gone || len(rec.Orphans) != 1 || rec.Orphans[0] != "orphan-1" || rec.Remaining != 0 {
+		t.Fatalf("phase %s orphans %v", rec.Phase, rec.Orphans)
+	}
+	if _, ok := h.cloud.boxes["steady-1"]; !ok || len(h.cloud.boxes) != 1 {
+		t.Fatalf("cloud after the sweep: %v, want only the steady box", h.cloud.boxes)
+	}
+	if len(h.relays(t)) != 0 {
+		t.Fatalf("relays %+v after destroy", h.relays(t))
+	}
+	rep := rec.Report
+	// One box from UpAt to GoneBy+1m on the simulated clock.
+	wantHours := ev.GoneBy().Add(time.Minute).Sub(ev.UpAt()).Hours()
+	if rep == nil || rep.BoxHours < wantHours-0.01 || rep.BoxHours > wantHours+0.01 || rep.PeakListeners != 700 || rep.ListenerHours <= 0 || rep.EgressBytes <= 0 || rep.Orphans != 1 {
+		t.Fatalf("report %+v, want %.2f box-hours, peak 700", rep, wantHours)
+	}
+	// Gone stays gone; every action was logged with the event's name.
+	rec = h.run(t, ev.GoneBy().Add(time.Hour))
+	if rec.Phase != Gone || len(h.stacks.took()) != 0 {
+		t.Fatalf("after gone: phase %s", rec.Phase)
+	}
+	for _, a := range []string{"action=up", "action=ready", "action=drain", "action=destroy", "action=orphan", "action=gone", "action=repair"} {
+		if !strings.Contains(h.log.String(), a) {
+			t.Errorf("log has no %s", a)
+		}
+	}
+	for _, line := range strings.Split(strings.TrimSpace(h.log.String()), "\n") {
+		if strings.Contains(line, "action=") && !strings.Contains(line, "event=lab-show") {
+			t.Errorf("log line without the event: %s", line)
+		}
+	}
+}
+
+func TestDrainEndsEarlyWhenListenersLeave(t *testing.T) {
+	h := newHarness(t)
+	h.run(t, h.ev.Start.Time)
+	h.probe.listeners = 0
+	rec := h.run(t, h.ev.End.Time)
+	if rec.Phase != Gone {
+		t.Fatalf("no listeners at the end: phase %s, want gone at once", rec.Phase)
+	}
+}
+
+func TestMissedEvent(t *testing.T) {
+	h := newHarness(t)
+	rec := h.run(t, h.ev.GoneBy().Add(time.Hour))
+	if rec.Phase != Missed || len(h.stacks.took()) != 0 {
+		t.Fatalf("phase %s", rec.Phase)
+	}
+}
+
+func TestEventRemovedFromFileIsTornDown(t *testing.T) {
+	h := newHarness(t)
+	h.run(t, h.ev.Start.Time)
+	h.r.Events = &inventories.Events{Version: 1}
+	h.probe.listeners = 3
+	_, err := h.r.Reconcile(context.Background(), h.ev.Start.Add(time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec, _, _ := ReadRecord(h.r.StateDir, h.ev.Name)
+	if rec.Phase != Draining || !rec.DrainDeadline.Equal(h.ev.Start.Add(time.Minute+inventories.DefaultDrainTime)) {
+		t.Fatalf("phase %s deadline %v", rec.Phase, rec.DrainDeadline)
+	}
+}
+
+func TestManualUpAndDown(t *testing.T) {
+	h := newHarness(t)
+	ctx := context.Background()
+	early := h.ev.UpAt().Add(-24 * time.Hour)
+	if _, err := h.r.Manual(ctx, early, h.ev.Name, ManualUp, -1); err != nil {
+		t.Fatal(err)
+	}
+	rec := h.run(t, early.Add(time.Minute)) // the clock alone would want nothing yet
+	if rec.Phase != Up || rec.Manual != ManualUp {
+		t.Fatalf("burst up: phase %s", rec.Phase)
+	}
+	h.probe.listeners = 9
+	res, err := h.r.Manual(ctx, early.Add(2*time.Minute), h.ev.Name, ManualDown, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Phase != Gone {
+		t.Fatalf("burst down with no drain time: phase %s", res.Phase)
+	}
+	// Down stays down inside the event's window.
+	rec = h.run(t, h.ev.Start.Time)
+	if rec.Phase != Gone {
+		t.Fatalf("after burst down, the clock brought it back: %s", rec.Phase)
+	}
+	if _, err := h.r.Manual(ctx, h.ev.End.Add(time.Minute), h.ev.Name, ManualUp, -1); err == nil {
+		t.Fatal("burst up of an ended event accepted")
+	}
+	if _, err := h.r.Manual(ctx, early, "nope", ManualUp, -1); err == nil {
+		t.Fatal("burst up of an unknown event accepted")
+	}
+}
+
+func TestLockStopsASecondReconcile(t *testing.T) {
+	h := newHarness(t)
+	unlock, err := Lock(h.r.StateDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = h.r.Reconcile(context.Background(), h.ev.Start.Time)
+	if !errors.Is(err, ErrLocked) || !strings.Contains(err.Error(), "pid ") {
+		t.Fatalf("err = %v, want ErrLocked naming the holder", err)
+	}
+	unlock()
+	if _, err := h.r.Reconcile(context.Background(), h.ev.Start.Time); err != nil {
+		t.Fatalf("after unlock: %v", err)
+	}
+}
+
+func TestSweepFailureKeepsTheEventDestroying(t *testing.T) {
+	h := newHarness(t)
+	h.run(t, h.ev.Start.Time)
+	h.r.Backends = func(string) (backend.Backend, error) { return nil, errors.New("no token") }
+	rec := h.run(t, h.ev.GoneBy())
+	if rec.Phase != Destroying {
+		t.Fatalf("sweep failed but phase %s", rec.Phase)
+	}
+	h.r.Backends = func(string) (backend.Backend, error) { return h.cloud, nil }
+	if rec = h.run(t, h.ev.GoneBy().Add(time.Minute)); rec.Phase != Gone {
+		t.Fatalf("phase %s after the sweep could run", rec.Phase)
+	}
+}

@@ -1,0 +1,207 @@
+package events
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/relayfleet/relayfleet/infra/program"
+	"github.com/relayfleet/relayfleet/inventories"
+)
+
+// Phase is where an event's burst capacity stands.
+type Phase string
+
+// Phases, in the order an event goes through them. Creating and
+// Destroying are written before the Pulumi run they name, so a record
+// found in one of them tells the next reconcile that a run was cut off.
+const (
+	Scheduled  Phase = "scheduled"  // nothing exists yet
+	Creating   Phase = "creating"   // a Pulumi up is (or was) running
+	Up         Phase = "up"         // boxes converged and routed
+	Draining   Phase = "draining"   // no new listeners; waiting for the rest to leave
+	Destroying Phase = "destroying" // a Pulumi destroy is (or was) running
+	Gone       Phase = "gone"       // stack destroyed and removed, sweep found nothing left
+	Missed     Phase = "missed"     // the event ended before its boxes were ever brought up
+)
+
+// Manual overrides, set by fleet burst up and down.
+const (
+	ManualUp   = "up"   // keep the boxes up until the event ends, whatever the lead time
+	ManualDown = "down" // bring them down now and keep them down
+)
+
+// Record is what the reconciler knows about one event, kept as
+// STATE/events/NAME.json.
+type Record struct {
+	Event   string `json:"event"`
+	Stack   string `json:"stack"`
+	Backend string `json:"backend"`
+	Phase   Phase  `json:"phase"`
+	Manual  string `json:"manual,omitempty"`
+	// Pool is the event's burst shape as last read from the events file,
+	// so that an event removed from the file can still be torn down.
+	Pool inventories.Pool `json:"pool"`
+	// StackMade is true once a Pulumi up of the event's stack started and
+	// until its destroy finished.
+	StackMade bool `json:"stack_made"`
+	// Plan is the sizing the boxes were brought up with.
+	Plan    *Sizing             `json:"plan,omitempty"`
+	Release string              `json:"release,omitempty"`
+	Hosts   []program.HostEntry `json:"hosts,omitempty"`
+	// Times, on the reconciler's clock (a simulated one in tests).
+	CreatingSince time.Time `json:"creating_since,omitzero"`
+	UpSince       time.Time `json:"up_since,omitzero"`
+	DrainingSince time.Time `json:"draining_since,omitzero"`
+	DrainDeadline time.Time `json:"drain_deadline,omitzero"`
+	DestroyedAt   time.Time `json:"destroyed_at,omitzero"`
+	// BoxSeconds adds up each box's life, from the up that made it to the
+	// destroy that ended it.
+	BoxSeconds float64 `json:"box_seconds"`
+	// Boxes have existed since BoxesSince (not yet in BoxSeconds).
+	Boxes      int       `json:"boxes"`
+	BoxesSince time.Time `json:"boxes_since,omitzero"`
+	// Samples are the event's listener counts, one per reconcile while
+	// its boxes were up.
+	Samples []Sample `json:"samples,omitempty"`
+	// Orphans are boxes the sweep found after the stack was destroyed.
+	Orphans []string `json:"orphans,omitempty"`
+	// Remaining is the count of the event's boxes the last sweep left.
+	Remaining int     `json:"remaining"`
+	Report    *Report `json:"report,omitempty"`
+	Log       []Entry `json:"log"`
+}
+
+// Sample is one listener count.
+type Sample struct {
+	At        time.Time `json:"at"`
+	Listeners int64     `json:"listeners"`
+}
+
+// Entry is one action in an event's log.
+type Entry struct {
+	At     time.Time `json:"at"`
+	Action string    `json:"action"`
+	Detail string    `json:"detail,omitempty"`
+}
+
+const recordsDir = "events"
+
+func recordPath(stateDir, event string) string {
+	return filepath.Join(stateDir, recordsDir, event+".json")
+}
+
+// ReadRecord returns an event's record; ok is false when there is none.
+func ReadRecord(stateDir, event string) (rec *Record, ok bool, err error) {
+	data, err := os.ReadFile(recordPath(stateDir, event))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, false, nil
+	}
+	if err != nil {
+		return nil, false, fmt.Errorf("event record: %w", err)
+	}
+	rec = &Record{}
+	if err := json.Unmarshal(data, rec); err != nil {
+		return nil, false, fmt.Errorf("event record %s: %w", recordPath(stateDir, event), err)
+	}
+	return rec, true, nil
+}
+
+// Records returns every event record in the state dir, by name.
+func Records(stateDir string) ([]*Record, error) {
+	entries, err := os.ReadDir(filepath.Join(stateDir, recordsDir))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("event records: %w", err)
+	}
+	var names []string
+	for _, e := range entries {
+		if n, ok := strings.CutSuffix(e.Name(), ".json"); ok && !e.IsDir() {
+			names = append(names, n)
+		}
+	}
+	sort.Strings(names)
+	var recs []*Record
+	for _, n := range names {
+		r, ok, err := ReadRecord(stateDir, n)
+		if err != nil {
+			return nil, err
+		}
+		if ok {
+			recs = append(recs, r)
+		}
+	}
+	return recs, nil
+}
+
+// save writes the record through a temporary file and a rename, so that
+// a reconcile killed mid-write leaves the previous record.
+func (r *Record) save(stateDir string) error {
+	dir := filepath.Join(stateDir, recordsDir)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return fmt.Errorf("event record: %w", err)
+	}
+	data, err := json.MarshalIndent(r, "", "  ")
+	if err != nil {
+		return err
+	}
+	path := recordPath(stateDir, r.Event)
+	tmp := path + ".tmp"
+	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+	if err != nil {
+		return fmt.Errorf("event record: %w", err)
+	}
+	_, werr := f.Write(append(data, '\n'))
+	if serr := f.Sync(); werr == nil {
+		werr = serr
+	}
+	if cerr := f.Close(); werr == nil {
+		werr = cerr
+	}
+	if werr != nil {
+		return fmt.Errorf("event record: %w", werr)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return fmt.Errorf("event record: %w", err)
+	}
+	return nil
+}
+
+// ErrLocked is returned when another reconcile holds the lock.
+var ErrLocked = errors.New("another reconcile is running")
+
+// Lock takes the reconciler's lock in the state dir without waiting. The
+// lock is an flock, so it goes with the process that held it, however it
+// ended.
+func Lock(stateDir string) (unlock func(), err error) {
+	if err := os.MkdirAll(stateDir, 0o700); err != nil {
+		return nil, fmt.Errorf("lock: %w", err)
+	}
+	path := filepath.Join(stateDir, "events.lock")
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("lock: %w", err)
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		holder, _ := os.ReadFile(path)
+		f.Close()
+		if errors.Is(err, syscall.EWOULDBLOCK) {
+			return nil, fmt.Errorf("%w (%s holds %s)", ErrLocked, strings.TrimSpace(string(holder)), path)
+		}
+		return nil, fmt.Errorf("lock %s: %w", path, err)
+	}
+	if err := f.Truncate(0); err == nil {
+		f.WriteAt([]byte("pid "+strconv.Itoa(os.Getpid())+" since "+time.Now().UTC().Format(time.RFC3339)+"\n"), 0)
+	}
+	return func() { f.Close() }, nil
+}
