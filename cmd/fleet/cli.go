@@ -44,6 +44,8 @@ func commands() []command {
 		{"up", "bring the fleet to the inventory through Pulumi (boxes, converged hosts) and write the router's relays file", runUp},
 		{"preview", "show what fleet up would change, drift included", runPreview},
 		{"destroy", "destroy the stack's boxes (static servers are left as they are)", runDestroy},
+		{"events", "burst capacity for scheduled events: reconcile (every minute) | status | report | install", runEvents},
+		{"burst", "bring an event's burst boxes up or down now: up | down --event NAME", runBurst},
 		{"lab", "boxes on this machine for the demo and tests: up N | down | status | ssh BOX (root)", runLab},
 	}
 }

@@ -13,15 +13,23 @@ import (
 
 	"github.com/relayfleet/relayfleet/infra/lab"
 	"github.com/relayfleet/relayfleet/infra/program"
+	"github.com/relayfleet/relayfleet/infra/provider"
 	"github.com/relayfleet/relayfleet/inventories"
 	"github.com/relayfleet/relayfleet/provision"
 )
 
 // stackFlags are the flags of fleet up, preview and destroy.
 type stackFlags struct {
-	fs         flags
-	inventory  *string
-	stack      *string
+	fs        flags
+	inventory *string
+	stack     *string
+	refresh   *bool
+	pulumiFlags
+}
+
+// pulumiFlags say where stacks live and how their boxes are reached:
+// shared by fleet up, preview, destroy, events and burst.
+type pulumiFlags struct {
 	backend    *string
 	stateDir   *string
 	pulumi     *string
@@ -31,28 +39,32 @@ type stackFlags struct {
 	labImages  *string
 	labBridge  *string
 	labSubnet  *string
-	refresh    *bool
 	needsRelay bool
 }
 
 func newStackFlags(name string, stdout io.Writer, needsRelay bool) *stackFlags {
 	fs := newFlags(name, stdout)
-	s := &stackFlags{fs: fs, needsRelay: needsRelay}
+	s := &stackFlags{fs: fs}
 	s.inventory = fs.String("inventory", "", "fleet file (required)")
 	s.stack = fs.String("stack", "", "stack name (default: the fleet's name)")
-	s.backend = fs.String("backend", "", "Pulumi backend URL (default $"+program.BackendEnv+", else file:// under the state dir)")
-	s.stateDir = fs.String("state-dir", "", "state directory: file backend, passphrase, relays file (default $"+program.StateDirEnv+", else ~/.local/state/relayfleet)")
-	s.pulumi = fs.String("pulumi", "", "the Pulumi CLI (default $"+program.PulumiEnv+", else the make pulumi build, else pulumi on $PATH)")
 	s.refresh = fs.Bool("refresh", true, "read every box's real state first, so drift shows and is repaired")
-	if needsRelay {
-		s.relay = fs.String("relay-binary", "", "the relay build the hosts run (default: relay beside the fleet binary)")
-	}
-	s.sshKey = fs.String("ssh-key", "", "private key for static servers (default: ssh-agent at SSH_AUTH_SOCK)")
-	s.labDir = fs.String("lab-dir", "", "lab state directory (default $"+lab.DirEnv+", else "+lab.DefaultDir+")")
-	s.labImages = fs.String("lab-images", "", "lab image cache (default LAB-DIR/images)")
-	s.labBridge = fs.String("lab-bridge", "", "lab bridge (default "+lab.DefaultBridge+")")
-	s.labSubnet = fs.String("lab-subnet", "", "lab subnet (default "+lab.DefaultSubnet.String()+")")
+	s.pulumiFlags.register(fs, needsRelay)
 	return s
+}
+
+func (p *pulumiFlags) register(fs flags, needsRelay bool) {
+	p.needsRelay = needsRelay
+	p.backend = fs.String("backend", "", "Pulumi backend URL (default $"+program.BackendEnv+", else file:// under the state dir)")
+	p.stateDir = fs.String("state-dir", "", "state directory: file backend, passphrase, relays file (default $"+program.StateDirEnv+", else ~/.local/state/relayfleet)")
+	p.pulumi = fs.String("pulumi", "", "the Pulumi CLI (default $"+program.PulumiEnv+", else the make pulumi build, else pulumi on $PATH)")
+	if needsRelay {
+		p.relay = fs.String("relay-binary", "", "the relay build the hosts run (default: relay beside the fleet binary)")
+	}
+	p.sshKey = fs.String("ssh-key", "", "private key for static servers (default: ssh-agent at SSH_AUTH_SOCK)")
+	p.labDir = fs.String("lab-dir", "", "lab state directory (default $"+lab.DirEnv+", else "+lab.DefaultDir+")")
+	p.labImages = fs.String("lab-images", "", "lab image cache (default LAB-DIR/images)")
+	p.labBridge = fs.String("lab-bridge", "", "lab bridge (default "+lab.DefaultBridge+")")
+	p.labSubnet = fs.String("lab-subnet", "", "lab subnet (default "+lab.DefaultSubnet.String()+")")
 }
 
 var stackNameRE = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,100}$`)
@@ -68,18 +80,8 @@ func (s *stackFlags) parse(args []string, progress io.Writer) (*program.Stack, e
 	if *s.stack != "" && !stackNameRE.MatchString(*s.stack) {
 		return nil, usagef("flag --stack: want letters, digits, '-', '_' or '.', got %q", *s.stack)
 	}
-	if *s.backend != "" && !strings.Contains(*s.backend, "://") {
-		return nil, usagef("flag --backend: want a URL such as file:///var/lib/relayfleet/state or s3://bucket, got %q", *s.backend)
-	}
-	if *s.labSubnet != "" {
-		if _, err := netip.ParsePrefix(*s.labSubnet); err != nil {
-			return nil, usagef("flag --lab-subnet: want a CIDR, got %q", *s.labSubnet)
-		}
-	}
-	if *s.sshKey != "" {
-		if _, err := os.Stat(*s.sshKey); err != nil {
-			return nil, usagef("flag --ssh-key: %v", err)
-		}
+	if err := s.check(); err != nil {
+		return nil, err
 	}
 	cat, err := inventories.LoadCatalogue(inventories.Beside(*s.inventory, inventories.ProvidersFile))
 	if err != nil {
@@ -89,18 +91,52 @@ func (s *stackFlags) parse(args []string, progress io.Writer) (*program.Stack, e
 	if err != nil {
 		return nil, err
 	}
-	st := &program.Stack{
-		Fleet: fleet, Catalogue: cat, Name: *s.stack, BackendURL: *s.backend,
-		Pulumi: *s.pulumi, Progress: progress, Refresh: *s.refresh, Config: map[string]string{},
+	st, err := s.template(fleet, cat, progress)
+	if err != nil {
+		return nil, err
 	}
-	if *s.stateDir != "" {
-		abs, err := filepath.Abs(*s.stateDir)
+	st.Name, st.Refresh = *s.stack, *s.refresh
+	return st, nil
+}
+
+// check validates the flags that need no file.
+func (p *pulumiFlags) check() error {
+	if *p.backend != "" && !strings.Contains(*p.backend, "://") {
+		return usagef("flag --backend: want a URL such as file:///var/lib/relayfleet/state or s3://bucket, got %q", *p.backend)
+	}
+	if *p.labSubnet != "" {
+		if _, err := netip.ParsePrefix(*p.labSubnet); err != nil {
+			return usagef("flag --lab-subnet: want a CIDR, got %q", *p.labSubnet)
+		}
+	}
+	if *p.sshKey != "" {
+		if _, err := os.Stat(*p.sshKey); err != nil {
+			return usagef("flag --ssh-key: %v", err)
+		}
+	}
+	if *p.pulumi != "" {
+		if _, err := program.FindPulumi(*p.pulumi); err != nil {
+			return usagef("flag --pulumi: %v", err)
+		}
+	}
+	return nil
+}
+
+// template is a stack for fleet with everything the flags say; its Name
+// is left to the caller.
+func (p *pulumiFlags) template(fleet *inventories.Fleet, cat *inventories.Catalogue, progress io.Writer) (*program.Stack, error) {
+	st := &program.Stack{
+		Fleet: fleet, Catalogue: cat, BackendURL: *p.backend,
+		Pulumi: *p.pulumi, Progress: progress, Config: map[string]string{},
+	}
+	if *p.stateDir != "" {
+		abs, err := filepath.Abs(*p.stateDir)
 		if err != nil {
 			return nil, usagef("flag --state-dir: %v", err)
 		}
 		st.StateDir = abs
 	}
-	for key, v := range map[string]string{"labDir": *s.labDir, "labImages": *s.labImages, "labBridge": *s.labBridge, "labSubnet": *s.labSubnet, "sshKeyFile": *s.sshKey} {
+	for key, v := range map[string]string{"labDir": *p.labDir, "labImages": *p.labImages, "labBridge": *p.labBridge, "labSubnet": *p.labSubnet, "sshKeyFile": *p.sshKey} {
 		if v == "" {
 			continue
 		}
@@ -113,8 +149,8 @@ func (s *stackFlags) parse(args []string, progress io.Writer) (*program.Stack, e
 		}
 		st.Config[key] = v
 	}
-	if s.needsRelay {
-		path, err := relayPath(*s.relay)
+	if p.needsRelay {
+		path, err := relayPath(*p.relay)
 		if err != nil {
 			return nil, err
 		}
@@ -124,12 +160,12 @@ func (s *stackFlags) parse(args []string, progress io.Writer) (*program.Stack, e
 		}
 		st.Program = program.Options{RelayBinary: path, Release: provision.Digest(data)}
 	}
-	if *s.pulumi != "" {
-		if _, err := program.FindPulumi(*s.pulumi); err != nil {
-			return nil, usagef("flag --pulumi: %v", err)
-		}
-	}
 	return st, nil
+}
+
+// labConfig is the provider configuration the lab flags give.
+func (p *pulumiFlags) labConfig(st *program.Stack) provider.Config {
+	return provider.Config{LabDir: st.Config["labDir"], LabImages: st.Config["labImages"], LabBridge: st.Config["labBridge"], LabSubnet: st.Config["labSubnet"], SSHKeyFile: st.Config["sshKeyFile"]}
 }
 
 // relayPath is the relay build's absolute path: the flag, else relay

@@ -435,6 +435,7 @@ func (r *Reconciler) destroy(ctx context.Context, now time.Time, rec *Record) er
 	}
 	if rec.StackMade {
 		if resume {
+			r.note(rec, now, "repair", "a previous teardown was cut off: clearing its stack lock and pending operations")
 			if err := r.Stacks.Repair(ctx, rec.Stack, r.burst(rec, 0)); err != nil {
 				return r.fail(rec, now, "repair", err)
 			}

@@ -1,0 +1,314 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"text/tabwriter"
+	"time"
+
+	"github.com/relayfleet/relayfleet/infra/backend"
+	"github.com/relayfleet/relayfleet/infra/events"
+	"github.com/relayfleet/relayfleet/infra/program"
+	"github.com/relayfleet/relayfleet/infra/provider"
+	"github.com/relayfleet/relayfleet/inventories"
+)
+
+func runEvents(ctx context.Context, args []string, stdout io.Writer) error {
+	if len(args) == 0 {
+		return usagef("want a subcommand: reconcile, status, report or install")
+	}
+	switch args[0] {
+	case "reconcile":
+		return runEventsReconcile(ctx, args[1:], stdout)
+	case "status":
+		return runEventsStatus(ctx, args[1:], stdout)
+	case "report":
+		return runEventsReport(ctx, args[1:], stdout)
+	case "install":
+		return runEventsInstall(ctx, args[1:], stdout)
+	case "-h", "--help", "help":
+		fmt.Fprintln(stdout, "usage: fleet events reconcile|status|report|install [flags]")
+		fmt.Fprintln(stdout, "  reconcile  bring each event's burst boxes up before it and back to zero after it (idempotent; run it every minute)")
+		fmt.Fprintln(stdout, "  status     each event's phase, boxes, listeners and last action")
+		fmt.Fprintln(stdout, "  report     an event's cost: box-hours, egress, against the plan")
+		fmt.Fprintln(stdout, "  install    the systemd timer that runs reconcile every minute")
+		return nil
+	}
+	return usagef("unknown subcommand %q (want reconcile, status, report or install)", args[0])
+}
+
+// eventsFlags are the flags of fleet events reconcile and fleet burst.
+type eventsFlags struct {
+	fs     flags
+	events *string
+	now    *string
+	pulumiFlags
+}
+
+func newEventsFlags(name string, stdout io.Writer) *eventsFlags {
+	fs := newFlags(name, stdout)
+	e := &eventsFlags{fs: fs}
+	e.events = fs.String("events", "", "events file (required)")
+	e.now = fs.String("now", "", "the time to reconcile for, RFC 3339 (default: the clock); for rehearsals and tests")
+	e.pulumiFlags.register(fs, true)
+	return e
+}
+
+// reconciler parses the flags and builds the reconciler and its clock.
+func (e *eventsFlags) reconciler(args []string, stdout io.Writer) (*events.Reconciler, time.Time, func(), error) {
+	if err := e.fs.parse(args); err != nil {
+		return nil, time.Time{}, nil, err
+	}
+	if *e.events == "" {
+		return nil, time.Time{}, nil, usagef("flag --events: required")
+	}
+	now := time.Now()
+	if *e.now != "" {
+		t, err := time.Parse(time.RFC3339, *e.now)
+		if err != nil {
+			return nil, time.Time{}, nil, usagef("flag --now: want an RFC 3339 time such as 2026-12-05T19:00:00Z, got %q", *e.now)
+		}
+		now = t
+	}
+	if err := e.check(); err != nil {
+		return nil, time.Time{}, nil, err
+	}
+	cat, err := inventories.LoadCatalogue(inventories.Beside(*e.events, inventories.ProvidersFile))
+	if err != nil {
+		return nil, time.Time{}, nil, err
+	}
+	evs, fleet, err := inventories.LoadEvents(*e.events, cat)
+	if err != nil {
+		return nil, time.Time{}, nil, err
+	}
+	cal, err := inventories.LoadCalibration(inventories.Beside(evs.FleetPath, inventories.CalibrationFile))
+	if err != nil {
+		return nil, time.Time{}, nil, err
+	}
+	st, err := e.template(fleet, cat, stdout)
+	if err != nil {
+		return nil, time.Time{}, nil, err
+	}
+	if st.StateDir == "" {
+		if st.StateDir, err = program.DefaultStateDir(); err != nil {
+			return nil, time.Time{}, nil, err
+		}
+	}
+	cfg := e.labConfig(st)
+	probe := &events.SSHProbe{Lab: cfg, KeyFile: cfg.SSHKeyFile}
+	r := &events.Reconciler{
+		Events: evs, Fleet: fleet, Catalogue: cat, Calibration: cal,
+		StateDir: st.StateDir, Release: st.Program.Release,
+		Stacks:   &events.PulumiStacks{Template: *st},
+		Probe:    probe,
+		Backends: func(name string) (backend.Backend, error) { return provider.OpenBackend(name, cfg) },
+		Log:      slog.New(slog.NewTextHandler(stdout, nil)),
+	}
+	return r, now, func() { probe.Close() }, nil
+}
+
+func runEventsReconcile(ctx context.Context, args []string, stdout io.Writer) error {
+	e := newEventsFlags("events reconcile", stdout)
+	r, now, done, err := e.reconciler(args, stdout)
+	if err != nil {
+		return err
+	}
+	defer done()
+	results, err := r.Reconcile(ctx, now)
+	if errors.Is(err, events.ErrLocked) {
+		return err
+	}
+	printResults(stdout, r, now, results)
+	return err
+}
+
+func printResults(w io.Writer, r *events.Reconciler, now time.Time, results []events.Result) {
+	fmt.Fprintf(w, "\nreconciled at %s:\n", now.UTC().Format(time.RFC3339))
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "EVENT\tPHASE\tBOXES\tNEXT")
+	for _, res := range results {
+		rec, _, _ := events.ReadRecord(r.StateDir, res.Event)
+		boxes := 0
+		if rec != nil {
+			boxes = len(rec.Hosts)
+		}
+		next := ""
+		if ev, ok := r.Events.Event(res.Event); ok {
+			next = nextStep(ev, rec, now)
+		}
+		if res.Err != nil {
+			next = "FAILED: " + oneLine(res.Err)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\n", res.Event, res.Phase, boxes, next)
+	}
+	tw.Flush()
+}
+
+// nextStep says what the next reconcile will do for an event.
+func nextStep(ev *inventories.Event, rec *events.Record, now time.Time) string {
+	at := func(t time.Time) string {
+		return t.UTC().Format(time.RFC3339) + " (in " + t.Sub(now).Round(time.Second).String() + ")"
+	}
+	phase := events.Scheduled
+	if rec != nil {
+		phase = rec.Phase
+	}
+	switch phase {
+	case events.Scheduled:
+		return "up at " + at(ev.UpAt())
+	case events.Up:
+		return "drain at " + at(ev.End.Time)
+	case events.Draining:
+		return "destroy when no listener is left, at the latest " + at(rec.DrainDeadline)
+	case events.Creating, events.Destroying:
+		return "resume the cut-off run"
+	}
+	return ""
+}
+
+func runBurst(ctx context.Context, args []string, stdout io.Writer) error {
+	if len(args) == 0 || (args[0] != "up" && args[0] != "down") {
+		if len(args) > 0 && (args[0] == "-h" || args[0] == "--help") {
+			fmt.Fprintln(stdout, "usage: fleet burst up|down --event NAME --events FILE [flags]")
+			return nil
+		}
+		return usagef("want up or down, as in fleet burst up --event NAME --events FILE")
+	}
+	mode := args[0]
+	e := newEventsFlags("burst "+mode, stdout)
+	event := e.fs.String("event", "", "the event (required)")
+	drain := e.fs.Duration("drain-time", -1, "down: how long listeners get to leave (default: the event's drain time)")
+	r, now, done, err := e.reconciler(args[1:], stdout)
+	if err != nil {
+		return err
+	}
+	defer done()
+	if *event == "" {
+		return usagef("flag --event: required")
+	}
+	if mode == events.ManualUp && *drain >= 0 {
+		return usagef("flag --drain-time: only burst down drains")
+	}
+	if mode == events.ManualDown && *drain < 0 {
+		if ev, ok := r.Events.Event(*event); ok {
+			*drain = ev.DrainTime.D()
+		}
+	}
+	res, err := r.Manual(ctx, now, *event, mode, *drain)
+	if err != nil {
+		return err
+	}
+	printResults(stdout, r, now, []events.Result{res})
+	return nil
+}
+
+func runEventsStatus(_ context.Context, args []string, stdout io.Writer) error {
+	fs := newFlags("events status", stdout)
+	stateDir := fs.String("state-dir", "", "state directory (default $RELAYFLEET_STATE_DIR, else ~/.local/state/relayfleet)")
+	asJSON := fs.Bool("json", false, "print the records as JSON")
+	if err := fs.parse(args); err != nil {
+		return err
+	}
+	dir, err := stateDirOr(*stateDir)
+	if err != nil {
+		return err
+	}
+	recs, err := events.Records(dir)
+	if err != nil {
+		return err
+	}
+	if *asJSON {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(recs)
+	}
+	if len(recs) == 0 {
+		fmt.Fprintf(stdout, "no events reconciled yet in %s\n", dir)
+		return nil
+	}
+	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "EVENT\tPHASE\tMANUAL\tBOXES\tLISTENERS\tORPHANS\tLAST ACTION")
+	for _, rec := range recs {
+		listeners := "-"
+		if n := len(rec.Samples); n > 0 {
+			listeners = fmt.Sprint(rec.Samples[n-1].Listeners)
+		}
+		last := ""
+		if n := len(rec.Log); n > 0 {
+			l := rec.Log[n-1]
+			last = l.At.Format(time.RFC3339) + " " + l.Action + ": " + l.Detail
+		}
+		manual := rec.Manual
+		if manual == "" {
+			manual = "-"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%d\t%s\n", rec.Event, rec.Phase, manual, len(rec.Hosts), listeners, len(rec.Orphans), last)
+	}
+	return tw.Flush()
+}
+
+func runEventsReport(_ context.Context, args []string, stdout io.Writer) error {
+	fs := newFlags("events report", stdout)
+	stateDir := fs.String("state-dir", "", "state directory (default $RELAYFLEET_STATE_DIR, else ~/.local/state/relayfleet)")
+	event := fs.String("event", "", "the event (required)")
+	asJSON := fs.Bool("json", false, "print the report as JSON")
+	if err := fs.parse(args); err != nil {
+		return err
+	}
+	if *event == "" {
+		return usagef("flag --event: required")
+	}
+	dir, err := stateDirOr(*stateDir)
+	if err != nil {
+		return err
+	}
+	rec, ok, err := events.ReadRecord(dir, *event)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		return usagef("flag --event: no record of %q in %s", *event, dir)
+	}
+	if rec.Report == nil {
+		return fmt.Errorf("event %s is %s: its report is written once its boxes are gone", *event, rec.Phase)
+	}
+	rep := rec.Report
+	if *asJSON {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(rep)
+	}
+	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
+	fmt.Fprintf(tw, "event %s: %d x %s, up %s, gone %s, %d orphans\n\n", rep.Event, rep.Boxes, rep.Shape, rep.UpAt, rep.DestroyedAt, rep.Orphans)
+	fmt.Fprintln(tw, "\tACTUAL\tPLAN\tOVER PLAN")
+	fmt.Fprintf(tw, "box-hours\t%.2f\t%.2f\t%+.2f\n", rep.BoxHours, rep.PlannedBoxHours, rep.OverBoxHours)
+	fmt.Fprintf(tw, "billed hours\t%.0f\t\t\n", rep.BilledHours)
+	fmt.Fprintf(tw, "cost (%s)\t%.2f\t%.2f\t%+.2f\n", rep.Currency, rep.Cost, rep.PlannedCost, rep.OverCost)
+	fmt.Fprintf(tw, "peak listeners\t%d\t%d\t\n", rep.PeakListeners, rep.PlannedPeak)
+	fmt.Fprintf(tw, "egress\t%s\t%s\t%s\n", inventories.Bytes(rep.EgressBytes), inventories.Bytes(rep.PlannedEgressBytes), signedBytes(rep.OverEgressBytes))
+	fmt.Fprintf(tw, "egress overage (%s)\t\t%.2f\t\n", rep.Currency, rep.PlannedOverage)
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "\nlistener-hours %.2f, sampled once per reconcile; egress = listener-hours x %s per listener-hour (calibration)\n",
+		rep.ListenerHours, inventories.Bytes(rep.EgressPerListenerHour))
+	return nil
+}
+
+func signedBytes(b int64) string {
+	if b < 0 {
+		return "-" + inventories.Bytes(-b).String()
+	}
+	return "+" + inventories.Bytes(b).String()
+}
+
+func stateDirOr(flagValue string) (string, error) {
+	if flagValue != "" {
+		return flagValue, nil
+	}
+	return program.DefaultStateDir()
+}

@@ -1,0 +1,317 @@
+//go:build e2e
+
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/relayfleet/relayfleet/infra/events"
+	"github.com/relayfleet/relayfleet/infra/lab"
+	"github.com/relayfleet/relayfleet/infra/program"
+)
+
+// The event end-to-end: a steady lab fleet through fleet up, then an
+// event walked through its life by fleet events reconcile on a simulated
+// clock, with the real router, a real listener, a reconcile killed
+// mid-teardown and an orphan box for the sweep to find. Its own lab
+// (bridge rfevt0, subnet 10.231.83.0/24).
+const (
+	evLabDir = "/var/lib/relayfleet/lab-events"
+	evBridge = "rfevt0"
+	evSubnet = "10.231.83.0/24"
+)
+
+const evFile = `version: 1
+fleet: lab.yaml
+events:
+  - name: show
+    start: 2026-12-01T20:00:00Z
+    end: 2026-12-01T21:00:00Z
+    peak_listeners: 700
+    broadcast: live/show
+    burst:
+      provider: lab
+      shape: small
+      max: 2
+    lead_time: 10m
+    drain_time: 5m
+`
+
+// routerRelay is one entry of the router's GET /relays.
+type routerRelay struct {
+	URL      string `json:"url"`
+	Draining bool   `json:"draining"`
+	Healthy  bool   `json:"healthy"`
+}
+
+func TestE2EEventLifecycle(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Fatal("e2e: root is needed for lab boxes")
+	}
+	cli, err := program.FindPulumi("")
+	if err != nil {
+		t.Fatalf("%v (make pulumi)", err)
+	}
+	images := os.Getenv("RELAYFLEET_LAB_IMAGES")
+	if images == "" {
+		images = filepath.Join(lab.DefaultDir, "images")
+	}
+	work := t.TempDir()
+	fleetBin, relayBin := e2eBuild(t, work)
+	state := filepath.Join(work, "state")
+	inv := filepath.Join(work, "lab.yaml")
+	evPath := filepath.Join(work, "events.yaml")
+	writeInventory(t, inv, 1, "small")
+	if err := os.WriteFile(evPath, []byte(evFile), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	l, err := lab.New(lab.Config{Dir: evLabDir, ImageDir: images, Bridge: evBridge, Subnet: netip.MustParsePrefix(evSubnet)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	list := func(labels map[string]string) []lab.Box {
+		t.Helper()
+		bs, err := l.List(ctx, labels)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return bs
+	}
+	eventBoxes := func() []lab.Box { return list(map[string]string{"fleet": "lab", "event": "show"}) }
+	for _, b := range list(nil) { // left by an interrupted run
+		l.Delete(ctx, b.Name)
+	}
+	t.Cleanup(func() {
+		for _, b := range list(nil) {
+			l.Delete(context.Background(), b.Name)
+		}
+		l.Cleanup(context.Background())
+	})
+	common := []string{"--state-dir", state, "--pulumi", cli, "--relay-binary", relayBin,
+		"--lab-dir", evLabDir, "--lab-images", images, "--lab-bridge", evBridge, "--lab-subnet", evSubnet}
+	fleetCmd := func(args ...string) *exec.Cmd {
+		cmd := exec.Command(fleetBin, args...)
+		cmd.Env = append(os.Environ(), "PULUMI_CONFIG_PASSPHRASE=")
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+		return cmd
+	}
+	fleet := func(args ...string) string {
+		t.Helper()
+		switch args[0] {
+		case "destroy":
+			args = append(args, common[:4]...) // no relay binary
+			args = append(args, common[6:]...)
+		case "up", "events":
+			if args[1] != "report" {
+				args = append(args, common...)
+			}
+		}
+		cmd := fleetCmd(args...)
+		var out bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &out, &out
+		start := time.Now()
+		err := cmd.Run()
+		t.Logf("fleet %s: %.1fs\n%s", strings.Join(args[:min(len(args), 5)], " "), time.Since(start).Seconds(), out.String())
+		if err != nil {
+			t.Fatalf("fleet %s: %v: %s", args[0], err, lastLine(out.String()))
+		}
+		return out.String()
+	}
+	reconcile := func(at time.Time) string {
+		t.Helper()
+		return fleet("events", "reconcile", "--events", evPath, "--now", at.UTC().Format(time.RFC3339))
+	}
+	record := func() *events.Record {
+		t.Helper()
+		rec, ok, err := events.ReadRecord(state, "show")
+		if err != nil || !ok {
+			t.Fatalf("no record: %v", err)
+		}
+		return rec
+	}
+
+	// The steady fleet: one box, through fleet up.
+	fleet("up", "--inventory", inv)
+	steady := list(map[string]string{"fleet": "lab", "tier": "steady"})
+	if len(steady) != 1 {
+		t.Fatalf("%d steady boxes, want 1", len(steady))
+	}
+	steadyBox := steady[0]
+
+	// The real router, on the relays file fleet keeps.
+	port := freePort(t)
+	rctx, stopRouter := context.WithCancel(ctx)
+	defer stopRouter()
+	router := exec.CommandContext(rctx, relayBin, "router", "--listen", fmt.Sprintf("127.0.0.1:%d", port),
+		"--relays", filepath.Join(state, program.RelaysFile), "--poll", "200ms", "--log-level", "warn")
+	router.Stderr = os.Stderr
+	if err := router.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { stopRouter(); router.Wait() }()
+	routerState := func(want func([]routerRelay) bool) []routerRelay {
+		t.Helper()
+		var rs []routerRelay
+		deadline := time.Now().Add(15 * time.Second)
+		for {
+			var doc struct{ Relays []routerRelay }
+			if resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/relays", port)); err == nil {
+				json.NewDecoder(resp.Body).Decode(&doc)
+				resp.Body.Close()
+			}
+			rs = doc.Relays
+			if want(rs) {
+				return rs
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("router state %+v did not become what the step wants", rs)
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+	}
+	steadyURL := fmt.Sprintf("http://%s:4443/", steadyBox.Address)
+	onlySteady := func(rs []routerRelay) bool { return len(rs) == 1 && rs[0].URL == steadyURL && rs[0].Healthy }
+
+	start := time.Date(2026, 12, 1, 20, 0, 0, 0, time.UTC)
+	end := start.Add(time.Hour)
+
+	// 1. Before the lead time: nothing of the event exists.
+	reconcile(start.Add(-11 * time.Minute))
+	if rec := record(); rec.Phase != events.Scheduled || len(eventBoxes()) != 0 {
+		t.Fatalf("before the lead time: phase %s, %d event boxes", rec.Phase, len(eventBoxes()))
+	}
+	routerState(onlySteady)
+
+	// 2. Inside the lead time: one burst box, converged and routed.
+	reconcile(start.Add(-9 * time.Minute))
+	rec := record()
+	if rec.Phase != events.Up || len(rec.Hosts) != 1 || len(eventBoxes()) != 1 {
+		t.Fatalf("in the lead time: phase %s, %d hosts, %d event boxes", rec.Phase, len(rec.Hosts), len(eventBoxes()))
+	}
+	burst := eventBoxes()[0]
+	if burst.Labels["tier"] != "burst" {
+		t.Fatalf("burst box labels %v", burst.Labels)
+	}
+	burstURL := fmt.Sprintf("http://%s:4443/", burst.Address)
+	routerState(func(rs []routerRelay) bool {
+		return len(rs) == 2 && rs[0].URL == steadyURL && rs[1].URL == burstURL && rs[1].Healthy && !rs[1].Draining
+	})
+	// A second reconcile in the window changes nothing.
+	reconcile(start.Add(-8 * time.Minute))
+	if bs := eventBoxes(); len(bs) != 1 || bs[0].Name != burst.Name {
+		t.Fatalf("second reconcile changed the event's boxes: %v", bs)
+	}
+
+	// A listener on the burst box, so the drain has someone to wait for.
+	lctx, stopListen := context.WithCancel(ctx)
+	defer stopListen()
+	pub := exec.CommandContext(lctx, relayBin, "publish", "--name", "live/show", "--paced", burstURL)
+	lis := exec.CommandContext(lctx, relayBin, "listen", "--name", "live/show", burstURL)
+	for _, c := range []*exec.Cmd{pub, lis} {
+		c.Stdout, c.Stderr = io.Discard, os.Stderr
+		if err := c.Start(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	reconcile(start.Add(30 * time.Minute))
+	if rec := record(); len(rec.Samples) == 0 || rec.Samples[len(rec.Samples)-1].Listeners < 1 {
+		t.Fatalf("during the event: samples %+v, want the listener counted", rec.Samples)
+	}
+
+	// 3. After the end: draining, the box kept while its listener stays.
+	reconcile(end.Add(time.Minute))
+	if rec := record(); rec.Phase != events.Draining || len(eventBoxes()) != 1 {
+		t.Fatalf("after the end: phase %s, %d event boxes", rec.Phase, len(eventBoxes()))
+	}
+	routerState(func(rs []routerRelay) bool { return len(rs) == 2 && rs[1].URL == burstURL && rs[1].Draining })
+	reconcile(end.Add(3 * time.Minute))
+	if rec := record(); rec.Phase != events.Draining {
+		t.Fatalf("listener still there before the drain time: phase %s", rec.Phase)
+	}
+
+	// An orphan: a box of the event that no stack knows.
+	if _, err := l.Create(ctx, lab.Spec{Name: "orphan-1", Shape: lab.Small, Labels: map[string]string{"fleet": "lab", "tier": "burst", "event": "show"}}); err != nil {
+		t.Fatal(err)
+	}
+
+	// 4. After the drain time: the teardown, killed mid-way, then resumed.
+	cmd := fleetCmd(append([]string{"events", "reconcile", "--events", evPath, "--now", end.Add(6 * time.Minute).Format(time.RFC3339)}, common...)...)
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stderr = cmd.Stdout
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	killed := false
+	sc := bufio.NewScanner(stdout)
+	for sc.Scan() {
+		t.Logf("killed run: %s", sc.Text())
+		// Kill the reconcile, Pulumi and the provider plugin together
+		// once Pulumi starts deleting the event's resources.
+		if !killed && strings.Contains(sc.Text(), "show-1 deleting") {
+			syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+			killed = true
+		}
+	}
+	cmd.Wait()
+	if !killed {
+		t.Fatal("the reconcile never reached its destroy step")
+	}
+	if rec := record(); rec.Phase != events.Destroying {
+		t.Fatalf("after the kill: phase %s, want destroying", rec.Phase)
+	}
+	out := reconcile(end.Add(7 * time.Minute))
+	rec = record()
+	if rec.Phase != events.Gone || rec.Remaining != 0 {
+		t.Fatalf("after the resumed teardown: phase %s, %d remaining\n%s", rec.Phase, rec.Remaining, out)
+	}
+	if !strings.Contains(out, "action=repair") || !strings.Contains(out, "orphan-1") {
+		t.Errorf("the resumed run did not repair the stack or report the orphan:\n%s", out)
+	}
+	if bs := eventBoxes(); len(bs) != 0 {
+		t.Fatalf("%d boxes of the event remain: %v", len(bs), bs)
+	}
+	routerState(onlySteady)
+	// The steady box was never touched.
+	now := list(map[string]string{"fleet": "lab", "tier": "steady"})
+	if len(now) != 1 || now[0].Name != steadyBox.Name || now[0].Address != steadyBox.Address {
+		t.Fatalf("steady boxes changed: %v -> %v", steady, now)
+	}
+	if _, err := os.Stat(filepath.Join(state, "backend", ".pulumi", "stacks", program.Project, "lab-event-show.json")); err == nil {
+		t.Error("the event's stack was not removed")
+	}
+	rep := fleet("events", "report", "--event", "show", "--state-dir", state)
+	if !strings.Contains(rep, "box-hours") || rec.Report == nil || rec.Report.BoxHours <= 0 || rec.Report.PeakListeners < 1 {
+		t.Errorf("report %+v", rec.Report)
+	}
+	stopListen()
+	fleet("destroy", "--inventory", inv)
+}
+
+func freePort(t *testing.T) int {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port
+}

@@ -1,0 +1,63 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func TestEventsBadInput(t *testing.T) {
+	exe, _ := os.Executable()
+	ev := "../../inventories/lab-events.yaml"
+	for _, tc := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"no subcommand", []string{"events"}, "fleet events: want a subcommand: reconcile, status, report or install\n"},
+		{"unknown subcommand", []string{"events", "sync"}, "fleet events: unknown subcommand \"sync\" (want reconcile, status, report or install)\n"},
+		{"no events file", []string{"events", "reconcile"}, "fleet events: flag --events: required\n"},
+		{"bad now", []string{"events", "reconcile", "--events", ev, "--now", "noon"}, "fleet events: flag --now: want an RFC 3339 time such as 2026-12-05T19:00:00Z, got \"noon\"\n"},
+		{"missing file", []string{"events", "reconcile", "--events", "nope.yaml", "--relay-binary", exe}, "fleet events: nope.yaml: no such file\n"},
+		{"burst without mode", []string{"burst", "--event", "x"}, "fleet burst: want up or down, as in fleet burst up --event NAME --events FILE\n"},
+		{"burst without event", []string{"burst", "up", "--events", ev, "--relay-binary", exe}, "fleet burst: flag --event: required\n"},
+		{"drain time on up", []string{"burst", "up", "--events", ev, "--relay-binary", exe, "--event", "lab-show", "--drain-time", "1m"}, "fleet burst: flag --drain-time: only burst down drains\n"},
+		{"report without event", []string{"events", "report"}, "fleet events: flag --event: required\n"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			out, errOut, code := fleet(t, tc.args...)
+			if code != 2 || out != "" || errOut != tc.want {
+				t.Errorf("exit %d, stdout %q, stderr %q; want 2, nothing, %q", code, out, errOut, tc.want)
+			}
+		})
+	}
+}
+
+// TestEventsReconcileBeforeTheLeadTime runs the real command with a clock
+// before the event: it records the event as scheduled and runs no Pulumi.
+func TestEventsReconcileBeforeTheLeadTime(t *testing.T) {
+	exe, _ := os.Executable()
+	state := t.TempDir()
+	out, errOut, code := fleet(t, "events", "reconcile", "--events", "../../inventories/lab-events.yaml",
+		"--now", "2026-11-30T00:00:00Z", "--state-dir", state, "--relay-binary", exe, "--pulumi", exe)
+	if code != 0 || errOut != "" {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	for _, want := range []string{"event=lab-show action=scheduled", "lab-show  scheduled  0      up at 2026-12-01T19:50:00Z (in 43h50m0s)"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(state, "events", "lab-show.json")); err != nil {
+		t.Errorf("no record: %v", err)
+	}
+	out, _, code = fleet(t, "events", "status", "--state-dir", state)
+	if code != 0 || !strings.Contains(out, "lab-show  scheduled") {
+		t.Errorf("status exit %d:\n%s", code, out)
+	}
+	_, errOut, code = fleet(t, "events", "report", "--event", "lab-show", "--state-dir", state)
+	if code != 1 || !strings.Contains(errOut, "its report is written once its boxes are gone") {
+		t.Errorf("report of a scheduled event: exit %d, %q", code, errOut)
+	}
+}

@@ -1,0 +1,228 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"os/user"
+	"path/filepath"
+	"strings"
+
+	"github.com/relayfleet/relayfleet/infra/program"
+	"github.com/relayfleet/relayfleet/inventories"
+	"github.com/relayfleet/relayfleet/units"
+)
+
+// systemctlPath is the systemctl fleet events install runs; tests replace it.
+var systemctlPath = "systemctl"
+
+// reconcilerFlags names the flag behind each units.Reconciler field.
+var reconcilerFlags = map[string]string{
+	"Fleet":           "--fleet-binary",
+	"Events":          "--events",
+	"StateDir":        "--state-dir",
+	"Interval":        "--interval",
+	"User":            "--user",
+	"EnvironmentFile": "--environment-file",
+}
+
+// runEventsInstall writes the systemd service and timer that run fleet
+// events reconcile every --interval on this host, then enables the timer.
+func runEventsInstall(ctx context.Context, args []string, stdout io.Writer) error {
+	fs := newFlags("events install", stdout)
+	events := fs.String("events", "", "events file the reconciler follows (required)")
+	stateDir := fs.String("state-dir", "", "state directory the reconciler uses (default $"+program.StateDirEnv+", else ~/.local/state/relayfleet of the user running install)")
+	fleetBinary := fs.String("fleet-binary", "", "the fleet binary the timer runs (default: this one)")
+	interval := fs.Duration("interval", units.DefaultReconcileInterval, "how often the reconciler runs (at least "+units.MinReconcileInterval.String()+")")
+	userName := fs.String("user", "", "user the reconciler runs as (default root; lab events need root)")
+	envFile := fs.String("environment-file", "", "file with HCLOUD_TOKEN=, DIGITALOCEAN_TOKEN=, PULUMI_CONFIG_PASSPHRASE= lines, mode 0600 (systemd reads it as root)")
+	unitDir := fs.String("unit-dir", units.ReconcilerDir, "where the unit files are written")
+	noEnable := fs.Bool("no-enable", false, "write the unit files only: no systemctl daemon-reload, no enable --now")
+	extra, err := parseInstallArgs(fs, args)
+	if err != nil {
+		return err
+	}
+
+	if *events == "" {
+		return usagef("flag --events: required")
+	}
+	eventsPath, err := installPath("--events", *events)
+	if err != nil {
+		return err
+	}
+	cat, err := inventories.LoadCatalogue(inventories.Beside(eventsPath, inventories.ProvidersFile))
+	if err != nil {
+		return err
+	}
+	if _, _, err := inventories.LoadEvents(eventsPath, cat); err != nil {
+		return err
+	}
+
+	state := *stateDir
+	if state == "" {
+		if state, err = program.DefaultStateDir(); err != nil {
+			return usagef("flag --state-dir: %v", err)
+		}
+	}
+	if state, err = filepath.Abs(state); err != nil {
+		return usagef("flag --state-dir: %v", err)
+	}
+
+	fleetPath := *fleetBinary
+	if fleetPath == "" {
+		if fleetPath, err = os.Executable(); err != nil {
+			return usagef("flag --fleet-binary: %v; give the fleet binary's path", err)
+		}
+	}
+	if fleetPath, err = installPath("--fleet-binary", fleetPath); err != nil {
+		return err
+	}
+	if fi, err := os.Stat(fleetPath); err != nil || fi.Mode().Perm()&0o111 == 0 {
+		return usagef("flag --fleet-binary: %s is not executable", fleetPath)
+	}
+
+	if *interval < units.MinReconcileInterval {
+		return usagef("flag --interval: at least %s, got %s", units.MinReconcileInterval, *interval)
+	}
+
+	if *userName != "" && !*noEnable {
+		if _, err := user.Lookup(*userName); err != nil {
+			return usagef("flag --user: %v", err)
+		}
+	}
+
+	env := *envFile
+	if env != "" {
+		if env, err = installPath("--environment-file", env); err != nil {
+			return err
+		}
+		fi, err := os.Stat(env)
+		if err != nil {
+			return usagef("flag --environment-file: %v", err)
+		}
+		if perm := fi.Mode().Perm(); perm&0o077 != 0 {
+			return usagef("flag --environment-file: %s is mode %#o, readable beyond its owner; it holds tokens: chmod 600 %s", env, perm, env)
+		}
+	}
+
+	if fi, err := os.Stat(*unitDir); err != nil {
+		return usagef("flag --unit-dir: %v", err)
+	} else if !fi.IsDir() {
+		return usagef("flag --unit-dir: %s is not a directory", *unitDir)
+	}
+
+	files, err := units.RenderReconciler(units.Reconciler{
+		Fleet: fleetPath, Events: eventsPath, StateDir: state, Interval: *interval,
+		User: *userName, EnvironmentFile: env, ExtraArgs: extra,
+	})
+	var fe *units.FieldError
+	if errors.As(err, &fe) {
+		name, ok := reconcilerFlags[fe.Field]
+		if !ok {
+			name = "arguments after --" // ExtraArgs[i]
+		} else {
+			name = "flag " + name
+		}
+		return usagef("%s: %s: %s", name, fe.Value, fe.Reason)
+	}
+	if err != nil {
+		return err
+	}
+
+	for _, f := range files {
+		path := filepath.Join(*unitDir, filepath.Base(f.Path))
+		if err := writeUnitAtomic(path, f.Data, 0o644); err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "wrote %s\n", path)
+	}
+	if *noEnable {
+		fmt.Fprintf(stdout, "not enabled (--no-enable); to start it: systemctl daemon-reload && systemctl enable --now %s\n", units.ReconcilerTimer)
+	} else {
+		for _, args := range [][]string{{"daemon-reload"}, {"enable", "--now", units.ReconcilerTimer}} {
+			if err := installSystemctl(ctx, args...); err != nil {
+				return err
+			}
+		}
+		fmt.Fprintf(stdout, "enabled and started %s: fleet events reconcile runs every %s\n", units.ReconcilerTimer, *interval)
+	}
+	fmt.Fprintf(stdout, "watch it: systemctl list-timers %s\n", units.ReconcilerTimer)
+	fmt.Fprintf(stdout, "its runs: journalctl -u %s\n", units.ReconcilerService)
+	return nil
+}
+
+// parseInstallArgs parses args and returns the arguments after "--", which
+// fleet events install passes through to the reconciler.
+func parseInstallArgs(fs flags, args []string) ([]string, error) {
+	if err := fs.Parse(args); err != nil {
+		return nil, fs.parse(args) // again, for parse's help text and one-line errors
+	}
+	rest := fs.Args()
+	if n := len(args) - len(rest); len(rest) > 0 && (n == 0 || args[n-1] != "--") {
+		return nil, usagef("unexpected argument %q (reconcile flags go after --)", rest[0])
+	}
+	return rest, nil
+}
+
+// installPath checks that path names a file (not a directory) and returns
+// it absolute; errors name the flag.
+func installPath(flagName, path string) (string, error) {
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return "", usagef("flag %s: %v", flagName, err)
+	}
+	fi, err := os.Stat(abs)
+	if err != nil {
+		return "", usagef("flag %s: %v", flagName, err)
+	}
+	if fi.IsDir() {
+		return "", usagef("flag %s: %s is a directory", flagName, abs)
+	}
+	return abs, nil
+}
+
+// writeUnitAtomic writes data to a temporary file beside path and renames
+// it over path, so systemd never reads half a unit.
+func writeUnitAtomic(path string, data []byte, perm os.FileMode) error {
+	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*.tmp")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name()) // a no-op after the rename
+	if _, err := tmp.Write(data); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Chmod(perm); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Sync(); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	return os.Rename(tmp.Name(), path)
+}
+
+// installSystemctl runs systemctl ARGS; a failure carries its output, on one
+// line.
+func installSystemctl(ctx context.Context, args ...string) error {
+	cmd := exec.CommandContext(ctx, systemctlPath, args...)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Run(); err != nil {
+		msg := strings.Join(strings.Fields(out.String()), " ")
+		if msg != "" {
+			return fmt.Errorf("systemctl %s: %v: %s", strings.Join(args, " "), err, msg)
+		}
+		return fmt.Errorf("systemctl %s: %v", strings.Join(args, " "), err)
+	}
+	return nil
+}
