@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"net/url"
 	"strings"
 )
 
@@ -19,11 +20,15 @@ const DefaultBasePort = 4443
 // Fleet is a fleet file: the steady boxes that always run and the burst
 // pools events draw from.
 type Fleet struct {
-	Version int     `yaml:"version"`
-	Name    string  `yaml:"name"`
-	Admin   Admin   `yaml:"admin"`
-	Steady  []Group `yaml:"steady"`
-	Burst   []Pool  `yaml:"burst"`
+	Version int    `yaml:"version"`
+	Name    string `yaml:"name"`
+	Admin   Admin  `yaml:"admin"`
+	// Origin are relay URLs every relay process of the fleet pulls
+	// broadcasts from that are not published to it: publishers publish
+	// to the origin, listeners reach any relay.
+	Origin []string `yaml:"origin"`
+	Steady []Group  `yaml:"steady"`
+	Burst  []Pool   `yaml:"burst"`
 }
 
 // Admin is who may reach the boxes' SSH.
@@ -119,6 +124,12 @@ func (f *Fleet) validate(cat *Catalogue) error {
 	for i, k := range f.Admin.SSHKeys {
 		if err := checkPublicKey(k); err != nil {
 			return fieldErr(fmt.Sprintf("admin.ssh_keys[%d]", i), "%v", err)
+		}
+	}
+	for i, o := range f.Origin {
+		u, err := url.Parse(o)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || strings.ContainsAny(o, " ,%'\"") {
+			return fieldErr(fmt.Sprintf("origin[%d]", i), "want a relay URL such as http://origin.example:4443/, got %q", o)
 		}
 	}
 	names := map[string]string{}

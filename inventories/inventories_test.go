@@ -137,6 +137,7 @@ steady:
       - {address: "not an address", host_key: "ssh-ed25519 AAAA"}
 `, 7, "steady[0].hosts[0].address", "want an IP address or host name"},
 		{"open ssh", "version: 1\nadmin:\n  ranges: [0.0.0.0/0]\n", 3, "admin.ranges[0]", "whole internet"},
+		{"bad origin", "version: 1\norigin: [\"ftp://x/\"]\n", 2, "origin[0]", "want a relay URL"},
 		{"burst static", "version: 1\nburst:\n  - name: x\n    provider: static\n    shape: lab/small\n", 4, "burst[0].provider", "belong in steady"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

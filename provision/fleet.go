@@ -21,6 +21,8 @@ type Target struct {
 	BasePort  int
 	// RAM overrides what the box reports (0: read it from the box).
 	RAM int64
+	// Upstream is the fleet's origin: relay URLs every process pulls from.
+	Upstream []string
 }
 
 // Facts are what a box says about itself.
@@ -159,7 +161,7 @@ func convergeTarget(ctx context.Context, t Target, release string, o Options, pr
 	if root == "" {
 		root = DefaultRoot
 	}
-	plan, err := Desired(units.Layout{Cores: facts.Cores, RAM: facts.RAM, Processes: t.Processes, BasePort: t.BasePort, Binary: root + "/current/relay", CPUs: facts.CPUs}, release)
+	plan, err := Desired(units.Layout{Cores: facts.Cores, RAM: facts.RAM, Processes: t.Processes, BasePort: t.BasePort, Binary: root + "/current/relay", CPUs: facts.CPUs, Upstream: t.Upstream}, release)
 	if err != nil {
 		return facts, nil, err
 	}

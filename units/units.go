@@ -41,6 +41,9 @@ type Layout struct {
 	// CPUs are the CPU ids the box may use (from its cpuset); process i is
 	// pinned to CPUs[i % len]. Empty means 0..Cores-1.
 	CPUs []int
+	// Upstream are relay URLs every process pulls broadcasts from that are
+	// not published to it (relay serve --upstream): the fleet's origin.
+	Upstream []string
 }
 
 // MemoryMax returns the per-process ceiling, (RAM - reserve) / processes,
@@ -90,6 +93,11 @@ func (l Layout) validate() error {
 	case !strings.HasPrefix(l.Binary, "/"):
 		return fmt.Errorf("units: binary %q is not an absolute path", l.Binary)
 	}
+	for _, u := range l.Upstream {
+		if u == "" || strings.ContainsAny(u, " \t\n\r,%\"'\\;$") {
+			return fmt.Errorf("units: upstream %q: want a URL without spaces, commas, quotes or %%", u)
+		}
+	}
 	return nil
 }
 
@@ -129,7 +137,7 @@ func Render(l Layout) ([]File, error) {
 		// keep trying, not give up after five attempts.
 		opt("Unit", "StartLimitIntervalSec", "0"),
 		opt("Service", "Type", "notify"),
-		opt("Service", "ExecStart", l.Binary+" serve --listen [::]:%i"),
+		opt("Service", "ExecStart", l.Binary+" serve --listen [::]:%i"+upstreamArg(l.Upstream)),
 		opt("Service", "Restart", "always"),
 		opt("Service", "RestartSec", "1s"),
 		opt("Service", "WatchdogSec", "10s"),
@@ -239,4 +247,13 @@ func Router(binary, listen string) (File, error) {
 		opt("Service", "SystemCallFilter", "@system-service"),
 		opt("Install", "WantedBy", "multi-user.target"),
 	})
+}
+
+// upstreamArg is the relay's --upstream flag for the fleet's origin, or
+// nothing without one.
+func upstreamArg(urls []string) string {
+	if len(urls) == 0 {
+		return ""
+	}
+	return " --upstream " + strings.Join(urls, ",")
 }

@@ -98,3 +98,25 @@ func TestCPUAffinityFollowsTheBoxCPUs(t *testing.T) {
 		t.Errorf("affinities = %v", got)
 	}
 }
+
+func TestUpstreamInExecStart(t *testing.T) {
+	l := Layout{Cores: 1, RAM: 1 << 30, BasePort: 4443, Binary: "/opt/relay", Upstream: []string{"http://10.0.0.1:4443/", "http://10.0.0.2:4443/"}}
+	files, err := Render(l)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(files[0].Data), "ExecStart=/opt/relay serve --listen [::]:%i --upstream http://10.0.0.1:4443/,http://10.0.0.2:4443/\n") {
+		t.Errorf("template:\n%s", files[0].Data)
+	}
+	l.Upstream = nil
+	files, _ = Render(l)
+	if strings.Contains(string(files[0].Data), "--upstream") {
+		t.Error("upstream flag without an origin")
+	}
+	for _, bad := range []string{"http://a b/", "http://a/,http://b/", "http://a/%i", ""} {
+		l.Upstream = []string{bad}
+		if _, err := Render(l); err == nil || !strings.Contains(err.Error(), "upstream") {
+			t.Errorf("upstream %q: err %v", bad, err)
+		}
+	}
+}

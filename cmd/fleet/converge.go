@@ -222,7 +222,7 @@ func resolveTargets(ctx context.Context, f *inventories.Fleet, sshKey, labDir st
 			}
 			for _, b := range running[:n] {
 				h := provision.Host{Name: b.Name, Address: b.SSHAddr(), User: "root"}
-				targets = append(targets, provision.Target{Host: h, Run: labPool.Runner(h), Processes: int(g.Processes), BasePort: g.BasePort})
+				targets = append(targets, provision.Target{Host: h, Run: labPool.Runner(h), Processes: int(g.Processes), BasePort: g.BasePort, Upstream: f.Origin})
 			}
 			labBoxes = slices.DeleteFunc(labBoxes, func(b lab.Box) bool {
 				return slices.ContainsFunc(running[:n], func(r lab.Box) bool { return r.Name == b.Name })
@@ -256,7 +256,7 @@ func resolveTargets(ctx context.Context, f *inventories.Fleet, sshKey, labDir st
 					cleanup()
 					return nil, nil, err
 				}
-				targets = append(targets, provision.Target{Host: h, Run: staticPool.Runner(h), Processes: int(g.Processes), BasePort: g.BasePort})
+				targets = append(targets, provision.Target{Host: h, Run: staticPool.Runner(h), Processes: int(g.Processes), BasePort: g.BasePort, Upstream: f.Origin})
 			}
 		default:
 			cleanup()

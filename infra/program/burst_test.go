@@ -15,6 +15,7 @@ import (
 
 func TestDeployBurstLabelsEveryBoxWithItsEvent(t *testing.T) {
 	f, cat := loadFleet(t, "testdata/mixed.yaml")
+	f.Origin = []string{"http://10.0.0.1:4443/"}
 	m := &mocks{}
 	pool := inventories.Pool{Name: "final", Box: inventories.Box{Provider: "hcloud", Shape: "ccx43", Location: "hel1", BasePort: 4443}}
 	err := pulumi.RunErr(func(ctx *pulumi.Context) error {
@@ -43,6 +44,11 @@ func TestDeployBurstLabelsEveryBoxWithItsEvent(t *testing.T) {
 	}
 	if len(m.ofType(provider.HostType)) != 3 {
 		t.Errorf("want a host per box")
+	}
+	for _, h := range m.ofType(provider.HostType) {
+		if up := h.Inputs["upstream"].ArrayValue(); len(up) != 1 || up[0].StringValue() != f.Origin[0] {
+			t.Errorf("host %s: upstream %v, want the fleet's origin", h.Name, up)
+		}
 	}
 }
 

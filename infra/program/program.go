@@ -87,20 +87,22 @@ type HostArgs struct {
 	BasePort    pulumi.IntInput
 	Release     pulumi.StringInput
 	RelayBinary pulumi.StringInput
+	Upstream    pulumi.StringArrayInput
 }
 
 type hostArgs struct {
-	Box         string `pulumi:"box"`
-	Backend     string `pulumi:"backend"`
-	SSHAddress  string `pulumi:"sshAddress"`
-	HostKey     string `pulumi:"hostKey"`
-	User        string `pulumi:"user"`
-	Cores       int    `pulumi:"cores"`
-	RAM         int    `pulumi:"ram"`
-	Processes   int    `pulumi:"processes"`
-	BasePort    int    `pulumi:"basePort"`
-	Release     string `pulumi:"release"`
-	RelayBinary string `pulumi:"relayBinary"`
+	Box         string   `pulumi:"box"`
+	Backend     string   `pulumi:"backend"`
+	SSHAddress  string   `pulumi:"sshAddress"`
+	HostKey     string   `pulumi:"hostKey"`
+	User        string   `pulumi:"user"`
+	Cores       int      `pulumi:"cores"`
+	RAM         int      `pulumi:"ram"`
+	Processes   int      `pulumi:"processes"`
+	BasePort    int      `pulumi:"basePort"`
+	Release     string   `pulumi:"release"`
+	RelayBinary string   `pulumi:"relayBinary"`
+	Upstream    []string `pulumi:"upstream"`
 }
 
 // ElementType tells the SDK how to marshal HostArgs.
@@ -304,6 +306,7 @@ func (d *Deployed) boxes(ctx *pulumi.Context, f *inventories.Fleet, cat *invento
 			BasePort:    pulumi.Int(s.box.BasePort),
 			Release:     pulumi.String(o.Release),
 			RelayBinary: pulumi.String(o.RelayBinary),
+			Upstream:    pulumi.ToStringArray(f.Origin),
 		}, host, pulumi.DependsOn([]pulumi.Resource{box})); err != nil {
 			return nil, err
 		}

@@ -39,6 +39,9 @@ type HostArgs struct {
 	// it on the machine that runs the provider.
 	Release     string `pulumi:"release"`
 	RelayBinary string `pulumi:"relayBinary"`
+	// Upstream is the fleet's origin: relay URLs every process pulls
+	// broadcasts from that are not published to it.
+	Upstream []string `pulumi:"upstream,optional"`
 }
 
 // HostState is a Host's outputs.
@@ -82,6 +85,7 @@ func (a HostArgs) layout(cpus []int) units.Layout {
 		BasePort:  bp,
 		Binary:    provision.DefaultRoot + "/current/relay",
 		CPUs:      cpus,
+		Upstream:  a.Upstream,
 	}
 }
 
