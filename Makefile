@@ -29,7 +29,7 @@ interop: ## the relay against the real @moq/lite 0.2.2 client on Node 20
 	$(GO) test -tags interop -count=1 ./relay/interop/
 
 golden: ## rewrite golden files after an intended output change (review the diff!)
-	UPDATE_GOLDEN=1 $(GO) test ./cmd/fleet ./sysctl ./units ./infra/backend
+	UPDATE_GOLDEN=1 $(GO) test ./cmd/fleet ./sysctl ./units ./infra/backend ./internal/plot
 
 clean: ## remove build outputs
 	rm -rf $(BIN)
