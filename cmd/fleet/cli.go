@@ -43,6 +43,7 @@ func commands() []command {
 		{"providers", "show the provider catalogue (and live prices with HCLOUD_TOKEN / DIGITALOCEAN_TOKEN)", runProviders},
 		{"up", "bring the fleet to the inventory through Pulumi (boxes, converged hosts) and write the router's relays file", runUp},
 		{"preview", "show what fleet up would change, drift included", runPreview},
+		{"secret", "keep a cloud token encrypted in the fleet's stack: set hcloud-token | digitalocean-token (value on stdin)", runSecret},
 		{"destroy", "destroy the stack's boxes (static servers are left as they are)", runDestroy},
 		{"events", "burst capacity for scheduled events: reconcile (every minute) | status | report | install", runEvents},
 		{"burst", "bring an event's burst boxes up or down now: up | down --event NAME", runBurst},

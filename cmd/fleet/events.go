@@ -59,7 +59,7 @@ func newEventsFlags(name string, stdout io.Writer) *eventsFlags {
 }
 
 // reconciler parses the flags and builds the reconciler and its clock.
-func (e *eventsFlags) reconciler(args []string, stdout io.Writer) (*events.Reconciler, time.Time, func(), error) {
+func (e *eventsFlags) reconciler(ctx context.Context, args []string, stdout io.Writer) (*events.Reconciler, time.Time, func(), error) {
 	if err := e.fs.parse(args); err != nil {
 		return nil, time.Time{}, nil, err
 	}
@@ -98,7 +98,23 @@ func (e *eventsFlags) reconciler(args []string, stdout io.Writer) (*events.Recon
 			return nil, time.Time{}, nil, err
 		}
 	}
+	// Cloud tokens kept as secrets in the fleet's stack (fleet secret
+	// set) go to each event's stack and to the sweep.
+	for _, ev := range evs.Events {
+		if ev.Burst.Provider != provider.BackendHcloud && ev.Burst.Provider != provider.BackendDigitalOcean {
+			continue
+		}
+		steady := *st
+		steady.Name = fleet.Name
+		secrets, err := steady.ReadSecrets(ctx)
+		if err != nil {
+			return nil, time.Time{}, nil, err
+		}
+		st.Secrets = secrets
+		break
+	}
 	cfg := e.labConfig(st)
+	cfg.HcloudToken, cfg.DigitalOceanToken = st.Secrets[program.HcloudTokenKey], st.Secrets[program.DigitalOceanTokenKey]
 	probe := &events.SSHProbe{Lab: cfg, KeyFile: cfg.SSHKeyFile}
 	r := &events.Reconciler{
 		Events: evs, Fleet: fleet, Catalogue: cat, Calibration: cal,
@@ -113,7 +129,7 @@ func (e *eventsFlags) reconciler(args []string, stdout io.Writer) (*events.Recon
 
 func runEventsReconcile(ctx context.Context, args []string, stdout io.Writer) error {
 	e := newEventsFlags("events reconcile", stdout)
-	r, now, done, err := e.reconciler(args, stdout)
+	r, now, done, err := e.reconciler(ctx, args, stdout)
 	if err != nil {
 		return err
 	}
@@ -182,7 +198,7 @@ func runBurst(ctx context.Context, args []string, stdout io.Writer) error {
 	e := newEventsFlags("burst "+mode, stdout)
 	event := e.fs.String("event", "", "the event (required)")
 	drain := e.fs.Duration("drain-time", -1, "down: how long listeners get to leave (default: the event's drain time)")
-	r, now, done, err := e.reconciler(args[1:], stdout)
+	r, now, done, err := e.reconciler(ctx, args[1:], stdout)
 	if err != nil {
 		return err
 	}

@@ -70,7 +70,16 @@ type Stack struct {
 	Refresh bool
 	// Burst, when set, makes this an event's stack: its burst boxes only.
 	Burst *Burst
+	// Secrets are provider configuration kept encrypted in the stack
+	// (relayfleet:KEY, secret): the cloud tokens.
+	Secrets map[string]string
 }
+
+// Secret configuration keys: the cloud API tokens.
+const (
+	HcloudTokenKey       = "hcloudToken"
+	DigitalOceanTokenKey = "digitaloceanToken"
+)
 
 // runFunc is the stack's inline program.
 func (s *Stack) runFunc() pulumi.RunFunc {
@@ -187,7 +196,11 @@ func link(dir, name, target string) error {
 }
 
 // open prepares the state dir and returns the stack, upserted.
-func (s *Stack) open(ctx context.Context) (auto.Stack, error) {
+func (s *Stack) open(ctx context.Context) (auto.Stack, error) { return s.openStack(ctx, true) }
+
+// openStack prepares the state dir and returns the stack; create false
+// fails for a stack that does not exist.
+func (s *Stack) openStack(ctx context.Context, create bool) (auto.Stack, error) {
 	if s.Fleet == nil {
 		return auto.Stack{}, errors.New("stack: no fleet")
 	}
@@ -262,15 +275,22 @@ func (s *Stack) open(ctx context.Context) (auto.Stack, error) {
 		"PULUMI_HOME":              home,
 		"PATH":                     pluginDir + string(os.PathListSeparator) + os.Getenv("PATH"),
 	}
-	st, err := auto.UpsertStackInlineSource(ctx, s.Name, Project, s.runFunc(),
-		auto.Project(proj), auto.Pulumi(cmd), auto.WorkDir(work), auto.PulumiHome(home),
-		auto.SecretsProvider("passphrase"), auto.EnvVars(env))
+	opts := []auto.LocalWorkspaceOption{auto.Project(proj), auto.Pulumi(cmd), auto.WorkDir(work), auto.PulumiHome(home),
+		auto.SecretsProvider("passphrase"), auto.EnvVars(env)}
+	open := auto.UpsertStackInlineSource
+	if !create {
+		open = auto.SelectStackInlineSource
+	}
+	st, err := open(ctx, s.Name, Project, s.runFunc(), opts...)
 	if err != nil {
 		return auto.Stack{}, fmt.Errorf("stack %s: %s", s.Name, redact(err.Error(), pass))
 	}
 	cfg := auto.ConfigMap{}
 	for k, v := range s.Config {
 		cfg[provider.Name+":"+k] = auto.ConfigValue{Value: v}
+	}
+	for k, v := range s.Secrets {
+		cfg[provider.Name+":"+k] = auto.ConfigValue{Value: v, Secret: true}
 	}
 	if len(cfg) > 0 {
 		if err := st.SetAllConfig(ctx, cfg); err != nil {
@@ -409,6 +429,42 @@ func (s *Stack) Remove(ctx context.Context) error {
 		return fmt.Errorf("remove stack %s: %s", s.Name, lastLines(err.Error()))
 	}
 	return nil
+}
+
+// SetSecret keeps value encrypted in the stack's configuration under
+// relayfleet:KEY; the provider reads it as its configuration.
+func (s *Stack) SetSecret(ctx context.Context, key, value string) error {
+	st, err := s.open(ctx)
+	if err != nil {
+		return err
+	}
+	if err := st.SetConfig(ctx, provider.Name+":"+key, auto.ConfigValue{Value: value, Secret: true}); err != nil {
+		return fmt.Errorf("stack %s: secret %s: %s", s.Name, key, redact(lastLines(err.Error()), value))
+	}
+	return nil
+}
+
+// ReadSecrets returns the cloud tokens kept in the stack, decrypted; a
+// stack that does not exist has none.
+func (s *Stack) ReadSecrets(ctx context.Context) (map[string]string, error) {
+	st, err := s.openStack(ctx, false)
+	if err != nil {
+		if auto.IsSelectStack404Error(err) || strings.Contains(err.Error(), "no stack named") {
+			return map[string]string{}, nil
+		}
+		return nil, err
+	}
+	all, err := st.GetAllConfig(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("stack %s config: %s", s.Name, lastLines(err.Error()))
+	}
+	out := map[string]string{}
+	for _, k := range []string{HcloudTokenKey, DigitalOceanTokenKey} {
+		if v, ok := all[provider.Name+":"+k]; ok && v.Value != "" {
+			out[k] = v.Value
+		}
+	}
+	return out, nil
 }
 
 // Repair makes a stack usable after a Pulumi run was killed: it clears

@@ -194,7 +194,7 @@ func backendFor(ctx context.Context, name string) (boxBackend, error) {
 	case BackendStatic:
 		return staticBackend{keyFile: c.SSHKeyFile}, nil
 	case BackendHcloud, BackendDigitalOcean:
-		api, err := newCloud(name)
+		api, err := newCloud(name, c)
 		if err != nil {
 			return nil, err
 		}

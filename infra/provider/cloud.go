@@ -41,19 +41,26 @@ type cloudAPI interface {
 	backend.Firewaller
 }
 
-// newCloud returns the named cloud's API client, from its token.
-var newCloud = func(name string) (cloudAPI, error) {
+// newCloud returns the named cloud's API client, with the token from the
+// provider configuration (a stack secret), else from the environment.
+var newCloud = func(name string, c Config) (cloudAPI, error) {
 	switch name {
 	case BackendHcloud:
-		tok := os.Getenv(HcloudTokenEnv)
+		tok := c.HcloudToken
 		if tok == "" {
-			return nil, fmt.Errorf("backend hcloud: set %s", HcloudTokenEnv)
+			tok = os.Getenv(HcloudTokenEnv)
+		}
+		if tok == "" {
+			return nil, fmt.Errorf("backend hcloud: no token: fleet secret set hcloud-token, or set %s", HcloudTokenEnv)
 		}
 		return hcloud.New(hcloud.Config{Token: tok, Endpoint: os.Getenv(HcloudEndpointEnv)})
 	case BackendDigitalOcean:
-		tok := os.Getenv(DOTokenEnv)
+		tok := c.DigitalOceanToken
 		if tok == "" {
-			return nil, fmt.Errorf("backend digitalocean: set %s", DOTokenEnv)
+			tok = os.Getenv(DOTokenEnv)
+		}
+		if tok == "" {
+			return nil, fmt.Errorf("backend digitalocean: no token: fleet secret set digitalocean-token, or set %s", DOTokenEnv)
 		}
 		return digitalocean.New(digitalocean.Config{Token: tok, Endpoint: os.Getenv(DOEndpointEnv)})
 	}

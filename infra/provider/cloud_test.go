@@ -173,7 +173,7 @@ func TestCloudReadKeepsThePrivateKeySecret(t *testing.T) {
 	fc := &fakeCloud{}
 	b, _ := fc.Create(t.Context(), backend.Spec{Name: "f-fsn-1"})
 	old := newCloud
-	newCloud = func(string) (cloudAPI, error) { return fc, nil }
+	newCloud = func(string, Config) (cloudAPI, error) { return fc, nil }
 	t.Cleanup(func() { newCloud = old })
 	s := newServer(t)
 	state := property.NewMap(map[string]property.Value{
@@ -208,7 +208,7 @@ func TestCloudReadKeepsThePrivateKeySecret(t *testing.T) {
 func TestCloudCreateOutputsThePrivateKeyAsSecret(t *testing.T) {
 	fc := &fakeCloud{}
 	oldCloud, oldFacts := newCloud, readCloudFacts
-	newCloud = func(string) (cloudAPI, error) { return fc, nil }
+	newCloud = func(string, Config) (cloudAPI, error) { return fc, nil }
 	readCloudFacts = func(_ context.Context, _ cloudBackend, _ BoxArgs, m *machine, _ time.Duration) error {
 		m.Cores, m.RAM = 4, 8<<30
 		return nil

@@ -85,7 +85,7 @@ func (*Firewall) Create(ctx context.Context, req infer.CreateRequest[FirewallArg
 	if req.DryRun {
 		return infer.CreateResponse[FirewallState]{ID: a.Name, Output: FirewallState{FirewallArgs: a}}, nil
 	}
-	api, err := newCloud(a.Backend)
+	api, err := newCloud(a.Backend, config(ctx))
 	if err != nil {
 		return infer.CreateResponse[FirewallState]{}, fmt.Errorf("firewall %s: %w", a.Name, err)
 	}
@@ -107,7 +107,7 @@ func (*Firewall) Update(ctx context.Context, req infer.UpdateRequest[FirewallArg
 	if req.DryRun {
 		return infer.UpdateResponse[FirewallState]{Output: FirewallState{FirewallArgs: a, BackendID: req.State.BackendID}}, nil
 	}
-	api, err := newCloud(a.Backend)
+	api, err := newCloud(a.Backend, config(ctx))
 	if err != nil {
 		return infer.UpdateResponse[FirewallState]{}, fmt.Errorf("firewall %s: %w", a.Name, err)
 	}
@@ -123,7 +123,7 @@ func (*Firewall) Delete(ctx context.Context, req infer.DeleteRequest[FirewallSta
 	if req.State.BackendID == "" {
 		return infer.DeleteResponse{}, nil
 	}
-	api, err := newCloud(req.State.Backend)
+	api, err := newCloud(req.State.Backend, config(ctx))
 	if err != nil {
 		return infer.DeleteResponse{}, fmt.Errorf("firewall %s: %w", req.State.Name, err)
 	}

@@ -26,7 +26,7 @@ func OpenBackend(name string, c Config) (backend.Backend, error) {
 	case BackendStatic:
 		return nil, errors.New("backend static: static servers are not created or listed by relayfleet")
 	case BackendHcloud, BackendDigitalOcean:
-		api, err := newCloud(name)
+		api, err := newCloud(name, c)
 		if err != nil {
 			// Not api: a nil *hcloud.Backend in an interface is not nil.
 			return nil, err

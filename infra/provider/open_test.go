@@ -18,8 +18,8 @@ func TestOpenBackendErrors(t *testing.T) {
 		{"nope", `backend "nope": want lab, hcloud or digitalocean`},
 		{"", `backend "": want lab, hcloud or digitalocean`},
 		{BackendStatic, "backend static: static servers are not created or listed by relayfleet"},
-		{BackendHcloud, "backend hcloud: set HCLOUD_TOKEN"},
-		{BackendDigitalOcean, "backend digitalocean: set DIGITALOCEAN_TOKEN"},
+		{BackendHcloud, "backend hcloud: no token: fleet secret set hcloud-token, or set HCLOUD_TOKEN"},
+		{BackendDigitalOcean, "backend digitalocean: no token: fleet secret set digitalocean-token, or set DIGITALOCEAN_TOKEN"},
 	} {
 		b, err := OpenBackend(tc.name, Config{})
 		if err == nil || err.Error() != tc.want {
@@ -31,6 +31,22 @@ func TestOpenBackendErrors(t *testing.T) {
 	}
 	if _, err := OpenBackend(BackendLab, Config{LabDir: t.TempDir(), LabSubnet: "bad"}); err == nil || !strings.Contains(err.Error(), "labSubnet") {
 		t.Errorf("OpenBackend(lab) with a bad subnet: %v", err)
+	}
+}
+
+// TestTokenFromConfig: a token kept as a stack secret reaches the
+// provider as configuration and wins over an empty environment.
+func TestTokenFromConfig(t *testing.T) {
+	t.Setenv(HcloudTokenEnv, "")
+	t.Setenv(DOTokenEnv, "")
+	for _, c := range []Config{{HcloudToken: "secret-token"}, {DigitalOceanToken: "secret-token"}} {
+		name := BackendHcloud
+		if c.DigitalOceanToken != "" {
+			name = BackendDigitalOcean
+		}
+		if b, err := OpenBackend(name, c); err != nil || b == nil {
+			t.Errorf("OpenBackend(%s) with the token in config: %v", name, err)
+		}
 	}
 }
 

@@ -44,6 +44,11 @@ type Config struct {
 	// SSHKeyFile is the private key for static servers; without it the
 	// ssh-agent at SSH_AUTH_SOCK is used.
 	SSHKeyFile string `pulumi:"sshKeyFile,optional"`
+	// HcloudToken and DigitalOceanToken are the cloud API tokens, kept as
+	// stack secrets (fleet secret set); without them the provider reads
+	// HCLOUD_TOKEN / DIGITALOCEAN_TOKEN from its environment.
+	HcloudToken       string `pulumi:"hcloudToken,optional" provider:"secret"`
+	DigitalOceanToken string `pulumi:"digitaloceanToken,optional" provider:"secret"`
 }
 
 // Annotate describes the configuration.
@@ -53,6 +58,8 @@ func (c *Config) Annotate(a infer.Annotator) {
 	a.Describe(&c.LabBridge, "The lab's bridge (default rflab0).")
 	a.Describe(&c.LabSubnet, "The lab's subnet (default 10.231.77.0/24).")
 	a.Describe(&c.SSHKeyFile, "Private key file for static servers (default: the ssh-agent at SSH_AUTH_SOCK).")
+	a.Describe(&c.HcloudToken, "Hetzner Cloud API token (default $HCLOUD_TOKEN).")
+	a.Describe(&c.DigitalOceanToken, "DigitalOcean API token (default $DIGITALOCEAN_TOKEN).")
 }
 
 // New returns the relayfleet provider.
