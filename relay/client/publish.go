@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"io"
 	"sort"
+	"strconv"
 	"sync"
+	"time"
 
 	"github.com/relayfleet/relayfleet/relay/moqlite"
 	"github.com/relayfleet/relayfleet/relay/transport"
@@ -333,4 +335,162 @@ func (s *Session) serveAnnounce(st transport.Stream, prefix string) {
 			}
 		}
 	}
+}
+
+// OggPublishOptions configures RunPublishOgg.
+type OggPublishOptions struct {
+	Broadcast string    // broadcast name, relative to the URL path
+	Track     string    // track name; "audio" when empty
+	Input     io.Reader // an Ogg Opus stream
+	// Pace sends each packet at its time from the start (the sum of the
+	// durations before it), for a file. A live input that already comes
+	// in real time (ffmpeg -re on a pipe) is sent as it is read.
+	Pace bool
+}
+
+// OggStats counts what PublishOgg sent.
+type OggStats struct {
+	Packets  int           // audio packets read, one group each
+	Skipped  int           // of those, sent to nobody: no subscribers yet
+	Duration time.Duration // total audio duration
+	Min, Max time.Duration // shortest and longest packet
+}
+
+// String is the summary line: published 250 Opus packets (30.0 s, 120 ms each).
+func (st OggStats) String() string {
+	each := "none"
+	switch {
+	case st.Packets == 0:
+	case st.Min == st.Max:
+		each = fmtMillis(st.Min) + " each"
+	default:
+		each = fmtMillis(st.Min) + " to " + fmtMillis(st.Max)
+	}
+	s := fmt.Sprintf("published %d Opus packets (%.1f s, %s)", st.Packets, st.Duration.Seconds(), each)
+	if st.Skipped > 0 {
+		s += fmt.Sprintf(", %d with no subscribers", st.Skipped)
+	}
+	return s
+}
+
+func fmtMillis(d time.Duration) string {
+	return strconv.FormatFloat(float64(d)/float64(time.Millisecond), 'f', -1, 64) + " ms"
+}
+
+// PublishOgg writes the audio packets of r to tw until r ends: each Opus
+// packet is one frame in a group of its own (group sequence = packet
+// index), so a late joiner starts at any packet. A packet with no
+// subscribers is skipped, as a live encoder would. With pace, packet n is
+// sent at the start plus the durations of packets 0 to n-1; without, as
+// soon as it is read. It returns nil at the end of r, and ctx's error when
+// ctx ends first.
+func PublishOgg(ctx context.Context, tw *TrackWriter, r *OggOpusReader, pace bool) (OggStats, error) {
+	var st OggStats
+	s := tw.b.s
+	var start time.Time
+	var timer *time.Timer
+	defer func() {
+		if timer != nil {
+			timer.Stop()
+		}
+	}()
+	for seq := uint64(0); ; seq++ {
+		p, _, err := r.Next()
+		if err == io.EOF {
+			return st, nil
+		}
+		if err != nil {
+			return st, err
+		}
+		d, err := PacketDuration(p) // Next checked it
+		if err != nil {
+			return st, err
+		}
+		if seq == 0 {
+			start = time.Now()
+		}
+		if wait := time.Until(start.Add(st.Duration)); pace && wait > 0 {
+			if timer == nil {
+				timer = time.NewTimer(wait)
+			} else {
+				timer.Reset(wait)
+			}
+			select {
+			case <-timer.C:
+			case <-ctx.Done():
+				return st, ctx.Err()
+			case <-s.Done():
+				return st, errors.New("publish: session closed by relay")
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return st, ctx.Err()
+		case <-s.Done():
+			return st, errors.New("publish: session closed by relay")
+		default:
+		}
+		if err := tw.WriteGroup(ctx, seq, [][]byte{p}); err != nil {
+			if !errors.Is(err, ErrNoSubscribers) {
+				return st, err
+			}
+			st.Skipped++
+		}
+		st.Packets++
+		st.Duration += d
+		if st.Packets == 1 || d < st.Min {
+			st.Min = d
+		}
+		st.Max = max(st.Max, d)
+	}
+}
+
+// publishLinger is how long RunPublishOgg waits after the last group, and
+// again after ending the broadcast, before closing the session: closing a
+// QUIC connection drops the stream data not sent yet.
+const publishLinger = 250 * time.Millisecond
+
+// RunPublishOgg connects to url, publishes a broadcast with one track and
+// writes the audio packets of the Ogg Opus stream o.Input with PublishOgg.
+// At the end of the input it ends the broadcast cleanly. It prints the
+// summary line (OggStats.String) to out, also when ctx ends first, which
+// is not an error.
+func RunPublishOgg(ctx context.Context, url string, dial *Options, o OggPublishOptions, out io.Writer) error {
+	if o.Track == "" {
+		o.Track = "audio"
+	}
+	s, err := Dial(ctx, url, dial)
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	b := s.Publish(o.Broadcast)
+	defer b.Close()
+	st, err := PublishOgg(ctx, b.Track(o.Track), NewOggOpusReader(o.Input), o.Pace)
+	switch {
+	case ctx.Err() != nil:
+		fmt.Fprintln(out, st)
+		return nil
+	case err != nil:
+		if st.Packets > 0 {
+			fmt.Fprintln(out, st)
+		}
+		return err
+	}
+	// Let the last groups drain, then the unannounce and the ends of the
+	// subscriptions.
+	linger := func() {
+		t := time.NewTimer(publishLinger)
+		defer t.Stop()
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+		case <-s.Done():
+		}
+	}
+	linger()
+	b.Close()
+	linger()
+	fmt.Fprintln(out, st)
+	return nil
 }
