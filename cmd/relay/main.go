@@ -44,8 +44,9 @@ const usage = `usage:
   relay publish URL --name BROADCAST [--track audio] [--interval 120ms] [--frames 1] [--size 160] [--groups 0]
   relay listen URL --name BROADCAST [--track audio] [--groups 0] [--check SIZE] [-v]
   relay publish URL --name BROADCAST --paced [--interval 120ms] [--frames 1] [--size 600]
+  relay publish URL --name BROADCAST --ogg FILE|- [--ogg-pace=true|false] [--track audio]
   relay loadgen --url URL|--router URL --broadcast NAME --listeners N [--ramp PER_SECOND] --duration D
-                [--freeze FRACTION --freeze-at T] [--late 1s] [--json]
+                [--freeze FRACTION --freeze-at T] [--late 1s] [--reconnect] [--idle-timeout 30s] [--json]
 URLs are https://HOST:PORT/PATH (verified certificate) or http://HOST:PORT/PATH
 (the certificate hash is fetched from /certificate.sha256 and pinned).
 `
@@ -310,6 +311,8 @@ func publish(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	groups := fs.Int("groups", 0, "groups to send; 0 means until interrupted")
 	transport := fs.String("transport", client.TransportQUIC, "quic or websocket")
 	paced := fs.Bool("paced", false, "write load-generator frames (group, index, send time), one every --interval, --frames to a group")
+	ogg := fs.String("ogg", "", "publish the Opus packets of an Ogg Opus `FILE` (- for stdin), one packet to a group")
+	oggPace := fs.Bool("ogg-pace", false, "send --ogg packets in real time (default: for a file, not for -)")
 	pos, err := parse(fs, args)
 	if err != nil {
 		return err
@@ -318,7 +321,46 @@ func publish(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if err != nil {
 		return err
 	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	if set["ogg"] {
+		var other []string
+		for _, f := range []string{"paced", "frames", "size", "interval", "groups"} {
+			if set[f] {
+				other = append(other, "--"+f)
+			}
+		}
+		switch {
+		case *name == "":
+			return badUsage("--name is required")
+		case *ogg == "":
+			return badUsage("--ogg: give a file, or - for stdin")
+		case len(other) > 0:
+			return badUsage("--ogg excludes %s (--paced, --frames, --size, --interval and --groups are for generated frames)", strings.Join(other, ", "))
+		case *transport != client.TransportQUIC && *transport != client.TransportWebSocket:
+			return badUsage("--transport %q: want quic or websocket", *transport)
+		}
+		pace := *ogg != "-"
+		if set["ogg-pace"] {
+			pace = *oggPace
+		}
+		in := io.Reader(os.Stdin)
+		if *ogg != "-" {
+			f, err := os.Open(*ogg)
+			if err != nil {
+				return err
+			}
+			defer f.Close()
+			in = f
+		}
+		logger, _ := newLogger(stderr, "info")
+		return client.RunPublishOgg(ctx, u, &client.Options{Logger: logger, Transport: *transport}, client.OggPublishOptions{
+			Broadcast: *name, Track: *track, Input: in, Pace: pace,
+		}, stdout)
+	}
 	switch {
+	case set["ogg-pace"]:
+		return badUsage("--ogg-pace needs --ogg")
 	case *name == "":
 		return badUsage("--name is required")
 	case *paced && *transport != client.TransportQUIC:
@@ -391,6 +433,8 @@ func loadgenCmd(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	late := fs.Duration("late", time.Second, "a frame older than this on arrival is late")
 	shards := fs.Int("shards", 0, "UDP sockets the listeners share; 0 means 32")
 	asJSON := fs.Bool("json", false, "print the report as JSON")
+	reconnect := fs.Bool("reconnect", false, "a listener whose session or subscription ends resolves, reconnects and resubscribes")
+	idleTimeout := fs.Duration("idle-timeout", 30*time.Second, "QUIC idle timeout: how soon a listener notices a relay gone silent")
 	logLevel := fs.String("log-level", "warn", "debug, info, warn or error")
 	pos, err := parse(fs, args)
 	if err != nil {
@@ -425,6 +469,8 @@ func loadgenCmd(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		return badUsage("--late %v: must be positive", *late)
 	case *shards < 0:
 		return badUsage("--shards %d: must not be negative", *shards)
+	case *idleTimeout <= 0:
+		return badUsage("--idle-timeout %v: must be positive", *idleTimeout)
 	}
 	logger, err := newLogger(stderr, *logLevel)
 	if err != nil {
@@ -433,6 +479,7 @@ func loadgenCmd(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	rep, err := loadgen.Run(ctx, loadgen.Options{
 		URL: *rawURL, Router: *router, Broadcast: *name, Track: *track, Listeners: *listeners, Ramp: *ramp,
 		Duration: *duration, Freeze: *freeze, FreezeAt: *freezeAt, Late: *late, Shards: *shards, Logger: logger,
+		Reconnect: *reconnect, IdleTimeout: *idleTimeout,
 	})
 	if err != nil {
 		return err
@@ -444,6 +491,8 @@ func loadgenCmd(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	}
 	fmt.Fprintf(stdout, "listeners %d: connected %d, failed %d, frozen %d, ended early %d\n",
 		rep.Listeners, rep.Connected, rep.Failed, rep.Frozen, rep.Ended)
+	fmt.Fprintf(stdout, "reconnects %d, listeners lost %d, longest without a subscription %.0f ms\n",
+		rep.Reconnects, rep.ListenersLost, rep.MaxGapMs)
 	fmt.Fprintf(stdout, "frames received %d, lost %d, late %d over %.1f s\n", rep.FramesReceived, rep.FramesLost, rep.LateFrames, rep.Seconds)
 	fmt.Fprintf(stdout, "bitrate per listener: mean %.0f bit/s, min %.0f bit/s; latency p50 %.1f ms, max %.1f ms\n",
 		rep.BitrateBpsMean, rep.BitrateBpsMin, rep.LatencyMsP50, rep.LatencyMsMax)

@@ -14,4 +14,15 @@
 // missing frames. The first group a listener receives starts its count. A
 // frame is late when it arrives more than Options.Late after it was sent
 // (the publisher must share the clock: the same machine).
+//
+// With Options.Reconnect a listener whose subscription ends resolves its
+// relay again and resubscribes. The new subscription starts at the latest
+// group: the groups between the last one seen and the first one on the
+// new subscription count as missing (each as many frames as the last group
+// seen had), and so do the groups the old subscription skipped over and
+// never delivered; if the new subscription serves the last group seen
+// again it is not read twice. So a frame sent after a listener's first
+// group is either received or counted lost, across reconnects too, except
+// when the publisher's group sequence goes back (the publisher restarted):
+// then the count restarts at the new sequence, as for a first group.
 package loadgen

@@ -46,3 +46,41 @@ func TestLossAccounting(t *testing.T) {
 		})
 	}
 }
+
+// TestLossAccountingAcrossResume: after a resubscription the groups sent
+// while away count as lost, the last group seen served again is not read
+// twice, groups the old subscription skipped count as lost at once, and a
+// sequence that went back restarts the count.
+func TestLossAccountingAcrossResume(t *testing.T) {
+	now := time.Now()
+	tests := []struct {
+		name   string
+		before []uint64 // on the first subscription
+		after  []uint64 // on the second
+		read   []bool   // group's answer for each of after
+		lost   int64
+	}{
+		{"gap while away", []uint64{5, 6}, []uint64{10, 11}, []bool{true, true}, 3},
+		{"last group again", []uint64{5, 6}, []uint64{6, 7}, []bool{false, true}, 0},
+		{"skipped before the end", []uint64{5, 7}, []uint64{8}, []bool{true}, 1},
+		{"publisher restarted", []uint64{500, 501}, []uint64{3, 4}, []bool{true, true}, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			l := &listener{windowStart: new(atomic.Int64)}
+			for _, s := range tt.before {
+				l.group(s, now)
+			}
+			l.resume()
+			for i, s := range tt.after {
+				if got := l.group(s, now); got != tt.read[i] {
+					t.Fatalf("group(%d) = %v, want %v", s, got, tt.read[i])
+				}
+			}
+			l.finish(now.Add(time.Hour), time.Second)
+			if l.lost != tt.lost {
+				t.Fatalf("lost %d, want %d", l.lost, tt.lost)
+			}
+		})
+	}
+}

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"net/url"
@@ -25,20 +26,15 @@ import (
 )
 
 // listen runs one listener until ctx ends; connected is closed once it is
-// subscribed (or has failed).
-func listen(ctx context.Context, o Options, res *resolver, sh *shard, l *listener, connected chan struct{}) {
-	fail := func(err error) {
-		l.err = shortError(err)
-		close(connected)
-	}
+// subscribed (or has failed). With o.Reconnect it resubscribes, through
+// sem, whenever its subscription ends before ctx does.
+func listen(ctx context.Context, o Options, res *resolver, sh *shard, l *listener, connected chan struct{}, sem chan struct{}, pg *progress) {
 	dctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
 	// A busy server refuses connections it cannot accept in time, as a
 	// real client would be refused: try three times, backing off.
 	var (
-		conn *quic.Conn
-		sess *client.Session
-		err  error
+		c   *subscription
+		err error
 	)
 	for attempt := range 3 {
 		if attempt > 0 {
@@ -47,61 +43,126 @@ func listen(ctx context.Context, o Options, res *resolver, sh *shard, l *listene
 			case <-dctx.Done():
 			}
 		}
-		if conn, sess, err = connect(dctx, o, res, sh); err == nil || dctx.Err() != nil {
+		if c, err = subscribe(ctx, dctx, o, res, sh, time.Time{}); err == nil || dctx.Err() != nil {
 			break
 		}
 	}
+	cancel()
 	if err != nil {
-		fail(err)
+		l.err = shortError(err)
+		close(connected)
 		return
 	}
-	defer sess.Close()
-	// Ending the connection unblocks a read stuck in a frozen group.
-	stop := context.AfterFunc(ctx, func() { _ = conn.CloseWithError(0, "") })
-	defer stop()
-	sub, err := sess.Subscribe(dctx, o.Broadcast, o.Track)
-	if err != nil {
-		fail(err)
-		return
-	}
-	defer sub.Close()
-	l.connected = true
+	l.connected, l.live = true, true
+	pg.connected.Add(1)
+	pg.live.Add(1)
 	close(connected)
+	for {
+		err := receive(ctx, o, sh, l, c.sub)
+		c.close()
+		if err == nil || ctx.Err() != nil {
+			return // Run is over (or the listener froze): still subscribed
+		}
+		l.live, l.downSince = false, time.Now()
+		l.ended, l.err = true, shortError(err)
+		pg.live.Add(-1)
+		if !o.Reconnect {
+			return
+		}
+		if c = reconnect(ctx, o, res, sh, l, sem); c == nil {
+			return
+		}
+		l.maxGap = max(l.maxGap, time.Since(l.downSince))
+		l.reconnects++
+		l.live = true
+		l.resume()
+		pg.live.Add(1)
+		pg.reconnects.Add(1)
+	}
+}
+
+// reconnect resubscribes until it succeeds or ctx ends (nil), backing off
+// from 100 ms to 2 s between attempts. Each attempt holds a place in sem,
+// as first dials do, so that a crowd reconnecting at once is not refused
+// by the relay's accept queue.
+func reconnect(ctx context.Context, o Options, res *resolver, sh *shard, l *listener, sem chan struct{}) *subscription {
+	backoff := 100 * time.Millisecond
+	since := l.downSince // resolve afresh: the relay may have restarted
+	for {
+		select {
+		case sem <- struct{}{}:
+		case <-ctx.Done():
+			return nil
+		}
+		actx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		c, err := subscribe(ctx, actx, o, res, sh, since)
+		cancel()
+		<-sem
+		if err == nil {
+			if ctx.Err() != nil {
+				c.close()
+				return nil
+			}
+			return c
+		}
+		l.err = shortError(err)
+		since = time.Now()
+		// Up to a quarter more, so that listeners dropped together spread.
+		wait := backoff + time.Duration(rand.Int64N(int64(backoff/4)+1))
+		select {
+		case <-time.After(wait):
+		case <-ctx.Done():
+			return nil
+		}
+		backoff = min(2*backoff, 2*time.Second)
+	}
+}
+
+// receive reads sub's groups, counting into l, until sub ends (its error)
+// or ctx does, or the listener freezes (nil).
+func receive(ctx context.Context, o Options, sh *shard, l *listener, sub *client.Subscription) error {
 	for {
 		g, err := sub.NextGroup(ctx)
 		if err != nil {
-			if ctx.Err() == nil {
-				l.ended, l.err = true, shortError(err)
+			if ctx.Err() != nil {
+				return nil
 			}
-			return
+			return err
 		}
 		if l.frozen.Load() {
 			<-ctx.Done()
-			return
+			return nil
 		}
-		l.group(g.Sequence, time.Now())
-		var read uint32
-		var count uint32
+		if !l.group(g.Sequence, time.Now()) {
+			g.Close()
+			continue
+		}
+		var read, count uint32
+		cut := false
 		for {
 			p, err := g.ReadFrame()
 			if err != nil {
-				if errors.Is(err, io.EOF) || ctx.Err() != nil {
-					break
-				}
-				break // reset: the missing frames count as lost below
+				// A reset (or the session's end): the missing frames
+				// count as lost below.
+				cut = !errors.Is(err, io.EOF)
+				break
 			}
+			sh.frames.Add(1)
 			if fi, ok := l.frame(p, time.Now(), o.Late); ok {
 				count = fi.Count
 			}
 			read++
 			if l.frozen.Load() {
 				<-ctx.Done()
-				return
+				return nil
 			}
 		}
 		g.Close()
 		if ctx.Err() != nil {
-			return
+			return nil
+		}
+		if cut && count == 0 {
+			count = max(l.count, 1) // cut before its first frame
 		}
 		if count > read {
 			l.lost += int64(count - read)
@@ -110,15 +171,51 @@ func listen(ctx context.Context, o Options, res *resolver, sh *shard, l *listene
 	}
 }
 
-// connect dials the relay and performs SETUP.
-func connect(ctx context.Context, o Options, res *resolver, sh *shard) (*quic.Conn, *client.Session, error) {
-	target, tlsConf, err := res.resolve(ctx)
+// subscription is one listener session and its subscription.
+type subscription struct {
+	conn *quic.Conn
+	sess *client.Session
+	sub  *client.Subscription
+	stop func() bool
+}
+
+func (s *subscription) close() {
+	s.sub.Close()
+	s.stop()
+	s.sess.Close()
+}
+
+// subscribe connects (within dctx) and subscribes; the connection ends
+// with ctx, which unblocks a read stuck in a frozen group.
+func subscribe(ctx, dctx context.Context, o Options, res *resolver, sh *shard, since time.Time) (*subscription, error) {
+	conn, sess, err := connect(dctx, o, res, sh, since)
+	if err != nil {
+		return nil, err
+	}
+	stop := context.AfterFunc(ctx, func() { _ = conn.CloseWithError(0, "") })
+	sub, err := sess.Subscribe(dctx, o.Broadcast, o.Track)
+	if err != nil {
+		stop()
+		sess.Close()
+		return nil, err
+	}
+	return &subscription{conn: conn, sess: sess, sub: sub, stop: stop}, nil
+}
+
+// connect dials the relay and performs SETUP; a certificate hash fetched
+// before since is fetched again.
+func connect(ctx context.Context, o Options, res *resolver, sh *shard, since time.Time) (*quic.Conn, *client.Session, error) {
+	target, tlsConf, err := res.resolve(ctx, since)
 	if err != nil {
 		return nil, nil, err
 	}
+	idle := o.IdleTimeout
+	if idle <= 0 {
+		idle = 30 * time.Second
+	}
 	conn, err := sh.tr.Dial(ctx, target.addr, tlsConf, &quic.Config{
-		MaxIdleTimeout:  30 * time.Second,
-		KeepAlivePeriod: 10 * time.Second,
+		MaxIdleTimeout:  idle,
+		KeepAlivePeriod: min(10*time.Second, idle/3),
 	})
 	if err != nil {
 		return nil, nil, fmt.Errorf("dial: %w", err)
@@ -144,6 +241,7 @@ type shard struct {
 	udp    *net.UDPConn
 	tr     *quic.Transport
 	frozen atomic.Bool
+	frames atomic.Int64 // frames its listeners received, for Snapshot
 }
 
 func newShard(freezable bool) (*shard, error) {
@@ -204,20 +302,30 @@ type target struct {
 }
 
 // resolver turns the relay URL, or the router's answer, into a target and
-// a TLS config, fetching each relay's certificate hash once.
+// a TLS config, fetching each relay's certificate hash once, or again for
+// listeners that reconnect after it was fetched.
 type resolver struct {
 	o  Options
 	hc *http.Client
 
 	mu     sync.Mutex
-	hashes map[string]string // host -> hash
+	hashes map[string]hashEntry // by host
+}
+
+// hashEntry is the outcome of the last certificate hash fetch from a host.
+type hashEntry struct {
+	hash string
+	err  error
+	at   time.Time
 }
 
 func newResolver(o Options) *resolver {
-	return &resolver{o: o, hc: &http.Client{Timeout: 10 * time.Second}, hashes: make(map[string]string)}
+	return &resolver{o: o, hc: &http.Client{Timeout: 10 * time.Second}, hashes: make(map[string]hashEntry)}
 }
 
-func (r *resolver) resolve(ctx context.Context) (target, *tls.Config, error) {
+// resolve finds the relay; a certificate hash fetch (or failure) from
+// before since is not trusted.
+func (r *resolver) resolve(ctx context.Context, since time.Time) (target, *tls.Config, error) {
 	raw := r.o.URL
 	if r.o.Router != "" {
 		var err error
@@ -240,7 +348,7 @@ func (r *resolver) resolve(ctx context.Context) (target, *tls.Config, error) {
 	switch u.Scheme {
 	case "https":
 	case "http":
-		hash, err := r.hash(ctx, u)
+		hash, err := r.hash(ctx, u, since)
 		if err != nil {
 			return target{}, nil, err
 		}
@@ -268,12 +376,24 @@ func (r *resolver) resolve(ctx context.Context) (target, *tls.Config, error) {
 	return target{addr: addr, path: path}, tc, nil
 }
 
-func (r *resolver) hash(ctx context.Context, u *url.URL) (string, error) {
+// hash returns u's host's certificate hash, fetched at or after since: one
+// fetch per host, not one per listener, and after a relay restart one per
+// crowd of listeners reconnecting to it (a failed fetch is shared too).
+func (r *resolver) hash(ctx context.Context, u *url.URL, since time.Time) (string, error) {
 	r.mu.Lock()
-	defer r.mu.Unlock() // one fetch per host, not one per listener
-	if h, ok := r.hashes[u.Host]; ok {
-		return h, nil
+	defer r.mu.Unlock()
+	if e, ok := r.hashes[u.Host]; ok && (e.err == nil || !since.IsZero()) && !e.at.Before(since) {
+		return e.hash, e.err
 	}
+	at := time.Now()
+	h, err := r.fetchHash(ctx, u)
+	if err == nil || ctx.Err() == nil { // not an error of this caller's own
+		r.hashes[u.Host] = hashEntry{hash: h, err: err, at: at}
+	}
+	return h, err
+}
+
+func (r *resolver) fetchHash(ctx context.Context, u *url.URL) (string, error) {
 	b, err := r.get(ctx, (&url.URL{Scheme: "http", Host: u.Host, Path: "/certificate.sha256"}).String())
 	if err != nil {
 		return "", fmt.Errorf("certificate hash: %w", err)
@@ -282,7 +402,6 @@ func (r *resolver) hash(ctx context.Context, u *url.URL) (string, error) {
 	if d, err := hex.DecodeString(h); err != nil || len(d) != sha256.Size {
 		return "", fmt.Errorf("certificate hash: not a hex sha-256: %.70q", h)
 	}
-	r.hashes[u.Host] = h
 	return h, nil
 }
 

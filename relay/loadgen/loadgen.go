@@ -45,6 +45,28 @@ type Options struct {
 	// Window, if set, is called when the measurement starts (true) and
 	// when it ends (false), before the listeners are closed.
 	Window func(start bool)
+	// Reconnect: when a connected listener's session or subscription ends
+	// while Run is still running (not by its own shutdown), the listener
+	// resolves its relay again (Router or URL), reconnects and resubscribes,
+	// backing off from 100 ms, doubling to at most 2 s, until Run ends.
+	// Without it such a listener stays ended.
+	Reconnect bool
+	// IdleTimeout is the QUIC idle timeout listeners ask for (the relay
+	// may lower it); 0 means 30 s. A relay that goes without closing its
+	// connections is noticed only this long after it last sent.
+	IdleTimeout time.Duration
+	// Progress, if set, is called about once a second, from one goroutine,
+	// until the listeners are closed.
+	Progress func(Snapshot)
+}
+
+// Snapshot is Run's progress at one moment, over every listener, frozen
+// ones included.
+type Snapshot struct {
+	Connected      int   `json:"connected"`       // listeners that have subscribed, ever
+	Live           int   `json:"live"`            // listeners with a subscription now
+	Reconnects     int64 `json:"reconnects"`      // successful resubscriptions so far
+	FramesReceived int64 `json:"frames_received"` // so far
 }
 
 // Report is what Run measured. Rates and counts are over the listeners
@@ -54,7 +76,7 @@ type Report struct {
 	Connected      int            `json:"connected"`
 	Failed         int            `json:"failed"`
 	Frozen         int            `json:"frozen"`
-	Ended          int            `json:"ended"` // subscriptions that ended early
+	Ended          int            `json:"ended"` // listeners whose subscription ended early, at least once
 	FramesReceived int64          `json:"frames_received"`
 	FramesLost     int64          `json:"frames_lost"`
 	LateFrames     int64          `json:"late_frames"`
@@ -67,6 +89,18 @@ type Report struct {
 	LatencyMsMax   float64        `json:"latency_ms_max"`
 	Seconds        float64        `json:"seconds"`
 	Errors         map[string]int `json:"errors,omitempty"`
+
+	// Reconnects is how many times listeners resubscribed after their
+	// subscription ended (Options.Reconnect).
+	Reconnects int64 `json:"reconnects"`
+	// ListenersLost is how many listeners had no subscription when the
+	// run ended and closed them; without Options.Reconnect it equals
+	// Ended.
+	ListenersLost int `json:"listeners_lost"`
+	// MaxGapMs is the longest a listener was without a subscription:
+	// from noticing its end to resubscribing, or to the end of the
+	// window for a listener still without one then.
+	MaxGapMs float64 `json:"max_gap_ms"`
 }
 
 // listener is one listener session's counters, written by its reader.
@@ -88,15 +122,47 @@ type listener struct {
 	next    uint64               // next group sequence expected
 	missing map[uint64]time.Time // groups skipped over, by sequence: when
 	count   uint32               // frame count of the last group seen
+	resumed bool                 // resubscribed, no group seen since
+
+	live       bool      // subscribed (the state at the end, once Run stops)
+	downSince  time.Time // when the last subscription ended
+	reconnects int64
+	maxGap     time.Duration
+}
+
+// progress is what Snapshot reports, kept as atomics by the listeners.
+type progress struct {
+	connected, live, reconnects atomic.Int64
 }
 
 // maxMissing bounds the groups a listener remembers as possibly reordered.
 const maxMissing = 256
 
-func (l *listener) group(seq uint64, now time.Time) {
+// group notes group seq's arrival and says whether to read it: not when
+// it is the group last seen before a resubscription, served again.
+func (l *listener) group(seq uint64, now time.Time) bool {
 	if !l.started {
 		l.started, l.next = true, seq+1
-		return
+		return true
+	}
+	if l.resumed {
+		l.resumed = false
+		switch {
+		case seq >= l.next:
+			// Sent while away: they will not arrive on this subscription,
+			// which starts at the latest group.
+			l.lost += int64(max(l.count, 1)) * int64(seq-l.next)
+			l.missed += int64(seq - l.next)
+			l.next = seq + 1
+			return true
+		case seq+1 == l.next:
+			return false // already counted: received, or cut short
+		default:
+			// The sequence went back: the publisher restarted. What it
+			// sent in between cannot be known; count from here.
+			l.next = seq + 1
+			return true
+		}
 	}
 	switch {
 	case seq >= l.next:
@@ -115,6 +181,20 @@ func (l *listener) group(seq uint64, now time.Time) {
 	default:
 		delete(l.missing, seq) // arrived out of order
 	}
+	return true
+}
+
+// resume starts counting on a new subscription: the groups the old one
+// skipped over and had not delivered count as lost now (they can no longer
+// arrive), and the first group on the new one counts the groups skipped
+// while away as missing.
+func (l *listener) resume() {
+	for range l.missing {
+		l.lost += int64(max(l.count, 1))
+		l.missed++
+	}
+	l.missing = nil
+	l.resumed = l.started
 }
 
 func (l *listener) frame(p []byte, now time.Time, late time.Duration) (FrameInfo, bool) {
@@ -206,7 +286,26 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		sem       = make(chan struct{}, o.Parallel)
 		startTime = time.Now()
 		window    atomic.Int64
+		pg        progress
 	)
+	progressDone := make(chan struct{})
+	if o.Progress != nil {
+		go func() {
+			defer close(progressDone)
+			t := time.NewTicker(time.Second)
+			defer t.Stop()
+			for {
+				select {
+				case <-t.C:
+					o.Progress(pg.snapshot(shards))
+				case <-runCtx.Done():
+					return
+				}
+			}
+		}()
+	} else {
+		close(progressDone)
+	}
 	var tick <-chan time.Time
 	if o.Ramp > 0 {
 		t := time.NewTicker(time.Duration(float64(time.Second) / o.Ramp))
@@ -244,7 +343,7 @@ start:
 				<-sem
 				dialWG.Done()
 			}()
-			listen(runCtx, o, resolver, sh, l, connected)
+			listen(runCtx, o, resolver, sh, l, connected, sem, &pg)
 		}()
 	}
 	dialWG.Wait()
@@ -289,6 +388,7 @@ wait:
 	}
 	stop()
 	wg.Wait()
+	<-progressDone
 
 	rep := &Report{Listeners: o.Listeners, Seconds: end.Sub(measureStart).Seconds(), Errors: map[string]int{}}
 	var lat []time.Duration
@@ -312,6 +412,13 @@ wait:
 			rep.Ended++
 			rep.Errors[l.err]++
 		}
+		rep.Reconnects += l.reconnects
+		gap := l.maxGap
+		if !l.live {
+			rep.ListenersLost++
+			gap = max(gap, end.Sub(l.downSince))
+		}
+		rep.MaxGapMs = max(rep.MaxGapMs, float64(gap)/1e6)
 		l.finish(end, o.Late)
 		rep.FramesReceived += l.frames
 		rep.FramesLost += l.lost
@@ -341,4 +448,12 @@ wait:
 		rep.Errors = nil
 	}
 	return rep, nil
+}
+
+func (p *progress) snapshot(shards []*shard) Snapshot {
+	s := Snapshot{Connected: int(p.connected.Load()), Live: int(p.live.Load()), Reconnects: p.reconnects.Load()}
+	for _, sh := range shards {
+		s.FramesReceived += sh.frames.Load()
+	}
+	return s
 }

@@ -4,10 +4,13 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"runtime"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -187,7 +190,7 @@ func TestRunLeavesNoGoroutines(t *testing.T) {
 		}
 		if _, err := loadgen.Run(ctx, loadgen.Options{
 			URL: url, Broadcast: "live", Listeners: 6, Shards: 2, Duration: 300 * time.Millisecond,
-			Freeze: 0.5, FreezeAt: 100 * time.Millisecond, Logger: quietLogger(),
+			Freeze: 0.5, FreezeAt: 100 * time.Millisecond, Reconnect: true, Progress: func(loadgen.Snapshot) {}, Logger: quietLogger(),
 		}); err != nil {
 			t.Fatal(err)
 		}
@@ -199,5 +202,179 @@ func TestRunLeavesNoGoroutines(t *testing.T) {
 			t.Fatalf("%d goroutines left, %d before:\n%s", runtime.NumGoroutine(), before, buf[:runtime.Stack(buf, true)])
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// idleTimeout bounds how long a listener takes to notice a relay that
+// closed without telling it: Relay.Close does not always get its
+// CONNECTION_CLOSE frames out before it closes its socket.
+const idleTimeout = 1500 * time.Millisecond
+
+// startEdge runs a relay on addr that pulls from origin; it is closed at
+// the test's end unless the returned stop was called first.
+func startEdge(t *testing.T, addr string, origin *relay.Relay) (*relay.Relay, func()) {
+	t.Helper()
+	edge, err := relay.Start(context.Background(), relay.Config{
+		Listen: addr, Upstreams: []string{fmt.Sprintf("http://%s/", origin.Addr())}, Logger: quietLogger(),
+	})
+	if err != nil {
+		t.Fatalf("start edge on %s: %v", addr, err)
+	}
+	var once sync.Once
+	stop := func() { once.Do(func() { edge.Close() }) }
+	t.Cleanup(stop)
+	return edge, stop
+}
+
+// runAcrossEdgeRestart measures 20 listeners on an edge relay (pulling
+// from an origin with a publisher) that is closed 500 ms into the window
+// and started again on the same address, with a new certificate.
+func runAcrossEdgeRestart(t *testing.T, reconnect bool, progress func(loadgen.Snapshot)) *loadgen.Report {
+	origin := startRelayAndPublisher(t, 1)
+	edge, stopEdge := startEdge(t, "127.0.0.1:0", origin)
+	addr := edge.Addr().String()
+	restarted := make(chan struct{})
+	window := func(start bool) {
+		if !start {
+			return
+		}
+		go func() {
+			defer close(restarted)
+			time.Sleep(500 * time.Millisecond)
+			stopEdge()
+			startEdge(t, addr, origin)
+		}()
+	}
+	rep, err := loadgen.Run(context.Background(), loadgen.Options{
+		URL: fmt.Sprintf("http://%s/", addr), Broadcast: "live", Listeners: 20, Shards: 4,
+		Duration: 3500 * time.Millisecond, Late: time.Hour, Reconnect: reconnect, Window: window, Progress: progress,
+		IdleTimeout: idleTimeout, Logger: quietLogger(),
+	})
+	<-restarted
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("report: %+v", rep)
+	if rep.Connected != 20 {
+		t.Fatalf("report %+v: want 20 connected", rep)
+	}
+	return rep
+}
+
+// TestRunReconnectsAcrossRelayRestart: with Reconnect, every listener of a
+// relay that restarts mid-window comes back, and the time away is counted.
+func TestRunReconnectsAcrossRelayRestart(t *testing.T) {
+	var (
+		mu    sync.Mutex
+		snaps []loadgen.Snapshot
+	)
+	rep := runAcrossEdgeRestart(t, true, func(s loadgen.Snapshot) {
+		mu.Lock()
+		snaps = append(snaps, s)
+		mu.Unlock()
+	})
+	if rep.ListenersLost != 0 || rep.Reconnects < 20 || rep.MaxGapMs <= 0 {
+		t.Fatalf("report %+v: want no listener lost, at least 20 reconnects, a gap", rep)
+	}
+	if rep.Ended != 20 {
+		t.Fatalf("report %+v: want all 20 to have seen their subscription end", rep)
+	}
+	if rep.FramesReceived == 0 || rep.FramesLost == 0 || rep.GroupsMissing == 0 {
+		t.Fatalf("report %+v: want frames received, and those sent while away lost", rep)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(snaps) < 2 {
+		t.Fatalf("%d progress snapshots over a 3.5 s window, want at least 2", len(snaps))
+	}
+	if last := snaps[len(snaps)-1]; last.Connected != 20 || last.FramesReceived == 0 || last.Reconnects > rep.Reconnects {
+		t.Fatalf("last snapshot %+v, report %+v", last, rep)
+	}
+}
+
+// TestRunWithoutReconnectLosesListeners: without Reconnect the same
+// restart loses every listener.
+func TestRunWithoutReconnectLosesListeners(t *testing.T) {
+	rep := runAcrossEdgeRestart(t, false, nil)
+	if rep.ListenersLost != 20 || rep.Ended != 20 || rep.Reconnects != 0 || rep.MaxGapMs <= 0 {
+		t.Fatalf("report %+v: want all 20 lost and ended, no reconnect", rep)
+	}
+}
+
+// TestRunReconnectsThroughRouter: a rolling upgrade. The router hands out
+// edge A until it goes, then edge B; A's listeners come back through the
+// router on B.
+func TestRunReconnectsThroughRouter(t *testing.T) {
+	origin := startRelayAndPublisher(t, 1)
+	a, stopA := startEdge(t, "127.0.0.1:0", origin)
+	b, _ := startEdge(t, "127.0.0.1:0", origin)
+	var current atomic.Pointer[relay.Relay]
+	current.Store(a)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/route" || r.URL.Query().Get("broadcast") != "live" {
+			http.NotFound(w, r)
+			return
+		}
+		fmt.Fprintf(w, "http://%s/\n", current.Load().Addr())
+	}))
+	defer srv.Close()
+	done := make(chan struct{})
+	rep, err := loadgen.Run(context.Background(), loadgen.Options{
+		Router: srv.URL, Broadcast: "live", Listeners: 20, Shards: 4, Duration: 3 * time.Second, Late: time.Hour,
+		Reconnect: true, IdleTimeout: idleTimeout, Logger: quietLogger(),
+		Window: func(start bool) {
+			if !start {
+				return
+			}
+			go func() {
+				defer close(done)
+				time.Sleep(300 * time.Millisecond)
+				current.Store(b) // drained: the router sends new listeners elsewhere
+				stopA()
+			}()
+		},
+	})
+	<-done
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("report: %+v", rep)
+	if rep.Connected != 20 || rep.ListenersLost != 0 || rep.Reconnects < 20 {
+		t.Fatalf("report %+v: want 20 connected, none lost, at least 20 reconnects", rep)
+	}
+	if st := b.Stats(); st.SessionsTotal < 20 {
+		t.Fatalf("edge B saw %d sessions, want the 20 listeners", st.SessionsTotal)
+	}
+}
+
+// TestRunReconnectGivesUpAtEnd: listeners of a relay that never comes back
+// keep trying until the run ends, which it does on time; they are lost.
+func TestRunReconnectGivesUpAtEnd(t *testing.T) {
+	origin := startRelayAndPublisher(t, 1)
+	edge, stopEdge := startEdge(t, "127.0.0.1:0", origin)
+	done := make(chan struct{})
+	start := time.Now()
+	rep, err := loadgen.Run(context.Background(), loadgen.Options{
+		URL: fmt.Sprintf("http://%s/", edge.Addr()), Broadcast: "live", Listeners: 5, Duration: 2500 * time.Millisecond,
+		Late: time.Hour, Reconnect: true, IdleTimeout: idleTimeout, Logger: quietLogger(),
+		Window: func(start bool) {
+			if start {
+				go func() {
+					defer close(done)
+					time.Sleep(200 * time.Millisecond)
+					stopEdge()
+				}()
+			}
+		},
+	})
+	<-done
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := time.Since(start); d > 6*time.Second {
+		t.Fatalf("Run took %v for a 2.5 s window", d)
+	}
+	if rep.Connected != 5 || rep.ListenersLost != 5 || rep.Reconnects != 0 || rep.MaxGapMs <= 0 || rep.Ended != 5 {
+		t.Fatalf("report %+v: want 5 connected, all lost, no reconnect", rep)
 	}
 }
