@@ -305,7 +305,22 @@ func (r *Relay) acceptQUIC() {
 	}
 }
 
+// sessionCloseWait bounds how long shutdown waits for sessions to send
+// their close before the socket goes.
+const sessionCloseWait = time.Second
+
 func (r *Relay) shutdown() {
+	// Let the sessions close first (their context is done): each sends
+	// its CONNECTION_CLOSE on the transport, so listeners learn at once
+	// and reconnect through the router, instead of waiting out their
+	// idle timeout after the socket is gone. Bounded: a session stuck in
+	// a write does not hold the shutdown up.
+	closed := make(chan struct{})
+	go func() { r.srv.wg.Wait(); close(closed) }()
+	select {
+	case <-closed:
+	case <-time.After(sessionCloseWait):
+	}
 	sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	_ = r.http.Shutdown(sctx)

@@ -565,3 +565,27 @@ func TestDrainStopsAdmittingUntilUndrained(t *testing.T) {
 		t.Errorf("undrained relay: %+v", st)
 	}
 }
+
+// TestCloseTellsSessions: a relay that stops closes its sessions before
+// its socket, so a client learns at once (and a listener reconnects
+// through the router) instead of after its idle timeout.
+func TestCloseTellsSessions(t *testing.T) {
+	r := startRelay(t, relay.Config{})
+	ctx := testContext(t)
+	sessions := make([]*client.Session, 60)
+	for i := range sessions {
+		sessions[i] = dial(t, ctx, relayURL(r, ""), nil)
+	}
+	start := time.Now()
+	r.Close()
+	for i, s := range sessions {
+		select {
+		case <-s.Done():
+		case <-time.After(5 * time.Second):
+			t.Fatalf("session %d still open 5 s after the relay closed: the close was not sent", i)
+		}
+	}
+	if d := time.Since(start); d > 3*time.Second {
+		t.Errorf("sessions learned after %v", d)
+	}
+}
