@@ -47,6 +47,7 @@ func commands() []command {
 		{"destroy", "destroy the stack's boxes (static servers are left as they are)", runDestroy},
 		{"events", "burst capacity for scheduled events: reconcile (every minute) | status | report | install", runEvents},
 		{"burst", "bring an event's burst boxes up or down now: up | down --event NAME", runBurst},
+		{"loadtest", "measure a box or a relay process: the load curve (listeners against CPU, RSS, drops), calibration.yaml for plan, loadtest.svg", runLoadtest},
 		{"lab", "boxes on this machine for the demo and tests: up N | down | status | ssh BOX (root)", runLab},
 	}
 }

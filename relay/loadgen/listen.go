@@ -245,7 +245,9 @@ type shard struct {
 }
 
 func newShard(freezable bool) (*shard, error) {
-	udp, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	// Any address: the relays may be on loopback, a lab bridge or a
+	// real network.
+	udp, err := net.ListenUDP("udp", &net.UDPAddr{})
 	if err != nil {
 		return nil, fmt.Errorf("loadgen: listen udp: %w", err)
 	}

@@ -1,0 +1,173 @@
+//go:build lab
+
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"encoding/xml"
+	"errors"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/relayfleet/relayfleet/infra/lab"
+	"github.com/relayfleet/relayfleet/inventories"
+)
+
+// TestLoadtestLab measures a small lab box, converged with the relay of
+// this checkout, on a lab of its own (bridge rflt0), with small steps:
+// the load generator shares this machine's CPU with the box.
+func TestLoadtestLab(t *testing.T) {
+	images := os.Getenv("RELAYFLEET_LAB_IMAGES")
+	if images == "" {
+		images = "/var/lib/relayfleet/lab/images"
+	}
+	labDir := "/var/lib/relayfleet/lab-loadtest"
+	l, err := lab.New(lab.Config{Dir: labDir, ImageDir: images, Bridge: "rflt0", Subnet: mustPrefix(t, "10.231.85.0/24"), Logf: t.Logf})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	l.Cleanup(ctx)
+	box, err := l.Create(ctx, lab.Spec{Name: "lt1", Shape: lab.Small, Labels: map[string]string{"fleet": "loadtest"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := l.Delete(context.Background(), box.Name); err != nil {
+			t.Errorf("delete %s: %v", box.Name, err)
+		}
+		if err := l.Cleanup(context.Background()); err != nil {
+			t.Errorf("lab cleanup: %v", err)
+		}
+	})
+
+	dir := t.TempDir()
+	// RELAYFLEET_LOADTEST_RELAY names a relay build to use instead of
+	// this checkout's.
+	relay := os.Getenv("RELAYFLEET_LOADTEST_RELAY")
+	if relay == "" {
+		relay = filepath.Join(dir, "relay")
+		build := exec.Command("go", "build", "-o", relay, "github.com/relayfleet/relayfleet/cmd/relay")
+		build.Stderr = os.Stderr
+		if err := build.Run(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	inv := filepath.Join(dir, "fleet.yaml")
+	if err := os.WriteFile(inv, []byte(`version: 1
+name: loadtest
+steady:
+  - name: lt
+    provider: lab
+    shape: small
+    count: 1
+    processes: auto
+    base_port: 4443
+`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, errOut, code := fleet(t, "converge", "--inventory", inv, "--relay-binary", relay, "--lab-dir", labDir)
+	if code != 0 {
+		t.Fatalf("converge: exit %d\n%s%s", code, out, errOut)
+	}
+
+	var stdout bytes.Buffer
+	err = runLoadtest(ctx, []string{"--inventory", inv, "--target", box.Name, "--steps", "50,100,150", "--step-duration", "6s",
+		"--relay-binary", relay, "--lab-dir", labDir}, &stdout)
+	t.Logf("fleet loadtest:\n%s", stdout.String())
+	if err != nil {
+		// What the sampler reads on the box, to see why.
+		if f, ferr := loadFleet(inv); ferr == nil {
+			if ts, done, terr := resolveTargets(ctx, f, "", labDir); terr == nil {
+				raw, rerr := ts[0].Run.Run(ctx, sampleScript([]int{4443})+"systemctl show -p ControlGroup relay@4443.service; cat /proc/self/cgroup; ls /sys/fs/cgroup", nil)
+				t.Logf("sample on the box (%v):\n%s", rerr, raw)
+				done()
+			}
+		}
+		t.Fatalf("fleet loadtest: %v", err)
+	}
+
+	cal, err := inventories.LoadCalibration(filepath.Join(dir, inventories.CalibrationFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	calText, _ := os.ReadFile(filepath.Join(dir, inventories.CalibrationFile))
+	t.Logf("calibration.yaml:\n%s", calText)
+	if cal.Source != inventories.SourceLoadtest || cal.MeasuredOn == "" || cal.ListenersPerCore <= 0 {
+		t.Errorf("calibration %+v", cal)
+	}
+	// fleet plan reads it beside the inventory.
+	if got := inventories.Beside(inv, inventories.CalibrationFile); got != filepath.Join(dir, inventories.CalibrationFile) {
+		t.Errorf("Beside = %s", got)
+	}
+
+	svg, err := os.ReadFile(filepath.Join(dir, loadtestSVGFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dec := xml.NewDecoder(bytes.NewReader(svg))
+	for {
+		if _, err := dec.Token(); err != nil {
+			if !errors.Is(err, io.EOF) {
+				t.Errorf("loadtest.svg does not parse: %v", err)
+			}
+			break
+		}
+	}
+
+	var doc loadtestDoc
+	data, err := os.ReadFile(filepath.Join(dir, loadtestJSONFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(data, &doc); err != nil {
+		t.Fatal(err)
+	}
+	if len(doc.Steps) != 3 || doc.Fit == nil {
+		t.Fatalf("loadtest.json: %s", data)
+	}
+	for i, s := range doc.Steps {
+		if s.Error != "" || s.Listeners < s.Target*9/10 || s.CPUCores <= 0 || s.RSSBytes <= 0 || s.BitrateBps <= 0 {
+			t.Errorf("step %d: %+v", i, s)
+		}
+	}
+	if first, last := doc.Steps[0], doc.Steps[len(doc.Steps)-1]; last.CPUCores <= first.CPUCores {
+		t.Errorf("CPU does not rise with listeners: %.4f cores at %d, %.4f at %d", first.CPUCores, first.Listeners, last.CPUCores, last.Listeners)
+	}
+	for _, s := range doc.Steps {
+		t.Logf("step %d listeners: %.4f cores (%s), %d bytes, %d lost, %d late, %d rcvbuf errors, %.0f bit/s over %.1fs", s.Listeners, s.CPUCores, s.CPUFrom, s.RSSBytes, s.FramesLost, s.LateFrames, s.RcvbufErrors, s.BitrateBps, s.Seconds)
+	}
+	if keep := os.Getenv("RELAYFLEET_LOADTEST_KEEP"); keep != "" {
+		os.WriteFile(filepath.Join(keep, loadtestSVGFile), svg, 0o644)
+		os.WriteFile(filepath.Join(keep, loadtestJSONFile), data, 0o644)
+		os.WriteFile(filepath.Join(keep, inventories.CalibrationFile), calText, 0o644)
+	}
+
+	// One process, BOX:PORT, into another directory; a port with no relay
+	// is bad input. The steps start above the last run's: the relay keeps
+	// the memory of a larger load for a while.
+	one := t.TempDir()
+	stdout.Reset()
+	err = runLoadtest(ctx, []string{"--inventory", inv, "--target", box.Name + ":4443", "--steps", "200,250,300", "--step-duration", "3s",
+		"--relay-binary", relay, "--lab-dir", labDir, "--out", one, "--json"}, &stdout)
+	if err != nil {
+		t.Fatalf("--target %s:4443: %v\n%s", box.Name, err, stdout.String())
+	}
+	var doc1 loadtestDoc
+	if err := json.Unmarshal(stdout.Bytes(), &doc1); err != nil || len(doc1.Steps) != 3 || doc1.Fit == nil || doc1.Files["calibration"] != filepath.Join(one, inventories.CalibrationFile) {
+		t.Errorf("--json: %v\n%s", err, stdout.String())
+	}
+	if _, err := inventories.LoadCalibration(filepath.Join(one, inventories.CalibrationFile)); err != nil {
+		t.Error(err)
+	}
+	_, errOut, code = loadtestCLI(t, "--inventory", inv, "--target", box.Name+":4999", "--steps", "20,40,60", "--relay-binary", relay, "--lab-dir", labDir)
+	if code != exitUsage || !strings.Contains(errOut, "flag --target: "+box.Name+" has no active relay@4999.service (active: relay@4443.service)") {
+		t.Errorf("--target %s:4999: exit %d, %s", box.Name, code, errOut)
+	}
+}
