@@ -168,30 +168,6 @@ func BoxListeners(ctx context.Context, run Runner, instances []string) (int64, e
 	return total, nil
 }
 
-// ListenersReturn waits until the box serves at least frac of want
-// listeners again (they reconnect through the router after a restart).
-func ListenersReturn(ctx context.Context, run Runner, instances []string, want int64, frac float64, limit time.Duration) error {
-	need := int64(float64(want) * frac)
-	deadline := time.Now().Add(limit)
-	for {
-		got, err := BoxListeners(ctx, run, instances)
-		if err == nil && got >= need {
-			return nil
-		}
-		if time.Now().After(deadline) {
-			if err != nil {
-				return err
-			}
-			return fmt.Errorf("listeners did not come back: %d of the %d before the restart after %v", got, want, limit)
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(500 * time.Millisecond):
-		}
-	}
-}
-
 // onBox is a shell command that sends one HTTP/1.0 request to a relay
 // instance from the box itself (the instance name carries its port) and
 // pipes the answer through filter.

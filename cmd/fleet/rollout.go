@@ -65,11 +65,13 @@ func runRollout(ctx context.Context, args []string, stdout io.Writer) error {
 				return
 			}
 			// Each process is drained first (the router stops sending it new
-			// listeners), restarted, checked, and must get the box's
-			// listeners back before the next one goes.
+			// listeners), restarted and checked; its listeners reconnect
+			// through the router to any process of the fleet, and the
+			// fleet must serve 90% of its listeners again before the next
+			// process goes.
 			var before int64
 			drain := func(inst string) error {
-				n, err := provision.BoxListeners(ctx, t.Run, insts)
+				n, err := fleetListeners(ctx, targets)
 				if err != nil {
 					return err
 				}
@@ -80,7 +82,7 @@ func runRollout(ctx context.Context, args []string, stdout io.Writer) error {
 				if err := provision.HealthzOnBox(ctx, run, inst); err != nil {
 					return err
 				}
-				return provision.ListenersReturn(ctx, run, insts, before, 0.9, *listenerWait)
+				return listenersReturn(ctx, targets, before, 0.9, *listenerWait)
 			}
 			undrain := func(inst string) error { return provision.DrainOnBox(ctx, t.Run, inst, false) }
 			r, err := provision.Rollout(ctx, t.Run, provision.Releases{}, binary, insts, health, drain, undrain)
@@ -120,4 +122,46 @@ func short(sha string) string {
 		return "(none)"
 	}
 	return sha
+}
+
+// fleetListeners sums the listeners of every relay process on the targets.
+func fleetListeners(ctx context.Context, targets []provision.Target) (int64, error) {
+	var total int64
+	for _, t := range targets {
+		insts, err := provision.ActiveInstances(ctx, t.Run)
+		if err != nil {
+			return 0, fmt.Errorf("%s: %w", t.Host, err)
+		}
+		n, err := provision.BoxListeners(ctx, t.Run, insts)
+		if err != nil {
+			return 0, fmt.Errorf("%s: %w", t.Host, err)
+		}
+		total += n
+	}
+	return total, nil
+}
+
+// listenersReturn waits until the fleet serves at least frac of want
+// listeners again: those of a restarted process reconnect through the
+// router, to whichever process has room.
+func listenersReturn(ctx context.Context, targets []provision.Target, want int64, frac float64, limit time.Duration) error {
+	need := int64(float64(want) * frac)
+	deadline := time.Now().Add(limit)
+	for {
+		got, err := fleetListeners(ctx, targets)
+		if err == nil && got >= need {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			if err != nil {
+				return err
+			}
+			return fmt.Errorf("listeners did not come back: the fleet serves %d of the %d before the restart after %v", got, want, limit)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
 }
