@@ -55,6 +55,13 @@ bench-relay: ## relay capacity on this machine, about 10 minutes (bin/bench-rela
 bench-converge: build ## converge 3, 10, 20 fresh lab boxes, then the no-op re-run (root; a few minutes)
 	scripts/bench-converge.sh
 
+.PHONY: demo
+
+demo: build pulumi ## the whole story on lab boxes, about 4 minutes (root, Linux; installs ffmpeg, systemd-container, debootstrap if missing); report in /var/lib/relayfleet/demo/report
+	scripts/demo-deps.sh
+	$(GO) build $(GOFLAGS) -o $(BIN)/demo ./scripts/demo
+	$(BIN)/demo --bin $(BIN) --pulumi $(PULUMI)
+
 .PHONY: pulumi e2e
 
 PULUMI_VERSION ?= v3.274.1

@@ -1,0 +1,294 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// The demo's own lab, apart from the default one and the tests'.
+const (
+	labDir    = "/var/lib/relayfleet/lab-demo"
+	labBridge = "rfdemo0"
+	labSubnet = "10.231.87.0/24"
+	originIP  = "10.231.87.1" // the host's address on the lab bridge
+	broadcast = "live/demo"
+)
+
+type demo struct {
+	out                       io.Writer
+	work, bin, pulumi, images string
+	listeners, eventListeners int
+	started                   time.Time
+
+	mu           sync.Mutex
+	procs        []*bg
+	steps        []stepTime
+	marks        []mark
+	samples      []sample
+	stopSampling func()
+	routerURL    string
+	loads        map[string]*loadReport
+	rolledOut    bool
+	eventUp      bool
+}
+
+type stepTime struct {
+	Name    string
+	Seconds float64
+}
+
+type mark struct {
+	At    time.Duration
+	Label string
+}
+
+// bg is a background process the demo started; cleanup stops it.
+type bg struct {
+	name string
+	cmd  *exec.Cmd
+	done chan struct{}
+	log  string
+}
+
+func (d *demo) path(parts ...string) string {
+	return filepath.Join(append([]string{d.work}, parts...)...)
+}
+func (d *demo) fleetBin() string     { return filepath.Join(d.bin, "fleet") }
+func (d *demo) relayBin() string     { return filepath.Join(d.bin, "relay") }
+func (d *demo) since() time.Duration { return time.Since(d.started) }
+
+func (d *demo) say(format string, args ...any) { fmt.Fprintf(d.out, format+"\n", args...) }
+
+func (d *demo) mark(label string) {
+	d.mu.Lock()
+	d.marks = append(d.marks, mark{At: d.since(), Label: label})
+	d.mu.Unlock()
+}
+
+// step runs one numbered step and times it.
+func (d *demo) step(ctx context.Context, n, of int, title string, f func() error) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	d.say("\n==> [%d/%d] %s  (t+%s)", n, of, title, d.since().Round(time.Second))
+	start := time.Now()
+	err := f()
+	d.steps = append(d.steps, stepTime{title, time.Since(start).Seconds()})
+	if err != nil {
+		return fmt.Errorf("step %d (%s): %w", n, title, err)
+	}
+	d.say("    done in %.1fs", time.Since(start).Seconds())
+	return nil
+}
+
+// fleetArgs are the flags every stack command of the demo takes.
+func (d *demo) stackArgs() []string {
+	return []string{"--state-dir", d.path("state"), "--pulumi", d.pulumi, "--relay-binary", d.relayBin(),
+		"--lab-dir", labDir, "--lab-images", d.images, "--lab-bridge", labBridge, "--lab-subnet", labSubnet}
+}
+
+// sh runs a command to completion, printing it and its output (indented,
+// at most tail lines; all of it goes to the step's log file).
+func (d *demo) sh(ctx context.Context, tail int, name string, args ...string) (string, error) {
+	shown := filepath.Base(name) + " " + strings.Join(shortArgs(args), " ")
+	d.say("    $ %s", shown)
+	cmd := exec.CommandContext(ctx, name, args...)
+	cmd.Env = append(os.Environ(), "PULUMI_CONFIG_PASSPHRASE=")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM) }
+	cmd.WaitDelay = 20 * time.Second
+	var buf bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &buf, &buf
+	err := cmd.Run()
+	out := buf.String()
+	lines := strings.Split(strings.TrimRight(out, "\n"), "\n")
+	if tail > 0 && len(lines) > tail {
+		d.say("      ... (%d lines in %s)", len(lines)-tail, d.path("logs"))
+		lines = lines[len(lines)-tail:]
+	}
+	if tail != 0 {
+		for _, l := range lines {
+			d.say("      %s", l)
+		}
+	}
+	f, _ := os.OpenFile(d.path("logs", "commands.log"), os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o600)
+	if f != nil {
+		fmt.Fprintf(f, "$ %s %s\n%s\n", name, strings.Join(args, " "), out)
+		f.Close()
+	}
+	if err != nil {
+		return out, fmt.Errorf("%s: %v: %s", shown, err, lastLine(out))
+	}
+	return out, nil
+}
+
+// shortArgs hides the long flags every command repeats.
+func shortArgs(args []string) []string {
+	var out []string
+	for i := 0; i < len(args); i++ {
+		switch args[i] {
+		case "--state-dir", "--pulumi", "--relay-binary", "--lab-dir", "--lab-images", "--lab-bridge", "--lab-subnet":
+			i++
+			continue
+		}
+		out = append(out, args[i])
+	}
+	return out
+}
+
+func lastLine(s string) string {
+	lines := strings.Split(strings.TrimSpace(s), "\n")
+	return lines[len(lines)-1]
+}
+
+// start runs a command in the background in its own process group.
+func (d *demo) start(name string, stdin io.Reader, prog string, args ...string) (*bg, error) {
+	log := d.path("logs", name+".log")
+	f, err := os.Create(log)
+	if err != nil {
+		return nil, err
+	}
+	d.say("    $ %s %s &", filepath.Base(prog), strings.Join(shortArgs(args), " "))
+	cmd := exec.Command(prog, args...)
+	cmd.Stdin = stdin
+	cmd.Stdout, cmd.Stderr = f, f
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("%s: %w", name, err)
+	}
+	b := &bg{name: name, cmd: cmd, done: make(chan struct{}), log: log}
+	go func() { cmd.Wait(); f.Close(); close(b.done) }()
+	d.mu.Lock()
+	d.procs = append(d.procs, b)
+	d.mu.Unlock()
+	return b, nil
+}
+
+// stop ends a background process: SIGINT, then SIGKILL to its group.
+func (b *bg) stop(grace time.Duration) {
+	select {
+	case <-b.done:
+		return
+	default:
+	}
+	syscall.Kill(-b.cmd.Process.Pid, syscall.SIGINT)
+	select {
+	case <-b.done:
+	case <-time.After(grace):
+		syscall.Kill(-b.cmd.Process.Pid, syscall.SIGKILL)
+		<-b.done
+	}
+}
+
+// waitHTTP polls url until it answers 200.
+func waitHTTP(ctx context.Context, url string, limit time.Duration) error {
+	deadline := time.Now().Add(limit)
+	for {
+		resp, err := http.Get(url)
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return nil
+			}
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%s did not answer within %s", url, limit)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+func freePort() (int, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port, nil
+}
+
+// relays reads the router's relay list that fleet keeps.
+func (d *demo) relays() []relayEntry {
+	data, err := os.ReadFile(d.path("state", "relays.json"))
+	if err != nil {
+		return nil
+	}
+	var f struct{ Relays []relayEntry }
+	json.Unmarshal(data, &f)
+	return f.Relays
+}
+
+type relayEntry struct {
+	URL      string `json:"url"`
+	Stats    string `json:"stats"`
+	Draining bool   `json:"draining"`
+}
+
+// loadReport is the part of relay loadgen --json the demo reports.
+type loadReport struct {
+	Listeners      int     `json:"listeners"`
+	Connected      int     `json:"connected"`
+	Failed         int     `json:"failed"`
+	Ended          int     `json:"ended"`
+	FramesReceived int64   `json:"frames_received"`
+	FramesLost     int64   `json:"frames_lost"`
+	LateFrames     int64   `json:"late_frames"`
+	Reconnects     int64   `json:"reconnects"`
+	ListenersLost  int     `json:"listeners_lost"`
+	MaxGapMs       float64 `json:"max_gap_ms"`
+	LatencyMsP50   float64 `json:"latency_ms_p50"`
+	Seconds        float64 `json:"seconds"`
+}
+
+// readLoad parses the JSON report a finished relay loadgen left in its log.
+func readLoad(b *bg) (*loadReport, error) {
+	data, err := os.ReadFile(b.log)
+	if err != nil {
+		return nil, err
+	}
+	i := bytes.LastIndex(data, []byte("\n{"))
+	if i < 0 {
+		i = bytes.Index(data, []byte("{"))
+		if i < 0 {
+			return nil, fmt.Errorf("%s: no report in %s", b.name, b.log)
+		}
+	}
+	var r loadReport
+	if err := json.Unmarshal(bytes.TrimSpace(data[i:]), &r); err != nil {
+		return nil, fmt.Errorf("%s: report: %w", b.name, err)
+	}
+	return &r, nil
+}
+
+// grep returns the lines of s containing any of the words.
+func grep(s string, words ...string) []string {
+	var out []string
+	sc := bufio.NewScanner(strings.NewReader(s))
+	for sc.Scan() {
+		for _, w := range words {
+			if strings.Contains(sc.Text(), w) {
+				out = append(out, sc.Text())
+				break
+			}
+		}
+	}
+	return out
+}

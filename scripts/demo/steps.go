@@ -1,0 +1,375 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+)
+
+const demoFleet = `# The demo's steady fleet: two medium lab boxes (2 cores, 2 GiB: two relay
+# processes each), pulling broadcasts from the origin relay on this host.
+version: 1
+name: demo
+origin: ["http://` + originIP + `:4443/"]
+steady:
+  - name: steady
+    provider: lab
+    shape: medium
+    count: 2
+    processes: auto
+    base_port: 4443
+`
+
+func (d *demo) run(ctx context.Context) error {
+	for _, dir := range []string{d.work, d.path("logs"), d.path("report")} {
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			return err
+		}
+	}
+	if err := d.preflight(ctx); err != nil {
+		return err
+	}
+	const of = 8
+	steps := []struct {
+		title string
+		f     func(context.Context) error
+	}{
+		{"the plan: the story's 100,000 listeners, then this demo's", d.plan},
+		{"fleet up: a steady fleet of 2 lab boxes through Pulumi, converged", d.up},
+		{"a real Opus stream: ffmpeg (libopus, 48 kHz mono, 120 ms frames, voip) into the origin", d.publish},
+		{"listeners ramped through the router", d.ramp},
+		{"an event: a burst box up before it, taking new listeners", d.eventUpStep},
+		{"the event ends: drained, destroyed, orphan check", d.eventDown},
+		{"a rolling upgrade of the relay with listeners attached", d.rollout},
+		{"the report", d.report},
+	}
+	for i, s := range steps {
+		if err := d.step(ctx, i+1, of, s.title, func() error { return s.f(ctx) }); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (d *demo) preflight(ctx context.Context) error {
+	for _, b := range []string{d.fleetBin(), d.relayBin()} {
+		if _, err := os.Stat(b); err != nil {
+			return fmt.Errorf("%s: %v (make build)", b, err)
+		}
+	}
+	for _, tool := range []string{"ffmpeg", "systemd-nspawn", "debootstrap"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			return fmt.Errorf("%s is not installed (make demo installs it with apt-get)", tool)
+		}
+	}
+	if d.pulumi == "" {
+		home, _ := os.UserCacheDir()
+		d.pulumi = filepath.Join(home, "relayfleet", "pulumi-v3.274.1", "bin", "pulumi")
+	}
+	if _, err := os.Stat(d.pulumi); err != nil {
+		return fmt.Errorf("the Pulumi CLI %s: %v (make pulumi)", d.pulumi, err)
+	}
+	// A previous run that was killed hard may have left boxes: start clean.
+	if err := d.cleanup(ctx); err != nil {
+		return fmt.Errorf("clearing a previous run: %w", err)
+	}
+	for _, p := range []string{"state", "events.yaml", "logs", "report"} {
+		os.RemoveAll(d.path(p))
+	}
+	os.MkdirAll(d.path("logs"), 0o700)
+	os.MkdirAll(d.path("report"), 0o700)
+	if err := os.WriteFile(d.path("demo.yaml"), []byte(demoFleet), 0o644); err != nil {
+		return err
+	}
+	// The "new build" for the rollout: the same relay with a marker after
+	// its ELF sections, so its digest differs and it runs the same.
+	data, err := os.ReadFile(d.relayBin())
+	if err != nil {
+		return err
+	}
+	data = append(data, []byte("\nrelayfleet-demo-build-2\n")...)
+	return os.WriteFile(d.path("relay-v2"), data, 0o755)
+}
+
+func (d *demo) plan(ctx context.Context) error {
+	if _, err := d.sh(ctx, -1, d.fleetBin(), "plan", "--listeners", "100000", "--box", "cores=12,ram=64GiB,processes=2"); err != nil {
+		return err
+	}
+	d.say("")
+	target := d.listeners + d.eventListeners
+	_, err := d.sh(ctx, -1, d.fleetBin(), "plan", "--listeners", fmt.Sprint(target), "--box", "cores=2,ram=2GiB,processes=2")
+	return err
+}
+
+func (d *demo) up(ctx context.Context) error {
+	out, err := d.sh(ctx, 0, d.fleetBin(), append([]string{"up", "--inventory", d.path("demo.yaml")}, d.stackArgs()...)...)
+	if err != nil {
+		return err
+	}
+	for _, l := range grep(out, "up: stack", " lab ", "relays file") {
+		d.say("      %s", strings.TrimSpace(l))
+	}
+	d.say("")
+	if _, err := d.sh(ctx, -1, d.fleetBin(), "converge", "--inventory", d.path("demo.yaml"), "--lab-dir", labDir); err != nil {
+		return err
+	}
+	d.say("")
+	_, err = d.sh(ctx, -1, d.fleetBin(), "status", "--inventory", d.path("demo.yaml"), "--lab-dir", labDir)
+	return err
+}
+
+func (d *demo) publish(ctx context.Context) error {
+	if _, err := d.start("origin", nil, d.relayBin(), "serve", "--listen", originIP+":4443", "--log-level", "warn"); err != nil {
+		return err
+	}
+	if err := waitHTTP(ctx, "http://"+originIP+":4443/stats", 10*time.Second); err != nil {
+		return err
+	}
+	ff := exec.Command("ffmpeg", "-hide_banner", "-loglevel", "error", "-re",
+		"-f", "lavfi", "-i", "sine=frequency=440:sample_rate=48000",
+		"-c:a", "libopus", "-ar", "48000", "-ac", "1", "-b:a", "32k",
+		"-frame_duration", "120", "-application", "voip", "-page_duration", "120000", "-f", "ogg", "-")
+	pipe, err := ff.StdoutPipe()
+	if err != nil {
+		return err
+	}
+	ffLog, _ := os.Create(d.path("logs", "ffmpeg.log"))
+	ff.Stderr = ffLog
+	ff.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	d.say("    $ ffmpeg -re -f lavfi -i sine=frequency=440:sample_rate=48000 -c:a libopus -ar 48000 -ac 1 -b:a 32k -frame_duration 120 -application voip -page_duration 120000 -f ogg - \\")
+	if err := ff.Start(); err != nil {
+		return err
+	}
+	b := &bg{name: "ffmpeg", cmd: ff, done: make(chan struct{}), log: d.path("logs", "ffmpeg.log")}
+	go func() { ff.Wait(); ffLog.Close(); close(b.done) }()
+	d.mu.Lock()
+	d.procs = append(d.procs, b)
+	d.mu.Unlock()
+	d.say("      |")
+	if _, err := d.start("publish", pipe, d.relayBin(), "publish", "--ogg", "-", "--name", broadcast, "http://"+originIP+":4443/"); err != nil {
+		return err
+	}
+	// Prove it end to end: a listener on a box relay, which pulls the
+	// broadcast from the origin.
+	rs := d.relays()
+	if len(rs) == 0 {
+		return fmt.Errorf("no relays in %s", d.path("state", "relays.json"))
+	}
+	lctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	out, err := d.sh(lctx, 3, d.relayBin(), "listen", "--name", broadcast, "--groups", "25", rs[len(rs)-1].URL)
+	if err != nil {
+		return fmt.Errorf("no audio through %s: %w", rs[len(rs)-1].URL, err)
+	}
+	_ = out
+	return nil
+}
+
+func (d *demo) ramp(ctx context.Context) error {
+	port, err := freePort()
+	if err != nil {
+		return err
+	}
+	d.routerURL = fmt.Sprintf("http://127.0.0.1:%d", port)
+	if _, err := d.start("router", nil, d.relayBin(), "router", "--listen", fmt.Sprintf("127.0.0.1:%d", port),
+		"--relays", d.path("state", "relays.json"), "--poll", "500ms", "--log-level", "warn"); err != nil {
+		return err
+	}
+	if err := waitHTTP(ctx, d.routerURL+"/healthz", 10*time.Second); err != nil {
+		return err
+	}
+	d.startSampling()
+	d.mark("ramp")
+	ramp := max(20, d.listeners/15)
+	if _, err := d.start("listeners", nil, d.relayBin(), "loadgen", "--router", d.routerURL, "--broadcast", broadcast,
+		"--listeners", fmt.Sprint(d.listeners), "--ramp", fmt.Sprint(ramp), "--duration", "30m", "--reconnect", "--json"); err != nil {
+		return err
+	}
+	return d.waitListeners(ctx, d.listeners, 90*time.Second)
+}
+
+// waitListeners waits until the relays serve at least n listeners and
+// prints the count per process as it goes.
+func (d *demo) waitListeners(ctx context.Context, n int, limit time.Duration) error {
+	deadline := time.Now().Add(limit)
+	last := time.Time{}
+	for {
+		s := d.lastSample()
+		if s != nil && s.total() >= n {
+			d.say("      %s", s.line())
+			return nil
+		}
+		if s != nil && time.Since(last) > 3*time.Second {
+			d.say("      %s", s.line())
+			last = time.Now()
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("listeners did not reach %d within %s", n, limit)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
+}
+
+// events.yaml for the demo: the event starts 40 s from now with a 40 s
+// lead time, so reconcile brings its box up at once; it lasts 40 s.
+func (d *demo) writeEvents(start time.Time) error {
+	ev := fmt.Sprintf(`version: 1
+fleet: demo.yaml
+events:
+  - name: demo-show
+    start: %s
+    end: %s
+    peak_listeners: %d
+    broadcast: %s
+    burst:
+      provider: lab
+      shape: small
+      max: 1
+    lead_time: 40s
+    drain_time: 30s
+`, start.UTC().Format(time.RFC3339), start.Add(40*time.Second).UTC().Format(time.RFC3339), 1900, broadcast)
+	return os.WriteFile(d.path("events.yaml"), []byte(ev), 0o644)
+}
+
+var eventStart time.Time
+
+func (d *demo) reconcile(ctx context.Context) (string, error) {
+	out, err := d.sh(ctx, 0, d.fleetBin(), append([]string{"events", "reconcile", "--events", d.path("events.yaml")}, d.stackArgs()...)...)
+	for _, l := range grep(out, "action=") {
+		if i := strings.Index(l, "msg="); i >= 0 {
+			l = l[i:]
+		}
+		d.say("      %s", l)
+	}
+	return out, err
+}
+
+func (d *demo) eventUpStep(ctx context.Context) error {
+	eventStart = time.Now().Add(40 * time.Second).Truncate(time.Second)
+	if err := d.writeEvents(eventStart); err != nil {
+		return err
+	}
+	d.mark("event box up")
+	if _, err := d.reconcile(ctx); err != nil {
+		return err
+	}
+	d.eventUp = true
+	// New listeners arrive for the event; the router sends them where the
+	// headroom is: mostly the new, empty burst box.
+	if err := sleepUntil(ctx, eventStart); err != nil {
+		return err
+	}
+	d.mark("event starts")
+	b, err := d.start("event-listeners", nil, d.relayBin(), "loadgen", "--router", d.routerURL, "--broadcast", broadcast,
+		"--listeners", fmt.Sprint(d.eventListeners), "--ramp", fmt.Sprint(max(20, d.eventListeners/10)), "--duration", "20s", "--json")
+	if err != nil {
+		return err
+	}
+	if err := d.waitListeners(ctx, d.listeners+d.eventListeners*9/10, 60*time.Second); err != nil {
+		return err
+	}
+	// The timer would run reconcile every minute: each run samples the
+	// event's listeners for its cost report.
+	if _, err := d.reconcile(ctx); err != nil {
+		return err
+	}
+	select {
+	case <-b.done:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	r, err := readLoad(b)
+	if err != nil {
+		return err
+	}
+	d.setLoad("event listeners", r)
+	d.say("      event listeners: %d connected, %d frames received, %d lost, %d late", r.Connected, r.FramesReceived, r.FramesLost, r.LateFrames)
+	return nil
+}
+
+func (d *demo) eventDown(ctx context.Context) error {
+	if err := sleepUntil(ctx, eventStart.Add(41*time.Second)); err != nil {
+		return err
+	}
+	d.mark("event ends")
+	// Reconcile until the event is gone (listeners left, or the drain time
+	// ran out).
+	for i := 0; ; i++ {
+		out, err := d.reconcile(ctx)
+		if err != nil {
+			return err
+		}
+		if strings.Contains(out, "action=gone") {
+			break
+		}
+		if i > 12 {
+			return fmt.Errorf("the event's box was not gone after %d reconciles", i+1)
+		}
+		if err := sleepUntil(ctx, time.Now().Add(5*time.Second)); err != nil {
+			return err
+		}
+	}
+	d.eventUp = false
+	d.mark("event box gone")
+	_, err := d.sh(ctx, -1, d.fleetBin(), "events", "report", "--event", "demo-show", "--state-dir", d.path("state"))
+	return err
+}
+
+func (d *demo) rollout(ctx context.Context) error {
+	d.mark("rollout")
+	_, err := d.sh(ctx, -1, d.fleetBin(), "rollout", "--inventory", d.path("demo.yaml"), "--lab-dir", labDir,
+		"--relay-binary", d.path("relay-v2"), "--listener-wait", "45s")
+	if err != nil {
+		return err
+	}
+	d.rolledOut = true
+	d.mark("rollout done")
+	// Give the listeners a few seconds on the new build, then end them and
+	// read what they saw over the whole demo.
+	if err := sleepUntil(ctx, time.Now().Add(5*time.Second)); err != nil {
+		return err
+	}
+	for _, b := range d.procs {
+		if b.name == "listeners" {
+			b.stop(30 * time.Second)
+			r, err := readLoad(b)
+			if err != nil {
+				return err
+			}
+			d.setLoad("steady listeners", r)
+			d.say("      steady listeners over the whole demo: %d connected, %d reconnects, %d lost listeners, longest gap %.0f ms, %d frames received, %d lost, %d late",
+				r.Connected, r.Reconnects, r.ListenersLost, r.MaxGapMs, r.FramesReceived, r.FramesLost, r.LateFrames)
+			if r.ListenersLost > 0 {
+				return fmt.Errorf("%d listeners were lost across the rollout", r.ListenersLost)
+			}
+		}
+	}
+	return nil
+}
+
+func (d *demo) setLoad(name string, r *loadReport) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.loads == nil {
+		d.loads = map[string]*loadReport{}
+	}
+	d.loads[name] = r
+}
+
+func sleepUntil(ctx context.Context, t time.Time) error {
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-time.After(time.Until(t)):
+		return nil
+	}
+}
