@@ -214,8 +214,11 @@ func connect(ctx context.Context, o Options, res *resolver, sh *shard, since tim
 		idle = 30 * time.Second
 	}
 	conn, err := sh.tr.Dial(ctx, target.addr, tlsConf, &quic.Config{
-		MaxIdleTimeout:  idle,
-		KeepAlivePeriod: min(10*time.Second, idle/3),
+		// A relay that is restarting does not answer: give up on it
+		// sooner than quic-go's 5 s and ask the router again.
+		HandshakeIdleTimeout: 3 * time.Second,
+		MaxIdleTimeout:       idle,
+		KeepAlivePeriod:      min(10*time.Second, idle/3),
 	})
 	if err != nil {
 		return nil, nil, fmt.Errorf("dial: %w", err)

@@ -333,9 +333,13 @@ func (d *demo) rollout(ctx context.Context) error {
 	}
 	d.rolledOut = true
 	d.mark("rollout done")
-	// Give the listeners a few seconds on the new build, then end them and
-	// read what they saw over the whole demo.
-	if err := sleepUntil(ctx, time.Now().Add(5*time.Second)); err != nil {
+	// The rollout moves on once the fleet serves 90% of its listeners
+	// again; wait for the rest to finish reconnecting (up to 30 s), then
+	// end them and read what they saw over the whole demo.
+	if err := d.waitListeners(ctx, d.listeners, 30*time.Second); err != nil {
+		d.say("      %v", err)
+	}
+	if err := sleepUntil(ctx, time.Now().Add(3*time.Second)); err != nil {
 		return err
 	}
 	for _, b := range d.procs {
