@@ -50,6 +50,9 @@ func Publish(ctx context.Context, url string, o PublishOptions) error {
 	}()
 	for seq := uint64(0); ; seq++ {
 		gw, err = tw.OpenGroup(ctx, seq)
+		if err != nil && ctx.Err() != nil {
+			return nil // stopped: the normal end of a publisher
+		}
 		if err != nil && !errors.Is(err, client.ErrNoSubscribers) {
 			return fmt.Errorf("publish: %w", err)
 		}
