@@ -55,12 +55,17 @@ bench-relay: ## relay capacity on this machine, about 10 minutes (bin/bench-rela
 bench-converge: build ## converge 3, 10, 20 fresh lab boxes, then the no-op re-run (root; a few minutes)
 	scripts/bench-converge.sh
 
-.PHONY: demo
+.PHONY: demo demo-interrupt
 
 demo: build pulumi ## the whole story on lab boxes, about 4 minutes (root, Linux; installs ffmpeg, systemd-container, debootstrap if missing); report in /var/lib/relayfleet/demo/report
 	scripts/demo-deps.sh
 	$(GO) build $(GOFLAGS) -o $(BIN)/demo ./scripts/demo
 	$(BIN)/demo --bin $(BIN) --pulumi $(PULUMI)
+
+demo-interrupt: build pulumi ## make demo interrupted with Ctrl-C during step 4: checks nothing is left behind (root)
+	scripts/demo-deps.sh
+	$(GO) build $(GOFLAGS) -o $(BIN)/demo ./scripts/demo
+	scripts/demo-interrupt.sh $(BIN) $(PULUMI)
 
 .PHONY: pulumi e2e
 
