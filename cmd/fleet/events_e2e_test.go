@@ -29,11 +29,11 @@ import (
 // event walked through its life by fleet events reconcile on a simulated
 // clock, with the real router, a real listener, a reconcile killed
 // mid-teardown and an orphan box for the sweep to find. Its own lab
-// (bridge rfevt0, subnet 10.231.83.0/24).
+// (bridge rfevt0, subnet 10.231.89.0/24).
 const (
 	evLabDir = "/var/lib/relayfleet/lab-events"
 	evBridge = "rfevt0"
-	evSubnet = "10.231.83.0/24"
+	evSubnet = "10.231.89.0/24"
 )
 
 const evFile = `version: 1

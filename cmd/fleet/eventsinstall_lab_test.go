@@ -1,0 +1,97 @@
+//go:build lab
+
+package main
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/relayfleet/relayfleet/infra/lab"
+)
+
+// TestEventsInstallUnderSystemd installs the reconciler's timer on a lab
+// box (real systemd as PID 1) with fleet events install, then runs the
+// service once through systemd: it reconciles the shipped lab events (all
+// in the future, so nothing is created) and records them.
+func TestEventsInstallUnderSystemd(t *testing.T) {
+	images := os.Getenv("RELAYFLEET_LAB_IMAGES")
+	if images == "" {
+		images = "/var/lib/relayfleet/lab/images"
+	}
+	l, err := lab.New(lab.Config{Dir: filepath.Join(os.TempDir(), "relayfleet-timer-test"), ImageDir: images, Bridge: "rftimer0", Subnet: mustPrefix(t, "10.231.91.0/24"), Logf: t.Logf})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	l.Cleanup(ctx)
+	box, err := l.Create(ctx, lab.Spec{Name: "ops1", Shape: lab.Small})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Delete(context.Background(), box.Name); l.Cleanup(context.Background()) })
+
+	dir := t.TempDir()
+	for _, b := range []struct{ out, pkg string }{{"fleet", "./"}, {"relay", "../relay"}} {
+		cmd := exec.Command("go", "build", "-o", filepath.Join(dir, b.out), b.pkg)
+		cmd.Stderr = os.Stderr
+		if err := cmd.Run(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	run := func(cmd string, stdin []byte) string {
+		t.Helper()
+		var out, errOut bytes.Buffer
+		if err := l.Run(ctx, box.Name, cmd, bytes.NewReader(stdin), &out, &errOut); err != nil {
+			t.Fatalf("%s: %v\n%s%s", cmd, err, out.String(), errOut.String())
+		}
+		return out.String()
+	}
+	for name, src := range map[string]string{
+		"/usr/local/bin/fleet":            filepath.Join(dir, "fleet"),
+		"/usr/local/bin/relay":            filepath.Join(dir, "relay"),
+		"/etc/relayfleet/lab-events.yaml": "../../inventories/lab-events.yaml",
+		"/etc/relayfleet/lab.yaml":        "../../inventories/lab.yaml",
+	} {
+		data, err := os.ReadFile(src)
+		if err != nil {
+			t.Fatal(err)
+		}
+		run("mkdir -p "+filepath.Dir(name)+" && cat > "+name+".tmp && chmod 755 "+name+".tmp && mv "+name+".tmp "+name, data)
+	}
+	run("/usr/local/bin/fleet events install --events /etc/relayfleet/lab-events.yaml --state-dir /var/lib/relayfleet/state > /tmp/install.log 2>&1; echo rc=$? >> /tmp/install.log", nil)
+	out := run("cat /tmp/install.log", nil)
+	if !strings.Contains(out, "relayfleet-events.timer") {
+		t.Fatalf("install output:\n%s", out)
+	}
+	if got := strings.TrimSpace(run("systemctl is-active relayfleet-events.timer; systemctl is-enabled relayfleet-events.timer", nil)); got != "active\nenabled" {
+		t.Fatalf("timer: %q, want active and enabled", got)
+	}
+	// Run the service now, as the timer would, and wait for it.
+	run("systemctl start relayfleet-events.service", nil)
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		res := strings.TrimSpace(run("systemctl show -p Result --value relayfleet-events.service; systemctl show -p ExecMainStatus --value relayfleet-events.service", nil))
+		if res == "success\n0" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("service result %q\n%s", res, run("journalctl -u relayfleet-events.service --no-pager | tail -20", nil))
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	journal := run("journalctl -u relayfleet-events.service --no-pager", nil)
+	if !strings.Contains(journal, "event=lab-show action=scheduled") {
+		t.Errorf("the reconcile did not log the event:\n%s", journal)
+	}
+	run("test -s /var/lib/relayfleet/state/events/lab-show.json", nil)
+	next := run("systemctl list-timers relayfleet-events.timer --no-pager", nil)
+	if !strings.Contains(next, "relayfleet-events.timer") {
+		t.Errorf("list-timers:\n%s", next)
+	}
+}
