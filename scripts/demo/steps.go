@@ -1,14 +1,19 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/relayfleet/relayfleet/infra/lab"
+	"github.com/relayfleet/relayfleet/sysctl"
 )
 
 const demoFleet = `# The demo's steady fleet: two medium lab boxes (2 cores, 2 GiB: two relay
@@ -116,6 +121,10 @@ func (d *demo) up(ctx context.Context) error {
 	}
 	d.say("")
 	if _, err := d.sh(ctx, -1, d.fleetBin(), "converge", "--inventory", d.path("demo.yaml"), "--lab-dir", labDir); err != nil {
+		return err
+	}
+	// The relay's kernel settings, read back on a box key by key.
+	if err := d.printSysctl(ctx); err != nil {
 		return err
 	}
 	d.say("")
@@ -376,4 +385,49 @@ func sleepUntil(ctx context.Context, t time.Time) error {
 	case <-time.After(time.Until(t)):
 		return nil
 	}
+}
+
+// printSysctl reads the relay profile's keys back on the first steady
+// box and prints each against what the profile wants. A lab box shares
+// the host's kernel for net.core.*: those keys are refused there (a real
+// box takes them; make lab-qemu shows it).
+func (d *demo) printSysctl(ctx context.Context) error {
+	l, err := lab.New(lab.Config{Dir: labDir, ImageDir: d.images, Bridge: labBridge, Subnet: netip.MustParsePrefix(labSubnet)})
+	if err != nil {
+		return err
+	}
+	boxes, err := l.List(ctx, map[string]string{"tier": "steady"})
+	if err != nil || len(boxes) == 0 {
+		return fmt.Errorf("no steady box to read sysctl on: %v", err)
+	}
+	prof := sysctl.Relay()
+	keys := make([]string, 0, len(prof.Settings))
+	for _, s := range prof.Settings {
+		keys = append(keys, s.Key)
+	}
+	var out, errOut bytes.Buffer
+	if err := l.Run(ctx, boxes[0].Name, "sysctl -n "+strings.Join(keys, " ")+" | tr '\\t' ' '", nil, &out, &errOut); err != nil {
+		return fmt.Errorf("sysctl on %s: %v: %s", boxes[0].Name, err, errOut.String())
+	}
+	got := strings.Split(strings.TrimRight(out.String(), "\n"), "\n")
+	d.say("      sysctl on %s (%s), read back:", boxes[0].Name, prof.File)
+	for i, s := range prof.Settings {
+		v := ""
+		if i < len(got) {
+			v = strings.Join(strings.Fields(got[i]), " ")
+		}
+		status := "ok"
+		if !s.Satisfied(v) {
+			status = "refused: a lab box shares the host's net.core (a real box takes it)"
+		}
+		floor := ""
+		if s.AtLeast {
+			floor = ">= "
+		}
+		if v == "" {
+			v = "(not visible)"
+		}
+		d.say("        %-30s want %s%-12s got %-13s %s", s.Key, floor, s.Value, v, status)
+	}
+	return nil
 }
