@@ -13,6 +13,7 @@ import (
 	"strings"
 
 	"github.com/relayfleet/relayfleet/infra/program"
+	"github.com/relayfleet/relayfleet/internal/atomicfile"
 	"github.com/relayfleet/relayfleet/inventories"
 	"github.com/relayfleet/relayfleet/units"
 )
@@ -135,7 +136,7 @@ func runEventsInstall(ctx context.Context, args []string, stdout io.Writer) erro
 
 	for _, f := range files {
 		path := filepath.Join(*unitDir, filepath.Base(f.Path))
-		if err := writeUnitAtomic(path, f.Data, 0o644); err != nil {
+		if err := atomicfile.Write(path, f.Data, 0o644); err != nil {
 			return err
 		}
 		fmt.Fprintf(stdout, "wrote %s\n", path)
@@ -183,32 +184,6 @@ func installPath(flagName, path string) (string, error) {
 		return "", usagef("flag %s: %s is a directory", flagName, abs)
 	}
 	return abs, nil
-}
-
-// writeUnitAtomic writes data to a temporary file beside path and renames
-// it over path, so systemd never reads half a unit.
-func writeUnitAtomic(path string, data []byte, perm os.FileMode) error {
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*.tmp")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(tmp.Name()) // a no-op after the rename
-	if _, err := tmp.Write(data); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Chmod(perm); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Sync(); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	return os.Rename(tmp.Name(), path)
 }
 
 // installSystemctl runs systemctl ARGS; a failure carries its output, on one

@@ -19,6 +19,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/relayfleet/relayfleet/infra/backend"
+	"github.com/relayfleet/relayfleet/internal/atomicfile"
 	"github.com/relayfleet/relayfleet/internal/plot"
 	"github.com/relayfleet/relayfleet/inventories"
 	"github.com/relayfleet/relayfleet/provision"
@@ -371,7 +373,7 @@ func runLoadtest(ctx context.Context, args []string, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
-	if err := writeAtomic(jsonPath, append(data, '\n')); err != nil {
+	if err := atomicfile.Write(jsonPath, append(data, '\n'), 0o644); err != nil {
 		return err
 	}
 	files["json"] = jsonPath
@@ -380,7 +382,7 @@ func runLoadtest(ctx context.Context, args []string, stdout io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("draw the curve: %w", err)
 	}
-	if err := writeAtomic(svgPath, svg); err != nil {
+	if err := atomicfile.Write(svgPath, svg, 0o644); err != nil {
 		return err
 	}
 	files["svg"] = svgPath
@@ -512,7 +514,7 @@ func (lt *loadtester) run(ctx context.Context) ([]loadtestStep, error) {
 		pubs = append(pubs, p)
 	}
 	// Let the publishers announce before the first listener asks.
-	if err := loadtestSleep(ctx, 1500*time.Millisecond); err != nil {
+	if err := backend.Sleep(ctx, 1500*time.Millisecond); err != nil {
 		return nil, err
 	}
 	if !lt.quiet {
@@ -714,7 +716,7 @@ func (lt *loadtester) waitIdle(ctx context.Context, limit time.Duration) {
 				return
 			}
 		}
-		if loadtestSleep(ctx, 500*time.Millisecond) != nil {
+		if backend.Sleep(ctx, 500*time.Millisecond) != nil {
 			return
 		}
 	}
@@ -950,35 +952,7 @@ func writeCalibration(path string, data []byte) error {
 	if _, err := inventories.LoadCalibration(tmp.Name()); err != nil {
 		return fmt.Errorf("the calibration written does not load: %w", err)
 	}
-	return writeAtomic(path, data)
-}
-
-// writeAtomic writes a file through a temporary file in its directory
-// and a rename, so that no reader sees it half-written.
-func writeAtomic(path string, data []byte) error {
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+"-*")
-	if err != nil {
-		return err
-	}
-	name := tmp.Name()
-	_, err = tmp.Write(data)
-	if err == nil {
-		err = tmp.Sync()
-	}
-	if cerr := tmp.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Chmod(name, 0o644)
-	}
-	if err == nil {
-		err = os.Rename(name, path)
-	}
-	if err != nil {
-		os.Remove(name)
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	return nil
+	return atomicfile.Write(path, data, 0o644)
 }
 
 // drawLoadtest draws the curve: CPU with the fitted line, memory and
@@ -1084,15 +1058,4 @@ func loadtestWrap(text string, width int) []string {
 		lines = append(lines, line)
 	}
 	return lines
-}
-
-func loadtestSleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
 }

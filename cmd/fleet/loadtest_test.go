@@ -436,23 +436,3 @@ func TestLoadtestDraw(t *testing.T) {
 		}
 	}
 }
-
-func TestLoadtestWriteAtomic(t *testing.T) {
-	dir := t.TempDir()
-	path := filepath.Join(dir, "loadtest.json")
-	if err := writeAtomic(path, []byte("one")); err != nil {
-		t.Fatal(err)
-	}
-	if err := writeAtomic(path, []byte("two")); err != nil {
-		t.Fatal(err)
-	}
-	if got, _ := os.ReadFile(path); string(got) != "two" {
-		t.Errorf("got %q", got)
-	}
-	if entries, _ := os.ReadDir(dir); len(entries) != 1 {
-		t.Errorf("%d files, want 1", len(entries))
-	}
-	if err := writeAtomic(filepath.Join(dir, "missing", "x"), []byte("x")); err == nil {
-		t.Error("write into a missing directory succeeded")
-	}
-}

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/relayfleet/relayfleet/infra/program"
+	"github.com/relayfleet/relayfleet/internal/atomicfile"
 	"github.com/relayfleet/relayfleet/inventories"
 )
 
@@ -155,23 +156,7 @@ func (r *Record) save(stateDir string) error {
 	if err != nil {
 		return err
 	}
-	path := recordPath(stateDir, r.Event)
-	tmp := path + ".tmp"
-	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
-	if err != nil {
-		return fmt.Errorf("event record: %w", err)
-	}
-	_, werr := f.Write(append(data, '\n'))
-	if serr := f.Sync(); werr == nil {
-		werr = serr
-	}
-	if cerr := f.Close(); werr == nil {
-		werr = cerr
-	}
-	if werr != nil {
-		return fmt.Errorf("event record: %w", werr)
-	}
-	if err := os.Rename(tmp, path); err != nil {
+	if err := atomicfile.Write(recordPath(stateDir, r.Event), append(data, '\n'), 0o600); err != nil {
 		return fmt.Errorf("event record: %w", err)
 	}
 	return nil

@@ -10,6 +10,8 @@ import (
 	"sort"
 	"strings"
 	"syscall"
+
+	"github.com/relayfleet/relayfleet/internal/atomicfile"
 )
 
 // HostsDir is where each stack's hosts are kept in the state dir, one file
@@ -85,7 +87,7 @@ func updateStack(stateDir, stack string, change func(*StackHosts) bool) (string,
 		if err != nil {
 			return "", err
 		}
-		if err := writeAtomic(hostsPath(stateDir, stack), append(data, '\n'), 0o600); err != nil {
+		if err := atomicfile.Write(hostsPath(stateDir, stack), append(data, '\n'), 0o600); err != nil {
 			return "", fmt.Errorf("stack hosts: %w", err)
 		}
 	} else if err := os.Remove(hostsPath(stateDir, stack)); err != nil && !errors.Is(err, fs.ErrNotExist) {
@@ -135,12 +137,4 @@ func lockFile(path string) (func(), error) {
 		return nil, fmt.Errorf("lock %s: %w", path, err)
 	}
 	return func() { f.Close() }, nil
-}
-
-func writeAtomic(path string, data []byte, mode fs.FileMode) error {
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, data, mode); err != nil {
-		return err
-	}
-	return os.Rename(tmp, path)
 }
