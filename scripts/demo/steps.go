@@ -12,6 +12,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/relayfleet/relayfleet/infra/backend"
 	"github.com/relayfleet/relayfleet/infra/lab"
 	"github.com/relayfleet/relayfleet/sysctl"
 )
@@ -274,7 +275,7 @@ func (d *demo) eventUpStep(ctx context.Context) error {
 	d.eventUp = true
 	// New listeners arrive for the event; the router sends them where the
 	// headroom is: mostly the new, empty burst box.
-	if err := sleepUntil(ctx, eventStart); err != nil {
+	if err := backend.Sleep(ctx, time.Until(eventStart)); err != nil {
 		return err
 	}
 	d.mark("event starts")
@@ -306,7 +307,7 @@ func (d *demo) eventUpStep(ctx context.Context) error {
 }
 
 func (d *demo) eventDown(ctx context.Context) error {
-	if err := sleepUntil(ctx, eventStart.Add(41*time.Second)); err != nil {
+	if err := backend.Sleep(ctx, time.Until(eventStart.Add(41*time.Second))); err != nil {
 		return err
 	}
 	d.mark("event ends")
@@ -323,7 +324,7 @@ func (d *demo) eventDown(ctx context.Context) error {
 		if i > 12 {
 			return fmt.Errorf("the event's box was not gone after %d reconciles", i+1)
 		}
-		if err := sleepUntil(ctx, time.Now().Add(5*time.Second)); err != nil {
+		if err := backend.Sleep(ctx, 5*time.Second); err != nil {
 			return err
 		}
 	}
@@ -348,7 +349,7 @@ func (d *demo) rollout(ctx context.Context) error {
 	if err := d.waitListeners(ctx, d.listeners, 30*time.Second); err != nil {
 		d.say("      %v", err)
 	}
-	if err := sleepUntil(ctx, time.Now().Add(3*time.Second)); err != nil {
+	if err := backend.Sleep(ctx, 3*time.Second); err != nil {
 		return err
 	}
 	for _, b := range d.procs {
@@ -376,15 +377,6 @@ func (d *demo) setLoad(name string, r *loadReport) {
 		d.loads = map[string]*loadReport{}
 	}
 	d.loads[name] = r
-}
-
-func sleepUntil(ctx context.Context, t time.Time) error {
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-time.After(time.Until(t)):
-		return nil
-	}
 }
 
 // printSysctl reads the relay profile's keys back on the first steady
