@@ -14,6 +14,7 @@ import (
 	"github.com/relayfleet/relayfleet/infra/program"
 	"github.com/relayfleet/relayfleet/infra/provider"
 	"github.com/relayfleet/relayfleet/inventories"
+	"github.com/relayfleet/relayfleet/inventories/capacity"
 )
 
 // Stacks runs an event's Pulumi stack. program.Stack does, through the
@@ -265,7 +266,7 @@ func (r *Reconciler) up(ctx context.Context, now time.Time, ev *inventories.Even
 		rec.Report, rec.Orphans, rec.DestroyedAt, rec.Samples, rec.BoxSeconds = nil, nil, time.Time{}, nil, 0
 	}
 	detail := fmt.Sprintf("bringing up %d %s boxes (%d listeners each) for a peak of %s over the steady fleet's %s",
-		size.Boxes, size.Shape, size.PerBox, count(size.Peak), count(size.SteadyCapacity))
+		size.Boxes, size.Shape, size.PerBox, capacity.Count(size.Peak), capacity.Count(size.SteadyCapacity))
 	if grow {
 		detail = fmt.Sprintf("changing to %d boxes (plan or relay release changed)", size.Boxes)
 	}
@@ -470,17 +471,6 @@ func (r *Reconciler) destroy(ctx context.Context, now time.Time, rec *Record) er
 	r.note(rec, now, "gone", fmt.Sprintf("stack removed; %s lists 0 boxes labelled %s (%d orphans deleted); %s",
 		rec.Backend, backend.Selector(labels), len(found), rec.Report.Summary()))
 	return rec.save(r.StateDir)
-}
-
-func count(n int) string {
-	if n < 0 {
-		return "-" + count(-n)
-	}
-	s := fmt.Sprint(n)
-	for i := len(s) - 3; i > 0; i -= 3 {
-		s = s[:i] + "," + s[i:]
-	}
-	return s
 }
 
 func round2(v float64) float64 { return math.Round(v*100) / 100 }
