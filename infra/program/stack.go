@@ -23,6 +23,7 @@ import (
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 
 	"github.com/relayfleet/relayfleet/infra/provider"
+	"github.com/relayfleet/relayfleet/internal/atomicfile"
 	"github.com/relayfleet/relayfleet/inventories"
 )
 
@@ -546,12 +547,7 @@ func Relays(hosts []HostEntry) []Relay {
 	return rs
 }
 
-// WriteRelays writes the router's relay list for hosts to path, through a
-// temporary file and a rename.
-func WriteRelays(path string, hosts []HostEntry) error {
-	return writeRelayList(path, Relays(hosts))
-}
-
+// writeRelayList writes the router's relay list to path.
 func writeRelayList(path string, rs []Relay) error {
 	data, err := json.MarshalIndent(struct {
 		Relays []Relay `json:"relays"`
@@ -559,7 +555,7 @@ func writeRelayList(path string, rs []Relay) error {
 	if err != nil {
 		return err
 	}
-	if err := writeAtomic(path, append(data, '\n'), 0o644); err != nil {
+	if err := atomicfile.Write(path, append(data, '\n'), 0o644); err != nil {
 		return fmt.Errorf("relays file: %w", err)
 	}
 	return nil

@@ -46,9 +46,13 @@ func TestRelaysFile(t *testing.T) {
 		{Name: "b1", Address: "10.0.0.11", Ports: []int{4443, 4444}},
 		{Name: "b2", Address: "2001:db8::1", Ports: []int{4443}},
 	}
-	path := filepath.Join(t.TempDir(), RelaysFile)
-	if err := WriteRelays(path, hosts); err != nil {
+	dir := t.TempDir()
+	path, err := SetStackHosts(dir, "lab", hosts)
+	if err != nil {
 		t.Fatal(err)
+	}
+	if path != filepath.Join(dir, RelaysFile) {
+		t.Fatalf("relays file at %s", path)
 	}
 	data, err := os.ReadFile(path)
 	if err != nil {
@@ -73,7 +77,7 @@ func TestRelaysFile(t *testing.T) {
 			t.Errorf("relay %d: %+v, want %s", i, r, want[i])
 		}
 	}
-	if err := WriteRelays(path, nil); err != nil {
+	if _, err := SetStackHosts(dir, "lab", nil); err != nil {
 		t.Fatal(err)
 	}
 	data, _ = os.ReadFile(path)
