@@ -3,6 +3,7 @@ package events
 import (
 	"context"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"path/filepath"
@@ -57,36 +58,21 @@ type SSHProbe struct {
 	Lab     provider.Config
 	KeyFile string
 
-	once sync.Once
-	pool *provision.Pool
-	dir  string
-	err  error
+	once   sync.Once
+	pool   *provision.Pool
+	closer io.Closer
+	dir    string
+	err    error
 }
 
 func (s *SSHProbe) init(hosts []program.HostEntry) error {
 	s.once.Do(func() {
-		var auth []ssh.AuthMethod
-		lab0 := len(hosts) > 0 && hosts[0].Backend == provider.BackendLab
-		if lab0 {
-			l, err := provider.OpenLab(s.Lab)
-			if err != nil {
-				s.err = err
-				return
-			}
-			signer, err := l.Signer()
-			if err != nil {
-				s.err = err
-				return
-			}
-			auth = []ssh.AuthMethod{ssh.PublicKeys(signer)}
-		} else {
-			methods, _, err := provision.Auth(s.KeyFile)
-			if err != nil {
-				s.err = err
-				return
-			}
-			auth = methods
+		auth, closer, err := provider.Auth(hosts[0].Backend, s.Lab, s.KeyFile)
+		if err != nil {
+			s.err = err
+			return
 		}
+		s.closer = closer
 		dir, err := os.MkdirTemp("", "relayfleet-events-")
 		if err != nil {
 			s.err = err
@@ -102,6 +88,9 @@ func (s *SSHProbe) init(hosts []program.HostEntry) error {
 func (s *SSHProbe) Close() error {
 	if s.pool != nil {
 		s.pool.Close()
+	}
+	if s.closer != nil {
+		s.closer.Close()
 	}
 	if s.dir != "" {
 		os.RemoveAll(s.dir)

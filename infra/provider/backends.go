@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"path/filepath"
@@ -137,25 +138,11 @@ func withRunnerRetry(ctx context.Context, backend, keyFile string, h provision.H
 	if err != nil {
 		return err
 	}
-	var auth []ssh.AuthMethod
-	if backend == BackendLab {
-		l, err := openLab(config(ctx))
-		if err != nil {
-			return err
-		}
-		signer, err := l.Signer()
-		if err != nil {
-			return err
-		}
-		auth = []ssh.AuthMethod{ssh.PublicKeys(signer)}
-	} else {
-		methods, closer, err := provision.Auth(keyFile)
-		if err != nil {
-			return err
-		}
-		defer closer.Close()
-		auth = methods
+	auth, closer, err := Auth(backend, config(ctx), keyFile)
+	if err != nil {
+		return err
 	}
+	defer closer.Close()
 	dir, err := os.MkdirTemp("", "relayfleet-provider-")
 	if err != nil {
 		return err
@@ -168,4 +155,22 @@ func withRunnerRetry(ctx context.Context, backend, keyFile string, h provision.H
 	pool := &provision.Pool{Auth: auth, Keys: &provision.HostKeys{File: known}, RetryFor: retryFor}
 	defer pool.Close()
 	return f(pool.Runner(h))
+}
+
+// Auth is how relayfleet logs in to a box of backend: lab boxes with the
+// lab's admin key (c names the lab), others with keyFile or the ssh-agent.
+// Close the closer when done.
+func Auth(backend string, c Config, keyFile string) ([]ssh.AuthMethod, io.Closer, error) {
+	if backend != BackendLab {
+		return provision.Auth(keyFile)
+	}
+	l, err := openLab(c)
+	if err != nil {
+		return nil, nil, err
+	}
+	signer, err := l.Signer()
+	if err != nil {
+		return nil, nil, err
+	}
+	return []ssh.AuthMethod{ssh.PublicKeys(signer)}, io.NopCloser(nil), nil
 }
