@@ -18,10 +18,7 @@ import (
 // dedicated root server is listed in an inventory: by address, user and
 // host key, reached with an SSH key file.
 func TestConvergeStaticHost(t *testing.T) {
-	images := os.Getenv("RELAYFLEET_LAB_IMAGES")
-	if images == "" {
-		images = "/var/lib/relayfleet/lab/images"
-	}
+	images := labImages()
 	l, err := lab.New(lab.Config{Dir: filepath.Join(os.TempDir(), "relayfleet-static-test"), ImageDir: images, Bridge: "rfstat0", Subnet: mustPrefix(t, "10.231.83.0/24"), Logf: t.Logf})
 	if err != nil {
 		t.Fatal(err)

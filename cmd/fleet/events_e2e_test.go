@@ -60,19 +60,7 @@ type routerRelay struct {
 }
 
 func TestE2EEventLifecycle(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Fatal("e2e: root is needed for lab boxes")
-	}
-	cli, err := program.FindPulumi("")
-	if err != nil {
-		t.Fatalf("%v (make pulumi)", err)
-	}
-	images := os.Getenv("RELAYFLEET_LAB_IMAGES")
-	if images == "" {
-		images = filepath.Join(lab.DefaultDir, "images")
-	}
-	work := t.TempDir()
-	fleetBin, relayBin := e2eBuild(t, work)
+	cli, images, work, fleetBin, relayBin := e2eSetup(t)
 	state := filepath.Join(work, "state")
 	inv := filepath.Join(work, "lab.yaml")
 	evPath := filepath.Join(work, "events.yaml")

@@ -20,10 +20,7 @@ import (
 // service once through systemd: it reconciles the shipped lab events (all
 // in the future, so nothing is created) and records them.
 func TestEventsInstallUnderSystemd(t *testing.T) {
-	images := os.Getenv("RELAYFLEET_LAB_IMAGES")
-	if images == "" {
-		images = "/var/lib/relayfleet/lab/images"
-	}
+	images := labImages()
 	l, err := lab.New(lab.Config{Dir: filepath.Join(os.TempDir(), "relayfleet-timer-test"), ImageDir: images, Bridge: "rftimer0", Subnet: mustPrefix(t, "10.231.91.0/24"), Logf: t.Logf})
 	if err != nil {
 		t.Fatal(err)

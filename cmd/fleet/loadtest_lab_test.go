@@ -23,10 +23,7 @@ import (
 // this checkout, on a lab of its own (bridge rflt0), with small steps:
 // the load generator shares this machine's CPU with the box.
 func TestLoadtestLab(t *testing.T) {
-	images := os.Getenv("RELAYFLEET_LAB_IMAGES")
-	if images == "" {
-		images = "/var/lib/relayfleet/lab/images"
-	}
+	images := labImages()
 	labDir := "/var/lib/relayfleet/lab-loadtest"
 	l, err := lab.New(lab.Config{Dir: labDir, ImageDir: images, Bridge: "rflt0", Subnet: mustPrefix(t, "10.231.85.0/24"), Logf: t.Logf})
 	if err != nil {

@@ -48,6 +48,22 @@ func e2eBuild(t *testing.T, dir string) (fleetBin, relayBin string) {
 	return filepath.Join(dir, "fleet"), filepath.Join(dir, "relay")
 }
 
+// e2eSetup checks for root and the Pulumi CLI and builds fleet and relay
+// into a fresh work directory.
+func e2eSetup(t *testing.T) (cli, images, work, fleetBin, relayBin string) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Fatal("e2e: root is needed for lab boxes")
+	}
+	cli, err := program.FindPulumi("")
+	if err != nil {
+		t.Fatalf("%v (make pulumi)", err)
+	}
+	work = t.TempDir()
+	fleetBin, relayBin = e2eBuild(t, work)
+	return cli, labImages(), work, fleetBin, relayBin
+}
+
 func writeInventory(t *testing.T, path string, count int, shape string) {
 	t.Helper()
 	data, err := os.ReadFile("../../inventories/lab.yaml")
@@ -65,19 +81,7 @@ func writeInventory(t *testing.T, path string, count int, shape string) {
 }
 
 func TestE2EUpChangeUpDestroy(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Fatal("e2e: root is needed for lab boxes")
-	}
-	cli, err := program.FindPulumi("")
-	if err != nil {
-		t.Fatalf("%v (make pulumi)", err)
-	}
-	images := os.Getenv("RELAYFLEET_LAB_IMAGES")
-	if images == "" {
-		images = filepath.Join(lab.DefaultDir, "images")
-	}
-	work := t.TempDir()
-	fleetBin, relayBin := e2eBuild(t, work)
+	cli, images, work, fleetBin, relayBin := e2eSetup(t)
 	state := filepath.Join(work, "state")
 	inv := filepath.Join(work, "lab.yaml")
 
