@@ -2,7 +2,6 @@ package relay_test
 
 import (
 	"bytes"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -13,6 +12,7 @@ import (
 
 	"github.com/relayfleet/relayfleet/relay"
 	"github.com/relayfleet/relayfleet/relay/client"
+	"github.com/relayfleet/relayfleet/relay/internal/oggtest"
 )
 
 // oggOpusStream builds an Ogg Opus stream of n 120 ms packets (TOC 0xfb:
@@ -20,36 +20,9 @@ import (
 // than 255 bytes and one spanning two pages, and returns it with the
 // packets.
 func oggOpusStream(n int) ([]byte, [][]byte) {
-	var buf bytes.Buffer
-	var seq uint32
-	page := func(flags byte, granule uint64, lacing, body []byte) {
-		h := make([]byte, 27)
-		copy(h, "OggS")
-		h[5] = flags
-		binary.LittleEndian.PutUint64(h[6:], granule)
-		binary.LittleEndian.PutUint32(h[14:], 0x5eed)
-		binary.LittleEndian.PutUint32(h[18:], seq)
-		h[26] = byte(len(lacing))
-		h = append(append(h, lacing...), body...)
-		var crc uint32
-		for _, c := range h {
-			crc ^= uint32(c) << 24
-			for range 8 {
-				if crc&0x80000000 != 0 {
-					crc = crc<<1 ^ 0x04c11db7
-				} else {
-					crc <<= 1
-				}
-			}
-		}
-		binary.LittleEndian.PutUint32(h[22:], crc)
-		buf.Write(h)
-		seq++
-	}
-	lace := func(n int) []byte { return append(bytes.Repeat([]byte{255}, n/255), byte(n%255)) }
-	page(0x02, 0, []byte{19}, []byte("OpusHead\x01\x01\x38\x01\x80\xbb\x00\x00\x00\x00\x00"))
-	tags := []byte("OpusTags\x00\x00\x00\x00\x00\x00\x00\x00")
-	page(0, 0, lace(len(tags)), tags)
+	w := &oggtest.Writer{Serial: 0x5eed}
+	w.Page(0x02, 0, oggtest.OpusHead())
+	w.Page(0, 0, []byte("OpusTags\x00\x00\x00\x00\x00\x00\x00\x00"))
 	packets := make([][]byte, n)
 	for i := range packets {
 		p := make([]byte, 2+(i*97)%700)
@@ -65,7 +38,7 @@ func oggOpusStream(n int) ([]byte, [][]byte) {
 	for i := 0; i < n; i += 2 {
 		var lacing, body []byte
 		for _, p := range packets[i:min(i+2, n)] {
-			lacing = append(lacing, lace(len(p))...)
+			lacing = append(lacing, oggtest.Lace(len(p))...)
 			body = append(body, p...)
 			granule += 5760
 		}
@@ -75,15 +48,15 @@ func oggOpusStream(n int) ([]byte, [][]byte) {
 		}
 		if i == 2 && len(packets[3]) > 255 {
 			// Page ends after the first 255 bytes of packet 3.
-			cut := len(lace(len(packets[2]))) + 1
+			cut := len(oggtest.Lace(len(packets[2]))) + 1
 			bodyCut := len(packets[2]) + 255
-			page(0, granule-5760, lacing[:cut], body[:bodyCut])
-			page(0x01|flags, granule, lacing[cut:], body[bodyCut:])
+			w.RawPage(0, granule-5760, lacing[:cut], body[:bodyCut])
+			w.RawPage(0x01|flags, granule, lacing[cut:], body[bodyCut:])
 			continue
 		}
-		page(flags, granule, lacing, body)
+		w.RawPage(flags, granule, lacing, body)
 	}
-	return buf.Bytes(), packets
+	return w.Buf.Bytes(), packets
 }
 
 // TestOggOpusThroughRelay publishes an Ogg Opus stream through the relay

@@ -2,7 +2,6 @@ package client_test
 
 import (
 	"bytes"
-	"encoding/binary"
 	"errors"
 	"io"
 	"os"
@@ -13,80 +12,8 @@ import (
 	"time"
 
 	"github.com/relayfleet/relayfleet/relay/client"
+	"github.com/relayfleet/relayfleet/relay/internal/oggtest"
 )
-
-// oggWriter writes Ogg pages for tests, with a CRC computed bit by bit
-// (independently of the reader's table).
-type oggWriter struct {
-	buf    bytes.Buffer
-	serial uint32
-	seq    uint32
-}
-
-func testOggCRC(b []byte) uint32 {
-	var crc uint32
-	for _, c := range b {
-		crc ^= uint32(c) << 24
-		for range 8 {
-			if crc&0x80000000 != 0 {
-				crc = crc<<1 ^ 0x04c11db7
-			} else {
-				crc <<= 1
-			}
-		}
-	}
-	return crc
-}
-
-// rawPage appends a page with the given lacing values and body.
-func (w *oggWriter) rawPage(flags byte, granule uint64, lacing, body []byte) {
-	h := make([]byte, 27, 27+len(lacing)+len(body))
-	copy(h, "OggS")
-	h[5] = flags
-	binary.LittleEndian.PutUint64(h[6:], granule)
-	binary.LittleEndian.PutUint32(h[14:], w.serial)
-	binary.LittleEndian.PutUint32(h[18:], w.seq)
-	h[26] = byte(len(lacing))
-	h = append(append(h, lacing...), body...)
-	binary.LittleEndian.PutUint32(h[22:], testOggCRC(h))
-	w.buf.Write(h)
-	w.seq++
-}
-
-// lace is the lacing values of a whole packet.
-func lace(n int) []byte {
-	l := bytes.Repeat([]byte{255}, n/255)
-	return append(l, byte(n%255))
-}
-
-// page appends a page holding whole packets.
-func (w *oggWriter) page(flags byte, granule uint64, packets ...[]byte) {
-	var lacing, body []byte
-	for _, p := range packets {
-		lacing = append(lacing, lace(len(p))...)
-		body = append(body, p...)
-	}
-	w.rawPage(flags, granule, lacing, body)
-}
-
-func opusHead() []byte {
-	h := []byte("OpusHead\x01\x01\x38\x01\x80\xbb\x00\x00\x00\x00\x00")
-	return h
-}
-
-// headers writes the OpusHead and OpusTags pages.
-func (w *oggWriter) headers() {
-	w.page(0x02, 0, opusHead())
-	w.page(0, 0, []byte("OpusTags\x05\x00\x00\x00relay\x00\x00\x00\x00"))
-}
-
-// pkt120 is an Opus packet of 120 ms (CELT FB 20 ms frames, code 3, six
-// frames) of n bytes, n >= 2.
-func pkt120(n int, fill byte) []byte {
-	p := bytes.Repeat([]byte{fill}, n)
-	p[0], p[1] = 31<<3|3, 6
-	return p
-}
 
 type oggRead struct {
 	p       []byte
@@ -109,26 +36,26 @@ func readAll(t *testing.T, r *client.OggOpusReader) ([]oggRead, error) {
 }
 
 func TestOggOpusReaderPackets(t *testing.T) {
-	w := &oggWriter{serial: 0x1234}
-	w.headers()
+	w := &oggtest.Writer{Serial: 0x1234}
+	w.Headers()
 	// Page 2: whole packets at the 255 edges: 254 bytes (one lacing
 	// value), 255 (255 then 0), 510 (255, 255, 0) and 2 bytes.
-	a, b, c, d := pkt120(254, 'a'), pkt120(255, 'b'), pkt120(510, 'c'), pkt120(2, 'd')
+	a, b, c, d := oggtest.Packet120(254, 'a'), oggtest.Packet120(255, 'b'), oggtest.Packet120(510, 'c'), oggtest.Packet120(2, 'd')
 	const g0 = 312 + 4*5760
-	w.page(0, g0, a, b, c, d)
+	w.Page(0, g0, a, b, c, d)
 	// Pages 3 and 4: f, then e (600 bytes) starts on page 3 with two 255
 	// lacing values and ends on page 4, before another d.
-	f, e := pkt120(20, 'f'), pkt120(600, 'e')
-	w.rawPage(0, g0+5760, append(lace(len(f)), 255, 255), append(append([]byte{}, f...), e[:510]...))
-	w.rawPage(0x01, g0+3*5760, append([]byte{90}, lace(len(d))...), append(append([]byte{}, e[510:]...), d...))
+	f, e := oggtest.Packet120(20, 'f'), oggtest.Packet120(600, 'e')
+	w.RawPage(0, g0+5760, append(oggtest.Lace(len(f)), 255, 255), append(append([]byte{}, f...), e[:510]...))
+	w.RawPage(0x01, g0+3*5760, append([]byte{90}, oggtest.Lace(len(d))...), append(append([]byte{}, e[510:]...), d...))
 	// Pages 5 and 6: a 255-byte packet whose terminating 0 lacing value is
 	// alone on the next page; no packet ends on page 5 (granule -1). The
 	// last page's granule trims the end.
-	g, h := pkt120(255, 'g'), pkt120(3, 'h')
-	w.rawPage(0, ^uint64(0), []byte{255}, g)
-	w.rawPage(0x01|0x04, g0+5*5760-100, []byte{0, 3}, h)
+	g, h := oggtest.Packet120(255, 'g'), oggtest.Packet120(3, 'h')
+	w.RawPage(0, ^uint64(0), []byte{255}, g)
+	w.RawPage(0x01|0x04, g0+5*5760-100, []byte{0, 3}, h)
 
-	got, err := readAll(t, client.NewOggOpusReader(&w.buf))
+	got, err := readAll(t, client.NewOggOpusReader(&w.Buf))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -154,16 +81,16 @@ func TestOggOpusReaderPackets(t *testing.T) {
 func TestOggOpusReaderGranuleStep(t *testing.T) {
 	// Three pages of 120 ms packets: granules rise by 5760 a packet, the
 	// last page trimmed at the end (RFC 7845 section 4.4).
-	w := &oggWriter{serial: 7}
-	w.headers()
+	w := &oggtest.Writer{Serial: 7}
+	w.Headers()
 	var pkts [][]byte
 	for i := range 8 {
-		pkts = append(pkts, pkt120(30+i, byte(i)))
+		pkts = append(pkts, oggtest.Packet120(30+i, byte(i)))
 	}
-	w.page(0, 312+3*5760, pkts[:3]...)
-	w.page(0, 312+6*5760, pkts[3:6]...)
-	w.page(0x04, 312+7*5760+1000, pkts[6:]...)
-	got, err := readAll(t, client.NewOggOpusReader(&w.buf))
+	w.Page(0, 312+3*5760, pkts[:3]...)
+	w.Page(0, 312+6*5760, pkts[3:6]...)
+	w.Page(0x04, 312+7*5760+1000, pkts[6:]...)
+	got, err := readAll(t, client.NewOggOpusReader(&w.Buf))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -182,11 +109,11 @@ func TestOggOpusReaderGranuleStep(t *testing.T) {
 }
 
 func TestOggOpusReaderErrors(t *testing.T) {
-	audio := pkt120(40, 'x')
-	valid := func() *oggWriter {
-		w := &oggWriter{serial: 9}
-		w.headers()
-		w.page(0, 312+5760, audio)
+	audio := oggtest.Packet120(40, 'x')
+	valid := func() *oggtest.Writer {
+		w := &oggtest.Writer{Serial: 9}
+		w.Headers()
+		w.Page(0, 312+5760, audio)
 		return w
 	}
 	cases := []struct {
@@ -195,75 +122,75 @@ func TestOggOpusReaderErrors(t *testing.T) {
 		want  string
 	}{
 		{"crc", func() []byte {
-			b := valid().buf.Bytes()
+			b := valid().Buf.Bytes()
 			b[len(b)-1] ^= 0x20
 			return b
 		}, "CRC mismatch"},
 		{"capture pattern", func() []byte {
-			b := valid().buf.Bytes()
+			b := valid().Buf.Bytes()
 			b[0] = 'o'
 			return b
 		}, "OggS"},
 		{"version", func() []byte {
-			w := &oggWriter{}
-			w.headers()
-			b := w.buf.Bytes()
+			w := &oggtest.Writer{}
+			w.Headers()
+			b := w.Buf.Bytes()
 			b[4] = 1 // the version check comes before the CRC check
 			return b
 		}, "version 1"},
 		{"second stream", func() []byte {
 			w := valid()
-			w.serial++
-			w.page(0, 312+2*5760, audio)
-			return w.buf.Bytes()
+			w.Serial++
+			w.Page(0, 312+2*5760, audio)
+			return w.Buf.Bytes()
 		}, "second logical stream"},
 		{"not opus", func() []byte {
-			w := &oggWriter{}
-			w.page(0x02, 0, []byte("\x01vorbis\x00\x00\x00\x00\x02\x44\xac\x00\x00"))
-			return w.buf.Bytes()
+			w := &oggtest.Writer{}
+			w.Page(0x02, 0, []byte("\x01vorbis\x00\x00\x00\x00\x02\x44\xac\x00\x00"))
+			return w.Buf.Bytes()
 		}, "not OpusHead"},
 		{"no tags", func() []byte {
-			w := &oggWriter{}
-			w.page(0x02, 0, opusHead())
-			w.page(0, 5760, audio)
-			return w.buf.Bytes()
+			w := &oggtest.Writer{}
+			w.Page(0x02, 0, oggtest.OpusHead())
+			w.Page(0, 5760, audio)
+			return w.Buf.Bytes()
 		}, "OpusTags"},
 		{"no bos", func() []byte {
-			w := &oggWriter{}
-			w.page(0, 0, opusHead())
-			return w.buf.Bytes()
+			w := &oggtest.Writer{}
+			w.Page(0, 0, oggtest.OpusHead())
+			return w.Buf.Bytes()
 		}, "beginning-of-stream"},
 		{"lost page", func() []byte {
 			w := valid()
-			w.seq++
-			w.page(0, 312+2*5760, audio)
-			return w.buf.Bytes()
+			w.Seq++
+			w.Page(0, 312+2*5760, audio)
+			return w.Buf.Bytes()
 		}, "pages lost"},
 		{"not continued", func() []byte {
 			w := valid()
-			w.rawPage(0, ^uint64(0), []byte{255}, bytes.Repeat([]byte{1}, 255))
-			w.page(0, 312+2*5760, audio)
-			return w.buf.Bytes()
+			w.RawPage(0, ^uint64(0), []byte{255}, bytes.Repeat([]byte{1}, 255))
+			w.Page(0, 312+2*5760, audio)
+			return w.Buf.Bytes()
 		}, "not continued"},
 		{"continues nothing", func() []byte {
 			w := valid()
-			w.rawPage(0x01, 312+2*5760, []byte{40}, audio)
-			return w.buf.Bytes()
+			w.RawPage(0x01, 312+2*5760, []byte{40}, audio)
+			return w.Buf.Bytes()
 		}, "never started"},
 		{"ends in a packet", func() []byte {
 			w := valid()
-			w.rawPage(0, ^uint64(0), []byte{255}, bytes.Repeat([]byte{1}, 255))
-			return w.buf.Bytes()
+			w.RawPage(0, ^uint64(0), []byte{255}, bytes.Repeat([]byte{1}, 255))
+			return w.Buf.Bytes()
 		}, "inside a packet"},
 		{"truncated", func() []byte {
-			b := valid().buf.Bytes()
+			b := valid().Buf.Bytes()
 			return b[:len(b)-3]
 		}, "truncated"},
 		{"empty", func() []byte { return nil }, "before the Opus headers"},
 		{"bad toc", func() []byte {
 			w := valid()
-			w.page(0, 312+2*5760, []byte{31<<3 | 3, 7}) // 140 ms
-			return w.buf.Bytes()
+			w.Page(0, 312+2*5760, []byte{31<<3 | 3, 7}) // 140 ms
+			return w.Buf.Bytes()
 		}, "120 ms"},
 	}
 	for _, tc := range cases {
@@ -279,16 +206,16 @@ func TestOggOpusReaderErrors(t *testing.T) {
 		})
 	}
 	// The valid stream, for contrast, reads cleanly.
-	got, err := readAll(t, client.NewOggOpusReader(bytes.NewReader(valid().buf.Bytes())))
+	got, err := readAll(t, client.NewOggOpusReader(bytes.NewReader(valid().Buf.Bytes())))
 	if err != nil || len(got) != 1 || !bytes.Equal(got[0].p, audio) {
 		t.Fatalf("valid stream: %v, %v", got, err)
 	}
 }
 
 func TestOggOpusReaderEOFIsClean(t *testing.T) {
-	w := &oggWriter{}
-	w.headers()
-	r := client.NewOggOpusReader(&w.buf)
+	w := &oggtest.Writer{}
+	w.Headers()
+	r := client.NewOggOpusReader(&w.Buf)
 	if _, _, err := r.Next(); err != io.EOF {
 		t.Fatalf("headers only: %v, want io.EOF", err)
 	}
@@ -296,9 +223,9 @@ func TestOggOpusReaderEOFIsClean(t *testing.T) {
 		t.Fatalf("again: %v, want io.EOF", err)
 	}
 	// A stream cut inside its headers is an unexpected EOF.
-	w = &oggWriter{}
-	w.page(0x02, 0, opusHead())
-	if _, _, err := client.NewOggOpusReader(&w.buf).Next(); !errors.Is(err, io.ErrUnexpectedEOF) {
+	w = &oggtest.Writer{}
+	w.Page(0x02, 0, oggtest.OpusHead())
+	if _, _, err := client.NewOggOpusReader(&w.Buf).Next(); !errors.Is(err, io.ErrUnexpectedEOF) {
 		t.Fatalf("OpusHead only: %v, want io.ErrUnexpectedEOF", err)
 	}
 }
