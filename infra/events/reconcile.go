@@ -64,8 +64,6 @@ func StackName(fleet, event string) string { return fleet + "-event-" + event }
 type Result struct {
 	Event string
 	Phase Phase
-	// Acted is false when the event needed nothing.
-	Acted bool
 	Err   error
 }
 
@@ -133,7 +131,7 @@ func (r *Reconciler) Manual(ctx context.Context, now time.Time, event, mode stri
 		return Result{}, err
 	}
 	if !inFile && !ok {
-		return Result{}, fmt.Errorf("event %q: not in %s and never reconciled", event, "the events file")
+		return Result{}, fmt.Errorf("event %q: not in the events file and never reconciled", event)
 	}
 	if !inFile && mode == ManualUp {
 		return Result{}, fmt.Errorf("event %q: not in the events file; only down is possible", event)
@@ -200,7 +198,6 @@ func (r *Reconciler) one(ctx context.Context, now time.Time, ev *inventories.Eve
 	if ev != nil {
 		rec.Pool = ev.Burst // the file is the truth while the event is in it
 	}
-	before := rec.Phase
 	var err error
 	switch desired(ev, rec, now) {
 	case wantUp:
@@ -219,7 +216,7 @@ func (r *Reconciler) one(ctx context.Context, now time.Time, ev *inventories.Eve
 			err = errors.Join(err, rec.save(r.StateDir))
 		}
 	}
-	return Result{Event: rec.Event, Phase: rec.Phase, Acted: rec.Phase != before || err != nil, Err: err}
+	return Result{Event: rec.Event, Phase: rec.Phase, Err: err}
 }
 
 // note logs an action with the event's name and keeps it in the record.
