@@ -405,20 +405,6 @@ func (s *Stack) Destroy(ctx context.Context) (map[string]int, error) {
 	return changes, nil
 }
 
-// Outputs returns the hosts the stack's last update exported, without
-// running the program.
-func (s *Stack) Outputs(ctx context.Context) ([]HostEntry, error) {
-	st, err := s.open(ctx)
-	if err != nil {
-		return nil, err
-	}
-	out, err := st.Outputs(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("stack %s outputs: %s", s.Name, lastLines(err.Error()))
-	}
-	return HostsFromOutputs(out)
-}
-
 // Remove deletes the stack itself (its history and config) once Destroy
 // has emptied it. A stack that still holds resources is not removed.
 func (s *Stack) Remove(ctx context.Context) error {
