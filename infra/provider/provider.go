@@ -105,10 +105,6 @@ var labs sync.Map // labConfig -> *lab.Lab
 
 type labConfig struct{ dir, images, bridge, subnet string }
 
-// OpenLab returns the lab the configuration names, shared with the
-// provider's resources in this process.
-func OpenLab(c Config) (*lab.Lab, error) { return openLab(c) }
-
 // openLab returns the lab the configuration names.
 func openLab(c Config) (*lab.Lab, error) {
 	key := labConfig{c.LabDir, c.LabImages, c.LabBridge, c.LabSubnet}
