@@ -158,6 +158,17 @@ type Deployed struct {
 	Boxes     []*Box
 	Hosts     []*Host
 	Firewalls []*Firewall
+	// Provider is the explicit relayfleet provider every resource uses.
+	Provider pulumi.ProviderResource
+}
+
+// newDeployed registers the provider the program's resources use.
+func newDeployed(ctx *pulumi.Context) (*Deployed, error) {
+	p, err := registerProvider(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return &Deployed{Provider: p}, nil
 }
 
 // Program returns the inline program for a fleet.
@@ -171,7 +182,10 @@ func Program(f *inventories.Fleet, cat *inventories.Catalogue, o Options) pulumi
 // Deploy registers the fleet's resources and exports the stack outputs:
 // "fleet" (its name) and "hosts" (one HostEntry per steady box).
 func Deploy(ctx *pulumi.Context, f *inventories.Fleet, cat *inventories.Catalogue, o Options) (*Deployed, error) {
-	d := &Deployed{}
+	d, err := newDeployed(ctx)
+	if err != nil {
+		return nil, err
+	}
 	var hosts pulumi.Array
 	for _, g := range f.Steady {
 		backend := g.Provider
@@ -210,7 +224,10 @@ func DeployBurst(ctx *pulumi.Context, f *inventories.Fleet, cat *inventories.Cat
 	if b.Pool.Provider == inventories.ProviderStatic {
 		return nil, fmt.Errorf("event %s: static servers cannot burst", b.Event)
 	}
-	d := &Deployed{}
+	d, err := newDeployed(ctx)
+	if err != nil {
+		return nil, err
+	}
 	names := make([]string, b.Boxes)
 	for i := range names {
 		names[i] = BurstBoxName(f.Name, b.Event, b.Pool.Provider, i+1)
@@ -254,7 +271,7 @@ func (d *Deployed) boxes(ctx *pulumi.Context, f *inventories.Fleet, cat *invento
 			Name:    pulumi.String(s.firewall),
 			Labels:  pulumi.ToStringMap(map[string]string{"fleet": f.Name, "tier": s.tier, "event": s.event, "group": s.group}),
 			Rules:   ruleArray(rules),
-		}, fw)
+		}, fw, pulumi.Provider(d.Provider))
 		if err != nil {
 			return nil, err
 		}
@@ -290,7 +307,7 @@ func (d *Deployed) boxes(ctx *pulumi.Context, f *inventories.Fleet, cat *invento
 		}
 		box := &Box{}
 		// The provider marks hostPrivateKey secret itself.
-		if err := ctx.RegisterResource(provider.BoxType, logical, args, box); err != nil {
+		if err := ctx.RegisterResource(provider.BoxType, logical, args, box, pulumi.Provider(d.Provider)); err != nil {
 			return nil, err
 		}
 		host := &Host{}
@@ -307,7 +324,7 @@ func (d *Deployed) boxes(ctx *pulumi.Context, f *inventories.Fleet, cat *invento
 			Release:     pulumi.String(o.Release),
 			RelayBinary: pulumi.String(o.RelayBinary),
 			Upstream:    pulumi.ToStringArray(f.Origin),
-		}, host, pulumi.DependsOn([]pulumi.Resource{box})); err != nil {
+		}, host, pulumi.DependsOn([]pulumi.Resource{box}), pulumi.Provider(d.Provider)); err != nil {
 			return nil, err
 		}
 		d.Boxes = append(d.Boxes, box)

@@ -72,7 +72,9 @@ type Stack struct {
 	// Burst, when set, makes this an event's stack: its burst boxes only.
 	Burst *Burst
 	// Secrets are provider configuration kept encrypted in the stack
-	// (relayfleet:KEY, secret): the cloud tokens.
+	// (SecretNamespace:KEY): the cloud tokens. They reach the Pulumi CLI
+	// on its stdin and the provider as secret inputs, never a command
+	// line or an environment.
 	Secrets map[string]string
 }
 
@@ -146,41 +148,46 @@ func FindPulumi(path string) (string, error) {
 	return "", ErrNoPulumi
 }
 
+// PassphraseFileEnv names the file the Pulumi CLI reads the passphrase
+// from: the generated passphrase reaches the CLI this way, never through
+// its environment.
+const PassphraseFileEnv = "PULUMI_CONFIG_PASSPHRASE_FILE"
+
 // passphrase returns $PULUMI_CONFIG_PASSPHRASE, else the passphrase kept
-// in the state dir (mode 0600), generated on first use. It is never
-// printed or logged.
-func passphrase(stateDir string) (string, error) {
+// in the state dir (mode 0600), generated on first use, with that file's
+// path (empty for the environment's). It is never printed or logged.
+func passphrase(stateDir string) (pass, file string, err error) {
 	if p := os.Getenv(PassphraseEnv); p != "" {
-		return p, nil
+		return p, "", nil
 	}
 	path := filepath.Join(stateDir, "passphrase")
 	data, err := os.ReadFile(path)
 	if err == nil {
 		if p := strings.TrimSpace(string(data)); p != "" {
-			return p, nil
+			return p, path, nil
 		}
-		return "", fmt.Errorf("passphrase file %s is empty", path)
+		return "", "", fmt.Errorf("passphrase file %s is empty", path)
 	}
 	if !errors.Is(err, fs.ErrNotExist) {
-		return "", fmt.Errorf("passphrase: %w", err)
+		return "", "", fmt.Errorf("passphrase: %w", err)
 	}
 	buf := make([]byte, 32)
 	if _, err := rand.Read(buf); err != nil {
-		return "", err
+		return "", "", err
 	}
 	p := base64.RawURLEncoding.EncodeToString(buf)
 	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
 	if err != nil {
-		return "", fmt.Errorf("passphrase: %w", err)
+		return "", "", fmt.Errorf("passphrase: %w", err)
 	}
 	_, werr := f.WriteString(p + "\n")
 	if cerr := f.Close(); werr == nil {
 		werr = cerr
 	}
 	if werr != nil {
-		return "", fmt.Errorf("passphrase: %w", werr)
+		return "", "", fmt.Errorf("passphrase: %w", werr)
 	}
-	return p, nil
+	return p, path, nil
 }
 
 // link makes dir/name a symlink to target, replacing what was there.
@@ -229,7 +236,7 @@ func (s *Stack) openStack(ctx context.Context, create bool) (auto.Stack, error) 
 		}
 		backend = "file://" + dir
 	}
-	pass, err := passphrase(s.StateDir)
+	pass, passFile, err := passphrase(s.StateDir)
 	if err != nil {
 		return auto.Stack{}, err
 	}
@@ -271,10 +278,17 @@ func (s *Stack) openStack(ctx context.Context, create bool) (auto.Stack, error) 
 	}
 	env := map[string]string{
 		BackendEnv:                 backend,
-		PassphraseEnv:              pass,
 		"PULUMI_SKIP_UPDATE_CHECK": "true",
 		"PULUMI_HOME":              home,
 		"PATH":                     pluginDir + string(os.PathListSeparator) + os.Getenv("PATH"),
+	}
+	// The passphrase reaches the CLI as a file, not in its environment,
+	// unless the operator gave it in ours (then the CLI inherits it). The
+	// CLI takes a set but empty PULUMI_CONFIG_PASSPHRASE as the passphrase
+	// and inherits our environment: an empty one goes.
+	if passFile != "" {
+		env[PassphraseFileEnv] = passFile
+		os.Unsetenv(PassphraseEnv)
 	}
 	opts := []auto.LocalWorkspaceOption{auto.Project(proj), auto.Pulumi(cmd), auto.WorkDir(work), auto.PulumiHome(home),
 		auto.SecretsProvider("passphrase"), auto.EnvVars(env)}
@@ -290,15 +304,51 @@ func (s *Stack) openStack(ctx context.Context, create bool) (auto.Stack, error) 
 	for k, v := range s.Config {
 		cfg[provider.Name+":"+k] = auto.ConfigValue{Value: v}
 	}
-	for k, v := range s.Secrets {
-		cfg[provider.Name+":"+k] = auto.ConfigValue{Value: v, Secret: true}
-	}
 	if len(cfg) > 0 {
 		if err := st.SetAllConfig(ctx, cfg); err != nil {
 			return auto.Stack{}, fmt.Errorf("stack %s: config: %s", s.Name, redact(err.Error(), pass))
 		}
 	}
+	keys := make([]string, 0, len(s.Secrets))
+	for k := range s.Secrets {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		if err := setSecretConfig(ctx, st, s.Name, k, s.Secrets[k]); err != nil {
+			return auto.Stack{}, fmt.Errorf("stack %s: %s", s.Name, redact(redact(err.Error(), pass), s.Secrets[k]))
+		}
+	}
 	return st, nil
+}
+
+// setSecretConfig keeps value encrypted in the stack's configuration under
+// SecretNamespace:KEY. The value goes to the Pulumi CLI on its stdin: the
+// Automation API's SetConfig and SetAllConfig put it on the CLI's command
+// line, where every local user can read it in /proc/PID/cmdline.
+func setSecretConfig(ctx context.Context, st auto.Stack, stack, key, value string) error {
+	ws := st.Workspace()
+	var env []string
+	if h := ws.PulumiHome(); h != "" {
+		env = append(env, "PULUMI_HOME="+h)
+	}
+	for k, v := range ws.GetEnvVars() {
+		env = append(env, k+"="+v)
+	}
+	_, stderr, _, err := ws.PulumiCommand().Run(ctx, ws.WorkDir(), strings.NewReader(value), nil, nil, env,
+		"config", "set", "--stack", stack, "--secret", SecretNamespace+":"+key)
+	if err != nil {
+		return fmt.Errorf("secret %s: %s", key, lastLines(err.Error()+"\n"+stderr))
+	}
+	// Stacks made before kept it in the provider's namespace, which the
+	// engine hands the plugin in its environment: it goes.
+	old := provider.Name + ":" + key
+	if _, err := st.GetConfig(ctx, old); err == nil {
+		if err := st.RemoveConfig(ctx, old); err != nil {
+			return fmt.Errorf("secret %s: remove %s: %s", key, old, lastLines(err.Error()))
+		}
+	}
+	return nil
 }
 
 // redact removes the passphrase from text that may end up in a log.
@@ -419,14 +469,15 @@ func (s *Stack) Remove(ctx context.Context) error {
 }
 
 // SetSecret keeps value encrypted in the stack's configuration under
-// relayfleet:KEY; the provider reads it as its configuration.
+// SecretNamespace:KEY; the program hands it to the provider as a secret
+// input.
 func (s *Stack) SetSecret(ctx context.Context, key, value string) error {
 	st, err := s.open(ctx)
 	if err != nil {
 		return err
 	}
-	if err := st.SetConfig(ctx, provider.Name+":"+key, auto.ConfigValue{Value: value, Secret: true}); err != nil {
-		return fmt.Errorf("stack %s: secret %s: %s", s.Name, key, redact(lastLines(err.Error()), value))
+	if err := setSecretConfig(ctx, st, s.Name, key, value); err != nil {
+		return fmt.Errorf("stack %s: %s", s.Name, redact(err.Error(), value))
 	}
 	return nil
 }
@@ -447,8 +498,11 @@ func (s *Stack) ReadSecrets(ctx context.Context) (map[string]string, error) {
 	}
 	out := map[string]string{}
 	for _, k := range []string{HcloudTokenKey, DigitalOceanTokenKey} {
-		if v, ok := all[provider.Name+":"+k]; ok && v.Value != "" {
-			out[k] = v.Value
+		for _, ns := range []string{SecretNamespace, provider.Name} {
+			if v, ok := all[ns+":"+k]; ok && v.Value != "" {
+				out[k] = v.Value
+				break
+			}
 		}
 	}
 	return out, nil

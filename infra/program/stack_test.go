@@ -14,9 +14,12 @@ import (
 func TestPassphraseGeneratedOnceAndPrivate(t *testing.T) {
 	t.Setenv(PassphraseEnv, "")
 	dir := t.TempDir()
-	p1, err := passphrase(dir)
+	p1, file, err := passphrase(dir)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if file != filepath.Join(dir, "passphrase") {
+		t.Fatalf("passphrase file %q, want the state dir's (the CLI reads it through %s)", file, PassphraseFileEnv)
 	}
 	if len(p1) < 32 {
 		t.Fatalf("passphrase of %d characters", len(p1))
@@ -28,12 +31,12 @@ func TestPassphraseGeneratedOnceAndPrivate(t *testing.T) {
 	if st.Mode().Perm() != 0o600 {
 		t.Fatalf("passphrase file mode %v, want 0600", st.Mode().Perm())
 	}
-	p2, err := passphrase(dir)
+	p2, _, err := passphrase(dir)
 	if err != nil || p2 != p1 {
 		t.Fatalf("second read: %v, same=%v; want the stored passphrase", err, p2 == p1)
 	}
 	t.Setenv(PassphraseEnv, "from-env")
-	if p, _ := passphrase(dir); p != "from-env" {
+	if p, f, _ := passphrase(dir); p != "from-env" || f != "" {
 		t.Fatal("the environment's passphrase does not win")
 	}
 	if got := redact("decrypt with "+p1+" failed", p1); strings.Contains(got, p1) {

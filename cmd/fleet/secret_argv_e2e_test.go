@@ -1,0 +1,166 @@
+//go:build e2e
+
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/relayfleet/relayfleet/infra/program"
+)
+
+// procScanner reads every process's command line and environment again
+// and again, and remembers each process where it found needle.
+type procScanner struct {
+	needle []byte
+	mu     sync.Mutex
+	hits   map[string]bool
+	scans  int
+	pids   map[string]bool
+}
+
+func (s *procScanner) scanOnce() {
+	dirs, _ := filepath.Glob("/proc/[0-9]*")
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.scans++
+	for _, d := range dirs {
+		s.pids[d] = true
+		comm, _ := os.ReadFile(filepath.Join(d, "comm"))
+		for _, f := range []string{"cmdline", "environ"} {
+			data, err := os.ReadFile(filepath.Join(d, f))
+			if err != nil || !bytes.Contains(data, s.needle) {
+				continue
+			}
+			shown := strings.ReplaceAll(string(data), "\x00", " ")
+			shown = strings.ReplaceAll(shown, string(s.needle), "[TOKEN]")
+			if len(shown) > 300 {
+				shown = shown[:300] + "..."
+			}
+			s.hits[fmt.Sprintf("%s (%s) %s: %s", d, strings.TrimSpace(string(comm)), f, shown)] = true
+		}
+	}
+}
+
+// run scans until ctx ends.
+func (s *procScanner) run(ctx context.Context, done chan<- struct{}) {
+	defer close(done)
+	for ctx.Err() == nil {
+		s.scanOnce()
+		time.Sleep(2 * time.Millisecond)
+	}
+}
+
+// TestE2ESecretNeverOnACommandLine: a cloud token set with fleet secret
+// set, then carried by fleet events reconcile into an event's stack and
+// its provider, never shows in any process's command line or environment
+// (/proc/PID/cmdline is readable by every local user). The Automation
+// API's SetConfig would put it in the pulumi CLI's argv; the scanner
+// catches a process that lives a few milliseconds.
+func TestE2ESecretNeverOnACommandLine(t *testing.T) {
+	cli, err := program.FindPulumi("")
+	if err != nil {
+		t.Fatalf("%v (make pulumi)", err)
+	}
+	work := t.TempDir()
+	fleetBin, _ := e2eBuild(t, work)
+	state := filepath.Join(work, "state")
+	const token = "hc-argv-0123456789abcdefSECRETtoken"
+
+	// A Hetzner Cloud API that refuses everything: the reconcile opens the
+	// event's stack with the token and its provider calls the API, which
+	// is all this test needs to see.
+	var apiCalls sync.Map
+	api := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		apiCalls.Store(r.Method+" "+r.URL.Path, r.Header.Get("Authorization") == "Bearer "+token)
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusUnauthorized)
+		fmt.Fprint(w, `{"error":{"code":"unauthorized","message":"test cloud refuses"}}`)
+	}))
+	defer api.Close()
+
+	inv := filepath.Join(work, "lab.yaml")
+	writeInventory(t, inv, 1, "small")
+	// Cloud boxes need the admin's keys and ranges.
+	data, err := os.ReadFile(inv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	admin := "admin:\n  ranges: [192.0.2.0/24]\n  ssh_keys: [\"ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIGnd7BMg0cLrgCeNLFt8lkRmE//JWhgNuihOIjKtGw/o admin@example\"]\n"
+	data = bytes.Replace(data, []byte("steady:\n"), []byte(admin+"steady:\n"), 1)
+	if err := os.WriteFile(inv, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	evPath := filepath.Join(work, "events.yaml")
+	ev := `version: 1
+fleet: lab.yaml
+events:
+  - name: argv
+    start: 2026-12-01T20:00:00Z
+    end: 2026-12-01T21:00:00Z
+    peak_listeners: 5000
+    broadcast: live/argv
+    burst:
+      provider: hcloud
+      shape: cx23
+      location: fsn1
+      max: 1
+    lead_time: 10m
+    drain_time: 5m
+`
+	if err := os.WriteFile(evPath, []byte(ev), 0o644); err != nil {
+		t.Fatal(err)
+	}
+
+	sc := &procScanner{needle: []byte(token), hits: map[string]bool{}, pids: map[string]bool{}}
+	ctx, cancel := context.WithCancel(context.Background())
+	scanDone := make(chan struct{})
+	go sc.run(ctx, scanDone)
+
+	env := append(os.Environ(), "PULUMI_CONFIG_PASSPHRASE=", "HCLOUD_ENDPOINT="+api.URL, "HCLOUD_TOKEN=")
+	set := exec.Command(fleetBin, "secret", "set", "hcloud-token", "--inventory", inv, "--state-dir", state, "--pulumi", cli)
+	set.Stdin = strings.NewReader(token + "\n")
+	set.Env = env
+	if out, err := set.CombinedOutput(); err != nil {
+		cancel()
+		t.Fatalf("fleet secret set: %v: %s", err, out)
+	}
+	rec := exec.Command(fleetBin, "events", "reconcile", "--events", evPath, "--now", "2026-12-01T19:55:00Z",
+		"--state-dir", state, "--pulumi", cli)
+	rec.Env = env
+	out, recErr := rec.CombinedOutput()
+	cancel()
+	<-scanDone
+	t.Logf("reconcile (expected to fail against a refusing cloud): %v\n%s", recErr, out)
+	if bytes.Contains(out, []byte(token)) {
+		t.Errorf("the reconcile printed the token")
+	}
+	sc.mu.Lock()
+	defer sc.mu.Unlock()
+	t.Logf("%d scans of /proc saw %d processes", sc.scans, len(sc.pids))
+	for h := range sc.hits {
+		t.Errorf("token found in %s", h)
+	}
+	// The token did reach the event's provider (so the path under test
+	// really ran): the API saw it as a bearer token.
+	sawToken := false
+	apiCalls.Range(func(k, v any) bool {
+		if v.(bool) {
+			sawToken = true
+		}
+		return true
+	})
+	if !sawToken {
+		t.Fatalf("the cloud API never saw the token: the reconcile did not carry it to the event's provider (output above)")
+	}
+}
