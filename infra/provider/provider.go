@@ -64,7 +64,7 @@ func (c *Config) Annotate(a infer.Annotator) {
 
 // New returns the relayfleet provider.
 func New() (p.Provider, error) {
-	return infer.NewProviderBuilder().
+	prov, err := infer.NewProviderBuilder().
 		WithDisplayName("relayfleet").
 		WithDescription("relayfleet boxes (lab, static, clouds) and relay hosts converged over SSH.").
 		WithNamespace("relayfleet").
@@ -75,6 +75,41 @@ func New() (p.Provider, error) {
 			infer.Resource(&Firewall{}),
 		).
 		Build()
+	if err != nil {
+		return prov, err
+	}
+	prov.DiffConfig = configChangesInPlace(prov.DiffConfig)
+	return prov, nil
+}
+
+// configChangesInPlace wraps a provider's DiffConfig so that no change of
+// its configuration replaces the provider. infer replaces the provider on
+// any change (pulumi-go-provider#409), and the engine then replaces every
+// resource the provider manages: a rotated cloud token, or a stack moved
+// from the default provider to an explicit one, would delete and recreate
+// every box of the fleet under its listeners. None of the configuration
+// names a resource: a token or a lab path changes how boxes are reached,
+// not which boxes exist.
+func configChangesInPlace(diff func(context.Context, p.DiffRequest) (p.DiffResponse, error)) func(context.Context, p.DiffRequest) (p.DiffResponse, error) {
+	return func(ctx context.Context, req p.DiffRequest) (p.DiffResponse, error) {
+		r, err := diff(ctx, req)
+		if err != nil {
+			return r, err
+		}
+		r.DeleteBeforeReplace = false
+		for k, d := range r.DetailedDiff {
+			switch d.Kind {
+			case p.AddReplace:
+				d.Kind = p.Add
+			case p.DeleteReplace:
+				d.Kind = p.Delete
+			case p.UpdateReplace:
+				d.Kind = p.Update
+			}
+			r.DetailedDiff[k] = d
+		}
+		return r, nil
+	}
 }
 
 // Serve runs the provider as a Pulumi plugin on stdin/stdout's gRPC
