@@ -62,6 +62,9 @@ type Stats struct {
 	UDPBufferRequested int `json:"udp_buffer_requested"`
 	UDPReceiveBuffer   int `json:"udp_receive_buffer"`
 	UDPSendBuffer      int `json:"udp_send_buffer"`
+	// CertificateSHA256 is the hex SHA-256 of the certificate served now,
+	// as on /certificate.sha256: what the router hands listeners to pin.
+	CertificateSHA256 string `json:"certificate_sha256"`
 }
 
 // Stats returns the core's counters; the UDP fields are zero.
@@ -106,6 +109,7 @@ func (r *Relay) Stats() Stats {
 	st.UDPBufferRequested = r.bufAsked
 	st.UDPReceiveBuffer = r.bufRcv
 	st.UDPSendBuffer = r.bufSnd
+	st.CertificateSHA256 = r.CertificateHash()
 	return st
 }
 

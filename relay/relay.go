@@ -40,7 +40,8 @@ type Config struct {
 	// DefaultUDPBuffer.
 	UDPBuffer int
 	// Upstreams are relay URLs to pull broadcasts from that are not
-	// published locally (cluster links; see ServerOptions.Upstreams).
+	// published locally (cluster links; see ServerOptions.Upstreams). Each
+	// may pin the origin's key as #spki=HEX; see CheckUpstream.
 	Upstreams []string
 	// MemoryBudget is the memory the process may use, in bytes. 0 means
 	// the cgroup's memory limit, if any; with both, the smaller wins;
@@ -133,6 +134,11 @@ func Start(ctx context.Context, cfg Config) (*Relay, error) {
 	host, _, err := net.SplitHostPort(addr)
 	if err != nil {
 		return nil, fmt.Errorf("listen address %q: %w", addr, err)
+	}
+	for _, u := range cfg.Upstreams {
+		if err := CheckUpstream(u); err != nil {
+			return nil, err
+		}
 	}
 	cert := cfg.Certificate
 	if len(cert.Certificate) == 0 {
