@@ -621,6 +621,9 @@ func routerCmd(ctx context.Context, args []string, stderr io.Writer) error {
 	relaysFile := fs.String("relays", "", "relays file (JSON), reloaded when it changes or on SIGHUP")
 	poll := fs.Duration("poll", time.Second, "how often to read each relay's /stats")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
+	certFile := fs.String("cert", "", "serve over TLS with this certificate chain (PEM), re-read when it changes")
+	keyFile := fs.String("key", "", "the --cert private key (PEM)")
+	tlsKey := fs.String("tls-key", "", "serve over TLS with self-signed certificates for this key (relay keygen); clients pin its SPKI (logged as spki_sha256) with --router-spki")
 	pos, err := parse(fs, args)
 	if err != nil {
 		return err
@@ -634,13 +637,44 @@ func routerCmd(ctx context.Context, args []string, stderr io.Writer) error {
 		return badUsage("--relays is required")
 	case *poll <= 0:
 		return badUsage("--poll %v: must be positive", *poll)
+	case (*certFile == "") != (*keyFile == ""):
+		return badUsage("--cert and --key must be given together")
+	case *certFile != "" && *tlsKey != "":
+		return badUsage("give --cert/--key or --tls-key, not both")
 	}
-	if _, _, err := net.SplitHostPort(*listenAddr); err != nil {
+	listenHost, _, err := net.SplitHostPort(*listenAddr)
+	if err != nil {
 		return badUsage("--listen %q: want HOST:PORT", *listenAddr)
 	}
 	logger, err := newLogger(stderr, *logLevel)
 	if err != nil {
 		return err
+	}
+	var tlsConf *tls.Config
+	tlsAttrs := []any{"tls", false}
+	switch {
+	case *certFile != "":
+		if tlsConf, err = router.CertFilesTLS(*certFile, *keyFile); err != nil {
+			return err
+		}
+		tlsAttrs = []any{"tls", "certificate"}
+	case *tlsKey != "":
+		key, err := relay.LoadTLSKey(*tlsKey)
+		if err != nil {
+			return fmt.Errorf("--tls-key: %w", err)
+		}
+		if tlsConf, err = router.SelfSignedTLS(key, []string{listenHost}, nil); err != nil {
+			return err
+		}
+		spki, err := relay.SPKIHash(key.Public())
+		if err != nil {
+			return err
+		}
+		tlsAttrs = []any{"tls", "self-signed", "spki_sha256", spki}
+	default:
+		if h := listenHost; !client.IsLoopback(h) {
+			logger.Warn("serving /route over plain HTTP on a non-loopback address: clients trust the network to deliver relay certificate hashes unchanged; give --cert/--key or --tls-key", "listen", *listenAddr)
+		}
 	}
 	rt, err := router.New(router.Options{File: *relaysFile, Poll: *poll, Logger: logger})
 	if err != nil {
@@ -649,6 +683,9 @@ func routerCmd(ctx context.Context, args []string, stderr io.Writer) error {
 	ln, err := net.Listen("tcp", *listenAddr)
 	if err != nil {
 		return fmt.Errorf("listen: %w", err)
+	}
+	if tlsConf != nil {
+		ln = tls.NewListener(ln, tlsConf)
 	}
 	srv := &http.Server{Handler: rt, ReadHeaderTimeout: 10 * time.Second}
 	hup := make(chan os.Signal, 1)
@@ -670,7 +707,7 @@ func routerCmd(ctx context.Context, args []string, stderr io.Writer) error {
 		}
 	}()
 	go rt.Run(ctx)
-	logger.Info("router listening", "addr", ln.Addr().String(), "relays", *relaysFile)
+	logger.Info("router listening", append([]any{"addr", ln.Addr().String(), "relays", *relaysFile}, tlsAttrs...)...)
 	err = srv.Serve(ln)
 	<-done
 	if errors.Is(err, http.ErrServerClosed) {
