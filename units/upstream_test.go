@@ -18,7 +18,7 @@ func TestUpstreamPinInExecStart(t *testing.T) {
 	}
 	want := " --upstream http://10.0.0.1:4443/#spki=" + pin + ",https://origin.example:4443/\n"
 	if !strings.Contains(string(files[0].Data), want) {
-		t.Errorf("template has no %q:\\n%s", want, files[0].Data)
+		t.Errorf("template has no %q:\n%s", want, files[0].Data)
 	}
 	for _, bad := range []string{
 		"http://10.0.0.1:4443/#spki=abc",
