@@ -2,7 +2,8 @@
 // relay (cluster-linked with --upstream, under a memory budget), `relay
 // router` hands new listeners the relay process with the most headroom,
 // `relay token` signs access tokens, `relay publish` and `relay listen` are
-// test clients, and `relay loadgen` generates and measures listener load.
+// test clients, `relay loadgen` generates and measures listener load, and
+// `relay keygen` and `relay pin` make a TLS key and print its SPKI pin.
 package main
 
 import (
@@ -38,9 +39,13 @@ func main() {
 }
 
 const usage = `usage:
-  relay serve --listen HOST:PORT [--cert FILE --key FILE] [--auth-key FILE] [--udp-buffer BYTES]
+  relay serve --listen HOST:PORT [--cert FILE --key FILE | --tls-key FILE | --acme-domain NAME [--acme-email E]
+              [--acme-ca URL] [--acme-ca-root FILE] [--acme-dir DIR]] [--auth-key FILE] [--udp-buffer BYTES]
               [--upstream URL[#spki=HEX][,URL...]] [--memory-budget BYTES] [--max-listeners N] [--reap-after 15s] [--pprof] [--log-level LEVEL]
+              (SIGHUP re-reads --cert and --key, which are also re-read when they change)
   relay router --listen HOST:PORT --relays FILE [--cert FILE --key FILE | --tls-key FILE] [--poll 1s] [--log-level LEVEL]   (SIGHUP reloads FILE)
+  relay keygen --out FILE      (writes an ECDSA P-256 key for --tls-key; prints its SPKI sha256)
+  relay pin --tls-key FILE     (prints the SPKI sha256 of a key)
   relay token --key FILE (--publish PREFIX | --subscribe PREFIX) [--ttl 1h]
   relay publish URL --name BROADCAST [--track audio] [--interval 120ms] [--frames 1] [--size 160] [--groups 0] [--trust-http-hash]
   relay listen (URL | --router URL [--router-spki HEX] [--insecure-router]) --name BROADCAST [--track audio] [--groups 0] [--check SIZE] [-v] [--trust-http-hash]
@@ -83,11 +88,15 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		err = routerCmd(ctx, args[1:], stderr)
 	case "loadgen":
 		err = loadgenCmd(ctx, args[1:], stdout, stderr)
+	case "keygen":
+		err = keygen(args[1:], stdout)
+	case "pin":
+		err = pin(args[1:], stdout)
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, usage)
 		return 0
 	default:
-		err = badUsage("unknown command %q (want serve, router, token, publish, listen or loadgen)", args[0])
+		err = badUsage("unknown command %q (want serve, router, token, publish, listen, loadgen, keygen or pin)", args[0])
 	}
 	var ue usageError
 	switch {
@@ -139,8 +148,14 @@ func newLogger(w io.Writer, level string) (*slog.Logger, error) {
 func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	fs := newFlags("serve")
 	listenAddr := fs.String("listen", "", "HOST:PORT for UDP (QUIC, WebTransport) and TCP (HTTP, WebSocket)")
-	certFile := fs.String("cert", "", "TLS certificate chain (PEM)")
-	keyFile := fs.String("key", "", "TLS private key (PEM)")
+	certFile := fs.String("cert", "", "TLS certificate chain (PEM), re-read when it changes or on SIGHUP")
+	keyFile := fs.String("key", "", "TLS private key (PEM) of --cert")
+	tlsKey := fs.String("tls-key", "", "ECDSA P-256 key (PEM PKCS #8, from relay keygen) for the self-signed certificates: the SPKI pin stays")
+	acmeDomain := fs.String("acme-domain", "", "get the certificate for this DNS name from an ACME CA (Let's Encrypt by default)")
+	acmeEmail := fs.String("acme-email", "", "ACME account contact address")
+	acmeCA := fs.String("acme-ca", "", "ACME directory URL (https://); default Let's Encrypt")
+	acmeCARoot := fs.String("acme-ca-root", "", "PEM file with the root(s) that verify the ACME CA's HTTPS endpoint")
+	acmeDir := fs.String("acme-dir", "", "directory for the ACME account, keys and certificates")
 	authKey := fs.String("auth-key", "", "file with the token signing key")
 	udpBuffer := fs.String("udp-buffer", strconv.Itoa(relay.DefaultUDPBuffer), "UDP buffer size to ask for, in bytes (suffixes KiB, MiB)")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
@@ -176,8 +191,8 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	} else if n, err := strconv.Atoi(port); err != nil || n < 0 || n > 65535 {
 		return badUsage("--listen %q: port must be a number from 0 to 65535", *listenAddr)
 	}
-	if (*certFile == "") != (*keyFile == "") {
-		return badUsage("--cert and --key must be given together")
+	if err := checkCertFlags(fs); err != nil {
+		return err
 	}
 	buf, err := parseBytes(*udpBuffer)
 	if err != nil || buf <= 0 {
@@ -205,10 +220,18 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 		Listen: *listenAddr, UDPBuffer: buf, Upstreams: upstreams, Logger: logger,
 		MemoryBudget: budget, MaxSessions: *maxListeners, ReapAfter: *reapAfter, Pprof: *withPprof,
 	}
-	if *certFile != "" {
-		cfg.Certificate, err = tls.LoadX509KeyPair(*certFile, *keyFile)
-		if err != nil {
-			return fmt.Errorf("load certificate: %w", err)
+	cfg.CertFile, cfg.KeyFile = *certFile, *keyFile
+	if *tlsKey != "" {
+		if cfg.TLSKey, err = relay.LoadTLSKey(*tlsKey); err != nil {
+			return fmt.Errorf("--tls-key: %w", err)
+		}
+	}
+	if *acmeDomain != "" {
+		cfg.ACME = &relay.ACMEConfig{Domain: *acmeDomain, Email: *acmeEmail, CA: *acmeCA, Dir: *acmeDir}
+		if *acmeCARoot != "" {
+			if cfg.ACME.CARoots, err = loadRoots(*acmeCARoot); err != nil {
+				return fmt.Errorf("--acme-ca-root: %w", err)
+			}
 		}
 	}
 	if *authKey != "" {
@@ -217,7 +240,28 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 			return err
 		}
 	}
-	return relay.Run(ctx, cfg, nil)
+	// SIGHUP re-reads the certificate files now.
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+	return relay.Run(ctx, cfg, func(r *relay.Relay) {
+		go func() {
+			for {
+				select {
+				case <-ctx.Done():
+					return
+				case <-hup:
+					if *certFile == "" {
+						logger.Info("SIGHUP: no certificate files to re-read")
+						continue
+					}
+					if err := r.ReloadCertificate(); err == nil {
+						logger.Info("SIGHUP: certificate files re-read", "certificate_sha256", r.CertificateHash())
+					}
+				}
+			}
+		}()
+	})
 }
 
 // parseBytes64 is parseBytes for sizes beyond 2 GiB.
