@@ -1,7 +1,9 @@
 package inventories
 
 import (
+	"crypto/sha256"
 	"encoding/base64"
+	"encoding/hex"
 	"fmt"
 	"net"
 	"net/netip"
@@ -25,7 +27,11 @@ type Fleet struct {
 	Admin   Admin  `yaml:"admin"`
 	// Origin are relay URLs every relay process of the fleet pulls
 	// broadcasts from that are not published to it: publishers publish
-	// to the origin, listeners reach any relay.
+	// to the origin, listeners reach any relay. Each may end in
+	// #spki=HEX, the SHA-256 of the origin's public key (`relay pin
+	// --tls-key FILE`), which the edges check its certificate against; an
+	// http:// origin that is not on loopback must have one (see
+	// checkOrigin). The URLs go to `relay serve --upstream` as they are.
 	Origin []string `yaml:"origin"`
 	Steady []Group  `yaml:"steady"`
 	Burst  []Pool   `yaml:"burst"`
@@ -127,9 +133,8 @@ func (f *Fleet) validate(cat *Catalogue) error {
 		}
 	}
 	for i, o := range f.Origin {
-		u, err := url.Parse(o)
-		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || strings.ContainsAny(o, " ,%'\"") {
-			return fieldErr(fmt.Sprintf("origin[%d]", i), "want a relay URL such as http://origin.example:4443/, got %q", o)
+		if err := checkOrigin(o); err != nil {
+			return fieldErr(fmt.Sprintf("origin[%d]", i), "%v", err)
 		}
 	}
 	names := map[string]string{}
@@ -275,4 +280,38 @@ func validHostname(s string) bool {
 		}
 	}
 	return true
+}
+
+// checkOrigin validates one origin URL and how the edges will trust its
+// certificate: by the pin in #spki=HEX, by a CA for https://, or, for an
+// http:// origin on loopback only, by the hash it serves over HTTP.
+func checkOrigin(o string) error {
+	u, err := url.Parse(o)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || strings.ContainsAny(o, " ,%'\"") {
+		return fmt.Errorf("want a relay URL such as https://origin.example:4443/ or http://10.0.0.1:4443/#spki=HEX, got %q", o)
+	}
+	if u.Port() == "" {
+		return fmt.Errorf("%q: want a port, such as :4443", o)
+	}
+	pinned := false
+	if u.Fragment != "" || strings.Contains(o, "#") {
+		pin, ok := strings.CutPrefix(u.Fragment, "spki=")
+		if d, err := hex.DecodeString(pin); !ok || err != nil || len(d) != sha256.Size {
+			return fmt.Errorf("%q: the part after # must be spki= and 64 hex digits (the SHA-256 of the origin's public key, from relay pin --tls-key FILE)", o)
+		}
+		pinned = true
+	}
+	if u.Scheme == "http" && !pinned && !isLoopback(u.Hostname()) {
+		return fmt.Errorf("%q: an http:// origin that is not on loopback needs its key pinned: append #spki=HEX (relay pin --tls-key FILE on the origin), or use https:// with a CA-signed certificate; otherwise every edge would trust a certificate hash fetched in clear text", o)
+	}
+	return nil
+}
+
+// isLoopback reports whether host is localhost or a loopback address.
+func isLoopback(host string) bool {
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip, err := netip.ParseAddr(host)
+	return err == nil && ip.Unmap().IsLoopback()
 }

@@ -62,6 +62,13 @@ type Stats struct {
 	UDPBufferRequested int `json:"udp_buffer_requested"`
 	UDPReceiveBuffer   int `json:"udp_receive_buffer"`
 	UDPSendBuffer      int `json:"udp_send_buffer"`
+	// The certificate served now: SHA-256 of its DER (what
+	// /certificate.sha256 gives), its expiry, and the SHA-256 of its
+	// public key (SubjectPublicKeyInfo), which stays across rotations
+	// with a kept key.
+	CertificateSHA256   string    `json:"certificate_sha256"`
+	CertificateNotAfter time.Time `json:"certificate_not_after"`
+	SPKISHA256          string    `json:"spki_sha256"`
 }
 
 // Stats returns the core's counters; the UDP fields are zero.
@@ -106,6 +113,9 @@ func (r *Relay) Stats() Stats {
 	st.UDPBufferRequested = r.bufAsked
 	st.UDPReceiveBuffer = r.bufRcv
 	st.UDPSendBuffer = r.bufSnd
+	if ci := r.certs.info(); ci != nil {
+		st.CertificateSHA256, st.CertificateNotAfter, st.SPKISHA256 = ci.hash, ci.notAfter, ci.spki
+	}
 	return st
 }
 
@@ -149,6 +159,9 @@ func (r *Relay) registry() *prometheus.Registry {
 	gauge("udp_receive_buffer_bytes", "UDP receive buffer granted by the kernel (SO_RCVBUF).", func(s Stats) float64 { return float64(s.UDPReceiveBuffer) })
 	gauge("udp_send_buffer_bytes", "UDP send buffer granted by the kernel (SO_SNDBUF).", func(s Stats) float64 { return float64(s.UDPSendBuffer) })
 	gauge("udp_buffer_requested_bytes", "UDP buffer size the relay asked for.", func(s Stats) float64 { return float64(s.UDPBufferRequested) })
+	gauge("certificate_expiry_timestamp_seconds", "When the certificate served now expires, in Unix seconds.", func(s Stats) float64 {
+		return float64(s.CertificateNotAfter.Unix())
+	})
 	return reg
 }
 
@@ -165,7 +178,7 @@ func (r *Relay) handler(withPprof bool) http.Handler {
 	mux.HandleFunc("GET /certificate.sha256", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/plain")
 		w.Header().Set("Access-Control-Allow-Origin", "*")
-		_, _ = w.Write([]byte(r.certHash))
+		_, _ = w.Write([]byte(r.CertificateHash()))
 	})
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		if r.ctx.Err() != nil {
@@ -266,7 +279,7 @@ type sniffListener struct {
 
 func newSniffListener(l net.Listener, tc *tls.Config) net.Listener {
 	tc = tc.Clone()
-	tc.NextProtos = []string{"http/1.1"}
+	tc.NextProtos = tcpProtos(tc.NextProtos)
 	s := &sniffListener{Listener: l, tlsConf: tc, conns: make(chan net.Conn), done: make(chan struct{})}
 	go s.run()
 	return s

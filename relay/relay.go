@@ -2,6 +2,7 @@ package relay
 
 import (
 	"context"
+	"crypto/ecdsa"
 	"crypto/tls"
 	"errors"
 	"fmt"
@@ -31,8 +32,25 @@ type Config struct {
 	// Listen is HOST:PORT: QUIC and WebTransport on UDP, HTTP and WebSocket
 	// on TCP, with the same port number. Empty means 127.0.0.1:0.
 	Listen string
-	// Certificate is the TLS certificate. Empty means a self-signed one.
+	// Certificate is a fixed TLS certificate. With it, CertFile and
+	// KeyFile, ACME and TLSKey all unset, the relay makes self-signed
+	// certificates and replaces each before it expires.
 	Certificate tls.Certificate
+	// CertFile and KeyFile are PEM files with the certificate chain and
+	// its key, re-read when they change (polled every CertReloadInterval;
+	// 0 means DefaultCertReloadInterval) or on Relay.ReloadCertificate.
+	// Broken new files leave the old certificate in service.
+	CertFile, KeyFile  string
+	CertReloadInterval time.Duration
+	// ACME gets the certificate from an ACME CA and renews it.
+	ACME *ACMEConfig
+	// TLSKey is the key the self-signed certificates use, so that their
+	// SPKI pin stays the same across rotations and restarts; nil means a
+	// new key at each start.
+	TLSKey *ecdsa.PrivateKey
+	// Now is the clock certificates are made and rotated by; nil means
+	// time.Now. Tests move it forward.
+	Now func() time.Time
 	// AuthKey, when set, requires clients to present ?jwt= tokens signed
 	// with it.
 	AuthKey []byte
@@ -40,7 +58,8 @@ type Config struct {
 	// DefaultUDPBuffer.
 	UDPBuffer int
 	// Upstreams are relay URLs to pull broadcasts from that are not
-	// published locally (cluster links; see ServerOptions.Upstreams).
+	// published locally (cluster links; see ServerOptions.Upstreams). Each
+	// may pin the origin's key as #spki=HEX; see CheckUpstream.
 	Upstreams []string
 	// MemoryBudget is the memory the process may use, in bytes. 0 means
 	// the cgroup's memory limit, if any; with both, the smaller wins;
@@ -102,8 +121,7 @@ func quicConfig() *quic.Config {
 type Relay struct {
 	srv      *Server
 	logger   *slog.Logger
-	cert     tls.Certificate
-	certHash string
+	certs    *certSource
 	udp      *net.UDPConn
 	tcp      net.Listener
 	tr       *quic.Transport
@@ -134,11 +152,9 @@ func Start(ctx context.Context, cfg Config) (*Relay, error) {
 	if err != nil {
 		return nil, fmt.Errorf("listen address %q: %w", addr, err)
 	}
-	cert := cfg.Certificate
-	if len(cert.Certificate) == 0 {
-		cert, err = SelfSignedCertificate(host)
-		if err != nil {
-			return nil, fmt.Errorf("self-signed certificate: %w", err)
+	for _, u := range cfg.Upstreams {
+		if err := CheckUpstream(u); err != nil {
+			return nil, err
 		}
 	}
 	var auth *Authenticator
@@ -147,8 +163,13 @@ func Start(ctx context.Context, cfg Config) (*Relay, error) {
 			return nil, err
 		}
 	}
+	certs, err := newCertSource(ctx, &cfg, host, logger)
+	if err != nil {
+		return nil, err
+	}
 	udp, tcp, err := listenPair(addr)
 	if err != nil {
+		certs.stop()
 		return nil, err
 	}
 	budget := cfg.budget(logger)
@@ -158,8 +179,7 @@ func Start(ctx context.Context, cfg Config) (*Relay, error) {
 			MaxSessions: cfg.MaxSessions, ReapAfter: cfg.ReapAfter, MemoryUsage: cfg.MemoryUsage,
 		}),
 		logger:   logger,
-		cert:     cert,
-		certHash: CertificateHash(cert),
+		certs:    certs,
 		udp:      udp,
 		tcp:      tcp,
 		bufAsked: cfg.UDPBuffer,
@@ -168,15 +188,20 @@ func Start(ctx context.Context, cfg Config) (*Relay, error) {
 		r.bufAsked = DefaultUDPBuffer
 	}
 	tlsConf := &tls.Config{
-		Certificates: []tls.Certificate{cert},
-		NextProtos:   []string{moqlite.ALPN, http3.NextProtoH3},
-		MinVersion:   tls.VersionTLS13,
+		GetCertificate: certs.getCertificate,
+		NextProtos:     []string{moqlite.ALPN, http3.NextProtoH3},
+		MinVersion:     tls.VersionTLS13,
+	}
+	if certs.acme != nil {
+		// TLS-ALPN-01 challenges, answered on the TCP port.
+		tlsConf.NextProtos = append(tlsConf.NextProtos, acmeTLS1)
 	}
 	r.tr = &quic.Transport{Conn: udp}
 	r.ql, err = r.tr.Listen(tlsConf, quicConfig())
 	if err != nil {
 		udp.Close()
 		tcp.Close()
+		certs.stop()
 		return nil, fmt.Errorf("listen quic: %w", err)
 	}
 	// Ask after quic-go has set up the socket: it raises buffers below
@@ -203,6 +228,9 @@ func Start(ctx context.Context, cfg Config) (*Relay, error) {
 
 	r.ctx, r.cancel = context.WithCancel(ctx)
 	mux := r.handler(cfg.Pprof)
+	if certs.acme != nil {
+		mux = certs.acme.httpHandler(mux)
+	}
 	r.wt = &webtransport.Server{
 		H3:                   &http3.Server{Handler: mux, Logger: logger},
 		ApplicationProtocols: []string{moqlite.ALPN},
@@ -215,7 +243,11 @@ func Start(ctx context.Context, cfg Config) (*Relay, error) {
 		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelDebug),
 		BaseContext:       func(net.Listener) context.Context { return r.ctx },
 	}
-	r.wg.Add(5)
+	r.wg.Add(6)
+	go func() {
+		defer r.wg.Done()
+		certs.run(r.ctx)
+	}()
 	go func() {
 		defer r.wg.Done()
 		r.srv.RunReaper(r.ctx)
@@ -239,7 +271,7 @@ func Start(ctx context.Context, cfg Config) (*Relay, error) {
 		<-r.ctx.Done()
 		r.shutdown()
 	}()
-	logger.Info("relay listening", "addr", r.Addr().String(), "certificate_sha256", r.certHash,
+	logger.Info("relay listening", "addr", r.Addr().String(), "certificate_sha256", r.CertificateHash(), "spki_sha256", r.SPKIHash(),
 		"memory_budget", budget, "max_sessions", cfg.MaxSessions)
 	return r, nil
 }
@@ -329,6 +361,7 @@ func (r *Relay) shutdown() {
 	_ = r.ql.Close()
 	_ = r.tr.Close()
 	_ = r.udp.Close()
+	r.certs.stop()
 	r.srv.Close()
 }
 
@@ -344,11 +377,37 @@ func (r *Relay) Close() error {
 // Addr is the bound address (the UDP one; TCP has the same port).
 func (r *Relay) Addr() *net.UDPAddr { return r.udp.LocalAddr().(*net.UDPAddr) }
 
-// CertificateHash is the hex SHA-256 of the serving certificate's leaf.
-func (r *Relay) CertificateHash() string { return r.certHash }
+// CertificateHash is the hex SHA-256 of the leaf of the certificate
+// served now.
+func (r *Relay) CertificateHash() string {
+	if ci := r.certs.info(); ci != nil {
+		return ci.hash
+	}
+	return ""
+}
 
-// Certificate is the serving certificate.
-func (r *Relay) Certificate() tls.Certificate { return r.cert }
+// SPKIHash is the hex SHA-256 of the DER SubjectPublicKeyInfo of the
+// certificate served now: the pin that outlives rotations when the key is
+// kept (Config.TLSKey).
+func (r *Relay) SPKIHash() string {
+	if ci := r.certs.info(); ci != nil {
+		return ci.spki
+	}
+	return ""
+}
+
+// Certificate is the certificate served now.
+func (r *Relay) Certificate() tls.Certificate {
+	if ci := r.certs.info(); ci != nil {
+		return *ci.cert
+	}
+	return tls.Certificate{}
+}
+
+// ReloadCertificate re-reads the certificate files now (Config.CertFile);
+// on error the old certificate stays in service. Other modes have nothing
+// to reload.
+func (r *Relay) ReloadCertificate() error { return r.certs.reload() }
 
 // Server is the relay core.
 func (r *Relay) Server() *Server { return r.srv }

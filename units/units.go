@@ -9,6 +9,8 @@
 package units
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -43,6 +45,8 @@ type Layout struct {
 	CPUs []int
 	// Upstream are relay URLs every process pulls broadcasts from that are
 	// not published to it (relay serve --upstream): the fleet's origin.
+	// A URL may end in #spki=HEX, the origin's key pin, which goes into
+	// ExecStart with it.
 	Upstream []string
 }
 
@@ -96,6 +100,9 @@ func (l Layout) validate() error {
 	for _, u := range l.Upstream {
 		if u == "" || strings.ContainsAny(u, " \t\n\r,%\"'\\;$") {
 			return fmt.Errorf("units: upstream %q: want a URL without spaces, commas, quotes or %%", u)
+		}
+		if err := checkUpstreamPin(u); err != nil {
+			return err
 		}
 	}
 	return nil
@@ -256,4 +263,17 @@ func upstreamArg(urls []string) string {
 		return ""
 	}
 	return " --upstream " + strings.Join(urls, ",")
+}
+
+// checkUpstreamPin checks the #spki=HEX an upstream URL may end in.
+func checkUpstreamPin(u string) error {
+	i := strings.IndexByte(u, '#')
+	if i < 0 {
+		return nil
+	}
+	pin, ok := strings.CutPrefix(u[i+1:], "spki=")
+	if d, err := hex.DecodeString(pin); !ok || err != nil || len(d) != sha256.Size {
+		return fmt.Errorf("units: upstream %q: after # want spki= and 64 hex digits (the origin's key pin)", u)
+	}
+	return nil
 }

@@ -556,6 +556,19 @@ func broadcastName(port int) string { return fmt.Sprintf("loadtest/%d", port) }
 // box sampled all along.
 func (lt *loadtester) step(ctx context.Context, want int) loadtestStep {
 	st := loadtestStep{Target: want}
+	// Each process's certificate hash, read on the box over SSH: the load
+	// generator pins it instead of fetching it over plain HTTP.
+	first, err := lt.sample(ctx)
+	if err != nil {
+		st.Error = fmt.Sprintf("read the relays' certificate hashes: %s", oneLine(err))
+		return st
+	}
+	for _, port := range lt.ports {
+		if first.Procs[port].CertHash == "" {
+			st.Error = fmt.Sprintf("relay on port %d reported no certificate_sha256 in /stats", port)
+			return st
+		}
+	}
 	sctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	reports := make([]loadgen.Report, len(lt.ports))
@@ -567,7 +580,7 @@ func (lt *loadtester) step(ctx context.Context, want int) loadtestStep {
 			n++
 		}
 		wg.Go(func() {
-			reports[i], errs[i] = lt.loadgen(sctx, port, n)
+			reports[i], errs[i] = lt.loadgen(sctx, port, n, first.Procs[port].CertHash)
 		})
 	}
 	done := make(chan struct{})
@@ -680,10 +693,11 @@ func measureWindow(st *loadtestStep, samples []boxSample, ports []int) error {
 	return nil
 }
 
-// loadgen runs `relay loadgen` against one process and reads its report.
-func (lt *loadtester) loadgen(ctx context.Context, port, n int) (loadgen.Report, error) {
+// loadgen runs `relay loadgen` against one process, pinning the
+// certificate hash certHash, and reads its report.
+func (lt *loadtester) loadgen(ctx context.Context, port, n int, certHash string) (loadgen.Report, error) {
 	var rep loadgen.Report
-	cmd := exec.CommandContext(ctx, lt.bin, "loadgen", "--url", lt.url(port), "--broadcast", broadcastName(port),
+	cmd := exec.CommandContext(ctx, lt.bin, "loadgen", "--url", lt.url(port), "--certificate-sha256", certHash, "--broadcast", broadcastName(port),
 		"--listeners", strconv.Itoa(n), "--ramp", strconv.FormatFloat(lt.ramp, 'g', -1, 64),
 		"--duration", lt.dur.String(), "--json", "--log-level", "error")
 	var out bytes.Buffer
@@ -737,6 +751,9 @@ type procSample struct {
 	Memory      int64
 	Subscribers int64
 	StatsOK     bool
+	// CertHash is the certificate_sha256 of its /stats: read on the box
+	// over SSH, so the load generator pins it without trusting the network.
+	CertHash string
 }
 
 func (lt *loadtester) sample(ctx context.Context) (boxSample, error) {
@@ -872,9 +889,10 @@ func parseSample(out string) (boxSample, error) {
 		case "stats":
 			var doc struct {
 				Subscribers *int64 `json:"subscribers"`
+				CertHash    string `json:"certificate_sha256"`
 			}
 			if json.Unmarshal([]byte(val), &doc) == nil && doc.Subscribers != nil {
-				p.Subscribers, p.StatsOK = *doc.Subscribers, true
+				p.Subscribers, p.StatsOK, p.CertHash = *doc.Subscribers, true, doc.CertHash
 			}
 		}
 	}

@@ -2,7 +2,8 @@
 // relay (cluster-linked with --upstream, under a memory budget), `relay
 // router` hands new listeners the relay process with the most headroom,
 // `relay token` signs access tokens, `relay publish` and `relay listen` are
-// test clients, and `relay loadgen` generates and measures listener load.
+// test clients, `relay loadgen` generates and measures listener load, and
+// `relay keygen` and `relay pin` make a TLS key and print its SPKI pin.
 package main
 
 import (
@@ -16,6 +17,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"os/signal"
 	"strconv"
@@ -37,18 +39,27 @@ func main() {
 }
 
 const usage = `usage:
-  relay serve --listen HOST:PORT [--cert FILE --key FILE] [--auth-key FILE] [--udp-buffer BYTES]
-              [--upstream URL[,URL]] [--memory-budget BYTES] [--max-listeners N] [--reap-after 15s] [--pprof] [--log-level LEVEL]
-  relay router --listen HOST:PORT --relays FILE [--poll 1s] [--log-level LEVEL]   (SIGHUP reloads FILE)
+  relay serve --listen HOST:PORT [--cert FILE --key FILE | --tls-key FILE | --acme-domain NAME [--acme-email E]
+              [--acme-ca URL] [--acme-ca-root FILE] [--acme-dir DIR]] [--auth-key FILE] [--udp-buffer BYTES]
+              [--upstream URL[#spki=HEX][,URL...]] [--memory-budget BYTES] [--max-listeners N] [--reap-after 15s] [--pprof] [--log-level LEVEL]
+              (SIGHUP re-reads --cert and --key, which are also re-read when they change)
+  relay router --listen HOST:PORT --relays FILE [--cert FILE --key FILE | --tls-key FILE] [--poll 1s] [--log-level LEVEL]   (SIGHUP reloads FILE)
+  relay keygen --out FILE      (writes an ECDSA P-256 key for --tls-key; prints its SPKI sha256)
+  relay pin --tls-key FILE     (prints the SPKI sha256 of a key)
   relay token --key FILE (--publish PREFIX | --subscribe PREFIX) [--ttl 1h]
-  relay publish URL --name BROADCAST [--track audio] [--interval 120ms] [--frames 1] [--size 160] [--groups 0]
-  relay listen URL --name BROADCAST [--track audio] [--groups 0] [--check SIZE] [-v]
+  relay publish URL --name BROADCAST [--track audio] [--interval 120ms] [--frames 1] [--size 160] [--groups 0] [--trust-http-hash]
+  relay listen (URL | --router URL [--router-spki HEX] [--insecure-router]) --name BROADCAST [--track audio] [--groups 0] [--check SIZE] [-v] [--trust-http-hash]
   relay publish URL --name BROADCAST --paced [--interval 120ms] [--frames 1] [--size 600]
   relay publish URL --name BROADCAST --ogg FILE|- [--ogg-pace=true|false] [--track audio]
-  relay loadgen --url URL|--router URL --broadcast NAME --listeners N [--ramp PER_SECOND] --duration D
-                [--freeze FRACTION --freeze-at T] [--late 1s] [--reconnect] [--idle-timeout 30s] [--json]
-URLs are https://HOST:PORT/PATH (verified certificate) or http://HOST:PORT/PATH
-(the certificate hash is fetched from /certificate.sha256 and pinned).
+  relay loadgen (--url URL [--certificate-sha256 HEX] | --router URL [--router-spki HEX] [--insecure-router]) --broadcast NAME --listeners N
+                [--ramp PER_SECOND] --duration D [--freeze FRACTION --freeze-at T] [--late 1s] [--reconnect] [--idle-timeout 30s] [--json] [--trust-http-hash]
+URLs are https://HOST:PORT/PATH (certificate verified against the CAs) or http://HOST:PORT/PATH
+(self-signed: its certificate hash is pinned). What the hash is pinned to:
+  URL#spki=HEX      the SHA-256 of the relay's public key (relay pin), known beforehand
+  --router URL      the router's answer: relay URL and certificate hash, over https:// (CA-verified,
+                    or --router-spki HEX), or plain http:// on loopback or with --insecure-router
+  otherwise         GET /certificate.sha256 over plain HTTP: only from loopback, or with
+                    --trust-http-hash, which trusts every network between here and the relay
 `
 
 // usageError is bad command-line input: exit status 2, one line.
@@ -77,11 +88,15 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		err = routerCmd(ctx, args[1:], stderr)
 	case "loadgen":
 		err = loadgenCmd(ctx, args[1:], stdout, stderr)
+	case "keygen":
+		err = keygen(args[1:], stdout)
+	case "pin":
+		err = pin(args[1:], stdout)
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, usage)
 		return 0
 	default:
-		err = badUsage("unknown command %q (want serve, router, token, publish, listen or loadgen)", args[0])
+		err = badUsage("unknown command %q (want serve, router, token, publish, listen, loadgen, keygen or pin)", args[0])
 	}
 	var ue usageError
 	switch {
@@ -133,8 +148,14 @@ func newLogger(w io.Writer, level string) (*slog.Logger, error) {
 func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	fs := newFlags("serve")
 	listenAddr := fs.String("listen", "", "HOST:PORT for UDP (QUIC, WebTransport) and TCP (HTTP, WebSocket)")
-	certFile := fs.String("cert", "", "TLS certificate chain (PEM)")
-	keyFile := fs.String("key", "", "TLS private key (PEM)")
+	certFile := fs.String("cert", "", "TLS certificate chain (PEM), re-read when it changes or on SIGHUP")
+	keyFile := fs.String("key", "", "TLS private key (PEM) of --cert")
+	tlsKey := fs.String("tls-key", "", "ECDSA P-256 key (PEM PKCS #8, from relay keygen) for the self-signed certificates: the SPKI pin stays")
+	acmeDomain := fs.String("acme-domain", "", "get the certificate for this DNS name from an ACME CA (Let's Encrypt by default)")
+	acmeEmail := fs.String("acme-email", "", "ACME account contact address")
+	acmeCA := fs.String("acme-ca", "", "ACME directory URL (https://); default Let's Encrypt")
+	acmeCARoot := fs.String("acme-ca-root", "", "PEM file with the root(s) that verify the ACME CA's HTTPS endpoint")
+	acmeDir := fs.String("acme-dir", "", "directory for the ACME account, keys and certificates")
 	authKey := fs.String("auth-key", "", "file with the token signing key")
 	udpBuffer := fs.String("udp-buffer", strconv.Itoa(relay.DefaultUDPBuffer), "UDP buffer size to ask for, in bytes (suffixes KiB, MiB)")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
@@ -142,7 +163,7 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	maxListeners := fs.Int("max-listeners", 0, "cap on open sessions; 0 means none")
 	reapAfter := fs.Duration("reap-after", relay.DefaultReapAfter, "end a QUIC session that received nothing for this long")
 	withPprof := fs.Bool("pprof", false, "serve /debug/pprof/ on the TCP port")
-	upstream := fs.String("upstream", "", "comma-separated relay URLs to pull broadcasts from that are not published here")
+	upstream := fs.String("upstream", "", "comma-separated relay URLs to pull broadcasts from that are not published here; URL#spki=HEX pins the origin's key (needed for an http:// origin not on loopback)")
 	pos, err := parse(fs, args)
 	if err != nil {
 		return err
@@ -156,6 +177,9 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 			if _, err := checkURL([]string{u}); err != nil {
 				return badUsage("--upstream %q: want http:// or https:// URLs, comma-separated", *upstream)
 			}
+			if err := relay.CheckUpstream(u); err != nil {
+				return badUsage("--upstream: %v", err)
+			}
 			upstreams = append(upstreams, u)
 		}
 	}
@@ -167,8 +191,8 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	} else if n, err := strconv.Atoi(port); err != nil || n < 0 || n > 65535 {
 		return badUsage("--listen %q: port must be a number from 0 to 65535", *listenAddr)
 	}
-	if (*certFile == "") != (*keyFile == "") {
-		return badUsage("--cert and --key must be given together")
+	if err := checkCertFlags(fs); err != nil {
+		return err
 	}
 	buf, err := parseBytes(*udpBuffer)
 	if err != nil || buf <= 0 {
@@ -196,10 +220,18 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 		Listen: *listenAddr, UDPBuffer: buf, Upstreams: upstreams, Logger: logger,
 		MemoryBudget: budget, MaxSessions: *maxListeners, ReapAfter: *reapAfter, Pprof: *withPprof,
 	}
-	if *certFile != "" {
-		cfg.Certificate, err = tls.LoadX509KeyPair(*certFile, *keyFile)
-		if err != nil {
-			return fmt.Errorf("load certificate: %w", err)
+	cfg.CertFile, cfg.KeyFile = *certFile, *keyFile
+	if *tlsKey != "" {
+		if cfg.TLSKey, err = relay.LoadTLSKey(*tlsKey); err != nil {
+			return fmt.Errorf("--tls-key: %w", err)
+		}
+	}
+	if *acmeDomain != "" {
+		cfg.ACME = &relay.ACMEConfig{Domain: *acmeDomain, Email: *acmeEmail, CA: *acmeCA, Dir: *acmeDir}
+		if *acmeCARoot != "" {
+			if cfg.ACME.CARoots, err = loadRoots(*acmeCARoot); err != nil {
+				return fmt.Errorf("--acme-ca-root: %w", err)
+			}
 		}
 	}
 	if *authKey != "" {
@@ -208,7 +240,28 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 			return err
 		}
 	}
-	return relay.Run(ctx, cfg, nil)
+	// SIGHUP re-reads the certificate files now.
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+	return relay.Run(ctx, cfg, func(r *relay.Relay) {
+		go func() {
+			for {
+				select {
+				case <-ctx.Done():
+					return
+				case <-hup:
+					if *certFile == "" {
+						logger.Info("SIGHUP: no certificate files to re-read")
+						continue
+					}
+					if err := r.ReloadCertificate(); err == nil {
+						logger.Info("SIGHUP: certificate files re-read", "certificate_sha256", r.CertificateHash())
+					}
+				}
+			}
+		}()
+	})
 }
 
 // parseBytes64 is parseBytes for sizes beyond 2 GiB.
@@ -301,6 +354,55 @@ func checkURL(pos []string) (string, error) {
 	return u, nil
 }
 
+const trustHTTPHashHelp = "for an http:// URL on another host, fetch its certificate hash over plain HTTP and pin it: this trusts every network between here and the relay (anyone on the path can swap the hash); prefer URL#spki=HEX or --router"
+
+// checkHashTrust refuses an http:// relay URL on another host whose
+// certificate hash would be fetched in clear text, unless pinned (#spki=,
+// a known hash) or trusted (--trust-http-hash).
+func checkHashTrust(raw, hash string, trust bool) error {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return badUsage("URL %q: %v", raw, err)
+	}
+	pin, err := client.URLPin(u)
+	if err != nil {
+		return badUsage("URL %q: %v", raw, err)
+	}
+	if u.Scheme != "http" || pin != "" || hash != "" {
+		return nil
+	}
+	if err := client.CheckHashFetch(u, trust); err != nil {
+		return badUsage("URL %s: its certificate hash would come over plain HTTP from a host that is not loopback; pin the relay's key (URL#spki=HEX, from relay pin), ask a router (--router), or pass --trust-http-hash to trust the network", raw)
+	}
+	return nil
+}
+
+// routerOptions checks --router, --router-spki and --insecure-router.
+func routerOptions(router, spki string, insecure bool) (client.RouterOptions, error) {
+	o := client.RouterOptions{SPKI: spki, Insecure: insecure}
+	if !strings.HasPrefix(router, "http://") && !strings.HasPrefix(router, "https://") {
+		return o, badUsage("--router %q: must start with https:// or http://", router)
+	}
+	if spki != "" {
+		if err := client.CheckHash(spki); err != nil {
+			return o, badUsage("--router-spki: %v", err)
+		}
+	}
+	if _, err := client.NewRouterClient(router, o); err != nil {
+		switch {
+		case errors.Is(err, client.ErrClearTextRouter):
+			return o, badUsage("--router %s: an http:// router that is not on loopback answers in clear text, relay certificate hashes included; use https:// (with --router-spki HEX for a self-signed router) or pass --insecure-router to trust the network", router)
+		case spki != "":
+			return o, badUsage("--router-spki: %v", err)
+		default:
+			return o, badUsage("--router: %v", err)
+		}
+	}
+	return o, nil
+}
+
+const insecureRouterHelp = "allow an http:// router that is not on loopback: its answers, relay certificate hashes included, come in clear text, so this trusts every network between here and the router"
+
 func publish(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("publish")
 	name := fs.String("name", "", "broadcast name")
@@ -313,6 +415,7 @@ func publish(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	paced := fs.Bool("paced", false, "write load-generator frames (group, index, send time), one every --interval, --frames to a group")
 	ogg := fs.String("ogg", "", "publish the Opus packets of an Ogg Opus `FILE` (- for stdin), one packet to a group")
 	oggPace := fs.Bool("ogg-pace", false, "send --ogg packets in real time (default: for a file, not for -)")
+	trustHash := fs.Bool("trust-http-hash", false, trustHTTPHashHelp)
 	pos, err := parse(fs, args)
 	if err != nil {
 		return err
@@ -340,6 +443,9 @@ func publish(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		case *transport != client.TransportQUIC && *transport != client.TransportWebSocket:
 			return badUsage("--transport %q: want quic or websocket", *transport)
 		}
+		if err := checkHashTrust(u, "", *trustHash); err != nil {
+			return err
+		}
 		pace := *ogg != "-"
 		if set["ogg-pace"] {
 			pace = *oggPace
@@ -354,7 +460,7 @@ func publish(ctx context.Context, args []string, stdout, stderr io.Writer) error
 			in = f
 		}
 		logger, _ := newLogger(stderr, "info")
-		return client.RunPublishOgg(ctx, u, &client.Options{Logger: logger, Transport: *transport}, client.OggPublishOptions{
+		return client.RunPublishOgg(ctx, u, &client.Options{Logger: logger, Transport: *transport, TrustHTTPHash: *trustHash}, client.OggPublishOptions{
 			Broadcast: *name, Track: *track, Input: in, Pace: pace,
 		}, stdout)
 	}
@@ -376,13 +482,17 @@ func publish(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	case *transport != client.TransportQUIC && *transport != client.TransportWebSocket:
 		return badUsage("--transport %q: want quic or websocket", *transport)
 	}
+	if err := checkHashTrust(u, "", *trustHash); err != nil {
+		return err
+	}
 	logger, _ := newLogger(stderr, "info")
 	if *paced {
 		return loadgen.Publish(ctx, u, loadgen.PublishOptions{
 			Broadcast: *name, Track: *track, FrameTime: *interval, FramesPerGroup: *frames, FrameSize: *size, Logger: logger,
+			TrustHTTPHash: *trustHash,
 		})
 	}
-	return client.RunPublish(ctx, u, &client.Options{Logger: logger, Transport: *transport}, client.PublishOptions{
+	return client.RunPublish(ctx, u, &client.Options{Logger: logger, Transport: *transport, TrustHTTPHash: *trustHash}, client.PublishOptions{
 		Broadcast: *name, Track: *track, Interval: *interval, FramesPerGroup: *frames, FrameSize: *size, Groups: *groups,
 	}, stdout)
 }
@@ -395,12 +505,20 @@ func listen(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	check := fs.Int("check", 0, "check frames are `relay publish` patterns of this size")
 	verbose := fs.Bool("v", false, "print one line per group")
 	transport := fs.String("transport", client.TransportQUIC, "quic or websocket")
+	router := fs.String("router", "", "router base URL: ask its /route for the relay and its certificate hash instead of giving a URL")
+	routerSPKI := fs.String("router-spki", "", "SHA-256 (hex) of the https:// router's public key, checked instead of the CAs")
+	insecureRouter := fs.Bool("insecure-router", false, insecureRouterHelp)
+	trustHash := fs.Bool("trust-http-hash", false, trustHTTPHashHelp)
 	pos, err := parse(fs, args)
 	if err != nil {
 		return err
 	}
-	u, err := checkURL(pos)
-	if err != nil {
+	var u string
+	if *router != "" {
+		if len(pos) > 0 {
+			return badUsage("give a URL or --router, not both")
+		}
+	} else if u, err = checkURL(pos); err != nil {
 		return err
 	}
 	switch {
@@ -412,9 +530,27 @@ func listen(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		return badUsage("--check %d: must not be negative", *check)
 	case *transport != client.TransportQUIC && *transport != client.TransportWebSocket:
 		return badUsage("--transport %q: want quic or websocket", *transport)
+	case *router == "" && (*routerSPKI != "" || *insecureRouter):
+		return badUsage("--router-spki and --insecure-router need --router")
+	}
+	dial := &client.Options{Transport: *transport, TrustHTTPHash: *trustHash}
+	if *router != "" {
+		ro, err := routerOptions(*router, *routerSPKI, *insecureRouter)
+		if err != nil {
+			return err
+		}
+		d, err := client.Route(ctx, *router, *name, ro)
+		if err != nil {
+			return err
+		}
+		u, dial.CertificateHash = d.URL, d.CertificateHash
+	}
+	if err := checkHashTrust(u, dial.CertificateHash, *trustHash); err != nil {
+		return err
 	}
 	logger, _ := newLogger(stderr, "info")
-	return client.RunListen(ctx, u, &client.Options{Logger: logger, Transport: *transport}, client.ListenOptions{
+	dial.Logger = logger
+	return client.RunListen(ctx, u, dial, client.ListenOptions{
 		Broadcast: *name, Track: *track, Groups: *groups, Check: *check, Verbose: *verbose,
 	}, stdout)
 }
@@ -422,7 +558,11 @@ func listen(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 func loadgenCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("loadgen")
 	rawURL := fs.String("url", "", "relay URL (http:// or https://)")
-	router := fs.String("router", "", "router base URL: ask its /route for each listener's relay")
+	router := fs.String("router", "", "router base URL: ask its /route for each listener's relay and its certificate hash")
+	routerSPKI := fs.String("router-spki", "", "SHA-256 (hex) of the https:// router's public key, checked instead of the CAs")
+	insecureRouter := fs.Bool("insecure-router", false, insecureRouterHelp)
+	certHash := fs.String("certificate-sha256", "", "SHA-256 (hex) the --url relay's certificate must have, known from a trusted channel (nothing is fetched)")
+	trustHash := fs.Bool("trust-http-hash", false, trustHTTPHashHelp)
 	name := fs.String("broadcast", "", "broadcast name")
 	track := fs.String("track", "audio", "track name")
 	listeners := fs.Int("listeners", 0, "listener sessions to open")
@@ -451,6 +591,10 @@ func loadgenCmd(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		return badUsage("--url %q: must start with https:// or http://", *rawURL)
 	case *router != "" && !strings.HasPrefix(*router, "http://") && !strings.HasPrefix(*router, "https://"):
 		return badUsage("--router %q: must start with https:// or http://", *router)
+	case *router == "" && (*routerSPKI != "" || *insecureRouter):
+		return badUsage("--router-spki and --insecure-router need --router")
+	case *router != "" && *certHash != "":
+		return badUsage("--certificate-sha256 is for --url; the router answers each relay's hash")
 	case *name == "":
 		return badUsage("--broadcast is required")
 	case *listeners < 1:
@@ -472,6 +616,18 @@ func loadgenCmd(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	case *idleTimeout <= 0:
 		return badUsage("--idle-timeout %v: must be positive", *idleTimeout)
 	}
+	if *certHash != "" {
+		if err := client.CheckHash(*certHash); err != nil {
+			return badUsage("--certificate-sha256: %v", err)
+		}
+	}
+	if *router != "" {
+		if _, err := routerOptions(*router, *routerSPKI, *insecureRouter); err != nil {
+			return err
+		}
+	} else if err := checkHashTrust(*rawURL, *certHash, *trustHash); err != nil {
+		return err
+	}
 	logger, err := newLogger(stderr, *logLevel)
 	if err != nil {
 		return err
@@ -479,7 +635,8 @@ func loadgenCmd(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	rep, err := loadgen.Run(ctx, loadgen.Options{
 		URL: *rawURL, Router: *router, Broadcast: *name, Track: *track, Listeners: *listeners, Ramp: *ramp,
 		Duration: *duration, Freeze: *freeze, FreezeAt: *freezeAt, Late: *late, Shards: *shards, Logger: logger,
-		Reconnect: *reconnect, IdleTimeout: *idleTimeout,
+		Reconnect: *reconnect, IdleTimeout: *idleTimeout, CertificateHash: *certHash, TrustHTTPHash: *trustHash,
+		RouterSPKI: *routerSPKI, InsecureRouter: *insecureRouter,
 	})
 	if err != nil {
 		return err
@@ -508,6 +665,9 @@ func routerCmd(ctx context.Context, args []string, stderr io.Writer) error {
 	relaysFile := fs.String("relays", "", "relays file (JSON), reloaded when it changes or on SIGHUP")
 	poll := fs.Duration("poll", time.Second, "how often to read each relay's /stats")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
+	certFile := fs.String("cert", "", "serve over TLS with this certificate chain (PEM), re-read when it changes")
+	keyFile := fs.String("key", "", "the --cert private key (PEM)")
+	tlsKey := fs.String("tls-key", "", "serve over TLS with self-signed certificates for this key (relay keygen); clients pin its SPKI (logged as spki_sha256) with --router-spki")
 	pos, err := parse(fs, args)
 	if err != nil {
 		return err
@@ -521,13 +681,44 @@ func routerCmd(ctx context.Context, args []string, stderr io.Writer) error {
 		return badUsage("--relays is required")
 	case *poll <= 0:
 		return badUsage("--poll %v: must be positive", *poll)
+	case (*certFile == "") != (*keyFile == ""):
+		return badUsage("--cert and --key must be given together")
+	case *certFile != "" && *tlsKey != "":
+		return badUsage("give --cert/--key or --tls-key, not both")
 	}
-	if _, _, err := net.SplitHostPort(*listenAddr); err != nil {
+	listenHost, _, err := net.SplitHostPort(*listenAddr)
+	if err != nil {
 		return badUsage("--listen %q: want HOST:PORT", *listenAddr)
 	}
 	logger, err := newLogger(stderr, *logLevel)
 	if err != nil {
 		return err
+	}
+	var tlsConf *tls.Config
+	tlsAttrs := []any{"tls", false}
+	switch {
+	case *certFile != "":
+		if tlsConf, err = router.CertFilesTLS(*certFile, *keyFile); err != nil {
+			return err
+		}
+		tlsAttrs = []any{"tls", "certificate"}
+	case *tlsKey != "":
+		key, err := relay.LoadTLSKey(*tlsKey)
+		if err != nil {
+			return fmt.Errorf("--tls-key: %w", err)
+		}
+		if tlsConf, err = router.SelfSignedTLS(key, []string{listenHost}, nil); err != nil {
+			return err
+		}
+		spki, err := relay.SPKIHash(key.Public())
+		if err != nil {
+			return err
+		}
+		tlsAttrs = []any{"tls", "self-signed", "spki_sha256", spki}
+	default:
+		if h := listenHost; !client.IsLoopback(h) {
+			logger.Warn("serving /route over plain HTTP on a non-loopback address: clients trust the network to deliver relay certificate hashes unchanged; give --cert/--key or --tls-key", "listen", *listenAddr)
+		}
 	}
 	rt, err := router.New(router.Options{File: *relaysFile, Poll: *poll, Logger: logger})
 	if err != nil {
@@ -536,6 +727,9 @@ func routerCmd(ctx context.Context, args []string, stderr io.Writer) error {
 	ln, err := net.Listen("tcp", *listenAddr)
 	if err != nil {
 		return fmt.Errorf("listen: %w", err)
+	}
+	if tlsConf != nil {
+		ln = tls.NewListener(ln, tlsConf)
 	}
 	srv := &http.Server{Handler: rt, ReadHeaderTimeout: 10 * time.Second}
 	hup := make(chan os.Signal, 1)
@@ -557,7 +751,7 @@ func routerCmd(ctx context.Context, args []string, stderr io.Writer) error {
 		}
 	}()
 	go rt.Run(ctx)
-	logger.Info("router listening", "addr", ln.Addr().String(), "relays", *relaysFile)
+	logger.Info("router listening", append([]any{"addr", ln.Addr().String(), "relays", *relaysFile}, tlsAttrs...)...)
 	err = srv.Serve(ln)
 	<-done
 	if errors.Is(err, http.ErrServerClosed) {

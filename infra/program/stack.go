@@ -564,10 +564,15 @@ func HostsFromOutputs(out auto.OutputMap) ([]HostEntry, error) {
 	return hosts, nil
 }
 
-// Relay is one relay process in the router's relay list.
+// Relay is one relay process in the router's relay list (the relays file
+// of package relay/router).
 type Relay struct {
-	URL      string `json:"url"`
-	Stats    string `json:"stats"`
+	URL   string `json:"url"`
+	Stats string `json:"stats"`
+	// SPKI, optional, is the SHA-256 of the relay's public key: the router
+	// then polls it over TLS checked against that key. Relays leaves it
+	// empty: the stack does not hold the boxes' relay keys yet.
+	SPKI     string `json:"spki_sha256,omitempty"`
 	Draining bool   `json:"draining"`
 }
 

@@ -2,14 +2,19 @@
 // way @moq/lite does (https:// with normal certificate verification, or
 // http:// meaning "fetch /certificate.sha256 and pin that hash"), publishes
 // broadcasts and subscribes to tracks.
+//
+// Fetching the hash over plain HTTP trusts the network, so Dial does it
+// only for loopback hosts or with Options.TrustHTTPHash. Otherwise the
+// certificate is pinned by what a trusted party says: a router's answer
+// (Route, DialRoute: the relay URL and its certificate hash, over TLS), or
+// the SHA-256 of the relay's public key as the URL fragment #spki=HEX
+// (trust.go).
 package client
 
 import (
 	"context"
-	"crypto/sha256"
 	"crypto/tls"
 	"crypto/x509"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -48,6 +53,15 @@ type Options struct {
 	// Transport is TransportQUIC (default), TransportWebSocket or
 	// TransportWebTransport.
 	Transport string
+	// CertificateHash, when set, is the hex SHA-256 the relay's leaf
+	// certificate must have (a router's certificate_sha256): it is
+	// checked in place of CA verification, and nothing is fetched.
+	CertificateHash string
+	// TrustHTTPHash lets an http:// URL to a host that is not loopback
+	// fetch its certificate hash over plain HTTP, trusting the network
+	// between here and the relay. Without it, and without a pin, such a
+	// URL is refused with ErrHashOverHTTP.
+	TrustHTTPHash bool
 }
 
 // Error codes sent on streams.
@@ -89,28 +103,11 @@ func Dial(ctx context.Context, rawURL string, opts *Options) (*Session, error) {
 	if u.Port() == "" {
 		return nil, fmt.Errorf("dial %s: url needs a port", rawURL)
 	}
-	tlsConf := &tls.Config{ServerName: u.Hostname(), RootCAs: opts.RootCAs, MinVersion: tls.VersionTLS13}
-	switch u.Scheme {
-	case "https":
-	case "http":
-		hash, err := fetchCertificateHash(ctx, u, opts.HTTPClient)
-		if err != nil {
-			return nil, err
-		}
-		tlsConf.InsecureSkipVerify = true // replaced by the pin below
-		tlsConf.VerifyPeerCertificate = func(raw [][]byte, _ [][]*x509.Certificate) error {
-			if len(raw) == 0 {
-				return errors.New("no certificate")
-			}
-			sum := sha256.Sum256(raw[0])
-			if !strings.EqualFold(hex.EncodeToString(sum[:]), hash) {
-				return fmt.Errorf("certificate hash %x does not match pinned %s", sum, hash)
-			}
-			return nil
-		}
-	default:
-		return nil, fmt.Errorf("dial %s: scheme must be https or http", rawURL)
+	tlsConf, err := dialTLS(ctx, u, opts)
+	if err != nil {
+		return nil, fmt.Errorf("dial %s: %w", redact(u), err)
 	}
+	u.Fragment = ""
 
 	var t transport.Session
 	pathParam := ""
@@ -133,13 +130,12 @@ func Dial(ctx context.Context, rawURL string, opts *Options) (*Session, error) {
 			pathParam += "?" + u.RawQuery
 		}
 	case TransportWebSocket:
+		// Always over TLS (the relay's TCP port answers a TLS handshake):
+		// for http:// URLs too, checked against the pinned hash, so the
+		// session is as private as over QUIC.
 		wu := *u
-		wu.Scheme = "ws"
-		hc := &http.Client{}
-		if u.Scheme == "https" {
-			wu.Scheme = "wss"
-			hc.Transport = &http.Transport{TLSClientConfig: tlsConf}
-		}
+		wu.Scheme = "wss"
+		hc := &http.Client{Transport: &http.Transport{TLSClientConfig: tlsConf}}
 		t, err = transport.DialWebSocket(ctx, wu.String(), hc)
 		if err != nil {
 			return nil, err
@@ -164,32 +160,43 @@ func Dial(ctx context.Context, rawURL string, opts *Options) (*Session, error) {
 	return s, nil
 }
 
-func fetchCertificateHash(ctx context.Context, u *url.URL, hc *http.Client) (string, error) {
-	if hc == nil {
-		hc = &http.Client{Timeout: 10 * time.Second}
+// dialTLS is the TLS configuration for dialling u: pinned (URL #spki,
+// Options.CertificateHash, or for http:// the hash fetched from the relay
+// where that is allowed) or CA-verified (https://).
+func dialTLS(ctx context.Context, u *url.URL, opts *Options) (*tls.Config, error) {
+	tc := &tls.Config{ServerName: u.Hostname(), RootCAs: opts.RootCAs, MinVersion: tls.VersionTLS13}
+	if u.Scheme != "https" && u.Scheme != "http" {
+		return nil, errors.New("scheme must be https or http")
 	}
-	cu := url.URL{Scheme: "http", Host: u.Host, Path: "/certificate.sha256"}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, cu.String(), nil)
+	spki, err := URLPin(u)
 	if err != nil {
-		return "", fmt.Errorf("certificate hash: %w", err)
+		return nil, err
 	}
-	resp, err := hc.Do(req)
-	if err != nil {
-		return "", fmt.Errorf("certificate hash: %w", err)
+	hash := strings.ToLower(opts.CertificateHash)
+	if hash != "" {
+		if err := CheckHash(hash); err != nil {
+			return nil, fmt.Errorf("certificate hash: %w", err)
+		}
 	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(io.LimitReader(resp.Body, 1024))
-	if err != nil {
-		return "", fmt.Errorf("certificate hash: %w", err)
+	if hash == "" && spki == "" && u.Scheme == "http" {
+		if err := CheckHashFetch(u, opts.TrustHTTPHash); err != nil {
+			return nil, err
+		}
+		if hash, err = FetchCertificateHash(ctx, u, opts.HTTPClient); err != nil {
+			return nil, err
+		}
 	}
-	if resp.StatusCode != http.StatusOK {
-		return "", fmt.Errorf("certificate hash: %s", resp.Status)
+	if hash != "" || spki != "" {
+		Pin(tc, hash, spki)
 	}
-	h := strings.TrimSpace(string(b))
-	if d, err := hex.DecodeString(h); err != nil || len(d) != sha256.Size {
-		return "", fmt.Errorf("certificate hash: not a hex sha-256: %q", h)
-	}
-	return h, nil
+	return tc, nil
+}
+
+// redact is u without its query (which may carry a token).
+func redact(u *url.URL) string {
+	r := *u
+	r.RawQuery = ""
+	return r.String()
 }
 
 // NewSession performs SETUP over an established transport session and

@@ -2,10 +2,7 @@ package loadgen
 
 import (
 	"context"
-	"crypto/sha256"
 	"crypto/tls"
-	"crypto/x509"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -13,7 +10,6 @@ import (
 	"net"
 	"net/http"
 	"net/url"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -307,11 +303,16 @@ type target struct {
 }
 
 // resolver turns the relay URL, or the router's answer, into a target and
-// a TLS config, fetching each relay's certificate hash once, or again for
-// listeners that reconnect after it was fetched.
+// a TLS config. A relay is pinned by what the router says (its certificate
+// hash), by the URL's #spki= or by Options.CertificateHash; failing those,
+// an https:// relay is verified against RootCAs, and an http:// relay's
+// hash is fetched from it over plain HTTP (loopback or TrustHTTPHash only),
+// once per host, or again for listeners that reconnect after it was
+// fetched.
 type resolver struct {
 	o  Options
 	hc *http.Client
+	rc *client.RouterClient // nil without a router
 
 	mu     sync.Mutex
 	hashes map[string]hashEntry // by host
@@ -324,19 +325,47 @@ type hashEntry struct {
 	at   time.Time
 }
 
-func newResolver(o Options) *resolver {
-	return &resolver{o: o, hc: &http.Client{Timeout: 10 * time.Second}, hashes: make(map[string]hashEntry)}
+func newResolver(o Options) (*resolver, error) {
+	r := &resolver{o: o, hc: &http.Client{Timeout: 10 * time.Second}, hashes: make(map[string]hashEntry)}
+	if o.CertificateHash != "" {
+		if err := client.CheckHash(o.CertificateHash); err != nil {
+			return nil, fmt.Errorf("loadgen: certificate hash: %w", err)
+		}
+	}
+	if o.Router != "" {
+		rc, err := client.NewRouterClient(o.Router, client.RouterOptions{SPKI: o.RouterSPKI, RootCAs: o.RootCAs, Insecure: o.InsecureRouter})
+		if err != nil {
+			return nil, fmt.Errorf("loadgen: %w", err)
+		}
+		r.rc = rc
+		return r, nil
+	}
+	u, err := url.Parse(o.URL)
+	if err != nil {
+		return nil, fmt.Errorf("loadgen: relay url: %w", err)
+	}
+	spki, err := client.URLPin(u)
+	if err != nil {
+		return nil, fmt.Errorf("loadgen: relay url: %w", err)
+	}
+	if u.Scheme == "http" && spki == "" && o.CertificateHash == "" {
+		if err := client.CheckHashFetch(u, o.TrustHTTPHash); err != nil {
+			return nil, fmt.Errorf("loadgen: %w", err)
+		}
+	}
+	return r, nil
 }
 
 // resolve finds the relay; a certificate hash fetch (or failure) from
 // before since is not trusted.
 func (r *resolver) resolve(ctx context.Context, since time.Time) (target, *tls.Config, error) {
-	raw := r.o.URL
-	if r.o.Router != "" {
-		var err error
-		if raw, err = r.route(ctx); err != nil {
+	raw, hash := r.o.URL, r.o.CertificateHash
+	if r.rc != nil {
+		d, err := r.rc.Route(ctx, r.o.Broadcast)
+		if err != nil {
 			return target{}, nil, err
 		}
+		raw, hash = d.URL, d.CertificateHash
 	}
 	u, err := url.Parse(raw)
 	if err != nil {
@@ -344,6 +373,10 @@ func (r *resolver) resolve(ctx context.Context, since time.Time) (target, *tls.C
 	}
 	if u.Port() == "" {
 		return target{}, nil, fmt.Errorf("relay url %s: needs a port", raw)
+	}
+	spki, err := client.URLPin(u)
+	if err != nil {
+		return target{}, nil, fmt.Errorf("relay url: %w", err)
 	}
 	addr, err := net.ResolveUDPAddr("udp", u.Host)
 	if err != nil {
@@ -353,23 +386,19 @@ func (r *resolver) resolve(ctx context.Context, since time.Time) (target, *tls.C
 	switch u.Scheme {
 	case "https":
 	case "http":
-		hash, err := r.hash(ctx, u, since)
-		if err != nil {
-			return target{}, nil, err
-		}
-		tc.InsecureSkipVerify = true // replaced by the pin below
-		tc.VerifyPeerCertificate = func(raw [][]byte, _ [][]*x509.Certificate) error {
-			if len(raw) == 0 {
-				return errors.New("no certificate")
+		if hash == "" && spki == "" {
+			if err := client.CheckHashFetch(u, r.o.TrustHTTPHash); err != nil {
+				return target{}, nil, err
 			}
-			sum := sha256.Sum256(raw[0])
-			if !strings.EqualFold(hex.EncodeToString(sum[:]), hash) {
-				return errors.New("certificate hash does not match the pinned one")
+			if hash, err = r.hash(ctx, u, since); err != nil {
+				return target{}, nil, err
 			}
-			return nil
 		}
 	default:
 		return target{}, nil, fmt.Errorf("relay url %s: scheme must be http or https", raw)
+	}
+	if hash != "" || spki != "" {
+		client.Pin(tc, hash, spki)
 	}
 	path := u.EscapedPath()
 	if path == "" {
@@ -391,57 +420,11 @@ func (r *resolver) hash(ctx context.Context, u *url.URL, since time.Time) (strin
 		return e.hash, e.err
 	}
 	at := time.Now()
-	h, err := r.fetchHash(ctx, u)
+	h, err := client.FetchCertificateHash(ctx, u, r.hc)
 	if err == nil || ctx.Err() == nil { // not an error of this caller's own
 		r.hashes[u.Host] = hashEntry{hash: h, err: err, at: at}
 	}
 	return h, err
-}
-
-func (r *resolver) fetchHash(ctx context.Context, u *url.URL) (string, error) {
-	b, err := r.get(ctx, (&url.URL{Scheme: "http", Host: u.Host, Path: "/certificate.sha256"}).String())
-	if err != nil {
-		return "", fmt.Errorf("certificate hash: %w", err)
-	}
-	h := strings.TrimSpace(string(b))
-	if d, err := hex.DecodeString(h); err != nil || len(d) != sha256.Size {
-		return "", fmt.Errorf("certificate hash: not a hex sha-256: %.70q", h)
-	}
-	return h, nil
-}
-
-// route asks the router for a relay URL.
-func (r *resolver) route(ctx context.Context) (string, error) {
-	ru, err := url.Parse(strings.TrimSuffix(r.o.Router, "/") + "/route")
-	if err != nil {
-		return "", fmt.Errorf("router url: %w", err)
-	}
-	ru.RawQuery = url.Values{"broadcast": {r.o.Broadcast}}.Encode()
-	b, err := r.get(ctx, ru.String())
-	if err != nil {
-		return "", fmt.Errorf("route: %w", err)
-	}
-	return strings.TrimSpace(string(b)), nil
-}
-
-func (r *resolver) get(ctx context.Context, u string) ([]byte, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
-	if err != nil {
-		return nil, err
-	}
-	resp, err := r.hc.Do(req)
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(io.LimitReader(resp.Body, 4096))
-	if err != nil {
-		return nil, err
-	}
-	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("%s: %s", u, resp.Status)
-	}
-	return b, nil
 }
 
 func (c *freezeConn) SetReadBuffer(n int) error  { return c.udp.SetReadBuffer(n) }

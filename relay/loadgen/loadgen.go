@@ -14,15 +14,28 @@ import (
 
 // Options configures Run.
 type Options struct {
-	// URL is the relay (http:// pins the hash from /certificate.sha256,
-	// https:// verifies against RootCAs). Ignored when Router is set.
+	// URL is the relay: #spki=HEX or CertificateHash pins it; otherwise
+	// https:// verifies against RootCAs, and http:// pins the hash from
+	// /certificate.sha256, fetched over plain HTTP (loopback hosts only,
+	// unless TrustHTTPHash). Ignored when Router is set.
 	URL string
+	// CertificateHash, if set, is the hex SHA-256 URL's certificate must
+	// have (as from a trusted channel: over SSH, from the router).
+	CertificateHash string
+	// TrustHTTPHash allows fetching an http:// URL's certificate hash over
+	// plain HTTP from a host that is not loopback.
+	TrustHTTPHash bool
 	// Router, if set, is a router base URL: each listener asks
-	// Router/route?broadcast=NAME for its relay.
-	Router    string
-	Broadcast string
-	Track     string // "audio" when empty
-	Listeners int
+	// Router/route?broadcast=NAME for its relay and pins the certificate
+	// hash it answers. An http:// router must be on loopback unless
+	// InsecureRouter; an https:// one is verified against RootCAs, or by
+	// RouterSPKI, the SHA-256 of its public key.
+	Router         string
+	RouterSPKI     string
+	InsecureRouter bool
+	Broadcast      string
+	Track          string // "audio" when empty
+	Listeners      int
 	// Ramp is how many listeners start per second; 0 means as fast as
 	// Parallel dials allow.
 	Ramp float64
@@ -259,6 +272,10 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
+	resolver, err := newResolver(o)
+	if err != nil {
+		return nil, err
+	}
 	shards := make([]*shard, o.Shards)
 	for i := range shards {
 		sh, err := newShard(o.Freeze > 0)
@@ -282,7 +299,6 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	var (
 		wg        sync.WaitGroup
 		ls        = make([]*listener, o.Listeners)
-		resolver  = newResolver(o)
 		sem       = make(chan struct{}, o.Parallel)
 		startTime = time.Now()
 		window    atomic.Int64

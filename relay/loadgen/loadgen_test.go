@@ -315,7 +315,8 @@ func TestRunReconnectsThroughRouter(t *testing.T) {
 			http.NotFound(w, r)
 			return
 		}
-		fmt.Fprintf(w, "http://%s/\n", current.Load().Addr())
+		r2 := current.Load()
+		fmt.Fprintf(w, `{"url": "http://%s/", "certificate_sha256": %q}`, r2.Addr(), r2.CertificateHash())
 	}))
 	defer srv.Close()
 	done := make(chan struct{})

@@ -21,6 +21,8 @@ type PublishOptions struct {
 	FramesPerGroup int
 	FrameSize      int // bytes per frame, at least 28
 	Logger         *slog.Logger
+	// TrustHTTPHash: see client.Options.TrustHTTPHash.
+	TrustHTTPHash bool
 }
 
 // Publish connects to url and publishes Frame frames in real time until ctx
@@ -32,7 +34,7 @@ func Publish(ctx context.Context, url string, o PublishOptions) error {
 	if o.FrameTime <= 0 || o.FramesPerGroup < 1 {
 		return errors.New("publish: frame time and frames per group must be positive")
 	}
-	s, err := client.Dial(ctx, url, &client.Options{Logger: o.Logger})
+	s, err := client.Dial(ctx, url, &client.Options{Logger: o.Logger, TrustHTTPHash: o.TrustHTTPHash})
 	if err != nil {
 		return err
 	}

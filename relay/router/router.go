@@ -1,9 +1,16 @@
 // Package router hands each new listener the relay process with the most
 // headroom.
 //
-// It serves GET /route?broadcast=NAME: the body is the URL of the chosen
-// relay process (one line, text/plain), or 503 when no process has
-// headroom. Every process's /stats is polled (Options.Poll, default one
+// It serves GET /route?broadcast=NAME: the body is JSON naming the chosen
+// relay process and the SHA-256 of the certificate it serves now,
+//
+//	{"url": "http://relay1.example:4443/", "certificate_sha256": "HEX"}
+//
+// (certificate_sha256 left out only for an https:// relay that did not
+// report one), or 503 when no process has headroom. A client that fetched
+// this over TLS pins the certificate by that hash (client.DialRoute); over
+// plain HTTP it trusts the network between it and the router. Every
+// process's /stats is polled (Options.Poll, default one
 // second); its "headroom" field, which the relay computes as the listeners
 // it expects to take still (0 while admission control refuses: memory above
 // the high-water mark or the session cap reached; otherwise the smaller of
@@ -12,18 +19,26 @@
 // process's headroom. Between polls, each listener routed to a process
 // counts against its headroom, so a burst does not all land on one process.
 // A process marked draining, or whose last poll failed, gets no new
-// listeners. Ties go to the process listed first. The broadcast name is
+// listeners, and so does an http:// process whose /stats gives no
+// certificate_sha256. Ties go to the process listed first. The broadcast name is
 // required but does not affect the choice: every process pulls any
 // broadcast from upstream.
 //
 // The relays file, which the fleet tool writes, is JSON:
 //
 //	{"relays": [
-//	  {"url": "https://relay1.example:4443/", "stats": "http://relay1.example:4443/stats", "draining": false}
+//	  {"url": "http://relay1.example:4443/", "stats": "http://relay1.example:4443/stats",
+//	   "spki_sha256": "HEX", "draining": false}
 //	]}
 //
 // "url" is what /route answers (http:// or https://), "stats" the /stats
 // URL to poll, "draining" true to stop sending new listeners there.
+// "spki_sha256", optional, is the SHA-256 of the relay's public key (`relay
+// pin`): with it the router polls https:// (the relay's TCP port answers
+// TLS on the same port) and accepts only a certificate with that key, so
+// the certificate hash it hands out is the relay's own. Without it the
+// poll, and so the hash, is only as trustworthy as the network between
+// the router and the relay.
 // Unknown fields and duplicate URLs are errors. Reload re-reads it (the
 // router command does on SIGHUP); a file that fails to load leaves the
 // previous one in force. Run also reloads it when the file changes (within
@@ -33,6 +48,7 @@ package router
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -41,9 +57,12 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/relayfleet/relayfleet/relay/client"
 )
 
 // File is the relays file.
@@ -53,8 +72,11 @@ type File struct {
 
 // Relay is one relay process in the file.
 type Relay struct {
-	URL      string `json:"url"`
-	Stats    string `json:"stats"`
+	URL   string `json:"url"`
+	Stats string `json:"stats"`
+	// SPKI is the hex SHA-256 of the relay's public key; see the package
+	// comment.
+	SPKI     string `json:"spki_sha256,omitempty"`
 	Draining bool   `json:"draining"`
 }
 
@@ -75,6 +97,11 @@ func Parse(data []byte) (*File, error) {
 			u, err := url.Parse(v)
 			if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 				return nil, fmt.Errorf("relays file: relay %d: %s %q: want an http:// or https:// URL", i, field, v)
+			}
+		}
+		if r.SPKI != "" {
+			if err := client.CheckHash(r.SPKI); err != nil {
+				return nil, fmt.Errorf("relays file: relay %d: spki_sha256: %w", i, err)
 			}
 		}
 		if seen[r.URL] {
@@ -100,7 +127,9 @@ type Options struct {
 	File string
 	// Poll is how often each relay's /stats is read; 0 means a second.
 	Poll time.Duration
-	// Client polls; nil means one with a timeout of Poll.
+	// Client polls relays without spki_sha256; nil means one with a
+	// timeout of Poll. Relays with one are polled by a client of the same
+	// timeout that checks the pin.
 	Client *http.Client
 	// Logger receives the router's logs; nil means slog.Default().
 	Logger *slog.Logger
@@ -117,7 +146,8 @@ type Router struct {
 
 	mu     sync.Mutex
 	relays []*relayState
-	stamp  fileStamp // the relays file as last loaded
+	stamp  fileStamp               // the relays file as last loaded
+	pinned map[string]*http.Client // by SPKI pin
 }
 
 // fileStamp tells a rewritten relays file from the one loaded: the fleet
@@ -144,6 +174,7 @@ type relayState struct {
 	Relay
 	Healthy  bool   `json:"healthy"`
 	Headroom int    `json:"headroom"`
+	CertHash string `json:"certificate_sha256,omitempty"`
 	Routed   int    `json:"routed_since_poll"`
 	Error    string `json:"error,omitempty"`
 }
@@ -187,8 +218,8 @@ func (r *Router) Reload() error {
 	next := make([]*relayState, 0, len(f.Relays))
 	for _, rl := range f.Relays {
 		s := &relayState{Relay: rl}
-		if o := old[rl.URL]; o != nil && o.Stats == rl.Stats {
-			s.Healthy, s.Headroom, s.Routed, s.Error = o.Healthy, o.Headroom, o.Routed, o.Error
+		if o := old[rl.URL]; o != nil && o.Stats == rl.Stats && o.SPKI == rl.SPKI {
+			s.Healthy, s.Headroom, s.CertHash, s.Routed, s.Error = o.Healthy, o.Headroom, o.CertHash, o.Routed, o.Error
 		}
 		next = append(next, s)
 	}
@@ -234,18 +265,13 @@ func (r *Router) PollOnce(ctx context.Context) {
 		targets[i] = s.Relay
 	}
 	r.mu.Unlock()
-	type result struct {
-		headroom int
-		err      error
-	}
-	results := make([]result, len(targets))
+	results := make([]pollResult, len(targets))
 	var wg sync.WaitGroup
 	for i, t := range targets {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			h, err := r.headroom(ctx, t.Stats)
-			results[i] = result{h, err}
+			results[i] = r.pollRelay(ctx, t)
 		}()
 	}
 	wg.Wait()
@@ -253,7 +279,7 @@ func (r *Router) PollOnce(ctx context.Context) {
 	defer r.mu.Unlock()
 	for i, t := range targets {
 		for _, s := range r.relays {
-			if s.URL != t.URL || s.Stats != t.Stats {
+			if s.URL != t.URL || s.Stats != t.Stats || s.SPKI != t.SPKI {
 				continue
 			}
 			res := results[i]
@@ -261,46 +287,103 @@ func (r *Router) PollOnce(ctx context.Context) {
 				if s.Healthy {
 					r.logger.Warn("relay unreachable", "url", s.URL, "err", res.err)
 				}
-				s.Healthy, s.Headroom, s.Error = false, 0, res.err.Error()
+				s.Healthy, s.Headroom, s.CertHash, s.Error = false, 0, "", res.err.Error()
 			} else {
-				s.Healthy, s.Headroom, s.Error = true, res.headroom, ""
+				s.Healthy, s.Headroom, s.CertHash, s.Error = true, res.headroom, res.certHash, ""
 			}
 			s.Routed = 0
 		}
 	}
 }
 
-func (r *Router) headroom(ctx context.Context, statsURL string) (int, error) {
+type pollResult struct {
+	headroom int
+	certHash string
+	err      error
+}
+
+// pollRelay reads one relay's /stats: over https:// checked against its
+// SPKI pin when it has one.
+func (r *Router) pollRelay(ctx context.Context, rl Relay) pollResult {
+	statsURL, hc := rl.Stats, r.hc
+	if rl.SPKI != "" {
+		u, err := url.Parse(rl.Stats)
+		if err != nil {
+			return pollResult{err: fmt.Errorf("poll %s: %w", rl.Stats, err)}
+		}
+		u.Scheme = "https"
+		statsURL, hc = u.String(), r.pinnedClient(rl.SPKI)
+	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, statsURL, nil)
 	if err != nil {
-		return 0, fmt.Errorf("poll %s: %w", statsURL, err)
+		return pollResult{err: fmt.Errorf("poll %s: %w", statsURL, err)}
 	}
-	resp, err := r.hc.Do(req)
+	resp, err := hc.Do(req)
 	if err != nil {
-		return 0, fmt.Errorf("poll: %w", err)
+		return pollResult{err: fmt.Errorf("poll: %w", err)}
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return 0, fmt.Errorf("poll %s: %s", statsURL, resp.Status)
+		return pollResult{err: fmt.Errorf("poll %s: %s", statsURL, resp.Status)}
 	}
 	var st struct {
-		Headroom *int `json:"headroom"`
+		Headroom *int   `json:"headroom"`
+		CertHash string `json:"certificate_sha256"`
 	}
 	if err := json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&st); err != nil {
-		return 0, fmt.Errorf("poll %s: %w", statsURL, err)
+		return pollResult{err: fmt.Errorf("poll %s: %w", statsURL, err)}
 	}
 	if st.Headroom == nil {
-		return 0, fmt.Errorf("poll %s: no headroom field", statsURL)
+		return pollResult{err: fmt.Errorf("poll %s: no headroom field", statsURL)}
 	}
-	return *st.Headroom, nil
+	if st.CertHash != "" {
+		if err := client.CheckHash(st.CertHash); err != nil {
+			return pollResult{err: fmt.Errorf("poll %s: certificate_sha256: %w", statsURL, err)}
+		}
+	} else if strings.HasPrefix(rl.URL, "http://") {
+		// The listener would have to fetch the hash in clear text.
+		return pollResult{err: fmt.Errorf("poll %s: no certificate_sha256 field for an http:// relay", statsURL)}
+	}
+	return pollResult{headroom: *st.Headroom, certHash: strings.ToLower(st.CertHash)}
+}
+
+// pinnedClient is the client that polls relays with the SPKI pin spki.
+func (r *Router) pinnedClient(spki string) *http.Client {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if hc := r.pinned[spki]; hc != nil {
+		return hc
+	}
+	tc := &tls.Config{MinVersion: tls.VersionTLS13, NextProtos: []string{"http/1.1"}}
+	client.Pin(tc, "", spki)
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.TLSClientConfig = tc
+	tr.ForceAttemptHTTP2 = false
+	hc := &http.Client{Timeout: r.hc.Timeout, Transport: tr}
+	if hc.Timeout <= 0 {
+		hc.Timeout = r.poll
+	}
+	if r.pinned == nil {
+		r.pinned = map[string]*http.Client{}
+	}
+	r.pinned[spki] = hc
+	return hc
 }
 
 // ErrNoHeadroom is returned by Pick when no relay can take a listener.
 var ErrNoHeadroom = errors.New("router: no relay has headroom")
 
+// Route is the answer to GET /route.
+type Route struct {
+	URL string `json:"url"`
+	// CertificateSHA256 is the hex SHA-256 of the certificate the relay
+	// served at the last poll.
+	CertificateSHA256 string `json:"certificate_sha256,omitempty"`
+}
+
 // Pick chooses the relay for one new listener and counts it against that
 // relay's headroom until the next poll.
-func (r *Router) Pick() (string, error) {
+func (r *Router) Pick() (Route, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	var best *relayState
@@ -313,10 +396,10 @@ func (r *Router) Pick() (string, error) {
 		}
 	}
 	if best == nil {
-		return "", ErrNoHeadroom
+		return Route{}, ErrNoHeadroom
 	}
 	best.Routed++
-	return best.URL, nil
+	return Route{URL: best.URL, CertificateSHA256: best.CertHash}, nil
 }
 
 // ServeHTTP serves /route, /relays and /healthz.
@@ -327,15 +410,15 @@ func (r *Router) route(w http.ResponseWriter, req *http.Request) {
 		http.Error(w, "broadcast parameter required", http.StatusBadRequest)
 		return
 	}
-	u, err := r.Pick()
+	rt, err := r.Pick()
 	if err != nil {
 		w.Header().Set("Retry-After", "1")
 		http.Error(w, "no relay has headroom", http.StatusServiceUnavailable)
 		return
 	}
-	w.Header().Set("Content-Type", "text/plain")
+	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Cache-Control", "no-store")
-	_, _ = io.WriteString(w, u+"\n")
+	_ = json.NewEncoder(w).Encode(rt)
 }
 
 func (r *Router) list(w http.ResponseWriter, _ *http.Request) {

@@ -74,7 +74,14 @@ func route(t *testing.T, srv *httptest.Server) (int, string) {
 	}
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, strings.TrimSpace(string(b))
+	if resp.StatusCode != http.StatusOK {
+		return resp.StatusCode, strings.TrimSpace(string(b))
+	}
+	var rt router.Route
+	if err := json.Unmarshal(b, &rt); err != nil {
+		t.Fatalf("/route answered %q: %v", b, err)
+	}
+	return resp.StatusCode, rt.URL
 }
 
 func TestRouteMostHeadroom(t *testing.T) {

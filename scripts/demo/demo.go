@@ -40,6 +40,7 @@ type demo struct {
 	samples      []sample
 	stopSampling func()
 	routerURL    string
+	originURL    string // with the origin's key pin
 	loads        map[string]*loadReport
 	rolledOut    bool
 	eventUp      bool

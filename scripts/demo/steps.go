@@ -17,11 +17,15 @@ import (
 	"github.com/relayfleet/relayfleet/sysctl"
 )
 
-const demoFleet = `# The demo's steady fleet: two medium lab boxes (2 cores, 2 GiB: two relay
-# processes each), pulling broadcasts from the origin relay on this host.
+// demoFleet is the demo's fleet file; originURL carries the origin's key
+// pin (#spki=), which every edge checks the origin's certificate against.
+func demoFleet(originURL string) string {
+	return `# The demo's steady fleet: two medium lab boxes (2 cores, 2 GiB: two relay
+# processes each), pulling broadcasts from the origin relay on this host,
+# whose certificate they check against the pin after #spki=.
 version: 1
 name: demo
-origin: ["http://` + originIP + `:4443/"]
+origin: ["` + originURL + `"]
 steady:
   - name: steady
     provider: lab
@@ -30,6 +34,7 @@ steady:
     processes: auto
     base_port: 4443
 `
+}
 
 func (d *demo) run(ctx context.Context) error {
 	for _, dir := range []string{d.work, d.path("logs"), d.path("report")} {
@@ -89,7 +94,15 @@ func (d *demo) preflight(ctx context.Context) error {
 	}
 	os.MkdirAll(d.path("logs"), 0o700)
 	os.MkdirAll(d.path("report"), 0o700)
-	if err := os.WriteFile(d.path("demo.yaml"), []byte(demoFleet), 0o644); err != nil {
+	// The origin's TLS key, made once per run: its self-signed certificates
+	// rotate, the key and so the pin the edges hold stay.
+	os.Remove(d.path("origin.key"))
+	out, err := exec.CommandContext(ctx, d.relayBin(), "keygen", "--out", d.path("origin.key")).Output()
+	if err != nil {
+		return fmt.Errorf("relay keygen: %w", err)
+	}
+	d.originURL = "http://" + originIP + ":4443/#spki=" + strings.TrimSpace(string(out))
+	if err := os.WriteFile(d.path("demo.yaml"), []byte(demoFleet(d.originURL)), 0o644); err != nil {
 		return err
 	}
 	// The "new build" for the rollout: the same relay with a marker after
@@ -134,7 +147,7 @@ func (d *demo) up(ctx context.Context) error {
 }
 
 func (d *demo) publish(ctx context.Context) error {
-	if _, err := d.start("origin", nil, d.relayBin(), "serve", "--listen", originIP+":4443", "--log-level", "warn"); err != nil {
+	if _, err := d.start("origin", nil, d.relayBin(), "serve", "--listen", originIP+":4443", "--tls-key", d.path("origin.key"), "--log-level", "warn"); err != nil {
 		return err
 	}
 	if err := waitHTTP(ctx, "http://"+originIP+":4443/stats", 10*time.Second); err != nil {
@@ -161,7 +174,7 @@ func (d *demo) publish(ctx context.Context) error {
 	d.procs = append(d.procs, b)
 	d.mu.Unlock()
 	d.say("      |")
-	if _, err := d.start("publish", pipe, d.relayBin(), "publish", "--ogg", "-", "--name", broadcast, "http://"+originIP+":4443/"); err != nil {
+	if _, err := d.start("publish", pipe, d.relayBin(), "publish", "--ogg", "-", "--name", broadcast, d.originURL); err != nil {
 		return err
 	}
 	// Prove it end to end: a listener on a box relay, which pulls the
@@ -172,7 +185,9 @@ func (d *demo) publish(ctx context.Context) error {
 	}
 	lctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	out, err := d.sh(lctx, 3, d.relayBin(), "listen", "--name", broadcast, "--groups", "25", rs[len(rs)-1].URL)
+	// The box is a container on this machine's lab bridge, so the hash
+	// fetched over plain HTTP crosses no network but this machine's own.
+	out, err := d.sh(lctx, 3, d.relayBin(), "listen", "--name", broadcast, "--groups", "25", "--trust-http-hash", rs[len(rs)-1].URL)
 	if err != nil {
 		return fmt.Errorf("no audio through %s: %w", rs[len(rs)-1].URL, err)
 	}

@@ -1,0 +1,252 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/json"
+	"encoding/pem"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/relayfleet/relayfleet/relay"
+)
+
+func TestCertFlagErrors(t *testing.T) {
+	dir := t.TempDir()
+	key := filepath.Join(dir, "tls.key")
+	if code := run(context.Background(), []string{"keygen", "--out", key}, io.Discard, io.Discard); code != 0 {
+		t.Fatalf("keygen exit %d", code)
+	}
+	l := []string{"serve", "--listen", "127.0.0.1:0"}
+	tests := []struct {
+		args []string
+		want string
+	}{
+		{append(l, "--key", "k"), "--cert and --key"},
+		{append(l, "--cert", "c", "--key", "k", "--tls-key", key), "--cert/--key and --tls-key exclude each other"},
+		{append(l, "--cert", "c", "--key", "k", "--acme-domain", "relay.example.com"), "--cert/--key and --acme-domain exclude each other"},
+		{append(l, "--tls-key", key, "--acme-domain", "relay.example.com"), "--tls-key and --acme-domain exclude each other"},
+		{append(l, "--acme-email", "a@b.c"), "--acme-email needs --acme-domain"},
+		{append(l, "--acme-ca", "https://ca/dir"), "--acme-ca needs --acme-domain"},
+		{append(l, "--acme-ca-root", "r.pem"), "--acme-ca-root needs --acme-domain"},
+		{append(l, "--acme-dir", dir), "--acme-dir needs --acme-domain"},
+		{append(l, "--acme-domain", "https://relay.example.com/"), "--acme-domain"},
+		{append(l, "--acme-domain", "localhost"), "--acme-domain"},
+		{append(l, "--acme-domain", "relay.example.com", "--acme-ca", "http://ca/dir"), "--acme-ca"},
+		{[]string{"keygen"}, "--out"},
+		{[]string{"keygen", "--out", key, "extra"}, "unexpected argument"},
+		{[]string{"pin"}, "--tls-key"},
+	}
+	for _, tt := range tests {
+		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
+			var stderr bytes.Buffer
+			code := run(context.Background(), tt.args, io.Discard, &stderr)
+			if code != 2 {
+				t.Fatalf("exit %d, want 2; stderr %q", code, stderr.String())
+			}
+			msg := stderr.String()
+			if !strings.Contains(msg, tt.want) || strings.Count(strings.TrimSpace(msg), "\n") != 0 {
+				t.Fatalf("stderr %q: want one line mentioning %q", msg, tt.want)
+			}
+		})
+	}
+}
+
+// TestKeygenAndPin: keygen writes a 0600 key and prints its SPKI pin,
+// refuses to overwrite, and pin prints the same pin; bad key files are
+// named in the error.
+func TestKeygenAndPin(t *testing.T) {
+	dir := t.TempDir()
+	keyFile := filepath.Join(dir, "tls.key")
+	var out, errOut bytes.Buffer
+	if code := run(context.Background(), []string{"keygen", "--out", keyFile}, &out, &errOut); code != 0 {
+		t.Fatalf("keygen exit %d: %s", code, errOut.String())
+	}
+	spki := strings.TrimSpace(out.String())
+	fi, err := os.Stat(keyFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fi.Mode().Perm() != 0o600 {
+		t.Fatalf("key file mode %v, want 0600", fi.Mode().Perm())
+	}
+	key, err := relay.LoadTLSKey(keyFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want, _ := relay.SPKIHash(&key.PublicKey); spki != want {
+		t.Fatalf("keygen printed %q, want the key's SPKI %s", spki, want)
+	}
+	before, _ := os.ReadFile(keyFile)
+	errOut.Reset()
+	if code := run(context.Background(), []string{"keygen", "--out", keyFile}, io.Discard, &errOut); code == 0 || !strings.Contains(errOut.String(), "already exists") {
+		t.Fatalf("second keygen: exit %d, %q", code, errOut.String())
+	}
+	if after, _ := os.ReadFile(keyFile); !bytes.Equal(before, after) {
+		t.Fatal("keygen overwrote the key")
+	}
+	out.Reset()
+	if code := run(context.Background(), []string{"pin", "--tls-key", keyFile}, &out, io.Discard); code != 0 || strings.TrimSpace(out.String()) != spki {
+		t.Fatalf("pin: exit %d, %q, want %s", code, out.String(), spki)
+	}
+	bad := filepath.Join(dir, "bad.key")
+	if err := os.WriteFile(bad, []byte("-----BEGIN EC PRIVATE KEY-----\nAAAA\n-----END EC PRIVATE KEY-----\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{bad, filepath.Join(dir, "missing.key")} {
+		errOut.Reset()
+		code := run(context.Background(), []string{"pin", "--tls-key", f}, io.Discard, &errOut)
+		if code == 0 || !strings.Contains(errOut.String(), f) || strings.Count(strings.TrimSpace(errOut.String()), "\n") != 0 {
+			t.Fatalf("pin %s: exit %d, %q; want one line naming the file", f, code, errOut.String())
+		}
+	}
+}
+
+// serveInProcess runs `relay serve` with args until the test ends and
+// returns its base URL.
+func serveInProcess(t *testing.T, args ...string) (base string, stop func()) {
+	t.Helper()
+	addr := "127.0.0.1:" + freePort(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	logs := &lockedBuffer{}
+	done := make(chan int, 1)
+	go func() { done <- run(ctx, append([]string{"serve", "--listen", addr}, args...), io.Discard, logs) }()
+	stop = func() {
+		cancel()
+		<-done
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for !strings.Contains(logs.String(), "relay listening") {
+		select {
+		case code := <-done:
+			t.Fatalf("serve exited %d: %s", code, logs.String())
+		default:
+		}
+		if time.Now().After(deadline) {
+			stop()
+			t.Fatalf("relay did not start: %s", logs.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return "http://" + addr, stop
+}
+
+func getStats(t *testing.T, base string) relay.Stats {
+	t.Helper()
+	resp, err := http.Get(base + "/stats")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var st relay.Stats
+	if err := json.NewDecoder(resp.Body).Decode(&st); err != nil {
+		t.Fatal(err)
+	}
+	return st
+}
+
+// TestServeTLSKeyKeepsThePin: two runs of serve --tls-key make different
+// certificates with the key's SPKI pin, the one keygen printed.
+func TestServeTLSKeyKeepsThePin(t *testing.T) {
+	keyFile := filepath.Join(t.TempDir(), "tls.key")
+	var out bytes.Buffer
+	if code := run(context.Background(), []string{"keygen", "--out", keyFile}, &out, io.Discard); code != 0 {
+		t.Fatal("keygen failed")
+	}
+	spki := strings.TrimSpace(out.String())
+	var hashes []string
+	for range 2 {
+		base, stop := serveInProcess(t, "--tls-key", keyFile)
+		st := getStats(t, base)
+		stop()
+		if st.SPKISHA256 != spki {
+			t.Fatalf("/stats spki_sha256 %s, want %s", st.SPKISHA256, spki)
+		}
+		hashes = append(hashes, st.CertificateSHA256)
+	}
+	if hashes[0] == hashes[1] || len(hashes[0]) != 64 {
+		t.Fatalf("certificate hashes %v: want two different certificates", hashes)
+	}
+}
+
+// sameSizeCerts makes two self-signed certificates with keys whose PEM
+// files have the same sizes, so that only their content tells them apart.
+func sameSizeCerts(t *testing.T) (certs, keys [2][]byte) {
+	t.Helper()
+	for i := 0; ; i++ {
+		if i > 1000 {
+			t.Fatal("no two certificates of one size")
+		}
+		c, err := relay.SelfSignedCertificate()
+		if err != nil {
+			t.Fatal(err)
+		}
+		kder, err := x509.MarshalPKCS8PrivateKey(c.PrivateKey)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cp := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: c.Certificate[0]})
+		kp := pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: kder})
+		if i == 0 {
+			certs[0], keys[0] = cp, kp
+			continue
+		}
+		if len(cp) == len(certs[0]) && len(kp) == len(keys[0]) {
+			certs[1], keys[1] = cp, kp
+			return certs, keys
+		}
+	}
+}
+
+// TestServeSIGHUPReloadsCertificate: files rewritten with the same sizes
+// and modification times (which the poll cannot see) are taken on SIGHUP.
+func TestServeSIGHUPReloadsCertificate(t *testing.T) {
+	dir := t.TempDir()
+	certFile, keyFile := filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem")
+	certs, keys := sameSizeCerts(t)
+	hash := func(p []byte) string {
+		b, _ := pem.Decode(p)
+		return relay.CertificateHash(tls.Certificate{Certificate: [][]byte{b.Bytes}})
+	}
+	write := func(i int) {
+		t.Helper()
+		mtime := time.Now().Add(-time.Hour).Truncate(time.Second)
+		for f, data := range map[string][]byte{certFile: certs[i], keyFile: keys[i]} {
+			if err := os.WriteFile(f, data, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Chtimes(f, mtime, mtime); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	write(0)
+	base, stop := serveInProcess(t, "--cert", certFile, "--key", keyFile)
+	defer stop()
+	if got := getStats(t, base).CertificateSHA256; got != hash(certs[0]) {
+		t.Fatalf("serving %s, want %s", got, hash(certs[0]))
+	}
+	write(1)
+	time.Sleep(relay.DefaultCertReloadInterval + time.Second) // a poll came and saw no change
+	if got := getStats(t, base).CertificateSHA256; got != hash(certs[0]) {
+		t.Fatalf("files with unchanged size and mtime were reloaded without SIGHUP (%s)", got)
+	}
+	if err := syscall.Kill(os.Getpid(), syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for getStats(t, base).CertificateSHA256 != hash(certs[1]) {
+		if time.Now().After(deadline) {
+			t.Fatal("SIGHUP did not reload the certificate files")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}

@@ -1,0 +1,172 @@
+package router_test
+
+import (
+	"context"
+	"crypto/x509"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/relayfleet/relayfleet/relay"
+	"github.com/relayfleet/relayfleet/relay/client"
+	"github.com/relayfleet/relayfleet/relay/router"
+)
+
+func startRealRelay(t *testing.T) *relay.Relay {
+	t.Helper()
+	r, err := relay.Start(context.Background(), relay.Config{Listen: "127.0.0.1:0", MaxSessions: 10, MemoryBudget: -1, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { r.Close() })
+	return r
+}
+
+func routeAnswer(t *testing.T, srv *httptest.Server) (int, router.Route, string) {
+	t.Helper()
+	resp, err := http.Get(srv.URL + "/route?broadcast=live")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	var rt router.Route
+	if resp.StatusCode == http.StatusOK {
+		if ct := resp.Header.Get("Content-Type"); ct != "application/json" {
+			t.Fatalf("/route Content-Type %q, want application/json", ct)
+		}
+		if err := json.Unmarshal(b, &rt); err != nil {
+			t.Fatalf("/route answered %q: %v", b, err)
+		}
+	}
+	return resp.StatusCode, rt, string(b)
+}
+
+// TestRouteAnswersURLAndCertificateHash: /route names the relay and the
+// certificate it serves, as read from its /stats, so a listener pins it
+// without fetching anything from the relay in clear text.
+func TestRouteAnswersURLAndCertificateHash(t *testing.T) {
+	rl := startRealRelay(t)
+	path := filepath.Join(t.TempDir(), "relays.json")
+	u := fmt.Sprintf("http://%s/", rl.Addr())
+	writeFile(t, path, router.Relay{URL: u, Stats: u + "stats"})
+	r, srv := newRouter(t, path)
+	r.PollOnce(context.Background())
+	code, rt, body := routeAnswer(t, srv)
+	if code != http.StatusOK || rt.URL != u || rt.CertificateSHA256 != rl.CertificateHash() {
+		t.Fatalf("/route = %d %q, want url %s and certificate_sha256 %s", code, body, u, rl.CertificateHash())
+	}
+	// The answer is what the client dials with: the hash pins the relay.
+	d, err := client.Route(context.Background(), srv.URL, "live", client.RouterOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.CertificateHash != rl.CertificateHash() {
+		t.Fatalf("client.Route = %+v", d)
+	}
+	s, err := client.DialRoute(context.Background(), d, &client.Options{Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatalf("DialRoute: %v", err)
+	}
+	s.Close()
+}
+
+// TestHTTPRelayWithoutCertificateHashGetsNoListeners: a listener of an
+// http:// relay needs the hash; a relay whose /stats lacks it is not
+// routed to.
+func TestHTTPRelayWithoutCertificateHashGetsNoListeners(t *testing.T) {
+	f := newFakeRelay(t, 5) // serves no certificate_sha256
+	path := filepath.Join(t.TempDir(), "relays.json")
+	e := f.entry(false)
+	e.URL = strings.Replace(e.URL, "https://", "http://", 1)
+	writeFile(t, path, e)
+	r, srv := newRouter(t, path)
+	r.PollOnce(context.Background())
+	if code, _, body := routeAnswer(t, srv); code != http.StatusServiceUnavailable {
+		t.Fatalf("/route = %d %q, want 503", code, body)
+	}
+}
+
+// TestPollPinnedBySPKI: with spki_sha256 the router polls the relay over
+// TLS and accepts only a certificate with that key: the right pin makes
+// the relay routable, a wrong one marks it unreachable.
+func TestPollPinnedBySPKI(t *testing.T) {
+	rl := startRealRelay(t)
+	u := fmt.Sprintf("http://%s/", rl.Addr())
+	spki := client.SPKIHash(rl.Certificate().Leaf)
+	for _, tc := range []struct {
+		name string
+		pin  string
+		ok   bool
+	}{
+		{"right pin", spki, true},
+		{"right pin, upper case", strings.ToUpper(spki), true},
+		{"wrong pin", strings.Repeat("0f", 32), false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "relays.json")
+			writeFile(t, path, router.Relay{URL: u, Stats: u + "stats", SPKI: tc.pin})
+			r, srv := newRouter(t, path)
+			r.PollOnce(context.Background())
+			code, rt, body := routeAnswer(t, srv)
+			if tc.ok {
+				if code != http.StatusOK || rt.URL != u || rt.CertificateSHA256 != rl.CertificateHash() {
+					t.Fatalf("/route = %d %q, want %s with its certificate hash", code, body, u)
+				}
+				return
+			}
+			if code != http.StatusServiceUnavailable {
+				t.Fatalf("/route = %d %q, want 503: the relay's key does not match the pin", code, body)
+			}
+			resp, err := http.Get(srv.URL + "/relays")
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			b, _ := io.ReadAll(resp.Body)
+			if !strings.Contains(string(b), "does not match the pinned spki") {
+				t.Fatalf("/relays = %s, want the pin mismatch as the error", b)
+			}
+		})
+	}
+}
+
+// TestPollWithPinUsesTLS: a relay entry with a pin is polled over https://
+// even when its stats URL says http:// (here the relay speaks only TLS).
+func TestPollWithPinUsesTLS(t *testing.T) {
+	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		fmt.Fprintf(w, `{"headroom": 4, "certificate_sha256": %q}`, strings.Repeat("cd", 32))
+	}))
+	t.Cleanup(srv.Close)
+	leaf, err := x509.ParseCertificate(srv.TLS.Certificates[0].Certificate[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	u := "http://" + srv.Listener.Addr().String() + "/"
+	path := filepath.Join(t.TempDir(), "relays.json")
+	writeFile(t, path, router.Relay{URL: u, Stats: u + "stats", SPKI: client.SPKIHash(leaf)})
+	r, rs := newRouter(t, path)
+	r.PollOnce(context.Background())
+	if code, rt, body := routeAnswer(t, rs); code != http.StatusOK || rt.CertificateSHA256 != strings.Repeat("cd", 32) {
+		t.Fatalf("/route = %d %q", code, body)
+	}
+}
+
+func TestParseChecksSPKI(t *testing.T) {
+	for _, pin := range []string{"abc", strings.Repeat("zz", 32), strings.Repeat("ab", 33)} {
+		in := fmt.Sprintf(`{"relays": [{"url": "http://a:1/", "stats": "http://a:1/stats", "spki_sha256": %q}]}`, pin)
+		if _, err := router.Parse([]byte(in)); err == nil || !strings.Contains(err.Error(), "spki_sha256") {
+			t.Errorf("Parse with spki %q: %v, want an spki_sha256 error", pin, err)
+		}
+	}
+	in := fmt.Sprintf(`{"relays": [{"url": "http://a:1/", "stats": "http://a:1/stats", "spki_sha256": %q}]}`, strings.Repeat("ab", 32))
+	if f, err := router.Parse([]byte(in)); err != nil || f.Relays[0].SPKI != strings.Repeat("ab", 32) {
+		t.Fatalf("Parse = %+v, %v", f, err)
+	}
+}
