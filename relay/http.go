@@ -57,6 +57,9 @@ type Stats struct {
 	Headroom        int   `json:"headroom"`
 	Refused         int64 `json:"refused_total"`
 	Reaped          int64 `json:"reaped_total"`
+	// SessionsOverloaded counts sessions closed for holding more buffered
+	// frame bytes than their budget.
+	SessionsOverloaded int64 `json:"sessions_overloaded_total"`
 	// UDP buffers: what was asked and what the kernel reports (SO_RCVBUF,
 	// SO_SNDBUF, which Linux doubles).
 	UDPBufferRequested int `json:"udp_buffer_requested"`
@@ -97,6 +100,7 @@ func (s *Server) Stats() Stats {
 	st.FramesOut = c.framesOut.Load()
 	st.BytesOut = c.bytesOut.Load()
 	st.GroupsDropped = c.groupsDropped.Load()
+	st.SessionsOverloaded = c.sessionsOverloaded.Load()
 	return st
 }
 
@@ -146,6 +150,7 @@ func (r *Relay) registry() *prometheus.Registry {
 	gauge("headroom", "Listeners the relay expects to take still.", func(s Stats) float64 { return float64(s.Headroom) })
 	counter("sessions_refused_total", "Sessions refused by admission control.", func(s Stats) float64 { return float64(s.Refused) })
 	counter("sessions_reaped_total", "Silent sessions ended by the reaper.", func(s Stats) float64 { return float64(s.Reaped) })
+	counter("sessions_overloaded_total", "Sessions closed for holding more buffered frame bytes than their budget.", func(s Stats) float64 { return float64(s.SessionsOverloaded) })
 	gauge("udp_receive_buffer_bytes", "UDP receive buffer granted by the kernel (SO_RCVBUF).", func(s Stats) float64 { return float64(s.UDPReceiveBuffer) })
 	gauge("udp_send_buffer_bytes", "UDP send buffer granted by the kernel (SO_SNDBUF).", func(s Stats) float64 { return float64(s.UDPSendBuffer) })
 	gauge("udp_buffer_requested_bytes", "UDP buffer size the relay asked for.", func(s Stats) float64 { return float64(s.UDPBufferRequested) })

@@ -29,6 +29,14 @@ const (
 
 const setupTimeout = 10 * time.Second
 
+// sessionBufferBudget bounds the frame bytes one session's group streams
+// hold at once: frames being received (allocated as their bytes arrive)
+// plus the frames of its groups still open. Audio needs a few KiB; past it
+// the session is closed with codeOverloaded, so a publisher that opens
+// thousands of streams and declares large frames on each cannot pin memory
+// in proportion.
+const sessionBufferBudget = 16 << 20
+
 // ErrUnauthorized is returned when a session's token does not allow what it
 // asked for.
 var ErrUnauthorized = errors.New("relay: unauthorized")
@@ -69,6 +77,7 @@ type counters struct {
 
 	upstreamSubscribes atomic.Int64
 	groupsDropped      atomic.Int64
+	sessionsOverloaded atomic.Int64
 }
 
 // ServerOptions configures a Server.
@@ -137,6 +146,9 @@ type session struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 
+	// budget bounds what the session's group streams hold together.
+	budget *moqlite.Budget
+
 	mu       sync.Mutex
 	upstream map[uint64]*track // tracks we pull from this session, by upstream id
 
@@ -168,7 +180,8 @@ func (s *Server) ServeSession(ctx context.Context, t transport.Session, u *url.U
 		}()
 	}
 
-	sess := &session{srv: s, t: t, ctx: ctx, cancel: cancel, upstream: make(map[uint64]*track)}
+	sess := &session{srv: s, t: t, ctx: ctx, cancel: cancel, upstream: make(map[uint64]*track),
+		budget: moqlite.NewBudget(sessionBufferBudget)}
 	sess.log = s.logger.With("remote", t.RemoteAddr().String())
 
 	setupStream, u, err := sess.setup(ctx, u)
@@ -367,8 +380,16 @@ func (sess *session) readGroup(ctx context.Context, st transport.ReceiveStream) 
 			t.startGroup(g)
 		}
 	}()
+	held := 0 // bytes of this group's frames reserved in the session budget
+	defer func() { sess.budget.Release(held) }()
 	for {
-		frame, err := moqlite.ReadFrame(st)
+		frame, err := moqlite.ReadFrameBudget(st, sess.budget)
+		if errors.Is(err, moqlite.ErrOverBudget) {
+			g.finish(err)
+			t.wakeAll()
+			sess.overloaded(err)
+			return err
+		}
 		if err == io.EOF {
 			g.finish(nil)
 			t.wakeAll()
@@ -379,6 +400,7 @@ func (sess *session) readGroup(ctx context.Context, st transport.ReceiveStream) 
 			t.wakeAll()
 			return err
 		}
+		held += len(frame)
 		if !g.append(frame) {
 			st.CancelRead(codeProtocol)
 			return errGroupTooLarge
@@ -392,4 +414,12 @@ func (sess *session) readGroup(ctx context.Context, st transport.ReceiveStream) 
 			t.wakeAll()
 		}
 	}
+}
+
+// overloaded ends a session that holds more than it may.
+func (sess *session) overloaded(err error) {
+	sess.srv.counters.sessionsOverloaded.Add(1)
+	sess.log.Warn("closing session over its buffer budget", "err", err, "budget", sessionBufferBudget)
+	_ = sess.t.CloseWithError(codeOverloaded, "session buffer budget exceeded")
+	sess.cancel()
 }
