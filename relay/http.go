@@ -71,6 +71,7 @@ type Stats struct {
 func (s *Server) Stats() Stats {
 	s.mu.Lock()
 	st := Stats{Sessions: len(s.sessions), Broadcasts: len(s.broadcasts)}
+	admitted := st.Sessions + s.pending // what admission counts
 	pubs := make(map[*session]struct{})
 	for _, b := range s.broadcasts {
 		pubs[b.owner] = struct{}{}
@@ -87,7 +88,7 @@ func (s *Server) Stats() Stats {
 	st.UpstreamSubscribes = s.counters.upstreamSubscribes.Load()
 	a := s.adm
 	st.MemoryBudget, st.MemoryUsed, st.MemoryHighWater = a.budget, a.used.Load(), a.highWater
-	st.Admitting, st.MaxSessions, st.Headroom = a.admit(st.Sessions), a.maxSessions, a.headroom(st.Sessions)
+	st.Admitting, st.MaxSessions, st.Headroom = a.admit(admitted), a.maxSessions, a.headroom(admitted)
 	st.Draining = a.draining.Load()
 	st.Refused, st.Reaped = a.refused.Load(), a.reaped.Load()
 	c := &s.counters
@@ -229,9 +230,18 @@ func (r *Relay) serveSession(w http.ResponseWriter, req *http.Request) {
 			return
 		}
 	}
-	if (isWT || isWS) && !r.srv.admit() {
-		http.Error(w, "relay full", http.StatusServiceUnavailable)
-		return
+	admitted := false
+	if isWT || isWS {
+		if !r.srv.admit() {
+			http.Error(w, "relay full", http.StatusServiceUnavailable)
+			return
+		}
+		admitted = true
+		defer func() {
+			if admitted { // the upgrade failed: never served
+				r.srv.abandon()
+			}
+		}()
 	}
 	var sess transport.Session
 	switch {
@@ -254,7 +264,8 @@ func (r *Relay) serveSession(w http.ResponseWriter, req *http.Request) {
 		http.NotFound(w, req)
 		return
 	}
-	if err := r.srv.ServeSession(r.ctx, sess, req.URL); err != nil {
+	admitted = false // serveSession ends the admission
+	if err := r.srv.serveSession(r.ctx, sess, req.URL, true); err != nil {
 		r.logger.Debug("session", "err", err)
 	}
 }

@@ -287,7 +287,7 @@ func (r *Relay) acceptQUIC() {
 			}
 			go func() {
 				defer r.srv.wg.Done()
-				if err := r.srv.ServeSession(r.ctx, transport.NewQUIC(conn), nil); err != nil {
+				if err := r.srv.serveSession(r.ctx, transport.NewQUIC(conn), nil, true); err != nil {
 					r.logger.Debug("quic session", "err", err)
 				}
 			}()

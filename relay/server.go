@@ -58,6 +58,9 @@ type Server struct {
 	upstreamAnnounced map[string]bool
 	watchers          map[*watcher]struct{}
 	sessions          map[*session]struct{}
+	// pending counts sessions admitted and not yet registered in
+	// sessions (in their handshake); admission counts them too.
+	pending int
 
 	link *upstreamLink // nil without upstreams
 	adm  *admission
@@ -162,6 +165,19 @@ type session struct {
 // frees everything it held. u is the URL the client connected to, or nil
 // for raw QUIC, where the path comes from the SETUP path parameter.
 func (s *Server) ServeSession(ctx context.Context, t transport.Session, u *url.URL) error {
+	return s.serveSession(ctx, t, u, false)
+}
+
+// serveSession is ServeSession; admitted says the session went through
+// admit, which it ends with setUp or abandon.
+func (s *Server) serveSession(ctx context.Context, t transport.Session, u *url.URL, admitted bool) error {
+	if admitted {
+		defer func() {
+			if admitted {
+				s.abandon()
+			}
+		}()
+	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	stop := context.AfterFunc(ctx, func() { _ = t.CloseWithError(codeOK, "") })
@@ -208,6 +224,10 @@ func (s *Server) ServeSession(ctx context.Context, t transport.Session, u *url.U
 	s.counters.sessionsTotal.Add(1)
 	s.mu.Lock()
 	s.sessions[sess] = struct{}{}
+	if admitted {
+		s.pending-- // counted in sessions from now on
+		admitted = false
+	}
 	s.mu.Unlock()
 
 	var wg sync.WaitGroup
