@@ -65,6 +65,10 @@ type Stats struct {
 	UDPBufferRequested int `json:"udp_buffer_requested"`
 	UDPReceiveBuffer   int `json:"udp_receive_buffer"`
 	UDPSendBuffer      int `json:"udp_send_buffer"`
+	// TCP connections open now, and those closed at once for being past
+	// Config.MaxConns so far.
+	TCPConns        int   `json:"tcp_conns"`
+	TCPConnsRefused int64 `json:"tcp_conns_refused_total"`
 }
 
 // Stats returns the core's counters; the UDP fields are zero.
@@ -111,6 +115,7 @@ func (r *Relay) Stats() Stats {
 	st.UDPBufferRequested = r.bufAsked
 	st.UDPReceiveBuffer = r.bufRcv
 	st.UDPSendBuffer = r.bufSnd
+	st.TCPConns, st.TCPConnsRefused = r.conns.Open(), r.conns.Refused()
 	return st
 }
 
@@ -274,16 +279,17 @@ func (r *Relay) serveSession(w http.ResponseWriter, req *http.Request) {
 // whose first byte is a TLS handshake record gets TLS.
 type sniffListener struct {
 	net.Listener
+	timeout time.Duration // for the first byte
 	tlsConf *tls.Config
 	conns   chan net.Conn
 	done    chan struct{}
 	once    sync.Once
 }
 
-func newSniffListener(l net.Listener, tc *tls.Config) net.Listener {
+func newSniffListener(l net.Listener, tc *tls.Config, timeout time.Duration) net.Listener {
 	tc = tc.Clone()
 	tc.NextProtos = []string{"http/1.1"}
-	s := &sniffListener{Listener: l, tlsConf: tc, conns: make(chan net.Conn), done: make(chan struct{})}
+	s := &sniffListener{Listener: l, timeout: timeout, tlsConf: tc, conns: make(chan net.Conn), done: make(chan struct{})}
 	go s.run()
 	return s
 }
@@ -300,7 +306,7 @@ func (s *sniffListener) run() {
 }
 
 func (s *sniffListener) sniff(c net.Conn) {
-	_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	_ = c.SetReadDeadline(time.Now().Add(s.timeout))
 	br := bufio.NewReader(c)
 	first, err := br.Peek(1)
 	_ = c.SetReadDeadline(time.Time{})
