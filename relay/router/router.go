@@ -9,8 +9,12 @@
 // the high-water mark or the session cap reached; otherwise the smaller of
 // the sessions left under the cap, or under the per-socket ceiling, and the
 // memory left under the high-water mark divided by 100 KiB), is the
-// process's headroom. Between polls, each listener routed to a process
-// counts against its headroom, so a burst does not all land on one process.
+// process's headroom. Only that polled figure, which counts the sessions a
+// relay admitted, decides whether a process may get listeners: /route is
+// anonymous, so its answers must not use headroom up. Between polls, each
+// answer reserves one listener of the process's headroom for the ranking
+// only (at most its headroom, forgotten at the next poll), so a burst does
+// not all land on one process.
 // A process marked draining, or whose last poll failed, gets no new
 // listeners. Ties go to the process listed first. The broadcast name is
 // required but does not affect the choice: every process pulls any
@@ -298,14 +302,16 @@ func (r *Router) headroom(ctx context.Context, statsURL string) (int, error) {
 // ErrNoHeadroom is returned by Pick when no relay can take a listener.
 var ErrNoHeadroom = errors.New("router: no relay has headroom")
 
-// Pick chooses the relay for one new listener and counts it against that
-// relay's headroom until the next poll.
+// Pick chooses the relay for one new listener: among those with polled
+// headroom, the one with the most left after this poll period's answers.
+// The answer reserves one listener there for the ranking until the next
+// poll, at most its headroom: answers alone never make a relay full.
 func (r *Router) Pick() (string, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	var best *relayState
 	for _, s := range r.relays {
-		if s.Draining || !s.Healthy || s.Headroom-s.Routed <= 0 {
+		if s.Draining || !s.Healthy || s.Headroom <= 0 {
 			continue
 		}
 		if best == nil || s.Headroom-s.Routed > best.Headroom-best.Routed {
@@ -315,7 +321,7 @@ func (r *Router) Pick() (string, error) {
 	if best == nil {
 		return "", ErrNoHeadroom
 	}
-	best.Routed++
+	best.Routed = min(best.Routed+1, best.Headroom)
 	return best.URL, nil
 }
 
