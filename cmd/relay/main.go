@@ -537,7 +537,7 @@ func routerCmd(ctx context.Context, args []string, stderr io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("listen: %w", err)
 	}
-	srv := &http.Server{Handler: rt, ReadHeaderTimeout: 10 * time.Second}
+	srv := rt.HTTPServer(router.Limits{})
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
 	defer signal.Stop(hup)
@@ -558,7 +558,7 @@ func routerCmd(ctx context.Context, args []string, stderr io.Writer) error {
 	}()
 	go rt.Run(ctx)
 	logger.Info("router listening", "addr", ln.Addr().String(), "relays", *relaysFile)
-	err = srv.Serve(ln)
+	err = srv.Serve(router.LimitListener(ln, router.Limits{}))
 	<-done
 	if errors.Is(err, http.ErrServerClosed) {
 		return nil

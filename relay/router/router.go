@@ -42,12 +42,15 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/url"
 	"os"
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/relayfleet/relayfleet/relay/internal/connlimit"
 )
 
 // File is the relays file.
@@ -355,4 +358,48 @@ func (r *Router) list(w http.ResponseWriter, _ *http.Request) {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	_ = enc.Encode(map[string]any{"relays": out})
+}
+
+// Limits of the router's HTTP server (HTTPServer, LimitListener).
+type Limits struct {
+	// Timeout bounds slow and idle connections: request headers must
+	// arrive within it, a whole request within twice it, an idle
+	// keep-alive connection is closed after three times it and a response
+	// written within six times it. 0 means DefaultTimeout.
+	Timeout time.Duration
+	// MaxConns caps the connections open at once; past it new ones are
+	// closed at once. 0 means DefaultMaxConns; negative means no cap.
+	MaxConns int
+}
+
+// Defaults of Limits.
+const (
+	DefaultTimeout  = 10 * time.Second
+	DefaultMaxConns = 10000
+)
+
+// HTTPServer returns an http.Server for r with lim's timeouts; serve it on
+// LimitListener for the connection cap.
+func (r *Router) HTTPServer(lim Limits) *http.Server {
+	t := lim.Timeout
+	if t <= 0 {
+		t = DefaultTimeout
+	}
+	return &http.Server{
+		Handler:           r,
+		ReadHeaderTimeout: t,
+		ReadTimeout:       2 * t,
+		IdleTimeout:       3 * t,
+		WriteTimeout:      6 * t,
+		ErrorLog:          slog.NewLogLogger(r.logger.Handler(), slog.LevelDebug),
+	}
+}
+
+// LimitListener caps the connections l holds open at lim.MaxConns.
+func LimitListener(l net.Listener, lim Limits) net.Listener {
+	n := lim.MaxConns
+	if n == 0 {
+		n = DefaultMaxConns
+	}
+	return connlimit.New(l, n)
 }
