@@ -60,6 +60,9 @@ type Stats struct {
 	// SessionsOverloaded counts sessions closed for holding more buffered
 	// frame bytes than their budget.
 	SessionsOverloaded int64 `json:"sessions_overloaded_total"`
+	// AnnouncesRefused counts announces refused for passing the
+	// per-session broadcast cap or the path length cap.
+	AnnouncesRefused int64 `json:"announces_refused_total"`
 	// UDP buffers: what was asked and what the kernel reports (SO_RCVBUF,
 	// SO_SNDBUF, which Linux doubles).
 	UDPBufferRequested int `json:"udp_buffer_requested"`
@@ -106,6 +109,7 @@ func (s *Server) Stats() Stats {
 	st.BytesOut = c.bytesOut.Load()
 	st.GroupsDropped = c.groupsDropped.Load()
 	st.SessionsOverloaded = c.sessionsOverloaded.Load()
+	st.AnnouncesRefused = c.announcesRefused.Load()
 	return st
 }
 
@@ -156,6 +160,7 @@ func (r *Relay) registry() *prometheus.Registry {
 	gauge("headroom", "Listeners the relay expects to take still.", func(s Stats) float64 { return float64(s.Headroom) })
 	counter("sessions_refused_total", "Sessions refused by admission control.", func(s Stats) float64 { return float64(s.Refused) })
 	counter("sessions_reaped_total", "Silent sessions ended by the reaper.", func(s Stats) float64 { return float64(s.Reaped) })
+	counter("announces_refused_total", "Announces refused: too many broadcasts on one session, or a path too long.", func(s Stats) float64 { return float64(s.AnnouncesRefused) })
 	counter("sessions_overloaded_total", "Sessions closed for holding more buffered frame bytes than their budget.", func(s Stats) float64 { return float64(s.SessionsOverloaded) })
 	gauge("udp_receive_buffer_bytes", "UDP receive buffer granted by the kernel (SO_RCVBUF).", func(s Stats) float64 { return float64(s.UDPReceiveBuffer) })
 	gauge("udp_send_buffer_bytes", "UDP send buffer granted by the kernel (SO_SNDBUF).", func(s Stats) float64 { return float64(s.UDPSendBuffer) })

@@ -81,6 +81,7 @@ type counters struct {
 	upstreamSubscribes atomic.Int64
 	groupsDropped      atomic.Int64
 	sessionsOverloaded atomic.Int64
+	announcesRefused   atomic.Int64
 }
 
 // ServerOptions configures a Server.
@@ -154,6 +155,11 @@ type session struct {
 
 	mu       sync.Mutex
 	upstream map[uint64]*track // tracks we pull from this session, by upstream id
+
+	// broadcasts it publishes now, and whether an announce of it was
+	// refused yet (logged once); guarded by Server.mu.
+	broadcasts      int
+	announceRefused bool
 
 	// Reaper state, touched only by the sweeping goroutine.
 	sweepPackets uint64

@@ -3,7 +3,9 @@ package moqlite_test
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"io"
+	"reflect"
 	"runtime"
 	"testing"
 
@@ -113,5 +115,47 @@ func TestReadFrameBudget(t *testing.T) {
 	// A nil budget is no limit.
 	if _, err := moqlite.ReadFrameBudget(bytes.NewReader(frame), nil); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// AppendAnnounceInit never writes a message a peer cannot decode: past
+// MaxListLen suffixes, or MaxMessageSize bytes, the rest follow as active
+// Announces; a name too long for any message is left out and counted.
+func TestAppendAnnounceInitSplits(t *testing.T) {
+	var names []string
+	for i := range 3000 {
+		names = append(names, fmt.Sprintf("room/%05d", i))
+	}
+	long := string(bytes.Repeat([]byte("x"), 40<<10))
+	tooLong := string(bytes.Repeat([]byte("y"), moqlite.MaxMessageSize))
+	names = append(names, long, long+"2", tooLong)
+	b, skipped := moqlite.AppendAnnounceInit(nil, names)
+	if skipped != 1 {
+		t.Fatalf("skipped %d, want 1", skipped)
+	}
+	r := bytes.NewReader(b)
+	var init moqlite.AnnounceInit
+	if err := moqlite.ReadMessage(r, &init); err != nil {
+		t.Fatalf("decode init: %v", err)
+	}
+	got := append([]string(nil), init.Suffixes...)
+	for {
+		var a moqlite.Announce
+		err := moqlite.ReadMessage(r, &a)
+		if err == io.EOF {
+			break
+		}
+		if err != nil || !a.Active {
+			t.Fatalf("decode announce after %d names: %v (active %v)", len(got), err, a.Active)
+		}
+		got = append(got, a.Suffix)
+	}
+	if want := names[:len(names)-1]; !reflect.DeepEqual(got, want) {
+		t.Fatalf("decoded %d names, want the %d that fit, in order", len(got), len(want))
+	}
+	// The plain encoder's output for the same list is what broke peers.
+	all := moqlite.AppendMessage(nil, &moqlite.AnnounceInit{Suffixes: names[:moqlite.MaxListLen+1]})
+	if err := moqlite.ReadMessage(bytes.NewReader(all), &init); err == nil {
+		t.Fatal("an AnnounceInit of MaxListLen+1 names decoded; the split is not needed?")
 	}
 }

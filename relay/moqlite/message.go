@@ -54,7 +54,10 @@ const (
 	MaxMessageSize = 64 << 10
 	// MaxFrameSize bounds one frame payload (audio frames are tiny).
 	MaxFrameSize = 1 << 20
-	maxListLen   = 1024
+	// MaxListLen bounds the entries of a decoded list (versions,
+	// parameters, AnnounceInit suffixes).
+	MaxListLen = 1024
+	maxListLen = MaxListLen
 )
 
 var (
@@ -458,6 +461,39 @@ func (m *AnnounceInit) DecodeBody(body []byte) error {
 		return fmt.Errorf("announce init: %w", err)
 	}
 	return nil
+}
+
+// AppendAnnounceInit appends an AnnounceInit listing suffixes that a peer
+// can decode (at most MaxListLen suffixes and MaxMessageSize bytes), then
+// an active Announce for each suffix that did not fit, in order. A suffix
+// too long for any message is left out; skipped says how many were.
+func AppendAnnounceInit(b []byte, suffixes []string) (out []byte, skipped int) {
+	fits := func(s string) bool { return 1+VarintLen(uint64(len(s)))+len(s) <= MaxMessageSize }
+	size, n := VarintLen(MaxListLen), 0 // the count's varint, at its largest
+	var init AnnounceInit
+	for n < len(suffixes) && len(init.Suffixes) < MaxListLen {
+		s := suffixes[n]
+		l := VarintLen(uint64(len(s))) + len(s)
+		if size+l > MaxMessageSize {
+			break
+		}
+		n++
+		if !fits(s) {
+			skipped++
+			continue
+		}
+		init.Suffixes = append(init.Suffixes, s)
+		size += l
+	}
+	b = AppendMessage(b, &init)
+	for _, s := range suffixes[n:] {
+		if !fits(s) {
+			skipped++
+			continue
+		}
+		b = AppendMessage(b, &Announce{Active: true, Suffix: s})
+	}
+	return b, skipped
 }
 
 // Announce updates one broadcast under the announce prefix.
