@@ -50,9 +50,10 @@ type upstreamLink struct {
 // dialFlight is one dial of the upstream; callers that arrive while it is
 // in flight wait for its result instead of dialling again.
 type dialFlight struct {
-	done chan struct{} // closed once s and err are set
-	s    *client.Session
-	err  error
+	done   chan struct{} // closed once s and err are set
+	cancel context.CancelFunc
+	s      *client.Session
+	err    error
 }
 
 // session returns the live upstream session, dialling the next upstream
@@ -84,15 +85,29 @@ func (l *upstreamLink) session(ctx context.Context) (*client.Session, error) {
 			return nil, ctx.Err()
 		}
 	}
-	f := &dialFlight{done: make(chan struct{})}
+	// The dial serves every caller that waits on it: the one that started
+	// it leaving (its track ended) must not cancel it; close does. Each
+	// caller waits for it, or for its own ctx.
+	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), upstreamDialWait)
+	f := &dialFlight{done: make(chan struct{}), cancel: cancel}
 	l.flight = f
 	u := l.urls[l.next%len(l.urls)]
 	l.next++
 	l.mu.Unlock()
 
-	dctx, cancel := context.WithTimeout(ctx, upstreamDialWait)
-	s, err := client.Dial(dctx, u, &client.Options{Logger: l.logger})
-	cancel()
+	go l.dial(dctx, f, u)
+	select {
+	case <-f.done:
+		return f.s, f.err
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// dial runs flight f: it dials u and records the session, or the error.
+func (l *upstreamLink) dial(ctx context.Context, f *dialFlight, u string) {
+	s, err := client.Dial(ctx, u, &client.Options{Logger: l.logger})
+	f.cancel()
 	if err != nil {
 		err = fmt.Errorf("upstream %s: %w", u, err)
 	}
@@ -113,7 +128,6 @@ func (l *upstreamLink) session(ctx context.Context) (*client.Session, error) {
 	}
 	f.s, f.err = s, err
 	close(f.done)
-	return s, err
 }
 
 // connected reports whether an upstream session is up.
@@ -136,6 +150,9 @@ func (l *upstreamLink) close() {
 	l.closed = true
 	cur := l.cur
 	l.cur = nil
+	if l.flight != nil {
+		l.flight.cancel()
+	}
 	l.mu.Unlock()
 	if cur != nil {
 		_ = cur.Close()
