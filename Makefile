@@ -34,6 +34,11 @@ golden: ## rewrite golden files after an intended output change (review the diff
 clean: ## remove build outputs
 	rm -rf $(BIN)
 
+.PHONY: test-hostile
+
+test-hostile: ## the relay binary under hostile input (frame-header flood over WebSocket: RSS idle, peak, delta), about a minute
+	$(GO) test -count=1 -timeout 10m -v -run 'TestFrameHeaderFlood' ./cmd/relay/
+
 .PHONY: lab-test lab-qemu
 
 lab-test: ## lab boxes (root, systemd-container, debootstrap): SSH, MemoryMax isolation, restarts, cleanup, converge

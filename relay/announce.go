@@ -3,6 +3,7 @@ package relay
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"sort"
 	"sync"
 
@@ -75,7 +76,12 @@ func (sess *session) serveAnnounce(ctx context.Context, st transport.Stream, pre
 		s.mu.Unlock()
 	}()
 	sort.Strings(init.Suffixes)
-	if _, err := st.Write(moqlite.AppendMessage(nil, &init)); err != nil {
+	// More suffixes than one AnnounceInit may carry follow as Announces.
+	b, skipped := moqlite.AppendAnnounceInit(nil, init.Suffixes)
+	if skipped > 0 {
+		sess.log.Warn("announce init: names too long to send left out", "count", skipped)
+	}
+	if _, err := st.Write(b); err != nil {
 		return fmt.Errorf("write announce init: %w", err)
 	}
 
@@ -151,6 +157,28 @@ func (sess *session) runPullAnnounces(ctx context.Context) error {
 	}
 }
 
+// Announce limits: a session publishes at most maxSessionBroadcasts
+// broadcasts at once, each path at most maxBroadcastPath bytes, so that
+// what the relay holds per publisher is bounded and every name fits the
+// messages it is re-announced in. Announces past them are refused,
+// counted (announces_refused_total) and logged once per session.
+const (
+	maxSessionBroadcasts = moqlite.MaxListLen
+	maxBroadcastPath     = 1024
+)
+
+// refuseAnnounce counts a refused announce; s.mu is held.
+func (s *Server) refuseAnnounceLocked(sess *session, path, why string) {
+	s.counters.announcesRefused.Add(1)
+	level := slog.LevelDebug
+	if !sess.announceRefused {
+		sess.announceRefused = true
+		level = slog.LevelWarn
+	}
+	sess.log.Log(context.Background(), level, "announce refused: "+why,
+		"broadcast", path[:min(len(path), 128)], "max_broadcasts", maxSessionBroadcasts, "max_path", maxBroadcastPath)
+}
+
 // announce records that sess started or stopped publishing suffix.
 func (s *Server) announce(sess *session, suffix string, active bool) {
 	path := joinPath(sess.root, suffix)
@@ -160,6 +188,10 @@ func (s *Server) announce(sess *session, suffix string, active bool) {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if active && len(path) > maxBroadcastPath {
+		s.refuseAnnounceLocked(sess, path, "broadcast path too long")
+		return
+	}
 	old := s.broadcasts[path]
 	if !active {
 		if old != nil && old.owner == sess {
@@ -167,14 +199,19 @@ func (s *Server) announce(sess *session, suffix string, active bool) {
 		}
 		return
 	}
+	if old != nil && old.owner == sess {
+		return
+	}
+	if sess.broadcasts >= maxSessionBroadcasts {
+		s.refuseAnnounceLocked(sess, path, "too many broadcasts on one session")
+		return
+	}
 	if old != nil {
-		if old.owner == sess {
-			return
-		}
 		s.removeBroadcastLocked(old) // the newest publisher wins
 	}
 	b := &broadcast{path: path, suffix: suffix, owner: sess, tracks: make(map[string]*track)}
 	s.broadcasts[path] = b
+	sess.broadcasts++
 	sess.log.Info("broadcast announced", "broadcast", path)
 	if !s.upstreamAnnounced[path] {
 		s.notifyLocked(path, true)
@@ -195,6 +232,7 @@ func (s *Server) removeBroadcastLocked(b *broadcast) {
 		return
 	}
 	delete(s.broadcasts, b.path)
+	b.owner.broadcasts--
 	for name, t := range b.tracks {
 		delete(b.tracks, name)
 		t.cancel()

@@ -62,7 +62,12 @@ type admission struct {
 	reapAfter   time.Duration
 	usage       func() uint64
 
-	used     atomic.Int64
+	used atomic.Int64
+	// fresh counts sessions the last memory sample cannot include: those
+	// admitted since it, and those still in their handshake when it was
+	// taken. Each is assumed to need perListener, so that a reconnect
+	// storm inside one sample cannot pass the high-water mark.
+	fresh    atomic.Int64
 	pressure atomic.Bool // above the high-water mark (until the low one)
 	// draining refuses new sessions while the operator moves listeners
 	// off this process (a rolling restart); open ones keep being served.
@@ -116,9 +121,13 @@ func (a *admission) sample() {
 	}
 }
 
-// admit reports whether a new session may start, given how many are open.
+// admit reports whether a new session may start, given how many are open
+// or admitted and still in their handshake.
 func (a *admission) admit(sessions int) bool {
 	if a.draining.Load() || a.maxSessions > 0 && sessions >= a.maxSessions {
+		return false
+	}
+	if a.budget > 0 && a.used.Load()+(a.fresh.Load()+1)*a.perListener > a.highWater {
 		return false
 	}
 	return !a.pressure.Load()
@@ -134,21 +143,34 @@ func (a *admission) headroom(sessions int) int {
 		h = a.maxSessions - sessions
 	}
 	if a.budget > 0 {
-		h = min(h, int((a.highWater-a.used.Load())/a.perListener))
+		h = min(h, int((a.highWater-a.used.Load())/a.perListener-a.fresh.Load()))
 	}
 	return max(h, 0)
 }
 
-// admit is called for every new session before it is served.
+// admit is called for every new session before it is served. An admitted
+// session counts against the cap from here: the caller must end it with
+// exactly one of setUp (registered) or abandon (gone before that).
 func (s *Server) admit() bool {
 	s.mu.Lock()
-	n := len(s.sessions)
-	s.mu.Unlock()
-	if s.adm.admit(n) {
-		return true
+	defer s.mu.Unlock()
+	if !s.adm.admit(len(s.sessions) + s.pending) {
+		s.adm.refused.Add(1)
+		return false
 	}
-	s.adm.refused.Add(1)
-	return false
+	s.pending++
+	s.adm.fresh.Add(1)
+	return true
+}
+
+// abandon ends an admission whose session never got registered.
+func (s *Server) abandon() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.pending--
+	if s.adm.fresh.Load() > 0 {
+		s.adm.fresh.Add(-1)
+	}
 }
 
 // packetCounter is implemented by transports that count received packets
@@ -176,7 +198,12 @@ func (s *Server) RunReaper(ctx context.Context) {
 // sweep is one pass of the reaper; list is scratch space, returned for reuse.
 func (s *Server) sweep(now time.Time, list []*session) []*session {
 	a := s.adm
+	s.mu.Lock()
 	a.sample()
+	// The sample includes the registered sessions, not the ones still in
+	// their handshake.
+	a.fresh.Store(int64(s.pending))
+	s.mu.Unlock()
 	after := a.reapAfter
 	if a.pressure.Load() {
 		after /= 3

@@ -33,6 +33,9 @@ const (
 var errLinkClosed = errors.New("upstream link closed")
 
 // upstreamLink is the shared client session towards the upstream relays.
+// The mutex guards its fields only and is never held across a dial: a dial
+// to a blackholed upstream takes upstreamDialWait, and /stats and the
+// systemd watchdog read connected() meanwhile.
 type upstreamLink struct {
 	urls   []string
 	logger *slog.Logger
@@ -41,14 +44,25 @@ type upstreamLink struct {
 	cur    *client.Session
 	next   int
 	closed bool
+	flight *dialFlight // the dial in progress, if any
+}
+
+// dialFlight is one dial of the upstream; callers that arrive while it is
+// in flight wait for its result instead of dialling again.
+type dialFlight struct {
+	done   chan struct{} // closed once s and err are set
+	cancel context.CancelFunc
+	s      *client.Session
+	err    error
 }
 
 // session returns the live upstream session, dialling the next upstream
-// URL when there is none. One dial at a time.
+// URL when there is none. One dial at a time: callers that arrive during a
+// dial wait for it (or for their ctx) and share its result.
 func (l *upstreamLink) session(ctx context.Context) (*client.Session, error) {
 	l.mu.Lock()
-	defer l.mu.Unlock()
 	if l.closed {
+		l.mu.Unlock()
 		return nil, errLinkClosed
 	}
 	if l.cur != nil {
@@ -57,20 +71,63 @@ func (l *upstreamLink) session(ctx context.Context) (*client.Session, error) {
 			_ = l.cur.Close()
 			l.cur = nil
 		default:
-			return l.cur, nil
+			s := l.cur
+			l.mu.Unlock()
+			return s, nil
 		}
 	}
+	if f := l.flight; f != nil {
+		l.mu.Unlock()
+		select {
+		case <-f.done:
+			return f.s, f.err
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+	// The dial serves every caller that waits on it: the one that started
+	// it leaving (its track ended) must not cancel it; close does. Each
+	// caller waits for it, or for its own ctx.
+	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), upstreamDialWait)
+	f := &dialFlight{done: make(chan struct{}), cancel: cancel}
+	l.flight = f
 	u := l.urls[l.next%len(l.urls)]
 	l.next++
-	dctx, cancel := context.WithTimeout(ctx, upstreamDialWait)
-	defer cancel()
-	s, err := client.Dial(dctx, u, &client.Options{Logger: l.logger})
-	if err != nil {
-		return nil, fmt.Errorf("upstream %s: %w", u, err)
+	l.mu.Unlock()
+
+	go l.dial(dctx, f, u)
+	select {
+	case <-f.done:
+		return f.s, f.err
+	case <-ctx.Done():
+		return nil, ctx.Err()
 	}
-	l.logger.Info("upstream connected", "url", u)
-	l.cur = s
-	return s, nil
+}
+
+// dial runs flight f: it dials u and records the session, or the error.
+func (l *upstreamLink) dial(ctx context.Context, f *dialFlight, u string) {
+	s, err := client.Dial(ctx, u, &client.Options{Logger: l.logger})
+	f.cancel()
+	if err != nil {
+		err = fmt.Errorf("upstream %s: %w", u, err)
+	}
+	var late *client.Session // dialled after close: not kept
+	l.mu.Lock()
+	l.flight = nil
+	switch {
+	case err != nil:
+	case l.closed:
+		late, s, err = s, nil, errLinkClosed
+	default:
+		l.logger.Info("upstream connected", "url", u)
+		l.cur = s
+	}
+	l.mu.Unlock()
+	if late != nil {
+		_ = late.Close()
+	}
+	f.s, f.err = s, err
+	close(f.done)
 }
 
 // connected reports whether an upstream session is up.
@@ -93,6 +150,9 @@ func (l *upstreamLink) close() {
 	l.closed = true
 	cur := l.cur
 	l.cur = nil
+	if l.flight != nil {
+		l.flight.cancel()
+	}
 	l.mu.Unlock()
 	if cur != nil {
 		_ = cur.Close()

@@ -57,6 +57,12 @@ type Stats struct {
 	Headroom        int   `json:"headroom"`
 	Refused         int64 `json:"refused_total"`
 	Reaped          int64 `json:"reaped_total"`
+	// SessionsOverloaded counts sessions closed for holding more buffered
+	// frame bytes than their budget.
+	SessionsOverloaded int64 `json:"sessions_overloaded_total"`
+	// AnnouncesRefused counts announces refused for passing the
+	// per-session broadcast cap or the path length cap.
+	AnnouncesRefused int64 `json:"announces_refused_total"`
 	// UDP buffers: what was asked and what the kernel reports (SO_RCVBUF,
 	// SO_SNDBUF, which Linux doubles).
 	UDPBufferRequested int `json:"udp_buffer_requested"`
@@ -69,12 +75,17 @@ type Stats struct {
 	CertificateSHA256   string    `json:"certificate_sha256"`
 	CertificateNotAfter time.Time `json:"certificate_not_after"`
 	SPKISHA256          string    `json:"spki_sha256"`
+	// TCP connections open now, and those closed at once for being past
+	// Config.MaxConns so far.
+	TCPConns        int   `json:"tcp_conns"`
+	TCPConnsRefused int64 `json:"tcp_conns_refused_total"`
 }
 
 // Stats returns the core's counters; the UDP fields are zero.
 func (s *Server) Stats() Stats {
 	s.mu.Lock()
 	st := Stats{Sessions: len(s.sessions), Broadcasts: len(s.broadcasts)}
+	admitted := st.Sessions + s.pending // what admission counts
 	pubs := make(map[*session]struct{})
 	for _, b := range s.broadcasts {
 		pubs[b.owner] = struct{}{}
@@ -91,7 +102,7 @@ func (s *Server) Stats() Stats {
 	st.UpstreamSubscribes = s.counters.upstreamSubscribes.Load()
 	a := s.adm
 	st.MemoryBudget, st.MemoryUsed, st.MemoryHighWater = a.budget, a.used.Load(), a.highWater
-	st.Admitting, st.MaxSessions, st.Headroom = a.admit(st.Sessions), a.maxSessions, a.headroom(st.Sessions)
+	st.Admitting, st.MaxSessions, st.Headroom = a.admit(admitted), a.maxSessions, a.headroom(admitted)
 	st.Draining = a.draining.Load()
 	st.Refused, st.Reaped = a.refused.Load(), a.reaped.Load()
 	c := &s.counters
@@ -104,6 +115,8 @@ func (s *Server) Stats() Stats {
 	st.FramesOut = c.framesOut.Load()
 	st.BytesOut = c.bytesOut.Load()
 	st.GroupsDropped = c.groupsDropped.Load()
+	st.SessionsOverloaded = c.sessionsOverloaded.Load()
+	st.AnnouncesRefused = c.announcesRefused.Load()
 	return st
 }
 
@@ -116,6 +129,7 @@ func (r *Relay) Stats() Stats {
 	if ci := r.certs.info(); ci != nil {
 		st.CertificateSHA256, st.CertificateNotAfter, st.SPKISHA256 = ci.hash, ci.notAfter, ci.spki
 	}
+	st.TCPConns, st.TCPConnsRefused = r.conns.Open(), r.conns.Refused()
 	return st
 }
 
@@ -156,6 +170,8 @@ func (r *Relay) registry() *prometheus.Registry {
 	gauge("headroom", "Listeners the relay expects to take still.", func(s Stats) float64 { return float64(s.Headroom) })
 	counter("sessions_refused_total", "Sessions refused by admission control.", func(s Stats) float64 { return float64(s.Refused) })
 	counter("sessions_reaped_total", "Silent sessions ended by the reaper.", func(s Stats) float64 { return float64(s.Reaped) })
+	counter("announces_refused_total", "Announces refused: too many broadcasts on one session, or a path too long.", func(s Stats) float64 { return float64(s.AnnouncesRefused) })
+	counter("sessions_overloaded_total", "Sessions closed for holding more buffered frame bytes than their budget.", func(s Stats) float64 { return float64(s.SessionsOverloaded) })
 	gauge("udp_receive_buffer_bytes", "UDP receive buffer granted by the kernel (SO_RCVBUF).", func(s Stats) float64 { return float64(s.UDPReceiveBuffer) })
 	gauge("udp_send_buffer_bytes", "UDP send buffer granted by the kernel (SO_SNDBUF).", func(s Stats) float64 { return float64(s.UDPSendBuffer) })
 	gauge("udp_buffer_requested_bytes", "UDP buffer size the relay asked for.", func(s Stats) float64 { return float64(s.UDPBufferRequested) })
@@ -237,9 +253,18 @@ func (r *Relay) serveSession(w http.ResponseWriter, req *http.Request) {
 			return
 		}
 	}
-	if (isWT || isWS) && !r.srv.admit() {
-		http.Error(w, "relay full", http.StatusServiceUnavailable)
-		return
+	admitted := false
+	if isWT || isWS {
+		if !r.srv.admit() {
+			http.Error(w, "relay full", http.StatusServiceUnavailable)
+			return
+		}
+		admitted = true
+		defer func() {
+			if admitted { // the upgrade failed: never served
+				r.srv.abandon()
+			}
+		}()
 	}
 	var sess transport.Session
 	switch {
@@ -262,7 +287,8 @@ func (r *Relay) serveSession(w http.ResponseWriter, req *http.Request) {
 		http.NotFound(w, req)
 		return
 	}
-	if err := r.srv.ServeSession(r.ctx, sess, req.URL); err != nil {
+	admitted = false // serveSession ends the admission
+	if err := r.srv.serveSession(r.ctx, sess, req.URL, true); err != nil {
 		r.logger.Debug("session", "err", err)
 	}
 }
@@ -271,16 +297,17 @@ func (r *Relay) serveSession(w http.ResponseWriter, req *http.Request) {
 // whose first byte is a TLS handshake record gets TLS.
 type sniffListener struct {
 	net.Listener
+	timeout time.Duration // for the first byte
 	tlsConf *tls.Config
 	conns   chan net.Conn
 	done    chan struct{}
 	once    sync.Once
 }
 
-func newSniffListener(l net.Listener, tc *tls.Config) net.Listener {
+func newSniffListener(l net.Listener, tc *tls.Config, timeout time.Duration) net.Listener {
 	tc = tc.Clone()
 	tc.NextProtos = tcpProtos(tc.NextProtos)
-	s := &sniffListener{Listener: l, tlsConf: tc, conns: make(chan net.Conn), done: make(chan struct{})}
+	s := &sniffListener{Listener: l, timeout: timeout, tlsConf: tc, conns: make(chan net.Conn), done: make(chan struct{})}
 	go s.run()
 	return s
 }
@@ -297,7 +324,7 @@ func (s *sniffListener) run() {
 }
 
 func (s *sniffListener) sniff(c net.Conn) {
-	_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	_ = c.SetReadDeadline(time.Now().Add(s.timeout))
 	br := bufio.NewReader(c)
 	first, err := br.Peek(1)
 	_ = c.SetReadDeadline(time.Time{})

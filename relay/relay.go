@@ -19,12 +19,19 @@ import (
 	"github.com/quic-go/quic-go/http3"
 	"github.com/quic-go/webtransport-go"
 
+	"github.com/relayfleet/relayfleet/relay/internal/connlimit"
 	"github.com/relayfleet/relayfleet/relay/moqlite"
 	"github.com/relayfleet/relayfleet/relay/transport"
 )
 
 // DefaultUDPBuffer is the UDP receive and send buffer the relay asks for.
 const DefaultUDPBuffer = 16 << 20
+
+// Defaults of the TCP side's limits (Config.HTTPTimeout, Config.MaxConns).
+const (
+	DefaultHTTPTimeout = 10 * time.Second
+	DefaultMaxConns    = 10000
+)
 
 // Config configures a relay process. The zero value listens on a random
 // loopback port with a self-signed certificate and no authentication.
@@ -76,6 +83,17 @@ type Config struct {
 	MemoryUsage func() uint64
 	// Pprof serves net/http/pprof under /debug/pprof/ on the TCP port.
 	Pprof bool
+	// HTTPTimeout bounds the TCP side's slow and idle connections: the
+	// first byte (before TLS) and the request headers must arrive within
+	// it, a whole request within twice it, an idle keep-alive connection
+	// is closed after three times it, and a response must be written
+	// within six times it. WebSocket sessions, once upgraded, are exempt.
+	// 0 means DefaultHTTPTimeout.
+	HTTPTimeout time.Duration
+	// MaxConns caps the TCP connections open at once (WebSocket sessions
+	// included); past it new ones are closed at once. 0 means
+	// DefaultMaxConns; negative means no cap.
+	MaxConns int
 	// Logger receives the relay's logs; nil means slog.Default().
 	Logger *slog.Logger
 }
@@ -124,6 +142,7 @@ type Relay struct {
 	certs    *certSource
 	udp      *net.UDPConn
 	tcp      net.Listener
+	conns    *connlimit.Listener
 	tr       *quic.Transport
 	ql       *quic.Listener
 	http     *http.Server
@@ -237,9 +256,23 @@ func Start(ctx context.Context, cfg Config) (*Relay, error) {
 		CheckOrigin:          func(*http.Request) bool { return true },
 	}
 	webtransport.ConfigureHTTP3Server(r.wt.H3)
+	timeout := cfg.HTTPTimeout
+	if timeout <= 0 {
+		timeout = DefaultHTTPTimeout
+	}
+	maxConns := cfg.MaxConns
+	if maxConns == 0 {
+		maxConns = DefaultMaxConns
+	}
+	r.conns = connlimit.New(tcp, maxConns)
+	// Hijacked connections (WebSocket) get their deadlines cleared by
+	// net/http: the timeouts end at the upgrade.
 	r.http = &http.Server{
 		Handler:           mux,
-		ReadHeaderTimeout: 10 * time.Second,
+		ReadHeaderTimeout: timeout,
+		ReadTimeout:       2 * timeout,
+		IdleTimeout:       3 * timeout,
+		WriteTimeout:      6 * timeout,
 		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelDebug),
 		BaseContext:       func(net.Listener) context.Context { return r.ctx },
 	}
@@ -262,7 +295,7 @@ func Start(ctx context.Context, cfg Config) (*Relay, error) {
 	}()
 	go func() {
 		defer r.wg.Done()
-		if err := r.http.Serve(newSniffListener(tcp, tlsConf)); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		if err := r.http.Serve(newSniffListener(r.conns, tlsConf, timeout)); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			logger.Error("http server", "err", err)
 		}
 	}()
@@ -319,7 +352,7 @@ func (r *Relay) acceptQUIC() {
 			}
 			go func() {
 				defer r.srv.wg.Done()
-				if err := r.srv.ServeSession(r.ctx, transport.NewQUIC(conn), nil); err != nil {
+				if err := r.srv.serveSession(r.ctx, transport.NewQUIC(conn), nil, true); err != nil {
 					r.logger.Debug("quic session", "err", err)
 				}
 			}()

@@ -29,6 +29,14 @@ const (
 
 const setupTimeout = 10 * time.Second
 
+// sessionBufferBudget bounds the frame bytes one session's group streams
+// hold at once: frames being received (allocated as their bytes arrive)
+// plus the frames of its groups still open. Audio needs a few KiB; past it
+// the session is closed with codeOverloaded, so a publisher that opens
+// thousands of streams and declares large frames on each cannot pin memory
+// in proportion.
+const sessionBufferBudget = 16 << 20
+
 // ErrUnauthorized is returned when a session's token does not allow what it
 // asked for.
 var ErrUnauthorized = errors.New("relay: unauthorized")
@@ -50,6 +58,9 @@ type Server struct {
 	upstreamAnnounced map[string]bool
 	watchers          map[*watcher]struct{}
 	sessions          map[*session]struct{}
+	// pending counts sessions admitted and not yet registered in
+	// sessions (in their handshake); admission counts them too.
+	pending int
 
 	link *upstreamLink // nil without upstreams
 	adm  *admission
@@ -69,6 +80,8 @@ type counters struct {
 
 	upstreamSubscribes atomic.Int64
 	groupsDropped      atomic.Int64
+	sessionsOverloaded atomic.Int64
+	announcesRefused   atomic.Int64
 }
 
 // ServerOptions configures a Server.
@@ -137,8 +150,16 @@ type session struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 
+	// budget bounds what the session's group streams hold together.
+	budget *moqlite.Budget
+
 	mu       sync.Mutex
 	upstream map[uint64]*track // tracks we pull from this session, by upstream id
+
+	// broadcasts it publishes now, and whether an announce of it was
+	// refused yet (logged once); guarded by Server.mu.
+	broadcasts      int
+	announceRefused bool
 
 	// Reaper state, touched only by the sweeping goroutine.
 	sweepPackets uint64
@@ -150,6 +171,19 @@ type session struct {
 // frees everything it held. u is the URL the client connected to, or nil
 // for raw QUIC, where the path comes from the SETUP path parameter.
 func (s *Server) ServeSession(ctx context.Context, t transport.Session, u *url.URL) error {
+	return s.serveSession(ctx, t, u, false)
+}
+
+// serveSession is ServeSession; admitted says the session went through
+// admit, which it ends with setUp or abandon.
+func (s *Server) serveSession(ctx context.Context, t transport.Session, u *url.URL, admitted bool) error {
+	if admitted {
+		defer func() {
+			if admitted {
+				s.abandon()
+			}
+		}()
+	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	stop := context.AfterFunc(ctx, func() { _ = t.CloseWithError(codeOK, "") })
@@ -168,7 +202,8 @@ func (s *Server) ServeSession(ctx context.Context, t transport.Session, u *url.U
 		}()
 	}
 
-	sess := &session{srv: s, t: t, ctx: ctx, cancel: cancel, upstream: make(map[uint64]*track)}
+	sess := &session{srv: s, t: t, ctx: ctx, cancel: cancel, upstream: make(map[uint64]*track),
+		budget: moqlite.NewBudget(sessionBufferBudget)}
 	sess.log = s.logger.With("remote", t.RemoteAddr().String())
 
 	setupStream, u, err := sess.setup(ctx, u)
@@ -195,6 +230,10 @@ func (s *Server) ServeSession(ctx context.Context, t transport.Session, u *url.U
 	s.counters.sessionsTotal.Add(1)
 	s.mu.Lock()
 	s.sessions[sess] = struct{}{}
+	if admitted {
+		s.pending-- // counted in sessions from now on
+		admitted = false
+	}
 	s.mu.Unlock()
 
 	var wg sync.WaitGroup
@@ -367,8 +406,16 @@ func (sess *session) readGroup(ctx context.Context, st transport.ReceiveStream) 
 			t.startGroup(g)
 		}
 	}()
+	held := 0 // bytes of this group's frames reserved in the session budget
+	defer func() { sess.budget.Release(held) }()
 	for {
-		frame, err := moqlite.ReadFrame(st)
+		frame, err := moqlite.ReadFrameBudget(st, sess.budget)
+		if errors.Is(err, moqlite.ErrOverBudget) {
+			g.finish(err)
+			t.wakeAll()
+			sess.overloaded(err)
+			return err
+		}
 		if err == io.EOF {
 			g.finish(nil)
 			t.wakeAll()
@@ -379,6 +426,7 @@ func (sess *session) readGroup(ctx context.Context, st transport.ReceiveStream) 
 			t.wakeAll()
 			return err
 		}
+		held += len(frame)
 		if !g.append(frame) {
 			st.CancelRead(codeProtocol)
 			return errGroupTooLarge
@@ -392,4 +440,12 @@ func (sess *session) readGroup(ctx context.Context, st transport.ReceiveStream) 
 			t.wakeAll()
 		}
 	}
+}
+
+// overloaded ends a session that holds more than it may.
+func (sess *session) overloaded(err error) {
+	sess.srv.counters.sessionsOverloaded.Add(1)
+	sess.log.Warn("closing session over its buffer budget", "err", err, "budget", sessionBufferBudget)
+	_ = sess.t.CloseWithError(codeOverloaded, "session buffer budget exceeded")
+	sess.cancel()
 }

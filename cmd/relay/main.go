@@ -728,10 +728,11 @@ func routerCmd(ctx context.Context, args []string, stderr io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("listen: %w", err)
 	}
+	ln = router.LimitListener(ln, router.Limits{})
 	if tlsConf != nil {
 		ln = tls.NewListener(ln, tlsConf)
 	}
-	srv := &http.Server{Handler: rt, ReadHeaderTimeout: 10 * time.Second}
+	srv := rt.HTTPServer(router.Limits{})
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
 	defer signal.Stop(hup)

@@ -306,7 +306,9 @@ func (s *Session) serveAnnounce(st transport.Stream, prefix string) {
 		s.mu.Unlock()
 	}()
 	sort.Strings(init.Suffixes)
-	if _, err := st.Write(moqlite.AppendMessage(nil, &init)); err != nil {
+	// More suffixes than one AnnounceInit may carry follow as Announces.
+	b, _ := moqlite.AppendAnnounceInit(nil, init.Suffixes)
+	if _, err := st.Write(b); err != nil {
 		return
 	}
 	readDone := make(chan struct{})

@@ -54,7 +54,10 @@ const (
 	MaxMessageSize = 64 << 10
 	// MaxFrameSize bounds one frame payload (audio frames are tiny).
 	MaxFrameSize = 1 << 20
-	maxListLen   = 1024
+	// MaxListLen bounds the entries of a decoded list (versions,
+	// parameters, AnnounceInit suffixes).
+	MaxListLen = 1024
+	maxListLen = MaxListLen
 )
 
 var (
@@ -197,14 +200,55 @@ func ReadMessageBody(r io.Reader, max int) ([]byte, error) {
 	if n > uint64(max) {
 		return nil, fmt.Errorf("%w: %d bytes", ErrTooLarge, n)
 	}
-	body := make([]byte, n)
-	if _, err := io.ReadFull(r, body); err != nil {
-		if errors.Is(err, io.EOF) {
-			err = io.ErrUnexpectedEOF
-		}
+	body, err := readBody(r, int(n), nil)
+	if err != nil {
 		return nil, fmt.Errorf("read message: %w", err)
 	}
 	return body, nil
+}
+
+// firstChunk is the most readBody allocates before any byte of a body has
+// arrived; it then at most doubles what it holds, so a peer that declares a
+// large size and stalls costs this much, not the size it declared.
+const firstChunk = 1 << 10
+
+// readBody reads exactly n bytes from r, allocating as they arrive: a
+// buffer of min(n, firstChunk) first, doubled (up to n) each time it
+// fills. When b is not nil every allocation is reserved in it first; on
+// success the n bytes stay reserved (the caller releases them), on error
+// nothing does. An early end of stream is io.ErrUnexpectedEOF.
+func readBody(r io.Reader, n int, b *Budget) ([]byte, error) {
+	size := min(n, firstChunk)
+	if !b.Reserve(size) {
+		return nil, ErrOverBudget
+	}
+	buf := make([]byte, size)
+	got := 0
+	for {
+		m, err := io.ReadFull(r, buf[got:])
+		got += m
+		if err != nil {
+			b.Release(len(buf))
+			if errors.Is(err, io.EOF) {
+				err = io.ErrUnexpectedEOF
+			}
+			return nil, err
+		}
+		if got == n {
+			return buf, nil
+		}
+		// Both buffers are held while copying: reserve the new one whole,
+		// then give back the old.
+		size := min(n, 2*len(buf))
+		if !b.Reserve(size) {
+			b.Release(len(buf))
+			return nil, ErrOverBudget
+		}
+		next := make([]byte, size)
+		copy(next, buf[:got])
+		b.Release(len(buf))
+		buf = next
+	}
 }
 
 // ReadMessage reads one size-prefixed message from r into m.
@@ -364,8 +408,8 @@ func ReadSetupBody(r io.Reader) ([]byte, error) {
 	if _, err := io.ReadFull(r, l[:]); err != nil {
 		return nil, fmt.Errorf("read setup length: %w", err)
 	}
-	body := make([]byte, binary.BigEndian.Uint16(l[:]))
-	if _, err := io.ReadFull(r, body); err != nil {
+	body, err := readBody(r, int(binary.BigEndian.Uint16(l[:])), nil)
+	if err != nil {
 		return nil, fmt.Errorf("read setup: %w", err)
 	}
 	return body, nil
@@ -417,6 +461,39 @@ func (m *AnnounceInit) DecodeBody(body []byte) error {
 		return fmt.Errorf("announce init: %w", err)
 	}
 	return nil
+}
+
+// AppendAnnounceInit appends an AnnounceInit listing suffixes that a peer
+// can decode (at most MaxListLen suffixes and MaxMessageSize bytes), then
+// an active Announce for each suffix that did not fit, in order. A suffix
+// too long for any message is left out; skipped says how many were.
+func AppendAnnounceInit(b []byte, suffixes []string) (out []byte, skipped int) {
+	fits := func(s string) bool { return 1+VarintLen(uint64(len(s)))+len(s) <= MaxMessageSize }
+	size, n := VarintLen(MaxListLen), 0 // the count's varint, at its largest
+	var init AnnounceInit
+	for n < len(suffixes) && len(init.Suffixes) < MaxListLen {
+		s := suffixes[n]
+		l := VarintLen(uint64(len(s))) + len(s)
+		if size+l > MaxMessageSize {
+			break
+		}
+		n++
+		if !fits(s) {
+			skipped++
+			continue
+		}
+		init.Suffixes = append(init.Suffixes, s)
+		size += l
+	}
+	b = AppendMessage(b, &init)
+	for _, s := range suffixes[n:] {
+		if !fits(s) {
+			skipped++
+			continue
+		}
+		b = AppendMessage(b, &Announce{Active: true, Suffix: s})
+	}
+	return b, skipped
 }
 
 // Announce updates one broadcast under the announce prefix.
@@ -574,7 +651,30 @@ func AppendFrame(b, payload []byte) []byte {
 }
 
 // ReadFrame reads one frame from a group stream. The end of the group is
-// io.EOF.
+// io.EOF. Memory is allocated as the payload arrives, not on the length
+// prefix.
 func ReadFrame(r io.Reader) ([]byte, error) {
 	return ReadMessageBody(r, MaxFrameSize)
+}
+
+// ReadFrameBudget is ReadFrame with every allocation reserved in b first:
+// a frame that would take b past its limit fails with ErrOverBudget. On
+// success len(frame) bytes stay reserved in b until the caller releases
+// them; on error nothing stays reserved. A nil b is no limit.
+func ReadFrameBudget(r io.Reader, b *Budget) ([]byte, error) {
+	n, err := ReadVarint(r)
+	if err != nil {
+		return nil, err
+	}
+	if n > MaxFrameSize {
+		return nil, fmt.Errorf("%w: %d bytes", ErrTooLarge, n)
+	}
+	frame, err := readBody(r, int(n), b)
+	if err != nil {
+		if errors.Is(err, ErrOverBudget) {
+			return nil, err
+		}
+		return nil, fmt.Errorf("read message: %w", err)
+	}
+	return frame, nil
 }

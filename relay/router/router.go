@@ -16,8 +16,12 @@
 // the high-water mark or the session cap reached; otherwise the smaller of
 // the sessions left under the cap, or under the per-socket ceiling, and the
 // memory left under the high-water mark divided by 100 KiB), is the
-// process's headroom. Between polls, each listener routed to a process
-// counts against its headroom, so a burst does not all land on one process.
+// process's headroom. Only that polled figure, which counts the sessions a
+// relay admitted, decides whether a process may get listeners: /route is
+// anonymous, so its answers must not use headroom up. Between polls, each
+// answer reserves one listener of the process's headroom for the ranking
+// only (at most its headroom, forgotten at the next poll), so a burst does
+// not all land on one process.
 // A process marked draining, or whose last poll failed, gets no new
 // listeners, and so does an http:// process whose /stats gives no
 // certificate_sha256. Ties go to the process listed first. The broadcast name is
@@ -54,6 +58,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/url"
 	"os"
@@ -63,6 +68,7 @@ import (
 	"time"
 
 	"github.com/relayfleet/relayfleet/relay/client"
+	"github.com/relayfleet/relayfleet/relay/internal/connlimit"
 )
 
 // File is the relays file.
@@ -381,14 +387,16 @@ type Route struct {
 	CertificateSHA256 string `json:"certificate_sha256,omitempty"`
 }
 
-// Pick chooses the relay for one new listener and counts it against that
-// relay's headroom until the next poll.
+// Pick chooses the relay for one new listener: among those with polled
+// headroom, the one with the most left after this poll period's answers.
+// The answer reserves one listener there for the ranking until the next
+// poll, at most its headroom: answers alone never make a relay full.
 func (r *Router) Pick() (Route, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	var best *relayState
 	for _, s := range r.relays {
-		if s.Draining || !s.Healthy || s.Headroom-s.Routed <= 0 {
+		if s.Draining || !s.Healthy || s.Headroom <= 0 {
 			continue
 		}
 		if best == nil || s.Headroom-s.Routed > best.Headroom-best.Routed {
@@ -398,7 +406,7 @@ func (r *Router) Pick() (Route, error) {
 	if best == nil {
 		return Route{}, ErrNoHeadroom
 	}
-	best.Routed++
+	best.Routed = min(best.Routed+1, best.Headroom)
 	return Route{URL: best.URL, CertificateSHA256: best.CertHash}, nil
 }
 
@@ -432,4 +440,48 @@ func (r *Router) list(w http.ResponseWriter, _ *http.Request) {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	_ = enc.Encode(map[string]any{"relays": out})
+}
+
+// Limits of the router's HTTP server (HTTPServer, LimitListener).
+type Limits struct {
+	// Timeout bounds slow and idle connections: request headers must
+	// arrive within it, a whole request within twice it, an idle
+	// keep-alive connection is closed after three times it and a response
+	// written within six times it. 0 means DefaultTimeout.
+	Timeout time.Duration
+	// MaxConns caps the connections open at once; past it new ones are
+	// closed at once. 0 means DefaultMaxConns; negative means no cap.
+	MaxConns int
+}
+
+// Defaults of Limits.
+const (
+	DefaultTimeout  = 10 * time.Second
+	DefaultMaxConns = 10000
+)
+
+// HTTPServer returns an http.Server for r with lim's timeouts; serve it on
+// LimitListener for the connection cap.
+func (r *Router) HTTPServer(lim Limits) *http.Server {
+	t := lim.Timeout
+	if t <= 0 {
+		t = DefaultTimeout
+	}
+	return &http.Server{
+		Handler:           r,
+		ReadHeaderTimeout: t,
+		ReadTimeout:       2 * t,
+		IdleTimeout:       3 * t,
+		WriteTimeout:      6 * t,
+		ErrorLog:          slog.NewLogLogger(r.logger.Handler(), slog.LevelDebug),
+	}
+}
+
+// LimitListener caps the connections l holds open at lim.MaxConns.
+func LimitListener(l net.Listener, lim Limits) net.Listener {
+	n := lim.MaxConns
+	if n == 0 {
+		n = DefaultMaxConns
+	}
+	return connlimit.New(l, n)
 }

@@ -102,8 +102,11 @@ func TestRouteMostHeadroom(t *testing.T) {
 			t.Fatalf("route %d: %d %q, want 200 %q", i, code, got, w)
 		}
 	}
-	if code, _ := route(t, srv); code != http.StatusServiceUnavailable {
-		t.Fatalf("with every headroom used: status %d, want 503", code)
+	// Answers reserve headroom for the ranking only: with every polled
+	// listener reserved, the router still answers (the relays' own
+	// admission is the limit), first listed first.
+	if code, got := route(t, srv); code != http.StatusOK || got != a.entry(false).URL {
+		t.Fatalf("with every headroom reserved: %d %q, want 200 and a", code, got)
 	}
 	// A new poll resets what was routed; an unreachable relay is skipped.
 	b.down.Store(true)
@@ -258,4 +261,49 @@ func TestRunReloadsAChangedFile(t *testing.T) {
 	}
 	time.Sleep(100 * time.Millisecond)
 	waitRoute(b.entry(false).URL)
+}
+
+// TestRouteCallsDoNotFillTheFleet: /route is anonymous; 10,000 calls
+// between two polls must not make the router report the fleet full (before,
+// each answer took one listener of headroom until the next poll, so anyone
+// could drain it).
+func TestRouteCallsDoNotFillTheFleet(t *testing.T) {
+	a, b := newFakeRelay(t, 3), newFakeRelay(t, 5)
+	path := filepath.Join(t.TempDir(), "relays.json")
+	writeFile(t, path, a.entry(false), b.entry(false))
+	r, err := router.New(router.Options{File: path, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.PollOnce(context.Background())
+	counts := map[string]int{}
+	for i := range 10000 {
+		w := httptest.NewRecorder()
+		r.ServeHTTP(w, httptest.NewRequest(http.MethodGet, "/route?broadcast=live", nil))
+		if w.Code != http.StatusOK {
+			t.Fatalf("route %d: status %d: the router reports the fleet full", i, w.Code)
+		}
+		var rt router.Route
+		if err := json.Unmarshal(w.Body.Bytes(), &rt); err != nil {
+			t.Fatalf("route %d: %v: %s", i, err, w.Body.String())
+		}
+		counts[rt.URL]++
+	}
+	if counts[a.entry(false).URL] == 0 || counts[b.entry(false).URL] == 0 {
+		t.Fatalf("answers %v: want both relays", counts)
+	}
+	// The relays' polled headroom still decides: one that reports none
+	// gets no more listeners.
+	b.headroom.Store(0)
+	r.PollOnce(context.Background())
+	for range 100 {
+		if u, err := r.Pick(); err != nil || u.URL != a.entry(false).URL {
+			t.Fatalf("with b full: %q %v, want a", u.URL, err)
+		}
+	}
+	a.headroom.Store(0)
+	r.PollOnce(context.Background())
+	if _, err := r.Pick(); err != router.ErrNoHeadroom {
+		t.Fatalf("with every relay full: err %v, want ErrNoHeadroom", err)
+	}
 }

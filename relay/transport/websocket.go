@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/coder/websocket"
@@ -32,14 +33,17 @@ const (
 // Limits of the WebSocket transport. It has no flow control, so the receiver
 // bounds what it buffers and the number of streams a peer may open.
 const (
-	wsMaxPayload      = 16384 - 24 // what @moq/qmux sends per frame
-	wsMaxBuffered     = 1 << 20    // per receive stream
-	wsMaxMessage      = 1 << 17
-	wsAcceptBacklog   = 64
-	wsWriteTimeout    = 10 * time.Second
-	wsMaxPeerStreams  = 4096 // concurrently open, per direction
-	wsErrStreamLimit  = 0x4
-	wsErrFlowExceeded = 0x3
+	wsMaxPayload  = 16384 - 24 // what @moq/qmux sends per frame
+	wsMaxBuffered = 1 << 20    // per receive stream
+	// wsMaxSessionBuffered bounds what all of a session's receive streams
+	// hold unread together: without it, 4,096 streams of 1 MiB each.
+	wsMaxSessionBuffered = 8 << 20
+	wsMaxMessage         = 1 << 17
+	wsAcceptBacklog      = 64
+	wsWriteTimeout       = 10 * time.Second
+	wsMaxPeerStreams     = 4096 // concurrently open, per direction
+	wsErrStreamLimit     = 0x4
+	wsErrFlowExceeded    = 0x3
 )
 
 // AcceptWebSocket upgrades an HTTP request to a WebSocket session with the
@@ -111,6 +115,9 @@ type wsSession struct {
 	peerMax     [2]uint64
 	peerSkipped [2]map[uint64]struct{}
 	peerOpen    [2]int
+
+	// buffered is the bytes received and not read yet, over all streams.
+	buffered atomic.Int64
 }
 
 func newWSSession(c *websocket.Conn, isServer bool, remote net.Addr) *wsSession {
@@ -399,10 +406,20 @@ func (st *wsStream) deliver(b []byte, fin bool) error {
 	if len(st.buf)+len(b) > wsMaxBuffered {
 		return errors.New("receive buffer exceeded")
 	}
+	if st.sess.buffered.Add(int64(len(b))) > wsMaxSessionBuffered {
+		st.sess.buffered.Add(-int64(len(b)))
+		return errors.New("session receive buffer exceeded")
+	}
 	st.buf = append(st.buf, b...)
 	st.fin = fin
 	st.wake()
 	return nil
+}
+
+// dropBuf discards what was received and not read; st.mu is held.
+func (st *wsStream) dropBuf() {
+	st.sess.buffered.Add(-int64(len(st.buf)))
+	st.buf = nil
 }
 
 func (st *wsStream) reset(code uint64) {
@@ -410,7 +427,7 @@ func (st *wsStream) reset(code uint64) {
 	defer st.mu.Unlock()
 	if st.recvErr == nil && !st.fin {
 		st.recvErr = fmt.Errorf("stream reset by peer: code %d", code)
-		st.buf = nil
+		st.dropBuf()
 	}
 	st.recvDone = true
 	st.wake()
@@ -450,6 +467,7 @@ func (st *wsStream) Read(p []byte) (int, error) {
 		st.mu.Lock()
 		if len(st.buf) > 0 {
 			n := copy(p, st.buf)
+			st.sess.buffered.Add(-int64(n))
 			st.buf = st.buf[n:]
 			if len(st.buf) == 0 {
 				st.buf = nil
@@ -494,7 +512,7 @@ func (st *wsStream) CancelRead(code uint64) {
 	}
 	st.recvDone = true
 	st.recvErr = errors.New("read cancelled")
-	st.buf = nil
+	st.dropBuf()
 	st.wake()
 	st.maybeForget()
 	st.mu.Unlock()

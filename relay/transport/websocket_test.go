@@ -294,3 +294,30 @@ func TestWebSocketStreamsOutOfOrder(t *testing.T) {
 		t.Fatalf("next stream carried %x, want ee", b)
 	}
 }
+
+// A peer cannot make the receiver hold more than wsMaxSessionBuffered
+// unread over all its streams (each under the per-stream cap): the session
+// ends with a protocol error instead.
+func TestWebSocketSessionBufferCap(t *testing.T) {
+	s, c := wsPair(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	chunk := bytes.Repeat([]byte{0xaa}, 16000)
+	// 24 uni streams of 512 KiB each: 12 MiB unread, never accepted.
+	var err error
+sending:
+	for i := range 24 {
+		id := uint64(i)<<2 | 2 // client-initiated uni
+		for sent := 0; sent < 512<<10; sent += len(chunk) {
+			b := append([]byte{0x08}, byte(0x40|id>>8), byte(id))
+			if err = c.Write(ctx, websocket.MessageBinary, append(b, chunk...)); err != nil {
+				break sending
+			}
+		}
+	}
+	select {
+	case <-s.Done():
+	case <-time.After(10 * time.Second):
+		t.Fatalf("session still open with 12 MiB unread over 24 streams (last write err %v)", err)
+	}
+}
