@@ -154,7 +154,7 @@ func TestServeAuthFlags(t *testing.T) {
 		}
 		gcancel()
 	}
-	sub2, err := dial("?jwt=" + runToken(t, "--key", keys, "--subscribe", "secret")).Subscribe(ctx, "secret/a", "audio")
+	sub2, err := dial("?jwt="+runToken(t, "--key", keys, "--subscribe", "secret")).Subscribe(ctx, "secret/a", "audio")
 	if err != nil {
 		t.Fatal(err)
 	}
