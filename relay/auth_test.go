@@ -3,6 +3,7 @@ package relay_test
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -12,6 +13,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/quic-go/quic-go"
 
 	"github.com/relayfleet/relayfleet/relay"
 	"github.com/relayfleet/relayfleet/relay/client"
@@ -302,5 +305,51 @@ func TestClusterLinkCarriesItsOwnToken(t *testing.T) {
 	}
 	if n := origin.Stats().RefusedByReason[relay.ReasonUnauthorized]; n < 2 {
 		t.Errorf("origin counted %d unauthorized refusals, want the untokened client and the rogue edge", n)
+	}
+}
+
+// TestRefusalReasons: a bad SETUP counts as protocol, a session while
+// draining as draining, on the transports that reach each check, and
+// refused_total is their sum.
+func TestRefusalReasons(t *testing.T) {
+	ctx := testContext(t)
+	r, log := startLoggedRelay(t, relay.Config{})
+	conn, err := quic.DialAddr(ctx, r.Addr().String(), &tls.Config{InsecureSkipVerify: true, NextProtos: []string{"moql"}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := conn.OpenStreamSync(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A client SETUP offering only a version the relay does not speak.
+	if _, err := st.Write([]byte{0x20, 0x00, 0x06, 0x01, 0x80, 0x00, 0xff, 0x0e, 0x00}); err != nil {
+		t.Fatal(err)
+	}
+	<-conn.Context().Done()
+	waitFor(t, "the protocol refusal", func() bool { return r.Stats().RefusedByReason[relay.ReasonProtocol] == 1 })
+
+	req, _ := http.NewRequest(http.MethodPost, fmt.Sprintf("http://%s/drain", r.Addr()), nil)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	for _, tr := range allTransports {
+		if !refusedOnConnect(ctx, relayURL(r, ""), tr) {
+			t.Errorf("%s session admitted while draining", tr)
+		}
+	}
+	stats := httpStats(t, r)
+	if stats.RefusedByReason[relay.ReasonDraining] != 3 || stats.RefusedByReason[relay.ReasonProtocol] != 1 || stats.Refused != 4 {
+		t.Errorf("refused_total %d, by reason %v; want 3 draining and 1 protocol", stats.Refused, stats.RefusedByReason)
+	}
+	if countLines(log.String(), "msg=refused", "reason=protocol", "transport=quic", "no supported version") != 1 {
+		t.Errorf("no log line for the protocol refusal:\n%s", log)
+	}
+	for _, tr := range allTransports {
+		if countLines(log.String(), "msg=refused", "reason=draining", "transport="+transportLogName[tr]) != 1 {
+			t.Errorf("no log line for the %s draining refusal", tr)
+		}
 	}
 }

@@ -283,6 +283,11 @@ func (sess *session) setup(ctx context.Context, u *url.URL) (transport.Stream, *
 		p, _ := cs.Params.Bytes(moqlite.ParamPath)
 		u, err = url.Parse(string(p))
 		if err != nil {
+			// Not the text itself: it may hold a token.
+			var ue *url.Error
+			if errors.As(err, &ue) {
+				err = ue.Err
+			}
 			return nil, nil, fmt.Errorf("setup path parameter: %w", err)
 		}
 	}
