@@ -188,6 +188,9 @@ func (s *Server) serveSession(ctx context.Context, t transport.Session, u *url.U
 
 	setupStream, u, err := sess.setup(ctx, u)
 	if err != nil {
+		// A client gone or a relay stopping is no refusal; read this
+		// before the close below ends ctx too.
+		refused := ctx.Err() == nil
 		code := uint64(codeProtocol)
 		if errors.Is(err, ErrUnauthorized) {
 			code = codeUnauthorized
@@ -195,7 +198,7 @@ func (s *Server) serveSession(ctx context.Context, t transport.Session, u *url.U
 			code = codeVersion
 		}
 		_ = t.CloseWithError(code, err.Error())
-		if ctx.Err() == nil {
+		if refused {
 			s.refused.refuse(ReasonProtocol, via, remote, "err", err)
 		}
 		return fmt.Errorf("session setup: %w", err)
