@@ -65,7 +65,8 @@ func reasonIndex(reason string) int {
 // refuse counts one refusal and logs it at Info with its reason, the
 // transport, the remote address and attrs (never a token).
 func (r *refusals) refuse(reason, via, remote string, attrs ...any) {
-	r.counts[reasonIndex(reason)].Add(1)
+	// Counted last: whoever sees the count finds the log line written.
+	defer r.counts[reasonIndex(reason)].Add(1)
 	now := time.Now()
 	r.mu.Lock()
 	if now.Sub(r.window) >= time.Second {
