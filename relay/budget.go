@@ -72,7 +72,6 @@ type admission struct {
 	// draining refuses new sessions while the operator moves listeners
 	// off this process (a rolling restart); open ones keep being served.
 	draining atomic.Bool
-	refused  atomic.Int64
 	reaped   atomic.Int64
 }
 
@@ -150,12 +149,12 @@ func (a *admission) headroom(sessions int) int {
 
 // admit is called for every new session before it is served. An admitted
 // session counts against the cap from here: the caller must end it with
-// exactly one of setUp (registered) or abandon (gone before that).
+// exactly one of setUp (registered) or abandon (gone before that). A
+// refused session is the caller's to count (admissionRefusal says why).
 func (s *Server) admit() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if !s.adm.admit(len(s.sessions) + s.pending) {
-		s.adm.refused.Add(1)
 		return false
 	}
 	s.pending++

@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"math/rand/v2"
+	"net/url"
 	"sync"
 	"time"
 
@@ -39,6 +40,7 @@ var errLinkClosed = errors.New("upstream link closed")
 type upstreamLink struct {
 	urls   []string
 	logger *slog.Logger
+	auth   *Authenticator // signs the link's own token; nil: none
 
 	mu     sync.Mutex
 	cur    *client.Session
@@ -106,7 +108,12 @@ func (l *upstreamLink) session(ctx context.Context) (*client.Session, error) {
 
 // dial runs flight f: it dials u and records the session, or the error.
 func (l *upstreamLink) dial(ctx context.Context, f *dialFlight, u string) {
-	s, err := client.Dial(ctx, u, &client.Options{Logger: l.logger})
+	// The URL dialled carries a fresh token; logs show u, without it.
+	du, err := upstreamDialURL(l.auth, u)
+	var s *client.Session
+	if err == nil {
+		s, err = client.Dial(ctx, du, &client.Options{Logger: l.logger})
+	}
 	f.cancel()
 	if err != nil {
 		err = fmt.Errorf("upstream %s: %w", u, err)
@@ -366,4 +373,31 @@ func (s *Server) setUpstreamAnnouncedLocked(path string, active bool) {
 	if s.broadcasts[path] == nil {
 		s.notifyLocked(path, active)
 	}
+}
+
+// upstreamTokenTTL is how long a cluster link's own token is valid: it is
+// signed afresh for every dial, and checked only at connect.
+const upstreamTokenTTL = time.Hour
+
+// upstreamDialURL returns rawURL with a fresh ?jwt= token signed by auth
+// that may subscribe to everything (an edge pulls any broadcast from its
+// origin), or rawURL itself without auth. The result holds a secret: never
+// log it.
+func upstreamDialURL(auth *Authenticator, rawURL string) (string, error) {
+	if auth == nil {
+		return rawURL, nil
+	}
+	now := auth.now()
+	tok, err := auth.Sign(Claims{Get: []string{""}, IssuedAt: now.Unix(), Expires: now.Add(upstreamTokenTTL).Unix()})
+	if err != nil {
+		return "", err
+	}
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		return "", fmt.Errorf("upstream url: %w", err)
+	}
+	q := u.Query()
+	q.Set("jwt", tok)
+	u.RawQuery = q.Encode()
+	return u.String(), nil
 }

@@ -63,6 +63,10 @@ type Stats struct {
 	// AnnouncesRefused counts announces refused for passing the
 	// per-session broadcast cap or the path length cap.
 	AnnouncesRefused int64 `json:"announces_refused_total"`
+	// RefusedByReason splits refused_total: sessions refused at connect
+	// (unauthorized, overloaded, draining, protocol) and requests refused
+	// on open sessions (forbidden).
+	RefusedByReason map[string]int64 `json:"refused_by_reason"`
 	// UDP buffers: what was asked and what the kernel reports (SO_RCVBUF,
 	// SO_SNDBUF, which Linux doubles).
 	UDPBufferRequested int `json:"udp_buffer_requested"`
@@ -104,7 +108,8 @@ func (s *Server) Stats() Stats {
 	st.MemoryBudget, st.MemoryUsed, st.MemoryHighWater = a.budget, a.used.Load(), a.highWater
 	st.Admitting, st.MaxSessions, st.Headroom = a.admit(admitted), a.maxSessions, a.headroom(admitted)
 	st.Draining = a.draining.Load()
-	st.Refused, st.Reaped = a.refused.Load(), a.reaped.Load()
+	st.RefusedByReason, st.Refused = s.refused.byReason()
+	st.Reaped = a.reaped.Load()
 	c := &s.counters
 	st.SessionsTotal = c.sessionsTotal.Load()
 	st.Subscribers = c.subscribers.Load()
@@ -168,7 +173,7 @@ func (r *Relay) registry() *prometheus.Registry {
 		return 0
 	})
 	gauge("headroom", "Listeners the relay expects to take still.", func(s Stats) float64 { return float64(s.Headroom) })
-	counter("sessions_refused_total", "Sessions refused by admission control.", func(s Stats) float64 { return float64(s.Refused) })
+	reg.MustRegister(newRefusedCollector(r.Stats))
 	counter("sessions_reaped_total", "Silent sessions ended by the reaper.", func(s Stats) float64 { return float64(s.Reaped) })
 	counter("announces_refused_total", "Announces refused: too many broadcasts on one session, or a path too long.", func(s Stats) float64 { return float64(s.AnnouncesRefused) })
 	counter("sessions_overloaded_total", "Sessions closed for holding more buffered frame bytes than their budget.", func(s Stats) float64 { return float64(s.SessionsOverloaded) })
@@ -246,9 +251,14 @@ func (r *Relay) serveSession(w http.ResponseWriter, req *http.Request) {
 	defer r.srv.wg.Done()
 	isWT := req.Method == http.MethodConnect && req.ProtoMajor == 3
 	isWS := strings.EqualFold(req.Header.Get("Upgrade"), "websocket")
+	via := viaWebSocket
+	if isWT {
+		via = viaWebTransport
+	}
 	if (isWT || isWS) && r.srv.auth != nil {
 		// Refuse before upgrading; ServeSession checks again.
 		if _, err := r.srv.auth.Authorize(req.URL); err != nil {
+			r.srv.refused.refuse(ReasonUnauthorized, via, req.RemoteAddr, "err", err)
 			http.Error(w, "unauthorized", http.StatusUnauthorized)
 			return
 		}
@@ -256,6 +266,7 @@ func (r *Relay) serveSession(w http.ResponseWriter, req *http.Request) {
 	admitted := false
 	if isWT || isWS {
 		if !r.srv.admit() {
+			r.srv.refused.refuse(r.srv.admissionRefusal(), via, req.RemoteAddr)
 			http.Error(w, "relay full", http.StatusServiceUnavailable)
 			return
 		}
@@ -271,7 +282,7 @@ func (r *Relay) serveSession(w http.ResponseWriter, req *http.Request) {
 	case isWT:
 		s, err := r.wt.Upgrade(w, req)
 		if err != nil {
-			r.logger.Debug("webtransport upgrade", "err", err)
+			r.srv.refused.refuse(ReasonProtocol, via, req.RemoteAddr, "err", err)
 			w.WriteHeader(http.StatusBadRequest)
 			return
 		}
@@ -279,7 +290,7 @@ func (r *Relay) serveSession(w http.ResponseWriter, req *http.Request) {
 	case isWS:
 		s, err := transport.AcceptWebSocket(w, req)
 		if err != nil {
-			r.logger.Debug("websocket upgrade", "err", err)
+			r.srv.refused.refuse(ReasonProtocol, via, req.RemoteAddr, "err", err)
 			return
 		}
 		sess = s
@@ -288,7 +299,7 @@ func (r *Relay) serveSession(w http.ResponseWriter, req *http.Request) {
 		return
 	}
 	admitted = false // serveSession ends the admission
-	if err := r.srv.serveSession(r.ctx, sess, req.URL, true); err != nil {
+	if err := r.srv.serveSession(r.ctx, sess, req.URL, via, true); err != nil {
 		r.logger.Debug("session", "err", err)
 	}
 }
