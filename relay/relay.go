@@ -157,7 +157,7 @@ func Start(ctx context.Context, cfg Config) (*Relay, error) {
 			return nil, err
 		}
 	}
-	certs, err := newCertSource(ctx, &cfg, host, logger)
+	certs, err := newCertSource(&cfg, host, logger)
 	if err != nil {
 		return nil, err
 	}
@@ -265,6 +265,10 @@ func Start(ctx context.Context, cfg Config) (*Relay, error) {
 		<-r.ctx.Done()
 		r.shutdown()
 	}()
+	if err := certs.obtainACME(ctx); err != nil {
+		r.Close()
+		return nil, err
+	}
 	logger.Info("relay listening", "addr", r.Addr().String(), "certificate_sha256", r.CertificateHash(), "spki_sha256", r.SPKIHash(),
 		"memory_budget", budget, "max_sessions", cfg.MaxSessions)
 	return r, nil
