@@ -21,7 +21,9 @@ import (
 // (through certmagic). The CA checks the relay controls Domain with a
 // TLS-ALPN-01 challenge on TCP port 443 or an HTTP-01 one on port 80: the
 // relay answers either on its own TCP port, so one of them has to reach
-// it (listen on :443, or forward port 80 to the relay's port).
+// it (listen on :443, or forward port 80 to the relay's port). Start
+// returns once the certificate is there (obtained, or loaded from Dir);
+// certmagic retries failures until its context ends.
 type ACMEConfig struct {
 	// Domain is the DNS name to get the certificate for.
 	Domain string

@@ -228,7 +228,7 @@ func (s *certSource) current() (*certInfo, error) {
 func (s *certSource) info() *certInfo {
 	ci, err := s.current()
 	if err != nil {
-		s.logger.Warn("no certificate", "err", err)
+		s.logger.Debug("no certificate", "err", err)
 		return nil
 	}
 	return ci
