@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/caddyserver/certmagic"
 	"go.uber.org/zap"
@@ -20,7 +21,9 @@ import (
 // (through certmagic). The CA checks the relay controls Domain with a
 // TLS-ALPN-01 challenge on TCP port 443 or an HTTP-01 one on port 80: the
 // relay answers either on its own TCP port, so one of them has to reach
-// it (listen on :443, or forward port 80 to the relay's port).
+// it (listen on :443, or forward port 80 to the relay's port). Start
+// returns once the certificate is there (obtained, or loaded from Dir);
+// certmagic retries failures until its context ends.
 type ACMEConfig struct {
 	// Domain is the DNS name to get the certificate for.
 	Domain string
@@ -33,18 +36,23 @@ type ACMEConfig struct {
 	// Dir keeps the account, keys and certificates across restarts;
 	// empty means certmagic's default (under $XDG_DATA_HOME or ~/.local/share).
 	Dir string
+	// HTTPPort and TLSALPNPort are where the CA connects for HTTP-01 and
+	// TLS-ALPN-01 challenges; 0 means 80 and 443. Certmagic listens there
+	// itself when the port is free; when it is taken (by the relay, or
+	// something forwarding to it) the relay's TCP port answers.
+	HTTPPort, TLSALPNPort int
 }
 
 type acmeSource struct {
 	domain string
+	ca     string
 	cache  *certmagic.Cache
 	cfg    *certmagic.Config
 	issuer *certmagic.ACMEIssuer
 }
 
-// startACME obtains the certificate for ac.Domain (or loads it from
-// ac.Dir) and keeps it renewed in the background until stop.
-func startACME(ctx context.Context, ac ACMEConfig, logger *slog.Logger) (*acmeSource, error) {
+// newACME sets certmagic up for ac.Domain; obtain gets the certificate.
+func newACME(ac ACMEConfig, logger *slog.Logger) (*acmeSource, error) {
 	if ac.Domain == "" {
 		return nil, fmt.Errorf("acme: no domain")
 	}
@@ -65,22 +73,50 @@ func startACME(ctx context.Context, ac ACMEConfig, logger *slog.Logger) (*acmeSo
 	}
 	issuer := certmagic.NewACMEIssuer(cfg, certmagic.ACMEIssuer{
 		CA: ca, Email: ac.Email, Agreed: true, TrustedRoots: ac.CARoots, Logger: zl,
+		AltHTTPPort: ac.HTTPPort, AltTLSALPNPort: ac.TLSALPNPort,
 	})
 	cfg.Issuers = []certmagic.Issuer{issuer}
-	if err := cfg.ManageSync(ctx, []string{ac.Domain}); err != nil {
-		cache.Stop()
-		return nil, fmt.Errorf("acme certificate for %s from %s: %w", ac.Domain, ca, err)
-	}
-	return &acmeSource{domain: ac.Domain, cache: cache, cfg: cfg, issuer: issuer}, nil
+	return &acmeSource{domain: ac.Domain, ca: ca, cache: cache, cfg: cfg, issuer: issuer}, nil
 }
 
-// certificate is the certificate certmagic serves for the domain now.
-func (a *acmeSource) certificate() (*tls.Certificate, error) {
-	c, err := a.cfg.GetCertificate(&tls.ClientHelloInfo{ServerName: a.domain})
-	if err != nil {
-		return nil, fmt.Errorf("acme certificate for %s: %w", a.domain, err)
+// obtain gets the certificate for the domain (or loads it from the store)
+// and keeps it renewed in the background until stop. It waits until there
+// is a certificate or ctx ends; certmagic retries failures meanwhile (and
+// logs them), and never prompts on stdin as its interactive mode does.
+func (a *acmeSource) obtain(ctx context.Context) error {
+	if err := a.cfg.ManageAsync(ctx, []string{a.domain}); err != nil {
+		return fmt.Errorf("acme certificate for %s from %s: %w", a.domain, a.ca, err)
 	}
-	return c, nil
+	t := time.NewTicker(50 * time.Millisecond)
+	defer t.Stop()
+	for {
+		if _, err := a.certificate(); err == nil {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("acme certificate for %s from %s: %w", a.domain, a.ca, ctx.Err())
+		case <-t.C:
+		}
+	}
+}
+
+// certificate is the certificate in certmagic's cache for the domain that
+// expires last: the one handshakes get.
+func (a *acmeSource) certificate() (*tls.Certificate, error) {
+	var best *tls.Certificate
+	for _, c := range a.cache.AllMatchingCertificates(a.domain) {
+		if c.Leaf == nil {
+			continue
+		}
+		if best == nil || c.Leaf.NotAfter.After(best.Leaf.NotAfter) {
+			best = &c.Certificate
+		}
+	}
+	if best == nil {
+		return nil, fmt.Errorf("no acme certificate for %s yet", a.domain)
+	}
+	return best, nil
 }
 
 // httpHandler answers HTTP-01 challenges ahead of h.

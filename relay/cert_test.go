@@ -29,6 +29,7 @@ import (
 	pebbledb "github.com/letsencrypt/pebble/v2/db"
 	pebbleva "github.com/letsencrypt/pebble/v2/va"
 	pebblewfe "github.com/letsencrypt/pebble/v2/wfe"
+	"github.com/miekg/dns"
 	"github.com/quic-go/quic-go"
 
 	"github.com/relayfleet/relayfleet/relay"
@@ -365,13 +366,21 @@ func TestCertificateFilesReload(t *testing.T) {
 	}
 }
 
-// startPebble runs Pebble, the ACME test CA, in the test on loopback, with
-// challenge validation off (no DNS). It returns the directory URL, the
-// roots for its HTTPS endpoint, the root it issues under and a function
-// that stops it.
-func startPebble(t *testing.T) (dirURL string, apiRoots, issuedRoots *x509.CertPool, stop func()) {
+// startPebble runs Pebble, the ACME test CA, in the test on loopback. With
+// challengePort 0 it skips challenge validation (no DNS); otherwise it
+// validates for real, resolving every name to 127.0.0.1 (a DNS server run
+// here) and connecting to challengePort for HTTP-01 and TLS-ALPN-01. It
+// returns the directory URL, the roots for its HTTPS endpoint, the root it
+// issues under and a function that stops it.
+func startPebble(t *testing.T, challengePort int) (dirURL string, apiRoots, issuedRoots *x509.CertPool, stop func()) {
 	t.Helper()
-	t.Setenv("PEBBLE_VA_ALWAYS_VALID", "1")
+	resolver := ""
+	if challengePort == 0 {
+		t.Setenv("PEBBLE_VA_ALWAYS_VALID", "1")
+	} else {
+		t.Setenv("PEBBLE_VA_ALWAYS_VALID", "0")
+		resolver = startLoopbackDNS(t)
+	}
 	t.Setenv("PEBBLE_VA_NOSLEEP", "1")
 	t.Setenv("PEBBLE_WFE_NONCEREJECT", "0")
 	logger := log.New(io.Discard, "", 0)
@@ -380,7 +389,7 @@ func startPebble(t *testing.T) (dirURL string, apiRoots, issuedRoots *x509.CertP
 	}
 	store := pebbledb.NewMemoryStore()
 	authority := pebbleca.New(logger, store, "", "ecdsa", 0, 1, map[string]pebbleca.Profile{"default": {Description: "default"}})
-	validator := pebbleva.New(logger, 0, 0, false, "", store)
+	validator := pebbleva.New(logger, challengePort, challengePort, false, resolver, store)
 	front := pebblewfe.New(logger, store, validator, authority, []string{"pebble.letsencrypt.org"}, false, false, 0, 0)
 	srv := httptest.NewTLSServer(front.Handler())
 	t.Cleanup(srv.Close)
@@ -396,7 +405,7 @@ func startPebble(t *testing.T) (dirURL string, apiRoots, issuedRoots *x509.CertP
 // TCP; a client verifies the chain against Pebble's root. A second relay
 // on the same --acme-dir reuses the stored certificate.
 func TestACMECertificateFromPebble(t *testing.T) {
-	dirURL, apiRoots, issuedRoots, stopPebble := startPebble(t)
+	dirURL, apiRoots, issuedRoots, stopPebble := startPebble(t, 0)
 	const domain = "relay.example.test"
 	store := t.TempDir()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -449,5 +458,85 @@ func TestACMECertificateFromPebble(t *testing.T) {
 	defer r2.Close()
 	if r2.CertificateHash() != hash {
 		t.Fatalf("restarted relay serves %s, want the stored %s", r2.CertificateHash(), hash)
+	}
+}
+
+// startLoopbackDNS serves DNS over TCP on loopback, answering every A
+// question with 127.0.0.1 and nothing else.
+func startLoopbackDNS(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &dns.Server{Listener: ln, Handler: dns.HandlerFunc(func(w dns.ResponseWriter, req *dns.Msg) {
+		m := new(dns.Msg)
+		m.SetReply(req)
+		for _, q := range req.Question {
+			if q.Qtype == dns.TypeA {
+				m.Answer = append(m.Answer, &dns.A{
+					Hdr: dns.RR_Header{Name: q.Name, Rrtype: dns.TypeA, Class: dns.ClassINET, Ttl: 60},
+					A:   net.IPv4(127, 0, 0, 1),
+				})
+			}
+		}
+		_ = w.WriteMsg(m)
+	})}
+	go func() { _ = srv.ActivateAndServe() }()
+	t.Cleanup(func() { _ = srv.Shutdown() })
+	return ln.Addr().String()
+}
+
+// freeLoopbackPort is a port number free on UDP and TCP loopback now.
+func freeLoopbackPort(t *testing.T) int {
+	t.Helper()
+	for range 20 {
+		u, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := u.LocalAddr().(*net.UDPAddr).Port
+		l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(p)))
+		u.Close()
+		if err == nil {
+			l.Close()
+			return p
+		}
+	}
+	t.Fatal("no free port")
+	return 0
+}
+
+// TestACMEChallengeAnsweredByTheRelay: Pebble validates for real, and its
+// challenge connections (HTTP-01 or TLS-ALPN-01, the one certmagic picks)
+// go to the relay's own port, which answers them before it has any
+// certificate: the path renewals take while the relay serves.
+func TestACMEChallengeAnsweredByTheRelay(t *testing.T) {
+	port := freeLoopbackPort(t)
+	dirURL, apiRoots, issuedRoots, _ := startPebble(t, port)
+	const domain = "challenged.example.test"
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	r, err := relay.Start(ctx, relay.Config{
+		Listen: net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), Logger: quietLogger(),
+		ACME: &relay.ACMEConfig{
+			Domain: domain, CA: dirURL, CARoots: apiRoots, Dir: t.TempDir(),
+			// Where the CA connects; taken by the relay, so certmagic
+			// opens no listener of its own.
+			HTTPPort: port, TLSALPNPort: port,
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	conn, err := tls.DialWithDialer(&net.Dialer{Timeout: 10 * time.Second}, "tcp", r.Addr().String(),
+		&tls.Config{RootCAs: issuedRoots, ServerName: domain})
+	if err != nil {
+		t.Fatalf("tls with pebble's root: %v", err)
+	}
+	defer conn.Close()
+	if h := relay.CertificateHash(tls.Certificate{Certificate: [][]byte{conn.ConnectionState().PeerCertificates[0].Raw}}); h != r.CertificateHash() {
+		t.Fatalf("served %s, relay reports %s", h, r.CertificateHash())
 	}
 }

@@ -87,9 +87,10 @@ type certSource struct {
 }
 
 // newCertSource picks the certificate mode from cfg. host is the listen
-// host, added to self-signed certificates. ACME obtains (or loads) the
-// certificate before it returns.
-func newCertSource(ctx context.Context, cfg *Config, host string, logger *slog.Logger) (*certSource, error) {
+// host, added to self-signed certificates. In ACME mode nothing is served
+// until obtainACME, called once the listeners are up to answer the CA's
+// challenges.
+func newCertSource(cfg *Config, host string, logger *slog.Logger) (*certSource, error) {
 	s := &certSource{logger: logger, now: cfg.Now}
 	if s.now == nil {
 		s.now = time.Now
@@ -129,15 +130,11 @@ func newCertSource(ctx context.Context, cfg *Config, host string, logger *slog.L
 		s.cur = ci
 	case cfg.ACME != nil:
 		s.mode = certACME
-		a, err := startACME(ctx, *cfg.ACME, logger)
+		a, err := newACME(*cfg.ACME, logger)
 		if err != nil {
 			return nil, err
 		}
 		s.acme = a
-		if _, err := s.current(); err != nil {
-			a.stop()
-			return nil, err
-		}
 	default:
 		s.mode = certSelfSigned
 		s.key, s.hosts = cfg.TLSKey, []string{host}
@@ -153,6 +150,19 @@ func newCertSource(ctx context.Context, cfg *Config, host string, logger *slog.L
 		}
 	}
 	return s, nil
+}
+
+// obtainACME gets (or loads) the ACME certificate; certmagic renews it
+// from then on. Other modes have nothing to do.
+func (s *certSource) obtainACME(ctx context.Context) error {
+	if s.mode != certACME {
+		return nil
+	}
+	if err := s.acme.obtain(ctx); err != nil {
+		return err
+	}
+	_, err := s.current()
+	return err
 }
 
 // rotate makes a new self-signed certificate valid from now; s.mu is held
@@ -218,7 +228,7 @@ func (s *certSource) current() (*certInfo, error) {
 func (s *certSource) info() *certInfo {
 	ci, err := s.current()
 	if err != nil {
-		s.logger.Warn("no certificate", "err", err)
+		s.logger.Debug("no certificate", "err", err)
 		return nil
 	}
 	return ci

@@ -180,7 +180,10 @@ func (r *Relay) registry() *prometheus.Registry {
 	gauge("udp_receive_buffer_bytes", "UDP receive buffer granted by the kernel (SO_RCVBUF).", func(s Stats) float64 { return float64(s.UDPReceiveBuffer) })
 	gauge("udp_send_buffer_bytes", "UDP send buffer granted by the kernel (SO_SNDBUF).", func(s Stats) float64 { return float64(s.UDPSendBuffer) })
 	gauge("udp_buffer_requested_bytes", "UDP buffer size the relay asked for.", func(s Stats) float64 { return float64(s.UDPBufferRequested) })
-	gauge("certificate_expiry_timestamp_seconds", "When the certificate served now expires, in Unix seconds.", func(s Stats) float64 {
+	gauge("certificate_expiry_timestamp_seconds", "When the certificate served now expires, in Unix seconds (0: none yet).", func(s Stats) float64 {
+		if s.CertificateNotAfter.IsZero() {
+			return 0
+		}
 		return float64(s.CertificateNotAfter.Unix())
 	})
 	return reg

@@ -39,9 +39,10 @@ type Config struct {
 	// Listen is HOST:PORT: QUIC and WebTransport on UDP, HTTP and WebSocket
 	// on TCP, with the same port number. Empty means 127.0.0.1:0.
 	Listen string
-	// Certificate is a fixed TLS certificate. With it, CertFile and
-	// KeyFile, ACME and TLSKey all unset, the relay makes self-signed
-	// certificates and replaces each before it expires.
+	// Certificate is a fixed TLS certificate, never replaced. Without it,
+	// CertFile and KeyFile, or ACME, the relay makes self-signed
+	// certificates (with TLSKey, if set) and replaces each before it
+	// expires. At most one of the four may be set.
 	Certificate tls.Certificate
 	// CertFile and KeyFile are PEM files with the certificate chain and
 	// its key, re-read when they change (polled every CertReloadInterval;
@@ -186,7 +187,7 @@ func Start(ctx context.Context, cfg Config) (*Relay, error) {
 			return nil, err
 		}
 	}
-	certs, err := newCertSource(ctx, &cfg, host, logger)
+	certs, err := newCertSource(&cfg, host, logger)
 	if err != nil {
 		return nil, err
 	}
@@ -308,6 +309,10 @@ func Start(ctx context.Context, cfg Config) (*Relay, error) {
 		<-r.ctx.Done()
 		r.shutdown()
 	}()
+	if err := certs.obtainACME(ctx); err != nil {
+		r.Close()
+		return nil, err
+	}
 	logger.Info("relay listening", "addr", r.Addr().String(), "certificate_sha256", r.CertificateHash(), "spki_sha256", r.SPKIHash(),
 		"memory_budget", budget, "max_sessions", cfg.MaxSessions)
 	return r, nil

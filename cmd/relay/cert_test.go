@@ -8,13 +8,20 @@ import (
 	"encoding/json"
 	"encoding/pem"
 	"io"
+	"log"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	pebbleca "github.com/letsencrypt/pebble/v2/ca"
+	pebbledb "github.com/letsencrypt/pebble/v2/db"
+	pebbleva "github.com/letsencrypt/pebble/v2/va"
+	pebblewfe "github.com/letsencrypt/pebble/v2/wfe"
 
 	"github.com/relayfleet/relayfleet/relay"
 )
@@ -248,5 +255,52 @@ func TestServeSIGHUPReloadsCertificate(t *testing.T) {
 			t.Fatal("SIGHUP did not reload the certificate files")
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// TestServeACME: serve --acme-domain with --acme-ca, --acme-ca-root and
+// --acme-dir gets its certificate from Pebble (run here, validation off)
+// and serves it on TCP, verified against Pebble's root.
+func TestServeACME(t *testing.T) {
+	t.Setenv("PEBBLE_VA_ALWAYS_VALID", "1")
+	t.Setenv("PEBBLE_VA_NOSLEEP", "1")
+	t.Setenv("PEBBLE_WFE_NONCEREJECT", "0")
+	logger := log.New(io.Discard, "", 0)
+	store := pebbledb.NewMemoryStore()
+	authority := pebbleca.New(logger, store, "", "ecdsa", 0, 1, map[string]pebbleca.Profile{"default": {Description: "default"}})
+	front := pebblewfe.New(logger, store, pebbleva.New(logger, 0, 0, false, "", store), authority,
+		[]string{"pebble.letsencrypt.org"}, false, false, 0, 0)
+	srv := httptest.NewTLSServer(front.Handler())
+	defer srv.Close()
+	dir := t.TempDir()
+	caRoot := filepath.Join(dir, "pebble-api.pem")
+	if err := os.WriteFile(caRoot, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw}), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	const domain = "cli.example.test"
+	base, stop := serveInProcess(t, "--acme-domain", domain, "--acme-email", "ops@example.test",
+		"--acme-ca", srv.URL+pebblewfe.DirectoryPath, "--acme-ca-root", caRoot, "--acme-dir", filepath.Join(dir, "acme"))
+	defer stop()
+	roots := x509.NewCertPool()
+	roots.AddCert(authority.GetRootCert(0).Cert)
+	conn, err := tls.Dial("tcp", strings.TrimPrefix(base, "http://"), &tls.Config{RootCAs: roots, ServerName: domain})
+	if err != nil {
+		t.Fatalf("tls with pebble's root: %v", err)
+	}
+	defer conn.Close()
+	served := relay.CertificateHash(tls.Certificate{Certificate: [][]byte{conn.ConnectionState().PeerCertificates[0].Raw}})
+	if st := getStats(t, base); st.CertificateSHA256 != served {
+		t.Fatalf("/stats certificate_sha256 %s, served %s", st.CertificateSHA256, served)
+	}
+
+	// A CA root file without certificates is refused, naming the flag.
+	var stderr bytes.Buffer
+	empty := filepath.Join(dir, "empty.pem")
+	if err := os.WriteFile(empty, []byte("nothing"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code := run(context.Background(), []string{"serve", "--listen", "127.0.0.1:0", "--acme-domain", domain, "--acme-ca-root", empty}, io.Discard, &stderr)
+	if code == 0 || !strings.Contains(stderr.String(), "--acme-ca-root") {
+		t.Fatalf("empty --acme-ca-root: exit %d, %q", code, stderr.String())
 	}
 }
