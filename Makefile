@@ -6,7 +6,7 @@ GOFLAGS ?=
 
 .DEFAULT_GOAL := help
 
-.PHONY: help build test lint fmt interop golden clean
+.PHONY: help build test lint fmt fuzz interop golden clean
 
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z0-9_-]+:.*## / {printf "  %-10s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -23,6 +23,11 @@ lint: ## gofmt and go vet must be clean
 
 fmt: ## gofmt the tree
 	gofmt -w .
+
+FUZZTIME ?= 10s
+
+fuzz: ## every fuzz target for FUZZTIME each (10s), one at a time; fails on any finding (about 3 minutes)
+	FUZZTIME=$(FUZZTIME) GO=$(GO) scripts/fuzz.sh
 
 interop: ## the relay against the real @moq/lite 0.2.2 client on Node 20
 	cd relay/interop && npm ci --no-audit --no-fund
