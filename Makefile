@@ -6,7 +6,7 @@ GOFLAGS ?=
 
 .DEFAULT_GOAL := help
 
-.PHONY: help build test lint fmt fuzz interop golden clean
+.PHONY: help build test lint fmt interop golden clean
 
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z0-9_-]+:.*## / {printf "  %-10s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -23,6 +23,8 @@ lint: ## gofmt and go vet must be clean
 
 fmt: ## gofmt the tree
 	gofmt -w .
+
+.PHONY: fuzz
 
 FUZZTIME ?= 10s
 
