@@ -24,6 +24,13 @@ lint: ## gofmt and go vet must be clean
 fmt: ## gofmt the tree
 	gofmt -w .
 
+.PHONY: fuzz
+
+FUZZTIME ?= 10s
+
+fuzz: ## every fuzz target for FUZZTIME each (10s), one at a time; fails on any finding (about 3 minutes)
+	FUZZTIME=$(FUZZTIME) GO=$(GO) scripts/fuzz.sh
+
 interop: ## the relay against the real @moq/lite 0.2.2 client on Node 20
 	cd relay/interop && npm ci --no-audit --no-fund
 	$(GO) test -tags interop -count=1 ./relay/interop/

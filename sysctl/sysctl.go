@@ -74,7 +74,7 @@ func (p Profile) Render() ([]byte, error) {
 	fmt.Fprintf(&b, "# %s: relayfleet %s profile. Written by relayfleet; edits are overwritten.\n", p.File, p.Name)
 	for _, s := range p.Settings {
 		if strings.ContainsAny(s.Key+s.Value+s.Reason, "\n\r") {
-			return nil, fmt.Errorf("sysctl %s: newline in key, value or reason", s.Key)
+			return nil, fmt.Errorf("sysctl %q: newline in key, value or reason", s.Key)
 		}
 		if !validKey(s.Key) {
 			return nil, fmt.Errorf("sysctl %q: not a sysctl key", s.Key)
@@ -85,7 +85,9 @@ func (p Profile) Render() ([]byte, error) {
 }
 
 func validKey(k string) bool {
-	if k == "" || strings.HasPrefix(k, ".") || strings.HasSuffix(k, ".") || strings.Contains(k, "..") {
+	// A leading '-' is sysctl.d syntax (ignore a failure to set the key),
+	// not part of a key: Parse drops it.
+	if k == "" || strings.HasPrefix(k, ".") || strings.HasPrefix(k, "-") || strings.HasSuffix(k, ".") || strings.Contains(k, "..") {
 		return false
 	}
 	for _, r := range k {
