@@ -5,7 +5,6 @@ import (
 	"encoding/hex"
 	"fmt"
 	"io"
-	"runtime"
 	"testing"
 
 	"github.com/relayfleet/relayfleet/relay/moqlite"
@@ -27,15 +26,6 @@ const (
 	// what it is for.
 	decodeSlack = 64 << 10
 )
-
-// allocated is what f allocates on the heap, in bytes.
-func allocated(f func()) uint64 {
-	var before, after runtime.MemStats
-	runtime.ReadMemStats(&before)
-	f()
-	runtime.ReadMemStats(&after)
-	return after.TotalAlloc - before.TotalAlloc
-}
 
 // checkAlloc fails t when f allocates more than allocPerByte*n+slack bytes.
 // TotalAlloc counts every goroutine's allocations, so a figure over the
