@@ -42,8 +42,13 @@ const (
 	wsAcceptBacklog      = 64
 	wsWriteTimeout       = 10 * time.Second
 	wsMaxPeerStreams     = 4096 // concurrently open, per direction
-	wsErrStreamLimit     = 0x4
-	wsErrFlowExceeded    = 0x3
+	// wsMaxSkipped bounds the stream indexes a peer may skip (open later,
+	// out of order) per direction: each costs a map entry, and a peer
+	// that jumps ahead by thousands with a few bytes must not buy that
+	// memory. Streams opened together arrive a few apart at most.
+	wsMaxSkipped      = 256
+	wsErrStreamLimit  = 0x4
+	wsErrFlowExceeded = 0x3
 )
 
 // AcceptWebSocket upgrades an HTTP request to a WebSocket session with the
@@ -241,7 +246,7 @@ func (s *wsSession) streamFor(id uint64) (*wsStream, error) {
 		}
 		delete(s.peerSkipped[dir], index)
 	} else {
-		if index-s.peerMax[dir] > wsMaxPeerStreams || len(s.peerSkipped[dir]) > wsMaxPeerStreams {
+		if index-s.peerMax[dir] > wsMaxSkipped || len(s.peerSkipped[dir])+int(index-s.peerMax[dir]) > wsMaxSkipped {
 			return nil, errors.New("stream limit exceeded")
 		}
 		if s.peerSkipped[dir] == nil {
