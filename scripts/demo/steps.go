@@ -22,6 +22,11 @@ const demoFleet = `# The demo's steady fleet: two medium lab boxes (2 cores, 2 G
 version: 1
 name: demo
 origin: ["http://` + originIP + `:4443/"]
+# Every relay verifies tokens signed with the fleet's key: publishing needs
+# one (the demo's publisher gets it from fleet token), listening under
+# live/ does not.
+access:
+  public_listen: [live/]
 steady:
   - name: steady
     provider: lab
@@ -134,7 +139,18 @@ func (d *demo) up(ctx context.Context) error {
 }
 
 func (d *demo) publish(ctx context.Context) error {
-	if _, err := d.start("origin", nil, d.relayBin(), "serve", "--listen", originIP+":4443", "--log-level", "warn"); err != nil {
+	// The origin runs outside the fleet with the fleet's key file (fleet
+	// auth export): it takes the edges' cluster links, which they sign
+	// with the same key, and the publisher's token, and refuses the rest.
+	keys := d.path("origin.keys")
+	if _, err := d.sh(ctx, -1, d.fleetBin(), append([]string{"auth", "export", "--inventory", d.path("demo.yaml"), "--out", keys}, d.keyArgs()...)...); err != nil {
+		return err
+	}
+	if _, err := d.start("origin", nil, d.relayBin(), "serve", "--listen", originIP+":4443", "--auth-key", keys, "--log-level", "warn"); err != nil {
+		return err
+	}
+	tok, err := d.token(ctx, "--publish", "live/")
+	if err != nil {
 		return err
 	}
 	if err := waitHTTP(ctx, "http://"+originIP+":4443/stats", 10*time.Second); err != nil {
@@ -161,7 +177,7 @@ func (d *demo) publish(ctx context.Context) error {
 	d.procs = append(d.procs, b)
 	d.mu.Unlock()
 	d.say("      |")
-	if _, err := d.start("publish", pipe, d.relayBin(), "publish", "--ogg", "-", "--name", broadcast, "http://"+originIP+":4443/"); err != nil {
+	if _, err := d.start("publish", pipe, d.relayBin(), "publish", "--ogg", "-", "--name", broadcast, "http://"+originIP+":4443/?jwt="+tok); err != nil {
 		return err
 	}
 	// Prove it end to end: a listener on a box relay, which pulls the
