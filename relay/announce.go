@@ -155,7 +155,7 @@ func (sess *session) runPullAnnounces(ctx context.Context) error {
 func (s *Server) announce(sess *session, suffix string, active bool) {
 	path := joinPath(sess.root, suffix)
 	if active && !sess.perms.CanPublish(path) {
-		sess.log.Warn("announce refused: not allowed to publish", "broadcast", path)
+		s.refused.refuse(ReasonForbidden, sess.via, sess.t.RemoteAddr().String(), "op", "publish", "broadcast", path)
 		return
 	}
 	s.mu.Lock()

@@ -17,9 +17,23 @@ import (
 // Authenticator checks HS256 JSON Web Tokens that clients pass as ?jwt=TOKEN
 // in the URL they connect to, as moq-relay does. A nil *Authenticator lets
 // everyone publish and subscribe everything.
+//
+// It holds one or more keys: the first whose Until has not passed signs,
+// and every key whose Until has not passed verifies, so a key file can
+// carry the old and the new key while a rotation overlaps. Expiry is
+// checked against the clock at each verification: an old key stops
+// working at its Until without a restart.
 type Authenticator struct {
-	key []byte
-	now func() time.Time
+	keys   []Key
+	public []string // broadcast path prefixes anyone may subscribe under
+	now    func() time.Time
+}
+
+// Key is one signing key. Until, when not zero, is when the key stops
+// signing and verifying.
+type Key struct {
+	Secret []byte
+	Until  time.Time
 }
 
 // MinKeyLen is the shortest signing key accepted.
@@ -27,24 +41,121 @@ const MinKeyLen = 16
 
 // NewAuthenticator returns an Authenticator that verifies with key.
 func NewAuthenticator(key []byte) (*Authenticator, error) {
-	if len(key) < MinKeyLen {
-		return nil, fmt.Errorf("auth key: %d bytes, want at least %d", len(key), MinKeyLen)
-	}
-	return &Authenticator{key: bytes.Clone(key), now: time.Now}, nil
+	return NewAuthenticatorKeys([]Key{{Secret: key}})
 }
 
-// LoadAuthKey reads a signing key file: its contents with surrounding
-// whitespace removed are the key.
-func LoadAuthKey(file string) ([]byte, error) {
+// NewAuthenticatorKeys returns an Authenticator that signs with the first
+// of keys still valid and verifies with every key still valid.
+func NewAuthenticatorKeys(keys []Key) (*Authenticator, error) {
+	if len(keys) == 0 {
+		return nil, errors.New("auth key: none given")
+	}
+	a := &Authenticator{now: time.Now}
+	for i, k := range keys {
+		if len(k.Secret) < MinKeyLen {
+			return nil, fmt.Errorf("auth key %d: %d bytes, want at least %d", i+1, len(k.Secret), MinKeyLen)
+		}
+		a.keys = append(a.keys, Key{Secret: bytes.Clone(k.Secret), Until: k.Until})
+	}
+	return a, nil
+}
+
+// WithPublicListen returns a copy of a that admits sessions without a
+// token and lets every session subscribe (and watch announcements) under
+// prefixes, on top of what its token grants. Publishing always needs a
+// token.
+func (a *Authenticator) WithPublicListen(prefixes []string) *Authenticator {
+	b := *a
+	b.public = nil
+	for _, p := range prefixes {
+		b.public = append(b.public, cleanPath(p))
+	}
+	return &b
+}
+
+// WithClock returns a copy of a that reads the time from now (tests move
+// it forward).
+func (a *Authenticator) WithClock(now func() time.Time) *Authenticator {
+	b := *a
+	b.now = now
+	return &b
+}
+
+// PublicListen returns the prefixes anyone may subscribe under.
+func (a *Authenticator) PublicListen() []string {
+	if a == nil {
+		return nil
+	}
+	return append([]string(nil), a.public...)
+}
+
+// valid reports whether k may be used at now.
+func (k Key) valid(now time.Time) bool { return k.Until.IsZero() || now.Before(k.Until) }
+
+// signingKey is the first key still valid.
+func (a *Authenticator) signingKey() ([]byte, error) {
+	now := a.now()
+	for _, k := range a.keys {
+		if k.valid(now) {
+			return k.Secret, nil
+		}
+	}
+	return nil, errAllKeysExpired
+}
+
+var errAllKeysExpired = errors.New("every auth key is past its until time")
+
+// LoadAuthKeys reads a key file: one key per line, as `KEY` or
+// `KEY until=RFC3339`; blank lines and lines starting with '#' are
+// ignored. KEY is the text itself (surrounding whitespace removed), at
+// least MinKeyLen bytes. A file holding one plain line is one key that
+// never expires.
+func LoadAuthKeys(file string) ([]Key, error) {
 	b, err := os.ReadFile(file)
 	if err != nil {
 		return nil, fmt.Errorf("auth key: %w", err)
 	}
-	key := bytes.TrimSpace(b)
-	if len(key) < MinKeyLen {
-		return nil, fmt.Errorf("auth key %s: %d bytes, want at least %d", file, len(key), MinKeyLen)
+	var keys []Key
+	for i, line := range strings.Split(string(b), "\n") {
+		line = strings.TrimSpace(line)
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		var k Key
+		if j := strings.LastIndexAny(line, " \t"); j >= 0 && strings.HasPrefix(line[j+1:], "until=") {
+			v := strings.TrimPrefix(line[j+1:], "until=")
+			k.Until, err = time.Parse(time.RFC3339, v)
+			if err != nil {
+				return nil, fmt.Errorf("auth key %s:%d: until=%q is not an RFC 3339 time such as 2026-12-07T12:00:00Z", file, i+1, v)
+			}
+			line = strings.TrimSpace(line[:j])
+		}
+		if len(line) < MinKeyLen {
+			return nil, fmt.Errorf("auth key %s:%d: key is %d bytes, want at least %d", file, i+1, len(line), MinKeyLen)
+		}
+		k.Secret = []byte(line)
+		keys = append(keys, k)
 	}
-	return key, nil
+	if len(keys) == 0 {
+		return nil, fmt.Errorf("auth key %s: no key in the file", file)
+	}
+	return keys, nil
+}
+
+// LoadAuthKey reads a key file (see LoadAuthKeys) and returns the key that
+// signs now: the first whose until has not passed.
+func LoadAuthKey(file string) ([]byte, error) {
+	keys, err := LoadAuthKeys(file)
+	if err != nil {
+		return nil, err
+	}
+	now := time.Now()
+	for _, k := range keys {
+		if k.valid(now) {
+			return k.Secret, nil
+		}
+	}
+	return nil, fmt.Errorf("auth key %s: %w", file, errAllKeysExpired)
 }
 
 // Claims are the token's claims: broadcast path prefixes the bearer may
@@ -81,20 +192,26 @@ func anyPrefix(prefixes []string, path string) bool {
 	return false
 }
 
-// Authorize returns the permissions granted by the ?jwt= token in u.
+// Authorize returns the permissions granted by the ?jwt= token in u, plus
+// the public listen prefixes. Without a token a session gets the public
+// prefixes alone, or ErrUnauthorized when there are none; a token that is
+// present but does not verify is refused, never downgraded to public.
 func (a *Authenticator) Authorize(u *url.URL) (Permissions, error) {
 	if a == nil {
 		return Permissions{all: true}, nil
 	}
+	p := Permissions{subscribe: append([]string(nil), a.public...)}
 	tok := u.Query().Get("jwt")
 	if tok == "" {
+		if !u.Query().Has("jwt") && len(a.public) > 0 {
+			return p, nil
+		}
 		return Permissions{}, fmt.Errorf("%w: no token", ErrUnauthorized)
 	}
 	c, err := a.Verify(tok)
 	if err != nil {
 		return Permissions{}, err
 	}
-	p := Permissions{}
 	for _, s := range c.Put {
 		p.publish = append(p.publish, cleanPath(s))
 	}
@@ -108,31 +225,60 @@ var b64 = base64.RawURLEncoding
 
 const jwtHeader = `{"alg":"HS256","typ":"JWT"}`
 
-// Sign returns a compact HS256 token for c.
+// Sign returns a compact HS256 token for c, signed with the signing key
+// (the first key still valid).
 func (a *Authenticator) Sign(c Claims) (string, error) {
+	key, err := a.signingKey()
+	if err != nil {
+		return "", fmt.Errorf("sign token: %w", err)
+	}
 	payload, err := json.Marshal(c)
 	if err != nil {
 		return "", fmt.Errorf("sign token: %w", err)
 	}
 	signing := b64.EncodeToString([]byte(jwtHeader)) + "." + b64.EncodeToString(payload)
-	return signing + "." + b64.EncodeToString(a.mac(signing)), nil
+	return signing + "." + b64.EncodeToString(mac(key, signing)), nil
 }
 
-func (a *Authenticator) mac(s string) []byte {
-	m := hmac.New(sha256.New, a.key)
+func mac(key []byte, s string) []byte {
+	m := hmac.New(sha256.New, key)
 	m.Write([]byte(s))
 	return m.Sum(nil)
 }
 
-// Verify checks a token's signature, algorithm and expiry.
+// checkSignature finds the key that made sig: an error names a key past
+// its until apart from a signature no key made.
+func (a *Authenticator) checkSignature(signing string, sig []byte) error {
+	now := a.now()
+	retired := false
+	for _, k := range a.keys {
+		if !hmac.Equal(sig, mac(k.Secret, signing)) {
+			continue
+		}
+		if k.valid(now) {
+			return nil
+		}
+		retired = true
+	}
+	if retired {
+		return fmt.Errorf("%w: signed with a key past its until time", ErrUnauthorized)
+	}
+	return fmt.Errorf("%w: bad signature", ErrUnauthorized)
+}
+
+// Verify checks a token's signature (against every key still valid),
+// algorithm and expiry.
 func (a *Authenticator) Verify(tok string) (Claims, error) {
 	parts := strings.Split(tok, ".")
 	if len(parts) != 3 {
 		return Claims{}, fmt.Errorf("%w: malformed token", ErrUnauthorized)
 	}
 	sig, err := b64.DecodeString(parts[2])
-	if err != nil || !hmac.Equal(sig, a.mac(parts[0]+"."+parts[1])) {
+	if err != nil {
 		return Claims{}, fmt.Errorf("%w: bad signature", ErrUnauthorized)
+	}
+	if err := a.checkSignature(parts[0]+"."+parts[1], sig); err != nil {
+		return Claims{}, err
 	}
 	hb, err := b64.DecodeString(parts[0])
 	if err != nil {
@@ -168,6 +314,11 @@ func NewToken(key []byte, publish, subscribe string, hasPublish, hasSubscribe bo
 	if err != nil {
 		return "", err
 	}
+	return a.NewToken(publish, subscribe, hasPublish, hasSubscribe, ttl)
+}
+
+// NewToken is the package's NewToken signed with a's signing key.
+func (a *Authenticator) NewToken(publish, subscribe string, hasPublish, hasSubscribe bool, ttl time.Duration) (string, error) {
 	if !hasPublish && !hasSubscribe {
 		return "", ErrNoPermission
 	}

@@ -67,7 +67,6 @@ type admission struct {
 	// draining refuses new sessions while the operator moves listeners
 	// off this process (a rolling restart); open ones keep being served.
 	draining atomic.Bool
-	refused  atomic.Int64
 	reaped   atomic.Int64
 }
 
@@ -139,16 +138,13 @@ func (a *admission) headroom(sessions int) int {
 	return max(h, 0)
 }
 
-// admit is called for every new session before it is served.
+// admit is called for every new session before it is served; the caller
+// counts a refusal (admissionRefusal says why).
 func (s *Server) admit() bool {
 	s.mu.Lock()
 	n := len(s.sessions)
 	s.mu.Unlock()
-	if s.adm.admit(n) {
-		return true
-	}
-	s.adm.refused.Add(1)
-	return false
+	return s.adm.admit(n)
 }
 
 // packetCounter is implemented by transports that count received packets

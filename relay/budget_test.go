@@ -55,7 +55,7 @@ func TestAdmissionControl(t *testing.T) {
 	}
 	body, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
-	for _, want := range []string{"relay_sessions_refused_total 2", "relay_admitting 0", "relay_memory_budget_bytes 1.048576e+08"} {
+	for _, want := range []string{`relay_sessions_refused_total{reason="overloaded"} 2`, "relay_admitting 0", "relay_memory_budget_bytes 1.048576e+08"} {
 		if !strings.Contains(string(body), want) {
 			t.Errorf("/metrics lacks %q", want)
 		}

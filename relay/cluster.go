@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"math/rand/v2"
+	"net/url"
 	"sync"
 	"time"
 
@@ -36,6 +37,7 @@ var errLinkClosed = errors.New("upstream link closed")
 type upstreamLink struct {
 	urls   []string
 	logger *slog.Logger
+	auth   *Authenticator // signs the link's own token; nil: none
 
 	mu     sync.Mutex
 	cur    *client.Session
@@ -64,7 +66,11 @@ func (l *upstreamLink) session(ctx context.Context) (*client.Session, error) {
 	l.next++
 	dctx, cancel := context.WithTimeout(ctx, upstreamDialWait)
 	defer cancel()
-	s, err := client.Dial(dctx, u, &client.Options{Logger: l.logger})
+	du, err := upstreamDialURL(l.auth, u)
+	if err != nil {
+		return nil, fmt.Errorf("upstream %s: %w", u, err)
+	}
+	s, err := client.Dial(dctx, du, &client.Options{Logger: l.logger})
 	if err != nil {
 		return nil, fmt.Errorf("upstream %s: %w", u, err)
 	}
@@ -306,4 +312,31 @@ func (s *Server) setUpstreamAnnouncedLocked(path string, active bool) {
 	if s.broadcasts[path] == nil {
 		s.notifyLocked(path, active)
 	}
+}
+
+// upstreamTokenTTL is how long a cluster link's own token is valid: it is
+// signed afresh for every dial, and checked only at connect.
+const upstreamTokenTTL = time.Hour
+
+// upstreamDialURL returns rawURL with a fresh ?jwt= token signed by auth
+// that may subscribe to everything (an edge pulls any broadcast from its
+// origin), or rawURL itself without auth. The result holds a secret: never
+// log it.
+func upstreamDialURL(auth *Authenticator, rawURL string) (string, error) {
+	if auth == nil {
+		return rawURL, nil
+	}
+	now := auth.now()
+	tok, err := auth.Sign(Claims{Get: []string{""}, IssuedAt: now.Unix(), Expires: now.Add(upstreamTokenTTL).Unix()})
+	if err != nil {
+		return "", err
+	}
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		return "", fmt.Errorf("upstream url: %w", err)
+	}
+	q := u.Query()
+	q.Set("jwt", tok)
+	u.RawQuery = q.Encode()
+	return u.String(), nil
 }

@@ -17,7 +17,11 @@
 // announces and subscribes to are relative to it (raw QUIC carries the path
 // in the SETUP path parameter). With an auth key, clients pass an HS256 JWT
 // as ?jwt=TOKEN; its "put" and "get" claims are the broadcast path prefixes
-// it may publish and subscribe under.
+// it may publish and subscribe under. The key file may hold several keys,
+// each valid until a time (rotation, LoadAuthKeys); public listen prefixes
+// admit sessions without a token to subscribe there only
+// (Authenticator.WithPublicListen); upstream links sign their own token.
+// Refusals are counted per reason and logged, rate-limited (refuse.go).
 //
 // Cluster links (Config.Upstreams, `relay serve --upstream`): a broadcast
 // nobody publishes locally is pulled from an upstream relay, one upstream

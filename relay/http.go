@@ -57,6 +57,10 @@ type Stats struct {
 	Headroom        int   `json:"headroom"`
 	Refused         int64 `json:"refused_total"`
 	Reaped          int64 `json:"reaped_total"`
+	// RefusedByReason splits refused_total: sessions refused at connect
+	// (unauthorized, overloaded, draining, protocol) and requests refused
+	// on open sessions (forbidden).
+	RefusedByReason map[string]int64 `json:"refused_by_reason"`
 	// UDP buffers: what was asked and what the kernel reports (SO_RCVBUF,
 	// SO_SNDBUF, which Linux doubles).
 	UDPBufferRequested int `json:"udp_buffer_requested"`
@@ -86,7 +90,8 @@ func (s *Server) Stats() Stats {
 	st.MemoryBudget, st.MemoryUsed, st.MemoryHighWater = a.budget, a.used.Load(), a.highWater
 	st.Admitting, st.MaxSessions, st.Headroom = a.admit(st.Sessions), a.maxSessions, a.headroom(st.Sessions)
 	st.Draining = a.draining.Load()
-	st.Refused, st.Reaped = a.refused.Load(), a.reaped.Load()
+	st.RefusedByReason, st.Refused = s.refused.byReason()
+	st.Reaped = a.reaped.Load()
 	c := &s.counters
 	st.SessionsTotal = c.sessionsTotal.Load()
 	st.Subscribers = c.subscribers.Load()
@@ -144,7 +149,7 @@ func (r *Relay) registry() *prometheus.Registry {
 		return 0
 	})
 	gauge("headroom", "Listeners the relay expects to take still.", func(s Stats) float64 { return float64(s.Headroom) })
-	counter("sessions_refused_total", "Sessions refused by admission control.", func(s Stats) float64 { return float64(s.Refused) })
+	reg.MustRegister(newRefusedCollector(r.Stats))
 	counter("sessions_reaped_total", "Silent sessions ended by the reaper.", func(s Stats) float64 { return float64(s.Reaped) })
 	gauge("udp_receive_buffer_bytes", "UDP receive buffer granted by the kernel (SO_RCVBUF).", func(s Stats) float64 { return float64(s.UDPReceiveBuffer) })
 	gauge("udp_send_buffer_bytes", "UDP send buffer granted by the kernel (SO_SNDBUF).", func(s Stats) float64 { return float64(s.UDPSendBuffer) })
@@ -217,14 +222,20 @@ func (r *Relay) serveSession(w http.ResponseWriter, req *http.Request) {
 	defer r.srv.wg.Done()
 	isWT := req.Method == http.MethodConnect && req.ProtoMajor == 3
 	isWS := strings.EqualFold(req.Header.Get("Upgrade"), "websocket")
+	via := viaWebSocket
+	if isWT {
+		via = viaWebTransport
+	}
 	if (isWT || isWS) && r.srv.auth != nil {
 		// Refuse before upgrading; ServeSession checks again.
 		if _, err := r.srv.auth.Authorize(req.URL); err != nil {
+			r.srv.refused.refuse(ReasonUnauthorized, via, req.RemoteAddr, "err", err)
 			http.Error(w, "unauthorized", http.StatusUnauthorized)
 			return
 		}
 	}
 	if (isWT || isWS) && !r.srv.admit() {
+		r.srv.refused.refuse(r.srv.admissionRefusal(), via, req.RemoteAddr)
 		http.Error(w, "relay full", http.StatusServiceUnavailable)
 		return
 	}
@@ -233,7 +244,7 @@ func (r *Relay) serveSession(w http.ResponseWriter, req *http.Request) {
 	case isWT:
 		s, err := r.wt.Upgrade(w, req)
 		if err != nil {
-			r.logger.Debug("webtransport upgrade", "err", err)
+			r.srv.refused.refuse(ReasonProtocol, via, req.RemoteAddr, "err", err)
 			w.WriteHeader(http.StatusBadRequest)
 			return
 		}
@@ -241,7 +252,7 @@ func (r *Relay) serveSession(w http.ResponseWriter, req *http.Request) {
 	case isWS:
 		s, err := transport.AcceptWebSocket(w, req)
 		if err != nil {
-			r.logger.Debug("websocket upgrade", "err", err)
+			r.srv.refused.refuse(ReasonProtocol, via, req.RemoteAddr, "err", err)
 			return
 		}
 		sess = s
@@ -249,7 +260,7 @@ func (r *Relay) serveSession(w http.ResponseWriter, req *http.Request) {
 		http.NotFound(w, req)
 		return
 	}
-	if err := r.srv.ServeSession(r.ctx, sess, req.URL); err != nil {
+	if err := r.srv.serveSession(r.ctx, sess, req.URL, via); err != nil {
 		r.logger.Debug("session", "err", err)
 	}
 }

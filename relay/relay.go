@@ -36,6 +36,10 @@ type Config struct {
 	// AuthKey, when set, requires clients to present ?jwt= tokens signed
 	// with it.
 	AuthKey []byte
+	// Auth, when set, checks tokens instead of AuthKey: several keys
+	// (rotation), public listen prefixes (NewAuthenticatorKeys,
+	// WithPublicListen).
+	Auth *Authenticator
 	// UDPBuffer is the receive and send buffer to ask for; 0 means
 	// DefaultUDPBuffer.
 	UDPBuffer int
@@ -141,8 +145,8 @@ func Start(ctx context.Context, cfg Config) (*Relay, error) {
 			return nil, fmt.Errorf("self-signed certificate: %w", err)
 		}
 	}
-	var auth *Authenticator
-	if len(cfg.AuthKey) > 0 {
+	auth := cfg.Auth
+	if auth == nil && len(cfg.AuthKey) > 0 {
 		if auth, err = NewAuthenticator(cfg.AuthKey); err != nil {
 			return nil, err
 		}
@@ -279,6 +283,7 @@ func (r *Relay) acceptQUIC() {
 		case moqlite.ALPN:
 			r.srv.wg.Add(1)
 			if !r.srv.admit() {
+				r.srv.refused.refuse(r.srv.admissionRefusal(), viaQUIC, conn.RemoteAddr().String())
 				go func() { // CloseWithError waits for the connection to end
 					defer r.srv.wg.Done()
 					_ = conn.CloseWithError(codeOverloaded, "relay full")
@@ -300,6 +305,7 @@ func (r *Relay) acceptQUIC() {
 				}
 			}()
 		default:
+			r.srv.refused.refuse(ReasonProtocol, viaQUIC, conn.RemoteAddr().String(), "err", "unsupported alpn")
 			_ = conn.CloseWithError(codeProtocol, "unsupported alpn")
 		}
 	}

@@ -55,6 +55,7 @@ type Server struct {
 	adm  *admission
 
 	counters counters
+	refused  refusals
 }
 
 type counters struct {
@@ -75,7 +76,9 @@ type counters struct {
 type ServerOptions struct {
 	// Logger receives the relay's logs; nil means slog.Default().
 	Logger *slog.Logger
-	// Auth, if set, requires every session to present a token.
+	// Auth, if set, requires every session to present a token, except
+	// for subscribing under its public listen prefixes. The upstream
+	// links then carry tokens it signs.
 	Auth *Authenticator
 	// Upstreams are relay URLs (http:// or https://, as for package
 	// client) to pull broadcasts from that nobody publishes locally; they
@@ -111,8 +114,9 @@ func NewServer(opts ServerOptions) *Server {
 		sessions:          make(map[*session]struct{}),
 		adm:               newAdmission(opts.MemoryBudget, opts.MaxSessions, opts.ReapAfter, opts.MemoryUsage),
 	}
+	s.refused.logger = l
 	if len(opts.Upstreams) > 0 {
-		s.link = &upstreamLink{urls: append([]string(nil), opts.Upstreams...), logger: l}
+		s.link = &upstreamLink{urls: append([]string(nil), opts.Upstreams...), logger: l, auth: opts.Auth}
 	}
 	return s
 }
@@ -131,6 +135,7 @@ func (s *Server) Wait() { s.wg.Wait() }
 type session struct {
 	srv    *Server
 	t      transport.Session
+	via    string // transport name, for refusal logs
 	log    *slog.Logger
 	root   string
 	perms  Permissions
@@ -150,6 +155,15 @@ type session struct {
 // frees everything it held. u is the URL the client connected to, or nil
 // for raw QUIC, where the path comes from the SETUP path parameter.
 func (s *Server) ServeSession(ctx context.Context, t transport.Session, u *url.URL) error {
+	via := viaQUIC
+	if u != nil {
+		via = viaWebTransport
+	}
+	return s.serveSession(ctx, t, u, via)
+}
+
+// serveSession is ServeSession over the transport named via.
+func (s *Server) serveSession(ctx context.Context, t transport.Session, u *url.URL, via string) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	stop := context.AfterFunc(ctx, func() { _ = t.CloseWithError(codeOK, "") })
@@ -168,11 +182,15 @@ func (s *Server) ServeSession(ctx context.Context, t transport.Session, u *url.U
 		}()
 	}
 
-	sess := &session{srv: s, t: t, ctx: ctx, cancel: cancel, upstream: make(map[uint64]*track)}
-	sess.log = s.logger.With("remote", t.RemoteAddr().String())
+	sess := &session{srv: s, t: t, via: via, ctx: ctx, cancel: cancel, upstream: make(map[uint64]*track)}
+	remote := t.RemoteAddr().String()
+	sess.log = s.logger.With("remote", remote)
 
 	setupStream, u, err := sess.setup(ctx, u)
 	if err != nil {
+		// A client gone or a relay stopping is no refusal; read this
+		// before the close below ends ctx too.
+		refused := ctx.Err() == nil
 		code := uint64(codeProtocol)
 		if errors.Is(err, ErrUnauthorized) {
 			code = codeUnauthorized
@@ -180,11 +198,15 @@ func (s *Server) ServeSession(ctx context.Context, t transport.Session, u *url.U
 			code = codeVersion
 		}
 		_ = t.CloseWithError(code, err.Error())
+		if refused {
+			s.refused.refuse(ReasonProtocol, via, remote, "err", err)
+		}
 		return fmt.Errorf("session setup: %w", err)
 	}
 	perms, err := s.auth.Authorize(u)
 	if err != nil {
 		_ = t.CloseWithError(codeUnauthorized, "unauthorized")
+		s.refused.refuse(ReasonUnauthorized, via, remote, "err", err)
 		return fmt.Errorf("session %s: %w", t.RemoteAddr(), err)
 	}
 	sess.perms = perms
@@ -214,9 +236,10 @@ func (s *Server) ServeSession(ctx context.Context, t transport.Session, u *url.U
 	})
 	defer stopSetup()
 	spawn(func() { sess.acceptUni(ctx, spawn) })
-	if sess.perms.CanPublishAny() {
-		spawn(func() { sess.pullAnnounces(ctx) })
-	}
+	// Announces are pulled from every session, also those that may not
+	// publish, so that a publisher without the right token is refused
+	// (counted and logged), not silently ignored.
+	spawn(func() { sess.pullAnnounces(ctx) })
 	// This goroutine accepts the bidi streams itself: one goroutine fewer
 	// per session. acceptBidi returns once the session ends.
 	sess.acceptBidi(ctx, spawn)
@@ -263,6 +286,11 @@ func (sess *session) setup(ctx context.Context, u *url.URL) (transport.Stream, *
 		p, _ := cs.Params.Bytes(moqlite.ParamPath)
 		u, err = url.Parse(string(p))
 		if err != nil {
+			// Not the text itself: it may hold a token.
+			var ue *url.Error
+			if errors.As(err, &ue) {
+				err = ue.Err
+			}
 			return nil, nil, fmt.Errorf("setup path parameter: %w", err)
 		}
 	}

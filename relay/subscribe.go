@@ -26,6 +26,7 @@ func (sess *session) serveSubscribe(ctx context.Context, st transport.Stream, m 
 	path := joinPath(sess.root, cleanPath(m.Broadcast))
 	log := sess.log.With("broadcast", path, "track", m.Track, "id", m.ID)
 	if !sess.perms.CanSubscribe(path) {
+		s.refused.refuse(ReasonForbidden, sess.via, sess.t.RemoteAddr().String(), "op", "subscribe", "broadcast", path)
 		st.CancelWrite(codeUnauthorized)
 		st.CancelRead(codeUnauthorized)
 		return fmt.Errorf("subscribe %s: %w", path, ErrUnauthorized)

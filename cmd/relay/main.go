@@ -37,7 +37,7 @@ func main() {
 }
 
 const usage = `usage:
-  relay serve --listen HOST:PORT [--cert FILE --key FILE] [--auth-key FILE] [--udp-buffer BYTES]
+  relay serve --listen HOST:PORT [--cert FILE --key FILE] [--auth-key FILE [--public-listen PREFIX[,PREFIX]]...] [--udp-buffer BYTES]
               [--upstream URL[,URL]] [--memory-budget BYTES] [--max-listeners N] [--reap-after 15s] [--pprof] [--log-level LEVEL]
   relay router --listen HOST:PORT --relays FILE [--poll 1s] [--log-level LEVEL]   (SIGHUP reloads FILE)
   relay token --key FILE (--publish PREFIX | --subscribe PREFIX) [--ttl 1h]
@@ -135,7 +135,9 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	listenAddr := fs.String("listen", "", "HOST:PORT for UDP (QUIC, WebTransport) and TCP (HTTP, WebSocket)")
 	certFile := fs.String("cert", "", "TLS certificate chain (PEM)")
 	keyFile := fs.String("key", "", "TLS private key (PEM)")
-	authKey := fs.String("auth-key", "", "file with the token signing key")
+	authKey := fs.String("auth-key", "", "file with the token signing keys: one per line, KEY or KEY until=RFC3339")
+	var publicListen prefixList
+	fs.Var(&publicListen, "public-listen", "broadcast path prefix anyone may listen under without a token (repeatable, comma-separated); needs --auth-key")
 	udpBuffer := fs.String("udp-buffer", strconv.Itoa(relay.DefaultUDPBuffer), "UDP buffer size to ask for, in bytes (suffixes KiB, MiB)")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
 	memBudget := fs.String("memory-budget", "", "memory budget in bytes (suffixes KiB, MiB, GiB); default: the cgroup memory limit")
@@ -166,6 +168,9 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 		return badUsage("--listen %q: want HOST:PORT", *listenAddr)
 	} else if n, err := strconv.Atoi(port); err != nil || n < 0 || n > 65535 {
 		return badUsage("--listen %q: port must be a number from 0 to 65535", *listenAddr)
+	}
+	if len(publicListen) > 0 && *authKey == "" {
+		return badUsage("--public-listen needs --auth-key (without a key everything is public)")
 	}
 	if (*certFile == "") != (*keyFile == "") {
 		return badUsage("--cert and --key must be given together")
@@ -203,12 +208,48 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 		}
 	}
 	if *authKey != "" {
-		cfg.AuthKey, err = relay.LoadAuthKey(*authKey)
+		auth, err := loadAuth(*authKey)
 		if err != nil {
 			return err
 		}
+		cfg.Auth = auth.WithPublicListen(publicListen)
 	}
 	return relay.Run(ctx, cfg, nil)
+}
+
+// prefixList is a repeatable flag of comma-separated broadcast path
+// prefixes.
+type prefixList []string
+
+func (p *prefixList) String() string { return strings.Join(*p, ",") }
+
+func (p *prefixList) Set(v string) error {
+	for _, s := range strings.Split(v, ",") {
+		s = strings.TrimSpace(s)
+		if s == "" {
+			return errors.New("empty prefix (to make everything public, give \"/\")")
+		}
+		*p = append(*p, s)
+	}
+	return nil
+}
+
+// loadAuth reads a key file into an Authenticator; a file whose every key
+// is past its until is an error, since no token could then verify.
+func loadAuth(file string) (*relay.Authenticator, error) {
+	keys, err := relay.LoadAuthKeys(file)
+	if err != nil {
+		return nil, err
+	}
+	now := time.Now()
+	live := false
+	for _, k := range keys {
+		live = live || k.Until.IsZero() || now.Before(k.Until)
+	}
+	if !live {
+		return nil, fmt.Errorf("auth key %s: every key is past its until time", file)
+	}
+	return relay.NewAuthenticatorKeys(keys)
 }
 
 // parseBytes64 is parseBytes for sizes beyond 2 GiB.
@@ -278,11 +319,11 @@ func token(args []string, stdout io.Writer) error {
 	if *ttl <= 0 {
 		return badUsage("--ttl %v: must be positive", *ttl)
 	}
-	key, err := relay.LoadAuthKey(*keyFile)
+	auth, err := loadAuth(*keyFile)
 	if err != nil {
 		return err
 	}
-	tok, err := relay.NewToken(key, *pub, *sub, set["publish"], set["subscribe"], *ttl)
+	tok, err := auth.NewToken(*pub, *sub, set["publish"], set["subscribe"], *ttl)
 	if err != nil {
 		return err
 	}

@@ -37,6 +37,8 @@ func TestBadInputExitsTwoWithOneLine(t *testing.T) {
 		{[]string{"serve", "--listen", "127.0.0.1:0", "--max-listeners", "-1"}, "--max-listeners"},
 		{[]string{"serve", "--listen", "127.0.0.1:0", "--reap-after", "0s"}, "--reap-after"},
 		{[]string{"serve", "--nope"}, "-nope"},
+		{[]string{"serve", "--listen", "127.0.0.1:0", "--public-listen", "x"}, "--public-listen needs --auth-key"},
+		{[]string{"serve", "--listen", "127.0.0.1:0", "--auth-key", key, "--public-listen", "live,"}, "-public-listen"},
 		{[]string{"token", "--publish", "a"}, "--key"},
 		{[]string{"token", "--key", key}, "exactly one"},
 		{[]string{"token", "--key", key, "--publish", "a", "--subscribe", "b"}, "exactly one"},

@@ -1,0 +1,175 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/relayfleet/relayfleet/relay"
+	"github.com/relayfleet/relayfleet/relay/client"
+)
+
+const (
+	newKey = "new-key-0123456789abcdef"
+	oldKey = "old-key-0123456789abcdef"
+)
+
+func writeFile(t *testing.T, name, text string) string {
+	t.Helper()
+	f := filepath.Join(t.TempDir(), name)
+	if err := os.WriteFile(f, []byte(text), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
+func mustAuth(t *testing.T, key string) *relay.Authenticator {
+	t.Helper()
+	a, err := relay.NewAuthenticator([]byte(key))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a
+}
+
+// runToken runs `relay token` and returns the token it prints.
+func runToken(t *testing.T, args ...string) string {
+	t.Helper()
+	var stdout, stderr bytes.Buffer
+	if code := run(context.Background(), append([]string{"token"}, args...), &stdout, &stderr); code != 0 {
+		t.Fatalf("relay token %v: exit %d: %s", args, code, stderr.String())
+	}
+	return strings.TrimSpace(stdout.String())
+}
+
+// TestTokenSignsWithTheFirstLiveKey: with a rotation key file, `relay
+// token` signs with the first key whose until has not passed.
+func TestTokenSignsWithTheFirstLiveKey(t *testing.T) {
+	future := time.Now().Add(48 * time.Hour).UTC().Format(time.RFC3339)
+	past := time.Now().Add(-time.Hour).UTC().Format(time.RFC3339)
+	for name, tt := range map[string]struct{ file, signer, notSigner string }{
+		"new key first":   {"# rotation\n" + newKey + "\n" + oldKey + " until=" + future + "\n", newKey, oldKey},
+		"first key spent": {oldKey + " until=" + past + "\n\n" + newKey + "\n", newKey, oldKey},
+		"old key first":   {oldKey + "  until=" + future + "\n" + newKey + "\n", oldKey, newKey},
+	} {
+		t.Run(name, func(t *testing.T) {
+			tok := runToken(t, "--key", writeFile(t, "keys", tt.file), "--subscribe", "live")
+			if _, err := mustAuth(t, tt.signer).Verify(tok); err != nil {
+				t.Errorf("token does not verify with %s: %v", tt.signer, err)
+			}
+			if _, err := mustAuth(t, tt.notSigner).Verify(tok); err == nil {
+				t.Errorf("token signed with %s", tt.notSigner)
+			}
+		})
+	}
+	var stdout, stderr bytes.Buffer
+	spent := writeFile(t, "spent", oldKey+" until="+past+"\n")
+	if code := run(context.Background(), []string{"token", "--key", spent, "--publish", "x"}, &stdout, &stderr); code == 0 ||
+		!strings.Contains(stderr.String(), spent) || !strings.Contains(stderr.String(), "past its until") {
+		t.Errorf("every key spent: exit %d, stderr %q", code, stderr.String())
+	}
+	bad := writeFile(t, "bad", newKey+"\n"+oldKey+" until=friday\n")
+	stderr.Reset()
+	if code := run(context.Background(), []string{"serve", "--listen", "127.0.0.1:0", "--auth-key", bad}, &stdout, &stderr); code == 0 ||
+		!strings.Contains(stderr.String(), bad+":2:") || strings.Count(strings.TrimSpace(stderr.String()), "\n") != 0 {
+		t.Errorf("bad until: exit %d, stderr %q; want one line naming %s:2", code, stderr.String(), bad)
+	}
+}
+
+// TestServeAuthFlags runs `relay serve --auth-key FILE --public-listen`
+// in process: a listener without a token gets the public prefix only, a
+// publisher needs a token from `relay token`, and both keys of the file
+// verify.
+func TestServeAuthFlags(t *testing.T) {
+	future := time.Now().Add(48 * time.Hour).UTC().Format(time.RFC3339)
+	keys := writeFile(t, "keys", newKey+"\n"+oldKey+" until="+future+"\n")
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	addr := "127.0.0.1:" + freePort(t)
+	stderr := &lockedBuffer{}
+	served := make(chan int, 1)
+	go func() {
+		served <- run(ctx, []string{"serve", "--listen", addr, "--udp-buffer", "1MiB", "--auth-key", keys, "--public-listen", "live", "--public-listen", "radio,news"}, &bytes.Buffer{}, stderr)
+	}()
+	defer func() {
+		cancel()
+		<-served
+	}()
+	deadline := time.Now().Add(20 * time.Second)
+	for !strings.Contains(stderr.String(), "relay listening") {
+		if time.Now().After(deadline) {
+			t.Fatalf("relay did not start: %s", stderr.String())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	url := "http://" + addr + "/"
+	dial := func(q string) *client.Session {
+		t.Helper()
+		s, err := client.Dial(ctx, url+q, nil)
+		if err != nil {
+			t.Fatalf("dial %s: %v", q, err)
+		}
+		t.Cleanup(func() { s.Close() })
+		return s
+	}
+	// The old key still verifies during the overlap.
+	oldTok, err := mustAuth(t, oldKey).NewToken("", "", true, false, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pub := dial("?jwt=" + oldTok)
+	for _, b := range []string{"news/a", "secret/a"} {
+		tw := pub.Publish(b).Track("audio")
+		go func() {
+			for seq := uint64(0); ctx.Err() == nil; seq++ {
+				_ = tw.WriteGroup(ctx, seq, [][]byte{client.Pattern(seq, 0, 32)})
+				time.Sleep(20 * time.Millisecond)
+			}
+		}()
+	}
+	anon := dial("")
+	ann, err := anon.Announced(ctx, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ann.WaitFor(ctx, "news/a"); err != nil {
+		t.Fatalf("public listener: %v", err)
+	}
+	ann.Close()
+	sub, err := anon.Subscribe(ctx, "news/a", "audio")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := sub.NextGroup(ctx); err != nil {
+		t.Fatalf("public listener on news/a: %v", err)
+	}
+	if s, err := anon.Subscribe(ctx, "secret/a", "audio"); err == nil {
+		gctx, gcancel := context.WithTimeout(ctx, 3*time.Second)
+		if _, err := s.NextGroup(gctx); err == nil {
+			t.Error("listened to secret/a without a token")
+		}
+		gcancel()
+	}
+	sub2, err := dial("?jwt="+runToken(t, "--key", keys, "--subscribe", "secret")).Subscribe(ctx, "secret/a", "audio")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := sub2.NextGroup(ctx); err != nil {
+		t.Fatalf("listener with a token from relay token: %v", err)
+	}
+	anon.Publish("live/intruder")
+	deadline = time.Now().Add(20 * time.Second)
+	for !strings.Contains(stderr.String(), "reason=forbidden transport=quic") || !strings.Contains(stderr.String(), "broadcast=live/intruder") {
+		if time.Now().After(deadline) {
+			t.Fatalf("no log line for the refused publish:\n%s", stderr.String())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if strings.Contains(stderr.String(), oldTok) {
+		t.Error("the log shows a token")
+	}
+}
