@@ -33,8 +33,19 @@ type Fleet struct {
 	// http:// origin that is not on loopback must have one (see
 	// checkOrigin). The URLs go to `relay serve --upstream` as they are.
 	Origin []string `yaml:"origin"`
-	Steady []Group  `yaml:"steady"`
-	Burst  []Pool   `yaml:"burst"`
+	// Access says who may use the relays without a token.
+	Access Access  `yaml:"access"`
+	Steady []Group `yaml:"steady"`
+	Burst  []Pool  `yaml:"burst"`
+}
+
+// Access is the fleet's token policy. Every relay verifies tokens signed
+// with the fleet's key (fleet token mints them); publishing always needs
+// one.
+type Access struct {
+	// PublicListen are broadcast path prefixes (such as live/) anyone may
+	// listen under without a token; everything else needs one.
+	PublicListen []string `yaml:"public_listen"`
 }
 
 // Admin is who may reach the boxes' SSH.
@@ -135,6 +146,11 @@ func (f *Fleet) validate(cat *Catalogue) error {
 	for i, o := range f.Origin {
 		if err := checkOrigin(o); err != nil {
 			return fieldErr(fmt.Sprintf("origin[%d]", i), "%v", err)
+		}
+	}
+	for i, p := range f.Access.PublicListen {
+		if err := checkPathPrefix(p); err != nil {
+			return fieldErr(fmt.Sprintf("access.public_listen[%d]", i), "%v", err)
 		}
 	}
 	names := map[string]string{}
@@ -314,4 +330,30 @@ func isLoopback(host string) bool {
 	}
 	ip, err := netip.ParseAddr(host)
 	return err == nil && ip.Unmap().IsLoopback()
+}
+
+// checkPathPrefix checks a broadcast path prefix: non-empty, at most 128
+// bytes of letters, digits and - _ . /, relative, with no empty, "." or
+// ".." segment (the relay's command line carries it).
+func checkPathPrefix(p string) error {
+	if p == "" {
+		return fmt.Errorf("empty; want a broadcast path prefix such as live/")
+	}
+	if len(p) > 128 {
+		return fmt.Errorf("%d bytes long; want at most 128", len(p))
+	}
+	for _, r := range p {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_' || r == '.' || r == '/') {
+			return fmt.Errorf("%q has the character %q; want letters, digits, '-', '_', '.' and '/'", p, r)
+		}
+	}
+	if strings.HasPrefix(p, "/") {
+		return fmt.Errorf("%q starts with '/'; broadcast paths are relative, as in live/", p)
+	}
+	for _, seg := range strings.Split(strings.TrimSuffix(p, "/"), "/") {
+		if seg == "" || seg == "." || seg == ".." {
+			return fmt.Errorf("%q has the segment %q; want no empty, '.' or '..' segment", p, seg)
+		}
+	}
+	return nil
 }

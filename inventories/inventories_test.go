@@ -139,6 +139,12 @@ steady:
 		{"open ssh", "version: 1\nadmin:\n  ranges: [0.0.0.0/0]\n", 3, "admin.ranges[0]", "whole internet"},
 		{"bad origin", "version: 1\norigin: [\"ftp://x/\"]\n", 2, "origin[0]", "want a relay URL"},
 		{"burst static", "version: 1\nburst:\n  - name: x\n    provider: static\n    shape: lab/small\n", 4, "burst[0].provider", "belong in steady"},
+		{"public listen with a space", "version: 1\naccess:\n  public_listen:\n    - live/\n    - \"live now/\"\n", 5, "access.public_listen[1]", `"live now/" has the character ' '`},
+		{"public listen dot dot", "version: 1\naccess:\n  public_listen: [live/../admin]\n", 3, "access.public_listen[0]", `segment ".."`},
+		{"public listen empty", "version: 1\naccess:\n  public_listen: [\"\"]\n", 3, "access.public_listen[0]", "empty"},
+		{"public listen absolute", "version: 1\naccess:\n  public_listen: [/live]\n", 3, "access.public_listen[0]", "starts with '/'"},
+		{"public listen comma", "version: 1\naccess:\n  public_listen: [\"a/,b/\"]\n", 3, "access.public_listen[0]", "character ','"},
+		{"access unknown key", "version: 1\naccess:\n  public_publish: [live/]\n", 3, "access.public_publish", `unknown key "public_publish"`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			path := filepath.Join(t.TempDir(), "fleet.yaml")
@@ -254,5 +260,17 @@ func TestBeside(t *testing.T) {
 	os.WriteFile(filepath.Join(dir, CalibrationFile), []byte("version: 1\n"), 0o644)
 	if got := Beside(fleet, CalibrationFile); got != filepath.Join(dir, CalibrationFile) {
 		t.Errorf("file beside: got %q", got)
+	}
+}
+
+func TestAccessPublicListen(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "fleet.yaml")
+	os.WriteFile(path, []byte(goodFleet+"access:\n  public_listen: [live/, radio/7]\n"), 0o644)
+	f, err := LoadFleet(path, shippedCatalogue(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(f.Access.PublicListen, ","); got != "live/,radio/7" {
+		t.Errorf("public_listen = %q", got)
 	}
 }

@@ -40,6 +40,18 @@ systemctl list-units --type=service --all --plain --no-legend --no-pager 'relay@
 	st := HostState{Files: map[string]string{}}
 	files, unitList, _ := strings.Cut(string(out), "== units\n")
 	st.Files = parseHashes(files)
+	for _, p := range paths {
+		if _, ok := st.Files[p]; ok && private(p) {
+			// A secret readable by others is not converged: rewrite it.
+			ok, err := isPrivate(ctx, run, p)
+			if err != nil {
+				return HostState{}, fmt.Errorf("probe: %w", err)
+			}
+			if !ok {
+				st.Files[p] = "not-private"
+			}
+		}
+	}
 	st.Instances = parseActiveUnits(unitList)
 	if st.Sysctl, err = ReadSysctl(ctx, run, plan.Profile); err != nil {
 		return HostState{}, err
@@ -131,6 +143,12 @@ func Apply(ctx context.Context, run Runner, plan *Plan, changes []Change, rel Re
 	for _, c := range changes {
 		switch c.Kind {
 		case ChangeFile:
+			if private(c.What) {
+				if err := writePrivate(ctx, run, c.What, plan.Content[c.What]); err != nil {
+					return r, err
+				}
+				continue
+			}
 			if _, err := WriteFile(ctx, run, c.What, plan.Content[c.What], 0o644); err != nil {
 				return r, err
 			}
@@ -185,6 +203,33 @@ func Apply(ctx context.Context, run Runner, plan *Plan, changes []Change, rel Re
 		}
 	}
 	return r, nil
+}
+
+// writePrivate writes a secret file: its directory 0700 and the file 0600,
+// both owned by root, the content written atomically through stdin (never
+// a command line) and never echoed.
+func writePrivate(ctx context.Context, run Runner, p string, data []byte) error {
+	dir := path.Dir(p)
+	if _, err := run.Run(ctx, fmt.Sprintf("install -d -m 0700 -o root -g root %[1]s && chown root:root %[1]s && chmod 0700 %[1]s", quote(dir)), nil); err != nil {
+		return fmt.Errorf("write %s: %w", p, err)
+	}
+	if _, err := WriteFile(ctx, run, p, data, 0o600); err != nil {
+		return err
+	}
+	if _, err := run.Run(ctx, fmt.Sprintf("chown root:root %[1]s && chmod 0600 %[1]s", quote(p)), nil); err != nil {
+		return fmt.Errorf("write %s: %w", p, err)
+	}
+	return nil
+}
+
+// isPrivate reports whether a secret file and its directory are root's
+// alone (0600 and 0700).
+func isPrivate(ctx context.Context, run Runner, p string) (bool, error) {
+	out, err := run.Run(ctx, fmt.Sprintf("stat -c '%%a %%U %%G' %s %s", quote(p), quote(path.Dir(p))), nil)
+	if err != nil {
+		return false, fmt.Errorf("stat %s: %w", p, err)
+	}
+	return strings.Join(strings.Fields(string(out)), " ") == "600 root root 700 root root", nil
 }
 
 // verifyUnits checks the plan's unit files with systemd-analyze verify in a

@@ -23,6 +23,12 @@ type Target struct {
 	RAM int64
 	// Upstream is the fleet's origin: relay URLs every process pulls from.
 	Upstream []string
+	// AuthKeys is the fleet's relay auth key file (ParseAuthKeys), which
+	// every relay verifies tokens with; required.
+	AuthKeys []byte
+	// PublicListen are broadcast path prefixes listeners may subscribe
+	// under without a token.
+	PublicListen []string
 }
 
 // Facts are what a box says about itself.
@@ -161,7 +167,7 @@ func convergeTarget(ctx context.Context, t Target, release string, o Options, pr
 	if root == "" {
 		root = DefaultRoot
 	}
-	plan, err := Desired(units.Layout{Cores: facts.Cores, RAM: facts.RAM, Processes: t.Processes, BasePort: t.BasePort, Binary: root + "/current/relay", CPUs: facts.CPUs, Upstream: t.Upstream}, release)
+	plan, err := DesiredAuth(units.Layout{Cores: facts.Cores, RAM: facts.RAM, Processes: t.Processes, BasePort: t.BasePort, Binary: root + "/current/relay", CPUs: facts.CPUs, Upstream: t.Upstream, PublicListen: t.PublicListen}, release, t.AuthKeys)
 	if err != nil {
 		return facts, nil, err
 	}

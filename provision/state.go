@@ -73,6 +73,33 @@ func Desired(l units.Layout, release string) (*Plan, error) {
 	return p, nil
 }
 
+// DesiredAuth is Desired for relays that verify tokens: the fleet's auth
+// key file (text as ParseAuthKeys reads it) is installed at
+// units.CredentialFile, root's alone, and handed to each relay as a
+// systemd credential. A changed key file restarts every relay process.
+func DesiredAuth(l units.Layout, release string, authKeys []byte) (*Plan, error) {
+	if len(authKeys) == 0 {
+		return nil, ErrNoAuthKey
+	}
+	if _, err := ParseAuthKeys(string(authKeys)); err != nil {
+		return nil, err
+	}
+	l.Auth = true
+	p, err := Desired(l, release)
+	if err != nil {
+		return nil, err
+	}
+	p.Content[units.CredentialFile] = authKeys
+	p.State.Files[units.CredentialFile] = Digest(authKeys)
+	return p, nil
+}
+
+// private reports whether path holds a secret: written 0600 root in a
+// 0700 directory, never shown.
+func private(path string) bool {
+	return strings.HasPrefix(path, units.CredentialDir+"/")
+}
+
 // instanceOf returns "relay@4443.service" for the drop-in path
 // /etc/systemd/system/relay@4443.service.d/10-relayfleet.conf.
 func instanceOf(p string) (string, bool) {
@@ -178,7 +205,9 @@ func Diff(desired, actual HostState) []Change {
 	}
 	templateChanged := false
 	for p := range changed {
-		if path.Base(p) == units.TemplateName {
+		// A new key file reaches a relay when it restarts: systemd copies
+		// the credential at start.
+		if path.Base(p) == units.TemplateName || p == units.CredentialFile {
 			templateChanged = true
 		}
 	}

@@ -48,7 +48,25 @@ type Layout struct {
 	// A URL may end in #spki=HEX, the origin's key pin, which goes into
 	// ExecStart with it.
 	Upstream []string
+	// Auth makes every process verify tokens with the fleet's key file,
+	// which systemd hands it as the credential CredentialName loaded from
+	// CredentialFile (root-only on the box): relay serve --auth-key
+	// %d/relay-auth. With Auth, publishing always needs a token.
+	Auth bool
+	// PublicListen are broadcast path prefixes tokenless sessions may
+	// subscribe under (relay serve --public-listen); they need Auth.
+	PublicListen []string
 }
+
+// The fleet's relay auth key file on a box and the systemd credential
+// that hands it to each relay process. Only root reads CredentialDir;
+// the relay, a DynamicUser, sees the key only in its own credentials
+// directory ($CREDENTIALS_DIRECTORY, %d in the unit).
+const (
+	CredentialDir  = "/etc/relayfleet/credentials"
+	CredentialName = "relay-auth"
+	CredentialFile = CredentialDir + "/" + CredentialName
+)
 
 // MemoryMax returns the per-process ceiling, (RAM - reserve) / processes,
 // and MemoryHigh, the throttling point below it (90%).
@@ -105,6 +123,14 @@ func (l Layout) validate() error {
 			return err
 		}
 	}
+	if len(l.PublicListen) > 0 && !l.Auth {
+		return errors.New("units: public listen prefixes need the fleet's auth key")
+	}
+	for _, p := range l.PublicListen {
+		if err := CheckPathPrefix(p); err != nil {
+			return fmt.Errorf("units: public listen prefix %q: %v", p, err)
+		}
+	}
 	return nil
 }
 
@@ -135,7 +161,7 @@ func Render(l Layout) ([]File, error) {
 		return nil, err
 	}
 	max, high := l.MemoryMax()
-	tmpl, err := render("/etc/systemd/system/"+TemplateName, []*unit.UnitOption{
+	tmplOpts := []*unit.UnitOption{
 		opt("Unit", "Description", "relayfleet relay on port %i"),
 		opt("Unit", "PartOf", TargetName),
 		opt("Unit", "After", "network-online.target"),
@@ -144,7 +170,7 @@ func Render(l Layout) ([]File, error) {
 		// keep trying, not give up after five attempts.
 		opt("Unit", "StartLimitIntervalSec", "0"),
 		opt("Service", "Type", "notify"),
-		opt("Service", "ExecStart", l.Binary+" serve --listen [::]:%i"+upstreamArg(l.Upstream)),
+		opt("Service", "ExecStart", l.Binary+" serve --listen [::]:%i"+upstreamArg(l.Upstream)+authArgs(l)),
 		opt("Service", "Restart", "always"),
 		opt("Service", "RestartSec", "1s"),
 		opt("Service", "WatchdogSec", "10s"),
@@ -185,7 +211,14 @@ func Render(l Layout) ([]File, error) {
 		// tries setrlimit at start and copes with a refusal).
 		opt("Service", "SystemCallErrorNumber", "EPERM"),
 		opt("Install", "WantedBy", TargetName),
-	})
+	}
+	if l.Auth {
+		// LoadCredential= copies the root-only key file into the
+		// process's private credentials directory at start: a rotated key
+		// takes effect when the process restarts.
+		tmplOpts = insertAfter(tmplOpts, "WatchdogSec", opt("Service", "LoadCredential", CredentialName+":"+CredentialFile))
+	}
+	tmpl, err := render("/etc/systemd/system/"+TemplateName, tmplOpts)
 	if err != nil {
 		return nil, err
 	}
@@ -254,6 +287,61 @@ func Router(binary, listen string) (File, error) {
 		opt("Service", "SystemCallFilter", "@system-service"),
 		opt("Install", "WantedBy", "multi-user.target"),
 	})
+}
+
+// insertAfter returns opts with o inserted after the first option named
+// name.
+func insertAfter(opts []*unit.UnitOption, name string, o *unit.UnitOption) []*unit.UnitOption {
+	out := make([]*unit.UnitOption, 0, len(opts)+1)
+	done := false
+	for _, x := range opts {
+		out = append(out, x)
+		if !done && x.Name == name {
+			out, done = append(out, o), true
+		}
+	}
+	return out
+}
+
+// authArgs are the relay's --auth-key (its credential) and
+// --public-listen flags, or nothing without auth.
+func authArgs(l Layout) string {
+	if !l.Auth {
+		return ""
+	}
+	s := " --auth-key %d/" + CredentialName
+	if len(l.PublicListen) > 0 {
+		s += " --public-listen " + strings.Join(l.PublicListen, ",")
+	}
+	return s
+}
+
+// CheckPathPrefix checks a broadcast path prefix handed to the relay on
+// its command line: non-empty, at most 128 bytes of letters, digits and
+// - _ . / (no spaces, commas, % or quotes a unit would misread), not
+// starting with '/', no empty, "." or ".." segment.
+func CheckPathPrefix(p string) error {
+	if p == "" {
+		return errors.New("empty; want a broadcast path prefix such as live/")
+	}
+	if len(p) > 128 {
+		return fmt.Errorf("%d bytes long; want at most 128", len(p))
+	}
+	for _, r := range p {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_' || r == '.' || r == '/') {
+			return fmt.Errorf("character %q; want letters, digits, '-', '_', '.' and '/'", r)
+		}
+	}
+	if strings.HasPrefix(p, "/") {
+		return errors.New("starts with '/'; broadcast paths are relative, as in live/")
+	}
+	segs := strings.Split(strings.TrimSuffix(p, "/"), "/")
+	for _, seg := range segs {
+		if seg == "" || seg == "." || seg == ".." {
+			return fmt.Errorf("segment %q; want no empty, '.' or '..' segment", seg)
+		}
+	}
+	return nil
 }
 
 // upstreamArg is the relay's --upstream flag for the fleet's origin, or

@@ -120,3 +120,89 @@ func TestUpstreamInExecStart(t *testing.T) {
 		}
 	}
 }
+
+// TestAuthGolden: with the fleet's key the template loads it as a
+// systemd credential and hands the relay its credentials-directory path,
+// with the public listen prefixes; the key file itself is never named on
+// the command line.
+func TestAuthGolden(t *testing.T) {
+	files, err := Render(Layout{Cores: 2, RAM: 4 << 30, BasePort: 4443, Binary: "/opt/relayfleet/current/relay",
+		Upstream: []string{"http://10.0.0.1:4443/"}, Auth: true, PublicListen: []string{"live/", "radio/"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := files[0].Data
+	path := filepath.Join("testdata", "auth-template.golden")
+	if os.Getenv("UPDATE_GOLDEN") != "" {
+		os.WriteFile(path, got, 0o644)
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(got) != string(want) {
+		t.Errorf("rendered template differs from %s (UPDATE_GOLDEN=1 rewrites it):\n%s", path, got)
+	}
+}
+
+func TestAuthFlags(t *testing.T) {
+	l := Layout{Cores: 1, RAM: 1 << 30, BasePort: 4443, Binary: "/opt/relay", Auth: true}
+	files, err := Render(l)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := string(files[0].Data)
+	for _, want := range []string{
+		"\nLoadCredential=relay-auth:/etc/relayfleet/credentials/relay-auth\n",
+		"\nExecStart=/opt/relay serve --listen [::]:%i --auth-key %d/relay-auth\n",
+		"\nDynamicUser=yes\n",
+	} {
+		if !strings.Contains(tmpl, want) {
+			t.Errorf("template lacks %q:\n%s", strings.TrimSpace(want), tmpl)
+		}
+	}
+	if strings.Contains(tmpl, "--public-listen") {
+		t.Error("--public-listen without public prefixes")
+	}
+	l.Auth = false
+	files, _ = Render(l)
+	if strings.Contains(string(files[0].Data), "relay-auth") {
+		t.Errorf("auth without a key:\n%s", files[0].Data)
+	}
+	// Public prefixes without the key would open the relay: refused.
+	l.PublicListen = []string{"live/"}
+	if _, err := Render(l); err == nil || !strings.Contains(err.Error(), "auth key") {
+		t.Errorf("public listen without auth: err %v", err)
+	}
+}
+
+func TestCheckPathPrefix(t *testing.T) {
+	for _, good := range []string{"live/", "live", "a/b-c_d.e/", "radio/7"} {
+		if err := CheckPathPrefix(good); err != nil {
+			t.Errorf("%q: %v", good, err)
+		}
+	}
+	for bad, want := range map[string]string{
+		"":                             "empty",
+		"live now/":                    "character ' '",
+		"live/,x/":                     "character ','",
+		"live/%i":                      "character '%'",
+		"/live/":                       "starts with '/'",
+		"live/../x":                    `segment ".."`,
+		"live//x":                      `segment ""`,
+		"./live":                       `segment "."`,
+		"..":                           `segment ".."`,
+		"live/\"x":                     "character '\"'",
+		"live/\nx":                     "character '\\n'",
+		"x" + strings.Repeat("y", 128): "128",
+	} {
+		err := CheckPathPrefix(bad)
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%q: err %v, want it to say %s", bad, err, want)
+		}
+	}
+	l := Layout{Cores: 1, RAM: 1 << 30, BasePort: 4443, Binary: "/r", Auth: true, PublicListen: []string{"live/ x"}}
+	if _, err := Render(l); err == nil || !strings.Contains(err.Error(), "public listen prefix") {
+		t.Errorf("bad prefix rendered: %v", err)
+	}
+}

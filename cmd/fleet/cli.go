@@ -44,6 +44,8 @@ func commands() []command {
 		{"up", "bring the fleet to the inventory through Pulumi (boxes, converged hosts) and write the router's relays file", runUp},
 		{"preview", "show what fleet up would change, drift included", runPreview},
 		{"secret", "keep a cloud token encrypted in the fleet's stack: set hcloud-token | digitalocean-token (value on stdin)", runSecret},
+		{"token", "mint a relay token signed with the fleet's key: --publish PREFIX | --subscribe PREFIX [--ttl D]", runToken},
+		{"auth", "the fleet's relay auth key: rotate [--overlap 24h] | show (key ids) | export --out FILE (for origins)", runAuth},
 		{"destroy", "destroy the stack's boxes (static servers are left as they are)", runDestroy},
 		{"events", "burst capacity for scheduled events: reconcile (every minute) | status | report | install", runEvents},
 		{"burst", "bring an event's burst boxes up or down now: up | down --event NAME", runBurst},

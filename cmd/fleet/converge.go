@@ -40,6 +40,8 @@ func runConverge(ctx context.Context, args []string, stdout io.Writer) error {
 	fs := newFlags("converge", stdout)
 	var hf hostFlags
 	hf.add(fs)
+	var kf keyFlags
+	kf.add(fs)
 	check := fs.Bool("check", false, "print what would change and exit 1 if anything would")
 	asJSON := fs.Bool("json", false, "print JSON lines: progress events, one result per host, a summary")
 	binaryPath := fs.String("relay-binary", "", "the relay build to release (default: relay beside the fleet binary)")
@@ -61,16 +63,36 @@ func runConverge(ctx context.Context, args []string, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
+	st, err := kf.stackFor(fleet)
+	if err != nil {
+		return err
+	}
+	// The relays verify tokens with the fleet's key, kept in its stack: a
+	// fleet converged for the first time gets its first key.
+	keys, _, err := fleetAuthKeys(ctx, openKeyStore(st), !*check)
+	if err != nil {
+		return err
+	}
 	targets, cleanup, err := resolveTargets(ctx, fleet, hf.sshKey, hf.labDir)
 	if err != nil {
 		return err
 	}
 	defer cleanup()
+	for i := range targets {
+		targets[i].AuthKeys = []byte(keys)
+		targets[i].PublicListen = fleet.Access.PublicListen
+	}
+	return convergeTargets(ctx, stdout, targets, binary, *check, *asJSON, *parallel)
+}
+
+// convergeTargets converges targets and reports per host, as text or
+// JSON lines.
+func convergeTargets(ctx context.Context, stdout io.Writer, targets []provision.Target, binary []byte, check, asJSON bool, parallel int) error {
 	start := time.Now()
 	var mu sync.Mutex
 	enc := json.NewEncoder(stdout)
 	var live *liveLines
-	if !*asJSON && isTerminal(stdout) {
+	if !asJSON && isTerminal(stdout) {
 		var hosts []string
 		for _, t := range targets {
 			hosts = append(hosts, t.Host.String())
@@ -84,21 +106,21 @@ func runConverge(ctx context.Context, args []string, stdout io.Writer) error {
 		}
 		mu.Lock()
 		defer mu.Unlock()
-		if *asJSON {
+		if asJSON {
 			enc.Encode(map[string]any{"event": "progress", "host": host, "step": step, "seconds": time.Since(start).Seconds()})
 			return
 		}
 		if step == "converge" {
-			fmt.Fprintf(stdout, "%6.1fs %s: %s\n", time.Since(start).Seconds(), host, map[bool]string{true: "checking", false: "converging"}[*check])
+			fmt.Fprintf(stdout, "%6.1fs %s: %s\n", time.Since(start).Seconds(), host, map[bool]string{true: "checking", false: "converging"}[check])
 		}
 	}
-	results := provision.ConvergeFleet(ctx, targets, provision.Options{Binary: binary, Check: *check, Parallel: *parallel, Progress: progress})
-	if *asJSON {
+	results := provision.ConvergeFleet(ctx, targets, provision.Options{Binary: binary, Check: check, Parallel: parallel, Progress: progress})
+	if asJSON {
 		if err := writeConvergeJSON(enc, results); err != nil {
 			return err
 		}
 	} else {
-		writeConvergeText(stdout, results, *check)
+		writeConvergeText(stdout, results, check)
 	}
 	failed, changed := 0, 0
 	for _, r := range results {
@@ -111,7 +133,7 @@ func runConverge(ctx context.Context, args []string, stdout io.Writer) error {
 	switch {
 	case failed > 0:
 		return &exitError{exitHostsFailed, fmt.Sprintf("%d of %d hosts failed: %s", failed, len(results), oneLine(provision.Failed(results)))}
-	case *check && changed > 0:
+	case check && changed > 0:
 		return &exitError{exitChanges, fmt.Sprintf("%d of %d hosts would change", changed, len(results))}
 	}
 	return nil

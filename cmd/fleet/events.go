@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"sync"
 	"text/tabwriter"
 	"time"
 
@@ -110,16 +111,18 @@ func (e *eventsFlags) reconciler(ctx context.Context, args []string, stdout io.W
 		if err != nil {
 			return nil, time.Time{}, nil, err
 		}
+		delete(secrets, program.RelayAuthKeysKey) // a Host input, not provider config
 		st.Secrets = secrets
 		break
 	}
+
 	cfg := e.labConfig(st)
 	cfg.HcloudToken, cfg.DigitalOceanToken = st.Secrets[program.HcloudTokenKey], st.Secrets[program.DigitalOceanTokenKey]
 	probe := &events.SSHProbe{Lab: cfg, KeyFile: cfg.SSHKeyFile}
 	r := &events.Reconciler{
 		Events: evs, Fleet: fleet, Catalogue: cat, Calibration: cal,
 		StateDir: st.StateDir, Release: st.Program.Release,
-		Stacks:   &events.PulumiStacks{Template: *st},
+		Stacks:   &keyedStacks{PulumiStacks: events.PulumiStacks{Template: *st}, fleetStack: fleetStackOf(st, fleet.Name)},
 		Probe:    probe,
 		Backends: func(name string) (backend.Backend, error) { return provider.OpenBackend(name, cfg) },
 		Log:      slog.New(slog.NewTextHandler(stdout, nil)),
@@ -327,4 +330,38 @@ func stateDirOr(flagValue string) (string, error) {
 		return flagValue, nil
 	}
 	return program.DefaultStateDir()
+}
+
+// keyedStacks are event stacks whose relays verify tokens with the
+// fleet's key: it is read from the fleet's stack when a burst stack first
+// goes up in this run (so a rotation reaches burst boxes at the next
+// reconcile), and handed to its Hosts as a secret input.
+type keyedStacks struct {
+	events.PulumiStacks
+	fleetStack *program.Stack
+
+	mu   sync.Mutex
+	keys string
+}
+
+func fleetStackOf(st *program.Stack, name string) *program.Stack {
+	s := *st
+	s.Name, s.Burst, s.Secrets = name, nil, nil
+	return &s
+}
+
+// Up implements events.Stacks.
+func (k *keyedStacks) Up(ctx context.Context, stack string, b program.Burst) ([]program.HostEntry, error) {
+	k.mu.Lock()
+	if k.keys == "" {
+		keys, _, err := fleetAuthKeys(ctx, openKeyStore(k.fleetStack), true)
+		if err != nil {
+			k.mu.Unlock()
+			return nil, err
+		}
+		// Set once, before any Up reads the template.
+		k.keys, k.Template.Program.AuthKeys = keys, keys
+	}
+	k.mu.Unlock()
+	return k.PulumiStacks.Up(ctx, stack, b)
 }

@@ -24,6 +24,7 @@ import (
 	"github.com/relayfleet/relayfleet/internal/plot"
 	"github.com/relayfleet/relayfleet/inventories"
 	"github.com/relayfleet/relayfleet/provision"
+	"github.com/relayfleet/relayfleet/relay"
 	"github.com/relayfleet/relayfleet/relay/loadgen"
 )
 
@@ -251,6 +252,8 @@ func runLoadtest(ctx context.Context, args []string, stdout io.Writer) error {
 	fs := newFlags("loadtest", stdout)
 	var hf hostFlags
 	hf.add(fs)
+	var kf keyFlags
+	kf.add(fs)
 	target := fs.String("target", "", "BOX (a lab box name or a static host's address, as in the inventory) or BOX:PORT for one relay process (required)")
 	stepsFlag := fs.String("steps", defaultSteps(), "listener counts, one step each (sized to this machine's cores: the load generator runs here)")
 	stepDur := fs.Duration("step-duration", 20*time.Second, "measurement per step, once every listener has connected")
@@ -298,6 +301,24 @@ func runLoadtest(ctx context.Context, args []string, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
+	// The relays verify tokens: the publisher and the listeners get
+	// tokens for loadtest/ signed with the fleet's key.
+	st, err := kf.stackFor(fleet)
+	if err != nil {
+		return err
+	}
+	_, keys, err := fleetAuthKeys(ctx, openKeyStore(st), false)
+	if err != nil {
+		return err
+	}
+	pubTok, err := relay.NewToken([]byte(keys[0].Secret), loadtestPrefix, "", true, false, loadtestTokenTTL)
+	if err != nil {
+		return err
+	}
+	subTok, err := relay.NewToken([]byte(keys[0].Secret), "", loadtestPrefix, false, true, loadtestTokenTTL)
+	if err != nil {
+		return err
+	}
 	targets, cleanup, err := resolveTargets(ctx, fleet, hf.sshKey, hf.labDir)
 	if err != nil {
 		return err
@@ -318,6 +339,7 @@ func runLoadtest(ctx context.Context, args []string, stdout io.Writer) error {
 	}
 	lt := &loadtester{
 		bin: bin, box: box, steps: steps, dur: *stepDur, ramp: *ramp, quiet: *asJSON, out: stdout,
+		pubToken: pubTok, subToken: subTok,
 	}
 	if lt.addr, _, err = net.SplitHostPort(box.Host.Addr()); err != nil {
 		return fmt.Errorf("%s: address %q: %v", box.Host, box.Host.Address, err)
@@ -452,10 +474,28 @@ type loadtester struct {
 	ramp  float64
 	quiet bool
 	out   io.Writer
+	// pubToken and subToken let the publisher and the listeners in
+	// under loadtest/ (relay ?jwt=).
+	pubToken, subToken string
 }
+
+// The broadcast prefix a load test publishes and listens under, and how
+// long its tokens last.
+const (
+	loadtestPrefix   = "loadtest/"
+	loadtestTokenTTL = 12 * time.Hour
+)
 
 func (lt *loadtester) url(port int) string {
 	return "http://" + net.JoinHostPort(lt.addr, strconv.Itoa(port)) + "/"
+}
+
+// withToken is u with ?jwt=tok, or u without a token.
+func withToken(u, tok string) string {
+	if tok == "" {
+		return u
+	}
+	return u + "?jwt=" + tok
 }
 
 func (lt *loadtester) boxInfo(ctx context.Context) (boxFacts, error) {
@@ -503,7 +543,7 @@ func (lt *loadtester) run(ctx context.Context) ([]loadtestStep, error) {
 		}
 	}()
 	for _, port := range lt.ports {
-		cmd := exec.CommandContext(pctx, lt.bin, "publish", "--paced", "--interval", "120ms", "--name", broadcastName(port), lt.url(port))
+		cmd := exec.CommandContext(pctx, lt.bin, "publish", "--paced", "--interval", "120ms", "--name", broadcastName(port), withToken(lt.url(port), lt.pubToken))
 		p := publisher{url: lt.url(port), stderr: &tailBuffer{max: 4096}, exited: make(chan struct{})}
 		cmd.Stdout, cmd.Stderr = io.Discard, p.stderr
 		cmd.WaitDelay = 3 * time.Second
@@ -550,7 +590,7 @@ func (lt *loadtester) run(ctx context.Context) ([]loadtestStep, error) {
 	return res, nil
 }
 
-func broadcastName(port int) string { return fmt.Sprintf("loadtest/%d", port) }
+func broadcastName(port int) string { return fmt.Sprintf(loadtestPrefix+"%d", port) }
 
 // step runs one step: the load generator for every process at once, the
 // box sampled all along.
@@ -697,7 +737,7 @@ func measureWindow(st *loadtestStep, samples []boxSample, ports []int) error {
 // certificate hash certHash, and reads its report.
 func (lt *loadtester) loadgen(ctx context.Context, port, n int, certHash string) (loadgen.Report, error) {
 	var rep loadgen.Report
-	cmd := exec.CommandContext(ctx, lt.bin, "loadgen", "--url", lt.url(port), "--certificate-sha256", certHash, "--broadcast", broadcastName(port),
+	cmd := exec.CommandContext(ctx, lt.bin, "loadgen", "--url", withToken(lt.url(port), lt.subToken), "--certificate-sha256", certHash, "--broadcast", broadcastName(port),
 		"--listeners", strconv.Itoa(n), "--ramp", strconv.FormatFloat(lt.ramp, 'g', -1, 64),
 		"--duration", lt.dur.String(), "--json", "--log-level", "error")
 	var out bytes.Buffer

@@ -136,7 +136,7 @@ func TestPlanBadInput(t *testing.T) {
 		{"negative hours", []string{"plan", "--listeners", "5", "--event-hours", "-1"}, "fleet plan: flag --event-hours: want a positive number of hours, got -1\n"},
 		{"missing file", []string{"plan", "--listeners", "5", "--inventory", filepath.Join(dir, "nope.yaml")}, "fleet plan: " + filepath.Join(dir, "nope.yaml") + ": no such file\n"},
 		{"negative count", []string{"plan", "--listeners", "5", "--inventory", bad}, "fleet plan: " + bad + ":7: steady[0].count: must not be negative, got -2\n"},
-		{"unknown key", []string{"plan", "--listeners", "5", "--inventory", unknown}, "fleet plan: " + unknown + `:2: stedy: unknown key "stedy" at the top (known: version, name, admin, origin, steady, burst)` + "\n"},
+		{"unknown key", []string{"plan", "--listeners", "5", "--inventory", unknown}, "fleet plan: " + unknown + `:2: stedy: unknown key "stedy" at the top (known: version, name, admin, origin, access, steady, burst)` + "\n"},
 		{"stray argument", []string{"plan", "--listeners", "5", "extra"}, `fleet plan: unexpected argument "extra"` + "\n"},
 		{"unknown command", []string{"plna"}, `fleet: unknown command "plna" (try fleet help)` + "\n"},
 	} {

@@ -187,6 +187,11 @@ func runUp(ctx context.Context, args []string, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
+	// The fleet's relay auth key: made on the first up, kept encrypted in
+	// the stack, handed to every Host as a secret input.
+	if st.Program.AuthKeys, _, err = fleetAuthKeys(ctx, openKeyStore(st), true); err != nil {
+		return err
+	}
 	res, err := st.Up(ctx)
 	if err != nil {
 		return err
@@ -203,6 +208,9 @@ func runPreview(ctx context.Context, args []string, stdout io.Writer) error {
 	s := newStackFlags("preview", stdout, true)
 	st, err := s.parse(args, stdout)
 	if err != nil {
+		return err
+	}
+	if st.Program.AuthKeys, _, err = fleetAuthKeys(ctx, openKeyStore(st), true); err != nil {
 		return err
 	}
 	changes, err := st.Preview(ctx)

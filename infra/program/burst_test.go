@@ -19,7 +19,7 @@ func TestDeployBurstLabelsEveryBoxWithItsEvent(t *testing.T) {
 	m := &mocks{}
 	pool := inventories.Pool{Name: "final", Box: inventories.Box{Provider: "hcloud", Shape: "ccx43", Location: "hel1", BasePort: 4443}}
 	err := pulumi.RunErr(func(ctx *pulumi.Context) error {
-		_, err := DeployBurst(ctx, f, cat, Burst{Event: "final", Pool: pool, Boxes: 3}, Options{RelayBinary: "/opt/relay", Release: "r"})
+		_, err := DeployBurst(ctx, f, cat, Burst{Event: "final", Pool: pool, Boxes: 3}, Options{RelayBinary: "/opt/relay", Release: "r", AuthKeys: testAuthKeys})
 		return err
 	}, pulumi.WithMocks("relayfleet", "final", m))
 	if err != nil {

@@ -2,6 +2,7 @@ package program
 
 import (
 	"crypto/sha256"
+	"errors"
 	"fmt"
 	"reflect"
 	"strings"
@@ -20,7 +21,14 @@ type Options struct {
 	// (provision.Digest).
 	RelayBinary string
 	Release     string
+	// AuthKeys is the fleet's relay auth key file (the stack secret
+	// relayfleet:relayAuthKeys): every Host gets it as a secret input, so
+	// Pulumi keeps it encrypted. Required.
+	AuthKeys string
 }
+
+// ErrNoAuthKeys says the program was given no relay auth key file.
+var ErrNoAuthKeys = errors.New("no relay auth key: fleet up keeps one in the fleet's stack (" + SecretNamespace + ":" + RelayAuthKeysKey + ")")
 
 // BoxArgs are a Box's inputs as the program registers them.
 type BoxArgs struct {
@@ -88,21 +96,26 @@ type HostArgs struct {
 	Release     pulumi.StringInput
 	RelayBinary pulumi.StringInput
 	Upstream    pulumi.StringArrayInput
+	// AuthKeys must be a secret (pulumi.ToSecret).
+	AuthKeys     pulumi.StringInput
+	PublicListen pulumi.StringArrayInput
 }
 
 type hostArgs struct {
-	Box         string   `pulumi:"box"`
-	Backend     string   `pulumi:"backend"`
-	SSHAddress  string   `pulumi:"sshAddress"`
-	HostKey     string   `pulumi:"hostKey"`
-	User        string   `pulumi:"user"`
-	Cores       int      `pulumi:"cores"`
-	RAM         int      `pulumi:"ram"`
-	Processes   int      `pulumi:"processes"`
-	BasePort    int      `pulumi:"basePort"`
-	Release     string   `pulumi:"release"`
-	RelayBinary string   `pulumi:"relayBinary"`
-	Upstream    []string `pulumi:"upstream"`
+	Box          string   `pulumi:"box"`
+	Backend      string   `pulumi:"backend"`
+	SSHAddress   string   `pulumi:"sshAddress"`
+	HostKey      string   `pulumi:"hostKey"`
+	User         string   `pulumi:"user"`
+	Cores        int      `pulumi:"cores"`
+	RAM          int      `pulumi:"ram"`
+	Processes    int      `pulumi:"processes"`
+	BasePort     int      `pulumi:"basePort"`
+	Release      string   `pulumi:"release"`
+	RelayBinary  string   `pulumi:"relayBinary"`
+	Upstream     []string `pulumi:"upstream"`
+	AuthKeys     string   `pulumi:"authKeys"`
+	PublicListen []string `pulumi:"publicListen"`
 }
 
 // ElementType tells the SDK how to marshal HostArgs.
@@ -258,6 +271,12 @@ type boxSet struct {
 // boxes registers a set's firewall (on clouds), boxes and hosts, and
 // returns their "hosts" output entries.
 func (d *Deployed) boxes(ctx *pulumi.Context, f *inventories.Fleet, cat *inventories.Catalogue, o Options, s boxSet) (pulumi.Array, error) {
+	if o.AuthKeys == "" {
+		return nil, ErrNoAuthKeys
+	}
+	// One secret for every host: the engine keeps it encrypted in the
+	// state and shows [secret] in diffs.
+	authKeys := pulumi.ToSecret(pulumi.String(o.AuthKeys)).(pulumi.StringOutput)
 	cloud := s.backend == provider.BackendHcloud || s.backend == provider.BackendDigitalOcean
 	labels := map[string]string{"group": s.group}
 	if cloud {
@@ -324,6 +343,9 @@ func (d *Deployed) boxes(ctx *pulumi.Context, f *inventories.Fleet, cat *invento
 			Release:     pulumi.String(o.Release),
 			RelayBinary: pulumi.String(o.RelayBinary),
 			Upstream:    pulumi.ToStringArray(f.Origin),
+
+			AuthKeys:     authKeys,
+			PublicListen: pulumi.ToStringArray(f.Access.PublicListen),
 		}, host, pulumi.DependsOn([]pulumi.Resource{box}), pulumi.Provider(d.Provider)); err != nil {
 			return nil, err
 		}

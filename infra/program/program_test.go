@@ -82,7 +82,7 @@ func run(t *testing.T, f *inventories.Fleet, cat *inventories.Catalogue) (*mocks
 	m := &mocks{}
 	var hosts []map[string]any
 	err := pulumi.RunErr(func(ctx *pulumi.Context) error {
-		d, err := Deploy(ctx, f, cat, Options{RelayBinary: "/opt/relay", Release: strings.Repeat("ab", 32)})
+		d, err := Deploy(ctx, f, cat, Options{RelayBinary: "/opt/relay", Release: strings.Repeat("ab", 32), AuthKeys: testAuthKeys})
 		if err != nil {
 			return err
 		}
@@ -254,5 +254,42 @@ func TestShippedLabInventory(t *testing.T) {
 	}
 	if n := len(m.ofType(provider.FirewallType)); n != 0 {
 		t.Fatalf("lab.yaml: %d firewalls, want none", n)
+	}
+}
+
+const testAuthKeys = "cHJvZ3JhbS10ZXN0LWF1dGgta2V5LXByb2dyYW0tdGVzdA\n"
+
+// TestHostsGetTheAuthKeyAsASecret: every Host gets the fleet's key file as
+// a secret input (so Pulumi keeps it encrypted in the state and never
+// shows it in a diff) and the fleet's public prefixes; without a key the
+// program refuses to run.
+func TestHostsGetTheAuthKeyAsASecret(t *testing.T) {
+	f, cat := loadFleet(t, "testdata/mixed.yaml")
+	f.Access.PublicListen = []string{"live/", "radio/"}
+	m, _ := run(t, f, cat)
+	hosts := m.ofType(provider.HostType)
+	if len(hosts) != 4 {
+		t.Fatalf("%d hosts, want 4", len(hosts))
+	}
+	for _, h := range hosts {
+		v, ok := h.Inputs["authKeys"]
+		if !ok || !v.IsSecret() || v.SecretValue().Element.StringValue() != testAuthKeys {
+			t.Errorf("host %s: authKeys %v, want the key file as a secret", h.Name, v)
+		}
+		if pl := h.Inputs["publicListen"]; !pl.IsArray() || len(pl.ArrayValue()) != 2 || pl.ArrayValue()[0].StringValue() != "live/" {
+			t.Errorf("host %s: publicListen %v", h.Name, pl)
+		}
+		for k, v := range h.Inputs {
+			if k != "authKeys" && strings.Contains(v.String(), "cHJvZ3JhbS10ZXN0") {
+				t.Errorf("host %s: the key shows in %s", h.Name, k)
+			}
+		}
+	}
+	err := pulumi.RunErr(func(ctx *pulumi.Context) error {
+		_, err := Deploy(ctx, f, cat, Options{RelayBinary: "/opt/relay", Release: strings.Repeat("ab", 32)})
+		return err
+	}, pulumi.WithMocks("relayfleet", "test", &mocks{}))
+	if err == nil || !strings.Contains(err.Error(), "no relay auth key") {
+		t.Errorf("deploy without a key: %v", err)
 	}
 }

@@ -78,10 +78,13 @@ type Stack struct {
 	Secrets map[string]string
 }
 
-// Secret configuration keys: the cloud API tokens.
+// Secret configuration keys: the cloud API tokens, and the fleet's relay
+// auth key file (every relay verifies tokens with it; fleet token signs
+// with its first key).
 const (
 	HcloudTokenKey       = "hcloudToken"
 	DigitalOceanTokenKey = "digitaloceanToken"
+	RelayAuthKeysKey     = "relayAuthKeys"
 )
 
 // runFunc is the stack's inline program.
@@ -482,8 +485,8 @@ func (s *Stack) SetSecret(ctx context.Context, key, value string) error {
 	return nil
 }
 
-// ReadSecrets returns the cloud tokens kept in the stack, decrypted; a
-// stack that does not exist has none.
+// ReadSecrets returns the cloud tokens and the relay auth key file kept
+// in the stack, decrypted; a stack that does not exist has none.
 func (s *Stack) ReadSecrets(ctx context.Context) (map[string]string, error) {
 	st, err := s.openStack(ctx, false)
 	if err != nil {
@@ -497,7 +500,7 @@ func (s *Stack) ReadSecrets(ctx context.Context) (map[string]string, error) {
 		return nil, fmt.Errorf("stack %s config: %s", s.Name, lastLines(err.Error()))
 	}
 	out := map[string]string{}
-	for _, k := range []string{HcloudTokenKey, DigitalOceanTokenKey} {
+	for _, k := range []string{HcloudTokenKey, DigitalOceanTokenKey, RelayAuthKeysKey} {
 		for _, ns := range []string{SecretNamespace, provider.Name} {
 			if v, ok := all[ns+":"+k]; ok && v.Value != "" {
 				out[k] = v.Value

@@ -42,6 +42,13 @@ type HostArgs struct {
 	// Upstream is the fleet's origin: relay URLs every process pulls
 	// broadcasts from that are not published to it.
 	Upstream []string `pulumi:"upstream,optional"`
+	// AuthKeys is the fleet's relay auth key file, a secret: installed on
+	// the box for root alone and handed to the relays as a systemd
+	// credential. Pulumi keeps it encrypted in the state.
+	AuthKeys string `pulumi:"authKeys" provider:"secret"`
+	// PublicListen are broadcast path prefixes listeners may subscribe
+	// under without a token.
+	PublicListen []string `pulumi:"publicListen,optional"`
 }
 
 // HostState is a Host's outputs.
@@ -62,6 +69,18 @@ type HostState struct {
 func (h *Host) Annotate(a infer.Annotator) {
 	a.SetToken("index", "Host")
 	a.Describe(&h, "A relay host: a box converged over SSH (sysctl, relay units per core, the relay release).")
+}
+
+// WireDependencies keeps the auth key file secret in every output and in
+// the state, whatever the engine hands in.
+func (*Host) WireDependencies(f infer.FieldSelector, _ *HostArgs, state *HostState) {
+	f.OutputField(&state.AuthKeys).AlwaysSecret()
+}
+
+// Annotate describes the inputs.
+func (a *HostArgs) Annotate(an infer.Annotator) {
+	an.Describe(&a.AuthKeys, "The fleet's relay auth key file (secret): one key per line, the first signs.")
+	an.Describe(&a.PublicListen, "Broadcast path prefixes listeners may subscribe under without a token.")
 }
 
 // Annotate describes the outputs.
@@ -86,6 +105,8 @@ func (a HostArgs) layout(cpus []int) units.Layout {
 		Binary:    provision.DefaultRoot + "/current/relay",
 		CPUs:      cpus,
 		Upstream:  a.Upstream,
+
+		PublicListen: a.PublicListen,
 	}
 }
 
@@ -93,7 +114,7 @@ func (a HostArgs) layout(cpus []int) units.Layout {
 // and sysctl values for its layout, the release, and the box it is on.
 // It is pure; Diff compares it with the hash last converged.
 func DesiredHash(a HostArgs) (string, error) {
-	plan, err := provision.Desired(a.layout(nil), a.Release)
+	plan, err := provision.DesiredAuth(a.layout(nil), a.Release, []byte(a.AuthKeys))
 	if err != nil {
 		return "", fmt.Errorf("desired state: %w", err)
 	}
@@ -132,6 +153,11 @@ func (a HostArgs) validate() error {
 		return fmt.Errorf("release: want the relay build's SHA-256, got %q", a.Release)
 	case a.RelayBinary == "":
 		return fmt.Errorf("relayBinary: missing")
+	case a.AuthKeys == "":
+		return fmt.Errorf("authKeys: missing; %v", provision.ErrNoAuthKey)
+	}
+	if _, err := provision.ParseAuthKeys(a.AuthKeys); err != nil {
+		return fmt.Errorf("authKeys: %v", err)
 	}
 	_, err := parseKey(a.HostKey)
 	return err
@@ -163,7 +189,7 @@ func converge(ctx context.Context, a HostArgs, check bool) (HostState, error) {
 		if err != nil {
 			return err
 		}
-		plan, err := provision.Desired(a.layout(facts.CPUs), a.Release)
+		plan, err := provision.DesiredAuth(a.layout(facts.CPUs), a.Release, []byte(a.AuthKeys))
 		if err != nil {
 			return err
 		}
@@ -274,6 +300,7 @@ func hostDiff(old HostState, in HostArgs) (p.DiffResponse, error) {
 			"processes":  in.Processes != old.Processes,
 			"basePort":   in.BasePort != old.BasePort,
 			"release":    in.Release != old.Release,
+			"authKeys":   in.AuthKeys != old.AuthKeys,
 		} {
 			if changed {
 				d.DetailedDiff[k] = p.PropertyDiff{Kind: p.Update, InputDiff: true}

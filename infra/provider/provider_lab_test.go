@@ -112,6 +112,7 @@ func TestLabBoxAndHostLifecycle(t *testing.T) {
 		"sshAddress": box.Get("sshAddress"), "hostKey": box.Get("hostPublicKey"),
 		"cores": box.Get("cores"), "ram": box.Get("ram"),
 		"basePort": property.New(4443.0), "release": property.New(release), "relayBinary": property.New(relayPath),
+		"authKeys": property.New("bGFiLWtleS1sYWIta2V5LWxhYi1rZXktbGFiLWtleQ\n").WithSecret(true),
 	})
 	hc, err := s.Check(p.CheckRequest{Urn: hostURN, Inputs: hin})
 	if err != nil || len(hc.Failures) > 0 {

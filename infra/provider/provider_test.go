@@ -201,8 +201,10 @@ func TestBoxDiff(t *testing.T) {
 
 func hostArgs() HostArgs {
 	return HostArgs{Box: "b1", Backend: "lab", SSHAddress: "10.0.0.11:22", HostKey: testKey, Cores: 2, RAM: 2 << 30,
-		BasePort: 4443, Release: strings.Repeat("ab", 32), RelayBinary: "/bin/relay"}
+		BasePort: 4443, Release: strings.Repeat("ab", 32), RelayBinary: "/bin/relay", AuthKeys: testAuthKeys}
 }
+
+const testAuthKeys = "c2VjcmV0LWF1dGgta2V5LWZvci10aGUtdGVzdHMtMTIzNA\n"
 
 func TestDesiredHash(t *testing.T) {
 	a := hostArgs()
@@ -225,6 +227,8 @@ func TestDesiredHash(t *testing.T) {
 		"processes": func(a *HostArgs) { a.Processes = 1 },
 		"base port": func(a *HostArgs) { a.BasePort = 5000 },
 		"address":   func(a *HostArgs) { a.SSHAddress = "10.0.0.12:22" },
+		"auth keys": func(a *HostArgs) { a.AuthKeys = "bmV3LWtleS1uZXcta2V5LW5ldy1rZXk\n" + a.AuthKeys },
+		"public":    func(a *HostArgs) { a.PublicListen = []string{"live/"} },
 	} {
 		b := a
 		edit(&b)
@@ -275,6 +279,58 @@ func TestHostValidate(t *testing.T) {
 	a.Release = "v1"
 	if err := a.validate(); err == nil || !strings.Contains(err.Error(), "release") {
 		t.Fatalf("bad release: %v", err)
+	}
+	// Relays without the fleet's key would take any publisher.
+	a = hostArgs()
+	a.AuthKeys = ""
+	if err := a.validate(); err == nil || !strings.Contains(err.Error(), "authKeys: missing") {
+		t.Fatalf("no auth keys: %v", err)
+	}
+	a.AuthKeys = "too-short-key\n"
+	if err := a.validate(); err == nil || !strings.Contains(err.Error(), "authKeys: auth keys line 1") || strings.Contains(err.Error(), "too-short") {
+		t.Fatalf("short auth key: %v (it must not show the key)", err)
+	}
+}
+
+// TestHostAuthKeysStaySecret: the schema marks authKeys secret, and the
+// provider's outputs keep it secret while ports and the hash stay plain.
+func TestHostAuthKeysStaySecret(t *testing.T) {
+	s := newServer(t)
+	resp, err := s.GetSchema(p.GetSchemaRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var spec struct {
+		Resources map[string]struct {
+			InputProperties map[string]struct {
+				Secret bool `json:"secret"`
+			} `json:"inputProperties"`
+		} `json:"resources"`
+	}
+	if err := json.Unmarshal([]byte(resp.Schema), &spec); err != nil {
+		t.Fatal(err)
+	}
+	if !spec.Resources[HostType].InputProperties["authKeys"].Secret {
+		t.Errorf("the Host input authKeys is not marked secret")
+	}
+	a := hostArgs()
+	in := property.NewMap(map[string]property.Value{
+		"box": property.New(a.Box), "backend": property.New(a.Backend), "sshAddress": property.New(a.SSHAddress),
+		"hostKey": property.New(a.HostKey), "cores": property.New(float64(a.Cores)), "ram": property.New(float64(a.RAM)),
+		"release": property.New(a.Release), "relayBinary": property.New(a.RelayBinary),
+		// The engine hands the program's secret input in as a secret.
+		"authKeys": property.New(a.AuthKeys).WithSecret(true),
+	})
+	cr, err := s.Create(p.CreateRequest{Urn: urn(HostType, "b1"), Properties: in, DryRun: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, ok := cr.Properties.GetOk("authKeys")
+	if !ok || !v.Secret() {
+		t.Fatalf("authKeys output %v, want it secret", v)
+	}
+	if b := cr.Properties.Get("box"); b.Secret() {
+		t.Errorf("box output is secret: only the key should be")
 	}
 }
 

@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"syscall"
@@ -101,6 +102,33 @@ func (d *demo) stackArgs() []string {
 		"--lab-dir", labDir, "--lab-images", d.images, "--lab-bridge", labBridge, "--lab-subnet", labSubnet}
 }
 
+// keyArgs are the flags the fleet's key commands take (token, auth).
+func (d *demo) keyArgs() []string {
+	return []string{"--state-dir", d.path("state"), "--pulumi", d.pulumi}
+}
+
+// token mints a token with fleet token; the command is printed, the token
+// is neither printed nor logged.
+func (d *demo) token(ctx context.Context, args ...string) (string, error) {
+	args = append(append([]string{"token", "--inventory", d.path("demo.yaml")}, args...), d.keyArgs()...)
+	d.say("    $ fleet %s", strings.Join(shortArgs(args), " "))
+	cmd := exec.CommandContext(ctx, d.fleetBin(), args...)
+	cmd.Env = append(os.Environ(), "PULUMI_CONFIG_PASSPHRASE=")
+	var errb bytes.Buffer
+	cmd.Stderr = &errb
+	out, err := cmd.Output()
+	if err != nil {
+		return "", fmt.Errorf("fleet token: %v: %s", err, lastLine(errb.String()))
+	}
+	d.say("      (a token; not shown)")
+	return strings.TrimSpace(string(out)), nil
+}
+
+var jwtRE = regexp.MustCompile(`jwt=[^&\s]+`)
+
+// redact hides tokens in URLs (?jwt=) from what the demo prints and logs.
+func redact(s string) string { return jwtRE.ReplaceAllString(s, "jwt=[token]") }
+
 // sh runs a command to completion, printing it and its output (indented,
 // at most tail lines; all of it goes to the step's log file).
 func (d *demo) sh(ctx context.Context, tail int, name string, args ...string) (string, error) {
@@ -127,7 +155,7 @@ func (d *demo) sh(ctx context.Context, tail int, name string, args ...string) (s
 	}
 	f, _ := os.OpenFile(d.path("logs", "commands.log"), os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o600)
 	if f != nil {
-		fmt.Fprintf(f, "$ %s %s\n%s\n", name, strings.Join(args, " "), out)
+		fmt.Fprintf(f, "$ %s %s\n%s\n", name, redact(strings.Join(args, " ")), out)
 		f.Close()
 	}
 	if err != nil {
@@ -145,7 +173,7 @@ func shortArgs(args []string) []string {
 			i++
 			continue
 		}
-		out = append(out, args[i])
+		out = append(out, redact(args[i]))
 	}
 	return out
 }

@@ -26,6 +26,11 @@ func demoFleet(originURL string) string {
 version: 1
 name: demo
 origin: ["` + originURL + `"]
+# Every relay verifies tokens signed with the fleet's key: publishing needs
+# one (the demo's publisher gets it from fleet token), listening under
+# live/ does not.
+access:
+  public_listen: [live/]
 steady:
   - name: steady
     provider: lab
@@ -147,7 +152,18 @@ func (d *demo) up(ctx context.Context) error {
 }
 
 func (d *demo) publish(ctx context.Context) error {
-	if _, err := d.start("origin", nil, d.relayBin(), "serve", "--listen", originIP+":4443", "--tls-key", d.path("origin.key"), "--log-level", "warn"); err != nil {
+	// The origin runs outside the fleet with the fleet's key file (fleet
+	// auth export): it takes the edges' cluster links, which they sign
+	// with the same key, and the publisher's token, and refuses the rest.
+	keys := d.path("origin.keys")
+	if _, err := d.sh(ctx, -1, d.fleetBin(), append([]string{"auth", "export", "--inventory", d.path("demo.yaml"), "--out", keys}, d.keyArgs()...)...); err != nil {
+		return err
+	}
+	if _, err := d.start("origin", nil, d.relayBin(), "serve", "--listen", originIP+":4443", "--tls-key", d.path("origin.key"), "--auth-key", keys, "--log-level", "warn"); err != nil {
+		return err
+	}
+	tok, err := d.token(ctx, "--publish", "live/")
+	if err != nil {
 		return err
 	}
 	if err := waitHTTP(ctx, "http://"+originIP+":4443/stats", 10*time.Second); err != nil {
@@ -174,7 +190,8 @@ func (d *demo) publish(ctx context.Context) error {
 	d.procs = append(d.procs, b)
 	d.mu.Unlock()
 	d.say("      |")
-	if _, err := d.start("publish", pipe, d.relayBin(), "publish", "--ogg", "-", "--name", broadcast, d.originURL); err != nil {
+	pubURL := strings.Replace(d.originURL, "/#spki=", "/?jwt="+tok+"#spki=", 1)
+	if _, err := d.start("publish", pipe, d.relayBin(), "publish", "--ogg", "-", "--name", broadcast, pubURL); err != nil {
 		return err
 	}
 	// Prove it end to end: a listener on a box relay, which pulls the
