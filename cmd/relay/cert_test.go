@@ -223,14 +223,20 @@ func TestServeSIGHUPReloadsCertificate(t *testing.T) {
 		b, _ := pem.Decode(p)
 		return relay.CertificateHash(tls.Certificate{Certificate: [][]byte{b.Bytes}})
 	}
+	// One mtime for both writes, set before the file is renamed into
+	// place: a poll never sees a changed size or mtime.
+	mtime := time.Now().Add(-time.Hour).Truncate(time.Second)
 	write := func(i int) {
 		t.Helper()
-		mtime := time.Now().Add(-time.Hour).Truncate(time.Second)
 		for f, data := range map[string][]byte{certFile: certs[i], keyFile: keys[i]} {
-			if err := os.WriteFile(f, data, 0o600); err != nil {
+			tmp := f + ".tmp"
+			if err := os.WriteFile(tmp, data, 0o600); err != nil {
 				t.Fatal(err)
 			}
-			if err := os.Chtimes(f, mtime, mtime); err != nil {
+			if err := os.Chtimes(tmp, mtime, mtime); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Rename(tmp, f); err != nil {
 				t.Fatal(err)
 			}
 		}
