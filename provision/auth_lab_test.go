@@ -107,8 +107,11 @@ func TestAuthLabBox(t *testing.T) {
 	if out, err := relayCmd(20*time.Second, "publish", "--paced", "--groups", "3", "--name", "live/open", url); err == nil {
 		t.Errorf("publish without a token succeeded: %s", out)
 	}
-	if n := refused(t, url); n["unauthorized"] < 1 {
-		t.Errorf("refused_by_reason %v, want unauthorized counted", n)
+	// The tokenless session is admitted for the public prefix; its
+	// publish is refused as forbidden (unauthorized without public
+	// prefixes).
+	if n := refused(t, url); n["forbidden"]+n["unauthorized"] < 1 {
+		t.Errorf("refused_by_reason %v, want the refusal counted", n)
 	}
 	// With a token of the fleet's key: it works; listeners need none
 	// under live/, and one elsewhere.
@@ -147,8 +150,11 @@ func TestAuthLabBox(t *testing.T) {
 			t.Errorf("%s kept running on the old key file (pid %s)", u, pid)
 		}
 	}
-	for _, k := range second {
-		if out, err := relayCmd(20*time.Second, "publish", "--paced", "--groups", "3", "--name", "live/r", url+sign(k.Secret, "live/", "")); err != nil {
+	for i, k := range second {
+		name := "live/r" + string(rune('0'+i))
+		publish(name, sign(k.Secret, "live/", ""))
+		time.Sleep(time.Second)
+		if out, err := relayCmd(30*time.Second, "listen", "--name", name, "--groups", "3", url); err != nil {
 			t.Errorf("publish with a token of key %s after rotation: %v: %s", k.ID(), err, out)
 		}
 	}
