@@ -5,6 +5,7 @@ package provision_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net"
 	"net/http"
 	"os"
@@ -77,6 +78,14 @@ func TestAuthLabBox(t *testing.T) {
 	if out, _ := run.Run(ctx, "ps -eo args | grep -c '[r]elay serve.*--auth-key %d' || true; ps -eo args | grep '[r]elay serve'", nil); strings.Contains(string(out), first[0].Secret) {
 		t.Errorf("the key is on a command line: %s", out)
 	}
+
+	// LoadCredential costs no hardening: the exposure score stays <= 2.0.
+	out, err = run.Run(ctx, "systemd-analyze security --no-pager relay@4443.service | tail -n1", nil)
+	var score float64
+	if _, serr := fmt.Sscanf(strings.TrimSpace(string(out)), "→ Overall exposure level for relay@4443.service: %f", &score); err != nil || serr != nil || score > 2.0 {
+		t.Errorf("exposure %q (%v %v): want at most 2.0", out, err, serr)
+	}
+	t.Logf("systemd-analyze security relay@4443.service with the credential: %s", strings.TrimSpace(string(out)))
 
 	addr, _, _ := net.SplitHostPort(b.SSHAddr())
 	url := "http://" + net.JoinHostPort(addr, "4443") + "/"
