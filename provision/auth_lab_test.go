@@ -5,6 +5,7 @@ package provision_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net"
 	"net/http"
 	"os"
@@ -78,6 +79,14 @@ func TestAuthLabBox(t *testing.T) {
 		t.Errorf("the key is on a command line: %s", out)
 	}
 
+	// LoadCredential costs no hardening: the exposure score stays <= 2.0.
+	out, err = run.Run(ctx, "systemd-analyze security --no-pager relay@4443.service | tail -n1", nil)
+	var score float64
+	if _, serr := fmt.Sscanf(strings.TrimSpace(string(out)), "→ Overall exposure level for relay@4443.service: %f", &score); err != nil || serr != nil || score > 2.0 {
+		t.Errorf("exposure %q (%v %v): want at most 2.0", out, err, serr)
+	}
+	t.Logf("systemd-analyze security relay@4443.service with the credential: %s", strings.TrimSpace(string(out)))
+
 	addr, _, _ := net.SplitHostPort(b.SSHAddr())
 	url := "http://" + net.JoinHostPort(addr, "4443") + "/"
 	sign := func(key, pub, sub string) string {
@@ -107,8 +116,11 @@ func TestAuthLabBox(t *testing.T) {
 	if out, err := relayCmd(20*time.Second, "publish", "--paced", "--groups", "3", "--name", "live/open", url); err == nil {
 		t.Errorf("publish without a token succeeded: %s", out)
 	}
-	if n := refused(t, url); n["unauthorized"] < 1 {
-		t.Errorf("refused_by_reason %v, want unauthorized counted", n)
+	// The tokenless session is admitted for the public prefix; its
+	// publish is refused as forbidden (unauthorized without public
+	// prefixes).
+	if n := refused(t, url); n["forbidden"]+n["unauthorized"] < 1 {
+		t.Errorf("refused_by_reason %v, want the refusal counted", n)
 	}
 	// With a token of the fleet's key: it works; listeners need none
 	// under live/, and one elsewhere.
@@ -147,8 +159,11 @@ func TestAuthLabBox(t *testing.T) {
 			t.Errorf("%s kept running on the old key file (pid %s)", u, pid)
 		}
 	}
-	for _, k := range second {
-		if out, err := relayCmd(20*time.Second, "publish", "--paced", "--groups", "3", "--name", "live/r", url+sign(k.Secret, "live/", "")); err != nil {
+	for i, k := range second {
+		name := "live/r" + string(rune('0'+i))
+		publish(name, sign(k.Secret, "live/", ""))
+		time.Sleep(time.Second)
+		if out, err := relayCmd(30*time.Second, "listen", "--name", name, "--groups", "3", url); err != nil {
 			t.Errorf("publish with a token of key %s after rotation: %v: %s", k.ID(), err, out)
 		}
 	}
