@@ -319,6 +319,19 @@ func runLoadtest(ctx context.Context, args []string, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
+	// The relay commands read the tokens from files (0600, in a 0700
+	// directory of their own), never from their command lines.
+	tokDir, err := os.MkdirTemp("", "fleet-loadtest-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(tokDir)
+	pubTokFile, subTokFile := filepath.Join(tokDir, "publish.jwt"), filepath.Join(tokDir, "subscribe.jwt")
+	for f, tok := range map[string]string{pubTokFile: pubTok, subTokFile: subTok} {
+		if err := os.WriteFile(f, []byte(tok+"\n"), 0o600); err != nil {
+			return fmt.Errorf("token file: %w", err)
+		}
+	}
 	targets, cleanup, err := resolveTargets(ctx, fleet, hf.sshKey, hf.labDir)
 	if err != nil {
 		return err
@@ -339,7 +352,7 @@ func runLoadtest(ctx context.Context, args []string, stdout io.Writer) error {
 	}
 	lt := &loadtester{
 		bin: bin, box: box, steps: steps, dur: *stepDur, ramp: *ramp, quiet: *asJSON, out: stdout,
-		pubToken: pubTok, subToken: subTok,
+		pubTokenFile: pubTokFile, subTokenFile: subTokFile,
 	}
 	if lt.addr, _, err = net.SplitHostPort(box.Host.Addr()); err != nil {
 		return fmt.Errorf("%s: address %q: %v", box.Host, box.Host.Address, err)
@@ -474,9 +487,9 @@ type loadtester struct {
 	ramp  float64
 	quiet bool
 	out   io.Writer
-	// pubToken and subToken let the publisher and the listeners in
-	// under loadtest/ (relay ?jwt=).
-	pubToken, subToken string
+	// pubTokenFile and subTokenFile hold the tokens that let the
+	// publisher and the listeners in under loadtest/ (relay --token-file).
+	pubTokenFile, subTokenFile string
 }
 
 // The broadcast prefix a load test publishes and listens under, and how
@@ -490,12 +503,12 @@ func (lt *loadtester) url(port int) string {
 	return "http://" + net.JoinHostPort(lt.addr, strconv.Itoa(port)) + "/"
 }
 
-// withToken is u with ?jwt=tok, or u without a token.
-func withToken(u, tok string) string {
-	if tok == "" {
-		return u
+// tokenArgs is --token-file FILE, or nothing without a file.
+func tokenArgs(file string) []string {
+	if file == "" {
+		return nil
 	}
-	return u + "?jwt=" + tok
+	return []string{"--token-file", file}
 }
 
 func (lt *loadtester) boxInfo(ctx context.Context) (boxFacts, error) {
@@ -543,7 +556,7 @@ func (lt *loadtester) run(ctx context.Context) ([]loadtestStep, error) {
 		}
 	}()
 	for _, port := range lt.ports {
-		cmd := exec.CommandContext(pctx, lt.bin, "publish", "--paced", "--interval", "120ms", "--name", broadcastName(port), withToken(lt.url(port), lt.pubToken))
+		cmd := exec.CommandContext(pctx, lt.bin, append([]string{"publish", "--paced", "--interval", "120ms", "--name", broadcastName(port), lt.url(port)}, tokenArgs(lt.pubTokenFile)...)...)
 		p := publisher{url: lt.url(port), stderr: &tailBuffer{max: 4096}, exited: make(chan struct{})}
 		cmd.Stdout, cmd.Stderr = io.Discard, p.stderr
 		cmd.WaitDelay = 3 * time.Second
@@ -737,9 +750,9 @@ func measureWindow(st *loadtestStep, samples []boxSample, ports []int) error {
 // certificate hash certHash, and reads its report.
 func (lt *loadtester) loadgen(ctx context.Context, port, n int, certHash string) (loadgen.Report, error) {
 	var rep loadgen.Report
-	cmd := exec.CommandContext(ctx, lt.bin, "loadgen", "--url", withToken(lt.url(port), lt.subToken), "--certificate-sha256", certHash, "--broadcast", broadcastName(port),
+	cmd := exec.CommandContext(ctx, lt.bin, append([]string{"loadgen", "--url", lt.url(port), "--certificate-sha256", certHash, "--broadcast", broadcastName(port),
 		"--listeners", strconv.Itoa(n), "--ramp", strconv.FormatFloat(lt.ramp, 'g', -1, 64),
-		"--duration", lt.dur.String(), "--json", "--log-level", "error")
+		"--duration", lt.dur.String(), "--json", "--log-level", "error"}, tokenArgs(lt.subTokenFile)...)...)
 	var out bytes.Buffer
 	eb := &tailBuffer{max: 4096}
 	cmd.Stdout, cmd.Stderr = &out, eb

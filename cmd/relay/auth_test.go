@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -171,5 +172,86 @@ func TestServeAuthFlags(t *testing.T) {
 	}
 	if strings.Contains(stderr.String(), oldTok) {
 		t.Error("the log shows a token")
+	}
+}
+
+// TestTokenFile: relay listen (and publish, loadgen) present a token read
+// from --token-file, so it never sits on a command line; without it a
+// listener outside the public prefixes is refused; a bad file is a
+// one-line usage error naming the flag.
+func TestTokenFile(t *testing.T) {
+	keys := writeFile(t, "keys", newKey+"\n")
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	addr := "127.0.0.1:" + freePort(t)
+	stderr := &lockedBuffer{}
+	served := make(chan int, 1)
+	go func() {
+		served <- run(ctx, []string{"serve", "--listen", addr, "--udp-buffer", "1MiB", "--auth-key", keys}, &bytes.Buffer{}, stderr)
+	}()
+	defer func() {
+		cancel()
+		<-served
+	}()
+	deadline := time.Now().Add(20 * time.Second)
+	for !strings.Contains(stderr.String(), "relay listening") {
+		if time.Now().After(deadline) {
+			t.Fatalf("relay did not start: %s", stderr.String())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	url := "http://" + addr + "/"
+	auth := mustAuth(t, newKey)
+	pubTok, err := auth.NewToken("private/", "", true, false, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pubFile := writeFile(t, "pub.jwt", pubTok+"\n")
+	pubCtx, stopPub := context.WithCancel(ctx)
+	defer stopPub()
+	pubDone := make(chan int, 1)
+	pubErr := &lockedBuffer{}
+	go func() {
+		pubDone <- run(pubCtx, []string{"publish", url, "--name", "private/room", "--interval", "20ms", "--token-file", pubFile}, io.Discard, pubErr)
+	}()
+	subTok, err := auth.NewToken("", "private/", false, true, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	subFile := writeFile(t, "sub.jwt", subTok)
+	var out, errb bytes.Buffer
+	if code := run(ctx, []string{"listen", url, "--name", "private/room", "--groups", "3", "--token-file", subFile}, &out, &errb); code != 0 {
+		t.Fatalf("listen with --token-file: exit %d: %s (publisher: %s)", code, errb.String(), pubErr.String())
+	}
+	if strings.Contains(out.String()+errb.String(), subTok) {
+		t.Fatal("the token was printed")
+	}
+	lctx, lcancel := context.WithTimeout(ctx, 10*time.Second)
+	defer lcancel()
+	errb.Reset()
+	if code := run(lctx, []string{"listen", url, "--name", "private/room", "--groups", "3"}, io.Discard, &errb); code == 0 {
+		t.Fatal("a listener without a token was let in")
+	}
+	stopPub()
+	if code := <-pubDone; code != 0 && !strings.Contains(pubErr.String(), "context canceled") {
+		t.Logf("publisher: exit %d: %s", code, pubErr.String())
+	}
+	empty := writeFile(t, "empty.jwt", "\n")
+	spaced := writeFile(t, "spaced.jwt", "a b\n")
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"listen", url, "--name", "x", "--token-file", empty}, "--token-file " + empty + ": empty"},
+		{[]string{"listen", url, "--name", "x", "--token-file", spaced}, "want one token"},
+		{[]string{"publish", url, "--name", "x", "--token-file", filepath.Join(t.TempDir(), "missing")}, "--token-file"},
+		{[]string{"loadgen", "--url", url, "--broadcast", "x", "--listeners", "1", "--duration", "1s", "--token-file", empty}, "--token-file"},
+	} {
+		var o, e bytes.Buffer
+		code := run(ctx, c.args, &o, &e)
+		msg := strings.TrimSpace(e.String())
+		if code != 2 || !strings.Contains(msg, c.want) || strings.Count(msg, "\n") > 0 {
+			t.Errorf("%v: exit %d, %q; want 2 and one line with %q", c.args, code, msg, c.want)
+		}
 	}
 }

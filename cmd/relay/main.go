@@ -48,12 +48,12 @@ const usage = `usage:
   relay keygen --out FILE      (writes an ECDSA P-256 key for --tls-key; prints its SPKI sha256)
   relay pin --tls-key FILE     (prints the SPKI sha256 of a key)
   relay token --key FILE (--publish PREFIX | --subscribe PREFIX) [--ttl 1h]
-  relay publish URL --name BROADCAST [--track audio] [--interval 120ms] [--frames 1] [--size 160] [--groups 0] [--trust-http-hash]
-  relay listen (URL | --router URL [--router-spki HEX] [--insecure-router]) --name BROADCAST [--track audio] [--groups 0] [--check SIZE] [-v] [--trust-http-hash]
+  relay publish URL --name BROADCAST [--track audio] [--interval 120ms] [--frames 1] [--size 160] [--groups 0] [--trust-http-hash] [--token-file FILE]
+  relay listen (URL | --router URL [--router-spki HEX] [--insecure-router]) --name BROADCAST [--track audio] [--groups 0] [--check SIZE] [-v] [--trust-http-hash] [--token-file FILE]
   relay publish URL --name BROADCAST --paced [--interval 120ms] [--frames 1] [--size 600]
   relay publish URL --name BROADCAST --ogg FILE|- [--ogg-pace=true|false] [--track audio]
   relay loadgen (--url URL [--certificate-sha256 HEX] | --router URL [--router-spki HEX] [--insecure-router]) --broadcast NAME --listeners N
-                [--ramp PER_SECOND] --duration D [--freeze FRACTION --freeze-at T] [--late 1s] [--reconnect] [--idle-timeout 30s] [--json] [--trust-http-hash]
+                [--ramp PER_SECOND] --duration D [--freeze FRACTION --freeze-at T] [--late 1s] [--reconnect] [--idle-timeout 30s] [--json] [--trust-http-hash] [--token-file FILE]
 URLs are https://HOST:PORT/PATH (certificate verified against the CAs) or http://HOST:PORT/PATH
 (self-signed: its certificate hash is pinned). What the hash is pinned to:
   URL#spki=HEX      the SHA-256 of the relay's public key (relay pin), known beforehand
@@ -396,6 +396,51 @@ func checkURL(pos []string) (string, error) {
 	return u, nil
 }
 
+const tokenFileHelp = "file holding the token to present (?jwt=), as from fleet token or relay token: keeps it off the command line"
+
+// readTokenFile reads a token from file (flag names the flag, for errors):
+// one word, at most 8 KiB.
+func readTokenFile(flag, file string) (string, error) {
+	if file == "" {
+		return "", nil
+	}
+	f, err := os.Open(file)
+	if err != nil {
+		return "", badUsage("--%s: %v", flag, err)
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, 8<<10+1))
+	if err != nil {
+		return "", badUsage("--%s %s: %v", flag, file, err)
+	}
+	tok := strings.TrimSpace(string(b))
+	switch {
+	case len(b) > 8<<10:
+		return "", badUsage("--%s %s: longer than 8 KiB; want one token", flag, file)
+	case tok == "":
+		return "", badUsage("--%s %s: empty; want one token", flag, file)
+	case strings.ContainsAny(tok, " \t\r\n&#?"):
+		return "", badUsage("--%s %s: want one token (no spaces, lines, '&', '#' or '?')", flag, file)
+	}
+	return tok, nil
+}
+
+// withToken returns rawURL with ?jwt=tok set (its #fragment, a pin, kept);
+// an empty tok leaves it as it is.
+func withToken(rawURL, tok string) (string, error) {
+	if tok == "" {
+		return rawURL, nil
+	}
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		return "", fmt.Errorf("relay url: %w", err)
+	}
+	q := u.Query()
+	q.Set("jwt", tok)
+	u.RawQuery = q.Encode()
+	return u.String(), nil
+}
+
 const trustHTTPHashHelp = "for an http:// URL on another host, fetch its certificate hash over plain HTTP and pin it: this trusts every network between here and the relay (anyone on the path can swap the hash); prefer URL#spki=HEX or --router"
 
 // checkHashTrust refuses an http:// relay URL on another host whose
@@ -458,12 +503,20 @@ func publish(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	ogg := fs.String("ogg", "", "publish the Opus packets of an Ogg Opus `FILE` (- for stdin), one packet to a group")
 	oggPace := fs.Bool("ogg-pace", false, "send --ogg packets in real time (default: for a file, not for -)")
 	trustHash := fs.Bool("trust-http-hash", false, trustHTTPHashHelp)
+	tokenFile := fs.String("token-file", "", tokenFileHelp)
 	pos, err := parse(fs, args)
 	if err != nil {
 		return err
 	}
 	u, err := checkURL(pos)
 	if err != nil {
+		return err
+	}
+	tok, err := readTokenFile("token-file", *tokenFile)
+	if err != nil {
+		return err
+	}
+	if u, err = withToken(u, tok); err != nil {
 		return err
 	}
 	set := map[string]bool{}
@@ -551,7 +604,12 @@ func listen(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	routerSPKI := fs.String("router-spki", "", "SHA-256 (hex) of the https:// router's public key, checked instead of the CAs")
 	insecureRouter := fs.Bool("insecure-router", false, insecureRouterHelp)
 	trustHash := fs.Bool("trust-http-hash", false, trustHTTPHashHelp)
+	tokenFile := fs.String("token-file", "", tokenFileHelp)
 	pos, err := parse(fs, args)
+	if err != nil {
+		return err
+	}
+	tok, err := readTokenFile("token-file", *tokenFile)
 	if err != nil {
 		return err
 	}
@@ -590,6 +648,9 @@ func listen(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if err := checkHashTrust(u, dial.CertificateHash, *trustHash); err != nil {
 		return err
 	}
+	if u, err = withToken(u, tok); err != nil {
+		return err
+	}
 	logger, _ := newLogger(stderr, "info")
 	dial.Logger = logger
 	return client.RunListen(ctx, u, dial, client.ListenOptions{
@@ -605,6 +666,7 @@ func loadgenCmd(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	insecureRouter := fs.Bool("insecure-router", false, insecureRouterHelp)
 	certHash := fs.String("certificate-sha256", "", "SHA-256 (hex) the --url relay's certificate must have, known from a trusted channel (nothing is fetched)")
 	trustHash := fs.Bool("trust-http-hash", false, trustHTTPHashHelp)
+	tokenFile := fs.String("token-file", "", tokenFileHelp+"; every listener presents it")
 	name := fs.String("broadcast", "", "broadcast name")
 	track := fs.String("track", "audio", "track name")
 	listeners := fs.Int("listeners", 0, "listener sessions to open")
@@ -674,8 +736,13 @@ func loadgenCmd(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if err != nil {
 		return err
 	}
+	tok, err := readTokenFile("token-file", *tokenFile)
+	if err != nil {
+		return err
+	}
 	rep, err := loadgen.Run(ctx, loadgen.Options{
-		URL: *rawURL, Router: *router, Broadcast: *name, Track: *track, Listeners: *listeners, Ramp: *ramp,
+		Token: tok,
+		URL:   *rawURL, Router: *router, Broadcast: *name, Track: *track, Listeners: *listeners, Ramp: *ramp,
 		Duration: *duration, Freeze: *freeze, FreezeAt: *freezeAt, Late: *late, Shards: *shards, Logger: logger,
 		Reconnect: *reconnect, IdleTimeout: *idleTimeout, CertificateHash: *certHash, TrustHTTPHash: *trustHash,
 		RouterSPKI: *routerSPKI, InsecureRouter: *insecureRouter,

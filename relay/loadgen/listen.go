@@ -371,6 +371,11 @@ func (r *resolver) resolve(ctx context.Context, since time.Time) (target, *tls.C
 	if err != nil {
 		return target{}, nil, fmt.Errorf("relay url: %w", err)
 	}
+	if r.o.Token != "" {
+		q := u.Query()
+		q.Set("jwt", r.o.Token)
+		u.RawQuery = q.Encode()
+	}
 	if u.Port() == "" {
 		return target{}, nil, fmt.Errorf("relay url %s: needs a port", raw)
 	}

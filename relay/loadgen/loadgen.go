@@ -19,6 +19,9 @@ type Options struct {
 	// /certificate.sha256, fetched over plain HTTP (loopback hosts only,
 	// unless TrustHTTPHash). Ignored when Router is set.
 	URL string
+	// Token, if set, is presented by every listener as ?jwt= on the
+	// relay's URL (a router's answer too).
+	Token string
 	// CertificateHash, if set, is the hex SHA-256 URL's certificate must
 	// have (as from a trusted channel: over SSH, from the router).
 	CertificateHash string

@@ -190,8 +190,12 @@ func (d *demo) publish(ctx context.Context) error {
 	d.procs = append(d.procs, b)
 	d.mu.Unlock()
 	d.say("      |")
-	pubURL := strings.Replace(d.originURL, "/#spki=", "/?jwt="+tok+"#spki=", 1)
-	if _, err := d.start("publish", pipe, d.relayBin(), "publish", "--ogg", "-", "--name", broadcast, pubURL); err != nil {
+	// The token goes in a file (0600), not on the publisher's command line.
+	tokFile := d.path("publish.jwt")
+	if err := os.WriteFile(tokFile, []byte(tok+"\n"), 0o600); err != nil {
+		return err
+	}
+	if _, err := d.start("publish", pipe, d.relayBin(), "publish", "--ogg", "-", "--name", broadcast, "--token-file", tokFile, d.originURL); err != nil {
 		return err
 	}
 	// Prove it end to end: a listener on a box relay, which pulls the
