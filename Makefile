@@ -48,7 +48,7 @@ test-hostile: ## the relay binary under hostile input (frame-header flood over W
 
 .PHONY: lab-test lab-qemu
 
-lab-test: ## lab boxes (root, systemd-container, debootstrap): SSH, MemoryMax isolation, restarts, cleanup, converge
+lab-test: pulumi ## lab boxes (root, systemd-container, debootstrap): SSH, MemoryMax isolation, restarts, cleanup, converge
 	$(GO) test -tags lab -count=1 -timeout 30m -v ./infra/lab/
 	$(GO) test -tags lab -count=1 -timeout 20m -v ./provision/ ./cmd/fleet/
 

@@ -211,7 +211,16 @@ func TestE2EEventLifecycle(t *testing.T) {
 	defer stopListen()
 	// The lab box is a container on this machine's bridge: fetching its
 	// certificate hash over plain HTTP crosses no other network.
-	pub := exec.CommandContext(lctx, relayBin, "publish", "--name", "live/show", "--paced", "--trust-http-hash", burstURL)
+	// Publishing needs a token signed with the fleet's key, from a file.
+	tokOut, err := fleetCmd("token", "--inventory", inv, "--publish", "live/", "--state-dir", state, "--pulumi", cli).Output()
+	if err != nil {
+		t.Fatalf("fleet token: %v", err)
+	}
+	tokFile := filepath.Join(work, "publish.jwt")
+	if err := os.WriteFile(tokFile, tokOut, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	pub := exec.CommandContext(lctx, relayBin, "publish", "--name", "live/show", "--paced", "--trust-http-hash", "--token-file", tokFile, burstURL)
 	lis := exec.CommandContext(lctx, relayBin, "listen", "--name", "live/show", "--trust-http-hash", burstURL)
 	for _, c := range []*exec.Cmd{pub, lis} {
 		c.Stdout, c.Stderr = io.Discard, os.Stderr

@@ -555,8 +555,18 @@ func (lt *loadtester) run(ctx context.Context) ([]loadtestStep, error) {
 			<-p.exited
 		}
 	}()
+	// Each process's key hash, read on the box over SSH: the publishers
+	// pin it instead of fetching a certificate hash over plain HTTP.
+	keys, err := lt.sample(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("read the relays' key hashes: %s", oneLine(err))
+	}
 	for _, port := range lt.ports {
-		cmd := exec.CommandContext(pctx, lt.bin, append([]string{"publish", "--paced", "--interval", "120ms", "--name", broadcastName(port), lt.url(port)}, tokenArgs(lt.pubTokenFile)...)...)
+		spki := keys.Procs[port].SPKI
+		if spki == "" {
+			return nil, fmt.Errorf("relay on port %d reported no spki_sha256 in /stats", port)
+		}
+		cmd := exec.CommandContext(pctx, lt.bin, append([]string{"publish", "--paced", "--interval", "120ms", "--name", broadcastName(port), lt.url(port) + "#spki=" + spki}, tokenArgs(lt.pubTokenFile)...)...)
 		p := publisher{url: lt.url(port), stderr: &tailBuffer{max: 4096}, exited: make(chan struct{})}
 		cmd.Stdout, cmd.Stderr = io.Discard, p.stderr
 		cmd.WaitDelay = 3 * time.Second
@@ -807,6 +817,9 @@ type procSample struct {
 	// CertHash is the certificate_sha256 of its /stats: read on the box
 	// over SSH, so the load generator pins it without trusting the network.
 	CertHash string
+	// SPKI is its spki_sha256 (its key's hash), read the same way: the
+	// publisher pins it (URL#spki=).
+	SPKI string
 }
 
 func (lt *loadtester) sample(ctx context.Context) (boxSample, error) {
@@ -943,9 +956,10 @@ func parseSample(out string) (boxSample, error) {
 			var doc struct {
 				Subscribers *int64 `json:"subscribers"`
 				CertHash    string `json:"certificate_sha256"`
+				SPKI        string `json:"spki_sha256"`
 			}
 			if json.Unmarshal([]byte(val), &doc) == nil && doc.Subscribers != nil {
-				p.Subscribers, p.StatsOK, p.CertHash = *doc.Subscribers, true, doc.CertHash
+				p.Subscribers, p.StatsOK, p.CertHash, p.SPKI = *doc.Subscribers, true, doc.CertHash, doc.SPKI
 			}
 		}
 	}
