@@ -139,7 +139,8 @@ func (d *demo) up(ctx context.Context) error {
 		d.say("      %s", strings.TrimSpace(l))
 	}
 	d.say("")
-	if _, err := d.sh(ctx, -1, d.fleetBin(), "converge", "--inventory", d.path("demo.yaml"), "--lab-dir", labDir); err != nil {
+	// The same stack as fleet up: converge reads the fleet's key from it.
+	if _, err := d.sh(ctx, -1, d.fleetBin(), append([]string{"converge", "--inventory", d.path("demo.yaml"), "--lab-dir", labDir}, d.keyArgs()...)...); err != nil {
 		return err
 	}
 	// The relay's kernel settings, read back on a box key by key.
@@ -159,7 +160,7 @@ func (d *demo) publish(ctx context.Context) error {
 	if _, err := d.sh(ctx, -1, d.fleetBin(), append([]string{"auth", "export", "--inventory", d.path("demo.yaml"), "--out", keys}, d.keyArgs()...)...); err != nil {
 		return err
 	}
-	if _, err := d.start("origin", nil, d.relayBin(), "serve", "--listen", originIP+":4443", "--tls-key", d.path("origin.key"), "--auth-key", keys, "--log-level", "warn"); err != nil {
+	if _, err := d.start("origin", nil, d.relayBin(), "serve", "--listen", originIP+":4443", "--tls-key", d.path("origin.key"), "--auth-key", keys, "--log-level", "info"); err != nil {
 		return err
 	}
 	tok, err := d.token(ctx, "--publish", "live/")
