@@ -7,7 +7,6 @@ import (
 	"io"
 	"log/slog"
 	"math/rand/v2"
-	"net/url"
 	"sync"
 	"time"
 
@@ -392,12 +391,5 @@ func upstreamDialURL(auth *Authenticator, rawURL string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	u, err := url.Parse(rawURL)
-	if err != nil {
-		return "", fmt.Errorf("upstream url: %w", err)
-	}
-	q := u.Query()
-	q.Set("jwt", tok)
-	u.RawQuery = q.Encode()
-	return u.String(), nil
+	return client.WithToken(rawURL, tok)
 }

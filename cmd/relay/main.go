@@ -425,22 +425,6 @@ func readTokenFile(flag, file string) (string, error) {
 	return tok, nil
 }
 
-// withToken returns rawURL with ?jwt=tok set (its #fragment, a pin, kept);
-// an empty tok leaves it as it is.
-func withToken(rawURL, tok string) (string, error) {
-	if tok == "" {
-		return rawURL, nil
-	}
-	u, err := url.Parse(rawURL)
-	if err != nil {
-		return "", fmt.Errorf("relay url: %w", err)
-	}
-	q := u.Query()
-	q.Set("jwt", tok)
-	u.RawQuery = q.Encode()
-	return u.String(), nil
-}
-
 const trustHTTPHashHelp = "for an http:// URL on another host, fetch its certificate hash over plain HTTP and pin it: this trusts every network between here and the relay (anyone on the path can swap the hash); prefer URL#spki=HEX or --router"
 
 // checkHashTrust refuses an http:// relay URL on another host whose
@@ -516,7 +500,7 @@ func publish(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if err != nil {
 		return err
 	}
-	if u, err = withToken(u, tok); err != nil {
+	if u, err = client.WithToken(u, tok); err != nil {
 		return err
 	}
 	set := map[string]bool{}
@@ -648,7 +632,7 @@ func listen(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if err := checkHashTrust(u, dial.CertificateHash, *trustHash); err != nil {
 		return err
 	}
-	if u, err = withToken(u, tok); err != nil {
+	if u, err = client.WithToken(u, tok); err != nil {
 		return err
 	}
 	logger, _ := newLogger(stderr, "info")

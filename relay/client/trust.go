@@ -290,3 +290,19 @@ func DialRoute(ctx context.Context, d Destination, opts *Options) (*Session, err
 	}
 	return Dial(ctx, d.URL, &o)
 }
+
+// WithToken returns rawURL with ?jwt=tok set, its other query parameters
+// and its #fragment (a pin) kept; an empty tok leaves it as it is.
+func WithToken(rawURL, tok string) (string, error) {
+	if tok == "" {
+		return rawURL, nil
+	}
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		return "", fmt.Errorf("relay url: %w", err)
+	}
+	q := u.Query()
+	q.Set("jwt", tok)
+	u.RawQuery = q.Encode()
+	return u.String(), nil
+}

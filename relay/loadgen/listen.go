@@ -367,14 +367,13 @@ func (r *resolver) resolve(ctx context.Context, since time.Time) (target, *tls.C
 		}
 		raw, hash = d.URL, d.CertificateHash
 	}
+	raw, err := client.WithToken(raw, r.o.Token)
+	if err != nil {
+		return target{}, nil, err
+	}
 	u, err := url.Parse(raw)
 	if err != nil {
 		return target{}, nil, fmt.Errorf("relay url: %w", err)
-	}
-	if r.o.Token != "" {
-		q := u.Query()
-		q.Set("jwt", r.o.Token)
-		u.RawQuery = q.Encode()
 	}
 	if u.Port() == "" {
 		return target{}, nil, fmt.Errorf("relay url %s: needs a port", raw)
