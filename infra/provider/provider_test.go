@@ -33,14 +33,6 @@ func urn(typ, name string) presource.URN {
 	return presource.NewURN("test", "relayfleet", "", tokens.Type(typ), name)
 }
 
-func strMap(m map[string]string) property.Value {
-	vs := map[string]property.Value{}
-	for k, v := range m {
-		vs[k] = property.New(v)
-	}
-	return property.New(property.NewMap(vs))
-}
-
 func boxInputs(kv map[string]string) property.Map {
 	vs := map[string]property.Value{}
 	for k, v := range kv {
