@@ -181,6 +181,9 @@ func Start(ctx context.Context, cfg Config) (*Relay, error) {
 			return nil, err
 		}
 	}
+	if _, err := testAllocMiB(); err != nil {
+		return nil, err
+	}
 	auth := cfg.Auth
 	if auth == nil && len(cfg.AuthKey) > 0 {
 		if auth, err = NewAuthenticator(cfg.AuthKey); err != nil {
