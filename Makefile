@@ -48,9 +48,14 @@ test-hostile: ## the relay binary under hostile input (frame-header flood over W
 
 .PHONY: lab-test lab-qemu
 
-lab-test: pulumi ## lab boxes (root, systemd-container, debootstrap): SSH, MemoryMax isolation, restarts, cleanup, converge
+lab-test: pulumi ## lab boxes (root, systemd-container, debootstrap): SSH, MemoryMax isolation, restarts, cleanup, converge, and the fault tests (make lab-faults)
 	$(GO) test -tags lab -count=1 -timeout 30m -v ./infra/lab/
-	$(GO) test -tags lab -count=1 -timeout 20m -v ./provision/ ./cmd/fleet/
+	$(GO) test -tags lab -count=1 -timeout 30m -v ./provision/ ./cmd/fleet/
+
+.PHONY: lab-faults
+
+lab-faults: pulumi ## fault tests on a lab box under listeners through the router (root; about 5 minutes): kill -9, OOM kill, SIGSTOP, fleet rollout; prints one FAULT line each
+	$(GO) test -tags lab -count=1 -timeout 20m -v -run TestFaults ./cmd/fleet/
 
 lab-qemu: ## the real-kernel lab flavour under qemu (root, qemu-system-x86; slow): net.core buffer sysctls
 	$(GO) test -tags labqemu -count=1 -timeout 60m -v -run TestQEMU ./infra/lab/
