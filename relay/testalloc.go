@@ -10,10 +10,14 @@ import (
 
 // TestAllocEnv names the environment variable that turns on the
 // test-only allocation switch: RELAYFLEET_TEST_ALLOC_MIB=N makes
-// POST /debug/alloc (from the box itself only) allocate N MiB and touch
-// every page of it, and keep it, so a fault test can push a relay
+// POST /debug/alloc (from the box itself only) allocate N MiB, every
+// page of it backed, and keep it, so a fault test can push a relay
 // process past its cgroup's MemoryMax and watch the kernel's OOM killer
-// end it alone. Unset, the endpoint does not exist. Lab fault tests set
+// end it alone. On Linux the N MiB are mapped and populated in one
+// system call: the kernel charges them all before the process returns
+// to user space, so the process goes past MemoryHigh (where the kernel
+// throttles a process that grows page by page, for tens of seconds)
+// straight to MemoryMax and the OOM killer. Unset, the endpoint does not exist. Lab fault tests set
 // it through a unit drop-in; a fleet never does.
 const TestAllocEnv = "RELAYFLEET_TEST_ALLOC_MIB"
 
@@ -61,17 +65,14 @@ func handleTestAlloc(mux *http.ServeMux) {
 			http.Error(w, "alloc is only accepted from the box itself", http.StatusForbidden)
 			return
 		}
-		// 1 MiB at a time, every 4 KiB page written: the memory is
-		// charged to the cgroup as it is touched, not when it is mapped.
-		for range mib {
-			c := make([]byte, 1<<20)
-			for i := 0; i < len(c); i += 4096 {
-				c[i] = 1
-			}
-			testAllocHeld.Lock()
-			testAllocHeld.chunks = append(testAllocHeld.chunks, c)
-			testAllocHeld.Unlock()
+		c, err := testAllocate(mib << 20)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusInternalServerError)
+			return
 		}
+		testAllocHeld.Lock()
+		testAllocHeld.chunks = append(testAllocHeld.chunks, c)
+		testAllocHeld.Unlock()
 		_, _ = fmt.Fprintf(w, "allocated %d MiB, holding %d MiB\n", mib, testAllocBytes()>>20)
 	})
 }
