@@ -52,6 +52,10 @@ const (
 	boundRolloutLoss  = 0.0005                 // frames lost in a rollout
 	boundBalance      = 0.20                   // each process within 20% of the mean after a rollout
 	faultRecoverLimit = 45 * time.Second       // how long we watch for recovery: past the 30 s QUIC idle timeout
+	// boundWatchdog is generous against the unit's WatchdogSec=10s: a
+	// hung process is aborted once the watchdog runs out (up to 10 s
+	// after its last ping), then restarted after RestartSec=1s.
+	boundWatchdog = 25 * time.Second
 )
 
 // framesIn is how many frames d holds, rounded up.
@@ -69,8 +73,8 @@ func (p faultProc) String() string {
 	return fmt.Sprintf("%s:%d", p.box.Name, p.port)
 }
 
-// faultFleet is the fleet the fault tests share: one medium lab box (2
-// cores, 2 GiB: two relay processes under their own MemoryMax),
+// faultFleet is the fleet the fault tests share: two medium lab boxes
+// (2 cores, 2 GiB: two relay processes each, under their own MemoryMax),
 // converged; an origin relay on this machine with a paced publisher; the
 // router on loopback.
 type faultFleet struct {
@@ -88,7 +92,7 @@ type faultFleet struct {
 }
 
 // faultBoxes is how many medium boxes the fleet has.
-const faultBoxes = 1
+const faultBoxes = 2
 
 func newFaultFleet(t *testing.T) *faultFleet {
 	t.Helper()
@@ -282,10 +286,11 @@ type unitState struct {
 	Restarts  int
 	Active    string
 	MemoryMax int64
+	Watchdog  string
 }
 
 func (f *faultFleet) unitState(p faultProc) (unitState, error) {
-	out, err := f.onBox(p.box, "systemctl show -p MainPID -p NRestarts -p ActiveState -p MemoryMax "+p.unit())
+	out, err := f.onBox(p.box, "systemctl show -p MainPID -p NRestarts -p ActiveState -p MemoryMax -p WatchdogUSec "+p.unit())
 	if err != nil {
 		return unitState{}, err
 	}
@@ -301,6 +306,8 @@ func (f *faultFleet) unitState(p faultProc) (unitState, error) {
 			s.Active = v
 		case "MemoryMax":
 			s.MemoryMax, _ = strconv.ParseInt(v, 10, 64)
+		case "WatchdogUSec":
+			s.Watchdog = v
 		}
 	}
 	return s, nil
@@ -311,6 +318,9 @@ type relayStats struct {
 	Sessions      int   `json:"sessions"`
 	SessionsTotal int64 `json:"sessions_total"`
 	Draining      bool  `json:"draining"`
+	// CertificateSHA256 changes with each process: its self-signed
+	// certificate is made at start.
+	CertificateSHA256 string `json:"certificate_sha256"`
 }
 
 var statsClient = &http.Client{Timeout: 400 * time.Millisecond}
@@ -381,8 +391,8 @@ func (f *faultFleet) waitFleet(limit time.Duration, cond func([]procSnap) bool) 
 
 // waitIdle waits until every process is up, not draining, with no
 // sessions: the previous test's listeners are gone.
-func (f *faultFleet) waitIdle() {
-	f.t.Helper()
+func (f *faultFleet) waitIdle(t *testing.T) {
+	t.Helper()
 	if _, err := f.waitFleet(60*time.Second, func(s []procSnap) bool {
 		for _, p := range s {
 			if !p.ok || p.Sessions != 0 || p.Draining {
@@ -391,7 +401,7 @@ func (f *faultFleet) waitIdle() {
 		}
 		return true
 	}); err != nil {
-		f.t.Fatalf("fleet idle before the test: %v", err)
+		t.Fatalf("fleet idle before the test: %v", err)
 	}
 }
 
@@ -462,8 +472,7 @@ type loadgenRun struct {
 
 // startLoadgen attaches n listeners through the router; they run until
 // stop.
-func (f *faultFleet) startLoadgen(name string, n int, ramp float64) *loadgenRun {
-	t := f.t
+func (f *faultFleet) startLoadgen(t *testing.T, name string, n int, ramp float64) *loadgenRun {
 	t.Helper()
 	args := append([]string{"loadgen", "--router", f.routerURL, "--broadcast", faultBroadcast,
 		"--listeners", strconv.Itoa(n), "--ramp", fmt.Sprint(ramp), "--duration", "30m", "--reconnect", "--json"}, f.silence...)
@@ -522,16 +531,13 @@ type crashCase struct {
 	// inject causes the fault on victim and returns when it began (by
 	// the box's clock, which is this machine's).
 	inject func(t *testing.T, victim faultProc) time.Time
-	// hung: the victim stays up but serves nothing until systemd's
-	// watchdog restarts it.
-	hung bool
 	// fromDown: the fault is the moment the victim stops answering (an
 	// OOM kill comes some time after the allocation begins), not the
 	// moment inject returns.
 	fromDown bool
 	// after checks what systemd did to the victim (it ran before as
 	// before).
-	after func(t *testing.T, victim faultProc, before unitState, since time.Time)
+	after func(t *testing.T, victim faultProc, before unitState, since time.Time, replaced time.Duration)
 }
 
 // runCrash attaches listeners through the router, injects the fault on
@@ -539,9 +545,9 @@ type crashCase struct {
 // back, what they lost, and that the sibling was left alone.
 func (f *faultFleet) runCrash(t *testing.T, c crashCase) {
 	const listeners = 100
-	f.waitIdle()
+	f.waitIdle(t)
 	victim, sibling := f.procs[0], f.procs[1]
-	g := f.startLoadgen(c.name, listeners, 50)
+	g := f.startLoadgen(t, c.name, listeners, 50)
 	if _, err := f.waitFleet(60*time.Second, func(s []procSnap) bool { n, _ := sessionsOf(s); return n >= listeners }); err != nil {
 		g.stop(t)
 		t.Fatalf("listeners attaching: %v", err)
@@ -563,25 +569,29 @@ func (f *faultFleet) runCrash(t *testing.T, c crashCase) {
 		t.Fatalf("the router sent no listener to %s: nothing to measure", victim)
 	}
 
-	// Recovery: the listeners the fleet serves are all back. A hung
-	// victim's sessions do not count: it sends nothing.
+	// Recovery: the listeners the fleet serves are all back. The
+	// victim's sessions count only once a new process serves its port
+	// (its certificate, made at start, differs): a hung or dying
+	// process's sessions hear nothing. We watch until the listeners are
+	// back and the victim is replaced, or faultRecoverLimit.
 	t0 := c.inject(t, victim)
 	var down time.Time // when the first /stats the victim failed was asked
-	var back time.Duration
+	var back, replaced time.Duration
 	var atBack []procSnap
 	deadline := t0.Add(faultRecoverLimit)
-	for time.Now().Before(deadline) {
+	for time.Now().Before(deadline) && (atBack == nil || replaced == 0) {
 		at := time.Now()
 		s := f.snapshot()
 		if !s[0].ok && down.IsZero() {
 			down = at
 		}
-		if c.hung {
-			s[0].ok = false
+		if s[0].ok && s[0].CertificateSHA256 == before[0].CertificateSHA256 {
+			s[0].ok = false // the old process: its sessions are not back
+		} else if s[0].ok && replaced == 0 {
+			replaced = time.Since(t0)
 		}
-		if n, _ := sessionsOf(s); n >= listeners && (c.hung || !down.IsZero()) {
+		if n, _ := sessionsOf(s); n >= listeners && atBack == nil {
 			back, atBack = time.Since(t0), s
-			break
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
@@ -592,6 +602,9 @@ func (f *faultFleet) runCrash(t *testing.T, c crashCase) {
 		_, per := sessionsOf(f.snapshot())
 		t.Errorf("%s: listeners not all back within %s of the fault (sessions per process now %v)", c.name, faultRecoverLimit, per)
 		back = faultRecoverLimit
+	}
+	if replaced == 0 {
+		t.Errorf("%s: no new process served %s within %s of the fault", c.name, victim, faultRecoverLimit)
 	}
 	fromDown := back - down.Sub(t0)
 	measured, from := back, "the fault"
@@ -621,8 +634,8 @@ func (f *faultFleet) runCrash(t *testing.T, c crashCase) {
 	}
 
 	lostBound := int64(affected) * framesIn(boundBack)
-	fmt.Printf("FAULT %s: listeners=%d affected=%d back_in=%.2fs after %s (bound %s; %.2fs after the fault began, %.2fs after the victim first failed /stats) frames_lost=%d (bound %d) %s sibling_pid_kept=%v sibling_sessions_closed=%d sessions_after=%v\n",
-		c.name, listeners, affected, measured.Seconds(), from, boundBack, back.Seconds(), fromDown.Seconds(), r.FramesLost, lostBound, r.summary(), sAfter.PID == sBefore.PID, closed, perAfter)
+	fmt.Printf("FAULT %s: listeners=%d affected=%d back_in=%.2fs after %s (bound %s; %.2fs after the fault began, %.2fs after the victim first failed /stats) victim_replaced_after=%.1fs frames_lost=%d (bound %d) %s sibling_pid_kept=%v sibling_sessions_closed=%d sessions_after=%v\n",
+		c.name, listeners, affected, measured.Seconds(), from, boundBack, back.Seconds(), fromDown.Seconds(), replaced.Seconds(), r.FramesLost, lostBound, r.summary(), sAfter.PID == sBefore.PID, closed, perAfter)
 	t.Logf("%s: listeners back %.2fs after the fault began, %.2fs after %s first failed /stats; sessions per process after %v", c.name, back.Seconds(), fromDown.Seconds(), victim, perAfter)
 
 	if measured > boundBack {
@@ -645,7 +658,7 @@ func (f *faultFleet) runCrash(t *testing.T, c crashCase) {
 		t.Errorf("%s: %d of %d listeners connected", c.name, r.Connected, listeners)
 	}
 	if c.after != nil {
-		c.after(t, victim, vBefore, t0)
+		c.after(t, victim, vBefore, t0, replaced)
 	}
 }
 
@@ -679,7 +692,7 @@ func TestFaults(t *testing.T) {
 			inject: func(t *testing.T, v faultProc) time.Time {
 				return f.signal(t, v, "KILL")
 			},
-			after: func(t *testing.T, v faultProc, before unitState, _ time.Time) {
+			after: func(t *testing.T, v faultProc, before unitState, _ time.Time, _ time.Duration) {
 				s, took := restarted(t, v, before, 30*time.Second)
 				t.Logf("kill9: %s restarted by systemd: pid %d -> %d (seen %.1fs after the check began)", v, before.PID, s.PID, took.Seconds())
 			},
@@ -724,7 +737,7 @@ func TestFaults(t *testing.T) {
 				}
 				return t0
 			},
-			after: func(t *testing.T, v faultProc, before unitState, since time.Time) {
+			after: func(t *testing.T, v faultProc, before unitState, since time.Time, replaced time.Duration) {
 				s, _ := restarted(t, v, before, 30*time.Second)
 				j := journal(v, since)
 				t.Logf("oom: %s (MemoryMax %d MiB, asked to allocate %d MiB) restarted: pid %d -> %d; journal:\n%s", v, st.MemoryMax>>20, mib, before.PID, s.PID, tail(j, 8))
@@ -744,7 +757,6 @@ func TestFaults(t *testing.T) {
 		})
 		f.runCrash(t, crashCase{
 			name: "sigstop",
-			hung: true,
 			inject: func(t *testing.T, v faultProc) time.Time {
 				st, err := f.unitState(v)
 				if err != nil {
@@ -753,12 +765,14 @@ func TestFaults(t *testing.T) {
 				stopped = st.PID
 				return f.signal(t, v, "STOP")
 			},
-			after: func(t *testing.T, v faultProc, before unitState, since time.Time) {
+			after: func(t *testing.T, v faultProc, before unitState, since time.Time, replaced time.Duration) {
 				s, _ := restarted(t, v, before, 60*time.Second)
-				took := time.Since(since)
 				j := journal(v, since)
-				t.Logf("sigstop: %s restarted by the watchdog: pid %d -> %d, within %.1fs of SIGSTOP; journal:\n%s", v, before.PID, s.PID, took.Seconds(), tail(j, 8))
-				fmt.Printf("FAULT sigstop-watchdog: %s restarted within %.1fs of SIGSTOP (pid %d -> %d)\n", v, took.Seconds(), before.PID, s.PID)
+				t.Logf("sigstop: %s restarted by the watchdog: pid %d -> %d, a new process served %.1fs after SIGSTOP; journal:\n%s", v, before.PID, s.PID, replaced.Seconds(), tail(j, 8))
+				fmt.Printf("FAULT sigstop-watchdog: %s (WatchdogSec %s) restarted, a new process serving %.1fs after SIGSTOP (bound %s; pid %d -> %d)\n", v, s.Watchdog, replaced.Seconds(), boundWatchdog, before.PID, s.PID)
+				if replaced == 0 || replaced > boundWatchdog {
+					t.Errorf("sigstop: the watchdog did not restart %s within %s (WatchdogSec %s)", v, boundWatchdog, s.Watchdog)
+				}
 				if !strings.Contains(strings.ToLower(j), "watchdog") {
 					t.Errorf("sigstop: the journal of %s does not show a watchdog timeout", v)
 				}
@@ -776,7 +790,7 @@ func TestFaults(t *testing.T) {
 // testRollout rolls the fleet to a new build under 240 listeners.
 func (f *faultFleet) testRollout(t *testing.T) {
 	const listeners = 240
-	f.waitIdle()
+	f.waitIdle(t)
 	// The new build: the same relay with a marker after its ELF sections,
 	// so its digest differs and it runs the same.
 	data, err := os.ReadFile(f.relay)
@@ -795,7 +809,7 @@ func (f *faultFleet) testRollout(t *testing.T) {
 		}
 		pids[p.String()] = s.PID
 	}
-	g := f.startLoadgen("rollout", listeners, 60)
+	g := f.startLoadgen(t, "rollout", listeners, 60)
 	if _, err := f.waitFleet(90*time.Second, func(s []procSnap) bool { n, _ := sessionsOf(s); return n >= listeners }); err != nil {
 		g.stop(t)
 		t.Fatalf("listeners attaching: %v", err)
@@ -810,26 +824,16 @@ func (f *faultFleet) testRollout(t *testing.T) {
 		g.stop(t)
 		t.Fatalf("fleet rollout: exit %d", code)
 	}
-	// Balanced: every process within 20% of the mean, all listeners
-	// served.
-	var balanceIn time.Duration
+	// Balanced: every box within 20% of the mean, all listeners served.
+	_, perRolled := sessionsOf(f.snapshot())
 	snap, err := f.waitFleet(90*time.Second, func(s []procSnap) bool {
-		n, per := sessionsOf(s)
-		if n < listeners {
-			return false
-		}
-		mean := float64(n) / float64(len(per))
-		for _, c := range per {
-			if math.Abs(float64(c)-mean) > boundBalance*mean {
-				return false
-			}
-		}
-		return true
+		n, _ := sessionsOf(s)
+		return n >= listeners && balanced(f.perBox(s), boundBalance)
 	})
-	balanceIn = time.Since(start) - took
+	balanceIn := time.Since(start) - took
 	_, perAfter := sessionsOf(snap)
 	if err != nil {
-		t.Errorf("rollout: the fleet is not balanced within 20%% of the mean after the rollout: %v", err)
+		t.Errorf("rollout: the fleet's boxes are not within 20%% of the mean after the rollout: %v (per box %v)", err, f.perBox(snap))
 	}
 	time.Sleep(2 * time.Second)
 	r := g.stop(t)
@@ -852,8 +856,8 @@ func (f *faultFleet) testRollout(t *testing.T) {
 	} else if r.FramesExpected != nil && *r.FramesExpected > 0 {
 		ratio = float64(r.FramesLost) / float64(*r.FramesExpected)
 	}
-	fmt.Printf("FAULT rollout: listeners=%d rollout_s=%.1f gap_max_ms=%.0f (bound %d) loss_ratio=%.5f (bound %.4f) sessions_before=%v sessions_after=%v balanced_after_s=%.1f (bound 20%% of the mean) %s\n",
-		listeners, took.Seconds(), gapMax, boundRolloutGap.Milliseconds(), ratio, boundRolloutLoss, perBefore, perAfter, balanceIn.Seconds(), r.summary())
+	fmt.Printf("FAULT rollout: listeners=%d rollout_s=%.1f gap_max_ms=%.0f (bound %d) loss_ratio=%.5f (bound %.4f) sessions_per_process before=%v at_rollout_end=%v after=%v per_box_after=%v balanced=%v within %.1fs of the rollout's end (bound: boxes within 20%% of the mean) %s\n",
+		listeners, took.Seconds(), gapMax, boundRolloutGap.Milliseconds(), ratio, boundRolloutLoss, perBefore, perRolled, perAfter, f.perBox(snap), err == nil, balanceIn.Seconds(), r.summary())
 	if m := r.missing(); len(m) > 0 {
 		t.Errorf("rollout: relay loadgen --json does not report %s: its figures cannot show a silent listener", strings.Join(m, ", "))
 		return
@@ -882,6 +886,38 @@ func (f *faultFleet) signal(t *testing.T, p faultProc, sig string) time.Time {
 		t.Fatalf("kill -%s on %s: time %q", sig, p, out)
 	}
 	return time.Unix(0, ns)
+}
+
+// perBox sums a snapshot's sessions per box.
+func (f *faultFleet) perBox(s []procSnap) []int {
+	var out []int
+	idx := map[string]int{}
+	_, per := sessionsOf(s)
+	for i, p := range f.procs {
+		j, ok := idx[p.box.Name]
+		if !ok {
+			j = len(out)
+			idx[p.box.Name] = j
+			out = append(out, 0)
+		}
+		out[j] += per[i]
+	}
+	return out
+}
+
+// balanced says every count is within frac of their mean.
+func balanced(counts []int, frac float64) bool {
+	total := 0
+	for _, c := range counts {
+		total += c
+	}
+	mean := float64(total) / float64(len(counts))
+	for _, c := range counts {
+		if math.Abs(float64(c)-mean) > frac*mean {
+			return false
+		}
+	}
+	return true
 }
 
 // pollHTTP polls url until it answers 200.
