@@ -43,6 +43,8 @@ const (
 	faultFleetName = "faults"
 	// faultFrame is the publisher's frame interval: one frame per group.
 	faultFrame = 120 * time.Millisecond
+	// faultRouterPoll is how often the router reads each relay's /stats.
+	faultRouterPoll = 500 * time.Millisecond
 )
 
 // The bounds.
@@ -214,7 +216,7 @@ steady:
 		t.Fatal(err)
 	}
 	f.routerURL = fmt.Sprintf("http://127.0.0.1:%d", port)
-	f.background("router", f.relay, "router", "--listen", fmt.Sprintf("127.0.0.1:%d", port), "--relays", relaysFile, "--poll", "500ms", "--log-level", "warn")
+	f.background("router", f.relay, "router", "--listen", fmt.Sprintf("127.0.0.1:%d", port), "--relays", relaysFile, "--poll", faultRouterPoll.String(), "--log-level", "warn")
 	if err := pollHTTP(f.routerURL+"/healthz", 20*time.Second); err != nil {
 		t.Fatal(err)
 	}
@@ -816,8 +818,15 @@ func (f *faultFleet) testRollout(t *testing.T) {
 	}
 	time.Sleep(2 * time.Second)
 	_, perBefore := sessionsOf(f.snapshot())
+	args := []string{"rollout", "--inventory", f.inv, "--lab-dir", faultLabDir, "--relay-binary", v2, "--listener-wait", "45s"}
+	// A make-before-break rollout asks the router when it stops routing
+	// to a draining process.
+	if help, _, _ := fleet(t, "rollout", "-h"); strings.Contains(help, "-router-poll") {
+		args = append(args, "--router", f.routerURL, "--router-poll", faultRouterPoll.String())
+	}
+	t.Logf("$ fleet %s", strings.Join(args, " "))
 	start := time.Now()
-	out, errOut, code := fleet(t, "rollout", "--inventory", f.inv, "--lab-dir", faultLabDir, "--relay-binary", v2, "--listener-wait", "45s")
+	out, errOut, code := fleet(t, args...)
 	took := time.Since(start)
 	t.Logf("fleet rollout (%.1fs), exit %d:\n%s%s", took.Seconds(), code, out, errOut)
 	if code != 0 {
