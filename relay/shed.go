@@ -61,13 +61,13 @@ func (p Permissions) subscribesEverything() bool {
 	return false
 }
 
-// openSessions counts the registered sessions not ended yet.
+// openSessions counts the registered sessions not ended yet, nor shed.
 func (s *Server) openSessions() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	n := 0
 	for sess := range s.sessions {
-		if sess.ctx.Err() == nil {
+		if sess.ctx.Err() == nil && !sess.shed.Load() {
 			n++
 		}
 	}
