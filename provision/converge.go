@@ -53,6 +53,11 @@ systemctl list-units --type=service --all --plain --no-legend --no-pager 'relay@
 		}
 	}
 	st.Instances = parseActiveUnits(unitList)
+	if plan.State.ResetSecret != "" {
+		if st.ResetSecret, err = ProbeResetSecret(ctx, run, units.ResetSecretFile); err != nil {
+			return HostState{}, fmt.Errorf("probe: %w", err)
+		}
+	}
 	if st.Sysctl, err = ReadSysctl(ctx, run, plan.Profile); err != nil {
 		return HostState{}, err
 	}
@@ -155,6 +160,11 @@ func Apply(ctx context.Context, run Runner, plan *Plan, changes []Change, rel Re
 		case ChangeRemove:
 			if _, err := run.Run(ctx, fmt.Sprintf("rm -f %s && rmdir --ignore-fail-on-non-empty %s", quote(c.What), quote(path.Dir(c.What))), nil); err != nil {
 				return r, fmt.Errorf("remove %s: %w", c.What, err)
+			}
+		case ChangeSecret:
+			// Before any relay starts: the unit loads it as a credential.
+			if _, err := EnsureResetSecret(ctx, run, c.What); err != nil {
+				return r, err
 			}
 		}
 	}

@@ -40,9 +40,12 @@ type RolloutResult struct {
 // serves, before the next. The other processes keep serving throughout.
 // When an instance fails, the box switches back to the previous release,
 // restarts the instances already moved, and Rollout returns the error.
-// drain, when set, is called before each restart (mark it draining at the
-// router) and undrain after it passed its check.
-func Rollout(ctx context.Context, run Runner, rel Releases, binary []byte, instances []string, health Health, drain, undrain func(instance string) error) (*RolloutResult, error) {
+// drain, when set, is called before each restart: mark it draining and
+// move its listeners elsewhere (Move.Out), make before break; undrain
+// after it passed its check. The rollback, and the undrain of an instance
+// drained but not restarted, run on a fresh context: a rollout cut off by
+// Ctrl-C (ctx cancelled) still puts the box back as it was.
+func Rollout(ctx context.Context, run Runner, rel Releases, binary []byte, instances []string, health Health, drain, undrain func(ctx context.Context, instance string) error) (*RolloutResult, error) {
 	if health == nil {
 		health = HealthzOnBox
 	}
@@ -63,17 +66,17 @@ func Rollout(ctx context.Context, run Runner, rel Releases, binary []byte, insta
 	}
 	for _, inst := range instances {
 		if drain != nil {
-			if err := drain(inst); err != nil {
-				return r, r.rollback(ctx, run, rel, health, fmt.Errorf("drain %s: %w", inst, err))
+			if err := drain(ctx, inst); err != nil {
+				return r, r.rollback(ctx, run, rel, health, inst, undrain, fmt.Errorf("drain %s: %w", inst, err))
 			}
 		}
 		err := restartChecked(ctx, run, inst, health)
 		r.Restarted = append(r.Restarted, inst)
 		if err != nil {
-			return r, r.rollback(ctx, run, rel, health, err)
+			return r, r.rollback(ctx, run, rel, health, "", undrain, err)
 		}
 		if undrain != nil {
-			if err := undrain(inst); err != nil {
+			if err := undrain(ctx, inst); err != nil {
 				return r, fmt.Errorf("undrain %s: %w", inst, err)
 			}
 		}
@@ -105,9 +108,21 @@ func restartChecked(ctx context.Context, run Runner, inst string, health Health)
 	return err
 }
 
-// rollback returns the box to r.From and restarts what was moved.
-func (r *RolloutResult) rollback(ctx context.Context, run Runner, rel Releases, health Health, cause error) error {
+// RollbackTimeout bounds a rollback, which runs on a context of its own.
+const RollbackTimeout = 5 * time.Minute
+
+// rollback returns the box to r.From and restarts what was moved; drained,
+// when set, is an instance drained but not restarted, made admitting
+// again. It runs on a fresh context (ctx's values, not its cancellation).
+func (r *RolloutResult) rollback(ctx context.Context, run Runner, rel Releases, health Health, drained string, undrain func(context.Context, string) error, cause error) error {
 	r.RolledBack = true
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), RollbackTimeout)
+	defer cancel()
+	if drained != "" && undrain != nil {
+		if err := undrain(ctx, drained); err != nil {
+			cause = fmt.Errorf("%w; undrain %s: %v", cause, drained, err)
+		}
+	}
 	if r.From == "" {
 		return fmt.Errorf("%w; no previous release to roll back to", cause)
 	}

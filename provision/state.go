@@ -28,6 +28,11 @@ type HostState struct {
 	// value refused (read-only here, as inside a container). They are not
 	// drift until the desired value changes or the box reboots.
 	SysctlRefused map[string]string
+	// ResetSecret is the state of the box's stateless reset secret
+	// (units.ResetSecretFile): SecretPrivate, SecretOpen or SecretAbsent.
+	// Its content is made on the box and known nowhere else, so only its
+	// state is compared.
+	ResetSecret string `json:",omitempty"`
 }
 
 // Plan is a host's desired state with the bytes to write.
@@ -50,7 +55,7 @@ func Desired(l units.Layout, release string) (*Plan, error) {
 		return nil, err
 	}
 	p := &Plan{
-		State:   HostState{Files: map[string]string{}, Sysctl: map[string]string{}, Floors: map[string]bool{}, Release: release},
+		State:   HostState{Files: map[string]string{}, Sysctl: map[string]string{}, Floors: map[string]bool{}, Release: release, ResetSecret: SecretPrivate},
 		Content: map[string][]byte{},
 		Profile: prof,
 	}
@@ -120,6 +125,7 @@ const (
 	ChangeStop    = "stop"
 	ChangeRestart = "restart"
 	ChangeRelease = "release"
+	ChangeSecret  = "secret"
 )
 
 // Change is one difference between desired and actual.
@@ -140,6 +146,11 @@ func (c Change) String() string {
 		return "update " + c.What
 	case ChangeRemove:
 		return "remove " + c.What
+	case ChangeSecret:
+		if c.From == SecretOpen {
+			return "make " + c.What + " root's alone"
+		}
+		return "create " + c.What + " (random, on the box)"
 	case ChangeSysctl:
 		return fmt.Sprintf("sysctl %s: %s -> %s", c.What, orNone(c.From), c.To)
 	case ChangeRelease:
@@ -187,6 +198,11 @@ func Diff(desired, actual HostState) []Change {
 	sort.Strings(stale)
 	for _, p := range stale {
 		cs = append(cs, Change{Kind: ChangeRemove, What: p})
+	}
+	// A new reset secret restarts nothing: each relay process loads it
+	// at its next start (a changed template restarts them below).
+	if desired.ResetSecret != "" && actual.ResetSecret != desired.ResetSecret {
+		cs = append(cs, Change{Kind: ChangeSecret, What: units.ResetSecretFile, From: actual.ResetSecret, To: desired.ResetSecret})
 	}
 	keys := make([]string, 0, len(desired.Sysctl))
 	for k := range desired.Sysctl {

@@ -14,7 +14,7 @@ func layout(procs int) units.Layout {
 }
 
 func clone(s HostState) HostState {
-	return HostState{Files: maps.Clone(s.Files), Instances: slices.Clone(s.Instances), Sysctl: maps.Clone(s.Sysctl), Release: s.Release}
+	return HostState{Files: maps.Clone(s.Files), Instances: slices.Clone(s.Instances), Sysctl: maps.Clone(s.Sysctl), Release: s.Release, ResetSecret: s.ResetSecret}
 }
 
 func kinds(cs []Change) string {
@@ -51,6 +51,7 @@ func TestDiff(t *testing.T) {
 			"file /etc/systemd/system/relay@.service",
 			"file /etc/systemd/system/relay@4443.service.d/10-relayfleet.conf",
 			"file /etc/systemd/system/relay@4444.service.d/10-relayfleet.conf",
+			"secret /etc/relayfleet/credentials/reset-secret",
 			"sysctl net.core.netdev_max_backlog", "sysctl net.core.rmem_default",
 			"sysctl net.core.rmem_max", "sysctl net.core.wmem_default", "sysctl net.core.wmem_max",
 			"release relay",

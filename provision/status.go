@@ -17,6 +17,8 @@ type ProcessStatus struct {
 	Active string `json:"active"`
 	// Listeners are the subscribers the relay serves now.
 	Listeners int64 `json:"listeners"`
+	// Sessions are its open sessions (listeners, publishers, links).
+	Sessions int64 `json:"sessions"`
 	// Headroom is how many more listeners it admits (from /stats).
 	Headroom  int   `json:"headroom"`
 	Admitting bool  `json:"admitting"`
@@ -41,6 +43,7 @@ type BoxStatus struct {
 
 // statsDoc is the part of the relay's /stats that status shows.
 type statsDoc struct {
+	Sessions    int64 `json:"sessions"`
 	Subscribers int64 `json:"subscribers"`
 	Headroom    int   `json:"headroom"`
 	Admitting   bool  `json:"admitting"`
@@ -114,5 +117,6 @@ func processStatus(ctx context.Context, run Runner, unit string) ProcessStatus {
 		return p
 	}
 	p.Listeners, p.Headroom, p.Admitting, p.Draining = doc.Subscribers, doc.Headroom, doc.Admitting, doc.Draining
+	p.Sessions = doc.Sessions
 	return p
 }

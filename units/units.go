@@ -68,6 +68,18 @@ const (
 	CredentialFile = CredentialDir + "/" + CredentialName
 )
 
+// The box's stateless reset secret (32 random bytes made on the box by
+// converge, root's alone, never copied off it) and the credential that
+// hands it to every relay process: relay serve --stateless-reset-secret
+// %d/reset-secret. Each process derives its QUIC stateless reset key from
+// it and its port, so a process restarted on the same port resets the
+// connections its predecessor left, and their listeners reconnect at once
+// instead of after the idle timeout.
+const (
+	ResetSecretName = "reset-secret"
+	ResetSecretFile = CredentialDir + "/" + ResetSecretName
+)
+
 // MemoryMax returns the per-process ceiling, (RAM - reserve) / processes,
 // and MemoryHigh, the throttling point below it (90%).
 func (l Layout) MemoryMax() (max, high int64) {
@@ -170,10 +182,16 @@ func Render(l Layout) ([]File, error) {
 		// keep trying, not give up after five attempts.
 		opt("Unit", "StartLimitIntervalSec", "0"),
 		opt("Service", "Type", "notify"),
-		opt("Service", "ExecStart", l.Binary+" serve --listen [::]:%i"+upstreamArg(l.Upstream)+authArgs(l)),
+		opt("Service", "ExecStart", l.Binary+" serve --listen [::]:%i --stateless-reset-secret %d/"+ResetSecretName+upstreamArg(l.Upstream)+authArgs(l)),
 		opt("Service", "Restart", "always"),
 		opt("Service", "RestartSec", "1s"),
-		opt("Service", "WatchdogSec", "10s"),
+		// A hung process (stopped, deadlocked) is killed and restarted
+		// within 5 s; the relay feeds the watchdog every 2.5 s while its
+		// core answers.
+		opt("Service", "WatchdogSec", "5s"),
+		// Copied at start, like the auth key: a process sees the box's
+		// reset secret only in its own credentials directory.
+		opt("Service", "LoadCredential", ResetSecretName+":"+ResetSecretFile),
 		opt("Service", "MemoryMax", strconv.FormatInt(max, 10)),
 		opt("Service", "MemoryHigh", strconv.FormatInt(high, 10)),
 		opt("Service", "LimitNOFILE", "1048576"),

@@ -105,7 +105,7 @@ func TestUpstreamInExecStart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(string(files[0].Data), "ExecStart=/opt/relay serve --listen [::]:%i --upstream http://10.0.0.1:4443/,http://10.0.0.2:4443/\n") {
+	if !strings.Contains(string(files[0].Data), "ExecStart=/opt/relay serve --listen [::]:%i --stateless-reset-secret %d/reset-secret --upstream http://10.0.0.1:4443/,http://10.0.0.2:4443/\n") {
 		t.Errorf("template:\n%s", files[0].Data)
 	}
 	l.Upstream = nil
@@ -154,7 +154,7 @@ func TestAuthFlags(t *testing.T) {
 	tmpl := string(files[0].Data)
 	for _, want := range []string{
 		"\nLoadCredential=relay-auth:/etc/relayfleet/credentials/relay-auth\n",
-		"\nExecStart=/opt/relay serve --listen [::]:%i --auth-key %d/relay-auth\n",
+		"\nExecStart=/opt/relay serve --listen [::]:%i --stateless-reset-secret %d/reset-secret --auth-key %d/relay-auth\n",
 		"\nDynamicUser=yes\n",
 	} {
 		if !strings.Contains(tmpl, want) {
@@ -204,5 +204,27 @@ func TestCheckPathPrefix(t *testing.T) {
 	l := Layout{Cores: 1, RAM: 1 << 30, BasePort: 4443, Binary: "/r", Auth: true, PublicListen: []string{"live/ x"}}
 	if _, err := Render(l); err == nil || !strings.Contains(err.Error(), "public listen prefix") {
 		t.Errorf("bad prefix rendered: %v", err)
+	}
+}
+
+// TestResetSecretCredential: every relay process gets the box's reset
+// secret as a systemd credential, with or without auth, and its command
+// line names only its own credentials directory, never the secret's file.
+func TestResetSecretCredential(t *testing.T) {
+	for _, auth := range []bool{false, true} {
+		files, err := Render(Layout{Cores: 1, RAM: 1 << 30, BasePort: 4443, Binary: "/opt/relay", Auth: auth})
+		if err != nil {
+			t.Fatal(err)
+		}
+		tmpl := string(files[0].Data)
+		if !strings.Contains(tmpl, "\nLoadCredential=reset-secret:/etc/relayfleet/credentials/reset-secret\n") ||
+			!strings.Contains(tmpl, " --stateless-reset-secret %d/reset-secret") {
+			t.Errorf("auth %v: template does not hand the reset secret over:\n%s", auth, tmpl)
+		}
+		for line := range strings.SplitSeq(tmpl, "\n") {
+			if strings.HasPrefix(line, "ExecStart=") && strings.Contains(line, CredentialDir) {
+				t.Errorf("auth %v: ExecStart names the credentials directory: %s", auth, line)
+			}
+		}
 	}
 }

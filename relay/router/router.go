@@ -24,9 +24,19 @@
 // not all land on one process.
 // A process marked draining, or whose last poll failed, gets no new
 // listeners, and so does an http:// process whose /stats gives no
-// certificate_sha256. Ties go to the process listed first. The broadcast name is
+// certificate_sha256. One failed poll takes a process out of the pool and
+// one good poll brings it back; a poll times out after the poll interval or
+// PollTimeout (500 ms), whichever is shorter, so a hung (SIGSTOPped) process
+// leaves within one poll. Ties go to the process listed first. The broadcast name is
 // required but does not affect the choice: every process pulls any
 // broadcast from upstream.
+//
+// A listener that lost its relay asks again with avoid=URL (repeatable, the
+// "url" of an earlier answer; a query or #fragment on it is ignored): the
+// answer is never an avoided relay, and each avoided relay the router knows
+// is polled again at once (at most once per RepollEvery per relay, so
+// anonymous callers cannot make it poll faster), so a dead process leaves
+// the pool for every listener within about one poll round trip.
 //
 // The relays file, which the fleet tool writes, is JSON:
 //
@@ -127,6 +137,19 @@ func Load(path string) (*File, error) {
 	return Parse(data)
 }
 
+// Poll timing.
+const (
+	// PollTimeout caps how long one poll of a relay may take: a relay that
+	// does not answer within it (or within the poll interval, if shorter)
+	// leaves the pool.
+	PollTimeout = 500 * time.Millisecond
+	// RepollEvery is the least time between two extra polls of one relay
+	// that avoid= asked for.
+	RepollEvery = 250 * time.Millisecond
+	// maxAvoid caps the avoid= parameters one /route looks at.
+	maxAvoid = 8
+)
+
 // Options configures a Router.
 type Options struct {
 	// File is the relays file's path.
@@ -134,8 +157,8 @@ type Options struct {
 	// Poll is how often each relay's /stats is read; 0 means a second.
 	Poll time.Duration
 	// Client polls relays without spki_sha256; nil means one with a
-	// timeout of Poll. Relays with one are polled by a client of the same
-	// timeout that checks the pin.
+	// timeout of Poll or PollTimeout, whichever is shorter. Relays with one
+	// are polled by a client of the same timeout that checks the pin.
 	Client *http.Client
 	// Logger receives the router's logs; nil means slog.Default().
 	Logger *slog.Logger
@@ -154,6 +177,7 @@ type Router struct {
 	relays []*relayState
 	stamp  fileStamp               // the relays file as last loaded
 	pinned map[string]*http.Client // by SPKI pin
+	runCtx context.Context         // Run's context, for avoid= re-polls
 }
 
 // fileStamp tells a rewritten relays file from the one loaded: the fleet
@@ -183,6 +207,9 @@ type relayState struct {
 	CertHash string `json:"certificate_sha256,omitempty"`
 	Routed   int    `json:"routed_since_poll"`
 	Error    string `json:"error,omitempty"`
+
+	repolledAt time.Time // the last re-poll avoid= started
+	repolling  bool      // one is in flight
 }
 
 // New loads the relays file. No relay is healthy until its first poll.
@@ -192,7 +219,7 @@ func New(opts Options) (*Router, error) {
 		r.poll = time.Second
 	}
 	if r.hc == nil {
-		r.hc = &http.Client{Timeout: r.poll}
+		r.hc = &http.Client{Timeout: min(r.poll, PollTimeout)}
 	}
 	if r.logger == nil {
 		r.logger = slog.Default()
@@ -226,6 +253,7 @@ func (r *Router) Reload() error {
 		s := &relayState{Relay: rl}
 		if o := old[rl.URL]; o != nil && o.Stats == rl.Stats && o.SPKI == rl.SPKI {
 			s.Healthy, s.Headroom, s.CertHash, s.Routed, s.Error = o.Healthy, o.Headroom, o.CertHash, o.Routed, o.Error
+			s.repolledAt, s.repolling = o.repolledAt, o.repolling
 		}
 		next = append(next, s)
 	}
@@ -240,6 +268,9 @@ func (r *Router) Reload() error {
 // tool adds, drains or removes take effect within one poll without a
 // SIGHUP.
 func (r *Router) Run(ctx context.Context) {
+	r.mu.Lock()
+	r.runCtx = ctx
+	r.mu.Unlock()
 	t := time.NewTicker(r.poll)
 	defer t.Stop()
 	for {
@@ -284,22 +315,97 @@ func (r *Router) PollOnce(ctx context.Context) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for i, t := range targets {
-		for _, s := range r.relays {
-			if s.URL != t.URL || s.Stats != t.Stats || s.SPKI != t.SPKI {
-				continue
+		r.applyLocked(t, results[i], true)
+	}
+}
+
+// applyLocked records a poll of t: a failure takes the relay out of the
+// pool at once, a success brings it back. resetRouted forgets the answers
+// given since the last poll (a full poll does; an avoid= re-poll keeps
+// them). r.mu is held.
+func (r *Router) applyLocked(t Relay, res pollResult, resetRouted bool) {
+	for _, s := range r.relays {
+		if s.URL != t.URL || s.Stats != t.Stats || s.SPKI != t.SPKI {
+			continue
+		}
+		if res.err != nil {
+			if s.Healthy {
+				r.logger.Warn("relay unreachable", "url", s.URL, "err", res.err)
 			}
-			res := results[i]
-			if res.err != nil {
-				if s.Healthy {
-					r.logger.Warn("relay unreachable", "url", s.URL, "err", res.err)
-				}
-				s.Healthy, s.Headroom, s.CertHash, s.Error = false, 0, "", res.err.Error()
-			} else {
-				s.Healthy, s.Headroom, s.CertHash, s.Error = true, res.headroom, res.certHash, ""
-			}
+			s.Healthy, s.Headroom, s.CertHash, s.Error = false, 0, "", res.err.Error()
 			s.Routed = 0
+			continue
+		}
+		if !s.Healthy && s.Error != "" {
+			r.logger.Info("relay reachable again", "url", s.URL)
+		}
+		s.Healthy, s.Headroom, s.CertHash, s.Error = true, res.headroom, res.certHash, ""
+		if resetRouted {
+			s.Routed = 0
+		} else {
+			s.Routed = min(s.Routed, s.Headroom)
 		}
 	}
+}
+
+// repoll polls the relays in avoid again now, each at most once per
+// RepollEvery and one at a time: a listener that lost its relay says so,
+// and a dead one leaves the pool for everyone without waiting for the
+// next poll. URLs the router does not know are ignored.
+func (r *Router) repoll(avoid []string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	ctx := r.runCtx
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	if ctx.Err() != nil {
+		return
+	}
+	now := time.Now()
+	for _, s := range r.relays {
+		if s.repolling || now.Sub(s.repolledAt) < RepollEvery || !avoided(s.URL, avoid) {
+			continue
+		}
+		s.repolling, s.repolledAt = true, now
+		t := s.Relay
+		go func() {
+			res := r.pollRelay(ctx, t)
+			r.mu.Lock()
+			defer r.mu.Unlock()
+			if ctx.Err() == nil {
+				r.applyLocked(t, res, false)
+			}
+			for _, s := range r.relays {
+				if s.URL == t.URL {
+					s.repolling = false
+				}
+			}
+		}()
+	}
+}
+
+// sameRelay normalises a relay URL for avoid=: scheme, host and path, a
+// trailing slash, query and fragment ignored.
+func sameRelay(a, b string) bool {
+	norm := func(s string) string {
+		u, err := url.Parse(s)
+		if err != nil {
+			return s
+		}
+		return strings.ToLower(u.Scheme) + "://" + strings.ToLower(u.Host) + strings.TrimSuffix(u.Path, "/")
+	}
+	return norm(a) == norm(b)
+}
+
+// avoided reports whether relay URL u is one of avoid.
+func avoided(u string, avoid []string) bool {
+	for _, a := range avoid {
+		if sameRelay(u, a) {
+			return true
+		}
+	}
+	return false
 }
 
 type pollResult struct {
@@ -388,15 +494,18 @@ type Route struct {
 }
 
 // Pick chooses the relay for one new listener: among those with polled
-// headroom, the one with the most left after this poll period's answers.
-// The answer reserves one listener there for the ranking until the next
-// poll, at most its headroom: answers alone never make a relay full.
-func (r *Router) Pick() (Route, error) {
+// headroom, the one with the most left after this poll period's answers
+// (its capacity less its sessions, as the relay reports, less the answers
+// given since). The answer reserves one listener there for the ranking
+// until the next poll, at most its headroom: answers alone never make a
+// relay full. Relays in avoid (URLs as /route answers them) are never
+// picked.
+func (r *Router) Pick(avoid ...string) (Route, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	var best *relayState
 	for _, s := range r.relays {
-		if s.Draining || !s.Healthy || s.Headroom <= 0 {
+		if s.Draining || !s.Healthy || s.Headroom <= 0 || avoided(s.URL, avoid) {
 			continue
 		}
 		if best == nil || s.Headroom-s.Routed > best.Headroom-best.Routed {
@@ -414,11 +523,20 @@ func (r *Router) Pick() (Route, error) {
 func (r *Router) ServeHTTP(w http.ResponseWriter, req *http.Request) { r.mux.ServeHTTP(w, req) }
 
 func (r *Router) route(w http.ResponseWriter, req *http.Request) {
-	if req.URL.Query().Get("broadcast") == "" {
+	q := req.URL.Query()
+	if q.Get("broadcast") == "" {
 		http.Error(w, "broadcast parameter required", http.StatusBadRequest)
 		return
 	}
-	rt, err := r.Pick()
+	avoid := q["avoid"]
+	if len(avoid) > maxAvoid {
+		http.Error(w, fmt.Sprintf("at most %d avoid parameters", maxAvoid), http.StatusBadRequest)
+		return
+	}
+	if len(avoid) > 0 {
+		r.repoll(avoid)
+	}
+	rt, err := r.Pick(avoid...)
 	if err != nil {
 		w.Header().Set("Retry-After", "1")
 		http.Error(w, "no relay has headroom", http.StatusServiceUnavailable)

@@ -1,0 +1,255 @@
+package router_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/relayfleet/relayfleet/relay/router"
+)
+
+// countingRelay is a fake relay that counts its /stats polls and can hang.
+type countingRelay struct {
+	*fakeRelay
+	polls atomic.Int64
+	hang  chan struct{} // closed at cleanup; while hanging, /stats waits on it
+	hung  atomic.Bool
+}
+
+func newCountingRelay(t *testing.T, headroom int) *countingRelay {
+	c := &countingRelay{fakeRelay: &fakeRelay{}, hang: make(chan struct{})}
+	c.headroom.Store(int64(headroom))
+	c.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		c.polls.Add(1)
+		if c.hung.Load() {
+			<-c.hang
+		}
+		if c.down.Load() {
+			http.Error(w, "down", http.StatusInternalServerError)
+			return
+		}
+		fmt.Fprintf(w, `{"sessions": 3, "headroom": %d}`, c.headroom.Load())
+	}))
+	t.Cleanup(func() { close(c.hang); c.srv.Close() })
+	return c
+}
+
+func routeAvoid(t *testing.T, srv *httptest.Server, avoid ...string) (int, string) {
+	t.Helper()
+	q := url.Values{"broadcast": {"live"}, "avoid": avoid}
+	resp, err := http.Get(srv.URL + "/route?" + q.Encode())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK {
+		return resp.StatusCode, strings.TrimSpace(string(b))
+	}
+	var rt router.Route
+	if err := json.Unmarshal(b, &rt); err != nil {
+		t.Fatalf("/route answered %q: %v", b, err)
+	}
+	return resp.StatusCode, rt.URL
+}
+
+// relayState reads one relay's entry from GET /relays.
+func relayState(t *testing.T, srv *httptest.Server, u string) (healthy bool, headroom int) {
+	t.Helper()
+	resp, err := http.Get(srv.URL + "/relays")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var out struct {
+		Relays []struct {
+			URL      string `json:"url"`
+			Healthy  bool   `json:"healthy"`
+			Headroom int    `json:"headroom"`
+		} `json:"relays"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&out); err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range out.Relays {
+		if r.URL == u {
+			return r.Healthy, r.Headroom
+		}
+	}
+	t.Fatalf("/relays does not list %s", u)
+	return false, 0
+}
+
+// TestRouteAvoid: /route never answers an avoided relay, however the
+// client spells its URL (query, #spki= pin, trailing slash), and answers
+// 503 when every relay with headroom is avoided.
+func TestRouteAvoid(t *testing.T) {
+	a, b := newFakeRelay(t, 10), newFakeRelay(t, 5)
+	path := filepath.Join(t.TempDir(), "relays.json")
+	writeFile(t, path, a.entry(false), b.entry(false))
+	r, srv := newRouter(t, path)
+	r.PollOnce(context.Background())
+	au, bu := a.entry(false).URL, b.entry(false).URL
+	if _, got := routeAvoid(t, srv); got != au {
+		t.Fatalf("without avoid: %q, want a (most headroom)", got)
+	}
+	for _, spelling := range []string{au, strings.TrimSuffix(au, "/"), au + "?jwt=x#spki=" + strings.Repeat("ab", 32), strings.ToUpper(au[:8]) + au[8:]} {
+		for range 20 { // past every reservation: a still has the most headroom
+			if code, got := routeAvoid(t, srv, spelling); code != http.StatusOK || got != bu {
+				t.Fatalf("avoid=%s: %d %q, want b", spelling, code, got)
+			}
+		}
+	}
+	if code, _ := routeAvoid(t, srv, au, bu); code != http.StatusServiceUnavailable {
+		t.Fatalf("every relay avoided: status %d, want 503", code)
+	}
+	if _, err := r.Pick(au); err != nil {
+		t.Fatal(err)
+	}
+	q := "?broadcast=live" + strings.Repeat("&avoid=x", 9)
+	resp, err := http.Get(srv.URL + "/route" + q)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusBadRequest {
+		t.Fatalf("9 avoid parameters: status %d, want 400", resp.StatusCode)
+	}
+}
+
+// TestAvoidRepollsTheDeadRelay: a listener that lost its relay says
+// avoid=URL; the router polls that relay at once, finds it dead, and stops
+// routing anyone there long before its next poll (an hour away here).
+func TestAvoidRepollsTheDeadRelay(t *testing.T) {
+	a, b := newCountingRelay(t, 10), newCountingRelay(t, 5)
+	path := filepath.Join(t.TempDir(), "relays.json")
+	writeFile(t, path, a.entry(false), b.entry(false))
+	r, err := router.New(router.Options{File: path, Poll: time.Hour, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(r)
+	t.Cleanup(srv.Close)
+	r.PollOnce(context.Background())
+	au, bu := a.entry(false).URL, b.entry(false).URL
+	if _, got := routeAvoid(t, srv); got != au {
+		t.Fatalf("before: %q, want a", got)
+	}
+	a.down.Store(true)
+	if _, got := routeAvoid(t, srv, au); got != bu {
+		t.Fatalf("avoid=a: %q, want b", got)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if healthy, _ := relayState(t, srv, au); !healthy {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("a stayed in the pool after a listener avoided it and its /stats failed")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	// Everyone, not only the listener that avoided it, now goes to b.
+	if _, got := routeAvoid(t, srv); got != bu {
+		t.Fatalf("after the re-poll: %q, want b", got)
+	}
+	// One good poll brings a back.
+	a.down.Store(false)
+	r.PollOnce(context.Background())
+	if _, got := routeAvoid(t, srv); got != au {
+		t.Fatalf("after a good poll: %q, want a back", got)
+	}
+	if b.polls.Load() != 2 {
+		t.Fatalf("b was polled %d times, want 2 (the full polls only): avoid=a must not poll b", b.polls.Load())
+	}
+}
+
+// TestAvoidRepollIsRateLimited: /route is anonymous, so avoid= may not
+// make the router poll a relay more often than once per RepollEvery.
+func TestAvoidRepollIsRateLimited(t *testing.T) {
+	a, b := newCountingRelay(t, 10), newCountingRelay(t, 5)
+	path := filepath.Join(t.TempDir(), "relays.json")
+	writeFile(t, path, a.entry(false), b.entry(false))
+	r, err := router.New(router.Options{File: path, Poll: time.Hour, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(r)
+	t.Cleanup(srv.Close)
+	r.PollOnce(context.Background())
+	start := time.Now()
+	for range 300 {
+		routeAvoid(t, srv, a.entry(false).URL)
+	}
+	elapsed := time.Since(start)
+	time.Sleep(100 * time.Millisecond) // let the last re-poll land
+	extra := a.polls.Load() - 1
+	limit := int64(elapsed/router.RepollEvery) + 2
+	if extra < 1 || extra > limit {
+		t.Fatalf("300 answers with avoid=a in %v re-polled a %d times, want 1..%d", elapsed, extra, limit)
+	}
+}
+
+// TestHungRelayLeavesWithinPollTimeout: a relay that accepts the
+// connection but never answers (SIGSTOPped) fails its poll after
+// PollTimeout, not after the poll interval, and leaves the pool.
+func TestHungRelayLeavesWithinPollTimeout(t *testing.T) {
+	a, b := newCountingRelay(t, 10), newCountingRelay(t, 5)
+	path := filepath.Join(t.TempDir(), "relays.json")
+	writeFile(t, path, a.entry(false), b.entry(false))
+	r, err := router.New(router.Options{File: path, Poll: 20 * time.Second, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(r)
+	t.Cleanup(srv.Close)
+	r.PollOnce(context.Background())
+	a.hung.Store(true)
+	start := time.Now()
+	r.PollOnce(context.Background())
+	// Generous: the poll times out after 500 ms; before, after the 20 s
+	// poll interval.
+	if d := time.Since(start); d > 10*time.Second {
+		t.Fatalf("a poll of a hung relay took %v", d)
+	}
+	if healthy, _ := relayState(t, srv, a.entry(false).URL); healthy {
+		t.Fatal("a hung relay stayed healthy")
+	}
+	if _, got := routeAvoid(t, srv); got != b.entry(false).URL {
+		t.Fatalf("with a hung: %q, want b", got)
+	}
+}
+
+// TestNewListenersGoWhereTheRoomIs: two processes of the same capacity,
+// one holding 230 listeners and one 10 (after a rollout): the router sends
+// new listeners to the emptier one until both hold as many.
+func TestNewListenersGoWhereTheRoomIs(t *testing.T) {
+	const capacity = 1000
+	full, empty := newFakeRelay(t, capacity-230), newFakeRelay(t, capacity-10)
+	path := filepath.Join(t.TempDir(), "relays.json")
+	writeFile(t, path, full.entry(false), empty.entry(false))
+	r, _ := newRouter(t, path)
+	r.PollOnce(context.Background())
+	got := map[string]int{}
+	for range 300 {
+		rt, err := r.Pick()
+		if err != nil {
+			t.Fatal(err)
+		}
+		got[rt.URL]++
+	}
+	a, b := 230+got[full.entry(false).URL], 10+got[empty.entry(false).URL]
+	if d := a - b; d < -1 || d > 1 {
+		t.Fatalf("after 300 new listeners the processes hold %d and %d, want within one", a, b)
+	}
+}
