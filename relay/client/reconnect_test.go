@@ -383,3 +383,66 @@ func TestRelayCloseCodeReachesListener(t *testing.T) {
 		}
 	}
 }
+
+// TestStatelessResetReachesListener kills a relay without a word (its UDP
+// socket closed) and starts another on the same port. With the same
+// stateless reset key, the listener's probe is answered with a stateless
+// reset and its subscription ends with that reason before the silence
+// timeout; with another key it ends as silent. Without the probe (plain
+// NextGroup, keep-alive PINGs only) no reset comes: quic-go resets only
+// packets longer than 42 bytes.
+func TestStatelessResetReachesListener(t *testing.T) {
+	const silence = 3 * time.Second
+	var key, other quic.StatelessResetKey
+	copy(key[:], "relayfleet test stateless reset key.")
+	copy(other[:], "another key, as a relay without the secret")
+	for _, c := range []struct {
+		name   string
+		key    *quic.StatelessResetKey
+		probe  bool
+		reason string
+	}{
+		{"same-key", &key, true, "stateless-reset"},
+		{"other-key", &other, true, "silent"},
+		{"same-key-keepalive-only", &key, false, ""},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			ctx := testCtx(t)
+			a := startCore(t, "127.0.0.1:0", &key)
+			startPublisher(t, ctx, a, 40*time.Millisecond)
+			sess, sub := subscribe(t, ctx, a, client.TransportQUIC)
+			readGroups(t, ctx, sub, 5, 2*time.Second)
+			addr := a.udp.LocalAddr().String()
+			a.kill()
+			startCore(t, addr, c.key)
+			start := time.Now()
+			if !c.probe {
+				wctx, cancel := context.WithTimeout(ctx, silence)
+				defer cancel()
+				for {
+					g, err := sub.NextGroup(wctx)
+					if err != nil {
+						if !errors.Is(err, context.DeadlineExceeded) {
+							t.Fatalf("without probes the subscription ended: %v", err)
+						}
+						break
+					}
+					drain(g)
+				}
+				if sess.Err() != nil {
+					t.Fatalf("without probes the session ended: %v", sess.Err())
+				}
+				return
+			}
+			err, took := nextError(t, ctx, sub, silence, start)
+			r, ok := client.ReconnectReason(err)
+			if r != c.reason || !ok {
+				t.Fatalf("after %v: ReconnectReason(%v) = %q, %v; want %q", took, err, r, ok, c.reason)
+			}
+			if c.reason == "stateless-reset" && took >= silence {
+				t.Errorf("the reset came %v after the kill, not before the silence timeout %v", took, silence)
+			}
+			t.Logf("%s after %v", r, took)
+		})
+	}
+}
