@@ -49,7 +49,7 @@ const usage = `usage:
   relay pin --tls-key FILE     (prints the SPKI sha256 of a key)
   relay token --key FILE (--publish PREFIX | --subscribe PREFIX) [--ttl 1h]
   relay publish URL --name BROADCAST [--track audio] [--interval 120ms] [--frames 1] [--size 160] [--groups 0] [--trust-http-hash] [--token-file FILE]
-  relay listen (URL | --router URL [--router-spki HEX] [--insecure-router]) --name BROADCAST [--track audio] [--groups 0] [--check SIZE] [-v] [--trust-http-hash] [--token-file FILE]
+  relay listen (URL | --router URL [--router-spki HEX] [--insecure-router]) --name BROADCAST [--track audio] [--groups 0] [--check SIZE] [-v] [--trust-http-hash] [--token-file FILE] [--silence 960ms]
   relay publish URL --name BROADCAST --paced [--interval 120ms] [--frames 1] [--size 600]
   relay publish URL --name BROADCAST --ogg FILE|- [--ogg-pace=true|false] [--track audio]
   relay loadgen (--url URL [--certificate-sha256 HEX] | --router URL [--router-spki HEX] [--insecure-router]) --broadcast NAME --listeners N
@@ -607,6 +607,7 @@ func listen(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	insecureRouter := fs.Bool("insecure-router", false, insecureRouterHelp)
 	trustHash := fs.Bool("trust-http-hash", false, trustHTTPHashHelp)
 	tokenFile := fs.String("token-file", "", tokenFileHelp)
+	silence := fs.Duration("silence", client.DefaultSilence, "reconnect when no group comes for this long (through the router, avoiding the relay that went silent); 0 means wait forever")
 	pos, err := parse(fs, args)
 	if err != nil {
 		return err
@@ -634,29 +635,30 @@ func listen(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		return badUsage("--transport %q: want quic or websocket", *transport)
 	case *router == "" && (*routerSPKI != "" || *insecureRouter):
 		return badUsage("--router-spki and --insecure-router need --router")
-	}
-	dial := &client.Options{Transport: *transport, TrustHTTPHash: *trustHash}
-	if *router != "" {
-		ro, err := routerOptions(*router, *routerSPKI, *insecureRouter)
-		if err != nil {
-			return err
-		}
-		d, err := client.Route(ctx, *router, *name, ro)
-		if err != nil {
-			return err
-		}
-		u, dial.CertificateHash = d.URL, d.CertificateHash
-	}
-	if err := checkHashTrust(u, dial.CertificateHash, *trustHash); err != nil {
-		return err
-	}
-	if u, err = client.WithToken(u, tok); err != nil {
-		return err
+	case *silence < 0:
+		return badUsage("--silence %v: must not be negative", *silence)
 	}
 	logger, _ := newLogger(stderr, "info")
-	dial.Logger = logger
-	return client.RunListen(ctx, u, dial, client.ListenOptions{
+	dial := &client.Options{Transport: *transport, TrustHTTPHash: *trustHash, Logger: logger,
+		KeepAlive: client.KeepAlivePeriod(*silence)}
+	ro := client.ResolverOptions{URL: u, Broadcast: *name, Token: tok, TrustHTTPHash: *trustHash}
+	if *router != "" {
+		if ro.RouterOptions, err = routerOptions(*router, *routerSPKI, *insecureRouter); err != nil {
+			return err
+		}
+		ro.Router = *router
+	} else if err := checkHashTrust(u, "", *trustHash); err != nil {
+		return err
+	}
+	res, err := client.NewResolver(ro)
+	if err != nil {
+		return badUsage("%v", err)
+	}
+	// One line per reconnect: through the router to another relay, or
+	// to the same URL (a relay restarted in place).
+	return client.Listen(ctx, res, dial, client.ListenOptions{
 		Broadcast: *name, Track: *track, Groups: *groups, Check: *check, Verbose: *verbose,
+		Silence: *silence, Reconnect: true,
 	}, stdout)
 }
 

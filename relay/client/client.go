@@ -62,6 +62,10 @@ type Options struct {
 	// between here and the relay. Without it, and without a pin, such a
 	// URL is refused with ErrHashOverHTTP.
 	TrustHTTPHash bool
+	// KeepAlive is the QUIC keep-alive period (raw QUIC and WebTransport):
+	// how long after the last packet received the client sends a PING.
+	// 0 means KeepAlivePeriod(DefaultSilence).
+	KeepAlive time.Duration
 }
 
 // Error codes sent on streams.
@@ -82,7 +86,10 @@ type Session struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 
+	uniDone chan struct{} // closed when acceptUni returns
+
 	mu         sync.Mutex
+	closeErr   error // the transport's error that ended the session
 	nextSub    uint64
 	subs       map[uint64]*Subscription
 	broadcasts map[string]*Broadcast
@@ -107,17 +114,36 @@ func Dial(ctx context.Context, rawURL string, opts *Options) (*Session, error) {
 	if err != nil {
 		return nil, fmt.Errorf("dial %s: %w", redact(u), err)
 	}
-	u.Fragment = ""
+	return dialWith(ctx, u, tlsConf, opts)
+}
 
-	var t transport.Session
+// DialTarget connects to a resolved relay (Resolver.Resolve) and performs
+// SETUP, trusting the relay as the target's TLS configuration says.
+func DialTarget(ctx context.Context, tg Target, opts *Options) (*Session, error) {
+	if opts == nil {
+		opts = &Options{}
+	}
+	u, err := url.Parse(tg.URL)
+	if err != nil {
+		return nil, fmt.Errorf("dial: %w", err)
+	}
+	tc := tg.TLS.Clone()
+	tc.NextProtos = nil
+	return dialWith(ctx, u, tc, opts)
+}
+
+// dialWith dials u (its port checked) with tlsConf over opts.Transport.
+func dialWith(ctx context.Context, u *url.URL, tlsConf *tls.Config, opts *Options) (*Session, error) {
+	u.Fragment = ""
+	var (
+		t   transport.Session
+		err error
+	)
 	pathParam := ""
 	switch opts.Transport {
 	case "", TransportQUIC:
 		tlsConf.NextProtos = []string{moqlite.ALPN}
-		conn, err := quic.DialAddr(ctx, u.Host, tlsConf, &quic.Config{
-			MaxIdleTimeout:  30 * time.Second,
-			KeepAlivePeriod: 10 * time.Second,
-		})
+		conn, err := quic.DialAddr(ctx, u.Host, tlsConf, opts.quicConfig())
 		if err != nil {
 			return nil, fmt.Errorf("dial quic %s: %w", u.Host, err)
 		}
@@ -143,7 +169,8 @@ func Dial(ctx context.Context, rawURL string, opts *Options) (*Session, error) {
 	case TransportWebTransport:
 		wu := *u
 		wu.Scheme = "https"
-		wt := &webtransport.Transport{TLSClientConfig: tlsConf, ApplicationProtocols: []string{moqlite.ALPN}}
+		wt := &webtransport.Transport{TLSClientConfig: tlsConf, ApplicationProtocols: []string{moqlite.ALPN},
+			QUICConfig: opts.webTransportQUICConfig()}
 		_, sess, err := wt.Dial(ctx, wu.String(), nil)
 		if err != nil {
 			return nil, fmt.Errorf("dial webtransport %s: %w", u.Host, err)
@@ -252,6 +279,7 @@ func NewSession(ctx context.Context, t transport.Session, path string, logger *s
 		log:        logger,
 		ctx:        sctx,
 		cancel:     cancel,
+		uniDone:    make(chan struct{}),
 		subs:       make(map[uint64]*Subscription),
 		broadcasts: make(map[string]*Broadcast),
 		watchers:   make(map[*announceWatcher]struct{}),
@@ -259,6 +287,12 @@ func NewSession(ctx context.Context, t transport.Session, path string, logger *s
 	s.spawn(func() {
 		select {
 		case <-t.Done():
+			// acceptUni records the transport's error as it returns:
+			// wait for it, so that the subscriptions end with it.
+			select {
+			case <-s.uniDone:
+			case <-time.After(time.Second):
+			}
 		case <-sctx.Done():
 		}
 		s.shutdown()
@@ -287,13 +321,41 @@ func (s *Session) spawn(f func()) {
 func (s *Session) shutdown() {
 	s.cancel()
 	_ = s.t.CloseWithError(0, "")
+	err := s.Err()
 	s.mu.Lock()
 	subs := s.subs
 	s.subs = map[uint64]*Subscription{}
 	s.mu.Unlock()
 	for _, sub := range subs {
-		sub.end(ErrClosed)
+		sub.end(err)
 	}
+}
+
+// fail records err, from the transport, as why the session ended unless
+// the session was closed here first, and ends the session.
+func (s *Session) fail(err error) {
+	s.mu.Lock()
+	if s.closeErr == nil && s.ctx.Err() == nil {
+		s.closeErr = err
+	}
+	s.mu.Unlock()
+	s.cancel()
+}
+
+// Err is why the session ended: nil while it is open, else ErrClosed,
+// wrapping the transport's error (a *quic.ApplicationError with the
+// relay's close code, a *quic.StatelessResetError, ...) when the relay or
+// the network ended it. ReconnectReason classifies it.
+func (s *Session) Err() error {
+	if s.ctx.Err() == nil {
+		return nil
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closeErr != nil {
+		return fmt.Errorf("%w: %w", ErrClosed, s.closeErr)
+	}
+	return ErrClosed
 }
 
 // Close ends the session and waits for its goroutines.
@@ -310,7 +372,7 @@ func (s *Session) acceptBidi() {
 	for {
 		st, err := s.t.AcceptStream(s.ctx)
 		if err != nil {
-			s.cancel()
+			s.fail(err)
 			return
 		}
 		s.spawn(func() { s.handleBidi(st) })
@@ -349,10 +411,11 @@ func (s *Session) handleBidi(st transport.Stream) {
 }
 
 func (s *Session) acceptUni() {
+	defer close(s.uniDone)
 	for {
 		st, err := s.t.AcceptUniStream(s.ctx)
 		if err != nil {
-			s.cancel()
+			s.fail(err)
 			return
 		}
 		s.spawn(func() { s.handleGroup(st) })

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"sync"
+	"time"
 
 	"github.com/relayfleet/relayfleet/relay/moqlite"
 	"github.com/relayfleet/relayfleet/relay/transport"
@@ -106,6 +107,11 @@ func (sub *Subscription) end(err error) {
 // NextGroup returns the next group to arrive. After the track ended it
 // returns the groups already queued, then the reason (ErrTrackEnded).
 func (sub *Subscription) NextGroup(ctx context.Context) (*GroupReader, error) {
+	return sub.nextGroup(ctx, nil)
+}
+
+// nextGroup is NextGroup that fails with ErrSilent once silent fires.
+func (sub *Subscription) nextGroup(ctx context.Context, silent <-chan time.Time) (*GroupReader, error) {
 	for {
 		sub.mu.Lock()
 		if len(sub.queue) > 0 {
@@ -123,6 +129,8 @@ func (sub *Subscription) NextGroup(ctx context.Context) (*GroupReader, error) {
 		case <-sub.notify:
 		case <-ctx.Done():
 			return nil, ctx.Err()
+		case <-silent:
+			return nil, ErrSilent
 		}
 	}
 }

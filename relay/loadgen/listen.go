@@ -2,29 +2,24 @@ package loadgen
 
 import (
 	"context"
-	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
 	"net"
-	"net/http"
-	"net/url"
-	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/quic-go/quic-go"
 
 	"github.com/relayfleet/relayfleet/relay/client"
-	"github.com/relayfleet/relayfleet/relay/moqlite"
 	"github.com/relayfleet/relayfleet/relay/transport"
 )
 
 // listen runs one listener until ctx ends; connected is closed once it is
 // subscribed (or has failed). With o.Reconnect it resubscribes, through
 // sem, whenever its subscription ends before ctx does.
-func listen(ctx context.Context, o Options, res *resolver, sh *shard, l *listener, connected chan struct{}, sem chan struct{}, pg *progress) {
+func listen(ctx context.Context, o Options, res *client.Resolver, sh *shard, l *listener, connected chan struct{}, sem chan struct{}, pg *progress) {
 	dctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	// A busy server refuses connections it cannot accept in time, as a
 	// real client would be refused: try three times, backing off.
@@ -81,7 +76,7 @@ func listen(ctx context.Context, o Options, res *resolver, sh *shard, l *listene
 // from 100 ms to 2 s between attempts. Each attempt holds a place in sem,
 // as first dials do, so that a crowd reconnecting at once is not refused
 // by the relay's accept queue.
-func reconnect(ctx context.Context, o Options, res *resolver, sh *shard, l *listener, sem chan struct{}) *subscription {
+func reconnect(ctx context.Context, o Options, res *client.Resolver, sh *shard, l *listener, sem chan struct{}) *subscription {
 	backoff := 100 * time.Millisecond
 	since := l.downSince // resolve afresh: the relay may have restarted
 	for {
@@ -183,7 +178,7 @@ func (s *subscription) close() {
 
 // subscribe connects (within dctx) and subscribes; the connection ends
 // with ctx, which unblocks a read stuck in a frozen group.
-func subscribe(ctx, dctx context.Context, o Options, res *resolver, sh *shard, since time.Time) (*subscription, error) {
+func subscribe(ctx, dctx context.Context, o Options, res *client.Resolver, sh *shard, since time.Time) (*subscription, error) {
 	conn, sess, err := connect(dctx, o, res, sh, since)
 	if err != nil {
 		return nil, err
@@ -200,8 +195,8 @@ func subscribe(ctx, dctx context.Context, o Options, res *resolver, sh *shard, s
 
 // connect dials the relay and performs SETUP; a certificate hash fetched
 // before since is fetched again.
-func connect(ctx context.Context, o Options, res *resolver, sh *shard, since time.Time) (*quic.Conn, *client.Session, error) {
-	target, tlsConf, err := res.resolve(ctx, since)
+func connect(ctx context.Context, o Options, res *client.Resolver, sh *shard, since time.Time) (*quic.Conn, *client.Session, error) {
+	target, err := res.Resolve(ctx, since)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -209,7 +204,7 @@ func connect(ctx context.Context, o Options, res *resolver, sh *shard, since tim
 	if idle <= 0 {
 		idle = 30 * time.Second
 	}
-	conn, err := sh.tr.Dial(ctx, target.addr, tlsConf, &quic.Config{
+	conn, err := sh.tr.Dial(ctx, target.Addr, target.TLS, &quic.Config{
 		// A relay that is restarting does not answer: give up on it
 		// sooner than quic-go's 5 s and ask the router again.
 		HandshakeIdleTimeout: 3 * time.Second,
@@ -219,12 +214,25 @@ func connect(ctx context.Context, o Options, res *resolver, sh *shard, since tim
 	if err != nil {
 		return nil, nil, fmt.Errorf("dial: %w", err)
 	}
-	sess, err := client.NewSession(ctx, transport.NewQUIC(conn), target.path, o.Logger)
+	sess, err := client.NewSession(ctx, transport.NewQUIC(conn), target.Path, o.Logger)
 	if err != nil {
 		_ = conn.CloseWithError(0, "")
 		return nil, nil, err
 	}
 	return conn, sess, nil
+}
+
+// newResolver is the listeners' shared client.Resolver for o.
+func newResolver(o Options) (*client.Resolver, error) {
+	r, err := client.NewResolver(client.ResolverOptions{
+		URL: o.URL, Router: o.Router, Broadcast: o.Broadcast, Token: o.Token,
+		RouterOptions:   client.RouterOptions{SPKI: o.RouterSPKI, RootCAs: o.RootCAs, Insecure: o.InsecureRouter},
+		CertificateHash: o.CertificateHash, RootCAs: o.RootCAs, TrustHTTPHash: o.TrustHTTPHash,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("loadgen: %w", err)
+	}
+	return r, nil
 }
 
 func shortError(err error) string {
@@ -294,142 +302,6 @@ func (c *freezeConn) LocalAddr() net.Addr                { return c.udp.LocalAdd
 func (c *freezeConn) SetDeadline(t time.Time) error      { return c.udp.SetDeadline(t) }
 func (c *freezeConn) SetReadDeadline(t time.Time) error  { return c.udp.SetReadDeadline(t) }
 func (c *freezeConn) SetWriteDeadline(t time.Time) error { return c.udp.SetWriteDeadline(t) }
-
-// target is where a listener connects: a resolved UDP address and the
-// SETUP path parameter.
-type target struct {
-	addr *net.UDPAddr
-	path string
-}
-
-// resolver turns the relay URL, or the router's answer, into a target and
-// a TLS config. A relay is pinned by what the router says (its certificate
-// hash), by the URL's #spki= or by Options.CertificateHash; failing those,
-// an https:// relay is verified against RootCAs, and an http:// relay's
-// hash is fetched from it over plain HTTP (loopback or TrustHTTPHash only),
-// once per host, or again for listeners that reconnect after it was
-// fetched.
-type resolver struct {
-	o  Options
-	hc *http.Client
-	rc *client.RouterClient // nil without a router
-
-	mu     sync.Mutex
-	hashes map[string]hashEntry // by host
-}
-
-// hashEntry is the outcome of the last certificate hash fetch from a host.
-type hashEntry struct {
-	hash string
-	err  error
-	at   time.Time
-}
-
-func newResolver(o Options) (*resolver, error) {
-	r := &resolver{o: o, hc: &http.Client{Timeout: 10 * time.Second}, hashes: make(map[string]hashEntry)}
-	if o.CertificateHash != "" {
-		if err := client.CheckHash(o.CertificateHash); err != nil {
-			return nil, fmt.Errorf("loadgen: certificate hash: %w", err)
-		}
-	}
-	if o.Router != "" {
-		rc, err := client.NewRouterClient(o.Router, client.RouterOptions{SPKI: o.RouterSPKI, RootCAs: o.RootCAs, Insecure: o.InsecureRouter})
-		if err != nil {
-			return nil, fmt.Errorf("loadgen: %w", err)
-		}
-		r.rc = rc
-		return r, nil
-	}
-	u, err := url.Parse(o.URL)
-	if err != nil {
-		return nil, fmt.Errorf("loadgen: relay url: %w", err)
-	}
-	spki, err := client.URLPin(u)
-	if err != nil {
-		return nil, fmt.Errorf("loadgen: relay url: %w", err)
-	}
-	if u.Scheme == "http" && spki == "" && o.CertificateHash == "" {
-		if err := client.CheckHashFetch(u, o.TrustHTTPHash); err != nil {
-			return nil, fmt.Errorf("loadgen: %w", err)
-		}
-	}
-	return r, nil
-}
-
-// resolve finds the relay; a certificate hash fetch (or failure) from
-// before since is not trusted.
-func (r *resolver) resolve(ctx context.Context, since time.Time) (target, *tls.Config, error) {
-	raw, hash := r.o.URL, r.o.CertificateHash
-	if r.rc != nil {
-		d, err := r.rc.Route(ctx, r.o.Broadcast)
-		if err != nil {
-			return target{}, nil, err
-		}
-		raw, hash = d.URL, d.CertificateHash
-	}
-	raw, err := client.WithToken(raw, r.o.Token)
-	if err != nil {
-		return target{}, nil, err
-	}
-	u, err := url.Parse(raw)
-	if err != nil {
-		return target{}, nil, fmt.Errorf("relay url: %w", err)
-	}
-	if u.Port() == "" {
-		return target{}, nil, fmt.Errorf("relay url %s: needs a port", raw)
-	}
-	spki, err := client.URLPin(u)
-	if err != nil {
-		return target{}, nil, fmt.Errorf("relay url: %w", err)
-	}
-	addr, err := net.ResolveUDPAddr("udp", u.Host)
-	if err != nil {
-		return target{}, nil, fmt.Errorf("relay url: %w", err)
-	}
-	tc := &tls.Config{ServerName: u.Hostname(), RootCAs: r.o.RootCAs, NextProtos: []string{moqlite.ALPN}, MinVersion: tls.VersionTLS13}
-	switch u.Scheme {
-	case "https":
-	case "http":
-		if hash == "" && spki == "" {
-			if err := client.CheckHashFetch(u, r.o.TrustHTTPHash); err != nil {
-				return target{}, nil, err
-			}
-			if hash, err = r.hash(ctx, u, since); err != nil {
-				return target{}, nil, err
-			}
-		}
-	default:
-		return target{}, nil, fmt.Errorf("relay url %s: scheme must be http or https", raw)
-	}
-	if hash != "" || spki != "" {
-		client.Pin(tc, hash, spki)
-	}
-	path := u.EscapedPath()
-	if path == "" {
-		path = "/"
-	}
-	if u.RawQuery != "" {
-		path += "?" + u.RawQuery
-	}
-	return target{addr: addr, path: path}, tc, nil
-}
-
-// hash returns u's host's certificate hash, fetched at or after since: one
-// fetch per host, not one per listener, and after a relay restart one per
-// crowd of listeners reconnecting to it (a failed fetch is shared too).
-func (r *resolver) hash(ctx context.Context, u *url.URL, since time.Time) (string, error) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if e, ok := r.hashes[u.Host]; ok && (e.err == nil || !since.IsZero()) && !e.at.Before(since) {
-		return e.hash, e.err
-	}
-	at := time.Now()
-	h, err := client.FetchCertificateHash(ctx, u, r.hc)
-	if err == nil || ctx.Err() == nil { // not an error of this caller's own
-		r.hashes[u.Host] = hashEntry{hash: h, err: err, at: at}
-	}
-	return h, err
-}
 
 func (c *freezeConn) SetReadBuffer(n int) error  { return c.udp.SetReadBuffer(n) }
 func (c *freezeConn) SetWriteBuffer(n int) error { return c.udp.SetWriteBuffer(n) }

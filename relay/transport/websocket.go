@@ -162,7 +162,7 @@ func (s *wsSession) readLoop() {
 			break
 		}
 	}
-	s.shutdown(fmt.Errorf("%w: %v", ErrSessionClosed, err))
+	s.shutdown(readError(err))
 }
 
 func (s *wsSession) shutdown(cause error) {
@@ -210,7 +210,7 @@ func (s *wsSession) handleFrame(b []byte) error {
 		}
 	case wsFrameClose:
 		// id is the application error code; the rest is the reason.
-		s.shutdown(fmt.Errorf("%w: closed by peer: code %d: %s", ErrSessionClosed, id, b))
+		s.shutdown(&CloseError{Code: id, Reason: string(b), Status: -1})
 	default:
 		return fmt.Errorf("unknown frame type %#x", typ)
 	}
