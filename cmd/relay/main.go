@@ -678,6 +678,8 @@ func loadgenCmd(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	duration := fs.Duration("duration", 0, "how long to measure once every listener started")
 	freeze := fs.Float64("freeze", 0, "fraction of listeners to freeze (0 to 1)")
 	freezeAt := fs.Duration("freeze-at", 0, "when to freeze, from the start of the measurement")
+	freezeFor := fs.Duration("freeze-for", 0, "thaw the frozen listeners this long after they froze (0: frozen to the end, reported apart)")
+	silence := fs.Duration("silence", client.DefaultSilence, "a listener with no new group, or no next frame of one, this long presumes its relay dead (with --reconnect it reconnects); also how recent its last frame must be at the end not to count as silent")
 	late := fs.Duration("late", time.Second, "a frame older than this on arrival is late")
 	shards := fs.Int("shards", 0, "UDP sockets the listeners share; 0 means 32")
 	asJSON := fs.Bool("json", false, "print the report as JSON")
@@ -715,6 +717,12 @@ func loadgenCmd(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		return badUsage("--freeze %v: must be from 0 to 1", *freeze)
 	case set["freeze-at"] && *freeze == 0:
 		return badUsage("--freeze-at needs --freeze")
+	case set["freeze-for"] && *freeze == 0:
+		return badUsage("--freeze-for needs --freeze")
+	case *freezeFor < 0:
+		return badUsage("--freeze-for %v: must not be negative", *freezeFor)
+	case *silence <= 0:
+		return badUsage("--silence %v: must be positive", *silence)
 	case *freezeAt < 0 || *freezeAt > *duration:
 		return badUsage("--freeze-at %v: must be within --duration", *freezeAt)
 	case *late <= 0:
@@ -749,6 +757,7 @@ func loadgenCmd(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		URL:   *rawURL, Router: *router, Broadcast: *name, Track: *track, Listeners: *listeners, Ramp: *ramp,
 		Duration: *duration, Freeze: *freeze, FreezeAt: *freezeAt, Late: *late, Shards: *shards, Logger: logger,
 		Reconnect: *reconnect, IdleTimeout: *idleTimeout, CertificateHash: *certHash, TrustHTTPHash: *trustHash,
+		FreezeFor: *freezeFor, Silence: *silence,
 		RouterSPKI: *routerSPKI, InsecureRouter: *insecureRouter,
 	})
 	if err != nil {
@@ -759,16 +768,7 @@ func loadgenCmd(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		enc.SetIndent("", "  ")
 		return enc.Encode(rep)
 	}
-	fmt.Fprintf(stdout, "listeners %d: connected %d, failed %d, frozen %d, ended early %d\n",
-		rep.Listeners, rep.Connected, rep.Failed, rep.Frozen, rep.Ended)
-	fmt.Fprintf(stdout, "reconnects %d, listeners lost %d, longest without a subscription %.0f ms\n",
-		rep.Reconnects, rep.ListenersLost, rep.MaxGapMs)
-	fmt.Fprintf(stdout, "frames received %d, lost %d, late %d over %.1f s\n", rep.FramesReceived, rep.FramesLost, rep.LateFrames, rep.Seconds)
-	fmt.Fprintf(stdout, "bitrate per listener: mean %.0f bit/s, min %.0f bit/s; latency p50 %.1f ms, max %.1f ms\n",
-		rep.BitrateBpsMean, rep.BitrateBpsMin, rep.LatencyMsP50, rep.LatencyMsMax)
-	for e, n := range rep.Errors {
-		fmt.Fprintf(stdout, "error x%d: %s\n", n, e)
-	}
+	rep.WriteText(stdout)
 	return nil
 }
 

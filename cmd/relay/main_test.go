@@ -77,6 +77,9 @@ func TestBadInputExitsTwoWithOneLine(t *testing.T) {
 		{[]string{"loadgen", "--url", "http://h:1/", "--broadcast", "x", "--listeners", "1"}, "--duration"},
 		{[]string{"loadgen", "--url", "http://h:1/", "--broadcast", "x", "--listeners", "1", "--duration", "1s", "--freeze", "2"}, "--freeze"},
 		{[]string{"loadgen", "--url", "http://h:1/", "--broadcast", "x", "--listeners", "1", "--duration", "1s", "--freeze-at", "1s"}, "--freeze-at"},
+		{[]string{"loadgen", "--url", "http://h:1/", "--broadcast", "x", "--listeners", "1", "--duration", "1s", "--freeze-for", "1s"}, "--freeze-for"},
+		{[]string{"loadgen", "--url", "http://h:1/", "--broadcast", "x", "--listeners", "1", "--duration", "1s", "--freeze", "0.5", "--freeze-for", "-1s"}, "--freeze-for"},
+		{[]string{"loadgen", "--url", "http://h:1/", "--broadcast", "x", "--listeners", "1", "--duration", "1s", "--silence", "0s"}, "--silence"},
 	}
 	for _, tt := range tests {
 		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {

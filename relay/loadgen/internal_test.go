@@ -84,3 +84,117 @@ func TestLossAccountingAcrossResume(t *testing.T) {
 		})
 	}
 }
+
+// TestSettle: the audible gap runs to the end for a listener silent then,
+// and to the whole run for one that never got a frame; what the publisher
+// sent meanwhile, up to a silence before the end, counts as lost.
+func TestSettle(t *testing.T) {
+	const silence = 960 * time.Millisecond
+	t0 := time.Unix(1000, 0)
+	end := t0.Add(2 * time.Second)
+	// 20 ms groups of one frame; group 1000 arrived at t0.
+	tl := timeline{ok: true, seq: 1000, at: t0, count: 1, every: 20 * time.Millisecond}
+	tests := []struct {
+		name   string
+		l      *listener
+		gap    time.Duration
+		silent bool
+		lost   int64
+	}{
+		{
+			name: "heard to the end",
+			l: &listener{started: true, firstSeq: 900, next: 1099, count: 1, subscribedAt: t0.Add(-2 * time.Second),
+				first: t0.Add(-1990 * time.Millisecond), last: end.Add(-30 * time.Millisecond), gap: 45 * time.Millisecond},
+			gap: 45 * time.Millisecond,
+		},
+		{
+			// Group 959 arrived 800 ms before t0; the publisher went on
+			// to group 1052 by a silence before the end.
+			name: "silent since 2.8 s before the end",
+			l: &listener{started: true, firstSeq: 900, next: 960, count: 1, subscribedAt: t0.Add(-2 * time.Second),
+				first: t0.Add(-1990 * time.Millisecond), last: t0.Add(-800 * time.Millisecond), gap: 30 * time.Millisecond},
+			gap: 2800 * time.Millisecond, silent: true, lost: 1052 - 959,
+		},
+		{
+			name: "silent, in the middle of a group",
+			l: &listener{started: true, firstSeq: 900, next: 960, count: 1, unread: 3, subscribedAt: t0.Add(-2 * time.Second),
+				first: t0.Add(-1990 * time.Millisecond), last: t0.Add(-800 * time.Millisecond), gap: 30 * time.Millisecond},
+			gap: 2800 * time.Millisecond, silent: true, lost: 1052 - 959 + 3,
+		},
+		{
+			name: "never a frame",
+			l:    &listener{startedAt: end.Add(-3 * time.Second)},
+			// Groups from a silence after its start to a silence before
+			// the end: (3 s - 2 x 0.96 s) / 20 ms.
+			gap: 3 * time.Second, silent: true, lost: 54,
+		},
+		{
+			// Subscribed 3 s before t0, first frame (group 950) 1 s
+			// before: groups 899 to 949 were sent more than a silence
+			// after it subscribed.
+			name: "first frame late",
+			l: &listener{started: true, firstSeq: 950, next: 1099, count: 1, subscribedAt: t0.Add(-3 * time.Second),
+				first: t0.Add(-time.Second), last: end.Add(-10 * time.Millisecond), gap: 2 * time.Second},
+			gap: 2 * time.Second, lost: 51,
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			l := tt.l
+			gap, silent := l.settle(end, silence, tl)
+			if gap != tt.gap || silent != tt.silent || l.lost != tt.lost {
+				t.Fatalf("gap %v, silent %v, lost %d; want %v, %v, %d", gap, silent, l.lost, tt.gap, tt.silent, tt.lost)
+			}
+		})
+	}
+	t.Run("no timeline", func(t *testing.T) {
+		l := listener{startedAt: end.Add(-3 * time.Second)}
+		if gap, silent := l.settle(end, silence, timeline{}); gap != 3*time.Second || !silent || l.lost != 0 {
+			t.Fatalf("gap %v, silent %v, lost %d: nothing known of the publisher, nothing counted", gap, silent, l.lost)
+		}
+	})
+}
+
+// TestPublisherTimeline: the time between groups comes from the send
+// times the frames carry (the publisher's clock may be off), the anchor
+// from the latest arrival; a sequence that goes back starts over.
+func TestPublisherTimeline(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	skew := int64(5 * time.Second) // the publisher's clock is 5 s behind
+	sent := func(d time.Duration) int64 { return t0.Add(d).UnixNano() - skew }
+	a, b := &listener{}, &listener{}
+	for i := range 50 {
+		d := time.Duration(i) * 20 * time.Millisecond
+		a.observe(groupStart{seq: uint64(100 + i), sent: sent(d), at: t0.Add(d + 3*time.Millisecond), count: 1})
+	}
+	b.observe(groupStart{seq: 140, sent: sent(800 * time.Millisecond), at: t0.Add(time.Second), count: 1})
+	b.observe(groupStart{seq: 150, sent: sent(time.Second), at: t0.Add(1010 * time.Millisecond), count: 1})
+	tl := publisherTimeline([]*listener{a, nil, b, {}})
+	if !tl.ok || tl.every != 20*time.Millisecond || tl.seq != 150 || !tl.at.Equal(t0.Add(1010*time.Millisecond)) {
+		t.Fatalf("timeline %+v: want 20 ms between groups, anchored at group 150", tl)
+	}
+	if got := tl.seqAt(t0.Add(2010 * time.Millisecond)); got != 200 {
+		t.Fatalf("seqAt 1 s after the anchor = %d, want 200", got)
+	}
+	// The publisher restarted: the run before it no longer counts.
+	a.observe(groupStart{seq: 3, sent: sent(2 * time.Second), at: t0.Add(2 * time.Second)})
+	if a.tlFirst.seq != 3 || a.tlLast.seq != 3 {
+		t.Fatalf("after the sequence went back: first %d, last %d; want 3, 3", a.tlFirst.seq, a.tlLast.seq)
+	}
+	if tl := publisherTimeline([]*listener{a}); tl.ok {
+		t.Fatalf("timeline %+v from one group: want none", tl)
+	}
+}
+
+func TestPercentiles(t *testing.T) {
+	var v []time.Duration
+	for i := 10; i >= 1; i-- {
+		v = append(v, time.Duration(i)*10*time.Millisecond)
+	}
+	if got := percentiles(v); got != (GapStats{P50: 50, P99: 100, Max: 100}) {
+		t.Fatalf("percentiles = %+v", got)
+	}
+	if got := percentiles(nil); got != (GapStats{}) {
+		t.Fatalf("percentiles(nil) = %+v", got)
+	}
+}

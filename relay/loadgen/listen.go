@@ -45,6 +45,7 @@ func listen(ctx context.Context, o Options, res *client.Resolver, sh *shard, l *
 		return
 	}
 	l.connected, l.live = true, true
+	l.subscribedAt = time.Now()
 	pg.connected.Add(1)
 	pg.live.Add(1)
 	close(connected)
@@ -52,19 +53,23 @@ func listen(ctx context.Context, o Options, res *client.Resolver, sh *shard, l *
 		err := receive(ctx, o, sh, l, c.sub)
 		c.close()
 		if err == nil || ctx.Err() != nil {
-			return // Run is over (or the listener froze): still subscribed
+			return // Run is over: still subscribed
 		}
 		l.live, l.downSince = false, time.Now()
 		l.ended, l.err = true, shortError(err)
 		pg.live.Add(-1)
-		if !o.Reconnect {
+		reason, retry := client.ReconnectReason(err)
+		if !o.Reconnect || !retry {
 			return
 		}
 		if c = reconnect(ctx, o, res, sh, l, sem); c == nil {
 			return
 		}
-		l.maxGap = max(l.maxGap, time.Since(l.downSince))
 		l.reconnects++
+		if l.reasons == nil {
+			l.reasons = make(map[string]int64)
+		}
+		l.reasons[reason]++
 		l.live = true
 		l.resume()
 		pg.live.Add(1)
@@ -110,55 +115,141 @@ func reconnect(ctx context.Context, o Options, res *client.Resolver, sh *shard, 
 }
 
 // receive reads sub's groups, counting into l, until sub ends (its error)
-// or ctx does, or the listener freezes (nil).
+// or ctx does (nil). With o.Reconnect a subscription that brings no group,
+// or no next frame of a group, within o.Silence ends with client.ErrSilent.
+// A frozen listener reads nothing until it thaws.
 func receive(ctx context.Context, o Options, sh *shard, l *listener, sub *client.Subscription) error {
+	var silence time.Duration // 0: wait as long as the session lasts
+	if o.Reconnect {
+		silence = o.Silence
+	}
 	for {
-		g, err := sub.NextGroup(ctx)
+		g, err := sub.NextGroupWithin(ctx, silence)
+		if ctx.Err() != nil {
+			if g != nil {
+				g.Close()
+			}
+			return nil
+		}
 		if err != nil {
-			if ctx.Err() != nil {
-				return nil
+			if errors.Is(err, client.ErrSilent) && l.frozen.Load() {
+				// Silent because frozen: the listener's own doing.
+				if !l.waitThaw(ctx) {
+					return nil
+				}
+				continue
 			}
 			return err
 		}
+		now := time.Now()
 		if l.frozen.Load() {
-			<-ctx.Done()
-			return nil
+			if !l.waitThaw(ctx) {
+				g.Close()
+				return nil
+			}
+			now = time.Now()
 		}
-		if !l.group(g.Sequence, time.Now()) {
+		if !l.group(g.Sequence, now) {
 			g.Close()
 			continue
 		}
-		var read, count uint32
-		cut := false
-		for {
-			p, err := g.ReadFrame()
-			if err != nil {
-				// A reset (or the session's end): the missing frames
-				// count as lost below.
-				cut = !errors.Is(err, io.EOF)
-				break
-			}
-			sh.frames.Add(1)
-			if fi, ok := l.frame(p, time.Now(), o.Late); ok {
-				count = fi.Count
-			}
-			read++
-			if l.frozen.Load() {
-				<-ctx.Done()
-				return nil
-			}
+		err = l.readGroup(ctx, o, sh, g, silence)
+		if err != nil || ctx.Err() != nil {
+			return err
 		}
-		g.Close()
-		if ctx.Err() != nil {
+	}
+}
+
+// readGroup reads g's frames into l. It returns client.ErrSilent when the
+// next frame does not come within silence (if positive), and nil
+// otherwise, the group complete or cut short (its missing frames count as
+// lost) or ctx ended (then the frames the group still had to bring are
+// kept in l.unread).
+func (l *listener) readGroup(ctx context.Context, o Options, sh *shard, g *client.GroupReader, silence time.Duration) error {
+	defer g.Close()
+	var (
+		read, count uint32
+		cut         bool
+		quiet       *time.Timer
+		silent      atomic.Bool
+	)
+	if silence > 0 {
+		quiet = time.AfterFunc(silence, func() { silent.Store(true); g.Abort() })
+		defer quiet.Stop()
+	}
+	for {
+		p, err := g.ReadFrame()
+		if err != nil {
+			// A reset (or the session's end): the missing frames count
+			// as lost below.
+			cut = !errors.Is(err, io.EOF)
+			break
+		}
+		// The time is taken before the freeze is checked, so that a
+		// frame counted as received before a freeze was received before
+		// it.
+		now := time.Now()
+		if l.frozen.Load() {
+			if quiet != nil {
+				quiet.Stop()
+			}
+			if !l.waitThaw(ctx) {
+				return nil // frozen to the end: not measured
+			}
+			now = time.Now()
+		}
+		sh.frames.Add(1)
+		fi, ok := l.frame(p, now, o.Late)
+		if ok {
+			count = fi.Count
+		}
+		if read == 0 && (!ok || fi.Index == 0) {
+			l.observe(groupStart{seq: g.Sequence, sent: fi.SentNs, at: now, count: fi.Count})
+		}
+		read++
+		if quiet != nil {
+			quiet.Reset(silence)
+		}
+	}
+	if ctx.Err() != nil {
+		if count > read {
+			l.unread = int64(count - read)
+		}
+		return nil
+	}
+	l.countCut(count, read, cut)
+	if cut && silent.Load() {
+		if l.frozen.Load() {
+			l.waitThaw(ctx) // silent because frozen: the listener's own doing
 			return nil
 		}
-		if cut && count == 0 {
-			count = max(l.count, 1) // cut before its first frame
-		}
-		if count > read {
-			l.lost += int64(count - read)
-			l.cut++
-		}
+		return client.ErrSilent
+	}
+	return nil
+}
+
+// countCut counts the frames a group of count (0: not known) lacked when
+// it ended after read frames, cut short or not.
+func (l *listener) countCut(count, read uint32, cut bool) {
+	if count == 0 && !cut && read > 0 {
+		l.count = read // frames that do not say: the group's size as read
+	}
+	if cut && count == 0 {
+		count = max(l.count, 1) // cut before its first frame
+	}
+	if count > read {
+		l.lost += int64(count - read)
+		l.cut++
+	}
+}
+
+// waitThaw waits while the listener is frozen: false when ctx ended first.
+func (l *listener) waitThaw(ctx context.Context) bool {
+	select {
+	case <-ctx.Done():
+		return false
+	case <-l.thaw:
+		return true
 	}
 }
 
@@ -204,13 +295,16 @@ func connect(ctx context.Context, o Options, res *client.Resolver, sh *shard, si
 	if idle <= 0 {
 		idle = 30 * time.Second
 	}
-	conn, err := sh.tr.Dial(ctx, target.Addr, target.TLS, &quic.Config{
-		// A relay that is restarting does not answer: give up on it
-		// sooner than quic-go's 5 s and ask the router again.
-		HandshakeIdleTimeout: 3 * time.Second,
-		MaxIdleTimeout:       idle,
-		KeepAlivePeriod:      min(10*time.Second, idle/3),
-	})
+	// The client's configuration keeps datagrams on: NextGroupWithin's
+	// probe halfway through a silence is what a relay restarted on the
+	// same port answers with a stateless reset.
+	qc := client.QUICConfig(o.Silence)
+	// A relay that is restarting does not answer: give up on it sooner
+	// than quic-go's 5 s and ask the router again.
+	qc.HandshakeIdleTimeout = 3 * time.Second
+	qc.MaxIdleTimeout = idle
+	qc.KeepAlivePeriod = min(qc.KeepAlivePeriod, idle/3)
+	conn, err := sh.tr.Dial(ctx, target.Addr, target.TLS, qc)
 	if err != nil {
 		return nil, nil, fmt.Errorf("dial: %w", err)
 	}

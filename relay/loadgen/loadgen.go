@@ -6,10 +6,13 @@ import (
 	"errors"
 	"log/slog"
 	"math"
+	"slices"
 	"sort"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/relayfleet/relayfleet/relay/client"
 )
 
 // Options configures Run.
@@ -48,6 +51,12 @@ type Options struct {
 	// measurement.
 	Freeze   float64
 	FreezeAt time.Duration
+	// FreezeFor, if positive, thaws the frozen listeners this long after
+	// they froze: their packets flow again and they read on, as after a
+	// network blackhole that heals. Thawed listeners are measured as any
+	// other, their time frozen included; 0 keeps them frozen to the end,
+	// and then they are reported apart (Report.Frozen).
+	FreezeFor time.Duration
 	// Late is how old a frame may be on arrival; 0 means 1 s.
 	Late time.Duration
 	// Shards is how many UDP sockets the listeners share; 0 means 32 (or
@@ -74,6 +83,13 @@ type Options struct {
 	// Progress, if set, is called about once a second, from one goroutine,
 	// until the listeners are closed.
 	Progress func(Snapshot)
+	// Silence is how long a listener goes without a new group, or without
+	// the next frame of a group, before it presumes its path dead: with
+	// Reconnect it then reconnects (client.ErrSilent). It is also how
+	// recent a listener's last frame must be at the end not to count as
+	// silent then, and how long a frame may be in flight before it counts
+	// as lost. 0 means client.DefaultSilence.
+	Silence time.Duration
 }
 
 // Snapshot is Run's progress at one moment, over every listener, frozen
@@ -85,16 +101,40 @@ type Snapshot struct {
 	FramesReceived int64 `json:"frames_received"` // so far
 }
 
-// Report is what Run measured. Rates and counts are over the listeners
-// that connected and were not frozen.
+// Report is what Run measured. Listeners frozen to the end are reported
+// apart (Frozen) and measured in nothing else. The audible figures (GapMs,
+// SilentAtEnd, FramesLost, FramesExpected, LossRatio) cover every other
+// listener, those that never connected included: they heard nothing. The
+// rest (frames received, lateness, bitrate) cover the listeners that
+// connected.
 type Report struct {
-	Listeners      int            `json:"listeners"`
-	Connected      int            `json:"connected"`
-	Failed         int            `json:"failed"`
-	Frozen         int            `json:"frozen"`
-	Ended          int            `json:"ended"` // listeners whose subscription ended early, at least once
-	FramesReceived int64          `json:"frames_received"`
-	FramesLost     int64          `json:"frames_lost"`
+	Listeners int `json:"listeners"`
+	Connected int `json:"connected"`
+	Failed    int `json:"failed"`
+	Frozen    int `json:"frozen"`
+	Ended     int `json:"ended"` // listeners whose subscription ended early, at least once
+	// GapMs is the audible gap: per listener, the longest time from one
+	// frame received to the next (and from subscribing to the first); a
+	// listener silent at the end counts as silent from its last frame to
+	// the end, and one that never got a frame for the whole run. P50, P99
+	// and Max are across listeners.
+	GapMs GapStats `json:"gap_ms"`
+	// SilentAtEnd is how many listeners got no frame in the last
+	// Options.Silence of the run (or never got one).
+	SilentAtEnd    int   `json:"silent_at_end"`
+	FramesReceived int64 `json:"frames_received"`
+	// FramesLost is how many frames the publisher sent while a listener
+	// was subscribed, or should have been, that the listener never got:
+	// groups skipped or cut short, groups sent while it was away, and,
+	// for a listener silent at the end or one that never got a frame, the
+	// groups the publisher sent since (estimated from its group rate, up
+	// to Options.Silence before the end: those may be in flight).
+	FramesLost int64 `json:"frames_lost"`
+	// FramesExpected is FramesReceived plus FramesLost: what the listeners
+	// should have got. LossRatio is FramesLost over it (0 when nothing was
+	// expected).
+	FramesExpected int64          `json:"frames_expected"`
+	LossRatio      float64        `json:"loss_ratio"`
 	LateFrames     int64          `json:"late_frames"`
 	GroupsMissing  int64          `json:"groups_missing"` // never arrived
 	GroupsCut      int64          `json:"groups_cut"`     // arrived incomplete
@@ -107,22 +147,29 @@ type Report struct {
 	Errors         map[string]int `json:"errors,omitempty"`
 
 	// Reconnects is how many times listeners resubscribed after their
-	// subscription ended (Options.Reconnect).
-	Reconnects int64 `json:"reconnects"`
+	// subscription ended (Options.Reconnect), and ReconnectsByReason the
+	// same by why it ended (client.ReconnectReason: "silent",
+	// "going-away", "stateless-reset", "idle-timeout", ...).
+	Reconnects         int64            `json:"reconnects"`
+	ReconnectsByReason map[string]int64 `json:"reconnects_by_reason,omitempty"`
 	// ListenersLost is how many listeners had no subscription when the
 	// run ended and closed them; without Options.Reconnect it equals
 	// Ended.
 	ListenersLost int `json:"listeners_lost"`
-	// MaxGapMs is the longest a listener was without a subscription:
-	// from noticing its end to resubscribing, or to the end of the
-	// window for a listener still without one then.
-	MaxGapMs float64 `json:"max_gap_ms"`
+}
+
+// GapStats is a distribution across listeners, in milliseconds.
+type GapStats struct {
+	P50 float64 `json:"p50"`
+	P99 float64 `json:"p99"`
+	Max float64 `json:"max"`
 }
 
 // listener is one listener session's counters, written by its reader.
 type listener struct {
 	frozen      atomic.Bool
-	windowStart *atomic.Int64 // Unix ns when measurement starts; 0 before
+	thaw        <-chan struct{} // closed when the frozen listeners thaw
+	windowStart *atomic.Int64   // Unix ns when measurement starts; 0 before
 	windowBytes int64
 	connected   bool
 	ended       bool
@@ -130,20 +177,48 @@ type listener struct {
 
 	frames, lost, late, bytes int64
 	missed, cut               int64
-	first, last               time.Time
+	first, last               time.Time // first and last frame received
 	latMax                    time.Duration
 	latSample                 []time.Duration
 
-	started bool
-	next    uint64               // next group sequence expected
-	missing map[uint64]time.Time // groups skipped over, by sequence: when
-	count   uint32               // frame count of the last group seen
-	resumed bool                 // resubscribed, no group seen since
+	startedAt    time.Time     // when it started dialing
+	subscribedAt time.Time     // when it first subscribed
+	gap          time.Duration // longest from one frame to the next, or from subscribing to the first
+
+	started  bool
+	firstSeq uint64               // the first group seen
+	next     uint64               // next group sequence expected
+	missing  map[uint64]time.Time // groups skipped over, by sequence: when
+	count    uint32               // frame count of the last group seen
+	resumed  bool                 // resubscribed, no group seen since
+	unread   int64                // frames of the group being read at the end that it did not get
+
+	// tlFirst and tlLast are the first and the latest group starts seen
+	// since the publisher's sequence last went back: the publisher's
+	// timeline as this listener saw it.
+	tlFirst, tlLast groupStart
+	tlOK            bool
 
 	live       bool      // subscribed (the state at the end, once Run stops)
 	downSince  time.Time // when the last subscription ended
 	reconnects int64
-	maxGap     time.Duration
+	reasons    map[string]int64 // reconnects by why the subscription ended
+}
+
+// groupStart is the first frame of a group, as a listener received it.
+type groupStart struct {
+	seq   uint64
+	sent  int64     // when the publisher sent it (Unix ns, from the frame); 0: the frame does not say
+	at    time.Time // when it arrived
+	count uint32    // frames in the group; 0: the frame does not say
+}
+
+// observe notes a group's first frame for the publisher's timeline.
+func (l *listener) observe(p groupStart) {
+	if !l.tlOK || p.seq < l.tlLast.seq {
+		l.tlFirst = p
+	}
+	l.tlLast, l.tlOK = p, true
 }
 
 // progress is what Snapshot reports, kept as atomics by the listeners.
@@ -158,7 +233,7 @@ const maxMissing = 256
 // it is the group last seen before a resubscription, served again.
 func (l *listener) group(seq uint64, now time.Time) bool {
 	if !l.started {
-		l.started, l.next = true, seq+1
+		l.started, l.firstSeq, l.next = true, seq, seq+1
 		return true
 	}
 	if l.resumed {
@@ -218,6 +293,9 @@ func (l *listener) frame(p []byte, now time.Time, late time.Duration) (FrameInfo
 	l.bytes += int64(len(p))
 	if l.first.IsZero() {
 		l.first = now
+		l.gap = max(l.gap, now.Sub(l.subscribedAt))
+	} else {
+		l.gap = max(l.gap, now.Sub(l.last))
 	}
 	l.last = now
 	if ws := l.windowStart.Load(); ws != 0 && now.UnixNano() >= ws {
@@ -242,15 +320,122 @@ func (l *listener) frame(p []byte, now time.Time, late time.Duration) (FrameInfo
 }
 
 // finish counts the groups still missing at end as lost, except those
-// skipped over less than late ago: they may be in flight, reordered.
-func (l *listener) finish(end time.Time, late time.Duration) {
+// skipped over less than inflight ago: they may be in flight, reordered.
+func (l *listener) finish(end time.Time, inflight time.Duration) {
 	for _, at := range l.missing {
-		if end.Sub(at) >= late {
+		if end.Sub(at) >= inflight {
 			l.lost += int64(max(l.count, 1))
 			l.missed++
 		}
 	}
 	l.missing = nil
+}
+
+// settle closes the listener's accounts at end, once its reader is done:
+// the groups still missing, its longest gap, whether it is silent at the
+// end (no frame in the last silence), and the frames it should have had
+// but did not (the publisher's timeline tl says how many groups it sent
+// meanwhile): before its first frame, if that came more than silence
+// after it subscribed; after its last, if it is silent at the end; the
+// whole run, for one that never got a frame. Frames sent less than
+// silence before the end may be in flight: they do not count.
+func (l *listener) settle(end time.Time, silence time.Duration, tl timeline) (gap time.Duration, silent bool) {
+	l.finish(end, silence)
+	if l.last.IsZero() {
+		from := l.startedAt
+		if tl.ok {
+			g := max(0, tl.seqAt(end.Add(-silence))-tl.seqAt(from.Add(silence)))
+			l.lost += g * int64(max(tl.count, 1))
+			l.missed += g
+		}
+		return max(0, end.Sub(from)), true
+	}
+	gap = max(l.gap, end.Sub(l.last))
+	silent = end.Sub(l.last) > silence
+	if !tl.ok {
+		return gap, silent
+	}
+	// Sequence numbers compare only within one run of the publisher: a
+	// listener that saw a later sequence than the latest arrival saw a
+	// publisher since restarted; count by time then.
+	if !l.subscribedAt.IsZero() && l.first.Sub(l.subscribedAt) > silence && l.firstSeq <= tl.seq {
+		g := max(0, int64(l.firstSeq)-1-tl.seqAt(l.subscribedAt.Add(silence)))
+		l.lost += g * int64(max(l.count, 1))
+		l.missed += g
+	}
+	if silent {
+		var g int64
+		if last := l.next - 1; last <= tl.seq {
+			g = tl.seqAt(end.Add(-silence)) - int64(last)
+		} else {
+			g = int64(math.Floor(float64(end.Sub(l.last)-silence) / float64(tl.every)))
+		}
+		g = max(0, g)
+		l.lost += g*int64(max(l.count, 1)) + l.unread
+		l.missed += g
+	}
+	return gap, silent
+}
+
+// timeline is the publisher's group sequence against time, as the
+// listeners saw it: the latest group start to arrive and the time between
+// group starts.
+type timeline struct {
+	ok    bool
+	seq   uint64    // the group whose start arrived last
+	at    time.Time // when
+	count uint32    // its frames
+	every time.Duration
+}
+
+// seqAt is the last group the publisher started by t (estimated: when its
+// first frame would have arrived).
+func (tl timeline) seqAt(t time.Time) int64 {
+	return int64(tl.seq) + int64(math.Floor(float64(t.Sub(tl.at))/float64(tl.every)))
+}
+
+// publisherTimeline merges what the listeners saw of the publisher: the
+// latest group start to arrive anchors it (any delay on its way makes
+// the estimate of what was sent since smaller, never larger), and the
+// listener that saw the longest run of groups gives the time between
+// group starts, from the send times the frames carry (so that the clocks
+// need not agree) or else from their arrivals.
+func publisherTimeline(ls []*listener) timeline {
+	var tl timeline
+	var span uint64
+	for _, l := range ls {
+		if l == nil || !l.tlOK {
+			continue
+		}
+		if p := l.tlLast; !tl.ok || p.at.After(tl.at) {
+			tl.ok, tl.seq, tl.at, tl.count = true, p.seq, p.at, p.count
+		}
+		f, p := l.tlFirst, l.tlLast
+		if n := p.seq - f.seq; p.seq > f.seq && n > span {
+			d := p.at.Sub(f.at)
+			if f.sent != 0 && p.sent != 0 {
+				d = time.Duration(p.sent - f.sent)
+			}
+			if d > 0 {
+				span, tl.every = n, d/time.Duration(n)
+			}
+		}
+	}
+	tl.ok = tl.ok && tl.every > 0
+	return tl
+}
+
+// percentiles returns the nearest-rank p50, p99 and maximum of v, in ms.
+func percentiles(v []time.Duration) GapStats {
+	if len(v) == 0 {
+		return GapStats{}
+	}
+	slices.Sort(v)
+	at := func(p float64) float64 {
+		i := int(math.Ceil(p*float64(len(v)))) - 1
+		return float64(v[min(max(i, 0), len(v)-1)]) / 1e6
+	}
+	return GapStats{P50: at(0.50), P99: at(0.99), Max: at(1)}
 }
 
 // Run starts the listeners, measures for o.Duration and reports. It ends
@@ -270,6 +455,9 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	}
 	if o.Shards <= 0 {
 		o.Shards = 32
+	}
+	if o.Silence <= 0 {
+		o.Silence = client.DefaultSilence
 	}
 	o.Shards = min(o.Shards, o.Listeners)
 	if o.Logger == nil {
@@ -306,6 +494,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		startTime = time.Now()
 		window    atomic.Int64
 		pg        progress
+		thaw      = make(chan struct{})
 	)
 	progressDone := make(chan struct{})
 	if o.Progress != nil {
@@ -334,7 +523,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	var dialWG sync.WaitGroup
 start:
 	for i := range ls {
-		l := &listener{windowStart: &window}
+		l := &listener{windowStart: &window, thaw: thaw}
 		ls[i] = l
 		sh := shards[i%len(shards)]
 		if tick != nil && i > 0 {
@@ -349,6 +538,7 @@ start:
 		case <-ctx.Done():
 			break start
 		}
+		l.startedAt = time.Now()
 		wg.Add(1)
 		dialWG.Add(1)
 		go func() {
@@ -375,7 +565,7 @@ start:
 
 	timer := time.NewTimer(o.Duration)
 	defer timer.Stop()
-	var freeze <-chan time.Time
+	var freeze, unfreeze <-chan time.Time
 	if frozenShards > 0 {
 		ft := time.NewTimer(o.FreezeAt)
 		defer ft.Stop()
@@ -395,6 +585,23 @@ wait:
 				sh.frozen.Store(true)
 			}
 			o.Logger.Info("froze listeners", "shards", frozenShards, "of", len(shards))
+			if o.FreezeFor > 0 {
+				tt := time.NewTimer(o.FreezeFor)
+				defer tt.Stop()
+				unfreeze = tt.C
+			}
+		case <-unfreeze:
+			unfreeze = nil
+			for _, sh := range shards[:frozenShards] {
+				sh.frozen.Store(false)
+			}
+			for _, l := range ls {
+				if l != nil {
+					l.frozen.Store(false)
+				}
+			}
+			close(thaw)
+			o.Logger.Info("thawed listeners", "shards", frozenShards, "of", len(shards))
 		case <-timer.C:
 			break wait
 		case <-ctx.Done():
@@ -409,21 +616,32 @@ wait:
 	wg.Wait()
 	<-progressDone
 
-	rep := &Report{Listeners: o.Listeners, Seconds: end.Sub(measureStart).Seconds(), Errors: map[string]int{}}
-	var lat []time.Duration
-	var rates []float64
+	rep := &Report{Listeners: o.Listeners, Seconds: end.Sub(measureStart).Seconds(), Errors: map[string]int{}, ReconnectsByReason: map[string]int64{}}
+	tl := publisherTimeline(ls)
+	var (
+		lat   []time.Duration
+		rates []float64
+		gaps  []time.Duration
+	)
 	for _, l := range ls {
 		if l == nil {
 			continue
 		}
-		switch {
-		case !l.connected:
-			rep.Failed++
-			rep.Errors[l.err]++
-			continue
-		case l.frozen.Load():
+		if l.connected && l.frozen.Load() {
 			rep.Frozen++
 			rep.Connected++
+			continue
+		}
+		gap, silent := l.settle(end, o.Silence, tl)
+		gaps = append(gaps, gap)
+		if silent {
+			rep.SilentAtEnd++
+		}
+		rep.FramesLost += l.lost
+		rep.GroupsMissing += l.missed
+		if !l.connected {
+			rep.Failed++
+			rep.Errors[l.err]++
 			continue
 		}
 		rep.Connected++
@@ -432,17 +650,14 @@ wait:
 			rep.Errors[l.err]++
 		}
 		rep.Reconnects += l.reconnects
-		gap := l.maxGap
+		for r, n := range l.reasons {
+			rep.ReconnectsByReason[r] += n
+		}
 		if !l.live {
 			rep.ListenersLost++
-			gap = max(gap, end.Sub(l.downSince))
 		}
-		rep.MaxGapMs = max(rep.MaxGapMs, float64(gap)/1e6)
-		l.finish(end, o.Late)
 		rep.FramesReceived += l.frames
-		rep.FramesLost += l.lost
 		rep.LateFrames += l.late
-		rep.GroupsMissing += l.missed
 		rep.GroupsCut += l.cut
 		rep.BytesReceived += l.bytes
 		lat = append(lat, l.latSample...)
@@ -450,6 +665,11 @@ wait:
 		if secs := end.Sub(measureStart).Seconds(); secs > 0 {
 			rates = append(rates, float64(l.windowBytes)*8/secs)
 		}
+	}
+	rep.GapMs = percentiles(gaps)
+	rep.FramesExpected = rep.FramesReceived + rep.FramesLost
+	if rep.FramesExpected > 0 {
+		rep.LossRatio = float64(rep.FramesLost) / float64(rep.FramesExpected)
 	}
 	if len(rates) > 0 {
 		sum, mn := 0.0, math.Inf(1)
@@ -465,6 +685,9 @@ wait:
 	}
 	if len(rep.Errors) == 0 {
 		rep.Errors = nil
+	}
+	if len(rep.ReconnectsByReason) == 0 {
+		rep.ReconnectsByReason = nil
 	}
 	return rep, nil
 }

@@ -9,12 +9,14 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/relayfleet/relayfleet/relay"
+	"github.com/relayfleet/relayfleet/relay/client"
 	"github.com/relayfleet/relayfleet/relay/loadgen"
 	"github.com/relayfleet/relayfleet/relay/router"
 )
@@ -91,8 +93,18 @@ func TestRunCountsWhatArrives(t *testing.T) {
 			if rep.FramesReceived == 0 || rep.BitrateBpsMean <= 0 {
 				t.Fatalf("report %+v: nothing received", rep)
 			}
-			if rep.FramesLost != 0 || rep.LateFrames != 0 {
-				t.Fatalf("report %+v: frames lost or late on an idle loopback", rep)
+			// About nothing lost: on a loaded machine (-race, other
+			// builds) a listener's socket overflows now and then, and a
+			// group retransmitted more than a silence timeout later, or
+			// dropped by the relay for a listener too slow, counts as lost.
+			if rep.LossRatio > 0.02 || rep.LateFrames != 0 ||
+				rep.FramesExpected != rep.FramesReceived+rep.FramesLost || (rep.FramesLost == 0) != (rep.LossRatio == 0) {
+				t.Fatalf("report %+v: frames lost (relay dropped %d groups) or late on a loopback", rep, r.Stats().GroupsDropped)
+			}
+			// Every listener heard frames to the end; each waited at least
+			// one frame time (20 ms) between two.
+			if rep.SilentAtEnd != 0 || rep.GapMs.P50 < 10 || rep.GapMs.P50 > rep.GapMs.P99 || rep.GapMs.P99 > rep.GapMs.Max {
+				t.Fatalf("report %+v: want nobody silent at the end, and ordered gap percentiles of at least a frame time", rep)
 			}
 		})
 	}
@@ -129,6 +141,10 @@ func TestRunReportsFailures(t *testing.T) {
 	}
 	if rep.Failed+rep.Ended != 3 || len(rep.Errors) == 0 {
 		t.Fatalf("report %+v: want 3 failed with reasons", rep)
+	}
+	// They heard nothing: silent for the whole run.
+	if rep.SilentAtEnd != 3 || rep.GapMs.P50 <= 0 {
+		t.Fatalf("report %+v: want 3 silent at the end, silent all along", rep)
 	}
 }
 
@@ -273,8 +289,15 @@ func TestRunReconnectsAcrossRelayRestart(t *testing.T) {
 		snaps = append(snaps, s)
 		mu.Unlock()
 	})
-	if rep.ListenersLost != 0 || rep.Reconnects < 20 || rep.MaxGapMs <= 0 {
+	if rep.ListenersLost != 0 || rep.Reconnects < 20 || rep.GapMs.P50 <= 0 {
 		t.Fatalf("report %+v: want no listener lost, at least 20 reconnects, a gap", rep)
+	}
+	var byReason int64
+	for _, n := range rep.ReconnectsByReason {
+		byReason += n
+	}
+	if byReason != rep.Reconnects {
+		t.Fatalf("report %+v: reconnects by reason add up to %d", rep, byReason)
 	}
 	if rep.Ended != 20 {
 		t.Fatalf("report %+v: want all 20 to have seen their subscription end", rep)
@@ -296,8 +319,11 @@ func TestRunReconnectsAcrossRelayRestart(t *testing.T) {
 // restart loses every listener.
 func TestRunWithoutReconnectLosesListeners(t *testing.T) {
 	rep := runAcrossEdgeRestart(t, false, nil)
-	if rep.ListenersLost != 20 || rep.Ended != 20 || rep.Reconnects != 0 || rep.MaxGapMs <= 0 {
+	if rep.ListenersLost != 20 || rep.Ended != 20 || rep.Reconnects != 0 || rep.GapMs.P50 <= 0 {
 		t.Fatalf("report %+v: want all 20 lost and ended, no reconnect", rep)
+	}
+	if rep.SilentAtEnd != 20 || rep.FramesLost == 0 {
+		t.Fatalf("report %+v: want all 20 silent at the end, and what was sent since lost", rep)
 	}
 }
 
@@ -349,11 +375,14 @@ func TestRunReconnectsThroughRouter(t *testing.T) {
 }
 
 // TestRunReconnectGivesUpAtEnd: listeners of a relay that never comes back
-// keep trying until the run ends, which it does on time; they are lost.
+// keep trying until the run ends, which it does on time; they are lost,
+// silent at the end for at least as long as the relay has been gone, and
+// what the publisher sent meanwhile counts as lost.
 func TestRunReconnectGivesUpAtEnd(t *testing.T) {
 	origin := startRelayAndPublisher(t, 1)
 	edge, stopEdge := startEdge(t, "127.0.0.1:0", origin)
 	done := make(chan struct{})
+	var stopped time.Time // when the edge was gone: no frame after this
 	start := time.Now()
 	rep, err := loadgen.Run(context.Background(), loadgen.Options{
 		URL: fmt.Sprintf("http://%s/", edge.Addr()), Broadcast: "live", Listeners: 5, Duration: 2500 * time.Millisecond,
@@ -364,6 +393,7 @@ func TestRunReconnectGivesUpAtEnd(t *testing.T) {
 					defer close(done)
 					time.Sleep(200 * time.Millisecond)
 					stopEdge()
+					stopped = time.Now()
 				}()
 			}
 		},
@@ -372,10 +402,79 @@ func TestRunReconnectGivesUpAtEnd(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Logf("report: %+v", rep)
 	if d := time.Since(start); d > 6*time.Second {
 		t.Fatalf("Run took %v for a 2.5 s window", d)
 	}
-	if rep.Connected != 5 || rep.ListenersLost != 5 || rep.Reconnects != 0 || rep.MaxGapMs <= 0 || rep.Ended != 5 {
+	if rep.Connected != 5 || rep.ListenersLost != 5 || rep.Reconnects != 0 || rep.Ended != 5 {
 		t.Fatalf("report %+v: want 5 connected, all lost, no reconnect", rep)
+	}
+	// The run ended rep.Seconds after its window started, which was after
+	// start: every listener was silent at least from stopped to then.
+	silentFor := start.Add(time.Duration(rep.Seconds * float64(time.Second))).Sub(stopped)
+	if rep.SilentAtEnd != 5 || rep.GapMs.P50 < float64(silentFor.Milliseconds()) {
+		t.Fatalf("report %+v: want 5 silent at the end, each for at least %v", rep, silentFor)
+	}
+	// 20 ms frames: what was sent from the stop to a silence timeout
+	// before the end is lost, at least half of it (the estimate starts at
+	// the last frame's arrival), and no more than the run sent.
+	perListener := int64((silentFor - client.DefaultSilence) / (20 * time.Millisecond))
+	if rep.FramesLost < 5*perListener/2 || rep.FramesLost > 5*int64(time.Since(start)/(20*time.Millisecond)) || rep.LossRatio <= 0 {
+		t.Fatalf("report %+v: want about %d frames lost per listener", rep, perListener)
+	}
+}
+
+// TestRunReportsFrozenGap: listeners frozen for 1.5 s (their packets
+// dropped both ways, nothing read) and then thawed report an audible gap
+// of at least 1.5 s, and are measured like the others; the rest are not.
+func TestRunReportsFrozenGap(t *testing.T) {
+	for _, reconnect := range []bool{false, true} {
+		t.Run(fmt.Sprintf("reconnect %v", reconnect), func(t *testing.T) {
+			r := startRelayAndPublisher(t, 1)
+			const freezeFor = 1500 * time.Millisecond
+			rep, err := loadgen.Run(context.Background(), loadgen.Options{
+				URL: fmt.Sprintf("http://%s/", r.Addr()), Broadcast: "live", Listeners: 8, Shards: 4,
+				Duration: 3 * time.Second, Freeze: 0.5, FreezeAt: 300 * time.Millisecond, FreezeFor: freezeFor,
+				Late: time.Hour, Reconnect: reconnect, Logger: quietLogger(),
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Logf("report: %+v", rep)
+			if rep.Connected != 8 || rep.Frozen != 0 {
+				t.Fatalf("report %+v: want 8 connected, none frozen at the end", rep)
+			}
+			if rep.GapMs.Max < float64(freezeFor.Milliseconds()) || rep.GapMs.P99 < float64(freezeFor.Milliseconds()) {
+				t.Fatalf("report %+v: want the frozen listeners' gap of at least %v", rep, freezeFor)
+			}
+			// Half the listeners were never frozen: the median listener
+			// (nearest rank: the 4th of 8) did not suffer the freeze.
+			if rep.GapMs.P50 >= float64(freezeFor.Milliseconds()) {
+				t.Fatalf("report %+v: the listeners never frozen report a gap of the freeze", rep)
+			}
+			if rep.SilentAtEnd != 0 {
+				t.Fatalf("report %+v: thawed listeners hear again by the end", rep)
+			}
+		})
+	}
+}
+
+func TestReportWriteText(t *testing.T) {
+	rep := &loadgen.Report{
+		Listeners: 10, Connected: 9, Failed: 1, GapMs: loadgen.GapStats{P50: 40, P99: 2300, Max: 2512.4}, SilentAtEnd: 2,
+		FramesReceived: 990, FramesLost: 10, FramesExpected: 1000, LossRatio: 0.01, Seconds: 2,
+		Reconnects: 3, ReconnectsByReason: map[string]int64{"silent": 2, "going-away": 1}, Errors: map[string]int{"dial: timeout": 1},
+	}
+	var b strings.Builder
+	rep.WriteText(&b)
+	for _, want := range []string{
+		"audible gap per listener: p50 40 ms, p99 2300 ms, longest 2512 ms; silent at the end 2\n",
+		"frames received 990, lost 10 of 1000 expected (1.000%), late 0 over 2.0 s\n",
+		"reconnects 3 (going-away 1, silent 2), listeners lost 0\n",
+		"error x1: dial: timeout\n",
+	} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("summary lacks %q:\n%s", want, b.String())
+		}
 	}
 }
