@@ -70,7 +70,7 @@ func runRollout(ctx context.Context, args []string, stdout io.Writer) error {
 			// fleet must serve 90% of its listeners again before the next
 			// process goes.
 			var before int64
-			drain := func(inst string) error {
+			drain := func(_ context.Context, inst string) error {
 				n, err := fleetListeners(ctx, targets)
 				if err != nil {
 					return err
@@ -84,7 +84,7 @@ func runRollout(ctx context.Context, args []string, stdout io.Writer) error {
 				}
 				return listenersReturn(ctx, targets, before, 0.9, *listenerWait)
 			}
-			undrain := func(inst string) error { return provision.DrainOnBox(ctx, t.Run, inst, false) }
+			undrain := func(_ context.Context, inst string) error { return provision.DrainOnBox(ctx, t.Run, inst, false) }
 			r, err := provision.Rollout(ctx, t.Run, provision.Releases{}, binary, insts, health, drain, undrain)
 			if err != nil {
 				stopped.Store(true)
