@@ -34,7 +34,7 @@ func listen(ctx context.Context, o Options, res *client.Resolver, sh *shard, l *
 			case <-dctx.Done():
 			}
 		}
-		if c, err = subscribe(ctx, dctx, o, res, sh, time.Time{}); err == nil || dctx.Err() != nil {
+		if c, err = subscribe(ctx, dctx, o, res, sh, time.Time{}, ""); err == nil || dctx.Err() != nil {
 			break
 		}
 	}
@@ -62,7 +62,7 @@ func listen(ctx context.Context, o Options, res *client.Resolver, sh *shard, l *
 		if !o.Reconnect || !retry {
 			return
 		}
-		if c = reconnect(ctx, o, res, sh, l, sem); c == nil {
+		if c = reconnect(ctx, o, res, sh, l, sem, c.relay); c == nil {
 			return
 		}
 		l.reconnects++
@@ -81,7 +81,11 @@ func listen(ctx context.Context, o Options, res *client.Resolver, sh *shard, l *
 // from 100 ms to 2 s between attempts. Each attempt holds a place in sem,
 // as first dials do, so that a crowd reconnecting at once is not refused
 // by the relay's accept queue.
-func reconnect(ctx context.Context, o Options, res *client.Resolver, sh *shard, l *listener, sem chan struct{}) *subscription {
+//
+// The first attempt asks the router to avoid failed, the relay the
+// subscription was on: it never answers that relay and re-polls it, so a
+// dead relay leaves the pool for everyone.
+func reconnect(ctx context.Context, o Options, res *client.Resolver, sh *shard, l *listener, sem chan struct{}, failed string) *subscription {
 	backoff := 100 * time.Millisecond
 	since := l.downSince // resolve afresh: the relay may have restarted
 	for {
@@ -91,7 +95,8 @@ func reconnect(ctx context.Context, o Options, res *client.Resolver, sh *shard, 
 			return nil
 		}
 		actx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		c, err := subscribe(ctx, actx, o, res, sh, since)
+		c, err := subscribe(ctx, actx, o, res, sh, since, failed)
+		failed = ""
 		cancel()
 		<-sem
 		if err == nil {
@@ -259,6 +264,8 @@ type subscription struct {
 	sess *client.Session
 	sub  *client.Subscription
 	stop func() bool
+	// relay is the relay's URL (Target.Relay).
+	relay string
 }
 
 func (s *subscription) close() {
@@ -269,8 +276,8 @@ func (s *subscription) close() {
 
 // subscribe connects (within dctx) and subscribes; the connection ends
 // with ctx, which unblocks a read stuck in a frozen group.
-func subscribe(ctx, dctx context.Context, o Options, res *client.Resolver, sh *shard, since time.Time) (*subscription, error) {
-	conn, sess, err := connect(dctx, o, res, sh, since)
+func subscribe(ctx, dctx context.Context, o Options, res *client.Resolver, sh *shard, since time.Time, avoid string) (*subscription, error) {
+	conn, sess, relay, err := connect(dctx, o, res, sh, since, avoid)
 	if err != nil {
 		return nil, err
 	}
@@ -281,15 +288,19 @@ func subscribe(ctx, dctx context.Context, o Options, res *client.Resolver, sh *s
 		sess.Close()
 		return nil, err
 	}
-	return &subscription{conn: conn, sess: sess, sub: sub, stop: stop}, nil
+	return &subscription{conn: conn, sess: sess, sub: sub, stop: stop, relay: relay}, nil
 }
 
 // connect dials the relay and performs SETUP; a certificate hash fetched
 // before since is fetched again.
-func connect(ctx context.Context, o Options, res *client.Resolver, sh *shard, since time.Time) (*quic.Conn, *client.Session, error) {
-	target, err := res.Resolve(ctx, since)
+func connect(ctx context.Context, o Options, res *client.Resolver, sh *shard, since time.Time, avoid string) (*quic.Conn, *client.Session, string, error) {
+	var avoiding []string
+	if avoid != "" {
+		avoiding = []string{avoid}
+	}
+	target, err := res.Resolve(ctx, since, avoiding...)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, "", err
 	}
 	idle := o.IdleTimeout
 	if idle <= 0 {
@@ -306,14 +317,14 @@ func connect(ctx context.Context, o Options, res *client.Resolver, sh *shard, si
 	qc.KeepAlivePeriod = min(qc.KeepAlivePeriod, idle/3)
 	conn, err := sh.tr.Dial(ctx, target.Addr, target.TLS, qc)
 	if err != nil {
-		return nil, nil, fmt.Errorf("dial: %w", err)
+		return nil, nil, "", fmt.Errorf("dial: %w", err)
 	}
 	sess, err := client.NewSession(ctx, transport.NewQUIC(conn), target.Path, o.Logger)
 	if err != nil {
 		_ = conn.CloseWithError(0, "")
-		return nil, nil, err
+		return nil, nil, "", err
 	}
-	return conn, sess, nil
+	return conn, sess, target.Relay, nil
 }
 
 // newResolver is the listeners' shared client.Resolver for o.

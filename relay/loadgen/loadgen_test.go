@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -476,5 +477,60 @@ func TestReportWriteText(t *testing.T) {
 		if !strings.Contains(b.String(), want) {
 			t.Errorf("summary lacks %q:\n%s", want, b.String())
 		}
+	}
+}
+
+// TestRunReconnectAvoidsTheFailedRelay: a listener whose relay goes asks
+// the router to avoid it (avoid=URL), so a router that has not noticed
+// yet sends it elsewhere at once.
+func TestRunReconnectAvoidsTheFailedRelay(t *testing.T) {
+	origin := startRelayAndPublisher(t, 1)
+	a, stopA := startEdge(t, "127.0.0.1:0", origin)
+	b, _ := startEdge(t, "127.0.0.1:0", origin)
+	urlA := fmt.Sprintf("http://%s/", a.Addr())
+	var avoided atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/route" || r.URL.Query().Get("broadcast") != "live" {
+			http.NotFound(w, r)
+			return
+		}
+		// This router never notices A is gone: only avoid= moves a
+		// listener off it.
+		r2 := a
+		if slices.Contains(r.URL.Query()["avoid"], urlA) {
+			avoided.Add(1)
+			r2 = b
+		}
+		fmt.Fprintf(w, `{"url": "http://%s/", "certificate_sha256": %q}`, r2.Addr(), r2.CertificateHash())
+	}))
+	defer srv.Close()
+	done := make(chan struct{})
+	rep, err := loadgen.Run(context.Background(), loadgen.Options{
+		Router: srv.URL, Broadcast: "live", Listeners: 10, Shards: 2, Duration: 3 * time.Second, Late: time.Hour,
+		Reconnect: true, IdleTimeout: idleTimeout, Logger: quietLogger(),
+		Window: func(start bool) {
+			if !start {
+				return
+			}
+			go func() {
+				defer close(done)
+				time.Sleep(300 * time.Millisecond)
+				stopA()
+			}()
+		},
+	})
+	<-done
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("report: %+v", rep)
+	if avoided.Load() < 10 {
+		t.Fatalf("the router was asked to avoid %s %d times, want at least once per listener (10)", urlA, avoided.Load())
+	}
+	if rep.ListenersLost != 0 || rep.SilentAtEnd != 0 || rep.Reconnects < 10 {
+		t.Fatalf("report %+v: want none lost or silent at the end, at least 10 reconnects", rep)
+	}
+	if st := b.Stats(); st.SessionsTotal < 10 {
+		t.Fatalf("edge B saw %d sessions, want the 10 listeners", st.SessionsTotal)
 	}
 }
