@@ -590,10 +590,12 @@ func (f *faultFleet) runCrash(t *testing.T, c crashCase) {
 		if s[0].ok && s[0].CertificateSHA256 == before[0].CertificateSHA256 {
 			s[0].ok = false // the old process: its sessions are not back
 		} else if s[0].ok && replaced == 0 {
-			replaced = time.Since(t0)
+			replaced = at.Sub(t0)
 		}
+		// The counts are as of when they were asked (the live processes
+		// answer at once; a hung one would add its timeout).
 		if n, _ := sessionsOf(s); n >= listeners && atBack == nil {
-			back, atBack = time.Since(t0), s
+			back, atBack = at.Sub(t0), s
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
