@@ -108,6 +108,7 @@ func TestRestartedProcessResetsAndSIGTERMSheds(t *testing.T) {
 	if err != nil {
 		t.Fatalf("the connection ended before B could answer: %v", err)
 	}
+	poked := time.Now()
 	_, _ = st.Write(make([]byte, 100))
 	select {
 	case <-conn.Context().Done():
@@ -115,11 +116,13 @@ func TestRestartedProcessResetsAndSIGTERMSheds(t *testing.T) {
 		if err := context.Cause(conn.Context()); !errors.As(err, &sr) {
 			t.Fatalf("the connection ended with %v, want a stateless reset", err)
 		}
+		t.Logf("stateless reset %v after the write to the restarted port", time.Since(poked).Round(time.Millisecond))
 	case <-time.After(10 * time.Second):
 		t.Fatal("no stateless reset within 10 s")
 	}
 
 	conn2 := dialSession(t, ctx, addr)
+	term := time.Now()
 	if err := bproc.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
@@ -129,6 +132,7 @@ func TestRestartedProcessResetsAndSIGTERMSheds(t *testing.T) {
 		if err := context.Cause(conn2.Context()); !errors.As(err, &ae) || !ae.Remote || uint64(ae.ErrorCode) != moqlite.CodeGoingAway {
 			t.Fatalf("on SIGTERM the session ended with %v, want going-away (0x10)", err)
 		}
+		t.Logf("going-away %v after SIGTERM", time.Since(term).Round(time.Millisecond))
 	case <-time.After(10 * time.Second):
 		t.Fatal("no going-away within 10 s of SIGTERM")
 	}
