@@ -168,6 +168,26 @@ func TestConvergeLabBoxes(t *testing.T) {
 		t.Errorf("exposure %q (%v): want at most 2.0", out, err)
 	}
 
+	// Each box made its own reset secret, root's alone, and every relay
+	// process got it as a credential. Only hashes are compared here.
+	secretHash := func(run provision.Runner) string {
+		t.Helper()
+		out, err := run.Run(ctx, "stat -c '%s %a %U' "+units.ResetSecretFile+" && sha256sum "+units.ResetSecretFile+" | cut -d' ' -f1 && sha256sum /run/credentials/relay@4443.service/"+units.ResetSecretName+" | cut -d' ' -f1", nil)
+		f := strings.Fields(string(out))
+		if err != nil || len(f) != 5 || strings.Join(f[:3], " ") != "32 600 root" || f[3] != f[4] {
+			t.Fatalf("reset secret: %v, %d fields (want 32 bytes 0600 root, the same as relay@4443's credential)", err, len(f))
+		}
+		return f[3]
+	}
+	secrets := map[string]bool{}
+	for _, b := range boxes {
+		secrets[secretHash(pool.Runner(host(b)))] = true
+	}
+	if len(secrets) != len(boxes) {
+		t.Errorf("%d distinct reset secrets on %d boxes", len(secrets), len(boxes))
+	}
+	secret0 := secretHash(run0)
+
 	// A second run on converged hosts changes nothing.
 	for _, b := range boxes {
 		r, err := provision.Converge(ctx, pool.Runner(host(b)), plan(t, b, release, 0), rel, binary, false)
@@ -199,6 +219,11 @@ func TestConvergeLabBoxes(t *testing.T) {
 	out, _ = run0.Run(ctx, "systemctl show -p MemoryMax --value relay@4443.service", nil)
 	if want := fmt.Sprint((b0.RAM - 512<<20) / 2); strings.TrimSpace(string(out)) != want {
 		t.Errorf("MemoryMax = %s, want %s", out, want)
+	}
+	// Restarts and converges keep the box's reset secret: a restarted
+	// process resets its predecessor's connections with the same key.
+	if secretHash(run0) != secret0 {
+		t.Error("the reset secret changed across converges and restarts")
 	}
 }
 

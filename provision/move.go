@@ -429,3 +429,48 @@ func Rebalance(ctx context.Context, boxes []Box, tolerance float64, rate int, wa
 		}
 	}
 }
+
+// BurstDrain empties an event's boxes, make before break: every relay
+// process on them is marked draining first (the caller has already marked
+// them draining in the router's list), then, after wait (two router polls:
+// the router reloads its list and polls within one), each is told to send
+// its sessions away (going-away close, rate a second), so its listeners
+// reconnect through the router to the boxes that stay while these still
+// run. It does not wait for them to leave: the caller counts what is left
+// until its drain deadline. A relay build without /shed is only drained.
+func BurstDrain(ctx context.Context, boxes []Box, wait time.Duration, rate int) error {
+	type proc struct {
+		box  Box
+		inst string
+	}
+	var procs []proc
+	for _, b := range boxes {
+		insts, err := ActiveInstances(ctx, b.Run)
+		if err != nil {
+			return fmt.Errorf("%s: %w", b.Name, err)
+		}
+		for _, inst := range insts {
+			if err := DrainOnBox(ctx, b.Run, inst, true); err != nil {
+				return fmt.Errorf("%s: %w", b.Name, err)
+			}
+			procs = append(procs, proc{b, inst})
+		}
+	}
+	if len(procs) == 0 {
+		return nil
+	}
+	if err := sleepCtx(ctx, wait); err != nil {
+		return err
+	}
+	errs := make([]error, len(procs))
+	var wg sync.WaitGroup
+	for i, p := range procs {
+		wg.Go(func() {
+			if _, err := ShedOnBox(ctx, p.box.Run, p.inst, "all", rate); err != nil && !errors.Is(err, ErrNoShed) {
+				errs[i] = fmt.Errorf("%s: %w", p.box.Name, err)
+			}
+		})
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}

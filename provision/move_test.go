@@ -420,3 +420,52 @@ func TestRebalance(t *testing.T) {
 		t.Errorf("b shed: %v", b.log())
 	}
 }
+
+// TestBurstDrain: every process of every box is drained before any is
+// shed, and the shed waits for the router; an old build without /shed is
+// only drained.
+func TestBurstDrain(t *testing.T) {
+	a, b := newSimBox(map[int]int{4443: 5, 4444: 6}), newSimBox(map[int]int{4443: 7})
+	var drained, shed []time.Time
+	var mu sync.Mutex
+	record := func(bx *simBox) {
+		bx.onShed = func(int) { mu.Lock(); shed = append(shed, time.Now()); mu.Unlock() }
+	}
+	record(a)
+	record(b)
+	start := time.Now()
+	if err := BurstDrain(context.Background(), []Box{{"a", a}, {"b", b}}, 200*time.Millisecond, 50); err != nil {
+		t.Fatal(err)
+	}
+	for _, bx := range []*simBox{a, b} {
+		for _, e := range bx.log() {
+			if strings.HasPrefix(e, "POST /drain") {
+				drained = append(drained, start)
+			}
+		}
+		for port, p := range bx.procs {
+			if !p.draining || p.sessions != 0 {
+				t.Errorf("process %d: draining %v with %d sessions", port, p.draining, p.sessions)
+			}
+		}
+	}
+	if len(drained) != 3 || len(shed) != 3 {
+		t.Fatalf("%d drained, %d shed; want 3 and 3", len(drained), len(shed))
+	}
+	for _, at := range shed {
+		if at.Sub(start) < 200*time.Millisecond {
+			t.Errorf("shed %v after the start, before the router wait", at.Sub(start))
+		}
+	}
+	if got := strings.Join(b.log(), "\n"); got != "POST /drain 4443\nshed 4443: 7 at rate 50" {
+		t.Errorf("b's events:\n%s", got)
+	}
+	old := newSimBox(map[int]int{4443: 4})
+	old.noShed = true
+	if err := BurstDrain(context.Background(), []Box{{"old", old}}, time.Millisecond, 50); err != nil {
+		t.Fatalf("old build: %v", err)
+	}
+	if p := old.proc(4443); !p.draining || p.sessions != 4 {
+		t.Errorf("old build: %+v", p)
+	}
+}

@@ -116,7 +116,7 @@ func processStatus(ctx context.Context, run Runner, unit string) ProcessStatus {
 		}
 		return p
 	}
-	p.Listeners, p.Headroom, p.Admitting, p.Draining = doc.Subscribers, doc.Headroom, doc.Admitting, doc.Draining
 	p.Sessions = doc.Sessions
+	p.Listeners, p.Headroom, p.Admitting, p.Draining = doc.Subscribers, doc.Headroom, doc.Admitting, doc.Draining
 	return p
 }

@@ -2,13 +2,46 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
 	"sync/atomic"
+	"text/tabwriter"
 	"time"
 
 	"github.com/relayfleet/relayfleet/provision"
 )
+
+// urlList is a repeatable URL flag.
+type urlList []string
+
+func (l *urlList) String() string { return strings.Join(*l, ",") }
+
+func (l *urlList) Set(s string) error {
+	u, err := url.Parse(s)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return fmt.Errorf("want an http:// or https:// URL, got %q", s)
+	}
+	*l = append(*l, s)
+	return nil
+}
+
+// lockedWriter serialises the lines of boxes rolled at once.
+type lockedWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
+}
 
 func runRollout(ctx context.Context, args []string, stdout io.Writer) error {
 	fs := newFlags("rollout", stdout)
@@ -17,6 +50,14 @@ func runRollout(ctx context.Context, args []string, stdout io.Writer) error {
 	binaryPath := fs.String("relay-binary", "", "the new relay build (required)")
 	boxes := fs.Int("boxes", 1, "boxes rolled at once (each rolls one process at a time)")
 	listenerWait := fs.Duration("listener-wait", 30*time.Second, "how long listeners get to come back after each restart (90% of the box's)")
+	var routers urlList
+	fs.Var(&routers, "router", "a router whose GET /relays tells when it stops routing to a draining process (repeatable; default: wait two --router-poll intervals)")
+	routerPoll := fs.Duration("router-poll", time.Second, "the routers' poll interval (relay router --poll)")
+	shedRate := fs.Int("shed-rate", provision.DefaultShedRate, "sessions a second a drained process tells to reconnect elsewhere (going-away) before it restarts")
+	shedWait := fs.Duration("shed-wait", 30*time.Second, "how long a drained process's sessions get to leave before it restarts anyway")
+	rebalance := fs.Bool("rebalance", true, "after the rollout, processes above the fleet's mean by more than 20% shed the excess")
+	rebalanceRate := fs.Int("rebalance-rate", 20, "sessions a second a process sheds to rebalance")
+	rebalanceWait := fs.Duration("rebalance-wait", time.Minute, "how long the fleet gets to even out after the rebalancing shed")
 	if err := fs.parse(args); err != nil {
 		return err
 	}
@@ -28,6 +69,16 @@ func runRollout(ctx context.Context, args []string, stdout io.Writer) error {
 		return usagef("flag --relay-binary: required")
 	case *boxes <= 0:
 		return usagef("flag --boxes: must be positive, got %d", *boxes)
+	case *routerPoll <= 0:
+		return usagef("flag --router-poll: must be positive, got %v", *routerPoll)
+	case *shedRate <= 0:
+		return usagef("flag --shed-rate: must be positive, got %d", *shedRate)
+	case *shedWait <= 0:
+		return usagef("flag --shed-wait: must be positive, got %v", *shedWait)
+	case *rebalanceRate <= 0:
+		return usagef("flag --rebalance-rate: must be positive, got %d", *rebalanceRate)
+	case *rebalanceWait <= 0:
+		return usagef("flag --rebalance-wait: must be positive, got %v", *rebalanceWait)
 	}
 	binary, err := relayBinary(*binaryPath)
 	if err != nil {
@@ -38,7 +89,11 @@ func runRollout(ctx context.Context, args []string, stdout io.Writer) error {
 		return err
 	}
 	defer cleanup()
+	out := &lockedWriter{w: stdout}
 	start := time.Now()
+	logf := func(format string, args ...any) {
+		fmt.Fprintf(out, "%6.1fs "+format+"\n", append([]any{time.Since(start).Seconds()}, args...)...)
+	}
 	sem := make(chan struct{}, *boxes)
 	type outcome struct {
 		host    string
@@ -50,6 +105,7 @@ func runRollout(ctx context.Context, args []string, stdout io.Writer) error {
 	// After a box fails, boxes not yet started are left on their release:
 	// a build that fails one box is not pushed onto the next.
 	var stopped atomic.Bool
+	hc := &http.Client{Timeout: 5 * time.Second}
 	for _, t := range targets {
 		go func() {
 			sem <- struct{}{}
@@ -64,19 +120,39 @@ func runRollout(ctx context.Context, args []string, stdout io.Writer) error {
 				results <- outcome{host: t.Host.String(), err: err}
 				return
 			}
-			// Each process is drained first (the router stops sending it new
-			// listeners), restarted and checked; its listeners reconnect
-			// through the router to any process of the fleet, and the
-			// fleet must serve 90% of its listeners again before the next
-			// process goes.
+			// Make before break: each process is drained (the router stops
+			// sending it new listeners), then, once no router routes there,
+			// told to send its listeners away (going-away close): they
+			// reconnect through the router to the other processes while it
+			// still runs. Then it restarts on the new build and is checked;
+			// the fleet must serve 90% of its listeners again before the
+			// next process goes.
+			host, _, _ := net.SplitHostPort(t.Host.Addr())
+			move := provision.Move{
+				Run:       t.Run,
+				BlindWait: 2 * *routerPoll,
+				// A router notices a drain at its next poll.
+				RouterWait: 10 * *routerPoll,
+				ShedRate:   *shedRate,
+				EmptyWait:  *shedWait,
+				Log: func(format string, args ...any) {
+					logf("%s: "+format, append([]any{t.Host.String()}, args...)...)
+				},
+			}
+			if len(routers) > 0 {
+				move.Routed = func(ctx context.Context, inst string) (bool, bool, error) {
+					return routersRoute(ctx, hc, routers, host, inst)
+				}
+			}
 			var before int64
-			drain := func(_ context.Context, inst string) error {
+			drain := func(ctx context.Context, inst string) error {
 				n, err := fleetListeners(ctx, targets)
 				if err != nil {
 					return err
 				}
 				before = n
-				return provision.DrainOnBox(ctx, t.Run, inst, true)
+				_, err = move.Out(ctx, inst)
+				return err
 			}
 			health := func(ctx context.Context, run provision.Runner, inst string) error {
 				if err := provision.HealthzOnBox(ctx, run, inst); err != nil {
@@ -84,7 +160,7 @@ func runRollout(ctx context.Context, args []string, stdout io.Writer) error {
 				}
 				return listenersReturn(ctx, targets, before, 0.9, *listenerWait)
 			}
-			undrain := func(_ context.Context, inst string) error { return provision.DrainOnBox(ctx, t.Run, inst, false) }
+			undrain := func(ctx context.Context, inst string) error { return provision.DrainOnBox(ctx, t.Run, inst, false) }
 			r, err := provision.Rollout(ctx, t.Run, provision.Releases{}, binary, insts, health, drain, undrain)
 			if err != nil {
 				stopped.Store(true)
@@ -92,26 +168,89 @@ func runRollout(ctx context.Context, args []string, stdout io.Writer) error {
 			results <- outcome{host: t.Host.String(), r: r, err: err}
 		}()
 	}
-	failed, skipped := 0, 0
+	failed, skipped, moved := 0, 0, 0
 	for range targets {
 		o := <-results
 		switch {
 		case o.skipped:
 			skipped++
-			fmt.Fprintf(stdout, "%6.1fs %s: skipped, the rollout stopped after a failure\n", time.Since(start).Seconds(), o.host)
+			logf("%s: skipped, the rollout stopped after a failure", o.host)
 		case o.err != nil:
 			failed++
-			fmt.Fprintf(stdout, "%6.1fs %s: FAILED: %s\n", time.Since(start).Seconds(), o.host, oneLine(o.err))
+			logf("%s: FAILED: %s", o.host, oneLine(o.err))
 		case o.r.From == o.r.To:
-			fmt.Fprintf(stdout, "%6.1fs %s: already on %s\n", time.Since(start).Seconds(), o.host, short(o.r.To))
+			logf("%s: already on %s", o.host, short(o.r.To))
 		default:
-			fmt.Fprintf(stdout, "%6.1fs %s: %s -> %s, %d processes restarted one at a time\n", time.Since(start).Seconds(), o.host, short(o.r.From), short(o.r.To), len(o.r.Restarted))
+			moved++
+			logf("%s: %s -> %s, %d processes restarted one at a time", o.host, short(o.r.From), short(o.r.To), len(o.r.Restarted))
 		}
 	}
 	if failed > 0 {
 		return &exitError{exitHostsFailed, fmt.Sprintf("%d of %d boxes failed and rolled back, %d not started", failed, len(targets), skipped)}
 	}
+	if *rebalance && moved > 0 {
+		bs := make([]provision.Box, len(targets))
+		for i, t := range targets {
+			bs[i] = provision.Box{Name: t.Host.String(), Run: t.Run}
+		}
+		logf("rebalancing: processes above the mean by more than 20%% shed the excess, %d sessions a second", *rebalanceRate)
+		before, after, err := provision.Rebalance(ctx, bs, rebalanceTolerance, *rebalanceRate, *rebalanceWait, 500*time.Millisecond)
+		printBalance(out, before, after)
+		if err != nil {
+			return fmt.Errorf("rebalance: %w", err)
+		}
+		if !provision.Balanced(after, rebalanceTolerance) {
+			logf("the fleet is still more than 20%% off its mean after %v", *rebalanceWait)
+		}
+	}
 	return nil
+}
+
+// rebalanceTolerance is how far above the fleet's mean a process may stay.
+const rebalanceTolerance = 0.2
+
+// printBalance shows each process's sessions before and after the
+// rebalancing, with the fleet's mean.
+func printBalance(w io.Writer, before, after []provision.ProcLoad) {
+	mean := func(ps []provision.ProcLoad) float64 {
+		m, _ := provision.PlanRebalance(ps, rebalanceTolerance)
+		return m
+	}
+	got := map[string]int64{}
+	for _, p := range after {
+		got[p.Box+" "+p.Unit] = p.Sessions
+	}
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "box\tprocess\tsessions before\tafter")
+	for _, p := range before {
+		a, ok := got[p.Box+" "+p.Unit]
+		after := "?"
+		if ok {
+			after = fmt.Sprint(a)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\n", p.Box, p.Unit, p.Sessions, after)
+	}
+	fmt.Fprintf(tw, "mean\t\t%.1f\t%.1f\n", mean(before), mean(after))
+	tw.Flush()
+}
+
+// routersRoute asks every router whether it still routes new listeners
+// to the instance on host: routed when any does, known when any lists it.
+func routersRoute(ctx context.Context, hc *http.Client, routers []string, host, inst string) (routed, known bool, err error) {
+	port, err := provision.InstancePort(inst)
+	if err != nil {
+		return false, false, err
+	}
+	var errs []error
+	for _, r := range routers {
+		rt, kn, err := provision.RouterRoutes(ctx, hc, r, host, port)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		routed, known = routed || rt, known || kn
+	}
+	return routed, known, errors.Join(errs...)
 }
 
 func short(sha string) string {

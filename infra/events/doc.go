@@ -10,7 +10,10 @@
 //	from start - lead     its own Pulumi stack of burst boxes, sized by the
 //	                      planner from the peak less the steady fleet's
 //	                      capacity, converged and in the router's list
-//	from end              its relays marked draining (router and relay)
+//	from end              its relays marked draining (router and relay);
+//	                      two router polls later each relay tells its
+//	                      listeners to reconnect elsewhere (going-away
+//	                      close), so they move to the steady fleet
 //	once no listener is   the stack destroyed and removed, then the
 //	left, or end + drain  backend listed by label: a box of the event found
 //	                      there is an orphan, destroyed and reported

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"time"
 
 	"golang.org/x/crypto/ssh"
 
@@ -57,6 +58,11 @@ func (p *PulumiStacks) Repair(ctx context.Context, stack string, b program.Burst
 type SSHProbe struct {
 	Lab     provider.Config
 	KeyFile string
+	// RouterWait is the wait between the drain and the shed
+	// (DefaultRouterWait); ShedRate the sessions a second each process
+	// sends away (provision.DefaultShedRate).
+	RouterWait time.Duration
+	ShedRate   int
 
 	once   sync.Once
 	pool   *provision.Pool
@@ -140,18 +146,32 @@ func (s *SSHProbe) Listeners(ctx context.Context, hosts []program.HostEntry) (in
 	return total, err
 }
 
-// Drain implements Prober.
+// Drain implements Prober: every relay process on the hosts is marked
+// draining, then, once the router has had two polls to stop routing there,
+// told to send its listeners away (provision.BurstDrain), so they move to
+// the boxes that stay while these still serve.
 func (s *SSHProbe) Drain(ctx context.Context, hosts []program.HostEntry) error {
-	return s.each(ctx, hosts, func(run provision.Runner) error {
-		insts, err := provision.ActiveInstances(ctx, run)
-		if err != nil {
-			return err
-		}
-		for _, inst := range insts {
-			if err := provision.DrainOnBox(ctx, run, inst, true); err != nil {
-				return err
-			}
-		}
+	var boxes []provision.Box
+	i := 0
+	err := s.each(ctx, hosts, func(run provision.Runner) error {
+		boxes = append(boxes, provision.Box{Name: hosts[i].Name, Run: run})
+		i++
 		return nil
 	})
+	if err != nil {
+		return err
+	}
+	wait, rate := s.RouterWait, s.ShedRate
+	if wait <= 0 {
+		wait = DefaultRouterWait
+	}
+	if rate <= 0 {
+		rate = provision.DefaultShedRate
+	}
+	return provision.BurstDrain(ctx, boxes, wait, rate)
 }
+
+// DefaultRouterWait is how long a burst drain waits between marking the
+// relays draining and telling their listeners to move: two polls of a
+// router at its default one-second poll.
+const DefaultRouterWait = 2 * time.Second

@@ -173,11 +173,13 @@ type Router struct {
 	logger *slog.Logger
 	mux    *http.ServeMux
 
+	// runCtx is Run's context, for avoid= re-polls (under mu).
+	runCtx context.Context
+
 	mu     sync.Mutex
 	relays []*relayState
 	stamp  fileStamp               // the relays file as last loaded
 	pinned map[string]*http.Client // by SPKI pin
-	runCtx context.Context         // Run's context, for avoid= re-polls
 }
 
 // fileStamp tells a rewritten relays file from the one loaded: the fleet
