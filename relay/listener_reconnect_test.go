@@ -249,3 +249,72 @@ func (b *lockedBuffer) String() string {
 	defer b.mu.Unlock()
 	return string(b.b)
 }
+
+// TestShedReasonOnEveryTransport: a listener shed by the relay reads
+// "going-away" from its subscription's error over raw QUIC, WebTransport
+// and WebSocket, at once (not after its 10 s silence timeout).
+func TestShedReasonOnEveryTransport(t *testing.T) {
+	for _, tr := range []string{client.TransportQUIC, client.TransportWebTransport, client.TransportWebSocket} {
+		t.Run(tr, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+			defer cancel()
+			r, err := Start(ctx, Config{Listen: "127.0.0.1:0", Logger: testLogger()})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer r.Close()
+			publishTo(t, ctx, r)
+			s, err := client.Dial(ctx, "http://"+r.Addr().String()+"/", &client.Options{Logger: testLogger(), Transport: tr})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close()
+			ann, err := s.Announced(ctx, "")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := ann.WaitFor(ctx, "b"); err != nil {
+				t.Fatal(err)
+			}
+			ann.Close()
+			sub, err := s.Subscribe(ctx, "b", "t")
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer sub.Close()
+			for range 3 {
+				g, err := sub.NextGroupWithin(ctx, 5*time.Second)
+				if err != nil {
+					t.Fatal(err)
+				}
+				g.Close()
+			}
+			shed := time.Now()
+			if n := r.Server().Shed(ctx, 1, 100); n != 1 {
+				t.Fatalf("shed %d sessions, want 1", n)
+			}
+			var gotErr error
+			for gotErr == nil {
+				var g *client.GroupReader
+				if g, gotErr = sub.NextGroupWithin(ctx, 10*time.Second); gotErr == nil {
+					g.Close()
+				}
+			}
+			took := time.Since(shed)
+			if reason, ok := client.ReconnectReason(gotErr); reason != "going-away" || !ok {
+				t.Errorf("ReconnectReason(%v) = %q, %v; want going-away", gotErr, reason, ok)
+			}
+			if took > 5*time.Second {
+				t.Errorf("the subscription ended %v after the shed", took)
+			}
+			select {
+			case <-s.Done():
+			case <-time.After(5 * time.Second):
+				t.Fatal("session open 5 s after the shed")
+			}
+			if reason, _ := client.ReconnectReason(s.Err()); reason != "going-away" {
+				t.Errorf("session: ReconnectReason(%v) = %q", s.Err(), reason)
+			}
+		})
+	}
+}
