@@ -131,7 +131,7 @@ func TestListenerMovesOffAKilledRelay(t *testing.T) {
 	if m[1] != "silent" || m[2] != a.relayURL(client.TransportQUIC) || m[3] != b.relayURL(client.TransportQUIC) {
 		t.Errorf("reconnect line %q: want silent, from A to B", m[0])
 	}
-	if limit := client.DefaultSilence + 2*time.Second; took > limit || time.Duration(down*float64(time.Second)) > limit {
+	if limit := client.DefaultSilence + 3*time.Second; took > limit || time.Duration(down*float64(time.Second)) > limit {
 		t.Errorf("audio back %v after the kill (reported gap %.3f s), want within %v", took, down, limit)
 	}
 	router.mu.Lock()
