@@ -83,6 +83,10 @@ type Stats struct {
 	// Config.MaxConns so far.
 	TCPConns        int   `json:"tcp_conns"`
 	TCPConnsRefused int64 `json:"tcp_conns_refused_total"`
+
+	// ShedTotal counts sessions closed with going-away (POST /shed, a
+	// graceful stop).
+	ShedTotal int64 `json:"shed_total"`
 }
 
 // Stats returns the core's counters; the UDP fields are zero.
@@ -122,6 +126,7 @@ func (s *Server) Stats() Stats {
 	st.GroupsDropped = c.groupsDropped.Load()
 	st.SessionsOverloaded = c.sessionsOverloaded.Load()
 	st.AnnouncesRefused = c.announcesRefused.Load()
+	st.ShedTotal = c.sessionsShed.Load()
 	return st
 }
 
@@ -177,6 +182,7 @@ func (r *Relay) registry() *prometheus.Registry {
 	counter("sessions_reaped_total", "Silent sessions ended by the reaper.", func(s Stats) float64 { return float64(s.Reaped) })
 	counter("announces_refused_total", "Announces refused: too many broadcasts on one session, or a path too long.", func(s Stats) float64 { return float64(s.AnnouncesRefused) })
 	counter("sessions_overloaded_total", "Sessions closed for holding more buffered frame bytes than their budget.", func(s Stats) float64 { return float64(s.SessionsOverloaded) })
+	counter("sessions_shed_total", "Sessions closed with going-away (POST /shed, graceful stop).", func(s Stats) float64 { return float64(s.ShedTotal) })
 	gauge("udp_receive_buffer_bytes", "UDP receive buffer granted by the kernel (SO_RCVBUF).", func(s Stats) float64 { return float64(s.UDPReceiveBuffer) })
 	gauge("udp_send_buffer_bytes", "UDP send buffer granted by the kernel (SO_SNDBUF).", func(s Stats) float64 { return float64(s.UDPSendBuffer) })
 	gauge("udp_buffer_requested_bytes", "UDP buffer size the relay asked for.", func(s Stats) float64 { return float64(s.UDPBufferRequested) })
@@ -205,7 +211,7 @@ func (r *Relay) handler(withPprof bool) http.Handler {
 		_, _ = w.Write([]byte(r.CertificateHash()))
 	})
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
-		if r.ctx.Err() != nil {
+		if r.ctx.Err() != nil || r.stopping.Load() {
 			http.Error(w, "shutting down", http.StatusServiceUnavailable)
 			return
 		}
@@ -235,6 +241,9 @@ func (r *Relay) handler(withPprof bool) http.Handler {
 	}
 	mux.HandleFunc("POST /drain", drain(true))
 	mux.HandleFunc("DELETE /drain", drain(false))
+	// Shedding: POST /shed?n=N|all[&rate=R] closes sessions with
+	// going-away (shed.go). Only from the box itself, like /drain.
+	mux.HandleFunc("POST /shed", r.serveShed)
 	mux.HandleFunc("/", r.serveSession)
 	return mux
 }

@@ -13,6 +13,7 @@ import (
 	"runtime/debug"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/quic-go/quic-go"
@@ -101,6 +102,21 @@ type Config struct {
 	MaxConns int
 	// Logger receives the relay's logs; nil means slog.Default().
 	Logger *slog.Logger
+	// ResetSecret (at least MinResetSecret random bytes, kept on the box)
+	// derives the QUIC stateless reset key for the UDP port, so that a
+	// process restarted on the same port resets the connections its
+	// predecessor left behind (see reset.go). nil means a random key per
+	// process.
+	ResetSecret []byte
+	// ShedRate is how many sessions per second /shed and a graceful stop
+	// close with moqlite.CodeGoingAway by default; 0 means DefaultShedRate.
+	ShedRate float64
+	// ShutdownGrace bounds a graceful stop (Run, when its context ends):
+	// the relay stops admitting and sends going-away to every session,
+	// at ShedRate or faster so that all get it within the grace, then
+	// exits. 0 means DefaultShutdownGrace; negative means no going-away
+	// (sessions are closed at once with code 0).
+	ShutdownGrace time.Duration
 }
 
 // budget resolves Config.MemoryBudget against the cgroup limit.
@@ -156,6 +172,10 @@ type Relay struct {
 	bufSnd   int
 	bufAsked int
 
+	shedRate float64       // Config.ShedRate, resolved
+	grace    time.Duration // Config.ShutdownGrace, resolved
+	stopping atomic.Bool   // a graceful stop began
+
 	ctx    context.Context
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
@@ -196,6 +216,13 @@ func Start(ctx context.Context, cfg Config) (*Relay, error) {
 		certs.stop()
 		return nil, err
 	}
+	resetKey, err := statelessResetKey(cfg.ResetSecret, udp.LocalAddr().(*net.UDPAddr).Port)
+	if err != nil {
+		udp.Close()
+		tcp.Close()
+		certs.stop()
+		return nil, err
+	}
 	budget := cfg.budget(logger)
 	r := &Relay{
 		srv: NewServer(ServerOptions{
@@ -207,6 +234,14 @@ func Start(ctx context.Context, cfg Config) (*Relay, error) {
 		udp:      udp,
 		tcp:      tcp,
 		bufAsked: cfg.UDPBuffer,
+		shedRate: cfg.ShedRate,
+		grace:    cfg.ShutdownGrace,
+	}
+	if r.shedRate <= 0 {
+		r.shedRate = DefaultShedRate
+	}
+	if r.grace == 0 {
+		r.grace = DefaultShutdownGrace
 	}
 	if r.bufAsked <= 0 {
 		r.bufAsked = DefaultUDPBuffer
@@ -220,7 +255,10 @@ func Start(ctx context.Context, cfg Config) (*Relay, error) {
 		// TLS-ALPN-01 challenges, answered on the TCP port.
 		tlsConf.NextProtos = append(tlsConf.NextProtos, acmeTLS1)
 	}
-	r.tr = &quic.Transport{Conn: udp}
+	// The connection ID length stays quic-go's default (4 bytes) in every
+	// version: a successor process reads its predecessor's IDs with it to
+	// answer them with stateless resets.
+	r.tr = &quic.Transport{Conn: udp, StatelessResetKey: resetKey}
 	r.ql, err = r.tr.Listen(tlsConf, quicConfig())
 	if err != nil {
 		udp.Close()
@@ -456,17 +494,27 @@ func (r *Relay) ReloadCertificate() error { return r.certs.reload() }
 // Server is the relay core.
 func (r *Relay) Server() *Server { return r.srv }
 
-// Run starts a relay and serves until ctx ends. ready, if not nil, is
-// called once it listens. Under systemd (Type=notify) it sends READY=1 once
-// listening, WATCHDOG=1 when WatchdogSec is set, and STOPPING=1 on the way
-// out.
+// Run starts a relay and serves until ctx ends, then stops gracefully: it
+// stops admitting, sends every session going-away (moqlite.CodeGoingAway)
+// within Config.ShutdownGrace, and closes. ready, if not nil, is called
+// once it listens. Under systemd (Type=notify) it sends READY=1 once
+// listening, WATCHDOG=1 when WatchdogSec is set, and STOPPING=1 when ctx
+// ends.
 //
 // Run also sets the process's Go soft memory limit to 90% of the memory
 // budget, when there is one (Start leaves process-wide settings alone).
 func Run(ctx context.Context, cfg Config, ready func(*Relay)) error {
-	r, err := Start(ctx, cfg)
+	// The relay outlives ctx by the graceful stop; ctx ending while it
+	// starts still aborts the start.
+	rctx, rcancel := context.WithCancel(context.WithoutCancel(ctx))
+	defer rcancel()
+	abort := context.AfterFunc(ctx, rcancel)
+	r, err := Start(rctx, cfg)
 	if err != nil {
 		return err
+	}
+	if !abort() { // ctx ended during the start
+		return r.Close()
 	}
 	if b := r.srv.adm.budget; b > 0 {
 		limit := int64(float64(b) * softLimitFraction)
@@ -479,5 +527,6 @@ func Run(ctx context.Context, cfg Config, ready func(*Relay)) error {
 	stop := notifySystemd(ctx, r, r.logger)
 	<-ctx.Done()
 	stop()
+	r.gracefulStop(r.grace)
 	return r.Close()
 }

@@ -67,6 +67,10 @@ type Server struct {
 
 	counters counters
 	refused  refusals
+
+	// goingAway: sessions ending with the relay's context get
+	// moqlite.CodeGoingAway (a graceful stop), not code 0.
+	goingAway atomic.Bool
 }
 
 type counters struct {
@@ -83,6 +87,8 @@ type counters struct {
 	groupsDropped      atomic.Int64
 	sessionsOverloaded atomic.Int64
 	announcesRefused   atomic.Int64
+
+	sessionsShed atomic.Int64 // closed with going-away (shed.go)
 }
 
 // ServerOptions configures a Server.
@@ -170,6 +176,8 @@ type session struct {
 	sweepPackets uint64
 	sweepSeen    time.Time
 	reaped       bool
+
+	shed atomic.Bool // sent going-away (shed.go)
 }
 
 // ServeSession runs one moq-lite session until it ends or ctx is done, then
@@ -195,7 +203,7 @@ func (s *Server) serveSession(ctx context.Context, t transport.Session, u *url.U
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	stop := context.AfterFunc(ctx, func() { _ = t.CloseWithError(codeOK, "") })
+	stop := context.AfterFunc(ctx, func() { _ = t.CloseWithError(s.closeCode(), "") })
 	defer stop()
 	if c, ok := t.(interface{ Context() context.Context }); ok {
 		// No goroutine per session for this: a few KiB each at scale.
@@ -279,7 +287,7 @@ func (s *Server) serveSession(ctx context.Context, t transport.Session, u *url.U
 	sess.acceptBidi(ctx, spawn)
 
 	<-ctx.Done()
-	_ = t.CloseWithError(codeOK, "")
+	_ = t.CloseWithError(s.closeCode(), "")
 	s.dropSession(sess)
 	wg.Wait()
 	sess.log.Debug("session ended")

@@ -42,14 +42,14 @@ const usage = `usage:
   relay serve --listen HOST:PORT [--cert FILE --key FILE | --tls-key FILE | --acme-domain NAME [--acme-email E]
               [--acme-ca URL] [--acme-ca-root FILE] [--acme-dir DIR]] [--auth-key FILE [--public-listen PREFIX[,PREFIX]]...]
               [--udp-buffer BYTES] [--upstream URL[#spki=HEX][,URL...]] [--memory-budget BYTES] [--max-listeners N]
-              [--reap-after 15s] [--pprof] [--log-level LEVEL]
+              [--reap-after 15s] [--stateless-reset-secret FILE] [--shed-rate 200] [--shutdown-grace 3s] [--pprof] [--log-level LEVEL]
               (SIGHUP re-reads --cert and --key, which are also re-read when they change)
   relay router --listen HOST:PORT --relays FILE [--cert FILE --key FILE | --tls-key FILE] [--poll 1s] [--log-level LEVEL]   (SIGHUP reloads FILE)
   relay keygen --out FILE      (writes an ECDSA P-256 key for --tls-key; prints its SPKI sha256)
   relay pin --tls-key FILE     (prints the SPKI sha256 of a key)
   relay token --key FILE (--publish PREFIX | --subscribe PREFIX) [--ttl 1h]
   relay publish URL --name BROADCAST [--track audio] [--interval 120ms] [--frames 1] [--size 160] [--groups 0] [--trust-http-hash] [--token-file FILE]
-  relay listen (URL | --router URL [--router-spki HEX] [--insecure-router]) --name BROADCAST [--track audio] [--groups 0] [--check SIZE] [-v] [--trust-http-hash] [--token-file FILE]
+  relay listen (URL | --router URL [--router-spki HEX] [--insecure-router]) --name BROADCAST [--track audio] [--groups 0] [--check SIZE] [-v] [--trust-http-hash] [--token-file FILE] [--silence 960ms]
   relay publish URL --name BROADCAST --paced [--interval 120ms] [--frames 1] [--size 600]
   relay publish URL --name BROADCAST --ogg FILE|- [--ogg-pace=true|false] [--track audio]
   relay loadgen (--url URL [--certificate-sha256 HEX] | --router URL [--router-spki HEX] [--insecure-router]) --broadcast NAME --listeners N
@@ -166,6 +166,9 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	maxListeners := fs.Int("max-listeners", 0, "cap on open sessions; 0 means none")
 	reapAfter := fs.Duration("reap-after", relay.DefaultReapAfter, "end a QUIC session that received nothing for this long")
 	withPprof := fs.Bool("pprof", false, "serve /debug/pprof/ on the TCP port")
+	resetSecret := fs.String("stateless-reset-secret", "", "file with at least 32 random bytes (mode 0600 or 0400, e.g. %d/reset-secret under systemd): the QUIC stateless reset key for the port derives from it, so a restarted relay resets its predecessor's connections at once")
+	shedRate := fs.Float64("shed-rate", relay.DefaultShedRate, "sessions per second POST /shed and a graceful stop (SIGTERM) send going-away to")
+	shutdownGrace := fs.Duration("shutdown-grace", relay.DefaultShutdownGrace, "on SIGTERM, stop admitting and send every session going-away within this long, then exit; 0s closes sessions at once")
 	upstream := fs.String("upstream", "", "comma-separated relay URLs to pull broadcasts from that are not published here; URL#spki=HEX pins the origin's key (needed for an http:// origin not on loopback)")
 	pos, err := parse(fs, args)
 	if err != nil {
@@ -218,6 +221,12 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	if *reapAfter <= 0 {
 		return badUsage("--reap-after %v: must be positive", *reapAfter)
 	}
+	if *shedRate <= 0 || *shedRate > relay.MaxShedRate {
+		return badUsage("--shed-rate %v: want sessions per second, more than 0 and at most %d", *shedRate, relay.MaxShedRate)
+	}
+	if *shutdownGrace < 0 {
+		return badUsage("--shutdown-grace %v: must not be negative", *shutdownGrace)
+	}
 	logger, err := newLogger(stderr, *logLevel)
 	if err != nil {
 		return err
@@ -225,6 +234,15 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	cfg := relay.Config{
 		Listen: *listenAddr, UDPBuffer: buf, Upstreams: upstreams, Logger: logger,
 		MemoryBudget: budget, MaxSessions: *maxListeners, ReapAfter: *reapAfter, Pprof: *withPprof,
+		ShedRate: *shedRate, ShutdownGrace: *shutdownGrace,
+	}
+	if *shutdownGrace == 0 {
+		cfg.ShutdownGrace = -1 // Config: negative means none
+	}
+	if *resetSecret != "" {
+		if cfg.ResetSecret, err = relay.LoadResetSecret(*resetSecret); err != nil {
+			return badUsage("--stateless-reset-secret: %v", err)
+		}
 	}
 	cfg.CertFile, cfg.KeyFile = *certFile, *keyFile
 	if *tlsKey != "" {
@@ -589,6 +607,7 @@ func listen(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	insecureRouter := fs.Bool("insecure-router", false, insecureRouterHelp)
 	trustHash := fs.Bool("trust-http-hash", false, trustHTTPHashHelp)
 	tokenFile := fs.String("token-file", "", tokenFileHelp)
+	silence := fs.Duration("silence", client.DefaultSilence, "reconnect when no group comes for this long (through the router, avoiding the relay that went silent); 0 means wait forever")
 	pos, err := parse(fs, args)
 	if err != nil {
 		return err
@@ -616,29 +635,30 @@ func listen(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		return badUsage("--transport %q: want quic or websocket", *transport)
 	case *router == "" && (*routerSPKI != "" || *insecureRouter):
 		return badUsage("--router-spki and --insecure-router need --router")
-	}
-	dial := &client.Options{Transport: *transport, TrustHTTPHash: *trustHash}
-	if *router != "" {
-		ro, err := routerOptions(*router, *routerSPKI, *insecureRouter)
-		if err != nil {
-			return err
-		}
-		d, err := client.Route(ctx, *router, *name, ro)
-		if err != nil {
-			return err
-		}
-		u, dial.CertificateHash = d.URL, d.CertificateHash
-	}
-	if err := checkHashTrust(u, dial.CertificateHash, *trustHash); err != nil {
-		return err
-	}
-	if u, err = client.WithToken(u, tok); err != nil {
-		return err
+	case *silence < 0:
+		return badUsage("--silence %v: must not be negative", *silence)
 	}
 	logger, _ := newLogger(stderr, "info")
-	dial.Logger = logger
-	return client.RunListen(ctx, u, dial, client.ListenOptions{
+	dial := &client.Options{Transport: *transport, TrustHTTPHash: *trustHash, Logger: logger,
+		KeepAlive: client.KeepAlivePeriod(*silence)}
+	ro := client.ResolverOptions{URL: u, Broadcast: *name, Token: tok, TrustHTTPHash: *trustHash}
+	if *router != "" {
+		if ro.RouterOptions, err = routerOptions(*router, *routerSPKI, *insecureRouter); err != nil {
+			return err
+		}
+		ro.Router = *router
+	} else if err := checkHashTrust(u, "", *trustHash); err != nil {
+		return err
+	}
+	res, err := client.NewResolver(ro)
+	if err != nil {
+		return badUsage("%v", err)
+	}
+	// One line per reconnect: through the router to another relay, or
+	// to the same URL (a relay restarted in place).
+	return client.Listen(ctx, res, dial, client.ListenOptions{
 		Broadcast: *name, Track: *track, Groups: *groups, Check: *check, Verbose: *verbose,
+		Silence: *silence, Reconnect: true,
 	}, stdout)
 }
 

@@ -20,10 +20,26 @@ func TestBadInputExitsTwoWithOneLine(t *testing.T) {
 	if err := os.WriteFile(key, []byte("0123456789abcdef0123456789abcdef\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	short := filepath.Join(dir, "short-secret")
+	if err := os.WriteFile(short, []byte("0123456789"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	open := filepath.Join(dir, "open-secret")
+	if err := os.WriteFile(open, []byte("0123456789abcdef0123456789abcdef\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(open, 0o644); err != nil {
+		t.Fatal(err)
+	}
 	tests := []struct {
 		args []string
 		want string // substring naming the flag or problem
 	}{
+		{[]string{"serve", "--listen", "127.0.0.1:0", "--stateless-reset-secret", filepath.Join(dir, "none")}, "--stateless-reset-secret"},
+		{[]string{"serve", "--listen", "127.0.0.1:0", "--stateless-reset-secret", short}, "--stateless-reset-secret: " + short + ": 10 bytes, want at least 32"},
+		{[]string{"serve", "--listen", "127.0.0.1:0", "--stateless-reset-secret", open}, "--stateless-reset-secret: " + open + ": readable by every user"},
+		{[]string{"serve", "--listen", "127.0.0.1:0", "--shed-rate", "0"}, "--shed-rate"},
+		{[]string{"serve", "--listen", "127.0.0.1:0", "--shutdown-grace", "-1s"}, "--shutdown-grace"},
 		{nil, "usage"},
 		{[]string{"bogus"}, "unknown command"},
 		{[]string{"serve"}, "--listen"},

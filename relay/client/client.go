@@ -114,9 +114,31 @@ func Dial(ctx context.Context, rawURL string, opts *Options) (*Session, error) {
 	if err != nil {
 		return nil, fmt.Errorf("dial %s: %w", redact(u), err)
 	}
-	u.Fragment = ""
+	return dialWith(ctx, u, tlsConf, opts)
+}
 
-	var t transport.Session
+// DialTarget connects to a resolved relay (Resolver.Resolve) and performs
+// SETUP, trusting the relay as the target's TLS configuration says.
+func DialTarget(ctx context.Context, tg Target, opts *Options) (*Session, error) {
+	if opts == nil {
+		opts = &Options{}
+	}
+	u, err := url.Parse(tg.URL)
+	if err != nil {
+		return nil, fmt.Errorf("dial: %w", err)
+	}
+	tc := tg.TLS.Clone()
+	tc.NextProtos = nil
+	return dialWith(ctx, u, tc, opts)
+}
+
+// dialWith dials u (its port checked) with tlsConf over opts.Transport.
+func dialWith(ctx context.Context, u *url.URL, tlsConf *tls.Config, opts *Options) (*Session, error) {
+	u.Fragment = ""
+	var (
+		t   transport.Session
+		err error
+	)
 	pathParam := ""
 	switch opts.Transport {
 	case "", TransportQUIC:

@@ -53,3 +53,46 @@ func TestDialRejectsBadURLs(t *testing.T) {
 		t.Fatalf("Dial with a bad hash: %v", err)
 	}
 }
+
+func TestRouteAvoidingAsksTheRouter(t *testing.T) {
+	var got []string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got = r.URL.Query()["avoid"]
+		if r.URL.Query().Get("broadcast") != "room" {
+			t.Errorf("broadcast = %q", r.URL.Query().Get("broadcast"))
+		}
+		w.Write([]byte(`{"url":"https://127.0.0.1:4443/"}`))
+	}))
+	defer srv.Close()
+	rc, err := client.NewRouterClient(srv.URL, client.RouterOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	avoid := []string{"https://10.0.0.1:4443/", "https://10.0.0.2:4443/#spki=00"}
+	if _, err := rc.RouteAvoiding(ctx, "room", avoid...); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Join(got, " ") != strings.Join(avoid, " ") {
+		t.Errorf("avoid = %q, want %q", got, avoid)
+	}
+	if _, err := rc.Route(ctx, "room"); err != nil || len(got) != 0 {
+		t.Errorf("Route sent avoid %q (%v)", got, err)
+	}
+	// A resolver passes them on and keeps the router's URL, without the
+	// token, as the target's Relay.
+	res, err := client.NewResolver(client.ResolverOptions{Router: srv.URL, Broadcast: "room", Token: "tok"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tg, err := res.Resolve(ctx, time.Time{}, avoid[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 1 || got[0] != avoid[0] {
+		t.Errorf("Resolve sent avoid %q", got)
+	}
+	if tg.Relay != "https://127.0.0.1:4443/" || tg.URL != "https://127.0.0.1:4443/?jwt=tok" || tg.Path != "/?jwt=tok" {
+		t.Errorf("target %q %q %q", tg.Relay, tg.URL, tg.Path)
+	}
+}

@@ -63,78 +63,35 @@ func RunPublish(ctx context.Context, url string, dial *Options, o PublishOptions
 	return nil
 }
 
-// ListenOptions configures RunListen.
+// ListenOptions configures RunListen and Listen.
 type ListenOptions struct {
 	Broadcast string
 	Track     string
 	Groups    int  // stop after this many groups; 0 means until ctx ends
 	Check     int  // if > 0, check every frame is a Pattern of this size
 	Verbose   bool // one line per group
+	// Silence is how long a subscription may go without a group before
+	// the path is presumed dead (ErrSilent); 0 means no limit.
+	Silence time.Duration
+	// Reconnect makes a listener whose subscription ends for a
+	// ReconnectReason resolve its relay again (through the router,
+	// avoiding the relay that failed) and resubscribe, printing one line
+	// per reconnect. The first connection is not retried.
+	Reconnect bool
 }
 
 // RunListen connects to url, waits for the broadcast to be announced,
 // subscribes and reads groups, printing one line per group when verbose
-// and a summary at the end.
+// and a summary at the end. dial's CertificateHash, RootCAs,
+// TrustHTTPHash and HTTPClient decide how the relay is trusted.
 func RunListen(ctx context.Context, url string, dial *Options, o ListenOptions, out io.Writer) error {
-	s, err := Dial(ctx, url, dial)
+	if dial == nil {
+		dial = &Options{}
+	}
+	res, err := NewResolver(ResolverOptions{URL: url, CertificateHash: dial.CertificateHash,
+		RootCAs: dial.RootCAs, TrustHTTPHash: dial.TrustHTTPHash, HTTPClient: dial.HTTPClient})
 	if err != nil {
 		return err
 	}
-	defer s.Close()
-	ann, err := s.Announced(ctx, "")
-	if err != nil {
-		return err
-	}
-	if err := ann.WaitFor(ctx, o.Broadcast); err != nil {
-		ann.Close()
-		return fmt.Errorf("wait for broadcast %q: %w", o.Broadcast, err)
-	}
-	ann.Close()
-	sub, err := s.Subscribe(ctx, o.Broadcast, o.Track)
-	if err != nil {
-		return err
-	}
-	defer sub.Close()
-	var groups, frames, bytes int
-	for o.Groups == 0 || groups < o.Groups {
-		g, err := sub.NextGroup(ctx)
-		if err != nil {
-			if ctx.Err() != nil {
-				break
-			}
-			return fmt.Errorf("listen: %w", err)
-		}
-		n, nb := 0, 0
-		for {
-			p, err := g.ReadFrame()
-			if err == io.EOF {
-				break
-			}
-			if err != nil {
-				if ctx.Err() != nil {
-					break
-				}
-				return fmt.Errorf("listen: group %d: %w", g.Sequence, err)
-			}
-			if o.Check > 0 {
-				gs, _, err := CheckPattern(p, o.Check)
-				if err == nil && gs != g.Sequence {
-					err = fmt.Errorf("frame of group %d in group %d", gs, g.Sequence)
-				}
-				if err != nil {
-					return fmt.Errorf("listen: %w", err)
-				}
-			}
-			n++
-			nb += len(p)
-		}
-		groups++
-		frames += n
-		bytes += nb
-		if o.Verbose {
-			fmt.Fprintf(out, "group %d: %d frames, %d bytes\n", g.Sequence, n, nb)
-		}
-	}
-	fmt.Fprintf(out, "received %d groups, %d frames, %d bytes\n", groups, frames, bytes)
-	return nil
+	return Listen(ctx, res, dial, o, out)
 }

@@ -225,7 +225,18 @@ func NewRouterClient(routerURL string, opts RouterOptions) (*RouterClient, error
 
 // Route asks the router for the relay a listener of broadcast should dial.
 func (rc *RouterClient) Route(ctx context.Context, broadcast string) (Destination, error) {
-	ru := rc.base + "/route?" + url.Values{"broadcast": {broadcast}}.Encode()
+	return rc.RouteAvoiding(ctx, broadcast)
+}
+
+// RouteAvoiding is Route asking the router not to answer the relays in
+// avoid (their URLs as it answered them before, /route?avoid=URL): they
+// just failed this listener.
+func (rc *RouterClient) RouteAvoiding(ctx context.Context, broadcast string, avoid ...string) (Destination, error) {
+	q := url.Values{"broadcast": {broadcast}}
+	for _, a := range avoid {
+		q.Add("avoid", a)
+	}
+	ru := rc.base + "/route?" + q.Encode()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, ru, nil)
 	if err != nil {
 		return Destination{}, fmt.Errorf("route: %w", err)

@@ -2,29 +2,24 @@ package loadgen
 
 import (
 	"context"
-	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
 	"net"
-	"net/http"
-	"net/url"
-	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/quic-go/quic-go"
 
 	"github.com/relayfleet/relayfleet/relay/client"
-	"github.com/relayfleet/relayfleet/relay/moqlite"
 	"github.com/relayfleet/relayfleet/relay/transport"
 )
 
 // listen runs one listener until ctx ends; connected is closed once it is
 // subscribed (or has failed). With o.Reconnect it resubscribes, through
 // sem, whenever its subscription ends before ctx does.
-func listen(ctx context.Context, o Options, res *resolver, sh *shard, l *listener, connected chan struct{}, sem chan struct{}, pg *progress) {
+func listen(ctx context.Context, o Options, res *client.Resolver, sh *shard, l *listener, connected chan struct{}, sem chan struct{}, pg *progress) {
 	dctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	// A busy server refuses connections it cannot accept in time, as a
 	// real client would be refused: try three times, backing off.
@@ -39,7 +34,7 @@ func listen(ctx context.Context, o Options, res *resolver, sh *shard, l *listene
 			case <-dctx.Done():
 			}
 		}
-		if c, err = subscribe(ctx, dctx, o, res, sh, time.Time{}); err == nil || dctx.Err() != nil {
+		if c, _, err = subscribe(ctx, dctx, o, res, sh, time.Time{}); err == nil || dctx.Err() != nil {
 			break
 		}
 	}
@@ -67,7 +62,7 @@ func listen(ctx context.Context, o Options, res *resolver, sh *shard, l *listene
 		if !o.Reconnect || !retry {
 			return
 		}
-		if c = reconnect(ctx, o, res, sh, l, sem); c == nil {
+		if c = reconnect(ctx, o, res, sh, l, sem, c.relay); c == nil {
 			return
 		}
 		l.reconnects++
@@ -82,13 +77,16 @@ func listen(ctx context.Context, o Options, res *resolver, sh *shard, l *listene
 	}
 }
 
-// reconnect resubscribes until it succeeds or ctx ends (nil), backing off
-// from 100 ms to 2 s between attempts. Each attempt holds a place in sem,
-// as first dials do, so that a crowd reconnecting at once is not refused
-// by the relay's accept queue.
-func reconnect(ctx context.Context, o Options, res *resolver, sh *shard, l *listener, sem chan struct{}) *subscription {
+// reconnect resubscribes until it succeeds or ctx ends (nil): at once,
+// then backing off from 100 ms to 2 s between attempts. A router is asked
+// to avoid failed, the relay that failed the listener, and the relay the
+// last attempt failed on. Each attempt holds a place in sem, as first
+// dials do, so that a crowd reconnecting at once is not refused by the
+// relay's accept queue.
+func reconnect(ctx context.Context, o Options, res *client.Resolver, sh *shard, l *listener, sem chan struct{}, failed string) *subscription {
 	backoff := 100 * time.Millisecond
 	since := l.downSince // resolve afresh: the relay may have restarted
+	avoid := []string{failed}
 	for {
 		select {
 		case sem <- struct{}{}:
@@ -96,7 +94,7 @@ func reconnect(ctx context.Context, o Options, res *resolver, sh *shard, l *list
 			return nil
 		}
 		actx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		c, err := subscribe(ctx, actx, o, res, sh, since)
+		c, relay, err := subscribe(ctx, actx, o, res, sh, since, avoid...)
 		cancel()
 		<-sem
 		if err == nil {
@@ -108,6 +106,9 @@ func reconnect(ctx context.Context, o Options, res *resolver, sh *shard, l *list
 		}
 		l.err = shortError(err)
 		since = time.Now()
+		if relay != "" && relay != failed {
+			avoid = []string{failed, relay}
+		}
 		// Up to a quarter more, so that listeners dropped together spread.
 		wait := backoff + time.Duration(rand.Int64N(int64(backoff/4)+1))
 		select {
@@ -260,10 +261,11 @@ func (l *listener) waitThaw(ctx context.Context) bool {
 
 // subscription is one listener session and its subscription.
 type subscription struct {
-	conn *quic.Conn
-	sess *client.Session
-	sub  *client.Subscription
-	stop func() bool
+	relay string // as the router (or Options.URL) named it, without the token
+	conn  *quic.Conn
+	sess  *client.Session
+	sub   *client.Subscription
+	stop  func() bool
 }
 
 func (s *subscription) close() {
@@ -273,28 +275,30 @@ func (s *subscription) close() {
 }
 
 // subscribe connects (within dctx) and subscribes; the connection ends
-// with ctx, which unblocks a read stuck in a frozen group.
-func subscribe(ctx, dctx context.Context, o Options, res *resolver, sh *shard, since time.Time) (*subscription, error) {
-	conn, sess, err := connect(dctx, o, res, sh, since)
+// with ctx, which unblocks a read stuck in a frozen group. It returns the
+// relay it tried ("" if the router did not answer), failing or not.
+func subscribe(ctx, dctx context.Context, o Options, res *client.Resolver, sh *shard, since time.Time, avoid ...string) (*subscription, string, error) {
+	relay, conn, sess, err := connect(dctx, o, res, sh, since, avoid)
 	if err != nil {
-		return nil, err
+		return nil, relay, err
 	}
 	stop := context.AfterFunc(ctx, func() { _ = conn.CloseWithError(0, "") })
 	sub, err := sess.Subscribe(dctx, o.Broadcast, o.Track)
 	if err != nil {
 		stop()
 		sess.Close()
-		return nil, err
+		return nil, relay, err
 	}
-	return &subscription{conn: conn, sess: sess, sub: sub, stop: stop}, nil
+	return &subscription{relay: relay, conn: conn, sess: sess, sub: sub, stop: stop}, relay, nil
 }
 
-// connect dials the relay and performs SETUP; a certificate hash fetched
-// before since is fetched again.
-func connect(ctx context.Context, o Options, res *resolver, sh *shard, since time.Time) (*quic.Conn, *client.Session, error) {
-	target, tlsConf, err := res.resolve(ctx, since)
+// connect dials the relay (a router is asked to avoid those in avoid) and
+// performs SETUP; a certificate hash fetched before since is fetched
+// again.
+func connect(ctx context.Context, o Options, res *client.Resolver, sh *shard, since time.Time, avoid []string) (string, *quic.Conn, *client.Session, error) {
+	target, err := res.Resolve(ctx, since, avoid...)
 	if err != nil {
-		return nil, nil, err
+		return "", nil, nil, err
 	}
 	idle := o.IdleTimeout
 	if idle <= 0 {
@@ -309,16 +313,29 @@ func connect(ctx context.Context, o Options, res *resolver, sh *shard, since tim
 	qc.HandshakeIdleTimeout = 3 * time.Second
 	qc.MaxIdleTimeout = idle
 	qc.KeepAlivePeriod = min(qc.KeepAlivePeriod, idle/3)
-	conn, err := sh.tr.Dial(ctx, target.addr, tlsConf, qc)
+	conn, err := sh.tr.Dial(ctx, target.Addr, target.TLS, qc)
 	if err != nil {
-		return nil, nil, fmt.Errorf("dial: %w", err)
+		return target.Relay, nil, nil, fmt.Errorf("dial: %w", err)
 	}
-	sess, err := client.NewSession(ctx, transport.NewQUIC(conn), target.path, o.Logger)
+	sess, err := client.NewSession(ctx, transport.NewQUIC(conn), target.Path, o.Logger)
 	if err != nil {
 		_ = conn.CloseWithError(0, "")
-		return nil, nil, err
+		return target.Relay, nil, nil, err
 	}
-	return conn, sess, nil
+	return target.Relay, conn, sess, nil
+}
+
+// newResolver is the listeners' shared client.Resolver for o.
+func newResolver(o Options) (*client.Resolver, error) {
+	r, err := client.NewResolver(client.ResolverOptions{
+		URL: o.URL, Router: o.Router, Broadcast: o.Broadcast, Token: o.Token,
+		RouterOptions:   client.RouterOptions{SPKI: o.RouterSPKI, RootCAs: o.RootCAs, Insecure: o.InsecureRouter},
+		CertificateHash: o.CertificateHash, RootCAs: o.RootCAs, TrustHTTPHash: o.TrustHTTPHash,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("loadgen: %w", err)
+	}
+	return r, nil
 }
 
 func shortError(err error) string {
@@ -388,142 +405,6 @@ func (c *freezeConn) LocalAddr() net.Addr                { return c.udp.LocalAdd
 func (c *freezeConn) SetDeadline(t time.Time) error      { return c.udp.SetDeadline(t) }
 func (c *freezeConn) SetReadDeadline(t time.Time) error  { return c.udp.SetReadDeadline(t) }
 func (c *freezeConn) SetWriteDeadline(t time.Time) error { return c.udp.SetWriteDeadline(t) }
-
-// target is where a listener connects: a resolved UDP address and the
-// SETUP path parameter.
-type target struct {
-	addr *net.UDPAddr
-	path string
-}
-
-// resolver turns the relay URL, or the router's answer, into a target and
-// a TLS config. A relay is pinned by what the router says (its certificate
-// hash), by the URL's #spki= or by Options.CertificateHash; failing those,
-// an https:// relay is verified against RootCAs, and an http:// relay's
-// hash is fetched from it over plain HTTP (loopback or TrustHTTPHash only),
-// once per host, or again for listeners that reconnect after it was
-// fetched.
-type resolver struct {
-	o  Options
-	hc *http.Client
-	rc *client.RouterClient // nil without a router
-
-	mu     sync.Mutex
-	hashes map[string]hashEntry // by host
-}
-
-// hashEntry is the outcome of the last certificate hash fetch from a host.
-type hashEntry struct {
-	hash string
-	err  error
-	at   time.Time
-}
-
-func newResolver(o Options) (*resolver, error) {
-	r := &resolver{o: o, hc: &http.Client{Timeout: 10 * time.Second}, hashes: make(map[string]hashEntry)}
-	if o.CertificateHash != "" {
-		if err := client.CheckHash(o.CertificateHash); err != nil {
-			return nil, fmt.Errorf("loadgen: certificate hash: %w", err)
-		}
-	}
-	if o.Router != "" {
-		rc, err := client.NewRouterClient(o.Router, client.RouterOptions{SPKI: o.RouterSPKI, RootCAs: o.RootCAs, Insecure: o.InsecureRouter})
-		if err != nil {
-			return nil, fmt.Errorf("loadgen: %w", err)
-		}
-		r.rc = rc
-		return r, nil
-	}
-	u, err := url.Parse(o.URL)
-	if err != nil {
-		return nil, fmt.Errorf("loadgen: relay url: %w", err)
-	}
-	spki, err := client.URLPin(u)
-	if err != nil {
-		return nil, fmt.Errorf("loadgen: relay url: %w", err)
-	}
-	if u.Scheme == "http" && spki == "" && o.CertificateHash == "" {
-		if err := client.CheckHashFetch(u, o.TrustHTTPHash); err != nil {
-			return nil, fmt.Errorf("loadgen: %w", err)
-		}
-	}
-	return r, nil
-}
-
-// resolve finds the relay; a certificate hash fetch (or failure) from
-// before since is not trusted.
-func (r *resolver) resolve(ctx context.Context, since time.Time) (target, *tls.Config, error) {
-	raw, hash := r.o.URL, r.o.CertificateHash
-	if r.rc != nil {
-		d, err := r.rc.Route(ctx, r.o.Broadcast)
-		if err != nil {
-			return target{}, nil, err
-		}
-		raw, hash = d.URL, d.CertificateHash
-	}
-	raw, err := client.WithToken(raw, r.o.Token)
-	if err != nil {
-		return target{}, nil, err
-	}
-	u, err := url.Parse(raw)
-	if err != nil {
-		return target{}, nil, fmt.Errorf("relay url: %w", err)
-	}
-	if u.Port() == "" {
-		return target{}, nil, fmt.Errorf("relay url %s: needs a port", raw)
-	}
-	spki, err := client.URLPin(u)
-	if err != nil {
-		return target{}, nil, fmt.Errorf("relay url: %w", err)
-	}
-	addr, err := net.ResolveUDPAddr("udp", u.Host)
-	if err != nil {
-		return target{}, nil, fmt.Errorf("relay url: %w", err)
-	}
-	tc := &tls.Config{ServerName: u.Hostname(), RootCAs: r.o.RootCAs, NextProtos: []string{moqlite.ALPN}, MinVersion: tls.VersionTLS13}
-	switch u.Scheme {
-	case "https":
-	case "http":
-		if hash == "" && spki == "" {
-			if err := client.CheckHashFetch(u, r.o.TrustHTTPHash); err != nil {
-				return target{}, nil, err
-			}
-			if hash, err = r.hash(ctx, u, since); err != nil {
-				return target{}, nil, err
-			}
-		}
-	default:
-		return target{}, nil, fmt.Errorf("relay url %s: scheme must be http or https", raw)
-	}
-	if hash != "" || spki != "" {
-		client.Pin(tc, hash, spki)
-	}
-	path := u.EscapedPath()
-	if path == "" {
-		path = "/"
-	}
-	if u.RawQuery != "" {
-		path += "?" + u.RawQuery
-	}
-	return target{addr: addr, path: path}, tc, nil
-}
-
-// hash returns u's host's certificate hash, fetched at or after since: one
-// fetch per host, not one per listener, and after a relay restart one per
-// crowd of listeners reconnecting to it (a failed fetch is shared too).
-func (r *resolver) hash(ctx context.Context, u *url.URL, since time.Time) (string, error) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if e, ok := r.hashes[u.Host]; ok && (e.err == nil || !since.IsZero()) && !e.at.Before(since) {
-		return e.hash, e.err
-	}
-	at := time.Now()
-	h, err := client.FetchCertificateHash(ctx, u, r.hc)
-	if err == nil || ctx.Err() == nil { // not an error of this caller's own
-		r.hashes[u.Host] = hashEntry{hash: h, err: err, at: at}
-	}
-	return h, err
-}
 
 func (c *freezeConn) SetReadBuffer(n int) error  { return c.udp.SetReadBuffer(n) }
 func (c *freezeConn) SetWriteBuffer(n int) error { return c.udp.SetWriteBuffer(n) }

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -476,5 +477,57 @@ func TestReportWriteText(t *testing.T) {
 		if !strings.Contains(b.String(), want) {
 			t.Errorf("summary lacks %q:\n%s", want, b.String())
 		}
+	}
+}
+
+// TestRunReconnectAvoidsTheFailedRelay: the router has not noticed that
+// edge A is gone and still answers it, unless asked to avoid it: the
+// listeners that lost A pass avoid=A and come back on B.
+func TestRunReconnectAvoidsTheFailedRelay(t *testing.T) {
+	origin := startRelayAndPublisher(t, 1)
+	a, stopA := startEdge(t, "127.0.0.1:0", origin)
+	b, _ := startEdge(t, "127.0.0.1:0", origin)
+	urlA := fmt.Sprintf("http://%s/", a.Addr())
+	var avoided atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/route" || r.URL.Query().Get("broadcast") != "live" {
+			http.NotFound(w, r)
+			return
+		}
+		to := a
+		if slices.Contains(r.URL.Query()["avoid"], urlA) {
+			avoided.Add(1)
+			to = b
+		}
+		fmt.Fprintf(w, `{"url": "http://%s/", "certificate_sha256": %q}`, to.Addr(), to.CertificateHash())
+	}))
+	defer srv.Close()
+	done := make(chan struct{})
+	rep, err := loadgen.Run(context.Background(), loadgen.Options{
+		Router: srv.URL, Broadcast: "live", Listeners: 10, Shards: 2, Duration: 3 * time.Second, Late: time.Hour,
+		Reconnect: true, IdleTimeout: idleTimeout, Logger: quietLogger(),
+		Window: func(start bool) {
+			if start {
+				go func() {
+					defer close(done)
+					time.Sleep(300 * time.Millisecond)
+					stopA()
+				}()
+			}
+		},
+	})
+	<-done
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("report: %+v", rep)
+	if rep.Connected != 10 || rep.ListenersLost != 0 || rep.Reconnects < 10 || rep.SilentAtEnd != 0 {
+		t.Fatalf("report %+v: want 10 connected, none lost or silent at the end, at least 10 reconnects", rep)
+	}
+	if n := avoided.Load(); n < 10 {
+		t.Fatalf("%d route requests avoided A, want at least the 10 reconnects", n)
+	}
+	if st := b.Stats(); st.SessionsTotal < 10 {
+		t.Fatalf("edge B saw %d sessions, want the 10 listeners", st.SessionsTotal)
 	}
 }

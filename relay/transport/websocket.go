@@ -344,7 +344,11 @@ func (s *wsSession) CloseWithError(code uint64, reason string) error {
 		b := moqlite.AppendVarint([]byte{wsFrameClose}, code)
 		b = append(b, reason...)
 		_ = s.send(b)
-		s.conn.Close(websocket.StatusNormalClosure, "")
+		status := websocket.StatusNormalClosure
+		if code == moqlite.CodeGoingAway {
+			status = websocket.StatusGoingAway // 1001: reconnect elsewhere
+		}
+		s.conn.Close(status, "")
 	}
 	s.shutdown(fmt.Errorf("%w: closed locally: code %d: %s", ErrSessionClosed, code, reason))
 	return nil

@@ -13,6 +13,7 @@ import (
 
 	"github.com/coder/websocket"
 
+	"github.com/relayfleet/relayfleet/relay/moqlite"
 	"github.com/relayfleet/relayfleet/relay/transport"
 )
 
@@ -319,5 +320,36 @@ sending:
 	case <-s.Done():
 	case <-time.After(10 * time.Second):
 		t.Fatalf("session still open with 12 MiB unread over 24 streams (last write err %v)", err)
+	}
+}
+
+// TestWebSocketGoingAway: a session closed with moqlite.CodeGoingAway
+// sends the qmux close frame with the code, then closes the WebSocket with
+// status 1001 (going away); other codes close it with 1000.
+func TestWebSocketGoingAway(t *testing.T) {
+	for _, tt := range []struct {
+		code   uint64
+		frame  string
+		status websocket.StatusCode
+	}{
+		{moqlite.CodeGoingAway, "1d10", websocket.StatusGoingAway},
+		{0, "1d00", websocket.StatusNormalClosure},
+	} {
+		s, c := wsPair(t)
+		closed := make(chan struct{})
+		go func() {
+			defer close(closed)
+			_ = s.CloseWithError(tt.code, "")
+		}()
+		if got := recv(t, c); got != tt.frame {
+			t.Errorf("code %d: close frame %s, want %s", tt.code, got, tt.frame)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		_, _, err := c.Read(ctx)
+		cancel()
+		if st := websocket.CloseStatus(err); st != tt.status {
+			t.Errorf("code %d: WebSocket closed with %v (%v), want %v", tt.code, st, err, tt.status)
+		}
+		<-closed
 	}
 }

@@ -1,0 +1,272 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"time"
+)
+
+// Reconnect backoff: the first attempt after a going-away, a stateless
+// reset or silence is immediate (the relay asked, or is gone, and the
+// router has another); after anything else, and between failed attempts,
+// the wait doubles from reconnectBackoff to maxReconnectBackoff, each
+// drawn from its upper half so that a crowd dropped together spreads.
+const (
+	reconnectBackoff    = 100 * time.Millisecond
+	maxReconnectBackoff = 5 * time.Second
+	// reconnectAttemptTimeout bounds one attempt: resolve, dial, wait
+	// for the broadcast, subscribe.
+	reconnectAttemptTimeout = 10 * time.Second
+	// maxAvoid bounds the relays one reconnect asks the router to avoid.
+	maxAvoid = 4
+)
+
+// immediateReasons are the reasons that reconnect without waiting.
+func immediate(reason string) bool {
+	switch reason {
+	case ReasonGoingAway, ReasonStatelessReset, ReasonSilent:
+		return true
+	}
+	return false
+}
+
+// backoff returns the wait before a reconnect attempt that follows the
+// wait prev (0 for the first attempt after reason).
+func backoff(prev time.Duration, reason string, first bool) time.Duration {
+	switch {
+	case first && immediate(reason):
+		return 0
+	case prev <= 0:
+		return reconnectBackoff
+	}
+	return min(2*prev, maxReconnectBackoff)
+}
+
+// jitter draws from the upper half of d.
+func jitter(d time.Duration) time.Duration {
+	if d <= 0 {
+		return 0
+	}
+	return d/2 + rand.N(d/2+1)
+}
+
+// listening is one subscription of a listener.
+type listening struct {
+	tg   Target
+	sess *Session
+	sub  *Subscription
+}
+
+func (l *listening) close() {
+	if l.sub != nil {
+		l.sub.Close()
+	}
+	if l.sess != nil {
+		l.sess.Close()
+	}
+}
+
+// connectListener resolves, dials, waits for the broadcast and
+// subscribes. The target is returned also on failure, once resolved.
+func connectListener(ctx context.Context, res *Resolver, since time.Time, avoid []string, dial *Options, o *ListenOptions) (*listening, Target, error) {
+	tg, err := res.Resolve(ctx, since, avoid...)
+	if err != nil {
+		return nil, Target{}, err
+	}
+	s, err := DialTarget(ctx, tg, dial)
+	if err != nil {
+		return nil, tg, err
+	}
+	ann, err := s.Announced(ctx, "")
+	if err != nil {
+		s.Close()
+		return nil, tg, err
+	}
+	err = ann.WaitFor(ctx, o.Broadcast)
+	ann.Close()
+	if err != nil {
+		s.Close()
+		return nil, tg, fmt.Errorf("wait for broadcast %q: %w", o.Broadcast, err)
+	}
+	sub, err := s.Subscribe(ctx, o.Broadcast, o.Track)
+	if err != nil {
+		s.Close()
+		return nil, tg, err
+	}
+	return &listening{tg: tg, sess: s, sub: sub}, tg, nil
+}
+
+// Listen resolves the relay with res, waits for the broadcast to be
+// announced, subscribes and reads groups, printing one line per group
+// when verbose and a summary at the end. With o.Reconnect, a subscription
+// that ends for a ReconnectReason (silence over o.Silence among them) is
+// replaced: the relay is resolved again, avoiding the one that failed, and
+// one line says why, from where to where, and how long no audio came.
+func Listen(ctx context.Context, res *Resolver, dial *Options, o ListenOptions, out io.Writer) error {
+	if dial == nil {
+		dial = &Options{}
+	}
+	log := dial.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	l, _, err := connectListener(ctx, res, time.Time{}, nil, dial, &o)
+	if err != nil {
+		return err
+	}
+	defer func() { l.close() }()
+
+	var (
+		groups, frames, bytes int
+		reconnects            int
+		longest               time.Duration
+		lastGroup             = time.Now() // audio is due from the subscription on
+		pending               string       // the line of a reconnect, printed at its first group
+	)
+	summary := func() {
+		fmt.Fprintf(out, "received %d groups, %d frames, %d bytes\n", groups, frames, bytes)
+		if reconnects > 0 {
+			fmt.Fprintf(out, "reconnects %d, longest without audio %.3f s\n", reconnects, longest.Seconds())
+		}
+	}
+	for o.Groups == 0 || groups < o.Groups {
+		g, err := l.sub.NextGroupWithin(ctx, o.Silence)
+		if err == nil {
+			n, nb, rerr := readListenGroup(g, o.Check)
+			if rerr != nil && ctx.Err() == nil {
+				var ce *checkError
+				if errors.As(rerr, &ce) {
+					return fmt.Errorf("listen: %w", rerr)
+				}
+				if l.sess.Err() == nil {
+					// The relay dropped this group; the session goes on.
+					log.Debug("group cut", "group", g.Sequence, "err", rerr)
+				} else {
+					err = l.sess.Err()
+				}
+			}
+			if n > 0 || rerr == nil {
+				now := time.Now()
+				if pending != "" {
+					down := now.Sub(lastGroup)
+					longest = max(longest, down)
+					fmt.Fprintf(out, "%s: no audio for %.3f s\n", pending, down.Seconds())
+					pending = ""
+				}
+				lastGroup = now
+				groups++
+				frames += n
+				bytes += nb
+				if o.Verbose {
+					fmt.Fprintf(out, "group %d: %d frames, %d bytes\n", g.Sequence, n, nb)
+				}
+			}
+			if err == nil {
+				continue
+			}
+		}
+		if ctx.Err() != nil {
+			break
+		}
+		reason, ok := ReconnectReason(err)
+		if !ok || !o.Reconnect {
+			return fmt.Errorf("listen: %w", err)
+		}
+		from := l.tg.Relay
+		l.close()
+		l, err = reconnectListener(ctx, res, dial, &o, log, reason, from)
+		if err != nil {
+			if ctx.Err() != nil {
+				l = &listening{}
+				break
+			}
+			l = &listening{}
+			return fmt.Errorf("listen: reconnect: %w", err)
+		}
+		reconnects++
+		pending = fmt.Sprintf("reconnected (%s) from %s to %s", reason, from, l.tg.Relay)
+	}
+	summary()
+	return nil
+}
+
+// reconnectListener replaces a subscription that ended for reason on the
+// relay from: it tries until it succeeds, ctx ends, or an error is not
+// worth retrying (returned).
+func reconnectListener(ctx context.Context, res *Resolver, dial *Options, o *ListenOptions, log *slog.Logger, reason, from string) (*listening, error) {
+	var avoid []string
+	if res.Routed() && from != "" {
+		avoid = []string{from}
+	}
+	since := time.Now() // a relay restarted may have a new certificate
+	var wait time.Duration
+	for attempt := 1; ; attempt++ {
+		wait = backoff(wait, reason, attempt == 1)
+		select {
+		case <-time.After(jitter(wait)):
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+		actx, cancel := context.WithTimeout(ctx, reconnectAttemptTimeout)
+		l, tg, err := connectListener(actx, res, since, avoid, dial, o)
+		cancel()
+		if err == nil {
+			return l, nil
+		}
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		r, ok := ReconnectReason(err)
+		if !ok {
+			return nil, err
+		}
+		log.Info("reconnect attempt failed", "attempt", attempt, "relay", tg.Relay, "reason", r, "err", err)
+		reason = r
+		switch {
+		case tg.Relay == "":
+			// The router failed (it may have nothing left to give
+			// without the avoided relays): ask it plainly next time.
+			avoid = nil
+		case res.Routed():
+			avoid = append(avoid, tg.Relay)
+			if len(avoid) > maxAvoid {
+				avoid = avoid[len(avoid)-maxAvoid:]
+			}
+		}
+	}
+}
+
+// checkError is a frame that is not the Pattern it should be.
+type checkError struct{ err error }
+
+func (e *checkError) Error() string { return e.err.Error() }
+
+// readListenGroup reads a group's frames, checking them against Pattern
+// when check > 0.
+func readListenGroup(g *GroupReader, check int) (n, nb int, err error) {
+	defer g.Close()
+	for {
+		p, err := g.ReadFrame()
+		if err == io.EOF {
+			return n, nb, nil
+		}
+		if err != nil {
+			return n, nb, fmt.Errorf("group %d: %w", g.Sequence, err)
+		}
+		if check > 0 {
+			gs, _, err := CheckPattern(p, check)
+			if err == nil && gs != g.Sequence {
+				err = fmt.Errorf("frame of group %d in group %d", gs, g.Sequence)
+			}
+			if err != nil {
+				return n, nb, &checkError{err}
+			}
+		}
+		n++
+		nb += len(p)
+	}
+}
