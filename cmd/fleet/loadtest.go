@@ -53,10 +53,23 @@ type loadtestStep struct {
 	CPUCores float64 `json:"cpu_cores"`
 	// RSSBytes is the relay process(es)' cgroup memory (memory.current),
 	// the mean over the window.
-	RSSBytes     int64 `json:"rss_bytes"`
-	FramesLost   int64 `json:"frames_lost"`
-	LateFrames   int64 `json:"late_frames"`
-	RcvbufErrors int64 `json:"rcvbuf_errors"`
+	RSSBytes int64 `json:"rss_bytes"`
+	// FramesLost is what the publisher sent that a listener should have
+	// had and did not (relay loadgen's frames_lost, summed over the
+	// processes); FramesExpected what they should have had, LossRatio
+	// the one over the other.
+	FramesLost     int64   `json:"frames_lost"`
+	FramesExpected int64   `json:"frames_expected"`
+	LossRatio      float64 `json:"loss_ratio"`
+	LateFrames     int64   `json:"late_frames"`
+	RcvbufErrors   int64   `json:"rcvbuf_errors"`
+	// GapMsMax is the longest audible gap of any listener (from one frame
+	// to the next, to the end for one silent then) and GapMsP99 the worst
+	// of the processes' 99th percentiles; SilentAtEnd counts the
+	// listeners that got no frame in the last silence timeout.
+	GapMsMax    float64 `json:"gap_ms_max"`
+	GapMsP99    float64 `json:"gap_ms_p99"`
+	SilentAtEnd int     `json:"silent_at_end"`
 	// BitrateBps is the load generator's mean payload bitrate per
 	// listener (headers not included).
 	BitrateBps float64 `json:"bitrate_bps"`
@@ -581,7 +594,7 @@ func (lt *loadtester) run(ctx context.Context) ([]loadtestStep, error) {
 		return nil, err
 	}
 	if !lt.quiet {
-		fmt.Fprintf(lt.out, "\n%-5s %9s %9s %9s %10s %8s %8s %8s %16s\n", "STEP", "LISTENERS", "CPU", "RSS", "LOST", "LATE", "RCVBUF", "SECONDS", "BITRATE/LISTENER")
+		fmt.Fprintf(lt.out, "\n%-5s %9s %9s %9s %10s %8s %8s %9s %7s %8s %16s\n", "STEP", "LISTENERS", "CPU", "RSS", "LOST", "LATE", "RCVBUF", "GAP MAX", "SILENT", "SECONDS", "BITRATE/LISTENER")
 	}
 	var res []loadtestStep
 	for n, want := range lt.steps {
@@ -602,8 +615,8 @@ func (lt *loadtester) run(ctx context.Context) ([]loadtestStep, error) {
 			if s.Error != "" {
 				fmt.Fprintf(lt.out, "%-5s %9d  FAILED: %s\n", label, want, s.Error)
 			} else {
-				fmt.Fprintf(lt.out, "%-5s %9d %8.1f%% %9s %10d %8d %8d %8.1f %16s\n", label, s.Listeners, 100*s.CPUCores,
-					inventories.Bytes(s.RSSBytes).IEC(), s.FramesLost, s.LateFrames, s.RcvbufErrors, s.Seconds,
+				fmt.Fprintf(lt.out, "%-5s %9d %8.1f%% %9s %10d %8d %8d %6.0f ms %7d %8.1f %16s\n", label, s.Listeners, 100*s.CPUCores,
+					inventories.Bytes(s.RSSBytes).IEC(), s.FramesLost, s.LateFrames, s.RcvbufErrors, s.GapMsMax, s.SilentAtEnd, s.Seconds,
 					inventories.BitRate(math.Round(s.BitrateBps)))
 			}
 		}
@@ -673,13 +686,7 @@ sampling:
 			return st
 		}
 	}
-	var bitrate float64
-	for _, r := range reports {
-		st.Listeners += r.Connected
-		st.FramesLost += r.FramesLost
-		st.LateFrames += r.LateFrames
-		bitrate += r.BitrateBpsMean * float64(r.Connected)
-	}
+	bitrate := addReports(&st, reports)
 	if st.Listeners == 0 {
 		st.Error = "no listener connected"
 		total, top, topN := 0, "", 0
@@ -704,6 +711,25 @@ sampling:
 		st.Error = err.Error()
 	}
 	return st
+}
+
+// addReports adds up the load generator's reports, one per process, into
+// st, and returns the bitrate summed over the connected listeners.
+func addReports(st *loadtestStep, reports []loadgen.Report) (bitrate float64) {
+	for _, r := range reports {
+		st.Listeners += r.Connected
+		st.FramesLost += r.FramesLost
+		st.FramesExpected += r.FramesExpected
+		st.LateFrames += r.LateFrames
+		st.SilentAtEnd += r.SilentAtEnd
+		st.GapMsMax = max(st.GapMsMax, r.GapMs.Max)
+		st.GapMsP99 = max(st.GapMsP99, r.GapMs.P99)
+		bitrate += r.BitrateBpsMean * float64(r.Connected)
+	}
+	if st.FramesExpected > 0 {
+		st.LossRatio = float64(st.FramesLost) / float64(st.FramesExpected)
+	}
+	return bitrate
 }
 
 // measureWindow fills in the box's side of a step from the samples taken

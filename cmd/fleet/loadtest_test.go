@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/relayfleet/relayfleet/inventories"
+	"github.com/relayfleet/relayfleet/relay/loadgen"
 )
 
 // syntheticSteps lie on exact lines: 0.05 cores plus 1/1024 core per
@@ -434,5 +435,20 @@ func TestLoadtestDraw(t *testing.T) {
 		if fit != nil && !strings.Contains(string(svg), "1024 listeners per core") {
 			t.Error("svg lacks the fitted line")
 		}
+	}
+}
+
+// TestAddReports: a step adds up the processes' reports: loss over what
+// was expected, the longest gap of any listener, the worst p99, the
+// listeners silent at the end.
+func TestAddReports(t *testing.T) {
+	var st loadtestStep
+	bitrate := addReports(&st, []loadgen.Report{
+		{Connected: 100, FramesLost: 0, FramesExpected: 5000, GapMs: loadgen.GapStats{P50: 120, P99: 240, Max: 300}, BitrateBpsMean: 40000},
+		{Connected: 50, FramesLost: 500, FramesExpected: 5000, GapMs: loadgen.GapStats{P50: 130, P99: 9000, Max: 20000}, SilentAtEnd: 3, BitrateBpsMean: 30000},
+	})
+	if st.Listeners != 150 || st.FramesLost != 500 || st.FramesExpected != 10000 || st.LossRatio != 0.05 ||
+		st.GapMsMax != 20000 || st.GapMsP99 != 9000 || st.SilentAtEnd != 3 || bitrate != 100*40000+50*30000 {
+		t.Fatalf("step %+v, bitrate %v", st, bitrate)
 	}
 }

@@ -34,7 +34,7 @@ func listen(ctx context.Context, o Options, res *client.Resolver, sh *shard, l *
 			case <-dctx.Done():
 			}
 		}
-		if c, err = subscribe(ctx, dctx, o, res, sh, time.Time{}, ""); err == nil || dctx.Err() != nil {
+		if c, _, err = subscribe(ctx, dctx, o, res, sh, time.Time{}); err == nil || dctx.Err() != nil {
 			break
 		}
 	}
@@ -77,17 +77,16 @@ func listen(ctx context.Context, o Options, res *client.Resolver, sh *shard, l *
 	}
 }
 
-// reconnect resubscribes until it succeeds or ctx ends (nil), backing off
-// from 100 ms to 2 s between attempts. Each attempt holds a place in sem,
-// as first dials do, so that a crowd reconnecting at once is not refused
-// by the relay's accept queue.
-//
-// The first attempt asks the router to avoid failed, the relay the
-// subscription was on: it never answers that relay and re-polls it, so a
-// dead relay leaves the pool for everyone.
+// reconnect resubscribes until it succeeds or ctx ends (nil): at once,
+// then backing off from 100 ms to 2 s between attempts. A router is asked
+// to avoid failed, the relay that failed the listener, and the relay the
+// last attempt failed on. Each attempt holds a place in sem, as first
+// dials do, so that a crowd reconnecting at once is not refused by the
+// relay's accept queue.
 func reconnect(ctx context.Context, o Options, res *client.Resolver, sh *shard, l *listener, sem chan struct{}, failed string) *subscription {
 	backoff := 100 * time.Millisecond
 	since := l.downSince // resolve afresh: the relay may have restarted
+	avoid := []string{failed}
 	for {
 		select {
 		case sem <- struct{}{}:
@@ -95,8 +94,7 @@ func reconnect(ctx context.Context, o Options, res *client.Resolver, sh *shard, 
 			return nil
 		}
 		actx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		c, err := subscribe(ctx, actx, o, res, sh, since, failed)
-		failed = ""
+		c, relay, err := subscribe(ctx, actx, o, res, sh, since, avoid...)
 		cancel()
 		<-sem
 		if err == nil {
@@ -108,6 +106,9 @@ func reconnect(ctx context.Context, o Options, res *client.Resolver, sh *shard, 
 		}
 		l.err = shortError(err)
 		since = time.Now()
+		if relay != "" && relay != failed {
+			avoid = []string{failed, relay}
+		}
 		// Up to a quarter more, so that listeners dropped together spread.
 		wait := backoff + time.Duration(rand.Int64N(int64(backoff/4)+1))
 		select {
@@ -260,12 +261,11 @@ func (l *listener) waitThaw(ctx context.Context) bool {
 
 // subscription is one listener session and its subscription.
 type subscription struct {
-	conn *quic.Conn
-	sess *client.Session
-	sub  *client.Subscription
-	stop func() bool
-	// relay is the relay's URL (Target.Relay).
-	relay string
+	relay string // as the router (or Options.URL) named it, without the token
+	conn  *quic.Conn
+	sess  *client.Session
+	sub   *client.Subscription
+	stop  func() bool
 }
 
 func (s *subscription) close() {
@@ -275,32 +275,30 @@ func (s *subscription) close() {
 }
 
 // subscribe connects (within dctx) and subscribes; the connection ends
-// with ctx, which unblocks a read stuck in a frozen group.
-func subscribe(ctx, dctx context.Context, o Options, res *client.Resolver, sh *shard, since time.Time, avoid string) (*subscription, error) {
-	conn, sess, relay, err := connect(dctx, o, res, sh, since, avoid)
+// with ctx, which unblocks a read stuck in a frozen group. It returns the
+// relay it tried ("" if the router did not answer), failing or not.
+func subscribe(ctx, dctx context.Context, o Options, res *client.Resolver, sh *shard, since time.Time, avoid ...string) (*subscription, string, error) {
+	relay, conn, sess, err := connect(dctx, o, res, sh, since, avoid)
 	if err != nil {
-		return nil, err
+		return nil, relay, err
 	}
 	stop := context.AfterFunc(ctx, func() { _ = conn.CloseWithError(0, "") })
 	sub, err := sess.Subscribe(dctx, o.Broadcast, o.Track)
 	if err != nil {
 		stop()
 		sess.Close()
-		return nil, err
+		return nil, relay, err
 	}
-	return &subscription{conn: conn, sess: sess, sub: sub, stop: stop, relay: relay}, nil
+	return &subscription{relay: relay, conn: conn, sess: sess, sub: sub, stop: stop}, relay, nil
 }
 
-// connect dials the relay and performs SETUP; a certificate hash fetched
-// before since is fetched again.
-func connect(ctx context.Context, o Options, res *client.Resolver, sh *shard, since time.Time, avoid string) (*quic.Conn, *client.Session, string, error) {
-	var avoiding []string
-	if avoid != "" {
-		avoiding = []string{avoid}
-	}
-	target, err := res.Resolve(ctx, since, avoiding...)
+// connect dials the relay (a router is asked to avoid those in avoid) and
+// performs SETUP; a certificate hash fetched before since is fetched
+// again.
+func connect(ctx context.Context, o Options, res *client.Resolver, sh *shard, since time.Time, avoid []string) (string, *quic.Conn, *client.Session, error) {
+	target, err := res.Resolve(ctx, since, avoid...)
 	if err != nil {
-		return nil, nil, "", err
+		return "", nil, nil, err
 	}
 	idle := o.IdleTimeout
 	if idle <= 0 {
@@ -317,14 +315,14 @@ func connect(ctx context.Context, o Options, res *client.Resolver, sh *shard, si
 	qc.KeepAlivePeriod = min(qc.KeepAlivePeriod, idle/3)
 	conn, err := sh.tr.Dial(ctx, target.Addr, target.TLS, qc)
 	if err != nil {
-		return nil, nil, "", fmt.Errorf("dial: %w", err)
+		return target.Relay, nil, nil, fmt.Errorf("dial: %w", err)
 	}
 	sess, err := client.NewSession(ctx, transport.NewQUIC(conn), target.Path, o.Logger)
 	if err != nil {
 		_ = conn.CloseWithError(0, "")
-		return nil, nil, "", err
+		return target.Relay, nil, nil, err
 	}
-	return conn, sess, target.Relay, nil
+	return target.Relay, conn, sess, nil
 }
 
 // newResolver is the listeners' shared client.Resolver for o.

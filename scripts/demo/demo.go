@@ -273,18 +273,28 @@ type relayEntry struct {
 
 // loadReport is the part of relay loadgen --json the demo reports.
 type loadReport struct {
-	Listeners      int     `json:"listeners"`
-	Connected      int     `json:"connected"`
-	Failed         int     `json:"failed"`
-	Ended          int     `json:"ended"`
-	FramesReceived int64   `json:"frames_received"`
-	FramesLost     int64   `json:"frames_lost"`
-	LateFrames     int64   `json:"late_frames"`
-	Reconnects     int64   `json:"reconnects"`
-	ListenersLost  int     `json:"listeners_lost"`
-	MaxGapMs       float64 `json:"max_gap_ms"`
-	LatencyMsP50   float64 `json:"latency_ms_p50"`
-	Seconds        float64 `json:"seconds"`
+	Listeners int `json:"listeners"`
+	Connected int `json:"connected"`
+	Failed    int `json:"failed"`
+	Ended     int `json:"ended"`
+	// GapMs is the audible gap per listener (the longest from one frame
+	// to the next, to the end for one silent then), across listeners.
+	GapMs struct {
+		P50 float64 `json:"p50"`
+		P99 float64 `json:"p99"`
+		Max float64 `json:"max"`
+	} `json:"gap_ms"`
+	SilentAtEnd        int              `json:"silent_at_end"`
+	FramesReceived     int64            `json:"frames_received"`
+	FramesLost         int64            `json:"frames_lost"`
+	FramesExpected     int64            `json:"frames_expected"`
+	LossRatio          float64          `json:"loss_ratio"`
+	LateFrames         int64            `json:"late_frames"`
+	Reconnects         int64            `json:"reconnects"`
+	ReconnectsByReason map[string]int64 `json:"reconnects_by_reason"`
+	ListenersLost      int              `json:"listeners_lost"`
+	LatencyMsP50       float64          `json:"latency_ms_p50"`
+	Seconds            float64          `json:"seconds"`
 }
 
 // readLoad parses the JSON report a finished relay loadgen left in its log.

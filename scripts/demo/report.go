@@ -65,11 +65,11 @@ func (d *demo) report(context.Context) error {
 		fmt.Fprintf(&b, "| %s | %d | %.1f MiB | %.0f MiB | %.1f%% | %.1f%% | %.1f%% |\n", k, a.peak, mib(a.mem), mib(a.budget), share, a.cpuSum/float64(a.n)*100, a.cpuPeak*100)
 	}
 
-	fmt.Fprintf(&b, "\n## Listeners (as the load generator saw them)\n\n| who | connected | reconnects | lost listeners | longest gap | frames received | frames lost | late frames |\n|---|---:|---:|---:|---:|---:|---:|---:|\n")
+	fmt.Fprintf(&b, "\n## Listeners (as the load generator saw them)\n\n%s", loadTableHeader)
 	for _, name := range sortedKeys(loads) {
-		r := loads[name]
-		fmt.Fprintf(&b, "| %s | %d of %d | %d | %d | %.0f ms | %d | %d | %d |\n", name, r.Connected, r.Listeners, r.Reconnects, r.ListenersLost, r.MaxGapMs, r.FramesReceived, r.FramesLost, r.LateFrames)
+		b.WriteString(loads[name].row(name))
 	}
+	b.WriteString(loadTableNote)
 
 	fmt.Fprintf(&b, "\n## Timeline\n\n")
 	for _, m := range marks {

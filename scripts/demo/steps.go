@@ -339,7 +339,7 @@ func (d *demo) eventUpStep(ctx context.Context) error {
 		return err
 	}
 	d.setLoad("event listeners", r)
-	d.say("      event listeners: %d connected, %d frames received, %d lost, %d late", r.Connected, r.FramesReceived, r.FramesLost, r.LateFrames)
+	d.say("      event listeners: %s", r.line())
 	return nil
 }
 
@@ -397,10 +397,9 @@ func (d *demo) rollout(ctx context.Context) error {
 				return err
 			}
 			d.setLoad("steady listeners", r)
-			d.say("      steady listeners over the whole demo: %d connected, %d reconnects, %d lost listeners, longest gap %.0f ms, %d frames received, %d lost, %d late",
-				r.Connected, r.Reconnects, r.ListenersLost, r.MaxGapMs, r.FramesReceived, r.FramesLost, r.LateFrames)
-			if r.ListenersLost > 0 {
-				return fmt.Errorf("%d listeners were lost across the rollout", r.ListenersLost)
+			d.say("      steady listeners over the whole demo: %s", r.line())
+			if err := r.checkSteady(); err != nil {
+				return err
 			}
 		}
 	}
