@@ -106,22 +106,32 @@ func newFaultFleet(t *testing.T) *faultFleet {
 	f.l = l
 	ctx := context.Background()
 	l.Cleanup(ctx)
-	for i := range faultBoxes {
-		b, err := l.Create(ctx, lab.Spec{Name: fmt.Sprintf("fault%d", i+1), Shape: lab.Medium, Labels: map[string]string{"fleet": faultFleetName}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() {
-			if err := l.Delete(context.Background(), b.Name); err != nil {
-				t.Errorf("delete %s: %v", b.Name, err)
-			}
-		})
-	}
 	t.Cleanup(func() {
 		if err := l.Cleanup(context.Background()); err != nil {
 			t.Errorf("lab cleanup: %v", err)
 		}
 	})
+	for i := range faultBoxes {
+		name := fmt.Sprintf("fault%d", i+1)
+		t.Cleanup(func() {
+			if err := l.Delete(context.Background(), name); err != nil && !errors.Is(err, lab.ErrNotFound) {
+				t.Errorf("delete %s: %v", name, err)
+			}
+		})
+		spec := lab.Spec{Name: name, Shape: lab.Medium, Labels: map[string]string{"fleet": faultFleetName}}
+		_, err := l.Create(ctx, spec)
+		if err != nil {
+			// nspawn sometimes finds the previous box's veth not yet
+			// gone ("File exists"): once more after a pause.
+			t.Logf("%s: %v; once more", name, err)
+			l.Delete(ctx, name)
+			time.Sleep(3 * time.Second)
+			_, err = l.Create(ctx, spec)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
 
 	// RELAYFLEET_FAULTS_RELAY names a relay build to use instead of this
 	// checkout's.
