@@ -31,7 +31,9 @@ import (
 // Transport's default, 4 bytes, here): the successor reads the ID from the
 // packet with its own length. A client only receiving audio sends small
 // packets: its keep-alive PING is about 25 bytes and draws no reset; a
-// stream write or a DATAGRAM of 32 bytes or more does.
+// stream write or a DATAGRAM of 32 bytes or more does (so do quic-go's
+// path MTU probes, but a client that receives audio is done with those in
+// its first second).
 
 // MinResetSecret is the shortest secret Config.ResetSecret accepts.
 const MinResetSecret = 32
