@@ -384,18 +384,17 @@ func FleetLoad(ctx context.Context, boxes []Box) ([]ProcLoad, error) {
 // Rebalance evens out the fleet after a rollout: each process holding
 // more than the mean by more than tolerance sheds what it holds above the
 // mean, rate sessions a second (a gentle pace: those listeners reconnect
-// through the router, which sends them where the headroom is), then it
-// waits until the fleet is within tolerance of its mean, at most wait. It
-// returns the load before and after; a fleet still unbalanced after wait
-// is not an error (the caller shows the figures).
+// through the router, which sends them where the headroom is). It then
+// waits for the fleet to come within tolerance of its mean; listeners
+// that move on their own meanwhile (a silent path, a crash) can leave it
+// off again, so while it is not, it plans and sheds again, each pass given
+// five seconds to settle, until wait is spent. It returns the load
+// before and after; a fleet still unbalanced after wait is not an error
+// (the caller shows the figures).
 func Rebalance(ctx context.Context, boxes []Box, tolerance float64, rate int, wait, poll time.Duration) (before, after []ProcLoad, err error) {
 	before, err = FleetLoad(ctx, boxes)
 	if err != nil {
 		return nil, nil, err
-	}
-	_, plans := PlanRebalance(before, tolerance)
-	if len(plans) == 0 {
-		return before, before, nil
 	}
 	if poll <= 0 {
 		poll = 500 * time.Millisecond
@@ -404,31 +403,49 @@ func Rebalance(ctx context.Context, boxes []Box, tolerance float64, rate int, wa
 	for _, b := range boxes {
 		run[b.Name] = b.Run
 	}
-	errs := make([]error, len(plans))
-	var wg sync.WaitGroup
-	for i, p := range plans {
-		wg.Go(func() {
-			_, errs[i] = ShedOnBox(ctx, run[p.Box], p.Unit, strconv.FormatInt(p.Shed, 10), rate)
-			if errs[i] != nil {
-				errs[i] = fmt.Errorf("%s: %w", p.Box, errs[i])
-			}
-		})
-	}
-	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
-		return before, nil, err
-	}
 	deadline := time.Now().Add(wait)
+	after = before
 	for {
-		after, err = FleetLoad(ctx, boxes)
-		if err == nil && Balanced(after, tolerance) || time.Now().After(deadline) {
+		_, plans := PlanRebalance(after, tolerance)
+		if len(plans) == 0 {
+			return before, after, nil
+		}
+		errs := make([]error, len(plans))
+		var wg sync.WaitGroup
+		for i, p := range plans {
+			wg.Go(func() {
+				_, errs[i] = ShedOnBox(ctx, run[p.Box], p.Unit, strconv.FormatInt(p.Shed, 10), rate)
+				if errs[i] != nil {
+					errs[i] = fmt.Errorf("%s: %w", p.Box, errs[i])
+				}
+			})
+		}
+		wg.Wait()
+		if err := errors.Join(errs...); err != nil {
 			return before, after, err
 		}
-		if err := sleepCtx(ctx, poll); err != nil {
-			return before, after, err
+		settle := time.Now().Add(rebalanceSettle)
+		for {
+			after, err = FleetLoad(ctx, boxes)
+			switch {
+			case err == nil && Balanced(after, tolerance):
+				return before, after, nil
+			case time.Now().After(deadline):
+				return before, after, err
+			}
+			if err == nil && time.Now().After(settle) {
+				break // plan again from what the fleet holds now
+			}
+			if err := sleepCtx(ctx, poll); err != nil {
+				return before, after, err
+			}
 		}
 	}
 }
+
+// rebalanceSettle is how long one rebalancing pass waits for the shed
+// listeners to land before it plans again.
+var rebalanceSettle = 5 * time.Second
 
 // BurstDrain empties an event's boxes, make before break: every relay
 // process on them is marked draining first (the caller has already marked

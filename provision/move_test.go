@@ -469,3 +469,47 @@ func TestBurstDrain(t *testing.T) {
 		t.Errorf("old build: %+v", p)
 	}
 }
+
+// TestRebalanceAgain: the first pass's listeners all land on one process
+// (as when the router's view was stale), which leaves the fleet off its
+// mean; the next pass sheds from that one and the fleet ends balanced.
+func TestRebalanceAgain(t *testing.T) {
+	defer func(d time.Duration) { rebalanceSettle = d }(rebalanceSettle)
+	rebalanceSettle = 100 * time.Millisecond
+	a := newSimBox(map[int]int{4443: 200, 4444: 40, 4445: 0})
+	pass := 0
+	a.onShed = func(n int) {
+		a.mu.Lock()
+		defer a.mu.Unlock()
+		pass++
+		if pass == 1 {
+			a.procs[4444].sessions += n // all to one process
+			return
+		}
+		for range n { // then to the emptiest
+			best := a.procs[4443]
+			for _, p := range a.procs {
+				if p.sessions < best.sessions {
+					best = p
+				}
+			}
+			best.sessions++
+		}
+	}
+	before, after, err := Rebalance(context.Background(), []Box{{"a", a}}, 0.2, 1000, time.Minute, 5*time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !Balanced(after, 0.2) || len(before) != 3 {
+		t.Fatalf("before %+v after %+v: want balanced", before, after)
+	}
+	sheds := 0
+	for _, e := range a.log() {
+		if strings.HasPrefix(e, "shed ") {
+			sheds++
+		}
+	}
+	if sheds < 2 {
+		t.Errorf("%d sheds, want a second pass: %v", sheds, a.log())
+	}
+}
