@@ -181,3 +181,23 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+// TestListenerFirstConnectAvoidsADeadRelay: the router still names a relay
+// that died since its last poll; the listener's first connection fails
+// there (the handshake times out) and it asks again avoiding it.
+func TestListenerFirstConnectAvoidsADeadRelay(t *testing.T) {
+	ctx := testCtx(t)
+	dead := startCore(t, "127.0.0.1:0", nil)
+	b := startCore(t, "127.0.0.1:0", nil)
+	startPublisher(t, ctx, b, 40*time.Millisecond)
+	dead.kill()
+	router := startRouter(t, dead, b)
+	out := runListener(t, ctx, router.URL, client.DefaultSilence)
+	waitFor(t, "groups from B", func() bool { return groupCount(out) >= 5 })
+	router.mu.Lock()
+	avoids := slices.Clone(router.avoids)
+	router.mu.Unlock()
+	if len(avoids) != 2 || len(avoids[0]) != 0 || !slices.Equal(avoids[1], []string{dead.relayURL(client.TransportQUIC)}) {
+		t.Errorf("router asked with avoid= %q, want none, then the dead relay", avoids)
+	}
+}
