@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -529,5 +530,113 @@ func TestRunReconnectAvoidsTheFailedRelay(t *testing.T) {
 	}
 	if st := b.Stats(); st.SessionsTotal < 10 {
 		t.Fatalf("edge B saw %d sessions, want the 10 listeners", st.SessionsTotal)
+	}
+}
+
+// udpProxy forwards UDP between clients and a relay until blackholed:
+// then it drops everything, both ways, as a relay killed or cut off does
+// (nothing closes the listeners' connections).
+type udpProxy struct {
+	conn *net.UDPConn
+	dead atomic.Bool
+}
+
+func startUDPProxy(t *testing.T, to net.Addr) *udpProxy {
+	t.Helper()
+	c, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &udpProxy{conn: c}
+	var mu sync.Mutex
+	up := map[string]*net.UDPConn{}
+	t.Cleanup(func() {
+		c.Close()
+		mu.Lock()
+		defer mu.Unlock()
+		for _, u := range up {
+			u.Close()
+		}
+	})
+	go func() {
+		buf := make([]byte, 65536)
+		for {
+			n, from, err := c.ReadFromUDP(buf)
+			if err != nil {
+				return
+			}
+			if p.dead.Load() {
+				continue
+			}
+			mu.Lock()
+			u := up[from.String()]
+			if u == nil {
+				if u, err = net.DialUDP("udp", nil, to.(*net.UDPAddr)); err != nil {
+					mu.Unlock()
+					continue
+				}
+				up[from.String()] = u
+				go func() {
+					b := make([]byte, 65536)
+					for {
+						n, err := u.Read(b)
+						if err != nil {
+							return
+						}
+						if !p.dead.Load() {
+							_, _ = c.WriteToUDP(b[:n], from)
+						}
+					}
+				}()
+			}
+			mu.Unlock()
+			_, _ = u.Write(buf[:n])
+		}
+	}()
+	return p
+}
+
+// TestRunCountsARelayGoneSilent: the relay goes silent without closing
+// anything (killed, or cut off), and the listeners, not reconnecting, keep
+// their subscriptions for the 30 s idle timeout, past the end of the run.
+// They hear nothing from the cut to the end, and the report says so: all
+// silent at the end, a gap at least that long, and what the publisher sent
+// meanwhile lost. (The load generator used to report no gap, no loss and
+// nothing ended here.)
+func TestRunCountsARelayGoneSilent(t *testing.T) {
+	r := startRelayAndPublisher(t, 1)
+	p := startUDPProxy(t, r.Addr())
+	var cut time.Time
+	start := time.Now()
+	done := make(chan struct{})
+	rep, err := loadgen.Run(context.Background(), loadgen.Options{
+		URL: fmt.Sprintf("http://%s/", p.conn.LocalAddr()), CertificateHash: r.CertificateHash(), Broadcast: "live",
+		Listeners: 6, Shards: 2, Duration: 2500 * time.Millisecond, Late: time.Hour, Logger: quietLogger(),
+		Window: func(start bool) {
+			if start {
+				go func() {
+					defer close(done)
+					time.Sleep(300 * time.Millisecond)
+					p.dead.Store(true)
+					cut = time.Now()
+				}()
+			}
+		},
+	})
+	<-done
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("report: %+v", rep)
+	if rep.Connected != 6 || rep.Ended != 0 {
+		t.Fatalf("report %+v: want 6 connected, their subscriptions still open at the end", rep)
+	}
+	silentFor := start.Add(time.Duration(rep.Seconds * float64(time.Second))).Sub(cut)
+	if rep.SilentAtEnd != 6 || rep.GapMs.P50 < float64(silentFor.Milliseconds()) {
+		t.Fatalf("report %+v: want all 6 silent at the end, each for at least %v", rep, silentFor)
+	}
+	perListener := int64((silentFor - client.DefaultSilence) / (20 * time.Millisecond))
+	if rep.FramesLost < 6*perListener/2 || rep.LossRatio <= 0 {
+		t.Fatalf("report %+v: want about %d frames lost per listener", rep, perListener)
 	}
 }
