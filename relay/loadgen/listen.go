@@ -58,8 +58,11 @@ func listen(ctx context.Context, o Options, res *client.Resolver, sh *shard, l *
 		l.live, l.downSince = false, time.Now()
 		l.ended, l.err = true, shortError(err)
 		pg.live.Add(-1)
+		// Run's own end was checked above: a cancellation from inside
+		// the client (its session's context) is worth another try; a
+		// refusal (unauthorized, protocol, configuration) is not.
 		reason, retry := client.ReconnectReason(err)
-		if !o.Reconnect || !retry {
+		if !o.Reconnect || !retry && reason != client.ReasonCancelled {
 			return
 		}
 		if c = reconnect(ctx, o, res, sh, l, sem, c.relay); c == nil {

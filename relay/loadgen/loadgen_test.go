@@ -82,9 +82,12 @@ func TestRunCountsWhatArrives(t *testing.T) {
 	for _, fpg := range []int{1, 5} {
 		t.Run(fmt.Sprintf("%d frames per group", fpg), func(t *testing.T) {
 			r := startRelayAndPublisher(t, fpg)
+			// A loaded machine (-race, other builds) can starve a listener
+			// for seconds: a 5 s silence timeout keeps a frame that late
+			// in flight, not lost, and its listener not silent.
 			rep, err := loadgen.Run(context.Background(), loadgen.Options{
 				URL: fmt.Sprintf("http://%s/", r.Addr()), Broadcast: "live", Listeners: 20, Shards: 4,
-				Duration: time.Second, Late: time.Hour, Logger: quietLogger(),
+				Duration: time.Second, Late: time.Hour, Silence: 5 * time.Second, Logger: quietLogger(),
 			})
 			if err != nil {
 				t.Fatal(err)
@@ -95,13 +98,11 @@ func TestRunCountsWhatArrives(t *testing.T) {
 			if rep.FramesReceived == 0 || rep.BitrateBpsMean <= 0 {
 				t.Fatalf("report %+v: nothing received", rep)
 			}
-			// About nothing lost: on a loaded machine (-race, other
-			// builds) a listener's socket overflows now and then, and a
-			// group retransmitted more than a silence timeout later, or
-			// dropped by the relay for a listener too slow, counts as lost.
-			if rep.LossRatio > 0.02 || rep.LateFrames != 0 ||
+			// Nothing lost but the groups the relay dropped for a
+			// listener too slow (a starved one can be).
+			if dropped := r.Stats().GroupsDropped; rep.GroupsMissing+rep.GroupsCut > dropped || rep.LateFrames != 0 ||
 				rep.FramesExpected != rep.FramesReceived+rep.FramesLost || (rep.FramesLost == 0) != (rep.LossRatio == 0) {
-				t.Fatalf("report %+v: frames lost (relay dropped %d groups) or late on a loopback", rep, r.Stats().GroupsDropped)
+				t.Fatalf("report %+v: frames lost that the relay did not drop (%d groups), or late, on a loopback", rep, dropped)
 			}
 			// Every listener heard frames to the end; each waited at least
 			// one frame time (20 ms) between two.
@@ -350,7 +351,7 @@ func TestRunReconnectsThroughRouter(t *testing.T) {
 	done := make(chan struct{})
 	rep, err := loadgen.Run(context.Background(), loadgen.Options{
 		Router: srv.URL, Broadcast: "live", Listeners: 20, Shards: 4, Duration: 3 * time.Second, Late: time.Hour,
-		Reconnect: true, IdleTimeout: idleTimeout, Logger: quietLogger(),
+		Reconnect: true, IdleTimeout: idleTimeout, Silence: 3 * time.Second, Logger: quietLogger(),
 		Window: func(start bool) {
 			if !start {
 				return
