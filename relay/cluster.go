@@ -30,6 +30,25 @@ const (
 	upstreamDialWait   = 5 * time.Second
 )
 
+// Link probes. An upstream relay process that dies without a word (kill
+// -9, OOM) leaves the link session open on the edge until its 30 s idle
+// timeout, and every listener of every pulled track silent meanwhile: the
+// link only receives, and its keep-alive PINGs are too small to draw a
+// stateless reset from a successor on the port (reset.go). So a pulled
+// track silent for upstreamSilence makes the edge probe the link: it asks
+// for announcements under probePrefix, which nothing is published under
+// and whose length makes the packet large enough to draw a reset. A
+// successor's reset ends the session at once; no answer within
+// upstreamProbeWait ends it too. Either way the edge re-dials (the next
+// upstream URL) and re-subscribes. A live upstream answers in a round
+// trip, and the answer stands for upstreamSilence: probes are shared by
+// every track of the link.
+const (
+	upstreamSilence   = time.Second
+	upstreamProbeWait = 2 * time.Second
+	probePrefix       = "relayfleet-link-probe/00000000000000000000000000000000"
+)
+
 var errLinkClosed = errors.New("upstream link closed")
 
 // upstreamLink is the shared client session towards the upstream relays.
@@ -46,6 +65,19 @@ type upstreamLink struct {
 	next   int
 	closed bool
 	flight *dialFlight // the dial in progress, if any
+
+	probing   *probeFlight    // the link probe in progress, if any
+	probedOK  time.Time       // when a probe of probedFor last succeeded
+	probedFor *client.Session // the session probedOK is about
+}
+
+// probeFlight is one probe of a link session; callers that arrive while
+// it is in flight share its result.
+type probeFlight struct {
+	sess   *client.Session
+	done   chan struct{} // closed once err is set
+	cancel context.CancelFunc
+	err    error
 }
 
 // dialFlight is one dial of the upstream; callers that arrive while it is
@@ -159,9 +191,80 @@ func (l *upstreamLink) close() {
 	if l.flight != nil {
 		l.flight.cancel()
 	}
+	if l.probing != nil {
+		l.probing.cancel()
+	}
 	l.mu.Unlock()
 	if cur != nil {
 		_ = cur.Close()
+	}
+}
+
+// probe checks that sess, a link session, still reaches a live upstream
+// (see upstreamSilence); when it does not, the session is closed and err
+// says why. One probe at a time per session; a success stands for
+// upstreamSilence.
+func (l *upstreamLink) probe(ctx context.Context, sess *client.Session) error {
+	l.mu.Lock()
+	if l.probedFor == sess && time.Since(l.probedOK) < upstreamSilence {
+		l.mu.Unlock()
+		return nil
+	}
+	f := l.probing
+	if f == nil || f.sess != sess {
+		pctx, cancel := context.WithTimeout(context.Background(), upstreamProbeWait)
+		f = &probeFlight{sess: sess, done: make(chan struct{}), cancel: cancel}
+		l.probing = f
+		go l.runProbe(pctx, f)
+	}
+	l.mu.Unlock()
+	select {
+	case <-f.done:
+		return f.err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (l *upstreamLink) runProbe(ctx context.Context, f *probeFlight) {
+	ann, err := f.sess.Announced(ctx, probePrefix)
+	f.cancel()
+	if err == nil {
+		ann.Close()
+	}
+	l.mu.Lock()
+	if l.probing == f {
+		l.probing = nil
+	}
+	if err == nil {
+		l.probedFor, l.probedOK = f.sess, time.Now()
+	} else if l.cur == f.sess {
+		l.cur = nil
+	}
+	l.mu.Unlock()
+	if err != nil {
+		l.logger.Warn("upstream link silent and its probe failed; re-dialling", "err", err)
+		_ = f.sess.Close()
+		err = fmt.Errorf("upstream link probe: %w", err)
+	}
+	f.err = err
+	close(f.done)
+}
+
+// nextUpstreamGroup is sub.NextGroup that probes the link sess whenever
+// t has been silent for upstreamSilence; a failed probe ends the session,
+// and so the subscription.
+func (s *Server) nextUpstreamGroup(t *track, sub *client.Subscription, sess *client.Session) (*client.GroupReader, error) {
+	for {
+		ctx, cancel := context.WithTimeout(t.ctx, upstreamSilence)
+		gr, err := sub.NextGroup(ctx)
+		cancel()
+		if err == nil || t.ctx.Err() != nil || !errors.Is(err, context.DeadlineExceeded) {
+			return gr, err
+		}
+		if err := s.link.probe(t.ctx, sess); err != nil {
+			return nil, err
+		}
 	}
 }
 
@@ -243,7 +346,7 @@ func (s *Server) pullRemote(t *track, sess *client.Session) (ok bool, err error)
 	defer wg.Wait()
 	c := &s.counters
 	for {
-		gr, err := sub.NextGroup(t.ctx)
+		gr, err := s.nextUpstreamGroup(t, sub, sess)
 		if err != nil {
 			return true, err
 		}

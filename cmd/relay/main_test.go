@@ -66,6 +66,8 @@ func TestBadInputExitsTwoWithOneLine(t *testing.T) {
 		{[]string{"publish", "http://h:1/", "--name", "x", "--size", "3"}, "--size"},
 		{[]string{"listen", "http://h:1/", "--name", "x", "--groups", "-1"}, "--groups"},
 		{[]string{"listen", "http://h:1/", "--name", "x", "--transport", "pigeon"}, "--transport"},
+		{[]string{"listen", "http://127.0.0.1:1/", "--name", "x", "--silence", "-1s"}, "--silence"},
+		{[]string{"listen", "http://127.0.0.1:1/", "--name", "x", "--silence", "soon"}, "-silence"},
 		{[]string{"publish", "http://h:1/", "--name", "x", "--paced", "--transport", "websocket"}, "--paced"},
 		{[]string{"router", "--relays", "f.json"}, "--listen"},
 		{[]string{"router", "--listen", "127.0.0.1:0"}, "--relays"},

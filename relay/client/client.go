@@ -123,6 +123,9 @@ func DialTarget(ctx context.Context, tg Target, opts *Options) (*Session, error)
 	if opts == nil {
 		opts = &Options{}
 	}
+	if tg.TLS == nil {
+		return nil, errors.New("dial: target without a TLS configuration (use Resolver.Resolve)")
+	}
 	u, err := url.Parse(tg.URL)
 	if err != nil {
 		return nil, fmt.Errorf("dial: %w", err)

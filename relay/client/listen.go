@@ -23,6 +23,9 @@ const (
 	reconnectAttemptTimeout = 10 * time.Second
 	// maxAvoid bounds the relays one reconnect asks the router to avoid.
 	maxAvoid = 4
+	// firstAttempts bounds the attempts after a first connection through
+	// a router failed.
+	firstAttempts = 3
 )
 
 // immediateReasons are the reasons that reconnect without waiting.
@@ -114,9 +117,18 @@ func Listen(ctx context.Context, res *Resolver, dial *Options, o ListenOptions, 
 	if log == nil {
 		log = slog.Default()
 	}
-	l, _, err := connectListener(ctx, res, time.Time{}, nil, dial, &o)
+	l, tg, err := connectListener(ctx, res, time.Time{}, nil, dial, &o)
 	if err != nil {
-		return err
+		// Through a router, the relay it named may have failed since
+		// its last poll: ask again, avoiding it, a few times.
+		reason, ok := ReconnectReason(err)
+		if !ok || !o.Reconnect || !res.Routed() || ctx.Err() != nil {
+			return err
+		}
+		log.Info("first connection failed", "relay", tg.Relay, "reason", reason, "err", err)
+		if l, err = reconnectListener(ctx, res, dial, &o, log, reason, tg.Relay, firstAttempts); err != nil {
+			return err
+		}
 	}
 	defer func() { l.close() }()
 
@@ -178,7 +190,7 @@ func Listen(ctx context.Context, res *Resolver, dial *Options, o ListenOptions, 
 		}
 		from := l.tg.Relay
 		l.close()
-		l, err = reconnectListener(ctx, res, dial, &o, log, reason, from)
+		l, err = reconnectListener(ctx, res, dial, &o, log, reason, from, 0)
 		if err != nil {
 			if ctx.Err() != nil {
 				l = &listening{}
@@ -195,9 +207,9 @@ func Listen(ctx context.Context, res *Resolver, dial *Options, o ListenOptions, 
 }
 
 // reconnectListener replaces a subscription that ended for reason on the
-// relay from: it tries until it succeeds, ctx ends, or an error is not
-// worth retrying (returned).
-func reconnectListener(ctx context.Context, res *Resolver, dial *Options, o *ListenOptions, log *slog.Logger, reason, from string) (*listening, error) {
+// relay from: it tries until it succeeds, ctx ends, an error is not worth
+// retrying, or maxAttempts (0: no limit) failed (the last error).
+func reconnectListener(ctx context.Context, res *Resolver, dial *Options, o *ListenOptions, log *slog.Logger, reason, from string, maxAttempts int) (*listening, error) {
 	var avoid []string
 	if res.Routed() && from != "" {
 		avoid = []string{from}
@@ -221,7 +233,7 @@ func reconnectListener(ctx context.Context, res *Resolver, dial *Options, o *Lis
 			return nil, ctx.Err()
 		}
 		r, ok := ReconnectReason(err)
-		if !ok {
+		if !ok || attempt == maxAttempts {
 			return nil, err
 		}
 		log.Info("reconnect attempt failed", "attempt", attempt, "relay", tg.Relay, "reason", r, "err", err)

@@ -131,7 +131,7 @@ func TestListenerMovesOffAKilledRelay(t *testing.T) {
 	if m[1] != "silent" || m[2] != a.relayURL(client.TransportQUIC) || m[3] != b.relayURL(client.TransportQUIC) {
 		t.Errorf("reconnect line %q: want silent, from A to B", m[0])
 	}
-	if limit := client.DefaultSilence + 2*time.Second; took > limit || time.Duration(down*float64(time.Second)) > limit {
+	if limit := client.DefaultSilence + 3*time.Second; took > limit || time.Duration(down*float64(time.Second)) > limit {
 		t.Errorf("audio back %v after the kill (reported gap %.3f s), want within %v", took, down, limit)
 	}
 	router.mu.Lock()
@@ -179,5 +179,25 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 			t.Fatalf("timed out waiting for %s", what)
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// TestListenerFirstConnectAvoidsADeadRelay: the router still names a relay
+// that died since its last poll; the listener's first connection fails
+// there (the handshake times out) and it asks again avoiding it.
+func TestListenerFirstConnectAvoidsADeadRelay(t *testing.T) {
+	ctx := testCtx(t)
+	dead := startCore(t, "127.0.0.1:0", nil)
+	b := startCore(t, "127.0.0.1:0", nil)
+	startPublisher(t, ctx, b, 40*time.Millisecond)
+	dead.kill()
+	router := startRouter(t, dead, b)
+	out := runListener(t, ctx, router.URL, client.DefaultSilence)
+	waitFor(t, "groups from B", func() bool { return groupCount(out) >= 5 })
+	router.mu.Lock()
+	avoids := slices.Clone(router.avoids)
+	router.mu.Unlock()
+	if len(avoids) != 2 || len(avoids[0]) != 0 || !slices.Equal(avoids[1], []string{dead.relayURL(client.TransportQUIC)}) {
+		t.Errorf("router asked with avoid= %q, want none, then the dead relay", avoids)
 	}
 }

@@ -213,14 +213,17 @@ func KeepAlivePeriod(silence time.Duration) time.Duration {
 
 // QUICConfig is the QUIC configuration of a listener with the given
 // silence timeout (<= 0: DefaultSilence), as Dial uses it: a 30 s idle
-// timeout, KeepAlivePeriod(silence), and datagrams enabled, which
-// NextGroupWithin's probes need. Callers that dial QUIC themselves and
-// hand the connection to NewSession should start from it.
+// timeout, KeepAlivePeriod(silence), datagrams enabled, which
+// NextGroupWithin's probes need, and a 3 s handshake idle timeout (not
+// quic-go's 5 s: a relay that does not answer is given up sooner, and the
+// router asked for another). Callers that dial QUIC themselves and hand
+// the connection to NewSession should start from it.
 func QUICConfig(silence time.Duration) *quic.Config {
 	return &quic.Config{
-		MaxIdleTimeout:  30 * time.Second,
-		KeepAlivePeriod: KeepAlivePeriod(silence),
-		EnableDatagrams: true,
+		HandshakeIdleTimeout: 3 * time.Second,
+		MaxIdleTimeout:       30 * time.Second,
+		KeepAlivePeriod:      KeepAlivePeriod(silence),
+		EnableDatagrams:      true,
 	}
 }
 

@@ -61,6 +61,11 @@ type event struct {
 	Groups  int    `json:"groups"`
 	Frames  int    `json:"frames"`
 	Error   string `json:"error"`
+	// goaway.mjs
+	Closed   string `json:"closed"`
+	TrackEnd string `json:"track_end"`
+	ClosedMs int    `json:"closed_ms"`
+	EndMs    int    `json:"end_ms"`
 }
 
 // nodeProc is a running publisher.mjs or subscriber.mjs.
@@ -385,4 +390,96 @@ func TestMoqLiteLateJoinerStartsAtNewestGroup(t *testing.T) {
 	early.wait(t, ctx)
 	pub.expect(t, ctx, "done")
 	pub.wait(t, ctx)
+}
+
+// goPublish publishes broadcast name, track "audio", one group of one
+// frame every 40 ms on r over raw QUIC, until the test ends.
+func goPublish(t *testing.T, ctx context.Context, r *relay.Relay, name string) {
+	t.Helper()
+	s, err := client.Dial(ctx, fmt.Sprintf("http://%s/", r.Addr()), &client.Options{Logger: logger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tw := s.Publish(name).Track("audio")
+	pctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for g := uint64(0); pctx.Err() == nil; g++ {
+			if gw, err := tw.OpenGroup(pctx, g); err == nil {
+				_ = gw.WriteFrame(client.Pattern(g, 0, frameSize))
+				_ = gw.Close()
+			}
+			select {
+			case <-time.After(40 * time.Millisecond):
+			case <-pctx.Done():
+			}
+		}
+	}()
+	t.Cleanup(func() {
+		cancel()
+		<-done
+		s.Close()
+	})
+}
+
+// TestMoqLiteSubscriberSeesGoingAway sheds an @moq/lite subscriber (over
+// WebSocket, as Node has no WebTransport) with going-away and records what
+// the library shows: the connection's `closed` promise and the track end
+// promptly (not after an idle timeout), but @moq/lite 0.2.2 resolves
+// `closed` with undefined, so the close code (0x10, WebSocket status 1001)
+// is not visible to the application; and its own reconnect loop
+// (Connection.Reload) does not reconnect after such a clean close. What a
+// browser client must do instead is in docs/clients.md.
+func TestMoqLiteSubscriberSeesGoingAway(t *testing.T) {
+	requireNode(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	r := startRelay(t, ctx)
+	goPublish(t, ctx, r, "away")
+	url := fmt.Sprintf("http://%s/", r.Addr())
+
+	sub := startNode(t, ctx, "subscriber", "goaway.mjs", "--url", url, "--name", "away")
+	sub.expect(t, ctx, "connected")
+	sub.expect(t, ctx, "receiving")
+	shed := time.Now()
+	if n := r.Server().Shed(ctx, 1, 100); n != 1 {
+		t.Fatalf("shed %d sessions, want the subscriber's", n)
+	}
+	e := sub.expect(t, ctx, "closed")
+	took := time.Since(shed)
+	t.Logf("@moq/lite after going-away: closed %s (%d ms after the last group), track %s (%d ms); event %v after the shed",
+		e.Closed, e.ClosedMs, e.TrackEnd, e.EndMs, took)
+	if e.EndMs < 0 || e.EndMs > 5000 || e.ClosedMs < 0 || e.ClosedMs > 5000 {
+		t.Errorf("the subscriber learned of the going-away late: closed after %d ms, track ended after %d ms", e.ClosedMs, e.EndMs)
+	}
+	if took > 10*time.Second {
+		t.Errorf("the subscriber reported the close %v after the shed", took)
+	}
+	// What docs/clients.md says of @moq/lite 0.2.2: `closed` hides the
+	// code; over WebSocket the track's error names the status.
+	if e.Closed != "resolved null" || !strings.Contains(e.TrackEnd, "1001") {
+		t.Errorf("@moq/lite shows the going-away differently than docs/clients.md says (closed %q, track %q): update the doc", e.Closed, e.TrackEnd)
+	}
+	sub.wait(t, ctx)
+
+	// The library's own reconnect loop.
+	rl := startNode(t, ctx, "reload subscriber", "goaway.mjs", "--url", url, "--name", "away", "--reload", "--wait", "6000")
+	rl.expect(t, ctx, "connected")
+	rl.expect(t, ctx, "receiving")
+	if n := r.Server().Shed(ctx, 1, 100); n != 1 {
+		t.Fatalf("shed %d sessions, want the subscriber's", n)
+	}
+	select {
+	case e, ok := <-rl.events:
+		if !ok {
+			t.Fatalf("reload subscriber exited; stderr:\n%s", rl.stderr.String())
+		}
+		t.Logf("@moq/lite Connection.Reload after going-away: %s (%s, %s)", e.Event, e.TrackEnd, e.Closed)
+		if e.Event != "not-reconnected" {
+			t.Fatalf("reload subscriber: %+v: @moq/lite now reconnects by itself after a clean close; update docs/clients.md", e)
+		}
+	case <-ctx.Done():
+		t.Fatal("reload subscriber: no result")
+	}
 }

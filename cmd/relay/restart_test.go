@@ -1,0 +1,149 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/tls"
+	"errors"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/quic-go/quic-go"
+
+	"github.com/relayfleet/relayfleet/relay/client"
+	"github.com/relayfleet/relayfleet/relay/moqlite"
+	"github.com/relayfleet/relayfleet/relay/transport"
+)
+
+// startServeOn runs `bin serve --listen addr args...` and waits for its
+// /healthz.
+func startServeOn(t *testing.T, bin, addr string, args ...string) *exec.Cmd {
+	t.Helper()
+	cmd := exec.Command(bin, append([]string{"serve", "--listen", addr, "--udp-buffer", "1MiB"}, args...)...)
+	logs := &lockedBuffer{}
+	cmd.Stderr = logs
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+	})
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		if resp, err := http.Get("http://" + addr + "/healthz"); err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return cmd
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("relay did not start: %s", logs.String())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// dialSession opens a raw QUIC moq-lite session to addr.
+func dialSession(t *testing.T, ctx context.Context, addr string) *quic.Conn {
+	t.Helper()
+	conn, err := quic.DialAddr(ctx, addr, &tls.Config{InsecureSkipVerify: true, NextProtos: []string{moqlite.ALPN}},
+		&quic.Config{MaxIdleTimeout: 30 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = conn.CloseWithError(0, "") })
+	s, err := client.NewSession(ctx, transport.NewQUIC(conn), "/", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		st, err := relayStats(addr)
+		if err == nil && st["sessions"] == 1.0 {
+			return conn
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the session did not register: %v %v", st, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// TestRestartedProcessResetsAndSIGTERMSheds runs the binary: relay A,
+// started with --stateless-reset-secret, is killed with SIGKILL under a
+// connected client; relay B starts on the port with the same secret, and
+// the client's next packet draws a stateless reset (within seconds; the
+// idle timeout is 30 s). Then B gets SIGTERM: a client connected to it
+// is closed with going-away (0x10) and B exits 0.
+func TestRestartedProcessResetsAndSIGTERMSheds(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the binary")
+	}
+	bin := buildRelay(t)
+	secret := filepath.Join(t.TempDir(), "reset-secret")
+	b := make([]byte, 32)
+	_, _ = rand.Read(b)
+	if err := os.WriteFile(secret, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	addr := "127.0.0.1:" + freePort(t)
+
+	a := startServeOn(t, bin, addr, "--stateless-reset-secret", secret)
+	conn := dialSession(t, ctx, addr)
+	if err := a.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	_ = a.Wait()
+	bproc := startServeOn(t, bin, addr, "--stateless-reset-secret", secret)
+	st, err := conn.OpenStream()
+	if err != nil {
+		t.Fatalf("the connection ended before B could answer: %v", err)
+	}
+	poked := time.Now()
+	_, _ = st.Write(make([]byte, 100))
+	select {
+	case <-conn.Context().Done():
+		var sr *quic.StatelessResetError
+		if err := context.Cause(conn.Context()); !errors.As(err, &sr) {
+			t.Fatalf("the connection ended with %v, want a stateless reset", err)
+		}
+		t.Logf("stateless reset %v after the write to the restarted port", time.Since(poked).Round(time.Millisecond))
+	case <-time.After(10 * time.Second):
+		t.Fatal("no stateless reset within 10 s")
+	}
+
+	conn2 := dialSession(t, ctx, addr)
+	term := time.Now()
+	if err := bproc.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-conn2.Context().Done():
+		var ae *quic.ApplicationError
+		if err := context.Cause(conn2.Context()); !errors.As(err, &ae) || !ae.Remote || uint64(ae.ErrorCode) != moqlite.CodeGoingAway {
+			t.Fatalf("on SIGTERM the session ended with %v, want going-away (0x10)", err)
+		}
+		t.Logf("going-away %v after SIGTERM", time.Since(term).Round(time.Millisecond))
+	case <-time.After(10 * time.Second):
+		t.Fatal("no going-away within 10 s of SIGTERM")
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- bproc.Wait() }()
+	select {
+	case err := <-exited:
+		if err != nil {
+			t.Fatalf("relay B after SIGTERM: %v", err)
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatal("relay B did not exit within 15 s of SIGTERM")
+	}
+}

@@ -1,0 +1,193 @@
+package relay
+
+import (
+	"context"
+	"fmt"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/relayfleet/relayfleet/relay/client"
+)
+
+// publishGroups publishes broadcast/audio on url, one 64-byte frame per
+// group every 20 ms, sequences from first on, until ctx ends or the
+// session does; it returns the session.
+func publishGroups(t *testing.T, ctx context.Context, url, broadcast string, first uint64) *client.Session {
+	t.Helper()
+	s, err := client.Dial(ctx, url, &client.Options{Logger: testLogger()})
+	if err != nil {
+		t.Fatalf("dial publisher: %v", err)
+	}
+	tw := s.Publish(broadcast).Track("audio")
+	go func() {
+		tick := time.NewTicker(20 * time.Millisecond)
+		defer tick.Stop()
+		for seq := first; ; seq++ {
+			_ = tw.WriteGroup(ctx, seq, [][]byte{client.Pattern(seq, 0, 64)})
+			select {
+			case <-tick.C:
+			case <-ctx.Done():
+				return
+			case <-s.Done():
+				return
+			}
+		}
+	}()
+	return s
+}
+
+// TestEdgeLinkSurvivesOriginRestart: the origin relay process crashes
+// under an edge that pulls a track from it for a listener, and a new
+// origin process starts on its port with the same reset secret. The
+// edge's link only receives, so nothing would end it before the 30 s idle
+// timeout; the silent track makes the edge probe the link, the probe draws
+// a stateless reset, and the edge re-dials and re-subscribes: the listener
+// on the edge hears the new origin's publisher within seconds.
+func TestEdgeLinkSurvivesOriginRestart(t *testing.T) {
+	secret := randomSecret(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	origin, err := Start(ctx, Config{Listen: "127.0.0.1:0", Logger: testLogger(), ResetSecret: secret})
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := origin.Addr().String()
+	edge := startTestRelay(t, Config{Upstreams: []string{"http://" + addr + "/"}})
+
+	pctx, pcancel := context.WithCancel(ctx)
+	pub := publishGroups(t, pctx, "http://"+addr+"/", "live", 0)
+	deadline := time.Now().Add(15 * time.Second)
+	for origin.Stats().Publishers != 1 {
+		if time.Now().After(deadline) {
+			t.Fatal("the broadcast was not announced on the origin")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	lis, err := client.Dial(ctx, fmt.Sprintf("http://%s/", edge.Addr()), &client.Options{Logger: testLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lis.Close()
+	sub, err := lis.Subscribe(ctx, "live", "audio")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var groups atomic.Int64
+	var last atomic.Int64 // unix nanoseconds of the last group
+	go func() {
+		for {
+			g, err := sub.NextGroup(ctx)
+			if err != nil {
+				return
+			}
+			groups.Add(1)
+			last.Store(time.Now().UnixNano())
+			g.Abort()
+		}
+	}()
+	for groups.Load() < 5 {
+		if time.Now().After(deadline) {
+			t.Fatal("the listener on the edge got no groups")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	// Past the link's first moments, whose path MTU probes are large
+	// enough to draw a reset by themselves.
+	time.Sleep(1500 * time.Millisecond)
+
+	origin.crash()
+	pcancel()
+	pub.Close()
+	origin.Close()
+	crashed := time.Now()
+	next, err := Start(ctx, Config{Listen: addr, Logger: testLogger(), ResetSecret: secret})
+	if err != nil {
+		t.Fatalf("start the new origin on %s: %v", addr, err)
+	}
+	defer next.Close()
+	before := groups.Load()
+	pub2 := publishGroups(t, ctx, "http://"+addr+"/", "live", 1000)
+	defer pub2.Close()
+	deadline = time.Now().Add(10 * time.Second)
+	for groups.Load() < before+5 {
+		if time.Now().After(deadline) {
+			t.Fatalf("the listener on the edge heard nothing from the new origin in 10 s (edge: %+v)", edge.Stats())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	t.Logf("the listener on the edge heard the new origin %v after the crash", time.Unix(0, last.Load()).Sub(crashed).Round(time.Millisecond))
+}
+
+// TestEdgeLinkFailsOverFromDeadOrigin: the first of an edge's two
+// upstreams crashes and nothing takes its port. The silent track's probe
+// gets no answer within upstreamProbeWait, so the edge drops the link and
+// dials the second upstream, which carries the same broadcast: the
+// listener hears it within seconds, not after the 30 s idle timeout.
+func TestEdgeLinkFailsOverFromDeadOrigin(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	first, err := Start(ctx, Config{Listen: "127.0.0.1:0", Logger: testLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer first.Close()
+	second := startTestRelay(t, Config{})
+	edge := startTestRelay(t, Config{Upstreams: []string{
+		fmt.Sprintf("http://%s/", first.Addr()), fmt.Sprintf("http://%s/", second.Addr()),
+	}})
+	pub1 := publishGroups(t, ctx, fmt.Sprintf("http://%s/", first.Addr()), "live", 0)
+	defer pub1.Close()
+	pub2 := publishGroups(t, ctx, fmt.Sprintf("http://%s/", second.Addr()), "live", 0)
+	defer pub2.Close()
+	deadline := time.Now().Add(15 * time.Second)
+	for first.Stats().Publishers != 1 || second.Stats().Publishers != 1 {
+		if time.Now().After(deadline) {
+			t.Fatal("the broadcast was not announced on both origins")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	lis, err := client.Dial(ctx, fmt.Sprintf("http://%s/", edge.Addr()), &client.Options{Logger: testLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lis.Close()
+	sub, err := lis.Subscribe(ctx, "live", "audio")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var groups atomic.Int64
+	go func() {
+		for {
+			g, err := sub.NextGroup(ctx)
+			if err != nil {
+				return
+			}
+			groups.Add(1)
+			g.Abort()
+		}
+	}()
+	for groups.Load() < 5 {
+		if time.Now().After(deadline) {
+			t.Fatal("the listener on the edge got no groups")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if first.Stats().Subscribers != 1 || second.Stats().Subscribers != 0 {
+		t.Fatalf("the edge pulls from the second upstream already (subscribers %d and %d)",
+			first.Stats().Subscribers, second.Stats().Subscribers)
+	}
+	time.Sleep(1500 * time.Millisecond) // past the link's path MTU probes
+
+	first.crash()
+	crashed := time.Now()
+	before := groups.Load()
+	deadline = time.Now().Add(12 * time.Second)
+	for groups.Load() < before+5 {
+		if time.Now().After(deadline) {
+			t.Fatalf("the listener on the edge heard nothing in 12 s after the first upstream died (edge: %+v)", edge.Stats())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	t.Logf("the listener on the edge heard the second upstream %v after the first died", time.Since(crashed).Round(time.Millisecond))
+}

@@ -1,0 +1,320 @@
+package relay
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"regexp"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/relayfleet/relayfleet/relay/client"
+)
+
+// The listener side of crash recovery against the real relay: the
+// client's own probe (client.Subscription.NextGroupWithin) draws the
+// stateless reset from a relay restarted with the same secret, and
+// `relay listen`'s loop (client.Listen) follows a shed to another relay.
+
+// publishTo publishes broadcast "b", track "t" on r, one group every
+// 40 ms, until the test ends.
+func publishTo(t *testing.T, ctx context.Context, r *Relay) {
+	t.Helper()
+	s, err := client.Dial(ctx, "http://"+r.Addr().String()+"/", &client.Options{Logger: testLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := s.Publish("b")
+	tw := b.Track("t")
+	pctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		tick := time.NewTicker(40 * time.Millisecond)
+		defer tick.Stop()
+		for seq := uint64(0); ; seq++ {
+			if gw, err := tw.OpenGroup(pctx, seq); err == nil {
+				_ = gw.WriteFrame(client.Pattern(seq, 0, 32))
+				_ = gw.Close()
+			}
+			select {
+			case <-tick.C:
+			case <-pctx.Done():
+				return
+			case <-s.Done():
+				return
+			}
+		}
+	}()
+	t.Cleanup(func() {
+		cancel()
+		<-done
+		b.Close()
+		s.Close()
+	})
+}
+
+// TestListenerProbeDrawsStatelessReset: a listener reading with a silence
+// timeout learns of a relay crashed and restarted on its port with the
+// same secret by a stateless reset, drawn by its probe at half the
+// timeout, before the timeout; with another secret it learns by the
+// silence. (Twice the default timeout: the reset has 0.96 s after the
+// probe to arrive on a loaded machine.)
+func TestListenerProbeDrawsStatelessReset(t *testing.T) {
+	const silence = 2 * client.DefaultSilence
+	shared := randomSecret(t)
+	for _, tt := range []struct {
+		name    string
+		secretB []byte
+		reason  string
+	}{
+		{"same secret", shared, "stateless-reset"},
+		{"other secret", randomSecret(t), "silent"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+			defer cancel()
+			a, err := Start(ctx, Config{Listen: "127.0.0.1:0", Logger: testLogger(), ResetSecret: shared})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer a.Close()
+			publishTo(t, ctx, a)
+			s, err := client.Dial(ctx, "http://"+a.Addr().String()+"/", &client.Options{Logger: testLogger()})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close()
+			ann, err := s.Announced(ctx, "")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := ann.WaitFor(ctx, "b"); err != nil {
+				t.Fatal(err)
+			}
+			ann.Close()
+			sub, err := s.Subscribe(ctx, "b", "t")
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer sub.Close()
+			// Past the first moments' path MTU probes, whose large
+			// packets would draw a reset by themselves.
+			for start := time.Now(); time.Since(start) < 1500*time.Millisecond; {
+				g, err := sub.NextGroupWithin(ctx, silence)
+				if err != nil {
+					t.Fatal(err)
+				}
+				g.Close()
+			}
+			addr := a.Addr().String()
+			a.crash()
+			crashed := time.Now()
+			b, err := Start(ctx, Config{Listen: addr, Logger: testLogger(), ResetSecret: tt.secretB})
+			if err != nil {
+				t.Fatalf("start B on A's port: %v", err)
+			}
+			defer b.Close()
+			var gotErr error
+			for gotErr == nil {
+				var g *client.GroupReader
+				if g, gotErr = sub.NextGroupWithin(ctx, silence); gotErr == nil {
+					g.Close()
+				}
+			}
+			took := time.Since(crashed)
+			reason, ok := client.ReconnectReason(gotErr)
+			t.Logf("%s after %v (%v)", reason, took, gotErr)
+			if reason != tt.reason || !ok {
+				t.Fatalf("ReconnectReason(%v) = %q, %v; want %q", gotErr, reason, ok, tt.reason)
+			}
+			if reason == "stateless-reset" && took >= silence {
+				t.Errorf("the reset came %v after the crash, not within the silence timeout %v", took, silence)
+			}
+		})
+	}
+}
+
+// TestListenFollowsShed: POST /shed on relay A sends its listener
+// going-away; client.Listen (relay listen's loop) asks the router again
+// avoiding A and goes on from B at once.
+func TestListenFollowsShed(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	var relays []*Relay
+	for range 2 {
+		r, err := Start(ctx, Config{Listen: "127.0.0.1:0", Logger: testLogger()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer r.Close()
+		publishTo(t, ctx, r)
+		relays = append(relays, r)
+	}
+	urlOf := func(r *Relay) string { return "https://" + r.Addr().String() + "/" }
+	var (
+		mu     sync.Mutex
+		avoids [][]string
+	)
+	router := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		avoid := req.URL.Query()["avoid"]
+		mu.Lock()
+		avoids = append(avoids, avoid)
+		mu.Unlock()
+		for _, r := range relays {
+			if !slices.Contains(avoid, urlOf(r)) {
+				_ = json.NewEncoder(w).Encode(client.Destination{URL: urlOf(r), CertificateHash: r.CertificateHash()})
+				return
+			}
+		}
+		http.Error(w, "no relay", http.StatusServiceUnavailable)
+	}))
+	defer router.Close()
+	res, err := client.NewResolver(client.ResolverOptions{Router: router.URL, Broadcast: "b"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := &lockedBuffer{}
+	lctx, lcancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	const silence = 10 * time.Second // so that only the going-away can move it soon
+	go func() {
+		done <- client.Listen(lctx, res, &client.Options{Logger: testLogger()}, client.ListenOptions{
+			Broadcast: "b", Track: "t", Silence: silence, Reconnect: true, Verbose: true,
+		}, out)
+	}()
+	defer func() {
+		lcancel()
+		if err := <-done; err != nil {
+			t.Errorf("Listen: %v", err)
+		}
+	}()
+	groups := regexp.MustCompile(`(?m)^group \d+:`)
+	deadline := time.Now().Add(20 * time.Second)
+	for len(groups.FindAllString(out.String(), -1)) < 5 {
+		if time.Now().After(deadline) {
+			t.Fatalf("no groups from A: %s", out.String())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	shed := time.Now()
+	// Sessions on A: its publisher and the listener; listeners go first.
+	if n := relays[0].Server().Shed(ctx, 1, 100); n != 1 {
+		t.Fatalf("shed %d sessions, want 1", n)
+	}
+	line := regexp.MustCompile(`reconnected \(([a-z-]+)\) from (\S+) to (\S+): no audio for ([0-9.]+) s`)
+	var m []string
+	for m == nil {
+		if m = line.FindStringSubmatch(out.String()); m == nil {
+			if time.Since(shed) > 30*time.Second {
+				t.Fatalf("no reconnect line: %s", out.String())
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	took := time.Since(shed)
+	t.Logf("%s; %v after the shed", m[0], took)
+	if m[1] != "going-away" || m[2] != urlOf(relays[0]) || m[3] != urlOf(relays[1]) {
+		t.Errorf("reconnect line %q: want going-away from A to B", m[0])
+	}
+	if took >= silence/2 {
+		t.Errorf("back %v after the shed: not immediate", took)
+	}
+	mu.Lock()
+	last := avoids[len(avoids)-1]
+	mu.Unlock()
+	if !slices.Equal(last, []string{urlOf(relays[0])}) {
+		t.Errorf("the router was asked to avoid %q, want A", last)
+	}
+}
+
+// lockedBuffer is an io.Writer safe for a writer and a reader.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  []byte
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.b = append(b.b, p...)
+	return len(p), nil
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return string(b.b)
+}
+
+// TestShedReasonOnEveryTransport: a listener shed by the relay reads
+// "going-away" from its subscription's error over raw QUIC, WebTransport
+// and WebSocket, at once (not after its 10 s silence timeout).
+func TestShedReasonOnEveryTransport(t *testing.T) {
+	for _, tr := range []string{client.TransportQUIC, client.TransportWebTransport, client.TransportWebSocket} {
+		t.Run(tr, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+			defer cancel()
+			r, err := Start(ctx, Config{Listen: "127.0.0.1:0", Logger: testLogger()})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer r.Close()
+			publishTo(t, ctx, r)
+			s, err := client.Dial(ctx, "http://"+r.Addr().String()+"/", &client.Options{Logger: testLogger(), Transport: tr})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close()
+			ann, err := s.Announced(ctx, "")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := ann.WaitFor(ctx, "b"); err != nil {
+				t.Fatal(err)
+			}
+			ann.Close()
+			sub, err := s.Subscribe(ctx, "b", "t")
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer sub.Close()
+			for range 3 {
+				g, err := sub.NextGroupWithin(ctx, 5*time.Second)
+				if err != nil {
+					t.Fatal(err)
+				}
+				g.Close()
+			}
+			shed := time.Now()
+			if n := r.Server().Shed(ctx, 1, 100); n != 1 {
+				t.Fatalf("shed %d sessions, want 1", n)
+			}
+			var gotErr error
+			for gotErr == nil {
+				var g *client.GroupReader
+				if g, gotErr = sub.NextGroupWithin(ctx, 10*time.Second); gotErr == nil {
+					g.Close()
+				}
+			}
+			took := time.Since(shed)
+			if reason, ok := client.ReconnectReason(gotErr); reason != "going-away" || !ok {
+				t.Errorf("ReconnectReason(%v) = %q, %v; want going-away", gotErr, reason, ok)
+			}
+			if took > 5*time.Second {
+				t.Errorf("the subscription ended %v after the shed", took)
+			}
+			select {
+			case <-s.Done():
+			case <-time.After(5 * time.Second):
+				t.Fatal("session open 5 s after the shed")
+			}
+			if reason, _ := client.ReconnectReason(s.Err()); reason != "going-away" {
+				t.Errorf("session: ReconnectReason(%v) = %q", s.Err(), reason)
+			}
+		})
+	}
+}
