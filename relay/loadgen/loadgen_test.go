@@ -641,3 +641,47 @@ func TestRunCountsARelayGoneSilent(t *testing.T) {
 		t.Fatalf("report %+v: want about %d frames lost per listener", rep, perListener)
 	}
 }
+
+// TestRunReconnectsWhenSilent: edge A goes silent without closing
+// anything (blackholed), long before the 30 s idle timeout; the listeners
+// notice the silence, reconnect through the router avoiding A, and end up
+// on B, having heard nothing for about the silence timeout.
+func TestRunReconnectsWhenSilent(t *testing.T) {
+	origin := startRelayAndPublisher(t, 1)
+	a, _ := startEdge(t, "127.0.0.1:0", origin)
+	b, _ := startEdge(t, "127.0.0.1:0", origin)
+	p := startUDPProxy(t, a.Addr())
+	urlA := fmt.Sprintf("http://%s/", p.conn.LocalAddr())
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if slices.Contains(r.URL.Query()["avoid"], urlA) {
+			fmt.Fprintf(w, `{"url": "http://%s/", "certificate_sha256": %q}`, b.Addr(), b.CertificateHash())
+			return
+		}
+		fmt.Fprintf(w, `{"url": %q, "certificate_sha256": %q}`, urlA, a.CertificateHash())
+	}))
+	defer srv.Close()
+	rep, err := loadgen.Run(context.Background(), loadgen.Options{
+		Router: srv.URL, Broadcast: "live", Listeners: 6, Shards: 2, Duration: 4 * time.Second, Late: time.Hour,
+		Reconnect: true, Logger: quietLogger(),
+		Window: func(start bool) {
+			if start {
+				time.AfterFunc(300*time.Millisecond, func() { p.dead.Store(true) })
+			}
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("report: %+v", rep)
+	if rep.Connected != 6 || rep.ListenersLost != 0 || rep.SilentAtEnd != 0 || rep.ReconnectsByReason["silent"] < 6 {
+		t.Fatalf("report %+v: want the 6 listeners back after noticing the silence", rep)
+	}
+	// Silent for at least the silence timeout; far less than the idle
+	// timeout (30 s), which the run is too short to reach.
+	if rep.GapMs.Max < float64(client.DefaultSilence.Milliseconds()) || rep.GapMs.Max > 3500 {
+		t.Fatalf("report %+v: want the longest gap from the silence timeout to the run's length", rep)
+	}
+	if st := b.Stats(); st.SessionsTotal < 6 {
+		t.Fatalf("edge B saw %d sessions, want the 6 listeners", st.SessionsTotal)
+	}
+}
