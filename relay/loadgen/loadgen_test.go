@@ -645,9 +645,17 @@ func TestRunCountsARelayGoneSilent(t *testing.T) {
 // TestRunReconnectsWhenSilent: edge A goes silent without closing
 // anything (blackholed), long before the 30 s idle timeout; the listeners
 // notice the silence, reconnect through the router avoiding A, and end up
-// on B, having heard nothing for about the silence timeout.
+// on B, having heard nothing for about the silence timeout. With 1 s
+// groups (50 frames of 20 ms) the silence falls within a group: the next
+// frame, not the next group, fails to come.
 func TestRunReconnectsWhenSilent(t *testing.T) {
-	origin := startRelayAndPublisher(t, 1)
+	for _, fpg := range []int{1, 50} {
+		t.Run(fmt.Sprintf("%d frames per group", fpg), func(t *testing.T) { testRunReconnectsWhenSilent(t, fpg) })
+	}
+}
+
+func testRunReconnectsWhenSilent(t *testing.T, fpg int) {
+	origin := startRelayAndPublisher(t, fpg)
 	a, _ := startEdge(t, "127.0.0.1:0", origin)
 	b, _ := startEdge(t, "127.0.0.1:0", origin)
 	p := startUDPProxy(t, a.Addr())
@@ -665,7 +673,9 @@ func TestRunReconnectsWhenSilent(t *testing.T) {
 		Reconnect: true, Logger: quietLogger(),
 		Window: func(start bool) {
 			if start {
-				time.AfterFunc(300*time.Millisecond, func() { p.dead.Store(true) })
+				// 1.5 s: after the first 1 s group began (a publisher with
+				// no subscriber skips whole groups).
+				time.AfterFunc(1500*time.Millisecond, func() { p.dead.Store(true) })
 			}
 		},
 	})
