@@ -108,6 +108,9 @@ func TestMassDisconnect(t *testing.T) {
 	rep, err := loadgen.Run(ctx, loadgen.Options{
 		URL: url, Broadcast: "live", Listeners: listeners, Duration: 14 * time.Second,
 		Freeze: 0.5, FreezeAt: 2 * time.Second, Late: 5 * time.Second, Logger: quietLogger(),
+		// Under the spinners a listener can be starved for seconds: its
+		// frames are late, not lost, unless 5 s late (Late).
+		Silence: 5 * time.Second,
 		Window: func(start bool) {
 			if start {
 				time.AfterFunc(2*time.Second, func() { spin.Store(true) })

@@ -35,7 +35,9 @@
 // new subscription count as missing (each as many frames as the last group
 // seen had), and so do the groups the old subscription skipped over and
 // never delivered; if the new subscription serves the last group seen
-// again it is not read twice. So a frame sent after a listener's first
+// again it is not read twice, but one that was cut short is read on from
+// where it was cut (a relay serves a group from its start), as a player
+// would, and its frames from there on count as received. So a frame sent after a listener's first
 // group is either received or counted lost, across reconnects too, except
 // when the publisher's group sequence goes back (the publisher restarted):
 // then the count restarts at the new sequence, as for a first group.

@@ -58,8 +58,11 @@ func listen(ctx context.Context, o Options, res *client.Resolver, sh *shard, l *
 		l.live, l.downSince = false, time.Now()
 		l.ended, l.err = true, shortError(err)
 		pg.live.Add(-1)
+		// Run's own end was checked above: a cancellation from inside
+		// the client (its session's context) is worth another try; a
+		// refusal (unauthorized, protocol, configuration) is not.
 		reason, retry := client.ReconnectReason(err)
-		if !o.Reconnect || !retry {
+		if !o.Reconnect || !retry && reason != client.ReasonCancelled {
 			return
 		}
 		if c = reconnect(ctx, o, res, sh, l, sem, c.relay); c == nil {
@@ -178,7 +181,12 @@ func (l *listener) readGroup(ctx context.Context, o Options, sh *shard, g *clien
 		cut         bool
 		quiet       *time.Timer
 		silent      atomic.Bool
+		pos         uint32 // frames of the group so far
 	)
+	// A group cut short on the last subscription, served again from its
+	// start on this one: the frames before resumeAt were received then.
+	read, resumeAt := l.resumeAt, l.resumeAt
+	l.resumeAt = 0
 	if silence > 0 {
 		quiet = time.AfterFunc(silence, func() { silent.Store(true); g.Abort() })
 		defer quiet.Stop()
@@ -190,6 +198,18 @@ func (l *listener) readGroup(ctx context.Context, o Options, sh *shard, g *clien
 			// as lost below.
 			cut = !errors.Is(err, io.EOF)
 			break
+		}
+		if quiet != nil {
+			quiet.Reset(silence)
+		}
+		if idx := pos; resumeAt > 0 {
+			pos++
+			if fi, ok := ParseFrame(p); ok {
+				idx, count = fi.Index, fi.Count
+			}
+			if idx < resumeAt {
+				continue
+			}
 		}
 		// The time is taken before the freeze is checked, so that a
 		// frame counted as received before a freeze was received before
@@ -213,9 +233,6 @@ func (l *listener) readGroup(ctx context.Context, o Options, sh *shard, g *clien
 			l.observe(groupStart{seq: g.Sequence, sent: fi.SentNs, at: now, count: fi.Count})
 		}
 		read++
-		if quiet != nil {
-			quiet.Reset(silence)
-		}
 	}
 	if ctx.Err() != nil {
 		if count > read {
@@ -223,7 +240,7 @@ func (l *listener) readGroup(ctx context.Context, o Options, sh *shard, g *clien
 		}
 		return nil
 	}
-	l.countCut(count, read, cut)
+	l.countCut(g.Sequence, count, read, cut)
 	if cut && silent.Load() {
 		if l.frozen.Load() {
 			l.waitThaw(ctx) // silent because frozen: the listener's own doing
@@ -234,9 +251,10 @@ func (l *listener) readGroup(ctx context.Context, o Options, sh *shard, g *clien
 	return nil
 }
 
-// countCut counts the frames a group of count (0: not known) lacked when
-// it ended after read frames, cut short or not.
-func (l *listener) countCut(count, read uint32, cut bool) {
+// countCut counts the frames group seq of count (0: not known) lacked
+// when it ended after read frames, cut short or not. A group cut short is
+// remembered: a resubscription that serves it again reads it on.
+func (l *listener) countCut(seq uint64, count, read uint32, cut bool) {
 	if count == 0 && !cut && read > 0 {
 		l.count = read // frames that do not say: the group's size as read
 	}
@@ -246,6 +264,9 @@ func (l *listener) countCut(count, read uint32, cut bool) {
 	if count > read {
 		l.lost += int64(count - read)
 		l.cut++
+		if cut {
+			l.cutAt = groupCut{ok: true, seq: seq, read: read, lost: int64(count - read)}
+		}
 	}
 }
 

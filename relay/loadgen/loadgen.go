@@ -191,6 +191,8 @@ type listener struct {
 	missing  map[uint64]time.Time // groups skipped over, by sequence: when
 	count    uint32               // frame count of the last group seen
 	resumed  bool                 // resubscribed, no group seen since
+	cutAt    groupCut             // the last group read, if it was cut short
+	resumeAt uint32               // the next group read resumes a cut one: frames before this were received
 	unread   int64                // frames of the group being read at the end that it did not get
 
 	// tlFirst and tlLast are the first and the latest group starts seen
@@ -229,9 +231,22 @@ type progress struct {
 // maxMissing bounds the groups a listener remembers as possibly reordered.
 const maxMissing = 256
 
+// groupCut is a group cut short: its frames received and those counted
+// lost.
+type groupCut struct {
+	ok   bool
+	seq  uint64
+	read uint32
+	lost int64
+}
+
 // group notes group seq's arrival and says whether to read it: not when
-// it is the group last seen before a resubscription, served again.
+// it is the group last seen before a resubscription, served again,
+// unless that one was cut short: then it is read on from where it was
+// cut (l.resumeAt), and its frames are no longer lost.
 func (l *listener) group(seq uint64, now time.Time) bool {
+	cut := l.cutAt
+	l.cutAt = groupCut{}
 	if !l.started {
 		l.started, l.firstSeq, l.next = true, seq, seq+1
 		return true
@@ -246,8 +261,13 @@ func (l *listener) group(seq uint64, now time.Time) bool {
 			l.missed += int64(seq - l.next)
 			l.next = seq + 1
 			return true
+		case seq+1 == l.next && cut.ok && cut.seq == seq:
+			l.lost -= cut.lost
+			l.cut--
+			l.resumeAt = cut.read
+			return true
 		case seq+1 == l.next:
-			return false // already counted: received, or cut short
+			return false // already counted: received
 		default:
 			// The sequence went back: the publisher restarted. What it
 			// sent in between cannot be known; count from here.
