@@ -842,6 +842,9 @@ func (f *faultFleet) testRollout(t *testing.T) {
 	if help, _, _ := fleet(t, "rollout", "-h"); strings.Contains(help, "-router-poll") {
 		args = append(args, "--router", f.routerURL, "--router-poll", faultRouterPoll.String())
 	}
+	// RELAYFLEET_FAULTS_ROLLOUT_ARGS adds flags (space-separated), to try
+	// the rollout's settings.
+	args = append(args, strings.Fields(os.Getenv("RELAYFLEET_FAULTS_ROLLOUT_ARGS"))...)
 	t.Logf("$ fleet %s", strings.Join(args, " "))
 	start := time.Now()
 	out, errOut, code := fleet(t, args...)

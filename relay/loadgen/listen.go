@@ -22,10 +22,12 @@ import (
 func listen(ctx context.Context, o Options, res *client.Resolver, sh *shard, l *listener, connected chan struct{}, sem chan struct{}, pg *progress) {
 	dctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	// A busy server refuses connections it cannot accept in time, as a
-	// real client would be refused: try three times, backing off.
+	// real client would be refused: try three times, backing off, asking
+	// a router to avoid the relay the last attempt failed on.
 	var (
-		c   *subscription
-		err error
+		c     *subscription
+		err   error
+		avoid []string
 	)
 	for attempt := range 3 {
 		if attempt > 0 {
@@ -34,8 +36,12 @@ func listen(ctx context.Context, o Options, res *client.Resolver, sh *shard, l *
 			case <-dctx.Done():
 			}
 		}
-		if c, _, err = subscribe(ctx, dctx, o, res, sh, time.Time{}); err == nil || dctx.Err() != nil {
+		var relay string
+		if c, relay, err = subscribe(ctx, dctx, o, res, sh, time.Time{}, avoid...); err == nil || dctx.Err() != nil {
 			break
+		}
+		if relay != "" {
+			avoid = []string{relay}
 		}
 	}
 	cancel()

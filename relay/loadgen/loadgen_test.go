@@ -695,3 +695,35 @@ func testRunReconnectsWhenSilent(t *testing.T, fpg int) {
 		t.Fatalf("edge B saw %d sessions, want the 6 listeners", st.SessionsTotal)
 	}
 }
+
+// TestRunFirstConnectAvoidsADeadRelay: the router still names a relay
+// that is gone (blackholed) when the listeners start; the first attempt
+// times out there, the next asks the router to avoid it and connects to B.
+func TestRunFirstConnectAvoidsADeadRelay(t *testing.T) {
+	origin := startRelayAndPublisher(t, 1)
+	a, _ := startEdge(t, "127.0.0.1:0", origin)
+	b, _ := startEdge(t, "127.0.0.1:0", origin)
+	p := startUDPProxy(t, a.Addr())
+	p.dead.Store(true)
+	urlA := fmt.Sprintf("http://%s/", p.conn.LocalAddr())
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if slices.Contains(r.URL.Query()["avoid"], urlA) {
+			fmt.Fprintf(w, `{"url": "http://%s/", "certificate_sha256": %q}`, b.Addr(), b.CertificateHash())
+			return
+		}
+		fmt.Fprintf(w, `{"url": %q, "certificate_sha256": %q}`, urlA, a.CertificateHash())
+	}))
+	defer srv.Close()
+	rep, err := loadgen.Run(context.Background(), loadgen.Options{
+		Router: srv.URL, Broadcast: "live", Listeners: 4, Duration: 500 * time.Millisecond, Late: time.Hour, Logger: quietLogger(),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Connected != 4 || rep.Failed != 0 || rep.FramesReceived == 0 {
+		t.Fatalf("report %+v: want the 4 listeners connected to B", rep)
+	}
+	if st := b.Stats(); st.SessionsTotal < 4 {
+		t.Fatalf("edge B saw %d sessions, want the 4 listeners", st.SessionsTotal)
+	}
+}
