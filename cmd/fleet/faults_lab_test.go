@@ -144,8 +144,9 @@ func newFaultFleet(t *testing.T) *faultFleet {
 			t.Fatal(err)
 		}
 	}
-	help, _ := exec.Command(f.relay, "loadgen", "-h").CombinedOutput()
-	if bytes.Contains(help, []byte("-silence")) {
+	// A loadgen without --silence says the flag is not defined.
+	probe, _ := exec.Command(f.relay, "loadgen", "--silence", "960ms").CombinedOutput()
+	if !bytes.Contains(probe, []byte("not defined")) {
 		f.silence = []string{"--silence", "960ms"}
 	} else {
 		t.Logf("this relay's loadgen has no --silence: its listeners notice a dead relay only by the QUIC idle timeout")
