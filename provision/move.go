@@ -31,10 +31,11 @@ var ErrNoShed = errors.New("the relay has no /shed (an older build)")
 
 // DefaultShedRate is how many sessions a second a process being emptied
 // closes: its listeners reconnect through the router at that pace. The
-// lab fault test's rollout (240 listeners, 2 boxes) measured at 200 a
-// second a longest audible gap of 550 to 911 ms and 0.25 to 0.7% of the
-// frames lost, the reconnects crowding each other; at 50 a second 248 ms
-// and none lost, the rollout no slower (docs/fault-tests.md).
+// lab fault test's rollout (240 listeners, 2 boxes, a shared 2-core
+// machine) lost 0.25 to 0.7% of the frames at 200 a second (longest
+// audible gap 550 to 911 ms over three runs), the reconnects crowding
+// each other; at 50 a second 0 to 0.12% (gap 248 to 843 ms), the rollout
+// no slower (docs/fault-tests.md).
 const DefaultShedRate = 50
 
 // ShedOnBox asks a relay instance, from the box itself, to close n of its
