@@ -54,7 +54,7 @@ lab-test: pulumi ## lab boxes (root, systemd-container, debootstrap): SSH, Memor
 
 .PHONY: lab-faults
 
-lab-faults: pulumi ## fault tests on a lab box under listeners through the router (root; about 5 minutes): kill -9, OOM kill, SIGSTOP, fleet rollout; prints one FAULT line each
+lab-faults: pulumi ## fault tests on two lab boxes under listeners through the router (root; 2 to 7 minutes): kill -9, OOM kill, SIGSTOP, fleet rollout; prints one FAULT line each
 	$(GO) test -tags lab -count=1 -timeout 20m -v -run TestFaults ./cmd/fleet/
 
 lab-qemu: ## the real-kernel lab flavour under qemu (root, qemu-system-x86; slow): net.core buffer sysctls
