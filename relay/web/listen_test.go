@@ -1,0 +1,442 @@
+package web_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/chromedp/cdproto/runtime"
+	"github.com/chromedp/chromedp"
+
+	"github.com/relayfleet/relayfleet/relay"
+	"github.com/relayfleet/relayfleet/relay/client"
+)
+
+// pageStats is window.listenStats (relay/web/src/listen.js).
+type pageStats struct {
+	State, Transport, LastReason, LastDecoderError, Audio string
+
+	Connects, Reconnects, Groups, Frames, Decoded, DecoderErrors int
+	Gaps, MissedGroups, Underruns                                int
+
+	FrameMs, LongestGapMs, ScheduledSeconds, PlayedSeconds float64
+	LatencyMs, MaxLatencyMs                                float64
+}
+
+func (s pageStats) String() string {
+	return fmt.Sprintf("transport %s, state %q, connects %d, reconnects %d (last: %q), groups %d (missed %d), frames %d, decoded %d, "+
+		"decoder errors %d %q, gaps %d (longest %.0f ms), underruns %d, played %.2f s of %.2f s scheduled (audio %s), latency %.0f ms (max %.0f ms)",
+		s.Transport, s.State, s.Connects, s.Reconnects, s.LastReason, s.Groups, s.MissedGroups, s.Frames, s.Decoded,
+		s.DecoderErrors, s.LastDecoderError, s.Gaps, s.LongestGapMs, s.Underruns, s.PlayedSeconds, s.ScheduledSeconds,
+		s.Audio, s.LatencyMs, s.MaxLatencyMs)
+}
+
+// need skips the test for lack of a tool, or fails it under CI=true.
+func need(t *testing.T, format string, args ...any) {
+	t.Helper()
+	if os.Getenv("CI") == "true" {
+		t.Fatalf("CI=true: "+format, args...)
+	}
+	t.Skipf(format, args...)
+}
+
+func chromium(t *testing.T) string {
+	t.Helper()
+	if p := os.Getenv("RELAYFLEET_CHROMIUM"); p != "" {
+		return p
+	}
+	for _, name := range []string{"chromium", "chromium-browser", "google-chrome"} {
+		if p, err := exec.LookPath(name); err == nil {
+			return p
+		}
+	}
+	need(t, "no chromium on PATH (apt-get install chromium, or set RELAYFLEET_CHROMIUM)")
+	return ""
+}
+
+// encodeOpus makes an Ogg Opus file of a sine tone the way scripts/demo
+// streams one: libopus, 48 kHz mono, 120 ms frames, voip.
+func encodeOpus(t *testing.T, seconds int) []byte {
+	t.Helper()
+	if _, err := exec.LookPath("ffmpeg"); err != nil {
+		need(t, "no ffmpeg on PATH (apt-get install ffmpeg)")
+	}
+	out := filepath.Join(t.TempDir(), "tone.ogg")
+	cmd := exec.Command("ffmpeg", "-hide_banner", "-loglevel", "error", "-nostdin",
+		"-f", "lavfi", "-i", fmt.Sprintf("sine=frequency=440:sample_rate=48000:duration=%d", seconds),
+		"-c:a", "libopus", "-ar", "48000", "-ac", "1", "-b:a", "32k",
+		"-frame_duration", "120", "-application", "voip", "-page_duration", "120000", "-f", "ogg", out)
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("ffmpeg: %v\n%s", err, b)
+	}
+	b, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// packets reads the Opus packets of an Ogg Opus file.
+func packets(t *testing.T, ogg []byte) (ps [][]byte, total time.Duration) {
+	t.Helper()
+	r := client.NewOggOpusReader(bytes.NewReader(ogg))
+	for {
+		p, _, err := r.Next()
+		if err == io.EOF {
+			return ps, total
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		d, err := client.PacketDuration(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ps = append(ps, p)
+		total += d
+	}
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// browser is one headless Chromium page with its console collected.
+type browser struct {
+	ctx     context.Context
+	console syncBuffer
+}
+
+func newBrowser(t *testing.T, ctx context.Context) *browser {
+	t.Helper()
+	opts := append(chromedp.DefaultExecAllocatorOptions[:],
+		chromedp.ExecPath(chromium(t)),
+		chromedp.Flag("autoplay-policy", "no-user-gesture-required"),
+		chromedp.WindowSize(760, 600),
+	)
+	if os.Geteuid() == 0 {
+		opts = append(opts, chromedp.NoSandbox) // Chromium refuses to run as root with its sandbox
+	}
+	actx, cancelAlloc := chromedp.NewExecAllocator(ctx, opts...)
+	bctx, cancel := chromedp.NewContext(actx)
+	t.Cleanup(func() { cancel(); cancelAlloc() })
+	b := &browser{ctx: bctx}
+	err := chromedp.Listen(bctx, func(ev any) {
+		switch e := ev.(type) {
+		case *runtime.EventConsoleAPICalled:
+			fmt.Fprintf(&b.console, "console.%s:", e.Type)
+			for _, a := range e.Args {
+				fmt.Fprintf(&b.console, " %s%s", a.Value, a.Description)
+			}
+			b.console.Write([]byte("\n"))
+		case *runtime.EventExceptionThrown:
+			fmt.Fprintf(&b.console, "exception: %s %s\n", e.ExceptionDetails.Text, exceptionDescription(e.ExceptionDetails))
+		}
+	})
+	if err != nil { // Listen starts the browser
+		t.Fatalf("start chromium: %v", err)
+	}
+	return b
+}
+
+func (b *browser) stats(t *testing.T) pageStats {
+	t.Helper()
+	var st pageStats
+	js, err := chromedp.Run(b.ctx, chromedp.Evaluate[string](`JSON.stringify(window.listenStats || {})`))
+	if err == nil {
+		err = json.Unmarshal([]byte(js), &st)
+	}
+	if err != nil {
+		t.Fatalf("read window.listenStats: %v\nconsole:\n%s", err, b.console.String())
+	}
+	return st
+}
+
+// waitStats polls the page's counters until cond holds.
+func (b *browser) waitStats(t *testing.T, ctx context.Context, what string, cond func(pageStats) bool) pageStats {
+	t.Helper()
+	for {
+		st := b.stats(t)
+		if cond(st) {
+			return st
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("timed out waiting for %s: %s\nconsole:\n%s", what, st, b.console.String())
+		case <-time.After(250 * time.Millisecond):
+		}
+	}
+}
+
+// publisher publishes one broadcast's audio track into the relay.
+type publisher struct {
+	s  *client.Session
+	b  *client.Broadcast
+	tw *client.TrackWriter
+}
+
+func newPublisher(t *testing.T, ctx context.Context, url, name, token string) *publisher {
+	t.Helper()
+	u, err := client.WithToken(url, token)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := client.Dial(ctx, u, &client.Options{Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatalf("publisher: %v", err)
+	}
+	t.Cleanup(func() { s.Close() })
+	b := s.Publish(name)
+	return &publisher{s: s, b: b, tw: b.Track("audio")}
+}
+
+type setup struct {
+	relay   *relay.Relay
+	auth    *relay.Authenticator
+	relayLg *syncBuffer
+	ogg     []byte
+}
+
+func startRelay(t *testing.T, ctx context.Context) *setup {
+	t.Helper()
+	key := make([]byte, 32)
+	_, _ = rand.Read(key)
+	auth, err := relay.NewAuthenticator(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lg := &syncBuffer{}
+	r, err := relay.Start(ctx, relay.Config{
+		Listen: "127.0.0.1:0",
+		Auth:   auth.WithPublicListen([]string{"live"}),
+		Logger: slog.New(slog.NewTextHandler(lg, &slog.HandlerOptions{Level: slog.LevelDebug})),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { r.Close() })
+	return &setup{relay: r, auth: auth, relayLg: lg}
+}
+
+func (s *setup) token(t *testing.T, publish, subscribe string) string {
+	t.Helper()
+	tok, err := s.auth.NewToken(publish, subscribe, publish != "", subscribe != "", time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tok
+}
+
+// TestListenPage plays 30 s of ffmpeg-encoded Opus published into a relay
+// in headless Chromium, once over WebTransport (a public listen prefix: no
+// token) and once over WebSocket (a private prefix: the token in #jwt=),
+// and reads the page's counters back: every packet received and decoded,
+// 30 s played, no decoder error, no gap, no underrun, no reconnect. A third
+// run pauses the publisher for 2.5 s and checks the counters see it: a gap,
+// an underrun, a reconnect for silence, and the audio after it played.
+func TestListenPage(t *testing.T) {
+	if testing.Short() {
+		t.Skip("30 s runs in headless Chromium: make test-listen")
+	}
+	seconds := 30
+	ogg := encodeOpus(t, seconds)
+	ps, total := packets(t, ogg)
+	if total < time.Duration(seconds)*time.Second-200*time.Millisecond {
+		t.Fatalf("ffmpeg made %d packets, %v, want %d s", len(ps), total, seconds)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	env := startRelay(t, ctx)
+	env.ogg = ogg
+	base := fmt.Sprintf("http://%s", env.relay.Addr())
+	br := newBrowser(t, ctx)
+
+	t.Run("webtransport", func(t *testing.T) {
+		st := env.play(t, ctx, br, base, "live/room-wt", "webtransport", "", len(ps), total)
+		if st.Transport != "WebTransport" {
+			t.Errorf("transport %q, want WebTransport", st.Transport)
+		}
+		shot(t, br)
+	})
+	t.Run("websocket-token", func(t *testing.T) {
+		tok := env.token(t, "", "private")
+		st := env.play(t, ctx, br, base, "private/room-ws", "websocket", tok, len(ps), total)
+		if st.Transport != "WebSocket" {
+			t.Errorf("transport %q, want WebSocket", st.Transport)
+		}
+		text, err := chromedp.Run(br.ctx, chromedp.Evaluate[string](`document.body.innerText`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for where, s := range map[string]string{"the page": text, "the browser console": br.console.String(), "the relay log": env.relayLg.String()} {
+			if strings.Contains(s, tok) {
+				t.Errorf("the token shows in %s", where)
+			}
+		}
+	})
+	t.Run("silence", func(t *testing.T) {
+		env.silence(t, ctx, br, base, ps)
+	})
+}
+
+// play publishes the whole file paced in real time once the page has
+// subscribed, and checks what the page counted.
+func (s *setup) play(t *testing.T, ctx context.Context, br *browser, base, name, transport, tok string, n int, total time.Duration) pageStats {
+	t.Helper()
+	pub := newPublisher(t, ctx, base+"/", name, s.token(t, name, ""))
+	page := fmt.Sprintf("%s/listen?broadcast=%s&transport=%s", base, name, transport)
+	if tok != "" {
+		page += "#jwt=" + tok
+	}
+	if err := chromedp.Do(br.ctx, chromedp.Navigate(page)); err != nil {
+		t.Fatalf("open %s: %v", page, err)
+	}
+	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if err := pub.tw.WaitSubscribers(wctx, 1); err != nil {
+		t.Fatalf("the page never subscribed: %v: %s\nconsole:\n%s", err, br.stats(t), br.console.String())
+	}
+	st, err := client.PublishOgg(ctx, pub.tw, client.NewOggOpusReader(bytes.NewReader(s.ogg)), true)
+	if err != nil {
+		t.Fatalf("publish: %v (%s)", err, st)
+	}
+	if st.Skipped != 0 || st.Packets != n {
+		t.Fatalf("publisher: %s; want %d packets, none skipped", st, n)
+	}
+	// Every packet has been sent: the page has them all within moments,
+	// and has not reconnected (it will, 1 s after the last packet: the
+	// broadcast stays but goes silent).
+	actx, cancelA := context.WithTimeout(ctx, 15*time.Second)
+	defer cancelA()
+	sent := br.waitStats(t, actx, "the last packet to arrive", func(p pageStats) bool {
+		return p.Frames >= n || p.Reconnects > 0
+	})
+	want := total.Seconds()
+	pctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	got := br.waitStats(t, pctx, "the whole file to play", func(p pageStats) bool {
+		return p.PlayedSeconds >= want-0.001 || p.DecoderErrors > 0
+	})
+	got.Reconnects, got.Connects = sent.Reconnects, sent.Connects
+	t.Logf("%s", got)
+	if got.Groups != n || got.Frames != n || got.Decoded != n {
+		t.Errorf("page: %d groups, %d frames, %d decoded; want %d each", got.Groups, got.Frames, got.Decoded, n)
+	}
+	if got.PlayedSeconds < want-0.001 {
+		t.Errorf("page played %.3f s, want %.3f s", got.PlayedSeconds, want)
+	}
+	if got.DecoderErrors != 0 || got.Gaps != 0 || got.MissedGroups != 0 || got.Underruns != 0 || got.Reconnects != 0 {
+		t.Errorf("page: %d decoder errors, %d gaps, %d missed groups, %d underruns, %d reconnects; want none",
+			got.DecoderErrors, got.Gaps, got.MissedGroups, got.Underruns, got.Reconnects)
+	}
+	if got.Connects != 1 || got.LatencyMs <= 0 {
+		t.Errorf("page: %d connects, latency %.0f ms; want 1 connect and a latency", got.Connects, got.LatencyMs)
+	}
+	return got
+}
+
+// silence publishes 5 s, pauses 2.5 s (past the page's 1 s silence
+// timeout), then publishes 5 s more on the same track, continuing the
+// group sequence.
+func (s *setup) silence(t *testing.T, ctx context.Context, br *browser, base string, ps [][]byte) {
+	const before, after = 42, 42 // 120 ms packets: about 5 s each
+	const pause = 2500 * time.Millisecond
+	name := "live/room-silence"
+	pub := newPublisher(t, ctx, base+"/", name, s.token(t, name, ""))
+	page := fmt.Sprintf("%s/listen?broadcast=%s", base, name)
+	if err := chromedp.Do(br.ctx, chromedp.Navigate(page)); err != nil {
+		t.Fatalf("open %s: %v", page, err)
+	}
+	send := func(from, to int) {
+		start := time.Now()
+		var at time.Duration
+		for seq := from; seq < to; seq++ {
+			time.Sleep(time.Until(start.Add(at)))
+			if err := pub.tw.WriteGroup(ctx, uint64(seq), [][]byte{ps[seq]}); err != nil && !errors.Is(err, client.ErrNoSubscribers) {
+				t.Fatalf("publish group %d: %v", seq, err)
+			}
+			d, _ := client.PacketDuration(ps[seq])
+			at += d
+		}
+	}
+	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if err := pub.tw.WaitSubscribers(wctx, 1); err != nil {
+		t.Fatalf("the page never subscribed: %v: %s\nconsole:\n%s", err, br.stats(t), br.console.String())
+	}
+	send(0, before)
+	time.Sleep(pause)
+	// The page reconnects after 1 s of silence; wait until it has
+	// subscribed again so the rest is not sent to nobody.
+	br.waitStats(t, wctx, "a reconnect after the silence", func(p pageStats) bool { return p.Reconnects > 0 })
+	if err := pub.tw.WaitSubscribers(wctx, 1); err != nil {
+		t.Fatalf("the page never subscribed again: %v: %s\nconsole:\n%s", err, br.stats(t), br.console.String())
+	}
+	send(before, before+after)
+	got := br.waitStats(t, ctx, "the audio after the silence to play", func(p pageStats) bool {
+		return p.Decoded >= before+after && p.PlayedSeconds >= p.ScheduledSeconds-0.001
+	})
+	t.Logf("%s", got)
+	if got.Gaps < 1 || got.LongestGapMs < float64(pause/time.Millisecond) || got.Underruns < 1 {
+		t.Errorf("page: %d gaps (longest %.0f ms), %d underruns; want at least one gap of %v and an underrun", got.Gaps, got.LongestGapMs, got.Underruns, pause)
+	}
+	if got.Reconnects < 1 || !strings.Contains(got.LastReason, "silent") {
+		t.Errorf("page: %d reconnects, last reason %q; want a reconnect for silence", got.Reconnects, got.LastReason)
+	}
+	if got.Groups != before+after || got.DecoderErrors != 0 || got.MissedGroups != 0 {
+		t.Errorf("page: %d groups (%d missed), %d decoder errors; want %d groups, none missed, no error", got.Groups, got.MissedGroups, got.DecoderErrors, before+after)
+	}
+}
+
+// shot saves the page as a PNG (Page.captureScreenshot) where
+// LISTEN_SCREENSHOT says (make test-listen: docs/img/listen.png).
+func shot(t *testing.T, br *browser) {
+	t.Helper()
+	out := os.Getenv("LISTEN_SCREENSHOT")
+	if out == "" {
+		return
+	}
+	png, err := chromedp.Run(br.ctx, chromedp.CaptureScreenshot())
+	if err != nil {
+		t.Fatalf("screenshot: %v", err)
+	}
+	if err := os.MkdirAll(filepath.Dir(out), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(out, png, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("screenshot: %s (%d bytes)", out, len(png))
+}
+
+func exceptionDescription(d *runtime.ExceptionDetails) string {
+	if d == nil || d.Exception == nil {
+		return ""
+	}
+	return d.Exception.Description
+}
