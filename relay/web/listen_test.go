@@ -258,7 +258,9 @@ func (s *setup) token(t *testing.T, publish, subscribe string) string {
 // and reads the page's counters back: every packet received and decoded,
 // 30 s played, no decoder error, no gap, no underrun, no reconnect. A third
 // run pauses the publisher for 2.5 s and checks the counters see it: a gap,
-// an underrun, a reconnect for silence, and the audio after it played.
+// an underrun, a reconnect for silence, and the audio after it played;
+// a fourth sends a packet that is not Opus and skips a group: a decoder
+// error and a missed group counted, and the audio after them played.
 func TestListenPage(t *testing.T) {
 	if testing.Short() {
 		t.Skip("30 s runs in headless Chromium: make test-listen")
@@ -302,6 +304,51 @@ func TestListenPage(t *testing.T) {
 	t.Run("silence", func(t *testing.T) {
 		env.silence(t, ctx, br, base, ps)
 	})
+	t.Run("corrupt-packet", func(t *testing.T) {
+		env.corrupt(t, ctx, br, base, ps)
+	})
+}
+
+// corrupt sends 10 packets, a packet that is not Opus, skips a group,
+// then 10 packets more: the page counts a decoder error and a missed
+// group, and plays on with a new decoder.
+func (s *setup) corrupt(t *testing.T, ctx context.Context, br *browser, base string, ps [][]byte) {
+	name := "live/room-corrupt"
+	pub := newPublisher(t, ctx, base+"/", name, s.token(t, name, ""))
+	page := fmt.Sprintf("%s/listen?broadcast=%s", base, name)
+	if err := chromedp.Do(br.ctx, chromedp.Navigate(page)); err != nil {
+		t.Fatalf("open %s: %v", page, err)
+	}
+	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if err := pub.tw.WaitSubscribers(wctx, 1); err != nil {
+		t.Fatalf("the page never subscribed: %v: %s\nconsole:\n%s", err, br.stats(t), br.console.String())
+	}
+	// Code 3 (a frame count byte must follow) with nothing after it.
+	bad := []byte{ps[0][0] | 3}
+	for seq := 0; seq < 22; seq++ {
+		p := ps[seq]
+		switch seq {
+		case 10:
+			p = bad
+		case 11:
+			continue
+		}
+		if err := pub.tw.WriteGroup(ctx, uint64(seq), [][]byte{p}); err != nil {
+			t.Fatalf("publish group %d: %v", seq, err)
+		}
+		time.Sleep(120 * time.Millisecond)
+	}
+	got := br.waitStats(t, wctx, "the packets after the bad one to play", func(p pageStats) bool {
+		return p.Frames >= 21 && p.PlayedSeconds >= p.ScheduledSeconds-0.001 && p.Decoded >= 15
+	})
+	t.Logf("%s", got)
+	if got.DecoderErrors < 1 || got.MissedGroups != 1 {
+		t.Errorf("page: %d decoder errors, %d missed groups; want the bad packet counted and 1 group missed", got.DecoderErrors, got.MissedGroups)
+	}
+	if got.Decoded < 15 {
+		t.Errorf("page decoded %d of 20 good packets: it did not play on after the decoder error", got.Decoded)
+	}
 }
 
 // play publishes the whole file paced in real time once the page has
