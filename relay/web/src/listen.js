@@ -35,6 +35,7 @@ const stats = {
 	broadcast,
 	track: trackName,
 	transport: "",
+	fallback: "", // why the last connect did not use WebTransport
 	connects: 0,
 	reconnects: 0,
 	lastReason: "",
@@ -116,7 +117,7 @@ async function openWebTransport(hashes) {
 	const wt = new WebTransport(sessionURL("https:"), opts);
 	wt.closed.catch(() => {});
 	try {
-		await within(wt.ready, CONNECT_MS, "WebTransport: no handshake within 5 s");
+		await within(wt.ready, CONNECT_MS, `no handshake within ${CONNECT_MS / 1000} s`);
 	} catch (err) {
 		wt.close();
 		throw err;
@@ -149,7 +150,7 @@ async function connectWebSocket() {
 	const ws = new QMux(sessionURL(location.protocol === "https:" ? "wss:" : "ws:"));
 	ws.closed.catch(() => {});
 	try {
-		await within(ws.ready, CONNECT_MS, "WebSocket: not open within 5 s");
+		await within(ws.ready, CONNECT_MS, `not open within ${CONNECT_MS / 1000} s`);
 	} catch (err) {
 		ws.close();
 		throw err;
@@ -169,7 +170,9 @@ async function connect() {
 			failures.push("WebTransport: not supported by this browser");
 		} else {
 			try {
-				return await connectWebTransport();
+				const s = await connectWebTransport();
+				stats.fallback = "";
+				return s;
 			} catch (err) {
 				failures.push(`WebTransport: ${message(err)}`);
 			}
@@ -177,7 +180,9 @@ async function connect() {
 	}
 	if (force !== "webtransport") {
 		try {
-			return await connectWebSocket();
+			const s = await connectWebSocket();
+			stats.fallback = failures.join("; ");
+			return s;
 		} catch (err) {
 			failures.push(`WebSocket: ${message(err)}`);
 		}
@@ -387,7 +392,7 @@ async function run() {
 
 const rows = [
 	["state", () => stats.state],
-	["transport", () => stats.transport || "none yet"],
+	["transport", () => (stats.transport || "none yet") + (stats.fallback ? ` (${stats.fallback})` : "")],
 	["connects", () => `${stats.connects} (last reason to reconnect: ${stats.lastReason || "none"})`],
 	["groups received", () => `${stats.groups} (${stats.missedGroups} missed)`],
 	["frames", () => `${stats.frames} (${stats.frameMs} ms each, ${(stats.bytes / 1024).toFixed(1)} KiB)`],
