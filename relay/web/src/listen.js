@@ -340,7 +340,9 @@ async function listen(s) {
 	const track = s.conn.consume(path).subscribe(trackName, 0);
 	stats.state = "subscribed";
 	for (;;) {
-		const group = await Promise.race([within(track.nextGroup(), SILENCE_MS, "silent"), dead]);
+		// In sequence order: a group that arrives after a later one is
+		// too late to play and is skipped (counted as missed).
+		const group = await Promise.race([within(track.nextGroupOrdered(), SILENCE_MS, "silent"), dead]);
 		if (!group) return "the broadcast ended";
 		onGroup(group.sequence);
 		stats.state = "playing";
