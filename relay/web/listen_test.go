@@ -29,16 +29,16 @@ type pageStats struct {
 	State, Transport, Fallback, LastReason, LastDecoderError, Audio string
 
 	Connects, Reconnects, Groups, Frames, Decoded, DecoderErrors int
-	Gaps, MissedGroups, Underruns                                int
+	Gaps, MissedGroups, Late, Underruns                          int
 
 	FrameMs, LongestGapMs, ScheduledSeconds, PlayedSeconds float64
 	LatencyMs, MaxLatencyMs                                float64
 }
 
 func (s pageStats) String() string {
-	return fmt.Sprintf("transport %s (fallback: %q), state %q, connects %d, reconnects %d (last: %q), groups %d (missed %d), frames %d, decoded %d, "+
+	return fmt.Sprintf("transport %s (fallback: %q), state %q, connects %d, reconnects %d (last: %q), groups %d (missed %d), frames %d, decoded %d, late %d, "+
 		"decoder errors %d %q, gaps %d (longest %.0f ms), underruns %d, played %.2f s of %.2f s scheduled (audio %s), latency %.0f ms (max %.0f ms)",
-		s.Transport, s.Fallback, s.State, s.Connects, s.Reconnects, s.LastReason, s.Groups, s.MissedGroups, s.Frames, s.Decoded,
+		s.Transport, s.Fallback, s.State, s.Connects, s.Reconnects, s.LastReason, s.Groups, s.MissedGroups, s.Frames, s.Decoded, s.Late,
 		s.DecoderErrors, s.LastDecoderError, s.Gaps, s.LongestGapMs, s.Underruns, s.PlayedSeconds, s.ScheduledSeconds,
 		s.Audio, s.LatencyMs, s.MaxLatencyMs)
 }
@@ -382,9 +382,11 @@ func relayRestart(t *testing.T, ctx context.Context, br *browser, ps [][]byte) {
 		return p.Frames >= 2*half && p.PlayedSeconds >= p.ScheduledSeconds-0.001
 	})
 	t.Logf("%s", got)
-	// Chromium 156's first WebTransport attempts from the same page after
-	// the restart hang (no CONNECT reaches the new relay; a reload gets
-	// WebTransport at once): the page comes back over WebSocket then.
+	// The page's first reconnect comes while the old relay is still
+	// closing (Close takes about 1 s here, and /certificate.sha256 still
+	// answers, with the old hash): that WebTransport handshake hangs until
+	// the page's 5 s limit, and the page comes back over WebSocket, to the
+	// new relay by then. A page opened afresh gets WebTransport at once.
 	if got.Reconnects < 1 || got.Connects < 2 || got.Transport == "" {
 		t.Errorf("page: %d connects, %d reconnects; want it back after the restart", got.Connects, got.Reconnects)
 	}
@@ -482,9 +484,9 @@ func (s *setup) play(t *testing.T, ctx context.Context, br *browser, base, name,
 	if got.PlayedSeconds < want-0.001 {
 		t.Errorf("page played %.3f s, want %.3f s", got.PlayedSeconds, want)
 	}
-	if got.DecoderErrors != 0 || got.Gaps != 0 || got.MissedGroups != 0 || got.Underruns != 0 || got.Reconnects != 0 {
-		t.Errorf("page: %d decoder errors, %d gaps, %d missed groups, %d underruns, %d reconnects; want none",
-			got.DecoderErrors, got.Gaps, got.MissedGroups, got.Underruns, got.Reconnects)
+	if got.DecoderErrors != 0 || got.Gaps != 0 || got.MissedGroups != 0 || got.Late != 0 || got.Underruns != 0 || got.Reconnects != 0 {
+		t.Errorf("page: %d decoder errors, %d gaps, %d missed groups, %d late, %d underruns, %d reconnects; want none",
+			got.DecoderErrors, got.Gaps, got.MissedGroups, got.Late, got.Underruns, got.Reconnects)
 	}
 	if got.Connects != 1 || got.LatencyMs <= 0 {
 		t.Errorf("page: %d connects, latency %.0f ms; want 1 connect and a latency", got.Connects, got.LatencyMs)

@@ -36,6 +36,7 @@ const stats = {
 	track: trackName,
 	transport: "",
 	fallback: "", // why the last connect did not use WebTransport
+	pinned: "", // the certificate hash the last WebTransport try pinned
 	connects: 0,
 	reconnects: 0,
 	lastReason: "",
@@ -49,6 +50,7 @@ const stats = {
 	gaps: 0,
 	longestGapMs: 0,
 	missedGroups: 0,
+	late: 0,
 	underruns: 0,
 	scheduledSeconds: 0,
 	playedSeconds: 0,
@@ -82,6 +84,7 @@ function within(p, ms, what) {
 function hexBytes(hex) {
 	hex = hex.trim();
 	if (!/^([0-9a-fA-F]{2}){32}$/.test(hex)) throw new Error(`certificate hash: not 64 hex digits`);
+	stats.pinned = hex.toLowerCase();
 	const out = new Uint8Array(32);
 	for (let i = 0; i < 32; i++) out[i] = parseInt(hex.slice(2 * i, 2 * i + 2), 16);
 	return out;
@@ -286,15 +289,10 @@ function decoderFor(channels) {
 
 let lastArrival = 0;
 let lastFrameMs = 0;
-let lastSeq = -1;
 
-function onGroup(seq) {
-	stats.groups++;
-	if (lastSeq >= 0 && seq > lastSeq + 1) stats.missedGroups += seq - lastSeq - 1;
-	lastSeq = seq;
-}
-
-function onFrame(packet) {
+// arrived counts a frame as it comes off the network: the gaps are
+// measured here, in arrival order.
+function arrived(packet) {
 	const t = performance.now();
 	stats.frames++;
 	stats.bytes += packet.length;
@@ -307,9 +305,13 @@ function onFrame(packet) {
 	}
 	lastArrival = t;
 	lastFrameMs = ms;
+	return t;
+}
+
+function decode(packet, arrival) {
 	const ts = chunkTime;
-	chunkTime += Math.round(ms * 1000);
-	arrivals.set(ts, t);
+	chunkTime += Math.round(opusDurationMs(packet) * 1000);
+	arrivals.set(ts, arrival);
 	try {
 		const stereo = packet.length > 0 && (packet[0] & 4) !== 0;
 		decoderFor(stereo ? 2 : 1).decode(new EncodedAudioChunk({ type: "key", timestamp: ts, data: packet }));
@@ -319,6 +321,57 @@ function onFrame(packet) {
 		arrivals.delete(ts);
 	}
 }
+
+// Groups are decoded in sequence order. Each group comes on its own
+// stream, so one can overtake the one before it: a group after a hole
+// waits up to HOLE_MS for the missing one, which is then counted missed
+// (and dropped if it still comes: late).
+const HOLE_MS = 150;
+const pending = new Map(); // sequence -> [{packet, arrival}]
+let expect = -1; // the next sequence to decode
+let holeSince = 0;
+
+function deliver(seq, frames, firstOfSession) {
+	if (expect >= 0 && seq < expect) {
+		if (!firstOfSession) {
+			stats.late++;
+			return;
+		}
+		// A new session whose publisher counts from lower down: it
+		// restarted. Start over from here.
+		pending.clear();
+		expect = -1;
+	}
+	pending.set(seq, frames);
+	flush();
+}
+
+function flush() {
+	for (;;) {
+		if (pending.size === 0) {
+			holeSince = 0;
+			return;
+		}
+		const first = Math.min(...pending.keys());
+		if (expect < 0) expect = first;
+		const frames = pending.get(expect);
+		if (frames) {
+			pending.delete(expect);
+			expect++;
+			holeSince = 0;
+			for (const f of frames) decode(f.packet, f.arrival);
+			continue;
+		}
+		const now = performance.now();
+		if (!holeSince) holeSince = now;
+		if (now - holeSince < HOLE_MS) return;
+		stats.missedGroups += first - expect;
+		expect = first;
+		holeSince = 0;
+	}
+}
+
+setInterval(flush, 30);
 
 // --- the session --------------------------------------------------------
 
@@ -339,18 +392,20 @@ async function listen(s) {
 	}
 	const track = s.conn.consume(path).subscribe(trackName, 0);
 	stats.state = "subscribed";
+	let firstOfSession = true;
 	for (;;) {
-		// In sequence order: a group that arrives after a later one is
-		// too late to play and is skipped (counted as missed).
-		const group = await Promise.race([within(track.nextGroupOrdered(), SILENCE_MS, "silent"), dead]);
+		const group = await Promise.race([within(track.nextGroup(), SILENCE_MS, "silent"), dead]);
 		if (!group) return "the broadcast ended";
-		onGroup(group.sequence);
+		stats.groups++;
 		stats.state = "playing";
+		const frames = [];
 		for (;;) {
-			const frame = await Promise.race([within(group.readFrame(), SILENCE_MS, "silent"), dead]);
-			if (!frame) break;
-			onFrame(frame);
+			const packet = await Promise.race([within(group.readFrame(), SILENCE_MS, "silent"), dead]);
+			if (!packet) break;
+			frames.push({ packet, arrival: arrived(packet) });
 		}
+		deliver(group.sequence, frames, firstOfSession);
+		firstOfSession = false;
 	}
 }
 
@@ -396,7 +451,7 @@ const rows = [
 	["state", () => stats.state],
 	["transport", () => (stats.transport || "none yet") + (stats.fallback ? ` (${stats.fallback})` : "")],
 	["connects", () => `${stats.connects} (last reason to reconnect: ${stats.lastReason || "none"})`],
-	["groups received", () => `${stats.groups} (${stats.missedGroups} missed)`],
+	["groups received", () => `${stats.groups} (${stats.missedGroups} missed, ${stats.late} too late)`],
 	["frames", () => `${stats.frames} (${stats.frameMs} ms each, ${(stats.bytes / 1024).toFixed(1)} KiB)`],
 	["decoded / decoder errors", () => `${stats.decoded} / ${stats.decoderErrors}${stats.lastDecoderError ? ` (${stats.lastDecoderError})` : ""}`],
 	["gaps (> 2 frame intervals)", () => `${stats.gaps} (longest between frames: ${stats.longestGapMs} ms)`],
