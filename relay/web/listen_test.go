@@ -555,6 +555,7 @@ func shot(t *testing.T, br *browser) {
 	if out == "" {
 		return
 	}
+	time.Sleep(400 * time.Millisecond) // the page redraws its counters every 250 ms
 	png, err := chromedp.Run(br.ctx, chromedp.CaptureScreenshot())
 	if err != nil {
 		t.Fatalf("screenshot: %v", err)
