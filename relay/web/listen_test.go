@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -261,7 +262,10 @@ func (s *setup) token(t *testing.T, publish, subscribe string) string {
 // an underrun, a reconnect for silence, and the audio after it played;
 // a fourth sends a packet that is not Opus and skips a group: a decoder
 // error and a missed group counted, and the audio after them played; a
-// fifth restarts the relay under the page, which comes back by itself.
+// fifth restarts the relay under the page, which comes back by itself;
+// two more shed the page's session with going-away (POST /shed, helper
+// RELAY's; they skip on a relay without it), and the page comes back and
+// plays on.
 func TestListenPage(t *testing.T) {
 	if testing.Short() {
 		t.Skip("30 s runs in headless Chromium: make test-listen")
@@ -311,6 +315,71 @@ func TestListenPage(t *testing.T) {
 	t.Run("relay-restart", func(t *testing.T) {
 		relayRestart(t, ctx, br, ps)
 	})
+	t.Run("going-away-websocket", func(t *testing.T) {
+		env.goingAway(t, ctx, br, base, ps, "websocket")
+	})
+	t.Run("going-away-webtransport", func(t *testing.T) {
+		env.goingAway(t, ctx, br, base, ps, "webtransport")
+	})
+}
+
+// goingAway has the relay shed the page's session (POST /shed?n=1: the
+// listener goes first) while audio flows: the page reconnects at once and
+// plays on, and over WebSocket it reads the close as going-away.
+func (s *setup) goingAway(t *testing.T, ctx context.Context, br *browser, base string, ps [][]byte, transport string) {
+	name := "live/room-away-" + transport
+	pub := newPublisher(t, ctx, base+"/", name, s.token(t, name, ""))
+	if err := chromedp.Do(br.ctx, chromedp.Navigate(base+"/listen?broadcast="+name+"&transport="+transport)); err != nil {
+		t.Fatal(err)
+	}
+	wctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	defer cancel()
+	if err := pub.tw.WaitSubscribers(wctx, 1); err != nil {
+		t.Fatalf("the page never subscribed: %v: %s\nconsole:\n%s", err, br.stats(t), br.console.String())
+	}
+	const n = 60
+	done := make(chan error, 1)
+	go func() {
+		for seq := 0; seq < n; seq++ {
+			if err := pub.tw.WriteGroup(wctx, uint64(seq), [][]byte{ps[seq]}); err != nil && !errors.Is(err, client.ErrNoSubscribers) {
+				done <- fmt.Errorf("publish group %d: %w", seq, err)
+				return
+			}
+			time.Sleep(120 * time.Millisecond)
+		}
+		done <- nil
+	}()
+	before := br.waitStats(t, wctx, "audio before the shed", func(p pageStats) bool { return p.Frames >= 10 })
+	resp, err := http.Post(base+"/shed?n=1", "text/plain", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode == http.StatusNotFound {
+		<-done
+		t.Skipf("this relay has no POST /shed (helper RELAY's going-away): %s", body)
+	}
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("POST /shed?n=1: %s %s", resp.Status, body)
+	}
+	t.Logf("shed: %s", bytes.TrimSpace(body))
+	after := br.waitStats(t, wctx, "audio after the shed", func(p pageStats) bool { return p.Reconnects > 0 && p.Frames >= before.Frames+10 })
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%s", after)
+	if after.DecoderErrors != 0 {
+		t.Errorf("page: %d decoder errors after the shed; want none", after.DecoderErrors)
+	}
+	// Over WebSocket the close status is 1001. Over WebTransport
+	// Chromium 156 reports close code 0 for the relay's going-away
+	// (webtransport-go v0.13.0 resets the session's streams, and the
+	// CONNECT stream ends without the close capsule reaching the page), so
+	// the page can only tell it was closed; it reconnects all the same.
+	if transport == "websocket" && after.LastReason != "going-away" {
+		t.Errorf("page: reconnected for %q; want going-away", after.LastReason)
+	}
 }
 
 // relayRestart plays 3 s through a relay, stops it and starts another on

@@ -93,7 +93,7 @@ function hexBytes(hex) {
 function closeReason(info, goingAway) {
 	const code = info && info.closeCode;
 	if (code === goingAway || code === GOING_AWAY_CODE) return "going-away";
-	return `closed by the relay${code ? ` (code ${code})` : ""}${info && info.reason ? `: ${scrub(info.reason)}` : ""}`;
+	return `closed by the relay (code ${code ?? "none"})${info && info.reason ? `: ${scrub(info.reason)}` : ""}`;
 }
 
 // sessionURL is the relay's root on this page's host, with the token.
@@ -427,6 +427,12 @@ async function run() {
 			reason = await listen(s);
 		} catch (err) {
 			reason = message(err);
+			if (s) {
+				// A closing session resets its streams, which may fail a
+				// read before the close itself arrives: the session's own
+				// reason (going-away) wins when it comes within moments.
+				reason = await Promise.race([s.closed, sleep(250).then(() => reason)]);
+			}
 		} finally {
 			if (s) {
 				try {
