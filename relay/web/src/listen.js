@@ -52,6 +52,7 @@ const stats = {
 	missedGroups: 0,
 	late: 0,
 	underruns: 0,
+	heldBack: 0, // decoded while the browser held audio back
 	scheduledSeconds: 0,
 	playedSeconds: 0,
 	latencyMs: 0,
@@ -243,6 +244,11 @@ function play(data) {
 	}
 	data.close();
 	stats.decoded++;
+	if (c.state !== "running") {
+		// Held back (autoplay, until a click): nothing to queue up for later.
+		stats.heldBack++;
+		return;
+	}
 	const now = c.currentTime;
 	if (playAt < now + 0.005) {
 		// Ran dry (or first buffer): start again one lead ahead.
@@ -280,6 +286,7 @@ function decoderFor(channels) {
 			stats.decoderErrors++;
 			stats.lastDecoderError = message(err);
 			decoder = undefined;
+			arrivals.clear(); // what it held is gone
 		},
 	});
 	decoder.configure({ codec: "opus", sampleRate: 48000, numberOfChannels: channels });
@@ -462,7 +469,7 @@ const rows = [
 	["decoded / decoder errors", () => `${stats.decoded} / ${stats.decoderErrors}${stats.lastDecoderError ? ` (${stats.lastDecoderError})` : ""}`],
 	["gaps (> 2 frame intervals)", () => `${stats.gaps} (longest between frames: ${stats.longestGapMs} ms)`],
 	["underruns", () => String(stats.underruns)],
-	["played", () => `${stats.playedSeconds.toFixed(1)} s (audio ${stats.audio})`],
+	["played", () => `${stats.playedSeconds.toFixed(1)} s (audio ${stats.audio}${stats.heldBack ? `, ${stats.heldBack} packets held back` : ""})`],
 	["latency (arrival to speaker)", () => `${stats.latencyMs} ms (max ${stats.maxLatencyMs} ms)`],
 ];
 
@@ -495,10 +502,18 @@ function start() {
 	// The audio output now, not at the first packet: opening it can hold
 	// the page up for a while (seconds in a headless browser), which would
 	// stall the first packets behind it.
-	audio();
+	const c = audio();
 	render();
 	setInterval(render, 250);
-	run();
+	// Give the audio output a moment to start before the first packet
+	// (packets decoded while it is not running are not queued up); where
+	// the browser holds audio back until a click, connect anyway.
+	const running = new Promise((resolve) => {
+		const check = () => c.state === "running" && resolve();
+		c.addEventListener("statechange", check);
+		check();
+	});
+	Promise.race([running, sleep(2000)]).then(run);
 }
 
 if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", start);
