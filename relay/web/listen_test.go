@@ -30,16 +30,16 @@ type pageStats struct {
 	State, Transport, Fallback, LastReason, LastDecoderError, Audio string
 
 	Connects, Reconnects, Groups, Frames, Decoded, DecoderErrors int
-	Gaps, MissedGroups, Late, Underruns                          int
+	Gaps, MissedGroups, Late, Underruns, HeldBack                int
 
 	FrameMs, LongestGapMs, ScheduledSeconds, PlayedSeconds float64
 	LatencyMs, MaxLatencyMs                                float64
 }
 
 func (s pageStats) String() string {
-	return fmt.Sprintf("transport %s (fallback: %q), state %q, connects %d, reconnects %d (last: %q), groups %d (missed %d), frames %d, decoded %d, late %d, "+
+	return fmt.Sprintf("transport %s (fallback: %q), state %q, connects %d, reconnects %d (last: %q), groups %d (missed %d), frames %d, decoded %d, late %d, held back %d, "+
 		"decoder errors %d %q, gaps %d (longest %.0f ms), underruns %d, played %.2f s of %.2f s scheduled (audio %s), latency %.0f ms (max %.0f ms)",
-		s.Transport, s.Fallback, s.State, s.Connects, s.Reconnects, s.LastReason, s.Groups, s.MissedGroups, s.Frames, s.Decoded, s.Late,
+		s.Transport, s.Fallback, s.State, s.Connects, s.Reconnects, s.LastReason, s.Groups, s.MissedGroups, s.Frames, s.Decoded, s.Late, s.HeldBack,
 		s.DecoderErrors, s.LastDecoderError, s.Gaps, s.LongestGapMs, s.Underruns, s.PlayedSeconds, s.ScheduledSeconds,
 		s.Audio, s.LatencyMs, s.MaxLatencyMs)
 }
@@ -133,13 +133,17 @@ type browser struct {
 	console syncBuffer
 }
 
-func newBrowser(t *testing.T, ctx context.Context) *browser {
+func newBrowser(t *testing.T, ctx context.Context, autoplay bool) *browser {
 	t.Helper()
 	opts := append(chromedp.DefaultExecAllocatorOptions[:],
 		chromedp.ExecPath(chromium(t)),
-		chromedp.Flag("autoplay-policy", "no-user-gesture-required"),
 		chromedp.WindowSize(760, 600),
 	)
+	if autoplay {
+		opts = append(opts, chromedp.Flag("autoplay-policy", "no-user-gesture-required"))
+	} else {
+		opts = append(opts, chromedp.Flag("autoplay-policy", "document-user-activation-required"))
+	}
 	if os.Geteuid() == 0 {
 		opts = append(opts, chromedp.NoSandbox) // Chromium refuses to run as root with its sandbox
 	}
@@ -263,6 +267,7 @@ func (s *setup) token(t *testing.T, publish, subscribe string) string {
 // a fourth sends a packet that is not Opus and skips a group: a decoder
 // error and a missed group counted, and the audio after them played; a
 // fifth restarts the relay under the page, which comes back by itself;
+// one more opens it in a browser that holds audio back until a click;
 // two more shed the page's session with going-away (POST /shed, helper
 // RELAY's; they skip on a relay without it), and the page comes back and
 // plays on.
@@ -281,7 +286,7 @@ func TestListenPage(t *testing.T) {
 	env := startRelay(t, ctx)
 	env.ogg = ogg
 	base := fmt.Sprintf("http://%s", env.relay.Addr())
-	br := newBrowser(t, ctx)
+	br := newBrowser(t, ctx, true)
 
 	t.Run("webtransport", func(t *testing.T) {
 		st := env.play(t, ctx, br, base, "live/room-wt", "webtransport", "", len(ps), total)
@@ -314,6 +319,9 @@ func TestListenPage(t *testing.T) {
 	})
 	t.Run("relay-restart", func(t *testing.T) {
 		relayRestart(t, ctx, br, ps)
+	})
+	t.Run("autoplay-blocked", func(t *testing.T) {
+		env.autoplayBlocked(t, ctx, base, ps)
 	})
 	t.Run("going-away-websocket", func(t *testing.T) {
 		env.goingAway(t, ctx, br, base, ps, "websocket")
@@ -643,4 +651,54 @@ func exceptionDescription(d *runtime.ExceptionDetails) string {
 		return ""
 	}
 	return d.Exception.Description
+}
+
+// autoplayBlocked opens the page in a browser that holds audio back until
+// a click: the page connects and decodes but queues nothing, shows its
+// Play button, and after a click plays what comes, without the backlog.
+func (s *setup) autoplayBlocked(t *testing.T, ctx context.Context, base string, ps [][]byte) {
+	br := newBrowser(t, ctx, false)
+	name := "live/room-click"
+	pub := newPublisher(t, ctx, base+"/", name, s.token(t, name, ""))
+	if err := chromedp.Do(br.ctx, chromedp.Navigate(base+"/listen?broadcast="+name)); err != nil {
+		t.Fatal(err)
+	}
+	wctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	defer cancel()
+	if err := pub.tw.WaitSubscribers(wctx, 1); err != nil {
+		t.Fatalf("the page never subscribed: %v: %s\nconsole:\n%s", err, br.stats(t), br.console.String())
+	}
+	const n = 80
+	done := make(chan error, 1)
+	go func() {
+		for seq := 0; seq < n; seq++ {
+			if err := pub.tw.WriteGroup(wctx, uint64(seq), [][]byte{ps[seq]}); err != nil && !errors.Is(err, client.ErrNoSubscribers) {
+				done <- fmt.Errorf("publish group %d: %w", seq, err)
+				return
+			}
+			time.Sleep(120 * time.Millisecond)
+		}
+		done <- nil
+	}()
+	held := br.waitStats(t, wctx, "packets held back", func(p pageStats) bool { return p.HeldBack >= 15 })
+	if held.Audio != "suspended" || held.PlayedSeconds != 0 || held.ScheduledSeconds != 0 {
+		t.Fatalf("before a click: %s; want audio suspended, nothing scheduled or played", held)
+	}
+	visible, err := chromedp.Run(br.ctx, chromedp.Evaluate[bool](`!document.getElementById("play").hidden`))
+	if err != nil || !visible {
+		t.Fatalf("the Play button is not shown (%v)", err)
+	}
+	if err := chromedp.Do(br.ctx, chromedp.Click(chromedp.ID("play"))); err != nil {
+		t.Fatal(err)
+	}
+	got := br.waitStats(t, wctx, "audio after the click", func(p pageStats) bool { return p.Audio == "running" && p.PlayedSeconds >= 1 })
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%s", got)
+	// The held-back packets would put seconds of audio ahead of the
+	// speaker; what plays is what came after the click, one lead ahead.
+	if got.MaxLatencyMs > 1500 || got.DecoderErrors != 0 {
+		t.Errorf("after the click: latency up to %.0f ms, %d decoder errors; want no backlog, no error", got.MaxLatencyMs, got.DecoderErrors)
+	}
 }
