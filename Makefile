@@ -103,3 +103,17 @@ $(PULUMI): tools/pulumi/go.mod tools/pulumi/go.sum
 e2e: pulumi ## the provider in process on lab boxes, then fleet up, drift, change, up, destroy through the real Pulumi CLI (root; about a minute warm)
 	$(GO) test -tags lab -count=1 -timeout 15m -v -run TestLab ./infra/provider/
 	RELAYFLEET_PULUMI=$(PULUMI) $(GO) test -tags e2e -count=1 -timeout 30m -v -run TestE2E ./cmd/fleet/
+
+.PHONY: web web-check test-listen
+
+web: ## rebuild relay/web/dist/listen.js, the /listen page's script (esbuild pinned in relay/web/package-lock.json); commit it
+	cd relay/web && npm ci --no-audit --no-fund && node build.mjs
+
+web-check: ## fail when the committed relay/web/dist/listen.js is not what make web builds from its sources
+	cd relay/web && npm ci --no-audit --no-fund
+	@tmp=$$(mktemp -d) && trap 'rm -rf "$$tmp"' EXIT && (cd relay/web && node build.mjs "$$tmp/listen.js") && \
+	if cmp -s "$$tmp/listen.js" relay/web/dist/listen.js; then echo "relay/web/dist/listen.js matches its sources"; \
+	else echo "relay/web/dist/listen.js differs from what its sources build: run make web and commit it" >&2; exit 1; fi
+
+test-listen: ## the /listen page in headless Chromium (chromium, ffmpeg): 30 s of Opus over WebTransport and WebSocket, a silence; writes docs/img/listen.png
+	LISTEN_SCREENSHOT=$(CURDIR)/docs/img/listen.png $(GO) test -count=1 -timeout 8m -v -run TestListenPage ./relay/web/

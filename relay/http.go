@@ -226,6 +226,7 @@ func (r *Relay) handler(withPprof bool) http.Handler {
 		_ = enc.Encode(r.Stats())
 	})
 	mux.Handle("GET /metrics", promhttp.HandlerFor(r.registry(), promhttp.HandlerOpts{}))
+	listenRoutes(mux) // GET /listen, /listen.js: listenpage.go
 	// Draining: POST /drain stops admitting new sessions (the router sees
 	// headroom 0 and sends new listeners elsewhere) while open sessions are
 	// served on; DELETE /drain admits again. Only from the box itself: the

@@ -297,7 +297,7 @@ func Start(ctx context.Context, cfg Config) (*Relay, error) {
 		mux = certs.acme.httpHandler(mux)
 	}
 	r.wt = &webtransport.Server{
-		H3:                   &http3.Server{Handler: mux, Logger: logger},
+		H3:                   &http3.Server{Handler: mux, Logger: slog.New(redactTokens(logger.Handler()))}, // it logs request URIs: no ?jwt=, logredact.go
 		ApplicationProtocols: []string{moqlite.ALPN},
 		CheckOrigin:          func(*http.Request) bool { return true },
 	}
