@@ -155,6 +155,10 @@ type Relay struct {
 	bufRcv   int
 	bufSnd   int
 	bufAsked int
+	// sendErrs counts the UDP socket's failed writes; dropsErr logs once
+	// that its drops cannot be read.
+	sendErrs sendErrors
+	dropsErr sync.Once
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -220,7 +224,7 @@ func Start(ctx context.Context, cfg Config) (*Relay, error) {
 		// TLS-ALPN-01 challenges, answered on the TCP port.
 		tlsConf.NextProtos = append(tlsConf.NextProtos, acmeTLS1)
 	}
-	r.tr = &quic.Transport{Conn: udp}
+	r.tr = &quic.Transport{Conn: &countingConn{UDPConn: udp, errs: &r.sendErrs}}
 	r.ql, err = r.tr.Listen(tlsConf, quicConfig())
 	if err != nil {
 		udp.Close()

@@ -67,6 +67,8 @@ type Server struct {
 
 	counters counters
 	refused  refusals
+	// open sessions by transport (relay_transport_sessions)
+	transports transportSessions
 }
 
 type counters struct {
@@ -245,6 +247,8 @@ func (s *Server) serveSession(ctx context.Context, t transport.Session, u *url.U
 	sess.log.Debug("session started")
 
 	s.counters.sessionsTotal.Add(1)
+	s.transports.add(via, 1)
+	defer s.transports.add(via, -1)
 	s.mu.Lock()
 	s.sessions[sess] = struct{}{}
 	if admitted {
