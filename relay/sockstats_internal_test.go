@@ -36,7 +36,7 @@ func TestSendErrorsByKind(t *testing.T) {
 	for err, want := range map[error]string{
 		&net.OpError{Op: "write", Err: os.NewSyscallError("sendmsg", syscall.ENOBUFS)}: SendErrENOBUFS,
 		&net.OpError{Op: "write", Err: os.NewSyscallError("sendmsg", syscall.EAGAIN)}:  SendErrEAGAIN,
-		fmt.Errorf("x: %w", syscall.ECONNREFUSED):                                     SendErrOther,
+		fmt.Errorf("x: %w", syscall.ECONNREFUSED):                                      SendErrOther,
 	} {
 		if got := SendErrorKinds[sendErrorIndex(err)]; got != want {
 			t.Errorf("%v: kind %s, want %s", err, got, want)
