@@ -10,6 +10,7 @@ import (
 	"syscall"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 )
 
 // Send error kinds, as counted in /stats udp_send_errors and in the
@@ -124,8 +125,12 @@ func (c *labelledCollector) Collect(ch chan<- prometheus.Metric) {
 }
 
 // registerSocketMetrics adds the socket's drops and send errors, sessions
-// by transport and the sysctls read back.
+// by transport, the sysctls read back, and the process's own figures
+// (process_cpu_seconds_total, process_resident_memory_bytes,
+// process_start_time_seconds: CPU per listener, memory against the
+// ceiling, restarts).
 func (r *Relay) registerSocketMetrics(reg *prometheus.Registry) {
+	reg.MustRegister(collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Namespace: "relay", Name: "udp_receive_drops_total",
 		Help: "Datagrams the kernel dropped at this process's UDP socket (its receive buffer full): the drops column of /proc/net/udp for this socket."},
 		func() float64 { return float64(r.udpDrops()) }))
