@@ -37,7 +37,15 @@ const (
 	DashboardFile     = "grafana/dashboards/relayfleet.json"
 	GrafanaDashboards = "grafana/provisioning/dashboards/relayfleet.yaml"
 	GrafanaDatasource = "grafana/provisioning/datasources/relayfleet.yaml"
+	// SettingsFile keeps what fleet monitor was asked to watch, so that
+	// Refresh keeps to the same stacks.
+	SettingsFile = "relayfleet-monitor.json"
 )
+
+// settings are what SettingsFile keeps.
+type settings struct {
+	Fleet string `json:"fleet,omitempty"`
+}
 
 //go:embed prometheus/relayfleet.rules.yml grafana/relayfleet.json grafana/provisioning/*.yaml
 var assets embed.FS
@@ -113,7 +121,12 @@ func Write(dir string, o Options) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
+	set, err := json.Marshal(settings{Fleet: o.Fleet})
+	if err != nil {
+		return nil, err
+	}
 	files := map[string][]byte{
+		SettingsFile:   append(set, '\n'),
 		RulesFile:      Rules(),
 		FleetRulesFile: fleetRules,
 		ConfigFile:     Config(o),
@@ -326,4 +339,78 @@ func promDuration(d time.Duration) string {
 		return fmt.Sprintf("%ds", d/time.Second)
 	}
 	return fmt.Sprintf("%dms", d/time.Millisecond)
+}
+
+// Refresh keeps a monitor directory current after the stacks changed
+// (fleet up, destroy, the event reconciler): it rewrites the relay
+// targets, and the fleet's rules when o.Events is set. A directory fleet
+// monitor never wrote gets everything (Write). Without o.Events, event
+// targets keep the event_end label the previous file gave them. The
+// stacks are those fleet monitor was asked for (its --inventory or
+// --events fleet, or all); o.Fleet is ignored.
+func Refresh(dir string, o Options) (*Result, error) {
+	data, err := os.ReadFile(filepath.Join(dir, SettingsFile))
+	if errors.Is(err, fs.ErrNotExist) {
+		o.Fleet = ""
+		return Write(dir, o)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("monitor: %w", err)
+	}
+	var set settings
+	if err := json.Unmarshal(data, &set); err != nil {
+		return nil, fmt.Errorf("monitor: %s: %w", filepath.Join(dir, SettingsFile), err)
+	}
+	o.Fleet = set.Fleet
+	relays, stacks, err := RelayTargets(o)
+	if err != nil {
+		return nil, err
+	}
+	if o.Events == nil {
+		keepEventEnds(filepath.Join(dir, RelayTargetsFile), relays)
+	}
+	if data, err = json.MarshalIndent(relays, "", "  "); err != nil {
+		return nil, err
+	}
+	if err := atomicfile.Write(filepath.Join(dir, RelayTargetsFile), append(data, '\n'), 0o644); err != nil {
+		return nil, fmt.Errorf("monitor: %w", err)
+	}
+	if o.Events != nil {
+		rules, err := FleetRules(o)
+		if err != nil {
+			return nil, err
+		}
+		if err := atomicfile.Write(filepath.Join(dir, FleetRulesFile), rules, 0o644); err != nil {
+			return nil, fmt.Errorf("monitor: %w", err)
+		}
+	}
+	n := 0
+	for _, g := range relays {
+		n += len(g.Targets)
+	}
+	return &Result{Dir: dir, Relays: n, Stacks: stacks}, nil
+}
+
+// keepEventEnds copies event_end labels from the target file at path to
+// groups of the same stack that lack one.
+func keepEventEnds(path string, groups []Group) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return
+	}
+	var old []Group
+	if json.Unmarshal(data, &old) != nil {
+		return
+	}
+	ends := map[string]string{}
+	for _, g := range old {
+		if e := g.Labels["event_end"]; e != "" {
+			ends[g.Labels["stack"]] = e
+		}
+	}
+	for _, g := range groups {
+		if e := ends[g.Labels["stack"]]; e != "" && g.Labels["event"] != "" && g.Labels["event_end"] == "" {
+			g.Labels["event_end"] = e
+		}
+	}
 }

@@ -196,3 +196,42 @@ func alertNames(t *testing.T) []string {
 	}
 	return names
 }
+
+// TestRefreshKeepsToTheStacksAsked: after fleet monitor --inventory (fleet
+// f), the refreshes fleet up and the reconciler make keep to f's stacks,
+// keep the event_end labels when they have no events, and leave
+// prometheus.yml (its intervals, its routers) alone.
+func TestRefreshKeepsToTheStacksAsked(t *testing.T) {
+	state, evs := testState(t)
+	out := t.TempDir()
+	if _, err := Write(out, Options{StateDir: state, Fleet: "f", Events: evs, Routers: []string{"10.0.0.1:8080"}, ScrapeInterval: 2 * time.Second}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := program.SetStackHosts(state, "f", []program.HostEntry{{Name: "f-steady-1", Address: "10.0.0.1", Ports: []int{4443, 4444, 4445}}}); err != nil {
+		t.Fatal(err)
+	}
+	res, err := Refresh(out, Options{StateDir: state})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Relays != 4 || strings.Join(res.Stacks, ",") != "f,f-event-final" {
+		t.Fatalf("refresh: %+v, want f's 3 ports and the event's box (not stack g)", res)
+	}
+	data, _ := os.ReadFile(filepath.Join(out, RelayTargetsFile))
+	if !strings.Contains(string(data), `"event_end": "2026-12-05T21:00:00Z"`) || !strings.Contains(string(data), "10.0.0.1:4445") {
+		t.Errorf("refreshed targets lost the event's end or lack the new port:\n%s", data)
+	}
+	cfg, _ := os.ReadFile(filepath.Join(out, ConfigFile))
+	routers, _ := os.ReadFile(filepath.Join(out, RouterTargetsFile))
+	if !strings.Contains(string(cfg), "scrape_interval: 2s") || !strings.Contains(string(routers), "10.0.0.1:8080") {
+		t.Errorf("refresh rewrote prometheus.yml or the routers:\n%s\n%s", cfg, routers)
+	}
+	// A directory fleet monitor never wrote gets everything, all stacks.
+	fresh := t.TempDir()
+	if res, err = Refresh(fresh, Options{StateDir: state}); err != nil || res.Relays != 5 {
+		t.Fatalf("refresh of a new directory: %+v %v, want all 5 targets", res, err)
+	}
+	if _, err := os.Stat(filepath.Join(fresh, RulesFile)); err != nil {
+		t.Fatal(err)
+	}
+}
