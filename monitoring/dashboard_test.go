@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -17,6 +18,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/relayfleet/relayfleet/relay"
+	"github.com/relayfleet/relayfleet/relay/router"
 )
 
 // dashboard is the part of the Grafana JSON the tests read.
@@ -92,7 +94,7 @@ func TestMetricNames(t *testing.T) {
 	}
 }
 
-// exported are the names a real relay's /metrics serves, the rules
+// exported are the names a real relay's and router's /metrics serve, the rules
 // record, and Prometheus's own (up, ALERTS).
 func exported(t *testing.T) map[string]bool {
 	t.Helper()
@@ -110,6 +112,17 @@ func exported(t *testing.T) map[string]bool {
 	if err != nil {
 		t.Fatal(err)
 	}
+	relays := filepath.Join(t.TempDir(), "relays.json")
+	if err := os.WriteFile(relays, []byte(`{"relays": []}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	rt, err := router.New(router.Options{File: relays, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := httptest.NewRecorder()
+	rt.ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+	body = append(body, rec.Body.Bytes()...)
 	names := map[string]bool{"up": true, "ALERTS": true}
 	for _, line := range strings.Split(string(body), "\n") {
 		if n, ok := strings.CutPrefix(line, "# TYPE "); ok {
