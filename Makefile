@@ -46,11 +46,14 @@ clean: ## remove build outputs
 test-hostile: ## the relay binary under hostile input (frame-header flood over WebSocket: RSS idle, peak, delta), about a minute
 	$(GO) test -count=1 -timeout 10m -v -run 'TestFrameHeaderFlood' ./cmd/relay/
 
-.PHONY: lab-test lab-qemu
+.PHONY: lab-test lab-qemu lab-monitor
 
 lab-test: pulumi ## lab boxes (root, systemd-container, debootstrap): SSH, MemoryMax isolation, restarts, cleanup, converge
 	$(GO) test -tags lab -count=1 -timeout 30m -v ./infra/lab/
 	$(GO) test -tags lab -count=1 -timeout 20m -v ./provision/ ./cmd/fleet/
+
+lab-monitor: pulumi ## Debian's prometheus scrapes a lab box through fleet monitor's files; a relay forced into drops fires the alert (root, prometheus; a few minutes)
+	RELAYFLEET_PULUMI=$(PULUMI) $(GO) test -tags lab,monitor -count=1 -timeout 20m -v -run TestMonitorLab ./cmd/fleet/
 
 lab-qemu: ## the real-kernel lab flavour under qemu (root, qemu-system-x86; slow): net.core buffer sysctls
 	$(GO) test -tags labqemu -count=1 -timeout 60m -v -run TestQEMU ./infra/lab/

@@ -1,4 +1,4 @@
-//go:build lab
+//go:build lab && monitor
 
 package main
 
@@ -275,6 +275,15 @@ cat $d/tiny-buffer.conf`
 				t.Errorf("panel %s: %v", p.Title, err)
 			}
 		}
+	}
+
+	// What the hardened unit lets the relay see (logged, not asserted: it
+	// depends on the kernel and the unit): relay_sysctl needs /proc/sys,
+	// which ProcSubset=pid hides; the buffers granted show the clamp.
+	for _, q := range []string{"count(relay_sysctl)", "relay_udp_receive_buffer_bytes", `ALERTS{alertstate="firing"}`} {
+		var res json.RawMessage
+		err := api("/api/v1/query", url.Values{"query": {q}}, &res)
+		t.Logf("%s: %s %v", q, res, err)
 	}
 
 	// fleet status puts DROPS first.
