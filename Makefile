@@ -52,8 +52,9 @@ lab-test: pulumi ## lab boxes (root, systemd-container, debootstrap): SSH, Memor
 	$(GO) test -tags lab -count=1 -timeout 30m -v ./infra/lab/
 	$(GO) test -tags lab -count=1 -timeout 20m -v ./provision/ ./cmd/fleet/
 
-lab-monitor: pulumi ## Debian's prometheus scrapes a lab box through fleet monitor's files; a relay forced into drops fires the alert (root, prometheus; a few minutes)
-	RELAYFLEET_PULUMI=$(PULUMI) $(GO) test -tags lab,monitor -count=1 -timeout 20m -v -run TestMonitorLab ./cmd/fleet/
+lab-monitor: pulumi ## Debian's prometheus scrapes a lab box through fleet monitor's files; a relay forced into drops fires the alert; bin/monitor-dashboard.svg (root, prometheus; a few minutes)
+	@mkdir -p $(BIN)
+	RELAYFLEET_MONITOR_KEEP=$(abspath $(BIN)) RELAYFLEET_PULUMI=$(PULUMI) $(GO) test -tags lab,monitor -count=1 -timeout 20m -v -run TestMonitorLab ./cmd/fleet/
 
 lab-qemu: ## the real-kernel lab flavour under qemu (root, qemu-system-x86; slow): net.core buffer sysctls
 	$(GO) test -tags labqemu -count=1 -timeout 60m -v -run TestQEMU ./infra/lab/

@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -20,6 +21,7 @@ import (
 
 	"github.com/relayfleet/relayfleet/infra/lab"
 	"github.com/relayfleet/relayfleet/infra/program"
+	"github.com/relayfleet/relayfleet/internal/plot"
 	"github.com/relayfleet/relayfleet/monitoring"
 	"github.com/relayfleet/relayfleet/relay"
 )
@@ -147,6 +149,7 @@ cat $d/tiny-buffer.conf`
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
+	promStart := time.Now()
 	t.Cleanup(func() {
 		_ = cmd.Process.Kill()
 		_ = cmd.Wait()
@@ -241,6 +244,19 @@ cat $d/tiny-buffer.conf`
 		}
 		return ok, fmt.Sprintf("%+v", d.Alerts)
 	})
+	// The recorded rate the dashboard draws sees the drops too.
+	poll(t, ctx, 60*time.Second, "relayfleet:udp_drops:rate5m above 0 for relay@4444", func() (bool, string) {
+		var v struct {
+			Result []struct {
+				Metric map[string]string `json:"metric"`
+				Value  [2]any            `json:"value"`
+			} `json:"result"`
+		}
+		if err := api("/api/v1/query", url.Values{"query": {"relayfleet:udp_drops:rate5m > 0"}}, &v); err != nil {
+			return false, err.Error()
+		}
+		return len(v.Result) == 1 && v.Result[0].Metric["port"] == "4444", fmt.Sprintf("%+v", v.Result)
+	})
 	close(stop)
 	wg.Wait()
 	for _, a := range firing {
@@ -257,12 +273,7 @@ cat $d/tiny-buffer.conf`
 
 	// Real Prometheus answers every dashboard query.
 	var dash struct {
-		Panels []struct {
-			Title   string `json:"title"`
-			Targets []struct {
-				Expr string `json:"expr"`
-			} `json:"targets"`
-		} `json:"panels"`
+		Panels []dashPanel `json:"panels"`
 	}
 	if err := json.Unmarshal(monitoring.Dashboard(), &dash); err != nil {
 		t.Fatal(err)
@@ -286,6 +297,18 @@ cat $d/tiny-buffer.conf`
 		t.Logf("%s: %s %v", q, res, err)
 	}
 
+	// The dashboard's time-series panels as Prometheus computes them over
+	// the run, drawn with internal/plot (Grafana is not in Debian):
+	// $RELAYFLEET_MONITOR_KEEP/monitor-dashboard.svg.
+	if keep := os.Getenv("RELAYFLEET_MONITOR_KEEP"); keep != "" {
+		svg, err := renderDashboard(dash.Panels, promStart, time.Now(), func(q url.Values, v any) error { return api("/api/v1/query_range", q, v) })
+		if err != nil {
+			t.Errorf("render the dashboard: %v", err)
+		} else if err := os.WriteFile(filepath.Join(keep, "monitor-dashboard.svg"), svg, 0o644); err != nil {
+			t.Error(err)
+		}
+	}
+
 	// fleet status puts DROPS first.
 	out, errOut, code = fleet(t, "status", "--inventory", inv, "--lab-dir", labDir)
 	t.Logf("fleet status:\n%s%s", out, errOut)
@@ -293,6 +316,67 @@ cat $d/tiny-buffer.conf`
 	if code != 0 || !strings.HasPrefix(lines[0], "DROPS: 1 relay processes dropped") || !strings.HasPrefix(lines[2], "DROPS ") {
 		t.Errorf("fleet status: exit %d, want the DROPS line and column first", code)
 	}
+}
+
+// dashPanel is the part of a dashboard panel renderDashboard reads.
+type dashPanel struct {
+	Title   string `json:"title"`
+	Type    string `json:"type"`
+	Targets []struct {
+		Expr   string `json:"expr"`
+		Legend string `json:"legendFormat"`
+	} `json:"targets"`
+}
+
+// renderDashboard draws the time-series panels that have data between
+// from and to, one chart each, from Prometheus's query_range.
+func renderDashboard(panels []dashPanel, from, to time.Time, queryRange func(url.Values, any) error) ([]byte, error) {
+	var charts []plot.Chart
+	for _, p := range panels {
+		if p.Type != "timeseries" {
+			continue
+		}
+		c := plot.Chart{Title: p.Title, XLabel: "time since Prometheus started", XTime: true, Height: 220}
+		for _, tg := range p.Targets {
+			var m struct {
+				Result []struct {
+					Metric map[string]string `json:"metric"`
+					Values [][2]any          `json:"values"`
+				} `json:"result"`
+			}
+			q := url.Values{"query": {tg.Expr}, "start": {fmt.Sprint(from.Unix())}, "end": {fmt.Sprint(to.Unix())}, "step": {"1"}}
+			if err := queryRange(q, &m); err != nil {
+				return nil, fmt.Errorf("panel %s: %w", p.Title, err)
+			}
+			for _, r := range m.Result {
+				name := tg.Legend
+				for k, v := range r.Metric {
+					name = strings.ReplaceAll(name, "{{"+k+"}}", v)
+				}
+				var sr plot.Series
+				sr.Name = name
+				for _, v := range r.Values {
+					ts, _ := v[0].(float64)
+					val, _ := v[1].(string)
+					y, err := strconv.ParseFloat(val, 64)
+					if err != nil {
+						continue
+					}
+					sr.X, sr.Y = append(sr.X, ts-float64(from.Unix())), append(sr.Y, y)
+				}
+				if len(sr.X) > 0 {
+					c.Series = append(c.Series, sr)
+				}
+			}
+		}
+		if len(c.Series) > 0 {
+			charts = append(charts, c)
+		}
+	}
+	if len(charts) == 0 {
+		return nil, fmt.Errorf("no panel has data")
+	}
+	return plot.Stack(charts...)
 }
 
 // poll calls cond until it holds or limit passes.
