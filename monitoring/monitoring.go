@@ -79,6 +79,10 @@ type Options struct {
 	// Events, when set, gives each event's end and drain time: target
 	// labels and the destroy-by time the BurstBoxPastEventEnd alert uses.
 	Events *inventories.Events
+	// Hosts are stacks' hosts found otherwise (fleet monitor --inventory
+	// reads lab and static boxes as fleet status does): they join those
+	// in StateDir, replacing a stack of the same name.
+	Hosts map[string][]program.HostEntry
 	// Routers are HOST:PORT of the routers to scrape (their /metrics).
 	Routers []string
 	// Profile is the sysctl profile the boxes should meet; its settings
@@ -186,25 +190,34 @@ func RelayTargets(o Options) ([]Group, []string, error) {
 		return nil, nil, fmt.Errorf("monitor: %w", err)
 	}
 	var stacks []string
+	wanted := func(name string) bool {
+		return o.Fleet == "" || name == o.Fleet || strings.HasPrefix(name, events.StackName(o.Fleet, ""))
+	}
 	for _, e := range entries {
 		name, ok := strings.CutSuffix(e.Name(), ".json")
-		if !ok || e.IsDir() {
-			continue
-		}
-		if o.Fleet != "" && name != o.Fleet && !strings.HasPrefix(name, events.StackName(o.Fleet, "")) {
+		if !ok || e.IsDir() || !wanted(name) || o.Hosts[name] != nil {
 			continue
 		}
 		stacks = append(stacks, name)
 	}
+	for name := range o.Hosts {
+		if wanted(name) {
+			stacks = append(stacks, name)
+		}
+	}
 	sort.Strings(stacks)
 	groups := []Group{}
 	for _, stack := range stacks {
-		sh, err := program.ReadStackHosts(o.StateDir, stack)
-		if err != nil {
-			return nil, nil, fmt.Errorf("monitor: %w", err)
+		hosts, ok := o.Hosts[stack]
+		if !ok {
+			sh, err := program.ReadStackHosts(o.StateDir, stack)
+			if err != nil {
+				return nil, nil, fmt.Errorf("monitor: %w", err)
+			}
+			hosts = sh.Hosts
 		}
 		event, isEvent := stackEvent(o.Fleet, stack)
-		for _, h := range sh.Hosts {
+		for _, h := range hosts {
 			if h.Address == "" || len(h.Ports) == 0 {
 				continue
 			}

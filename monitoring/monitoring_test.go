@@ -235,3 +235,24 @@ func TestRefreshKeepsToTheStacksAsked(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestHostsGivenJoinTheStacks: hosts found otherwise (fleet status's way,
+// for lab and static fleets) join the recorded stacks and replace a
+// recorded stack of the same name.
+func TestHostsGivenJoinTheStacks(t *testing.T) {
+	state, _ := testState(t)
+	groups, stacks, err := RelayTargets(Options{StateDir: state, Fleet: "f", Hosts: map[string][]program.HostEntry{
+		"f": {{Name: "box-a", Group: "mon", Backend: "lab", Address: "10.231.93.11", Ports: []int{4443, 4444}}},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var targets []string
+	for _, g := range groups {
+		targets = append(targets, g.Targets[0]+"/"+g.Labels["stack"]+"/"+g.Labels["box"])
+	}
+	want := "10.231.93.11:4443/f/box-a 10.231.93.11:4444/f/box-a 10.0.1.1:4443/f-event-final/f-final-1"
+	if strings.Join(stacks, ",") != "f,f-event-final" || strings.Join(targets, " ") != want {
+		t.Fatalf("stacks %v, targets %v; want %s", stacks, targets, want)
+	}
+}

@@ -125,14 +125,10 @@ cat $d/tiny-buffer.conf`
 		return err == nil && st.UDPBufferRequested == 4096, fmt.Sprintf("%+v %v", st.UDPBufferRequested, err)
 	})
 
-	// The stack's hosts, as fleet up records them after its Pulumi run.
-	if _, err := program.SetStackHosts(state, "monitor", []program.HostEntry{{
-		Name: box.Name, Group: "mon", Backend: "lab", Address: box.Address.String(), Ports: []int{4443, 4444},
-	}}); err != nil {
-		t.Fatal(err)
-	}
 	mon := filepath.Join(dir, "monitor")
-	out, errOut, code = fleet(t, "monitor", "--out", mon, "--inventory", inv, "--scrape-interval", "1s", "--evaluation-interval", "1s")
+	// No stack: fleet monitor finds the lab box as fleet status does, and
+	// its relay@ units over SSH.
+	out, errOut, code = fleet(t, "monitor", "--out", mon, "--inventory", inv, "--lab-dir", labDir, "--scrape-interval", "1s", "--evaluation-interval", "1s")
 	if code != 0 {
 		t.Fatalf("fleet monitor: exit %d\n%s%s", code, out, errOut)
 	}
@@ -260,7 +256,7 @@ cat $d/tiny-buffer.conf`
 	close(stop)
 	wg.Wait()
 	for _, a := range firing {
-		if !strings.HasSuffix(a.Labels["instance"], ":4444") || a.Labels["box"] != box.Name || a.Labels["stack"] != "monitor" {
+		if !strings.HasSuffix(a.Labels["instance"], ":4444") || a.Labels["box"] != box.Name || a.Labels["stack"] != "monitor" || a.Labels["group"] != "mon" || a.Labels["backend"] != "lab" {
 			t.Errorf("drop alert %v: want only relay@4444 on %s, stack monitor", a.Labels, box.Name)
 		}
 	}
