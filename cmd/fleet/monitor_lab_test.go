@@ -297,7 +297,7 @@ cat $d/tiny-buffer.conf`
 	// the run, drawn with internal/plot (Grafana is not in Debian):
 	// $RELAYFLEET_MONITOR_KEEP/monitor-dashboard.svg.
 	if keep := os.Getenv("RELAYFLEET_MONITOR_KEEP"); keep != "" {
-		svg, err := renderDashboard(dash.Panels, promStart, time.Now(), func(q url.Values, v any) error { return api("/api/v1/query_range", q, v) })
+		svg, err := renderDashboard(dash.Panels, promStart, time.Now(), func(q url.Values, v any) error { return api("/api/v1/query_range", q, v) }, t.Logf)
 		if err != nil {
 			t.Errorf("render the dashboard: %v", err)
 		} else if err := os.WriteFile(filepath.Join(keep, "monitor-dashboard.svg"), svg, 0o644); err != nil {
@@ -326,7 +326,7 @@ type dashPanel struct {
 
 // renderDashboard draws the time-series panels that have data between
 // from and to, one chart each, from Prometheus's query_range.
-func renderDashboard(panels []dashPanel, from, to time.Time, queryRange func(url.Values, any) error) ([]byte, error) {
+func renderDashboard(panels []dashPanel, from, to time.Time, queryRange func(url.Values, any) error, logf func(string, ...any)) ([]byte, error) {
 	var charts []plot.Chart
 	for _, p := range panels {
 		if p.Type != "timeseries" {
@@ -343,6 +343,9 @@ func renderDashboard(panels []dashPanel, from, to time.Time, queryRange func(url
 			q := url.Values{"query": {tg.Expr}, "start": {fmt.Sprint(from.Unix())}, "end": {fmt.Sprint(to.Unix())}, "step": {"1"}}
 			if err := queryRange(q, &m); err != nil {
 				return nil, fmt.Errorf("panel %s: %w", p.Title, err)
+			}
+			if len(m.Result) == 0 {
+				logf("panel %s: %s: no data from %s to %s", p.Title, tg.Expr, q.Get("start"), q.Get("end"))
 			}
 			for _, r := range m.Result {
 				name := tg.Legend
