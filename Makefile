@@ -46,7 +46,7 @@ clean: ## remove build outputs
 test-hostile: ## the relay binary under hostile input (frame-header flood over WebSocket: RSS idle, peak, delta), about a minute
 	$(GO) test -count=1 -timeout 10m -v -run 'TestFrameHeaderFlood' ./cmd/relay/
 
-.PHONY: lab-test lab-qemu
+.PHONY: lab-test lab-qemu lab-monitor
 
 lab-test: pulumi ## lab boxes (root, systemd-container, debootstrap): SSH, MemoryMax isolation, restarts, cleanup, converge, and the fault tests (make lab-faults)
 	$(GO) test -tags lab -count=1 -timeout 30m -v ./infra/lab/
@@ -56,6 +56,10 @@ lab-test: pulumi ## lab boxes (root, systemd-container, debootstrap): SSH, Memor
 
 lab-faults: pulumi ## fault tests on two lab boxes under listeners through the router (root; 2 to 7 minutes): kill -9, OOM kill, SIGSTOP, fleet rollout; prints one FAULT line each
 	$(GO) test -tags lab -count=1 -timeout 20m -v -run TestFaults ./cmd/fleet/
+
+lab-monitor: pulumi ## Debian's prometheus scrapes a lab box through fleet monitor's files; a relay forced into drops fires the alert; bin/monitor-dashboard.svg (root, prometheus; a few minutes)
+	@mkdir -p $(BIN)
+	RELAYFLEET_MONITOR_KEEP=$(abspath $(BIN)) RELAYFLEET_PULUMI=$(PULUMI) $(GO) test -tags lab,monitor -count=1 -timeout 20m -v -run TestMonitorLab ./cmd/fleet/
 
 lab-qemu: ## the real-kernel lab flavour under qemu (root, qemu-system-x86; slow): net.core buffer sysctls
 	$(GO) test -tags labqemu -count=1 -timeout 60m -v -run TestQEMU ./infra/lab/

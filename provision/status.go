@@ -26,6 +26,9 @@ type ProcessStatus struct {
 	MemoryCur int64 `json:"memory_bytes"`
 	MemoryMax int64 `json:"memory_max_bytes"`
 	Restarts  int   `json:"restarts"`
+	// Drops are the datagrams the kernel dropped at the process's UDP
+	// socket since it started (its receive buffer full).
+	Drops int64 `json:"udp_drops"`
 	// Error says why /stats could not be read.
 	Error string `json:"error,omitempty"`
 }
@@ -48,6 +51,7 @@ type statsDoc struct {
 	Headroom    int   `json:"headroom"`
 	Admitting   bool  `json:"admitting"`
 	Draining    bool  `json:"draining"`
+	UDPDrops    int64 `json:"udp_drops_total"`
 }
 
 // Status reads a box's relay processes (systemd's view and each one's
@@ -118,5 +122,6 @@ func processStatus(ctx context.Context, run Runner, unit string) ProcessStatus {
 	}
 	p.Sessions = doc.Sessions
 	p.Listeners, p.Headroom, p.Admitting, p.Draining = doc.Subscribers, doc.Headroom, doc.Admitting, doc.Draining
+	p.Drops = doc.UDPDrops
 	return p
 }

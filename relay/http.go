@@ -87,6 +87,15 @@ type Stats struct {
 	// ShedTotal counts sessions closed with going-away (POST /shed, a
 	// graceful stop).
 	ShedTotal int64 `json:"shed_total"`
+	// The UDP socket's own counters: datagrams the kernel dropped at it
+	// (its receive buffer full; this socket's line in /proc/net/udp, not
+	// the host's total) and writes that failed, by kind (eagain, enobufs,
+	// other). Open sessions by transport (quic, webtransport, websocket),
+	// and the net.core sysctls as this process reads them.
+	UDPDrops            int64            `json:"udp_drops_total"`
+	UDPSendErrors       map[string]int64 `json:"udp_send_errors"`
+	SessionsByTransport map[string]int64 `json:"sessions_by_transport"`
+	Sysctl              map[string]int64 `json:"sysctl,omitempty"`
 }
 
 // Stats returns the core's counters; the UDP fields are zero.
@@ -127,6 +136,7 @@ func (s *Server) Stats() Stats {
 	st.SessionsOverloaded = c.sessionsOverloaded.Load()
 	st.AnnouncesRefused = c.announcesRefused.Load()
 	st.ShedTotal = c.sessionsShed.Load()
+	st.SessionsByTransport = s.transports.byTransport()
 	return st
 }
 
@@ -140,6 +150,8 @@ func (r *Relay) Stats() Stats {
 		st.CertificateSHA256, st.CertificateNotAfter, st.SPKISHA256 = ci.hash, ci.notAfter, ci.spki
 	}
 	st.TCPConns, st.TCPConnsRefused = r.conns.Open(), r.conns.Refused()
+	st.UDPDrops, st.UDPSendErrors = r.udpDrops(), r.sendErrs.byKind()
+	st.Sysctl = readSysctls("/proc/sys")
 	return st
 }
 
@@ -179,6 +191,7 @@ func (r *Relay) registry() *prometheus.Registry {
 	})
 	gauge("headroom", "Listeners the relay expects to take still.", func(s Stats) float64 { return float64(s.Headroom) })
 	reg.MustRegister(newRefusedCollector(r.Stats))
+	r.registerSocketMetrics(reg)
 	counter("sessions_reaped_total", "Silent sessions ended by the reaper.", func(s Stats) float64 { return float64(s.Reaped) })
 	counter("announces_refused_total", "Announces refused: too many broadcasts on one session, or a path too long.", func(s Stats) float64 { return float64(s.AnnouncesRefused) })
 	counter("sessions_overloaded_total", "Sessions closed for holding more buffered frame bytes than their budget.", func(s Stats) float64 { return float64(s.SessionsOverloaded) })

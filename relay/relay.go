@@ -171,6 +171,10 @@ type Relay struct {
 	bufRcv   int
 	bufSnd   int
 	bufAsked int
+	// sendErrs counts the UDP socket's failed writes; dropsErr logs once
+	// that its drops cannot be read.
+	sendErrs sendErrors
+	dropsErr sync.Once
 
 	shedRate float64       // Config.ShedRate, resolved
 	grace    time.Duration // Config.ShutdownGrace, resolved
@@ -261,7 +265,7 @@ func Start(ctx context.Context, cfg Config) (*Relay, error) {
 	// The connection ID length stays quic-go's default (4 bytes) in every
 	// version: a successor process reads its predecessor's IDs with it to
 	// answer them with stateless resets.
-	r.tr = &quic.Transport{Conn: udp, StatelessResetKey: resetKey}
+	r.tr = &quic.Transport{Conn: &countingConn{UDPConn: udp, errs: &r.sendErrs}, StatelessResetKey: resetKey}
 	r.ql, err = r.tr.Listen(tlsConf, quicConfig())
 	if err != nil {
 		udp.Close()

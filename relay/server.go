@@ -71,6 +71,8 @@ type Server struct {
 	// goingAway: sessions ending with the relay's context get
 	// moqlite.CodeGoingAway (a graceful stop), not code 0.
 	goingAway atomic.Bool
+	// open sessions by transport (relay_transport_sessions)
+	transports transportSessions
 }
 
 type counters struct {
@@ -253,6 +255,8 @@ func (s *Server) serveSession(ctx context.Context, t transport.Session, u *url.U
 	sess.log.Debug("session started")
 
 	s.counters.sessionsTotal.Add(1)
+	s.transports.add(via, 1)
+	defer s.transports.add(via, -1)
 	s.mu.Lock()
 	s.sessions[sess] = struct{}{}
 	if admitted {

@@ -50,6 +50,7 @@ func commands() []command {
 		{"events", "burst capacity for scheduled events: reconcile (every minute) | status | report | install", runEvents},
 		{"burst", "bring an event's burst boxes up or down now: up | down --event NAME", runBurst},
 		{"loadtest", "measure a box or a relay process: the load curve (listeners against CPU, RSS, drops), calibration.yaml for plan, loadtest.svg", runLoadtest},
+		{"monitor", "Prometheus targets (every relay process of every stack), rules and alerts, and the Grafana dashboard: --out DIR", runMonitor},
 		{"lab", "boxes on this machine for the demo and tests: up N | down | status | ssh BOX (root)", runLab},
 	}
 }

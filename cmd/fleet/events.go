@@ -142,6 +142,7 @@ func runEventsReconcile(ctx context.Context, args []string, stdout io.Writer) er
 		return err
 	}
 	printResults(stdout, r, now, results)
+	refreshMonitor(stdout, monitorDir(e.monitorDir), r.StateDir, r.Events)
 	return err
 }
 
@@ -222,6 +223,7 @@ func runBurst(ctx context.Context, args []string, stdout io.Writer) error {
 		return err
 	}
 	printResults(stdout, r, now, []events.Result{res})
+	refreshMonitor(stdout, monitorDir(e.monitorDir), r.StateDir, r.Events)
 	return nil
 }
 

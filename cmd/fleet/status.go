@@ -30,11 +30,6 @@ func runStatus(ctx context.Context, args []string, stdout io.Writer) error {
 		return err
 	}
 	defer cleanup()
-	type boxJSON struct {
-		Host  string `json:"host"`
-		Error string `json:"error,omitempty"`
-		provision.BoxStatus
-	}
 	boxes := make([]boxJSON, len(targets))
 	var wg sync.WaitGroup
 	for i, t := range targets {
@@ -60,44 +55,81 @@ func runStatus(ctx context.Context, args []string, stdout io.Writer) error {
 			return err
 		}
 	} else {
-		tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
-		fmt.Fprintln(tw, "BOX\tPROCESS\tSTATE\tLISTENERS\tHEADROOM\tMEMORY / CEILING\tRESTARTS")
-		for _, b := range boxes {
-			for _, p := range b.Processes {
-				state := p.Active
-				switch {
-				case p.Error != "":
-					state += " (" + p.Error + ")"
-				case p.Draining:
-					state += ", draining"
-				case !p.Admitting:
-					state += ", refusing listeners"
-				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%s / %s\t%d\n", b.Host, p.Unit, state, p.Listeners, p.Headroom,
-					inventories.Bytes(p.MemoryCur).IEC(), inventories.Bytes(p.MemoryMax).IEC(), p.Restarts)
-			}
-		}
-		if err := tw.Flush(); err != nil {
+		if err := writeStatusText(stdout, boxes); err != nil {
 			return err
-		}
-		fmt.Fprintln(stdout)
-		for _, b := range boxes {
-			if b.Error != "" {
-				fmt.Fprintf(stdout, "%s: FAILED: %s\n", b.Host, b.Error)
-				continue
-			}
-			drift := "no sysctl drift"
-			if len(b.SysctlDrift) > 0 {
-				drift = "sysctl drift: " + strings.Join(b.SysctlDrift, "; ")
-			}
-			if len(b.SysctlRefused) > 0 {
-				drift += fmt.Sprintf(" (%d keys refused by this kernel, as inside a container)", len(b.SysctlRefused))
-			}
-			fmt.Fprintf(stdout, "%s: release %s, %d processes, %s\n", b.Host, short(b.Release), len(b.Processes), drift)
 		}
 	}
 	if failed > 0 {
 		return &exitError{exitHostsFailed, fmt.Sprintf("%d of %d boxes could not be read", failed, len(boxes))}
+	}
+	return nil
+}
+
+// boxJSON is one box in fleet status's output.
+type boxJSON struct {
+	Host  string `json:"host"`
+	Error string `json:"error,omitempty"`
+	provision.BoxStatus
+}
+
+// writeStatusText writes fleet status's table. DROPS (datagrams the
+// kernel dropped at a process's UDP socket since it started) comes first
+// when any process has dropped some, with a line saying how many did: the
+// story's whole fault was that number, unwatched.
+func writeStatusText(stdout io.Writer, boxes []boxJSON) error {
+	dropping := 0
+	for _, b := range boxes {
+		for _, p := range b.Processes {
+			if p.Drops > 0 {
+				dropping++
+			}
+		}
+	}
+	if dropping > 0 {
+		fmt.Fprintf(stdout, "DROPS: %d relay processes dropped UDP datagrams at a full receive buffer (raise --udp-buffer / net.core.rmem_max, or add processes)\n\n", dropping)
+	}
+	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
+	row := func(drops string, cols ...string) {
+		if dropping > 0 {
+			cols = append([]string{drops}, cols...)
+		} else {
+			cols = append(cols, drops)
+		}
+		fmt.Fprintln(tw, strings.Join(cols, "\t"))
+	}
+	row("DROPS", "BOX", "PROCESS", "STATE", "LISTENERS", "HEADROOM", "MEMORY / CEILING", "RESTARTS")
+	for _, b := range boxes {
+		for _, p := range b.Processes {
+			state := p.Active
+			switch {
+			case p.Error != "":
+				state += " (" + p.Error + ")"
+			case p.Draining:
+				state += ", draining"
+			case !p.Admitting:
+				state += ", refusing listeners"
+			}
+			row(fmt.Sprint(p.Drops), b.Host, p.Unit, state, fmt.Sprint(p.Listeners), fmt.Sprint(p.Headroom),
+				inventories.Bytes(p.MemoryCur).IEC()+" / "+inventories.Bytes(p.MemoryMax).IEC(), fmt.Sprint(p.Restarts))
+		}
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	fmt.Fprintln(stdout)
+	for _, b := range boxes {
+		if b.Error != "" {
+			fmt.Fprintf(stdout, "%s: FAILED: %s\n", b.Host, b.Error)
+			continue
+		}
+		drift := "no sysctl drift"
+		if len(b.SysctlDrift) > 0 {
+			drift = "sysctl drift: " + strings.Join(b.SysctlDrift, "; ")
+		}
+		if len(b.SysctlRefused) > 0 {
+			drift += fmt.Sprintf(" (%d keys refused by this kernel, as inside a container)", len(b.SysctlRefused))
+		}
+		fmt.Fprintf(stdout, "%s: release %s, %d processes, %s\n", b.Host, short(b.Release), len(b.Processes), drift)
 	}
 	return nil
 }

@@ -39,6 +39,7 @@ type pulumiFlags struct {
 	labImages  *string
 	labBridge  *string
 	labSubnet  *string
+	monitorDir *string
 	needsRelay bool
 }
 
@@ -65,6 +66,7 @@ func (p *pulumiFlags) register(fs flags, needsRelay bool) {
 	p.labImages = fs.String("lab-images", "", "lab image cache (default LAB-DIR/images)")
 	p.labBridge = fs.String("lab-bridge", "", "lab bridge (default "+lab.DefaultBridge+")")
 	p.labSubnet = fs.String("lab-subnet", "", "lab subnet (default "+lab.DefaultSubnet.String()+")")
+	p.monitorDir = fs.String("monitor-dir", "", "fleet monitor's directory: rewrite its targets after the change (default $"+MonitorDirEnv+"; none if unset)")
 }
 
 var stackNameRE = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,100}$`)
@@ -201,6 +203,7 @@ func runUp(ctx context.Context, args []string, stdout io.Writer) error {
 		fmt.Fprintf(stdout, "  %-14s %-8s %-16s ports %s\n", h.Name, h.Backend, h.Address, ports(h.Ports))
 	}
 	fmt.Fprintf(stdout, "relays file: %s\n", res.RelaysFile)
+	refreshMonitor(stdout, monitorDir(s.monitorDir), filepath.Dir(res.RelaysFile), nil)
 	return nil
 }
 
@@ -232,6 +235,13 @@ func runDestroy(ctx context.Context, args []string, stdout io.Writer) error {
 		return err
 	}
 	fmt.Fprintf(stdout, "\ndestroy: stack %s: %s\n", st.Name, changeSummary(changes))
+	if dir := monitorDir(s.monitorDir); dir != "" {
+		stateDir, err := stateDirOr(st.StateDir)
+		if err != nil {
+			return err
+		}
+		refreshMonitor(stdout, dir, stateDir, nil)
+	}
 	return nil
 }
 

@@ -28,7 +28,8 @@ var layer = map[string]int{
 	"units":       0,
 	"provision":   1,
 	"infra":       2,
-	"cmd":         3,
+	"monitoring":  3,
+	"cmd":         4,
 }
 
 func top(path string) (string, bool) {
@@ -75,7 +76,7 @@ func Check(pkgs []Package) []string {
 				lf, okf := layer[from]
 				lt, okt := layer[to]
 				if okf && okt && lt >= lf {
-					bad = append(bad, fmt.Sprintf("%s imports %s: dependencies point one way, cmd -> infra -> provision -> {units, sysctl, inventories}", p.ImportPath, imp))
+					bad = append(bad, fmt.Sprintf("%s imports %s: dependencies point one way, cmd -> monitoring -> infra -> provision -> {units, sysctl, inventories}", p.ImportPath, imp))
 				}
 			}
 		}

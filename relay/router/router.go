@@ -180,6 +180,8 @@ type Router struct {
 	relays []*relayState
 	stamp  fileStamp               // the relays file as last loaded
 	pinned map[string]*http.Client // by SPKI pin
+
+	counts routeCounts // /route answers, for /metrics
 }
 
 // fileStamp tells a rewritten relays file from the one loaded: the fleet
@@ -233,6 +235,7 @@ func New(opts Options) (*Router, error) {
 	r.mux.HandleFunc("GET /route", r.route)
 	r.mux.HandleFunc("GET /relays", r.list)
 	r.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok\n") })
+	r.mux.Handle("GET /metrics", r.metricsHandler())
 	return r, nil
 }
 
@@ -540,12 +543,14 @@ func (r *Router) route(w http.ResponseWriter, req *http.Request) {
 	}
 	rt, err := r.Pick(avoid...)
 	if err != nil {
+		r.counts.unavailable.Add(1)
 		w.Header().Set("Retry-After", "1")
 		http.Error(w, "no relay has headroom", http.StatusServiceUnavailable)
 		return
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Cache-Control", "no-store")
+	r.counts.routed.Add(1)
 	_ = json.NewEncoder(w).Encode(rt)
 }
 

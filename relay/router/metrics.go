@@ -1,0 +1,69 @@
+package router
+
+import (
+	"net/http"
+	"sync/atomic"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// routeCounts counts /route answers: a relay named, or 503 (no relay with
+// headroom).
+type routeCounts struct{ routed, unavailable atomic.Int64 }
+
+// routerCollector exports the router's view of its relays on /metrics:
+// relay_router_relays{state} (healthy, unhealthy, draining),
+// relay_router_headroom (the healthy relays' polled headroom, summed) and
+// relay_router_routes_total{result} (routed, unavailable).
+type routerCollector struct {
+	r                        *Router
+	relays, headroom, routes *prometheus.Desc
+}
+
+func newRouterCollector(r *Router) *routerCollector {
+	return &routerCollector{
+		r: r,
+		relays: prometheus.NewDesc("relay_router_relays", "Relay processes in the relays file, by state (healthy, unhealthy: its last poll failed, draining).",
+			[]string{"state"}, nil),
+		headroom: prometheus.NewDesc("relay_router_headroom", "Listeners the healthy, not draining relays said they can take still, summed.", nil, nil),
+		routes: prometheus.NewDesc("relay_router_routes_total", "Answers to /route: routed (a relay named) or unavailable (503, no relay with headroom).",
+			[]string{"result"}, nil),
+	}
+}
+
+func (c *routerCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- c.relays
+	ch <- c.headroom
+	ch <- c.routes
+}
+
+func (c *routerCollector) Collect(ch chan<- prometheus.Metric) {
+	counts := map[string]int{"healthy": 0, "unhealthy": 0, "draining": 0}
+	headroom := 0
+	c.r.mu.Lock()
+	for _, s := range c.r.relays {
+		switch {
+		case s.Draining:
+			counts["draining"]++
+		case s.Healthy:
+			counts["healthy"]++
+			headroom += s.Headroom
+		default:
+			counts["unhealthy"]++
+		}
+	}
+	c.r.mu.Unlock()
+	for state, n := range counts {
+		ch <- prometheus.MustNewConstMetric(c.relays, prometheus.GaugeValue, float64(n), state)
+	}
+	ch <- prometheus.MustNewConstMetric(c.headroom, prometheus.GaugeValue, float64(headroom))
+	ch <- prometheus.MustNewConstMetric(c.routes, prometheus.CounterValue, float64(c.r.counts.routed.Load()), "routed")
+	ch <- prometheus.MustNewConstMetric(c.routes, prometheus.CounterValue, float64(c.r.counts.unavailable.Load()), "unavailable")
+}
+
+func (r *Router) metricsHandler() http.Handler {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(newRouterCollector(r))
+	return promhttp.HandlerFor(reg, promhttp.HandlerOpts{})
+}
