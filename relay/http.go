@@ -256,8 +256,8 @@ func (r *Relay) handler(withPprof bool) http.Handler {
 	}
 	mux.HandleFunc("POST /drain", drain(true))
 	mux.HandleFunc("DELETE /drain", drain(false))
-	// Shedding: POST /shed?n=N|all[&rate=R] closes sessions with
-	// going-away (shed.go). Only from the box itself, like /drain.
+	// Shedding: POST /shed?n=N|all[&rate=R][&grace=D] closes sessions
+	// with going-away, after a notice and a grace (shed.go). Only from the box itself, like /drain.
 	mux.HandleFunc("POST /shed", r.serveShed)
 	mux.HandleFunc("/", r.serveSession)
 	return mux

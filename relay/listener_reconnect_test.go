@@ -7,6 +7,7 @@ import (
 	"net/http/httptest"
 	"regexp"
 	"slices"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -316,5 +317,111 @@ func TestShedReasonOnEveryTransport(t *testing.T) {
 				t.Errorf("session: ReconnectReason(%v) = %q", s.Err(), reason)
 			}
 		})
+	}
+}
+
+// TestListenMovesBeforeBreak: relay A sheds its listener with a
+// going-away notice and a grace; client.Listen subscribes on B (the
+// router is asked to avoid A) while still reading A, switches once B
+// caught up, and hears every group once: no group missing, none twice,
+// and a "moved" line with a short gap. A and B are edges of one origin,
+// so their groups are the same.
+func TestListenMovesBeforeBreak(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	origin, err := Start(ctx, Config{Listen: "127.0.0.1:0", Logger: testLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer origin.Close()
+	publishTo(t, ctx, origin)
+	var relays []*Relay
+	for range 2 {
+		r, err := Start(ctx, Config{Listen: "127.0.0.1:0", Logger: testLogger(), Upstreams: []string{"http://" + origin.Addr().String() + "/"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer r.Close()
+		relays = append(relays, r)
+	}
+	urlOf := func(r *Relay) string { return "https://" + r.Addr().String() + "/" }
+	router := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		avoid := req.URL.Query()["avoid"]
+		for _, r := range relays {
+			if !slices.Contains(avoid, urlOf(r)) {
+				_ = json.NewEncoder(w).Encode(client.Destination{URL: urlOf(r), CertificateHash: r.CertificateHash()})
+				return
+			}
+		}
+		http.Error(w, "no relay", http.StatusServiceUnavailable)
+	}))
+	defer router.Close()
+	res, err := client.NewResolver(client.ResolverOptions{Router: router.URL, Broadcast: "b"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := &lockedBuffer{}
+	lctx, lcancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() {
+		done <- client.Listen(lctx, res, &client.Options{Logger: testLogger()}, client.ListenOptions{
+			Broadcast: "b", Track: "t", Silence: 10 * time.Second, Reconnect: true, Verbose: true,
+		}, out)
+	}()
+	defer func() {
+		lcancel()
+		if err := <-done; err != nil {
+			t.Errorf("Listen: %v", err)
+		}
+	}()
+	groups := regexp.MustCompile(`(?m)^group (\d+):`)
+	deadline := time.Now().Add(20 * time.Second)
+	for len(groups.FindAllString(out.String(), -1)) < 5 {
+		if time.Now().After(deadline) {
+			t.Fatalf("no groups from A: %s", out.String())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	const grace = 2 * time.Second
+	if n := relays[0].Server().ShedNotice(ctx, 1, 100, grace); n != 1 {
+		t.Fatalf("shed %d sessions, want 1", n)
+	}
+	line := regexp.MustCompile(`(moved|reconnected) \(([a-z-]+)\) from (\S+) to (\S+): no audio for ([0-9.]+) s`)
+	var m []string
+	for m == nil {
+		if m = line.FindStringSubmatch(out.String()); m == nil {
+			if time.Now().After(deadline.Add(10 * time.Second)) {
+				t.Fatalf("no reconnect line: %s", out.String())
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	t.Logf("%s", m[0])
+	if m[1] != "moved" || m[2] != "going-away" || m[3] != urlOf(relays[0]) || m[4] != urlOf(relays[1]) {
+		t.Fatalf("line %q: want moved (going-away) from A to B", m[0])
+	}
+	// Groups come every 40 ms: a move leaves no gap near the issue's
+	// 500 ms bound for an audible one.
+	if gap, _ := strconv.ParseFloat(m[5], 64); gap > 0.5 {
+		t.Errorf("no audio for %.3f s across the move, want well under 0.5 s", gap)
+	}
+	// A few groups from B, then every group heard exactly once.
+	after := len(groups.FindAllString(out.String(), -1)) + 5
+	for len(groups.FindAllString(out.String(), -1)) < after {
+		if time.Now().After(deadline.Add(20 * time.Second)) {
+			t.Fatalf("no groups from B: %s", out.String())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	var prev uint64
+	for i, g := range groups.FindAllStringSubmatch(out.String(), -1) {
+		seq, _ := strconv.ParseUint(g[1], 10, 64)
+		if i > 0 && seq != prev+1 {
+			t.Errorf("group %d after group %d: want each group once, in order", seq, prev)
+		}
+		prev = seq
+	}
+	if n := relays[0].Stats().Sessions; n != 0 {
+		t.Errorf("A still holds %d sessions: the listener did not close the old one", n)
 	}
 }

@@ -117,6 +117,12 @@ type Config struct {
 	// exits. 0 means DefaultShutdownGrace; negative means no going-away
 	// (sessions are closed at once with code 0).
 	ShutdownGrace time.Duration
+	// NoticeGrace is how long /shed (and a graceful stop, within half
+	// its ShutdownGrace) serves a session after sending it the going-away
+	// notice (moqlite.GoAwayNotice) before closing it: time for a client
+	// to move first (make-before-break). 0 means DefaultNoticeGrace;
+	// negative means no notice (sessions are closed at once).
+	NoticeGrace time.Duration
 }
 
 // budget resolves Config.MemoryBudget against the cgroup limit.
@@ -176,9 +182,10 @@ type Relay struct {
 	sendErrs sendErrors
 	dropsErr sync.Once
 
-	shedRate float64       // Config.ShedRate, resolved
-	grace    time.Duration // Config.ShutdownGrace, resolved
-	stopping atomic.Bool   // a graceful stop began
+	shedRate    float64       // Config.ShedRate, resolved
+	grace       time.Duration // Config.ShutdownGrace, resolved
+	noticeGrace time.Duration // Config.NoticeGrace, resolved (0: none)
+	stopping    atomic.Bool   // a graceful stop began
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -249,6 +256,12 @@ func Start(ctx context.Context, cfg Config) (*Relay, error) {
 	}
 	if r.grace == 0 {
 		r.grace = DefaultShutdownGrace
+	}
+	switch r.noticeGrace = cfg.NoticeGrace; {
+	case r.noticeGrace == 0:
+		r.noticeGrace = DefaultNoticeGrace
+	case r.noticeGrace < 0:
+		r.noticeGrace = 0
 	}
 	if r.bufAsked <= 0 {
 		r.bufAsked = DefaultUDPBuffer

@@ -46,8 +46,8 @@ func dialPeer(t *testing.T, ctx context.Context, r *Relay, via string) *peer {
 	var ts transport.Session
 	path := ""
 	switch via {
-	case "quic":
-		conn, err := quic.DialAddr(ctx, addr, insecureTLS(), &quic.Config{MaxIdleTimeout: 30 * time.Second})
+	case "quic", "quic+datagrams":
+		conn, err := quic.DialAddr(ctx, addr, insecureTLS(), &quic.Config{MaxIdleTimeout: 30 * time.Second, EnableDatagrams: via != "quic"})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -298,6 +298,10 @@ func TestShedRequests(t *testing.T) {
 		{"127.0.0.1:4000", "n=1&rate=fast", http.StatusBadRequest, `rate "fast"`},
 		{"127.0.0.1:4000", "n=1&rate=NaN", http.StatusBadRequest, `rate "NaN"`},
 		{"127.0.0.1:4000", "n=1&rate=1e9", http.StatusBadRequest, `rate "1e9"`},
+		{"127.0.0.1:4000", "n=1&grace=soon", http.StatusBadRequest, `grace "soon"`},
+		{"127.0.0.1:4000", "n=1&grace=-1s", http.StatusBadRequest, `grace "-1s"`},
+		{"127.0.0.1:4000", "n=1&grace=2h", http.StatusBadRequest, `grace "2h"`},
+		{"127.0.0.1:4000", "n=1&grace=0s", http.StatusOK, `{"shed":0,"remaining":0}`},
 		{"[::1]:4000", "n=all&rate=0.5", http.StatusOK, `{"shed":0,"remaining":0}`},
 	} {
 		req := httptest.NewRequest(http.MethodPost, "/shed?"+tt.query, nil)
@@ -366,5 +370,81 @@ func TestGracefulStop(t *testing.T) {
 	}
 	if st := r.Stats(); st.ShedTotal != int64(len(peers)) || !st.Draining {
 		t.Errorf("shed_total %d (want %d), draining %v (want true)", st.ShedTotal, len(peers), st.Draining)
+	}
+}
+
+// TestShedNotice: with a grace, /shed first sends each session that
+// carries datagrams the going-away notice, serves it for the grace, then
+// closes it with going-away; a session without datagrams (WebSocket, or
+// QUIC without them) is closed at once, and so is every session with
+// grace=0s.
+func TestShedNotice(t *testing.T) {
+	r := startTestRelay(t, Config{})
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	const grace = 1500 * time.Millisecond
+	vias := []string{"quic+datagrams", "webtransport", "websocket", "quic"}
+	var peers []*peer
+	for _, via := range vias {
+		peers = append(peers, dialPeer(t, ctx, r, via))
+	}
+	waitSessions(t, r, len(peers))
+	noticed := make([]time.Time, len(peers))
+	var wg sync.WaitGroup
+	for i, p := range peers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			select {
+			case <-p.sess.GoingAway():
+				noticed[i] = time.Now()
+			case <-p.done:
+			}
+		}()
+	}
+	ended := watch(peers)
+	start := time.Now()
+	code, body := postShed(t, r, fmt.Sprintf("n=all&rate=1000&grace=%s", grace))
+	took := time.Since(start)
+	if code != http.StatusOK || !strings.Contains(body, `"shed":4,"remaining":0`) {
+		t.Fatalf("POST /shed: %d %q", code, body)
+	}
+	if took < grace {
+		t.Errorf("POST /shed answered after %v, before the grace (%v) was over", took, grace)
+	}
+	if !ended(15 * time.Second) {
+		t.Fatal("not every session ended")
+	}
+	wg.Wait()
+	for i, p := range peers {
+		if c, err := p.code(); err != nil || c != moqlite.CodeGoingAway {
+			t.Errorf("%s: code %#x, %v; want %#x", p.name, c, err, moqlite.CodeGoingAway)
+		}
+		withNotice := i < 2
+		switch {
+		case withNotice && noticed[i].IsZero():
+			t.Errorf("%s: no going-away notice", p.name)
+		case withNotice && p.ended.Sub(noticed[i]) < grace/2:
+			t.Errorf("%s: closed %v after the notice, want about the grace %v", p.name, p.ended.Sub(noticed[i]), grace)
+		case !withNotice && !noticed[i].IsZero():
+			t.Errorf("%s: got a notice", p.name)
+		case !withNotice && p.ended.Sub(start) > grace/2:
+			t.Errorf("%s: closed %v after the shed began, want at once (no notice)", p.name, p.ended.Sub(start))
+		}
+	}
+
+	// grace=0s: no notice, closed at once.
+	p := dialPeer(t, ctx, r, "quic+datagrams")
+	waitSessions(t, r, 1)
+	if code, body := postShed(t, r, "n=all&grace=0s"); code != http.StatusOK || !strings.Contains(body, `"shed":1`) {
+		t.Fatalf("POST /shed grace=0s: %d %q", code, body)
+	}
+	if !watch([]*peer{p})(15 * time.Second) {
+		t.Fatal("the session did not end")
+	}
+	select {
+	case <-p.sess.GoingAway():
+		t.Error("grace=0s: the session got a notice")
+	default:
 	}
 }

@@ -42,7 +42,7 @@ const usage = `usage:
   relay serve --listen HOST:PORT [--cert FILE --key FILE | --tls-key FILE | --acme-domain NAME [--acme-email E]
               [--acme-ca URL] [--acme-ca-root FILE] [--acme-dir DIR]] [--auth-key FILE [--public-listen PREFIX[,PREFIX]]...]
               [--udp-buffer BYTES] [--upstream URL[#spki=HEX][,URL...]] [--memory-budget BYTES] [--max-listeners N]
-              [--reap-after 15s] [--stateless-reset-secret FILE] [--shed-rate 200] [--shutdown-grace 3s] [--pprof] [--log-level LEVEL]
+              [--reap-after 15s] [--stateless-reset-secret FILE] [--shed-rate 200] [--shutdown-grace 3s] [--notice-grace 2s] [--pprof] [--log-level LEVEL]
               (SIGHUP re-reads --cert and --key, which are also re-read when they change)
   relay router --listen HOST:PORT --relays FILE [--cert FILE --key FILE | --tls-key FILE] [--poll 1s] [--log-level LEVEL]   (SIGHUP reloads FILE)
   relay keygen --out FILE      (writes an ECDSA P-256 key for --tls-key; prints its SPKI sha256)
@@ -169,6 +169,7 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	resetSecret := fs.String("stateless-reset-secret", "", "file with at least 32 random bytes (mode 0600 or 0400, e.g. %d/reset-secret under systemd): the QUIC stateless reset key for the port derives from it, so a restarted relay resets its predecessor's connections at once")
 	shedRate := fs.Float64("shed-rate", relay.DefaultShedRate, "sessions per second POST /shed and a graceful stop (SIGTERM) send going-away to")
 	shutdownGrace := fs.Duration("shutdown-grace", relay.DefaultShutdownGrace, "on SIGTERM, stop admitting and send every session going-away within this long, then exit; 0s closes sessions at once")
+	noticeGrace := fs.Duration("notice-grace", relay.DefaultNoticeGrace, "POST /shed and a graceful stop (within half of --shutdown-grace) send each session a going-away notice datagram and serve it this long before closing it, so that clients move first; 0s closes at once")
 	upstream := fs.String("upstream", "", "comma-separated relay URLs to pull broadcasts from that are not published here; URL#spki=HEX pins the origin's key (needed for an http:// origin not on loopback)")
 	pos, err := parse(fs, args)
 	if err != nil {
@@ -227,6 +228,9 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	if *shutdownGrace < 0 {
 		return badUsage("--shutdown-grace %v: must not be negative", *shutdownGrace)
 	}
+	if *noticeGrace < 0 || *noticeGrace > relay.MaxNoticeGrace {
+		return badUsage("--notice-grace %v: want a duration from 0s (no notice) to %v", *noticeGrace, relay.MaxNoticeGrace)
+	}
 	logger, err := newLogger(stderr, *logLevel)
 	if err != nil {
 		return err
@@ -234,7 +238,10 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	cfg := relay.Config{
 		Listen: *listenAddr, UDPBuffer: buf, Upstreams: upstreams, Logger: logger,
 		MemoryBudget: budget, MaxSessions: *maxListeners, ReapAfter: *reapAfter, Pprof: *withPprof,
-		ShedRate: *shedRate, ShutdownGrace: *shutdownGrace,
+		ShedRate: *shedRate, ShutdownGrace: *shutdownGrace, NoticeGrace: *noticeGrace,
+	}
+	if *noticeGrace == 0 {
+		cfg.NoticeGrace = -1 // Config: negative means none
 	}
 	if *shutdownGrace == 0 {
 		cfg.ShutdownGrace = -1 // Config: negative means none

@@ -39,6 +39,8 @@ func TestBadInputExitsTwoWithOneLine(t *testing.T) {
 		{[]string{"serve", "--listen", "127.0.0.1:0", "--stateless-reset-secret", short}, "--stateless-reset-secret: " + short + ": 10 bytes, want at least 32"},
 		{[]string{"serve", "--listen", "127.0.0.1:0", "--stateless-reset-secret", open}, "--stateless-reset-secret: " + open + ": readable by every user"},
 		{[]string{"serve", "--listen", "127.0.0.1:0", "--shed-rate", "0"}, "--shed-rate"},
+		{[]string{"serve", "--listen", "127.0.0.1:0", "--notice-grace", "-1s"}, "--notice-grace"},
+		{[]string{"serve", "--listen", "127.0.0.1:0", "--notice-grace", "2h"}, "--notice-grace"},
 		{[]string{"serve", "--listen", "127.0.0.1:0", "--shutdown-grace", "-1s"}, "--shutdown-grace"},
 		{nil, "usage"},
 		{[]string{"bogus"}, "unknown command"},

@@ -87,6 +87,7 @@ type Session struct {
 	wg     sync.WaitGroup
 
 	uniDone chan struct{} // closed when acceptUni returns
+	goAway  chan struct{} // closed when the relay's going-away notice came (notice.go)
 
 	mu         sync.Mutex
 	closeErr   error // the transport's error that ended the session
@@ -283,6 +284,7 @@ func NewSession(ctx context.Context, t transport.Session, path string, logger *s
 		ctx:        sctx,
 		cancel:     cancel,
 		uniDone:    make(chan struct{}),
+		goAway:     make(chan struct{}),
 		subs:       make(map[uint64]*Subscription),
 		broadcasts: make(map[string]*Broadcast),
 		watchers:   make(map[*announceWatcher]struct{}),
@@ -310,6 +312,9 @@ func NewSession(ctx context.Context, t transport.Session, path string, logger *s
 	})
 	s.spawn(s.acceptBidi)
 	s.spawn(s.acceptUni)
+	if d, ok := t.(transport.Datagrams); ok {
+		s.spawn(func() { s.watchDatagrams(d) })
+	}
 	return s, nil
 }
 

@@ -62,9 +62,11 @@ type listening struct {
 	tg   Target
 	sess *Session
 	sub  *Subscription
+	listeningPump
 }
 
 func (l *listening) close() {
+	l.stopQueue()
 	if l.sub != nil {
 		l.sub.Close()
 	}
@@ -131,6 +133,8 @@ func Listen(ctx context.Context, res *Resolver, dial *Options, o ListenOptions, 
 		}
 	}
 	defer func() { l.close() }()
+	mv := watchMove(ctx, res, dial, &o, log, l)
+	defer func() { mv.stop() }()
 
 	var (
 		groups, frames, bytes int
@@ -138,6 +142,8 @@ func Listen(ctx context.Context, res *Resolver, dial *Options, o ListenOptions, 
 		longest               time.Duration
 		lastGroup             = time.Now() // audio is due from the subscription on
 		pending               string       // the line of a reconnect, printed at its first group
+		next                  uint64       // the group after the latest read
+		moved                 bool         // switched make-before-break, no new group read since
 	)
 	summary := func() {
 		fmt.Fprintf(out, "received %d groups, %d frames, %d bytes\n", groups, frames, bytes)
@@ -146,7 +152,14 @@ func Listen(ctx context.Context, res *Resolver, dial *Options, o ListenOptions, 
 		}
 	}
 	for o.Groups == 0 || groups < o.Groups {
-		g, err := l.sub.NextGroupWithin(ctx, o.Silence)
+		g, err := l.nextGroup(ctx, o.Silence)
+		if err == nil && moved {
+			if g.Sequence < next && next-g.Sequence <= maxMoveSkip {
+				g.Close() // the old subscription served it
+				continue
+			}
+			moved = false
+		}
 		if err == nil {
 			n, nb, rerr := readListenGroup(g, o.Check)
 			if rerr != nil && ctx.Err() == nil {
@@ -170,6 +183,7 @@ func Listen(ctx context.Context, res *Resolver, dial *Options, o ListenOptions, 
 					pending = ""
 				}
 				lastGroup = now
+				next = max(next, g.Sequence+1)
 				groups++
 				frames += n
 				bytes += nb
@@ -178,6 +192,17 @@ func Listen(ctx context.Context, res *Resolver, dial *Options, o ListenOptions, 
 				}
 			}
 			if err == nil {
+				if mv.ready(next) {
+					// Make-before-break: the new subscription caught
+					// up; the old one served every group before it.
+					from := l.tg.Relay
+					l.close()
+					l = mv.wait()
+					mv = watchMove(ctx, res, dial, &o, log, l)
+					moved = true
+					reconnects++
+					pending = fmt.Sprintf("moved (%s) from %s to %s", ReasonGoingAway, from, l.tg.Relay)
+				}
 				continue
 			}
 		}
@@ -190,15 +215,22 @@ func Listen(ctx context.Context, res *Resolver, dial *Options, o ListenOptions, 
 		}
 		from := l.tg.Relay
 		l.close()
-		l, err = reconnectListener(ctx, res, dial, &o, log, reason, from, 0)
-		if err != nil {
-			if ctx.Err() != nil {
+		if nl := mv.wait(); nl != nil {
+			// The notice came before the close: the new subscription
+			// is made.
+			l, reason, moved = nl, ReasonGoingAway, true
+		} else {
+			l, err = reconnectListener(ctx, res, dial, &o, log, reason, from, 0)
+			if err != nil {
+				if ctx.Err() != nil {
+					l = &listening{}
+					break
+				}
 				l = &listening{}
-				break
+				return fmt.Errorf("listen: reconnect: %w", err)
 			}
-			l = &listening{}
-			return fmt.Errorf("listen: reconnect: %w", err)
 		}
+		mv = watchMove(ctx, res, dial, &o, log, l)
 		reconnects++
 		pending = fmt.Sprintf("reconnected (%s) from %s to %s", reason, from, l.tg.Relay)
 	}

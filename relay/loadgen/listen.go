@@ -7,6 +7,7 @@ import (
 	"io"
 	"math/rand/v2"
 	"net"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -56,9 +57,23 @@ func listen(ctx context.Context, o Options, res *client.Resolver, sh *shard, l *
 	pg.live.Add(1)
 	close(connected)
 	for {
-		err := receive(ctx, o, sh, l, c.sub)
+		mv := watchMove(ctx, o, res, sh, sem, c)
+		err := receive(ctx, o, sh, l, c.groups(), mv)
+		if errors.Is(err, errMoved) {
+			// Make-before-break: the new subscription caught up with
+			// the old one, which served every group before the new
+			// one's first.
+			old := c
+			c = mv.wait()
+			old.close()
+			l.moved(client.ReasonGoingAway)
+			l.moveTo(mv.firstSeq.Load())
+			pg.reconnects.Add(1)
+			continue
+		}
 		c.close()
 		if err == nil || ctx.Err() != nil {
+			mv.stop()
 			return // Run is over: still subscribed
 		}
 		l.live, l.downSince = false, time.Now()
@@ -69,20 +84,218 @@ func listen(ctx context.Context, o Options, res *client.Resolver, sh *shard, l *
 		// refusal (unauthorized, protocol, configuration) is not.
 		reason, retry := client.ReconnectReason(err)
 		if !o.Reconnect || !retry && reason != client.ReasonCancelled {
+			mv.stop()
 			return
 		}
-		if c = reconnect(ctx, o, res, sh, l, sem, c.relay); c == nil {
+		// The relay's notice came before its close: the new
+		// subscription is made, or being made.
+		nc := mv.wait()
+		if nc != nil {
+			reason = client.ReasonGoingAway
+		} else if nc = reconnect(ctx, o, res, sh, l, sem, c.relay); nc == nil {
 			return
 		}
-		l.reconnects++
-		if l.reasons == nil {
-			l.reasons = make(map[string]int64)
-		}
-		l.reasons[reason]++
+		c = nc
+		l.moved(reason)
 		l.live = true
 		l.resume()
 		pg.live.Add(1)
 		pg.reconnects.Add(1)
+	}
+}
+
+// moved counts a reconnect for reason.
+func (l *listener) moved(reason string) {
+	l.reconnects++
+	if l.reasons == nil {
+		l.reasons = make(map[string]int64)
+	}
+	l.reasons[reason]++
+}
+
+// errMoved: receive stopped between two groups because the move's new
+// subscription is ready.
+var errMoved = errors.New("loadgen: moved to the new subscription")
+
+// move is a listener's make-before-break: when the relay sends its
+// going-away notice (client.Session.GoingAway), a new subscription is
+// made through the router, avoiding that relay, and its groups are
+// queued while the old one is still read; receive switches to the queue
+// between two groups once the new subscription has caught up.
+type move struct {
+	fired    atomic.Bool   // the notice came
+	done     chan struct{} // closed once the subscription is made, or failed
+	c        *subscription // once done: the new subscription, if made
+	started  atomic.Bool   // its first group came
+	firstSeq atomic.Uint64 // its first group
+	latest   atomic.Uint64 // its latest group
+	cancel   context.CancelFunc
+}
+
+// watchMove watches old's session for the notice (only with o.Reconnect
+// through a router: there is nowhere else to go otherwise). The attempt
+// holds a place in sem, as reconnects do.
+func watchMove(ctx context.Context, o Options, res *client.Resolver, sh *shard, sem chan struct{}, old *subscription) *move {
+	m := &move{done: make(chan struct{})}
+	if !o.Reconnect || !res.Routed() {
+		close(m.done)
+		return m
+	}
+	wctx, cancel := context.WithCancel(ctx)
+	m.cancel = cancel
+	go func() {
+		defer close(m.done)
+		select {
+		case <-old.sess.GoingAway():
+		case <-old.sess.Done():
+			return
+		case <-wctx.Done():
+			return
+		}
+		m.fired.Store(true)
+		select {
+		case sem <- struct{}{}:
+		case <-wctx.Done():
+			return
+		}
+		actx, cancelA := context.WithTimeout(wctx, 10*time.Second)
+		c, _, err := subscribe(ctx, actx, o, res, sh, time.Now(), old.relay)
+		cancelA()
+		<-sem
+		if err != nil {
+			return
+		}
+		c.pump(o, m)
+		m.c = c
+	}()
+	return m
+}
+
+// ready says the new subscription has caught up: its latest group is
+// the old one's latest or later, and the old one served every group
+// before the new one's first (but those missing for longer than
+// maxOutOfOrder; a group the old one skipped over at or after first may
+// still come on the new one). It does not wait.
+func (m *move) ready(l *listener) bool {
+	select {
+	case <-m.done:
+	default:
+		return false
+	}
+	if m.c == nil || !m.started.Load() || m.latest.Load()+1 < l.next {
+		return false
+	}
+	first := m.firstSeq.Load()
+	if first > l.next {
+		return false // the old one has still to serve the groups before first
+	}
+	for seq, at := range l.missing {
+		if seq < first && time.Since(at) < maxOutOfOrder {
+			return false
+		}
+	}
+	return true
+}
+
+// maxOutOfOrder is how long a move waits for a group the old
+// subscription skipped over.
+const maxOutOfOrder = 500 * time.Millisecond
+
+// wait returns the new subscription once made, nil if that failed or the
+// notice did not come (the watch is then stopped).
+func (m *move) wait() *subscription {
+	if !m.fired.Load() {
+		m.stop()
+		return nil
+	}
+	<-m.done
+	c := m.c
+	m.c = nil
+	return c
+}
+
+// stop ends the watch and closes a new subscription not taken.
+func (m *move) stop() {
+	if m.cancel != nil {
+		m.cancel()
+	}
+	<-m.done
+	if m.c != nil {
+		m.c.close()
+		m.c = nil
+	}
+}
+
+// nextGroup is a subscription's next group, or why there is none.
+type nextGroup struct {
+	g   *client.GroupReader
+	err error
+}
+
+// pumpQueue bounds the groups a move's subscription queues before the
+// switch (some seconds of audio).
+const pumpQueue = 256
+
+// pump reads c's groups into a queue from now on, noting them in m,
+// until c is closed.
+func (c *subscription) pump(o Options, m *move) {
+	var silence time.Duration
+	if o.Reconnect {
+		silence = o.Silence
+	}
+	pctx, cancel := context.WithCancel(context.Background())
+	q := make(chan nextGroup, pumpQueue)
+	c.queue, c.stopPump = q, cancel
+	c.pumped.Add(1)
+	go func() {
+		defer c.pumped.Done()
+		for {
+			g, err := c.sub.NextGroupWithin(pctx, silence)
+			if pctx.Err() != nil {
+				if g != nil {
+					g.Close()
+				}
+				return
+			}
+			if err == nil {
+				if !m.started.Swap(true) {
+					m.firstSeq.Store(g.Sequence)
+				}
+				if g.Sequence > m.latest.Load() {
+					m.latest.Store(g.Sequence)
+				}
+			}
+			select {
+			case q <- nextGroup{g, err}:
+			case <-pctx.Done():
+				if g != nil {
+					g.Close()
+				}
+				return
+			}
+			if err != nil && !errors.Is(err, client.ErrSilent) {
+				return
+			}
+		}
+	}()
+}
+
+// groups is where receive takes c's next group: its queue, once pumped,
+// or the subscription.
+func (c *subscription) groups() func(ctx context.Context, silence time.Duration) (*client.GroupReader, error) {
+	if c.queue == nil {
+		return c.sub.NextGroupWithin
+	}
+	return func(ctx context.Context, _ time.Duration) (*client.GroupReader, error) {
+		select {
+		case n, ok := <-c.queue:
+			if !ok {
+				return nil, client.ErrClosed
+			}
+			return n.g, n.err
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
 	}
 }
 
@@ -133,13 +346,16 @@ func reconnect(ctx context.Context, o Options, res *client.Resolver, sh *shard, 
 // or ctx does (nil). With o.Reconnect a subscription that brings no group,
 // or no next frame of a group, within o.Silence ends with client.ErrSilent.
 // A frozen listener reads nothing until it thaws.
-func receive(ctx context.Context, o Options, sh *shard, l *listener, sub *client.Subscription) error {
+//
+// It takes the groups from next, and returns errMoved between two groups
+// once mv's new subscription is ready.
+func receive(ctx context.Context, o Options, sh *shard, l *listener, next func(context.Context, time.Duration) (*client.GroupReader, error), mv *move) error {
 	var silence time.Duration // 0: wait as long as the session lasts
 	if o.Reconnect {
 		silence = o.Silence
 	}
 	for {
-		g, err := sub.NextGroupWithin(ctx, silence)
+		g, err := next(ctx, silence)
 		if ctx.Err() != nil {
 			if g != nil {
 				g.Close()
@@ -171,6 +387,9 @@ func receive(ctx context.Context, o Options, sh *shard, l *listener, sub *client
 		err = l.readGroup(ctx, o, sh, g, silence)
 		if err != nil || ctx.Err() != nil {
 			return err
+		}
+		if mv.ready(l) {
+			return errMoved
 		}
 	}
 }
@@ -293,9 +512,29 @@ type subscription struct {
 	sess  *client.Session
 	sub   *client.Subscription
 	stop  func() bool
+
+	// A move's subscription: its groups, queued (pump).
+	queue    chan nextGroup
+	stopPump context.CancelFunc
+	pumped   sync.WaitGroup
 }
 
 func (s *subscription) close() {
+	if s.stopPump != nil {
+		s.stopPump()
+		s.pumped.Wait()
+		for {
+			select {
+			case n := <-s.queue:
+				if n.g != nil {
+					n.g.Close()
+				}
+				continue
+			default:
+			}
+			break
+		}
+	}
 	s.sub.Close()
 	s.stop()
 	s.sess.Close()

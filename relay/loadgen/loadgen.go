@@ -191,6 +191,7 @@ type listener struct {
 	missing  map[uint64]time.Time // groups skipped over, by sequence: when
 	count    uint32               // frame count of the last group seen
 	resumed  bool                 // resubscribed, no group seen since
+	moving   bool                 // moved make-before-break, no new group seen since
 	cutAt    groupCut             // the last group read, if it was cut short
 	resumeAt uint32               // the next group read resumes a cut one: frames before this were received
 	unread   int64                // frames of the group being read at the end that it did not get
@@ -251,6 +252,19 @@ func (l *listener) group(seq uint64, now time.Time) bool {
 		l.started, l.firstSeq, l.next = true, seq, seq+1
 		return true
 	}
+	if l.moving {
+		// Moved make-before-break: the new subscription serves again
+		// groups the old one served (skipped), and may serve those the
+		// old one skipped over.
+		if seq < l.next {
+			if _, ok := l.missing[seq]; !ok {
+				return false
+			}
+			delete(l.missing, seq)
+			return true
+		}
+		l.moving = false
+	}
 	if l.resumed {
 		l.resumed = false
 		switch {
@@ -299,6 +313,20 @@ func (l *listener) group(seq uint64, now time.Time) bool {
 // skipped over and had not delivered count as lost now (they can no longer
 // arrive), and the first group on the new one counts the groups skipped
 // while away as missing.
+// moveTo starts counting on a move's new subscription, whose first group
+// is first: the groups the old one skipped over before first can no
+// longer arrive.
+func (l *listener) moveTo(first uint64) {
+	for seq := range l.missing {
+		if seq < first {
+			l.lost += int64(max(l.count, 1))
+			l.missed++
+			delete(l.missing, seq)
+		}
+	}
+	l.moving = l.started
+}
+
 func (l *listener) resume() {
 	for range l.missing {
 		l.lost += int64(max(l.count, 1))

@@ -1,0 +1,102 @@
+package loadgen_test
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/relayfleet/relayfleet/relay"
+	"github.com/relayfleet/relayfleet/relay/client"
+	"github.com/relayfleet/relayfleet/relay/loadgen"
+)
+
+// moveBound bounds the longest gap between two frames (published every
+// 20 ms) of a listener moved make-before-break: the issue's bound for an
+// audible gap. Without the move it is near the frame time; but a shared
+// 2-core machine under -race delays frames by up to 300 ms with no move
+// at all. A listener that reconnects only on the close waits for the
+// router, a dial, a subscribe and the first group, and loses what was
+// published meanwhile: that is what tells the two apart here.
+const moveBound = 500 * time.Millisecond
+
+// runShed measures 20 listeners on edge A (the router sends them there,
+// and elsewhere when asked to avoid A) while A sheds every session, with
+// the going-away notice grace given (0: closed at once), 500 ms into the
+// window.
+func runShed(t *testing.T, grace time.Duration) (*loadgen.Report, *relay.Relay) {
+	origin := startRelayAndPublisher(t, 1)
+	a, _ := startEdge(t, "127.0.0.1:0", origin)
+	b, _ := startEdge(t, "127.0.0.1:0", origin)
+	urlA := fmt.Sprintf("http://%s/", a.Addr())
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/route" || r.URL.Query().Get("broadcast") != "live" {
+			http.NotFound(w, r)
+			return
+		}
+		to := a
+		if slices.Contains(r.URL.Query()["avoid"], urlA) {
+			to = b
+		}
+		fmt.Fprintf(w, `{"url": "http://%s/", "certificate_sha256": %q}`, to.Addr(), to.CertificateHash())
+	}))
+	defer srv.Close()
+	shed := make(chan int, 1)
+	rep, err := loadgen.Run(context.Background(), loadgen.Options{
+		Router: srv.URL, Broadcast: "live", Listeners: 20, Shards: 2, Duration: 4 * time.Second, Late: time.Hour,
+		Reconnect: true, IdleTimeout: idleTimeout, Logger: quietLogger(),
+		Window: func(start bool) {
+			if start {
+				go func() {
+					time.Sleep(500 * time.Millisecond)
+					shed <- a.Server().ShedNotice(context.Background(), -1, 1000, grace)
+				}()
+			}
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := <-shed; n != 20 {
+		t.Fatalf("A shed %d sessions, want the 20 listeners", n)
+	}
+	t.Logf("grace %v: report: %+v", grace, rep)
+	return rep, b
+}
+
+// TestRunMovesBeforeBreak: a relay that sheds its listeners with a
+// going-away notice keeps serving them for the grace; each subscribes on
+// the other relay meanwhile and switches between two groups, so that no
+// frame is lost and the longest gap stays near the frame time. Without
+// the notice (grace 0) the same shed leaves a gap and loses frames.
+func TestRunMovesBeforeBreak(t *testing.T) {
+	rep, b := runShed(t, 2*time.Second)
+	if rep.Connected != 20 || rep.ListenersLost != 0 || rep.SilentAtEnd != 0 {
+		t.Fatalf("report %+v: want 20 connected, none lost or silent at the end", rep)
+	}
+	if got := rep.ReconnectsByReason[client.ReasonGoingAway]; got != 20 || rep.Reconnects != 20 {
+		t.Fatalf("reconnects %d, by reason %v: want 20, all going-away", rep.Reconnects, rep.ReconnectsByReason)
+	}
+	if st := b.Stats(); st.SessionsTotal < 20 {
+		t.Fatalf("edge B saw %d sessions, want the 20 listeners", st.SessionsTotal)
+	}
+	if rep.FramesLost != 0 || rep.GroupsMissing != 0 || rep.GroupsCut != 0 {
+		t.Fatalf("%d frames lost (%d groups missing, %d cut) moving make-before-break, want none", rep.FramesLost, rep.GroupsMissing, rep.GroupsCut)
+	}
+	if max := time.Duration(rep.GapMs.Max * float64(time.Millisecond)); max > moveBound {
+		t.Fatalf("longest gap %v moving make-before-break, want at most %v", max, moveBound)
+	}
+
+	t.Run("without-notice", func(t *testing.T) {
+		rep, _ := runShed(t, 0)
+		if got := rep.ReconnectsByReason[client.ReasonGoingAway]; got != 20 {
+			t.Fatalf("reconnects by reason %v: want 20 going-away", rep.ReconnectsByReason)
+		}
+		if max := time.Duration(rep.GapMs.Max * float64(time.Millisecond)); rep.FramesLost == 0 && max <= moveBound {
+			t.Fatalf("closed without notice: no frame lost and longest gap %v: the test could not see a break", max)
+		}
+	})
+}
