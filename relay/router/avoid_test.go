@@ -253,3 +253,41 @@ func TestNewListenersGoWhereTheRoomIs(t *testing.T) {
 		t.Fatalf("after 300 new listeners the processes hold %d and %d, want within one", a, b)
 	}
 }
+
+// TestEveryRelayTimingOutKeepsTheLastState: when every relay's poll
+// times out at once (the router starved of CPU, or cut off), the router
+// keeps routing on its last known state for router.MaxStarvedPolls polls
+// instead of emptying its pool and refusing every listener; then it
+// believes the timeouts. One hung relay among answering ones still
+// leaves at once (TestHungRelayLeavesWithinPollTimeout).
+func TestEveryRelayTimingOutKeepsTheLastState(t *testing.T) {
+	a, b := newCountingRelay(t, 10), newCountingRelay(t, 5)
+	path := filepath.Join(t.TempDir(), "relays.json")
+	writeFile(t, path, a.entry(false), b.entry(false))
+	r, err := router.New(router.Options{File: path, Poll: 20 * time.Second, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(r)
+	t.Cleanup(srv.Close)
+	r.PollOnce(context.Background())
+	a.hung.Store(true)
+	b.hung.Store(true)
+	for i := range router.MaxStarvedPolls {
+		r.PollOnce(context.Background())
+		if code, got := routeAvoid(t, srv); code != http.StatusOK || got != a.entry(false).URL {
+			t.Fatalf("poll %d with every relay timing out: %d %q, want the last state's best relay", i+1, code, got)
+		}
+	}
+	r.PollOnce(context.Background())
+	if code, got := routeAvoid(t, srv); code == http.StatusOK {
+		t.Fatalf("after %d starved polls the router still routes to %q", router.MaxStarvedPolls+1, got)
+	}
+	// Answers again: back at once, and the count starts over.
+	a.hung.Store(false)
+	b.hung.Store(false)
+	r.PollOnce(context.Background())
+	if code, _ := routeAvoid(t, srv); code != http.StatusOK {
+		t.Fatalf("relays answering again: %d", code)
+	}
+}

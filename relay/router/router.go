@@ -182,7 +182,19 @@ type Router struct {
 	pinned map[string]*http.Client // by SPKI pin
 
 	counts routeCounts // /route answers, for /metrics
+
+	// starved counts the polls in a row in which every relay timed out
+	// (under mu): see PollOnce.
+	starved int
 }
+
+// MaxStarvedPolls is how many polls in a row the router keeps its last
+// known state when every relay's poll timed out at once. One relay that
+// stops answering leaves the pool at once; every relay timing out
+// together says more about the router (a starved CPU, its own network)
+// than about the relays, and emptying the pool would refuse every
+// listener. After this many polls the timeouts are believed.
+const MaxStarvedPolls = 3
 
 // fileStamp tells a rewritten relays file from the one loaded: the fleet
 // tool replaces it with a rename, which changes the inode.
@@ -319,9 +331,31 @@ func (r *Router) PollOnce(ctx context.Context) {
 	wg.Wait()
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if allTimedOut(results) && r.starved < MaxStarvedPolls {
+		r.starved++
+		r.logger.Warn("every relay's poll timed out at once: keeping the last known state (is this router starved of CPU, or cut off?)",
+			"relays", len(targets), "polls_in_a_row", r.starved, "max", MaxStarvedPolls)
+		return
+	}
+	r.starved = 0
 	for i, t := range targets {
 		r.applyLocked(t, results[i], true)
 	}
+}
+
+// allTimedOut says whether there were at least two polls and every one
+// ended in a timeout.
+func allTimedOut(results []pollResult) bool {
+	if len(results) < 2 {
+		return false
+	}
+	for _, res := range results {
+		var ne net.Error
+		if res.err == nil || !(errors.Is(res.err, context.DeadlineExceeded) || errors.As(res.err, &ne) && ne.Timeout()) {
+			return false
+		}
+	}
+	return true
 }
 
 // applyLocked records a poll of t: a failure takes the relay out of the
