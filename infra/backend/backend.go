@@ -103,11 +103,11 @@ const LabelFleet = "fleet"
 // (CheckAdopt): two boxes may share a name, never an identity.
 var IdentityLabels = []string{LabelFleet, "tier", "event"}
 
-// CheckAdopt refuses to take the server called name (backend id id, with
-// labels have) as the box whose labels are want, unless every identity
-// label that want carries has the same value on have. The error is one
-// line naming the server and the first label that differs.
-func CheckAdopt(name, id string, have, want map[string]string) error {
+// CheckAdopt refuses to take the kind ("server", "firewall") called name
+// (backend id id, with labels have) as the one whose labels are want,
+// unless every identity label that want carries has the same value on
+// have. The error is one line naming it and the first label that differs.
+func CheckAdopt(kind, name, id string, have, want map[string]string) error {
 	for _, k := range IdentityLabels {
 		w, ok := want[k]
 		if !ok {
@@ -118,7 +118,7 @@ func CheckAdopt(name, id string, have, want map[string]string) error {
 			if _, ok := have[k]; !ok {
 				shown = "missing"
 			}
-			return fmt.Errorf("the name is taken by server %s (id %s) whose label %s %s, not %q: refusing to adopt it", name, id, k, shown, w)
+			return fmt.Errorf("the name is taken by %s %s (id %s) whose label %s %s, not %q: refusing to adopt it", kind, name, id, k, shown, w)
 		}
 	}
 	return nil

@@ -255,7 +255,7 @@ func (b *Backend) existing(ctx context.Context, spec backend.Spec) (*godo.Drople
 		return nil, fmt.Errorf("list droplets named %s: %w", spec.Name, apiError(err))
 	}
 	if found != nil {
-		if err := backend.CheckAdopt(found.Name, fmt.Sprint(found.ID), Labels(found.Tags), spec.Labels); err != nil {
+		if err := backend.CheckAdopt("droplet", found.Name, fmt.Sprint(found.ID), Labels(found.Tags), spec.Labels); err != nil {
 			return nil, err
 		}
 	}

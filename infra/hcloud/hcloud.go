@@ -179,7 +179,7 @@ func (b *Backend) existing(ctx context.Context, spec backend.Spec) (*hcloud.Serv
 	if srv == nil {
 		return nil, nil
 	}
-	if err := backend.CheckAdopt(srv.Name, fmt.Sprint(srv.ID), srv.Labels, spec.Labels); err != nil {
+	if err := backend.CheckAdopt("server", srv.Name, fmt.Sprint(srv.ID), srv.Labels, spec.Labels); err != nil {
 		return nil, err
 	}
 	return srv, nil

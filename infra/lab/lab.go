@@ -344,7 +344,7 @@ func (l *Lab) Start(ctx context.Context, spec Spec) (Box, error) {
 	// Refuse another box of the name before any slow step (and again
 	// under the lab lock).
 	if b, err := l.readBox(spec.Name); err == nil {
-		if err := backend.CheckAdopt(b.Name, b.Name, b.Labels, spec.Labels); err != nil {
+		if err := backend.CheckAdopt("box", b.Name, b.Name, b.Labels, spec.Labels); err != nil {
 			return Box{}, fmt.Errorf("create %s: %w", spec.Name, err)
 		}
 	}
@@ -416,7 +416,7 @@ func (l *Lab) startLocked(ctx context.Context, spec Spec, hash string, signer ss
 	}
 	b, err := l.readBox(spec.Name)
 	if err == nil {
-		if err := backend.CheckAdopt(b.Name, b.Name, b.Labels, spec.Labels); err != nil {
+		if err := backend.CheckAdopt("box", b.Name, b.Name, b.Labels, spec.Labels); err != nil {
 			return Box{}, err
 		}
 	}
