@@ -53,7 +53,7 @@ func TestDeployBurstLabelsEveryBoxWithItsEvent(t *testing.T) {
 }
 
 func TestBurstBoxNames(t *testing.T) {
-	if got := BurstBoxName("demo", "final", provider.BackendHcloud, 2); got != "demo-final-2" {
+	if got := BurstBoxName("demo", "final", provider.BackendHcloud, 2); got != "demo-e-final-2" {
 		t.Errorf("cloud name %q", got)
 	}
 	a := BurstBoxName("lab", "cup-final-2026", provider.BackendLab, 1)
