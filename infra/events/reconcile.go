@@ -350,12 +350,12 @@ func running(rec *Record) bool {
 func (r *Reconciler) hold(now time.Time, rec *Record, size *Sizing) (*Sizing, bool) {
 	have := len(rec.Hosts)
 	if !running(rec) || size.Boxes >= have {
-		rec.Suggested = 0
+		rec.Suggested = nil
 		return size, false
 	}
 	noted := false
-	if rec.Suggested != size.Boxes {
-		rec.Suggested = size.Boxes
+	if rec.Suggested == nil || *rec.Suggested != size.Boxes {
+		rec.Suggested = &size.Boxes
 		r.note(rec, now, "hold", fmt.Sprintf("the files now size the event at %d boxes; it keeps its %d while it runs (fleet burst resize --event %s drains the others and removes them once empty)",
 			size.Boxes, have, rec.Event))
 		noted = true
@@ -399,7 +399,7 @@ func (r *Reconciler) Resize(ctx context.Context, now time.Time, event string) (R
 			return Result{}, err
 		}
 		have := len(rec.Hosts)
-		rec.Suggested = 0
+		rec.Suggested = nil
 		if size.Boxes >= have {
 			r.note(rec, now, "resize", fmt.Sprintf("fleet burst resize: the files size the event at %d boxes; it has %d", size.Boxes, have))
 		} else {
@@ -668,7 +668,7 @@ func (r *Reconciler) destroy(ctx context.Context, now time.Time, rec *Record) er
 	if _, err := program.SetStackHosts(r.StateDir, rec.Stack, nil); err != nil {
 		return r.fail(rec, now, "route", err)
 	}
-	rec.Hosts, rec.Shrink, rec.Suggested = nil, nil, 0
+	rec.Hosts, rec.Shrink, rec.Suggested = nil, nil, nil
 	// Prove it: ask the backend itself for boxes of the event.
 	be, err := r.Backends(rec.Backend)
 	if err != nil {

@@ -60,8 +60,8 @@ type Record struct {
 	// fleet burst resize.
 	Plan *Sizing `json:"plan,omitempty"`
 	// Suggested is the box count the files size the event at when it is
-	// less than what the event keeps; 0 when they agree.
-	Suggested int `json:"suggested,omitempty"`
+	// less than what the event keeps; nil when they agree.
+	Suggested *int `json:"suggested,omitempty"`
 	// Shrink is a resize down in progress.
 	Shrink  *Shrink             `json:"shrink,omitempty"`
 	Release string              `json:"release,omitempty"`
