@@ -518,7 +518,7 @@ func (r *Reconciler) shrink(ctx context.Context, now time.Time, ev *inventories.
 	if _, err := program.SetStackHosts(r.StateDir, rec.Stack, stay); err != nil {
 		return r.fail(rec, now, "route", err)
 	}
-	r.note(rec, now, "resize-remove", fmt.Sprintf("%s hold no listener: out of the router's list, now removed from the stack", strings.Join(gone, ", ")))
+	r.note(rec, now, "resize-remove", fmt.Sprintf("no listener left on %s: out of the router's list, now removed from the stack", strings.Join(gone, ", ")))
 	rec.Phase = Creating
 	if err := rec.save(r.StateDir); err != nil {
 		return err
