@@ -107,14 +107,18 @@ func LoadEvents(path string, cat *Catalogue) (*Events, *Fleet, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	if err := e.validate(cat); err != nil {
+	if err := e.validate(cat, f); err != nil {
 		return nil, nil, d.errorAt(err)
 	}
 	return &e, f, nil
 }
 
-func (e *Events) validate(cat *Catalogue) error {
+func (e *Events) validate(cat *Catalogue, f *Fleet) error {
 	seen := map[string]int{}
+	groups := map[string]int{}
+	for i, g := range f.Steady {
+		groups[g.Name] = i
+	}
 	for i := range e.Events {
 		ev := &e.Events[i]
 		p := fmt.Sprintf("events[%d]", i)
@@ -126,6 +130,11 @@ func (e *Events) validate(cat *Catalogue) error {
 		}
 		if j, ok := seen[ev.Name]; ok {
 			return fieldErr(p+".name", "%q is already the name of events[%d]", ev.Name, j)
+		}
+		// An event's boxes, firewall and labels are named after it: one
+		// named like a steady group could be taken for that group's.
+		if j, ok := groups[ev.Name]; ok {
+			return fieldErr(p+".name", "event %q is named like steady group %q (steady[%d] of fleet file %s): rename the event", ev.Name, ev.Name, j, e.Fleet)
 		}
 		seen[ev.Name] = i
 		switch {

@@ -97,6 +97,7 @@ func TestLoadEventsErrors(t *testing.T) {
 		{"negative max", rep("max: 3", "max: -1"), 12, "events[0].burst.max", "negative"},
 		{"unknown key", rep("    burst:", "    burts: 1\n    burst:"), 9, "events[0].burts", "unknown key"},
 		{"no fleet", rep("fleet: fleet.yaml\n", ""), 0, "fleet", "missing"},
+		{"named like a steady group", rep("name: final", "name: a"), 4, "events[0].name", `event "a" is named like steady group "a" (steady[0] of fleet file fleet.yaml)`},
 		{"duplicate", goodEvents + strings.Join(strings.SplitAfter(goodEvents, "\n")[3:], ""), 13, "events[1].name", "already the name"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -181,6 +181,12 @@ func nextStep(ev *inventories.Event, rec *events.Record, now time.Time) string {
 	case events.Scheduled:
 		return "up at " + at(ev.UpAt())
 	case events.Up:
+		if rec.Shrink != nil {
+			return fmt.Sprintf("resize down to %d boxes: remove each box that goes once it holds no listener; drain at %s", rec.Shrink.To, at(ev.End.Time))
+		}
+		if rec.Suggested != nil {
+			return fmt.Sprintf("drain at %s (the files size it at %d boxes: fleet burst resize to shrink)", at(ev.End.Time), *rec.Suggested)
+		}
 		return "drain at " + at(ev.End.Time)
 	case events.Draining:
 		return "destroy when no listener is left, at the latest " + at(rec.DrainDeadline)
@@ -191,17 +197,40 @@ func nextStep(ev *inventories.Event, rec *events.Record, now time.Time) string {
 }
 
 func runBurst(ctx context.Context, args []string, stdout io.Writer) error {
-	if len(args) == 0 || (args[0] != "up" && args[0] != "down") {
+	if len(args) == 0 || (args[0] != "up" && args[0] != "down" && args[0] != "resize") {
 		if len(args) > 0 && (args[0] == "-h" || args[0] == "--help") {
-			fmt.Fprintln(stdout, "usage: fleet burst up|down --event NAME --events FILE [flags]")
+			fmt.Fprintln(stdout, "usage: fleet burst up|down|resize --event NAME --events FILE [flags]")
+			fmt.Fprintln(stdout, "  up      bring the event's boxes up now and keep them until it ends")
+			fmt.Fprintln(stdout, "  down    drain the event's boxes and remove them now")
+			fmt.Fprintln(stdout, "  resize  size a running event from the files again: a smaller size drains the boxes that go and removes each once empty")
 			return nil
 		}
-		return usagef("want up or down, as in fleet burst up --event NAME --events FILE")
+		return usagef("want up, down or resize, as in fleet burst up --event NAME --events FILE")
 	}
 	mode := args[0]
 	e := newEventsFlags("burst "+mode, stdout)
 	event := e.fs.String("event", "", "the event (required)")
 	drain := e.fs.Duration("drain-time", -1, "down: how long listeners get to leave (default: the event's drain time)")
+	if mode == "resize" {
+		r, now, done, err := e.reconciler(ctx, args[1:], stdout)
+		if err != nil {
+			return err
+		}
+		defer done()
+		if *event == "" {
+			return usagef("flag --event: required")
+		}
+		if *drain >= 0 {
+			return usagef("flag --drain-time: resize drains for the event's drain time")
+		}
+		res, err := r.Resize(ctx, now, *event)
+		if err != nil {
+			return err
+		}
+		printResults(stdout, r, now, []events.Result{res})
+		refreshMonitor(stdout, monitorDir(e.monitorDir), r.StateDir, r.Events)
+		return nil
+	}
 	r, now, done, err := e.reconciler(ctx, args[1:], stdout)
 	if err != nil {
 		return err

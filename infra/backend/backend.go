@@ -97,6 +97,33 @@ var ErrNotFound = errors.New("box not found")
 // name within a fleet.
 const LabelFleet = "fleet"
 
+// IdentityLabels are the labels that say which box a server is: its
+// fleet, its tier (steady or burst) and its event ("none" for steady
+// boxes). A server found by name is adopted only when they all match
+// (CheckAdopt): two boxes may share a name, never an identity.
+var IdentityLabels = []string{LabelFleet, "tier", "event"}
+
+// CheckAdopt refuses to take the kind ("server", "firewall") called name
+// (backend id id, with labels have) as the one whose labels are want,
+// unless every identity label that want carries has the same value on
+// have. The error is one line naming it and the first label that differs.
+func CheckAdopt(kind, name, id string, have, want map[string]string) error {
+	for _, k := range IdentityLabels {
+		w, ok := want[k]
+		if !ok {
+			continue
+		}
+		if h := have[k]; h != w {
+			shown := fmt.Sprintf("%q", h)
+			if _, ok := have[k]; !ok {
+				shown = "missing"
+			}
+			return fmt.Errorf("the name is taken by %s %s (id %s) whose label %s %s, not %q: refusing to adopt it", kind, name, id, k, shown, w)
+		}
+	}
+	return nil
+}
+
 // maxLabel is the longest label key or value: hcloud's limit, and within
 // DigitalOcean's 255-character tags as key:value.
 const maxLabel = 63

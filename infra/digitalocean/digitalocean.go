@@ -175,7 +175,9 @@ func Labels(tags []string) map[string]string {
 // Create makes the droplet and returns it once its create action has
 // completed and it is active. A droplet called spec.Name with spec's fleet
 // tag is returned as it is (the one with the lowest id, should there be
-// more); droplets of that name in other fleets are not looked at.
+// more) when its tier and event tags match spec's too, and refused when
+// they do not; droplets of that name in other fleets are not looked at
+// (DigitalOcean names are not unique: they are other droplets).
 func (b *Backend) Create(ctx context.Context, spec backend.Spec) (backend.Box, error) {
 	fail := func(err error) (backend.Box, error) {
 		return backend.Box{}, fmt.Errorf("digitalocean create droplet %s: %w", spec.Name, err)
@@ -236,7 +238,9 @@ func postMayRetry(resp *godo.Response, err error) bool {
 	return errors.As(err, &ne)
 }
 
-// existing is the droplet called spec.Name with spec's fleet tag, or nil.
+// existing is the droplet called spec.Name with spec's fleet tag, or nil;
+// one whose tier or event tag differs from spec's is an error
+// (backend.CheckAdopt): it is another box of the fleet, never adopted.
 func (b *Backend) existing(ctx context.Context, spec backend.Spec) (*godo.Droplet, error) {
 	fleet := Tag(backend.LabelFleet, spec.Labels[backend.LabelFleet])
 	var found *godo.Droplet
@@ -249,6 +253,11 @@ func (b *Backend) existing(ctx context.Context, spec backend.Spec) (*godo.Drople
 	})
 	if err != nil {
 		return nil, fmt.Errorf("list droplets named %s: %w", spec.Name, apiError(err))
+	}
+	if found != nil {
+		if err := backend.CheckAdopt("droplet", found.Name, fmt.Sprint(found.ID), Labels(found.Tags), spec.Labels); err != nil {
+			return nil, err
+		}
 	}
 	return found, nil
 }

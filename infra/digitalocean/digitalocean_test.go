@@ -153,6 +153,32 @@ func TestCreateIdempotentByName(t *testing.T) {
 	}
 }
 
+// TestCreateRefusesAnotherTiersDroplet: an event's box named like a steady
+// droplet of the same fleet is not adopted: Create refuses, naming the
+// droplet and the tag, posts nothing and deletes nothing.
+func TestCreateRefusesAnotherTiersDroplet(t *testing.T) {
+	b, f := newTestBackend(t)
+	c := ctx(t)
+	id := f.addDroplet("demo-fsn-1", "fleet:demo", "tier:steady", "event:none")
+	_, err := b.Create(c, testSpec(t, "demo-fsn-1", map[string]string{"fleet": "demo", "tier": "burst", "event": "fsn"}))
+	if err == nil || !strings.Contains(err.Error(), "demo-fsn-1") || !strings.Contains(err.Error(), `label tier "steady", not "burst"`) || strings.Contains(err.Error(), "\n") {
+		t.Errorf("Create over the steady droplet: %v; want one line naming demo-fsn-1 and its tier", err)
+	}
+	if p := f.requests("POST /v2/droplets"); len(p) != 0 {
+		t.Errorf("Create posted %v over another tier's droplet", p)
+	}
+	if d := f.requests("DELETE"); len(d) != 0 {
+		t.Errorf("deletes: %v", d)
+	}
+	if _, err := b.Get(c, strconv.Itoa(id)); err != nil {
+		t.Errorf("steady droplet: %v", err)
+	}
+	box, err := b.Create(c, testSpec(t, "demo-fsn-1", map[string]string{"fleet": "demo", "tier": "steady", "event": "none"}))
+	if err != nil || box.ID != strconv.Itoa(id) {
+		t.Errorf("Create with the droplet's labels: %+v, %v; want it adopted", box, err)
+	}
+}
+
 func TestRetries(t *testing.T) {
 	for _, tc := range []struct {
 		name   string

@@ -21,7 +21,8 @@ const allPorts = "1-65535"
 // with all outbound traffic allowed (a DigitalOcean firewall without
 // outbound rules drops it all), applied to the droplets tagged with the
 // one label in labels, and returns its id. Nothing is changed when all is
-// as wanted.
+// as wanted. A firewall of the name applied to other tags is another one,
+// and refused.
 //
 // labels must hold exactly one label: a DigitalOcean firewall applies to
 // droplets that carry any of its tags, so more would widen it, not narrow it.
@@ -60,6 +61,12 @@ func (b *Backend) EnsureFirewall(ctx context.Context, name string, labels map[st
 	fw, err := b.firewallByName(ctx, name)
 	if err != nil {
 		return fail(err)
+	}
+	// A firewall of the name that applies to other droplets' tags is
+	// another one (another tier's or event's): taking it would leave
+	// those droplets open.
+	if fw != nil && len(fw.Tags) > 0 && !slices.Contains(fw.Tags, tag) {
+		return fail(fmt.Errorf("the name is taken by firewall %s (id %s) of tags %s, not %s: refusing to adopt it", name, fw.ID, strings.Join(fw.Tags, ","), tag))
 	}
 	if fw == nil {
 		fw, _, err := b.c.Firewalls.Create(ctx, want)

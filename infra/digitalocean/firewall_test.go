@@ -110,3 +110,25 @@ func TestFirewallRefused(t *testing.T) {
 		t.Errorf("requests sent for a refused firewall: %v", l)
 	}
 }
+
+// TestFirewallRefusesAnotherTagsFirewall: a firewall of the name applied to
+// other droplets' tag is refused, and left as it was.
+func TestFirewallRefusesAnotherTagsFirewall(t *testing.T) {
+	b, f := newTestBackend(t)
+	c := ctx(t)
+	admin := []netip.Prefix{netip.MustParsePrefix("198.51.100.0/24")}
+	ports := [2]uint16{4443, 4446}
+	if _, err := b.EnsureFirewall(c, "demo-fsn", map[string]string{"group": "fsn"}, ports, admin); err != nil {
+		t.Fatal(err)
+	}
+	n := len(f.writes())
+	_, err := b.EnsureFirewall(c, "demo-fsn", map[string]string{"event": "fsn"}, ports, admin)
+	if err == nil || !strings.Contains(err.Error(), "firewall demo-fsn") || !strings.Contains(err.Error(), "group:fsn, not event:fsn") {
+		t.Errorf("Ensure over another tag's firewall: %v", err)
+	}
+	for _, w := range f.writes()[n:] {
+		if strings.Contains(w, "firewalls") {
+			t.Errorf("the refused Ensure wrote %v", w)
+		}
+	}
+}

@@ -18,6 +18,14 @@
 //	left, or end + drain  backend listed by label: a box of the event found
 //	                      there is an orphan, destroyed and reported
 //
+// A running event is never shrunk by itself: a smaller sizing from the
+// files (a new calibration or peak) is noted and the event keeps its
+// boxes; growing happens at once. Reconciler.Resize (fleet burst resize)
+// applies a smaller sizing: the boxes that go are marked draining in the
+// router's list and on their relays, their listeners told to move, and
+// each is taken out of the router's list and then removed from the stack
+// once it, and every box numbered above it, holds no listener.
+//
 // A reconcile killed at any step is resumed by the next one: the record
 // says where it stopped, a stack lock left by a killed Pulumi run is
 // cleared and the stack refreshed. A lock file stops two reconciles from

@@ -7,6 +7,8 @@ import (
 	"io"
 	"log/slog"
 	"math"
+	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -247,11 +249,20 @@ func (rec *Record) account(now time.Time, boxes int) {
 }
 
 func (r *Reconciler) up(ctx context.Context, now time.Time, ev *inventories.Event, rec *Record) error {
+	if rec.Shrink != nil {
+		return r.shrink(ctx, now, ev, rec)
+	}
 	size, err := Size(ev, r.Fleet, r.Catalogue, r.Calibration)
 	if err != nil {
 		return r.fail(rec, now, "size", err)
 	}
+	size, held := r.hold(now, rec, size)
 	if rec.Phase == Up && rec.Plan != nil && rec.Plan.Boxes == size.Boxes && rec.Release == r.Release {
+		if held {
+			if err := rec.save(r.StateDir); err != nil {
+				return err
+			}
+		}
 		return r.sample(ctx, now, rec)
 	}
 	resume := rec.Phase == Creating || rec.Phase == Destroying
@@ -318,6 +329,217 @@ func (r *Reconciler) up(ctx context.Context, now time.Time, ev *inventories.Even
 	}
 	r.note(rec, now, "ready", fmt.Sprintf("%d boxes converged, %d relay processes in the router's list (%s); %s",
 		len(hosts), relays, strings.Join(names, ", "), when))
+	return rec.save(r.StateDir)
+}
+
+// running reports whether the event's boxes may hold listeners: they are
+// routed (or were, and a Pulumi run on them was cut off).
+func running(rec *Record) bool {
+	switch rec.Phase {
+	case Up, Creating, Draining:
+		return len(rec.Hosts) > 0
+	}
+	return false
+}
+
+// hold keeps a running event at the boxes it has when the files now size
+// it smaller (a new calibration, a lower peak, a lower max): a re-size
+// never removes boxes under their listeners. fleet burst resize does, by
+// draining them first (Resize). It notes a new smaller figure once, and
+// reports whether it noted one.
+func (r *Reconciler) hold(now time.Time, rec *Record, size *Sizing) (*Sizing, bool) {
+	have := len(rec.Hosts)
+	if !running(rec) || size.Boxes >= have {
+		rec.Suggested = nil
+		return size, false
+	}
+	noted := false
+	if rec.Suggested == nil || *rec.Suggested != size.Boxes {
+		rec.Suggested = &size.Boxes
+		r.note(rec, now, "hold", fmt.Sprintf("the files now size the event at %d boxes; it keeps its %d while it runs (fleet burst resize --event %s drains the others and removes them once empty)",
+			size.Boxes, have, rec.Event))
+		noted = true
+	}
+	kept := *size
+	kept.Boxes = have
+	return &kept, noted
+}
+
+// Resize sizes a running event from the files again, as a reconcile does
+// not do by itself: a larger size grows it now; a smaller one starts a
+// resize down, which drains the boxes that go (the highest-numbered),
+// and removes each from the router's list and then from the stack once
+// it holds no listener. Reconciles finish what this call cannot (boxes
+// still holding listeners).
+func (r *Reconciler) Resize(ctx context.Context, now time.Time, event string) (Result, error) {
+	unlock, err := Lock(r.StateDir)
+	if err != nil {
+		return Result{}, err
+	}
+	defer unlock()
+	ev, inFile := r.Events.Event(event)
+	if !inFile {
+		return Result{}, fmt.Errorf("event %q: not in the events file", event)
+	}
+	rec, ok, err := ReadRecord(r.StateDir, event)
+	if err != nil {
+		return Result{}, err
+	}
+	if !ok || rec.Phase != Up {
+		phase := Scheduled
+		if ok {
+			phase = rec.Phase
+		}
+		return Result{}, fmt.Errorf("event %q is %s: fleet burst resize changes an event whose boxes are up (a reconcile sizes the others from the files)", event, phase)
+	}
+	rec.Pool = ev.Burst
+	if rec.Shrink == nil {
+		size, err := Size(ev, r.Fleet, r.Catalogue, r.Calibration)
+		if err != nil {
+			return Result{}, err
+		}
+		have := len(rec.Hosts)
+		rec.Suggested = nil
+		if size.Boxes >= have {
+			r.note(rec, now, "resize", fmt.Sprintf("fleet burst resize: the files size the event at %d boxes; it has %d", size.Boxes, have))
+		} else {
+			var going []string
+			for _, h := range rec.Hosts {
+				n, err := boxIndex(h.Name)
+				if err != nil {
+					return Result{}, err
+				}
+				if n > size.Boxes {
+					going = append(going, h.Name)
+				}
+			}
+			rec.Shrink = &Shrink{To: size.Boxes, Plan: size, Going: going, Since: now}
+			r.note(rec, now, "resize", fmt.Sprintf("fleet burst resize: from %d boxes down to %d; %s drain first and go once empty",
+				have, size.Boxes, strings.Join(going, ", ")))
+		}
+		if err := rec.save(r.StateDir); err != nil {
+			return Result{}, err
+		}
+	}
+	res := r.one(ctx, now, ev, rec)
+	return res, res.Err
+}
+
+// boxIndex is the number a box's name ends in (NAME-N): the program
+// numbers an event's boxes from 1, and fewer boxes remove the highest.
+func boxIndex(name string) (int, error) {
+	i := strings.LastIndexByte(name, '-')
+	n, err := strconv.Atoi(name[i+1:])
+	if i < 0 || err != nil || n <= 0 {
+		return 0, fmt.Errorf("box %s: its name does not end in -N", name)
+	}
+	return n, nil
+}
+
+// shrink moves a resize down one step: the going boxes are marked draining
+// (router's list, then their relays, whose listeners are told to move), and
+// the boxes from the highest number down that hold no listener are taken
+// out of the router's list and then removed from the stack. A box still
+// holding listeners, and those numbered below it, wait for the next
+// reconcile.
+func (r *Reconciler) shrink(ctx context.Context, now time.Time, ev *inventories.Event, rec *Record) error {
+	sh := rec.Shrink
+	if rec.Phase == Creating {
+		r.note(rec, now, "repair", "a previous run was cut off: clearing its stack lock and pending operations")
+		if err := r.Stacks.Repair(ctx, rec.Stack, r.burst(rec, len(rec.Hosts))); err != nil {
+			return r.fail(rec, now, "repair", err)
+		}
+		rec.Phase = Up
+	}
+	var going []program.HostEntry
+	for _, h := range rec.Hosts {
+		if slices.Contains(sh.Going, h.Name) {
+			going = append(going, h)
+		}
+	}
+	if !sh.Drained {
+		if _, err := program.SetHostsDraining(r.StateDir, rec.Stack, sh.Going); err != nil {
+			return r.fail(rec, now, "resize", err)
+		}
+		drain := inventories.DefaultDrainTime
+		if ev != nil {
+			drain = ev.DrainTime.D()
+		}
+		sh.Deadline = now.Add(drain)
+		r.note(rec, now, "resize-drain", fmt.Sprintf("%d boxes marked draining in the router's list; their listeners are told to move to the boxes that stay (drain time until %s)",
+			len(going), sh.Deadline.UTC().Format(time.RFC3339)))
+		if err := rec.save(r.StateDir); err != nil {
+			return err
+		}
+		if err := r.Probe.Drain(ctx, going); err != nil {
+			r.note(rec, now, "drain-warning", "relays not told to move their listeners: "+err.Error())
+		}
+		sh.Drained = true
+		if err := rec.save(r.StateDir); err != nil {
+			return err
+		}
+	}
+	keep := sh.To
+	var busy []string
+	for _, h := range going {
+		n, err := r.Probe.Listeners(ctx, []program.HostEntry{h})
+		if err == nil && n == 0 {
+			continue
+		}
+		idx, ierr := boxIndex(h.Name)
+		if ierr != nil {
+			return r.fail(rec, now, "resize", ierr)
+		}
+		keep = max(keep, idx)
+		if err != nil {
+			busy = append(busy, fmt.Sprintf("%s (listeners unknown: %v)", h.Name, err))
+		} else {
+			busy = append(busy, fmt.Sprintf("%s (%d listeners)", h.Name, n))
+		}
+	}
+	if keep >= len(rec.Hosts) {
+		if !now.Before(sh.Deadline) && !sh.Warned {
+			sh.Warned = true
+			r.note(rec, now, "resize-warning", "drain time over: "+strings.Join(busy, ", ")+" still hold listeners; they stay until they empty or the event ends")
+		}
+		r.log().Info("resize down waiting for listeners to leave", "event", rec.Event, "boxes", strings.Join(busy, ", "))
+		return rec.save(r.StateDir)
+	}
+	var stay []program.HostEntry
+	var gone []string
+	for _, h := range rec.Hosts {
+		if idx, err := boxIndex(h.Name); err == nil && idx <= keep {
+			stay = append(stay, h)
+		} else {
+			gone = append(gone, h.Name)
+		}
+	}
+	// The router stops listing them before they are deleted.
+	if _, err := program.SetStackHosts(r.StateDir, rec.Stack, stay); err != nil {
+		return r.fail(rec, now, "route", err)
+	}
+	r.note(rec, now, "resize-remove", fmt.Sprintf("no listener left on %s: out of the router's list, now removed from the stack", strings.Join(gone, ", ")))
+	rec.Phase = Creating
+	if err := rec.save(r.StateDir); err != nil {
+		return err
+	}
+	hosts, err := r.Stacks.Up(ctx, rec.Stack, r.burst(rec, keep))
+	if err != nil {
+		return r.fail(rec, now, "resize", err)
+	}
+	if _, err := program.SetStackHosts(r.StateDir, rec.Stack, hosts); err != nil {
+		return r.fail(rec, now, "route", err)
+	}
+	rec.account(now, len(hosts))
+	rec.Hosts, rec.Phase = hosts, Up
+	if keep > sh.To {
+		return rec.save(r.StateDir)
+	}
+	if _, err := program.SetHostsDraining(r.StateDir, rec.Stack, nil); err != nil {
+		return r.fail(rec, now, "route", err)
+	}
+	rec.Shrink, rec.Plan = nil, sh.Plan
+	r.note(rec, now, "resized", fmt.Sprintf("the event now has %d boxes", len(hosts)))
 	return rec.save(r.StateDir)
 }
 
@@ -446,7 +668,7 @@ func (r *Reconciler) destroy(ctx context.Context, now time.Time, rec *Record) er
 	if _, err := program.SetStackHosts(r.StateDir, rec.Stack, nil); err != nil {
 		return r.fail(rec, now, "route", err)
 	}
-	rec.Hosts = nil
+	rec.Hosts, rec.Shrink, rec.Suggested = nil, nil, nil
 	// Prove it: ask the backend itself for boxes of the event.
 	be, err := r.Backends(rec.Backend)
 	if err != nil {

@@ -26,12 +26,24 @@ type fakeStacks struct {
 	failUp  int // fail this many Up calls
 	failDel int // fail this many Destroy calls
 	cloud   *fakeCloud
+	// beforeUp, when set, runs at the start of every Up (with the lock
+	// held): what the router's list says as Pulumi starts.
+	beforeUp func()
 }
 
 func (f *fakeStacks) Up(_ context.Context, stack string, b program.Burst) ([]program.HostEntry, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.calls = append(f.calls, fmt.Sprintf("up %s %d", stack, b.Boxes))
+	if f.beforeUp != nil {
+		f.beforeUp()
+	}
+	// Fewer boxes: the stack deletes those numbered above.
+	for name, l := range f.cloud.boxes {
+		if n, err := boxIndex(name); l["event"] == b.Event && err == nil && n > b.Boxes {
+			delete(f.cloud.boxes, name)
+		}
+	}
 	var hosts []program.HostEntry
 	for i := range b.Boxes {
 		name := program.BurstBoxName("lab", b.Event, b.Pool.Provider, i+1)
@@ -80,13 +92,30 @@ func (f *fakeStacks) took() []string {
 type fakeProbe struct {
 	listeners int64
 	drained   int
+	// perHost, when set, are each box's listeners by name; Listeners sums
+	// those of the hosts asked about.
+	perHost      map[string]int64
+	drainedHosts []string
 }
 
-func (p *fakeProbe) Listeners(context.Context, []program.HostEntry) (int64, error) {
-	return p.listeners, nil
+func (p *fakeProbe) Listeners(_ context.Context, hosts []program.HostEntry) (int64, error) {
+	if p.perHost == nil {
+		return p.listeners, nil
+	}
+	var n int64
+	for _, h := range hosts {
+		n += p.perHost[h.Name]
+	}
+	return n, nil
 }
 
-func (p *fakeProbe) Drain(context.Context, []program.HostEntry) error { p.drained++; return nil }
+func (p *fakeProbe) Drain(_ context.Context, hosts []program.HostEntry) error {
+	p.drained++
+	for _, h := range hosts {
+		p.drainedHosts = append(p.drainedHosts, h.Name)
+	}
+	return nil
+}
 
 // fakeCloud is an in-memory backend.Backend.
 type fakeCloud struct{ boxes map[string]map[string]string }

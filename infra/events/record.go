@@ -54,8 +54,16 @@ type Record struct {
 	// StackMade is true once a Pulumi up of the event's stack started and
 	// until its destroy finished.
 	StackMade bool `json:"stack_made"`
-	// Plan is the sizing the boxes were brought up with.
-	Plan    *Sizing             `json:"plan,omitempty"`
+	// Plan is the sizing the boxes were brought up with. While the event
+	// runs it never drops by itself: a smaller sizing from the files
+	// (a new calibration or peak) is noted in Suggested and waits for
+	// fleet burst resize.
+	Plan *Sizing `json:"plan,omitempty"`
+	// Suggested is the box count the files size the event at when it is
+	// less than what the event keeps; nil when they agree.
+	Suggested *int `json:"suggested,omitempty"`
+	// Shrink is a resize down in progress.
+	Shrink  *Shrink             `json:"shrink,omitempty"`
 	Release string              `json:"release,omitempty"`
 	Hosts   []program.HostEntry `json:"hosts,omitempty"`
 	// Times, on the reconciler's clock (a simulated one in tests).
@@ -79,6 +87,24 @@ type Record struct {
 	Remaining int     `json:"remaining"`
 	Report    *Report `json:"report,omitempty"`
 	Log       []Entry `json:"log"`
+}
+
+// Shrink is a resize down of a running event: the boxes that go (those
+// numbered above To) are marked draining in the router's list and on
+// their relays, their listeners told to move, and each is removed from
+// the stack once it holds none, the router's list written first.
+type Shrink struct {
+	To int `json:"to"`
+	// Plan is the sizing the event has once the resize is done.
+	Plan  *Sizing   `json:"plan,omitempty"`
+	Going []string  `json:"going"`
+	Since time.Time `json:"since"`
+	// Drained is set once the going boxes were marked draining and their
+	// listeners told to move; Deadline is when the drain time is over
+	// (boxes that still hold listeners then stay, and are reported).
+	Drained  bool      `json:"drained"`
+	Deadline time.Time `json:"deadline,omitzero"`
+	Warned   bool      `json:"warned,omitempty"`
 }
 
 // Sample is one listener count.

@@ -18,7 +18,9 @@ import (
 // EnsureFirewall creates the firewall called name, or brings the existing
 // one to the rules backend.FirewallRules(relayPorts, adminRanges), applied
 // to the servers that carry labels (one label selector; other resources it
-// was applied to are removed), with labels as its own labels. It returns the
+// was applied to are removed), with labels as its own labels; an existing
+// firewall whose fleet, tier or event label differs from labels' is
+// another one and refused (backend.CheckAdopt). It returns the
 // firewall's id. Nothing is changed when all is as wanted. Outbound traffic
 // stays open: a Hetzner firewall without outbound rules allows all of it.
 func (b *Backend) EnsureFirewall(ctx context.Context, name string, labels map[string]string, relayPorts [2]uint16, adminRanges []netip.Prefix) (string, error) {
@@ -58,6 +60,12 @@ func (b *Backend) EnsureFirewall(ctx context.Context, name string, labels map[st
 		return fmt.Sprint(res.Firewall.ID), nil
 	}
 	id := fmt.Sprint(fw.ID)
+	// Another tier's or event's firewall of the name is not this one:
+	// taking it would point it at other servers, and its delete would
+	// leave those open.
+	if err := backend.CheckAdopt("firewall", name, id, fw.Labels, labels); err != nil {
+		return fail(err)
+	}
 	if !maps.Equal(fw.Labels, labels) {
 		if _, _, err := b.c.Firewall.Update(ctx, fw, hcloud.FirewallUpdateOpts{Labels: labels}); err != nil {
 			return fail(apiError(err))

@@ -69,9 +69,9 @@ func TestFirewall(t *testing.T) {
 		t.Errorf("ssh sources %v", got)
 	}
 
-	// Other labels: the firewall's labels change, the old selector goes,
-	// the new one comes.
-	fleet2 := map[string]string{"fleet": "demo", "tier": "burst"}
+	// Other labels of the same fleet, tier and event: the firewall's
+	// labels change, the old selector goes, the new one comes.
+	fleet2 := map[string]string{"fleet": "demo", "group": "fsn"}
 	n = len(f.writes())
 	if _, err := b.EnsureFirewall(c, "relayfleet-demo", fleet2, ports, admin2); err != nil {
 		t.Fatal(err)
@@ -81,7 +81,7 @@ func TestFirewall(t *testing.T) {
 		t.Errorf("label change wrote %v, want %v", w, want)
 	}
 	applied, _ = json.Marshal(fw["applied_to"])
-	if string(applied) != `[{"applied_to_resources":[],"label_selector":{"selector":"fleet=demo,tier=burst"},"type":"label_selector"}]` {
+	if string(applied) != `[{"applied_to_resources":[],"label_selector":{"selector":"fleet=demo,group=fsn"},"type":"label_selector"}]` {
 		t.Errorf("applied_to %s", applied)
 	}
 
@@ -126,4 +126,27 @@ func mustID(t *testing.T, id string) int64 {
 		t.Fatal(err)
 	}
 	return n
+}
+
+// TestFirewallRefusesAnotherTiersFirewall: an event's firewall named like
+// the steady one is refused, in one line naming it and the label, and the
+// steady firewall is left as it was.
+func TestFirewallRefusesAnotherTiersFirewall(t *testing.T) {
+	b, f := newTestBackend(t)
+	c := ctx(t)
+	admin := []netip.Prefix{netip.MustParsePrefix("198.51.100.0/24")}
+	ports := [2]uint16{4443, 4446}
+	steady := map[string]string{"fleet": "demo", "tier": "steady", "event": "none", "group": "fsn"}
+	if _, err := b.EnsureFirewall(c, "demo-fsn", steady, ports, admin); err != nil {
+		t.Fatal(err)
+	}
+	n := len(f.writes())
+	event := map[string]string{"fleet": "demo", "tier": "burst", "event": "fsn", "group": "fsn"}
+	_, err := b.EnsureFirewall(c, "demo-fsn", event, ports, admin)
+	if err == nil || !strings.Contains(err.Error(), "firewall demo-fsn") || !strings.Contains(err.Error(), `label tier "steady", not "burst"`) || strings.Contains(err.Error(), "\n") {
+		t.Errorf("Ensure over the steady firewall: %v; want one line naming it and its tier", err)
+	}
+	if w := f.writes()[n:]; len(w) != 0 {
+		t.Errorf("the refused Ensure wrote %v", w)
+	}
 }

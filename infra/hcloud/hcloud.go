@@ -105,8 +105,9 @@ func (e *Error) Unwrap() error { return e.err }
 func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }
 
 // Create makes the server and returns it once its create actions have
-// succeeded and it runs. A server called spec.Name in the same fleet is
-// returned as it is; one in another fleet, or in none, is an error.
+// succeeded and it runs. A server called spec.Name with spec's fleet, tier
+// and event labels is returned as it is; one with other labels is an
+// error (another box's server is never adopted).
 func (b *Backend) Create(ctx context.Context, spec backend.Spec) (backend.Box, error) {
 	if err := backend.CheckSpec(spec); err != nil {
 		return backend.Box{}, fmt.Errorf("hcloud create server %s: %w", spec.Name, err)
@@ -167,7 +168,9 @@ func postMayRetry(resp *hcloud.Response, err error) bool {
 	return errors.As(err, &ne)
 }
 
-// existing is the server called spec.Name, if it is in spec's fleet.
+// existing is the server called spec.Name, if there is one; one whose
+// fleet, tier or event label differs from spec's is an error
+// (backend.CheckAdopt): it is another box, never to be adopted.
 func (b *Backend) existing(ctx context.Context, spec backend.Spec) (*hcloud.Server, error) {
 	srv, _, err := b.c.Server.GetByName(ctx, spec.Name)
 	if err != nil {
@@ -176,9 +179,8 @@ func (b *Backend) existing(ctx context.Context, spec backend.Spec) (*hcloud.Serv
 	if srv == nil {
 		return nil, nil
 	}
-	fleet := spec.Labels[backend.LabelFleet]
-	if got := srv.Labels[backend.LabelFleet]; got != fleet {
-		return nil, fmt.Errorf("the name is taken by server %d of fleet %q, not %q", srv.ID, got, fleet)
+	if err := backend.CheckAdopt("server", srv.Name, fmt.Sprint(srv.ID), srv.Labels, spec.Labels); err != nil {
+		return nil, err
 	}
 	return srv, nil
 }

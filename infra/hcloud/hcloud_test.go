@@ -157,6 +157,42 @@ func TestCreateIdempotentByName(t *testing.T) {
 	}
 }
 
+// TestCreateRefusesAnotherTiersServer: an event's box named like a steady
+// box of the same fleet is not adopted (its host key would fail and its
+// clean-up delete the steady server): Create refuses, naming the server
+// and the label, posts nothing and deletes nothing.
+func TestCreateRefusesAnotherTiersServer(t *testing.T) {
+	b, f := newTestBackend(t)
+	c := ctx(t)
+	id := f.addServer("demo-fsn-1", map[string]string{"fleet": "demo", "tier": "steady", "event": "none"})
+	for _, tc := range []struct {
+		labels map[string]string
+		want   string
+	}{
+		{map[string]string{"fleet": "demo", "tier": "burst", "event": "fsn"}, `label tier "steady", not "burst"`},
+		{map[string]string{"fleet": "demo", "tier": "steady", "event": "fsn"}, `label event "none", not "fsn"`},
+	} {
+		_, err := b.Create(c, testSpec(t, "demo-fsn-1", tc.labels))
+		if err == nil || !strings.Contains(err.Error(), "demo-fsn-1") || !strings.Contains(err.Error(), tc.want) || strings.Contains(err.Error(), "\n") {
+			t.Errorf("Create over the steady server with %v: %v; want one line naming demo-fsn-1 and %s", tc.labels, err, tc.want)
+		}
+	}
+	if p := f.requests("POST /servers"); len(p) != 0 {
+		t.Errorf("Create posted %v over another tier's server", p)
+	}
+	if d := f.requests("DELETE"); len(d) != 0 {
+		t.Errorf("deletes: %v", d)
+	}
+	if _, err := b.Get(c, strconv.FormatInt(id, 10)); err != nil {
+		t.Errorf("steady server: %v", err)
+	}
+	// The same labels are the same box: adopted.
+	box, err := b.Create(c, testSpec(t, "demo-fsn-1", map[string]string{"fleet": "demo", "tier": "steady", "event": "none"}))
+	if err != nil || box.ID != strconv.FormatInt(id, 10) {
+		t.Errorf("Create with the server's labels: %+v, %v; want it adopted", box, err)
+	}
+}
+
 func TestRetries(t *testing.T) {
 	for _, tc := range []struct {
 		name   string

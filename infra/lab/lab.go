@@ -21,6 +21,7 @@ import (
 	"golang.org/x/crypto/ssh"
 	"golang.org/x/sys/unix"
 
+	"github.com/relayfleet/relayfleet/infra/backend"
 	"github.com/relayfleet/relayfleet/internal/atomicfile"
 )
 
@@ -309,7 +310,9 @@ func (l *Lab) List(_ context.Context, labels map[string]string) ([]Box, error) {
 
 // Create makes the box and boots it, returning when SSH answers with the
 // box's host key. A box that exists is started if it is stopped and
-// returned as it is (its shape and labels are not changed).
+// returned as it is (its shape and labels are not changed), provided its
+// fleet, tier and event labels are spec's: a box of that name with other
+// labels is another box, and Create refuses it (backend.CheckAdopt).
 func (l *Lab) Create(ctx context.Context, spec Spec) (Box, error) {
 	start := time.Now()
 	b, err := l.Start(ctx, spec)
@@ -336,6 +339,13 @@ func (l *Lab) Start(ctx context.Context, spec Spec) (Box, error) {
 	for _, k := range spec.AuthorizedKeys {
 		if _, _, _, _, err := ssh.ParseAuthorizedKey([]byte(k)); err != nil || strings.ContainsAny(strings.TrimSpace(k), "\n") {
 			return Box{}, fmt.Errorf("create %s: authorized key %.20q...: not one authorized_keys line", spec.Name, k)
+		}
+	}
+	// Refuse another box of the name before any slow step (and again
+	// under the lab lock).
+	if b, err := l.readBox(spec.Name); err == nil {
+		if err := backend.CheckAdopt("box", b.Name, b.Name, b.Labels, spec.Labels); err != nil {
+			return Box{}, fmt.Errorf("create %s: %w", spec.Name, err)
 		}
 	}
 	if err := checkHost(); err != nil {
@@ -405,6 +415,11 @@ func (l *Lab) startLocked(ctx context.Context, spec Spec, hash string, signer ss
 		return Box{}, err
 	}
 	b, err := l.readBox(spec.Name)
+	if err == nil {
+		if err := backend.CheckAdopt("box", b.Name, b.Name, b.Labels, spec.Labels); err != nil {
+			return Box{}, err
+		}
+	}
 	switch {
 	case err == nil && b.State == StateRunning:
 		return b, nil

@@ -1,6 +1,7 @@
 package lab
 
 import (
+	"context"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -368,5 +369,48 @@ func TestAlive(t *testing.T) {
 	}
 	if got := alive(filepath.Join(dir, "missing")); got != 0 {
 		t.Errorf("alive(missing) = %d", got)
+	}
+}
+
+// TestCreateRefusesAnotherBoxOfTheName: a box of the name whose fleet,
+// tier or event label differs is another box; Create refuses it with a
+// one-line error naming the box and the label, and leaves it alone.
+func TestCreateRefusesAnotherBoxOfTheName(t *testing.T) {
+	// Should the refusal be missing, Create must fail fast, not build an
+	// image and boot: a dead mirror, a short context, this helper's own
+	// bridge and subnet.
+	l, err := New(Config{Dir: t.TempDir(), Mirror: "http://127.0.0.1:9/debian", Bridge: "rfsafa0",
+		Subnet: netip.MustParsePrefix("10.231.101.0/24"), BootTimeout: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+	defer cancel()
+	steady := map[string]string{"fleet": "f", "tier": "steady", "event": "none", "group": "fsn"}
+	meta, err := marshalMeta(Box{Name: "fsn-1", Address: netip.MustParseAddr("10.231.77.11"), Labels: steady})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(l.boxDir("fsn-1"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(l.boxDir("fsn-1"), "box.json"), meta, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		labels map[string]string
+		want   string
+	}{
+		{map[string]string{"fleet": "f", "tier": "burst", "event": "fsn"}, `label tier "steady", not "burst"`},
+		{map[string]string{"fleet": "g", "tier": "steady", "event": "none"}, `label fleet "f", not "g"`},
+		{map[string]string{"fleet": "f", "tier": "steady", "event": "x"}, `label event "none", not "x"`},
+	} {
+		_, err := l.Create(ctx, Spec{Name: "fsn-1", Shape: Small, Labels: tc.labels})
+		if err == nil || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), "fsn-1") || strings.Contains(err.Error(), "\n") {
+			t.Errorf("Create over %v: %v; want one line naming fsn-1 and %s", tc.labels, err, tc.want)
+		}
+	}
+	if b, err := l.Get(t.Context(), "fsn-1"); err != nil || b.Labels["tier"] != "steady" {
+		t.Errorf("the steady box after the refusals: %+v, %v", b, err)
 	}
 }

@@ -53,7 +53,7 @@ func TestDeployBurstLabelsEveryBoxWithItsEvent(t *testing.T) {
 }
 
 func TestBurstBoxNames(t *testing.T) {
-	if got := BurstBoxName("demo", "final", provider.BackendHcloud, 2); got != "demo-final-2" {
+	if got := BurstBoxName("demo", "final", provider.BackendHcloud, 2); got != "demo-e-final-2" {
 		t.Errorf("cloud name %q", got)
 	}
 	a := BurstBoxName("lab", "cup-final-2026", provider.BackendLab, 1)
@@ -124,5 +124,32 @@ func TestRelaysComposeStacksAndDraining(t *testing.T) {
 	}
 	if sh, _ := ReadStackHosts(dir, "lab-event-final"); len(sh.Hosts) != 0 || sh.Draining {
 		t.Errorf("destroyed stack still recorded: %+v", sh)
+	}
+}
+
+// TestRelaysDrainingHosts: single hosts of a stack can be marked draining
+// (the boxes a resize down removes), the others stay routable.
+func TestRelaysDrainingHosts(t *testing.T) {
+	dir := t.TempDir()
+	event := []HostEntry{
+		{Name: "e-1", Address: "10.0.0.9", Ports: []int{4443, 4444}},
+		{Name: "e-2", Address: "10.0.0.10", Ports: []int{4443}},
+	}
+	if _, err := SetStackHosts(dir, "lab-event-final", event); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := SetHostsDraining(dir, "lab-event-final", []string{"e-2"}); err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(filepath.Join(dir, RelaysFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var f struct{ Relays []Relay }
+	if err := json.Unmarshal(data, &f); err != nil {
+		t.Fatal(err)
+	}
+	if len(f.Relays) != 3 || f.Relays[0].Draining || f.Relays[1].Draining || !f.Relays[2].Draining || f.Relays[2].URL != "http://10.0.0.10:4443/" {
+		t.Fatalf("relays %+v: want only e-2's relay draining", f.Relays)
 	}
 }

@@ -1,15 +1,12 @@
 package program
 
 import (
-	"crypto/sha256"
 	"errors"
 	"fmt"
 	"reflect"
-	"strings"
 
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 
-	"github.com/relayfleet/relayfleet/infra/lab"
 	"github.com/relayfleet/relayfleet/infra/provider"
 	"github.com/relayfleet/relayfleet/inventories"
 )
@@ -25,6 +22,12 @@ type Options struct {
 	// relayfleet:relayAuthKeys): every Host gets it as a secret input, so
 	// Pulumi keeps it encrypted. Required.
 	AuthKeys string
+	// Existing are the names the stack's state gives its boxes and
+	// firewalls, by Pulumi resource name (Stack fills it before a run).
+	// A box or firewall made before names carried their tier keeps its
+	// old name (LegacyBoxName, LegacyBurstBoxName, LegacyFirewallName)
+	// rather than be replaced for a rename; any other name is made anew.
+	Existing map[string]string
 }
 
 // ErrNoAuthKeys says the program was given no relay auth key file.
@@ -199,20 +202,13 @@ func Deploy(ctx *pulumi.Context, f *inventories.Fleet, cat *inventories.Catalogu
 	if err != nil {
 		return nil, err
 	}
+	sets, err := steadySets(f, o)
+	if err != nil {
+		return nil, err
+	}
 	var hosts pulumi.Array
-	for _, g := range f.Steady {
-		backend := g.Provider
-		if backend == inventories.ProviderStatic {
-			backend = provider.BackendStatic
-		}
-		names := make([]string, g.BoxCount())
-		for i := range names {
-			names[i] = BoxName(f.Name, g.Name, backend, i+1)
-		}
-		hs, err := d.boxes(ctx, f, cat, o, boxSet{
-			group: g.Name, box: g.Box, backend: backend, names: names, statics: g.Hosts,
-			tier: provider.TierSteady, event: provider.NoEvent, firewall: f.Name + "-" + g.Name,
-		})
+	for i, g := range f.Steady {
+		hs, err := d.boxes(ctx, f, cat, o, sets[i])
 		if err != nil {
 			return nil, fmt.Errorf("steady group %s: %w", g.Name, err)
 		}
@@ -241,14 +237,11 @@ func DeployBurst(ctx *pulumi.Context, f *inventories.Fleet, cat *inventories.Cat
 	if err != nil {
 		return nil, err
 	}
-	names := make([]string, b.Boxes)
-	for i := range names {
-		names[i] = BurstBoxName(f.Name, b.Event, b.Pool.Provider, i+1)
+	set, err := burstSet(f, b, o)
+	if err != nil {
+		return nil, err
 	}
-	hosts, err := d.boxes(ctx, f, cat, o, boxSet{
-		group: b.Event, box: b.Pool.Box, backend: b.Pool.Provider, names: names,
-		tier: provider.TierBurst, event: b.Event, firewall: f.Name + "-" + b.Event,
-	})
+	hosts, err := d.boxes(ctx, f, cat, o, set)
 	if err != nil {
 		return nil, fmt.Errorf("event %s: %w", b.Event, err)
 	}
@@ -285,7 +278,7 @@ func (d *Deployed) boxes(ctx *pulumi.Context, f *inventories.Fleet, cat *invento
 			return nil, err
 		}
 		fw := &Firewall{}
-		err = ctx.RegisterResource(provider.FirewallType, s.group+"-firewall", FirewallArgs{
+		err = ctx.RegisterResource(provider.FirewallType, firewallResource(s.group), FirewallArgs{
 			Backend: pulumi.String(s.backend),
 			Name:    pulumi.String(s.firewall),
 			Labels:  pulumi.ToStringMap(map[string]string{"fleet": f.Name, "tier": s.tier, "event": s.event, "group": s.group}),
@@ -298,7 +291,7 @@ func (d *Deployed) boxes(ctx *pulumi.Context, f *inventories.Fleet, cat *invento
 	}
 	var hosts pulumi.Array
 	for i, name := range s.names {
-		logical := fmt.Sprintf("%s-%d", s.group, i+1)
+		logical := boxResource(s.group, i+1)
 		args := BoxArgs{
 			Backend:        pulumi.String(s.backend),
 			Name:           pulumi.String(name),
@@ -363,44 +356,4 @@ func (d *Deployed) boxes(ctx *pulumi.Context, f *inventories.Fleet, cat *invento
 		})
 	}
 	return hosts, nil
-}
-
-// BoxName is a box's name at its backend: FLEET-GROUP-N on clouds and
-// static servers, and within the lab's 11 characters, GROUP-N cut short.
-func BoxName(fleet, group, backend string, n int) string {
-	if backend != provider.BackendLab {
-		return fmt.Sprintf("%s-%s-%d", fleet, group, n)
-	}
-	suffix := fmt.Sprintf("-%d", n)
-	base := strings.ToLower(group)
-	if max := 11 - len(suffix); len(base) > max {
-		base = base[:max]
-	}
-	base = strings.TrimRight(base, "-")
-	name := base + suffix
-	if lab.ValidName(name) != nil {
-		name = "b" + suffix // a group name the lab cannot carry
-	}
-	return name
-}
-
-// BurstBoxName is an event's box name at its backend: FLEET-EVENT-N on
-// clouds; within the lab's 11 characters, the event's first letters and
-// two hex digits of its name's hash, so that two events' boxes never share
-// a name.
-func BurstBoxName(fleet, event, backend string, n int) string {
-	if backend != provider.BackendLab {
-		return fmt.Sprintf("%s-%s-%d", fleet, event, n)
-	}
-	sum := sha256.Sum256([]byte(fleet + "/" + event))
-	suffix := fmt.Sprintf("%02x-%d", sum[0], n)
-	base := strings.ToLower(event)
-	if max := 11 - len(suffix); len(base) > max {
-		base = base[:max]
-	}
-	name := base + suffix
-	if lab.ValidName(name) != nil {
-		name = "e" + suffix
-	}
-	return name
 }

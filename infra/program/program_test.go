@@ -227,7 +227,8 @@ func TestBoxName(t *testing.T) {
 		{"lab-steady", "lab", 1, "lab-stead-1"},
 		{"lab-steady", "lab", 12, "lab-stea-12"},
 		{"a-", "lab", 1, "a-1"},
-		{"fsn", "hcloud", 2, "f-fsn-2"},
+		{"fsn", "hcloud", 2, "f-s-fsn-2"},
+		{"root", "static", 1, "f-s-root-1"},
 		{"9x", "lab", 1, "b-1"},
 	}
 	for _, tt := range tests {

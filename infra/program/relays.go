@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"syscall"
@@ -23,8 +24,11 @@ type StackHosts struct {
 	Stack string `json:"stack"`
 	// Draining marks every relay of the stack draining in the router's
 	// list: the router sends it no new listeners.
-	Draining bool        `json:"draining,omitempty"`
-	Hosts    []HostEntry `json:"hosts"`
+	Draining bool `json:"draining,omitempty"`
+	// DrainingHosts marks the relays of these hosts (by name) draining:
+	// the boxes an event's resize down removes once they are empty.
+	DrainingHosts []string    `json:"draining_hosts,omitempty"`
+	Hosts         []HostEntry `json:"hosts"`
 }
 
 func hostsPath(stateDir, stack string) string {
@@ -45,6 +49,16 @@ func SetStackHosts(stateDir, stack string, hosts []HostEntry) (string, error) {
 func SetDraining(stateDir, stack string, draining bool) (string, error) {
 	return updateStack(stateDir, stack, func(sh *StackHosts) bool {
 		sh.Draining = draining
+		return len(sh.Hosts) > 0
+	})
+}
+
+// SetHostsDraining marks the relays of the stack's hosts called names
+// draining in the router's relay list, and the stack's other hosts' not
+// (nil: none is).
+func SetHostsDraining(stateDir, stack string, names []string) (string, error) {
+	return updateStack(stateDir, stack, func(sh *StackHosts) bool {
+		sh.DrainingHosts = slices.Clone(names)
 		return len(sh.Hosts) > 0
 	})
 }
@@ -117,9 +131,11 @@ func composeRelays(stateDir string) (string, error) {
 		if err != nil {
 			return "", err
 		}
-		for _, r := range Relays(sh.Hosts) {
-			r.Draining = sh.Draining
-			rs = append(rs, r)
+		for _, h := range sh.Hosts {
+			for _, r := range Relays([]HostEntry{h}) {
+				r.Draining = sh.Draining || slices.Contains(sh.DrainingHosts, h.Name)
+				rs = append(rs, r)
+			}
 		}
 	}
 	path := filepath.Join(stateDir, RelaysFile)

@@ -76,6 +76,10 @@ type Stack struct {
 	// on its stdin and the provider as secret inputs, never a command
 	// line or an environment.
 	Secrets map[string]string
+
+	// existing are the names the state gives the stack's boxes and
+	// firewalls (Options.Existing), read before each run.
+	existing map[string]string
 }
 
 // Secret configuration keys: the cloud API tokens, and the fleet's relay
@@ -89,14 +93,66 @@ const (
 
 // runFunc is the stack's inline program.
 func (s *Stack) runFunc() pulumi.RunFunc {
-	if s.Burst != nil {
-		b := *s.Burst
-		return func(ctx *pulumi.Context) error {
-			_, err := DeployBurst(ctx, s.Fleet, s.Catalogue, b, s.Program)
+	return func(ctx *pulumi.Context) error {
+		o := s.Program
+		if o.Existing == nil {
+			o.Existing = s.existing
+		}
+		if s.Burst != nil {
+			_, err := DeployBurst(ctx, s.Fleet, s.Catalogue, *s.Burst, o)
 			return err
 		}
+		_, err := Deploy(ctx, s.Fleet, s.Catalogue, o)
+		return err
 	}
-	return Program(s.Fleet, s.Catalogue, s.Program)
+}
+
+// readExisting reads the names the stack's state gives its boxes and
+// firewalls, so that the program keeps the ones made before names carried
+// their tier.
+func (s *Stack) readExisting(ctx context.Context, st auto.Stack) error {
+	dep, err := st.Export(ctx)
+	if err != nil {
+		return fmt.Errorf("stack %s: export: %s", s.Name, lastLines(err.Error()))
+	}
+	names, err := ExistingNames(dep.Deployment)
+	if err != nil {
+		return fmt.Errorf("stack %s: %w", s.Name, err)
+	}
+	s.existing = names
+	return nil
+}
+
+// ExistingNames reads a stack's exported deployment (pulumi stack export)
+// and returns each Box's and Firewall's name input by Pulumi resource
+// name.
+func ExistingNames(deployment json.RawMessage) (map[string]string, error) {
+	names := map[string]string{}
+	if len(deployment) == 0 {
+		return names, nil
+	}
+	var d struct {
+		Resources []struct {
+			URN    string         `json:"urn"`
+			Type   string         `json:"type"`
+			Inputs map[string]any `json:"inputs"`
+		} `json:"resources"`
+	}
+	if err := json.Unmarshal(deployment, &d); err != nil {
+		return nil, fmt.Errorf("deployment: %w", err)
+	}
+	for _, r := range d.Resources {
+		if r.Type != provider.BoxType && r.Type != provider.FirewallType {
+			continue
+		}
+		i := strings.LastIndex(r.URN, "::")
+		name, ok := r.Inputs["name"].(string)
+		if i < 0 || !ok {
+			continue
+		}
+		names[r.URN[i+2:]] = name
+	}
+	return names, nil
 }
 
 // DefaultStateDir is $RELAYFLEET_STATE_DIR, else $XDG_STATE_HOME/relayfleet,
@@ -385,6 +441,9 @@ func (s *Stack) Up(ctx context.Context) (*UpResult, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := s.readExisting(ctx, st); err != nil {
+		return nil, err
+	}
 	opts := []optup.Option{optup.ProgressStreams(s.progress()), optup.ErrorProgressStreams(s.progress())}
 	if s.Refresh {
 		opts = append(opts, optup.Refresh())
@@ -414,6 +473,9 @@ func (s *Stack) Up(ctx context.Context) (*UpResult, error) {
 func (s *Stack) Preview(ctx context.Context) (map[string]int, error) {
 	st, err := s.open(ctx)
 	if err != nil {
+		return nil, err
+	}
+	if err := s.readExisting(ctx, st); err != nil {
 		return nil, err
 	}
 	opts := []optpreview.Option{optpreview.ProgressStreams(s.progress()), optpreview.ErrorProgressStreams(s.progress()), optpreview.Diff()}
