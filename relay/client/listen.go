@@ -189,7 +189,8 @@ func Listen(ctx context.Context, res *Resolver, dial *Options, o ListenOptions, 
 		lastGroup             = time.Now() // audio is due from the subscription on
 		pending               string       // the line of a reconnect, printed at its first group
 		next                  uint64       // the group after the latest read
-		moved                 bool         // switched make-before-break, no new group read since
+		heard                 recentGroups // the latest groups read
+		moved                 int          // groups after a make-before-break switch still checked against heard
 	)
 	summary := func() {
 		fmt.Fprintf(out, "received %d groups, %d frames, %d bytes\n", groups, frames, bytes)
@@ -199,12 +200,12 @@ func Listen(ctx context.Context, res *Resolver, dial *Options, o ListenOptions, 
 	}
 	for o.Groups == 0 || groups < o.Groups {
 		g, err := l.nextGroup(ctx, o.Silence)
-		if err == nil && moved {
-			if g.Sequence < next && next-g.Sequence <= maxMoveSkip {
+		if err == nil && moved > 0 {
+			moved--
+			if heard.has(g.Sequence) {
 				g.Close() // the old subscription served it
 				continue
 			}
-			moved = false
 		}
 		if err == nil {
 			n, nb, rerr := readListenGroup(g, o.Check)
@@ -230,6 +231,7 @@ func Listen(ctx context.Context, res *Resolver, dial *Options, o ListenOptions, 
 				}
 				lastGroup = now
 				next = max(next, g.Sequence+1)
+				heard.add(g.Sequence)
 				groups++
 				frames += n
 				bytes += nb
@@ -245,7 +247,7 @@ func Listen(ctx context.Context, res *Resolver, dial *Options, o ListenOptions, 
 					l.close()
 					l = takeMove(mv)
 					mv = watchMove(ctx, res, dial, &o, log, l)
-					moved = true
+					moved = len(heard.seqs)
 					reconnects++
 					pending = fmt.Sprintf("moved (%s) from %s to %s", ReasonGoingAway, from, l.tg.Relay)
 				}
@@ -264,7 +266,7 @@ func Listen(ctx context.Context, res *Resolver, dial *Options, o ListenOptions, 
 		if nl := takeMove(mv); nl != nil {
 			// The notice came before the close: the new subscription
 			// is made.
-			l, reason, moved = nl, ReasonGoingAway, true
+			l, reason, moved = nl, ReasonGoingAway, len(heard.seqs)
 		} else {
 			l, err = reconnectListener(ctx, res, dial, &o, log, reason, from, 0)
 			if err != nil {
@@ -282,6 +284,30 @@ func Listen(ctx context.Context, res *Resolver, dial *Options, o ListenOptions, 
 	}
 	summary()
 	return nil
+}
+
+// recentGroups is the sequences of the latest groups a listener read:
+// after a make-before-break switch, the new subscription's first groups
+// are checked against it, so that each group is heard once although the
+// relays' groups may arrive out of order (a group the old subscription
+// skipped over is still heard from the new one).
+type recentGroups struct {
+	seqs [2 * maxMoveSkip]uint64
+	n    int
+}
+
+func (r *recentGroups) add(seq uint64) {
+	r.seqs[r.n%len(r.seqs)] = seq
+	r.n++
+}
+
+func (r *recentGroups) has(seq uint64) bool {
+	for _, s := range r.seqs[:min(r.n, len(r.seqs))] {
+		if s == seq {
+			return true
+		}
+	}
+	return false
 }
 
 // reconnectListener replaces a subscription that ended for reason on the

@@ -18,8 +18,8 @@ import (
 // hears.
 
 // maxMoveSkip bounds how far behind the old subscription a new one's
-// groups are taken as served already; further back, the publisher
-// restarted.
+// first groups may be: Listen checks the first 2*maxMoveSkip groups after
+// a switch against the 2*maxMoveSkip it read last (recentGroups).
 const maxMoveSkip = 16
 
 // moveQueue bounds the groups a new subscription queues before the
