@@ -58,6 +58,32 @@ func publishTo(t *testing.T, ctx context.Context, r *Relay) {
 	})
 }
 
+// listenTo dials r over transport tr, waits for broadcast "b" and
+// subscribes to its track "t"; the session and the subscription are
+// closed at the test's end.
+func listenTo(t *testing.T, ctx context.Context, r *Relay, tr string) (*client.Session, *client.Subscription) {
+	t.Helper()
+	s, err := client.Dial(ctx, "http://"+r.Addr().String()+"/", &client.Options{Logger: testLogger(), Transport: tr})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	ann, err := s.Announced(ctx, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ann.Close()
+	if err := ann.WaitFor(ctx, "b"); err != nil {
+		t.Fatal(err)
+	}
+	sub, err := s.Subscribe(ctx, "b", "t")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(sub.Close)
+	return s, sub
+}
+
 // TestListenerProbeDrawsStatelessReset: a listener reading with a silence
 // timeout learns of a relay crashed and restarted on its port with the
 // same secret by a stateless reset, drawn by its probe at half the
@@ -84,24 +110,7 @@ func TestListenerProbeDrawsStatelessReset(t *testing.T) {
 			}
 			defer a.Close()
 			publishTo(t, ctx, a)
-			s, err := client.Dial(ctx, "http://"+a.Addr().String()+"/", &client.Options{Logger: testLogger()})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer s.Close()
-			ann, err := s.Announced(ctx, "")
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := ann.WaitFor(ctx, "b"); err != nil {
-				t.Fatal(err)
-			}
-			ann.Close()
-			sub, err := s.Subscribe(ctx, "b", "t")
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer sub.Close()
+			_, sub := listenTo(t, ctx, a, client.TransportQUIC)
 			// Past the first moments' path MTU probes, whose large
 			// packets would draw a reset by themselves.
 			for start := time.Now(); time.Since(start) < 1500*time.Millisecond; {
@@ -265,24 +274,7 @@ func TestShedReasonOnEveryTransport(t *testing.T) {
 			}
 			defer r.Close()
 			publishTo(t, ctx, r)
-			s, err := client.Dial(ctx, "http://"+r.Addr().String()+"/", &client.Options{Logger: testLogger(), Transport: tr})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer s.Close()
-			ann, err := s.Announced(ctx, "")
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := ann.WaitFor(ctx, "b"); err != nil {
-				t.Fatal(err)
-			}
-			ann.Close()
-			sub, err := s.Subscribe(ctx, "b", "t")
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer sub.Close()
+			s, sub := listenTo(t, ctx, r, tr)
 			for range 3 {
 				g, err := sub.NextGroupWithin(ctx, 5*time.Second)
 				if err != nil {
