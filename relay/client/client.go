@@ -418,6 +418,14 @@ func (s *Session) handleBidi(st transport.Stream) {
 	}
 }
 
+// acceptUni takes the relay's group streams in the order it opened them
+// (streams are accepted in stream ID order) and hands each to its
+// subscription once its header is read, one after the other: a group is
+// delivered after the groups the relay opened before it. (A goroutine per
+// stream reading its header raced, and delivered a burst of groups, such
+// as a new subscription's first ones, out of order.) A header that has
+// not arrived yet holds the next groups back, as the relay writes it with
+// the stream's first bytes.
 func (s *Session) acceptUni() {
 	defer close(s.uniDone)
 	for {
@@ -426,7 +434,7 @@ func (s *Session) acceptUni() {
 			s.fail(err)
 			return
 		}
-		s.spawn(func() { s.handleGroup(st) })
+		s.handleGroup(st)
 	}
 }
 

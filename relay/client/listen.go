@@ -62,11 +62,13 @@ type listening struct {
 	tg   Target
 	sess *Session
 	sub  *Subscription
-	listeningPump
+	pump *Pump // a moved subscription's: its groups come from there
 }
 
 func (l *listening) close() {
-	l.stopQueue()
+	if l.pump != nil {
+		l.pump.Stop()
+	}
 	if l.sub != nil {
 		l.sub.Close()
 	}
@@ -105,6 +107,50 @@ func connectListener(ctx context.Context, res *Resolver, since time.Time, avoid 
 	return &listening{tg: tg, sess: s, sub: sub}, tg, nil
 }
 
+// nextGroup is l's next group: from its pump once moved, else from the
+// subscription, within silence.
+func (l *listening) nextGroup(ctx context.Context, silence time.Duration) (*GroupReader, error) {
+	if l.pump == nil {
+		return l.sub.NextGroupWithin(ctx, silence)
+	}
+	return l.pump.Next(ctx)
+}
+
+// watchMove watches old's session for the notice, with o.Reconnect
+// through a router (there is nowhere else to go otherwise).
+func watchMove(ctx context.Context, res *Resolver, dial *Options, o *ListenOptions, log *slog.Logger, old *listening) *Move[*listening] {
+	var sess *Session
+	if o.Reconnect && res.Routed() {
+		sess = old.sess
+	}
+	return WatchMove(ctx, sess, MoveOptions[*listening]{
+		Silence: o.Silence,
+		Close:   (*listening).close,
+		Subscribe: func(wctx context.Context) (*listening, *Subscription, error) {
+			log.Info("relay sent going-away notice: subscribing elsewhere first", "relay", old.tg.Relay)
+			actx, cancel := context.WithTimeout(wctx, reconnectAttemptTimeout)
+			defer cancel()
+			l, _, err := connectListener(actx, res, time.Now(), []string{old.tg.Relay}, dial, o)
+			if err != nil {
+				log.Info("subscribing elsewhere failed", "err", err)
+				return nil, nil, err
+			}
+			return l, l.sub, nil
+		},
+	})
+}
+
+// takeMove returns mv's new subscription, reading through its pump, or
+// nil if there is none (see Move.Wait).
+func takeMove(mv *Move[*listening]) *listening {
+	l, p, ok := mv.Wait()
+	if !ok {
+		return nil
+	}
+	l.pump = p
+	return l
+}
+
 // Listen resolves the relay with res, waits for the broadcast to be
 // announced, subscribes and reads groups, printing one line per group
 // when verbose and a summary at the end. With o.Reconnect, a subscription
@@ -134,7 +180,7 @@ func Listen(ctx context.Context, res *Resolver, dial *Options, o ListenOptions, 
 	}
 	defer func() { l.close() }()
 	mv := watchMove(ctx, res, dial, &o, log, l)
-	defer func() { mv.stop() }()
+	defer func() { mv.Stop() }()
 
 	var (
 		groups, frames, bytes int
@@ -143,7 +189,8 @@ func Listen(ctx context.Context, res *Resolver, dial *Options, o ListenOptions, 
 		lastGroup             = time.Now() // audio is due from the subscription on
 		pending               string       // the line of a reconnect, printed at its first group
 		next                  uint64       // the group after the latest read
-		moved                 bool         // switched make-before-break, no new group read since
+		heard                 recentGroups // the latest groups read
+		moved                 int          // groups after a make-before-break switch still checked against heard
 	)
 	summary := func() {
 		fmt.Fprintf(out, "received %d groups, %d frames, %d bytes\n", groups, frames, bytes)
@@ -153,12 +200,12 @@ func Listen(ctx context.Context, res *Resolver, dial *Options, o ListenOptions, 
 	}
 	for o.Groups == 0 || groups < o.Groups {
 		g, err := l.nextGroup(ctx, o.Silence)
-		if err == nil && moved {
-			if g.Sequence < next && next-g.Sequence <= maxMoveSkip {
+		if err == nil && moved > 0 {
+			moved--
+			if heard.has(g.Sequence) {
 				g.Close() // the old subscription served it
 				continue
 			}
-			moved = false
 		}
 		if err == nil {
 			n, nb, rerr := readListenGroup(g, o.Check)
@@ -184,6 +231,7 @@ func Listen(ctx context.Context, res *Resolver, dial *Options, o ListenOptions, 
 				}
 				lastGroup = now
 				next = max(next, g.Sequence+1)
+				heard.add(g.Sequence)
 				groups++
 				frames += n
 				bytes += nb
@@ -192,14 +240,14 @@ func Listen(ctx context.Context, res *Resolver, dial *Options, o ListenOptions, 
 				}
 			}
 			if err == nil {
-				if mv.ready(next) {
+				if mv.Ready(next) {
 					// Make-before-break: the new subscription caught
 					// up; the old one served every group before it.
 					from := l.tg.Relay
 					l.close()
-					l = mv.wait()
+					l = takeMove(mv)
 					mv = watchMove(ctx, res, dial, &o, log, l)
-					moved = true
+					moved = len(heard.seqs)
 					reconnects++
 					pending = fmt.Sprintf("moved (%s) from %s to %s", ReasonGoingAway, from, l.tg.Relay)
 				}
@@ -215,10 +263,10 @@ func Listen(ctx context.Context, res *Resolver, dial *Options, o ListenOptions, 
 		}
 		from := l.tg.Relay
 		l.close()
-		if nl := mv.wait(); nl != nil {
+		if nl := takeMove(mv); nl != nil {
 			// The notice came before the close: the new subscription
 			// is made.
-			l, reason, moved = nl, ReasonGoingAway, true
+			l, reason, moved = nl, ReasonGoingAway, len(heard.seqs)
 		} else {
 			l, err = reconnectListener(ctx, res, dial, &o, log, reason, from, 0)
 			if err != nil {
@@ -236,6 +284,30 @@ func Listen(ctx context.Context, res *Resolver, dial *Options, o ListenOptions, 
 	}
 	summary()
 	return nil
+}
+
+// recentGroups is the sequences of the latest groups a listener read:
+// after a make-before-break switch, the new subscription's first groups
+// are checked against it, so that each group is heard once although the
+// relays' groups may arrive out of order (a group the old subscription
+// skipped over is still heard from the new one).
+type recentGroups struct {
+	seqs [2 * maxMoveSkip]uint64
+	n    int
+}
+
+func (r *recentGroups) add(seq uint64) {
+	r.seqs[r.n%len(r.seqs)] = seq
+	r.n++
+}
+
+func (r *recentGroups) has(seq uint64) bool {
+	for _, s := range r.seqs[:min(r.n, len(r.seqs))] {
+		if s == seq {
+			return true
+		}
+	}
+	return false
 }
 
 // reconnectListener replaces a subscription that ended for reason on the

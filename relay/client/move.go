@@ -3,8 +3,6 @@ package client
 import (
 	"context"
 	"errors"
-	"log/slog"
-	"sync"
 	"sync/atomic"
 	"time"
 )
@@ -12,99 +10,34 @@ import (
 // Make-before-break: when the relay sends its going-away notice
 // (Session.GoingAway), a listener that reconnects through a router
 // subscribes on another relay (avoiding this one) while it still reads the
-// old subscription, queues the new one's groups, and switches between two
-// groups once the new one has caught up; groups both served are read
-// once.
-
-// move is a listener's make-before-break from one subscription.
-type move struct {
-	fired   atomic.Bool   // the notice came
-	done    chan struct{} // closed once the new subscription is made, or failed
-	l       *listening    // once done: the new subscription, if made
-	started atomic.Bool   // its first group came
-	first   atomic.Uint64 // its first group
-	latest  atomic.Uint64 // its latest group
-	cancel  context.CancelFunc
-}
+// old subscription, queues the new one's groups (Pump), and switches
+// between two groups once the new one has caught up (Move.Ready); groups
+// both served are read once. Listen and the load generator
+// (relay/loadgen) share this one implementation: each says how it
+// subscribes (MoveOptions) and keeps its own bookkeeping of what it
+// hears.
 
 // maxMoveSkip bounds how far behind the old subscription a new one's
-// groups are taken as served already; further back, the publisher
-// restarted.
+// first groups may be: Listen checks the first 2*maxMoveSkip groups after
+// a switch against the 2*maxMoveSkip it read last (recentGroups).
 const maxMoveSkip = 16
 
 // moveQueue bounds the groups a new subscription queues before the
 // switch (some seconds of audio).
 const moveQueue = 256
 
-// watchMove watches old's session for the notice, with o.Reconnect
-// through a router (there is nowhere else to go otherwise).
-func watchMove(ctx context.Context, res *Resolver, dial *Options, o *ListenOptions, log *slog.Logger, old *listening) *move {
-	m := &move{done: make(chan struct{})}
-	if !o.Reconnect || !res.Routed() || old.sess == nil {
-		close(m.done)
-		return m
-	}
-	wctx, cancel := context.WithCancel(ctx)
-	m.cancel = cancel
-	go func() {
-		defer close(m.done)
-		select {
-		case <-old.sess.GoingAway():
-		case <-old.sess.Done():
-			return
-		case <-wctx.Done():
-			return
-		}
-		m.fired.Store(true)
-		log.Info("relay sent going-away notice: subscribing elsewhere first", "relay", old.tg.Relay)
-		actx, cancelA := context.WithTimeout(wctx, reconnectAttemptTimeout)
-		l, _, err := connectListener(actx, res, time.Now(), []string{old.tg.Relay}, dial, o)
-		cancelA()
-		if err != nil {
-			log.Info("subscribing elsewhere failed", "err", err)
-			return
-		}
-		l.pump(o.Silence, m)
-		m.l = l
-	}()
-	return m
-}
-
-// ready says the new subscription has caught up with the old one, whose
-// next group is next: its latest group is at least the old one's latest,
-// and its first is not after next. It does not wait.
-func (m *move) ready(next uint64) bool {
-	select {
-	case <-m.done:
-	default:
-		return false
-	}
-	return m.l != nil && m.started.Load() && m.latest.Load()+1 >= next && m.first.Load() <= next
-}
-
-// wait returns the new subscription once made, nil if that failed or the
-// notice did not come (the watch is then stopped).
-func (m *move) wait() *listening {
-	if !m.fired.Load() {
-		m.stop()
-		return nil
-	}
-	<-m.done
-	l := m.l
-	m.l = nil
-	return l
-}
-
-// stop ends the watch and closes a new subscription not taken.
-func (m *move) stop() {
-	if m.cancel != nil {
-		m.cancel()
-	}
-	<-m.done
-	if m.l != nil {
-		m.l.close()
-		m.l = nil
-	}
+// Pump reads a subscription's groups ahead into a queue, from StartPump
+// until Stop, and notes the first and latest of them. A listener that
+// switched to a moved subscription reads it through its pump from then
+// on (Next).
+type Pump struct {
+	queue   chan nextGroup
+	cancel  context.CancelFunc
+	done    chan struct{} // closed when the reading goroutine returned
+	stopped atomic.Bool
+	started atomic.Bool   // the first group came
+	first   atomic.Uint64 // the first group
+	latest  atomic.Uint64 // the latest group
 }
 
 // nextGroup is a subscription's next group, or why there is none.
@@ -113,17 +46,18 @@ type nextGroup struct {
 	err error
 }
 
-// pump reads l's groups into a queue from now on, noting them in m,
-// until l is closed.
-func (l *listening) pump(silence time.Duration, m *move) {
+// StartPump starts reading sub's groups into a queue, each within silence
+// (0: as long as the session lasts; see NextGroupWithin). The queue holds
+// an ErrSilent and goes on; any other error is its last entry. A full
+// queue stops the reading until Next makes room.
+func StartPump(sub *Subscription, silence time.Duration) *Pump {
 	pctx, cancel := context.WithCancel(context.Background())
-	q := make(chan nextGroup, moveQueue)
-	l.queue, l.stopPump = q, cancel
-	l.pumped.Add(1)
+	p := &Pump{queue: make(chan nextGroup, moveQueue), cancel: cancel, done: make(chan struct{})}
 	go func() {
-		defer l.pumped.Done()
+		defer close(p.done)
+		defer close(p.queue)
 		for {
-			g, err := l.sub.NextGroupWithin(pctx, silence)
+			g, err := sub.NextGroupWithin(pctx, silence)
 			if pctx.Err() != nil {
 				if g != nil {
 					g.Close()
@@ -131,15 +65,15 @@ func (l *listening) pump(silence time.Duration, m *move) {
 				return
 			}
 			if err == nil {
-				if !m.started.Swap(true) {
-					m.first.Store(g.Sequence)
+				if !p.started.Swap(true) {
+					p.first.Store(g.Sequence)
 				}
-				if g.Sequence > m.latest.Load() {
-					m.latest.Store(g.Sequence)
+				if g.Sequence > p.latest.Load() {
+					p.latest.Store(g.Sequence)
 				}
 			}
 			select {
-			case q <- nextGroup{g, err}:
+			case p.queue <- nextGroup{g, err}:
 			case <-pctx.Done():
 				if g != nil {
 					g.Close()
@@ -151,44 +85,161 @@ func (l *listening) pump(silence time.Duration, m *move) {
 			}
 		}
 	}()
+	return p
 }
 
-// nextGroup is l's next group: from its queue once pumped, else from the
-// subscription, within silence.
-func (l *listening) nextGroup(ctx context.Context, silence time.Duration) (*GroupReader, error) {
-	if l.queue == nil {
-		return l.sub.NextGroupWithin(ctx, silence)
-	}
+// Next is the next queued group, or why there is none: the
+// subscription's error as read, ctx's, or ErrClosed once the pump
+// stopped and its queue is empty.
+func (p *Pump) Next(ctx context.Context) (*GroupReader, error) {
 	select {
-	case n := <-l.queue:
+	case n, ok := <-p.queue:
+		if !ok {
+			return nil, ErrClosed
+		}
 		return n.g, n.err
 	case <-ctx.Done():
 		return nil, ctx.Err()
 	}
 }
 
-// stopQueue stops the pump, if any, and drops what it queued.
-func (l *listening) stopQueue() {
-	if l.stopPump == nil {
+// Span is the first and the latest group read so far; ok is false before
+// the first one came.
+func (p *Pump) Span() (first, latest uint64, ok bool) {
+	if !p.started.Load() {
+		return 0, 0, false
+	}
+	return p.first.Load(), p.latest.Load(), true
+}
+
+// Stop stops the reading and closes the groups still queued; the
+// subscription itself is left to the caller. Stop may be called more than
+// once, not at once with Next.
+func (p *Pump) Stop() {
+	if p.stopped.Swap(true) {
 		return
 	}
-	l.stopPump()
-	l.pumped.Wait()
-	for {
-		select {
-		case n := <-l.queue:
-			if n.g != nil {
-				n.g.Close()
-			}
-		default:
-			return
+	p.cancel()
+	<-p.done
+	for n := range p.queue {
+		if n.g != nil {
+			n.g.Close()
 		}
 	}
 }
 
-// listeningPump is the pump state of a listening (a move's).
-type listeningPump struct {
-	queue    chan nextGroup
-	stopPump context.CancelFunc
-	pumped   sync.WaitGroup
+// MoveOptions says how a Move makes the new subscription. S is the
+// caller's record of a subscription (its session, relay, ...).
+type MoveOptions[S any] struct {
+	// Subscribe makes the new subscription, avoiding the relay that
+	// sent the notice, within ctx (ended by Move.Stop). It returns the
+	// caller's record and the subscription to pump.
+	Subscribe func(ctx context.Context) (S, *Subscription, error)
+	// Close closes a new subscription not taken (its pump is stopped
+	// first).
+	Close func(S)
+	// Silence is the pump's silence timeout (StartPump).
+	Silence time.Duration
+}
+
+// Move is a listener's make-before-break from one subscription: made by
+// WatchMove, asked Ready between two groups of the old subscription, and
+// then Wait for the new one (or Stop).
+type Move[S any] struct {
+	fired  atomic.Bool   // the notice came
+	done   chan struct{} // closed once the new subscription is made, or failed
+	next   S             // once done: the new subscription, if made
+	pump   *Pump         // its pump, if made
+	cancel context.CancelFunc
+	close  func(S)
+}
+
+// WatchMove watches sess for the going-away notice; when it comes, it
+// makes the new subscription with o.Subscribe and pumps its groups. A nil
+// sess is never watched: a listener that does not reconnect through a
+// router has nowhere else to go.
+func WatchMove[S any](ctx context.Context, sess *Session, o MoveOptions[S]) *Move[S] {
+	m := &Move[S]{done: make(chan struct{}), close: o.Close}
+	if sess == nil {
+		close(m.done)
+		return m
+	}
+	wctx, cancel := context.WithCancel(ctx)
+	m.cancel = cancel
+	go func() {
+		defer close(m.done)
+		select {
+		case <-sess.GoingAway():
+		case <-sess.Done():
+			return
+		case <-wctx.Done():
+			return
+		}
+		m.fired.Store(true)
+		s, sub, err := o.Subscribe(wctx)
+		if err != nil {
+			return
+		}
+		m.next, m.pump = s, StartPump(sub, o.Silence)
+	}()
+	return m
+}
+
+// Ready says the new subscription has caught up with the old one, whose
+// next group is next: its latest group is at least the old one's latest,
+// and its first is not after next (the old one served every group before
+// it). It does not wait.
+func (m *Move[S]) Ready(next uint64) bool {
+	first, latest, ok := m.Span()
+	return ok && latest+1 >= next && first <= next
+}
+
+// Span is the new subscription's Pump.Span; ok is false while it is not
+// made yet or has brought no group. It does not wait.
+func (m *Move[S]) Span() (first, latest uint64, ok bool) {
+	select {
+	case <-m.done:
+	default:
+		return 0, 0, false
+	}
+	if m.pump == nil {
+		return 0, 0, false
+	}
+	return m.pump.Span()
+}
+
+// Wait returns the new subscription and its pump once made; ok is false
+// if that failed or the notice did not come (the watch is then stopped).
+// The caller reads the new subscription through the pump and stops it
+// when done.
+func (m *Move[S]) Wait() (s S, p *Pump, ok bool) {
+	if !m.fired.Load() {
+		m.Stop()
+		return s, nil, false
+	}
+	<-m.done
+	if m.cancel != nil {
+		m.cancel() // the watch is over: release its context
+	}
+	if m.pump == nil {
+		return s, nil, false
+	}
+	s, p = m.next, m.pump
+	var zero S
+	m.next, m.pump = zero, nil
+	return s, p, true
+}
+
+// Stop ends the watch and closes a new subscription not taken.
+func (m *Move[S]) Stop() {
+	if m.cancel != nil {
+		m.cancel()
+	}
+	<-m.done
+	if m.pump != nil {
+		m.pump.Stop()
+		m.close(m.next)
+		var zero S
+		m.next, m.pump = zero, nil
+	}
 }

@@ -7,7 +7,6 @@ import (
 	"io"
 	"math/rand/v2"
 	"net"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -64,16 +63,17 @@ func listen(ctx context.Context, o Options, res *client.Resolver, sh *shard, l *
 			// the old one, which served every group before the new
 			// one's first.
 			old := c
-			c = mv.wait()
+			c = takeMove(mv)
 			old.close()
 			l.moved(client.ReasonGoingAway)
-			l.moveTo(mv.firstSeq.Load())
+			first, _, _ := c.pump.Span()
+			l.moveTo(first)
 			pg.reconnects.Add(1)
 			continue
 		}
 		c.close()
 		if err == nil || ctx.Err() != nil {
-			mv.stop()
+			mv.Stop()
 			return // Run is over: still subscribed
 		}
 		l.live, l.downSince = false, time.Now()
@@ -84,12 +84,12 @@ func listen(ctx context.Context, o Options, res *client.Resolver, sh *shard, l *
 		// refusal (unauthorized, protocol, configuration) is not.
 		reason, retry := client.ReconnectReason(err)
 		if !o.Reconnect || !retry && reason != client.ReasonCancelled {
-			mv.stop()
+			mv.Stop()
 			return
 		}
 		// The relay's notice came before its close: the new
 		// subscription is made, or being made.
-		nc := mv.wait()
+		nc := takeMove(mv)
 		if nc != nil {
 			reason = client.ReasonGoingAway
 		} else if nc = reconnect(ctx, o, res, sh, l, sem, c.relay); nc == nil {
@@ -117,78 +117,53 @@ func (l *listener) moved(reason string) {
 // subscription is ready.
 var errMoved = errors.New("loadgen: moved to the new subscription")
 
-// move is a listener's make-before-break: when the relay sends its
-// going-away notice (client.Session.GoingAway), a new subscription is
-// made through the router, avoiding that relay, and its groups are
-// queued while the old one is still read; receive switches to the queue
-// between two groups once the new subscription has caught up.
-type move struct {
-	fired    atomic.Bool   // the notice came
-	done     chan struct{} // closed once the subscription is made, or failed
-	c        *subscription // once done: the new subscription, if made
-	started  atomic.Bool   // its first group came
-	firstSeq atomic.Uint64 // its first group
-	latest   atomic.Uint64 // its latest group
-	cancel   context.CancelFunc
-}
-
-// watchMove watches old's session for the notice (only with o.Reconnect
-// through a router: there is nowhere else to go otherwise). The attempt
-// holds a place in sem, as reconnects do.
-func watchMove(ctx context.Context, o Options, res *client.Resolver, sh *shard, sem chan struct{}, old *subscription) *move {
-	m := &move{done: make(chan struct{})}
-	if !o.Reconnect || !res.Routed() {
-		close(m.done)
-		return m
+// watchMove watches old's session for the going-away notice
+// (client.Session.GoingAway) and then makes a new subscription through
+// the router, avoiding that relay, whose groups are queued while the old
+// one is still read (client.Move); receive switches to the queue between
+// two groups once the new subscription has caught up (ready). Only with
+// o.Reconnect through a router: there is nowhere else to go otherwise.
+// The attempt holds a place in sem, as reconnects do.
+func watchMove(ctx context.Context, o Options, res *client.Resolver, sh *shard, sem chan struct{}, old *subscription) *client.Move[*subscription] {
+	var sess *client.Session
+	if o.Reconnect && res.Routed() {
+		sess = old.sess
 	}
-	wctx, cancel := context.WithCancel(ctx)
-	m.cancel = cancel
-	go func() {
-		defer close(m.done)
-		select {
-		case <-old.sess.GoingAway():
-		case <-old.sess.Done():
-			return
-		case <-wctx.Done():
-			return
-		}
-		m.fired.Store(true)
-		select {
-		case sem <- struct{}{}:
-		case <-wctx.Done():
-			return
-		}
-		actx, cancelA := context.WithTimeout(wctx, 10*time.Second)
-		c, _, err := subscribe(ctx, actx, o, res, sh, time.Now(), old.relay)
-		cancelA()
-		<-sem
-		if err != nil {
-			return
-		}
-		c.pump(o, m)
-		m.c = c
-	}()
-	return m
+	var silence time.Duration
+	if o.Reconnect {
+		silence = o.Silence
+	}
+	return client.WatchMove(ctx, sess, client.MoveOptions[*subscription]{
+		Silence: silence,
+		Close:   (*subscription).close,
+		Subscribe: func(wctx context.Context) (*subscription, *client.Subscription, error) {
+			select {
+			case sem <- struct{}{}:
+			case <-wctx.Done():
+				return nil, nil, wctx.Err()
+			}
+			actx, cancel := context.WithTimeout(wctx, 10*time.Second)
+			c, _, err := subscribe(ctx, actx, o, res, sh, time.Now(), old.relay)
+			cancel()
+			<-sem
+			if err != nil {
+				return nil, nil, err
+			}
+			return c, c.sub, nil
+		},
+	})
 }
 
-// ready says the new subscription has caught up: its latest group is
+// ready says mv's new subscription has caught up: its latest group is
 // the old one's latest or later, and the old one served every group
 // before the new one's first (but those missing for longer than
 // maxOutOfOrder; a group the old one skipped over at or after first may
 // still come on the new one). It does not wait.
-func (m *move) ready(l *listener) bool {
-	select {
-	case <-m.done:
-	default:
+func ready(mv *client.Move[*subscription], l *listener) bool {
+	if !mv.Ready(l.next) {
 		return false
 	}
-	if m.c == nil || !m.started.Load() || m.latest.Load()+1 < l.next {
-		return false
-	}
-	first := m.firstSeq.Load()
-	if first > l.next {
-		return false // the old one has still to serve the groups before first
-	}
+	first, _, _ := mv.Span()
 	for seq, at := range l.missing {
 		if seq < first && time.Since(at) < maxOutOfOrder {
 			return false
@@ -201,101 +176,25 @@ func (m *move) ready(l *listener) bool {
 // subscription skipped over.
 const maxOutOfOrder = 500 * time.Millisecond
 
-// wait returns the new subscription once made, nil if that failed or the
-// notice did not come (the watch is then stopped).
-func (m *move) wait() *subscription {
-	if !m.fired.Load() {
-		m.stop()
+// takeMove returns mv's new subscription, reading through its pump, or
+// nil if there is none (see client.Move.Wait).
+func takeMove(mv *client.Move[*subscription]) *subscription {
+	c, p, ok := mv.Wait()
+	if !ok {
 		return nil
 	}
-	<-m.done
-	c := m.c
-	m.c = nil
+	c.pump = p
 	return c
 }
 
-// stop ends the watch and closes a new subscription not taken.
-func (m *move) stop() {
-	if m.cancel != nil {
-		m.cancel()
-	}
-	<-m.done
-	if m.c != nil {
-		m.c.close()
-		m.c = nil
-	}
-}
-
-// nextGroup is a subscription's next group, or why there is none.
-type nextGroup struct {
-	g   *client.GroupReader
-	err error
-}
-
-// pumpQueue bounds the groups a move's subscription queues before the
-// switch (some seconds of audio).
-const pumpQueue = 256
-
-// pump reads c's groups into a queue from now on, noting them in m,
-// until c is closed.
-func (c *subscription) pump(o Options, m *move) {
-	var silence time.Duration
-	if o.Reconnect {
-		silence = o.Silence
-	}
-	pctx, cancel := context.WithCancel(context.Background())
-	q := make(chan nextGroup, pumpQueue)
-	c.queue, c.stopPump = q, cancel
-	c.pumped.Add(1)
-	go func() {
-		defer c.pumped.Done()
-		for {
-			g, err := c.sub.NextGroupWithin(pctx, silence)
-			if pctx.Err() != nil {
-				if g != nil {
-					g.Close()
-				}
-				return
-			}
-			if err == nil {
-				if !m.started.Swap(true) {
-					m.firstSeq.Store(g.Sequence)
-				}
-				if g.Sequence > m.latest.Load() {
-					m.latest.Store(g.Sequence)
-				}
-			}
-			select {
-			case q <- nextGroup{g, err}:
-			case <-pctx.Done():
-				if g != nil {
-					g.Close()
-				}
-				return
-			}
-			if err != nil && !errors.Is(err, client.ErrSilent) {
-				return
-			}
-		}
-	}()
-}
-
-// groups is where receive takes c's next group: its queue, once pumped,
+// groups is where receive takes c's next group: its pump, once moved,
 // or the subscription.
 func (c *subscription) groups() func(ctx context.Context, silence time.Duration) (*client.GroupReader, error) {
-	if c.queue == nil {
+	if c.pump == nil {
 		return c.sub.NextGroupWithin
 	}
 	return func(ctx context.Context, _ time.Duration) (*client.GroupReader, error) {
-		select {
-		case n, ok := <-c.queue:
-			if !ok {
-				return nil, client.ErrClosed
-			}
-			return n.g, n.err
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		}
+		return c.pump.Next(ctx)
 	}
 }
 
@@ -349,7 +248,7 @@ func reconnect(ctx context.Context, o Options, res *client.Resolver, sh *shard, 
 //
 // It takes the groups from next, and returns errMoved between two groups
 // once mv's new subscription is ready.
-func receive(ctx context.Context, o Options, sh *shard, l *listener, next func(context.Context, time.Duration) (*client.GroupReader, error), mv *move) error {
+func receive(ctx context.Context, o Options, sh *shard, l *listener, next func(context.Context, time.Duration) (*client.GroupReader, error), mv *client.Move[*subscription]) error {
 	var silence time.Duration // 0: wait as long as the session lasts
 	if o.Reconnect {
 		silence = o.Silence
@@ -388,7 +287,7 @@ func receive(ctx context.Context, o Options, sh *shard, l *listener, next func(c
 		if err != nil || ctx.Err() != nil {
 			return err
 		}
-		if mv.ready(l) {
+		if ready(mv, l) {
 			return errMoved
 		}
 	}
@@ -513,27 +412,13 @@ type subscription struct {
 	sub   *client.Subscription
 	stop  func() bool
 
-	// A move's subscription: its groups, queued (pump).
-	queue    chan nextGroup
-	stopPump context.CancelFunc
-	pumped   sync.WaitGroup
+	// A moved subscription's pump: its groups come from there.
+	pump *client.Pump
 }
 
 func (s *subscription) close() {
-	if s.stopPump != nil {
-		s.stopPump()
-		s.pumped.Wait()
-		for {
-			select {
-			case n := <-s.queue:
-				if n.g != nil {
-					n.g.Close()
-				}
-				continue
-			default:
-			}
-			break
-		}
+	if s.pump != nil {
+		s.pump.Stop()
 	}
 	s.sub.Close()
 	s.stop()
