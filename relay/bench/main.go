@@ -17,7 +17,8 @@
 // load average. CPU, RSS, packets and the UDP counters are taken over the
 // measurement window only, after every listener has connected. The two
 // send paths (--send-batch 64, the default, and 1, quic-go alone) run at
-// every step. `make bench-relay` runs it (about 10 minutes);
+// every step (--groups adds ~1 s groups). `make bench-relay` runs it (about
+// 10 minutes on a quiet 2-core machine);
 // `make bench-relay BENCH_QUICK=1` runs --quick (about 2 minutes).
 package main
 
@@ -87,6 +88,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	profileAt := fs.Int("profile-at", 2000, "capture CPU profiles of the relay at this step (first run of each send path); 0: none")
 	profileDir := fs.String("profile-dir", "bin", "where CPU profiles go")
 	only := fs.String("only", "", "run only variants whose name contains this")
+	groups := fs.Bool("groups", false, "also run ~1 s groups (8 frames per group) at the top step")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -124,15 +126,14 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	// Both send paths at every step, so that each lever is measured
-	// against the other in the same run; ~1 s groups at the top step.
-	top := steps[len(steps)-1:]
+	// against the other in the same run.
 	variants := []variant{
 		{"120 ms frames, 1 frame per group, 16 MiB buffer, sendmmsg batches (--send-batch 64, the default)", 16 << 20, 120 * time.Millisecond, 1, 600, 64, steps, "relay-cpu-%d.pprof"},
 		{"120 ms frames, 1 frame per group, 16 MiB buffer, one sendmsg per packet (--send-batch 1, quic-go alone)", 16 << 20, 120 * time.Millisecond, 1, 600, 1, steps, "relay-cpu-%d-sendmsg.pprof"},
 	}
-	if !*quick {
+	if *groups {
 		variants = append(variants,
-			variant{"120 ms frames, 8 frames per group (0.96 s groups), 16 MiB buffer, sendmmsg batches", 16 << 20, 120 * time.Millisecond, 8, 600, 64, top, ""})
+			variant{"120 ms frames, 8 frames per group (0.96 s groups), 16 MiB buffer, sendmmsg batches", 16 << 20, 120 * time.Millisecond, 8, 600, 64, steps[len(steps)-1:], ""})
 	}
 	fmt.Fprintf(stdout, "Machine: %s; %s; %s.\n\nDate: %s. Load average at the start: %s. Window %v per run, %d runs per step.\n\n",
 		machine(), kernel(), runtime.Version(), time.Now().UTC().Format("2006-01-02 15:04 MST"), loadAvg(), *window, *runs)
