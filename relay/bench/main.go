@@ -150,10 +150,13 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stdout, "### %s\n\n", v.name)
 		var all [][]result
 		for _, n := range v.steps {
+			if ctx.Err() != nil {
+				break
+			}
 			var rs []result
 			for i := range *runs {
 				if ctx.Err() != nil {
-					return 1
+					break // print what was measured
 				}
 				prof := ""
 				if i == 0 && n == *profileAt && v.profile != "" {
@@ -166,10 +169,15 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 				}
 				rs = append(rs, r)
 			}
-			all = append(all, rs)
+			if len(rs) > 0 {
+				all = append(all, rs)
+			}
 		}
 		printSummary(stdout, all, fl)
 		printRuns(stdout, all)
+		if ctx.Err() != nil {
+			return 1
+		}
 	}
 	return 0
 }
