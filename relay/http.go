@@ -92,16 +92,17 @@ type Stats struct {
 	// the host's total) and writes that failed, by kind (eagain, enobufs,
 	// other). Open sessions by transport (quic, webtransport, websocket),
 	// and the net.core sysctls as this process reads them.
-	UDPDrops      int64            `json:"udp_drops_total"`
-	UDPSendErrors map[string]int64 `json:"udp_send_errors"`
+	UDPDrops            int64            `json:"udp_drops_total"`
+	UDPSendErrors       map[string]int64 `json:"udp_send_errors"`
+	SessionsByTransport map[string]int64 `json:"sessions_by_transport"`
+	Sysctl              map[string]int64 `json:"sysctl,omitempty"`
+
 	// UDP writes that succeeded (QUIC packets, a GSO train counting
 	// once) and the system calls that made them: fewer with
 	// Config.SendBatch, one sendmmsg carrying the packets of many
 	// connections.
-	UDPPacketsSent      int64            `json:"udp_packets_sent_total"`
-	UDPSendCalls        int64            `json:"udp_send_calls_total"`
-	SessionsByTransport map[string]int64 `json:"sessions_by_transport"`
-	Sysctl              map[string]int64 `json:"sysctl,omitempty"`
+	UDPPacketsSent int64 `json:"udp_packets_sent_total"`
+	UDPSendCalls   int64 `json:"udp_send_calls_total"`
 }
 
 // Stats returns the core's counters; the UDP fields are zero.

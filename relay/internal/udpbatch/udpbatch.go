@@ -7,9 +7,9 @@ import (
 	"sync/atomic"
 )
 
-// DefaultSize is the largest batch Conn sends in one system call. The
-// kernel's cost per packet flattens out well before 64 (relay/bench
-// measures it); more only makes the last writer of a batch wait longer.
+// DefaultSize is the largest batch Conn sends in one system call; more
+// only makes the last writer of a batch wait longer. relay/bench measures
+// the kernel's cost per packet at this size.
 const DefaultSize = 64
 
 // Message is one packet for Send: its bytes, its control messages (may be
