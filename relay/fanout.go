@@ -199,6 +199,11 @@ func (sub *subscriber) sendGroup(g *group) {
 	sub.poke()
 }
 
+// frameBufs holds the buffers writers encode a group's header and frames
+// in: the streams copy what is written, so one buffer serves every
+// listener in turn instead of an allocation per listener and frame.
+var frameBufs = sync.Pool{New: func() any { b := make([]byte, 0, 2048); return &b }}
+
 // poke wakes the writer without blocking.
 func (sub *subscriber) poke() {
 	select {
@@ -258,7 +263,15 @@ func (sub *subscriber) writeOnce(open []*openGroup) ([]*openGroup, bool) {
 	more := len(sub.pending) > 0
 	sub.mu.Unlock()
 	c := &sub.srv.counters
-	var buf []byte
+	bp := frameBufs.Get().(*[]byte)
+	defer frameBufs.Put(bp)
+	buf := *bp
+	defer func() {
+		if cap(buf) > 64<<10 { // a large frame: do not keep its buffer
+			buf = make([]byte, 0, 2048)
+		}
+		*bp = buf[:0]
+	}()
 	for _, og := range open {
 		frames, done, gerr, _ := og.g.read(og.next)
 		ok := true

@@ -96,6 +96,13 @@ type Stats struct {
 	UDPSendErrors       map[string]int64 `json:"udp_send_errors"`
 	SessionsByTransport map[string]int64 `json:"sessions_by_transport"`
 	Sysctl              map[string]int64 `json:"sysctl,omitempty"`
+
+	// UDP writes that succeeded (QUIC packets, a GSO train counting
+	// once) and the system calls that made them: fewer with
+	// Config.SendBatch, one sendmmsg carrying the packets of many
+	// connections.
+	UDPPacketsSent int64 `json:"udp_packets_sent_total"`
+	UDPSendCalls   int64 `json:"udp_send_calls_total"`
 }
 
 // Stats returns the core's counters; the UDP fields are zero.
@@ -151,6 +158,10 @@ func (r *Relay) Stats() Stats {
 	}
 	st.TCPConns, st.TCPConnsRefused = r.conns.Open(), r.conns.Refused()
 	st.UDPDrops, st.UDPSendErrors = r.udpDrops(), r.sendErrs.byKind()
+	st.UDPPacketsSent, st.UDPSendCalls = r.sendErrs.sent.Load(), r.sendErrs.writes.Load()
+	if r.batch != nil {
+		st.UDPSendCalls, _ = r.batch.Stats()
+	}
 	st.Sysctl = readSysctls("/proc/sys")
 	return st
 }

@@ -11,6 +11,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/relayfleet/relayfleet/relay/internal/udpbatch"
 )
 
 // Send error kinds, as counted in /stats udp_send_errors and in the
@@ -26,12 +28,21 @@ const (
 // SendErrorKinds lists every kind, in the order /metrics shows them.
 var SendErrorKinds = []string{SendErrEAGAIN, SendErrENOBUFS, SendErrOther}
 
-// sendErrors counts failed UDP writes by kind.
-type sendErrors struct{ counts [3]atomic.Int64 }
+// sendErrors counts UDP writes, and the failed ones by kind.
+type sendErrors struct {
+	counts       [3]atomic.Int64
+	writes, sent atomic.Int64
+}
 
-// count records err (nil and a closed socket are not counted).
+// count records a write's result (a closed socket's error is not counted
+// as an error).
 func (s *sendErrors) count(err error) {
-	if err == nil || errors.Is(err, net.ErrClosed) {
+	s.writes.Add(1)
+	if err == nil {
+		s.sent.Add(1)
+		return
+	}
+	if errors.Is(err, net.ErrClosed) {
 		return
 	}
 	s.counts[sendErrorIndex(err)].Add(1)
@@ -58,19 +69,36 @@ func (s *sendErrors) byKind() map[string]int64 {
 // countingConn is the UDP socket as quic-go sees it: every write goes
 // through here and its errors are counted. It keeps *net.UDPConn's methods
 // (ReadMsgUDP, SyscallConn, ...), so quic-go keeps its GSO and ECN paths.
+//
+// With batch set, writes go through it: packets from many connections
+// leave in one sendmmsg, each still with its own result (errors counted
+// per packet, as before).
 type countingConn struct {
 	*net.UDPConn
-	errs *sendErrors
+	batch *udpbatch.Conn
+	errs  *sendErrors
 }
 
 func (c *countingConn) WriteMsgUDP(b, oob []byte, addr *net.UDPAddr) (n, oobn int, err error) {
-	n, oobn, err = c.UDPConn.WriteMsgUDP(b, oob, addr)
+	if c.batch != nil {
+		n, oobn, err = c.batch.WriteMsgUDP(b, oob, addr)
+	} else {
+		n, oobn, err = c.UDPConn.WriteMsgUDP(b, oob, addr)
+	}
 	c.errs.count(err)
 	return n, oobn, err
 }
 
 func (c *countingConn) WriteTo(b []byte, addr net.Addr) (int, error) {
-	n, err := c.UDPConn.WriteTo(b, addr)
+	var (
+		n   int
+		err error
+	)
+	if c.batch != nil {
+		n, err = c.batch.WriteTo(b, addr)
+	} else {
+		n, err = c.UDPConn.WriteTo(b, addr)
+	}
 	c.errs.count(err)
 	return n, err
 }

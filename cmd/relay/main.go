@@ -41,7 +41,7 @@ func main() {
 const usage = `usage:
   relay serve --listen HOST:PORT [--cert FILE --key FILE | --tls-key FILE | --acme-domain NAME [--acme-email E]
               [--acme-ca URL] [--acme-ca-root FILE] [--acme-dir DIR]] [--auth-key FILE [--public-listen PREFIX[,PREFIX]]...]
-              [--udp-buffer BYTES] [--upstream URL[#spki=HEX][,URL...]] [--memory-budget BYTES] [--max-listeners N]
+              [--udp-buffer BYTES] [--send-batch N] [--upstream URL[#spki=HEX][,URL...]] [--memory-budget BYTES] [--max-listeners N]
               [--reap-after 15s] [--stateless-reset-secret FILE] [--shed-rate 200] [--shutdown-grace 3s] [--notice-grace 2s] [--pprof] [--log-level LEVEL]
               (SIGHUP re-reads --cert and --key, which are also re-read when they change)
   relay router --listen HOST:PORT --relays FILE [--cert FILE --key FILE | --tls-key FILE] [--poll 1s] [--log-level LEVEL]   (SIGHUP reloads FILE)
@@ -161,6 +161,7 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	var publicListen prefixList
 	fs.Var(&publicListen, "public-listen", "broadcast path prefix anyone may listen under without a token (repeatable, comma-separated); needs --auth-key")
 	udpBuffer := fs.String("udp-buffer", strconv.Itoa(relay.DefaultUDPBuffer), "UDP buffer size to ask for, in bytes (suffixes KiB, MiB)")
+	sendBatch := fs.Int("send-batch", relay.DefaultSendBatch, "most QUIC packets, across connections, sent in one sendmmsg; 1 sends each with its own sendmsg")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
 	memBudget := fs.String("memory-budget", "", "memory budget in bytes (suffixes KiB, MiB, GiB); default: the cgroup memory limit")
 	maxListeners := fs.Int("max-listeners", 0, "cap on open sessions; 0 means none")
@@ -219,6 +220,9 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	if *maxListeners < 0 {
 		return badUsage("--max-listeners %d: must not be negative", *maxListeners)
 	}
+	if *sendBatch < 1 || *sendBatch > 1024 {
+		return badUsage("--send-batch %d: want packets per system call, from 1 to 1024", *sendBatch)
+	}
 	if *reapAfter <= 0 {
 		return badUsage("--reap-after %v: must be positive", *reapAfter)
 	}
@@ -238,7 +242,7 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	cfg := relay.Config{
 		Listen: *listenAddr, UDPBuffer: buf, Upstreams: upstreams, Logger: logger,
 		MemoryBudget: budget, MaxSessions: *maxListeners, ReapAfter: *reapAfter, Pprof: *withPprof,
-		ShedRate: *shedRate, ShutdownGrace: *shutdownGrace, NoticeGrace: *noticeGrace,
+		ShedRate: *shedRate, ShutdownGrace: *shutdownGrace, NoticeGrace: *noticeGrace, SendBatch: *sendBatch,
 	}
 	if *noticeGrace == 0 {
 		cfg.NoticeGrace = -1 // Config: negative means none

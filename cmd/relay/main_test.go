@@ -49,6 +49,7 @@ func TestBadInputExitsTwoWithOneLine(t *testing.T) {
 		{[]string{"serve", "--listen", "127.0.0.1:99999"}, "--listen"},
 		{[]string{"serve", "--listen", "127.0.0.1:0", "--cert", "x"}, "--cert and --key"},
 		{[]string{"serve", "--listen", "127.0.0.1:0", "--udp-buffer", "lots"}, "--udp-buffer"},
+		{[]string{"serve", "--listen", "127.0.0.1:0", "--send-batch", "0"}, "--send-batch"},
 		{[]string{"serve", "--listen", "127.0.0.1:0", "--log-level", "loud"}, "--log-level"},
 		{[]string{"serve", "--listen", "127.0.0.1:0", "--upstream", "http://a:1/,ftp://b:2/"}, "--upstream"},
 		{[]string{"serve", "--listen", "127.0.0.1:0", "--memory-budget", "-5MiB"}, "--memory-budget"},

@@ -1,15 +1,25 @@
 // Command bench measures a relay process under listener load on one
-// machine, over loopback: for each variant and listener step it starts a
-// fresh relay process (the binary given with --relay), a publisher of
-// paced frames and the load generator (both in this process), and prints
-// a markdown row per step: the relay process's own CPU time (from
-// /proc/PID/stat) as a percentage of one core per listener, its RSS growth
-// per listener (/proc/PID/status VmRSS, minus the RSS before the listeners
-// came), the machine-wide UDP RcvbufErrors and SndbufErrors deltas
-// (/proc/net/snmp; the load generator's sockets count too), and the load
-// generator's mean bitrate per listener and frames lost. CPU, RSS and the
-// UDP counters are taken over the measurement window only, after every
-// listener has connected. `make bench-relay` runs it.
+// machine, over loopback, beside the kernel's own cost per packet measured
+// in the same run (package floor: CPU time per 520-byte UDP packet to
+// 1,000 loopback destinations, with sendmsg and with sendmmsg batches).
+//
+// For each variant and listener step it runs a fresh relay process (the
+// binary given with --relay) several times (--runs, 3 by default), with a
+// publisher of paced frames and the load generator (both in this process),
+// and prints min, median and max of: listeners per core (the relay
+// process's own CPU time from /proc/PID/stat, as a share of one core, per
+// listener), the relay's CPU time per UDP packet it sent (its /stats
+// udp_packets_sent_total) and that as a multiple of both kernel floors,
+// packets per system call, RSS growth per listener (/proc/PID/status
+// VmRSS, minus the RSS before the listeners came), and the worst frames
+// lost and machine-wide UDP RcvbufErrors (/proc/net/snmp; the load
+// generator's sockets count too). Every run's figures follow, with the
+// load average. CPU, RSS, packets and the UDP counters are taken over the
+// measurement window only, after every listener has connected. The two
+// send paths (--send-batch 64, the default, and 1, quic-go alone) run at
+// every step (--groups adds ~1 s groups). `make bench-relay` runs it (about
+// 10 minutes on a quiet 2-core machine);
+// `make bench-relay BENCH_QUICK=1` runs --quick (about 2 minutes).
 package main
 
 import (
@@ -28,11 +38,14 @@ import (
 	"os/signal"
 	"path/filepath"
 	"regexp"
+	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
 	"time"
 
+	"github.com/relayfleet/relayfleet/relay/bench/floor"
 	"github.com/relayfleet/relayfleet/relay/loadgen"
 )
 
@@ -42,8 +55,20 @@ type variant struct {
 	frameTime      time.Duration
 	framesPerGroup int
 	frameSize      int
+	sendBatch      int // --send-batch: 1 is one sendmsg per packet
 	steps          []int
+	profile        string // CPU profile file name at --profile-at ("" none)
 }
+
+// The kernel floor: one socket sending 520-byte packets to 1,000 loopback
+// destinations in turn, 100 each (what a destination's default receive
+// buffer holds unread).
+const (
+	floorDests   = 1000
+	floorPackets = 100 * floorDests
+	floorSize    = 520
+	floorBatch   = 64
+)
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -56,17 +81,32 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	relayBin := fs.String("relay", "", "the relay binary to measure")
-	stepsFlag := fs.String("steps", "250,500,1000,2000,4000", "listener steps of the main variants")
-	window := fs.Duration("window", 8*time.Second, "measurement window per step")
-	profileAt := fs.Int("profile-at", 2000, "capture a CPU profile of the relay at this step of the first variant; 0: none")
+	quick := fs.Bool("quick", false, "short mode (about 2 minutes): 500 listeners, 4 s windows, the two send paths only")
+	stepsFlag := fs.String("steps", "", "listener steps of the main variants (default 1000,2000; --quick 500)")
+	window := fs.Duration("window", 0, "measurement window per run (default 8s; --quick 4s)")
+	runs := fs.Int("runs", 3, "runs of every step (min, median and max are printed)")
+	profileAt := fs.Int("profile-at", 2000, "capture CPU profiles of the relay at this step (first run of each send path); 0: none")
 	profileDir := fs.String("profile-dir", "bin", "where CPU profiles go")
 	only := fs.String("only", "", "run only variants whose name contains this")
+	groups := fs.Bool("groups", false, "also run ~1 s groups (8 frames per group) at the top step")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
 	if *relayBin == "" {
 		fmt.Fprintln(stderr, "bench: --relay is required")
 		return 2
+	}
+	if *stepsFlag == "" {
+		*stepsFlag = "1000,2000"
+		if *quick {
+			*stepsFlag = "500"
+		}
+	}
+	if *window == 0 {
+		*window = 8 * time.Second
+		if *quick {
+			*window = 4 * time.Second
+		}
 	}
 	var steps []int
 	for _, s := range strings.Split(*stepsFlag, ",") {
@@ -81,71 +121,211 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "bench: --window must be positive")
 		return 2
 	}
-	between := func(lo, hi int) []int {
-		var out []int
-		for _, s := range steps {
-			if s >= lo && s <= hi {
-				out = append(out, s)
-			}
-		}
-		return out
+	if *runs < 1 {
+		fmt.Fprintf(stderr, "bench: --runs %d: want at least 1\n", *runs)
+		return 2
 	}
-	// The main variant runs every step; the others the steps where their
-	// difference shows, to keep the whole run near ten minutes.
+	// Both send paths at every step, so that each lever is measured
+	// against the other in the same run.
 	variants := []variant{
-		{"120 ms frames, 1 frame per group, 16 MiB buffer", 16 << 20, 120 * time.Millisecond, 1, 600, steps},
-		{"120 ms frames, 1 frame per group, kernel default buffer (212992 B)", 212992, 120 * time.Millisecond, 1, 600, between(1000, 1<<30)},
-		{"120 ms frames, 8 frames per group (0.96 s groups), 16 MiB buffer", 16 << 20, 120 * time.Millisecond, 8, 600, between(1000, 2000)},
-		{"20 ms frames, 1 frame per group, 16 MiB buffer", 16 << 20, 20 * time.Millisecond, 1, 100, between(0, 1000)},
-		{"20 ms frames, 50 frames per group (1 s groups), 16 MiB buffer", 16 << 20, 20 * time.Millisecond, 50, 100, between(0, 1000)},
+		{"120 ms frames, 1 frame per group, 16 MiB buffer, sendmmsg batches (--send-batch 64, the default)", 16 << 20, 120 * time.Millisecond, 1, 600, 64, steps, "relay-cpu-%d.pprof"},
+		{"120 ms frames, 1 frame per group, 16 MiB buffer, one sendmsg per packet (--send-batch 1, quic-go alone)", 16 << 20, 120 * time.Millisecond, 1, 600, 1, steps, "relay-cpu-%d-sendmsg.pprof"},
 	}
-	fmt.Fprintf(stdout, "Machine: %s; %s\n\nDate: %s. Window %v per step.\n\n", machine(), kernel(), time.Now().UTC().Format("2006-01-02 15:04 MST"), *window)
-	for vi, v := range variants {
+	if *groups {
+		variants = append(variants,
+			variant{"120 ms frames, 8 frames per group (0.96 s groups), 16 MiB buffer, sendmmsg batches", 16 << 20, 120 * time.Millisecond, 8, 600, 64, steps[len(steps)-1:], ""})
+	}
+	fmt.Fprintf(stdout, "Machine: %s; %s; %s.\n\nDate: %s. Load average at the start: %s. Window %v per run, %d runs per step.\n\n",
+		machine(), kernel(), runtime.Version(), time.Now().UTC().Format("2006-01-02 15:04 MST"), loadAvg(), *window, *runs)
+
+	fl, err := kernelFloor(ctx, *runs, stdout, stderr)
+	if err != nil {
+		fmt.Fprintf(stderr, "bench: kernel floor: %v\n", err)
+		return 1
+	}
+	for _, v := range variants {
 		if *only != "" && !strings.Contains(v.name, *only) {
 			continue
 		}
 		fmt.Fprintf(stdout, "### %s\n\n", v.name)
-		fmt.Fprintln(stdout, "| listeners | connected | relay CPU (% of a core) | % core per listener | listeners per core | RSS growth (MiB) | RSS per listener (KiB) | RcvbufErrors | SndbufErrors | bitrate per listener (kbit/s) | frames received | frames lost | late (>1 s) | UDP buffer granted (B) |")
-		fmt.Fprintln(stdout, "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+		var all [][]result
 		for _, n := range v.steps {
 			if ctx.Err() != nil {
-				return 1
+				break
 			}
-			prof := ""
-			if vi == 0 && n == *profileAt {
-				prof = filepath.Join(*profileDir, fmt.Sprintf("relay-cpu-%d.pprof", n))
+			var rs []result
+			for i := range *runs {
+				if ctx.Err() != nil {
+					break // print what was measured
+				}
+				prof := ""
+				if i == 0 && n == *profileAt && v.profile != "" {
+					prof = filepath.Join(*profileDir, fmt.Sprintf(v.profile, n))
+				}
+				r, err := step(ctx, *relayBin, v, n, *window, prof, stderr)
+				if err != nil {
+					fmt.Fprintf(stderr, "bench: %s, %d listeners, run %d: %v\n", v.name, n, i+1, err)
+					r = result{n: n, err: oneLine(err)}
+				}
+				rs = append(rs, r)
 			}
-			row, err := step(ctx, *relayBin, v, n, *window, prof, stderr)
-			if err != nil {
-				fmt.Fprintf(stderr, "bench: %s, %d listeners: %v\n", v.name, n, err)
-				fmt.Fprintf(stdout, "| %d | error: %s |\n", n, oneLine(err))
-				continue
+			if len(rs) > 0 {
+				all = append(all, rs)
 			}
-			fmt.Fprintln(stdout, row)
 		}
-		fmt.Fprintln(stdout)
+		printSummary(stdout, all, fl)
+		printRuns(stdout, all)
+		if ctx.Err() != nil {
+			return 1
+		}
 	}
 	return 0
+}
+
+// floorResult is the kernel's CPU time per packet, in microseconds, over
+// the runs: one sendmsg each, and sendmmsg batches.
+type floorResult struct{ sendmsg, sendmmsg []float64 }
+
+func kernelFloor(ctx context.Context, runs int, stdout, logw io.Writer) (floorResult, error) {
+	var fr floorResult
+	for range runs {
+		if ctx.Err() != nil {
+			return fr, ctx.Err()
+		}
+		r, err := floor.Measure(floor.Options{Destinations: floorDests, Packets: floorPackets, Size: floorSize, Batch: floorBatch})
+		if err != nil {
+			return fr, err
+		}
+		if r.DeliveredSendmsg != floorPackets || r.DeliveredSendmmsg != floorPackets {
+			fmt.Fprintf(logw, "bench: kernel floor: %d and %d of %d packets arrived\n", r.DeliveredSendmsg, r.DeliveredSendmmsg, floorPackets)
+		}
+		fr.sendmsg = append(fr.sendmsg, us(r.Sendmsg))
+		fr.sendmmsg = append(fr.sendmmsg, us(r.Sendmmsg))
+	}
+	fmt.Fprintf(stdout, "### Kernel floor\n\nCPU time (user + system, getrusage of the sending thread) per %d-byte UDP packet from one socket to %d loopback destinations in turn, %d packets per run, %d runs:\n\n", floorSize, floorDests, floorPackets, runs)
+	fmt.Fprintln(stdout, "| system call | CPU per packet (us): min | median | max | packets per core-second (median) |")
+	fmt.Fprintln(stdout, "|---|---:|---:|---:|---:|")
+	for _, row := range []struct {
+		name string
+		v    []float64
+	}{{"sendmsg, one packet each", fr.sendmsg}, {fmt.Sprintf("sendmmsg, batches of %d", floorBatch), fr.sendmmsg}} {
+		lo, md, hi := stats3(row.v)
+		fmt.Fprintf(stdout, "| %s | %.2f | %.2f | %.2f | %.0f |\n", row.name, lo, md, hi, 1e6/md)
+	}
+	fmt.Fprintln(stdout)
+	return fr, nil
+}
+
+func us(d time.Duration) float64 { return float64(d) / float64(time.Microsecond) }
+
+// stats3 is the minimum, median (the upper one of an even count) and
+// maximum of v.
+func stats3(v []float64) (lo, md, hi float64) {
+	if len(v) == 0 {
+		return 0, 0, 0
+	}
+	s := slices.Clone(v)
+	slices.Sort(s)
+	return s[0], s[len(s)/2], s[len(s)-1]
+}
+
+func printSummary(w io.Writer, all [][]result, fl floorResult) {
+	_, msg, _ := stats3(fl.sendmsg)
+	_, mmsg, _ := stats3(fl.sendmmsg)
+	fmt.Fprintln(w, "| listeners | runs ok | listeners per core: min / median / max | relay CPU per packet sent (us): min / median / max | x sendmsg floor (medians) | x sendmmsg floor (medians) | x sendmsg floor measured before each run: min / median / max | x sendmmsg floor, each run: min / median / max | packets per system call (median) | RSS per listener (KiB): min / median / max | frames lost (max) | RcvbufErrors (max) | late >1 s (max) |")
+	fmt.Fprintln(w, "|---:|---:|---|---|---:|---:|---|---|---:|---|---:|---:|---:|")
+	for _, rs := range all {
+		var perCore, perPkt, perCall, rss, xMsg, xMmsg []float64
+		var lost, rcvErr, late int64
+		for _, r := range rs {
+			if r.err != "" {
+				continue
+			}
+			perCore = append(perCore, r.perCore)
+			perPkt = append(perPkt, r.usPerPacket)
+			perCall = append(perCall, r.perCall)
+			if r.floorMsg > 0 && r.floorMmsg > 0 {
+				xMsg, xMmsg = append(xMsg, r.usPerPacket/r.floorMsg), append(xMmsg, r.usPerPacket/r.floorMmsg)
+			}
+			rss = append(rss, r.rssPerListenerKiB)
+			lost, rcvErr, late = max(lost, r.framesLost), max(rcvErr, r.rcvbufErrs), max(late, r.late)
+		}
+		if len(perCore) == 0 {
+			fmt.Fprintf(w, "| %d | 0 of %d | - | - | - | - | - | - | - | - | - |\n", rs[0].n, len(rs))
+			continue
+		}
+		c0, c1, c2 := stats3(perCore)
+		p0, p1, p2 := stats3(perPkt)
+		_, b1, _ := stats3(perCall)
+		m0, m1, m2 := stats3(rss)
+		x0, x1, x2 := stats3(xMsg)
+		y0, y1, y2 := stats3(xMmsg)
+		fmt.Fprintf(w, "| %d | %d of %d | %.0f / %.0f / %.0f | %.2f / %.2f / %.2f | %.1f | %.1f | %.1f / %.1f / %.1f | %.1f / %.1f / %.1f | %.1f | %.1f / %.1f / %.1f | %d | %d | %d |\n",
+			rs[0].n, len(perCore), len(rs), c0, c1, c2, p0, p1, p2, p1/msg, p1/mmsg, x0, x1, x2, y0, y1, y2, b1, m0, m1, m2, lost, rcvErr, late)
+	}
+	fmt.Fprintln(w)
+}
+
+func printRuns(w io.Writer, all [][]result) {
+	fmt.Fprintln(w, "Every run:")
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "| listeners | run | connected | relay CPU (% of a core) | listeners per core | packets sent | system calls | CPU per packet (us) | RSS growth (MiB) | RSS per listener (KiB) | RcvbufErrors | SndbufErrors | bitrate per listener (kbit/s) | frames received | frames lost | late (>1 s) | UDP buffer granted (B) | load average (1 min) | floor before the run, sendmsg / sendmmsg (us) |")
+	fmt.Fprintln(w, "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|")
+	for _, rs := range all {
+		for i, r := range rs {
+			if r.err != "" {
+				fmt.Fprintf(w, "| %d | %d | error: %s |\n", r.n, i+1, r.err)
+				continue
+			}
+			fmt.Fprintf(w, "| %d | %d | %d | %.1f | %.0f | %d | %d | %.2f | %.1f | %.1f | %d | %d | %.1f | %d | %d | %d | %d | %.2f | %.2f / %.2f |\n",
+				r.n, i+1, r.connected, r.coreShare, r.perCore, r.packets, r.calls, r.usPerPacket, r.rssGrowthMiB, r.rssPerListenerKiB,
+				r.rcvbufErrs, r.sndbufErrs, r.bitrate, r.framesRecv, r.framesLost, r.late, r.granted, r.load1, r.floorMsg, r.floorMmsg)
+		}
+	}
+	fmt.Fprintln(w)
+}
+
+// result is one run of one step.
+type result struct {
+	n, connected                 int
+	coreShare, perCore           float64
+	usPerPacket, perCall         float64
+	packets, calls               int64
+	rssGrowthMiB                 float64
+	rssPerListenerKiB            float64
+	rcvbufErrs, sndbufErrs       int64
+	bitrate                      float64
+	framesRecv, framesLost, late int64
+	granted                      int
+	load1                        float64
+	floorMsg, floorMmsg          float64 // the kernel floor just before the run (us per packet)
+	err                          string
 }
 
 func oneLine(err error) string { return strings.ReplaceAll(err.Error(), "|", "/") }
 
 var addrRE = regexp.MustCompile(`msg="relay listening" addr=(\S+)`)
 
-// step runs one relay process with n listeners and returns a table row.
-func step(ctx context.Context, bin string, v variant, n int, window time.Duration, profile string, logw io.Writer) (string, error) {
+// step runs one relay process with n listeners and measures it.
+func step(ctx context.Context, bin string, v variant, n int, window time.Duration, profile string, logw io.Writer) (result, error) {
 	// Bounded: connecting the listeners may take long on a saturated machine.
 	ctx, cancel := context.WithTimeout(ctx, window+3*time.Minute)
 	defer cancel()
+	// The floor again, just before this run: the machine's load drifts
+	// between runs, the multiple of this floor less.
+	fl, err := floor.Measure(floor.Options{Destinations: floorDests, Packets: floorPackets / 5, Size: floorSize, Batch: floorBatch})
+	if err != nil {
+		return result{}, fmt.Errorf("kernel floor: %w", err)
+	}
 	began := time.Now()
-	cmd := exec.Command(bin, "serve", "--listen", "127.0.0.1:0", "--udp-buffer", strconv.Itoa(v.buffer), "--pprof", "--log-level", "info")
+	cmd := exec.Command(bin, "serve", "--listen", "127.0.0.1:0", "--udp-buffer", strconv.Itoa(v.buffer), "--send-batch", strconv.Itoa(v.sendBatch), "--pprof", "--log-level", "info")
 	cmd.Env = append(os.Environ(), "QUIC_GO_DISABLE_RECEIVE_BUFFER_WARNING=1")
 	errPipe, err := cmd.StderrPipe()
 	if err != nil {
-		return "", err
+		return result{}, err
 	}
 	if err := cmd.Start(); err != nil {
-		return "", fmt.Errorf("start relay: %w", err)
+		return result{}, fmt.Errorf("start relay: %w", err)
 	}
 	defer func() {
 		_ = cmd.Process.Signal(syscall.SIGTERM)
@@ -176,7 +356,7 @@ func step(ctx context.Context, bin string, v variant, n int, window time.Duratio
 	select {
 	case addr = <-addrCh:
 	case <-time.After(10 * time.Second):
-		return "", errors.New("relay did not start")
+		return result{}, errors.New("relay did not start")
 	}
 	base := "http://" + addr
 	logger := slog.New(slog.NewTextHandler(logw, &slog.HandlerOptions{Level: slog.LevelWarn}))
@@ -192,7 +372,7 @@ func step(ctx context.Context, bin string, v variant, n int, window time.Duratio
 			break
 		}
 		if time.Now().After(deadline) {
-			return "", errors.New("publisher did not announce")
+			return result{}, errors.New("publisher did not announce")
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
@@ -200,11 +380,12 @@ func step(ctx context.Context, bin string, v variant, n int, window time.Duratio
 	pid := cmd.Process.Pid
 	rss0, err := rssBytes(pid)
 	if err != nil {
-		return "", err
+		return result{}, err
 	}
 	var (
 		cpu0, cpu1   float64
 		snmp0, snmp1 map[string]int64
+		st0          stats
 		t0, t1       time.Time
 		rss1         int64
 		profDone     = make(chan error, 1)
@@ -213,6 +394,7 @@ func step(ctx context.Context, bin string, v variant, n int, window time.Duratio
 		URL: base + "/", Broadcast: "bench", Listeners: n, Duration: window, Parallel: 32, Logger: logger,
 		Window: func(start bool) {
 			if start {
+				_ = getJSON(ctx, base+"/stats", &st0)
 				t0, cpu0, snmp0 = time.Now(), cpuSeconds(pid), udpCounters()
 				if profile != "" {
 					go func() { profDone <- fetchProfile(ctx, base, profile, window-2*time.Second) }()
@@ -225,7 +407,7 @@ func step(ctx context.Context, bin string, v variant, n int, window time.Duratio
 		},
 	})
 	if err != nil {
-		return "", err
+		return result{}, err
 	}
 	timedOut := ctx.Err() != nil
 	if profile != "" {
@@ -238,7 +420,7 @@ func step(ctx context.Context, bin string, v variant, n int, window time.Duratio
 	cancel()
 	<-pubErr
 	if t1.IsZero() || timedOut {
-		return "", fmt.Errorf("%d of %d listeners connected before the step's time limit (%v)", rep.Connected, n, window+3*time.Minute)
+		return result{}, fmt.Errorf("%d of %d listeners connected before the step's time limit (%v)", rep.Connected, n, window+3*time.Minute)
 	}
 	fmt.Fprintf(logw, "bench: %s, %d listeners: connected in %.1f s, step took %.1f s\n",
 		v.name, n, t0.Sub(began).Seconds(), time.Since(began).Seconds())
@@ -246,21 +428,31 @@ func step(ctx context.Context, bin string, v variant, n int, window time.Duratio
 	coreShare := (cpu1 - cpu0) / secs * 100
 	live := max(rep.Connected-rep.Frozen, 1)
 	perListener := coreShare / float64(live)
-	perCore := 0.0
+	r := result{n: n, connected: rep.Connected, coreShare: coreShare, load1: load1(), floorMsg: us(fl.Sendmsg), floorMmsg: us(fl.Sendmmsg)}
 	if perListener > 0 {
-		perCore = 100 / perListener
+		r.perCore = 100 / perListener
+	}
+	r.packets, r.calls = st.PacketsSent-st0.PacketsSent, st.SendCalls-st0.SendCalls
+	if r.packets > 0 {
+		r.usPerPacket = (cpu1 - cpu0) * 1e6 / float64(r.packets)
+	}
+	if r.calls > 0 {
+		r.perCall = float64(r.packets) / float64(r.calls)
 	}
 	growth := float64(rss1 - rss0)
-	return fmt.Sprintf("| %d | %d | %.1f | %.4f | %.0f | %.1f | %.1f | %d | %d | %.1f | %d | %d | %d | %d |",
-		n, rep.Connected, coreShare, perListener, perCore, growth/(1<<20), growth/1024/float64(live),
-		snmp1["RcvbufErrors"]-snmp0["RcvbufErrors"], snmp1["SndbufErrors"]-snmp0["SndbufErrors"],
-		rep.BitrateBpsMean/1000, rep.FramesReceived, rep.FramesLost, rep.LateFrames, st.UDPReceiveBuffer/2), nil
+	r.rssGrowthMiB, r.rssPerListenerKiB = growth/(1<<20), growth/1024/float64(live)
+	r.rcvbufErrs, r.sndbufErrs = snmp1["RcvbufErrors"]-snmp0["RcvbufErrors"], snmp1["SndbufErrors"]-snmp0["SndbufErrors"]
+	r.bitrate, r.framesRecv, r.framesLost, r.late = rep.BitrateBpsMean/1000, rep.FramesReceived, rep.FramesLost, rep.LateFrames
+	r.granted = st.UDPReceiveBuffer / 2
+	return r, nil
 }
 
 type stats struct {
-	Broadcasts       int `json:"broadcasts"`
-	Sessions         int `json:"sessions"`
-	UDPReceiveBuffer int `json:"udp_receive_buffer"`
+	Broadcasts       int   `json:"broadcasts"`
+	Sessions         int   `json:"sessions"`
+	UDPReceiveBuffer int   `json:"udp_receive_buffer"`
+	PacketsSent      int64 `json:"udp_packets_sent_total"`
+	SendCalls        int64 `json:"udp_send_calls_total"`
 }
 
 func getJSON(ctx context.Context, url string, v any) error {
@@ -384,6 +576,29 @@ func machine() string {
 		}
 	}
 	return fmt.Sprintf("%s, %s CPUs", model, cpus)
+}
+
+// loadAvg is /proc/loadavg's three load averages and the CPU count.
+func loadAvg() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "unknown"
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 3 {
+		return "unknown"
+	}
+	return fmt.Sprintf("%s, %s, %s (1, 5, 15 min) on %d CPUs", f[0], f[1], f[2], runtime.NumCPU())
+}
+
+func load1() float64 {
+	b, _ := os.ReadFile("/proc/loadavg")
+	f := strings.Fields(string(b))
+	if len(f) == 0 {
+		return 0
+	}
+	v, _ := strconv.ParseFloat(f[0], 64)
+	return v
 }
 
 func kernel() string {

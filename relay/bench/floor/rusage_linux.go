@@ -1,0 +1,3 @@
+package floor
+
+const rusageThread = 1 // RUSAGE_THREAD
