@@ -407,7 +407,7 @@ func runLoadtest(ctx context.Context, args []string, stdout io.Writer) error {
 	if runErr != nil && ctx.Err() != nil {
 		return runErr
 	}
-	doc := loadtestDoc{Target: *target, MeasuredOn: measuredOn(*target, info), Generator: shared, Steps: res}
+	doc := loadtestDoc{Target: *target, MeasuredOn: measuredOn(*target, info), Date: time.Now().UTC().Format(time.DateOnly), Generator: shared, Steps: res}
 	fit, fitErr := fitSteps(res)
 	if fitErr == nil {
 		doc.Fit = &fit
@@ -436,7 +436,7 @@ func runLoadtest(ctx context.Context, args []string, stdout io.Writer) error {
 	files["svg"] = svgPath
 	if fitErr == nil {
 		calOut := filepath.Join(*outDir, inventories.CalibrationFile)
-		text := calibrationYAML(fit, current, calPath, doc.MeasuredOn, time.Now().UTC().Format(time.DateOnly), shared, res)
+		text := calibrationYAML(fit, current, calPath, doc.MeasuredOn, doc.Date, shared, res)
 		if err := writeCalibration(calOut, text); err != nil {
 			return err
 		}
@@ -469,6 +469,7 @@ func runLoadtest(ctx context.Context, args []string, stdout io.Writer) error {
 type loadtestDoc struct {
 	Target     string            `json:"target"`
 	MeasuredOn string            `json:"measured_on"`
+	Date       string            `json:"date,omitempty"`
 	Generator  string            `json:"generator"`
 	Steps      []loadtestStep    `json:"steps"`
 	Fit        *loadtestFit      `json:"fit"`
@@ -1011,8 +1012,8 @@ func calibrationYAML(f loadtestFit, cur *inventories.Calibration, curPath, measu
 		}
 	}
 	from := curPath
-	if curPath == inventories.Embedded(inventories.CalibrationFile) {
-		from = "the shipped calibration.yaml"
+	if name := inventories.CalibrationName(curPath); name != curPath {
+		from = "the shipped " + name + " calibration"
 	}
 	kept := fmt.Sprintf("kept from %s (source: %s)", from, cur.Source)
 	var b strings.Builder

@@ -188,13 +188,13 @@ func TestSizeLabEvent(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Two steady small lab boxes (1 core, 1 GiB: memory-bound) carry less
-	// than the 1,200 peak; one more small box covers the rest.
-	if s.SteadyCapacity >= 1200 || s.SteadyCapacity+s.PerBox < 1200 || s.Boxes != 1 || s.Needed != 1 {
+	// Two steady small lab boxes (1 core, 1 GiB) carry less than the
+	// 4,000 peak; one more small box covers the rest.
+	if s.SteadyCapacity >= 4000 || s.SteadyCapacity+s.PerBox < 4000 || s.Boxes != 1 || s.Needed != 1 {
 		t.Fatalf("sizing %+v: want 1 burst box", s)
 	}
 	ev := *h.ev
-	ev.PeakListeners = 5000
+	ev.PeakListeners = 12000
 	ev.Burst.Max = 2
 	s, err = Size(&ev, h.r.Fleet, h.r.Catalogue, h.r.Calibration)
 	if err != nil {
