@@ -504,6 +504,12 @@ type loadtester struct {
 	// pubTokenFile and subTokenFile hold the tokens that let the
 	// publisher and the listeners in under loadtest/ (relay --token-file).
 	pubTokenFile, subTokenFile string
+	// router, when set, is a router's URL the listeners ask for a relay
+	// (relay loadgen --router), instead of each process's own URL; the
+	// box then runs one measured process. stop, when set, ends the steps
+	// after the first one it is true for.
+	router string
+	stop   func(loadtestStep) bool
 }
 
 // The broadcast prefix a load test publishes and listens under, and how
@@ -623,6 +629,9 @@ func (lt *loadtester) run(ctx context.Context) ([]loadtestStep, error) {
 		}
 		// Let the listeners of this step leave before the next one.
 		lt.waitIdle(ctx, 15*time.Second)
+		if lt.stop != nil && lt.stop(s) {
+			break
+		}
 	}
 	return res, nil
 }
@@ -648,12 +657,16 @@ func (lt *loadtester) step(ctx context.Context, want int) loadtestStep {
 	}
 	sctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	reports := make([]loadgen.Report, len(lt.ports))
-	errs := make([]error, len(lt.ports))
+	gens := lt.ports
+	if lt.router != "" {
+		gens = lt.ports[:1] // one load generator asks the router
+	}
+	reports := make([]loadgen.Report, len(gens))
+	errs := make([]error, len(gens))
 	var wg sync.WaitGroup
-	for i, port := range lt.ports {
-		n := want / len(lt.ports)
-		if i < want%len(lt.ports) {
+	for i, port := range gens {
+		n := want / len(gens)
+		if i < want%len(gens) {
 			n++
 		}
 		wg.Go(func() {
@@ -787,9 +800,13 @@ func measureWindow(st *loadtestStep, samples []boxSample, ports []int) error {
 // certificate hash certHash, and reads its report.
 func (lt *loadtester) loadgen(ctx context.Context, port, n int, certHash string) (loadgen.Report, error) {
 	var rep loadgen.Report
-	cmd := exec.CommandContext(ctx, lt.bin, append([]string{"loadgen", "--url", lt.url(port), "--certificate-sha256", certHash, "--broadcast", broadcastName(port),
+	target := []string{"--url", lt.url(port), "--certificate-sha256", certHash}
+	if lt.router != "" {
+		target = []string{"--router", lt.router}
+	}
+	cmd := exec.CommandContext(ctx, lt.bin, append(append(append([]string{"loadgen"}, target...), "--broadcast", broadcastName(port),
 		"--listeners", strconv.Itoa(n), "--ramp", strconv.FormatFloat(lt.ramp, 'g', -1, 64),
-		"--duration", lt.dur.String(), "--json", "--log-level", "error"}, tokenArgs(lt.subTokenFile)...)...)
+		"--duration", lt.dur.String(), "--json", "--log-level", "error"), tokenArgs(lt.subTokenFile)...)...)
 	var out bytes.Buffer
 	eb := &tailBuffer{max: 4096}
 	cmd.Stdout, cmd.Stderr = &out, eb
