@@ -210,6 +210,22 @@ func TestPlanDefaultCalibration(t *testing.T) {
 	}
 }
 
+// TestPlanPlurals: one box is "1 box", one listener "1 listener".
+func TestPlanPlurals(t *testing.T) {
+	out, errOut, code := fleet(t, "plan", "--listeners", "1", "--box", "cores=1,ram=1GiB")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	for _, want := range []string{"Plan for 1 listener,", "total: 1 box,", "per hour at 1 listener\n"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("want %q in:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "1 boxes") || strings.Contains(out, "1 listeners") {
+		t.Errorf("plural for one:\n%s", out)
+	}
+}
+
 // TestPlanAnswersFast: the largest plans answer or refuse within a second
 // (generous bound: a plan takes milliseconds; 10^14 used to spin for
 // hours). Not a speed test: the failure it is about is unbounded time.

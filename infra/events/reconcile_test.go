@@ -396,3 +396,15 @@ func TestSweepFailureKeepsTheEventDestroying(t *testing.T) {
 		t.Fatalf("phase %s after the sweep could run", rec.Phase)
 	}
 }
+
+func TestPlural(t *testing.T) {
+	for n, want := range map[int]string{0: "0 boxes", 1: "1 box", 2: "2 boxes", 1200: "1,200 boxes"} {
+		if got := plural(n, "box", "boxes"); got != want {
+			t.Errorf("plural(%d) = %q, want %q", n, got, want)
+		}
+	}
+	s := Sizing{Needed: 1, Boxes: 0, PerBox: 10}
+	if got := s.Short(); !strings.HasPrefix(got, "the peak needs 1 box but") {
+		t.Errorf("Short() = %q", got)
+	}
+}
