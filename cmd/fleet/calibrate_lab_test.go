@@ -141,7 +141,7 @@ steady:
 	}
 	defer done()
 	var report bytes.Buffer
-	lt := &loadtester{bin: relayBin, box: targets[0], dur: 10 * time.Second, ramp: 400, out: &report,
+	lt := &loadtester{bin: relayBin, box: targets[0], dur: 10 * time.Second, ramp: 200, out: &report,
 		pubTokenFile: pubFile, subTokenFile: subFile}
 	if lt.addr, _, err = net.SplitHostPort(targets[0].Host.Addr()); err != nil {
 		t.Fatal(err)
@@ -162,8 +162,8 @@ steady:
 
 	// Steps around the prediction, finer near it; the first that refuses
 	// a listener or loses a frame ends the run. At most 10 steps of 10 s
-	// each (plus the ramp at 400 listeners a second).
-	for _, x := range []float64{0.25, 0.5, 0.75, 0.9, 1.0, 1.1, 1.25, 1.5, 2, 3} {
+	// each (plus the ramp at 200 listeners a second).
+	for _, x := range []float64{0.1, 0.25, 0.5, 0.75, 0.9, 1.0, 1.1, 1.25, 1.5, 2} {
 		lt.steps = append(lt.steps, int(math.Round(x*float64(predicted))))
 	}
 	failed := func(s loadtestStep) bool {
