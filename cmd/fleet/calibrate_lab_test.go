@@ -158,6 +158,17 @@ steady:
 	if len(lt.ports) != 1 {
 		t.Fatalf("relay processes %v, want one on a 1-core box", insts)
 	}
+	// A control: the first step straight to the relay, without the
+	// router, to tell the router's refusals from the relay's.
+	lt.steps = []int{int(math.Round(0.1 * float64(predicted)))}
+	control, err := lt.run(ctx)
+	if err != nil || len(control) != 1 {
+		t.Fatalf("control step: %v", err)
+	}
+	c := control[0]
+	t.Logf("control, straight to the relay: %d of %d connected, %d lost of %d, %d late, gap max %.0f ms, %.1f kbit/s per listener, connect errors %v %s",
+		c.Listeners, c.Target, c.FramesLost, c.FramesExpected, c.LateFrames, c.GapMsMax, c.BitrateBps/1000, c.ConnectErrors, c.Error)
+	lt.steps = nil
 	lt.router = startCalibRouter(t, ctx, relayBin, dir, lt.url(lt.ports[0]))
 
 	// Steps around the prediction, finer near it; the first that refuses
@@ -178,8 +189,8 @@ steady:
 	measured, sawFailure := 0, false
 	var why string
 	for _, s := range res {
-		t.Logf("step %d: %d connected, %.1f%% CPU, %s, %d lost of %d, %d late, %d rcvbuf errors, gap max %.0f ms %s",
-			s.Target, s.Listeners, 100*s.CPUCores, inventories.Bytes(s.RSSBytes).IEC(), s.FramesLost, s.FramesExpected, s.LateFrames, s.RcvbufErrors, s.GapMsMax, s.Error)
+		t.Logf("step %d: %d connected, %.1f%% CPU, %s, %d lost of %d, %d late, %d rcvbuf errors, gap max %.0f ms, %.1f kbit/s per listener, connect errors %v %s",
+			s.Target, s.Listeners, 100*s.CPUCores, inventories.Bytes(s.RSSBytes).IEC(), s.FramesLost, s.FramesExpected, s.LateFrames, s.RcvbufErrors, s.GapMsMax, s.BitrateBps/1000, s.ConnectErrors, s.Error)
 		if failed(s) {
 			sawFailure = true
 			switch {

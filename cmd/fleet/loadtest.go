@@ -79,6 +79,9 @@ type loadtestStep struct {
 	Samples int     `json:"samples"`
 	// CPUFrom says where the CPU time was read (cgroup cpu.stat, ...).
 	CPUFrom string `json:"cpu_from,omitempty"`
+	// ConnectErrors counts, by error, the listeners that could not
+	// subscribe (refused by the relay or the router, or timed out).
+	ConnectErrors map[string]int `json:"connect_errors,omitempty"`
 	Error   string `json:"error,omitempty"`
 }
 
@@ -739,6 +742,12 @@ func addReports(st *loadtestStep, reports []loadgen.Report) (bitrate float64) {
 		st.GapMsMax = max(st.GapMsMax, r.GapMs.Max)
 		st.GapMsP99 = max(st.GapMsP99, r.GapMs.P99)
 		bitrate += r.BitrateBpsMean * float64(r.Connected)
+		for e, n := range r.Errors {
+			if st.ConnectErrors == nil {
+				st.ConnectErrors = map[string]int{}
+			}
+			st.ConnectErrors[e] += n
+		}
 	}
 	if st.FramesExpected > 0 {
 		st.LossRatio = float64(st.FramesLost) / float64(st.FramesExpected)
