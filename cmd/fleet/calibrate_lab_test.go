@@ -160,7 +160,7 @@ steady:
 	}
 	// A control: the first step straight to the relay, without the
 	// router, to tell the router's refusals from the relay's.
-	lt.steps = []int{int(math.Round(0.1 * float64(predicted)))}
+	lt.steps = []int{int(math.Round(0.05 * float64(predicted)))}
 	control, err := lt.run(ctx)
 	if err != nil || len(control) != 1 {
 		t.Fatalf("control step: %v", err)
@@ -171,10 +171,11 @@ steady:
 	lt.steps = nil
 	lt.router = startCalibRouter(t, ctx, relayBin, dir, lt.url(lt.ports[0]))
 
-	// Steps around the prediction, finer near it; the first that refuses
-	// a listener or loses a frame ends the run. At most 10 steps of 10 s
-	// each (plus the ramp at 200 listeners a second).
-	for _, x := range []float64{0.1, 0.25, 0.5, 0.75, 0.9, 1.0, 1.1, 1.25, 1.5, 2} {
+	// Steps from far below the prediction (a busy machine fails early)
+	// to twice it, finer near it; the first that refuses a listener or
+	// loses a frame ends the run. At most 12 steps of 10 s each (plus the
+	// ramp at 200 listeners a second).
+	for _, x := range []float64{0.02, 0.05, 0.1, 0.25, 0.5, 0.75, 0.9, 1.0, 1.1, 1.25, 1.5, 2} {
 		lt.steps = append(lt.steps, int(math.Round(x*float64(predicted))))
 	}
 	failed := func(s loadtestStep) bool {
