@@ -82,7 +82,7 @@ type loadtestStep struct {
 	// ConnectErrors counts, by error, the listeners that could not
 	// subscribe (refused by the relay or the router, or timed out).
 	ConnectErrors map[string]int `json:"connect_errors,omitempty"`
-	Error   string `json:"error,omitempty"`
+	Error         string         `json:"error,omitempty"`
 }
 
 func (s loadtestStep) drops() int64 { return s.FramesLost + s.LateFrames + s.RcvbufErrors }
