@@ -236,8 +236,8 @@ func (c *Catalogue) validate() error {
 		if r.Currency == "" {
 			return fieldErr(p+".currency", "missing")
 		}
-		if r.Value <= 0 {
-			return fieldErr(p+".value", "must be positive")
+		if !(r.Value > 0 && r.Value <= MaxPrice) {
+			return fieldErr(p+".value", "want a rate above 0 and at most %d, got %v", MaxPrice, r.Value)
 		}
 		if r.Source == "" || r.Date == "" {
 			return fieldErr(p, "every rate needs a source and a date")
@@ -292,12 +292,12 @@ func (s *Shape) validate(pr *Provider, p string, rates map[string]bool) error {
 		return fieldErr(p+".source", "missing; every row names where its numbers come from")
 	case s.Date == "":
 		return fieldErr(p+".date", "missing; every row says when its numbers were read")
-	case s.Hourly < 0:
-		return fieldErr(p+".hourly", "must not be negative")
-	case s.Monthly < 0:
-		return fieldErr(p+".monthly", "must not be negative")
-	case s.Setup < 0:
-		return fieldErr(p+".setup", "must not be negative")
+	case !(s.Hourly >= 0 && s.Hourly <= MaxPrice):
+		return fieldErr(p+".hourly", "want a price from 0 to %d, got %v", MaxPrice, s.Hourly)
+	case !(s.Monthly >= 0 && s.Monthly <= MaxPrice):
+		return fieldErr(p+".monthly", "want a price from 0 to %d, got %v", MaxPrice, s.Monthly)
+	case !(s.Setup >= 0 && s.Setup <= MaxPrice):
+		return fieldErr(p+".setup", "want a price from 0 to %d, got %v", MaxPrice, s.Setup)
 	case !rates[s.Currency] && s.Currency != "":
 		return fieldErr(p+".currency", "no rate for %q in rates", s.Currency)
 	}
@@ -308,12 +308,12 @@ func (s *Shape) validate(pr *Provider, p string, rates map[string]bool) error {
 	}
 	if pr.Kind != KindCDN {
 		switch {
-		case s.Cores <= 0:
-			return fieldErr(p+".cores", "must be positive")
-		case s.RAM <= 0:
-			return fieldErr(p+".ram", "must be positive")
-		case s.Uplink <= 0:
-			return fieldErr(p+".uplink", "must be positive")
+		case s.Cores <= 0 || s.Cores > MaxCores:
+			return fieldErr(p+".cores", "want 1 to %d cores, got %d", MaxCores, s.Cores)
+		case s.RAM <= 0 || s.RAM > MaxRAM:
+			return fieldErr(p+".ram", "want a size above 0 and at most %s, got %s", MaxRAM.IEC(), s.RAM.IEC())
+		case s.Uplink <= 0 || s.Uplink > MaxUplink:
+			return fieldErr(p+".uplink", "want a rate above 0 and at most %s, got %s", MaxUplink, s.Uplink)
 		}
 	}
 	e := s.Egress
@@ -328,15 +328,15 @@ func (s *Shape) validate(pr *Provider, p string, rates map[string]bool) error {
 	}
 	switch e.Past {
 	case PastBilled:
-		if e.Price <= 0 {
-			return fieldErr(p+".egress.price", "must be positive when egress past the allowance is billed")
+		if !(e.Price > 0 && e.Price <= MaxPrice) {
+			return fieldErr(p+".egress.price", "must be positive and at most %d when egress past the allowance is billed, got %v", MaxPrice, e.Price)
 		}
 		if e.PerBytes() == 0 {
 			return fieldErr(p+".egress.per", "want TB, TiB, GB or GiB, got %q", e.Per)
 		}
 	case PastThrottled:
-		if e.Throttle <= 0 {
-			return fieldErr(p+".egress.throttle", "must say the speed left when throttled")
+		if e.Throttle <= 0 || e.Throttle > MaxUplink {
+			return fieldErr(p+".egress.throttle", "must say the speed left when throttled, above 0 and at most %s", MaxUplink)
 		}
 	case PastBarred:
 	case PastNone:

@@ -1,6 +1,7 @@
 // Package inventories loads relayfleet's versioned YAML data: fleet files
 // (steady boxes and burst pools), the provider catalogue (providers.yaml)
-// and the capacity calibration (calibration.yaml).
+// and the capacity calibrations (calibrations/: relayfleet.yaml, measured on
+// the bundled relay and the default; story.yaml; or a calibration.yaml).
 //
 // Every file starts with `version: 1`. Loading is strict: an unknown key, a
 // value of the wrong type or a value out of range is an *Error naming the

@@ -176,6 +176,9 @@ func (f *Fleet) validate(cat *Catalogue) error {
 		if g.Count < 0 {
 			return fieldErr(p+".count", "must not be negative, got %d", g.Count)
 		}
+		if g.Count > MaxBoxes {
+			return fieldErr(p+".count", "want at most %d boxes, got %d", MaxBoxes, g.Count)
+		}
 		if g.Provider == ProviderStatic {
 			if len(g.Hosts) == 0 {
 				return fieldErr(p+".hosts", "a static group lists its servers by address, user and host_key")
@@ -206,6 +209,9 @@ func (f *Fleet) validate(cat *Catalogue) error {
 		}
 		if b.Max < 0 {
 			return fieldErr(p+".max", "must not be negative, got %d", b.Max)
+		}
+		if b.Max > MaxBoxes {
+			return fieldErr(p+".max", "want at most %d boxes, got %d", MaxBoxes, b.Max)
 		}
 	}
 	return nil

@@ -23,8 +23,30 @@ func TestShippedFilesLoad(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if cal.Source != SourceStory || cal.ListenersPerCore != 900 || cal.ListenersPerSocket != 6500 || cal.RAMPerListener != 1_300_000 {
-		t.Errorf("shipped calibration is not the story's numbers: %+v", cal)
+	if cal.Source != SourceBench || cal.Command != "make bench-relay" || cal.MeasuredOn == "" {
+		t.Errorf("the default calibration is not the one measured on the bundled relay: %+v", cal)
+	}
+	for _, name := range CalibrationNames() {
+		path, ok := NamedCalibration(name)
+		if !ok {
+			t.Fatalf("%s: not a named calibration", name)
+		}
+		c, err := LoadCalibration(path)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if CalibrationName(path) != name {
+			t.Errorf("CalibrationName(%s) = %s, want %s", path, CalibrationName(path), name)
+		}
+		if name == DefaultCalibration && *c != *cal {
+			t.Errorf("the shipped calibration.yaml is not %s: %+v, want %+v", name, cal, c)
+		}
+		if name == CalibrationStory && (c.Source != SourceStory || c.ListenersPerCore != 900 || c.ListenersPerSocket != 6500 || c.RAMPerListener != 1_300_000) {
+			t.Errorf("story calibration is not the story's numbers: %+v", c)
+		}
+	}
+	if _, ok := NamedCalibration("nope"); ok {
+		t.Error(`"nope" is a named calibration`)
 	}
 	for _, name := range []string{LabFile, "example.yaml"} {
 		f, err := LoadFleet(Embedded(name), cat)
@@ -113,7 +135,10 @@ func TestLoadFleetErrors(t *testing.T) {
 		{"wrong type", strings.Replace(goodFleet, "count: 2", "count: two", 1), 7, "steady[0].count", `want an integer, got "two"`},
 		{"unknown shape", strings.Replace(goodFleet, "shape: small\n    count", "shape: huge\n    count", 1), 6, "steady[0].shape", `no shape "huge"`},
 		{"unknown provider", strings.Replace(goodFleet, "provider: lab\n    shape: small\n    count", "provider: aws\n    shape: small\n    count", 1), 5, "steady[0].provider", `unknown provider "aws"`},
-		{"bad processes", strings.Replace(goodFleet, "count: 2", "count: 2\n    processes: 0", 1), 8, "steady[0].processes", "want auto or a positive integer"},
+		{"bad processes", strings.Replace(goodFleet, "count: 2", "count: 2\n    processes: 0", 1), 8, "steady[0].processes", "want auto or an integer from 1 to 1024"},
+		{"too many processes", strings.Replace(goodFleet, "count: 2", "count: 2\n    processes: 99999999999999", 1), 8, "steady[0].processes", "want auto or an integer from 1 to 1024"},
+		{"huge count", strings.Replace(goodFleet, "count: 2", "count: 99999999999", 1), 7, "steady[0].count", "want at most 100000 boxes"},
+		{"huge max", strings.Replace(goodFleet, "max: 3", "max: 100001", 1), 12, "burst[0].max", "want at most 100000 boxes"},
 		{"bad port", strings.Replace(goodFleet, "count: 2", "count: 2\n    base_port: 70000", 1), 8, "steady[0].base_port", "between 1 and 65535"},
 		{"duplicate name", strings.Replace(goodFleet, "name: b", "name: a", 1), 9, "burst[0].name", "already the name of steady[0]"},
 		{"missing version", strings.Replace(goodFleet, "version: 1\n", "", 1), 1, "version", "missing"},
@@ -224,6 +249,12 @@ providers:
 		{"unknown currency", "currency: EUR\n        egress", "currency: GBP\n        egress", "providers[0].shapes[0].currency"},
 		{"cdn without reason", "kind: cloud", "kind: cdn", "providers[0].unusable"},
 		{"zero cores", "cores: 2", "cores: 0", "providers[0].shapes[0].cores"},
+		{"too many cores", "cores: 2", "cores: 99999999999", "providers[0].shapes[0].cores"},
+		{"too much ram", "ram: 4GiB", "ram: 100TiB", "providers[0].shapes[0].ram"},
+		{"too fast uplink", "uplink: 1Gbit", "uplink: 2Tbit", "providers[0].shapes[0].uplink"},
+		{"huge hourly", "hourly: 0.01", "hourly: 1e300", "providers[0].shapes[0].hourly"},
+		{"NaN monthly", "monthly: 5", "monthly: .nan", "providers[0].shapes[0].monthly"},
+		{"huge egress price", "price: 1,", "price: 1e12,", "providers[0].shapes[0].egress.price"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			path := filepath.Join(t.TempDir(), "providers.yaml")
@@ -272,5 +303,40 @@ func TestAccessPublicListen(t *testing.T) {
 	}
 	if got := strings.Join(f.Access.PublicListen, ","); got != "live/,radio/7" {
 		t.Errorf("public_listen = %q", got)
+	}
+}
+
+func TestCalibrationValidation(t *testing.T) {
+	base := `version: 1
+source: bench
+measured_on: "a machine"
+command: make bench-relay
+listeners_per_core: 1600
+listeners_per_socket: 6500
+ram_per_listener: 200KiB
+bitrate_per_listener: 50kbit
+uplink_headroom: 0.7
+`
+	if _, err := ParseCalibration("c.yaml", []byte(base)); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct{ name, from, to, field string }{
+		{"unknown source", "source: bench", "source: guess", "source"},
+		{"bench without command", "command: make bench-relay\n", "", "command"},
+		{"bench without machine", "measured_on: \"a machine\"\n", "", "measured_on"},
+		{"zero per core", "listeners_per_core: 1600", "listeners_per_core: 0", "listeners_per_core"},
+		{"huge per core", "listeners_per_core: 1600", "listeners_per_core: 1e300", "listeners_per_core"},
+		{"NaN per socket", "listeners_per_socket: 6500", "listeners_per_socket: .nan", "listeners_per_socket"},
+		{"tiny ram", "ram_per_listener: 200KiB", "ram_per_listener: 1", "ram_per_listener"},
+		{"huge bitrate", "bitrate_per_listener: 50kbit", "bitrate_per_listener: 1Tbit", "bitrate_per_listener"},
+		{"headroom above 1", "uplink_headroom: 0.7", "uplink_headroom: 1.5", "uplink_headroom"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := ParseCalibration("c.yaml", []byte(strings.Replace(base, tc.from, tc.to, 1)))
+			var ie *Error
+			if !errors.As(err, &ie) || ie.Field != tc.field || ie.File != "c.yaml" || strings.Contains(err.Error(), "\n") {
+				t.Errorf("err = %v, want a one-line error at %s", err, tc.field)
+			}
+		})
 	}
 }

@@ -11,12 +11,15 @@ import (
 // Shipped holds the data files of this folder, so that the fleet binary
 // works without a checkout.
 //
-//go:embed providers.yaml calibration.yaml lab.yaml example.yaml events.yaml lab-events.yaml
+//go:embed providers.yaml lab.yaml example.yaml events.yaml lab-events.yaml calibrations/*.yaml
 var Shipped embed.FS
 
 // Names of the shipped files.
 const (
-	ProvidersFile   = "providers.yaml"
+	ProvidersFile = "providers.yaml"
+	// CalibrationFile is the calibration fleet plan and fleet events read
+	// beside an inventory (fleet loadtest writes it there). Shipped under
+	// this name is the default named calibration (DefaultCalibration).
 	CalibrationFile = "calibration.yaml"
 	LabFile         = "lab.yaml"
 )
@@ -25,6 +28,9 @@ const (
 // "embedded:NAME".
 func readFile(path string) ([]byte, error) {
 	if name, ok := cutEmbedded(path); ok {
+		if name == CalibrationFile {
+			name = calibrationDir + "/" + DefaultCalibration + ".yaml"
+		}
 		return Shipped.ReadFile(name)
 	}
 	return os.ReadFile(path)
@@ -70,6 +76,20 @@ func LoadCatalogue(path string) (*Catalogue, error) {
 func LoadCalibration(path string) (*Calibration, error) {
 	var c Calibration
 	d, err := load(path, &c)
+	if err != nil {
+		return nil, err
+	}
+	if err := c.validate(); err != nil {
+		return nil, d.errorAt(err)
+	}
+	return &c, nil
+}
+
+// ParseCalibration validates a calibration given as data; file names it
+// in errors.
+func ParseCalibration(file string, data []byte) (*Calibration, error) {
+	var c Calibration
+	d, err := decodeStrict(file, data, &c)
 	if err != nil {
 		return nil, err
 	}

@@ -138,8 +138,8 @@ func ParseProcesses(s string) (Processes, error) {
 		return 0, nil
 	}
 	n, err := strconv.Atoi(s)
-	if err != nil || n <= 0 {
-		return 0, fmt.Errorf("processes %q: want auto or a positive integer", s)
+	if err != nil || n <= 0 || n > MaxProcesses {
+		return 0, fmt.Errorf("processes %q: want auto or an integer from 1 to %d", s, MaxProcesses)
 	}
 	return Processes(n), nil
 }

@@ -50,6 +50,10 @@ const (
 	// socketCeiling is the listeners one UDP socket drains (DESIGN.md):
 	// the headroom of a relay with no other limit.
 	socketCeiling = 6500
+	// measureFrom is how many sessions the relay needs open before it
+	// trusts its own memory per session (growth since it started, over
+	// the sessions) over DefaultListenerBytes for its headroom.
+	measureFrom = 50
 )
 
 // admission holds the budget, the last memory sample and the counters.
@@ -63,6 +67,9 @@ type admission struct {
 	usage       func() uint64
 
 	used atomic.Int64
+	// base is the memory in use when the relay started, before any
+	// session: what the sessions' memory is measured from.
+	base int64
 	// fresh counts sessions the last memory sample cannot include: those
 	// admitted since it, and those still in their handshake when it was
 	// taken. Each is assumed to need perListener, so that a reconnect
@@ -88,6 +95,7 @@ func newAdmission(budget int64, maxSessions int, reapAfter time.Duration, usage 
 		a.lowWater = int64(float64(budget) * lowWaterFraction)
 	}
 	a.sample()
+	a.base = a.used.Load()
 	return a
 }
 
@@ -142,9 +150,23 @@ func (a *admission) headroom(sessions int) int {
 		h = a.maxSessions - sessions
 	}
 	if a.budget > 0 {
-		h = min(h, int((a.highWater-a.used.Load())/a.perListener-a.fresh.Load()))
+		h = min(h, int((a.highWater-a.used.Load())/a.perSession(sessions)-a.fresh.Load()))
 	}
 	return max(h, 0)
+}
+
+// perSession is the memory one more listener is expected to take: what
+// each open session has taken so far (growth since the relay started,
+// over the sessions), once there are enough to tell, and never less than
+// DefaultListenerBytes. The measured figure (170-340 KiB per listener,
+// docs/benchmarks.md) is well above the default: headroom from the
+// default alone promised about twice the listeners the budget holds.
+func (a *admission) perSession(sessions int) int64 {
+	per := a.perListener
+	if sessions >= measureFrom {
+		per = max(per, (a.used.Load()-a.base)/int64(sessions))
+	}
+	return per
 }
 
 // admit is called for every new session before it is served. An admitted

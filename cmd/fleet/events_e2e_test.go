@@ -42,7 +42,7 @@ events:
   - name: show
     start: 2026-12-01T20:00:00Z
     end: 2026-12-01T21:00:00Z
-    peak_listeners: 700
+    peak_listeners: 2000
     broadcast: live/show
     burst:
       provider: lab

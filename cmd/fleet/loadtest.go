@@ -79,7 +79,10 @@ type loadtestStep struct {
 	Samples int     `json:"samples"`
 	// CPUFrom says where the CPU time was read (cgroup cpu.stat, ...).
 	CPUFrom string `json:"cpu_from,omitempty"`
-	Error   string `json:"error,omitempty"`
+	// ConnectErrors counts, by error, the listeners that could not
+	// subscribe (refused by the relay or the router, or timed out).
+	ConnectErrors map[string]int `json:"connect_errors,omitempty"`
+	Error         string         `json:"error,omitempty"`
 }
 
 func (s loadtestStep) drops() int64 { return s.FramesLost + s.LateFrames + s.RcvbufErrors }
@@ -407,7 +410,7 @@ func runLoadtest(ctx context.Context, args []string, stdout io.Writer) error {
 	if runErr != nil && ctx.Err() != nil {
 		return runErr
 	}
-	doc := loadtestDoc{Target: *target, MeasuredOn: measuredOn(*target, info), Generator: shared, Steps: res}
+	doc := loadtestDoc{Target: *target, MeasuredOn: measuredOn(*target, info), Date: time.Now().UTC().Format(time.DateOnly), Generator: shared, Steps: res}
 	fit, fitErr := fitSteps(res)
 	if fitErr == nil {
 		doc.Fit = &fit
@@ -436,7 +439,7 @@ func runLoadtest(ctx context.Context, args []string, stdout io.Writer) error {
 	files["svg"] = svgPath
 	if fitErr == nil {
 		calOut := filepath.Join(*outDir, inventories.CalibrationFile)
-		text := calibrationYAML(fit, current, calPath, doc.MeasuredOn, time.Now().UTC().Format(time.DateOnly), shared, res)
+		text := calibrationYAML(fit, current, calPath, doc.MeasuredOn, doc.Date, shared, res)
 		if err := writeCalibration(calOut, text); err != nil {
 			return err
 		}
@@ -469,6 +472,7 @@ func runLoadtest(ctx context.Context, args []string, stdout io.Writer) error {
 type loadtestDoc struct {
 	Target     string            `json:"target"`
 	MeasuredOn string            `json:"measured_on"`
+	Date       string            `json:"date,omitempty"`
 	Generator  string            `json:"generator"`
 	Steps      []loadtestStep    `json:"steps"`
 	Fit        *loadtestFit      `json:"fit"`
@@ -503,6 +507,12 @@ type loadtester struct {
 	// pubTokenFile and subTokenFile hold the tokens that let the
 	// publisher and the listeners in under loadtest/ (relay --token-file).
 	pubTokenFile, subTokenFile string
+	// router, when set, is a router's URL the listeners ask for a relay
+	// (relay loadgen --router), instead of each process's own URL; the
+	// box then runs one measured process. stop, when set, ends the steps
+	// after the first one it is true for.
+	router string
+	stop   func(loadtestStep) bool
 }
 
 // The broadcast prefix a load test publishes and listens under, and how
@@ -622,6 +632,9 @@ func (lt *loadtester) run(ctx context.Context) ([]loadtestStep, error) {
 		}
 		// Let the listeners of this step leave before the next one.
 		lt.waitIdle(ctx, 15*time.Second)
+		if lt.stop != nil && lt.stop(s) {
+			break
+		}
 	}
 	return res, nil
 }
@@ -647,12 +660,16 @@ func (lt *loadtester) step(ctx context.Context, want int) loadtestStep {
 	}
 	sctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	reports := make([]loadgen.Report, len(lt.ports))
-	errs := make([]error, len(lt.ports))
+	gens := lt.ports
+	if lt.router != "" {
+		gens = lt.ports[:1] // one load generator asks the router
+	}
+	reports := make([]loadgen.Report, len(gens))
+	errs := make([]error, len(gens))
 	var wg sync.WaitGroup
-	for i, port := range lt.ports {
-		n := want / len(lt.ports)
-		if i < want%len(lt.ports) {
+	for i, port := range gens {
+		n := want / len(gens)
+		if i < want%len(gens) {
 			n++
 		}
 		wg.Go(func() {
@@ -725,6 +742,12 @@ func addReports(st *loadtestStep, reports []loadgen.Report) (bitrate float64) {
 		st.GapMsMax = max(st.GapMsMax, r.GapMs.Max)
 		st.GapMsP99 = max(st.GapMsP99, r.GapMs.P99)
 		bitrate += r.BitrateBpsMean * float64(r.Connected)
+		for e, n := range r.Errors {
+			if st.ConnectErrors == nil {
+				st.ConnectErrors = map[string]int{}
+			}
+			st.ConnectErrors[e] += n
+		}
 	}
 	if st.FramesExpected > 0 {
 		st.LossRatio = float64(st.FramesLost) / float64(st.FramesExpected)
@@ -786,9 +809,13 @@ func measureWindow(st *loadtestStep, samples []boxSample, ports []int) error {
 // certificate hash certHash, and reads its report.
 func (lt *loadtester) loadgen(ctx context.Context, port, n int, certHash string) (loadgen.Report, error) {
 	var rep loadgen.Report
-	cmd := exec.CommandContext(ctx, lt.bin, append([]string{"loadgen", "--url", lt.url(port), "--certificate-sha256", certHash, "--broadcast", broadcastName(port),
+	target := []string{"--url", lt.url(port), "--certificate-sha256", certHash}
+	if lt.router != "" {
+		target = []string{"--router", lt.router}
+	}
+	cmd := exec.CommandContext(ctx, lt.bin, append(append(append([]string{"loadgen"}, target...), "--broadcast", broadcastName(port),
 		"--listeners", strconv.Itoa(n), "--ramp", strconv.FormatFloat(lt.ramp, 'g', -1, 64),
-		"--duration", lt.dur.String(), "--json", "--log-level", "error"}, tokenArgs(lt.subTokenFile)...)...)
+		"--duration", lt.dur.String(), "--json", "--log-level", "error"), tokenArgs(lt.subTokenFile)...)...)
 	var out bytes.Buffer
 	eb := &tailBuffer{max: 4096}
 	cmd.Stdout, cmd.Stderr = &out, eb
@@ -1011,8 +1038,8 @@ func calibrationYAML(f loadtestFit, cur *inventories.Calibration, curPath, measu
 		}
 	}
 	from := curPath
-	if curPath == inventories.Embedded(inventories.CalibrationFile) {
-		from = "the shipped calibration.yaml"
+	if name := inventories.CalibrationName(curPath); name != curPath {
+		from = "the shipped " + name + " calibration"
 	}
 	kept := fmt.Sprintf("kept from %s (source: %s)", from, cur.Source)
 	var b strings.Builder

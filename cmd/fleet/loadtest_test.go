@@ -288,7 +288,7 @@ func TestLoadtestCalibrationRoundTrip(t *testing.T) {
 	if *got != want {
 		t.Errorf("loaded\n%+v\nwant\n%+v\n%s", *got, want, text)
 	}
-	for _, s := range []string{"times\n# 1.25 for the QUIC, UDP and IP headers", "Not measured: one UDP socket's drain ceiling", "kept from the shipped calibration.yaml (source: story)"} {
+	for _, s := range []string{"times\n# 1.25 for the QUIC, UDP and IP headers", "Not measured: one UDP socket's drain ceiling", "kept from the shipped relayfleet calibration (source: bench)"} {
 		if !strings.Contains(string(text), s) {
 			t.Errorf("calibration.yaml lacks %q:\n%s", s, text)
 		}

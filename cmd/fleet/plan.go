@@ -5,7 +5,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"math"
+	"os"
+	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -39,13 +43,13 @@ func (b *boxFlag) Set(s string) error {
 		switch k {
 		case "cores":
 			box.Cores, err = strconv.Atoi(v)
-			if err != nil || box.Cores <= 0 {
-				return fmt.Errorf("cores: want a positive integer, got %q", v)
+			if err != nil || box.Cores <= 0 || box.Cores > inventories.MaxCores {
+				return fmt.Errorf("cores: want an integer from 1 to %d, got %q", inventories.MaxCores, v)
 			}
 		case "ram":
 			box.RAM, err = inventories.ParseBytes(v)
-			if err != nil || box.RAM <= 0 {
-				return fmt.Errorf("ram: want a size such as 64GiB, got %q", v)
+			if err != nil || box.RAM <= 0 || box.RAM > inventories.MaxRAM {
+				return fmt.Errorf("ram: want a size such as 64GiB, at most %s, got %q", inventories.MaxRAM.IEC(), v)
 			}
 		case "processes":
 			procs, err = inventories.ParseProcesses(v)
@@ -54,8 +58,8 @@ func (b *boxFlag) Set(s string) error {
 			}
 		case "uplink":
 			box.Uplink, err = inventories.ParseBitRate(v)
-			if err != nil || box.Uplink <= 0 {
-				return fmt.Errorf("uplink: want a rate such as 1Gbit, got %q", v)
+			if err != nil || box.Uplink <= 0 || box.Uplink > inventories.MaxUplink {
+				return fmt.Errorf("uplink: want a rate such as 1Gbit, at most %s, got %q", inventories.MaxUplink, v)
 			}
 		default:
 			return fmt.Errorf("unknown key %q (want cores, ram, processes, uplink)", k)
@@ -78,7 +82,9 @@ func runPlan(_ context.Context, args []string, stdout io.Writer) error {
 	eventHours := fs.Float64("event-hours", 0, "length of the event in hours; 0 plans a month of steady load")
 	inventory := fs.String("inventory", "", "fleet file: its steady boxes carry load first, its burst pools the rest")
 	providers := fs.String("providers", "", "provider catalogue (default: providers.yaml beside the inventory, else the shipped one)")
-	calibration := fs.String("calibration", "", "capacity coefficients (default: calibration.yaml beside the inventory, else the shipped one)")
+	var cals calibrationFlag
+	fs.Var(&cals, "calibration", "capacity coefficients: "+strings.Join(inventories.CalibrationNames(), " or ")+
+		" (shipped), a calibration.yaml, or fleet loadtest's loadtest.json; SHAPE=... for the boxes of one shape (PROVIDER/SHAPE[@REGION], or custom for --box); repeatable (default: calibration.yaml beside the inventory, else "+inventories.DefaultCalibration+")")
 	asJSON := fs.Bool("json", false, "print the plan as JSON")
 	if err := fs.parse(args); err != nil {
 		return err
@@ -88,22 +94,21 @@ func runPlan(_ context.Context, args []string, stdout io.Writer) error {
 		return usagef("flag --listeners: required")
 	case *listeners < 0:
 		return usagef("flag --listeners: must not be negative, got %d", *listeners)
-	case *eventHours < 0 || math.IsNaN(*eventHours) || math.IsInf(*eventHours, 0):
-		return usagef("flag --event-hours: want a positive number of hours, got %v", *eventHours)
+	case *listeners > inventories.MaxListeners:
+		return usagef("flag --listeners: want at most %s listeners, got %d", capacity.Count(inventories.MaxListeners), *listeners)
+	case !(*eventHours >= 0 && *eventHours <= inventories.MaxEventHours):
+		return usagef("flag --event-hours: want a number of hours from 0 to %d, got %v", inventories.MaxEventHours, *eventHours)
 	case *shape != "" && box.set:
 		return usagef("flags --shape and --box: give one, not both")
 	}
 	if *providers == "" {
 		*providers = inventories.Beside(*inventory, inventories.ProvidersFile)
 	}
-	if *calibration == "" {
-		*calibration = inventories.Beside(*inventory, inventories.CalibrationFile)
-	}
 	cat, err := inventories.LoadCatalogue(*providers)
 	if err != nil {
 		return err
 	}
-	cal, err := inventories.LoadCalibration(*calibration)
+	def, err := cals.resolve(*inventory)
 	if err != nil {
 		return err
 	}
@@ -124,7 +129,7 @@ func runPlan(_ context.Context, args []string, stdout io.Writer) error {
 	}
 	switch {
 	case box.set:
-		cands = append(cands, capacity.Candidate{Role: capacity.Burst, Name: "custom", Box: box.box})
+		cands = append(cands, capacity.Candidate{Role: capacity.Custom, Name: "custom", Box: box.box})
 	case *shape != "":
 		p, s, err := cat.Lookup(*shape)
 		if err != nil {
@@ -155,53 +160,85 @@ func runPlan(_ context.Context, args []string, stdout io.Writer) error {
 			}
 		}
 	}
+	used := map[string]*namedCalibration{}
+	var refs []string
+	for i := range cands {
+		c := &cands[i]
+		if !slices.Contains(refs, c.Ref()) {
+			refs = append(refs, c.Ref())
+		}
+		if nc := cals.forShape(c.Ref()); nc != nil {
+			c.Calibration, c.CalibrationName = nc.cal, nc.name
+			used[c.Ref()] = nc
+		}
+	}
+	for _, ref := range cals.shapes {
+		if used[ref] == nil {
+			return usagef("flag --calibration: no box of this plan has shape %s (its shapes: %s)", ref, strings.Join(refs, ", "))
+		}
+	}
 	plan, err := capacity.Make(capacity.Request{
-		Listeners:   *listeners,
-		EventHours:  *eventHours,
-		Catalogue:   cat,
-		Calibration: cal,
+		Listeners:       *listeners,
+		EventHours:      *eventHours,
+		Catalogue:       cat,
+		Calibration:     def.cal,
+		CalibrationName: def.name,
 	}, cands)
 	if err != nil {
 		return err
 	}
 	if *asJSON {
-		return writePlanJSON(stdout, plan, cal, *calibration, *providers)
+		return writePlanJSON(stdout, plan, def, cals.perShape, *providers)
 	}
-	return writePlanTable(stdout, plan, cal, *calibration)
+	return writePlanTable(stdout, plan, def, cals.perShape)
 }
 
 // planJSON is the --json document; its fields are described in the README.
 type planJSON struct {
 	*capacity.Plan
 	Calibration calibrationJSON `json:"calibration"`
-	Catalogue   string          `json:"providers"`
+	// Calibrations are the ones given for one shape, by shape.
+	Calibrations map[string]calibrationJSON `json:"calibrations,omitempty"`
+	Catalogue    string                     `json:"providers"`
 }
 
 type calibrationJSON struct {
+	Name string `json:"name"`
 	File string `json:"file"`
 	*inventories.Calibration
 }
 
-func writePlanJSON(w io.Writer, p *capacity.Plan, cal *inventories.Calibration, calFile, catFile string) error {
+func writePlanJSON(w io.Writer, p *capacity.Plan, def *namedCalibration, perShape map[string]*namedCalibration, catFile string) error {
+	doc := planJSON{Plan: p, Calibration: def.json(), Catalogue: catFile}
+	for ref, nc := range perShape {
+		if doc.Calibrations == nil {
+			doc.Calibrations = map[string]calibrationJSON{}
+		}
+		doc.Calibrations[ref] = nc.json()
+	}
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
-	return enc.Encode(planJSON{Plan: p, Calibration: calibrationJSON{File: calFile, Calibration: cal}, Catalogue: catFile})
+	return enc.Encode(doc)
 }
 
-func writePlanTable(w io.Writer, p *capacity.Plan, cal *inventories.Calibration, calFile string) error {
+func writePlanTable(w io.Writer, p *capacity.Plan, def *namedCalibration, perShape map[string]*namedCalibration) error {
 	window := "a month of steady load"
 	if p.EventHours > 0 {
 		window = fmt.Sprintf("an event of %s h", num(p.EventHours))
 	}
-	fmt.Fprintf(w, "Plan for %s listeners, %s\n", capacity.Count(p.Listeners), window)
-	fmt.Fprintf(w, "calibration: %s (%s): %s\n\n", cal.Source, calFile, cal)
+	fmt.Fprintf(w, "Plan for %s, %s\n", plural(p.Listeners, "listener", "listeners"), window)
+	fmt.Fprintf(w, "calibration: %s\n", def.describe())
+	for _, ref := range slices.Sorted(maps.Keys(perShape)) {
+		fmt.Fprintf(w, "calibration for %s: %s\n", ref, perShape[ref].describe())
+	}
+	fmt.Fprintln(w)
 
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "GROUP\tROLE\tSHAPE\tBOXES\tLISTENERS\tCORES\tRAM\tPROCS\tPER BOX\tLIMITED BY\tCPU\tSOCKET\tMEMORY\tBANDWIDTH")
+	fmt.Fprintln(tw, "GROUP\tROLE\tSHAPE\tCALIBRATION\tBOXES\tLISTENERS\tCORES\tRAM\tPROCS\tPER BOX\tLIMITED BY\tCPU\tSOCKET\tMEMORY\tBANDWIDTH")
 	for _, g := range p.Groups {
 		b := g.PerBox
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%d\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\n",
-			g.Name, g.Role, g.Shape, g.Boxes, capacity.Count(g.Listeners), b.Cores, inventories.Bytes(b.RAMBytes).IEC(), b.Processes,
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%d\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\n",
+			g.Name, g.Role, g.Shape, g.Calibration, g.Boxes, capacity.Count(g.Listeners), b.Cores, inventories.Bytes(b.RAMBytes).IEC(), b.Processes,
 			capacity.Count(b.Capacity), b.LimitedBy, capacity.Count(b.Terms.CPU), capacity.Count(b.Terms.Socket), capacity.Count(b.Terms.Memory), capacity.Count(b.Terms.Bandwidth))
 	}
 	if err := tw.Flush(); err != nil {
@@ -211,7 +248,7 @@ func writePlanTable(w io.Writer, p *capacity.Plan, cal *inventories.Calibration,
 	if p.Capacity > 0 {
 		spare = 100 * float64(p.Capacity-p.Listeners) / float64(p.Capacity)
 	}
-	fmt.Fprintf(w, "\ntotal: %d boxes, capacity %s (%.1f%% spare)\n", p.Boxes, capacity.Count(p.Capacity), spare)
+	fmt.Fprintf(w, "\ntotal: %s, capacity %s (%.1f%% spare)\n", plural(p.Boxes, "box", "boxes"), capacity.Count(p.Capacity), spare)
 	if c := p.Cost; c != nil {
 		fmt.Fprintf(w, "cost (%s): %s per hour, %s per month", c.Currency, money(c.PerHour), money(c.PerMonth))
 		if c.Overage > 0 {
@@ -224,8 +261,8 @@ func writePlanTable(w io.Writer, p *capacity.Plan, cal *inventories.Calibration,
 	} else {
 		fmt.Fprintln(w, "cost: unknown for a --box plan (no price); use --shape for prices and egress terms")
 	}
-	fmt.Fprintf(w, "egress: %s per listener-hour, %s per hour at %s listeners\n",
-		inventories.Bytes(p.EgressPerListenerHour), inventories.Bytes(p.EgressPerHourAtListeners), capacity.Count(p.Listeners))
+	fmt.Fprintf(w, "egress: %s per listener-hour, %s per hour at %s\n",
+		inventories.Bytes(p.EgressPerListenerHour), inventories.Bytes(p.EgressPerHourAtListeners), plural(p.Listeners, "listener", "listeners"))
 
 	var egress []capacity.Group
 	for _, g := range p.Groups {
@@ -291,3 +328,155 @@ func money(v float64) string {
 }
 
 func num(v float64) string { return strconv.FormatFloat(v, 'f', -1, 64) }
+
+// plural writes a count with the noun that fits it: 1 box, 2 boxes.
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return "1 " + one
+	}
+	return capacity.Count(n) + " " + many
+}
+
+// namedCalibration is a calibration and how a plan names it.
+type namedCalibration struct {
+	name, file string
+	cal        *inventories.Calibration
+}
+
+func (nc *namedCalibration) json() calibrationJSON {
+	return calibrationJSON{Name: nc.name, File: nc.file, Calibration: nc.cal}
+}
+
+// describe is the plan's line about a calibration: its name, file, where
+// it comes from and its coefficients.
+func (nc *namedCalibration) describe() string {
+	s := nc.name
+	if nc.file != nc.name {
+		s += " (" + nc.file + ")"
+	}
+	return s + ", " + nc.cal.Describe() + ": " + nc.cal.String()
+}
+
+// calibrationFlag is --calibration, repeatable: NAME|FILE for every box
+// (the last one given), SHAPE=NAME|FILE for the boxes of one shape.
+type calibrationFlag struct {
+	def      string
+	shapes   []string // in the order given
+	values   map[string]string
+	perShape map[string]*namedCalibration // filled by resolve
+}
+
+func (f *calibrationFlag) String() string { return "" }
+
+func (f *calibrationFlag) Set(s string) error {
+	if s == "" {
+		return fmt.Errorf("want %s, a file, or SHAPE=...", strings.Join(inventories.CalibrationNames(), ", "))
+	}
+	ref, v, ok := strings.Cut(s, "=")
+	if !ok {
+		f.def = s // the last one given wins, as with other flags
+		return nil
+	}
+	if ref == "" || v == "" {
+		return fmt.Errorf("want SHAPE=NAME|FILE, such as lab/small=loadtest.json")
+	}
+	if f.values == nil {
+		f.values = map[string]string{}
+	}
+	if _, dup := f.values[ref]; dup {
+		return fmt.Errorf("shape %s given twice", ref)
+	}
+	f.values[ref] = v
+	f.shapes = append(f.shapes, ref)
+	return nil
+}
+
+// resolve loads the calibrations: the default one (named, a file, or the
+// one beside the inventory) and those per shape.
+func (f *calibrationFlag) resolve(inventory string) (*namedCalibration, error) {
+	var def *namedCalibration
+	var err error
+	if f.def == "" {
+		path := inventories.Beside(inventory, inventories.CalibrationFile)
+		cal, err := inventories.LoadCalibration(path)
+		if err != nil {
+			return nil, err
+		}
+		def = &namedCalibration{name: inventories.CalibrationName(path), file: path, cal: cal}
+		if named, ok := inventories.NamedCalibration(def.name); ok {
+			def.file = named // the shipped calibration.yaml is the default named one
+		}
+	} else if def, err = loadNamedCalibration(f.def, nil); err != nil {
+		return nil, err
+	}
+	f.perShape = map[string]*namedCalibration{}
+	for _, ref := range f.shapes {
+		nc, err := loadNamedCalibration(f.values[ref], def)
+		if err != nil {
+			return nil, err
+		}
+		f.perShape[ref] = nc
+	}
+	return def, nil
+}
+
+func (f *calibrationFlag) forShape(ref string) *namedCalibration { return f.perShape[ref] }
+
+// loadNamedCalibration loads a --calibration value: a shipped name, a
+// calibration.yaml, or a loadtest.json (whose unmeasured coefficients
+// come from base, or the default calibration without one).
+func loadNamedCalibration(v string, base *namedCalibration) (*namedCalibration, error) {
+	if path, ok := inventories.NamedCalibration(v); ok {
+		cal, err := inventories.LoadCalibration(path)
+		if err != nil {
+			return nil, err
+		}
+		return &namedCalibration{name: v, file: path, cal: cal}, nil
+	}
+	if _, err := os.Stat(v); err != nil {
+		return nil, usagef("flag --calibration: %q is neither %s nor a file", v, strings.Join(inventories.CalibrationNames(), ", "))
+	}
+	if filepath.Ext(v) != ".json" {
+		cal, err := inventories.LoadCalibration(v)
+		if err != nil {
+			return nil, err
+		}
+		return &namedCalibration{name: v, file: v, cal: cal}, nil
+	}
+	if base == nil {
+		path, _ := inventories.NamedCalibration(inventories.DefaultCalibration)
+		cal, err := inventories.LoadCalibration(path)
+		if err != nil {
+			return nil, err
+		}
+		base = &namedCalibration{name: inventories.DefaultCalibration, file: path, cal: cal}
+	}
+	cal, err := loadtestCalibration(v, base.cal, base.file)
+	if err != nil {
+		return nil, err
+	}
+	return &namedCalibration{name: v, file: v, cal: cal}, nil
+}
+
+// loadtestCalibration turns fleet loadtest's loadtest.json into the
+// calibration fleet loadtest writes beside it: the fit's coefficients,
+// and from base what a load test does not measure.
+func loadtestCalibration(path string, base *inventories.Calibration, basePath string) (*inventories.Calibration, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, usagef("%s: %v", path, err)
+	}
+	var doc loadtestDoc
+	if err := json.Unmarshal(data, &doc); err != nil {
+		return nil, usagef("%s: not a fleet loadtest JSON document: %v", path, err)
+	}
+	if doc.Fit == nil {
+		return nil, usagef("%s: no fit (too few measured steps); it cannot calibrate a plan", path)
+	}
+	date := doc.Date
+	if date == "" {
+		date = "unknown"
+	}
+	text := calibrationYAML(*doc.Fit, base, basePath, doc.MeasuredOn, date, doc.Generator, doc.Steps)
+	return inventories.ParseCalibration(path, text)
+}

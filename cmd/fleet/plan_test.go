@@ -8,6 +8,9 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/relayfleet/relayfleet/inventories"
 )
 
 // UPDATE_GOLDEN=1 go test ./... rewrites the golden files in testdata/.
@@ -72,7 +75,8 @@ func TestPlanGolden(t *testing.T) {
 }
 
 // TestPlanStory checks the story's claims through the JSON document, not
-// only through golden files.
+// only through golden files, with the story's calibration as the README
+// reproduces it.
 func TestPlanStory(t *testing.T) {
 	type doc struct {
 		Boxes  int `json:"boxes"`
@@ -85,7 +89,7 @@ func TestPlanStory(t *testing.T) {
 		} `json:"per_box"`
 	}
 	plan := func(box string) doc {
-		out, errOut, code := fleet(t, "plan", "--listeners", "100000", "--box", box, "--json")
+		out, errOut, code := fleet(t, "plan", "--listeners", "100000", "--box", box, "--calibration", "story", "--json")
 		if code != 0 {
 			t.Fatalf("exit %d: %s", code, errOut)
 		}
@@ -112,10 +116,144 @@ func TestPlanStory(t *testing.T) {
 	}
 }
 
+// TestPlanDefaultCalibration: with no --calibration and no inventory, the
+// plan uses the calibration measured on the bundled relay, names it, and
+// sizes the box by its coefficients; --calibration story and a loadtest
+// JSON for one shape change what they should.
+func TestPlanDefaultCalibration(t *testing.T) {
+	type group struct {
+		Name        string `json:"name"`
+		Role        string `json:"role"`
+		Shape       string `json:"shape"`
+		Calibration string `json:"calibration"`
+		Boxes       int    `json:"boxes"`
+		PerBox      struct {
+			Capacity int `json:"capacity"`
+			Terms    struct {
+				CPU    int `json:"cpu"`
+				Memory int `json:"memory"`
+			} `json:"terms"`
+		} `json:"per_box"`
+	}
+	type doc struct {
+		Groups      []group `json:"groups"`
+		Calibration struct {
+			Name   string `json:"name"`
+			File   string `json:"file"`
+			Source string `json:"Source"`
+		} `json:"calibration"`
+		Calibrations map[string]struct {
+			Name             string  `json:"name"`
+			Source           string  `json:"Source"`
+			ListenersPerCore float64 `json:"ListenersPerCore"`
+		} `json:"calibrations"`
+	}
+	plan := func(args ...string) doc {
+		t.Helper()
+		out, errOut, code := fleet(t, append(append([]string{"plan"}, args...), "--json")...)
+		if code != 0 {
+			t.Fatalf("exit %d: %s", code, errOut)
+		}
+		var d doc
+		if err := json.Unmarshal([]byte(out), &d); err != nil {
+			t.Fatal(err)
+		}
+		return d
+	}
+	path, _ := inventories.NamedCalibration(inventories.CalibrationRelayfleet)
+	measured, err := inventories.LoadCalibration(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := plan("--listeners", "100000", "--box", "cores=12,ram=64GiB")
+	if d.Calibration.Name != "relayfleet" || d.Calibration.Source != inventories.SourceBench || d.Calibration.File != path {
+		t.Errorf("calibration %+v, want relayfleet from %s", d.Calibration, path)
+	}
+	if len(d.Groups) != 1 {
+		t.Fatalf("groups %+v", d.Groups)
+	}
+	g := d.Groups[0]
+	if g.Calibration != "relayfleet" || g.Role != "custom" || g.PerBox.Terms.CPU != int(12*measured.ListenersPerCore) {
+		t.Errorf("group %+v; want role custom, calibration relayfleet, CPU term 12 x %g", g, measured.ListenersPerCore)
+	}
+	story := plan("--listeners", "100000", "--box", "cores=12,ram=64GiB", "--calibration", "story")
+	if sg := story.Groups[0]; sg.Calibration != "story" || sg.PerBox.Terms.CPU != 12*900 || story.Calibration.Source != inventories.SourceStory {
+		t.Errorf("story plan: %+v", story)
+	}
+
+	// A loadtest measured on one shape sizes that shape's boxes only.
+	dir := t.TempDir()
+	lt := filepath.Join(dir, "loadtest.json")
+	doc1 := loadtestDoc{Target: "lab-burst-1", MeasuredOn: "lab-burst-1 on a lab box", Date: "2026-12-01", Generator: "the load generator shares the cores",
+		Steps: []loadtestStep{{Listeners: 100}, {Listeners: 200}, {Listeners: 300}},
+		Fit:   &loadtestFit{Steps: 3, CPUPerListener: 1.0 / 3000, ListenersPerCore: 3000, RAMPerListener: 100 << 10, PayloadBitrate: 40_000, WireBitrate: 50_000}}
+	data, _ := json.Marshal(doc1)
+	os.WriteFile(lt, data, 0o644)
+	inv := filepath.Join(dir, "fleet.yaml")
+	os.WriteFile(inv, []byte("version: 1\nsteady:\n  - {name: s, provider: cloud, shape: c2, location: fsn1, count: 1}\nburst:\n  - {name: b, provider: cloud, shape: c12, location: fsn1}\n"), 0o644)
+	mixed := plan("--providers", "testdata/providers.yaml", "--inventory", inv, "--listeners", "50000", "--calibration", "cloud/c12@eu="+lt)
+	for _, g := range mixed.Groups {
+		want, cpu := "relayfleet", 2*int(measured.ListenersPerCore)
+		if g.Shape == "cloud/c12@eu" {
+			want, cpu = lt, 12*3000
+		}
+		if g.Calibration != want || g.PerBox.Terms.CPU != cpu {
+			t.Errorf("group %s (%s): calibration %s, CPU term %d; want %s, %d", g.Name, g.Shape, g.Calibration, g.PerBox.Terms.CPU, want, cpu)
+		}
+	}
+	if c := mixed.Calibrations["cloud/c12@eu"]; c.Name != lt || c.Source != inventories.SourceLoadtest || c.ListenersPerCore != 3000 {
+		t.Errorf("calibrations %+v", mixed.Calibrations)
+	}
+	out, errOut, code := fleet(t, "plan", "--providers", "testdata/providers.yaml", "--inventory", inv, "--listeners", "50000", "--calibration", "cloud/c12@eu="+lt)
+	if code != 0 || !strings.Contains(out, "calibration for cloud/c12@eu: "+lt+", measured by fleet loadtest, 2026-12-01, on lab-burst-1 on a lab box: 3000 listeners/core") {
+		t.Errorf("exit %d %s; table:\n%s", code, errOut, out)
+	}
+}
+
+// TestPlanPlurals: one box is "1 box", one listener "1 listener".
+func TestPlanPlurals(t *testing.T) {
+	out, errOut, code := fleet(t, "plan", "--listeners", "1", "--box", "cores=1,ram=1GiB")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	for _, want := range []string{"Plan for 1 listener,", "total: 1 box,", "per hour at 1 listener\n"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("want %q in:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "1 boxes") || strings.Contains(out, "1 listeners") {
+		t.Errorf("plural for one:\n%s", out)
+	}
+}
+
+// TestPlanAnswersFast: the largest plans answer or refuse within a second
+// (generous bound: a plan takes milliseconds; 10^14 used to spin for
+// hours). Not a speed test: the failure it is about is unbounded time.
+func TestPlanAnswersFast(t *testing.T) {
+	for _, args := range [][]string{
+		{"--listeners", "99999999999999"},
+		{"--listeners", "100000000"},
+		{"--listeners", "100000000", "--box", "cores=1,ram=1GiB"},
+		{"--listeners", "100000000", "--box", "cores=1,ram=1MiB"},
+	} {
+		start := time.Now()
+		_, errOut, code := fleet(t, append([]string{"plan"}, args...)...)
+		if d := time.Since(start); d > 10*time.Second {
+			t.Errorf("%v: %v (exit %d, %s)", args, d, code, errOut)
+		}
+	}
+}
+
 func TestPlanBadInput(t *testing.T) {
 	dir := t.TempDir()
 	bad := filepath.Join(dir, "fleet.yaml")
 	os.WriteFile(bad, []byte("version: 1\nsteady:\n  - name: a\n    provider: cloud\n    shape: c12\n    location: fsn1\n    count: -2\n"), 0o644)
+	huge := filepath.Join(dir, "huge.yaml")
+	os.WriteFile(huge, []byte("version: 1\nsteady:\n  - name: a\n    provider: cloud\n    shape: c12\n    location: fsn1\n    count: 99999999999999\n"), 0o644)
+	badCal := filepath.Join(dir, "cal.yaml")
+	os.WriteFile(badCal, []byte("version: 1\nlisteners_per_core: 1e300\nsource: story\nlisteners_per_socket: 1\nram_per_listener: 1MB\nbitrate_per_listener: 40kbit\nuplink_headroom: 0.5\n"), 0o644)
+	noFit := filepath.Join(dir, "loadtest.json")
+	os.WriteFile(noFit, []byte(`{"target": "x", "steps": [], "fit": null}`), 0o644)
 	unknown := filepath.Join(dir, "unknown.yaml")
 	os.WriteFile(unknown, []byte("version: 1\nstedy: []\n"), 0o644)
 	for _, tc := range []struct {
@@ -127,15 +265,30 @@ func TestPlanBadInput(t *testing.T) {
 		{"negative listeners", []string{"plan", "--listeners", "-5"}, "fleet plan: flag --listeners: must not be negative, got -5\n"},
 		{"listeners not a number", []string{"plan", "--listeners", "many"}, `fleet plan: flag --listeners: invalid value "many": parse error` + "\n"},
 		{"unknown flag", []string{"plan", "--listeners", "5", "--cores", "3"}, "fleet plan: flag --cores: unknown flag\n"},
-		{"malformed box", []string{"plan", "--listeners", "5", "--box", "cores=12,ram=lots"}, `fleet plan: flag --box: invalid value "cores=12,ram=lots": ram: want a size such as 64GiB, got "lots"` + "\n"},
+		{"malformed box", []string{"plan", "--listeners", "5", "--box", "cores=12,ram=lots"}, `fleet plan: flag --box: invalid value "cores=12,ram=lots": ram: want a size such as 64GiB, at most 64 TiB, got "lots"` + "\n"},
 		{"box unknown key", []string{"plan", "--listeners", "5", "--box", "cores=12,ram=1GiB,disks=2"}, `fleet plan: flag --box: invalid value "cores=12,ram=1GiB,disks=2": unknown key "disks" (want cores, ram, processes, uplink)` + "\n"},
 		{"box without ram", []string{"plan", "--listeners", "5", "--box", "cores=12"}, `fleet plan: flag --box: invalid value "cores=12": cores and ram are required, as in cores=12,ram=64GiB` + "\n"},
 		{"unknown shape", []string{"plan", "--listeners", "5", "--shape", "cloud/c99"}, `fleet plan: flag --shape: shape "cloud/c99": provider cloud has no shape "c99" (known: c12, c2)` + "\n"},
 		{"unusable shape", []string{"plan", "--listeners", "5", "--shape", "freecdn/free"}, "fleet plan: flag --shape: freecdn cannot carry relay audio: cannot run a QUIC relay\n"},
 		{"shape and box", []string{"plan", "--listeners", "5", "--shape", "cloud/c12", "--box", "cores=1,ram=1GiB"}, "fleet plan: flags --shape and --box: give one, not both\n"},
-		{"negative hours", []string{"plan", "--listeners", "5", "--event-hours", "-1"}, "fleet plan: flag --event-hours: want a positive number of hours, got -1\n"},
+		{"negative hours", []string{"plan", "--listeners", "5", "--event-hours", "-1"}, "fleet plan: flag --event-hours: want a number of hours from 0 to 8760, got -1\n"},
+		{"NaN hours", []string{"plan", "--listeners", "5", "--event-hours", "NaN"}, "fleet plan: flag --event-hours: want a number of hours from 0 to 8760, got NaN\n"},
+		{"hours past a year", []string{"plan", "--listeners", "5", "--event-hours", "1e9"}, "fleet plan: flag --event-hours: want a number of hours from 0 to 8760, got 1e+09\n"},
+		{"listeners past the range", []string{"plan", "--listeners", "99999999999999"}, "fleet plan: flag --listeners: want at most 100,000,000 listeners, got 99999999999999\n"},
+		{"listeners past int64", []string{"plan", "--listeners", "99999999999999999999999"}, `fleet plan: flag --listeners: invalid value "99999999999999999999999": value out of range` + "\n"},
+		{"box too many cores", []string{"plan", "--listeners", "5", "--box", "cores=99999999999,ram=1GiB"}, `fleet plan: flag --box: invalid value "cores=99999999999,ram=1GiB": cores: want an integer from 1 to 1024, got "99999999999"` + "\n"},
+		{"box zero cores", []string{"plan", "--listeners", "5", "--box", "cores=0,ram=1GiB"}, `fleet plan: flag --box: invalid value "cores=0,ram=1GiB": cores: want an integer from 1 to 1024, got "0"` + "\n"},
+		{"box too much ram", []string{"plan", "--listeners", "5", "--box", "cores=1,ram=1PiB"}, `fleet plan: flag --box: invalid value "cores=1,ram=1PiB": ram: want a size such as 64GiB, at most 64 TiB, got "1PiB"` + "\n"},
+		{"box too many processes", []string{"plan", "--listeners", "5", "--box", "cores=1,ram=1GiB,processes=5000"}, `fleet plan: flag --box: invalid value "cores=1,ram=1GiB,processes=5000": processes "5000": want auto or an integer from 1 to 1024` + "\n"},
+		{"box uplink too fast", []string{"plan", "--listeners", "5", "--box", "cores=1,ram=1GiB,uplink=5Tbit"}, `fleet plan: flag --box: invalid value "cores=1,ram=1GiB,uplink=5Tbit": uplink: want a rate such as 1Gbit, at most 1 Tbit/s, got "5Tbit"` + "\n"},
+		{"unknown calibration", []string{"plan", "--listeners", "5", "--calibration", "nope"}, `fleet plan: flag --calibration: "nope" is neither relayfleet, story nor a file` + "\n"},
+		{"calibration for a shape twice", []string{"plan", "--listeners", "5", "--calibration", "custom=story", "--calibration", "custom=relayfleet"}, `fleet plan: flag --calibration: invalid value "custom=relayfleet": shape custom given twice` + "\n"},
+		{"calibration for a shape not planned", []string{"plan", "--listeners", "5", "--shape", "cloud/c12", "--calibration", "cloud/c2=story"}, "fleet plan: flag --calibration: no box of this plan has shape cloud/c2 (its shapes: cloud/c12@eu)\n"},
 		{"missing file", []string{"plan", "--listeners", "5", "--inventory", filepath.Join(dir, "nope.yaml")}, "fleet plan: " + filepath.Join(dir, "nope.yaml") + ": no such file\n"},
 		{"negative count", []string{"plan", "--listeners", "5", "--inventory", bad}, "fleet plan: " + bad + ":7: steady[0].count: must not be negative, got -2\n"},
+		{"huge count", []string{"plan", "--listeners", "5", "--inventory", huge}, "fleet plan: " + huge + ":7: steady[0].count: want at most 100000 boxes, got 99999999999999\n"},
+		{"bad calibration file", []string{"plan", "--listeners", "5", "--calibration", badCal}, "fleet plan: " + badCal + ":2: listeners_per_core: want a number of listeners above 0 and at most 1000000, got 1e+300\n"},
+		{"loadtest JSON without a fit", []string{"plan", "--listeners", "5", "--calibration", noFit}, "fleet plan: " + noFit + ": no fit (too few measured steps); it cannot calibrate a plan\n"},
 		{"unknown key", []string{"plan", "--listeners", "5", "--inventory", unknown}, "fleet plan: " + unknown + `:2: stedy: unknown key "stedy" at the top (known: version, name, admin, origin, access, steady, burst)` + "\n"},
 		{"stray argument", []string{"plan", "--listeners", "5", "extra"}, `fleet plan: unexpected argument "extra"` + "\n"},
 		{"unknown command", []string{"plna"}, `fleet: unknown command "plna" (try fleet help)` + "\n"},

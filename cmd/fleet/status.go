@@ -60,7 +60,7 @@ func runStatus(ctx context.Context, args []string, stdout io.Writer) error {
 		}
 	}
 	if failed > 0 {
-		return &exitError{exitHostsFailed, fmt.Sprintf("%d of %d boxes could not be read", failed, len(boxes))}
+		return &exitError{exitHostsFailed, fmt.Sprintf("%d of %s could not be read", failed, plural(len(boxes), "box", "boxes"))}
 	}
 	return nil
 }
@@ -86,7 +86,7 @@ func writeStatusText(stdout io.Writer, boxes []boxJSON) error {
 		}
 	}
 	if dropping > 0 {
-		fmt.Fprintf(stdout, "DROPS: %d relay processes dropped UDP datagrams at a full receive buffer (raise --udp-buffer / net.core.rmem_max, or add processes)\n\n", dropping)
+		fmt.Fprintf(stdout, "DROPS: %s dropped UDP datagrams at a full receive buffer (raise --udp-buffer / net.core.rmem_max, or add processes)\n\n", plural(dropping, "relay process", "relay processes"))
 	}
 	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
 	row := func(drops string, cols ...string) {
@@ -129,7 +129,7 @@ func writeStatusText(stdout io.Writer, boxes []boxJSON) error {
 		if len(b.SysctlRefused) > 0 {
 			drift += fmt.Sprintf(" (%d keys refused by this kernel, as inside a container)", len(b.SysctlRefused))
 		}
-		fmt.Fprintf(stdout, "%s: release %s, %d processes, %s\n", b.Host, short(b.Release), len(b.Processes), drift)
+		fmt.Fprintf(stdout, "%s: release %s, %s, %s\n", b.Host, short(b.Release), plural(len(b.Processes), "process", "processes"), drift)
 	}
 	return nil
 }

@@ -28,11 +28,24 @@ func TestStatusShowsDropsFirstWhenAny(t *testing.T) {
 		t.Fatal(err)
 	}
 	lines = strings.Split(b.String(), "\n")
-	if !strings.HasPrefix(lines[0], "DROPS: 1 relay processes dropped") || !strings.HasPrefix(lines[2], "DROPS ") {
+	if !strings.HasPrefix(lines[0], "DROPS: 1 relay process dropped") || !strings.HasPrefix(lines[2], "DROPS ") {
 		t.Fatalf("drops: want a warning line and DROPS as the first column, got:\n%s", b.String())
 	}
 	if !strings.HasPrefix(lines[4], "1270000 ") || !strings.Contains(lines[4], "relay@4444.service") {
 		t.Fatalf("the dropping process's row does not start with its drops:\n%s", b.String())
+	}
+
+	if !strings.Contains(b.String(), "box-1: release (none), 2 processes,") {
+		t.Errorf("want the box's line to count 2 processes:\n%s", b.String())
+	}
+	one := []boxJSON{boxes[0]}
+	one[0].Processes = boxes[0].Processes[1:]
+	b.Reset()
+	if err := writeStatusText(&b, one); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(b.String(), "box-1: release (none), 1 process,") {
+		t.Errorf("want one process, not 1 processes:\n%s", b.String())
 	}
 
 	data, err := json.Marshal(boxes[0])

@@ -273,10 +273,10 @@ func (r *Reconciler) up(ctx context.Context, now time.Time, ev *inventories.Even
 		rec.CreatingSince = now
 		rec.Report, rec.Orphans, rec.DestroyedAt, rec.Samples, rec.BoxSeconds = nil, nil, time.Time{}, nil, 0
 	}
-	detail := fmt.Sprintf("bringing up %d %s boxes (%d listeners each) for a peak of %s over the steady fleet's %s",
-		size.Boxes, size.Shape, size.PerBox, capacity.Count(size.Peak), capacity.Count(size.SteadyCapacity))
+	detail := fmt.Sprintf("bringing up %s (%s listeners each) for a peak of %s over the steady fleet's %s",
+		plural(size.Boxes, size.Shape+" box", size.Shape+" boxes"), capacity.Count(size.PerBox), capacity.Count(size.Peak), capacity.Count(size.SteadyCapacity))
 	if grow {
-		detail = fmt.Sprintf("changing to %d boxes (plan or relay release changed)", size.Boxes)
+		detail = fmt.Sprintf("changing to %s (plan or relay release changed)", plural(size.Boxes, "box", "boxes"))
 	}
 	r.note(rec, now, "up", detail)
 	if s := size.Short(); s != "" {
@@ -327,8 +327,8 @@ func (r *Reconciler) up(ctx context.Context, now time.Time, ev *inventories.Even
 	if !now.Before(ev.Start.Time) {
 		when = "LATE: the event started " + now.Sub(ev.Start.Time).Round(time.Second).String() + " ago"
 	}
-	r.note(rec, now, "ready", fmt.Sprintf("%d boxes converged, %d relay processes in the router's list (%s); %s",
-		len(hosts), relays, strings.Join(names, ", "), when))
+	r.note(rec, now, "ready", fmt.Sprintf("%s converged, %s in the router's list (%s); %s",
+		plural(len(hosts), "box", "boxes"), plural(relays, "relay process", "relay processes"), strings.Join(names, ", "), when))
 	return rec.save(r.StateDir)
 }
 
@@ -649,7 +649,7 @@ func (r *Reconciler) waitDrain(ctx context.Context, now time.Time, rec *Record) 
 func (r *Reconciler) destroy(ctx context.Context, now time.Time, rec *Record) error {
 	resume := rec.Phase == Destroying || rec.Phase == Creating
 	rec.Phase = Destroying
-	r.note(rec, now, "destroy", fmt.Sprintf("destroying stack %s (%d boxes)", rec.Stack, len(rec.Hosts)))
+	r.note(rec, now, "destroy", fmt.Sprintf("destroying stack %s (%s)", rec.Stack, plural(len(rec.Hosts), "box", "boxes")))
 	if err := rec.save(r.StateDir); err != nil {
 		return err
 	}

@@ -217,13 +217,13 @@ func TestSizeLabEvent(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Two steady small lab boxes (1 core, 1 GiB: memory-bound) carry less
-	// than the 1,200 peak; one more small box covers the rest.
-	if s.SteadyCapacity >= 1200 || s.SteadyCapacity+s.PerBox < 1200 || s.Boxes != 1 || s.Needed != 1 {
+	// Two steady small lab boxes (1 core, 1 GiB) carry less than the
+	// 4,000 peak; one more small box covers the rest.
+	if s.SteadyCapacity >= 4000 || s.SteadyCapacity+s.PerBox < 4000 || s.Boxes != 1 || s.Needed != 1 {
 		t.Fatalf("sizing %+v: want 1 burst box", s)
 	}
 	ev := *h.ev
-	ev.PeakListeners = 5000
+	ev.PeakListeners = 12000
 	ev.Burst.Max = 2
 	s, err = Size(&ev, h.r.Fleet, h.r.Catalogue, h.r.Calibration)
 	if err != nil {
@@ -423,5 +423,17 @@ func TestSweepFailureKeepsTheEventDestroying(t *testing.T) {
 	h.r.Backends = func(string) (backend.Backend, error) { return h.cloud, nil }
 	if rec = h.run(t, h.ev.GoneBy().Add(time.Minute)); rec.Phase != Gone {
 		t.Fatalf("phase %s after the sweep could run", rec.Phase)
+	}
+}
+
+func TestPlural(t *testing.T) {
+	for n, want := range map[int]string{0: "0 boxes", 1: "1 box", 2: "2 boxes", 1200: "1,200 boxes"} {
+		if got := plural(n, "box", "boxes"); got != want {
+			t.Errorf("plural(%d) = %q, want %q", n, got, want)
+		}
+	}
+	s := Sizing{Needed: 1, Boxes: 0, PerBox: 10}
+	if got := s.Short(); !strings.HasPrefix(got, "the peak needs 1 box but") {
+		t.Errorf("Short() = %q", got)
 	}
 }

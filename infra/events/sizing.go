@@ -97,6 +97,6 @@ func (s *Sizing) Short() string {
 	if s.Needed <= s.Boxes {
 		return ""
 	}
-	return fmt.Sprintf("the peak needs %d boxes but the event's max is %d: about %s listeners will find no room",
-		s.Needed, s.Boxes, capacity.Count((s.Needed-s.Boxes)*s.PerBox))
+	return fmt.Sprintf("the peak needs %s but the event's max is %d: about %s listeners will find no room",
+		plural(s.Needed, "box", "boxes"), s.Boxes, capacity.Count((s.Needed-s.Boxes)*s.PerBox))
 }

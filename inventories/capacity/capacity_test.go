@@ -5,6 +5,7 @@ import (
 	"math"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/relayfleet/relayfleet/inventories"
 )
@@ -265,7 +266,7 @@ func TestThrottledShapeNotPreferred(t *testing.T) {
 
 func TestUnpricedBox(t *testing.T) {
 	p, err := Make(Request{Listeners: 100_000, Catalogue: testCatalogue(), Calibration: story()},
-		[]Candidate{{Role: Burst, Name: "custom", Box: Box{12, 64 * GiB, 1, 1e9}}})
+		[]Candidate{{Role: Custom, Name: "custom", Box: Box{12, 64 * GiB, 1, 1e9}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -279,6 +280,84 @@ func TestZeroListeners(t *testing.T) {
 	p, err := Make(Request{Listeners: 0, Catalogue: cat, Calibration: story()}, []Candidate{cand(cat, Burst, "cloud/big", 0, 0)})
 	if err != nil || p.Boxes != 0 {
 		t.Errorf("plan = %+v, %v", p, err)
+	}
+}
+
+// TestMakeBounded: the largest audience on the smallest boxes answers
+// at once (it used to add one box a turn: 10^14 listeners spun for
+// hours), past the ranges is refused, and a mix with a per-group
+// calibration names it.
+func TestMakeBounded(t *testing.T) {
+	cat := testCatalogue()
+	for _, tc := range []struct {
+		name      string
+		listeners int
+		cands     []Candidate
+		boxes     int
+		err       string
+	}{
+		{"max on big boxes", inventories.MaxListeners, []Candidate{cand(cat, Burst, "cloud/big", 0, 0)}, 9260, ""},
+		{"max on a mix", inventories.MaxListeners, []Candidate{cand(cat, Burst, "cloud/big", 0, 0), cand(cat, Burst, "cloud/small", 0, 0), cand(cat, Burst, "root/ax", 0, 0)}, 0, ""},
+		{"max on custom 1-core boxes", inventories.MaxListeners, []Candidate{{Role: Custom, Name: "custom", Box: Box{1, 8 * GiB, 1, 1e9}}}, 0, "need 111,112 boxes, more than the 100,000"},
+		{"above max", inventories.MaxListeners + 1, []Candidate{cand(cat, Burst, "cloud/big", 0, 0)}, 0, "listeners: want 0 to 100,000,000, got 100,000,001"},
+		{"10^14", 99999999999999, []Candidate{cand(cat, Burst, "cloud/big", 0, 0)}, 0, "listeners: want 0 to 100,000,000"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			done := make(chan struct{})
+			var p *Plan
+			var err error
+			go func() {
+				defer close(done)
+				p, err = Make(Request{Listeners: tc.listeners, EventHours: 3, Catalogue: cat, Calibration: story(), CalibrationName: "story"}, tc.cands)
+			}()
+			select {
+			case <-done:
+			case <-time.After(30 * time.Second): // generous: the answer takes well under a second
+				t.Fatal("Make did not answer within 30 s")
+			}
+			if tc.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.err) {
+					t.Fatalf("err = %v, want %q", err, tc.err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if p.Capacity < tc.listeners || tc.boxes != 0 && p.Boxes != tc.boxes {
+				t.Errorf("%d boxes carry %d, want %d boxes carrying %d", p.Boxes, p.Capacity, tc.boxes, tc.listeners)
+			}
+			for _, g := range p.Groups {
+				if g.Calibration != "story" {
+					t.Errorf("group %s: calibration %q, want story", g.Name, g.Calibration)
+				}
+			}
+		})
+	}
+}
+
+func TestGroupCalibration(t *testing.T) {
+	cat := testCatalogue()
+	measured := *story()
+	measured.ListenersPerCore = 1800
+	big := cand(cat, Burst, "cloud/big", 0, 0)
+	big.Calibration, big.CalibrationName = &measured, "loadtest.json"
+	p, err := Make(Request{Listeners: 30_000, EventHours: 3, Catalogue: cat, Calibration: story(), CalibrationName: "story"},
+		[]Candidate{cand(cat, Steady, "cloud/small", 2, 0), big})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(p.Groups) != 2 {
+		t.Fatalf("groups = %+v", p.Groups)
+	}
+	// The steady group keeps the story's 900 per core; the measured shape
+	// carries 12 x 1,800 but its 1 Gbit uplink stops it at 17,500.
+	small, bigG := p.Groups[0], p.Groups[1]
+	if small.Calibration != "story" || small.PerBox.Terms.CPU != 1800 {
+		t.Errorf("steady group: %+v", small)
+	}
+	if bigG.Calibration != "loadtest.json" || bigG.PerBox.Terms.CPU != 21_600 || bigG.PerBox.Capacity != 17_500 || bigG.Boxes != 2 {
+		t.Errorf("measured group: %+v", bigG)
 	}
 }
 

@@ -22,6 +22,9 @@ type Role string
 const (
 	Steady Role = "steady"
 	Burst  Role = "burst"
+	// Custom is a box given by its size only (fleet plan --box): any
+	// count, like a burst shape, but neither bought nor billed.
+	Custom Role = "custom"
 )
 
 // Candidate is a kind of box the planner may use: a steady group of the
@@ -39,6 +42,10 @@ type Candidate struct {
 	Count int
 	// Max caps a burst candidate's boxes; 0 means no cap.
 	Max int
+	// Calibration sizes this candidate's boxes, named CalibrationName in
+	// the plan; nil means the request's.
+	Calibration     *inventories.Calibration
+	CalibrationName string
 }
 
 // Ref is the candidate's shape reference, or "custom" for a --box.
@@ -57,6 +64,23 @@ type Request struct {
 	EventHours  float64
 	Catalogue   *inventories.Catalogue
 	Calibration *inventories.Calibration
+	// CalibrationName names Calibration in the plan's groups.
+	CalibrationName string
+}
+
+// cal is the calibration that sizes c's boxes.
+func (r *Request) cal(c *Candidate) *inventories.Calibration {
+	if c.Calibration != nil {
+		return c.Calibration
+	}
+	return r.Calibration
+}
+
+func (r *Request) calName(c *Candidate) string {
+	if c.Calibration != nil {
+		return c.CalibrationName
+	}
+	return r.CalibrationName
 }
 
 // hours is the window egress is counted over: the event, or a month.
@@ -69,14 +93,16 @@ func (r *Request) hours() float64 {
 
 // Group is one kind of box in a plan and what it carries.
 type Group struct {
-	Name      string      `json:"name"`
-	Role      Role        `json:"role"`
-	Shape     string      `json:"shape"`
-	Boxes     int         `json:"boxes"`
-	Listeners int         `json:"listeners"`
-	PerBox    PerBoxPlan  `json:"per_box"`
-	Cost      *Cost       `json:"cost,omitempty"`
-	Egress    *EgressPlan `json:"egress,omitempty"`
+	Name      string `json:"name"`
+	Role      Role   `json:"role"`
+	Shape     string `json:"shape"`
+	Boxes     int    `json:"boxes"`
+	Listeners int    `json:"listeners"`
+	// Calibration names the coefficients that sized this group's boxes.
+	Calibration string      `json:"calibration"`
+	PerBox      PerBoxPlan  `json:"per_box"`
+	Cost        *Cost       `json:"cost,omitempty"`
+	Egress      *EgressPlan `json:"egress,omitempty"`
 
 	cand *Candidate
 }
@@ -161,8 +187,8 @@ var ErrShortfall = errors.New("not enough capacity")
 // then the cheapest mix of burst candidates carries the rest. With one
 // burst candidate and no steady group this is "boxes of a chosen shape".
 func Make(req Request, cands []Candidate) (*Plan, error) {
-	if req.Listeners < 0 {
-		return nil, fmt.Errorf("listeners must not be negative")
+	if req.Listeners < 0 || req.Listeners > inventories.MaxListeners {
+		return nil, fmt.Errorf("listeners: want 0 to %s, got %s", Count(inventories.MaxListeners), Count(req.Listeners))
 	}
 	cal := req.Calibration
 	p := &Plan{
@@ -177,9 +203,9 @@ func Make(req Request, cands []Candidate) (*Plan, error) {
 	var burst []*Candidate
 	for i := range cands {
 		c := &cands[i]
-		bc := PerBox(c.Box, cal)
+		bc := PerBox(c.Box, req.cal(c))
 		if c.Role == Steady {
-			g := newGroup(c, c.Count, bc)
+			g := newGroup(&req, c, c.Count, bc)
 			take := min(remaining, bc.Capacity*c.Count)
 			g.Listeners = take
 			remaining -= take
@@ -201,19 +227,24 @@ func Make(req Request, cands []Candidate) (*Plan, error) {
 			if counts[i] == 0 {
 				continue
 			}
-			bc := PerBox(c.Box, cal)
-			g := newGroup(c, counts[i], bc)
+			bc := PerBox(c.Box, req.cal(c))
+			g := newGroup(&req, c, counts[i], bc)
 			g.Listeners = min(remaining, bc.Capacity*counts[i])
 			remaining -= g.Listeners
 			p.Groups = append(p.Groups, g)
 		}
 	}
 
+	for _, g := range p.Groups {
+		p.Boxes += g.Boxes
+	}
+	if p.Boxes > inventories.MaxBoxes {
+		return nil, fmt.Errorf("%w: %s listeners need %s boxes, more than the %s a plan may have; plan bigger boxes", ErrShortfall, Count(req.Listeners), Count(p.Boxes), Count(inventories.MaxBoxes))
+	}
 	priced := true
 	total := &Cost{Currency: req.Catalogue.Currency}
 	for i := range p.Groups {
 		g := &p.Groups[i]
-		p.Boxes += g.Boxes
 		p.Capacity += g.Boxes * g.PerBox.Capacity
 		if g.cand.Shape == nil {
 			priced = false
@@ -221,7 +252,7 @@ func Make(req Request, cands []Candidate) (*Plan, error) {
 		}
 		if g.cand.Shape.SharedCPU && g.Boxes > 0 {
 			p.Warnings = append(p.Warnings, fmt.Sprintf("%s: shared vCPUs; %g listeners per core was measured on dedicated cores: measure this shape with fleet loadtest before trusting %s listeners per box",
-				g.Shape, req.Calibration.ListenersPerCore, Count(g.PerBox.Capacity)))
+				g.Shape, req.cal(g.cand).ListenersPerCore, Count(g.PerBox.Capacity)))
 		}
 		g.Egress, p.Warnings = egressPlan(req, g, p.Warnings)
 		g.Cost = groupCost(req, g)
@@ -237,12 +268,13 @@ func Make(req Request, cands []Candidate) (*Plan, error) {
 	return p, nil
 }
 
-func newGroup(c *Candidate, boxes int, bc BoxCapacity) Group {
+func newGroup(req *Request, c *Candidate, boxes int, bc BoxCapacity) Group {
 	return Group{
-		Name:  c.Name,
-		Role:  c.Role,
-		Shape: c.Ref(),
-		Boxes: boxes,
+		Name:        c.Name,
+		Role:        c.Role,
+		Shape:       c.Ref(),
+		Boxes:       boxes,
+		Calibration: req.calName(c),
 		PerBox: PerBoxPlan{
 			Shape:       c.Ref(),
 			Cores:       c.Box.Cores,
@@ -310,7 +342,8 @@ func egressPlan(req Request, g *Group, warnings []string) (*EgressPlan, []string
 	if g.Boxes > 0 {
 		perBox = (g.Listeners + g.Boxes - 1) / g.Boxes
 	}
-	rate := float64(EgressPerListenerHour(req.Calibration)) * float64(perBox) // bytes per box-hour
+	cal := req.cal(g.cand)
+	rate := float64(EgressPerListenerHour(cal)) * float64(perBox) // bytes per box-hour
 	H := req.hours()
 	ep := &EgressPlan{
 		Provider:        g.cand.Provider.Name,
@@ -357,7 +390,7 @@ func egressPlan(req Request, g *Group, warnings []string) (*EgressPlan, []string
 					ref, inventories.Bytes(inc), *ep.ExhaustedAfterHours, Count(perBox), inventories.Bytes(ep.OverageBytes), strconv.FormatFloat(H, 'f', -1, 64)))
 			}
 		case inventories.PastThrottled:
-			ep.ThrottledListeners = floor(float64(e.Throttle) * req.Calibration.UplinkHeadroom / float64(req.Calibration.BitratePerListener))
+			ep.ThrottledListeners = floor(float64(e.Throttle) * cal.UplinkHeadroom / float64(cal.BitratePerListener))
 			warnings = append(warnings, fmt.Sprintf("%s: %s included egress is used up after %.1f h at %s listeners per box; then throttled to %s, which carries %s listeners",
 				ref, inventories.Bytes(inc), *ep.ExhaustedAfterHours, Count(perBox), e.Throttle, Count(ep.ThrottledListeners)))
 		case inventories.PastBarred:
@@ -373,7 +406,6 @@ func egressPlan(req Request, g *Group, warnings []string) (*EgressPlan, []string
 // knapsack over listener units, then trimmed of boxes the rounding made
 // unnecessary.
 func cheapest(req Request, cands []*Candidate, need int) ([]int, error) {
-	cal := req.Calibration
 	if len(cands) == 0 {
 		return nil, fmt.Errorf("%w: %d listeners are left and there is no burst shape to carry them", ErrShortfall, need)
 	}
@@ -382,7 +414,7 @@ func cheapest(req Request, cands []*Candidate, need int) ([]int, error) {
 	limits := make([]int, len(cands))
 	reach := 0
 	for i, c := range cands {
-		caps[i] = PerBox(c.Box, cal).Capacity
+		caps[i] = PerBox(c.Box, req.cal(c)).Capacity
 		costs[i] = unitCost(req, c, caps[i])
 		limits[i] = (need + caps[i] - 1) / caps[i]
 		if limits[i]*caps[i] < need+caps[i] {
@@ -463,7 +495,10 @@ func cheapest(req Request, cands []*Candidate, need int) ([]int, error) {
 		if add < 0 {
 			return nil, fmt.Errorf("%w: no mix of burst shapes carries %d listeners", ErrShortfall, need)
 		}
-		counts[add]++
+		// All the boxes the rest needs at once: the table's units can be
+		// far larger than a box, and one box a turn would take as long
+		// as the plan is big.
+		counts[add] += min(limits[add]-counts[add], (need-total+caps[add]-1)/caps[add])
 	}
 	// Trim: drop the dearest box while the rest still carry need.
 	for {

@@ -121,7 +121,7 @@ func (d *demo) preflight(ctx context.Context) error {
 }
 
 func (d *demo) plan(ctx context.Context) error {
-	if _, err := d.sh(ctx, -1, d.fleetBin(), "plan", "--listeners", "100000", "--box", "cores=12,ram=64GiB,processes=2"); err != nil {
+	if _, err := d.sh(ctx, -1, d.fleetBin(), "plan", "--listeners", "100000", "--box", "cores=12,ram=64GiB,processes=2", "--calibration", "story"); err != nil {
 		return err
 	}
 	d.say("")
@@ -283,9 +283,14 @@ events:
       max: 1
     lead_time: 40s
     drain_time: 30s
-`, start.UTC().Format(time.RFC3339), start.Add(40*time.Second).UTC().Format(time.RFC3339), 1900, broadcast)
+`, start.UTC().Format(time.RFC3339), start.Add(40*time.Second).UTC().Format(time.RFC3339), demoEventPeak, broadcast)
 	return os.WriteFile(d.path("events.yaml"), []byte(ev), 0o644)
 }
+
+// demoEventPeak is the event's planned peak: past what the two steady
+// medium boxes carry by the shipped calibration (2 x 3,200), so that the
+// event gets its one small burst box (1,600 more).
+const demoEventPeak = 7500
 
 var eventStart time.Time
 
