@@ -115,6 +115,7 @@ func TestLoadFleetErrors(t *testing.T) {
 		{"unknown provider", strings.Replace(goodFleet, "provider: lab\n    shape: small\n    count", "provider: aws\n    shape: small\n    count", 1), 5, "steady[0].provider", `unknown provider "aws"`},
 		{"bad processes", strings.Replace(goodFleet, "count: 2", "count: 2\n    processes: 0", 1), 8, "steady[0].processes", "want auto or a positive integer"},
 		{"bad port", strings.Replace(goodFleet, "count: 2", "count: 2\n    base_port: 70000", 1), 8, "steady[0].base_port", "between 1 and 65535"},
+		{"privileged port", strings.Replace(goodFleet, "count: 2", "count: 2\n    base_port: 443", 1), 8, "steady[0].base_port", "want 1024 or above"},
 		{"duplicate name", strings.Replace(goodFleet, "name: b", "name: a", 1), 9, "burst[0].name", "already the name of steady[0]"},
 		{"missing version", strings.Replace(goodFleet, "version: 1\n", "", 1), 1, "version", "missing"},
 		{"future version", strings.Replace(goodFleet, "version: 1", "version: 2", 1), 1, "version", "unsupported version"},
