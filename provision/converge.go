@@ -319,6 +319,9 @@ func Converge(ctx context.Context, run Runner, plan *Plan, rel Releases, binary 
 	if err != nil {
 		return nil, err
 	}
+	if plan, err = plan.ForBox(actual.Sysctl); err != nil {
+		return nil, err
+	}
 	changes := Diff(plan.State, actual)
 	if check || len(changes) == 0 {
 		return &Report{Changes: changes, Release: actual.Release, Refused: actual.SysctlRefused}, nil

@@ -2,6 +2,7 @@ package provision
 
 import (
 	"fmt"
+	"maps"
 	"path"
 	"slices"
 	"sort"
@@ -76,6 +77,24 @@ func Desired(l units.Layout, release string) (*Plan, error) {
 	}
 	sort.Strings(p.State.Instances)
 	return p, nil
+}
+
+// ForBox is the plan for a box whose kernel has the sysctl values
+// current: its sysctl file holds the larger of each floor and the box's
+// value (sysctl.Profile.Raised), so that writing and loading it never
+// lowers what an operator set higher. The plan it is called on is left
+// as it was.
+func (p *Plan) ForBox(current map[string]string) (*Plan, error) {
+	conf, err := p.Profile.Raised(current).Render()
+	if err != nil {
+		return nil, err
+	}
+	q := *p
+	q.Content = maps.Clone(p.Content)
+	q.State.Files = maps.Clone(p.State.Files)
+	q.Content[p.Profile.File] = conf
+	q.State.Files[p.Profile.File] = Digest(conf)
+	return &q, nil
 }
 
 // DesiredAuth is Desired for relays that verify tokens: the fleet's auth
