@@ -3,6 +3,7 @@ package provision
 import (
 	"bytes"
 	"context"
+	"crypto/ed25519"
 	"errors"
 	"fmt"
 	"io"
@@ -10,6 +11,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -104,6 +106,55 @@ func (k *HostKeys) callback() ssh.HostKeyCallback {
 		}
 		return fmt.Errorf("%w: %v", ErrHostKey, err)
 	}
+}
+
+// probeKey is a key pinned for no host: checking it against known_hosts
+// makes the check list the keys that are pinned for a host.
+var probeKey = func() ssh.PublicKey {
+	k, err := ssh.NewPublicKey(ed25519.PublicKey(make([]byte, ed25519.PublicKeySize)))
+	if err != nil {
+		panic(err)
+	}
+	return k
+}()
+
+// algorithms lists the host key algorithms to ask addr for: those of the
+// keys pinned for it, so that a server holding several host keys (a stock
+// sshd has RSA, ECDSA and Ed25519) presents the pinned one. It returns nil
+// (the client's defaults) when nothing is pinned for addr.
+func (k *HostKeys) algorithms(addr string) []string {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	check, err := knownhosts.New(k.File)
+	if err != nil {
+		return nil
+	}
+	var ke *knownhosts.KeyError
+	if err := check(addr, &net.TCPAddr{}, probeKey); !errors.As(err, &ke) {
+		return nil
+	}
+	var algos []string
+	for _, want := range ke.Want {
+		for _, a := range keyAlgorithms(want.Key.Type()) {
+			if !slices.Contains(algos, a) {
+				algos = append(algos, a)
+			}
+		}
+	}
+	return algos
+}
+
+// keyAlgorithms are the signature algorithms a host key of keyType signs
+// with: an RSA key with SHA-2 (OpenSSH refuses ssh-rsa's SHA-1 since 8.8),
+// other keys with their own type.
+func keyAlgorithms(keyType string) []string {
+	switch keyType {
+	case ssh.KeyAlgoRSA:
+		return []string{ssh.KeyAlgoRSASHA512, ssh.KeyAlgoRSASHA256}
+	case ssh.CertAlgoRSAv01:
+		return []string{ssh.CertAlgoRSASHA512v01, ssh.CertAlgoRSASHA256v01}
+	}
+	return []string{keyType}
 }
 
 // PinKey writes a known_hosts line for addr and key to file, replacing
@@ -334,10 +385,11 @@ func isAuthError(err error) bool {
 
 func (p *Pool) config(h Host) *ssh.ClientConfig {
 	return &ssh.ClientConfig{
-		User:            h.User,
-		Auth:            p.Auth,
-		HostKeyCallback: p.Keys.callback(),
-		Timeout:         p.timeout(),
+		User:              h.User,
+		Auth:              p.Auth,
+		HostKeyCallback:   p.Keys.callback(),
+		HostKeyAlgorithms: p.Keys.algorithms(h.addr()),
+		Timeout:           p.timeout(),
 	}
 }
 

@@ -330,3 +330,34 @@ func TestRedialsAfterTheConnectionDies(t *testing.T) {
 		t.Error("the dead connection was reused")
 	}
 }
+
+// TestStockSSHDPinnedToEachKey: a stock sshd holds an RSA, an ECDSA and an
+// Ed25519 host key; pinned to any one of them, the pool connects (it asks
+// for the pinned key's algorithm), and a key of a type not pinned is not
+// accepted in its place.
+func TestStockSSHDPinnedToEachKey(t *testing.T) {
+	signer, _ := newKey(t)
+	srv := startSSHD(t, signer.PublicKey(), sshdOpts{stock: true})
+	h := Host{Name: "stock", Address: srv.addr, User: currentUser(t)}
+	if len(srv.hostKeys) != 3 {
+		t.Fatalf("sshd has %d host keys, want 3", len(srv.hostKeys))
+	}
+	for _, typ := range []string{ssh.KeyAlgoRSA, ssh.KeyAlgoECDSA256, ssh.KeyAlgoED25519} {
+		t.Run(typ, func(t *testing.T) {
+			known := filepath.Join(t.TempDir(), "known_hosts")
+			if err := PinKey(known, srv.addr, srv.hostKeys[typ]); err != nil {
+				t.Fatal(err)
+			}
+			keys := &HostKeys{File: known}
+			pool := &Pool{Auth: []ssh.AuthMethod{ssh.PublicKeys(signer)}, Keys: keys, RetryFor: time.Second, DialTimeout: 5 * time.Second}
+			defer pool.Close()
+			out, err := pool.Run(context.Background(), h, "echo ok", nil)
+			if err != nil || string(out) != "ok\n" {
+				t.Fatalf("pinned to its %s key: %q, %v", typ, out, err)
+			}
+			if got := keys.algorithms(h.Addr()); len(got) == 0 || (typ == ssh.KeyAlgoRSA && got[0] != ssh.KeyAlgoRSASHA512) {
+				t.Errorf("algorithms asked for a pinned %s key: %v", typ, got)
+			}
+		})
+	}
+}
