@@ -2,9 +2,16 @@ package provision
 
 import (
 	"context"
+	"fmt"
+	"log/slog"
+	"net"
+	"os/exec"
 	"reflect"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/relayfleet/relayfleet/relay"
 )
 
 func TestReleaseOf(t *testing.T) {
@@ -129,5 +136,39 @@ func TestApplyRepairsProcessesLeftBehind(t *testing.T) {
 	}
 	if box.proc(4444).release != newRel || box.proc(4443).draining || box.proc(4444).draining {
 		t.Errorf("after apply: 4443 %+v, 4444 %+v", *box.proc(4443), *box.proc(4444))
+	}
+}
+
+// TestDrainingInstances asks real relay processes, the way it is done on
+// a box (bash's /dev/tcp on each process's port, one command for all):
+// the drained one is listed, the admitting one and a port where nothing
+// listens are not.
+func TestDrainingInstances(t *testing.T) {
+	if _, err := exec.LookPath("bash"); err != nil {
+		t.Fatal("no bash")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	var insts []string
+	for range 2 {
+		r, err := relay.Start(ctx, relay.Config{Listen: "127.0.0.1:0", Logger: slog.New(slog.DiscardHandler)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer r.Close()
+		insts = append(insts, fmt.Sprintf("relay@%d.service", r.Addr().Port))
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed := fmt.Sprintf("relay@%d.service", l.Addr().(*net.TCPAddr).Port)
+	l.Close()
+	if err := DrainOnBox(ctx, localRunner{}, insts[1], true); err != nil {
+		t.Fatal(err)
+	}
+	got, err := DrainingInstances(ctx, localRunner{}, append(insts, closed))
+	if err != nil || !reflect.DeepEqual(got, []string{insts[1]}) {
+		t.Errorf("draining %v, %v; want [%s]", got, err, insts[1])
 	}
 }
