@@ -17,6 +17,7 @@ import (
 
 	"github.com/relayfleet/relayfleet/infra/lab"
 	"github.com/relayfleet/relayfleet/provision"
+	"github.com/relayfleet/relayfleet/sysctl"
 	"golang.org/x/crypto/ssh"
 )
 
@@ -69,6 +70,10 @@ func TestRolloutInterruptedLab(t *testing.T) {
 	pool := &provision.Pool{Auth: []ssh.AuthMethod{ssh.PublicKeys(signer)}, Keys: &provision.HostKeys{File: l.KnownHostsPath()}}
 	t.Cleanup(func() { pool.Close() })
 	run := pool.Runner(provision.Host{Name: box.Name, Address: box.SSHAddr(), User: "root"})
+
+	// sysctl floors on a real kernel: keys of the box's own network
+	// namespace, one set above its floor (the operator's), one below.
+	sysctlFloorsLab(t, run)
 
 	dir := t.TempDir()
 	build := func(out, pkg string) {
@@ -172,6 +177,26 @@ steady:
 		}
 	}
 	allOn("after converge", "v1")
+	// The relay profile's file on the box: each key at the larger of its
+	// floor and what the kernel has.
+	vals, err := provision.ReadSysctl(ctx, run, sysctl.Relay())
+	if err != nil {
+		t.Fatal(err)
+	}
+	conf, err := run.Run(ctx, "cat "+sysctl.Relay().File, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	file, err := sysctl.Parse(conf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, set := range sysctl.Relay().Settings {
+		has := sysctl.Setting{Key: set.Key, Value: vals[set.Key], AtLeast: true}
+		if !set.Satisfied(file[set.Key]) || (vals[set.Key] != "" && !has.Satisfied(file[set.Key])) {
+			t.Errorf("%s sets %s = %s: want at least the floor %s and the kernel's %s", sysctl.Relay().File, set.Key, file[set.Key], set.Value, vals[set.Key])
+		}
+	}
 
 	// rolloutCut starts fleet rollout to build v as its own process and
 	// sends it sig once the first process runs v and the second drains;
@@ -287,4 +312,51 @@ steady:
 	if code != 0 {
 		t.Errorf("converge --check after the repair: exit %d\n%s", code, out)
 	}
+}
+
+// sysctlFloorsLab converges a profile of two keys of the box's own network
+// namespace (writable in a lab box) as floors: somaxconn, which an
+// operator set to 8192, above its floor of 1024, and tcp_max_syn_backlog,
+// at 512, below its floor of 4096. The operator's value stays in the
+// kernel and goes into the file; the other is raised; loading the file
+// again (as the next boot does) lowers nothing.
+func sysctlFloorsLab(t *testing.T, run provision.Runner) {
+	t.Helper()
+	ctx := context.Background()
+	prof := sysctl.Profile{Name: "floors-test", File: "/etc/sysctl.d/61-relayfleet-floors-test.conf", Settings: []sysctl.Setting{
+		{Key: "net.core.somaxconn", Value: "1024", Reason: "test floor", AtLeast: true},
+		{Key: "net.ipv4.tcp_max_syn_backlog", Value: "4096", Reason: "test floor", AtLeast: true},
+	}}
+	if _, err := run.Run(ctx, "sysctl -q -w net.core.somaxconn=8192 net.ipv4.tcp_max_syn_backlog=512", nil); err != nil {
+		t.Fatal(err)
+	}
+	res, err := provision.ApplySysctl(ctx, run, prof)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("sysctl floors: %+v", res)
+	check := func(when string) {
+		t.Helper()
+		vals, err := provision.ReadSysctl(ctx, run, prof)
+		if err != nil {
+			t.Fatal(err)
+		}
+		conf, err := run.Run(ctx, "cat "+prof.File, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		file, _ := sysctl.Parse(conf)
+		if vals["net.core.somaxconn"] != "8192" || file["net.core.somaxconn"] != "8192" {
+			t.Errorf("%s: somaxconn %s in the kernel, %s in the file; want the operator's 8192 in both", when, vals["net.core.somaxconn"], file["net.core.somaxconn"])
+		}
+		if vals["net.ipv4.tcp_max_syn_backlog"] != "4096" || file["net.ipv4.tcp_max_syn_backlog"] != "4096" {
+			t.Errorf("%s: tcp_max_syn_backlog %s in the kernel, %s in the file; want the floor 4096 in both", when, vals["net.ipv4.tcp_max_syn_backlog"], file["net.ipv4.tcp_max_syn_backlog"])
+		}
+	}
+	check("after converging the floors")
+	if _, err := run.Run(ctx, "sysctl -q -p "+prof.File, nil); err != nil {
+		t.Fatal(err)
+	}
+	check("after sysctl -p of the file")
+	run.Run(ctx, "rm -f "+prof.File, nil)
 }
