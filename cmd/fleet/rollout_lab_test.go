@@ -52,6 +52,9 @@ func TestRolloutInterruptedLab(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
+	if err := l.Delete(ctx, cutBoxName); err == nil { // left by a run that was killed
+		t.Logf("deleted %s, left by an earlier run", cutBoxName)
+	}
 	l.Cleanup(ctx)
 	t.Cleanup(func() {
 		if err := l.Delete(context.Background(), cutBoxName); err != nil && !errors.Is(err, lab.ErrNotFound) {
@@ -311,6 +314,39 @@ steady:
 	out, _, code = fleet(t, "converge", "--inventory", inv, "--relay-binary", builds["v4"], "--lab-dir", cutLabDir, "--state-dir", state, "--check")
 	if code != 0 {
 		t.Errorf("converge --check after the repair: exit %d\n%s", code, out)
+	}
+
+	// 4. The box as a static server with a stock sshd: RSA, ECDSA and
+	// Ed25519 host keys. Converged by address with its RSA key pinned.
+	if _, err := run.Run(ctx, `ssh-keygen -A >/dev/null && printf 'HostKey /etc/ssh/ssh_host_rsa_key\nHostKey /etc/ssh/ssh_host_ecdsa_key\n' >/etc/ssh/sshd_config.d/zz-stock.conf && systemctl reload ssh`, nil); err != nil {
+		t.Fatal(err)
+	}
+	keys, err := run.Run(ctx, "cat /etc/ssh/ssh_host_rsa_key.pub", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rsaKey := strings.Join(strings.Fields(string(keys))[:2], " ")
+	static := filepath.Join(dir, "static.yaml")
+	if err := os.WriteFile(static, fmt.Appendf(nil, `version: 1
+name: %s
+access:
+  public_listen: [live/]
+steady:
+  - name: roots
+    provider: static
+    shape: hetzner-robot/ax42
+    processes: 2
+    base_port: 4443
+    hosts:
+      - {address: %q, user: root, host_key: %q}
+`, cutFleet, box.Address.String(), rsaKey), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("SSH_AUTH_SOCK", "")
+	out, errOut, code = fleet(t, "converge", "--inventory", static, "--relay-binary", builds["v4"], "--ssh-key", l.AdminKeyPath(), "--state-dir", state)
+	t.Logf("fleet converge of the box as a static host, its RSA key pinned (of 3): exit %d\n%s%s", code, out, errOut)
+	if code != 0 || !strings.Contains(out, "converged, nothing to change") {
+		t.Errorf("converge to a stock sshd pinned to its RSA key: exit %d", code)
 	}
 }
 
