@@ -45,8 +45,8 @@ type RolloutResult struct {
 // uploads the release, switches current to it, then restarts each
 // instance whose process does not run it yet (Releases.Running: a re-run
 // after a rollout was cut off resumes where it stopped, even though
-// current already points at the new release) and waits until systemd has its READY and health says it
-// serves, before the next. The other processes keep serving throughout.
+// current already points at the new release) and waits until systemd has
+// its READY and health says it serves, before the next. The other processes keep serving throughout.
 // When an instance fails, the box switches back to the previous release,
 // restarts the instances already moved, and Rollout returns the error.
 // drain, when set, is called before each restart: mark it draining and

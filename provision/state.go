@@ -93,6 +93,9 @@ func Desired(l units.Layout, release string) (*Plan, error) {
 // lowers what an operator set higher. The plan it is called on is left
 // as it was.
 func (p *Plan) ForBox(current map[string]string) (*Plan, error) {
+	if p.Profile.File == "" || p.State.Files[p.Profile.File] == "" {
+		return p, nil // a plan without the sysctl file
+	}
 	conf, err := p.Profile.Raised(current).Render()
 	if err != nil {
 		return nil, err
