@@ -19,6 +19,9 @@ const ProviderStatic = "static"
 // base_port+i.
 const DefaultBasePort = 4443
 
+// MinBasePort is the lowest base_port: ports below it are privileged.
+const MinBasePort = 1024
+
 // Fleet is a fleet file: the steady boxes that always run and the burst
 // pools events draw from.
 type Fleet struct {
@@ -242,6 +245,11 @@ func (b *Box) validate(cat *Catalogue, p string) error {
 	}
 	if b.BasePort < 1 || b.BasePort > 65535 {
 		return fieldErr(p+".base_port", "want a port between 1 and 65535, got %d", b.BasePort)
+	}
+	if b.BasePort < MinBasePort {
+		// The hardened relay unit has no CAP_NET_BIND_SERVICE: a relay
+		// process cannot bind a privileged port, and would fail to start.
+		return fieldErr(p+".base_port", "want %d or above (the relay runs without the capability to bind a privileged port), got %d", MinBasePort, b.BasePort)
 	}
 	return nil
 }

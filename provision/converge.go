@@ -67,6 +67,12 @@ systemctl list-units --type=service --all --plain --no-legend --no-pager 'relay@
 	if st.Release, _, err = rel.Current(ctx, run); err != nil {
 		return HostState{}, err
 	}
+	if st.Running, err = rel.Running(ctx, run, st.Instances); err != nil {
+		return HostState{}, fmt.Errorf("probe: %w", err)
+	}
+	if st.Draining, err = DrainingInstances(ctx, run, st.Instances); err != nil {
+		return HostState{}, fmt.Errorf("probe: %w", err)
+	}
 	return st, nil
 }
 
@@ -194,6 +200,17 @@ func Apply(ctx context.Context, run Runner, plan *Plan, changes []Change, rel Re
 			cmd = "systemctl enable --now " + quote(units.TargetName) + " " + quote(c.What)
 		case ChangeRestart:
 			cmd = "systemctl restart " + quote(c.What)
+		case ChangeStale:
+			if err := restartMoved(ctx, run, c.What); err != nil {
+				return r, err
+			}
+			r.Restarted = append(r.Restarted, c.What)
+			continue
+		case ChangeUndrain:
+			if err := DrainOnBox(ctx, run, c.What, false); err != nil {
+				return r, err
+			}
+			continue
 		default:
 			continue
 		}
@@ -213,6 +230,24 @@ func Apply(ctx context.Context, run Runner, plan *Plan, changes []Change, rel Re
 		}
 	}
 	return r, nil
+}
+
+// restartMoved restarts an instance make before break, as a rollout
+// does: its listeners are moved out first (Move with the relay's own
+// endpoints; no router to ask, so it waits two router polls), then it
+// restarts and must answer its health check. When the move fails, the
+// instance is made admitting again, on a fresh context if ctx was
+// cancelled.
+func restartMoved(ctx context.Context, run Runner, inst string) error {
+	if _, err := (Move{Run: run}).Out(ctx, inst); err != nil {
+		uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+		defer cancel()
+		if uerr := DrainOnBox(uctx, run, inst, false); uerr != nil {
+			return fmt.Errorf("move %s out: %w; undrain: %v", inst, err, uerr)
+		}
+		return fmt.Errorf("move %s out: %w", inst, err)
+	}
+	return restartChecked(ctx, run, inst, HealthzOnBox)
 }
 
 // writePrivate writes a secret file: its directory 0700 and the file 0600,
@@ -317,6 +352,9 @@ func waitActive(ctx context.Context, run Runner, unit string, limit time.Duratio
 func Converge(ctx context.Context, run Runner, plan *Plan, rel Releases, binary []byte, check bool) (*Report, error) {
 	actual, err := Probe(ctx, run, plan, rel)
 	if err != nil {
+		return nil, err
+	}
+	if plan, err = plan.ForBox(actual.Sysctl); err != nil {
 		return nil, err
 	}
 	changes := Diff(plan.State, actual)

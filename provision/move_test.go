@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"os"
 	"os/exec"
 	"regexp"
 	"strconv"
@@ -30,11 +31,15 @@ type simBox struct {
 	// onShed, when set, is told how many sessions a shed closed (after
 	// the box's lock is released): their listeners reconnect.
 	onShed func(n int)
+	// root, when set, is the release root: a restart runs what current
+	// points at, and Releases.Running reads it.
+	root string
 }
 
 type simProc struct {
 	sessions int
 	draining bool
+	release  string // what the process runs (a sha), when root is set
 }
 
 func newSimBox(sessions map[int]int) *simBox {
@@ -83,14 +88,37 @@ func (b *simBox) Run(ctx context.Context, cmd string, stdin io.Reader) ([]byte, 
 	switch {
 	case strings.HasPrefix(cmd, "systemctl restart "):
 		port := unitPort()
+		cur := ""
+		if b.root != "" {
+			link, _ := os.Readlink(b.root + "/current")
+			cur = strings.TrimPrefix(link, "releases/")
+		}
 		b.mu.Lock()
 		p := b.procs[port]
 		if p != nil {
 			b.events = append(b.events, fmt.Sprintf("restart %d with %d sessions", port, p.sessions))
-			p.draining, p.sessions = false, 0
+			p.draining, p.sessions, p.release = false, 0, cur
 		}
 		b.mu.Unlock()
 		return nil, nil
+	case strings.Contains(cmd, "readlink /proc/$pid/exe"):
+		var out strings.Builder
+		b.mu.Lock()
+		seen := map[string]bool{}
+		for _, m := range unitArgRE.FindAllStringSubmatch(cmd, -1) {
+			if seen[m[0]] {
+				continue
+			}
+			seen[m[0]] = true
+			port, _ := strconv.Atoi(m[1])
+			exe := ""
+			if p := b.procs[port]; p != nil && p.release != "" {
+				exe = b.root + "/releases/" + p.release + "/relay"
+			}
+			fmt.Fprintf(&out, "%s\t%s\n", m[0], exe)
+		}
+		b.mu.Unlock()
+		return []byte(out.String()), nil
 	case strings.HasPrefix(cmd, "systemctl is-active "):
 		return []byte("active\n"), nil
 	case strings.HasPrefix(cmd, "systemctl show "):
@@ -147,6 +175,8 @@ func (b *simBox) http(port int, method, target string) string {
 		return "HTTP/1.0 " + status + "\r\nContent-Type: application/json\r\n\r\n" + body
 	}
 	switch {
+	case method == "GET" && u.Path == "/healthz":
+		return "ok\n" // as HealthzOnBox's filter (tail -n1) leaves it
 	case method == "GET" && u.Path == "/stats":
 		headroom := 100 - p.sessions
 		if p.draining {

@@ -32,12 +32,21 @@ type RolloutResult struct {
 	// RolledBack is set when an instance failed its check and the box went
 	// back to From.
 	RolledBack bool
+	// Resumed is set when current already pointed at To but processes
+	// still ran another release (a rollout cut off before): those were
+	// restarted, and From is the release current pointed at before To.
+	Resumed bool
+	// already are the instances found running To at the start: a
+	// rollback restarts them too.
+	already []string
 }
 
 // Rollout moves one box to a new relay build, one process at a time: it
 // uploads the release, switches current to it, then restarts each
-// instance and waits until systemd has its READY and health says it
-// serves, before the next. The other processes keep serving throughout.
+// instance whose process does not run it yet (Releases.Running: a re-run
+// after a rollout was cut off resumes where it stopped, even though
+// current already points at the new release) and waits until systemd has
+// its READY and health says it serves, before the next. The other processes keep serving throughout.
 // When an instance fails, the box switches back to the previous release,
 // restarts the instances already moved, and Rollout returns the error.
 // drain, when set, is called before each restart: mark it draining and
@@ -58,13 +67,40 @@ func Rollout(ctx context.Context, run Runner, rel Releases, binary []byte, insta
 		return nil, err
 	}
 	r := &RolloutResult{From: from, To: to}
+	// What each process runs, not only where current points, decides what
+	// is left to do: a rollout cut off after the switch left processes on
+	// the old release (and maybe one draining), which this one finishes.
+	runs, err := rel.Running(ctx, run, instances)
+	if err != nil {
+		return r, err
+	}
+	var todo []string
+	for _, inst := range instances {
+		if runs[inst] == to {
+			r.already = append(r.already, inst)
+		} else {
+			todo = append(todo, inst)
+		}
+	}
+	if len(todo) == 0 {
+		if from != to {
+			// Every process runs to already (a rollback cut off after
+			// the switch back): point current at it again.
+			_, err = rel.Activate(ctx, run, to)
+		}
+		r.From = to
+		return r, err
+	}
 	if from == to {
-		return r, nil
+		r.Resumed = true
+		if _, r.From, err = rel.Current(ctx, run); err != nil {
+			return r, err
+		}
 	}
 	if _, err := rel.Activate(ctx, run, to); err != nil {
 		return r, err
 	}
-	for _, inst := range instances {
+	for _, inst := range todo {
 		if drain != nil {
 			if err := drain(ctx, inst); err != nil {
 				return r, r.rollback(ctx, run, rel, health, inst, undrain, fmt.Errorf("drain %s: %w", inst, err))
@@ -129,7 +165,7 @@ func (r *RolloutResult) rollback(ctx context.Context, run Runner, rel Releases, 
 	if _, err := rel.Activate(ctx, run, r.From); err != nil {
 		return fmt.Errorf("%w; rollback failed: %v", cause, err)
 	}
-	for _, inst := range r.Restarted {
+	for _, inst := range append(append([]string(nil), r.already...), r.Restarted...) {
 		if err := restartChecked(ctx, run, inst, health); err != nil {
 			return fmt.Errorf("%w; rolled back, but %v", cause, err)
 		}

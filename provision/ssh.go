@@ -3,6 +3,7 @@ package provision
 import (
 	"bytes"
 	"context"
+	"crypto/ed25519"
 	"errors"
 	"fmt"
 	"io"
@@ -10,8 +11,10 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/crypto/ssh"
@@ -106,6 +109,55 @@ func (k *HostKeys) callback() ssh.HostKeyCallback {
 	}
 }
 
+// probeKey is a key pinned for no host: checking it against known_hosts
+// makes the check list the keys that are pinned for a host.
+var probeKey = func() ssh.PublicKey {
+	k, err := ssh.NewPublicKey(ed25519.PublicKey(make([]byte, ed25519.PublicKeySize)))
+	if err != nil {
+		panic(err)
+	}
+	return k
+}()
+
+// algorithms lists the host key algorithms to ask addr for: those of the
+// keys pinned for it, so that a server holding several host keys (a stock
+// sshd has RSA, ECDSA and Ed25519) presents the pinned one. It returns nil
+// (the client's defaults) when nothing is pinned for addr.
+func (k *HostKeys) algorithms(addr string) []string {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	check, err := knownhosts.New(k.File)
+	if err != nil {
+		return nil
+	}
+	var ke *knownhosts.KeyError
+	if err := check(addr, &net.TCPAddr{}, probeKey); !errors.As(err, &ke) {
+		return nil
+	}
+	var algos []string
+	for _, want := range ke.Want {
+		for _, a := range keyAlgorithms(want.Key.Type()) {
+			if !slices.Contains(algos, a) {
+				algos = append(algos, a)
+			}
+		}
+	}
+	return algos
+}
+
+// keyAlgorithms are the signature algorithms a host key of keyType signs
+// with: an RSA key with SHA-2 (OpenSSH refuses ssh-rsa's SHA-1 since 8.8),
+// other keys with their own type.
+func keyAlgorithms(keyType string) []string {
+	switch keyType {
+	case ssh.KeyAlgoRSA:
+		return []string{ssh.KeyAlgoRSASHA512, ssh.KeyAlgoRSASHA256}
+	case ssh.CertAlgoRSAv01:
+		return []string{ssh.CertAlgoRSASHA512v01, ssh.CertAlgoRSASHA256v01}
+	}
+	return []string{keyType}
+}
+
 // PinKey writes a known_hosts line for addr and key to file, replacing
 // nothing: it is how relayfleet pins the keys it generated for its boxes.
 func PinKey(file, addr string, key ssh.PublicKey) error {
@@ -168,7 +220,20 @@ const (
 	DefaultMaxDials        = 16
 	DefaultDialTimeout     = 10 * time.Second
 	DefaultRetryFor        = 90 * time.Second
+	// DefaultKeepAlive is how often an idle or busy connection asks the box
+	// for a keepalive@openssh.com reply; a box that leaves
+	// DefaultKeepAliveMissed of them unanswered is given up: its commands
+	// fail, within about DefaultKeepAlive * (DefaultKeepAliveMissed+1).
+	DefaultKeepAlive       = 10 * time.Second
+	DefaultKeepAliveMissed = 3
+	// DefaultCommandTimeout bounds one command on a box that still
+	// answers (the slowest is a release upload on a slow link).
+	DefaultCommandTimeout = 10 * time.Minute
 )
+
+// ErrNoAnswer is wrapped by the error of a command whose box stopped
+// answering: keepalives unanswered, or the command past its timeout.
+var ErrNoAnswer = errors.New("the box stopped answering")
 
 // Pool holds one SSH connection per host, reused for all the host's work.
 // Its zero value is not usable; set Auth and Keys.
@@ -184,6 +249,14 @@ type Pool struct {
 	// host that does not answer yet (a box still booting).
 	DialTimeout time.Duration
 	RetryFor    time.Duration
+	// KeepAlive is the interval of keepalive requests on each connection
+	// (default DefaultKeepAlive); KeepAliveMissed how many may go
+	// unanswered before the connection is closed and its commands fail
+	// with ErrNoAnswer (default DefaultKeepAliveMissed).
+	KeepAlive       time.Duration
+	KeepAliveMissed int
+	// CommandTimeout bounds each command (default DefaultCommandTimeout).
+	CommandTimeout time.Duration
 
 	once  sync.Once
 	dials chan struct{}
@@ -229,6 +302,66 @@ type conn struct {
 	jump   *ssh.Client
 	err    error
 	slots  chan struct{}
+	// dead is set (to why) when keepalives went unanswered and the
+	// connection was closed.
+	dead atomic.Pointer[error]
+}
+
+// keepAlive asks the box for a reply every interval until the connection
+// closes; when missed requests in a row go unanswered, it marks the
+// connection dead and closes it, which fails the commands running on it.
+func (p *Pool) keepAlive(h Host, c *conn) {
+	interval, missed := p.KeepAlive, p.KeepAliveMissed
+	if interval <= 0 {
+		interval = DefaultKeepAlive
+	}
+	if missed <= 0 {
+		missed = DefaultKeepAliveMissed
+	}
+	closed := make(chan struct{})
+	go func() { c.client.Wait(); close(closed) }()
+	replies := make(chan error, 1)
+	pending := false
+	unanswered := 0
+	tick := time.NewTicker(interval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-closed:
+			return
+		case err := <-replies:
+			pending = false
+			if err != nil {
+				return // the connection is closed
+			}
+			unanswered = 0
+			continue
+		case <-tick.C:
+		}
+		if pending {
+			// The last request is still unanswered.
+			if unanswered++; unanswered >= missed {
+				err := fmt.Errorf("ssh %s: %w: %d keepalives in a row unanswered (every %v)", h, ErrNoAnswer, unanswered, interval)
+				c.dead.Store(&err)
+				p.forget(h, c)
+				return
+			}
+			continue
+		}
+		pending = true
+		go func() {
+			_, _, err := c.client.SendRequest("keepalive@openssh.com", true, nil)
+			replies <- err
+		}()
+	}
+}
+
+// deadErr is why the connection was given up, nil while it lives.
+func (c *conn) deadErr() error {
+	if e := c.dead.Load(); e != nil {
+		return *e
+	}
+	return nil
 }
 
 // Runner returns a Runner for host that shares the pool's connection to it.
@@ -273,6 +406,8 @@ func (p *Pool) get(ctx context.Context, h Host) (*conn, error) {
 				p.mu.Lock()
 				delete(p.conns, k)
 				p.mu.Unlock()
+			} else {
+				go p.keepAlive(h, c)
 			}
 			close(c.ready)
 		}()
@@ -334,10 +469,11 @@ func isAuthError(err error) bool {
 
 func (p *Pool) config(h Host) *ssh.ClientConfig {
 	return &ssh.ClientConfig{
-		User:            h.User,
-		Auth:            p.Auth,
-		HostKeyCallback: p.Keys.callback(),
-		Timeout:         p.timeout(),
+		User:              h.User,
+		Auth:              p.Auth,
+		HostKeyCallback:   p.Keys.callback(),
+		HostKeyAlgorithms: p.Keys.algorithms(h.addr()),
+		Timeout:           p.timeout(),
 	}
 }
 
@@ -421,8 +557,16 @@ func (e *ExitError) Error() string {
 // Run runs cmd on host over its shared connection, at most
 // SessionsPerConn at a time. Cancelling ctx closes the session (the remote
 // command gets SIGHUP from sshd) and returns at once.
+//
+// A command fails with ErrNoAnswer when the box stops answering
+// keepalives (about KeepAlive * (KeepAliveMissed+1)) or when it runs past
+// CommandTimeout, instead of waiting forever.
 func (p *Pool) Run(ctx context.Context, h Host, cmd string, stdin io.Reader) ([]byte, error) {
-	s, release, err := p.session(ctx, h)
+	limit := p.CommandTimeout
+	if limit <= 0 {
+		limit = DefaultCommandTimeout
+	}
+	s, c, release, err := p.session(ctx, h)
 	if err != nil {
 		return nil, err
 	}
@@ -431,16 +575,28 @@ func (p *Pool) Run(ctx context.Context, h Host, cmd string, stdin io.Reader) ([]
 	var stdout, stderr bytes.Buffer
 	s.Stdout, s.Stderr, s.Stdin = &stdout, &stderr, stdin
 	if err := s.Start(cmd); err != nil {
+		if dead := c.deadErr(); dead != nil {
+			return nil, dead
+		}
 		return nil, fmt.Errorf("ssh %s: start: %w", h, err)
 	}
 	done := make(chan error, 1)
 	go func() { done <- s.Wait() }()
+	timeout := time.NewTimer(limit)
+	defer timeout.Stop()
 	select {
 	case err = <-done:
 	case <-ctx.Done():
 		s.Signal(ssh.SIGKILL)
 		s.Close()
 		return nil, fmt.Errorf("ssh %s: %q: %w", h, cmd, ctx.Err())
+	case <-timeout.C:
+		s.Signal(ssh.SIGKILL)
+		s.Close()
+		return nil, fmt.Errorf("ssh %s: %q: %w: no end after %v", h, cmd, ErrNoAnswer, limit)
+	}
+	if dead := c.deadErr(); dead != nil && err != nil {
+		return stdout.Bytes(), fmt.Errorf("%w (running %q)", dead, cmd)
 	}
 	var ee *ssh.ExitError
 	if errors.As(err, &ee) {
@@ -454,25 +610,28 @@ func (p *Pool) Run(ctx context.Context, h Host, cmd string, stdin io.Reader) ([]
 
 // session opens a session on the host's connection once one of its slots
 // is free. The caller calls release after closing the session.
-func (p *Pool) session(ctx context.Context, h Host) (*ssh.Session, func(), error) {
+func (p *Pool) session(ctx context.Context, h Host) (*ssh.Session, *conn, func(), error) {
 	for attempt := 0; ; attempt++ {
 		c, err := p.get(ctx, h)
 		if err != nil {
-			return nil, nil, err
+			return nil, nil, nil, err
 		}
 		select {
 		case c.slots <- struct{}{}:
 		case <-ctx.Done():
-			return nil, nil, fmt.Errorf("ssh %s: %w", h, ctx.Err())
+			return nil, nil, nil, fmt.Errorf("ssh %s: %w", h, ctx.Err())
 		}
 		release := func() { <-c.slots }
 		s, err := c.client.NewSession()
 		if err == nil {
-			return s, release, nil
+			return s, c, release, nil
 		}
 		release()
+		if dead := c.deadErr(); dead != nil {
+			return nil, nil, nil, dead // not redialled at once: it did not answer
+		}
 		if attempt > 0 {
-			return nil, nil, fmt.Errorf("ssh %s: session: %w", h, err)
+			return nil, nil, nil, fmt.Errorf("ssh %s: session: %w", h, err)
 		}
 		// The connection died (the box rebooted, the network dropped):
 		// forget it and dial afresh, once.

@@ -3,12 +3,14 @@ package provision
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -328,5 +330,126 @@ func TestRedialsAfterTheConnectionDies(t *testing.T) {
 	}
 	if after, _ := f.pool.Connect(ctx, f.host); after == before {
 		t.Error("the dead connection was reused")
+	}
+}
+
+// TestStockSSHDPinnedToEachKey: a stock sshd holds an RSA, an ECDSA and an
+// Ed25519 host key; pinned to any one of them, the pool connects (it asks
+// for the pinned key's algorithm), and a key of a type not pinned is not
+// accepted in its place.
+func TestStockSSHDPinnedToEachKey(t *testing.T) {
+	signer, _ := newKey(t)
+	srv := startSSHD(t, signer.PublicKey(), sshdOpts{stock: true})
+	h := Host{Name: "stock", Address: srv.addr, User: currentUser(t)}
+	if len(srv.hostKeys) != 3 {
+		t.Fatalf("sshd has %d host keys, want 3", len(srv.hostKeys))
+	}
+	for _, typ := range []string{ssh.KeyAlgoRSA, ssh.KeyAlgoECDSA256, ssh.KeyAlgoED25519} {
+		t.Run(typ, func(t *testing.T) {
+			known := filepath.Join(t.TempDir(), "known_hosts")
+			if err := PinKey(known, srv.addr, srv.hostKeys[typ]); err != nil {
+				t.Fatal(err)
+			}
+			keys := &HostKeys{File: known}
+			pool := &Pool{Auth: []ssh.AuthMethod{ssh.PublicKeys(signer)}, Keys: keys, RetryFor: time.Second, DialTimeout: 5 * time.Second}
+			defer pool.Close()
+			out, err := pool.Run(context.Background(), h, "echo ok", nil)
+			if err != nil || string(out) != "ok\n" {
+				t.Fatalf("pinned to its %s key: %q, %v", typ, out, err)
+			}
+			if got := keys.algorithms(h.Addr()); len(got) == 0 || (typ == ssh.KeyAlgoRSA && got[0] != ssh.KeyAlgoRSASHA512) {
+				t.Errorf("algorithms asked for a pinned %s key: %v", typ, got)
+			}
+		})
+	}
+}
+
+// freeze stops (or continues) sshd and every process below it: the box
+// stops answering while its TCP connections stay open, as a hung box or
+// a dead path does.
+func (s *sshd) freeze(sig syscall.Signal) {
+	for _, pid := range append(descendants(s.cmd.Process.Pid), s.cmd.Process.Pid) {
+		syscall.Kill(pid, sig)
+	}
+}
+
+// TestFrozenBoxFailsWithinABound: a box that stops answering in the middle
+// of a command is reported by the keepalives within a bound, and so is a
+// command started after, instead of both waiting forever.
+func TestFrozenBoxFailsWithinABound(t *testing.T) {
+	f := newFixture(t, sshdOpts{})
+	f.pool.KeepAlive, f.pool.KeepAliveMissed = 200*time.Millisecond, 3
+	ctx := context.Background()
+	if _, err := f.pool.Run(ctx, f.host, "true", nil); err != nil {
+		t.Fatal(err)
+	}
+	errc := make(chan error, 1)
+	go func() {
+		_, err := f.pool.Run(ctx, f.host, "exec sleep 120", nil)
+		errc <- err
+	}()
+	// Freeze once the command runs on the box.
+	for deadline := time.Now().Add(20 * time.Second); !runsSleep(f.srv); {
+		if time.Now().After(deadline) {
+			t.Fatal("the command never started")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	f.srv.freeze(syscall.SIGSTOP)
+	t.Cleanup(func() { f.srv.freeze(syscall.SIGCONT) })
+	start := time.Now()
+	const bound = 15 * time.Second // the keepalives give up after about 0.8 s
+	select {
+	case err := <-errc:
+		if !errors.Is(err, ErrNoAnswer) || !strings.Contains(err.Error(), "keepalives") {
+			t.Errorf("the command on the frozen box: %v, want ErrNoAnswer from the keepalives", err)
+		}
+		t.Logf("the frozen box was reported after %v: %v", time.Since(start).Round(time.Millisecond), err)
+	case <-time.After(bound):
+		t.Fatalf("the command on a frozen box still waits after %v", bound)
+	}
+	// A command started now dials afresh and gives up within the pool's
+	// retry window (3 s here) plus one dial timeout (2 s).
+	start = time.Now()
+	done := make(chan error, 1)
+	go func() { _, err := f.pool.Run(ctx, f.host, "true", nil); done <- err }()
+	select {
+	case err := <-done:
+		if err == nil {
+			t.Error("a command on the frozen box succeeded")
+		}
+		t.Logf("a new command on the frozen box failed after %v: %v", time.Since(start).Round(time.Millisecond), err)
+	case <-time.After(bound + 10*time.Second):
+		t.Fatal("a new command on the frozen box still waits")
+	}
+}
+
+// runsSleep reports whether a sleep runs below sshd.
+func runsSleep(s *sshd) bool {
+	for _, pid := range descendants(s.cmd.Process.Pid) {
+		if comm, _ := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid)); strings.TrimSpace(string(comm)) == "sleep" {
+			return true
+		}
+	}
+	return false
+}
+
+// TestCommandTimeout: a command that does not end on a box that answers
+// is cut off at the pool's CommandTimeout.
+func TestCommandTimeout(t *testing.T) {
+	f := newFixture(t, sshdOpts{})
+	f.pool.CommandTimeout = 500 * time.Millisecond
+	start := time.Now()
+	_, err := f.pool.Run(context.Background(), f.host, "sleep 60", nil)
+	if !errors.Is(err, ErrNoAnswer) || !strings.Contains(err.Error(), "no end after 500ms") {
+		t.Errorf("err = %v, want ErrNoAnswer after the command timeout", err)
+	}
+	if el := time.Since(start); el > 30*time.Second {
+		t.Errorf("the command ran %v past a 500ms timeout", el)
+	}
+	// The connection still serves the next command.
+	f.pool.CommandTimeout = 0
+	if out, err := f.pool.Run(context.Background(), f.host, "echo ok", nil); err != nil || string(out) != "ok\n" {
+		t.Errorf("after a timeout: %q, %v", out, err)
 	}
 }

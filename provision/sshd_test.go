@@ -2,8 +2,12 @@ package provision
 
 import (
 	"bytes"
+	"crypto"
+	"crypto/ecdsa"
 	"crypto/ed25519"
+	"crypto/elliptic"
 	"crypto/rand"
+	"crypto/rsa"
 	"encoding/pem"
 	"fmt"
 	"net"
@@ -24,12 +28,20 @@ import (
 type sshd struct {
 	addr    string
 	hostKey ssh.PublicKey
-	cmd     *exec.Cmd
+	// hostKeys are all its host keys, by type (ssh-rsa, ecdsa-sha2-nistp256,
+	// ssh-ed25519).
+	hostKeys map[string]ssh.PublicKey
+	cmd      *exec.Cmd
 }
 
 type sshdOpts struct {
 	maxSessions int
 	port        int // 0 picks a free one
+	// stock gives it an RSA, an ECDSA and an Ed25519 host key, as a stock
+	// OpenSSH server has, in that order; without it, one Ed25519 key.
+	stock bool
+	// clientAlive, when set, is its ClientAliveInterval.
+	clientAlive time.Duration
 }
 
 func freePort(t *testing.T) int {
@@ -59,6 +71,24 @@ func newKey(t *testing.T) (ssh.Signer, []byte) {
 	return signer, pem.EncodeToMemory(block)
 }
 
+func newRSA(t *testing.T) crypto.Signer {
+	t.Helper()
+	k, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return k
+}
+
+func newECDSA(t *testing.T) crypto.Signer {
+	t.Helper()
+	k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return k
+}
+
 const sshdPath = "/usr/sbin/sshd"
 
 // startSSHD starts sshd accepting clientKey for the current user. It
@@ -69,7 +99,6 @@ func startSSHD(t *testing.T, clientKey ssh.PublicKey, o sshdOpts) *sshd {
 		t.Fatalf("%s is missing: install openssh-server (apt-get install openssh-server) to run the SSH tests", sshdPath)
 	}
 	dir := t.TempDir()
-	host, hostPEM := newKey(t)
 	write := func(name string, data []byte) string {
 		p := filepath.Join(dir, name)
 		if err := os.WriteFile(p, data, 0o600); err != nil {
@@ -77,18 +106,44 @@ func startSSHD(t *testing.T, clientKey ssh.PublicKey, o sshdOpts) *sshd {
 		}
 		return p
 	}
+	host, hostPEM := newKey(t)
+	hostKey := host.PublicKey()
+	hostKeys := map[string]ssh.PublicKey{hostKey.Type(): hostKey}
+	hostKeyLines := "HostKey " + write("host_key", hostPEM) + "\n"
+	if o.stock {
+		hostKeyLines = ""
+		_, ed, err := ed25519.GenerateKey(rand.Reader)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, priv := range []crypto.Signer{newRSA(t), newECDSA(t), ed} {
+			block, err := ssh.MarshalPrivateKey(priv, "")
+			if err != nil {
+				t.Fatal(err)
+			}
+			pub, err := ssh.NewPublicKey(priv.Public())
+			if err != nil {
+				t.Fatal(err)
+			}
+			hostKeys[pub.Type()] = pub
+			hostKey = pub // the Ed25519 one, last
+			hostKeyLines += "HostKey " + write(fmt.Sprintf("host_key_%d", i), pem.EncodeToMemory(block)) + "\n"
+		}
+	}
 	if o.port == 0 {
 		o.port = freePort(t)
 	}
 	if o.maxSessions == 0 {
 		o.maxSessions = 10
 	}
-	hostKeyFile := write("host_key", hostPEM)
+	alive := ""
+	if o.clientAlive > 0 {
+		alive = fmt.Sprintf("ClientAliveInterval %d\n", int(o.clientAlive.Seconds()))
+	}
 	authFile := write("authorized_keys", ssh.MarshalAuthorizedKey(clientKey))
 	conf := write("sshd_config", fmt.Appendf(nil, `Port %d
 ListenAddress 127.0.0.1
-HostKey %s
-AuthorizedKeysFile %s
+%s%sAuthorizedKeysFile %s
 PidFile %s
 StrictModes no
 UsePAM no
@@ -99,14 +154,14 @@ MaxSessions %d
 MaxStartups 100
 AllowTcpForwarding yes
 LogLevel ERROR
-`, o.port, hostKeyFile, authFile, filepath.Join(dir, "sshd.pid"), o.maxSessions))
+`, o.port, hostKeyLines, alive, authFile, filepath.Join(dir, "sshd.pid"), o.maxSessions))
 	os.MkdirAll("/run/sshd", 0o755) // privilege separation directory
 	cmd := exec.Command(sshdPath, "-D", "-e", "-f", conf)
 	cmd.Stderr = sshdLog(t, dir)
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	s := &sshd{hostKey: host.PublicKey(), cmd: cmd}
+	s := &sshd{hostKey: hostKey, hostKeys: hostKeys, cmd: cmd}
 	t.Cleanup(s.kill)
 	addr := fmt.Sprintf("127.0.0.1:%d", o.port)
 	for deadline := time.Now().Add(10 * time.Second); ; {

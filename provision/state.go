@@ -2,6 +2,7 @@ package provision
 
 import (
 	"fmt"
+	"maps"
 	"path"
 	"slices"
 	"sort"
@@ -33,6 +34,14 @@ type HostState struct {
 	// Its content is made on the box and known nowhere else, so only its
 	// state is compared.
 	ResetSecret string `json:",omitempty"`
+	// Running maps each instance found running to what its process
+	// runs (Releases.Running): a process on another release than the
+	// current one was left behind by a cut-off rollout. Probe sets it; a
+	// desired state has none.
+	Running map[string]string `json:",omitempty"`
+	// Draining lists the instances found draining, as a cut-off
+	// rollout leaves one. Probe sets it; a desired state has none.
+	Draining []string `json:",omitempty"`
 }
 
 // Plan is a host's desired state with the bytes to write.
@@ -76,6 +85,27 @@ func Desired(l units.Layout, release string) (*Plan, error) {
 	}
 	sort.Strings(p.State.Instances)
 	return p, nil
+}
+
+// ForBox is the plan for a box whose kernel has the sysctl values
+// current: its sysctl file holds the larger of each floor and the box's
+// value (sysctl.Profile.Raised), so that writing and loading it never
+// lowers what an operator set higher. The plan it is called on is left
+// as it was.
+func (p *Plan) ForBox(current map[string]string) (*Plan, error) {
+	if p.Profile.File == "" || p.State.Files[p.Profile.File] == "" {
+		return p, nil // a plan without the sysctl file
+	}
+	conf, err := p.Profile.Raised(current).Render()
+	if err != nil {
+		return nil, err
+	}
+	q := *p
+	q.Content = maps.Clone(p.Content)
+	q.State.Files = maps.Clone(p.State.Files)
+	q.Content[p.Profile.File] = conf
+	q.State.Files[p.Profile.File] = Digest(conf)
+	return &q, nil
 }
 
 // DesiredAuth is Desired for relays that verify tokens: the fleet's auth
@@ -126,6 +156,12 @@ const (
 	ChangeRestart = "restart"
 	ChangeRelease = "release"
 	ChangeSecret  = "secret"
+	// ChangeStale restarts an instance whose process runs another release
+	// than the current one, make before break (Move), From being what it
+	// runs.
+	ChangeStale = "stale"
+	// ChangeUndrain makes an instance left draining admit again.
+	ChangeUndrain = "undrain"
 )
 
 // Change is one difference between desired and actual.
@@ -155,6 +191,10 @@ func (c Change) String() string {
 		return fmt.Sprintf("sysctl %s: %s -> %s", c.What, orNone(c.From), c.To)
 	case ChangeRelease:
 		return fmt.Sprintf("release %s -> %s", orNone(short(c.From)), short(c.To))
+	case ChangeStale:
+		return fmt.Sprintf("restart %s: it runs %s, not the current release %s (moved out first)", c.What, short(c.From), short(c.To))
+	case ChangeUndrain:
+		return "undrain " + c.What + " (left draining)"
 	}
 	return c.Kind + " " + c.What
 }
@@ -231,13 +271,23 @@ func Diff(desired, actual HostState) []Change {
 	for _, u := range actual.Instances {
 		running[u] = true
 	}
+	draining := map[string]bool{}
+	for _, u := range actual.Draining {
+		draining[u] = true
+	}
 	for _, u := range desired.Instances {
 		dropIn := "/etc/systemd/system/" + strings.TrimSuffix(u, ".service") + ".service.d/10-relayfleet.conf"
+		runs := actual.Running[u]
 		switch {
 		case !running[u]:
 			cs = append(cs, Change{Kind: ChangeStart, What: u})
 		case templateChanged || releaseChanged || changed[dropIn]:
 			cs = append(cs, Change{Kind: ChangeRestart, What: u})
+		case desired.Release != "" && runs != "" && runs != desired.Release:
+			// current is right, the process is not: a rollout was cut off.
+			cs = append(cs, Change{Kind: ChangeStale, What: u, From: runs, To: desired.Release})
+		case draining[u]:
+			cs = append(cs, Change{Kind: ChangeUndrain, What: u})
 		}
 	}
 	for _, u := range actual.Instances {

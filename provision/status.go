@@ -31,6 +31,13 @@ type ProcessStatus struct {
 	Drops int64 `json:"udp_drops"`
 	// Error says why /stats could not be read.
 	Error string `json:"error,omitempty"`
+	// Release is what the process runs (Releases.Running): a release's
+	// SHA-256, an executable's path, or "" with no process.
+	Release string `json:"release"`
+	// Stale: it runs another release than the box's current one (a
+	// rollout was cut off); fleet converge or a re-run of the rollout
+	// moves it.
+	Stale bool `json:"stale"`
 }
 
 // BoxStatus is one box's relays, release and sysctl drift.
@@ -71,6 +78,19 @@ func Status(ctx context.Context, run Runner, prof sysctl.Profile, rel Releases) 
 	sort.Slice(st.Processes, func(i, j int) bool { return st.Processes[i].Unit < st.Processes[j].Unit })
 	if st.Release, _, err = rel.Current(ctx, run); err != nil {
 		return st, err
+	}
+	units := make([]string, len(st.Processes))
+	for i, p := range st.Processes {
+		units[i] = p.Unit
+	}
+	runs, err := rel.Running(ctx, run, units)
+	if err != nil {
+		return st, err
+	}
+	for i := range st.Processes {
+		p := &st.Processes[i]
+		p.Release = runs[p.Unit]
+		p.Stale = p.Release != "" && p.Release != st.Release
 	}
 	vals, err := ReadSysctl(ctx, run, prof)
 	if err != nil {

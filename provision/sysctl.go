@@ -31,16 +31,20 @@ func ReadSysctl(ctx context.Context, run Runner, p sysctl.Profile) (map[string]s
 }
 
 // ApplySysctl converges the profile on a box: it writes the profile's
-// file when it differs, asks the kernel to load it, and reads every key
+// file, asks the kernel to load it, and reads every key
 // back. sysctl's exit status is not trusted (it fails on read-only keys
 // and succeeds on some it did not set); the read-back decides each key:
 // already, applied or not applied (read-only here, as in a container).
+//
+// The file holds the larger of each floor and the box's current value
+// (sysctl.Profile.Raised), so loading it never lowers a key an operator
+// set higher, neither now nor at boot.
 func ApplySysctl(ctx context.Context, run Runner, p sysctl.Profile) ([]sysctl.Result, error) {
-	data, err := p.Render()
+	before, err := ReadSysctl(ctx, run, p)
 	if err != nil {
 		return nil, err
 	}
-	before, err := ReadSysctl(ctx, run, p)
+	data, err := p.Raised(before).Render()
 	if err != nil {
 		return nil, err
 	}

@@ -42,6 +42,27 @@ func (s Setting) Satisfied(got string) bool {
 	return err1 == nil && err2 == nil && g >= w
 }
 
+// Raised is the profile with each floor (AtLeast) raised to the value in
+// current when that is a larger number: an operator's own, larger tuning
+// is kept. Written to the profile's file and loaded with sysctl -p, it
+// never lowers a key, neither now nor at the next boot. Other settings
+// and keys without a readable number stay as they are.
+func (p Profile) Raised(current map[string]string) Profile {
+	out := p
+	out.Settings = make([]Setting, len(p.Settings))
+	for i, s := range p.Settings {
+		if s.AtLeast {
+			g, err1 := strconv.ParseInt(current[s.Key], 10, 64)
+			w, err2 := strconv.ParseInt(s.Value, 10, 64)
+			if err1 == nil && err2 == nil && g > w {
+				s.Value = strconv.FormatInt(g, 10)
+			}
+		}
+		out.Settings[i] = s
+	}
+	return out
+}
+
 // Profile is an ordered set of settings rendered to one file.
 type Profile struct {
 	Name     string

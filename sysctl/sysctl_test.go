@@ -120,3 +120,52 @@ func TestReadAndCompare(t *testing.T) {
 		}
 	}
 }
+
+// TestRaisedKeepsTheOperatorsLargerValues: the file written holds the
+// larger of the floor and what the box has, so loading it never lowers a
+// key; a value below the floor, a missing or unreadable one gets the floor.
+func TestRaisedKeepsTheOperatorsLargerValues(t *testing.T) {
+	p := Profile{Name: "t", File: "/etc/sysctl.d/t.conf", Settings: []Setting{
+		{Key: "net.core.rmem_max", Value: "16777216", Reason: "r", AtLeast: true},
+		{Key: "net.core.wmem_max", Value: "16777216", Reason: "r", AtLeast: true},
+		{Key: "net.core.netdev_max_backlog", Value: "16384", Reason: "r", AtLeast: true},
+		{Key: "net.core.somaxconn", Value: "4096", Reason: "r", AtLeast: true},
+		{Key: "net.ipv4.ip_forward", Value: "0", Reason: "exact, not a floor"},
+	}}
+	current := map[string]string{
+		"net.core.rmem_max":           "67108864", // the operator's: kept
+		"net.core.wmem_max":           "212992",   // below the floor: raised
+		"net.core.netdev_max_backlog": "not a number",
+		"net.ipv4.ip_forward":         "1",
+	}
+	r := p.Raised(current)
+	want := map[string]string{
+		"net.core.rmem_max":           "67108864",
+		"net.core.wmem_max":           "16777216",
+		"net.core.netdev_max_backlog": "16384",
+		"net.core.somaxconn":          "4096",
+		"net.ipv4.ip_forward":         "0",
+	}
+	data, err := r.Render()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := Parse(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k, v := range want {
+		if got[k] != v {
+			t.Errorf("file sets %s = %q, want %q", k, got[k], v)
+		}
+	}
+	// Every floor is still met.
+	for _, s := range p.Settings {
+		if s.AtLeast && !s.Satisfied(got[s.Key]) {
+			t.Errorf("%s = %s is below its floor %s", s.Key, got[s.Key], s.Value)
+		}
+	}
+	if p.Settings[0].Value != "16777216" {
+		t.Error("Raised changed the profile it was called on")
+	}
+}

@@ -11,6 +11,7 @@ import (
 	"os/user"
 	"path/filepath"
 	"strings"
+	"syscall"
 
 	"github.com/relayfleet/relayfleet/infra/program"
 	"github.com/relayfleet/relayfleet/internal/atomicfile"
@@ -40,7 +41,7 @@ func runEventsInstall(ctx context.Context, args []string, stdout io.Writer) erro
 	fleetBinary := fs.String("fleet-binary", "", "the fleet binary the timer runs (default: this one)")
 	interval := fs.Duration("interval", units.DefaultReconcileInterval, "how often the reconciler runs (at least "+units.MinReconcileInterval.String()+")")
 	userName := fs.String("user", "", "user the reconciler runs as (default root; lab events need root)")
-	envFile := fs.String("environment-file", "", "file with HCLOUD_TOKEN=, DIGITALOCEAN_TOKEN=, PULUMI_CONFIG_PASSPHRASE= lines, mode 0600 (systemd reads it as root)")
+	envFile := fs.String("environment-file", "", "file with HCLOUD_TOKEN=, DIGITALOCEAN_TOKEN=, PULUMI_CONFIG_PASSPHRASE= lines: root's, mode 0600, in directories only root can write (systemd reads it for a service run as root)")
 	unitDir := fs.String("unit-dir", units.ReconcilerDir, "where the unit files are written")
 	noEnable := fs.Bool("no-enable", false, "write the unit files only: no systemctl daemon-reload, no enable --now")
 	extra, err := parseInstallArgs(fs, args)
@@ -101,12 +102,8 @@ func runEventsInstall(ctx context.Context, args []string, stdout io.Writer) erro
 		if env, err = installPath("--environment-file", env); err != nil {
 			return err
 		}
-		fi, err := os.Stat(env)
-		if err != nil {
+		if err := rootOnly(env, envFileOwner); err != nil {
 			return usagef("flag --environment-file: %v", err)
-		}
-		if perm := fi.Mode().Perm(); perm&0o077 != 0 {
-			return usagef("flag --environment-file: %s is mode %#o, readable beyond its owner; it holds tokens: chmod 600 %s", env, perm, env)
 		}
 	}
 
@@ -154,6 +151,58 @@ func runEventsInstall(ctx context.Context, args []string, stdout io.Writer) erro
 	fmt.Fprintf(stdout, "watch it: systemctl list-timers %s\n", units.ReconcilerTimer)
 	fmt.Fprintf(stdout, "its runs: journalctl -u %s\n", units.ReconcilerService)
 	return nil
+}
+
+// envFileOwner is the owner the environment file and the directories
+// above it must have: root, whom systemd reads it as. Tests that cannot
+// chown set their own uid.
+var envFileOwner uint32 = 0
+
+// rootOnly checks that the reconciler's environment file is owner's
+// (root's) and mode 0600 or tighter, and that no one else can replace it:
+// every directory above it is owner's and writable by no one else, unless
+// sticky (as /tmp is: others cannot rename or delete root's entries).
+// Whoever can write the file chooses the environment of a service that
+// runs as root, PATH and the Pulumi binary with it.
+func rootOnly(path string, owner uint32) error {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return err
+	}
+	if !fi.Mode().IsRegular() {
+		return fmt.Errorf("%s is not a regular file", path)
+	}
+	uid := fileOwner(fi)
+	switch {
+	case uid != owner:
+		return fmt.Errorf("%s is owned by uid %d, not %d (root); whoever owns it chooses what the root service runs: chown root:root %s && chmod 600 %s", path, uid, owner, path, path)
+	case fi.Mode().Perm()&0o077 != 0:
+		return fmt.Errorf("%s is mode %#o, readable beyond its owner; it holds tokens: chmod 600 %s", path, fi.Mode().Perm(), path)
+	}
+	for dir := filepath.Dir(path); ; dir = filepath.Dir(dir) {
+		di, err := os.Stat(dir)
+		if err != nil {
+			return err
+		}
+		sticky := di.Mode()&os.ModeSticky != 0
+		switch {
+		case fileOwner(di) != owner:
+			return fmt.Errorf("%s is in %s, owned by uid %d, not %d (root), who could replace it: keep it in a directory of root's, such as /etc/relayfleet", path, dir, fileOwner(di), owner)
+		case di.Mode().Perm()&0o022 != 0 && !sticky:
+			return fmt.Errorf("%s is in %s, mode %#o, writable by others, who could replace it: chmod go-w %s", path, dir, di.Mode().Perm(), dir)
+		}
+		if dir == filepath.Dir(dir) {
+			return nil
+		}
+	}
+}
+
+// fileOwner is the uid that owns a file.
+func fileOwner(fi os.FileInfo) uint32 {
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+		return st.Uid
+	}
+	return ^uint32(0)
 }
 
 // parseInstallArgs parses args and returns the arguments after "--", which

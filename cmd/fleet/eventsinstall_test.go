@@ -31,7 +31,18 @@ func installFakeExe(t *testing.T, dir, name, script string) string {
 	return path
 }
 
+// ownEnvFiles lets a test that is not root own its environment files:
+// the check wants them root's.
+func ownEnvFiles(t *testing.T) {
+	if uid := uint32(os.Getuid()); uid != 0 {
+		old := envFileOwner
+		envFileOwner = uid
+		t.Cleanup(func() { envFileOwner = old })
+	}
+}
+
 func TestEventsInstallWritesUnits(t *testing.T) {
+	ownEnvFiles(t)
 	dir := t.TempDir()
 	unitDir := filepath.Join(dir, "units")
 	os.Mkdir(unitDir, 0o755)
@@ -103,6 +114,7 @@ func TestEventsInstallDefaults(t *testing.T) {
 }
 
 func TestEventsInstallBadInput(t *testing.T) {
+	ownEnvFiles(t)
 	dir := t.TempDir()
 	fleetBin := installFakeExe(t, dir, "fleet", "exit 0\n")
 	notExec := filepath.Join(dir, "notexec")
@@ -139,6 +151,80 @@ func TestEventsInstallBadInput(t *testing.T) {
 	}
 	if entries, _ := os.ReadDir(dir); len(entries) != 3 {
 		t.Errorf("bad input wrote files: %v", entries)
+	}
+}
+
+// TestEventsInstallEnvFileOwner: the environment file, which systemd
+// reads for a service that runs as root, must be root's alone, and in
+// directories no one else can write: whoever can write it or replace it
+// chooses what that service runs (PATH, the Pulumi binary).
+func TestEventsInstallEnvFileOwner(t *testing.T) {
+	root := os.Getuid() == 0
+	ownEnvFiles(t)
+	dir := t.TempDir()
+	fleetBin := installFakeExe(t, dir, "fleet", "exit 0\n")
+	units := filepath.Join(dir, "units")
+	os.Mkdir(units, 0o755)
+	install := func(env string) error {
+		_, err := installEvents(t, "--events", installEventsFile, "--state-dir", dir, "--fleet-binary", fleetBin,
+			"--unit-dir", units, "--no-enable", "--environment-file", env)
+		return err
+	}
+	write := func(path string, mode os.FileMode) string {
+		t.Helper()
+		if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, []byte("HCLOUD_TOKEN=x\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		os.Chmod(path, mode)
+		return path
+	}
+	good := write(filepath.Join(dir, "ok", "tokens.env"), 0o600)
+	if err := install(good); err != nil {
+		t.Fatalf("a file of root's, 0600, in root's directories: %v", err)
+	}
+
+	// A file someone else owns: they choose the root service's environment.
+	other := write(filepath.Join(dir, "other", "tokens.env"), 0o600)
+	if root {
+		if err := os.Chown(other, 65534, 65534); err != nil {
+			t.Fatal(err)
+		}
+	} else {
+		envFileOwner = uint32(os.Getuid()) + 1 // the file is not the wanted owner's
+	}
+	err := install(other)
+	var ue *usageError
+	if !errors.As(err, &ue) || !strings.Contains(err.Error(), "flag --environment-file: "+other+" is owned by uid") || !strings.Contains(err.Error(), "chown root:root") {
+		t.Errorf("a file owned by another user: %v, want a usage error naming the flag, the owner and the fix", err)
+	}
+	ownEnvFiles(t)
+	if !root {
+		envFileOwner = uint32(os.Getuid())
+	}
+
+	// A file of root's in a directory others can write: they can replace it.
+	open := write(filepath.Join(dir, "open", "tokens.env"), 0o600)
+	os.Chmod(filepath.Dir(open), 0o777)
+	if err := install(open); !errors.As(err, &ue) || !strings.Contains(err.Error(), "mode 0777, writable by others") {
+		t.Errorf("a file in a directory anyone can write: %v, want a usage error", err)
+	}
+	// A sticky directory (as /tmp) is fine: others cannot replace root's files there.
+	os.Chmod(filepath.Dir(open), 0o777|os.ModeSticky)
+	if err := install(open); err != nil {
+		t.Errorf("a file in a sticky directory: %v", err)
+	}
+	if root {
+		// A directory someone else owns: they can rename the file away and put theirs.
+		theirs := write(filepath.Join(dir, "theirs", "tokens.env"), 0o600)
+		if err := os.Chown(filepath.Dir(theirs), 65534, 65534); err != nil {
+			t.Fatal(err)
+		}
+		if err := install(theirs); !errors.As(err, &ue) || !strings.Contains(err.Error(), "owned by uid 65534") {
+			t.Errorf("a file in a directory of another user's: %v, want a usage error", err)
+		}
 	}
 }
 

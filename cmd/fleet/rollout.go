@@ -179,7 +179,10 @@ func runRollout(ctx context.Context, args []string, stdout io.Writer) error {
 			failed++
 			logf("%s: FAILED: %s", o.host, oneLine(o.err))
 		case o.r.From == o.r.To:
-			logf("%s: already on %s", o.host, short(o.r.To))
+			logf("%s: already on %s, every process runs it", o.host, short(o.r.To))
+		case o.r.Resumed:
+			moved++
+			logf("%s: resumed %s -> %s (current pointed at it already): %d processes still on another release restarted one at a time", o.host, short(o.r.From), short(o.r.To), len(o.r.Restarted))
 		default:
 			moved++
 			logf("%s: %s -> %s, %d processes restarted one at a time", o.host, short(o.r.From), short(o.r.To), len(o.r.Restarted))

@@ -97,7 +97,7 @@ func writeStatusText(stdout io.Writer, boxes []boxJSON) error {
 		}
 		fmt.Fprintln(tw, strings.Join(cols, "\t"))
 	}
-	row("DROPS", "BOX", "PROCESS", "STATE", "LISTENERS", "HEADROOM", "MEMORY / CEILING", "RESTARTS")
+	row("DROPS", "BOX", "PROCESS", "STATE", "LISTENERS", "HEADROOM", "MEMORY / CEILING", "RESTARTS", "RUNS")
 	for _, b := range boxes {
 		for _, p := range b.Processes {
 			state := p.Active
@@ -110,7 +110,7 @@ func writeStatusText(stdout io.Writer, boxes []boxJSON) error {
 				state += ", refusing listeners"
 			}
 			row(fmt.Sprint(p.Drops), b.Host, p.Unit, state, fmt.Sprint(p.Listeners), fmt.Sprint(p.Headroom),
-				inventories.Bytes(p.MemoryCur).IEC()+" / "+inventories.Bytes(p.MemoryMax).IEC(), fmt.Sprint(p.Restarts))
+				inventories.Bytes(p.MemoryCur).IEC()+" / "+inventories.Bytes(p.MemoryMax).IEC(), fmt.Sprint(p.Restarts), runsColumn(p))
 		}
 	}
 	if err := tw.Flush(); err != nil {
@@ -129,7 +129,37 @@ func writeStatusText(stdout io.Writer, boxes []boxJSON) error {
 		if len(b.SysctlRefused) > 0 {
 			drift += fmt.Sprintf(" (%d keys refused by this kernel, as inside a container)", len(b.SysctlRefused))
 		}
-		fmt.Fprintf(stdout, "%s: release %s, %s, %s\n", b.Host, short(b.Release), plural(len(b.Processes), "process", "processes"), drift)
+		fmt.Fprintf(stdout, "%s: release %s, %s, %s%s\n", b.Host, short(b.Release), plural(len(b.Processes), "process", "processes"), drift, leftBehind(b.Processes))
 	}
 	return nil
+}
+
+// runsColumn is what a process runs: its release, marked STALE when it is
+// not the box's current one (a rollout was cut off).
+func runsColumn(p provision.ProcessStatus) string {
+	switch {
+	case p.Release == "":
+		return "-"
+	case p.Stale:
+		return short(p.Release) + " STALE"
+	}
+	return short(p.Release)
+}
+
+// leftBehind says how many processes run another release than current,
+// or are draining, and what finishes the job.
+func leftBehind(ps []provision.ProcessStatus) string {
+	stale, draining := 0, 0
+	for _, p := range ps {
+		if p.Stale {
+			stale++
+		}
+		if p.Draining {
+			draining++
+		}
+	}
+	if stale == 0 && draining == 0 {
+		return ""
+	}
+	return fmt.Sprintf("; %d processes not on the current release, %d draining (fleet converge or a re-run of fleet rollout finishes it)", stale, draining)
 }

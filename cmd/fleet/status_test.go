@@ -53,3 +53,30 @@ func TestStatusShowsDropsFirstWhenAny(t *testing.T) {
 		t.Fatalf("JSON lacks udp_drops: %s %v", data, err)
 	}
 }
+
+// TestStatusShowsProcessesLeftBehind: a process running another release
+// than the box's current one is marked STALE, and the box's line counts it
+// and the draining ones, saying what finishes the job.
+func TestStatusShowsProcessesLeftBehind(t *testing.T) {
+	cur, old := strings.Repeat("a", 64), strings.Repeat("b", 64)
+	boxes := []boxJSON{{Host: "box-1", BoxStatus: provision.BoxStatus{Release: cur, Processes: []provision.ProcessStatus{
+		{Unit: "relay@4443.service", Active: "active", Admitting: true, Release: cur},
+		{Unit: "relay@4444.service", Active: "active", Draining: true, Release: old, Stale: true},
+	}}}}
+	var b strings.Builder
+	if err := writeStatusText(&b, boxes); err != nil {
+		t.Fatal(err)
+	}
+	out := b.String()
+	lines := strings.Split(out, "\n")
+	if !strings.Contains(lines[0], "RUNS") || !strings.Contains(lines[1], "aaaaaaaaaaaa") || strings.Contains(lines[1], "STALE") || !strings.Contains(lines[2], "bbbbbbbbbbbb STALE") {
+		t.Errorf("want a RUNS column with the stale process marked:\n%s", out)
+	}
+	if !strings.Contains(out, "box-1: release aaaaaaaaaaaa, 2 processes, no sysctl drift; 1 processes not on the current release, 1 draining (fleet converge or a re-run of fleet rollout finishes it)") {
+		t.Errorf("box line does not report the processes left behind:\n%s", out)
+	}
+	data, _ := json.Marshal(boxes[0])
+	if !strings.Contains(string(data), `"release":"`+old+`","stale":true`) {
+		t.Errorf("JSON lacks the process's release and stale: %s", data)
+	}
+}

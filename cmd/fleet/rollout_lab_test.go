@@ -1,0 +1,398 @@
+//go:build lab
+
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/relayfleet/relayfleet/infra/lab"
+	"github.com/relayfleet/relayfleet/provision"
+	"github.com/relayfleet/relayfleet/sysctl"
+	"golang.org/x/crypto/ssh"
+)
+
+// The lab of TestRolloutInterruptedLab: its own directory, bridge and
+// subnet, so that it runs beside the other lab tests.
+const (
+	cutLabDir  = "/var/lib/relayfleet/lab-safb"
+	cutBridge  = "rfsafb0"
+	cutSubnet  = "10.231.103.0/24"
+	cutFleet   = "safb-cut"
+	cutBoxName = "safbcut1"
+)
+
+// TestRolloutInterruptedLab: a fleet rollout stopped mid-way leaves no box
+// on mixed releases or with a process draining, once re-run.
+//
+//   - Ctrl-C (SIGINT) while the second process drains: the rollout rolls the
+//     box back on a fresh context; a re-run then moves every process.
+//   - Ctrl-C, then the rollout killed before its rollback ran (the
+//     terminal closed, the laptop slept): current already points at the new
+//     release, one process runs it, the other runs the old one and is
+//     draining. fleet status marks it STALE; a re-run of the rollout
+//     resumes and moves it.
+//   - The same cut, repaired by fleet converge instead: it restarts the
+//     stale process (moved out first) and nothing is left draining.
+func TestRolloutInterruptedLab(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Fatal("lab tests need root")
+	}
+	l, err := lab.New(lab.Config{Dir: cutLabDir, ImageDir: labImages(), Bridge: cutBridge, Subnet: mustPrefix(t, cutSubnet), Logf: t.Logf})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if err := l.Delete(ctx, cutBoxName); err == nil { // left by a run that was killed
+		t.Logf("deleted %s, left by an earlier run", cutBoxName)
+	}
+	l.Cleanup(ctx)
+	t.Cleanup(func() {
+		if err := l.Delete(context.Background(), cutBoxName); err != nil && !errors.Is(err, lab.ErrNotFound) {
+			t.Errorf("delete %s: %v", cutBoxName, err)
+		}
+		l.Cleanup(context.Background())
+	})
+	box, err := l.Create(ctx, lab.Spec{Name: cutBoxName, Shape: lab.Medium, Labels: map[string]string{"fleet": cutFleet}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	signer, err := l.Signer()
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := &provision.Pool{Auth: []ssh.AuthMethod{ssh.PublicKeys(signer)}, Keys: &provision.HostKeys{File: l.KnownHostsPath()}}
+	t.Cleanup(func() { pool.Close() })
+	run := pool.Runner(provision.Host{Name: box.Name, Address: box.SSHAddr(), User: "root"})
+
+	// sysctl floors on a real kernel: keys of the box's own network
+	// namespace, one set above its floor (the operator's), one below.
+	sysctlFloorsLab(t, run)
+
+	dir := t.TempDir()
+	build := func(out, pkg string) {
+		t.Helper()
+		cmd := exec.Command("go", "build", "-o", out, pkg)
+		cmd.Stderr = os.Stderr
+		if err := cmd.Run(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	v1 := filepath.Join(dir, "relay")
+	build(v1, "github.com/relayfleet/relayfleet/cmd/relay")
+	fleetBin := filepath.Join(dir, "fleet")
+	build(fleetBin, "github.com/relayfleet/relayfleet/cmd/fleet")
+	// Other builds: the same relay with a marker after its ELF sections.
+	data, err := os.ReadFile(v1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	builds := map[string]string{"v1": v1}
+	digest := map[string]string{"v1": provision.Digest(data)}
+	for _, v := range []string{"v2", "v3", "v4"} {
+		b := append(append([]byte{}, data...), []byte("\nrelayfleet-cut-test-"+v+"\n")...)
+		builds[v] = filepath.Join(dir, "relay-"+v)
+		digest[v] = provision.Digest(b)
+		if err := os.WriteFile(builds[v], b, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	name := map[string]string{}
+	for v, d := range digest {
+		name[d] = v
+	}
+
+	inv := filepath.Join(dir, "fleet.yaml")
+	if err := os.WriteFile(inv, fmt.Appendf(nil, `version: 1
+name: %s
+access:
+  public_listen: [live/]
+steady:
+  - name: cut
+    provider: lab
+    shape: medium
+    count: 1
+    processes: 2
+    base_port: 4443
+`, cutFleet), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	state := filepath.Join(dir, "state")
+	out, errOut, code := fleet(t, "converge", "--inventory", inv, "--relay-binary", v1, "--lab-dir", cutLabDir, "--state-dir", state)
+	if code != 0 {
+		t.Fatalf("converge: exit %d\n%s%s", code, out, errOut)
+	}
+	insts, err := provision.ActiveInstances(ctx, run)
+	if err != nil || len(insts) != 2 {
+		t.Fatalf("relay instances %v, %v; want 2", insts, err)
+	}
+
+	// boxState says what current points at, what each process runs and
+	// which drain, by build name.
+	type boxState struct {
+		current  string
+		runs     map[string]string
+		draining []string
+	}
+	read := func() boxState {
+		t.Helper()
+		cur, _, err := provision.Releases{}.Current(ctx, run)
+		if err != nil {
+			t.Fatal(err)
+		}
+		runs, err := provision.Releases{}.Running(ctx, run, insts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		dr, err := provision.DrainingInstances(ctx, run, insts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s := boxState{current: name[cur], runs: map[string]string{}, draining: dr}
+		for i, r := range runs {
+			s.runs[i] = name[r]
+			if s.runs[i] == "" {
+				s.runs[i] = "?" + r
+			}
+		}
+		return s
+	}
+	// allOn fails the test unless current and every process are on v and
+	// none drains.
+	allOn := func(what, v string) {
+		t.Helper()
+		s := read()
+		ok := s.current == v && len(s.draining) == 0
+		for _, inst := range insts {
+			ok = ok && s.runs[inst] == v
+		}
+		if !ok {
+			t.Errorf("%s: current %s, processes run %v, draining %v; want all on %s, none draining", what, s.current, s.runs, s.draining, v)
+		}
+	}
+	allOn("after converge", "v1")
+	// The relay profile's file on the box: each key at the larger of its
+	// floor and what the kernel has.
+	vals, err := provision.ReadSysctl(ctx, run, sysctl.Relay())
+	if err != nil {
+		t.Fatal(err)
+	}
+	conf, err := run.Run(ctx, "cat "+sysctl.Relay().File, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	file, err := sysctl.Parse(conf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, set := range sysctl.Relay().Settings {
+		has := sysctl.Setting{Key: set.Key, Value: vals[set.Key], AtLeast: true}
+		if !set.Satisfied(file[set.Key]) || (vals[set.Key] != "" && !has.Satisfied(file[set.Key])) {
+			t.Errorf("%s sets %s = %s: want at least the floor %s and the kernel's %s", sysctl.Relay().File, set.Key, file[set.Key], set.Value, vals[set.Key])
+		}
+	}
+
+	// rolloutCut starts fleet rollout to build v as its own process and
+	// sends it sig once the first process runs v and the second drains;
+	// kill, when set, follows at once with SIGKILL (before the rollback can
+	// run). It returns the rollout's output.
+	rolloutCut := func(v string, sig syscall.Signal, kill bool) string {
+		t.Helper()
+		var outb strings.Builder
+		cmd := exec.Command(fleetBin, "rollout", "--inventory", inv, "--lab-dir", cutLabDir, "--relay-binary", builds[v],
+			"--router-poll", "3s", "--rebalance=false") // no router: each drained process waits 6 s before its shed
+		cmd.Stdout, cmd.Stderr = &outb, &outb
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		done := make(chan error, 1)
+		go func() { done <- cmd.Wait() }()
+		deadline := time.Now().Add(3 * time.Minute)
+		for {
+			s := read()
+			if s.runs[insts[0]] == v && len(s.draining) == 1 && s.draining[0] == insts[1] {
+				t.Logf("cut with %v (kill %v): current %s, processes run %v, draining %v", sig, kill, s.current, s.runs, s.draining)
+				break
+			}
+			select {
+			case err := <-done:
+				t.Fatalf("the rollout ended before the cut: %v\n%s", err, outb.String())
+			default:
+			}
+			if time.Now().After(deadline) {
+				cmd.Process.Kill()
+				t.Fatalf("the rollout never reached its second process: %+v\n%s", s, outb.String())
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		cmd.Process.Signal(sig)
+		if kill {
+			cmd.Process.Kill()
+		}
+		select {
+		case err := <-done:
+			t.Logf("fleet rollout %s, cut: %v\n%s", v, err, outb.String())
+		case <-time.After(5 * time.Minute):
+			cmd.Process.Kill()
+			t.Fatalf("the rollout did not end after %v:\n%s", sig, outb.String())
+		}
+		return outb.String()
+	}
+	rollout := func(v string) string {
+		t.Helper()
+		out, errOut, code := fleet(t, "rollout", "--inventory", inv, "--lab-dir", cutLabDir, "--relay-binary", builds[v], "--router-poll", "500ms", "--rebalance=false")
+		t.Logf("fleet rollout %s: exit %d\n%s%s", v, code, out, errOut)
+		if code != 0 {
+			t.Fatalf("re-run of the rollout to %s: exit %d", v, code)
+		}
+		return out
+	}
+
+	// 1. Ctrl-C: rolled back on a fresh context, then a re-run moves all.
+	out = rolloutCut("v2", syscall.SIGINT, false)
+	if !strings.Contains(out, "rolled back to") {
+		t.Errorf("Ctrl-C: the rollout did not roll back:\n%s", out)
+	}
+	allOn("after Ctrl-C", "v1")
+	rollout("v2")
+	allOn("after the re-run", "v2")
+
+	// 2. Ctrl-C, then killed before the rollback: status reports the
+	// stale process; a re-run resumes.
+	rolloutCut("v3", syscall.SIGINT, true)
+	s := read()
+	if s.current != "v3" || s.runs[insts[1]] == "v3" {
+		t.Fatalf("the cut left current %s, processes on %v: want current on v3 and %s behind", s.current, s.runs, insts[1])
+	}
+	out, _, code = fleet(t, "status", "--inventory", inv, "--lab-dir", cutLabDir, "--json")
+	var st struct {
+		Boxes []boxJSON `json:"boxes"`
+	}
+	if err := json.Unmarshal([]byte(out), &st); err != nil || code != 0 || len(st.Boxes) != 1 {
+		t.Fatalf("fleet status --json: exit %d, %v\n%s", code, err, out)
+	}
+	stale := 0
+	for _, p := range st.Boxes[0].Processes {
+		if p.Stale {
+			stale++
+			if p.Unit != insts[1] || !p.Draining || p.Release != digest["v2"] {
+				t.Errorf("stale process %+v: want %s, on v2, draining", p, insts[1])
+			}
+		}
+	}
+	if stale != 1 {
+		t.Errorf("fleet status: %d stale processes, want 1: %+v", stale, st.Boxes[0].Processes)
+	}
+	text, _, _ := fleet(t, "status", "--inventory", inv, "--lab-dir", cutLabDir)
+	t.Logf("fleet status after the cut:\n%s", text)
+	if !strings.Contains(text, "STALE") || !strings.Contains(text, "1 processes not on the current release, 1 draining") {
+		t.Errorf("fleet status does not show the process left behind:\n%s", text)
+	}
+	out = rollout("v3")
+	if !strings.Contains(out, "resumed") {
+		t.Errorf("the re-run did not say it resumed:\n%s", out)
+	}
+	allOn("after the resumed rollout", "v3")
+
+	// 3. The same cut, repaired by converge.
+	rolloutCut("v4", syscall.SIGINT, true)
+	out, errOut, code = fleet(t, "converge", "--inventory", inv, "--relay-binary", builds["v4"], "--lab-dir", cutLabDir, "--state-dir", state)
+	t.Logf("fleet converge after the cut: exit %d\n%s%s", code, out, errOut)
+	if code != 0 || !strings.Contains(out, "not the current release") {
+		t.Errorf("converge after the cut: exit %d, want it to restart the stale process", code)
+	}
+	allOn("after converge", "v4")
+	out, _, code = fleet(t, "converge", "--inventory", inv, "--relay-binary", builds["v4"], "--lab-dir", cutLabDir, "--state-dir", state, "--check")
+	if code != 0 {
+		t.Errorf("converge --check after the repair: exit %d\n%s", code, out)
+	}
+
+	// 4. The box as a static server with a stock sshd: RSA, ECDSA and
+	// Ed25519 host keys. Converged by address with its RSA key pinned.
+	if _, err := run.Run(ctx, `ssh-keygen -A >/dev/null && printf 'HostKey /etc/ssh/ssh_host_rsa_key\nHostKey /etc/ssh/ssh_host_ecdsa_key\n' >/etc/ssh/sshd_config.d/zz-stock.conf && systemctl reload ssh`, nil); err != nil {
+		t.Fatal(err)
+	}
+	keys, err := run.Run(ctx, "cat /etc/ssh/ssh_host_rsa_key.pub", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rsaKey := strings.Join(strings.Fields(string(keys))[:2], " ")
+	static := filepath.Join(dir, "static.yaml")
+	if err := os.WriteFile(static, fmt.Appendf(nil, `version: 1
+name: %s
+access:
+  public_listen: [live/]
+steady:
+  - name: roots
+    provider: static
+    shape: hetzner-robot/ax42
+    processes: 2
+    base_port: 4443
+    hosts:
+      - {address: %q, user: root, host_key: %q}
+`, cutFleet, box.Address.String(), rsaKey), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("SSH_AUTH_SOCK", "")
+	out, errOut, code = fleet(t, "converge", "--inventory", static, "--relay-binary", builds["v4"], "--ssh-key", l.AdminKeyPath(), "--state-dir", state)
+	t.Logf("fleet converge of the box as a static host, its RSA key pinned (of 3): exit %d\n%s%s", code, out, errOut)
+	if code != 0 || !strings.Contains(out, "converged, nothing to change") {
+		t.Errorf("converge to a stock sshd pinned to its RSA key: exit %d", code)
+	}
+}
+
+// sysctlFloorsLab converges a profile of two keys of the box's own network
+// namespace (writable in a lab box) as floors: somaxconn, which an
+// operator set to 8192, above its floor of 1024, and tcp_max_syn_backlog,
+// at 512, below its floor of 4096. The operator's value stays in the
+// kernel and goes into the file; the other is raised; loading the file
+// again (as the next boot does) lowers nothing.
+func sysctlFloorsLab(t *testing.T, run provision.Runner) {
+	t.Helper()
+	ctx := context.Background()
+	prof := sysctl.Profile{Name: "floors-test", File: "/etc/sysctl.d/61-relayfleet-floors-test.conf", Settings: []sysctl.Setting{
+		{Key: "net.core.somaxconn", Value: "1024", Reason: "test floor", AtLeast: true},
+		{Key: "net.ipv4.tcp_max_syn_backlog", Value: "4096", Reason: "test floor", AtLeast: true},
+	}}
+	if _, err := run.Run(ctx, "sysctl -q -w net.core.somaxconn=8192 net.ipv4.tcp_max_syn_backlog=512", nil); err != nil {
+		t.Fatal(err)
+	}
+	res, err := provision.ApplySysctl(ctx, run, prof)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("sysctl floors: %+v", res)
+	check := func(when string) {
+		t.Helper()
+		vals, err := provision.ReadSysctl(ctx, run, prof)
+		if err != nil {
+			t.Fatal(err)
+		}
+		conf, err := run.Run(ctx, "cat "+prof.File, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		file, _ := sysctl.Parse(conf)
+		if vals["net.core.somaxconn"] != "8192" || file["net.core.somaxconn"] != "8192" {
+			t.Errorf("%s: somaxconn %s in the kernel, %s in the file; want the operator's 8192 in both", when, vals["net.core.somaxconn"], file["net.core.somaxconn"])
+		}
+		if vals["net.ipv4.tcp_max_syn_backlog"] != "4096" || file["net.ipv4.tcp_max_syn_backlog"] != "4096" {
+			t.Errorf("%s: tcp_max_syn_backlog %s in the kernel, %s in the file; want the floor 4096 in both", when, vals["net.ipv4.tcp_max_syn_backlog"], file["net.ipv4.tcp_max_syn_backlog"])
+		}
+	}
+	check("after converging the floors")
+	if _, err := run.Run(ctx, "sysctl -q -p "+prof.File, nil); err != nil {
+		t.Fatal(err)
+	}
+	check("after sysctl -p of the file")
+	run.Run(ctx, "rm -f "+prof.File, nil)
+}
