@@ -176,6 +176,9 @@ type boxBackend interface {
 	create(ctx context.Context, a BoxArgs) (machine, error)
 	get(ctx context.Context, a BoxArgs, id string) (machine, error)
 	delete(ctx context.Context, a BoxArgs, id string) error
+	// update applies a's labels and admin keys to the box old describes,
+	// which runs on.
+	update(ctx context.Context, old BoxState, a BoxArgs, ch boxChange) error
 }
 
 // ErrBackendMissing is wrapped when a box names a cloud this build cannot
@@ -276,12 +279,18 @@ func (*Box) Delete(ctx context.Context, req infer.DeleteRequest[BoxState]) (infe
 	return infer.DeleteResponse{}, nil
 }
 
-// replaceKeys are the inputs whose change replaces a box.
-var replaceKeys = []string{"backend", "name", "fleet", "tier", "event", "shape", "location", "image", "labels", "authorizedKeys", "address", "user", "hostKey"}
+// replaceKeys are the inputs whose change replaces a box: who makes it,
+// what it is called and what it is made of.
+var replaceKeys = []string{"backend", "name", "fleet", "tier", "event", "shape", "location", "image", "address", "user", "hostKey"}
 
-// Diff replaces the box on any change of its inputs: a box's shape, place,
-// image and labels are fixed when it is made. The old box goes first,
-// since the new one takes its name.
+// inPlaceKeys are the inputs a box takes in place (Update): its labels go
+// through the backend's API and the admin keys over SSH, and the box
+// serves on. A key rotation or a new label must not replace a fleet.
+var inPlaceKeys = []string{"labels", "authorizedKeys"}
+
+// Diff replaces the box on a change of what it is made of (shape, place,
+// image, name, tier) and updates it in place for its labels and admin
+// keys. A replaced box goes first, since the new one takes its name.
 func (*Box) Diff(_ context.Context, req infer.DiffRequest[BoxArgs, BoxState]) (infer.DiffResponse, error) {
 	return boxDiff(req.State.BoxArgs, req.Inputs), nil
 }
@@ -303,12 +312,51 @@ func boxDiff(old, new BoxArgs) p.DiffResponse {
 		"hostKey":        strings.TrimSpace(old.HostKey) != strings.TrimSpace(new.HostKey),
 	}
 	d := p.DiffResponse{DetailedDiff: map[string]p.PropertyDiff{}}
+	replace := false
 	for _, k := range replaceKeys {
 		if changed[k] {
-			d.HasChanges = true
+			d.HasChanges, replace = true, true
 			d.DetailedDiff[k] = p.PropertyDiff{Kind: p.UpdateReplace, InputDiff: true}
 		}
 	}
-	d.DeleteBeforeReplace = d.HasChanges
+	for _, k := range inPlaceKeys {
+		if changed[k] {
+			d.HasChanges = true
+			d.DetailedDiff[k] = p.PropertyDiff{Kind: p.Update, InputDiff: true}
+		}
+	}
+	d.DeleteBeforeReplace = replace
 	return d
 }
+
+// Update applies new labels and admin keys to the box in place: labels
+// through the backend (cloud API, the lab's metadata), the admin keys over
+// SSH, where authorized_keys is rewritten atomically and a fresh login
+// must work before the old file is let go. The box keeps its name, address
+// and host key. Anything else changed is a replace (Diff), never here.
+func (*Box) Update(ctx context.Context, req infer.UpdateRequest[BoxArgs, BoxState]) (infer.UpdateResponse[BoxState], error) {
+	old, a := req.State, req.Inputs
+	st := old
+	st.BoxArgs, st.AllLabels = a, a.AllLabels()
+	if d := boxDiff(old.BoxArgs, a); d.DeleteBeforeReplace {
+		return infer.UpdateResponse[BoxState]{}, fmt.Errorf("box %s: %v change only by replacing the box", a.Name, slices.Sorted(maps.Keys(d.DetailedDiff)))
+	}
+	if req.DryRun {
+		return infer.UpdateResponse[BoxState]{Output: st}, nil
+	}
+	be, err := backendFor(ctx, a.Backend)
+	if err != nil {
+		return infer.UpdateResponse[BoxState]{}, fmt.Errorf("box %s: %w", a.Name, err)
+	}
+	ch := boxChange{
+		labels: !maps.Equal(old.AllLabels, st.AllLabels) || !maps.Equal(old.Labels, a.Labels),
+		keys:   !slices.Equal(old.AuthorizedKeys, a.AuthorizedKeys),
+	}
+	if err := be.update(ctx, old, a, ch); err != nil {
+		return infer.UpdateResponse[BoxState]{}, fmt.Errorf("box %s: %w", a.Name, err)
+	}
+	return infer.UpdateResponse[BoxState]{Output: st}, nil
+}
+
+// boxChange says what Update changes on a box.
+type boxChange struct{ labels, keys bool }

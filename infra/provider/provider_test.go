@@ -168,7 +168,7 @@ func TestBoxDiff(t *testing.T) {
 	}{
 		{"nothing", func(*BoxArgs) {}, ""},
 		{"shape", func(a *BoxArgs) { a.Shape = "medium" }, "shape"},
-		{"labels", func(a *BoxArgs) { a.Labels = map[string]string{"a": "2"} }, "labels"},
+		{"image", func(a *BoxArgs) { a.Image = "debian-13" }, "image"},
 		{"host key whitespace only", func(a *BoxArgs) { a.HostKey = " " }, ""},
 		{"location", func(a *BoxArgs) { a.Location = "fsn1" }, "location"},
 	}
