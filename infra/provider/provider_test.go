@@ -184,8 +184,8 @@ func TestBoxDiff(t *testing.T) {
 				}
 				return
 			}
-			if !d.HasChanges || !d.DeleteBeforeReplace || d.DetailedDiff[tt.replace].Kind != p.UpdateReplace || len(d.DetailedDiff) != 1 {
-				t.Fatalf("diff %+v, want %s to replace, the old box deleted first", d, tt.replace)
+			if !d.HasChanges || d.DeleteBeforeReplace || d.DetailedDiff[tt.replace].Kind != p.UpdateReplace || len(d.DetailedDiff) != 1 {
+				t.Fatalf("diff %+v, want %s to replace, the new box made before the old one goes", d, tt.replace)
 			}
 		})
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/relayfleet/relayfleet/infra/backend"
 	"github.com/relayfleet/relayfleet/provision"
@@ -39,10 +40,7 @@ func replaceAdminKeys(ctx context.Context, keyFile string, st BoxState, keys []s
 }
 
 func (be labBackend) update(ctx context.Context, old BoxState, a BoxArgs, ch boxChange) error {
-	name := old.BackendID
-	if name == "" {
-		name = old.Name
-	}
+	name := labName(old.BoxArgs, old.BackendID)
 	if ch.keys {
 		admin, err := be.l.AdminAuthorizedKey()
 		if err != nil {
@@ -84,3 +82,44 @@ func (c cloudBackend) update(ctx context.Context, old BoxState, a BoxArgs, ch bo
 // update records the new inputs only: a static server is the operator's,
 // and relayfleet neither labels it nor rewrites its logins.
 func (staticBackend) update(context.Context, BoxState, BoxArgs, boxChange) error { return nil }
+
+// Drain bounds of a box about to be deleted: drainRouterWait between
+// marking its relays draining and telling their listeners to go (two polls
+// of a router at its one-second poll), drainEmptyWait for the listeners
+// to leave. Tests shorten them.
+var (
+	drainRouterWait = 2 * time.Second
+	drainEmptyWait  = 30 * time.Second
+)
+
+// drainBox moves the listeners off a box before it is deleted (a replaced
+// box, once its replacement is made and converged; a box the inventory
+// dropped): every relay process is marked draining, so routers send it
+// nobody new, then told to send its listeners away with the going-away
+// notice (provision.BurstDrain), and drainBox waits, up to drainEmptyWait,
+// until they have left. It returns the listeners still there.
+func drainBox(ctx context.Context, keyFile string, st BoxState) (left int64, err error) {
+	h := provision.Host{Name: st.ServerName, Address: st.SSHAddress, User: "root"}
+	err = withRunner(ctx, st.Backend, keyFile, h, st.HostPublicKey, func(run provision.Runner) error {
+		insts, err := provision.ActiveInstances(ctx, run)
+		if err != nil || len(insts) == 0 {
+			return err
+		}
+		if err := provision.BurstDrain(ctx, []provision.Box{{Name: h.Name, Run: run}}, drainRouterWait, provision.DefaultShedRate); err != nil {
+			return err
+		}
+		deadline := time.Now().Add(drainEmptyWait)
+		for {
+			left, err = provision.BoxListeners(ctx, run, insts)
+			if err != nil || left == 0 || time.Now().After(deadline) {
+				return err
+			}
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(250 * time.Millisecond):
+			}
+		}
+	})
+	return left, err
+}

@@ -1,14 +1,17 @@
 package provider
 
 import (
+	"context"
 	"maps"
 	"strings"
 	"testing"
+	"time"
 
 	p "github.com/pulumi/pulumi-go-provider"
 	"github.com/pulumi/pulumi/sdk/v3/go/property"
 
 	"github.com/relayfleet/relayfleet/infra/backend"
+	"github.com/relayfleet/relayfleet/infra/lab"
 )
 
 const testKey2 = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIHnWQDVpEf0bIyYk3ss6qXaB1VyBd+uVmrv5x0dA8a7P"
@@ -207,5 +210,151 @@ func TestUpdateRefusesAReplace(t *testing.T) {
 	_, err := s.Update(p.UpdateRequest{ID: "hcloud/srv1", Urn: urn(BoxType, "fsn-1"), State: stateProps(old, "srv1"), Inputs: boxProps(n), DryRun: true})
 	if err == nil || !strings.Contains(err.Error(), "shape") {
 		t.Fatalf("update of the shape: %v, want a refusal", err)
+	}
+}
+
+// TestUpdatePreviewKeepsTheBoxKnown: the preview of a key rotation keeps
+// the box's address, host key and size known (the hosts converged on it
+// see no change), and its labels unknown only when they change.
+func TestUpdatePreviewKeepsTheBoxKnown(t *testing.T) {
+	s := newServer(t)
+	for _, be := range []string{BackendLab, BackendHcloud} {
+		old := testBox(be)
+		n := old
+		n.AuthorizedKeys = []string{testKey2 + " new-admin"}
+		resp, err := s.Update(p.UpdateRequest{ID: be + "/x", Urn: urn(BoxType, "fsn-1"), State: stateProps(old, "x"), OldInputs: boxProps(old), Inputs: boxProps(n), DryRun: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, k := range []string{"sshAddress", "hostPublicKey", "cores", "ram", "backendId", "allLabels"} {
+			if v := resp.Properties.Get(k); v.IsComputed() || v.IsNull() {
+				t.Errorf("%s: %s is %v in the preview of a key rotation, want it known", be, k, v)
+			}
+		}
+		if got := resp.Properties.Get("sshAddress").AsString(); got != "192.0.2.7:22" {
+			t.Errorf("%s: sshAddress %q", be, got)
+		}
+	}
+}
+
+// TestCheckRaisesTheGenerationOnAReplace: Check gives a box that a change
+// replaces the next generation, and so a name of its own, while an
+// in-place change or none keeps the generation (and the name).
+func TestCheckRaisesTheGenerationOnAReplace(t *testing.T) {
+	s := newServer(t)
+	for _, tc := range []struct {
+		name    string
+		be      string
+		oldGen  int
+		edit    func(*BoxArgs)
+		wantGen int
+	}{
+		{"nothing", BackendHcloud, 0, func(*BoxArgs) {}, 0},
+		{"admin keys", BackendHcloud, 0, func(a *BoxArgs) { a.AuthorizedKeys = []string{testKey2} }, 0},
+		{"labels, after a replace", BackendLab, 2, func(a *BoxArgs) { a.Labels = map[string]string{"x": "y"} }, 2},
+		{"shape", BackendLab, 0, func(a *BoxArgs) { a.Shape = "medium" }, 1},
+		{"image, again", BackendHcloud, 1, func(a *BoxArgs) { a.Image = "debian-13" }, 2},
+		{"static readopted", BackendStatic, 0, func(a *BoxArgs) { a.Address = "192.0.2.8" }, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			old := testBox(tc.be)
+			old.Generation = tc.oldGen
+			n := testBox(tc.be)
+			tc.edit(&n)
+			oldIn := boxProps(old).Set("generation", property.New(float64(old.Generation)))
+			resp, err := s.Check(p.CheckRequest{Urn: urn(BoxType, "fsn-1"), State: oldIn, Inputs: boxProps(n)})
+			if err != nil || len(resp.Failures) > 0 {
+				t.Fatalf("check: %v %v", err, resp.Failures)
+			}
+			got := 0
+			if v, ok := resp.Inputs.GetOk("generation"); ok && v.IsNumber() {
+				got = int(v.AsNumber())
+			}
+			if got != tc.wantGen {
+				t.Fatalf("generation %d, want %d", got, tc.wantGen)
+			}
+			// The engine diffs the checked inputs: a raised generation
+			// is a replace, made before the old box goes.
+			n.Generation = got
+			d := boxDiff(old, n)
+			if replaces(d) != (got != tc.oldGen || tc.be == BackendStatic && tc.name == "static readopted") {
+				t.Errorf("diff %+v after generation %d -> %d", d.DetailedDiff, tc.oldGen, got)
+			}
+			if d.DeleteBeforeReplace {
+				t.Error("delete before replace: the old box would go before its replacement is made")
+			}
+		})
+	}
+	// A new box (no old inputs) is generation 0, named as the program says.
+	resp, err := s.Check(p.CheckRequest{Urn: urn(BoxType, "fsn-1"), Inputs: boxProps(testBox(BackendLab))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v, ok := resp.Inputs.GetOk("generation"); ok && v.IsNumber() && v.AsNumber() != 0 {
+		t.Fatalf("a new box has generation %v", v)
+	}
+}
+
+// TestServerName: a replacement's name is its own, within the backend's
+// length, and two boxes' replacements do not share one.
+func TestServerName(t *testing.T) {
+	for _, tc := range []struct {
+		a    BoxArgs
+		want string
+	}{
+		{BoxArgs{Backend: BackendLab, Name: "safc-1"}, "safc-1"},
+		{BoxArgs{Backend: BackendLab, Name: "safc-1", Generation: 1}, "safc-1-r1"},
+		{BoxArgs{Backend: BackendHcloud, Name: "example-fsn-1", Generation: 3}, "example-fsn-1-r3"},
+		{BoxArgs{Backend: BackendStatic, Name: "s-1", Generation: 3}, "s-1"},
+	} {
+		if got := tc.a.ServerName(); got != tc.want {
+			t.Errorf("%+v: %q, want %q", tc.a, got, tc.want)
+		}
+	}
+	seen := map[string]string{}
+	for _, n := range []string{"lab-stead-1", "lab-stead-2", "lab-stea-12", "abcdefghijk"} {
+		for gen := 1; gen <= 12; gen++ {
+			a := BoxArgs{Backend: BackendLab, Name: n, Generation: gen}
+			got := a.ServerName()
+			if err := lab.ValidName(got); err != nil {
+				t.Fatalf("%s generation %d: %q: %v", n, gen, got, err)
+			}
+			if got == n {
+				t.Fatalf("%s generation %d keeps the old name", n, gen)
+			}
+			if o, ok := seen[got]; ok {
+				t.Fatalf("%s and %s share the name %q", o, n, got)
+			}
+			seen[got] = n
+		}
+	}
+	long := BoxArgs{Backend: BackendDigitalOcean, Name: strings.Repeat("a", 60) + "-1", Generation: 1}
+	if got := long.ServerName(); len(got) > 63 || !strings.HasSuffix(got, "-r1") {
+		t.Errorf("long cloud name: %q", got)
+	}
+}
+
+// TestCloudReplacementGetsItsOwnServer: the replacement is created under
+// its own name, so a cloud's create-by-name does not hand back the old
+// server (which the engine then deletes).
+func TestCloudReplacementGetsItsOwnServer(t *testing.T) {
+	fc := &fakeCloud{}
+	oldFacts := readCloudFacts
+	readCloudFacts = func(_ context.Context, _ cloudBackend, _ BoxArgs, m *machine, _ time.Duration) error {
+		m.Cores, m.RAM = 2, 4<<30
+		return nil
+	}
+	t.Cleanup(func() { readCloudFacts = oldFacts })
+	a := testBox(BackendHcloud)
+	a.Generation = 1
+	m, err := cloudBackend{api: fc}.create(t.Context(), a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(fc.created) != 1 || fc.created[0].Name != "f-fsn-1-r1" || !strings.Contains(m.HostPublicKey, "ssh-ed25519") {
+		t.Fatalf("created %v", fc.created)
+	}
+	if st := m.state(a); st.ServerName != "f-fsn-1-r1" || st.Name != "f-fsn-1" {
+		t.Errorf("state names %q (server %q)", st.Name, st.ServerName)
 	}
 }
