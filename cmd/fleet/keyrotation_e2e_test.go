@@ -15,10 +15,12 @@ import (
 	"crypto/ed25519"
 	"crypto/rand"
 	"fmt"
+	"io"
 	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -198,9 +200,90 @@ func TestE2EKeyRotationInPlace(t *testing.T) {
 		}
 	}
 
-	// 4. A second up changes nothing.
+	// 4. A listener on the first box, then a change that replaces the
+	// boxes (the shape): without a terminal and without --yes, up refuses
+	// and changes nothing.
+	tokOut, err := exec.Command(fleetBin, "token", "--inventory", inv, "--publish", "live/", "--state-dir", state, "--pulumi", cli).Output()
+	if err != nil {
+		t.Fatalf("fleet token: %v", err)
+	}
+	tokFile := filepath.Join(work, "publish.jwt")
+	if err := os.WriteFile(tokFile, tokOut, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	url := fmt.Sprintf("http://%s:4443/", after[0].Address)
+	lctx, stopListen := context.WithCancel(ctx)
+	defer stopListen()
+	pub := exec.CommandContext(lctx, relayBin, "publish", "--name", "live/show", "--paced", "--trust-http-hash", "--token-file", tokFile, url)
+	lis := exec.CommandContext(lctx, relayBin, "listen", "--name", "live/show", "--trust-http-hash", url)
+	for _, c := range []*exec.Cmd{pub, lis} {
+		c.Stdout, c.Stderr = io.Discard, io.Discard
+		if err := c.Start(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		var buf bytes.Buffer
+		l.Run(ctx, after[0].Name, "exec 3<>/dev/tcp/127.0.0.1/4443 && printf 'GET /stats HTTP/1.0\r\n\r\n' >&3 && cat <&3", nil, &buf, io.Discard)
+		if regexp.MustCompile(`"subscribers":\s*[1-9]`).MatchString(buf.String()) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no listener on %s after 2 minutes: %s", after[0].Name, buf.String())
+		}
+		time.Sleep(time.Second)
+	}
+	rotFleet(t, inv, "medium", newKey)
 	out, code = fleet("up")
-	if sum := summary(out, "up: stack safc: "); code != 0 || strings.Contains(sum, "update") || strings.Contains(sum, "replace") {
-		t.Fatalf("second up: exit %d, summary %q, want nothing changed", code, sum)
+	if code == 0 || !strings.Contains(lastLine(out), "--yes") || !strings.Contains(lastLine(out), after[0].Name) || strings.Contains(lastLine(out), after[1].Name+",") {
+		t.Fatalf("up of a replace with a listener, no terminal, no --yes: exit %d, last line %q; want a refusal naming %s and --yes", code, lastLine(out), after[0].Name)
+	}
+	if !strings.Contains(out, "1 listeners") || !strings.Contains(out, "0 listeners") || strings.Count(out, "replace (") != 2 {
+		t.Fatalf("up did not show the two boxes it would replace with their listeners:\n%s", out)
+	}
+	if bs := boxes(); len(bs) != 2 || bs[0].Name != after[0].Name || !bs[0].Created.Equal(after[0].Created) {
+		t.Fatalf("the refused up changed the boxes: %v", bs)
+	}
+
+	// 5. With --yes: the replacements are made before the old boxes go
+	// (more than two boxes at once, seen while it runs), on names of their
+	// own, and the old boxes are drained, then deleted.
+	most := 0
+	watch, stopWatch := context.WithCancel(ctx)
+	watched := make(chan struct{})
+	go func() {
+		defer close(watched)
+		for watch.Err() == nil {
+			if bs, err := l.List(ctx, map[string]string{"fleet": "safc"}); err == nil && len(bs) > most {
+				most = len(bs)
+			}
+			time.Sleep(500 * time.Millisecond)
+		}
+	}()
+	out, code = fleet("up", "--yes")
+	stopWatch()
+	<-watched
+	sum = summary(out, "up: stack safc: ")
+	if code != 0 || !strings.Contains(sum, "2 replace") || !strings.Contains(out, "--yes: going ahead") {
+		t.Fatalf("up --yes: exit %d, summary %q, want 2 replace", code, sum)
+	}
+	if most <= 2 {
+		t.Errorf("at most %d boxes during the replace: the old boxes went before their replacements were made", most)
+	}
+	if strings.Contains(out, "not drained before the delete") {
+		t.Errorf("an old box was not drained:\n%s", out)
+	}
+	final := boxes()
+	if len(final) != 2 {
+		t.Fatalf("%d boxes after the replace, want 2", len(final))
+	}
+	for i, b := range final {
+		if b.Name != after[i].Name+"-r1" || b.Cores != lab.Medium.Cores {
+			t.Errorf("box %s with %d cores after the replace, want %s-r1, medium", b.Name, b.Cores, after[i].Name)
+		}
+		if err := login(b, newKey); err != nil {
+			t.Errorf("%s: the admin key does not log in to the replacement: %v", b.Name, err)
+		}
 	}
 }
