@@ -90,6 +90,7 @@ func (staticBackend) update(context.Context, BoxState, BoxArgs, boxChange) error
 var (
 	drainRouterWait = 2 * time.Second
 	drainEmptyWait  = 30 * time.Second
+	drainDialWait   = 10 * time.Second
 )
 
 // drainBox moves the listeners off a box before it is deleted (a replaced
@@ -100,7 +101,8 @@ var (
 // until they have left. It returns the listeners still there.
 func drainBox(ctx context.Context, keyFile string, st BoxState) (left int64, err error) {
 	h := provision.Host{Name: st.ServerName, Address: st.SSHAddress, User: "root"}
-	err = withRunner(ctx, st.Backend, keyFile, h, st.HostPublicKey, func(run provision.Runner) error {
+	// A box that does not answer soon serves nobody: no long retries.
+	err = withRunnerRetry(ctx, st.Backend, keyFile, h, st.HostPublicKey, drainDialWait, func(run provision.Runner) error {
 		insts, err := provision.ActiveInstances(ctx, run)
 		if err != nil || len(insts) == 0 {
 			return err

@@ -358,3 +358,24 @@ func TestCloudReplacementGetsItsOwnServer(t *testing.T) {
 		t.Errorf("state names %q (server %q)", st.Name, st.ServerName)
 	}
 }
+
+// TestDeleteOfAnUnreachableBoxStillDeletes: the drain before a delete is
+// best effort: a box relayfleet cannot reach serves nobody through it, and
+// is deleted all the same.
+func TestDeleteOfAnUnreachableBoxStillDeletes(t *testing.T) {
+	t.Setenv("SSH_AUTH_SOCK", "")
+	fc := &fakeCloud{}
+	a := testBox(BackendHcloud)
+	b, _ := fc.Create(t.Context(), backend.Spec{Name: a.Name, Labels: a.AllLabels()})
+	orig := newCloud
+	newCloud = func(string, Config) (cloudAPI, error) { return fc, nil }
+	t.Cleanup(func() { newCloud = orig })
+	s := newServer(t)
+	st := stateProps(a, b.ID).Set("sshAddress", property.New("127.0.0.1:1"))
+	if err := s.Delete(p.DeleteRequest{ID: "hcloud/" + b.ID, Urn: urn(BoxType, "fsn-1"), Properties: st}); err != nil {
+		t.Fatal(err)
+	}
+	if len(fc.deleted) != 1 || fc.deleted[0] != b.ID {
+		t.Fatalf("deleted %v, want %s", fc.deleted, b.ID)
+	}
+}
