@@ -9,6 +9,8 @@ import (
 	"strings"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/relayfleet/relayfleet/infra/events"
 	"github.com/relayfleet/relayfleet/infra/program"
 )
@@ -21,8 +23,10 @@ var stdinTerminal = func() bool {
 	if !ok {
 		return false
 	}
-	fi, err := f.Stat()
-	return err == nil && fi.Mode()&os.ModeCharDevice != 0
+	// A terminal answers the terminal ioctl; /dev/null, also a character
+	// device, does not.
+	_, err := unix.IoctlGetTermios(int(f.Fd()), unix.TCGETS)
+	return err == nil
 }
 
 // doomedBox is a box an up would replace or destroy, with the listeners
@@ -122,7 +126,7 @@ func confirmDoomed(w io.Writer, in io.Reader, terminal, yes bool, boxes []doomed
 	fmt.Fprintf(w, "Replace or destroy %d box(es) serving listeners (%s)? Type yes to go ahead: ", len(serving), strings.Join(serving, ", "))
 	line, _ := bufio.NewReader(in).ReadString('\n')
 	if a := strings.ToLower(strings.TrimSpace(line)); a != "yes" && a != "y" {
-		return fmt.Errorf("up: not confirmed: nothing changed")
+		return fmt.Errorf("not confirmed: nothing changed")
 	}
 	return nil
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"errors"
+	"os"
 	"strings"
 	"testing"
 
@@ -66,5 +67,25 @@ func TestConfirmDoomed(t *testing.T) {
 	confirmDoomed(&out, strings.NewReader(""), false, false, serving)
 	if !strings.Contains(out.String(), "lab-steady-1") || !strings.Contains(out.String(), "replace (shape)") || !strings.Contains(out.String(), "3 listeners") {
 		t.Errorf("listing:\n%s", out.String())
+	}
+}
+
+// TestStdinTerminal: /dev/null (what a cron job or a pipeline gives) is a
+// character device but no terminal: fleet up must not ask it.
+func TestStdinTerminal(t *testing.T) {
+	f, err := os.Open(os.DevNull)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	old := stdin
+	t.Cleanup(func() { stdin = old })
+	stdin = f
+	if stdinTerminal() {
+		t.Fatal("/dev/null taken for a terminal")
+	}
+	stdin = strings.NewReader("yes\n")
+	if stdinTerminal() {
+		t.Fatal("a reader taken for a terminal")
 	}
 }
