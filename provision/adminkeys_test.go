@@ -11,11 +11,11 @@ import (
 	"testing"
 )
 
-// homeRunner runs commands with bash on this machine, with HOME set to a
+// adminKeysRunner runs commands with bash on this machine, with HOME set to a
 // directory of the test: ~/.ssh is that directory's .ssh.
-type homeRunner struct{ home string }
+type adminKeysRunner struct{ home string }
 
-func (r homeRunner) Run(ctx context.Context, cmd string, stdin io.Reader) ([]byte, error) {
+func (r adminKeysRunner) Run(ctx context.Context, cmd string, stdin io.Reader) ([]byte, error) {
 	c := exec.CommandContext(ctx, "bash", "-c", cmd)
 	c.Env = append(os.Environ(), "HOME="+r.home)
 	c.Stdin = stdin
@@ -23,8 +23,8 @@ func (r homeRunner) Run(ctx context.Context, cmd string, stdin io.Reader) ([]byt
 }
 
 const (
-	keyA = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOMqqnkVzrm0SdG6UOoqKLsabgH5C9okWi0dh2l9GKJl old-admin"
-	keyB = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIHnWQDVpEf0bIyYk3ss6qXaB1VyBd+uVmrv5x0dA8a7P new-admin"
+	adminKeyOld = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOMqqnkVzrm0SdG6UOoqKLsabgH5C9okWi0dh2l9GKJl old-admin"
+	adminKeyNew = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIHnWQDVpEf0bIyYk3ss6qXaB1VyBd+uVmrv5x0dA8a7P new-admin"
 )
 
 func TestReplaceAuthorizedKeys(t *testing.T) {
@@ -32,15 +32,15 @@ func TestReplaceAuthorizedKeys(t *testing.T) {
 		t.Skip("no bash")
 	}
 	home := t.TempDir()
-	run := homeRunner{home}
+	run := adminKeysRunner{home}
 	file := filepath.Join(home, ".ssh", "authorized_keys")
 	ctx := t.Context()
 
 	// A box without the file gets one, 0600 in a 0700 directory.
-	if err := ReplaceAuthorizedKeys(ctx, run, []string{keyA}, nil); err != nil {
+	if err := ReplaceAuthorizedKeys(ctx, run, []string{adminKeyOld}, nil); err != nil {
 		t.Fatal(err)
 	}
-	if got, _ := os.ReadFile(file); string(got) != keyA+"\n" {
+	if got, _ := os.ReadFile(file); string(got) != adminKeyOld+"\n" {
 		t.Fatalf("authorized_keys %q", got)
 	}
 	if st, _ := os.Stat(file); st.Mode().Perm() != 0o600 {
@@ -52,16 +52,16 @@ func TestReplaceAuthorizedKeys(t *testing.T) {
 
 	// The rotation: the new list replaces the old, duplicates dropped.
 	verified := 0
-	if err := ReplaceAuthorizedKeys(ctx, run, []string{keyB, " " + keyB}, func(context.Context) error {
+	if err := ReplaceAuthorizedKeys(ctx, run, []string{adminKeyNew, " " + adminKeyNew}, func(context.Context) error {
 		verified++
-		if got, _ := os.ReadFile(file); string(got) != keyB+"\n" {
+		if got, _ := os.ReadFile(file); string(got) != adminKeyNew+"\n" {
 			t.Errorf("verify ran before the new file was in place: %q", got)
 		}
 		return nil
 	}); err != nil {
 		t.Fatal(err)
 	}
-	if got, _ := os.ReadFile(file); string(got) != keyB+"\n" || verified != 1 {
+	if got, _ := os.ReadFile(file); string(got) != adminKeyNew+"\n" || verified != 1 {
 		t.Fatalf("authorized_keys %q, verified %d times", got, verified)
 	}
 	if ents, _ := os.ReadDir(filepath.Dir(file)); len(ents) != 1 {
@@ -69,22 +69,22 @@ func TestReplaceAuthorizedKeys(t *testing.T) {
 	}
 
 	// A fresh login that fails puts the old file back.
-	err := ReplaceAuthorizedKeys(ctx, run, []string{keyA}, func(context.Context) error { return errors.New("ssh: unable to authenticate") })
+	err := ReplaceAuthorizedKeys(ctx, run, []string{adminKeyOld}, func(context.Context) error { return errors.New("ssh: unable to authenticate") })
 	if err == nil || !strings.Contains(err.Error(), "old keys are back") || !strings.Contains(err.Error(), "unable to authenticate") {
 		t.Fatalf("err %v", err)
 	}
-	if got, _ := os.ReadFile(file); string(got) != keyB+"\n" {
-		t.Fatalf("after a failed login the file holds %q, want the old %q", got, keyB)
+	if got, _ := os.ReadFile(file); string(got) != adminKeyNew+"\n" {
+		t.Fatalf("after a failed login the file holds %q, want the old %q", got, adminKeyNew)
 	}
 
 	// Nothing to change: no write, no login.
-	if err := ReplaceAuthorizedKeys(ctx, run, []string{keyB}, func(context.Context) error { t.Error("verify without a change"); return nil }); err != nil {
+	if err := ReplaceAuthorizedKeys(ctx, run, []string{adminKeyNew}, func(context.Context) error { t.Error("verify without a change"); return nil }); err != nil {
 		t.Fatal(err)
 	}
 }
 
 func TestRenderAuthorizedKeysRefusesBadInput(t *testing.T) {
-	for _, keys := range [][]string{nil, {" "}, {"not a key"}, {keyA + "\n" + keyB}} {
+	for _, keys := range [][]string{nil, {" "}, {"not a key"}, {adminKeyOld + "\n" + adminKeyNew}} {
 		if _, err := RenderAuthorizedKeys(keys); err == nil {
 			t.Errorf("%q accepted", keys)
 		}
