@@ -9,6 +9,7 @@ import (
 	"maps"
 	"slices"
 	"strings"
+	"sync"
 
 	p "github.com/pulumi/pulumi-go-provider"
 	"github.com/pulumi/pulumi-go-provider/infer"
@@ -184,10 +185,26 @@ func (*Box) Check(ctx context.Context, req infer.CheckRequest) (infer.CheckRespo
 	if req.OldInputs.Len() > 0 {
 		if old, _, err := infer.DefaultCheck[BoxArgs](ctx, req.OldInputs); err == nil {
 			args.Generation = nextGeneration(old, args)
+			if args.Generation > old.Generation {
+				replacing.Store(req.Name, args.Generation)
+			} else {
+				replacing.Delete(req.Name)
+			}
 		}
+	} else if g, ok := replacing.Load(req.Name); ok {
+		// The engine checks a replacement again without its old inputs
+		// (to renew defaults): it keeps the generation found above, not
+		// 0, whose name is the old box's. Create would hand back the old
+		// box by that name, and the engine then delete it.
+		args.Generation = g.(int)
 	}
 	return infer.CheckResponse[BoxArgs]{Inputs: args, Failures: args.validate()}, nil
 }
+
+// replacing holds, for the run of one deployment (one provider process),
+// the generation Check gave each box a change replaces, by the box's
+// resource name.
+var replacing sync.Map
 
 // nextGeneration is the generation of new, the inputs that follow old: one
 // more than old's when the change replaces the box (a static server is

@@ -379,3 +379,42 @@ func TestDeleteOfAnUnreachableBoxStillDeletes(t *testing.T) {
 		t.Fatalf("deleted %v, want %s", fc.deleted, b.ID)
 	}
 }
+
+// TestReplacementRecheckKeepsTheGeneration: when the engine replaces a box
+// it checks the inputs again without the old ones; that Check must give
+// the raised generation too, or the replacement takes the old box's name,
+// Create hands back the old box, and the engine deletes it (seen on the
+// lab: zero boxes after a shape change).
+func TestReplacementRecheckKeepsTheGeneration(t *testing.T) {
+	s := newServer(t)
+	old := testBox(BackendLab)
+	n := old
+	n.Shape = "medium"
+	gen := func(resp p.CheckResponse) int {
+		if v, ok := resp.Inputs.GetOk("generation"); ok && v.IsNumber() {
+			return int(v.AsNumber())
+		}
+		return 0
+	}
+	u := urn(BoxType, "recheck-1")
+	first, err := s.Check(p.CheckRequest{Urn: u, State: boxProps(old), Inputs: boxProps(n)})
+	if err != nil || gen(first) != 1 {
+		t.Fatalf("first check: generation %d, %v; want 1", gen(first), err)
+	}
+	again, err := s.Check(p.CheckRequest{Urn: u, Inputs: boxProps(n)})
+	if err != nil || gen(again) != 1 {
+		t.Fatalf("the replacement's second check: generation %d, %v; want 1 (the old box's name otherwise)", gen(again), err)
+	}
+	other, err := s.Check(p.CheckRequest{Urn: urn(BoxType, "recheck-new"), Inputs: boxProps(n)})
+	if err != nil || gen(other) != 0 {
+		t.Fatalf("a new box: generation %d, %v; want 0", gen(other), err)
+	}
+	// A later run that no longer replaces it forgets the replacement.
+	n.Generation = 1
+	if _, err := s.Check(p.CheckRequest{Urn: u, State: boxProps(n).Set("generation", property.New(1.0)), Inputs: boxProps(n)}); err != nil {
+		t.Fatal(err)
+	}
+	if again, _ := s.Check(p.CheckRequest{Urn: u, Inputs: boxProps(n)}); gen(again) != 0 {
+		t.Fatalf("generation %d remembered after a run without a replace", gen(again))
+	}
+}
