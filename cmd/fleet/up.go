@@ -185,6 +185,7 @@ func relayPath(flagValue string) (string, error) {
 
 func runUp(ctx context.Context, args []string, stdout io.Writer) error {
 	s := newStackFlags("up", stdout, true)
+	yes := s.fs.Bool("yes", false, "replace or destroy boxes that serve listeners without asking")
 	st, err := s.parse(args, stdout)
 	if err != nil {
 		return err
@@ -192,6 +193,11 @@ func runUp(ctx context.Context, args []string, stdout io.Writer) error {
 	// The fleet's relay auth key: made on the first up, kept encrypted in
 	// the stack, handed to every Host as a secret input.
 	if st.Program.AuthKeys, _, err = fleetAuthKeys(ctx, openKeyStore(st), true); err != nil {
+		return err
+	}
+	// Boxes the up would replace or destroy, and the listeners on them:
+	// asked for on a terminal, else --yes, before any goes.
+	if err := guardUp(ctx, s, st, *yes, stdout); err != nil {
 		return err
 	}
 	res, err := st.Up(ctx)

@@ -226,8 +226,9 @@ func TestE2EUpChangeUpDestroy(t *testing.T) {
 		t.Fatalf("relays %v, want 3", rs)
 	}
 
-	// 5. A new shape replaces the boxes (the old one first: the new one
-	// takes its name), and the hosts are converged onto them.
+	// 5. A new shape replaces the boxes (the new one first, on a name of
+	// its own; the old one is drained, then deleted), and the hosts are
+	// converged onto them.
 	writeInventory(t, inv, 3, "medium")
 	out, code = fleet("up")
 	if sum := summary(out, "up: stack lab: "); code != 0 || !strings.Contains(sum, "3 replace") {

@@ -79,6 +79,15 @@ type Backend interface {
 	Delete(ctx context.Context, id string) error
 }
 
+// Labeler is implemented by the cloud backends: a box's labels change in
+// place (a key rotation or a new label does not replace a box).
+type Labeler interface {
+	// SetLabels makes labels the box's labels: those it carries and
+	// labels does not name go, the others are set. A box that is gone is
+	// an error wrapping ErrNotFound.
+	SetLabels(ctx context.Context, id string, labels map[string]string) error
+}
+
 // Firewaller is implemented by the cloud backends: one firewall per fleet,
 // applied to the boxes that carry its labels.
 type Firewaller interface {

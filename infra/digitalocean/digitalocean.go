@@ -47,6 +47,7 @@ type Backend struct {
 var (
 	_ backend.Backend    = (*Backend)(nil)
 	_ backend.Firewaller = (*Backend)(nil)
+	_ backend.Labeler    = (*Backend)(nil)
 )
 
 // New returns a Backend. It makes no API call.
@@ -416,6 +417,53 @@ func (b *Backend) Delete(ctx context.Context, id string) error {
 			return fmt.Errorf("digitalocean delete droplet %d: waiting for it to go: %w", n, err)
 		}
 	}
+}
+
+// SetLabels makes labels the droplet's "key:value" tags: tags for the
+// labels it lacks are made if need be and put on it, "key:value" tags
+// labels does not name are taken off, and its other tags are left alone.
+func (b *Backend) SetLabels(ctx context.Context, id string, labels map[string]string) error {
+	n, err := parseID(id)
+	if err != nil {
+		return fmt.Errorf("digitalocean tag droplet: %w", err)
+	}
+	fail := func(err error) error { return fmt.Errorf("digitalocean tag droplet %d: %w", n, err) }
+	if err := backend.ValidLabels(labels); err != nil {
+		return fail(err)
+	}
+	d, _, err := b.c.Droplets.Get(ctx, n)
+	if isNotFound(err) {
+		return fail(backend.ErrNotFound)
+	}
+	if err != nil {
+		return fail(apiError(err))
+	}
+	want := Tags(labels)
+	res := []godo.Resource{{ID: strconv.Itoa(n), Type: godo.DropletResourceType}}
+	for _, tag := range want {
+		if slices.Contains(d.Tags, tag) {
+			continue
+		}
+		if _, _, err := b.c.Tags.Get(ctx, tag); isNotFound(err) {
+			if _, _, err := b.c.Tags.Create(ctx, &godo.TagCreateRequest{Name: tag}); err != nil {
+				return fail(fmt.Errorf("create tag %s: %w", tag, apiError(err)))
+			}
+		} else if err != nil {
+			return fail(fmt.Errorf("get tag %s: %w", tag, apiError(err)))
+		}
+		if _, err := b.c.Tags.TagResources(ctx, tag, &godo.TagResourcesRequest{Resources: res}); err != nil {
+			return fail(fmt.Errorf("tag %s: %w", tag, apiError(err)))
+		}
+	}
+	for _, tag := range d.Tags {
+		if _, _, label := strings.Cut(tag, ":"); !label || slices.Contains(want, tag) {
+			continue
+		}
+		if _, err := b.c.Tags.UntagResources(ctx, tag, &godo.UntagResourcesRequest{Resources: res}); err != nil && !isNotFound(err) {
+			return fail(fmt.Errorf("untag %s: %w", tag, apiError(err)))
+		}
+	}
+	return nil
 }
 
 // statuses maps droplet statuses to the backend's words.

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/url"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -340,4 +341,48 @@ func unescape(s string) string {
 		return s
 	}
 	return u
+}
+
+// TestSetLabels: a droplet's "key:value" tags follow the labels in place
+// (tags made when missing, stale ones taken off), its other tags are
+// left alone, and the droplet is kept.
+func TestSetLabels(t *testing.T) {
+	b, f := newTestBackend(t)
+	c := ctx(t)
+	id := strconv.Itoa(f.addDroplet("demo-nyc-1", "fleet:demo", "tier:steady", "group:nyc", "team:audio", "billing"))
+	want := map[string]string{"fleet": "demo", "tier": "steady", "group": "nyc", "owner": "ops"}
+	if err := b.SetLabels(c, id, want); err != nil {
+		t.Fatal(err)
+	}
+	box, err := b.Get(c, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(box.Labels, want) {
+		t.Fatalf("labels %v, want %v", box.Labels, want)
+	}
+	f.mu.Lock()
+	tags := f.droplets[mustAtoi(t, id)]["tags"].([]string)
+	made := f.tags["owner:ops"]
+	f.mu.Unlock()
+	if !slices.Contains(tags, "billing") || !made {
+		t.Fatalf("tags %v (tag owner:ops made: %v): the plain tag must stay, the new one be made", tags, made)
+	}
+	for _, w := range f.writes() {
+		if strings.HasPrefix(w, "DELETE /v2/droplets") || strings.HasPrefix(w, "POST /v2/droplets") {
+			t.Fatalf("the droplet was touched: %v", f.writes())
+		}
+	}
+	if err := b.SetLabels(c, "999999", want); !errors.Is(err, backend.ErrNotFound) {
+		t.Fatalf("labels of a missing droplet: %v, want ErrNotFound", err)
+	}
+}
+
+func mustAtoi(t *testing.T, s string) int {
+	t.Helper()
+	n, err := strconv.Atoi(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
 }

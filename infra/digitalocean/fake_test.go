@@ -319,6 +319,32 @@ func (f *fakeAPI) serve(w http.ResponseWriter, r *http.Request, body []byte) {
 		t := f.object("tag.json")
 		t["name"] = parts[2]
 		reply(w, 200, map[string]any{"tag": t})
+	case (r.Method == http.MethodPost || r.Method == http.MethodDelete) && kind == "tags" && len(parts) == 4 && parts[3] == "resources":
+		tag := parts[2]
+		// A tag a droplet carries exists (addDroplet does not record it).
+		if !f.tags[tag] && r.Method == http.MethodPost {
+			f.fail(w, http.StatusNotFound, "error_not_found.json")
+			return
+		}
+		var req godo.TagResourcesRequest
+		if err := json.Unmarshal(body, &req); err != nil {
+			f.t.Errorf("%s %s: %v", r.Method, r.URL.Path, err)
+		}
+		for _, res := range req.Resources {
+			did, _ := strconv.Atoi(res.ID)
+			d, ok := f.droplets[did]
+			if !ok || res.Type != godo.DropletResourceType {
+				f.fail(w, http.StatusNotFound, "error_not_found.json")
+				return
+			}
+			tags, _ := d["tags"].([]string)
+			tags = slices.DeleteFunc(slices.Clone(tags), func(t string) bool { return t == tag })
+			if r.Method == http.MethodPost {
+				tags = append(tags, tag)
+			}
+			d["tags"] = tags
+		}
+		w.WriteHeader(http.StatusNoContent)
 	case r.Method == http.MethodPost && r.URL.Path == "/v2/tags":
 		var req godo.TagCreateRequest
 		json.Unmarshal(body, &req)

@@ -297,6 +297,23 @@ func (f *fakeAPI) serve(w http.ResponseWriter, r *http.Request, body []byte) {
 			}
 		}
 		reply(w, 200, map[string]any{"server": s})
+	case r.Method == http.MethodPut && parts[0] == "servers" && len(parts) == 2:
+		s, ok := f.servers[id]
+		if !ok {
+			f.notFound(w, "server", id)
+			return
+		}
+		var req schema.ServerUpdateRequest
+		if err := json.Unmarshal(body, &req); err != nil {
+			f.t.Errorf("PUT /servers/%d: %v", id, err)
+		}
+		if req.Name != "" {
+			s["name"] = req.Name
+		}
+		if req.Labels != nil {
+			s["labels"] = *req.Labels
+		}
+		reply(w, 200, map[string]any{"server": s})
 	case r.Method == http.MethodDelete && parts[0] == "servers" && len(parts) == 2:
 		if _, ok := f.servers[id]; !ok {
 			f.notFound(w, "server", id)

@@ -42,6 +42,7 @@ type Backend struct {
 var (
 	_ backend.Backend    = (*Backend)(nil)
 	_ backend.Firewaller = (*Backend)(nil)
+	_ backend.Labeler    = (*Backend)(nil)
 )
 
 // New returns a Backend. It makes no API call.
@@ -277,6 +278,29 @@ func (b *Backend) Delete(ctx context.Context, id string) error {
 		if err := b.c.Action.WaitFor(ctx, res.Action); err != nil {
 			return fmt.Errorf("hcloud delete server %d: %w", n, apiError(err))
 		}
+	}
+	return nil
+}
+
+// SetLabels replaces the server's labels (one PUT: the API sets the
+// whole map).
+func (b *Backend) SetLabels(ctx context.Context, id string, labels map[string]string) error {
+	n, err := parseID(id)
+	if err != nil {
+		return fmt.Errorf("hcloud label server: %w", err)
+	}
+	if err := backend.ValidLabels(labels); err != nil {
+		return fmt.Errorf("hcloud label server %d: %w", n, err)
+	}
+	if labels == nil {
+		labels = map[string]string{}
+	}
+	_, _, err = b.c.Server.Update(ctx, &hcloud.Server{ID: n}, hcloud.ServerUpdateOpts{Labels: labels})
+	if hcloud.IsError(err, hcloud.ErrorCodeNotFound) {
+		return fmt.Errorf("hcloud label server %d: %w", n, backend.ErrNotFound)
+	}
+	if err != nil {
+		return fmt.Errorf("hcloud label server %d: %w", n, apiError(err))
 	}
 	return nil
 }

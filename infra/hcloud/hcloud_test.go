@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
 	"net/netip"
 	"reflect"
@@ -339,5 +340,34 @@ func TestErrors(t *testing.T) {
 func TestNew(t *testing.T) {
 	if _, err := New(Config{}); err == nil || !strings.Contains(err.Error(), "no API token") {
 		t.Errorf("New without a token: %v", err)
+	}
+}
+
+// TestSetLabels: a server's labels change in place, one PUT, the server
+// kept (a new label or a key rotation replaces no box).
+func TestSetLabels(t *testing.T) {
+	b, f := newTestBackend(t)
+	c := ctx(t)
+	id := f.addServer("demo-fsn-1", map[string]string{"fleet": "demo", "tier": "steady", "group": "fsn", "team": "audio"})
+	sid := strconv.FormatInt(id, 10)
+	want := map[string]string{"fleet": "demo", "tier": "steady", "group": "fsn", "owner": "ops"}
+	if err := b.SetLabels(c, sid, want); err != nil {
+		t.Fatal(err)
+	}
+	box, err := b.Get(c, sid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !maps.Equal(box.Labels, want) {
+		t.Fatalf("labels %v, want %v", box.Labels, want)
+	}
+	if w := f.writes(); len(w) != 1 || w[0] != "PUT /servers/"+sid {
+		t.Fatalf("writes %v, want one PUT of the server", w)
+	}
+	if err := b.SetLabels(c, "999999", want); !errors.Is(err, backend.ErrNotFound) {
+		t.Fatalf("labels of a missing server: %v, want ErrNotFound", err)
+	}
+	if err := b.SetLabels(c, sid, map[string]string{"bad key": "x"}); err == nil || len(f.writes()) != 2 {
+		t.Fatalf("bad label: %v, writes %v; want a refusal before any call", err, f.writes())
 	}
 }

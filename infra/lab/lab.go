@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"maps"
 	"net"
 	"net/netip"
 	"os"
@@ -491,7 +492,7 @@ func (l *Lab) newBox(ctx context.Context, spec Spec, hash string, signer ssh.Sig
 		return Box{}, err
 	}
 	root := l.rootDir(b.Name)
-	adminPub := strings.TrimSpace(string(ssh.MarshalAuthorizedKey(signer.PublicKey()))) + " relayfleet-lab"
+	adminPub := strings.TrimSpace(string(ssh.MarshalAuthorizedKey(signer.PublicKey()))) + " relayfleet-lab" // AdminAuthorizedKey
 	files := []File{
 		{Path: "/etc/hostname", Mode: 0o644, Content: b.Name + "\n"},
 		{Path: "/etc/hosts", Mode: 0o644, Content: renderHosts(b.Name)},
@@ -618,6 +619,54 @@ func (l *Lab) Delete(ctx context.Context, name string) error {
 		return fmt.Errorf("delete %s: %w", name, err)
 	}
 	l.logf("%s: deleted", name)
+	return nil
+}
+
+// SetLabels makes labels the box's labels, in its metadata, while it
+// runs on: a new label replaces no box.
+func (l *Lab) SetLabels(ctx context.Context, name string, labels map[string]string) error {
+	return l.updateMeta(ctx, name, func(b *Box) { b.Labels = maps.Clone(labels) })
+}
+
+// SetAuthorizedKeys records the admin keys the box's root now has (the
+// caller wrote them on the box, over SSH, with the lab's admin key kept
+// first); the box runs on.
+func (l *Lab) SetAuthorizedKeys(ctx context.Context, name string, keys []string) error {
+	return l.updateMeta(ctx, name, func(b *Box) { b.AuthorizedKeys = slices.Clone(keys) })
+}
+
+// AdminAuthorizedKey is the lab's admin key as an authorized_keys line,
+// the one every box's root keeps.
+func (l *Lab) AdminAuthorizedKey() (string, error) {
+	signer, err := l.Signer()
+	if err != nil {
+		return "", err
+	}
+	return strings.TrimSpace(string(ssh.MarshalAuthorizedKey(signer.PublicKey()))) + " relayfleet-lab", nil
+}
+
+// updateMeta changes a box's metadata under the lab lock.
+func (l *Lab) updateMeta(ctx context.Context, name string, change func(*Box)) error {
+	if err := ValidName(name); err != nil {
+		return err
+	}
+	unlock, err := lockFile(ctx, filepath.Join(l.cfg.Dir, "lock"))
+	if err != nil {
+		return fmt.Errorf("box %s: %w", name, err)
+	}
+	defer unlock()
+	b, err := l.readBox(name)
+	if err != nil {
+		return err
+	}
+	change(&b)
+	data, err := marshalMeta(b)
+	if err != nil {
+		return err
+	}
+	if err := atomicWrite(filepath.Join(l.boxDir(name), "box.json"), data, 0o644); err != nil {
+		return fmt.Errorf("box %s: metadata: %w", name, err)
+	}
 	return nil
 }
 

@@ -2,6 +2,8 @@ package lab
 
 import (
 	"context"
+	"errors"
+	"maps"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -412,5 +414,50 @@ func TestCreateRefusesAnotherBoxOfTheName(t *testing.T) {
 	}
 	if b, err := l.Get(t.Context(), "fsn-1"); err != nil || b.Labels["tier"] != "steady" {
 		t.Errorf("the steady box after the refusals: %+v, %v", b, err)
+	}
+}
+
+// TestSetLabelsAndKeysKeepTheBox: labels and the recorded admin keys
+// change in the box's metadata; its address, host key and CPUs stay.
+func TestSetLabelsAndKeysKeepTheBox(t *testing.T) {
+	l, err := New(Config{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := Box{
+		Name: "box1", Address: netip.MustParseAddr("10.231.77.11"), HostKey: "ssh-ed25519 AAAA root@box1",
+		Cores: 1, RAM: 1 << 30, CPUs: "0", Labels: map[string]string{"fleet": "lab", "tier": "steady", "event": "none", "team": "a"},
+		AuthorizedKeys: []string{"ssh-ed25519 AAAA old"}, Image: "0123456789abcdef", Created: time.Date(2026, 11, 29, 20, 0, 0, 0, time.UTC),
+	}
+	data, err := marshalMeta(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := atomicWrite(filepath.Join(l.boxDir("box1"), "box.json"), data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ctx := t.Context()
+	want := map[string]string{"fleet": "lab", "tier": "steady", "event": "none", "team": "b"}
+	if err := l.SetLabels(ctx, "box1", want); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.SetAuthorizedKeys(ctx, "box1", []string{"ssh-ed25519 AAAA new"}); err != nil {
+		t.Fatal(err)
+	}
+	got, err := l.Get(ctx, "box1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !maps.Equal(got.Labels, want) || len(got.AuthorizedKeys) != 1 || got.AuthorizedKeys[0] != "ssh-ed25519 AAAA new" {
+		t.Fatalf("labels %v keys %v", got.Labels, got.AuthorizedKeys)
+	}
+	if got.Address != b.Address || got.HostKey != b.HostKey || got.CPUs != b.CPUs || !got.Created.Equal(b.Created) {
+		t.Fatalf("box changed: %+v, was %+v", got, b)
+	}
+	if bs, _ := l.List(ctx, map[string]string{"team": "b"}); len(bs) != 1 {
+		t.Fatalf("list by the new label: %v", bs)
+	}
+	if err := l.SetLabels(ctx, "nobox", want); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("labels of a missing box: %v", err)
 	}
 }

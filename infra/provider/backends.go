@@ -46,15 +46,24 @@ func (be labBackend) create(ctx context.Context, a BoxArgs) (machine, error) {
 	if err != nil {
 		return machine{}, err
 	}
-	b, err := be.l.Create(ctx, lab.Spec{Name: a.Name, Shape: shape, Labels: a.AllLabels(), AuthorizedKeys: a.AuthorizedKeys})
+	b, err := be.l.Create(ctx, lab.Spec{Name: a.ServerName(), Shape: shape, Labels: a.AllLabels(), AuthorizedKeys: a.AuthorizedKeys})
 	if err != nil {
 		return machine{}, err
 	}
 	return labMachine(b), nil
 }
 
-func (be labBackend) get(ctx context.Context, a BoxArgs, _ string) (machine, error) {
-	b, err := be.l.Get(ctx, a.Name)
+// labName is the lab box's name: its id, which is its name, else the
+// name the inputs give it.
+func labName(a BoxArgs, id string) string {
+	if id != "" {
+		return id
+	}
+	return a.ServerName()
+}
+
+func (be labBackend) get(ctx context.Context, a BoxArgs, id string) (machine, error) {
+	b, err := be.l.Get(ctx, labName(a, id))
 	if errors.Is(err, lab.ErrNotFound) {
 		return machine{}, errGone
 	}
@@ -67,8 +76,8 @@ func (be labBackend) get(ctx context.Context, a BoxArgs, _ string) (machine, err
 	return labMachine(b), nil
 }
 
-func (be labBackend) delete(ctx context.Context, a BoxArgs, _ string) error {
-	return be.l.Delete(ctx, a.Name)
+func (be labBackend) delete(ctx context.Context, a BoxArgs, id string) error {
+	return be.l.Delete(ctx, labName(a, id))
 }
 
 // staticBackend adopts existing servers: it creates and destroys nothing

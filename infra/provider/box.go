@@ -2,11 +2,14 @@ package provider
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"maps"
 	"slices"
 	"strings"
+	"sync"
 
 	p "github.com/pulumi/pulumi-go-provider"
 	"github.com/pulumi/pulumi-go-provider/infer"
@@ -51,6 +54,11 @@ type BoxArgs struct {
 	Address string `pulumi:"address,optional"`
 	User    string `pulumi:"user,optional"`
 	HostKey string `pulumi:"hostKey,optional"`
+	// Generation counts the box's replacements. Check sets it (the
+	// program does not): it goes up by one when a change replaces the
+	// box, so that the new box has a name of its own (ServerName) and is
+	// made, and converged, before the old one is deleted.
+	Generation int `pulumi:"generation,optional"`
 }
 
 // BoxState is a Box's outputs.
@@ -70,6 +78,8 @@ type BoxState struct {
 	// AllLabels are the labels the box carries: fleet, tier, event and
 	// the extra labels.
 	AllLabels map[string]string `pulumi:"allLabels"`
+	// ServerName is the box's name at its backend (ServerName()).
+	ServerName string `pulumi:"serverName,optional"`
 }
 
 // Annotate describes the resource.
@@ -81,8 +91,25 @@ func (b *Box) Annotate(a infer.Annotator) {
 // WireDependencies marks the generated host private key secret in every
 // output and in the state (the provider:"secret" tag alone only marks the
 // schema).
-func (*Box) WireDependencies(f infer.FieldSelector, _ *BoxArgs, state *BoxState) {
+//
+// It also says which outputs an in-place change leaves known in a
+// preview: what the backend reports about the box (address, host key,
+// cores, id) depends on the inputs that make the box, not on its labels or
+// admin keys, so a key rotation's preview shows the hosts on their boxes
+// unchanged.
+func (*Box) WireDependencies(f infer.FieldSelector, args *BoxArgs, state *BoxState) {
 	f.OutputField(&state.HostPrivateKey).AlwaysSecret()
+	var made []infer.InputField
+	for _, in := range []any{&args.Backend, &args.Name, &args.Fleet, &args.Tier, &args.Event, &args.Shape, &args.Location,
+		&args.Image, &args.Address, &args.User, &args.HostKey, &args.Generation} {
+		made = append(made, f.InputField(in).Computed())
+	}
+	for _, out := range []any{&state.Addresses, &state.SSHAddress, &state.Cores, &state.RAM, &state.HostPublicKey,
+		&state.HostPrivateKey, &state.BackendID, &state.ServerName} {
+		f.OutputField(out).DependsOn(made...)
+	}
+	f.OutputField(&state.AllLabels).DependsOn(f.InputField(&args.Labels).Computed(), f.InputField(&args.Fleet).Computed(),
+		f.InputField(&args.Tier).Computed(), f.InputField(&args.Event).Computed())
 }
 
 // Annotate describes the inputs.
@@ -154,7 +181,78 @@ func (*Box) Check(ctx context.Context, req infer.CheckRequest) (infer.CheckRespo
 	if err != nil || len(fails) > 0 {
 		return infer.CheckResponse[BoxArgs]{Inputs: args, Failures: fails}, err
 	}
+	args.Generation = 0
+	if req.OldInputs.Len() > 0 {
+		if old, _, err := infer.DefaultCheck[BoxArgs](ctx, req.OldInputs); err == nil {
+			args.Generation = nextGeneration(old, args)
+			if args.Generation > old.Generation {
+				replacing.Store(req.Name, args.Generation)
+			} else {
+				replacing.Delete(req.Name)
+			}
+		}
+	} else if g, ok := replacing.Load(req.Name); ok {
+		// The engine checks a replacement again without its old inputs
+		// (to renew defaults): it keeps the generation found above, not
+		// 0, whose name is the old box's. Create would hand back the old
+		// box by that name, and the engine then delete it.
+		args.Generation = g.(int)
+	}
 	return infer.CheckResponse[BoxArgs]{Inputs: args, Failures: args.validate()}, nil
+}
+
+// replacing holds, for the run of one deployment (one provider process),
+// the generation Check gave each box a change replaces, by the box's
+// resource name.
+var replacing sync.Map
+
+// nextGeneration is the generation of new, the inputs that follow old: one
+// more than old's when the change replaces the box (a static server is
+// adopted, never made: it stays at 0).
+func nextGeneration(old, new BoxArgs) int {
+	if new.Backend == BackendStatic {
+		return 0
+	}
+	new.Generation = old.Generation
+	if replaces(boxDiff(old, new)) {
+		return old.Generation + 1
+	}
+	return old.Generation
+}
+
+// replaces reports whether a diff replaces the box.
+func replaces(d p.DiffResponse) bool {
+	for _, pd := range d.DetailedDiff {
+		if pd.Kind == p.UpdateReplace || pd.Kind == p.AddReplace || pd.Kind == p.DeleteReplace {
+			return true
+		}
+	}
+	return false
+}
+
+// ServerName is the box's name at its backend: Name for the first box,
+// and for a replacement (Generation N > 0) Name-rN, within the backend's
+// length (the lab's 11 characters: the name is cut and two hex digits of
+// its hash keep apart names cut alike). The replacement never takes the
+// old box's name, so both can run until the old one is drained.
+func (a BoxArgs) ServerName() string {
+	if a.Generation <= 0 || a.Backend == BackendStatic {
+		return a.Name
+	}
+	max := 63
+	if a.Backend == BackendLab {
+		max = 11
+	}
+	suffix := fmt.Sprintf("-r%d", a.Generation)
+	if len(a.Name)+len(suffix) <= max {
+		return a.Name + suffix
+	}
+	sum := sha256.Sum256([]byte(a.Name))
+	keep := max - len(suffix) - 2
+	if keep < 1 {
+		keep = 1
+	}
+	return a.Name[:min(keep, len(a.Name))] + hex.EncodeToString(sum[:1]) + suffix
 }
 
 // machine is what a backend reports about a box.
@@ -176,6 +274,9 @@ type boxBackend interface {
 	create(ctx context.Context, a BoxArgs) (machine, error)
 	get(ctx context.Context, a BoxArgs, id string) (machine, error)
 	delete(ctx context.Context, a BoxArgs, id string) error
+	// update applies a's labels and admin keys to the box old describes,
+	// which runs on.
+	update(ctx context.Context, old BoxState, a BoxArgs, ch boxChange) error
 }
 
 // ErrBackendMissing is wrapped when a box names a cloud this build cannot
@@ -214,6 +315,7 @@ func (m machine) state(a BoxArgs) BoxState {
 		HostPrivateKey: m.HostPrivate,
 		BackendID:      m.ID,
 		AllLabels:      a.AllLabels(),
+		ServerName:     a.ServerName(),
 	}
 }
 
@@ -228,7 +330,7 @@ func (*Box) Create(ctx context.Context, req infer.CreateRequest[BoxArgs]) (infer
 		return infer.CreateResponse[BoxState]{}, fmt.Errorf("box %s: %w", a.Name, err)
 	}
 	if req.DryRun {
-		return infer.CreateResponse[BoxState]{ID: a.Backend + "/" + a.Name, Output: BoxState{BoxArgs: a, AllLabels: a.AllLabels()}}, nil
+		return infer.CreateResponse[BoxState]{ID: a.Backend + "/" + a.ServerName(), Output: BoxState{BoxArgs: a, AllLabels: a.AllLabels(), ServerName: a.ServerName()}}, nil
 	}
 	m, err := be.create(ctx, a)
 	if err != nil {
@@ -263,12 +365,28 @@ func (*Box) Read(ctx context.Context, req infer.ReadRequest[BoxArgs, BoxState]) 
 }
 
 // Delete removes the box; a box that is gone already is not an error, and
-// a static server is left as it is.
+// a static server is left as it is. A relay box is drained first: its
+// listeners are told to move (drainBox) and given time to, so a replaced
+// box's listeners go to the boxes that stay, its replacement among them
+// once the router lists it.
 func (*Box) Delete(ctx context.Context, req infer.DeleteRequest[BoxState]) (infer.DeleteResponse, error) {
 	a := req.State.BoxArgs
 	be, err := backendFor(ctx, a.Backend)
 	if err != nil {
 		return infer.DeleteResponse{}, fmt.Errorf("box %s: %w", a.Name, err)
+	}
+	if st := req.State; a.Backend != BackendStatic && st.SSHAddress != "" && st.HostPublicKey != "" {
+		if st.ServerName == "" {
+			st.ServerName = a.ServerName()
+		}
+		log := p.GetLogger(ctx)
+		switch left, err := drainBox(ctx, config(ctx).SSHKeyFile, st); {
+		case err != nil:
+			// A box that cannot be reached serves nobody through it.
+			log.Warningf("box %s: not drained before the delete: %v", st.ServerName, err)
+		case left > 0:
+			log.Warningf("box %s: %d listeners still there after the drain; deleting it", st.ServerName, left)
+		}
 	}
 	if err := be.delete(ctx, a, req.State.BackendID); err != nil {
 		return infer.DeleteResponse{}, fmt.Errorf("box %s: %w", a.Name, err)
@@ -276,12 +394,19 @@ func (*Box) Delete(ctx context.Context, req infer.DeleteRequest[BoxState]) (infe
 	return infer.DeleteResponse{}, nil
 }
 
-// replaceKeys are the inputs whose change replaces a box.
-var replaceKeys = []string{"backend", "name", "fleet", "tier", "event", "shape", "location", "image", "labels", "authorizedKeys", "address", "user", "hostKey"}
+// replaceKeys are the inputs whose change replaces a box: who makes it,
+// what it is called and what it is made of.
+var replaceKeys = []string{"backend", "name", "fleet", "tier", "event", "shape", "location", "image", "address", "user", "hostKey", "generation"}
 
-// Diff replaces the box on any change of its inputs: a box's shape, place,
-// image and labels are fixed when it is made. The old box goes first,
-// since the new one takes its name.
+// inPlaceKeys are the inputs a box takes in place (Update): its labels go
+// through the backend's API and the admin keys over SSH, and the box
+// serves on. A key rotation or a new label must not replace a fleet.
+var inPlaceKeys = []string{"labels", "authorizedKeys"}
+
+// Diff replaces the box on a change of what it is made of (shape, place,
+// image, name, tier) and updates it in place for its labels and admin
+// keys. A replacement is made before the old box is deleted: it has a
+// name of its own (Generation, ServerName).
 func (*Box) Diff(_ context.Context, req infer.DiffRequest[BoxArgs, BoxState]) (infer.DiffResponse, error) {
 	return boxDiff(req.State.BoxArgs, req.Inputs), nil
 }
@@ -301,6 +426,7 @@ func boxDiff(old, new BoxArgs) p.DiffResponse {
 		"address":        old.Address != new.Address,
 		"user":           old.User != new.User,
 		"hostKey":        strings.TrimSpace(old.HostKey) != strings.TrimSpace(new.HostKey),
+		"generation":     old.Generation != new.Generation,
 	}
 	d := p.DiffResponse{DetailedDiff: map[string]p.PropertyDiff{}}
 	for _, k := range replaceKeys {
@@ -309,6 +435,47 @@ func boxDiff(old, new BoxArgs) p.DiffResponse {
 			d.DetailedDiff[k] = p.PropertyDiff{Kind: p.UpdateReplace, InputDiff: true}
 		}
 	}
-	d.DeleteBeforeReplace = d.HasChanges
+	for _, k := range inPlaceKeys {
+		if changed[k] {
+			d.HasChanges = true
+			d.DetailedDiff[k] = p.PropertyDiff{Kind: p.Update, InputDiff: true}
+		}
+	}
+	// The replacement has a name of its own (Check raised the
+	// generation): it is made and converged first, and the old box is
+	// drained and deleted after (Delete).
+	d.DeleteBeforeReplace = false
 	return d
 }
+
+// Update applies new labels and admin keys to the box in place: labels
+// through the backend (cloud API, the lab's metadata), the admin keys over
+// SSH, where authorized_keys is rewritten atomically and a fresh login
+// must work before the old file is let go. The box keeps its name, address
+// and host key. Anything else changed is a replace (Diff), never here.
+func (*Box) Update(ctx context.Context, req infer.UpdateRequest[BoxArgs, BoxState]) (infer.UpdateResponse[BoxState], error) {
+	old, a := req.State, req.Inputs
+	st := old
+	st.BoxArgs, st.AllLabels = a, a.AllLabels()
+	if d := boxDiff(old.BoxArgs, a); replaces(d) {
+		return infer.UpdateResponse[BoxState]{}, fmt.Errorf("box %s: %v change only by replacing the box", a.Name, slices.Sorted(maps.Keys(d.DetailedDiff)))
+	}
+	if req.DryRun {
+		return infer.UpdateResponse[BoxState]{Output: st}, nil
+	}
+	be, err := backendFor(ctx, a.Backend)
+	if err != nil {
+		return infer.UpdateResponse[BoxState]{}, fmt.Errorf("box %s: %w", a.Name, err)
+	}
+	ch := boxChange{
+		labels: !maps.Equal(old.AllLabels, st.AllLabels) || !maps.Equal(old.Labels, a.Labels),
+		keys:   !slices.Equal(old.AuthorizedKeys, a.AuthorizedKeys),
+	}
+	if err := be.update(ctx, old, a, ch); err != nil {
+		return infer.UpdateResponse[BoxState]{}, fmt.Errorf("box %s: %w", a.Name, err)
+	}
+	return infer.UpdateResponse[BoxState]{Output: st}, nil
+}
+
+// boxChange says what Update changes on a box.
+type boxChange struct{ labels, keys bool }

@@ -108,12 +108,12 @@ func (c cloudBackend) create(ctx context.Context, a BoxArgs) (machine, error) {
 	if len(a.AuthorizedKeys) == 0 {
 		return machine{}, errors.New("no authorized keys: list the admin's keys in the inventory (admin.ssh_keys)")
 	}
-	priv, pub, err := newHostKey("root@" + a.Name)
+	priv, pub, err := newHostKey("root@" + a.ServerName())
 	if err != nil {
 		return machine{}, fmt.Errorf("host key: %w", err)
 	}
 	b, err := c.api.Create(ctx, backend.Spec{
-		Name: a.Name, Shape: a.Shape, Location: a.Location, Image: a.Image,
+		Name: a.ServerName(), Shape: a.Shape, Location: a.Location, Image: a.Image,
 		Labels: a.AllLabels(), HostKey: priv, AuthorizedKeys: a.AuthorizedKeys,
 	})
 	if err != nil {
@@ -142,7 +142,7 @@ var readCloudFacts = func(ctx context.Context, c cloudBackend, a BoxArgs, m *mac
 // readFacts waits until SSH answers with the box's host key, then reads
 // its cores and RAM.
 func (c cloudBackend) readFacts(ctx context.Context, a BoxArgs, m *machine, wait time.Duration) error {
-	h := provision.Host{Name: a.Name, Address: m.SSHAddress, User: "root"}
+	h := provision.Host{Name: a.ServerName(), Address: m.SSHAddress, User: "root"}
 	return withRunnerRetry(ctx, a.Backend, c.keyFile, h, m.HostPublicKey, wait, func(run provision.Runner) error {
 		f, err := provision.ReadFacts(ctx, run)
 		if err != nil {

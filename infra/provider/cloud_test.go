@@ -24,6 +24,7 @@ type fakeCloud struct {
 	next    int
 	created []backend.Spec
 	deleted []string
+	labeled []string // "ID k=v,k2=v2" of every SetLabels
 }
 
 func (f *fakeCloud) Create(_ context.Context, s backend.Spec) (backend.Box, error) {
@@ -59,6 +60,19 @@ func (f *fakeCloud) Delete(_ context.Context, id string) error {
 		return backend.ErrNotFound
 	}
 	delete(f.servers, id)
+	return nil
+}
+
+func (f *fakeCloud) SetLabels(_ context.Context, id string, labels map[string]string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	s, ok := f.servers[id]
+	if !ok {
+		return backend.ErrNotFound
+	}
+	s.Labels = labels
+	f.servers[id] = s
+	f.labeled = append(f.labeled, id+" "+backend.Selector(labels))
 	return nil
 }
 

@@ -11,7 +11,12 @@
 //     SSH), or a cloud (hcloud, digitalocean) once infra/backend provides
 //     one. Every box carries the labels fleet, tier and event. Create returns
 //     only once SSH answers with the expected host key; Delete is
-//     idempotent; changing any input but the extra labels replaces the box.
+//     idempotent. Its labels and admin keys change in place (Update: the
+//     cloud's API, the lab's metadata, authorized_keys over SSH); a change
+//     of what it is made of (shape, image, place, name) replaces it, the
+//     new box first: Check raises its generation, which gives it a name of
+//     its own (ServerName), and the old box is drained (its listeners told
+//     to move, with the going-away notice) before Delete removes it.
 //   - Host (relayfleet:index:Host) converges a box into a relay host through
 //     package provision: sysctl, relay units per core, the relay release.
 //     Diff compares a hash of the desired state; Update converges again,

@@ -168,7 +168,7 @@ func TestBoxDiff(t *testing.T) {
 	}{
 		{"nothing", func(*BoxArgs) {}, ""},
 		{"shape", func(a *BoxArgs) { a.Shape = "medium" }, "shape"},
-		{"labels", func(a *BoxArgs) { a.Labels = map[string]string{"a": "2"} }, "labels"},
+		{"image", func(a *BoxArgs) { a.Image = "debian-13" }, "image"},
 		{"host key whitespace only", func(a *BoxArgs) { a.HostKey = " " }, ""},
 		{"location", func(a *BoxArgs) { a.Location = "fsn1" }, "location"},
 	}
@@ -184,8 +184,8 @@ func TestBoxDiff(t *testing.T) {
 				}
 				return
 			}
-			if !d.HasChanges || !d.DeleteBeforeReplace || d.DetailedDiff[tt.replace].Kind != p.UpdateReplace || len(d.DetailedDiff) != 1 {
-				t.Fatalf("diff %+v, want %s to replace, the old box deleted first", d, tt.replace)
+			if !d.HasChanges || d.DeleteBeforeReplace || d.DetailedDiff[tt.replace].Kind != p.UpdateReplace || len(d.DetailedDiff) != 1 {
+				t.Fatalf("diff %+v, want %s to replace, the new box made before the old one goes", d, tt.replace)
 			}
 		})
 	}

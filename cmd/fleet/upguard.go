@@ -1,0 +1,132 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/relayfleet/relayfleet/infra/events"
+	"github.com/relayfleet/relayfleet/infra/program"
+)
+
+// stdinTerminal says whether a person is at stdin (package var stdin,
+// where fleet up asks before it replaces or destroys boxes that serve
+// listeners); tests replace it.
+var stdinTerminal = func() bool {
+	f, ok := stdin.(*os.File)
+	if !ok {
+		return false
+	}
+	// A terminal answers the terminal ioctl; /dev/null, also a character
+	// device, does not.
+	_, err := unix.IoctlGetTermios(int(f.Fd()), unix.TCGETS)
+	return err == nil
+}
+
+// doomedBox is a box an up would replace or destroy, with the listeners
+// its relays serve (err: they could not be read).
+type doomedBox struct {
+	program.Doomed
+	listeners int64
+	err       error
+}
+
+// probeWait bounds reading the listeners of the boxes that would go.
+const probeWait = time.Minute
+
+// guardUp previews the up and, when it would replace or destroy boxes,
+// shows them with their listeners and asks before going ahead (or needs
+// yes).
+func guardUp(ctx context.Context, s *stackFlags, st *program.Stack, yes bool, stdout io.Writer) error {
+	_, doomed, err := st.PreviewDoomed(ctx)
+	if err != nil || len(doomed) == 0 {
+		return err
+	}
+	boxes := doomedListeners(ctx, s, st, doomed)
+	return confirmDoomed(stdout, stdin, stdinTerminal(), yes, boxes)
+}
+
+// doomedListeners reads the listeners of each doomed box from its relays'
+// /stats over SSH, finding the box in the hosts the last up recorded.
+func doomedListeners(ctx context.Context, s *stackFlags, st *program.Stack, doomed []program.Doomed) []doomedBox {
+	ctx, cancel := context.WithTimeout(ctx, probeWait)
+	defer cancel()
+	known := map[string]program.HostEntry{}
+	if sh, err := program.ReadStackHosts(st.StateDir, st.Name); err == nil {
+		for _, h := range sh.Hosts {
+			known[h.Name] = h
+		}
+	}
+	probes := map[string]*events.SSHProbe{} // one per backend: each logs in its own way
+	defer func() {
+		for _, p := range probes {
+			p.Close()
+		}
+	}()
+	out := make([]doomedBox, len(doomed))
+	for i, d := range doomed {
+		out[i].Doomed = d
+		h, ok := known[d.Name]
+		if !ok {
+			out[i].err = fmt.Errorf("not among the stack's recorded hosts")
+			continue
+		}
+		p := probes[h.Backend]
+		if p == nil {
+			cfg := s.labConfig(st)
+			p = &events.SSHProbe{Lab: cfg, KeyFile: cfg.SSHKeyFile}
+			probes[h.Backend] = p
+		}
+		out[i].listeners, out[i].err = p.Listeners(ctx, []program.HostEntry{h})
+	}
+	return out
+}
+
+// confirmDoomed shows the boxes an up would replace or destroy and the
+// listeners they serve. Boxes that serve none (read, not guessed) go
+// without a question; otherwise yes goes ahead, a terminal is asked, and
+// without either the up is refused.
+func confirmDoomed(w io.Writer, in io.Reader, terminal, yes bool, boxes []doomedBox) error {
+	fmt.Fprintf(w, "up would replace or destroy %d box(es):\n", len(boxes))
+	var serving []string
+	var total int64
+	for _, b := range boxes {
+		what := b.Op
+		if len(b.Keys) > 0 {
+			what += " (" + strings.Join(b.Keys, ", ") + ")"
+		}
+		held := fmt.Sprintf("%d listeners", b.listeners)
+		if b.err != nil {
+			held = "listeners unknown: " + oneLine(b.err)
+		}
+		fmt.Fprintf(w, "  %-16s %-28s %s\n", b.Name, what, held)
+		if b.err != nil || b.listeners > 0 {
+			serving = append(serving, b.Name)
+			total += b.listeners
+		}
+	}
+	if len(serving) == 0 {
+		fmt.Fprintln(w, "none serves listeners: going ahead")
+		return nil
+	}
+	if yes {
+		fmt.Fprintf(w, "--yes: going ahead with %d box(es) serving listeners\n", len(serving))
+		return nil
+	}
+	if !terminal {
+		return fmt.Errorf("flag --yes: up would replace or destroy %d box(es) that serve listeners or could not be read (%s, %d listeners): confirm on a terminal or give --yes",
+			len(serving), strings.Join(serving, ", "), total)
+	}
+	fmt.Fprintf(w, "Replace or destroy %d box(es) serving listeners (%s)? Type yes to go ahead: ", len(serving), strings.Join(serving, ", "))
+	line, _ := bufio.NewReader(in).ReadString('\n')
+	if a := strings.ToLower(strings.TrimSpace(line)); a != "yes" && a != "y" {
+		return fmt.Errorf("not confirmed: nothing changed")
+	}
+	return nil
+}

@@ -1,0 +1,91 @@
+package main
+
+import (
+	"bytes"
+	"errors"
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/relayfleet/relayfleet/infra/program"
+)
+
+func doomed(name, op string, listeners int64, err error, keys ...string) doomedBox {
+	return doomedBox{Doomed: program.Doomed{Name: name, Op: op, Keys: keys}, listeners: listeners, err: err}
+}
+
+// TestConfirmDoomed: fleet up goes ahead by itself only when the boxes it
+// replaces or destroys serve nobody; otherwise it needs --yes or a yes
+// typed on a terminal, and without a terminal it refuses in one line.
+func TestConfirmDoomed(t *testing.T) {
+	serving := []doomedBox{
+		doomed("lab-steady-1", program.OpReplace, 3, nil, "shape"),
+		doomed("lab-steady-2", program.OpReplace, 0, nil, "shape"),
+	}
+	for _, tc := range []struct {
+		name     string
+		boxes    []doomedBox
+		terminal bool
+		yes      bool
+		typed    string
+		wantErr  string // "" goes ahead
+	}{
+		{"no terminal, no --yes: refused", serving, false, false, "", "flag --yes: up would replace or destroy 1 box(es)"},
+		{"--yes", serving, false, true, "", ""},
+		{"terminal, yes typed", serving, true, false, "yes\n", ""},
+		{"terminal, y typed", serving, true, false, "y\n", ""},
+		{"terminal, no typed", serving, true, false, "no\n", "not confirmed"},
+		{"terminal, nothing typed", serving, true, false, "", "not confirmed"},
+		{"no listeners anywhere", []doomedBox{doomed("a-1", program.OpDelete, 0, nil)}, false, false, "", ""},
+		{"listeners unknown count as serving", []doomedBox{doomed("a-1", program.OpDelete, 0, errors.New("ssh: no route"))}, false, false, "", "(a-1, 0 listeners)"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var out bytes.Buffer
+			err := confirmDoomed(&out, strings.NewReader(tc.typed), tc.terminal, tc.yes, tc.boxes)
+			switch {
+			case tc.wantErr == "" && err != nil:
+				t.Fatalf("refused: %v\n%s", err, out.String())
+			case tc.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErr)):
+				t.Fatalf("err %v, want one containing %q\n%s", err, tc.wantErr, out.String())
+			case err != nil && strings.Contains(err.Error(), "\n"):
+				t.Fatalf("error is not one line: %q", err)
+			}
+			for _, b := range tc.boxes {
+				if !strings.Contains(out.String(), b.Name) {
+					t.Errorf("output does not show %s:\n%s", b.Name, out.String())
+				}
+			}
+			if tc.boxes[0].err == nil && !strings.Contains(out.String(), " listeners") {
+				t.Errorf("output does not show the listeners:\n%s", out.String())
+			}
+			if asked := strings.Contains(out.String(), "Type yes"); asked != (tc.terminal && !tc.yes) {
+				t.Errorf("asked %v:\n%s", asked, out.String())
+			}
+		})
+	}
+	var out bytes.Buffer
+	confirmDoomed(&out, strings.NewReader(""), false, false, serving)
+	if !strings.Contains(out.String(), "lab-steady-1") || !strings.Contains(out.String(), "replace (shape)") || !strings.Contains(out.String(), "3 listeners") {
+		t.Errorf("listing:\n%s", out.String())
+	}
+}
+
+// TestStdinTerminal: /dev/null (what a cron job or a pipeline gives) is a
+// character device but no terminal: fleet up must not ask it.
+func TestStdinTerminal(t *testing.T) {
+	f, err := os.Open(os.DevNull)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	old := stdin
+	t.Cleanup(func() { stdin = old })
+	stdin = f
+	if stdinTerminal() {
+		t.Fatal("/dev/null taken for a terminal")
+	}
+	stdin = strings.NewReader("yes\n")
+	if stdinTerminal() {
+		t.Fatal("a reader taken for a terminal")
+	}
+}
