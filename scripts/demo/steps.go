@@ -7,13 +7,13 @@ import (
 	"net/netip"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"syscall"
 	"time"
 
 	"github.com/relayfleet/relayfleet/infra/backend"
 	"github.com/relayfleet/relayfleet/infra/lab"
+	"github.com/relayfleet/relayfleet/infra/program"
 	"github.com/relayfleet/relayfleet/sysctl"
 )
 
@@ -84,8 +84,7 @@ func (d *demo) preflight(ctx context.Context) error {
 		}
 	}
 	if d.pulumi == "" {
-		home, _ := os.UserCacheDir()
-		d.pulumi = filepath.Join(home, "relayfleet", "pulumi-v3.274.1", "bin", "pulumi")
+		d.pulumi = program.CachedPulumi()
 	}
 	if _, err := os.Stat(d.pulumi); err != nil {
 		return fmt.Errorf("the Pulumi CLI %s: %v (make pulumi)", d.pulumi, err)
