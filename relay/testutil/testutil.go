@@ -70,13 +70,22 @@ func Short(t testing.TB, how string) {
 // wait for something to happen; time.Sleep only paces load.
 func WaitFor(t testing.TB, limit time.Duration, what string, cond func() bool) {
 	t.Helper()
+	if !Poll(limit, cond) {
+		t.Fatalf("timed out after %v waiting for %s", limit, what)
+	}
+}
+
+// Poll polls cond every 10 ms until it holds (true) or limit passes
+// (false): WaitFor for a caller whose failure message needs what it saw.
+func Poll(limit time.Duration, cond func() bool) bool {
 	deadline := time.Now().Add(limit)
 	for !cond() {
 		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", limit, what)
+			return false
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+	return true
 }
 
 // Updating reports whether golden files are being rewritten: go test

@@ -83,6 +83,16 @@ func TestWaitFor(t *testing.T) {
 	}
 }
 
+func TestPoll(t *testing.T) {
+	if Poll(30*time.Millisecond, func() bool { return false }) {
+		t.Error("Poll of a cond never true = true")
+	}
+	n := 0
+	if !Poll(time.Minute, func() bool { n++; return n == 2 }) || n != 2 {
+		t.Errorf("Poll of a cond true on the second call: polled %d times", n)
+	}
+}
+
 func TestGolden(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "sub", "out.golden")
 	f := new(fakeT).run(func(tb testing.TB) { Golden(tb, path, []byte("a\n")) })
