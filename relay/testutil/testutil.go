@@ -88,6 +88,15 @@ func Poll(limit time.Duration, cond func() bool) bool {
 	return true
 }
 
+// WriteFile writes a test's input file, failing the test when it cannot:
+// os.WriteFile whose error set-up code must not drop.
+func WriteFile(t testing.TB, path string, data []byte, perm os.FileMode) {
+	t.Helper()
+	if err := os.WriteFile(path, data, perm); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // Updating reports whether golden files are being rewritten: go test
 // -update, or UPDATE_GOLDEN=1 (make golden) for several packages at once.
 func Updating() bool { return *update || os.Getenv("UPDATE_GOLDEN") != "" }

@@ -115,6 +115,20 @@ func TestGolden(t *testing.T) {
 	}
 }
 
+func TestWriteFile(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "f")
+	if f := new(fakeT).run(func(tb testing.TB) { WriteFile(tb, path, []byte("x"), 0o600) }); f.Failed() {
+		t.Fatalf("WriteFile: %q", f.fatal)
+	}
+	if b, err := os.ReadFile(path); err != nil || string(b) != "x" {
+		t.Fatalf("wrote %q, %v", b, err)
+	}
+	f := new(fakeT).run(func(tb testing.TB) { WriteFile(tb, filepath.Join(path, "under-a-file"), nil, 0o600) })
+	if len(f.fatal) != 1 {
+		t.Errorf("WriteFile under a file: fatals %q, want one", f.fatal)
+	}
+}
+
 func TestNoLeaks(t *testing.T) {
 	defer func(d time.Duration) { leakWait = d }(leakWait)
 	leakWait = 100 * time.Millisecond
