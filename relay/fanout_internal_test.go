@@ -142,7 +142,7 @@ func TestGroupSizeIsBounded(t *testing.T) {
 	if g.append([]byte{1}) {
 		t.Fatal("frame beyond maxGroupBytes accepted")
 	}
-	frames, done, err, _ := g.read(0)
+	frames, done, err := g.read(0)
 	if !done || !errors.Is(err, errGroupTooLarge) || len(frames) != maxGroupBytes/len(frame) {
 		t.Fatalf("group after overflow: %d frames, done %v, err %v", len(frames), done, err)
 	}
