@@ -3,6 +3,7 @@
 GO      ?= go
 BIN     ?= bin
 GOFLAGS ?=
+XDG_CACHE_HOME ?= $(HOME)/.cache
 
 .DEFAULT_GOAL := help
 
@@ -23,9 +24,21 @@ test-long: ## the tests -short skips, except make test-hostile's and make test-l
 	$(GO) test -race -count=1 -timeout 10m -run 'TestServePublishListen|TestRestartedProcessResetsAndSIGTERMSheds' ./cmd/relay/
 	$(GO) test -count=1 -timeout 10m -tags heavy -run TestMassDisconnect -v ./relay/
 
-lint: ## gofmt and go vet must be clean
+lint: staticcheck ## gofmt, go vet, go mod tidy -diff and staticcheck (pinned, staticcheck.conf) must be clean
 	@out=$$(gofmt -l .); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
+	$(GO) mod tidy -diff
+	$(STATICCHECK) ./...
+
+# staticcheck, pinned, built once into the cache beside the Pulumi CLI.
+STATICCHECK_VERSION := v0.8.2
+STATICCHECK         := $(XDG_CACHE_HOME)/relayfleet/staticcheck-$(STATICCHECK_VERSION)/bin/staticcheck
+
+.PHONY: staticcheck
+staticcheck: $(STATICCHECK)
+
+$(STATICCHECK):
+	GOBIN=$(dir $@) $(GO) install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
 
 fmt: ## gofmt the tree
 	gofmt -w .
@@ -99,7 +112,6 @@ demo-interrupt: build pulumi ## make demo interrupted with Ctrl-C during step 4:
 # The Pulumi CLI's version is the one tools/pulumi/go.mod builds; Go code
 # has it as infra/program.PulumiVersion, which a test holds equal to it.
 PULUMI_VERSION := $(shell sed -n 's|^[[:space:]]*github.com/pulumi/pulumi/pkg/v3 \(v[^ ]*\).*|\1|p' tools/pulumi/go.mod)
-XDG_CACHE_HOME ?= $(HOME)/.cache
 PULUMI_ROOT    ?= $(XDG_CACHE_HOME)/relayfleet/pulumi-$(PULUMI_VERSION)
 PULUMI         := $(PULUMI_ROOT)/bin/pulumi
 

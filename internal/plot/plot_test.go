@@ -13,7 +13,8 @@ import (
 	"github.com/relayfleet/relayfleet/relay/testutil"
 )
 
-// go test -update ./internal/plot rewrites the golden files in testdata/.
+// golden compares got with testdata/name; go test -update ./internal/plot
+// rewrites the golden files.
 func golden(t *testing.T, name string, got []byte) {
 	t.Helper()
 	testutil.Golden(t, filepath.Join("testdata", name), got)

@@ -265,8 +265,8 @@ func (d *demo) waitListeners(ctx context.Context, n int, limit time.Duration) er
 	}
 }
 
-// events.yaml for the demo: the event starts 40 s from now with a 40 s
-// lead time, so reconcile brings its box up at once; it lasts 40 s.
+// writeEvents writes events.yaml for the demo: the event starts 40 s from
+// now with a 40 s lead time, so reconcile brings its box up at once; it lasts 40 s.
 func (d *demo) writeEvents(start time.Time) error {
 	ev := fmt.Sprintf(`version: 1
 fleet: demo.yaml
