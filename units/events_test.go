@@ -199,13 +199,15 @@ func TestRenderReconcilerVerify(t *testing.T) {
 	}
 	// The negative check: verify does notice a missing executable, so the
 	// test above would catch a mangled ExecStart path.
-	os.Remove(fleet)
+	if err := os.Remove(fleet); err != nil {
+		t.Fatal(err)
+	}
 	files, err := RenderReconciler(Reconciler{Fleet: fleet, Events: "/e", StateDir: "/s"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	p := filepath.Join(dir, ReconcilerService)
-	os.WriteFile(p, files[0].Data, 0o644)
+	testutil.WriteFile(t, p, files[0].Data, 0o644)
 	if out, err := exec.Command(analyze, "verify", "--man=no", p).CombinedOutput(); err == nil {
 		t.Errorf("systemd-analyze verify passed a service whose executable is gone:\n%s", out)
 	}
