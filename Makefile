@@ -3,10 +3,11 @@
 GO      ?= go
 BIN     ?= bin
 GOFLAGS ?=
+XDG_CACHE_HOME ?= $(HOME)/.cache
 
 .DEFAULT_GOAL := help
 
-.PHONY: help build test lint fmt interop golden clean
+.PHONY: help build test test-long lint fmt interop golden clean
 
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z0-9_-]+:.*## / {printf "  %-10s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -14,12 +15,30 @@ help: ## list the targets
 build: ## build bin/fleet and bin/relay
 	$(GO) build $(GOFLAGS) -o $(BIN)/ ./cmd/...
 
-test: ## unit tests with the race detector, plus the architecture rules
+test: ## unit tests with the race detector, plus the architecture rules; as root installs what they need (scripts/deps.sh test); with CI=true also make test-long, and a skip fails
+	scripts/deps.sh test
 	$(GO) test -race -short ./...
+	@if [ "$$CI" = true ]; then $(MAKE) --no-print-directory test-long; fi
 
-lint: ## gofmt and go vet must be clean
+test-long: ## the tests -short skips, except make test-hostile's and make test-listen's: the relay binary, the heavy mass-disconnect test (a few minutes)
+	$(GO) test -race -count=1 -timeout 10m -run 'TestServePublishListen|TestRestartedProcessResetsAndSIGTERMSheds' ./cmd/relay/
+	$(GO) test -count=1 -timeout 10m -tags heavy -run TestMassDisconnect -v ./relay/
+
+lint: staticcheck ## gofmt, go vet, go mod tidy -diff and staticcheck (pinned, staticcheck.conf) must be clean
 	@out=$$(gofmt -l .); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
+	$(GO) mod tidy -diff
+	$(STATICCHECK) ./...
+
+# staticcheck, pinned, built once into the cache beside the Pulumi CLI.
+STATICCHECK_VERSION := v0.8.2
+STATICCHECK         := $(XDG_CACHE_HOME)/relayfleet/staticcheck-$(STATICCHECK_VERSION)/bin/staticcheck
+
+.PHONY: staticcheck
+staticcheck: $(STATICCHECK)
+
+$(STATICCHECK):
+	GOBIN=$(dir $@) $(GO) install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
 
 fmt: ## gofmt the tree
 	gofmt -w .
@@ -88,19 +107,20 @@ bench-converge: build ## converge 3, 10, 20 fresh lab boxes, then the no-op re-r
 .PHONY: demo demo-interrupt
 
 demo: build pulumi ## the whole story on lab boxes, about 4 minutes (root, Linux; installs ffmpeg, systemd-container, debootstrap if missing); report in /var/lib/relayfleet/demo/report
-	scripts/demo-deps.sh
+	scripts/deps.sh demo
 	$(GO) build $(GOFLAGS) -o $(BIN)/demo ./scripts/demo
 	$(BIN)/demo --bin $(BIN) --pulumi $(PULUMI)
 
 demo-interrupt: build pulumi ## make demo interrupted with Ctrl-C during step 4: checks nothing is left behind (root)
-	scripts/demo-deps.sh
+	scripts/deps.sh demo
 	$(GO) build $(GOFLAGS) -o $(BIN)/demo ./scripts/demo
 	scripts/demo-interrupt.sh $(BIN) $(PULUMI)
 
 .PHONY: pulumi e2e
 
-PULUMI_VERSION ?= v3.274.1
-XDG_CACHE_HOME ?= $(HOME)/.cache
+# The Pulumi CLI's version is the one tools/pulumi/go.mod builds; Go code
+# has it as infra/program.PulumiVersion, which a test holds equal to it.
+PULUMI_VERSION := $(shell sed -n 's|^[[:space:]]*github.com/pulumi/pulumi/pkg/v3 \(v[^ ]*\).*|\1|p' tools/pulumi/go.mod)
 PULUMI_ROOT    ?= $(XDG_CACHE_HOME)/relayfleet/pulumi-$(PULUMI_VERSION)
 PULUMI         := $(PULUMI_ROOT)/bin/pulumi
 

@@ -18,6 +18,7 @@ require (
 	github.com/pulumi/pulumi/sdk/v3 v3.274.1
 	github.com/quic-go/quic-go v0.64.1
 	github.com/quic-go/webtransport-go v0.13.0
+	go.uber.org/goleak v1.3.0
 	go.uber.org/zap v1.28.0
 	golang.org/x/crypto v0.59.0
 	golang.org/x/oauth2 v0.37.0

@@ -11,8 +11,9 @@ import (
 	"strings"
 )
 
-// Providers a fleet group may name besides the catalogue's: static adopts
-// servers that exist already (bought outside any cloud API).
+// ProviderStatic is the provider a fleet group may name besides the
+// catalogue's: static adopts servers that exist already (bought outside any
+// cloud API).
 const ProviderStatic = "static"
 
 // DefaultBasePort is the first relay port on a box; process i listens on

@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/relayfleet/relayfleet/relay/testutil"
 )
 
 func shippedCatalogue(t *testing.T) *Catalogue {
@@ -205,7 +207,7 @@ func TestLoadMissingFile(t *testing.T) {
 func TestStaticGroupCountsHosts(t *testing.T) {
 	cat := shippedCatalogue(t)
 	path := filepath.Join(t.TempDir(), "f.yaml")
-	os.WriteFile(path, []byte(`version: 1
+	testutil.WriteFile(t, path, []byte(`version: 1
 steady:
   - name: s
     provider: static
@@ -259,7 +261,7 @@ providers:
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			path := filepath.Join(t.TempDir(), "providers.yaml")
-			os.WriteFile(path, []byte(strings.Replace(base, tc.from, tc.to, 1)), 0o644)
+			testutil.WriteFile(t, path, []byte(strings.Replace(base, tc.from, tc.to, 1)), 0o644)
 			_, err := LoadCatalogue(path)
 			var ie *Error
 			if !errors.As(err, &ie) || ie.Field != tc.field || ie.Line == 0 {
@@ -268,7 +270,7 @@ providers:
 		})
 	}
 	path := filepath.Join(t.TempDir(), "providers.yaml")
-	os.WriteFile(path, []byte(base), 0o644)
+	testutil.WriteFile(t, path, []byte(base), 0o644)
 	cat, err := LoadCatalogue(path)
 	if err != nil {
 		t.Fatal(err)
@@ -289,7 +291,7 @@ func TestBeside(t *testing.T) {
 	if got := Beside(fleet, CalibrationFile); got != Embedded(CalibrationFile) {
 		t.Errorf("no file beside: got %q", got)
 	}
-	os.WriteFile(filepath.Join(dir, CalibrationFile), []byte("version: 1\n"), 0o644)
+	testutil.WriteFile(t, filepath.Join(dir, CalibrationFile), []byte("version: 1\n"), 0o644)
 	if got := Beside(fleet, CalibrationFile); got != filepath.Join(dir, CalibrationFile) {
 		t.Errorf("file beside: got %q", got)
 	}
@@ -297,7 +299,7 @@ func TestBeside(t *testing.T) {
 
 func TestAccessPublicListen(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "fleet.yaml")
-	os.WriteFile(path, []byte(goodFleet+"access:\n  public_listen: [live/, radio/7]\n"), 0o644)
+	testutil.WriteFile(t, path, []byte(goodFleet+"access:\n  public_listen: [live/, radio/7]\n"), 0o644)
 	f, err := LoadFleet(path, shippedCatalogue(t))
 	if err != nil {
 		t.Fatal(err)

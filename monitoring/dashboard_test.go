@@ -44,7 +44,7 @@ func loadDashboard(t *testing.T) dashboard {
 	return d
 }
 
-// DashboardExprs are the dashboard's queries with Grafana's range
+// dashboardExprs are the dashboard's queries with Grafana's range
 // variables replaced by values, as Grafana sends them.
 func dashboardExprs(t *testing.T) map[string]string {
 	d := loadDashboard(t)

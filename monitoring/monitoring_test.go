@@ -12,19 +12,13 @@ import (
 
 	"github.com/relayfleet/relayfleet/infra/program"
 	"github.com/relayfleet/relayfleet/inventories"
+	"github.com/relayfleet/relayfleet/relay/testutil"
 )
 
 // promtool is the promtool binary, or a skip (a failure under CI=true).
 func promtool(t *testing.T) string {
 	t.Helper()
-	p, err := exec.LookPath("promtool")
-	if err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatal("promtool is missing (apt-get install prometheus); CI=true makes that a failure")
-		}
-		t.Skip("promtool is missing (apt-get install prometheus)")
-	}
-	return p
+	return testutil.Require(t, "promtool", "prometheus")
 }
 
 func runPromtool(t *testing.T, args ...string) {

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/relayfleet/relayfleet/relay/testutil"
 	"github.com/relayfleet/relayfleet/units"
 )
 
@@ -144,7 +145,7 @@ func (r *recorder) Run(ctx context.Context, cmd string, stdin io.Reader) ([]byte
 // drifts, and the key never shows in a command or an answer.
 func TestWritePrivate(t *testing.T) {
 	if os.Geteuid() != 0 {
-		t.Skip("needs root: the key file is chowned to root")
+		testutil.Skipf(t, "needs root: the key file is chowned to root")
 	}
 	f := newFixture(t, sshdOpts{})
 	run := &recorder{Runner: f.pool.Runner(f.host)}

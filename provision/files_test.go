@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/relayfleet/relayfleet/relay/testutil"
 	"github.com/relayfleet/relayfleet/sysctl"
 )
 
@@ -47,7 +48,7 @@ func TestApplySysctlReadsBack(t *testing.T) {
 	// Lab boxes exercise keys that change.
 	cur, err := os.ReadFile("/proc/sys/net/core/somaxconn")
 	if err != nil {
-		t.Skip("no /proc/sys/net/core/somaxconn")
+		testutil.Skipf(t, "no /proc/sys/net/core/somaxconn")
 	}
 	p := sysctl.Profile{Name: "test", File: filepath.Join(t.TempDir(), "60-test.conf"), Settings: []sysctl.Setting{
 		{Key: "net.core.somaxconn", Value: strings.TrimSpace(string(cur)), Reason: "already set"},

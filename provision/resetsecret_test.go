@@ -10,6 +10,7 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/relayfleet/relayfleet/relay/testutil"
 	"github.com/relayfleet/relayfleet/units"
 )
 
@@ -20,7 +21,7 @@ import (
 // secret never shows in a command or an answer.
 func TestEnsureResetSecret(t *testing.T) {
 	if os.Geteuid() != 0 {
-		t.Skip("needs root: the secret is chowned to root")
+		testutil.Skipf(t, "needs root: the secret is chowned to root")
 	}
 	f := newFixture(t, sshdOpts{})
 	run := &recorder{Runner: f.pool.Runner(f.host)}

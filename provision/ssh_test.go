@@ -65,7 +65,9 @@ func TestWrongPinnedKeyIsRefused(t *testing.T) {
 	f := newFixture(t, sshdOpts{})
 	other, _ := newKey(t)
 	known := filepath.Join(t.TempDir(), "known_hosts")
-	PinKey(known, f.srv.addr, other.PublicKey())
+	if err := PinKey(known, f.srv.addr, other.PublicKey()); err != nil {
+		t.Fatal(err)
+	}
 	pool := &Pool{Auth: []ssh.AuthMethod{ssh.PublicKeys(f.signer)}, Keys: &HostKeys{File: known, AcceptNew: true}, RetryFor: time.Second}
 	defer pool.Close()
 	start := time.Now()
@@ -134,7 +136,9 @@ func TestRetriesUntilTheBoxAnswers(t *testing.T) {
 	// The key is pinned before the first connection, as for the lab's
 	// boxes; then the box goes down and comes back while we dial.
 	known := filepath.Join(t.TempDir(), "known_hosts")
-	PinKey(known, srv.addr, srv.hostKey)
+	if err := PinKey(known, srv.addr, srv.hostKey); err != nil {
+		t.Fatal(err)
+	}
 	srv.kill()
 	go func() {
 		time.Sleep(700 * time.Millisecond) // still booting
@@ -240,7 +244,9 @@ func TestDialsCappedAcrossTheFleet(t *testing.T) {
 func TestJumpHost(t *testing.T) {
 	f := newFixture(t, sshdOpts{})
 	target := startSSHD(t, f.signer.PublicKey(), sshdOpts{})
-	PinKey(f.known, target.addr, target.hostKey)
+	if err := PinKey(f.known, target.addr, target.hostKey); err != nil {
+		t.Fatal(err)
+	}
 	h := Host{Name: "inner", Address: target.addr, User: currentUser(t), Jump: &f.host}
 	out, err := f.pool.Run(context.Background(), h, "echo $SSH_CONNECTION", nil)
 	if err != nil {

@@ -22,6 +22,8 @@ import (
 	"time"
 
 	"golang.org/x/crypto/ssh"
+
+	"github.com/relayfleet/relayfleet/relay/testutil"
 )
 
 // sshd is a real OpenSSH server on loopback for the tests.
@@ -92,12 +94,10 @@ func newECDSA(t *testing.T) crypto.Signer {
 const sshdPath = "/usr/sbin/sshd"
 
 // startSSHD starts sshd accepting clientKey for the current user. It
-// needs the openssh-server package (.ci/run installs it).
+// needs the openssh-server package (make test installs it as root).
 func startSSHD(t *testing.T, clientKey ssh.PublicKey, o sshdOpts) *sshd {
 	t.Helper()
-	if _, err := os.Stat(sshdPath); err != nil {
-		t.Fatalf("%s is missing: install openssh-server (apt-get install openssh-server) to run the SSH tests", sshdPath)
-	}
+	testutil.Require(t, sshdPath, "openssh-server")
 	dir := t.TempDir()
 	write := func(name string, data []byte) string {
 		p := filepath.Join(dir, name)

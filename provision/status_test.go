@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/relayfleet/relayfleet/relay"
+	"github.com/relayfleet/relayfleet/relay/testutil"
 )
 
 // localRunner runs commands with bash on this machine, as a box would.
@@ -27,9 +28,7 @@ func (localRunner) Run(ctx context.Context, cmd string, stdin io.Reader) ([]byte
 // process's port): 0 at first, more once a blaster overran its tiny
 // receive buffer.
 func TestProcessStatusReadsDrops(t *testing.T) {
-	if _, err := exec.LookPath("bash"); err != nil {
-		t.Skip("no bash")
-	}
+	testutil.Require(t, "bash", "bash")
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	r, err := relay.Start(ctx, relay.Config{Listen: "127.0.0.1:0", UDPBuffer: 4096, Logger: slog.New(slog.DiscardHandler)})

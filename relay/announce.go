@@ -167,7 +167,7 @@ const (
 	maxBroadcastPath     = 1024
 )
 
-// refuseAnnounce counts a refused announce; s.mu is held.
+// refuseAnnounceLocked counts a refused announce; s.mu is held.
 func (s *Server) refuseAnnounceLocked(sess *session, path, why string) {
 	s.counters.announcesRefused.Add(1)
 	level := slog.LevelDebug

@@ -12,6 +12,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/relayfleet/relayfleet/relay/testutil"
 )
 
 func writeKeyFile(t *testing.T, text string) string {
@@ -222,12 +224,8 @@ func TestRefusalLogIsRateLimited(t *testing.T) {
 	if m, sum := r.byReason(); sum != flood || m[ReasonUnauthorized] != flood {
 		t.Fatalf("counted %v (sum %d), want %d unauthorized", m, sum, flood)
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for !strings.Contains(out.String(), "suppressed refusals") {
-		if time.Now().After(deadline) {
-			t.Fatalf("no summary line after the flood; log:\n%.2000s", out.String())
-		}
-		time.Sleep(20 * time.Millisecond)
+	if !testutil.Poll(10*time.Second, func() bool { return strings.Contains(out.String(), "suppressed refusals") }) {
+		t.Fatalf("no summary line after the flood; log:\n%.2000s", out.String())
 	}
 	logged, suppressed := 0, 0
 	for _, line := range strings.Split(strings.TrimSpace(out.String()), "\n") {

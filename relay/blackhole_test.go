@@ -121,7 +121,7 @@ func TestBlackholedUpstreamKeepsStatsAndWatchdog(t *testing.T) {
 	}
 }
 
-// httpGet fetches url within limit and returns the body.
+// httpGetWithin fetches url within limit and returns the body.
 func httpGetWithin(ctx context.Context, url string, limit time.Duration) (string, error) {
 	ctx, cancel := context.WithTimeout(ctx, limit)
 	defer cancel()

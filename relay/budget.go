@@ -47,7 +47,8 @@ const (
 	// DefaultListenerBytes is the memory one listener is assumed to need
 	// when turning the memory left into headroom.
 	DefaultListenerBytes = 100 << 10
-	// socketCeiling is the listeners one UDP socket drains (DESIGN.md):
+	// socketCeiling is the listeners one UDP socket drains (README.md,
+	// "What it is, in five lines"; docs/benchmarks.md measures it):
 	// the headroom of a relay with no other limit.
 	socketCeiling = 6500
 	// measureFrom is how many sessions the relay needs open before it

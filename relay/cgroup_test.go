@@ -6,6 +6,7 @@ import (
 	"testing/fstest"
 
 	"github.com/relayfleet/relayfleet/relay"
+	"github.com/relayfleet/relayfleet/relay/testutil"
 )
 
 func TestCgroupMemoryLimit(t *testing.T) {
@@ -83,7 +84,7 @@ func TestCgroupMemoryLimit(t *testing.T) {
 	})
 	t.Run("this machine", func(t *testing.T) {
 		if _, _, err := relay.CgroupMemoryLimit(os.DirFS("/")); err != nil {
-			t.Skipf("no cgroup here: %v", err)
+			testutil.Skipf(t, "no cgroup here: %v", err)
 		}
 	})
 }

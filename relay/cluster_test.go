@@ -2,7 +2,6 @@ package relay_test
 
 import (
 	"context"
-	"runtime"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -10,6 +9,7 @@ import (
 
 	"github.com/relayfleet/relayfleet/relay"
 	"github.com/relayfleet/relayfleet/relay/client"
+	"github.com/relayfleet/relayfleet/relay/testutil"
 )
 
 // publishLoop publishes broadcast/audio on url and writes one-frame groups
@@ -152,7 +152,7 @@ func TestClusterLinkUnknownBroadcast(t *testing.T) {
 // TestClusterLinkLeavesNoGoroutines: closing the listeners, the edge and
 // the origin ends every goroutine the link started.
 func TestClusterLinkLeavesNoGoroutines(t *testing.T) {
-	before := runtime.NumGoroutine()
+	testutil.NoLeaks(t)
 	func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
@@ -188,15 +188,6 @@ func TestClusterLinkLeavesNoGoroutines(t *testing.T) {
 		waitFor(t, "the pulled track to end with its last listener", func() bool { return edge.Stats().UpstreamTracks == 0 })
 		waitFor(t, "the upstream subscription to end", func() bool { return origin.Stats().Subscribers == 0 })
 	}()
-	deadline := time.Now().Add(10 * time.Second)
-	for runtime.NumGoroutine() > before {
-		if time.Now().After(deadline) {
-			buf := make([]byte, 1<<20)
-			n := runtime.Stack(buf, true)
-			t.Fatalf("%d goroutines left, %d before:\n%s", runtime.NumGoroutine(), before, buf[:n])
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
 }
 
 // TestClusterLinkMirrorsAnnouncements: a listener on the edge sees the

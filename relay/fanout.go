@@ -68,16 +68,16 @@ func (g *group) finish(err error) {
 	close(g.notify)
 }
 
-// read returns the frames from index i on, whether the group is finished
-// (with its error), and a channel closed on the next change.
-func (g *group) read(i int) ([][]byte, bool, error, <-chan struct{}) {
+// read returns the frames from index i on and whether the group is
+// finished, with its error.
+func (g *group) read(i int) ([][]byte, bool, error) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	var frames [][]byte
 	if i < len(g.frames) {
 		frames = g.frames[i:len(g.frames):len(g.frames)]
 	}
-	return frames, g.done, g.err, g.notify
+	return frames, g.done, g.err
 }
 
 // track is the relay's single upstream subscription to one track of one
@@ -273,7 +273,7 @@ func (sub *subscriber) writeOnce(open []*openGroup) ([]*openGroup, bool) {
 		*bp = buf[:0]
 	}()
 	for _, og := range open {
-		frames, done, gerr, _ := og.g.read(og.next)
+		frames, done, gerr := og.g.read(og.next)
 		ok := true
 		buf = buf[:0]
 		if !og.started {

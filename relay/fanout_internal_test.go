@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/relayfleet/relayfleet/relay/testutil"
 	"github.com/relayfleet/relayfleet/relay/transport"
 )
 
@@ -99,14 +100,10 @@ func TestSlowSubscriberKeepsBoundedGroups(t *testing.T) {
 	send(0, maxInflightGroups)
 	waitUntil := func(what string, cond func() bool) {
 		t.Helper()
-		deadline := time.Now().Add(10 * time.Second)
-		for !cond() {
-			if time.Now().After(deadline) {
-				n, dropped := held()
-				opened, cancelled, blocked := fake.counts()
-				t.Fatalf("%s: held %d, dropped %d; streams opened %d, cancelled %d, blocked %d", what, n, dropped, opened, cancelled, blocked)
-			}
-			time.Sleep(5 * time.Millisecond)
+		if !testutil.Poll(10*time.Second, cond) {
+			n, dropped := held()
+			opened, cancelled, blocked := fake.counts()
+			t.Fatalf("%s: held %d, dropped %d; streams opened %d, cancelled %d, blocked %d", what, n, dropped, opened, cancelled, blocked)
 		}
 	}
 	waitUntil("the writer to block", func() bool { _, _, blocked := fake.counts(); return blocked == 1 })
@@ -145,7 +142,7 @@ func TestGroupSizeIsBounded(t *testing.T) {
 	if g.append([]byte{1}) {
 		t.Fatal("frame beyond maxGroupBytes accepted")
 	}
-	frames, done, err, _ := g.read(0)
+	frames, done, err := g.read(0)
 	if !done || !errors.Is(err, errGroupTooLarge) || len(frames) != maxGroupBytes/len(frame) {
 		t.Fatalf("group after overflow: %d frames, done %v, err %v", len(frames), done, err)
 	}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/relayfleet/relayfleet/relay/client"
+	"github.com/relayfleet/relayfleet/relay/testutil"
 )
 
 // publishGroups publishes broadcast/audio on url, one 64-byte frame per
@@ -57,12 +58,8 @@ func TestEdgeLinkSurvivesOriginRestart(t *testing.T) {
 
 	pctx, pcancel := context.WithCancel(ctx)
 	pub := publishGroups(t, pctx, "http://"+addr+"/", "live", 0)
-	deadline := time.Now().Add(15 * time.Second)
-	for origin.Stats().Publishers != 1 {
-		if time.Now().After(deadline) {
-			t.Fatal("the broadcast was not announced on the origin")
-		}
-		time.Sleep(10 * time.Millisecond)
+	if !testutil.Poll(15*time.Second, func() bool { return origin.Stats().Publishers == 1 }) {
+		t.Fatal("the broadcast was not announced on the origin")
 	}
 	lis, err := client.Dial(ctx, fmt.Sprintf("http://%s/", edge.Addr()), &client.Options{Logger: testLogger()})
 	if err != nil {
@@ -86,12 +83,7 @@ func TestEdgeLinkSurvivesOriginRestart(t *testing.T) {
 			g.Abort()
 		}
 	}()
-	for groups.Load() < 5 {
-		if time.Now().After(deadline) {
-			t.Fatal("the listener on the edge got no groups")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	testutil.WaitFor(t, 15*time.Second, "groups on the edge's listener", func() bool { return groups.Load() >= 5 })
 	// Past the link's first moments, whose path MTU probes are large
 	// enough to draw a reset by themselves.
 	time.Sleep(1500 * time.Millisecond)
@@ -109,12 +101,8 @@ func TestEdgeLinkSurvivesOriginRestart(t *testing.T) {
 	before := groups.Load()
 	pub2 := publishGroups(t, ctx, "http://"+addr+"/", "live", 1000)
 	defer pub2.Close()
-	deadline = time.Now().Add(10 * time.Second)
-	for groups.Load() < before+5 {
-		if time.Now().After(deadline) {
-			t.Fatalf("the listener on the edge heard nothing from the new origin in 10 s (edge: %+v)", edge.Stats())
-		}
-		time.Sleep(10 * time.Millisecond)
+	if !testutil.Poll(10*time.Second, func() bool { return groups.Load() >= before+5 }) {
+		t.Fatalf("the listener on the edge heard nothing from the new origin in 10 s (edge: %+v)", edge.Stats())
 	}
 	t.Logf("the listener on the edge heard the new origin %v after the crash", time.Unix(0, last.Load()).Sub(crashed).Round(time.Millisecond))
 }
@@ -140,12 +128,8 @@ func TestEdgeLinkFailsOverFromDeadOrigin(t *testing.T) {
 	defer pub1.Close()
 	pub2 := publishGroups(t, ctx, fmt.Sprintf("http://%s/", second.Addr()), "live", 0)
 	defer pub2.Close()
-	deadline := time.Now().Add(15 * time.Second)
-	for first.Stats().Publishers != 1 || second.Stats().Publishers != 1 {
-		if time.Now().After(deadline) {
-			t.Fatal("the broadcast was not announced on both origins")
-		}
-		time.Sleep(10 * time.Millisecond)
+	if !testutil.Poll(15*time.Second, func() bool { return first.Stats().Publishers == 1 && second.Stats().Publishers == 1 }) {
+		t.Fatal("the broadcast was not announced on both origins")
 	}
 	lis, err := client.Dial(ctx, fmt.Sprintf("http://%s/", edge.Addr()), &client.Options{Logger: testLogger()})
 	if err != nil {
@@ -167,12 +151,7 @@ func TestEdgeLinkFailsOverFromDeadOrigin(t *testing.T) {
 			g.Abort()
 		}
 	}()
-	for groups.Load() < 5 {
-		if time.Now().After(deadline) {
-			t.Fatal("the listener on the edge got no groups")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	testutil.WaitFor(t, 15*time.Second, "groups on the edge's listener", func() bool { return groups.Load() >= 5 })
 	if first.Stats().Subscribers != 1 || second.Stats().Subscribers != 0 {
 		t.Fatalf("the edge pulls from the second upstream already (subscribers %d and %d)",
 			first.Stats().Subscribers, second.Stats().Subscribers)
@@ -182,12 +161,8 @@ func TestEdgeLinkFailsOverFromDeadOrigin(t *testing.T) {
 	first.crash()
 	crashed := time.Now()
 	before := groups.Load()
-	deadline = time.Now().Add(12 * time.Second)
-	for groups.Load() < before+5 {
-		if time.Now().After(deadline) {
-			t.Fatalf("the listener on the edge heard nothing in 12 s after the first upstream died (edge: %+v)", edge.Stats())
-		}
-		time.Sleep(10 * time.Millisecond)
+	if !testutil.Poll(12*time.Second, func() bool { return groups.Load() >= before+5 }) {
+		t.Fatalf("the listener on the edge heard nothing in 12 s after the first upstream died (edge: %+v)", edge.Stats())
 	}
 	t.Logf("the listener on the edge heard the second upstream %v after the first died", time.Since(crashed).Round(time.Millisecond))
 }

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/relayfleet/relayfleet/relay/client"
+	"github.com/relayfleet/relayfleet/relay/testutil"
 )
 
 // The listener side of crash recovery against the real relay: the
@@ -203,12 +204,8 @@ func TestListenFollowsShed(t *testing.T) {
 		}
 	}()
 	groups := regexp.MustCompile(`(?m)^group \d+:`)
-	deadline := time.Now().Add(20 * time.Second)
-	for len(groups.FindAllString(out.String(), -1)) < 5 {
-		if time.Now().After(deadline) {
-			t.Fatalf("no groups from A: %s", out.String())
-		}
-		time.Sleep(10 * time.Millisecond)
+	if !testutil.Poll(20*time.Second, func() bool { return len(groups.FindAllString(out.String(), -1)) >= 5 }) {
+		t.Fatalf("no groups from A: %s", out.String())
 	}
 	shed := time.Now()
 	// Sessions on A: its publisher and the listener; listeners go first.
@@ -217,13 +214,8 @@ func TestListenFollowsShed(t *testing.T) {
 	}
 	line := regexp.MustCompile(`reconnected \(([a-z-]+)\) from (\S+) to (\S+): no audio for ([0-9.]+) s`)
 	var m []string
-	for m == nil {
-		if m = line.FindStringSubmatch(out.String()); m == nil {
-			if time.Since(shed) > 30*time.Second {
-				t.Fatalf("no reconnect line: %s", out.String())
-			}
-			time.Sleep(10 * time.Millisecond)
-		}
+	if !testutil.Poll(30*time.Second, func() bool { m = line.FindStringSubmatch(out.String()); return m != nil }) {
+		t.Fatalf("no reconnect line: %s", out.String())
 	}
 	took := time.Since(shed)
 	t.Logf("%s; %v after the shed", m[0], took)
@@ -368,11 +360,8 @@ func TestListenMovesBeforeBreak(t *testing.T) {
 	}()
 	groups := regexp.MustCompile(`(?m)^group (\d+):`)
 	deadline := time.Now().Add(20 * time.Second)
-	for len(groups.FindAllString(out.String(), -1)) < 5 {
-		if time.Now().After(deadline) {
-			t.Fatalf("no groups from A: %s", out.String())
-		}
-		time.Sleep(10 * time.Millisecond)
+	if !testutil.Poll(time.Until(deadline), func() bool { return len(groups.FindAllString(out.String(), -1)) >= 5 }) {
+		t.Fatalf("no groups from A: %s", out.String())
 	}
 	const grace = 2 * time.Second
 	if n := relays[0].Server().ShedNotice(ctx, 1, 100, grace); n != 1 {
@@ -380,13 +369,8 @@ func TestListenMovesBeforeBreak(t *testing.T) {
 	}
 	line := regexp.MustCompile(`(moved|reconnected) \(([a-z-]+)\) from (\S+) to (\S+): no audio for ([0-9.]+) s`)
 	var m []string
-	for m == nil {
-		if m = line.FindStringSubmatch(out.String()); m == nil {
-			if time.Now().After(deadline.Add(10 * time.Second)) {
-				t.Fatalf("no reconnect line: %s", out.String())
-			}
-			time.Sleep(10 * time.Millisecond)
-		}
+	if !testutil.Poll(time.Until(deadline.Add(10*time.Second)), func() bool { m = line.FindStringSubmatch(out.String()); return m != nil }) {
+		t.Fatalf("no reconnect line: %s", out.String())
 	}
 	t.Logf("%s", m[0])
 	if m[1] != "moved" || m[2] != "going-away" || m[3] != urlOf(relays[0]) || m[4] != urlOf(relays[1]) {
@@ -403,11 +387,8 @@ func TestListenMovesBeforeBreak(t *testing.T) {
 	// first frame came, so that two groups close together (a new
 	// subscription's first ones, or any under load) may swap.
 	after := len(groups.FindAllString(out.String(), -1)) + 5
-	for len(groups.FindAllString(out.String(), -1)) < after {
-		if time.Now().After(deadline.Add(20 * time.Second)) {
-			t.Fatalf("no groups from B: %s", out.String())
-		}
-		time.Sleep(10 * time.Millisecond)
+	if !testutil.Poll(time.Until(deadline.Add(20*time.Second)), func() bool { return len(groups.FindAllString(out.String(), -1)) >= after }) {
+		t.Fatalf("no groups from B: %s", out.String())
 	}
 	var seqs []uint64
 	for _, g := range groups.FindAllStringSubmatch(out.String(), -1) {

@@ -10,7 +10,6 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
-	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -18,6 +17,7 @@ import (
 
 	"github.com/relayfleet/relayfleet/relay"
 	"github.com/relayfleet/relayfleet/relay/client"
+	"github.com/relayfleet/relayfleet/relay/testutil"
 )
 
 func quietLogger() *slog.Logger {
@@ -71,13 +71,7 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 
 func waitForWithin(t *testing.T, limit time.Duration, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(limit)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	testutil.WaitFor(t, limit, what, cond)
 }
 
 // subscribeWhenAnnounced waits for broadcast to be announced, then subscribes.
@@ -280,7 +274,7 @@ func TestUnsubscribeAndDisconnectFreeEverything(t *testing.T) {
 }
 
 func testFreeEverything(t *testing.T, tr string) {
-	before := runtime.NumGoroutine()
+	testutil.NoLeaks(t) // every goroutine of the relay and the clients is gone at the end
 	ctx := testContext(t)
 	r, err := relay.Start(ctx, relay.Config{Listen: "127.0.0.1:0", Logger: quietLogger()})
 	if err != nil {
@@ -355,17 +349,6 @@ func testFreeEverything(t *testing.T, tr string) {
 	subSess.Close()
 	waitFor(t, "relay to drop the subscriber session", func() bool { return r.Stats().Sessions == 0 })
 	r.Close()
-
-	// Every goroutine of the relay and the clients is gone.
-	deadline := time.Now().Add(10 * time.Second)
-	for runtime.NumGoroutine() > before {
-		if time.Now().After(deadline) {
-			buf := make([]byte, 1<<20)
-			n := runtime.Stack(buf, true)
-			t.Fatalf("%d goroutines left, %d before:\n%s", runtime.NumGoroutine(), before, buf[:n])
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
 }
 
 func TestHTTPEndpoints(t *testing.T) {

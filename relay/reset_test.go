@@ -17,6 +17,7 @@ import (
 
 	"github.com/relayfleet/relayfleet/relay/client"
 	"github.com/relayfleet/relayfleet/relay/moqlite"
+	"github.com/relayfleet/relayfleet/relay/testutil"
 	"github.com/relayfleet/relayfleet/relay/transport"
 )
 
@@ -194,12 +195,8 @@ func restartAfter(t *testing.T, secretA, secretB []byte, poke string, settle, ke
 		t.Fatal(err)
 	}
 	defer sess.Close()
-	deadline := time.Now().Add(10 * time.Second)
-	for a.Stats().Sessions != 1 {
-		if time.Now().After(deadline) {
-			t.Fatal("the session did not register on A")
-		}
-		time.Sleep(10 * time.Millisecond)
+	if !testutil.Poll(10*time.Second, func() bool { return a.Stats().Sessions == 1 }) {
+		t.Fatal("the session did not register on A")
 	}
 
 	time.Sleep(settle)

@@ -19,6 +19,7 @@ import (
 
 	"github.com/relayfleet/relayfleet/relay/client"
 	"github.com/relayfleet/relayfleet/relay/moqlite"
+	"github.com/relayfleet/relayfleet/relay/testutil"
 	"github.com/relayfleet/relayfleet/relay/transport"
 )
 
@@ -150,12 +151,8 @@ func startTestRelay(t *testing.T, cfg Config) *Relay {
 
 func waitSessions(t *testing.T, r *Relay, n int) {
 	t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
-	for r.Stats().Sessions != n {
-		if time.Now().After(deadline) {
-			t.Fatalf("%d sessions, want %d", r.Stats().Sessions, n)
-		}
-		time.Sleep(10 * time.Millisecond)
+	if !testutil.Poll(15*time.Second, func() bool { return r.Stats().Sessions == n }) {
+		t.Fatalf("%d sessions, want %d", r.Stats().Sessions, n)
 	}
 }
 
@@ -180,12 +177,8 @@ func TestShedGoingAway(t *testing.T) {
 	pub := dialPeer(t, ctx, r, "quic")
 	pub.name = "publisher"
 	pub.sess.Publish("live").Track("audio")
-	deadline := time.Now().Add(15 * time.Second)
-	for r.Stats().Publishers != 1 {
-		if time.Now().After(deadline) {
-			t.Fatal("the publisher's broadcast was not announced")
-		}
-		time.Sleep(10 * time.Millisecond)
+	if !testutil.Poll(15*time.Second, func() bool { return r.Stats().Publishers == 1 }) {
+		t.Fatal("the publisher's broadcast was not announced")
 	}
 	var listeners []*peer
 	for _, via := range []string{"quic", "webtransport", "websocket", "quic"} {

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/relayfleet/relayfleet/relay"
+	"github.com/relayfleet/relayfleet/relay/testutil"
 )
 
 // TestUDPBufferIsWhatWasAsked: a buffer smaller than quic-go's own 7 MiB
@@ -12,7 +13,7 @@ import (
 // "kernel default" run depends on it).
 func TestUDPBufferIsWhatWasAsked(t *testing.T) {
 	if runtime.GOOS != "linux" {
-		t.Skip("reads back SO_RCVBUF, Linux only")
+		testutil.Skipf(t, "reads back SO_RCVBUF, Linux only")
 	}
 	r := startRelay(t, relay.Config{UDPBuffer: 212992})
 	if st := r.Stats(); st.UDPReceiveBuffer != 2*212992 || st.UDPSendBuffer != 2*212992 {

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/relayfleet/relayfleet/relay"
+	"github.com/relayfleet/relayfleet/relay/testutil"
 )
 
 // getText fetches a relay endpoint over its TCP port.
@@ -59,7 +60,7 @@ func statsOf(t *testing.T, r *relay.Relay) relay.Stats {
 // serves a session shows none.
 func TestUDPDropsAtATinyBuffer(t *testing.T) {
 	if runtime.GOOS != "linux" {
-		t.Skip("reads /proc/self/net/udp, Linux only")
+		testutil.Skipf(t, "reads /proc/self/net/udp, Linux only")
 	}
 	normal := startRelay(t, relay.Config{})
 	tiny := startRelay(t, relay.Config{UDPBuffer: 4096})

@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/relayfleet/relayfleet/relay/testutil"
 )
 
 // residentBytes is the process's resident memory (VmRSS), what its
@@ -17,7 +19,7 @@ func residentBytes(t *testing.T) int64 {
 	t.Helper()
 	data, err := os.ReadFile("/proc/self/status")
 	if err != nil {
-		t.Skipf("no /proc/self/status: %v", err)
+		testutil.Skipf(t, "no /proc/self/status: %v", err)
 	}
 	for _, l := range strings.Split(string(data), "\n") {
 		if v, ok := strings.CutPrefix(l, "VmRSS:"); ok {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/relayfleet/relayfleet/relay"
 	"github.com/relayfleet/relayfleet/relay/client"
+	"github.com/relayfleet/relayfleet/relay/testutil"
 )
 
 // nonLoopbackIP is an address of this machine that is not loopback, for
@@ -22,14 +23,14 @@ func nonLoopbackIP(t *testing.T) string {
 	t.Helper()
 	addrs, err := net.InterfaceAddrs()
 	if err != nil {
-		t.Skipf("interface addresses: %v", err)
+		testutil.Skipf(t, "interface addresses: %v", err)
 	}
 	for _, a := range addrs {
 		if n, ok := a.(*net.IPNet); ok && n.IP.To4() != nil && !n.IP.IsLoopback() && !n.IP.IsLinkLocalUnicast() {
 			return n.IP.String()
 		}
 	}
-	t.Skip("no non-loopback IPv4 address on this machine")
+	testutil.Skipf(t, "no non-loopback IPv4 address on this machine")
 	return ""
 }
 

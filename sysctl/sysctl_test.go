@@ -1,10 +1,11 @@
 package sysctl
 
 import (
-	"os"
 	"path/filepath"
 	"testing"
 	"testing/fstest"
+
+	"github.com/relayfleet/relayfleet/relay/testutil"
 )
 
 func TestRenderGolden(t *testing.T) {
@@ -12,17 +13,7 @@ func TestRenderGolden(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	path := filepath.Join("testdata", "60-relay.conf")
-	if os.Getenv("UPDATE_GOLDEN") != "" {
-		os.WriteFile(path, got, 0o644)
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if string(got) != string(want) {
-		t.Errorf("rendered profile differs from %s (UPDATE_GOLDEN=1 rewrites it):\n%s", path, got)
-	}
+	testutil.Golden(t, filepath.Join("testdata", "60-relay.conf"), got)
 	// What is rendered parses back to the profile.
 	parsed, err := Parse(got)
 	if err != nil {

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/relayfleet/relayfleet/relay/testutil"
 )
 
 func reconcilerGolden(t *testing.T, name string, files []File) {
@@ -17,19 +19,7 @@ func reconcilerGolden(t *testing.T, name string, files []File) {
 		got.WriteString("=== " + f.Path + "\n")
 		got.Write(f.Data)
 	}
-	path := filepath.Join("testdata", name)
-	if os.Getenv("UPDATE_GOLDEN") != "" {
-		if err := os.WriteFile(path, got.Bytes(), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (UPDATE_GOLDEN=1 go test ./units creates it)", err)
-	}
-	if got.String() != string(want) {
-		t.Errorf("rendered units differ from %s (UPDATE_GOLDEN=1 rewrites it):\n%s", path, got.String())
-	}
+	testutil.Golden(t, filepath.Join("testdata", name), got.Bytes())
 }
 
 var defaultReconciler = Reconciler{
@@ -164,10 +154,7 @@ func TestSystemdSpan(t *testing.T) {
 // TestRenderReconcilerVerify has systemd-analyze verify read the rendered
 // units, pointed at a real executable (verify checks ExecStart's).
 func TestRenderReconcilerVerify(t *testing.T) {
-	analyze, err := exec.LookPath("systemd-analyze")
-	if err != nil {
-		t.Skip("systemd-analyze not installed; the units are checked by the golden files only")
-	}
+	analyze := testutil.Require(t, "systemd-analyze", "systemd")
 	dir := t.TempDir()
 	fleet := filepath.Join(dir, "bin dir", "fleet")
 	if err := os.MkdirAll(filepath.Dir(fleet), 0o755); err != nil {
@@ -212,13 +199,15 @@ func TestRenderReconcilerVerify(t *testing.T) {
 	}
 	// The negative check: verify does notice a missing executable, so the
 	// test above would catch a mangled ExecStart path.
-	os.Remove(fleet)
+	if err := os.Remove(fleet); err != nil {
+		t.Fatal(err)
+	}
 	files, err := RenderReconciler(Reconciler{Fleet: fleet, Events: "/e", StateDir: "/s"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	p := filepath.Join(dir, ReconcilerService)
-	os.WriteFile(p, files[0].Data, 0o644)
+	testutil.WriteFile(t, p, files[0].Data, 0o644)
 	if out, err := exec.Command(analyze, "verify", "--man=no", p).CombinedOutput(); err == nil {
 		t.Errorf("systemd-analyze verify passed a service whose executable is gone:\n%s", out)
 	}

@@ -2,10 +2,11 @@ package units
 
 import (
 	"bytes"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/relayfleet/relayfleet/relay/testutil"
 )
 
 func TestRenderGolden(t *testing.T) {
@@ -23,17 +24,7 @@ func TestRenderGolden(t *testing.T) {
 		got.WriteString("=== " + f.Path + "\n")
 		got.Write(f.Data)
 	}
-	path := filepath.Join("testdata", "2-cores-4GiB.golden")
-	if os.Getenv("UPDATE_GOLDEN") != "" {
-		os.WriteFile(path, got.Bytes(), 0o644)
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got.String() != string(want) {
-		t.Errorf("rendered units differ from %s (UPDATE_GOLDEN=1 rewrites it):\n%s", path, got.String())
-	}
+	testutil.Golden(t, filepath.Join("testdata", "2-cores-4GiB.golden"), got.Bytes())
 }
 
 func TestMemoryMax(t *testing.T) {
@@ -132,17 +123,7 @@ func TestAuthGolden(t *testing.T) {
 		t.Fatal(err)
 	}
 	got := files[0].Data
-	path := filepath.Join("testdata", "auth-template.golden")
-	if os.Getenv("UPDATE_GOLDEN") != "" {
-		os.WriteFile(path, got, 0o644)
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if string(got) != string(want) {
-		t.Errorf("rendered template differs from %s (UPDATE_GOLDEN=1 rewrites it):\n%s", path, got)
-	}
+	testutil.Golden(t, filepath.Join("testdata", "auth-template.golden"), got)
 }
 
 func TestAuthFlags(t *testing.T) {

@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/relayfleet/relayfleet/infra/lab"
+	"github.com/relayfleet/relayfleet/relay/testutil"
 )
 
 // TestConvergeStaticHost adopts a lab box as a static server, the way a
@@ -39,7 +40,7 @@ func TestConvergeStaticHost(t *testing.T) {
 		t.Fatal(err)
 	}
 	inv := filepath.Join(dir, "fleet.yaml")
-	os.WriteFile(inv, fmt.Appendf(nil, `version: 1
+	testutil.WriteFile(t, inv, fmt.Appendf(nil, `version: 1
 name: adopted
 steady:
   - name: roots
@@ -61,7 +62,7 @@ steady:
 	}
 	// A wrong pinned key in the inventory is refused before anything runs.
 	other, _ := testKey(t)
-	os.WriteFile(inv, []byte(strings.Replace(string(must(os.ReadFile(inv))), strings.Fields(box.HostKey)[1], strings.Fields(strings.TrimSpace(string(sshPublic(other))))[1], 1)), 0o644)
+	testutil.WriteFile(t, inv, []byte(strings.Replace(string(must(os.ReadFile(inv))), strings.Fields(box.HostKey)[1], strings.Fields(strings.TrimSpace(string(sshPublic(other))))[1], 1)), 0o644)
 	_, errOut, code = fleet(t, args...)
 	if code != exitHostsFailed || !strings.Contains(errOut, "host key refused") {
 		t.Errorf("wrong host key: exit %d, %s", code, errOut)

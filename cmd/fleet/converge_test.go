@@ -5,12 +5,14 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/relayfleet/relayfleet/relay/testutil"
 )
 
 func TestConvergeBadInput(t *testing.T) {
 	dir := t.TempDir()
 	notELF := filepath.Join(dir, "relay")
-	os.WriteFile(notELF, []byte("#!/bin/sh\n"), 0o755)
+	testutil.WriteFile(t, notELF, []byte("#!/bin/sh\n"), 0o755)
 	for _, tc := range []struct {
 		name string
 		args []string
@@ -35,7 +37,7 @@ func TestConvergeCloudGroupsNeedFleetUp(t *testing.T) {
 	// give a key so that resolution reaches the hcloud group.
 	key := filepath.Join(t.TempDir(), "id")
 	_, pemKey := testKey(t)
-	os.WriteFile(key, pemKey, 0o600)
+	testutil.WriteFile(t, key, pemKey, 0o600)
 	exe, _ := os.Executable()
 	_, errOut, code := fleet(t, "converge", "--inventory", "../../inventories/example.yaml", "--relay-binary", exe, "--ssh-key", key)
 	if code != 1 || !strings.Contains(errOut, "steady[1] fsn: hcloud boxes are converged by fleet up") {

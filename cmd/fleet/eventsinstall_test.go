@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/relayfleet/relayfleet/relay/testutil"
 	"github.com/relayfleet/relayfleet/units"
 )
 
@@ -45,7 +46,9 @@ func TestEventsInstallWritesUnits(t *testing.T) {
 	ownEnvFiles(t)
 	dir := t.TempDir()
 	unitDir := filepath.Join(dir, "units")
-	os.Mkdir(unitDir, 0o755)
+	if err := os.Mkdir(unitDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
 	fleetBin := installFakeExe(t, dir, "fleet", "exit 0\n")
 	env := filepath.Join(dir, "tokens.env")
 	if err := os.WriteFile(env, []byte("HCLOUD_TOKEN=x\n"), 0o600); err != nil {
@@ -118,10 +121,12 @@ func TestEventsInstallBadInput(t *testing.T) {
 	dir := t.TempDir()
 	fleetBin := installFakeExe(t, dir, "fleet", "exit 0\n")
 	notExec := filepath.Join(dir, "notexec")
-	os.WriteFile(notExec, nil, 0o644)
+	testutil.WriteFile(t, notExec, nil, 0o644)
 	groupReadable := filepath.Join(dir, "group.env")
-	os.WriteFile(groupReadable, []byte("HCLOUD_TOKEN=x\n"), 0o600)
-	os.Chmod(groupReadable, 0o640) // past the umask
+	testutil.WriteFile(t, groupReadable, []byte("HCLOUD_TOKEN=x\n"), 0o600)
+	if err := os.Chmod(groupReadable, 0o640); err != nil { // past the umask
+		t.Fatal(err)
+	}
 	base := []string{"--events", installEventsFile, "--state-dir", dir, "--fleet-binary", fleetBin, "--unit-dir", dir, "--no-enable"}
 	for _, tc := range []struct {
 		args []string

@@ -241,7 +241,7 @@ func defaultSteps() string {
 	return strings.Join(s, ",")
 }
 
-// relayPath finds the relay binary that runs the load generator and the
+// loadtestRelayBinary finds the relay binary that runs the load generator and the
 // publisher here.
 func loadtestRelayBinary(path string) (string, error) {
 	if path == "" {
@@ -1178,7 +1178,7 @@ func loadtestPlural(n int, one, many string) string {
 	return fmt.Sprintf("%d %s", n, many)
 }
 
-// wrap splits text into lines of at most width characters.
+// loadtestWrap splits text into lines of at most width characters.
 func loadtestWrap(text string, width int) []string {
 	var lines []string
 	line := ""

@@ -17,6 +17,7 @@ import (
 
 	"github.com/relayfleet/relayfleet/infra/lab"
 	"github.com/relayfleet/relayfleet/inventories"
+	"github.com/relayfleet/relayfleet/relay/testutil"
 )
 
 // TestLoadtestLab measures a small lab box, converged with the relay of
@@ -141,9 +142,9 @@ steady:
 		t.Logf("step %d listeners: %.4f cores (%s), %d bytes, %d lost, %d late, %d rcvbuf errors, %.0f bit/s over %.1fs", s.Listeners, s.CPUCores, s.CPUFrom, s.RSSBytes, s.FramesLost, s.LateFrames, s.RcvbufErrors, s.BitrateBps, s.Seconds)
 	}
 	if keep := os.Getenv("RELAYFLEET_LOADTEST_KEEP"); keep != "" {
-		os.WriteFile(filepath.Join(keep, loadtestSVGFile), svg, 0o644)
-		os.WriteFile(filepath.Join(keep, loadtestJSONFile), data, 0o644)
-		os.WriteFile(filepath.Join(keep, inventories.CalibrationFile), calText, 0o644)
+		testutil.WriteFile(t, filepath.Join(keep, loadtestSVGFile), svg, 0o644)
+		testutil.WriteFile(t, filepath.Join(keep, loadtestJSONFile), data, 0o644)
+		testutil.WriteFile(t, filepath.Join(keep, inventories.CalibrationFile), calText, 0o644)
 	}
 
 	// One process, BOX:PORT, into another directory; a port with no relay

@@ -17,6 +17,7 @@ import (
 
 	"github.com/relayfleet/relayfleet/inventories"
 	"github.com/relayfleet/relayfleet/relay/loadgen"
+	"github.com/relayfleet/relayfleet/relay/testutil"
 )
 
 // syntheticSteps lie on exact lines: 0.05 cores plus 1/1024 core per
@@ -217,7 +218,7 @@ func TestLoadtestFlagErrors(t *testing.T) {
 		t.Fatal(err)
 	}
 	notExec := filepath.Join(dir, "relay.txt")
-	os.WriteFile(notExec, []byte("x"), 0o644)
+	testutil.WriteFile(t, notExec, []byte("x"), 0o644)
 	base := []string{"--inventory", inv, "--target", "lab-1", "--relay-binary", relay}
 	with := func(extra ...string) []string { return append(slices.Clone(base), extra...) }
 	for _, tc := range []struct {

@@ -24,6 +24,7 @@ import (
 	"github.com/relayfleet/relayfleet/internal/plot"
 	"github.com/relayfleet/relayfleet/monitoring"
 	"github.com/relayfleet/relayfleet/relay"
+	"github.com/relayfleet/relayfleet/relay/testutil"
 )
 
 // TestMonitorLab: Debian's Prometheus scrapes a lab box's two relay
@@ -34,13 +35,7 @@ import (
 // dashboard query answered. fleet status shows DROPS first. Its lab is its
 // own: bridge rfmon0, subnet 10.231.93.0/24.
 func TestMonitorLab(t *testing.T) {
-	prom, err := exec.LookPath("prometheus")
-	if err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatal("prometheus is missing (apt-get install prometheus); CI=true makes that a failure")
-		}
-		t.Skip("prometheus is missing (apt-get install prometheus)")
-	}
+	prom := testutil.Require(t, "prometheus", "prometheus")
 	labDir := "/var/lib/relayfleet/lab-monitor"
 	l, err := lab.New(lab.Config{Dir: labDir, ImageDir: labImages(), Bridge: "rfmon0", Subnet: mustPrefix(t, "10.231.93.0/24"), Logf: t.Logf})
 	if err != nil {

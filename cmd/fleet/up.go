@@ -71,7 +71,7 @@ func (p *pulumiFlags) register(fs flags, needsRelay bool) {
 
 var stackNameRE = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,100}$`)
 
-// stack parses args and builds the stack they describe.
+// parse parses args and builds the stack they describe.
 func (s *stackFlags) parse(args []string, progress io.Writer) (*program.Stack, error) {
 	if err := s.fs.parse(args); err != nil {
 		return nil, err

@@ -5,12 +5,14 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/relayfleet/relayfleet/relay/testutil"
 )
 
 func TestStackCommandsBadInput(t *testing.T) {
 	dir := t.TempDir()
 	notELF := filepath.Join(dir, "relay")
-	os.WriteFile(notELF, []byte("#!/bin/sh\n"), 0o755)
+	testutil.WriteFile(t, notELF, []byte("#!/bin/sh\n"), 0o755)
 	lab := "../../inventories/lab.yaml"
 	for _, tc := range []struct {
 		name string

@@ -12,6 +12,7 @@ import (
 
 	"github.com/relayfleet/relayfleet/relay"
 	"github.com/relayfleet/relayfleet/relay/client"
+	"github.com/relayfleet/relayfleet/relay/testutil"
 )
 
 const (
@@ -100,12 +101,8 @@ func TestServeAuthFlags(t *testing.T) {
 		cancel()
 		<-served
 	}()
-	deadline := time.Now().Add(20 * time.Second)
-	for !strings.Contains(stderr.String(), "relay listening") {
-		if time.Now().After(deadline) {
-			t.Fatalf("relay did not start: %s", stderr.String())
-		}
-		time.Sleep(50 * time.Millisecond)
+	if !testutil.Poll(20*time.Second, func() bool { return strings.Contains(stderr.String(), "relay listening") }) {
+		t.Fatalf("relay did not start: %s", stderr.String())
 	}
 	url := "http://" + addr + "/"
 	dial := func(q string) *client.Session {
@@ -163,12 +160,10 @@ func TestServeAuthFlags(t *testing.T) {
 		t.Fatalf("listener with a token from relay token: %v", err)
 	}
 	anon.Publish("live/intruder")
-	deadline = time.Now().Add(20 * time.Second)
-	for !strings.Contains(stderr.String(), "reason=forbidden transport=quic") || !strings.Contains(stderr.String(), "broadcast=live/intruder") {
-		if time.Now().After(deadline) {
-			t.Fatalf("no log line for the refused publish:\n%s", stderr.String())
-		}
-		time.Sleep(50 * time.Millisecond)
+	if !testutil.Poll(20*time.Second, func() bool {
+		return strings.Contains(stderr.String(), "reason=forbidden transport=quic") && strings.Contains(stderr.String(), "broadcast=live/intruder")
+	}) {
+		t.Fatalf("no log line for the refused publish:\n%s", stderr.String())
 	}
 	if strings.Contains(stderr.String(), oldTok) {
 		t.Error("the log shows a token")
@@ -193,12 +188,8 @@ func TestTokenFile(t *testing.T) {
 		cancel()
 		<-served
 	}()
-	deadline := time.Now().Add(20 * time.Second)
-	for !strings.Contains(stderr.String(), "relay listening") {
-		if time.Now().After(deadline) {
-			t.Fatalf("relay did not start: %s", stderr.String())
-		}
-		time.Sleep(50 * time.Millisecond)
+	if !testutil.Poll(20*time.Second, func() bool { return strings.Contains(stderr.String(), "relay listening") }) {
+		t.Fatalf("relay did not start: %s", stderr.String())
 	}
 	url := "http://" + addr + "/"
 	auth := mustAuth(t, newKey)

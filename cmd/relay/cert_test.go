@@ -24,6 +24,7 @@ import (
 	pebblewfe "github.com/letsencrypt/pebble/v2/wfe"
 
 	"github.com/relayfleet/relayfleet/relay"
+	"github.com/relayfleet/relayfleet/relay/testutil"
 )
 
 func TestCertFlagErrors(t *testing.T) {
@@ -255,12 +256,8 @@ func TestServeSIGHUPReloadsCertificate(t *testing.T) {
 	if err := syscall.Kill(os.Getpid(), syscall.SIGHUP); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for getStats(t, base).CertificateSHA256 != hash(certs[1]) {
-		if time.Now().After(deadline) {
-			t.Fatal("SIGHUP did not reload the certificate files")
-		}
-		time.Sleep(20 * time.Millisecond)
+	if !testutil.Poll(10*time.Second, func() bool { return getStats(t, base).CertificateSHA256 == hash(certs[1]) }) {
+		t.Fatal("SIGHUP did not reload the certificate files")
 	}
 }
 

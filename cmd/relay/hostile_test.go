@@ -16,6 +16,7 @@ import (
 
 	"github.com/relayfleet/relayfleet/relay/client"
 	"github.com/relayfleet/relayfleet/relay/moqlite"
+	"github.com/relayfleet/relayfleet/relay/testutil"
 	"github.com/relayfleet/relayfleet/relay/transport"
 )
 
@@ -103,9 +104,7 @@ func relayStats(addr string) (map[string]any, error) {
 // header allocated its megabyte at once: 4 GiB mapped, and resident as
 // soon as bytes arrive). Prints idle, peak and delta.
 func TestFrameHeaderFloodOverWebSocket(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds and runs the binary; make test-hostile runs it")
-	}
+	testutil.Short(t, "make test-hostile (builds and runs the binary)")
 	bin := buildRelay(t)
 	t.Run("header", func(t *testing.T) { frameHeaderFlood(t, bin, 0) })
 	t.Run("header+16KiB", func(t *testing.T) { frameHeaderFlood(t, bin, 16<<10) })

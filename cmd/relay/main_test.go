@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/relayfleet/relayfleet/relay"
+	"github.com/relayfleet/relayfleet/relay/testutil"
 )
 
 func TestBadInputExitsTwoWithOneLine(t *testing.T) {
@@ -142,9 +143,7 @@ func TestTokenIsAcceptedByTheRelay(t *testing.T) {
 // TestServePublishListen runs the real binary: serve, then publish and
 // listen through it over loopback.
 func TestServePublishListen(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds and runs the binary")
-	}
+	testutil.Short(t, "make test-long (builds and runs the binary)")
 	bin := filepath.Join(t.TempDir(), "relay")
 	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
 		t.Fatalf("build: %v\n%s", err, out)
@@ -163,12 +162,8 @@ func TestServePublishListen(t *testing.T) {
 		_ = serve.Process.Signal(os.Interrupt)
 		_ = serve.Wait()
 	}()
-	deadline := time.Now().Add(10 * time.Second)
-	for !strings.Contains(serveErr.String(), "relay listening") {
-		if time.Now().After(deadline) {
-			t.Fatalf("relay did not start: %s", serveErr.String())
-		}
-		time.Sleep(50 * time.Millisecond)
+	if !testutil.Poll(10*time.Second, func() bool { return strings.Contains(serveErr.String(), "relay listening") }) {
+		t.Fatalf("relay did not start: %s", serveErr.String())
 	}
 	url := "http://" + addr + "/test"
 	listen := exec.CommandContext(ctx, bin, "listen", url, "--name", "b", "--groups", "10", "--check", "64")

@@ -17,6 +17,7 @@ import (
 
 	"github.com/relayfleet/relayfleet/relay/client"
 	"github.com/relayfleet/relayfleet/relay/moqlite"
+	"github.com/relayfleet/relayfleet/relay/testutil"
 	"github.com/relayfleet/relayfleet/relay/transport"
 )
 
@@ -83,9 +84,7 @@ func dialSession(t *testing.T, ctx context.Context, addr string) *quic.Conn {
 // idle timeout is 30 s). Then B gets SIGTERM: a client connected to it
 // is closed with going-away (0x10) and B exits 0.
 func TestRestartedProcessResetsAndSIGTERMSheds(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds and runs the binary")
-	}
+	testutil.Short(t, "make test-long (builds and runs the binary)")
 	bin := buildRelay(t)
 	secret := filepath.Join(t.TempDir(), "reset-secret")
 	b := make([]byte, 32)

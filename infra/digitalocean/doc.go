@@ -1,5 +1,5 @@
 // Package digitalocean is relayfleet's DigitalOcean box backend, on godo
-// (DESIGN.md point 2): droplets tagged with their labels as "key:value"
+// (README.md, "Hetzner Cloud and DigitalOcean"): droplets tagged with their labels as "key:value"
 // tags and cloud-init user data that installs the host key relayfleet
 // generated, created (waited on through the create action and the
 // droplet's status), listed by tag and deleted idempotently; and one

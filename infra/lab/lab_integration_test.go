@@ -26,6 +26,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/relayfleet/relayfleet/relay/testutil"
 )
 
 const (
@@ -290,7 +292,7 @@ func TestBoxShape(t *testing.T) {
 	ctx := testCtx(t, 3*time.Minute)
 	// nproc and Go's runtime.NumCPU() inside the box match the shape.
 	src := filepath.Join(t.TempDir(), "main.go")
-	os.WriteFile(src, []byte("package main\n\nimport (\n\t\"fmt\"\n\t\"runtime\"\n)\n\nfunc main() { fmt.Println(runtime.NumCPU()) }\n"), 0o644)
+	testutil.WriteFile(t, src, []byte("package main\n\nimport (\n\t\"fmt\"\n\t\"runtime\"\n)\n\nfunc main() { fmt.Println(runtime.NumCPU()) }\n"), 0o644)
 	bin := filepath.Join(t.TempDir(), "numcpu")
 	gobin := filepath.Join(runtime.GOROOT(), "bin", "go")
 	build := exec.CommandContext(ctx, gobin, "build", "-o", bin, src)
@@ -333,8 +335,8 @@ func TestBoxShape(t *testing.T) {
 	}
 }
 
-// TestNetCoreSysctlsAreHostWide pins the known difference of DESIGN.md
-// point 4: net.core.rmem_* and wmem_* are not per network namespace, so a
+// TestNetCoreSysctlsAreHostWide pins the known difference README.md's "Lab
+// boxes" names: net.core.rmem_* and wmem_* are not per network namespace, so a
 // lab box reads the host's values and cannot change them (the qemu flavour
 // can).
 func TestNetCoreSysctlsAreHostWide(t *testing.T) {

@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"golang.org/x/crypto/ssh"
+
+	"github.com/relayfleet/relayfleet/relay/testutil"
 )
 
 func TestRecipeHash(t *testing.T) {
@@ -353,7 +355,7 @@ func TestAlive(t *testing.T) {
 	}
 	write := func(s string) string {
 		p := filepath.Join(dir, "pid")
-		os.WriteFile(p, []byte(s), 0o644)
+		testutil.WriteFile(t, p, []byte(s), 0o644)
 		return p
 	}
 	if got := alive(write(string(good))); got != os.Getpid() {

@@ -18,6 +18,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/relayfleet/relayfleet/relay/testutil"
 )
 
 func TestQEMUNetCoreBuffers(t *testing.T) {
@@ -25,7 +27,7 @@ func TestQEMUNetCoreBuffers(t *testing.T) {
 		t.Fatal(ErrNotRoot)
 	}
 	if runtime.GOARCH != "amd64" {
-		t.Skip("the qemu flavour boots an amd64 kernel")
+		testutil.Skipf(t, "the qemu flavour boots an amd64 kernel")
 	}
 	dir := os.Getenv(DirEnv)
 	if dir == "" {

@@ -121,8 +121,8 @@ func (a *BoxArgs) Annotate(an infer.Annotator) {
 	an.Describe(&a.HostKey, "A static server's public host key, authorized_keys form.")
 }
 
-// Labels are the labels every box carries: the extra labels, then fleet,
-// tier and event, which win.
+// AllLabels returns the labels every box carries: the extra labels, then
+// fleet, tier and event, which win.
 func (a BoxArgs) AllLabels() map[string]string {
 	m := maps.Clone(a.Labels)
 	if m == nil {

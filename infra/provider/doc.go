@@ -1,6 +1,7 @@
 // Package provider is the relayfleet Pulumi provider, built with
 // pulumi-go-provider's infer package and served by the fleet binary when it
-// runs as pulumi-resource-relayfleet (DESIGN.md points 1-3).
+// runs as pulumi-resource-relayfleet (README.md, "fleet up: the fleet
+// through Pulumi").
 //
 // It has two resources:
 //

@@ -22,7 +22,7 @@ import (
 	"github.com/relayfleet/relayfleet/sysctl"
 )
 
-// TestLabConfig is the provider configuration of the lab tests.
+// testLabConfig is the provider configuration of the lab tests.
 func testLabConfig() Config {
 	images := os.Getenv("RELAYFLEET_LAB_IMAGES")
 	if images == "" {

@@ -1,5 +1,5 @@
 // Package archtest holds relayfleet's architecture rules as tests: the
-// one-way import rule of DESIGN.md (cmd -> monitoring -> infra -> provision -> {units,
+// one-way import rule of README.md's Layout (cmd -> monitoring -> infra -> provision -> {units,
 // sysctl, inventories}; cmd/relay -> relay; relay imports nothing else of
 // this module; nothing imports cmd) and a package comment on every package.
 package archtest

@@ -2,6 +2,7 @@ package archtest
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 )
 
@@ -10,7 +11,13 @@ type Package struct {
 	ImportPath string
 	Imports    []string // direct imports
 	Deps       []string // every transitive dependency
+	// TestImports and XTestImports are the imports of its _test.go files.
+	TestImports, XTestImports []string
 }
+
+// TestUtil is the tests' helper package: only _test.go files import it.
+// It sits under relay/ so that relay's tests may use it too.
+const TestUtil = Module + "/relay/testutil"
 
 // Forbidden dependencies of the relay binary: it must stay small and free
 // of the operator tooling.
@@ -55,6 +62,16 @@ func Check(pkgs []Package) []string {
 					if strings.HasPrefix(d, f) {
 						bad = append(bad, fmt.Sprintf("%s depends on %s: the relay must not depend on pulumi or x/crypto/ssh", p.ImportPath, d))
 					}
+				}
+			}
+		}
+		if p.ImportPath != TestUtil && slices.Contains(p.Imports, TestUtil) {
+			bad = append(bad, fmt.Sprintf("%s imports %s: only tests import it", p.ImportPath, TestUtil))
+		}
+		if from == "relay" {
+			for _, imp := range slices.Concat(p.TestImports, p.XTestImports) {
+				if to, ok := top(imp); ok && to != "relay" {
+					bad = append(bad, fmt.Sprintf("%s's tests import %s: relay imports nothing else of this module, in tests too", p.ImportPath, imp))
 				}
 			}
 		}

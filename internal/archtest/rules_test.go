@@ -29,6 +29,8 @@ func TestCheckCatchesViolations(t *testing.T) {
 		{"upward import", Package{ImportPath: m + "units", Imports: []string{m + "provision"}}, "dependencies point one way"},
 		{"sideways import", Package{ImportPath: m + "sysctl", Imports: []string{m + "units"}}, "dependencies point one way"},
 		{"provision imports relay", Package{ImportPath: m + "provision", Imports: []string{m + "relay"}}, "only cmd may import relay"},
+		{"relay's tests import inventories", Package{ImportPath: m + "relay/client", XTestImports: []string{m + "inventories"}}, "in tests too"},
+		{"code imports testutil", Package{ImportPath: m + "relay/client", Imports: []string{TestUtil}}, "only tests import it"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			bad := Check([]Package{tc.pkg})
@@ -43,6 +45,8 @@ func TestCheckCatchesViolations(t *testing.T) {
 		{ImportPath: m + "inventories/capacity", Imports: []string{m + "inventories"}},
 		{ImportPath: m + "relay/moq", Imports: []string{m + "relay/wire"}, Deps: []string{"github.com/quic-go/quic-go"}},
 		{ImportPath: m + "cmd/relay", Imports: []string{m + "relay"}},
+		{ImportPath: m + "provision", TestImports: []string{TestUtil}},
+		{ImportPath: m + "relay/client", TestImports: []string{TestUtil, m + "relay/moqlite"}},
 	}
 	if bad := Check(ok); len(bad) > 0 {
 		t.Errorf("allowed imports flagged: %q", bad)
@@ -52,7 +56,7 @@ func TestCheckCatchesViolations(t *testing.T) {
 // goList lists the module's packages with their imports and deps.
 func goList(t *testing.T) []Package {
 	t.Helper()
-	cmd := exec.Command("go", "list", "-e", "-json=ImportPath,Imports,Deps,Dir,Error", m[:len(m)-1]+"/...")
+	cmd := exec.Command("go", "list", "-e", "-json=ImportPath,Imports,Deps,TestImports,XTestImports,Dir,Error", m[:len(m)-1]+"/...")
 	cmd.Dir = root(t)
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb

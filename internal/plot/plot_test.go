@@ -6,31 +6,18 @@ import (
 	"errors"
 	"io"
 	"math"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/relayfleet/relayfleet/relay/testutil"
 )
 
-// UPDATE_GOLDEN=1 go test ./internal/plot rewrites the golden files in testdata/.
-var update = os.Getenv("UPDATE_GOLDEN") != ""
-
+// golden compares got with testdata/name; go test -update ./internal/plot
+// rewrites the golden files.
 func golden(t *testing.T, name string, got []byte) {
 	t.Helper()
-	path := filepath.Join("testdata", name)
-	if update {
-		if err := os.WriteFile(path, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (UPDATE_GOLDEN=1 go test ./internal/plot creates it)", err)
-	}
-	if !bytes.Equal(got, want) {
-		t.Errorf("output differs from %s (UPDATE_GOLDEN=1 go test ./internal/plot rewrites it):\n--- got\n%s\n--- want\n%s", path, got, want)
-	}
+	testutil.Golden(t, filepath.Join("testdata", name), got)
 }
 
 // timeChart is listeners and CPU over a 5-minute run, with an event mark

@@ -15,6 +15,7 @@ import (
 
 	"github.com/relayfleet/relayfleet/relay/client"
 	"github.com/relayfleet/relayfleet/relay/moqlite"
+	"github.com/relayfleet/relayfleet/relay/testutil"
 )
 
 // syncBuffer is an io.Writer safe for a writer and a reader.
@@ -92,16 +93,11 @@ func runListener(t *testing.T, ctx context.Context, router string, silence time.
 // waitLine waits for re in out and returns its submatches.
 func waitLine(t *testing.T, out *syncBuffer, re *regexp.Regexp, within time.Duration) []string {
 	t.Helper()
-	deadline := time.Now().Add(within)
-	for {
-		if m := re.FindStringSubmatch(out.String()); m != nil {
-			return m
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no %q within %v; output:\n%s", re, within, out.String())
-		}
-		time.Sleep(10 * time.Millisecond)
+	var m []string
+	if !testutil.Poll(within, func() bool { m = re.FindStringSubmatch(out.String()); return m != nil }) {
+		t.Fatalf("no %q within %v; output:\n%s", re, within, out.String())
 	}
+	return m
 }
 
 func groupCount(out *syncBuffer) int {
@@ -173,13 +169,7 @@ func TestListenerGoingAwayIsImmediate(t *testing.T) {
 
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	testutil.WaitFor(t, 20*time.Second, what, cond)
 }
 
 // TestListenerFirstConnectAvoidsADeadRelay: the router still names a relay

@@ -13,6 +13,7 @@ import (
 
 	"github.com/relayfleet/relayfleet/relay/client"
 	"github.com/relayfleet/relayfleet/relay/internal/oggtest"
+	"github.com/relayfleet/relayfleet/relay/testutil"
 )
 
 type oggRead struct {
@@ -272,10 +273,7 @@ func TestPacketDuration(t *testing.T) {
 // TestOggOpusReaderFFmpeg reads what ffmpeg's libopus encoder writes with
 // the demo's flags: 120 ms voip packets at 48 kHz mono.
 func TestOggOpusReaderFFmpeg(t *testing.T) {
-	ffmpeg, err := exec.LookPath("ffmpeg")
-	if err != nil {
-		t.Skip("ffmpeg is not on PATH (apt-get install ffmpeg to run this test)")
-	}
+	ffmpeg := testutil.Require(t, "ffmpeg", "ffmpeg")
 	file := filepath.Join(t.TempDir(), "sine.ogg")
 	cmd := exec.Command(ffmpeg, "-hide_banner", "-loglevel", "error", "-f", "lavfi",
 		"-i", "sine=frequency=440:sample_rate=48000:duration=2",
@@ -283,7 +281,7 @@ func TestOggOpusReaderFFmpeg(t *testing.T) {
 		"-frame_duration", "120", "-application", "voip", "-f", "ogg", file)
 	if out, err := cmd.CombinedOutput(); err != nil {
 		if strings.Contains(string(out), "Unknown encoder") {
-			t.Skipf("this ffmpeg has no libopus: %s", out)
+			testutil.Skipf(t, "this ffmpeg has no libopus: %s", out)
 		}
 		t.Fatalf("ffmpeg: %v\n%s", err, out)
 	}

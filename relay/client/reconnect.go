@@ -23,7 +23,7 @@ import (
 // ErrSilent. ReconnectReason names both kinds for logs and counters and
 // says which are worth reconnecting for.
 
-// ErrSilent: no group within the silence timeout; the path is presumed dead.
+// ErrSilent is no group within the silence timeout: the path is presumed dead.
 var ErrSilent = errors.New("client: no group within the silence timeout")
 
 // DefaultSilence is the default silence timeout: 8 frames of 120 ms.

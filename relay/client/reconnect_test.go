@@ -306,13 +306,13 @@ func drain(g *client.GroupReader) {
 }
 
 // nextError reads groups until NextGroupWithin(d) fails, and returns
-// its error and how long after start it came.
-func nextError(t *testing.T, ctx context.Context, sub *client.Subscription, d time.Duration, start time.Time) (error, time.Duration) {
+// how long after start that came, and its error.
+func nextError(t *testing.T, ctx context.Context, sub *client.Subscription, d time.Duration, start time.Time) (time.Duration, error) {
 	t.Helper()
 	for {
 		g, err := sub.NextGroupWithin(ctx, d)
 		if err != nil {
-			return err, time.Since(start)
+			return time.Since(start), err
 		}
 		drain(g)
 	}
@@ -334,7 +334,7 @@ func TestNextGroupWithinSilence(t *testing.T) {
 	pub.paused.Store(true)
 	const d = 400 * time.Millisecond
 	start := time.Now()
-	err, took := nextError(t, ctx, sub, d, start)
+	took, err := nextError(t, ctx, sub, d, start)
 	if !errors.Is(err, client.ErrSilent) {
 		t.Fatalf("after the publisher paused: %v, want ErrSilent", err)
 	}
@@ -392,7 +392,7 @@ func TestRelayCloseCodeReachesListener(t *testing.T) {
 				start := time.Now()
 				_ = core.session(t, 1).CloseWithError(c.code, "bye")
 				const silence = 10 * time.Second
-				err, took := nextError(t, ctx, sub, silence, start)
+				took, err := nextError(t, ctx, sub, silence, start)
 				if took > 5*time.Second {
 					t.Errorf("the subscription ended %v after the close", took)
 				}
@@ -467,7 +467,7 @@ func TestStatelessResetReachesListener(t *testing.T) {
 				}
 				return
 			}
-			err, took := nextError(t, ctx, sub, silence, start)
+			took, err := nextError(t, ctx, sub, silence, start)
 			r, ok := client.ReconnectReason(err)
 			if r != c.reason || !ok {
 				t.Fatalf("after %v: ReconnectReason(%v) = %q, %v; want %q", took, err, r, ok, c.reason)

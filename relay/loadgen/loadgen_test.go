@@ -9,7 +9,6 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -21,6 +20,7 @@ import (
 	"github.com/relayfleet/relayfleet/relay/client"
 	"github.com/relayfleet/relayfleet/relay/loadgen"
 	"github.com/relayfleet/relayfleet/relay/router"
+	"github.com/relayfleet/relayfleet/relay/testutil"
 )
 
 func quietLogger() *slog.Logger {
@@ -66,13 +66,7 @@ func startRelayAndPublisher(t *testing.T, framesPerGroup int) *relay.Relay {
 		}
 		r.Close()
 	})
-	deadline := time.Now().Add(10 * time.Second)
-	for r.Stats().Broadcasts == 0 {
-		if time.Now().After(deadline) {
-			t.Fatal("publisher never announced")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	testutil.WaitFor(t, 10*time.Second, "the publisher's announce", func() bool { return r.Stats().Broadcasts > 0 })
 	return r
 }
 
@@ -189,7 +183,7 @@ func TestRunThroughRouter(t *testing.T) {
 // TestRunLeavesNoGoroutines: a run, frozen listeners included, ends every
 // goroutine it started once it returns.
 func TestRunLeavesNoGoroutines(t *testing.T) {
-	before := runtime.NumGoroutine()
+	testutil.NoLeaks(t)
 	func() {
 		ctx, cancel := context.WithCancel(context.Background())
 		defer cancel()
@@ -204,9 +198,7 @@ func TestRunLeavesNoGoroutines(t *testing.T) {
 			done <- loadgen.Publish(ctx, url, loadgen.PublishOptions{Broadcast: "live", FrameTime: 20 * time.Millisecond, FramesPerGroup: 1, FrameSize: 64, Logger: quietLogger()})
 		}()
 		defer func() { cancel(); <-done }()
-		for r.Stats().Broadcasts == 0 {
-			time.Sleep(10 * time.Millisecond)
-		}
+		testutil.WaitFor(t, 10*time.Second, "the broadcast", func() bool { return r.Stats().Broadcasts > 0 })
 		if _, err := loadgen.Run(ctx, loadgen.Options{
 			URL: url, Broadcast: "live", Listeners: 6, Shards: 2, Duration: 300 * time.Millisecond,
 			Freeze: 0.5, FreezeAt: 100 * time.Millisecond, Reconnect: true, Progress: func(loadgen.Snapshot) {}, Logger: quietLogger(),
@@ -214,14 +206,6 @@ func TestRunLeavesNoGoroutines(t *testing.T) {
 			t.Fatal(err)
 		}
 	}()
-	deadline := time.Now().Add(10 * time.Second)
-	for runtime.NumGoroutine() > before {
-		if time.Now().After(deadline) {
-			buf := make([]byte, 1<<20)
-			t.Fatalf("%d goroutines left, %d before:\n%s", runtime.NumGoroutine(), before, buf[:runtime.Stack(buf, true)])
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
 }
 
 // idleTimeout bounds how long a listener takes to notice a relay that

@@ -1,7 +1,9 @@
 package moqlite
 
-// Session close codes (QUIC CONNECTION_CLOSE application code / WebTransport session code).
-const CodeGoingAway uint64 = 0x10 // the relay asks the client to reconnect elsewhere now
+// CodeGoingAway is a session close code (QUIC CONNECTION_CLOSE application
+// code / WebTransport session code): the relay asks the client to reconnect
+// elsewhere now.
+const CodeGoingAway uint64 = 0x10
 
 // GoAwayNotice is the payload of the QUIC (or WebTransport) DATAGRAM a
 // relay sends a session some time (the grace) before it closes it with

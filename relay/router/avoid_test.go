@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/relayfleet/relayfleet/relay/router"
+	"github.com/relayfleet/relayfleet/relay/testutil"
 )
 
 // countingRelay is a fake relay that counts its /stats polls and can hang.
@@ -149,16 +150,10 @@ func TestAvoidRepollsTheDeadRelay(t *testing.T) {
 	if _, got := routeAvoid(t, srv, au); got != bu {
 		t.Fatalf("avoid=a: %q, want b", got)
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		if healthy, _ := relayState(t, srv, au); !healthy {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("a stayed in the pool after a listener avoided it and its /stats failed")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	testutil.WaitFor(t, 10*time.Second, "a out of the pool after a listener avoided it and its /stats failed", func() bool {
+		healthy, _ := relayState(t, srv, au)
+		return !healthy
+	})
 	// Everyone, not only the listener that avoided it, now goes to b.
 	if _, got := routeAvoid(t, srv); got != bu {
 		t.Fatalf("after the re-poll: %q, want b", got)

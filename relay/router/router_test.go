@@ -17,6 +17,7 @@ import (
 
 	"github.com/relayfleet/relayfleet/relay"
 	"github.com/relayfleet/relayfleet/relay/router"
+	"github.com/relayfleet/relayfleet/relay/testutil"
 )
 
 // fakeRelay serves /stats with a settable headroom; 0 status means 500.
@@ -233,16 +234,10 @@ func TestRunReloadsAChangedFile(t *testing.T) {
 
 	waitRoute := func(want string) {
 		t.Helper()
-		deadline := time.Now().Add(5 * time.Second)
-		for {
-			code, got := route(t, srv)
-			if code == http.StatusOK && got == want {
-				return
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("routed %d %q, want %q", code, got, want)
-			}
-			time.Sleep(20 * time.Millisecond)
+		var code int
+		var got string
+		if !testutil.Poll(5*time.Second, func() bool { code, got = route(t, srv); return code == http.StatusOK && got == want }) {
+			t.Fatalf("routed %d %q, want %q", code, got, want)
 		}
 	}
 	waitRoute(a.entry(false).URL)

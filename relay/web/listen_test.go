@@ -23,6 +23,7 @@ import (
 
 	"github.com/relayfleet/relayfleet/relay"
 	"github.com/relayfleet/relayfleet/relay/client"
+	"github.com/relayfleet/relayfleet/relay/testutil"
 )
 
 // pageStats is window.listenStats (relay/web/src/listen.js).
@@ -44,15 +45,6 @@ func (s pageStats) String() string {
 		s.Audio, s.LatencyMs, s.MaxLatencyMs)
 }
 
-// need skips the test for lack of a tool, or fails it under CI=true.
-func need(t *testing.T, format string, args ...any) {
-	t.Helper()
-	if os.Getenv("CI") == "true" {
-		t.Fatalf("CI=true: "+format, args...)
-	}
-	t.Skipf(format, args...)
-}
-
 func chromium(t *testing.T) string {
 	t.Helper()
 	if p := os.Getenv("RELAYFLEET_CHROMIUM"); p != "" {
@@ -63,7 +55,7 @@ func chromium(t *testing.T) string {
 			return p
 		}
 	}
-	need(t, "no chromium on PATH (apt-get install chromium, or set RELAYFLEET_CHROMIUM)")
+	testutil.Skipf(t, "no chromium on PATH (apt-get install chromium, or set RELAYFLEET_CHROMIUM)")
 	return ""
 }
 
@@ -71,9 +63,7 @@ func chromium(t *testing.T) string {
 // streams one: libopus, 48 kHz mono, 120 ms frames, voip.
 func encodeOpus(t *testing.T, seconds int) []byte {
 	t.Helper()
-	if _, err := exec.LookPath("ffmpeg"); err != nil {
-		need(t, "no ffmpeg on PATH (apt-get install ffmpeg)")
-	}
+	testutil.Require(t, "ffmpeg", "ffmpeg")
 	out := filepath.Join(t.TempDir(), "tone.ogg")
 	cmd := exec.Command("ffmpeg", "-hide_banner", "-loglevel", "error", "-nostdin",
 		"-f", "lavfi", "-i", fmt.Sprintf("sine=frequency=440:sample_rate=48000:duration=%d", seconds),
@@ -272,9 +262,7 @@ func (s *setup) token(t *testing.T, publish, subscribe string) string {
 // RELAY's; they skip on a relay without it), and the page comes back and
 // plays on.
 func TestListenPage(t *testing.T) {
-	if testing.Short() {
-		t.Skip("30 s runs in headless Chromium: make test-listen")
-	}
+	testutil.Short(t, "make test-listen (30 s in headless Chromium)")
 	seconds := 30
 	ogg := encodeOpus(t, seconds)
 	ps, total := packets(t, ogg)
@@ -366,7 +354,7 @@ func (s *setup) goingAway(t *testing.T, ctx context.Context, br *browser, base s
 	resp.Body.Close()
 	if resp.StatusCode == http.StatusNotFound {
 		<-done
-		t.Skipf("this relay has no POST /shed (helper RELAY's going-away): %s", body)
+		testutil.Skipf(t, "this relay has no POST /shed (helper RELAY's going-away): %s", body)
 	}
 	if resp.StatusCode != http.StatusOK {
 		t.Fatalf("POST /shed?n=1: %s %s", resp.Status, body)

@@ -96,7 +96,7 @@ func (d *demo) step(ctx context.Context, n, of int, title string, f func() error
 	return nil
 }
 
-// fleetArgs are the flags every stack command of the demo takes.
+// stackArgs are the flags every stack command of the demo takes.
 func (d *demo) stackArgs() []string {
 	return []string{"--state-dir", d.path("state"), "--pulumi", d.pulumi, "--relay-binary", d.relayBin(),
 		"--lab-dir", labDir, "--lab-images", d.images, "--lab-bridge", labBridge, "--lab-subnet", labSubnet}

@@ -7,13 +7,13 @@ import (
 	"net/netip"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"syscall"
 	"time"
 
 	"github.com/relayfleet/relayfleet/infra/backend"
 	"github.com/relayfleet/relayfleet/infra/lab"
+	"github.com/relayfleet/relayfleet/infra/program"
 	"github.com/relayfleet/relayfleet/sysctl"
 )
 
@@ -84,8 +84,7 @@ func (d *demo) preflight(ctx context.Context) error {
 		}
 	}
 	if d.pulumi == "" {
-		home, _ := os.UserCacheDir()
-		d.pulumi = filepath.Join(home, "relayfleet", "pulumi-v3.274.1", "bin", "pulumi")
+		d.pulumi = program.CachedPulumi()
 	}
 	if _, err := os.Stat(d.pulumi); err != nil {
 		return fmt.Errorf("the Pulumi CLI %s: %v (make pulumi)", d.pulumi, err)
@@ -266,8 +265,8 @@ func (d *demo) waitListeners(ctx context.Context, n int, limit time.Duration) er
 	}
 }
 
-// events.yaml for the demo: the event starts 40 s from now with a 40 s
-// lead time, so reconcile brings its box up at once; it lasts 40 s.
+// writeEvents writes events.yaml for the demo: the event starts 40 s from
+// now with a 40 s lead time, so reconcile brings its box up at once; it lasts 40 s.
 func (d *demo) writeEvents(start time.Time) error {
 	ev := fmt.Sprintf(`version: 1
 fleet: demo.yaml

@@ -1,0 +1,153 @@
+// Package testutil is the tests' plumbing, for every package of the
+// module: skips that fail under CI=true (Skipf, Require, Short), polling
+// with a deadline instead of sleeping (WaitFor), golden files rewritten by
+// -update (Golden), and goroutine-leak checks with go.uber.org/goleak
+// (NoLeaks).
+//
+// It lives under relay/ so that the relay's own tests may use it and still
+// import nothing of the module outside relay/ (relay/deps_test.go,
+// internal/archtest); the rest of the module's tests import it too. Only
+// _test.go files import it (internal/archtest holds that line).
+package testutil
+
+import (
+	"bytes"
+	"flag"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+)
+
+// leakWait is how long NoLeaks waits for goroutines to end.
+var leakWait = 30 * time.Second
+
+var update = flag.Bool("update", false, "rewrite the golden files (testutil.Golden) instead of comparing with them")
+
+// CI reports whether the tests run in CI (CI=true), where a test that
+// cannot run is a failure rather than a skip.
+func CI() bool { return os.Getenv("CI") == "true" }
+
+// Skipf skips the test because something it needs is missing here: a tool,
+// a file in /proc, root. Under CI=true it fails the test instead, so that
+// CI never passes with a test that did not run.
+func Skipf(t testing.TB, format string, args ...any) {
+	t.Helper()
+	if CI() {
+		t.Fatalf("CI=true makes this skip a failure: "+format, args...)
+	}
+	t.Skipf(format, args...)
+}
+
+// Require returns the path of tool on PATH. When it is missing it skips
+// the test (fails it under CI=true), naming the Debian package that holds
+// it; scripts/deps.sh installs it for make test.
+func Require(t testing.TB, tool, debianPackage string) string {
+	t.Helper()
+	p, err := exec.LookPath(tool)
+	if err != nil {
+		Skipf(t, "%s is missing (apt-get install %s; make test installs it as root)", tool, debianPackage)
+	}
+	return p
+}
+
+// Short skips a slow test under -short; how names the command that runs
+// it (make test-long runs every such test, and make test runs make
+// test-long when CI=true). Unlike Skipf it is a skip under CI=true too: CI
+// runs the test in that other step.
+func Short(t testing.TB, how string) {
+	t.Helper()
+	if testing.Short() {
+		t.Skipf("-short: %s runs it", how)
+	}
+}
+
+// WaitFor polls cond every 10 ms until it holds, and fails the test,
+// naming what it waited for, when limit passes first. It is the way to
+// wait for something to happen; time.Sleep only paces load.
+func WaitFor(t testing.TB, limit time.Duration, what string, cond func() bool) {
+	t.Helper()
+	if !Poll(limit, cond) {
+		t.Fatalf("timed out after %v waiting for %s", limit, what)
+	}
+}
+
+// Poll polls cond every 10 ms until it holds (true) or limit passes
+// (false): WaitFor for a caller whose failure message needs what it saw.
+func Poll(limit time.Duration, cond func() bool) bool {
+	deadline := time.Now().Add(limit)
+	for !cond() {
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	return true
+}
+
+// WriteFile writes a test's input file, failing the test when it cannot:
+// os.WriteFile whose error set-up code must not drop.
+func WriteFile(t testing.TB, path string, data []byte, perm os.FileMode) {
+	t.Helper()
+	if err := os.WriteFile(path, data, perm); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Updating reports whether golden files are being rewritten: go test
+// -update, or UPDATE_GOLDEN=1 (make golden) for several packages at once.
+func Updating() bool { return *update || os.Getenv("UPDATE_GOLDEN") != "" }
+
+// Golden compares got with the golden file at path (relative to the
+// package, usually testdata/...). With -update or UPDATE_GOLDEN=1 it
+// writes got there instead, creating the folder.
+func Golden(t testing.TB, path string, got []byte) {
+	t.Helper()
+	if Updating() {
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, got, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (go test -update, or make golden, creates it)", err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Errorf("output differs from %s (go test -update, or make golden, rewrites it: review the diff):\n--- got\n%s\n--- want\n%s", path, got, want)
+	}
+}
+
+// NoLeaks checks, when the test and its cleanups are done, that every
+// goroutine started since the call has ended: call it first in a test.
+// Goroutines that end late (QUIC connections closing, timers) get up to
+// 30 s. Tests that call it must not be parallel: a parallel test's
+// goroutines would count as leaks.
+func NoLeaks(t testing.TB, opts ...goleak.Option) {
+	t.Helper()
+	opts = append([]goleak.Option{goleak.IgnoreCurrent()}, opts...)
+	t.Cleanup(func() {
+		t.Helper()
+		if t.Failed() {
+			return // the failure says more than the goroutines it stranded
+		}
+		// goleak.Find retries for about a second; give slow endings longer.
+		deadline := time.Now().Add(leakWait)
+		for {
+			err := goleak.Find(opts...)
+			if err == nil {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Errorf("goroutines left behind: %v", err)
+				return
+			}
+		}
+	})
+}
