@@ -370,7 +370,7 @@ func (f *calibrationFlag) String() string { return "" }
 
 func (f *calibrationFlag) Set(s string) error {
 	if s == "" {
-		return fmt.Errorf("want %s, a file, or SHAPE=...", strings.Join(inventories.CalibrationNames(), ", "))
+		return fmt.Errorf("want %s, a file, or SHAPE=NAME", strings.Join(inventories.CalibrationNames(), ", "))
 	}
 	ref, v, ok := strings.Cut(s, "=")
 	if !ok {
