@@ -99,8 +99,11 @@ func TestTestAllocSwitch(t *testing.T) {
 		if got := testAllocBytes() - before; got != 16<<20 {
 			t.Errorf("holding %d more bytes, want %d", got, 16<<20)
 		}
-		if grew := residentBytes(t) - rss; grew < 16<<20 {
-			t.Errorf("resident memory grew by %d bytes, want at least 16 MiB", grew)
+		// The process's resident set: other tests in the package free
+		// memory meanwhile, so allow them 4 MiB; memory allocated but never
+		// touched would not grow it at all.
+		if grew := residentBytes(t) - rss; grew < 12<<20 {
+			t.Errorf("resident memory grew by %d bytes, want at least 12 of the 16 MiB touched", grew)
 		}
 	})
 }
