@@ -304,7 +304,7 @@ cat $d/tiny-buffer.conf`
 	out, errOut, code = fleet(t, "status", "--inventory", inv, "--lab-dir", labDir)
 	t.Logf("fleet status:\n%s%s", out, errOut)
 	lines := strings.Split(out, "\n")
-	if code != 0 || !strings.HasPrefix(lines[0], "DROPS: 1 relay processes dropped") || !strings.HasPrefix(lines[2], "DROPS ") {
+	if code != 0 || !strings.HasPrefix(lines[0], "DROPS: 1 relay process dropped") || !strings.HasPrefix(lines[2], "DROPS ") {
 		t.Errorf("fleet status: exit %d, want the DROPS line and column first", code)
 	}
 }
