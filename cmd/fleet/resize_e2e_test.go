@@ -72,6 +72,16 @@ func TestE2EEventCalibrationChangeAndResize(t *testing.T) {
 	if err := os.WriteFile(evPath, []byte(rzEvents), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	// The figures here were chosen under the story's calibration (the
+	// default follows the bundled relay's measurements and moves with
+	// them): it goes beside the inventory, where the reconciler reads it.
+	story, err := os.ReadFile(filepath.Join("..", "..", "inventories", "calibrations", "story.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(work, "calibration.yaml"), story, 0o644); err != nil {
+		t.Fatal(err)
+	}
 	l, err := lab.New(lab.Config{Dir: rzLabDir, ImageDir: images, Bridge: rzBridge, Subnet: netip.MustParsePrefix(rzSubnet)})
 	if err != nil {
 		t.Fatal(err)
