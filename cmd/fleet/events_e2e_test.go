@@ -23,6 +23,7 @@ import (
 	"github.com/relayfleet/relayfleet/infra/events"
 	"github.com/relayfleet/relayfleet/infra/lab"
 	"github.com/relayfleet/relayfleet/infra/program"
+	"github.com/relayfleet/relayfleet/relay/testutil"
 )
 
 // The event end-to-end: a steady lab fleet through fleet up, then an
@@ -246,20 +247,12 @@ func TestE2EEventLifecycle(t *testing.T) {
 		}
 		return st.Subscribers
 	}
-	waitFor := func(what string, cond func() bool) {
-		t.Helper()
-		for deadline := time.Now().Add(20 * time.Second); !cond(); time.Sleep(200 * time.Millisecond) {
-			if time.Now().After(deadline) {
-				t.Fatalf("timed out waiting for %s", what)
-			}
-		}
-	}
 	routerURL := fmt.Sprintf("http://127.0.0.1:%d/", port)
 	var listeners []*exec.Cmd
 	for len(listeners) < 4 && subscribers(burstURL) < 1 {
 		listeners = append(listeners, start1("listen", "--router", routerURL, "--name", "live/show"))
 		n := int64(len(listeners))
-		waitFor("the listeners to subscribe", func() bool { return subscribers(steadyURL)+subscribers(burstURL) >= n })
+		testutil.WaitFor(t, 20*time.Second, "the listeners to subscribe", func() bool { return subscribers(steadyURL)+subscribers(burstURL) >= n })
 	}
 	if subscribers(burstURL) < 1 {
 		t.Fatalf("the router sent none of %d listeners to the burst box", len(listeners))
@@ -305,7 +298,7 @@ func TestE2EEventLifecycle(t *testing.T) {
 		t.Fatalf("the reconcile never reached its destroy step after the drain (drained %v)", drained)
 	}
 	// Every listener moved to the steady box and listens there.
-	waitFor("every listener on the steady box", func() bool { return subscribers(steadyURL) == int64(len(listeners)) })
+	testutil.WaitFor(t, 20*time.Second, "every listener on the steady box", func() bool { return subscribers(steadyURL) == int64(len(listeners)) })
 	if rec := record(); rec.Phase != events.Destroying {
 		t.Fatalf("after the kill: phase %s, want destroying", rec.Phase)
 	}
