@@ -46,3 +46,24 @@ type Machines interface {
 	// Delete removes the box; a missing one is not an error.
 	Delete(ctx context.Context, name string) error
 }
+
+// Config is what an API server (localcloud/hcloud.New,
+// localcloud/digitalocean.New) starts with; both have the signature
+//
+//	func New(m localcloud.Machines, cfg localcloud.Config) (*Server, error)
+//
+// and *Server is an http.Handler serving the provider's API at "/" (the
+// caller mounts it under the provider's base path: /v1 for hcloud, /v2
+// for DigitalOcean).
+type Config struct {
+	// StateFile keeps the server's records (servers, actions, firewalls,
+	// keys) across restarts: JSON, written atomically, mode 0600. Empty
+	// keeps them in memory only.
+	StateFile string
+	// Token is the bearer token every request must carry; others get the
+	// provider's 401 error body.
+	Token string
+	// Logf, when set, gets one line per request (method, path, status):
+	// never the token or the user data.
+	Logf func(format string, args ...any)
+}
