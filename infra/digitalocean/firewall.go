@@ -137,7 +137,9 @@ func outbound() []godo.OutboundRule {
 	return []godo.OutboundRule{
 		{Protocol: "tcp", PortRange: allPorts, Destinations: dst()},
 		{Protocol: "udp", PortRange: allPorts, Destinations: dst()},
-		{Protocol: "icmp", Destinations: dst()},
+		// DigitalOcean's description requires ports on every rule, ICMP's
+		// too, and reads ICMP's back as "0".
+		{Protocol: "icmp", PortRange: "0", Destinations: dst()},
 	}
 }
 

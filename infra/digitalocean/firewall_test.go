@@ -6,6 +6,8 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/relayfleet/relayfleet/infra/backend"
 )
 
 func TestFirewall(t *testing.T) {
@@ -129,6 +131,26 @@ func TestFirewallRefusesAnotherTagsFirewall(t *testing.T) {
 	for _, w := range f.writes()[n:] {
 		if strings.Contains(w, "firewalls") {
 			t.Errorf("the refused Ensure wrote %v", w)
+		}
+	}
+}
+
+// TestFirewallRulesHavePorts: DigitalOcean's published description
+// (firewall_rule_base) requires ports on every rule, ICMP's included;
+// godo leaves an empty one out of the request.
+func TestFirewallRulesHavePorts(t *testing.T) {
+	rules, err := backend.FirewallRules([2]uint16{4443, 4446}, []netip.Prefix{netip.MustParsePrefix("198.51.100.0/24")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range inbound(rules) {
+		if r.PortRange == "" {
+			t.Errorf("inbound %s rule without ports", r.Protocol)
+		}
+	}
+	for _, r := range outbound() {
+		if r.PortRange == "" {
+			t.Errorf("outbound %s rule without ports", r.Protocol)
 		}
 	}
 }
