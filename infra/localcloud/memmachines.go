@@ -13,12 +13,16 @@ import (
 
 // MemMachines is a Machines that boots nothing, for the API packages'
 // tests: it records each spec and hands out addresses from 192.0.2.0/24
-// (TEST-NET-1, never dialled). It parses no user data.
+// (TEST-NET-1, never dialled). It parses no user data. The zero value is
+// ready to use.
 type MemMachines struct {
 	// OnCreate, when set, runs at the start of every Create (outside the
 	// lock); an error it returns is Create's, and nothing is recorded. Tests
 	// use it to hold a create in progress or make it fail.
 	OnCreate func(ctx context.Context, s MachineSpec) error
+	// CreateErr, when set, is called by Create after OnCreate; an error it
+	// returns fails the Create, which then records nothing.
+	CreateErr func(MachineSpec) error
 
 	mu       sync.Mutex
 	next     int // the last address's host number
@@ -26,6 +30,9 @@ type MemMachines struct {
 	specs    map[string]MachineSpec
 	deleted  []string
 }
+
+// MemoryMachines is MemMachines by the name the hcloud tests use.
+type MemoryMachines = MemMachines
 
 var _ Machines = (*MemMachines)(nil)
 
@@ -49,11 +56,19 @@ func (m *MemMachines) Create(ctx context.Context, s MachineSpec) (Machine, error
 			return Machine{}, err
 		}
 	}
+	if m.CreateErr != nil {
+		if err := m.CreateErr(s); err != nil {
+			return Machine{}, err
+		}
+	}
 	if err := ctx.Err(); err != nil {
 		return Machine{}, err
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	if m.machines == nil {
+		m.machines, m.specs = map[string]Machine{}, map[string]MachineSpec{}
+	}
 	if _, ok := m.machines[s.Name]; ok {
 		return Machine{}, fmt.Errorf("localcloud: machine %s exists", s.Name)
 	}
@@ -91,6 +106,13 @@ func (m *MemMachines) Machines() []Machine {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return slices.SortedFunc(maps.Values(m.machines), func(a, b Machine) int { return strings.Compare(a.Name, b.Name) })
+}
+
+// Names are the live machines' names, sorted.
+func (m *MemMachines) Names() []string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return slices.Sorted(maps.Keys(m.machines))
 }
 
 // Spec returns the spec a live machine was created with.

@@ -49,6 +49,9 @@ func TestMemMachines(t *testing.T) {
 	if err != nil || c.IPv4.String() != "192.0.2.3" {
 		t.Fatalf("recreated a: %+v %v", c, err)
 	}
+	if n := m.Names(); len(n) != 2 || n[0] != "a" || n[1] != "b" {
+		t.Fatalf("names %v", n)
+	}
 	boom := errors.New("boom")
 	m.OnCreate = func(context.Context, MachineSpec) error { return boom }
 	if _, err := m.Create(ctx, MachineSpec{Name: "d", Cores: 1, RAM: 1}); !errors.Is(err, boom) {
@@ -56,5 +59,25 @@ func TestMemMachines(t *testing.T) {
 	}
 	if _, ok := m.Spec("d"); ok {
 		t.Fatal("a failed create was recorded")
+	}
+}
+
+func TestMemMachinesZeroValue(t *testing.T) {
+	var m MemoryMachines
+	boom := errors.New("boom")
+	m.CreateErr = func(s MachineSpec) error {
+		if s.Name == "bad" {
+			return boom
+		}
+		return nil
+	}
+	if _, err := m.Create(context.Background(), MachineSpec{Name: "bad", Cores: 1, RAM: 1}); !errors.Is(err, boom) {
+		t.Fatalf("CreateErr's error: %v", err)
+	}
+	if _, err := m.Create(context.Background(), MachineSpec{Name: "good", Cores: 1, RAM: 1}); err != nil {
+		t.Fatal(err)
+	}
+	if n := m.Names(); len(n) != 1 || n[0] != "good" {
+		t.Fatalf("names %v", n)
 	}
 }
