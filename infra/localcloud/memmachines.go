@@ -93,11 +93,9 @@ func (m *MemMachines) Create(ctx context.Context, s MachineSpec) (Machine, error
 func (m *MemMachines) Delete(ctx context.Context, name string) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if _, ok := m.machines[name]; ok {
-		delete(m.machines, name)
-		delete(m.specs, name)
-		m.deleted = append(m.deleted, name)
-	}
+	delete(m.machines, name)
+	delete(m.specs, name)
+	m.deleted = append(m.deleted, name)
 	return nil
 }
 
@@ -123,7 +121,8 @@ func (m *MemMachines) Spec(name string) (MachineSpec, bool) {
 	return s, ok
 }
 
-// Deleted returns the names of the machines deleted so far, in order.
+// Deleted returns the names Delete was called with, in order (missing
+// machines' too).
 func (m *MemMachines) Deleted() []string {
 	m.mu.Lock()
 	defer m.mu.Unlock()

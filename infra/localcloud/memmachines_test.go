@@ -41,7 +41,7 @@ func TestMemMachines(t *testing.T) {
 	if got := m.Machines(); len(got) != 1 || got[0].Name != "b" {
 		t.Fatalf("after delete: %+v", got)
 	}
-	if d := m.Deleted(); len(d) != 1 || d[0] != "a" {
+	if d := m.Deleted(); len(d) != 2 || d[0] != "a" || d[1] != "gone" {
 		t.Fatalf("deleted %v", d)
 	}
 	// A new machine gets a new address, never a deleted one's.
