@@ -23,6 +23,8 @@ import (
 
 	"github.com/relayfleet/relayfleet/infra/backend"
 	"github.com/relayfleet/relayfleet/infra/localcloud"
+	"github.com/relayfleet/relayfleet/inventories"
+	"github.com/relayfleet/relayfleet/inventories/pricing"
 )
 
 // call sends one request to the local cloud, with the token unless
@@ -569,5 +571,33 @@ func TestMoreOperations(t *testing.T) {
 		if ops[want] == 0 {
 			t.Errorf("no %s validated; seen %v", want, ops)
 		}
+	}
+}
+
+// TestSizesMatchProviders: `fleet providers` pointed at the local cloud
+// finds the DigitalOcean shapes of inventories/providers.yaml with their
+// cores, RAM, prices and transfer; the only differences are the small
+// sizes the local cloud adds (not in providers.yaml).
+func TestSizesMatchProviders(t *testing.T) {
+	cloud := startCloud(t, "", nil)
+	cat, err := inventories.LoadCatalogue(filepath.Join("..", "..", "..", "inventories", "providers.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	live, err := pricing.FetchDigitalOcean(testCtx(t), testToken, cloud.url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	extra := []string{"s-1vcpu-1gb", "s-1vcpu-2gb", "s-2vcpu-2gb", "s-2vcpu-4gb"}
+	var missing []string
+	for _, d := range pricing.Compare(cat, live) {
+		if d.Field == pricing.FieldMissing && slices.ContainsFunc(extra, func(s string) bool { return strings.HasPrefix(d.Ref, "digitalocean/"+s) }) {
+			missing = append(missing, d.Ref)
+			continue
+		}
+		t.Errorf("%s %s: providers.yaml %q, local cloud %q", d.Ref, d.Field, d.Shipped, d.Live)
+	}
+	if len(missing) != len(extra) {
+		t.Errorf("extra sizes reported %v, want %v", missing, extra)
 	}
 }
