@@ -200,6 +200,9 @@ func (s *Server) finishAction(resource int, typ, status string) {
 // active and its create action completed once the machine is up, or the
 // action errored and the droplet goes if it fails.
 func (s *Server) boot(id int, spec localcloud.MachineSpec) {
+	if s.ctx.Err() != nil {
+		return // closed: the next New errors and deletes it
+	}
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
@@ -241,6 +244,9 @@ func (s *Server) deleteLocked(d *droplet) {
 	d.Deleting = true
 	if creating {
 		return
+	}
+	if s.ctx.Err() != nil {
+		return // closed: the next New deletes it
 	}
 	id, name := d.ID, d.Name
 	s.wg.Add(1)

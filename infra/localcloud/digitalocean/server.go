@@ -95,7 +95,11 @@ func New(m localcloud.Machines, cfg localcloud.Config) (*Server, error) {
 // Close stops the creations and deletions under way and waits for them.
 // Their droplets are cleaned up by the next New on the same state file.
 func (s *Server) Close() error {
+	// Under the lock: boot and deleteLocked start work only while the
+	// context is live, so none starts once Wait has begun.
+	s.mu.Lock()
 	s.cancel()
+	s.mu.Unlock()
 	s.wg.Wait()
 	return nil
 }
