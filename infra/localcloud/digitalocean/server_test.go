@@ -22,6 +22,7 @@ import (
 	"golang.org/x/oauth2"
 
 	"github.com/relayfleet/relayfleet/infra/backend"
+	dobackend "github.com/relayfleet/relayfleet/infra/digitalocean"
 	"github.com/relayfleet/relayfleet/infra/localcloud"
 	"github.com/relayfleet/relayfleet/inventories"
 	"github.com/relayfleet/relayfleet/inventories/pricing"
@@ -599,5 +600,29 @@ func TestSizesMatchProviders(t *testing.T) {
 	}
 	if len(missing) != len(extra) {
 		t.Errorf("extra sizes reported %v, want %v", missing, extra)
+	}
+}
+
+// TestBackendWaitsOutRateLimit: past the limit our backend gets 429s and
+// waits as their headers say, then goes on.
+func TestBackendWaitsOutRateLimit(t *testing.T) {
+	cloud := startCloud(t, "", nil)
+	cloud.srv.mu.Lock()
+	cloud.srv.limit, cloud.srv.window = 2, time.Second
+	cloud.srv.mu.Unlock()
+	b, err := dobackend.New(dobackend.Config{
+		Token: testToken, Endpoint: cloud.url,
+		Retry: backend.Retry{Attempts: 6, Base: time.Millisecond, Max: 3 * time.Second},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 4 {
+		if _, err := b.List(testCtx(t), map[string]string{"fleet": "demo"}); err != nil {
+			t.Fatalf("list %d: %v", i, err)
+		}
+	}
+	if n := cloud.v.Ops()["GET /v2/droplets 429"]; n == 0 {
+		t.Fatalf("no 429 answered; ops %v", cloud.v.Ops())
 	}
 }
