@@ -169,7 +169,7 @@ func (lm *LabMachines) Delete(ctx context.Context, name string) error {
 func WaitHostKey(ctx context.Context, addr string, want ssh.PublicKey, timeout time.Duration) error {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	last := errors.New("no answer")
+	var last error
 	for {
 		got, err := hostKeyOf(ctx, addr, want)
 		switch {
