@@ -5,7 +5,8 @@
 // /var/lib/relayfleet/lab-lchc, bridge rflc0, subnet 10.231.109.0/24,
 // sharing the default lab's image cache), and the real fleet up and fleet
 // destroy, through the real Pulumi CLI and our hcloud backend (hcloud-go),
-// make and remove a fleet of two hcloud boxes on it.
+// make and remove a fleet of two hcloud boxes on it; every request they
+// send and every answer is checked against Hetzner's API description.
 package main
 
 import (
@@ -31,6 +32,7 @@ import (
 
 	"github.com/relayfleet/relayfleet/infra/lab"
 	"github.com/relayfleet/relayfleet/infra/localcloud"
+	"github.com/relayfleet/relayfleet/infra/localcloud/apicheck"
 	lchcloud "github.com/relayfleet/relayfleet/infra/localcloud/hcloud"
 	"github.com/relayfleet/relayfleet/infra/program"
 )
@@ -83,10 +85,24 @@ func TestE2ELocalHcloud(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sctx, stop := context.WithCancel(ctx)
-	defer stop()
-	go localcloud.Serve(sctx, ln, "/v1", api)
 	endpoint := "http://" + ln.Addr().String() + "/v1"
+	// Every exchange is checked against Hetzner's API description.
+	spec, err := apicheck.Load("../../infra/localcloud/hcloud/testdata/hcloud.openapi.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	check, err := apicheck.New(spec, endpoint)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := &http.Server{Handler: check.Wrap(http.StripPrefix("/v1", api))}
+	go hs.Serve(ln)
+	defer hs.Close()
+	t.Cleanup(func() {
+		for _, f := range check.Failures() {
+			t.Errorf("OpenAPI: %s", f)
+		}
+	})
 	apiList := func(kind string) []map[string]any {
 		t.Helper()
 		req, _ := http.NewRequest("GET", endpoint+"/"+kind, nil)
@@ -220,5 +236,10 @@ steady:
 	}
 	if bs := labBoxes(); len(bs) != 0 {
 		t.Errorf("lab boxes after destroy: %v", bs)
+	}
+	for _, route := range []string{"POST /servers", "GET /servers/{id}", "DELETE /servers/{id}", "GET /actions", "POST /firewalls", "DELETE /firewalls/{id}"} {
+		if check.Seen(route) == 0 {
+			t.Errorf("fleet never sent %s: the check did not cover it", route)
+		}
 	}
 }

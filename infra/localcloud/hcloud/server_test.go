@@ -19,6 +19,7 @@ import (
 	"github.com/relayfleet/relayfleet/infra/backend"
 	hcloudbackend "github.com/relayfleet/relayfleet/infra/hcloud"
 	"github.com/relayfleet/relayfleet/infra/localcloud"
+	"github.com/relayfleet/relayfleet/infra/localcloud/apicheck"
 )
 
 const testToken = "local-t0ken-for-tests"
@@ -45,7 +46,7 @@ func newTestServer(t *testing.T) (*Server, *localcloud.MemoryMachines) {
 
 // serve mounts s at /v1 of a test server whose every exchange is checked
 // against the API description; the check's failures fail the test.
-func serve(t *testing.T, s *Server) (base string, v *validator) {
+func serve(t *testing.T, s *Server) (base string, v *apicheck.Checker) {
 	t.Helper()
 	mux := http.NewServeMux()
 	var h http.Handler = http.StripPrefix("/v1", s)
@@ -54,10 +55,10 @@ func serve(t *testing.T, s *Server) (base string, v *validator) {
 	t.Cleanup(ts.Close)
 	base = ts.URL + "/v1"
 	v = newValidator(t, base)
-	mux.Handle("/v1/", v.wrap(h))
+	mux.Handle("/v1/", v.Wrap(h))
 	ts.Config.Handler = mux
 	t.Cleanup(func() {
-		for _, f := range v.failures() {
+		for _, f := range v.Failures() {
 			t.Errorf("OpenAPI: %s", f)
 		}
 	})
@@ -166,6 +167,15 @@ func TestBackendLifecycle(t *testing.T) {
 	if fw := get(t, base, "/firewalls/"+fwID); !strings.Contains(fw, "203.0.113.0/24") || strings.Contains(fw, "198.51.100.0/24") {
 		t.Errorf("firewall rules after set_rules: %s", fw)
 	}
+	// Another selector (one more label): the firewall's labels are
+	// updated, the old selector removed and the new one applied.
+	wider := map[string]string{"fleet": "demo", "tier": "steady", "group": "fsn"}
+	if id, err := b.EnsureFirewall(c, "demo-steady", wider, [2]uint16{4443, 4443}, []netip.Prefix{netip.MustParsePrefix("203.0.113.0/24")}); err != nil || id != fwID {
+		t.Fatalf("ensure with a new selector: %s %v", id, err)
+	}
+	if fw := get(t, base, "/firewalls/"+fwID); !strings.Contains(fw, `"selector":"fleet=demo,group=fsn,tier=steady"`) || strings.Contains(fw, `"selector":"fleet=demo,tier=steady"`) || !strings.Contains(fw, `"group":"fsn"`) {
+		t.Errorf("firewall after a new selector: %s", fw)
+	}
 	for _, box := range boxes {
 		if err := b.Delete(c, box.ID); err != nil {
 			t.Fatal(err)
@@ -182,8 +192,9 @@ func TestBackendLifecycle(t *testing.T) {
 	}
 	for _, route := range []string{"POST /servers", "GET /servers", "GET /servers/{id}", "PUT /servers/{id}", "DELETE /servers/{id}",
 		"GET /actions", "POST /firewalls", "GET /firewalls", "GET /firewalls/{id}", "DELETE /firewalls/{id}",
-		"POST /firewalls/{id}/actions/set_rules", "POST /firewalls/{id}/actions/remove_from_resources"} {
-		if v.seen[route] == 0 {
+		"PUT /firewalls/{id}", "POST /firewalls/{id}/actions/set_rules", "POST /firewalls/{id}/actions/apply_to_resources",
+		"POST /firewalls/{id}/actions/remove_from_resources"} {
+		if v.Seen(route) == 0 {
 			t.Errorf("the backend never sent %s: the check did not cover it", route)
 		}
 	}
