@@ -19,10 +19,12 @@ type serverType struct {
 	RAM       int64 // bytes
 	Shared    bool
 	Locations []string
-	Hourly    float64
-	Monthly   float64
-	Included  int64 // bytes of traffic a month
-	PerTB     float64
+	Prices    map[string]typePrice // by location: the catalogue's row for its region
+}
+
+type typePrice struct {
+	Hourly, Monthly, PerTB float64
+	Included               int64 // bytes of traffic a month
 }
 
 // location is one Hetzner location.
@@ -70,14 +72,18 @@ func catalog() ([]serverType, error) {
 	var types []serverType
 	for _, s := range p.Shapes {
 		locs := p.Regions[s.Region]
-		if i := slices.IndexFunc(types, func(t serverType) bool { return t.Name == s.Name }); i >= 0 {
-			types[i].Locations = append(types[i].Locations, locs...)
-			continue
+		i := slices.IndexFunc(types, func(t serverType) bool { return t.Name == s.Name })
+		if i < 0 {
+			types = append(types, serverType{
+				ID: int64(len(types) + 1), Name: s.Name, Cores: s.Cores, RAM: int64(s.RAM), Shared: s.SharedCPU,
+				Prices: map[string]typePrice{},
+			})
+			i = len(types) - 1
 		}
-		types = append(types, serverType{
-			ID: int64(len(types) + 1), Name: s.Name, Cores: s.Cores, RAM: int64(s.RAM), Shared: s.SharedCPU,
-			Locations: slices.Clone(locs), Hourly: s.Hourly, Monthly: s.Monthly, Included: int64(s.Egress.Included), PerTB: s.Egress.Price,
-		})
+		types[i].Locations = append(types[i].Locations, locs...)
+		for _, l := range locs {
+			types[i].Prices[l] = typePrice{Hourly: s.Hourly, Monthly: s.Monthly, PerTB: s.Egress.Price, Included: int64(s.Egress.Included)}
+		}
 	}
 	if len(types) == 0 {
 		return nil, fmt.Errorf("provider catalogue: hcloud has no shapes")
@@ -93,7 +99,7 @@ func locationNamed(name string) (location, bool) {
 	return knownLocations[i], true
 }
 
-func price(v float64) string { return strconv.FormatFloat(v, 'f', 4, 64) }
+func price(v float64) string { return strconv.FormatFloat(v, 'f', 10, 64) }
 
 func (t serverType) json() map[string]any {
 	locs := []any{}
@@ -102,13 +108,14 @@ func (t serverType) json() map[string]any {
 		if !slices.Contains(t.Locations, l.Name) {
 			continue
 		}
+		p := t.Prices[l.Name]
 		locs = append(locs, map[string]any{"id": l.ID, "name": l.Name, "deprecation": nil})
 		prices = append(prices, map[string]any{
 			"location":             l.Name,
-			"price_hourly":         map[string]any{"net": price(t.Hourly), "gross": price(t.Hourly)},
-			"price_monthly":        map[string]any{"net": price(t.Monthly), "gross": price(t.Monthly)},
-			"included_traffic":     t.Included,
-			"price_per_tb_traffic": map[string]any{"net": price(t.PerTB), "gross": price(t.PerTB)},
+			"price_hourly":         map[string]any{"net": price(p.Hourly), "gross": price(p.Hourly)},
+			"price_monthly":        map[string]any{"net": price(p.Monthly), "gross": price(p.Monthly)},
+			"included_traffic":     p.Included,
+			"price_per_tb_traffic": map[string]any{"net": price(p.PerTB), "gross": price(p.PerTB)},
 		})
 	}
 	cpu := "dedicated"

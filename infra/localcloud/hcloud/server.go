@@ -612,7 +612,7 @@ func (s *Server) serverJSON(srv *server) map[string]any {
 		"public_net":  map[string]any{"ipv4": ipv4, "ipv6": nil, "floating_ips": []int64{}, "firewalls": fws},
 		"private_net": []any{}, "server_type": t.json(), "datacenter": loc.datacenter(s.types), "location": loc.json(),
 		"image": img, "iso": nil, "rescue_enabled": false, "locked": false, "backup_window": nil,
-		"outgoing_traffic": 0, "ingoing_traffic": 0, "included_traffic": t.Included,
+		"outgoing_traffic": 0, "ingoing_traffic": 0, "included_traffic": t.Prices[srv.Location].Included,
 		"protection": map[string]any{"delete": false, "rebuild": false}, "labels": orNoLabels(srv.Labels),
 		"volumes": []int64{}, "load_balancers": []int64{}, "primary_disk_size": 40, "placement_group": nil,
 	}

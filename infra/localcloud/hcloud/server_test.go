@@ -20,6 +20,8 @@ import (
 	hcloudbackend "github.com/relayfleet/relayfleet/infra/hcloud"
 	"github.com/relayfleet/relayfleet/infra/localcloud"
 	"github.com/relayfleet/relayfleet/infra/localcloud/apicheck"
+	"github.com/relayfleet/relayfleet/inventories"
+	"github.com/relayfleet/relayfleet/inventories/pricing"
 )
 
 const testToken = "local-t0ken-for-tests"
@@ -442,5 +444,27 @@ func TestServerTypesFromCatalogue(t *testing.T) {
 	}
 	if !slices.ContainsFunc(s.types, func(t serverType) bool { return t.Name == "ccx13" && t.Cores == 2 && t.RAM == 8<<30 }) {
 		t.Error("ccx13 is not 2 cores and 8 GiB")
+	}
+}
+
+// TestLivePricesMatchTheCatalogue: `fleet providers` pointed at the local
+// API (pricing.FetchHcloud, hcloud-go) finds every shipped hcloud row, at
+// its region's price, and nothing else.
+func TestLivePricesMatchTheCatalogue(t *testing.T) {
+	s, _ := newTestServer(t)
+	base, _ := serve(t, s)
+	live, err := pricing.FetchHcloud(testCtx(t), testToken, base, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cat, err := inventories.LoadCatalogue(inventories.Embedded(inventories.ProvidersFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(live) == 0 {
+		t.Fatal("no live rows")
+	}
+	for _, d := range pricing.Compare(cat, live) {
+		t.Errorf("%s %s: shipped %q, local API %q", d.Ref, d.Field, d.Shipped, d.Live)
 	}
 }
