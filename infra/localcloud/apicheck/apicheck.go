@@ -68,6 +68,8 @@ var options = &openapi3filter.Options{
 	AuthenticationFunc:    openapi3filter.NoopAuthenticationFunc,
 	MultiError:            true, // every schema error, not only the first
 	IncludeResponseStatus: true, // a status the operation does not list is an error
+	// Errors without the schema and value dumps: one readable line each.
+	SchemaValidationOptions: []openapi3.SchemaValidationOption{openapi3.DisableSchemaErrorDetails()},
 }
 
 // Check validates one exchange and returns what is wrong, or nil.
@@ -94,7 +96,7 @@ func (c *Checker) Check(req *http.Request, reqBody []byte, status int, header ht
 		errs = append(errs, fmt.Sprintf("response %d: %v", status, err))
 	}
 	if len(errs) > 0 {
-		return fmt.Errorf("%s %s: %s", req.Method, req.URL.RequestURI(), strings.Join(errs, "; "))
+		return fmt.Errorf("%s %s: %s", req.Method, req.URL.RequestURI(), strings.Join(strings.Fields(strings.Join(errs, "; ")), " "))
 	}
 	return nil
 }
