@@ -816,6 +816,11 @@ func (s *Server) startDelete(srv *server) *action {
 			s.finish(a, "server_delete_failed", strings.Join(strings.Fields(err.Error()), " "))
 		} else {
 			delete(s.st.Servers, srv.ID)
+			// As at Hetzner, a deleted server leaves the firewalls
+			// applied to it directly.
+			for _, fw := range s.st.Firewalls {
+				fw.AppliedTo = slices.DeleteFunc(fw.AppliedTo, func(x applied) bool { return x.Type == "server" && x.ServerID == srv.ID })
+			}
 			s.finish(a, "", "")
 			s.logf("hcloud: server %s (%d): deleted", srv.Name, srv.ID)
 		}

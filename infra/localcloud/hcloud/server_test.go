@@ -468,3 +468,47 @@ func TestLivePricesMatchTheCatalogue(t *testing.T) {
 		t.Errorf("%s %s: shipped %q, local API %q", d.Ref, d.Field, d.Shipped, d.Live)
 	}
 }
+
+// TestFirewallOnADeletedServer: a firewall applied to a server by id
+// leaves it when the server is deleted, and can then be deleted itself.
+func TestFirewallOnADeletedServer(t *testing.T) {
+	s, _ := newTestServer(t)
+	base, _ := serve(t, s)
+	code, body := do(t, "POST", base+"/servers", testToken, createBody("fw-1", "cx23"))
+	if code != 201 {
+		t.Fatalf("create: %d %s", code, body)
+	}
+	s.Wait()
+	var created struct {
+		Server struct {
+			ID int64 `json:"id"`
+		} `json:"server"`
+	}
+	json.Unmarshal([]byte(body), &created)
+	id := created.Server.ID
+	fwBody := fmt.Sprintf(`{"name":"fw","rules":[{"direction":"in","protocol":"udp","port":"4443","source_ips":["0.0.0.0/0"]}],"apply_to":[{"type":"server","server":{"id":%d}}]}`, id)
+	code, body = do(t, "POST", base+"/firewalls", testToken, fwBody)
+	if code != 201 {
+		t.Fatalf("firewall: %d %s", code, body)
+	}
+	var fw struct {
+		Firewall struct {
+			ID int64 `json:"id"`
+		} `json:"firewall"`
+	}
+	json.Unmarshal([]byte(body), &fw)
+	path := fmt.Sprintf("/firewalls/%d", fw.Firewall.ID)
+	if code, body := do(t, "DELETE", base+path, testToken, ""); code != 422 || !strings.Contains(body, "resource_in_use") {
+		t.Errorf("delete while applied: %d %s", code, body)
+	}
+	if code, body := do(t, "DELETE", fmt.Sprintf("%s/servers/%d", base, id), testToken, ""); code != 200 {
+		t.Fatalf("delete server: %d %s", code, body)
+	}
+	s.Wait()
+	if got := get(t, base, path); !strings.Contains(got, `"applied_to":[]`) {
+		t.Errorf("firewall after its server went: %s", got)
+	}
+	if code, body := do(t, "DELETE", base+path, testToken, ""); code != 204 {
+		t.Errorf("delete firewall: %d %s", code, body)
+	}
+}
