@@ -116,7 +116,7 @@ demo-interrupt: build pulumi ## make demo interrupted with Ctrl-C during step 4:
 	$(GO) build $(GOFLAGS) -o $(BIN)/demo ./scripts/demo
 	scripts/demo-interrupt.sh $(BIN) $(PULUMI)
 
-.PHONY: pulumi e2e
+.PHONY: pulumi e2e e2e-localcloud
 
 # The Pulumi CLI's version is the one tools/pulumi/go.mod builds; Go code
 # has it as infra/program.PulumiVersion, which a test holds equal to it.
@@ -136,6 +136,10 @@ $(PULUMI): tools/pulumi/go.mod tools/pulumi/go.sum
 e2e: pulumi ## the provider in process on lab boxes, then fleet up, drift, change, up, destroy through the real Pulumi CLI (root; about a minute warm)
 	$(GO) test -tags lab -count=1 -timeout 15m -v -run TestLab ./infra/provider/
 	RELAYFLEET_PULUMI=$(PULUMI) $(GO) test -tags e2e -count=1 -timeout 30m -v -run TestE2E ./cmd/fleet/
+
+e2e-localcloud: pulumi ## the local Hetzner Cloud API over lab boxes, then the real fleet up and destroy of two hcloud boxes on it (root; lab-lchc, rflc0)
+	$(GO) test -tags lab -count=1 -timeout 15m -v -run TestLabMachines ./infra/localcloud/
+	RELAYFLEET_PULUMI=$(PULUMI) $(GO) test -tags e2e -count=1 -timeout 30m -v -run TestE2ELocalHcloud ./cmd/fleet/
 
 .PHONY: web web-check test-listen
 

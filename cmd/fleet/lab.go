@@ -27,7 +27,7 @@ var (
 	labStderr io.Writer = os.Stderr
 )
 
-const labUsage = "want a subcommand: up N | down | status [--json] | ssh BOX [-- CMD]"
+const labUsage = "want a subcommand: up N | down | status [--json] | ssh BOX [-- CMD] | cloud hcloud|digitalocean --listen ADDR"
 
 // runLab is `fleet lab`: boxes on this machine (systemd-nspawn containers
 // on a private bridge) for the demo and the integration tests.
@@ -44,8 +44,10 @@ func runLab(ctx context.Context, args []string, stdout io.Writer) error {
 		return labStatus(ctx, args[1:], stdout)
 	case "ssh":
 		return labSSH(ctx, args[1:], stdout)
+	case "cloud":
+		return labCloud(ctx, args[1:], stdout)
 	case "-h", "--help", "help":
-		fmt.Fprintln(stdout, "usage: fleet lab up N [--shape small|medium] | down | status [--json] | ssh BOX [-- CMD]")
+		fmt.Fprintln(stdout, "usage: fleet lab up N [--shape small|medium] | down | status [--json] | ssh BOX [-- CMD] | cloud hcloud|digitalocean --listen ADDR")
 		return flag.ErrHelp
 	}
 	return usagef("unknown subcommand %q; %s", args[0], labUsage)

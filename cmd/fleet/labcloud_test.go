@@ -1,0 +1,141 @@
+package main
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+func TestLabCloudUsageErrors(t *testing.T) {
+	asUser(t, 1000) // bad input is reported before the root check
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"lab", "cloud"}, "want a provider"},
+		{[]string{"lab", "cloud", "--listen", "127.0.0.1:1"}, "want a provider (hcloud or digitalocean) before the flags"},
+		{[]string{"lab", "cloud", "aws", "--listen", "127.0.0.1:1"}, `unknown provider "aws"`},
+		{[]string{"lab", "cloud", "hcloud"}, "flag --listen: want HOST:PORT"},
+		{[]string{"lab", "cloud", "hcloud", "--listen", "8780"}, `flag --listen "8780": want HOST:PORT`},
+		{[]string{"lab", "cloud", "hcloud", "--listen", "0.0.0.0:8780"}, "only loopback or the lab bridge's address (10.231.77.1)"},
+		{[]string{"lab", "cloud", "hcloud", "--listen", "192.0.2.1:8780"}, "only loopback"},
+		{[]string{"lab", "cloud", "hcloud", "--listen", "example.com:8780"}, "want an IP address"},
+		{[]string{"lab", "cloud", "hcloud", "--listen", "127.0.0.1:1", "--ram-scale", "0"}, "flag --ram-scale: want more than 0"},
+		{[]string{"lab", "cloud", "hcloud", "--listen", "127.0.0.1:1", "--ram-scale", "2"}, "flag --ram-scale"},
+		{[]string{"lab", "cloud", "hcloud", "--port", "1"}, "flag --port: unknown flag"},
+		{[]string{"lab", "cloud", "hcloud", "--listen", "127.0.0.1:1"}, "root is needed"},
+	} {
+		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
+			out, errOut, code := fleet(t, tc.args...)
+			if code != exitUsage || !strings.HasPrefix(errOut, "fleet lab: ") || !strings.Contains(errOut, tc.want) || strings.Count(errOut, "\n") != 1 || out != "" {
+				t.Errorf("exit %d, stderr %q, stdout %q; want exit 2 and one line with %q", code, errOut, out, tc.want)
+			}
+		})
+	}
+}
+
+func TestLabCloudTokenFileMode(t *testing.T) {
+	asUser(t, 0)
+	dir := t.TempDir()
+	tf := filepath.Join(dir, "token")
+	if err := os.WriteFile(tf, []byte("abc\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, errOut, code := fleet(t, "lab", "cloud", "hcloud", "--listen", "127.0.0.1:0", "--dir", dir, "--token-file", tf)
+	if code != exitUsage || !strings.Contains(errOut, "flag --token-file: token file "+tf+": mode 0644") || out != "" {
+		t.Errorf("exit %d, stderr %q, stdout %q", code, errOut, out)
+	}
+}
+
+// syncBuffer is a buffer written by one goroutine and read by another.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// TestLabCloudServes starts `fleet lab cloud hcloud` on loopback: it makes
+// a 0600 token file, prints where the API is and where the token is (not
+// the token), answers with the token and refuses without it, and stops
+// when its context ends.
+func TestLabCloudServes(t *testing.T) {
+	asUser(t, 0) // no box is made
+	dir := t.TempDir()
+	oldStderr := labStderr
+	labStderr = io.Discard
+	t.Cleanup(func() { labStderr = oldStderr })
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var out syncBuffer
+	done := make(chan error, 1)
+	go func() { done <- labCloud(ctx, []string{"hcloud", "--listen", "127.0.0.1:0", "--dir", dir}, &out) }()
+	re := regexp.MustCompile(`export HCLOUD_ENDPOINT=(http://127\.0\.0\.1:\d+/v1)\n`)
+	var base string
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		if m := re.FindStringSubmatch(out.String()); m != nil {
+			base = m[1]
+			break
+		}
+	}
+	if base == "" {
+		t.Fatalf("no endpoint printed: %q", out.String())
+	}
+	tf := filepath.Join(dir, "localcloud-hcloud.token")
+	st, err := os.Stat(tf)
+	if err != nil || st.Mode().Perm() != 0o600 {
+		t.Fatalf("token file: %v %v", st, err)
+	}
+	data, _ := os.ReadFile(tf)
+	token := strings.TrimSpace(string(data))
+	if len(token) < 32 || strings.Contains(out.String(), token) || !strings.Contains(out.String(), tf) {
+		t.Errorf("output %q: want the token file's path, never the token", out.String())
+	}
+	get := func(tok string) int {
+		req, _ := http.NewRequest("GET", base+"/servers", nil)
+		if tok != "" {
+			req.Header.Set("Authorization", "Bearer "+tok)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	if c := get(token); c != 200 {
+		t.Errorf("with the token: %d", c)
+	}
+	if c := get(""); c != 401 {
+		t.Errorf("without a token: %d", c)
+	}
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("after the context ended: %v", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("still serving after the context ended")
+	}
+	if _, err := os.Stat(filepath.Join(dir, "localcloud-hcloud.json")); err != nil {
+		t.Errorf("state file: %v", err)
+	}
+}
