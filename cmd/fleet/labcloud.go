@@ -12,6 +12,7 @@ import (
 
 	"github.com/relayfleet/relayfleet/infra/lab"
 	"github.com/relayfleet/relayfleet/infra/localcloud"
+	lcdigitalocean "github.com/relayfleet/relayfleet/infra/localcloud/digitalocean"
 	lchcloud "github.com/relayfleet/relayfleet/infra/localcloud/hcloud"
 )
 
@@ -25,14 +26,18 @@ type localCloudAPI struct {
 }
 
 // localCloudAPIs are the APIs `fleet lab cloud` serves.
-// TODO(lcdo): add "digitalocean" once infra/localcloud/digitalocean is merged:
-//
-//	"digitalocean": {"/v2", "DIGITALOCEAN_API_URL", "http://%s/", "DIGITALOCEAN_TOKEN (or fleet secret set digitalocean-token)",
-//		func(m localcloud.Machines, c localcloud.Config) (http.Handler, io.Closer, error) { s, err := digitalocean.New(m, c); return s, s, err }},
 var localCloudAPIs = map[string]localCloudAPI{
 	"hcloud": {"/v1", "HCLOUD_ENDPOINT", "http://%s/v1", "HCLOUD_TOKEN (or fleet secret set hcloud-token)",
 		func(m localcloud.Machines, c localcloud.Config) (http.Handler, io.Closer, error) {
 			s, err := lchcloud.New(m, c)
+			if err != nil {
+				return nil, nil, err
+			}
+			return s, s, nil
+		}},
+	"digitalocean": {"/v2", "DIGITALOCEAN_API_URL", "http://%s/", "DIGITALOCEAN_TOKEN (or fleet secret set digitalocean-token)",
+		func(m localcloud.Machines, c localcloud.Config) (http.Handler, io.Closer, error) {
+			s, err := lcdigitalocean.New(m, c)
 			if err != nil {
 				return nil, nil, err
 			}
