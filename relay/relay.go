@@ -302,7 +302,10 @@ func Start(ctx context.Context, cfg Config) (*Relay, error) {
 		r.batch = cc.batch
 	}
 	r.tr = &quic.Transport{Conn: cc, StatelessResetKey: resetKey}
-	r.ql, err = r.tr.Listen(tlsConf, quicConfig())
+	err = withoutGSO(func() (err error) { // gso.go: 1,452-byte packet buffers, not 20 KiB
+		r.ql, err = r.tr.Listen(tlsConf, quicConfig())
+		return err
+	})
 	if err != nil {
 		udp.Close()
 		tcp.Close()
