@@ -299,9 +299,9 @@ type result struct {
 	framesRecv, framesLost, late int64
 	granted                      int
 	load1                        float64
-	mem                          memPerListener // mem.go
 	floorMsg, floorMmsg          float64 // the kernel floor just before the run (us per packet)
 	err                          string
+	mem                          memPerListener // mem.go
 }
 
 func oneLine(err error) string { return strings.ReplaceAll(err.Error(), "|", "/") }
