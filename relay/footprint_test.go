@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
+	"runtime/metrics"
 	"runtime/pprof"
 	"strconv"
 	"strings"
@@ -73,7 +74,7 @@ func TestListenerFootprint(t *testing.T) {
 	// The publisher's session, its track and the relay's fixed goroutines
 	// are in the baseline.
 	time.Sleep(500 * time.Millisecond)
-	g0, heap0, stack0 := footprint()
+	g0, heap0, used0, alloc0 := footprint()
 
 	cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^TestFootprintListeners$", "-test.v")
 	cmd.Env = append(os.Environ(), envFootprintURL+"="+relayURL(r, ""), envFootprintListeners+"="+strconv.Itoa(footprintListeners))
@@ -125,7 +126,7 @@ func TestListenerFootprint(t *testing.T) {
 		fewest = min(fewest, runtime.NumGoroutine())
 		return float64(fewest-g0)/float64(max(sessions, 1)) <= maxGoroutinesPerListener
 	})
-	_, heap1, stack1 := footprint()
+	_, heap1, used1, alloc1 := footprint()
 	if f := os.Getenv("RELAY_FOOTPRINT_HEAP"); f != "" { // a heap profile of the relay's process
 		if err := writeHeapProfile(f); err != nil {
 			t.Error(err)
@@ -137,9 +138,10 @@ func TestListenerFootprint(t *testing.T) {
 	n := float64(sessions)
 	gPer := float64(fewest-g0) / n
 	heapPer := float64(int64(heap1)-int64(heap0)) / n / 1024
-	stackPer := float64(int64(stack1)-int64(stack0)) / n / 1024
-	t.Logf("per listener session: %.2f goroutines, %.1f KiB live heap, %.1f KiB goroutine stack (%d listeners, %s)",
-		gPer, heapPer, stackPer, sessions, runtime.Version())
+	usedPer := float64(int64(used1)-int64(used0)) / n / 1024
+	allocPer := float64(int64(alloc1)-int64(alloc0)) / n / 1024
+	t.Logf("per listener session: %.2f goroutines, %.1f KiB live heap, goroutine stacks %.1f KiB used, %.1f KiB allocated (%d listeners, %s)",
+		gPer, heapPer, usedPer, allocPer, sessions, runtime.Version())
 	if gPer > maxGoroutinesPerListener {
 		t.Errorf("%.2f goroutines per listener session, want at most %.1f", gPer, maxGoroutinesPerListener)
 	}
@@ -148,14 +150,16 @@ func TestListenerFootprint(t *testing.T) {
 	}
 }
 
-// footprint is the process's goroutines, live heap and goroutine stack
-// memory after a GC.
-func footprint() (goroutines int, heap, stack uint64) {
+// footprint is the process's goroutines, live heap, and goroutine stacks
+// (used: what the last GC scanned; allocated: the stack spans) after a GC.
+func footprint() (goroutines int, heap, stackUsed, stackAlloc uint64) {
 	runtime.GC()
 	runtime.GC() // sync.Pool keeps its contents through one GC
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
-	return runtime.NumGoroutine(), ms.HeapAlloc, ms.StackInuse
+	sm := []metrics.Sample{{Name: "/gc/scan/stack:bytes"}}
+	metrics.Read(sm)
+	return runtime.NumGoroutine(), ms.HeapAlloc, sm[0].Value.Uint64(), ms.StackInuse
 }
 
 func writeHeapProfile(name string) error {

@@ -13,8 +13,10 @@ import (
 )
 
 // memStats is what the relay's /debug/pprof endpoints say of its memory:
-// its goroutines, and the Go runtime's heap in use (spans holding live or
-// not yet swept objects, sync.Pool contents included) and goroutine stacks.
+// its goroutines, and the Go runtime's heap and goroutine stacks, read
+// just after a garbage collection (gc=1): heap in use is then the live
+// objects, sync.Pool contents and fragmentation, not the garbage of the
+// moment (which RSS, read before, does hold).
 type memStats struct {
 	goroutines         int64
 	heapInuse, stack   int64
@@ -31,7 +33,7 @@ func relayMem(ctx context.Context, base string) (memStats, error) {
 	if first, _, _ := strings.Cut(g, "\n"); strings.HasPrefix(first, "goroutine profile: total ") {
 		m.goroutines, _ = strconv.ParseInt(strings.TrimPrefix(first, "goroutine profile: total "), 10, 64)
 	}
-	h, err := pprofText(ctx, base+"/debug/pprof/heap?debug=1")
+	h, err := pprofText(ctx, base+"/debug/pprof/heap?gc=1&debug=1")
 	if err != nil {
 		return m, err
 	}
@@ -99,9 +101,9 @@ func memPer(before, after memStats, n int) memPerListener {
 // beside the Go runtime's own figures, so that a change in RSS can be told
 // apart (heap, stacks, or what the runtime holds from the system).
 func printMemory(w io.Writer, all [][]result) {
-	fmt.Fprintln(w, "Memory per listener (growth from before the listeners to the end of the window; heap in use counts sync.Pool contents and garbage not yet collected):")
+	fmt.Fprintln(w, "Memory per listener (growth from before the listeners to the end of the window; the Go runtime's figures just after a GC, RSS just before it):")
 	fmt.Fprintln(w)
-	fmt.Fprintln(w, "| listeners | run | RSS per listener (KiB) | heap in use (KiB) | heap allocated (KiB) | goroutine stacks (KiB) | goroutines | load average (1 min) |")
+	fmt.Fprintln(w, "| listeners | run | RSS per listener (KiB) | heap in use (KiB) | live heap (KiB) | goroutine stacks (KiB) | goroutines | load average (1 min) |")
 	fmt.Fprintln(w, "|---:|---:|---:|---:|---:|---:|---:|---:|")
 	for _, rs := range all {
 		for i, r := range rs {
