@@ -140,9 +140,11 @@ type broadcast struct {
 	nextID uint64 // guarded by Server.mu, like tracks
 }
 
-// subscriber is one downstream subscription. One writer goroutine per
-// subscription (started with its first group) writes every group to its
-// own stream: no goroutine, context or timer per group and subscriber.
+// subscriber is one downstream subscription. Its writer goroutine writes
+// every group to its own stream, and runs only while there is something
+// to write: started by the group or frame that needs it, it returns once
+// it has written everything (no goroutine, and no stack, per listener
+// between frames; no goroutine, context or timer per group).
 type subscriber struct {
 	srv  *Server
 	sess *session
@@ -150,13 +152,20 @@ type subscriber struct {
 	ctx  context.Context
 	t    *track
 
-	wake chan struct{} // capacity 1: something to write
-
 	mu      sync.Mutex
 	pending []*group     // handed over, stream not opened yet; oldest first
 	open    []*openGroup // streams being written; oldest first
-	running bool         // the writer goroutine was started
+	running bool         // the writer goroutine runs
+	dirty   bool         // something to write since the writer last looked
 	dropped int          // groups this subscriber lost to being slow
+}
+
+// newSubscriber makes a subscription's writer state; ending ctx resets
+// its streams, which unblocks a write stuck on a silent listener.
+func newSubscriber(srv *Server, sess *session, id uint64, ctx context.Context) *subscriber {
+	sub := &subscriber{srv: srv, sess: sess, id: id, ctx: ctx}
+	context.AfterFunc(ctx, sub.abandon)
+	return sub
 }
 
 // openGroup is a group with its stream to one subscriber.
@@ -186,16 +195,7 @@ func (sub *subscriber) sendGroup(g *group) {
 		sub.srv.counters.groupsDropped.Add(1)
 	}
 	sub.pending = append(sub.pending, g)
-	start := !sub.running
-	sub.running = true
 	sub.mu.Unlock()
-	if start {
-		sub.srv.wg.Add(1)
-		go func() {
-			defer sub.srv.wg.Done()
-			sub.run()
-		}()
-	}
 	sub.poke()
 }
 
@@ -204,30 +204,42 @@ func (sub *subscriber) sendGroup(g *group) {
 // listener in turn instead of an allocation per listener and frame.
 var frameBufs = sync.Pool{New: func() any { b := make([]byte, 0, 2048); return &b }}
 
-// poke wakes the writer without blocking.
+// poke tells the writer there is something to write, starting it unless
+// it runs; it does not block.
 func (sub *subscriber) poke() {
-	select {
-	case sub.wake <- struct{}{}:
-	default:
+	sub.mu.Lock()
+	sub.dirty = true
+	start := !sub.running && sub.ctx.Err() == nil
+	if start {
+		sub.running = true
+	}
+	sub.mu.Unlock()
+	if start {
+		sub.srv.wg.Add(1)
+		go func() {
+			defer sub.srv.wg.Done()
+			sub.run()
+		}()
 	}
 }
 
 // run is the subscription's writer: it opens a stream per group and
-// writes frames as they arrive, until the subscription ends.
+// writes the frames that arrived, until nothing is left to write (it
+// returns; the next poke starts it again) or the subscription ends.
 func (sub *subscriber) run() {
-	// Ending the subscription unblocks a write stuck on a silent listener.
-	stop := context.AfterFunc(sub.ctx, sub.abandon)
-	defer func() {
-		stop()
-		sub.abandon()
-	}()
 	var scratch []*openGroup
 	for {
-		select {
-		case <-sub.wake:
-		case <-sub.ctx.Done():
+		sub.mu.Lock()
+		if !sub.dirty || sub.ctx.Err() != nil {
+			sub.running = false
+			sub.mu.Unlock()
+			if sub.ctx.Err() != nil {
+				sub.abandon() // streams opened since the subscription ended
+			}
 			return
 		}
+		sub.dirty = false
+		sub.mu.Unlock()
 		for sub.ctx.Err() == nil {
 			var more bool
 			scratch, more = sub.writeOnce(scratch[:0])

@@ -84,7 +84,7 @@ func TestSlowSubscriberKeepsBoundedGroups(t *testing.T) {
 	srv := NewServer(ServerOptions{Logger: slog.New(slog.DiscardHandler)})
 	fake := &stuckSession{}
 	ctx, cancel := context.WithCancel(context.Background())
-	sub := &subscriber{srv: srv, sess: &session{srv: srv, t: fake}, id: 9, ctx: ctx, wake: make(chan struct{}, 1)}
+	sub := newSubscriber(srv, &session{srv: srv, t: fake}, 9, ctx)
 	send := func(from, to int) {
 		for i := from; i < to; i++ {
 			g := newGroup(uint64(i))
@@ -166,7 +166,7 @@ func (sinkStream) CancelWrite(uint64)          {}
 // (it was allocated, and grown, per listener and frame).
 func TestWriteFrameAllocations(t *testing.T) {
 	srv := NewServer(ServerOptions{Logger: slog.New(slog.DiscardHandler)})
-	sub := &subscriber{srv: srv, sess: &session{srv: srv, t: &sinkSession{}}, id: 9, ctx: context.Background(), wake: make(chan struct{}, 1)}
+	sub := newSubscriber(srv, &session{srv: srv, t: &sinkSession{}}, 9, context.Background())
 	g := newGroup(1)
 	frame := make([]byte, 600)
 	g.append(frame)

@@ -174,6 +174,14 @@ func quicConfig() *quic.Config {
 	}
 }
 
+// DefaultGCPercent is the Go GC target Run sets unless GOGC is in the
+// environment: the heap may grow 50% past the live heap between
+// collections instead of Go's 100%. A listener holds about 50 KiB of live
+// heap, so the headroom is a large share of its RSS: 15-20% less RSS per
+// listener at 500 and 1,000 listeners, no CPU cost per packet the bench
+// could tell from its noise (docs/benchmarks.md, "Memory per listener").
+const DefaultGCPercent = 50
+
 // Relay is a running relay process: listeners plus the Server core.
 type Relay struct {
 	srv      *Server
@@ -302,7 +310,10 @@ func Start(ctx context.Context, cfg Config) (*Relay, error) {
 		r.batch = cc.batch
 	}
 	r.tr = &quic.Transport{Conn: cc, StatelessResetKey: resetKey}
-	r.ql, err = r.tr.Listen(tlsConf, quicConfig())
+	err = withoutGSO(func() (err error) { // gso.go: 1,452-byte packet buffers, not 20 KiB
+		r.ql, err = r.tr.Listen(tlsConf, quicConfig())
+		return err
+	})
 	if err != nil {
 		udp.Close()
 		tcp.Close()
@@ -545,7 +556,8 @@ func (r *Relay) Server() *Server { return r.srv }
 // ends.
 //
 // Run also sets the process's Go soft memory limit to 90% of the memory
-// budget, when there is one (Start leaves process-wide settings alone).
+// budget, when there is one, and the GC target to DefaultGCPercent unless
+// the environment sets GOGC (Start leaves process-wide settings alone).
 func Run(ctx context.Context, cfg Config, ready func(*Relay)) error {
 	// The relay outlives ctx by the graceful stop; ctx ending while it
 	// starts still aborts the start.
@@ -558,6 +570,9 @@ func Run(ctx context.Context, cfg Config, ready func(*Relay)) error {
 	}
 	if !abort() { // ctx ended during the start
 		return r.Close()
+	}
+	if os.Getenv("GOGC") == "" {
+		debug.SetGCPercent(DefaultGCPercent)
 	}
 	if b := r.srv.adm.budget; b > 0 {
 		limit := int64(float64(b) * softLimitFraction)

@@ -168,6 +168,12 @@ type session struct {
 
 	mu       sync.Mutex
 	upstream map[uint64]*track // tracks we pull from this session, by upstream id
+	// spawn starts a goroutine the session waits for when it ends; ending
+	// is set before it waits, so no goroutine starts after. uniStarted:
+	// the uni-stream accept loop runs (startAcceptUni).
+	spawn      func(func())
+	ending     bool
+	uniStarted bool
 
 	// broadcasts it publishes now, and whether an announce of it was
 	// refused yet (logged once); guarded by Server.mu.
@@ -273,6 +279,9 @@ func (s *Server) serveSession(ctx context.Context, t transport.Session, u *url.U
 			f()
 		}()
 	}
+	sess.mu.Lock()
+	sess.spawn = spawn
+	sess.mu.Unlock()
 	// The session stream carries nothing more in lite-02: nobody reads it
 	// (a goroutine and a copy buffer per session saved); it ends with the
 	// session.
@@ -281,7 +290,9 @@ func (s *Server) serveSession(ctx context.Context, t transport.Session, u *url.U
 		setupStream.CancelWrite(codeCancelled)
 	})
 	defer stopSetup()
-	spawn(func() { sess.acceptUni(ctx, spawn) })
+	// Group streams come only from a session the relay subscribed to (a
+	// publisher): the uni-stream accept loop starts with the first such
+	// subscription (startAcceptUni), not a goroutine per listener.
 	// Announces are pulled from every session, also those that may not
 	// publish, so that a publisher without the right token is refused
 	// (counted and logged), not silently ignored.
@@ -293,6 +304,9 @@ func (s *Server) serveSession(ctx context.Context, t transport.Session, u *url.U
 	<-ctx.Done()
 	_ = t.CloseWithError(s.closeCode(), "")
 	s.dropSession(sess)
+	sess.mu.Lock()
+	sess.ending = true
+	sess.mu.Unlock()
 	wg.Wait()
 	sess.log.Debug("session ended")
 	return nil
@@ -395,6 +409,21 @@ func (sess *session) handleBidi(ctx context.Context, st transport.Stream) error 
 		st.CancelWrite(codeProtocol)
 		return fmt.Errorf("unsupported stream type %d", typ)
 	}
+}
+
+// startAcceptUni starts the session's uni-stream accept loop (the
+// publisher's group streams) unless it runs or the session ends. Streams
+// the peer opened before wait in quic-go (at most MaxIncomingUniStreams,
+// within the connection's flow-control window), then are read as before.
+func (sess *session) startAcceptUni() {
+	sess.mu.Lock()
+	defer sess.mu.Unlock()
+	if sess.uniStarted || sess.ending || sess.spawn == nil {
+		return
+	}
+	sess.uniStarted = true
+	spawn := sess.spawn
+	spawn(func() { sess.acceptUni(sess.ctx, spawn) })
 }
 
 func (sess *session) acceptUni(ctx context.Context, spawn func(func())) {

@@ -32,6 +32,9 @@ var SendErrorKinds = []string{SendErrEAGAIN, SendErrENOBUFS, SendErrOther}
 type sendErrors struct {
 	counts       [3]atomic.Int64
 	writes, sent atomic.Int64
+	// segmented counts writes with a GSO segment size (gso.go: none
+	// unless QUIC_GO_DISABLE_GSO=false).
+	segmented atomic.Int64
 }
 
 // count records a write's result (a closed socket's error is not counted
@@ -80,6 +83,9 @@ type countingConn struct {
 }
 
 func (c *countingConn) WriteMsgUDP(b, oob []byte, addr *net.UDPAddr) (n, oobn int, err error) {
+	if len(oob) > 0 && hasSegmentSize(oob) {
+		c.errs.segmented.Add(1)
+	}
 	if c.batch != nil {
 		n, oobn, err = c.batch.WriteMsgUDP(b, oob, addr)
 	} else {

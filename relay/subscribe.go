@@ -33,7 +33,7 @@ func (sess *session) serveSubscribe(ctx context.Context, st transport.Stream, m 
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	sub := &subscriber{srv: s, sess: sess, id: m.ID, ctx: ctx, wake: make(chan struct{}, 1)}
+	sub := newSubscriber(s, sess, m.ID, ctx)
 	t, err := s.attach(path, m.Track, m.Priority, sub)
 	if err != nil {
 		st.CancelWrite(codeNotFound)
@@ -114,6 +114,7 @@ func (s *Server) attach(path, name string, priority uint8, sub *subscriber) (*tr
 		pub.mu.Lock()
 		pub.upstream[t.upstreamID] = t
 		pub.mu.Unlock()
+		pub.startAcceptUni() // its group streams
 		s.wg.Add(1)
 		go func() {
 			defer s.wg.Done()

@@ -175,6 +175,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		}
 		printSummary(stdout, all, fl)
 		printRuns(stdout, all)
+		printMemory(stdout, all)
 		if ctx.Err() != nil {
 			return 1
 		}
@@ -300,6 +301,7 @@ type result struct {
 	load1                        float64
 	floorMsg, floorMmsg          float64 // the kernel floor just before the run (us per packet)
 	err                          string
+	mem                          memPerListener // mem.go
 }
 
 func oneLine(err error) string { return strings.ReplaceAll(err.Error(), "|", "/") }
@@ -382,6 +384,11 @@ func step(ctx context.Context, bin string, v variant, n int, window time.Duratio
 	if err != nil {
 		return result{}, err
 	}
+	mem0, err := relayMem(ctx, base)
+	if err != nil {
+		return result{}, err
+	}
+	var mem1 memStats
 	var (
 		cpu0, cpu1   float64
 		snmp0, snmp1 map[string]int64
@@ -403,6 +410,13 @@ func step(ctx context.Context, bin string, v variant, n int, window time.Duratio
 			}
 			t1, cpu1, snmp1 = time.Now(), cpuSeconds(pid), udpCounters()
 			rss1, _ = rssBytes(pid)
+			mem1, _ = relayMem(ctx, base)
+			if profile != "" { // the heap beside the CPU profile
+				heap := filepath.Join(filepath.Dir(profile), strings.Replace(filepath.Base(profile), "cpu", "heap", 1))
+				if err := fetchHeapProfile(ctx, base, heap); err != nil {
+					fmt.Fprintf(logw, "bench: heap profile: %v\n", err)
+				}
+			}
 			_ = getJSON(ctx, base+"/stats", &st)
 		},
 	})
@@ -441,6 +455,7 @@ func step(ctx context.Context, bin string, v variant, n int, window time.Duratio
 	}
 	growth := float64(rss1 - rss0)
 	r.rssGrowthMiB, r.rssPerListenerKiB = growth/(1<<20), growth/1024/float64(live)
+	r.mem = memPer(mem0, mem1, live)
 	r.rcvbufErrs, r.sndbufErrs = snmp1["RcvbufErrors"]-snmp0["RcvbufErrors"], snmp1["SndbufErrors"]-snmp0["SndbufErrors"]
 	r.bitrate, r.framesRecv, r.framesLost, r.late = rep.BitrateBpsMean/1000, rep.FramesReceived, rep.FramesLost, rep.LateFrames
 	r.granted = st.UDPReceiveBuffer / 2

@@ -1,0 +1,59 @@
+package relay_test
+
+import (
+	"testing"
+
+	"github.com/relayfleet/relayfleet/relay"
+	"github.com/relayfleet/relayfleet/relay/client"
+)
+
+// TestRelaySendsWithoutGSO: the relay's QUIC connections send without
+// GSO (gso.go: with it, every packet queued holds a 20 KiB buffer), unless
+// the operator sets QUIC_GO_DISABLE_GSO=false; then quic-go uses GSO
+// where the kernel has it, which shows that the count can see it.
+func TestRelaySendsWithoutGSO(t *testing.T) {
+	for _, tc := range []struct {
+		name, env string
+		gso       bool
+	}{{"default", "", false}, {"operator-enables", "false", true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			if tc.env != "" {
+				t.Setenv("QUIC_GO_DISABLE_GSO", tc.env)
+			}
+			ctx := testContext(t)
+			r := startRelay(t, relay.Config{})
+			const size, listeners, groups = 200, 4, 5
+			pub := dial(t, ctx, relayURL(r, ""), nil)
+			tw := pub.Publish("show").Track("audio")
+			subs := make([]*client.Subscription, listeners)
+			for i := range subs {
+				subs[i] = subscribeWhenAnnounced(t, ctx, dial(t, ctx, relayURL(r, ""), nil), "show", "audio")
+			}
+			if err := tw.WaitSubscribers(ctx, 1); err != nil {
+				t.Fatal(err)
+			}
+			waitFor(t, "the listeners' subscriptions", func() bool { return r.Stats().Subscribers >= listeners })
+			for g := uint64(0); g < groups; g++ {
+				if err := tw.WriteGroup(ctx, g, [][]byte{client.Pattern(g, 0, size)}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			for i, sub := range subs {
+				if got, err := collect(ctx, sub, groups, size); err != nil || len(got) != groups {
+					t.Fatalf("listener %d: %d groups, %v", i, len(got), err)
+				}
+			}
+			sent, seg := r.Stats().UDPPacketsSent, r.SegmentedWritesForTest()
+			t.Logf("%d packets sent, %d with a GSO segment size", sent, seg)
+			if sent < listeners*groups/2 {
+				t.Fatalf("only %d packets sent", sent)
+			}
+			switch {
+			case !tc.gso && seg != 0:
+				t.Errorf("%d of %d writes used GSO, want none", seg, sent)
+			case tc.gso && seg == 0 && gsoAvailable(t):
+				t.Errorf("QUIC_GO_DISABLE_GSO=false: no write used GSO (of %d)", sent)
+			}
+		})
+	}
+}
