@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/relayfleet/relayfleet/infra/program"
 )
 
 func TestEventsBadInput(t *testing.T) {
@@ -37,12 +39,19 @@ func TestEventsBadInput(t *testing.T) {
 }
 
 // TestEventsReconcileBeforeTheLeadTime runs the real command with a clock
-// before the event: it records the event as scheduled and runs no Pulumi.
+// before the event: it records the event as scheduled, in the Pulumi
+// backend (through the real Pulumi CLI) and the state dir's cache, and
+// runs no Pulumi program.
 func TestEventsReconcileBeforeTheLeadTime(t *testing.T) {
 	exe, _ := os.Executable()
+	cli, err := program.FindPulumi("")
+	if err != nil {
+		t.Skipf("%v (make pulumi)", err)
+	}
+	t.Setenv(program.PassphraseEnv, "")
 	state := t.TempDir()
 	out, errOut, code := fleet(t, "events", "reconcile", "--events", "../../inventories/lab-events.yaml",
-		"--now", "2026-11-30T00:00:00Z", "--state-dir", state, "--relay-binary", exe, "--pulumi", exe)
+		"--now", "2026-11-30T00:00:00Z", "--state-dir", state, "--relay-binary", exe, "--pulumi", cli)
 	if code != 0 || errOut != "" {
 		t.Fatalf("exit %d: %s", code, errOut)
 	}
@@ -51,14 +60,18 @@ func TestEventsReconcileBeforeTheLeadTime(t *testing.T) {
 			t.Errorf("output lacks %q:\n%s", want, out)
 		}
 	}
-	if _, err := os.Stat(filepath.Join(state, "events", "lab-show.json")); err != nil {
-		t.Errorf("no record: %v", err)
+	if _, err := os.Stat(filepath.Join(state, "cache", "events", "lab-show.json")); err != nil {
+		t.Errorf("no record in the cache: %v", err)
 	}
-	out, _, code = fleet(t, "events", "status", "--state-dir", state)
+	// status reads the backend, not the cache.
+	if err := os.RemoveAll(filepath.Join(state, "cache")); err != nil {
+		t.Fatal(err)
+	}
+	out, _, code = fleet(t, "events", "status", "--state-dir", state, "--pulumi", cli)
 	if code != 0 || !strings.Contains(out, "lab-show  scheduled") {
 		t.Errorf("status exit %d:\n%s", code, out)
 	}
-	_, errOut, code = fleet(t, "events", "report", "--event", "lab-show", "--state-dir", state)
+	_, errOut, code = fleet(t, "events", "report", "--event", "lab-show", "--state-dir", state, "--pulumi", cli)
 	if code != 1 || !strings.Contains(errOut, "its report is written once its boxes are gone") {
 		t.Errorf("report of a scheduled event: exit %d, %q", code, errOut)
 	}

@@ -359,6 +359,9 @@ func (s *Stack) openStack(ctx context.Context, create bool) (auto.Stack, error) 
 	if err != nil {
 		return auto.Stack{}, fmt.Errorf("stack %s: %s", s.Name, redact(err.Error(), pass))
 	}
+	if err := refreshConfig(ctx, st, work, s.Name); err != nil {
+		return auto.Stack{}, errors.New(redact(err.Error(), pass))
+	}
 	cfg := auto.ConfigMap{}
 	for k, v := range s.Config {
 		cfg[provider.Name+":"+k] = auto.ConfigValue{Value: v}
