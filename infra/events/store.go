@@ -144,11 +144,7 @@ func parseLease(v string) (lease, bool) {
 }
 
 func isNotFound(err error) bool {
-	if err == nil {
-		return false
-	}
-	m := err.Error()
-	return strings.Contains(m, "no stack named") || strings.Contains(m, "not found") || strings.Contains(m, "does not exist")
+	return err != nil && strings.Contains(err.Error(), "no stack named")
 }
 
 func isExists(err error) bool {
@@ -233,7 +229,7 @@ func (s *PulumiStore) Lock(ctx context.Context) (context.Context, func(), error)
 		if err != nil {
 			return nil, nil, err
 		}
-		if exists && (tagged2 != tagged || again != l) {
+		if exists && (tagged2 != tagged || again.Owner != l.Owner || !again.Expires.Equal(l.Expires)) {
 			continue
 		}
 		if exists {
