@@ -34,8 +34,8 @@ const (
 // TestE2EEventResumedOnAnotherMachine: the reconciler's state is in the
 // Pulumi backend, so an event's reconcile killed mid-up on one machine
 // (state dir a) is finished from another (state dir b, empty), pointed at
-// the same backend URL and passphrase: b is refused while a's lease is
-// live, then takes it over once it expired, repairs the cut-off up and
+// the same backend URL and passphrase: b is refused while a's reconcile
+// holds the lease, then takes it over once a is dead, repairs the cut-off up and
 // brings the box up with the fleet's relay key (not a new one) and a
 // relays file listing the steady box too; then, its state dir deleted,
 // b tears the event down after its end and the sweep finds nothing.
@@ -128,10 +128,20 @@ func TestE2EEventResumedOnAnotherMachine(t *testing.T) {
 		t.Fatal(err)
 	}
 	killed := false
+	var out string
 	sc := bufio.NewScanner(stdout)
 	for sc.Scan() {
 		t.Logf("[a] killed run: %s", sc.Text())
 		if !killed && strings.Contains(sc.Text(), "show-1 creating") {
+			// Machine b, an empty state dir on the same backend, while
+			// a's reconcile still holds the lease (stopped, not dead):
+			// refused.
+			syscall.Kill(-cmd.Process.Pid, syscall.SIGSTOP)
+			out, err = run(stateB, reconcileArgs(start.Add(-8*time.Minute))...)
+			if err == nil || !strings.Contains(out, events.ErrLocked.Error()) {
+				syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+				t.Fatalf("b reconciled while a's lease was held (err %v)", err)
+			}
 			syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 			killed = true
 		}
@@ -142,12 +152,8 @@ func TestE2EEventResumedOnAnotherMachine(t *testing.T) {
 	}
 	keysA := fleetAuthKeyFile(t, stateA, be, cli, inv)
 
-	// Machine b, an empty state dir on the same backend: refused while
-	// a's lease lives, then it takes over.
-	out, err := run(stateB, reconcileArgs(start.Add(-8*time.Minute))...)
-	if err == nil || !strings.Contains(out, events.ErrLocked.Error()) {
-		t.Fatalf("b reconciled while a's lease was live (err %v)", err)
-	}
+	// a is dead: b takes the lease over (at once, a's process being gone
+	// from this machine; another machine would wait for its expiry).
 	deadline := time.Now().Add(3 * time.Minute)
 	for {
 		out, err = run(stateB, reconcileArgs(start.Add(-8*time.Minute))...)

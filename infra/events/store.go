@@ -11,6 +11,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/pulumi/pulumi/sdk/v3/go/auto"
@@ -67,7 +68,8 @@ const recordsOutput = "records"
 // holder and its expiry. Creating a stack is atomic on every backend (the
 // file backend creates it under the stack's own lock; the Pulumi Cloud
 // refuses a second), so two reconciles cannot both take a free lease; a
-// lease whose holder died is taken over once it expired. The records hold
+// lease whose holder died is taken over once it expired, or at once when
+// the holder was a process of this machine that is gone. The records hold
 // no secret: addresses, public host keys, counts and times.
 //
 // Every operation is the Pulumi CLI's (stack init, export, import, tag,
@@ -83,8 +85,13 @@ type PulumiStore struct {
 	// creating it and tagging it) is waited for before it is taken as
 	// left by a dead holder; default 20s.
 	Grace time.Duration
-	// Owner names this holder (default HOST/pid PID/RANDOM).
+	// Owner names this holder (default "HOST pid=PID machine=ID run=RANDOM",
+	// ID from /etc/machine-id).
 	Owner string
+	// MachineID is this machine's /etc/machine-id (read when empty): a
+	// lease held by a process of this machine that is gone (killed) is
+	// taken over at once rather than at its expiry.
+	MachineID string
 	// Clock is the wall clock leases are measured on (default time.Now);
 	// the reconciler's simulated clock plays no part.
 	Clock func() time.Time
@@ -118,9 +125,39 @@ func (s *PulumiStore) owner() string {
 		host, _ := os.Hostname()
 		b := make([]byte, 4)
 		rand.Read(b)
-		s.Owner = fmt.Sprintf("%s/pid %d/%s", host, os.Getpid(), hex.EncodeToString(b))
+		s.Owner = fmt.Sprintf("%s pid=%d machine=%s run=%s", host, os.Getpid(), s.machine(), hex.EncodeToString(b))
 	}
 	return s.Owner
+}
+
+func (s *PulumiStore) machine() string {
+	if s.MachineID == "" {
+		data, _ := os.ReadFile("/etc/machine-id")
+		s.MachineID = strings.TrimSpace(string(data))
+	}
+	return s.MachineID
+}
+
+// deadHere reports whether a lease's owner was a process of this machine
+// that no longer runs.
+func (s *PulumiStore) deadHere(owner string) bool {
+	s.mu.Lock()
+	mine := s.machine()
+	s.mu.Unlock()
+	var pid int
+	var machine string
+	for _, f := range strings.Fields(owner) {
+		if v, ok := strings.CutPrefix(f, "pid="); ok {
+			fmt.Sscan(v, &pid)
+		}
+		if v, ok := strings.CutPrefix(f, "machine="); ok {
+			machine = v
+		}
+	}
+	if mine == "" || machine != mine || pid <= 0 || pid == os.Getpid() {
+		return false
+	}
+	return errors.Is(syscall.Kill(pid, 0), syscall.ESRCH)
 }
 
 // lease is a parsed LeaseTag.
@@ -220,7 +257,7 @@ func (s *PulumiStore) Lock(ctx context.Context) (context.Context, func(), error)
 		if !exists {
 			continue
 		}
-		if tagged && s.now().Before(l.Expires) {
+		if tagged && s.now().Before(l.Expires) && !s.deadHere(l.Owner) {
 			return nil, nil, fmt.Errorf("%w (%s holds the lease in the Pulumi backend, stack %s/%s)", ErrLocked, l, StoreProject, LeaseStack(s.Fleet))
 		}
 		// Expired (or never tagged): its holder is gone. Take it over,

@@ -4,7 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"reflect"
 	"strings"
@@ -363,6 +365,51 @@ func TestPulumiStoreLeaseExpires(t *testing.T) {
 	}
 	if waited := time.Since(start); waited < a.Grace {
 		t.Fatalf("took an untagged lease after %v, before the grace time %v", waited, a.Grace)
+	}
+	unlock()
+}
+
+// TestPulumiStoreLeaseOfAGoneProcessHere: a lease whose holder was a
+// process of this machine (same machine id) that no longer runs is taken
+// over at once, before its expiry, as the flock it replaces was; one held
+// by a live process here, or by any process of another machine, is not.
+func TestPulumiStoreLeaseOfAGoneProcessHere(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the Pulumi CLI")
+	}
+	be := sharedBackend(t)
+	live := exec.Command("sleep", "300")
+	if err := live.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { live.Process.Kill(); live.Wait() }()
+	ctx := context.Background()
+	holder := func(pid int) {
+		t.Helper()
+		a := pulumiStore(t, t.TempDir(), be)
+		a.TTL, a.MachineID = time.Hour, "m1"
+		a.Owner = fmt.Sprintf("box pid=%d machine=m1 run=r", pid)
+		if _, _, err := a.Lock(ctx); err != nil { // never unlocked
+			t.Fatal(err)
+		}
+	}
+	other := pulumiStore(t, t.TempDir(), be)
+	other.MachineID = "m2"
+	here := pulumiStore(t, t.TempDir(), be)
+	here.MachineID = "m1"
+
+	holder(live.Process.Pid)
+	if _, _, err := here.Lock(ctx); !errors.Is(err, ErrLocked) {
+		t.Fatalf("a live holder here: %v, want ErrLocked", err)
+	}
+	live.Process.Kill()
+	live.Wait()
+	if _, _, err := other.Lock(ctx); !errors.Is(err, ErrLocked) {
+		t.Fatalf("another machine, before the expiry: %v, want ErrLocked", err)
+	}
+	_, unlock, err := here.Lock(ctx)
+	if err != nil {
+		t.Fatalf("the holder's process here is gone: %v, want the lease taken over", err)
 	}
 	unlock()
 }
