@@ -135,10 +135,15 @@ func recordPath(stateDir, event string) string {
 	return filepath.Join(stateDir, recordsDir, event+".json")
 }
 
-// ReadRecord returns an event's record as this state dir last cached it;
-// ok is false when there is none.
+// ReadRecord returns an event's record as this state dir last cached it
+// (or, before a reconcile moved it into the backend, as an older
+// relayfleet kept it); ok is false when there is none.
 func ReadRecord(stateDir, event string) (rec *Record, ok bool, err error) {
-	return readRecordFile(recordPath(stateDir, event))
+	rec, ok, err = readRecordFile(recordPath(stateDir, event))
+	if ok || err != nil {
+		return rec, ok, err
+	}
+	return readRecordFile(filepath.Join(stateDir, legacyDir, event+".json"))
 }
 
 func readRecordFile(path string) (rec *Record, ok bool, err error) {
@@ -156,9 +161,29 @@ func readRecordFile(path string) (rec *Record, ok bool, err error) {
 	return rec, true, nil
 }
 
-// Records returns every event record the state dir caches, by name.
+// Records returns every event record the state dir caches, by name,
+// with those an older relayfleet kept there that no reconcile has moved
+// into the backend yet.
 func Records(stateDir string) ([]*Record, error) {
-	return readRecordDir(filepath.Join(stateDir, recordsDir))
+	recs, err := readRecordDir(filepath.Join(stateDir, recordsDir))
+	if err != nil {
+		return nil, err
+	}
+	legacy, err := readRecordDir(filepath.Join(stateDir, legacyDir))
+	if err != nil || len(legacy) == 0 {
+		return recs, err
+	}
+	have := map[string]bool{}
+	for _, r := range recs {
+		have[r.Event] = true
+	}
+	for _, r := range legacy {
+		if !have[r.Event] {
+			recs = append(recs, r)
+		}
+	}
+	sort.Slice(recs, func(i, j int) bool { return recs[i].Event < recs[j].Event })
+	return recs, nil
 }
 
 func readRecordDir(dir string) ([]*Record, error) {
