@@ -28,6 +28,9 @@ func TestEventsBadInput(t *testing.T) {
 		{"burst without event", []string{"burst", "up", "--events", ev, "--relay-binary", exe}, "fleet burst: flag --event: required\n"},
 		{"drain time on up", []string{"burst", "up", "--events", ev, "--relay-binary", exe, "--event", "lab-show", "--drain-time", "1m"}, "fleet burst: flag --drain-time: only burst down drains\n"},
 		{"report without event", []string{"events", "report"}, "fleet events: flag --event: required\n"},
+		{"short lease", []string{"events", "reconcile", "--events", ev, "--lease-ttl", "5s"}, "fleet events: flag --lease-ttl: want between 30s and 1h, got 5s\n"},
+		{"long lease", []string{"burst", "up", "--events", ev, "--event", "lab-show", "--lease-ttl", "2h"}, "fleet burst: flag --lease-ttl: want between 30s and 1h, got 2h0m0s\n"},
+		{"status backend not a URL", []string{"events", "status", "--backend", "/srv/state"}, "fleet events: flag --backend: want a URL such as file:///var/lib/relayfleet/state or s3://bucket, got \"/srv/state\"\n"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			out, errOut, code := fleet(t, tc.args...)
