@@ -7,6 +7,9 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
 	"sync"
 	"text/tabwriter"
 	"time"
@@ -47,6 +50,8 @@ type eventsFlags struct {
 	fs     flags
 	events *string
 	now    *string
+	// leaseTTL is the reconcile lease's life without a renewal.
+	leaseTTL *time.Duration
 	pulumiFlags
 }
 
@@ -55,6 +60,7 @@ func newEventsFlags(name string, stdout io.Writer) *eventsFlags {
 	e := &eventsFlags{fs: fs}
 	e.events = fs.String("events", "", "events file (required)")
 	e.now = fs.String("now", "", "the time to reconcile for, RFC 3339 (default: the clock); for rehearsals and tests")
+	e.leaseTTL = fs.Duration("lease-ttl", events.DefaultLeaseTTL, "how long the reconcile lease in the Pulumi backend outlives a holder that stopped renewing it (30s to 1h)")
 	e.pulumiFlags.register(fs, true)
 	return e
 }
@@ -74,6 +80,9 @@ func (e *eventsFlags) reconciler(ctx context.Context, args []string, stdout io.W
 			return nil, time.Time{}, nil, usagef("flag --now: want an RFC 3339 time such as 2026-12-05T19:00:00Z, got %q", *e.now)
 		}
 		now = t
+	}
+	if *e.leaseTTL < 30*time.Second || *e.leaseTTL > time.Hour {
+		return nil, time.Time{}, nil, usagef("flag --lease-ttl: want between 30s and 1h, got %s", *e.leaseTTL)
 	}
 	if err := e.check(); err != nil {
 		return nil, time.Time{}, nil, err
@@ -118,10 +127,18 @@ func (e *eventsFlags) reconciler(ctx context.Context, args []string, stdout io.W
 
 	cfg := e.labConfig(st)
 	cfg.HcloudToken, cfg.DigitalOceanToken = st.Secrets[program.HcloudTokenKey], st.Secrets[program.DigitalOceanTokenKey]
+	// The records and the lease live in the Pulumi backend, beside the
+	// stacks: the state dir only caches them.
+	ws, err := st.ProjectWorkspace(ctx, events.StoreProject)
+	if err != nil {
+		return nil, time.Time{}, nil, err
+	}
 	probe := &events.SSHProbe{Lab: cfg, KeyFile: cfg.SSHKeyFile}
 	r := &events.Reconciler{
 		Events: evs, Fleet: fleet, Catalogue: cat, Calibration: cal,
-		StateDir: st.StateDir, Release: st.Program.Release,
+		Store:       &events.PulumiStore{WS: ws, Fleet: fleet.Name, TTL: *e.leaseTTL},
+		SteadyHosts: fleetStackOf(st, fleet.Name).ReadHostsOutput,
+		StateDir:    st.StateDir, Release: st.Program.Release,
 		Stacks:   &keyedStacks{PulumiStacks: events.PulumiStacks{Template: *st}, fleetStack: fleetStackOf(st, fleet.Name)},
 		Probe:    probe,
 		Backends: func(name string) (backend.Backend, error) { return provider.OpenBackend(name, cfg) },
@@ -256,18 +273,54 @@ func runBurst(ctx context.Context, args []string, stdout io.Writer) error {
 	return nil
 }
 
-func runEventsStatus(_ context.Context, args []string, stdout io.Writer) error {
+// storeFlags say where the reconciler's records are: the Pulumi backend
+// (--backend, else the state dir's), read with the Pulumi CLI.
+type storeFlags struct {
+	stateDir, backend, pulumi, fleet *string
+}
+
+func newStoreFlags(fs flags) *storeFlags {
+	return &storeFlags{
+		stateDir: fs.String("state-dir", "", "state directory (default $RELAYFLEET_STATE_DIR, else ~/.local/state/relayfleet)"),
+		backend:  fs.String("backend", "", "Pulumi backend URL holding the records (default $"+program.BackendEnv+", else file:// under the state dir)"),
+		pulumi:   fs.String("pulumi", "", "the Pulumi CLI (default $"+program.PulumiEnv+", else the make pulumi build, else pulumi on $PATH)"),
+		fleet:    fs.String("fleet", "", "only this fleet's events (default: every fleet in the backend)"),
+	}
+}
+
+// records reads the records from the Pulumi backend.
+func (f *storeFlags) records(ctx context.Context) ([]*events.Record, string, error) {
+	if *f.backend != "" && !strings.Contains(*f.backend, "://") {
+		return nil, "", usagef("flag --backend: want a URL such as file:///var/lib/relayfleet/state or s3://bucket, got %q", *f.backend)
+	}
+	dir, err := stateDirOr(*f.stateDir)
+	if err != nil {
+		return nil, "", err
+	}
+	st := &program.Stack{StateDir: dir, BackendURL: *f.backend, Pulumi: *f.pulumi}
+	ws, err := st.ProjectWorkspace(ctx, events.StoreProject)
+	if err != nil {
+		return nil, "", err
+	}
+	where := *f.backend
+	if where == "" {
+		where = os.Getenv(program.BackendEnv)
+	}
+	if where == "" {
+		where = "file://" + filepath.Join(dir, "backend")
+	}
+	recs, err := events.StoredRecords(ctx, ws, *f.fleet)
+	return recs, where, err
+}
+
+func runEventsStatus(ctx context.Context, args []string, stdout io.Writer) error {
 	fs := newFlags("events status", stdout)
-	stateDir := fs.String("state-dir", "", "state directory (default $RELAYFLEET_STATE_DIR, else ~/.local/state/relayfleet)")
+	sf := newStoreFlags(fs)
 	asJSON := fs.Bool("json", false, "print the records as JSON")
 	if err := fs.parse(args); err != nil {
 		return err
 	}
-	dir, err := stateDirOr(*stateDir)
-	if err != nil {
-		return err
-	}
-	recs, err := events.Records(dir)
+	recs, dir, err := sf.records(ctx)
 	if err != nil {
 		return err
 	}
@@ -301,9 +354,9 @@ func runEventsStatus(_ context.Context, args []string, stdout io.Writer) error {
 	return tw.Flush()
 }
 
-func runEventsReport(_ context.Context, args []string, stdout io.Writer) error {
+func runEventsReport(ctx context.Context, args []string, stdout io.Writer) error {
 	fs := newFlags("events report", stdout)
-	stateDir := fs.String("state-dir", "", "state directory (default $RELAYFLEET_STATE_DIR, else ~/.local/state/relayfleet)")
+	sf := newStoreFlags(fs)
 	event := fs.String("event", "", "the event (required)")
 	asJSON := fs.Bool("json", false, "print the report as JSON")
 	if err := fs.parse(args); err != nil {
@@ -312,15 +365,20 @@ func runEventsReport(_ context.Context, args []string, stdout io.Writer) error {
 	if *event == "" {
 		return usagef("flag --event: required")
 	}
-	dir, err := stateDirOr(*stateDir)
+	recs, dir, err := sf.records(ctx)
 	if err != nil {
 		return err
 	}
-	rec, ok, err := events.ReadRecord(dir, *event)
-	if err != nil {
-		return err
+	var rec *events.Record
+	for _, r := range recs {
+		if r.Event == *event {
+			if rec != nil {
+				return usagef("flag --event: %q is an event of several fleets in %s: give --fleet", *event, dir)
+			}
+			rec = r
+		}
 	}
-	if !ok {
+	if rec == nil {
 		return usagef("flag --event: no record of %q in %s", *event, dir)
 	}
 	if rec.Report == nil {

@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/relayfleet/relayfleet/infra/program"
 )
 
 func TestEventsBadInput(t *testing.T) {
@@ -26,6 +28,9 @@ func TestEventsBadInput(t *testing.T) {
 		{"burst without event", []string{"burst", "up", "--events", ev, "--relay-binary", exe}, "fleet burst: flag --event: required\n"},
 		{"drain time on up", []string{"burst", "up", "--events", ev, "--relay-binary", exe, "--event", "lab-show", "--drain-time", "1m"}, "fleet burst: flag --drain-time: only burst down drains\n"},
 		{"report without event", []string{"events", "report"}, "fleet events: flag --event: required\n"},
+		{"short lease", []string{"events", "reconcile", "--events", ev, "--lease-ttl", "5s"}, "fleet events: flag --lease-ttl: want between 30s and 1h, got 5s\n"},
+		{"long lease", []string{"burst", "up", "--events", ev, "--event", "lab-show", "--lease-ttl", "2h"}, "fleet burst: flag --lease-ttl: want between 30s and 1h, got 2h0m0s\n"},
+		{"status backend not a URL", []string{"events", "status", "--backend", "/srv/state"}, "fleet events: flag --backend: want a URL such as file:///var/lib/relayfleet/state or s3://bucket, got \"/srv/state\"\n"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			out, errOut, code := fleet(t, tc.args...)
@@ -37,12 +42,19 @@ func TestEventsBadInput(t *testing.T) {
 }
 
 // TestEventsReconcileBeforeTheLeadTime runs the real command with a clock
-// before the event: it records the event as scheduled and runs no Pulumi.
+// before the event: it records the event as scheduled, in the Pulumi
+// backend (through the real Pulumi CLI) and the state dir's cache, and
+// runs no Pulumi program.
 func TestEventsReconcileBeforeTheLeadTime(t *testing.T) {
 	exe, _ := os.Executable()
+	cli, err := program.FindPulumi("")
+	if err != nil {
+		t.Skipf("%v (make pulumi)", err)
+	}
+	t.Setenv(program.PassphraseEnv, "")
 	state := t.TempDir()
 	out, errOut, code := fleet(t, "events", "reconcile", "--events", "../../inventories/lab-events.yaml",
-		"--now", "2026-11-30T00:00:00Z", "--state-dir", state, "--relay-binary", exe, "--pulumi", exe)
+		"--now", "2026-11-30T00:00:00Z", "--state-dir", state, "--relay-binary", exe, "--pulumi", cli)
 	if code != 0 || errOut != "" {
 		t.Fatalf("exit %d: %s", code, errOut)
 	}
@@ -51,14 +63,18 @@ func TestEventsReconcileBeforeTheLeadTime(t *testing.T) {
 			t.Errorf("output lacks %q:\n%s", want, out)
 		}
 	}
-	if _, err := os.Stat(filepath.Join(state, "events", "lab-show.json")); err != nil {
-		t.Errorf("no record: %v", err)
+	if _, err := os.Stat(filepath.Join(state, "cache", "events", "lab-show.json")); err != nil {
+		t.Errorf("no record in the cache: %v", err)
 	}
-	out, _, code = fleet(t, "events", "status", "--state-dir", state)
+	// status reads the backend, not the cache.
+	if err := os.RemoveAll(filepath.Join(state, "cache")); err != nil {
+		t.Fatal(err)
+	}
+	out, _, code = fleet(t, "events", "status", "--state-dir", state, "--pulumi", cli)
 	if code != 0 || !strings.Contains(out, "lab-show  scheduled") {
 		t.Errorf("status exit %d:\n%s", code, out)
 	}
-	_, errOut, code = fleet(t, "events", "report", "--event", "lab-show", "--state-dir", state)
+	_, errOut, code = fleet(t, "events", "report", "--event", "lab-show", "--state-dir", state, "--pulumi", cli)
 	if code != 1 || !strings.Contains(errOut, "its report is written once its boxes are gone") {
 		t.Errorf("report of a scheduled event: exit %d, %q", code, errOut)
 	}

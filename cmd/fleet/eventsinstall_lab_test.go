@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/relayfleet/relayfleet/infra/lab"
+	"github.com/relayfleet/relayfleet/infra/program"
 )
 
 // TestEventsInstallUnderSystemd installs the reconciler's timer on a lab
@@ -49,7 +50,14 @@ func TestEventsInstallUnderSystemd(t *testing.T) {
 		}
 		return out.String()
 	}
+	// The reconciler keeps its records in the Pulumi backend: the box
+	// gets the Pulumi CLI too (on the service's PATH).
+	cli, err := program.FindPulumi("")
+	if err != nil {
+		t.Fatalf("%v (make pulumi)", err)
+	}
 	for name, src := range map[string]string{
+		"/usr/local/bin/pulumi":           cli,
 		"/usr/local/bin/fleet":            filepath.Join(dir, "fleet"),
 		"/usr/local/bin/relay":            filepath.Join(dir, "relay"),
 		"/etc/relayfleet/lab-events.yaml": "../../inventories/lab-events.yaml",
@@ -71,7 +79,7 @@ func TestEventsInstallUnderSystemd(t *testing.T) {
 	}
 	// Run the service now, as the timer would, and wait for it.
 	run("systemctl start relayfleet-events.service", nil)
-	deadline := time.Now().Add(30 * time.Second)
+	deadline := time.Now().Add(3 * time.Minute)
 	for {
 		res := strings.TrimSpace(run("systemctl show -p Result --value relayfleet-events.service; systemctl show -p ExecMainStatus --value relayfleet-events.service", nil))
 		if res == "success\n0" {
@@ -86,7 +94,10 @@ func TestEventsInstallUnderSystemd(t *testing.T) {
 	if !strings.Contains(journal, "event=lab-show action=scheduled") {
 		t.Errorf("the reconcile did not log the event:\n%s", journal)
 	}
-	run("test -s /var/lib/relayfleet/state/events/lab-show.json", nil)
+	run("test -s /var/lib/relayfleet/state/cache/events/lab-show.json", nil)
+	if !strings.Contains(run("/usr/local/bin/fleet events status --state-dir /var/lib/relayfleet/state", nil), "lab-show  scheduled") {
+		t.Error("fleet events status does not read the event's record from the backend")
+	}
 	next := run("systemctl list-timers relayfleet-events.timer --no-pager", nil)
 	if !strings.Contains(next, "relayfleet-events.timer") {
 		t.Errorf("list-timers:\n%s", next)

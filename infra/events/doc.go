@@ -28,8 +28,13 @@
 //
 // A reconcile killed at any step is resumed by the next one: the record
 // says where it stopped, a stack lock left by a killed Pulumi run is
-// cleared and the stack refreshed. A lock file stops two reconciles from
-// running at once. The steady fleet's stack is never opened. Each event
+// cleared and the stack refreshed. The records, and what each event put in
+// the router's list, live in the Pulumi backend beside the stacks (Store,
+// PulumiStore), and so does the lease that stops two reconciles of a
+// fleet from running at once: the next reconcile may run on another
+// machine, or from an empty state dir, pointed at the same backend URL
+// and passphrase. The state dir only caches the records and holds the
+// relays file written from them. The steady fleet's stack is never opened. Each event
 // gets a cost report: box-hours, estimated egress from the listener counts
 // sampled on every run, and both against the plan.
 package events

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"math"
 	"slices"
+	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -46,8 +47,17 @@ type Reconciler struct {
 	Fleet       *inventories.Fleet
 	Catalogue   *inventories.Catalogue
 	Calibration *inventories.Calibration
-	// StateDir holds the records, the lock and the router's relay list.
+	// Store keeps the records and the lease: the Pulumi backend
+	// (PulumiStore), so that a reconcile killed on one machine is resumed
+	// on another, or from an empty state dir.
+	Store Store
+	// StateDir caches the records and holds the router's relay list,
+	// written from the records and the steady fleet's stack.
 	StateDir string
+	// SteadyHosts, when set, reads the steady fleet's hosts from its
+	// stack's outputs; ok is false when the stack does not exist. The
+	// relays file gets them when the state dir has none (a new machine).
+	SteadyHosts func(ctx context.Context) (hosts []program.HostEntry, ok bool, err error)
 	// Release is the relay build the burst hosts run; a new one is rolled
 	// onto boxes that are up by the next reconcile.
 	Release string
@@ -80,19 +90,20 @@ func (r *Reconciler) log() *slog.Logger {
 // no longer in the file, one pass toward what now asks for. One event's
 // failure does not stop the others; the error joins them all.
 func (r *Reconciler) Reconcile(ctx context.Context, now time.Time) ([]Result, error) {
-	unlock, err := Lock(r.StateDir)
+	ctx, unlock, err := r.Store.Lock(ctx)
 	if err != nil {
 		return nil, err
 	}
 	defer unlock()
-	recs, err := Records(r.StateDir)
+	known, err := r.load(ctx)
 	if err != nil {
 		return nil, err
 	}
-	known := map[string]*Record{}
-	for _, rec := range recs {
-		known[rec.Event] = rec
+	recs := make([]*Record, 0, len(known))
+	for _, rec := range known {
+		recs = append(recs, rec)
 	}
+	sort.Slice(recs, func(i, j int) bool { return recs[i].Event < recs[j].Event })
 	var results []Result
 	var errs []error
 	for i := range r.Events.Events {
@@ -122,16 +133,17 @@ func (r *Reconciler) Reconcile(ctx context.Context, now time.Time) ([]Result, er
 // follow the clock again) and reconciles that event at once. drain, when
 // not negative, replaces the event's drain time for a manual down.
 func (r *Reconciler) Manual(ctx context.Context, now time.Time, event, mode string, drain time.Duration) (Result, error) {
-	unlock, err := Lock(r.StateDir)
+	ctx, unlock, err := r.Store.Lock(ctx)
 	if err != nil {
 		return Result{}, err
 	}
 	defer unlock()
-	ev, inFile := r.Events.Event(event)
-	rec, ok, err := ReadRecord(r.StateDir, event)
+	known, err := r.load(ctx)
 	if err != nil {
 		return Result{}, err
 	}
+	ev, inFile := r.Events.Event(event)
+	rec, ok := known[event]
 	if !inFile && !ok {
 		return Result{}, fmt.Errorf("event %q: not in the events file and never reconciled", event)
 	}
@@ -150,7 +162,7 @@ func (r *Reconciler) Manual(ctx context.Context, now time.Time, event, mode stri
 		rec.DrainDeadline = now.Add(drain)
 	}
 	r.note(rec, now, "manual", "fleet burst "+mode)
-	if err := rec.save(r.StateDir); err != nil {
+	if err := r.save(ctx, rec); err != nil {
 		return Result{}, err
 	}
 	if !inFile {
@@ -215,7 +227,7 @@ func (r *Reconciler) one(ctx context.Context, now time.Time, ev *inventories.Eve
 		if rec.Phase == Scheduled && len(rec.Log) == 0 {
 			r.note(rec, now, "scheduled", fmt.Sprintf("boxes come up at %s (start %s less lead time %s)",
 				ev.UpAt().UTC().Format(time.RFC3339), ev.Start.UTC().Format(time.RFC3339), ev.LeadTime.D()))
-			err = errors.Join(err, rec.save(r.StateDir))
+			err = errors.Join(err, r.save(ctx, rec))
 		}
 	}
 	return Result{Event: rec.Event, Phase: rec.Phase, Err: err}
@@ -227,9 +239,9 @@ func (r *Reconciler) note(rec *Record, now time.Time, action, detail string) {
 	r.log().Info(detail, "event", rec.Event, "action", action, "phase", string(rec.Phase))
 }
 
-func (r *Reconciler) fail(rec *Record, now time.Time, action string, err error) error {
+func (r *Reconciler) fail(ctx context.Context, rec *Record, now time.Time, action string, err error) error {
 	r.note(rec, now, action+"-failed", err.Error())
-	if serr := rec.save(r.StateDir); serr != nil {
+	if serr := r.save(ctx, rec); serr != nil {
 		return errors.Join(err, serr)
 	}
 	return err
@@ -254,12 +266,12 @@ func (r *Reconciler) up(ctx context.Context, now time.Time, ev *inventories.Even
 	}
 	size, err := Size(ev, r.Fleet, r.Catalogue, r.Calibration)
 	if err != nil {
-		return r.fail(rec, now, "size", err)
+		return r.fail(ctx, rec, now, "size", err)
 	}
 	size, held := r.hold(now, rec, size)
 	if rec.Phase == Up && rec.Plan != nil && rec.Plan.Boxes == size.Boxes && rec.Release == r.Release {
 		if held {
-			if err := rec.save(r.StateDir); err != nil {
+			if err := r.save(ctx, rec); err != nil {
 				return err
 			}
 		}
@@ -286,31 +298,31 @@ func (r *Reconciler) up(ctx context.Context, now time.Time, ev *inventories.Even
 	if rec.Boxes == 0 {
 		rec.account(now, size.Boxes)
 	}
-	if err := rec.save(r.StateDir); err != nil {
+	if err := r.save(ctx, rec); err != nil {
 		return err
 	}
 	if resume {
 		r.note(rec, now, "repair", "a previous run was cut off: clearing its stack lock and pending operations")
 		if err := r.Stacks.Repair(ctx, rec.Stack, r.burst(rec, size.Boxes)); err != nil {
-			return r.fail(rec, now, "repair", err)
+			return r.fail(ctx, rec, now, "repair", err)
 		}
 	}
 	var hosts []program.HostEntry
 	if size.Boxes > 0 || rec.StackMade {
 		rec.StackMade = true
-		if err := rec.save(r.StateDir); err != nil {
+		if err := r.save(ctx, rec); err != nil {
 			return err
 		}
 		hosts, err = r.Stacks.Up(ctx, rec.Stack, r.burst(rec, size.Boxes))
 		if err != nil {
-			return r.fail(rec, now, "up", err)
+			return r.fail(ctx, rec, now, "up", err)
 		}
 	}
-	if _, err := program.SetStackHosts(r.StateDir, rec.Stack, hosts); err != nil {
-		return r.fail(rec, now, "route", err)
+	if err := r.setHosts(ctx, rec, hosts); err != nil {
+		return r.fail(ctx, rec, now, "route", err)
 	}
-	if _, err := program.SetDraining(r.StateDir, rec.Stack, false); err != nil {
-		return r.fail(rec, now, "route", err)
+	if err := r.setDraining(ctx, rec, false); err != nil {
+		return r.fail(ctx, rec, now, "route", err)
 	}
 	rec.account(now, len(hosts))
 	rec.Hosts, rec.Release, rec.Phase, rec.UpSince = hosts, r.Release, Up, now
@@ -329,7 +341,7 @@ func (r *Reconciler) up(ctx context.Context, now time.Time, ev *inventories.Even
 	}
 	r.note(rec, now, "ready", fmt.Sprintf("%s converged, %s in the router's list (%s); %s",
 		plural(len(hosts), "box", "boxes"), plural(relays, "relay process", "relay processes"), strings.Join(names, ", "), when))
-	return rec.save(r.StateDir)
+	return r.save(ctx, rec)
 }
 
 // running reports whether the event's boxes may hold listeners: they are
@@ -372,19 +384,20 @@ func (r *Reconciler) hold(now time.Time, rec *Record, size *Sizing) (*Sizing, bo
 // it holds no listener. Reconciles finish what this call cannot (boxes
 // still holding listeners).
 func (r *Reconciler) Resize(ctx context.Context, now time.Time, event string) (Result, error) {
-	unlock, err := Lock(r.StateDir)
-	if err != nil {
-		return Result{}, err
-	}
-	defer unlock()
 	ev, inFile := r.Events.Event(event)
 	if !inFile {
 		return Result{}, fmt.Errorf("event %q: not in the events file", event)
 	}
-	rec, ok, err := ReadRecord(r.StateDir, event)
+	ctx, unlock, err := r.Store.Lock(ctx)
 	if err != nil {
 		return Result{}, err
 	}
+	defer unlock()
+	known, err := r.load(ctx)
+	if err != nil {
+		return Result{}, err
+	}
+	rec, ok := known[event]
 	if !ok || rec.Phase != Up {
 		phase := Scheduled
 		if ok {
@@ -417,7 +430,7 @@ func (r *Reconciler) Resize(ctx context.Context, now time.Time, event string) (R
 			r.note(rec, now, "resize", fmt.Sprintf("fleet burst resize: from %d boxes down to %d; %s drain first and go once empty",
 				have, size.Boxes, strings.Join(going, ", ")))
 		}
-		if err := rec.save(r.StateDir); err != nil {
+		if err := r.save(ctx, rec); err != nil {
 			return Result{}, err
 		}
 	}
@@ -447,7 +460,7 @@ func (r *Reconciler) shrink(ctx context.Context, now time.Time, ev *inventories.
 	if rec.Phase == Creating {
 		r.note(rec, now, "repair", "a previous run was cut off: clearing its stack lock and pending operations")
 		if err := r.Stacks.Repair(ctx, rec.Stack, r.burst(rec, len(rec.Hosts))); err != nil {
-			return r.fail(rec, now, "repair", err)
+			return r.fail(ctx, rec, now, "repair", err)
 		}
 		rec.Phase = Up
 	}
@@ -458,8 +471,8 @@ func (r *Reconciler) shrink(ctx context.Context, now time.Time, ev *inventories.
 		}
 	}
 	if !sh.Drained {
-		if _, err := program.SetHostsDraining(r.StateDir, rec.Stack, sh.Going); err != nil {
-			return r.fail(rec, now, "resize", err)
+		if err := r.setHostsDraining(ctx, rec, sh.Going); err != nil {
+			return r.fail(ctx, rec, now, "resize", err)
 		}
 		drain := inventories.DefaultDrainTime
 		if ev != nil {
@@ -468,14 +481,14 @@ func (r *Reconciler) shrink(ctx context.Context, now time.Time, ev *inventories.
 		sh.Deadline = now.Add(drain)
 		r.note(rec, now, "resize-drain", fmt.Sprintf("%d boxes marked draining in the router's list; their listeners are told to move to the boxes that stay (drain time until %s)",
 			len(going), sh.Deadline.UTC().Format(time.RFC3339)))
-		if err := rec.save(r.StateDir); err != nil {
+		if err := r.save(ctx, rec); err != nil {
 			return err
 		}
 		if err := r.Probe.Drain(ctx, going); err != nil {
 			r.note(rec, now, "drain-warning", "relays not told to move their listeners: "+err.Error())
 		}
 		sh.Drained = true
-		if err := rec.save(r.StateDir); err != nil {
+		if err := r.save(ctx, rec); err != nil {
 			return err
 		}
 	}
@@ -488,7 +501,7 @@ func (r *Reconciler) shrink(ctx context.Context, now time.Time, ev *inventories.
 		}
 		idx, ierr := boxIndex(h.Name)
 		if ierr != nil {
-			return r.fail(rec, now, "resize", ierr)
+			return r.fail(ctx, rec, now, "resize", ierr)
 		}
 		keep = max(keep, idx)
 		if err != nil {
@@ -503,7 +516,7 @@ func (r *Reconciler) shrink(ctx context.Context, now time.Time, ev *inventories.
 			r.note(rec, now, "resize-warning", "drain time over: "+strings.Join(busy, ", ")+" still hold listeners; they stay until they empty or the event ends")
 		}
 		r.log().Info("resize down waiting for listeners to leave", "event", rec.Event, "boxes", strings.Join(busy, ", "))
-		return rec.save(r.StateDir)
+		return r.save(ctx, rec)
 	}
 	var stay []program.HostEntry
 	var gone []string
@@ -515,32 +528,32 @@ func (r *Reconciler) shrink(ctx context.Context, now time.Time, ev *inventories.
 		}
 	}
 	// The router stops listing them before they are deleted.
-	if _, err := program.SetStackHosts(r.StateDir, rec.Stack, stay); err != nil {
-		return r.fail(rec, now, "route", err)
+	if err := r.setHosts(ctx, rec, stay); err != nil {
+		return r.fail(ctx, rec, now, "route", err)
 	}
 	r.note(rec, now, "resize-remove", fmt.Sprintf("no listener left on %s: out of the router's list, now removed from the stack", strings.Join(gone, ", ")))
 	rec.Phase = Creating
-	if err := rec.save(r.StateDir); err != nil {
+	if err := r.save(ctx, rec); err != nil {
 		return err
 	}
 	hosts, err := r.Stacks.Up(ctx, rec.Stack, r.burst(rec, keep))
 	if err != nil {
-		return r.fail(rec, now, "resize", err)
+		return r.fail(ctx, rec, now, "resize", err)
 	}
-	if _, err := program.SetStackHosts(r.StateDir, rec.Stack, hosts); err != nil {
-		return r.fail(rec, now, "route", err)
+	if err := r.setHosts(ctx, rec, hosts); err != nil {
+		return r.fail(ctx, rec, now, "route", err)
 	}
 	rec.account(now, len(hosts))
 	rec.Hosts, rec.Phase = hosts, Up
 	if keep > sh.To {
-		return rec.save(r.StateDir)
+		return r.save(ctx, rec)
 	}
-	if _, err := program.SetHostsDraining(r.StateDir, rec.Stack, nil); err != nil {
-		return r.fail(rec, now, "route", err)
+	if err := r.setHostsDraining(ctx, rec, nil); err != nil {
+		return r.fail(ctx, rec, now, "route", err)
 	}
 	rec.Shrink, rec.Plan = nil, sh.Plan
 	r.note(rec, now, "resized", fmt.Sprintf("the event now has %d boxes", len(hosts)))
-	return rec.save(r.StateDir)
+	return r.save(ctx, rec)
 }
 
 // sample records the event's listeners while its boxes are up.
@@ -554,7 +567,7 @@ func (r *Reconciler) sample(ctx context.Context, now time.Time, rec *Record) err
 		return nil
 	}
 	rec.Samples = append(rec.Samples, Sample{At: now.UTC(), Listeners: n})
-	return rec.save(r.StateDir)
+	return r.save(ctx, rec)
 }
 
 func (r *Reconciler) down(ctx context.Context, now time.Time, ev *inventories.Event, rec *Record) error {
@@ -563,11 +576,11 @@ func (r *Reconciler) down(ctx context.Context, now time.Time, ev *inventories.Ev
 		if ev != nil && !now.Before(ev.End.Time) && rec.Manual != ManualDown {
 			rec.Phase = Missed
 			r.note(rec, now, "missed", "the event ended before its boxes were brought up; nothing to remove")
-			return rec.save(r.StateDir)
+			return r.save(ctx, rec)
 		}
 		if rec.Manual == ManualDown && len(rec.Log) > 0 && rec.Log[len(rec.Log)-1].Action == "manual" {
 			r.note(rec, now, "held-down", "nothing is up; the event stays down until fleet burst up")
-			return rec.save(r.StateDir)
+			return r.save(ctx, rec)
 		}
 		return nil
 	case Gone, Missed:
@@ -598,8 +611,8 @@ func (r *Reconciler) drain(ctx context.Context, now time.Time, ev *inventories.E
 		}
 	}
 	rec.Phase, rec.DrainingSince, rec.DrainDeadline = Draining, now, deadline
-	if _, err := program.SetDraining(r.StateDir, rec.Stack, true); err != nil {
-		return r.fail(rec, now, "drain", err)
+	if err := r.setDraining(ctx, rec, true); err != nil {
+		return r.fail(ctx, rec, now, "drain", err)
 	}
 	why := "the event ended"
 	switch {
@@ -610,7 +623,7 @@ func (r *Reconciler) drain(ctx context.Context, now time.Time, ev *inventories.E
 	}
 	r.note(rec, now, "drain", fmt.Sprintf("%s: relays marked draining in the router's list; listeners have until %s",
 		why, deadline.UTC().Format(time.RFC3339)))
-	if err := rec.save(r.StateDir); err != nil {
+	if err := r.save(ctx, rec); err != nil {
 		return err
 	}
 	if err := r.Probe.Drain(ctx, rec.Hosts); err != nil {
@@ -641,7 +654,7 @@ func (r *Reconciler) waitDrain(ctx context.Context, now time.Time, rec *Record) 
 			left = fmt.Sprint(n)
 		}
 		r.log().Info("draining", "event", rec.Event, "listeners", left, "deadline", rec.DrainDeadline.UTC().Format(time.RFC3339))
-		return rec.save(r.StateDir)
+		return r.save(ctx, rec)
 	}
 	return r.destroy(ctx, now, rec)
 }
@@ -650,29 +663,29 @@ func (r *Reconciler) destroy(ctx context.Context, now time.Time, rec *Record) er
 	resume := rec.Phase == Destroying || rec.Phase == Creating
 	rec.Phase = Destroying
 	r.note(rec, now, "destroy", fmt.Sprintf("destroying stack %s (%s)", rec.Stack, plural(len(rec.Hosts), "box", "boxes")))
-	if err := rec.save(r.StateDir); err != nil {
+	if err := r.save(ctx, rec); err != nil {
 		return err
 	}
 	if rec.StackMade {
 		if resume {
 			r.note(rec, now, "repair", "a previous teardown was cut off: clearing its stack lock and pending operations")
 			if err := r.Stacks.Repair(ctx, rec.Stack, r.burst(rec, 0)); err != nil {
-				return r.fail(rec, now, "repair", err)
+				return r.fail(ctx, rec, now, "repair", err)
 			}
 		}
 		if err := r.Stacks.Destroy(ctx, rec.Stack, r.burst(rec, 0)); err != nil {
-			return r.fail(rec, now, "destroy", err)
+			return r.fail(ctx, rec, now, "destroy", err)
 		}
 	}
 	rec.account(now, 0)
-	if _, err := program.SetStackHosts(r.StateDir, rec.Stack, nil); err != nil {
-		return r.fail(rec, now, "route", err)
+	if err := r.setHosts(ctx, rec, nil); err != nil {
+		return r.fail(ctx, rec, now, "route", err)
 	}
 	rec.Hosts, rec.Shrink, rec.Suggested = nil, nil, nil
 	// Prove it: ask the backend itself for boxes of the event.
 	be, err := r.Backends(rec.Backend)
 	if err != nil {
-		return r.fail(rec, now, "sweep", err)
+		return r.fail(ctx, rec, now, "sweep", err)
 	}
 	labels := map[string]string{"fleet": r.Fleet.Name, "tier": provider.TierBurst, "event": rec.Event}
 	found, err := backend.Sweep(ctx, be, labels)
@@ -682,14 +695,14 @@ func (r *Reconciler) destroy(ctx context.Context, now time.Time, rec *Record) er
 	}
 	if err != nil {
 		rec.Remaining = len(found)
-		return r.fail(rec, now, "sweep", err)
+		return r.fail(ctx, rec, now, "sweep", err)
 	}
 	rec.Remaining = 0
 	rec.Phase, rec.DestroyedAt, rec.StackMade = Gone, now, false
 	rec.Report = r.report(rec)
 	r.note(rec, now, "gone", fmt.Sprintf("stack removed; %s lists 0 boxes labelled %s (%d orphans deleted); %s",
 		rec.Backend, backend.Selector(labels), len(found), rec.Report.Summary()))
-	return rec.save(r.StateDir)
+	return r.save(ctx, rec)
 }
 
 func round2(v float64) float64 { return math.Round(v*100) / 100 }

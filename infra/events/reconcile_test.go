@@ -177,7 +177,7 @@ func newHarness(t *testing.T) *harness {
 	h := &harness{stacks: &fakeStacks{cloud: cloud}, probe: &fakeProbe{}, cloud: cloud, log: &bytes.Buffer{}}
 	h.r = &Reconciler{
 		Events: evs, Fleet: f, Catalogue: cat, Calibration: cal, StateDir: t.TempDir(), Release: "r1",
-		Stacks: h.stacks, Probe: h.probe,
+		Stacks: h.stacks, Probe: h.probe, Store: &memStore{},
 		Backends: func(string) (backend.Backend, error) { return cloud, nil },
 		Log:      slog.New(slog.NewTextHandler(h.log, nil)),
 	}
@@ -398,12 +398,12 @@ func TestManualUpAndDown(t *testing.T) {
 
 func TestLockStopsASecondReconcile(t *testing.T) {
 	h := newHarness(t)
-	unlock, err := Lock(h.r.StateDir)
+	_, unlock, err := h.r.Store.Lock(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
 	_, err = h.r.Reconcile(context.Background(), h.ev.Start.Time)
-	if !errors.Is(err, ErrLocked) || !strings.Contains(err.Error(), "pid ") {
+	if err == nil || !strings.Contains(err.Error(), ErrLocked.Error()) || !strings.Contains(err.Error(), "test holds it") {
 		t.Fatalf("err = %v, want ErrLocked naming the holder", err)
 	}
 	unlock()

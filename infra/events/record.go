@@ -8,9 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
-	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/relayfleet/relayfleet/infra/program"
@@ -40,8 +38,8 @@ const (
 	ManualDown = "down" // bring them down now and keep them down
 )
 
-// Record is what the reconciler knows about one event, kept as
-// STATE/events/NAME.json.
+// Record is what the reconciler knows about one event, kept in the
+// Store (the Pulumi backend) and cached as STATE/cache/events/NAME.json.
 type Record struct {
 	Event   string `json:"event"`
 	Stack   string `json:"stack"`
@@ -66,6 +64,11 @@ type Record struct {
 	Shrink  *Shrink             `json:"shrink,omitempty"`
 	Release string              `json:"release,omitempty"`
 	Hosts   []program.HostEntry `json:"hosts,omitempty"`
+	// Route is what the event put in the router's relay list: its hosts
+	// there and which of them are draining. The state dir's relays file is
+	// written from it (and the steady fleet's stack), so a reconcile on
+	// another machine writes the same list.
+	Route *program.StackHosts `json:"route,omitempty"`
 	// Times, on the reconciler's clock (a simulated one in tests).
 	CreatingSince time.Time `json:"creating_since,omitzero"`
 	UpSince       time.Time `json:"up_since,omitzero"`
@@ -120,15 +123,31 @@ type Entry struct {
 	Detail string    `json:"detail,omitempty"`
 }
 
-const recordsDir = "events"
+// recordsDir holds the state dir's cache of the records: the Store is
+// their truth, and every reconcile rewrites the cache from it.
+// legacyDir is where records lived before they moved to the Pulumi
+// backend; a reconcile moves them into the Store (migrate).
+var recordsDir = filepath.Join("cache", "events")
+
+const legacyDir = "events"
 
 func recordPath(stateDir, event string) string {
 	return filepath.Join(stateDir, recordsDir, event+".json")
 }
 
-// ReadRecord returns an event's record; ok is false when there is none.
+// ReadRecord returns an event's record as this state dir last cached it
+// (or, before a reconcile moved it into the backend, as an older
+// relayfleet kept it); ok is false when there is none.
 func ReadRecord(stateDir, event string) (rec *Record, ok bool, err error) {
-	data, err := os.ReadFile(recordPath(stateDir, event))
+	rec, ok, err = readRecordFile(recordPath(stateDir, event))
+	if ok || err != nil {
+		return rec, ok, err
+	}
+	return readRecordFile(filepath.Join(stateDir, legacyDir, event+".json"))
+}
+
+func readRecordFile(path string) (rec *Record, ok bool, err error) {
+	data, err := os.ReadFile(path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, false, nil
 	}
@@ -137,14 +156,38 @@ func ReadRecord(stateDir, event string) (rec *Record, ok bool, err error) {
 	}
 	rec = &Record{}
 	if err := json.Unmarshal(data, rec); err != nil {
-		return nil, false, fmt.Errorf("event record %s: %w", recordPath(stateDir, event), err)
+		return nil, false, fmt.Errorf("event record %s: %w", path, err)
 	}
 	return rec, true, nil
 }
 
-// Records returns every event record in the state dir, by name.
+// Records returns every event record the state dir caches, by name,
+// with those an older relayfleet kept there that no reconcile has moved
+// into the backend yet.
 func Records(stateDir string) ([]*Record, error) {
-	entries, err := os.ReadDir(filepath.Join(stateDir, recordsDir))
+	recs, err := readRecordDir(filepath.Join(stateDir, recordsDir))
+	if err != nil {
+		return nil, err
+	}
+	legacy, err := readRecordDir(filepath.Join(stateDir, legacyDir))
+	if err != nil || len(legacy) == 0 {
+		return recs, err
+	}
+	have := map[string]bool{}
+	for _, r := range recs {
+		have[r.Event] = true
+	}
+	for _, r := range legacy {
+		if !have[r.Event] {
+			recs = append(recs, r)
+		}
+	}
+	sort.Slice(recs, func(i, j int) bool { return recs[i].Event < recs[j].Event })
+	return recs, nil
+}
+
+func readRecordDir(dir string) ([]*Record, error) {
+	entries, err := os.ReadDir(dir)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
 	}
@@ -160,7 +203,7 @@ func Records(stateDir string) ([]*Record, error) {
 	sort.Strings(names)
 	var recs []*Record
 	for _, n := range names {
-		r, ok, err := ReadRecord(stateDir, n)
+		r, ok, err := readRecordFile(filepath.Join(dir, n+".json"))
 		if err != nil {
 			return nil, err
 		}
@@ -171,48 +214,19 @@ func Records(stateDir string) ([]*Record, error) {
 	return recs, nil
 }
 
-// save writes the record through a temporary file and a rename, so that
-// a reconcile killed mid-write leaves the previous record.
-func (r *Record) save(stateDir string) error {
+// cache writes the record into the state dir's cache, through a
+// temporary file and a rename.
+func (r *Record) cache(stateDir string) error {
 	dir := filepath.Join(stateDir, recordsDir)
 	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return fmt.Errorf("event record: %w", err)
+		return fmt.Errorf("event record cache: %w", err)
 	}
 	data, err := json.MarshalIndent(r, "", "  ")
 	if err != nil {
 		return err
 	}
 	if err := atomicfile.Write(recordPath(stateDir, r.Event), append(data, '\n'), 0o600); err != nil {
-		return fmt.Errorf("event record: %w", err)
+		return fmt.Errorf("event record cache: %w", err)
 	}
 	return nil
-}
-
-// ErrLocked is returned when another reconcile holds the lock.
-var ErrLocked = errors.New("another reconcile is running")
-
-// Lock takes the reconciler's lock in the state dir without waiting. The
-// lock is an flock, so it goes with the process that held it, however it
-// ended.
-func Lock(stateDir string) (unlock func(), err error) {
-	if err := os.MkdirAll(stateDir, 0o700); err != nil {
-		return nil, fmt.Errorf("lock: %w", err)
-	}
-	path := filepath.Join(stateDir, "events.lock")
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
-	if err != nil {
-		return nil, fmt.Errorf("lock: %w", err)
-	}
-	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
-		holder, _ := os.ReadFile(path)
-		f.Close()
-		if errors.Is(err, syscall.EWOULDBLOCK) {
-			return nil, fmt.Errorf("%w (%s holds %s)", ErrLocked, strings.TrimSpace(string(holder)), path)
-		}
-		return nil, fmt.Errorf("lock %s: %w", path, err)
-	}
-	if err := f.Truncate(0); err == nil {
-		f.WriteAt([]byte("pid "+strconv.Itoa(os.Getpid())+" since "+time.Now().UTC().Format(time.RFC3339)+"\n"), 0)
-	}
-	return func() { f.Close() }, nil
 }

@@ -63,6 +63,18 @@ func SetHostsDraining(stateDir, stack string, names []string) (string, error) {
 	})
 }
 
+// PutStackHosts replaces a stack's record (its hosts and which are
+// draining) with sh, as kept elsewhere (the event reconciler keeps its
+// stacks' in the Pulumi backend), and rewrites the router's relay list.
+func PutStackHosts(stateDir string, sh StackHosts) (string, error) {
+	return updateStack(stateDir, sh.Stack, func(cur *StackHosts) bool {
+		*cur = sh
+		cur.Hosts = slices.Clone(sh.Hosts)
+		cur.DrainingHosts = slices.Clone(sh.DrainingHosts)
+		return len(sh.Hosts) > 0
+	})
+}
+
 // ReadStackHosts returns a stack's recorded hosts; a stack never recorded
 // has none.
 func ReadStackHosts(stateDir, stack string) (StackHosts, error) {

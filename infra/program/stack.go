@@ -212,12 +212,26 @@ func FindPulumi(path string) (string, error) {
 // its environment.
 const PassphraseFileEnv = "PULUMI_CONFIG_PASSPHRASE_FILE"
 
-// passphrase returns $PULUMI_CONFIG_PASSPHRASE, else the passphrase kept
-// in the state dir (mode 0600), generated on first use, with that file's
-// path (empty for the environment's). It is never printed or logged.
+// passphrase returns $PULUMI_CONFIG_PASSPHRASE, else the one in the file
+// $PULUMI_CONFIG_PASSPHRASE_FILE names, else the passphrase kept in the
+// state dir (mode 0600), generated on first use, with its file's path
+// (empty for the environment's). It is never printed or logged.
 func passphrase(stateDir string) (pass, file string, err error) {
 	if p := os.Getenv(PassphraseEnv); p != "" {
 		return p, "", nil
+	}
+	// The operator's passphrase file (another machine's state dir starts
+	// empty: the backend's passphrase comes from here or the environment).
+	if f := os.Getenv(PassphraseFileEnv); f != "" {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			return "", "", fmt.Errorf("passphrase: $%s: %w", PassphraseFileEnv, err)
+		}
+		p := strings.TrimSpace(string(data))
+		if p == "" {
+			return "", "", fmt.Errorf("passphrase: $%s: %s is empty", PassphraseFileEnv, f)
+		}
+		return p, f, nil
 	}
 	path := filepath.Join(stateDir, "passphrase")
 	data, err := os.ReadFile(path)
@@ -358,6 +372,9 @@ func (s *Stack) openStack(ctx context.Context, create bool) (auto.Stack, error) 
 	st, err := open(ctx, s.Name, Project, s.runFunc(), opts...)
 	if err != nil {
 		return auto.Stack{}, fmt.Errorf("stack %s: %s", s.Name, redact(err.Error(), pass))
+	}
+	if err := refreshConfig(ctx, st, work, s.Name); err != nil {
+		return auto.Stack{}, errors.New(redact(err.Error(), pass))
 	}
 	cfg := auto.ConfigMap{}
 	for k, v := range s.Config {

@@ -13,6 +13,7 @@ import (
 
 func TestPassphraseGeneratedOnceAndPrivate(t *testing.T) {
 	t.Setenv(PassphraseEnv, "")
+	t.Setenv(PassphraseFileEnv, "")
 	dir := t.TempDir()
 	p1, file, err := passphrase(dir)
 	if err != nil {
@@ -35,6 +36,17 @@ func TestPassphraseGeneratedOnceAndPrivate(t *testing.T) {
 	if err != nil || p2 != p1 {
 		t.Fatalf("second read: %v, same=%v; want the stored passphrase", err, p2 == p1)
 	}
+	other := filepath.Join(t.TempDir(), "pass")
+	os.WriteFile(other, []byte("from-a-file\n"), 0o600)
+	t.Setenv(PassphraseFileEnv, other)
+	if p, f, err := passphrase(t.TempDir()); p != "from-a-file" || f != other || err != nil {
+		t.Fatalf("with $%s: %q from %q (%v), want the operator's file", PassphraseFileEnv, p, f, err)
+	}
+	t.Setenv(PassphraseFileEnv, filepath.Join(t.TempDir(), "missing"))
+	if _, _, err := passphrase(dir); err == nil || !strings.Contains(err.Error(), PassphraseFileEnv) {
+		t.Fatalf("a missing passphrase file: %v", err)
+	}
+	t.Setenv(PassphraseFileEnv, "")
 	t.Setenv(PassphraseEnv, "from-env")
 	if p, f, _ := passphrase(dir); p != "from-env" || f != "" {
 		t.Fatal("the environment's passphrase does not win")
