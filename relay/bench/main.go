@@ -47,6 +47,7 @@ import (
 
 	"github.com/relayfleet/relayfleet/relay/bench/floor"
 	"github.com/relayfleet/relayfleet/relay/loadgen"
+	"github.com/relayfleet/relayfleet/relay/wire"
 )
 
 type variant struct {
@@ -366,7 +367,7 @@ func step(ctx context.Context, bin string, v variant, n int, window time.Duratio
 			Broadcast: "bench", FrameTime: v.frameTime, FramesPerGroup: v.framesPerGroup, FrameSize: v.frameSize, Logger: logger,
 		})
 	}()
-	var st stats
+	var st wire.Stats
 	for deadline := time.Now().Add(10 * time.Second); ; {
 		if err := getJSON(ctx, base+"/stats", &st); err == nil && st.Broadcasts == 1 {
 			break
@@ -385,7 +386,7 @@ func step(ctx context.Context, bin string, v variant, n int, window time.Duratio
 	var (
 		cpu0, cpu1   float64
 		snmp0, snmp1 map[string]int64
-		st0          stats
+		st0          wire.Stats
 		t0, t1       time.Time
 		rss1         int64
 		profDone     = make(chan error, 1)
@@ -432,7 +433,7 @@ func step(ctx context.Context, bin string, v variant, n int, window time.Duratio
 	if perListener > 0 {
 		r.perCore = 100 / perListener
 	}
-	r.packets, r.calls = st.PacketsSent-st0.PacketsSent, st.SendCalls-st0.SendCalls
+	r.packets, r.calls = st.UDPPacketsSent-st0.UDPPacketsSent, st.UDPSendCalls-st0.UDPSendCalls
 	if r.packets > 0 {
 		r.usPerPacket = (cpu1 - cpu0) * 1e6 / float64(r.packets)
 	}
@@ -445,14 +446,6 @@ func step(ctx context.Context, bin string, v variant, n int, window time.Duratio
 	r.bitrate, r.framesRecv, r.framesLost, r.late = rep.BitrateBpsMean/1000, rep.FramesReceived, rep.FramesLost, rep.LateFrames
 	r.granted = st.UDPReceiveBuffer / 2
 	return r, nil
-}
-
-type stats struct {
-	Broadcasts       int   `json:"broadcasts"`
-	Sessions         int   `json:"sessions"`
-	UDPReceiveBuffer int   `json:"udp_receive_buffer"`
-	PacketsSent      int64 `json:"udp_packets_sent_total"`
-	SendCalls        int64 `json:"udp_send_calls_total"`
 }
 
 func getJSON(ctx context.Context, url string, v any) error {
