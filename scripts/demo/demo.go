@@ -17,6 +17,9 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/relayfleet/relayfleet/relay/loadgen"
+	"github.com/relayfleet/relayfleet/relay/wire"
 )
 
 // The demo's own lab, apart from the default one and the tests'.
@@ -255,47 +258,21 @@ func freePort() (int, error) {
 }
 
 // relays reads the router's relay list that fleet keeps.
-func (d *demo) relays() []relayEntry {
+func (d *demo) relays() []wire.Relay {
 	data, err := os.ReadFile(d.path("state", "relays.json"))
 	if err != nil {
 		return nil
 	}
-	var f struct{ Relays []relayEntry }
-	json.Unmarshal(data, &f)
+	f, err := wire.ParseRelaysFile(data)
+	if err != nil {
+		return nil
+	}
 	return f.Relays
 }
 
-type relayEntry struct {
-	URL      string `json:"url"`
-	Stats    string `json:"stats"`
-	Draining bool   `json:"draining"`
-}
-
-// loadReport is the part of relay loadgen --json the demo reports.
-type loadReport struct {
-	Listeners int `json:"listeners"`
-	Connected int `json:"connected"`
-	Failed    int `json:"failed"`
-	Ended     int `json:"ended"`
-	// GapMs is the audible gap per listener (the longest from one frame
-	// to the next, to the end for one silent then), across listeners.
-	GapMs struct {
-		P50 float64 `json:"p50"`
-		P99 float64 `json:"p99"`
-		Max float64 `json:"max"`
-	} `json:"gap_ms"`
-	SilentAtEnd        int              `json:"silent_at_end"`
-	FramesReceived     int64            `json:"frames_received"`
-	FramesLost         int64            `json:"frames_lost"`
-	FramesExpected     int64            `json:"frames_expected"`
-	LossRatio          float64          `json:"loss_ratio"`
-	LateFrames         int64            `json:"late_frames"`
-	Reconnects         int64            `json:"reconnects"`
-	ReconnectsByReason map[string]int64 `json:"reconnects_by_reason"`
-	ListenersLost      int              `json:"listeners_lost"`
-	LatencyMsP50       float64          `json:"latency_ms_p50"`
-	Seconds            float64          `json:"seconds"`
-}
+// loadReport is relay loadgen --json's report, with what the demo
+// does with it.
+type loadReport struct{ loadgen.Report }
 
 // readLoad parses the JSON report a finished relay loadgen left in its log.
 func readLoad(b *bg) (*loadReport, error) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -12,6 +13,9 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/relayfleet/relayfleet/relay/procstat"
+	"github.com/relayfleet/relayfleet/relay/wire"
 )
 
 // sample is one second of the fleet: every relay process's listeners and
@@ -75,7 +79,7 @@ func (d *demo) startSampling() {
 	d.stopSampling = func() { cancel(); <-done }
 	go func() {
 		defer close(done)
-		cpu := &cpuReader{last: map[int]cpuTicks{}}
+		cpu := &cpuReader{last: map[int]cpuTime{}}
 		hc := &http.Client{Timeout: 800 * time.Millisecond}
 		t := time.NewTicker(time.Second)
 		defer t.Stop()
@@ -118,23 +122,18 @@ func (d *demo) startSampling() {
 	}()
 }
 
-type relayStats struct {
-	Subscribers  int64 `json:"subscribers"`
-	MemoryUsed   int64 `json:"memory_used"`
-	MemoryBudget int64 `json:"memory_budget"`
-	Draining     bool  `json:"draining"`
-}
-
-func stats(ctx context.Context, hc *http.Client, url string) (relayStats, error) {
-	var st relayStats
+func stats(ctx context.Context, hc *http.Client, url string) (wire.Stats, error) {
 	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	resp, err := hc.Do(req)
 	if err != nil {
-		return st, err
+		return wire.Stats{}, err
 	}
 	defer resp.Body.Close()
-	err = json.NewDecoder(resp.Body).Decode(&st)
-	return st, err
+	data, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	if err != nil {
+		return wire.Stats{}, err
+	}
+	return wire.ParseStats(data, "subscribers")
 }
 
 func hostPort(u string) (string, string) {
@@ -168,15 +167,14 @@ func boxesByAddr() map[string]string {
 	return m
 }
 
-type cpuTicks struct {
-	ticks uint64
-	at    time.Time
+type cpuTime struct {
+	cpu time.Duration
+	at  time.Time
 }
 
-// cpuReader computes each relay process's CPU from /proc/PID/stat deltas.
-type cpuReader struct{ last map[int]cpuTicks }
-
-const clockTicks = 100 // USER_HZ on Linux
+// cpuReader computes each relay process's CPU from deltas of its CPU time
+// (package relay/procstat).
+type cpuReader struct{ last map[int]cpuTime }
 
 // read returns cores used by each relay process since the last read,
 // keyed "BOX:PORT" (from the process's cgroup, relay@PORT.service inside
@@ -203,20 +201,14 @@ func (c *cpuReader) read() map[string]float64 {
 		if key == "" {
 			continue
 		}
-		st, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
+		m, err := procstat.Read("/proc", pid)
 		if err != nil {
 			continue
 		}
-		f := strings.Fields(string(st[strings.LastIndexByte(string(st), ')')+1:]))
-		if len(f) < 13 {
-			continue
-		}
-		ut, _ := strconv.ParseUint(f[11], 10, 64)
-		stt, _ := strconv.ParseUint(f[12], 10, 64)
-		cur := cpuTicks{ticks: ut + stt, at: now}
+		cur := cpuTime{cpu: m.CPU, at: now}
 		seen[pid] = true
 		if prev, ok := c.last[pid]; ok && now.After(prev.at) {
-			out[key] += float64(cur.ticks-prev.ticks) / clockTicks / now.Sub(prev.at).Seconds()
+			out[key] += (cur.cpu - prev.cpu).Seconds() / now.Sub(prev.at).Seconds()
 		}
 		c.last[pid] = cur
 	}
