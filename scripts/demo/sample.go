@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -80,16 +79,22 @@ func (d *demo) startSampling() {
 	go func() {
 		defer close(done)
 		cpu := &cpuReader{last: map[int]cpuTime{}}
+		names := &boxNames{}
 		hc := &http.Client{Timeout: 800 * time.Millisecond}
 		t := time.NewTicker(time.Second)
 		defer t.Stop()
 		for {
 			s := sample{At: d.since(), Procs: map[string]procSample{}}
-			byAddr := boxesByAddr()
 			cpus := cpu.read()
+			relays := d.relays()
+			byAddr := map[string]string{}
+			for _, r := range relays {
+				host, _ := hostPort(r.URL)
+				byAddr[host] = names.name(ctx, d, host)
+			}
 			var wg sync.WaitGroup
 			var mu sync.Mutex
-			for _, r := range d.relays() {
+			for _, r := range relays {
 				wg.Add(1)
 				go func() {
 					defer wg.Done()
@@ -146,25 +151,26 @@ func hostPort(u string) (string, string) {
 	return strings.Trim(u[:i], "[]"), u[i+1:]
 }
 
-// boxesByAddr maps each demo lab box's address to its name, from the
-// lab's box records.
-func boxesByAddr() map[string]string {
-	m := map[string]string{}
-	dirs, _ := filepath.Glob(filepath.Join(labDir, "boxes", "*", "box.json"))
-	for _, p := range dirs {
-		data, err := os.ReadFile(p)
-		if err != nil {
-			continue
-		}
-		var meta struct {
-			Name    string `json:"name"`
-			Address string `json:"address"`
-		}
-		if json.Unmarshal(data, &meta) == nil && meta.Name != "" {
-			m[meta.Address] = meta.Name
+// boxNames maps the demo lab boxes' addresses to their names, from
+// fleet lab status --json: asked again when a relay's address is not
+// known yet (an event's box came up), at most every 5 seconds.
+type boxNames struct {
+	byAddr map[string]string
+	asked  time.Time
+}
+
+func (b *boxNames) name(ctx context.Context, d *demo, addr string) string {
+	if n := b.byAddr[addr]; n != "" || time.Since(b.asked) < 5*time.Second {
+		return n
+	}
+	b.asked = time.Now()
+	if boxes, err := d.labBoxes(ctx); err == nil {
+		b.byAddr = map[string]string{}
+		for _, box := range boxes {
+			b.byAddr[box.Address] = box.Name
 		}
 	}
-	return m
+	return b.byAddr[addr]
 }
 
 type cpuTime struct {
