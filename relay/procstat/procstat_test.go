@@ -97,6 +97,8 @@ func TestReadSeesTheFaults(t *testing.T) {
 	if flooded.UDPDrops-opened.UDPDrops < 100 {
 		t.Fatalf("drops %d -> %d after flooding 2000 datagrams at a tiny buffer, want at least 100", opened.UDPDrops, flooded.UDPDrops)
 	}
+	t.Logf("CPU %v -> %v spinning; sockets %d -> %d opening two; socket drops %d -> %d and RcvbufErrors %d -> %d flooding 2000 datagrams; RSS %d KiB",
+		before.CPU, after.CPU, before.Sockets, opened.Sockets, opened.UDPDrops, flooded.UDPDrops, opened.RcvbufErrors(), flooded.RcvbufErrors(), flooded.RSS>>10)
 	if flooded.RcvbufErrors()-opened.RcvbufErrors() < flooded.UDPDrops-opened.UDPDrops {
 		t.Fatalf("RcvbufErrors %d -> %d, less than the socket's %d drops", opened.RcvbufErrors(), flooded.RcvbufErrors(), flooded.UDPDrops-opened.UDPDrops)
 	}
