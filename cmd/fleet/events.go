@@ -139,7 +139,7 @@ func runEventsReconcile(ctx context.Context, args []string, stdout io.Writer) er
 	}
 	defer done()
 	if *asJSON {
-		r.Log = slog.New(slog.DiscardHandler) // its lines are the actions
+		jsonOnly(r)
 	}
 	results, err := r.Reconcile(ctx, now)
 	if errors.Is(err, events.ErrLocked) {
@@ -177,6 +177,16 @@ func printResults(w io.Writer, r *events.Reconciler, now time.Time, results []ev
 		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\n", res.Event, res.Phase, boxes, next)
 	}
 	tw.Flush()
+}
+
+// jsonOnly keeps the reconciler's log and Pulumi's progress off stdout,
+// which then holds only the JSON; the log's lines are the outcomes'
+// actions.
+func jsonOnly(r *events.Reconciler) {
+	r.Log = slog.New(slog.DiscardHandler)
+	if ks, ok := r.Stacks.(*keyedStacks); ok {
+		ks.Template.Progress = io.Discard
+	}
 }
 
 // eventOutcome is one event after a reconcile, as fleet events reconcile

@@ -1,7 +1,10 @@
 package main
 
 import (
+	"bytes"
+	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -105,5 +108,30 @@ func TestEventsReconcileJSON(t *testing.T) {
 				t.Errorf("action %+v is not this run's", a)
 			}
 		}
+	}
+}
+
+// TestEventsReconcileJSONKeepsPulumiOffStdout: with --json, what Pulumi
+// prints while it brings an event's stack up (its progress) does not go
+// to stdout, which holds only the JSON.
+func TestEventsReconcileJSONKeepsPulumiOffStdout(t *testing.T) {
+	exe, _ := os.Executable()
+	var stdout bytes.Buffer
+	e := newEventsFlags("events reconcile", &stdout)
+	r, _, done, err := e.reconciler(context.Background(), []string{"--events", "../../inventories/lab-events.yaml",
+		"--state-dir", t.TempDir(), "--relay-binary", exe, "--pulumi", exe}, &stdout)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer done()
+	jsonOnly(r)
+	ks, ok := r.Stacks.(*keyedStacks)
+	if !ok {
+		t.Fatalf("stacks are a %T", r.Stacks)
+	}
+	fmt.Fprintln(ks.Template.Progress, "Updating (demo-event-demo-show):")
+	r.Log.Info("a log line")
+	if stdout.Len() != 0 {
+		t.Fatalf("stdout got %q", stdout.String())
 	}
 }
