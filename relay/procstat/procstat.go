@@ -231,17 +231,52 @@ func ParseSNMP(text string) (map[string]int64, error) {
 // udp6 file whose socket inode is in inodes.
 func ParseUDPDrops(text string, inodes []string) (int64, error) {
 	var sum int64
-	for i, line := range strings.Split(text, "\n") {
-		fs := strings.Fields(line)
+	err := udpLines(text, func(inode string, drops func() (int64, error)) (bool, error) {
+		if !slices.Contains(inodes, inode) {
+			return false, nil
+		}
+		n, err := drops()
+		sum += n
+		return false, err
+	})
+	return sum, err
+}
+
+// SocketDrops is the drops column of socket inode's line in a
+// /proc/net/udp or udp6 file, and whether the file has that line.
+func SocketDrops(text, inode string) (drops int64, found bool, err error) {
+	err = udpLines(text, func(ino string, d func() (int64, error)) (bool, error) {
+		if ino != inode {
+			return false, nil
+		}
+		found = true
+		drops, err = d()
+		return true, err
+	})
+	return drops, found, err
+}
+
+// udpLines calls line for each socket line of a /proc/net/udp-format
+// text with its inode and a reader of its drops column, until it returns
+// true or an error.
+func udpLines(text string, line func(inode string, drops func() (int64, error)) (bool, error)) error {
+	for i, l := range strings.Split(text, "\n") {
+		fs := strings.Fields(l)
 		// sl local rem st tx:rx tr:when retrnsmt uid timeout inode ref pointer drops
-		if i == 0 || len(fs) < 13 || !slices.Contains(inodes, fs[9]) {
+		if i == 0 || len(fs) < 13 {
 			continue
 		}
-		n, err := strconv.ParseInt(fs[len(fs)-1], 10, 64)
-		if err != nil {
-			return 0, fmt.Errorf("procstat: udp: drops %q: %w", fs[len(fs)-1], err)
+		last := fs[len(fs)-1]
+		stop, err := line(fs[9], func() (int64, error) {
+			n, err := strconv.ParseInt(last, 10, 64)
+			if err != nil {
+				return 0, fmt.Errorf("procstat: udp: drops %q: %w", last, err)
+			}
+			return n, nil
+		})
+		if stop || err != nil {
+			return err
 		}
-		sum += n
 	}
-	return sum, nil
+	return nil
 }

@@ -160,6 +160,12 @@ func TestParse(t *testing.T) {
 	if err != nil || s.Sockets != 2 || s.UDPDrops != 17 || s.RcvbufErrors() != 5 {
 		t.Fatalf("Parse = %+v, %v; want 2 sockets, the 17 drops of inode 555 and RcvbufErrors 5", s, err)
 	}
+	if n, ok, err := procstat.SocketDrops(udp, "556"); n != 9 || !ok || err != nil {
+		t.Fatalf("SocketDrops(556) = %d, %v, %v; want 9", n, ok, err)
+	}
+	if _, ok, err := procstat.SocketDrops(udp, "777"); ok || err != nil {
+		t.Fatalf("SocketDrops(777) found %v, %v; it has no line", ok, err)
+	}
 	if (procstat.Sample{}).RcvbufErrors() != -1 {
 		t.Fatal("RcvbufErrors of an unknown sample is not -1")
 	}
