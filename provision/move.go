@@ -15,6 +15,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/relayfleet/relayfleet/relay/wire"
 )
 
 // ShedResult is a relay's answer to POST /shed.
@@ -277,14 +279,7 @@ func RouterRoutes(ctx context.Context, hc *http.Client, router, host string, por
 	if resp.StatusCode != http.StatusOK {
 		return false, false, fmt.Errorf("router %s: /relays answered %s", router, resp.Status)
 	}
-	var doc struct {
-		Relays []struct {
-			URL      string `json:"url"`
-			Healthy  bool   `json:"healthy"`
-			Draining bool   `json:"draining"`
-			Headroom int    `json:"headroom"`
-		} `json:"relays"`
-	}
+	var doc wire.RelaysState
 	if err := json.NewDecoder(io.LimitReader(resp.Body, 8<<20)).Decode(&doc); err != nil {
 		return false, false, fmt.Errorf("router %s: /relays: %w", router, err)
 	}

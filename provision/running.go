@@ -2,10 +2,11 @@ package provision
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"slices"
 	"strings"
+
+	"github.com/relayfleet/relayfleet/relay/wire"
 )
 
 // Running reads what each relay instance's process actually runs: the
@@ -73,8 +74,7 @@ func DrainingInstances(ctx context.Context, run Runner, instances []string) ([]s
 	var draining []string
 	for _, part := range strings.Split(string(out), mark)[1:] {
 		inst, body, _ := strings.Cut(part, "\n")
-		var doc statsDoc
-		if json.Unmarshal([]byte(body), &doc) == nil && doc.Draining && slices.Contains(instances, inst) {
+		if doc, err := wire.ParseStats([]byte(body)); err == nil && doc.Draining && slices.Contains(instances, inst) {
 			draining = append(draining, inst)
 		}
 	}

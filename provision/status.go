@@ -2,12 +2,12 @@ package provision
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"sort"
 	"strconv"
 	"strings"
 
+	"github.com/relayfleet/relayfleet/relay/wire"
 	"github.com/relayfleet/relayfleet/sysctl"
 )
 
@@ -49,16 +49,6 @@ type BoxStatus struct {
 	SysctlDrift []string `json:"sysctl_drift"`
 	// SysctlRefused lists keys this kernel refuses (inside a container).
 	SysctlRefused []string `json:"sysctl_refused"`
-}
-
-// statsDoc is the part of the relay's /stats that status shows.
-type statsDoc struct {
-	Sessions    int64 `json:"sessions"`
-	Subscribers int64 `json:"subscribers"`
-	Headroom    int   `json:"headroom"`
-	Admitting   bool  `json:"admitting"`
-	Draining    bool  `json:"draining"`
-	UDPDrops    int64 `json:"udp_drops_total"`
 }
 
 // Status reads a box's relay processes (systemd's view and each one's
@@ -131,8 +121,8 @@ func processStatus(ctx context.Context, run Runner, unit string) ProcessStatus {
 			p.Restarts = int(n)
 		}
 	}
-	var doc statsDoc
-	if jerr := json.Unmarshal([]byte(stats), &doc); jerr != nil {
+	doc, jerr := wire.ParseStats([]byte(stats))
+	if jerr != nil {
 		if err != nil {
 			p.Error = err.Error()
 		} else {
@@ -140,7 +130,7 @@ func processStatus(ctx context.Context, run Runner, unit string) ProcessStatus {
 		}
 		return p
 	}
-	p.Sessions = doc.Sessions
+	p.Sessions = int64(doc.Sessions)
 	p.Listeners, p.Headroom, p.Admitting, p.Draining = doc.Subscribers, doc.Headroom, doc.Admitting, doc.Draining
 	p.Drops = doc.UDPDrops
 	return p

@@ -1,13 +1,13 @@
 package relay
 
 import (
-	"bufio"
 	"fmt"
 	"net"
 	"os"
 	"strconv"
-	"strings"
 	"syscall"
+
+	"github.com/relayfleet/relayfleet/relay/procstat"
 )
 
 // socketDrops is the count of datagrams the kernel dropped at c (its
@@ -48,27 +48,16 @@ func socketInode(c *net.UDPConn) (uint64, error) {
 }
 
 // dropsIn finds the line of inode ino in a /proc/net/udp-format file and
-// returns its drops column (the last one).
+// returns its drops column (the last one), with package relay/procstat's
+// parser.
 func dropsIn(path string, ino uint64) (int64, bool, error) {
-	f, err := os.Open(path)
+	data, err := os.ReadFile(path)
 	if err != nil {
 		return 0, false, err
 	}
-	defer f.Close()
-	want := strconv.FormatUint(ino, 10)
-	sc := bufio.NewScanner(f)
-	sc.Scan() // header
-	for sc.Scan() {
-		fs := strings.Fields(sc.Text())
-		// sl local rem st tx:rx tr:when retrnsmt uid timeout inode ref pointer drops
-		if len(fs) < 13 || fs[9] != want {
-			continue
-		}
-		n, err := strconv.ParseInt(fs[len(fs)-1], 10, 64)
-		if err != nil {
-			return 0, false, fmt.Errorf("%s: drops column %q: %w", path, fs[len(fs)-1], err)
-		}
-		return n, true, nil
+	n, ok, err := procstat.SocketDrops(string(data), strconv.FormatUint(ino, 10))
+	if err != nil {
+		return 0, false, fmt.Errorf("%s: %w", path, err)
 	}
-	return 0, false, sc.Err()
+	return n, ok, nil
 }

@@ -13,14 +13,12 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/relayfleet/relayfleet/infra/lab"
 	"github.com/relayfleet/relayfleet/inventories"
-	"github.com/relayfleet/relayfleet/provision"
+	"github.com/relayfleet/relayfleet/provision/loadtest"
 	"github.com/relayfleet/relayfleet/relay"
 )
 
@@ -124,11 +122,11 @@ steady:
 	if err != nil {
 		t.Fatal(err)
 	}
-	pubTok, err := relay.NewToken([]byte(keys[0].Secret), loadtestPrefix, "", true, false, loadtestTokenTTL)
+	pubTok, err := relay.NewToken([]byte(keys[0].Secret), loadtest.Prefix, "", true, false, loadtest.TokenTTL)
 	if err != nil {
 		t.Fatal(err)
 	}
-	subTok, err := relay.NewToken([]byte(keys[0].Secret), "", loadtestPrefix, false, true, loadtestTokenTTL)
+	subTok, err := relay.NewToken([]byte(keys[0].Secret), "", loadtest.Prefix, false, true, loadtest.TokenTTL)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -141,49 +139,45 @@ steady:
 	}
 	defer done()
 	var report bytes.Buffer
-	lt := &loadtester{bin: relayBin, box: targets[0], dur: 10 * time.Second, ramp: 200, out: &report,
-		pubTokenFile: pubFile, subTokenFile: subFile}
-	if lt.addr, _, err = net.SplitHostPort(targets[0].Host.Addr()); err != nil {
+	lt := &loadtest.Tester{Bin: relayBin, Box: targets[0], Dur: 10 * time.Second, Ramp: 200, Out: &report,
+		PubTokenFile: pubFile, SubTokenFile: subFile}
+	if lt.Addr, _, err = net.SplitHostPort(targets[0].Host.Addr()); err != nil {
 		t.Fatal(err)
 	}
-	insts, err := provision.ActiveInstances(ctx, targets[0].Run)
+	ports, insts, err := loadtest.Ports(ctx, targets[0].Run, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, u := range insts {
-		if p, err := strconv.Atoi(strings.TrimSuffix(strings.TrimPrefix(u, "relay@"), ".service")); err == nil {
-			lt.ports = append(lt.ports, p)
-		}
-	}
-	if len(lt.ports) != 1 {
+	lt.Ports = ports
+	if len(lt.Ports) != 1 {
 		t.Fatalf("relay processes %v, want one on a 1-core box", insts)
 	}
 	// A control: the first step straight to the relay, without the
 	// router, to tell the router's refusals from the relay's.
-	lt.steps = []int{int(math.Round(0.05 * float64(predicted)))}
-	control, err := lt.run(ctx)
+	lt.Steps = []int{int(math.Round(0.05 * float64(predicted)))}
+	control, err := lt.Run(ctx)
 	if err != nil || len(control) != 1 {
 		t.Fatalf("control step: %v", err)
 	}
 	c := control[0]
 	t.Logf("control, straight to the relay: %d of %d connected, %d lost of %d, %d late, gap max %.0f ms, %.1f kbit/s per listener, connect errors %v %s",
 		c.Listeners, c.Target, c.FramesLost, c.FramesExpected, c.LateFrames, c.GapMsMax, c.BitrateBps/1000, c.ConnectErrors, c.Error)
-	lt.steps = nil
-	lt.router = startCalibRouter(t, ctx, relayBin, dir, lt.url(lt.ports[0]))
+	lt.Steps = nil
+	lt.Router = startCalibRouter(t, ctx, relayBin, dir, lt.URL(lt.Ports[0]))
 
 	// Steps from far below the prediction (a busy machine fails early)
 	// to twice it, finer near it; the first that refuses a listener or
 	// loses a frame ends the run. At most 12 steps of 10 s each (plus the
 	// ramp at 200 listeners a second).
 	for _, x := range []float64{0.02, 0.05, 0.1, 0.25, 0.5, 0.75, 0.9, 1.0, 1.1, 1.25, 1.5, 2} {
-		lt.steps = append(lt.steps, int(math.Round(x*float64(predicted))))
+		lt.Steps = append(lt.Steps, int(math.Round(x*float64(predicted))))
 	}
-	failed := func(s loadtestStep) bool {
+	failed := func(s loadtest.Step) bool {
 		return s.Error != "" || s.FramesLost > 0 || s.Listeners < s.Target
 	}
-	lt.stop = failed
-	res, err := lt.run(ctx)
-	t.Logf("load through the router %s:\n%s", lt.router, report.String())
+	lt.Stop = failed
+	res, err := lt.Run(ctx)
+	t.Logf("load through the router %s:\n%s", lt.Router, report.String())
 	if err != nil {
 		t.Fatalf("load test: %v", err)
 	}
@@ -223,7 +217,7 @@ steady:
 		t.Errorf("want both capacities positive: %s", summary)
 	}
 	if !sawFailure {
-		t.Errorf("no refusal and no loss up to %d listeners: the measurement did not find the limit", lt.steps[len(lt.steps)-1])
+		t.Errorf("no refusal and no loss up to %d listeners: the measurement did not find the limit", lt.Steps[len(lt.Steps)-1])
 	}
 }
 

@@ -149,13 +149,24 @@ func (e *eventsFlags) reconciler(ctx context.Context, args []string, stdout io.W
 
 func runEventsReconcile(ctx context.Context, args []string, stdout io.Writer) error {
 	e := newEventsFlags("events reconcile", stdout)
+	asJSON := e.fs.Bool("json", false, "print each event's phase, boxes, next step and this run's actions as JSON, instead of the log and the table")
 	r, now, done, err := e.reconciler(ctx, args, stdout)
 	if err != nil {
 		return err
 	}
 	defer done()
+	if *asJSON {
+		jsonOnly(r)
+	}
 	results, err := r.Reconcile(ctx, now)
 	if errors.Is(err, events.ErrLocked) {
+		return err
+	}
+	if *asJSON {
+		if jerr := printResultsJSON(stdout, r, now, results); jerr != nil {
+			return errors.Join(err, jerr)
+		}
+		refreshMonitor(io.Discard, monitorDir(e.monitorDir), r.StateDir, r.Events)
 		return err
 	}
 	printResults(stdout, r, now, results)
@@ -183,6 +194,54 @@ func printResults(w io.Writer, r *events.Reconciler, now time.Time, results []ev
 		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\n", res.Event, res.Phase, boxes, next)
 	}
 	tw.Flush()
+}
+
+// jsonOnly keeps the reconciler's log and Pulumi's progress off stdout,
+// which then holds only the JSON; the log's lines are the outcomes'
+// actions.
+func jsonOnly(r *events.Reconciler) {
+	r.Log = slog.New(slog.DiscardHandler)
+	if ks, ok := r.Stacks.(*keyedStacks); ok {
+		ks.Template.Progress = io.Discard
+	}
+}
+
+// eventOutcome is one event after a reconcile, as fleet events reconcile
+// --json prints it: what printResults shows, and the actions this run
+// took (the entries of the event's log stamped with this run's time).
+type eventOutcome struct {
+	Event   string         `json:"event"`
+	Phase   events.Phase   `json:"phase"`
+	Boxes   int            `json:"boxes"`
+	Next    string         `json:"next,omitempty"`
+	Error   string         `json:"error,omitempty"`
+	Actions []events.Entry `json:"actions"`
+}
+
+func printResultsJSON(w io.Writer, r *events.Reconciler, now time.Time, results []events.Result) error {
+	out := []eventOutcome{}
+	for _, res := range results {
+		o := eventOutcome{Event: res.Event, Phase: res.Phase, Actions: []events.Entry{}}
+		rec, _, _ := events.ReadRecord(r.StateDir, res.Event)
+		if rec != nil {
+			o.Boxes = len(rec.Hosts)
+			for _, l := range rec.Log {
+				if l.At.Equal(now.UTC()) {
+					o.Actions = append(o.Actions, l)
+				}
+			}
+		}
+		if ev, ok := r.Events.Event(res.Event); ok {
+			o.Next = nextStep(ev, rec, now)
+		}
+		if res.Err != nil {
+			o.Error = oneLine(res.Err)
+		}
+		out = append(out, o)
+	}
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(out)
 }
 
 // nextStep says what the next reconcile will do for an event.

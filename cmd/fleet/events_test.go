@@ -1,11 +1,17 @@
 package main
 
 import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/relayfleet/relayfleet/infra/events"
 	"github.com/relayfleet/relayfleet/infra/program"
 )
 
@@ -77,5 +83,70 @@ func TestEventsReconcileBeforeTheLeadTime(t *testing.T) {
 	_, errOut, code = fleet(t, "events", "report", "--event", "lab-show", "--state-dir", state, "--pulumi", cli)
 	if code != 1 || !strings.Contains(errOut, "its report is written once its boxes are gone") {
 		t.Errorf("report of a scheduled event: exit %d, %q", code, errOut)
+	}
+}
+
+// TestEventsReconcileJSON: with --json, reconcile prints only JSON: each
+// event's phase, boxes and next step, and the actions this run took.
+func TestEventsReconcileJSON(t *testing.T) {
+	exe, _ := os.Executable()
+	state := t.TempDir()
+	args := []string{"events", "reconcile", "--events", "../../inventories/lab-events.yaml",
+		"--state-dir", state, "--relay-binary", exe, "--pulumi", exe, "--json"}
+	decode := func(out string) []eventOutcome {
+		t.Helper()
+		dec := json.NewDecoder(strings.NewReader(out))
+		dec.DisallowUnknownFields()
+		var got []eventOutcome
+		if err := dec.Decode(&got); err != nil || dec.More() {
+			t.Fatalf("stdout is not one JSON document (%v):\n%s", err, out)
+		}
+		return got
+	}
+	out, errOut, code := fleet(t, append(args, "--now", "2026-11-30T00:00:00Z")...)
+	if code != 0 || errOut != "" {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	got := decode(out)
+	if len(got) != 1 || got[0].Event != "lab-show" || got[0].Phase != events.Scheduled || got[0].Boxes != 0 ||
+		got[0].Next != "up at 2026-12-01T19:50:00Z (in 43h50m0s)" || got[0].Error != "" ||
+		len(got[0].Actions) != 1 || got[0].Actions[0].Action != "scheduled" {
+		t.Fatalf("reconcile --json: %+v", got)
+	}
+	// A second run an hour later: the first run's actions are not this one's.
+	out, _, code = fleet(t, append(args, "--now", "2026-11-30T01:00:00Z")...)
+	if got := decode(out); code != 0 || len(got) != 1 || got[0].Phase != events.Scheduled || got[0].Next != "up at 2026-12-01T19:50:00Z (in 42h50m0s)" {
+		t.Fatalf("second run: exit %d, %+v", code, got)
+	} else {
+		for _, a := range got[0].Actions {
+			if !a.At.Equal(time.Date(2026, 11, 30, 1, 0, 0, 0, time.UTC)) {
+				t.Errorf("action %+v is not this run's", a)
+			}
+		}
+	}
+}
+
+// TestEventsReconcileJSONKeepsPulumiOffStdout: with --json, what Pulumi
+// prints while it brings an event's stack up (its progress) does not go
+// to stdout, which holds only the JSON.
+func TestEventsReconcileJSONKeepsPulumiOffStdout(t *testing.T) {
+	exe, _ := os.Executable()
+	var stdout bytes.Buffer
+	e := newEventsFlags("events reconcile", &stdout)
+	r, _, done, err := e.reconciler(context.Background(), []string{"--events", "../../inventories/lab-events.yaml",
+		"--state-dir", t.TempDir(), "--relay-binary", exe, "--pulumi", exe}, &stdout)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer done()
+	jsonOnly(r)
+	ks, ok := r.Stacks.(*keyedStacks)
+	if !ok {
+		t.Fatalf("stacks are a %T", r.Stacks)
+	}
+	fmt.Fprintln(ks.Template.Progress, "Updating (demo-event-demo-show):")
+	r.Log.Info("a log line")
+	if stdout.Len() != 0 {
+		t.Fatalf("stdout got %q", stdout.String())
 	}
 }

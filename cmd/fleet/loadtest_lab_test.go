@@ -17,6 +17,7 @@ import (
 
 	"github.com/relayfleet/relayfleet/infra/lab"
 	"github.com/relayfleet/relayfleet/inventories"
+	"github.com/relayfleet/relayfleet/provision/loadtest"
 	"github.com/relayfleet/relayfleet/relay/testutil"
 )
 
@@ -83,7 +84,7 @@ steady:
 		// What the sampler reads on the box, to see why.
 		if f, ferr := loadFleet(inv); ferr == nil {
 			if ts, done, terr := resolveTargets(ctx, f, "", labDir); terr == nil {
-				raw, rerr := ts[0].Run.Run(ctx, sampleScript([]int{4443})+"systemctl show -p ControlGroup relay@4443.service; cat /proc/self/cgroup; ls /sys/fs/cgroup", nil)
+				raw, rerr := ts[0].Run.Run(ctx, loadtest.SampleScript([]int{4443})+"systemctl show -p ControlGroup relay@4443.service; cat /proc/self/cgroup; ls /sys/fs/cgroup", nil)
 				t.Logf("sample on the box (%v):\n%s", rerr, raw)
 				done()
 			}
@@ -105,7 +106,7 @@ steady:
 		t.Errorf("Beside = %s", got)
 	}
 
-	svg, err := os.ReadFile(filepath.Join(dir, loadtestSVGFile))
+	svg, err := os.ReadFile(filepath.Join(dir, loadtest.SVGFile))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -119,8 +120,8 @@ steady:
 		}
 	}
 
-	var doc loadtestDoc
-	data, err := os.ReadFile(filepath.Join(dir, loadtestJSONFile))
+	var doc loadtest.Doc
+	data, err := os.ReadFile(filepath.Join(dir, loadtest.JSONFile))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -142,8 +143,8 @@ steady:
 		t.Logf("step %d listeners: %.4f cores (%s), %d bytes, %d lost, %d late, %d rcvbuf errors, %.0f bit/s over %.1fs", s.Listeners, s.CPUCores, s.CPUFrom, s.RSSBytes, s.FramesLost, s.LateFrames, s.RcvbufErrors, s.BitrateBps, s.Seconds)
 	}
 	if keep := os.Getenv("RELAYFLEET_LOADTEST_KEEP"); keep != "" {
-		testutil.WriteFile(t, filepath.Join(keep, loadtestSVGFile), svg, 0o644)
-		testutil.WriteFile(t, filepath.Join(keep, loadtestJSONFile), data, 0o644)
+		testutil.WriteFile(t, filepath.Join(keep, loadtest.SVGFile), svg, 0o644)
+		testutil.WriteFile(t, filepath.Join(keep, loadtest.JSONFile), data, 0o644)
 		testutil.WriteFile(t, filepath.Join(keep, inventories.CalibrationFile), calText, 0o644)
 	}
 
@@ -160,7 +161,7 @@ steady:
 	if err != nil {
 		t.Fatalf("--target %s:4443: %v\n%s", box.Name, err, stdout.String())
 	}
-	var doc1 loadtestDoc
+	var doc1 loadtest.Doc
 	if err := json.Unmarshal(stdout.Bytes(), &doc1); err != nil || len(doc1.Steps) != 3 || doc1.Fit == nil || doc1.Files["calibration"] != filepath.Join(one, inventories.CalibrationFile) {
 		t.Errorf("--json: %v\n%s", err, stdout.String())
 	}

@@ -16,6 +16,7 @@ import (
 
 	"github.com/relayfleet/relayfleet/inventories"
 	"github.com/relayfleet/relayfleet/inventories/capacity"
+	"github.com/relayfleet/relayfleet/provision/loadtest"
 )
 
 // boxFlag is --box cores=12,ram=64GiB,processes=2,uplink=1Gbit.
@@ -466,7 +467,7 @@ func loadtestCalibration(path string, base *inventories.Calibration, basePath st
 	if err != nil {
 		return nil, usagef("%s: %v", path, err)
 	}
-	var doc loadtestDoc
+	var doc loadtest.Doc
 	if err := json.Unmarshal(data, &doc); err != nil {
 		return nil, usagef("%s: not a fleet loadtest JSON document: %v", path, err)
 	}
@@ -477,6 +478,6 @@ func loadtestCalibration(path string, base *inventories.Calibration, basePath st
 	if date == "" {
 		date = "unknown"
 	}
-	text := calibrationYAML(*doc.Fit, base, basePath, doc.MeasuredOn, date, doc.Generator, doc.Steps)
+	text := loadtest.CalibrationYAML(*doc.Fit, base, basePath, doc.MeasuredOn, date, doc.Generator, doc.Steps)
 	return inventories.ParseCalibration(path, text)
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/relayfleet/relayfleet/inventories"
+	"github.com/relayfleet/relayfleet/provision/loadtest"
 )
 
 // UPDATE_GOLDEN=1 go test ./... rewrites the golden files in testdata/.
@@ -184,9 +185,9 @@ func TestPlanDefaultCalibration(t *testing.T) {
 	// A loadtest measured on one shape sizes that shape's boxes only.
 	dir := t.TempDir()
 	lt := filepath.Join(dir, "loadtest.json")
-	doc1 := loadtestDoc{Target: "lab-burst-1", MeasuredOn: "lab-burst-1 on a lab box", Date: "2026-12-01", Generator: "the load generator shares the cores",
-		Steps: []loadtestStep{{Listeners: 100}, {Listeners: 200}, {Listeners: 300}},
-		Fit:   &loadtestFit{Steps: 3, CPUPerListener: 1.0 / 3000, ListenersPerCore: 3000, RAMPerListener: 100 << 10, PayloadBitrate: 40_000, WireBitrate: 50_000}}
+	doc1 := loadtest.Doc{Target: "lab-burst-1", MeasuredOn: "lab-burst-1 on a lab box", Date: "2026-12-01", Generator: "the load generator shares the cores",
+		Steps: []loadtest.Step{{Listeners: 100}, {Listeners: 200}, {Listeners: 300}},
+		Fit:   &loadtest.Fit{Steps: 3, CPUPerListener: 1.0 / 3000, ListenersPerCore: 3000, RAMPerListener: 100 << 10, PayloadBitrate: 40_000, WireBitrate: 50_000}}
 	data, _ := json.Marshal(doc1)
 	os.WriteFile(lt, data, 0o644)
 	inv := filepath.Join(dir, "fleet.yaml")

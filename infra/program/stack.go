@@ -25,6 +25,7 @@ import (
 	"github.com/relayfleet/relayfleet/infra/provider"
 	"github.com/relayfleet/relayfleet/internal/atomicfile"
 	"github.com/relayfleet/relayfleet/inventories"
+	"github.com/relayfleet/relayfleet/relay/wire"
 )
 
 // Project is the Pulumi project name of the fleet program.
@@ -647,16 +648,9 @@ func HostsFromOutputs(out auto.OutputMap) ([]HostEntry, error) {
 }
 
 // Relay is one relay process in the router's relay list (the relays file
-// of package relay/router).
-type Relay struct {
-	URL   string `json:"url"`
-	Stats string `json:"stats"`
-	// SPKI, optional, is the SHA-256 of the relay's public key: the router
-	// then polls it over TLS checked against that key. Relays leaves it
-	// empty: the stack does not hold the boxes' relay keys yet.
-	SPKI     string `json:"spki_sha256,omitempty"`
-	Draining bool   `json:"draining"`
-}
+// of package relay/router, defined in relay/wire). Relays leaves its
+// SPKI empty: the stack does not hold the boxes' relay keys yet.
+type Relay = wire.Relay
 
 // Relays is the router's relay list.
 func Relays(hosts []HostEntry) []Relay {
@@ -676,9 +670,7 @@ func Relays(hosts []HostEntry) []Relay {
 
 // writeRelayList writes the router's relay list to path.
 func writeRelayList(path string, rs []Relay) error {
-	data, err := json.MarshalIndent(struct {
-		Relays []Relay `json:"relays"`
-	}{rs}, "", "  ")
+	data, err := json.MarshalIndent(wire.RelaysFile{Relays: rs}, "", "  ")
 	if err != nil {
 		return err
 	}

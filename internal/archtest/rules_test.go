@@ -29,6 +29,7 @@ func TestCheckCatchesViolations(t *testing.T) {
 		{"upward import", Package{ImportPath: m + "units", Imports: []string{m + "provision"}}, "dependencies point one way"},
 		{"sideways import", Package{ImportPath: m + "sysctl", Imports: []string{m + "units"}}, "dependencies point one way"},
 		{"provision imports relay", Package{ImportPath: m + "provision", Imports: []string{m + "relay"}}, "only cmd may import relay"},
+		{"provision imports relay/router", Package{ImportPath: m + "provision", Imports: []string{m + "relay/router"}}, "only cmd may import relay"},
 		{"relay's tests import inventories", Package{ImportPath: m + "relay/client", XTestImports: []string{m + "inventories"}}, "in tests too"},
 		{"code imports testutil", Package{ImportPath: m + "relay/client", Imports: []string{TestUtil}}, "only tests import it"},
 	} {
@@ -45,6 +46,8 @@ func TestCheckCatchesViolations(t *testing.T) {
 		{ImportPath: m + "inventories/capacity", Imports: []string{m + "inventories"}},
 		{ImportPath: m + "relay/moq", Imports: []string{m + "relay/wire"}, Deps: []string{"github.com/quic-go/quic-go"}},
 		{ImportPath: m + "cmd/relay", Imports: []string{m + "relay"}},
+		{ImportPath: m + "provision", Imports: []string{m + "relay/wire", m + "relay/procstat"}},
+		{ImportPath: m + "provision/loadtest", Imports: []string{m + "relay/loadgen", m + "provision", m + "inventories"}},
 		{ImportPath: m + "provision", TestImports: []string{TestUtil}},
 		{ImportPath: m + "relay/client", TestImports: []string{TestUtil, m + "relay/moqlite"}},
 	}

@@ -12,7 +12,9 @@
 // udp_packets_sent_total) and that as a multiple of both kernel floors,
 // packets per system call, RSS growth per listener (/proc/PID/status
 // VmRSS, minus the RSS before the listeners came), and the worst frames
-// lost and machine-wide UDP RcvbufErrors (/proc/net/snmp; the load
+// lost and machine-wide UDP RcvbufErrors (/proc/PID/net/snmp, the relay
+// shares this machine's network namespace; all of it read by package
+// relay/procstat; the load
 // generator's sockets count too). Every run's figures follow, with the
 // load average. CPU, RSS, packets and the UDP counters are taken over the
 // measurement window only, after every listener has connected. The two
@@ -24,7 +26,6 @@ package main
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -47,6 +48,8 @@ import (
 
 	"github.com/relayfleet/relayfleet/relay/bench/floor"
 	"github.com/relayfleet/relayfleet/relay/loadgen"
+	"github.com/relayfleet/relayfleet/relay/procstat"
+	"github.com/relayfleet/relayfleet/relay/wire"
 )
 
 type variant struct {
@@ -368,7 +371,7 @@ func step(ctx context.Context, bin string, v variant, n int, window time.Duratio
 			Broadcast: "bench", FrameTime: v.frameTime, FramesPerGroup: v.framesPerGroup, FrameSize: v.frameSize, Logger: logger,
 		})
 	}()
-	var st stats
+	var st wire.Stats
 	for deadline := time.Now().Add(10 * time.Second); ; {
 		if err := getJSON(ctx, base+"/stats", &st); err == nil && st.Broadcasts == 1 {
 			break
@@ -380,10 +383,11 @@ func step(ctx context.Context, bin string, v variant, n int, window time.Duratio
 	}
 	time.Sleep(500 * time.Millisecond)
 	pid := cmd.Process.Pid
-	rss0, err := rssBytes(pid)
+	m0, err := procstat.Read("/proc", pid)
 	if err != nil {
 		return result{}, err
 	}
+	rss0 := m0.RSS
 	mem0, err := relayMem(ctx, base)
 	if err != nil {
 		return result{}, err
@@ -392,7 +396,7 @@ func step(ctx context.Context, bin string, v variant, n int, window time.Duratio
 	var (
 		cpu0, cpu1   float64
 		snmp0, snmp1 map[string]int64
-		st0          stats
+		st0          wire.Stats
 		t0, t1       time.Time
 		rss1         int64
 		profDone     = make(chan error, 1)
@@ -402,14 +406,16 @@ func step(ctx context.Context, bin string, v variant, n int, window time.Duratio
 		Window: func(start bool) {
 			if start {
 				_ = getJSON(ctx, base+"/stats", &st0)
-				t0, cpu0, snmp0 = time.Now(), cpuSeconds(pid), udpCounters()
+				t0 = time.Now()
+				cpu0, snmp0 = measure(pid)
 				if profile != "" {
 					go func() { profDone <- fetchProfile(ctx, base, profile, window-2*time.Second) }()
 				}
 				return
 			}
-			t1, cpu1, snmp1 = time.Now(), cpuSeconds(pid), udpCounters()
-			rss1, _ = rssBytes(pid)
+			var m procstat.Sample
+			t1, m = time.Now(), read(pid)
+			cpu1, snmp1, rss1 = m.CPU.Seconds(), m.UDP, m.RSS
 			mem1, _ = relayMem(ctx, base)
 			if profile != "" { // the heap beside the CPU profile
 				heap := filepath.Join(filepath.Dir(profile), strings.Replace(filepath.Base(profile), "cpu", "heap", 1))
@@ -446,7 +452,7 @@ func step(ctx context.Context, bin string, v variant, n int, window time.Duratio
 	if perListener > 0 {
 		r.perCore = 100 / perListener
 	}
-	r.packets, r.calls = st.PacketsSent-st0.PacketsSent, st.SendCalls-st0.SendCalls
+	r.packets, r.calls = st.UDPPacketsSent-st0.UDPPacketsSent, st.UDPSendCalls-st0.UDPSendCalls
 	if r.packets > 0 {
 		r.usPerPacket = (cpu1 - cpu0) * 1e6 / float64(r.packets)
 	}
@@ -460,14 +466,6 @@ func step(ctx context.Context, bin string, v variant, n int, window time.Duratio
 	r.bitrate, r.framesRecv, r.framesLost, r.late = rep.BitrateBpsMean/1000, rep.FramesReceived, rep.FramesLost, rep.LateFrames
 	r.granted = st.UDPReceiveBuffer / 2
 	return r, nil
-}
-
-type stats struct {
-	Broadcasts       int   `json:"broadcasts"`
-	Sessions         int   `json:"sessions"`
-	UDPReceiveBuffer int   `json:"udp_receive_buffer"`
-	PacketsSent      int64 `json:"udp_packets_sent_total"`
-	SendCalls        int64 `json:"udp_send_calls_total"`
 }
 
 func getJSON(ctx context.Context, url string, v any) error {
@@ -513,63 +511,18 @@ func fetchProfile(ctx context.Context, base, path string, d time.Duration) error
 	return f.Close()
 }
 
-// cpuSeconds is the process's user plus system CPU time (/proc/PID/stat
-// fields 14 and 15, in clock ticks of 1/100 s on Linux).
-func cpuSeconds(pid int) float64 {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return 0
-	}
-	// The command name (field 2) may hold spaces; fields resume after ')'.
-	f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))
-	if len(f) < 13 {
-		return 0
-	}
-	ut, _ := strconv.ParseInt(f[11], 10, 64)
-	st, _ := strconv.ParseInt(f[12], 10, 64)
-	return float64(ut+st) / 100
+// read measures the relay process (package relay/procstat); a failed
+// read is a zero sample.
+func read(pid int) procstat.Sample {
+	m, _ := procstat.Read("/proc", pid)
+	return m
 }
 
-func rssBytes(pid int) (int64, error) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		return 0, err
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if rest, ok := strings.CutPrefix(line, "VmRSS:"); ok {
-			kb, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
-			return kb << 10, err
-		}
-	}
-	return 0, errors.New("no VmRSS")
-}
-
-// udpCounters reads the Udp: lines of /proc/net/snmp.
-func udpCounters() map[string]int64 {
-	out := map[string]int64{}
-	b, err := os.ReadFile("/proc/net/snmp")
-	if err != nil {
-		return out
-	}
-	var names []string
-	for _, line := range strings.Split(string(b), "\n") {
-		rest, ok := strings.CutPrefix(line, "Udp: ")
-		if !ok {
-			continue
-		}
-		f := strings.Fields(rest)
-		if names == nil {
-			names = f
-			continue
-		}
-		for i, v := range f {
-			if i < len(names) {
-				out[names[i]], _ = strconv.ParseInt(v, 10, 64)
-			}
-		}
-		break
-	}
-	return out
+// measure is the process's CPU time in seconds and its namespace's UDP
+// counters.
+func measure(pid int) (float64, map[string]int64) {
+	m := read(pid)
+	return m.CPU.Seconds(), m.UDP
 }
 
 func machine() string {

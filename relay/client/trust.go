@@ -16,6 +16,8 @@ import (
 	"net/url"
 	"strings"
 	"time"
+
+	"github.com/relayfleet/relayfleet/relay/wire"
 )
 
 // Where the client's trust in a relay's certificate comes from, strongest
@@ -151,7 +153,7 @@ func FetchCertificateHash(ctx context.Context, u *url.URL, hc *http.Client) (str
 	return h, nil
 }
 
-// Destination is a router's answer: the relay URL to dial and the SHA-256
+// Destination is a router's answer (wire.Route): the relay URL to dial and the SHA-256
 // of the relay's current certificate (hex; empty when the router does not
 // know it, for an https:// relay with a CA-signed certificate).
 type Destination struct {
@@ -262,10 +264,11 @@ func (rc *RouterClient) RouteAvoiding(ctx context.Context, broadcast string, avo
 }
 
 func parseDestination(b []byte) (Destination, error) {
-	var d Destination
-	if err := json.Unmarshal(b, &d); err != nil {
-		return d, fmt.Errorf("router answer: %w", err)
+	var rt wire.Route
+	if err := json.Unmarshal(b, &rt); err != nil {
+		return Destination{}, fmt.Errorf("router answer: %w", err)
 	}
+	d := Destination{URL: rt.URL, CertificateHash: rt.CertificateSHA256}
 	u, err := url.Parse(d.URL)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return d, fmt.Errorf("router answer: url %.100q: want an http:// or https:// relay URL", d.URL)

@@ -60,7 +60,6 @@
 package router
 
 import (
-	"bytes"
 	"context"
 	"crypto/tls"
 	"encoding/json"
@@ -79,33 +78,20 @@ import (
 
 	"github.com/relayfleet/relayfleet/relay/client"
 	"github.com/relayfleet/relayfleet/relay/internal/connlimit"
+	"github.com/relayfleet/relayfleet/relay/wire"
 )
 
-// File is the relays file.
-type File struct {
-	Relays []Relay `json:"relays"`
-}
+// File is the relays file (package relay/wire defines it).
+type File = wire.RelaysFile
 
-// Relay is one relay process in the file.
-type Relay struct {
-	URL   string `json:"url"`
-	Stats string `json:"stats"`
-	// SPKI is the hex SHA-256 of the relay's public key; see the package
-	// comment.
-	SPKI     string `json:"spki_sha256,omitempty"`
-	Draining bool   `json:"draining"`
-}
+// Relay is one relay process in the file; see the package comment.
+type Relay = wire.Relay
 
 // Parse decodes and validates a relays file.
 func Parse(data []byte) (*File, error) {
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.DisallowUnknownFields()
-	var f File
-	if err := dec.Decode(&f); err != nil {
-		return nil, fmt.Errorf("relays file: %w", err)
-	}
-	if dec.More() {
-		return nil, errors.New("relays file: data after the JSON object")
+	f, err := wire.ParseRelaysFile(data)
+	if err != nil {
+		return nil, err
 	}
 	seen := map[string]bool{}
 	for i, r := range f.Relays {
@@ -125,7 +111,7 @@ func Parse(data []byte) (*File, error) {
 		}
 		seen[r.URL] = true
 	}
-	return &f, nil
+	return f, nil
 }
 
 // Load reads and validates the relays file at path.
@@ -217,12 +203,7 @@ func stampOf(path string) fileStamp {
 }
 
 type relayState struct {
-	Relay
-	Healthy  bool   `json:"healthy"`
-	Headroom int    `json:"headroom"`
-	CertHash string `json:"certificate_sha256,omitempty"`
-	Routed   int    `json:"routed_since_poll"`
-	Error    string `json:"error,omitempty"`
+	wire.RelayState
 
 	repolledAt time.Time // the last re-poll avoid= started
 	repolling  bool      // one is in flight
@@ -267,7 +248,7 @@ func (r *Router) Reload() error {
 	}
 	next := make([]*relayState, 0, len(f.Relays))
 	for _, rl := range f.Relays {
-		s := &relayState{Relay: rl}
+		s := &relayState{RelayState: wire.RelayState{Relay: rl}}
 		if o := old[rl.URL]; o != nil && o.Stats == rl.Stats && o.SPKI == rl.SPKI {
 			s.Healthy, s.Headroom, s.CertHash, s.Routed, s.Error = o.Healthy, o.Headroom, o.CertHash, o.Routed, o.Error
 			s.repolledAt, s.repolling = o.repolledAt, o.repolling
@@ -477,25 +458,23 @@ func (r *Router) pollRelay(ctx context.Context, rl Relay) pollResult {
 	if resp.StatusCode != http.StatusOK {
 		return pollResult{err: fmt.Errorf("poll %s: %s", statsURL, resp.Status)}
 	}
-	var st struct {
-		Headroom *int   `json:"headroom"`
-		CertHash string `json:"certificate_sha256"`
-	}
-	if err := json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&st); err != nil {
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	if err != nil {
 		return pollResult{err: fmt.Errorf("poll %s: %w", statsURL, err)}
 	}
-	if st.Headroom == nil {
-		return pollResult{err: fmt.Errorf("poll %s: no headroom field", statsURL)}
+	st, err := wire.ParseStats(body, "headroom")
+	if err != nil {
+		return pollResult{err: fmt.Errorf("poll %s: %w", statsURL, err)}
 	}
-	if st.CertHash != "" {
-		if err := client.CheckHash(st.CertHash); err != nil {
+	if st.CertificateSHA256 != "" {
+		if err := client.CheckHash(st.CertificateSHA256); err != nil {
 			return pollResult{err: fmt.Errorf("poll %s: certificate_sha256: %w", statsURL, err)}
 		}
 	} else if strings.HasPrefix(rl.URL, "http://") {
 		// The listener would have to fetch the hash in clear text.
 		return pollResult{err: fmt.Errorf("poll %s: no certificate_sha256 field for an http:// relay", statsURL)}
 	}
-	return pollResult{headroom: *st.Headroom, certHash: strings.ToLower(st.CertHash)}
+	return pollResult{headroom: st.Headroom, certHash: strings.ToLower(st.CertificateSHA256)}
 }
 
 // pinnedClient is the client that polls relays with the SPKI pin spki.
@@ -524,13 +503,8 @@ func (r *Router) pinnedClient(spki string) *http.Client {
 // ErrNoHeadroom is returned by Pick when no relay can take a listener.
 var ErrNoHeadroom = errors.New("router: no relay has headroom")
 
-// Route is the answer to GET /route.
-type Route struct {
-	URL string `json:"url"`
-	// CertificateSHA256 is the hex SHA-256 of the certificate the relay
-	// served at the last poll.
-	CertificateSHA256 string `json:"certificate_sha256,omitempty"`
-}
+// Route is the answer to GET /route (package relay/wire defines it).
+type Route = wire.Route
 
 // Pick chooses the relay for one new listener: among those with polled
 // headroom, the one with the most left after this poll period's answers
@@ -590,15 +564,15 @@ func (r *Router) route(w http.ResponseWriter, req *http.Request) {
 
 func (r *Router) list(w http.ResponseWriter, _ *http.Request) {
 	r.mu.Lock()
-	out := make([]relayState, len(r.relays))
+	out := wire.RelaysState{Relays: make([]wire.RelayState, len(r.relays))}
 	for i, s := range r.relays {
-		out[i] = *s
+		out.Relays[i] = s.RelayState
 	}
 	r.mu.Unlock()
 	w.Header().Set("Content-Type", "application/json")
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
-	_ = enc.Encode(map[string]any{"relays": out})
+	_ = enc.Encode(out)
 }
 
 // Limits of the router's HTTP server (HTTPServer, LimitListener).

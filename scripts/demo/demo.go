@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -17,6 +16,9 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/relayfleet/relayfleet/relay/loadgen"
+	"github.com/relayfleet/relayfleet/relay/wire"
 )
 
 // The demo's own lab, apart from the default one and the tests'.
@@ -164,6 +166,80 @@ func (d *demo) sh(ctx context.Context, tail int, name string, args ...string) (s
 	return out, nil
 }
 
+// fleetJSON runs a fleet command that prints JSON and decodes its stdout
+// into v. It shows the command; stdout and stderr go to commands.log.
+func (d *demo) fleetJSON(ctx context.Context, v any, args ...string) error {
+	shown := "fleet " + strings.Join(shortArgs(args), " ")
+	d.say("    $ %s", shown)
+	return d.runJSON(ctx, shown, v, args...)
+}
+
+// runJSON runs fleet args quietly and decodes its stdout into v.
+func (d *demo) runJSON(ctx context.Context, shown string, v any, args ...string) error {
+	cmd := exec.CommandContext(ctx, d.fleetBin(), args...)
+	cmd.Env = append(os.Environ(), "PULUMI_CONFIG_PASSPHRASE=")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM) }
+	cmd.WaitDelay = 20 * time.Second
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	if f, _ := os.OpenFile(d.path("logs", "commands.log"), os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o600); f != nil {
+		fmt.Fprintf(f, "$ %s %s\n%s%s\n", d.fleetBin(), redact(strings.Join(args, " ")), out.String(), errb.String())
+		f.Close()
+	}
+	// A command that failed may still have printed its JSON (reconcile
+	// does, with the failed event's error in it).
+	if jerr := json.Unmarshal(out.Bytes(), v); jerr != nil {
+		if err != nil {
+			return fmt.Errorf("%s: %v: %s", shown, err, lastLine(errb.String()))
+		}
+		return fmt.Errorf("%s: its JSON: %v", shown, jerr)
+	}
+	if err != nil {
+		return fmt.Errorf("%s: %v: %s", shown, err, lastLine(errb.String()))
+	}
+	return nil
+}
+
+// eventOutcome is the part of fleet events reconcile --json the demo
+// reads: each event's phase, and the actions the run took.
+type eventOutcome struct {
+	Event   string `json:"event"`
+	Phase   string `json:"phase"`
+	Error   string `json:"error"`
+	Actions []struct {
+		Action string `json:"action"`
+		Detail string `json:"detail"`
+	} `json:"actions"`
+}
+
+// phaseOf is event's phase in a reconcile's outcomes, "" when absent.
+func phaseOf(outs []eventOutcome, event string) string {
+	for _, o := range outs {
+		if o.Event == event {
+			return o.Phase
+		}
+	}
+	return ""
+}
+
+// labBox is the part of fleet lab status --json the demo reads.
+type labBox struct {
+	Name    string `json:"name"`
+	Address string `json:"address"`
+	State   string `json:"state"`
+	Cores   int    `json:"cores"`
+	RAM     int64  `json:"ram"`
+}
+
+// labBoxes lists the demo lab's boxes (fleet lab status --json).
+func (d *demo) labBoxes(ctx context.Context) ([]labBox, error) {
+	var boxes []labBox
+	err := d.runJSON(ctx, "fleet lab status", &boxes, "lab", "status", "--dir", labDir, "--json")
+	return boxes, err
+}
+
 // shortArgs hides the long flags every command repeats.
 func shortArgs(args []string) []string {
 	var out []string
@@ -255,47 +331,21 @@ func freePort() (int, error) {
 }
 
 // relays reads the router's relay list that fleet keeps.
-func (d *demo) relays() []relayEntry {
+func (d *demo) relays() []wire.Relay {
 	data, err := os.ReadFile(d.path("state", "relays.json"))
 	if err != nil {
 		return nil
 	}
-	var f struct{ Relays []relayEntry }
-	json.Unmarshal(data, &f)
+	f, err := wire.ParseRelaysFile(data)
+	if err != nil {
+		return nil
+	}
 	return f.Relays
 }
 
-type relayEntry struct {
-	URL      string `json:"url"`
-	Stats    string `json:"stats"`
-	Draining bool   `json:"draining"`
-}
-
-// loadReport is the part of relay loadgen --json the demo reports.
-type loadReport struct {
-	Listeners int `json:"listeners"`
-	Connected int `json:"connected"`
-	Failed    int `json:"failed"`
-	Ended     int `json:"ended"`
-	// GapMs is the audible gap per listener (the longest from one frame
-	// to the next, to the end for one silent then), across listeners.
-	GapMs struct {
-		P50 float64 `json:"p50"`
-		P99 float64 `json:"p99"`
-		Max float64 `json:"max"`
-	} `json:"gap_ms"`
-	SilentAtEnd        int              `json:"silent_at_end"`
-	FramesReceived     int64            `json:"frames_received"`
-	FramesLost         int64            `json:"frames_lost"`
-	FramesExpected     int64            `json:"frames_expected"`
-	LossRatio          float64          `json:"loss_ratio"`
-	LateFrames         int64            `json:"late_frames"`
-	Reconnects         int64            `json:"reconnects"`
-	ReconnectsByReason map[string]int64 `json:"reconnects_by_reason"`
-	ListenersLost      int              `json:"listeners_lost"`
-	LatencyMsP50       float64          `json:"latency_ms_p50"`
-	Seconds            float64          `json:"seconds"`
-}
+// loadReport is relay loadgen --json's report, with what the demo
+// does with it.
+type loadReport struct{ loadgen.Report }
 
 // readLoad parses the JSON report a finished relay loadgen left in its log.
 func readLoad(b *bg) (*loadReport, error) {
@@ -315,19 +365,4 @@ func readLoad(b *bg) (*loadReport, error) {
 		return nil, fmt.Errorf("%s: report: %w", b.name, err)
 	}
 	return &r, nil
-}
-
-// grep returns the lines of s containing any of the words.
-func grep(s string, words ...string) []string {
-	var out []string
-	sc := bufio.NewScanner(strings.NewReader(s))
-	for sc.Scan() {
-		for _, w := range words {
-			if strings.Contains(sc.Text(), w) {
-				out = append(out, sc.Text())
-				break
-			}
-		}
-	}
-	return out
 }

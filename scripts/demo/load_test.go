@@ -48,7 +48,7 @@ func TestReadLoadMatchesTheLoadGenerator(t *testing.T) {
 // TestCheckSteady: the demo fails when a steady listener is silent at the
 // end, lost, or had a gap past the bound.
 func TestCheckSteady(t *testing.T) {
-	ok := loadReport{Listeners: 240, Connected: 240}
+	ok := loadReport{loadgen.Report{Listeners: 240, Connected: 240}}
 	ok.GapMs.Max, ok.GapMs.P99 = 450, 300
 	if err := ok.checkSteady(); err != nil {
 		t.Fatalf("a clean rollout failed: %v", err)

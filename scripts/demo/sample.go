@@ -2,8 +2,8 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -12,6 +12,9 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/relayfleet/relayfleet/relay/procstat"
+	"github.com/relayfleet/relayfleet/relay/wire"
 )
 
 // sample is one second of the fleet: every relay process's listeners and
@@ -75,17 +78,23 @@ func (d *demo) startSampling() {
 	d.stopSampling = func() { cancel(); <-done }
 	go func() {
 		defer close(done)
-		cpu := &cpuReader{last: map[int]cpuTicks{}}
+		cpu := &cpuReader{last: map[int]cpuTime{}}
+		names := &boxNames{}
 		hc := &http.Client{Timeout: 800 * time.Millisecond}
 		t := time.NewTicker(time.Second)
 		defer t.Stop()
 		for {
 			s := sample{At: d.since(), Procs: map[string]procSample{}}
-			byAddr := boxesByAddr()
 			cpus := cpu.read()
+			relays := d.relays()
+			byAddr := map[string]string{}
+			for _, r := range relays {
+				host, _ := hostPort(r.URL)
+				byAddr[host] = names.name(ctx, d, host)
+			}
 			var wg sync.WaitGroup
 			var mu sync.Mutex
-			for _, r := range d.relays() {
+			for _, r := range relays {
 				wg.Add(1)
 				go func() {
 					defer wg.Done()
@@ -118,23 +127,18 @@ func (d *demo) startSampling() {
 	}()
 }
 
-type relayStats struct {
-	Subscribers  int64 `json:"subscribers"`
-	MemoryUsed   int64 `json:"memory_used"`
-	MemoryBudget int64 `json:"memory_budget"`
-	Draining     bool  `json:"draining"`
-}
-
-func stats(ctx context.Context, hc *http.Client, url string) (relayStats, error) {
-	var st relayStats
+func stats(ctx context.Context, hc *http.Client, url string) (wire.Stats, error) {
 	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	resp, err := hc.Do(req)
 	if err != nil {
-		return st, err
+		return wire.Stats{}, err
 	}
 	defer resp.Body.Close()
-	err = json.NewDecoder(resp.Body).Decode(&st)
-	return st, err
+	data, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	if err != nil {
+		return wire.Stats{}, err
+	}
+	return wire.ParseStats(data, "subscribers")
 }
 
 func hostPort(u string) (string, string) {
@@ -147,36 +151,36 @@ func hostPort(u string) (string, string) {
 	return strings.Trim(u[:i], "[]"), u[i+1:]
 }
 
-// boxesByAddr maps each demo lab box's address to its name, from the
-// lab's box records.
-func boxesByAddr() map[string]string {
-	m := map[string]string{}
-	dirs, _ := filepath.Glob(filepath.Join(labDir, "boxes", "*", "box.json"))
-	for _, p := range dirs {
-		data, err := os.ReadFile(p)
-		if err != nil {
-			continue
-		}
-		var meta struct {
-			Name    string `json:"name"`
-			Address string `json:"address"`
-		}
-		if json.Unmarshal(data, &meta) == nil && meta.Name != "" {
-			m[meta.Address] = meta.Name
+// boxNames maps the demo lab boxes' addresses to their names, from
+// fleet lab status --json: asked again when a relay's address is not
+// known yet (an event's box came up), at most every 5 seconds.
+type boxNames struct {
+	byAddr map[string]string
+	asked  time.Time
+}
+
+func (b *boxNames) name(ctx context.Context, d *demo, addr string) string {
+	if n := b.byAddr[addr]; n != "" || time.Since(b.asked) < 5*time.Second {
+		return n
+	}
+	b.asked = time.Now()
+	if boxes, err := d.labBoxes(ctx); err == nil {
+		b.byAddr = map[string]string{}
+		for _, box := range boxes {
+			b.byAddr[box.Address] = box.Name
 		}
 	}
-	return m
+	return b.byAddr[addr]
 }
 
-type cpuTicks struct {
-	ticks uint64
-	at    time.Time
+type cpuTime struct {
+	cpu time.Duration
+	at  time.Time
 }
 
-// cpuReader computes each relay process's CPU from /proc/PID/stat deltas.
-type cpuReader struct{ last map[int]cpuTicks }
-
-const clockTicks = 100 // USER_HZ on Linux
+// cpuReader computes each relay process's CPU from deltas of its CPU time
+// (package relay/procstat).
+type cpuReader struct{ last map[int]cpuTime }
 
 // read returns cores used by each relay process since the last read,
 // keyed "BOX:PORT" (from the process's cgroup, relay@PORT.service inside
@@ -203,20 +207,14 @@ func (c *cpuReader) read() map[string]float64 {
 		if key == "" {
 			continue
 		}
-		st, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
+		m, err := procstat.Read("/proc", pid)
 		if err != nil {
 			continue
 		}
-		f := strings.Fields(string(st[strings.LastIndexByte(string(st), ')')+1:]))
-		if len(f) < 13 {
-			continue
-		}
-		ut, _ := strconv.ParseUint(f[11], 10, 64)
-		stt, _ := strconv.ParseUint(f[12], 10, 64)
-		cur := cpuTicks{ticks: ut + stt, at: now}
+		cur := cpuTime{cpu: m.CPU, at: now}
 		seen[pid] = true
 		if prev, ok := c.last[pid]; ok && now.After(prev.at) {
-			out[key] += float64(cur.ticks-prev.ticks) / clockTicks / now.Sub(prev.at).Seconds()
+			out[key] += (cur.cpu - prev.cpu).Seconds() / now.Sub(prev.at).Seconds()
 		}
 		c.last[pid] = cur
 	}

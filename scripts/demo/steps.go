@@ -130,13 +130,18 @@ func (d *demo) plan(ctx context.Context) error {
 }
 
 func (d *demo) up(ctx context.Context) error {
-	out, err := d.sh(ctx, 0, d.fleetBin(), append([]string{"up", "--inventory", d.path("demo.yaml")}, d.stackArgs()...)...)
+	if _, err := d.sh(ctx, 0, d.fleetBin(), append([]string{"up", "--inventory", d.path("demo.yaml")}, d.stackArgs()...)...); err != nil {
+		return err
+	}
+	// What fleet up made, as fleet lab status --json lists it.
+	boxes, err := d.labBoxes(ctx)
 	if err != nil {
 		return err
 	}
-	for _, l := range grep(out, "up: stack", " lab ", "relays file") {
-		d.say("      %s", strings.TrimSpace(l))
+	for _, b := range boxes {
+		d.say("      lab box %s at %s: %d cores, %d MiB, %s", b.Name, b.Address, b.Cores, b.RAM>>20, b.State)
 	}
+	d.say("      relays file: %d relay processes for the router", len(d.relays()))
 	d.say("")
 	// The same stack as fleet up: converge reads the fleet's key from it.
 	if _, err := d.sh(ctx, -1, d.fleetBin(), append([]string{"converge", "--inventory", d.path("demo.yaml"), "--lab-dir", labDir}, d.keyArgs()...)...); err != nil {
@@ -293,15 +298,18 @@ const demoEventPeak = 7500
 
 var eventStart time.Time
 
-func (d *demo) reconcile(ctx context.Context) (string, error) {
-	out, err := d.sh(ctx, 0, d.fleetBin(), append([]string{"events", "reconcile", "--events", d.path("events.yaml")}, d.stackArgs()...)...)
-	for _, l := range grep(out, "action=") {
-		if i := strings.Index(l, "msg="); i >= 0 {
-			l = l[i:]
+func (d *demo) reconcile(ctx context.Context) ([]eventOutcome, error) {
+	var outs []eventOutcome
+	err := d.fleetJSON(ctx, &outs, append([]string{"events", "reconcile", "--events", d.path("events.yaml"), "--json"}, d.stackArgs()...)...)
+	for _, o := range outs {
+		for _, a := range o.Actions {
+			d.say("      %s %s: %s", o.Event, a.Action, a.Detail)
 		}
-		d.say("      %s", l)
+		if o.Error != "" {
+			d.say("      %s FAILED: %s", o.Event, o.Error)
+		}
 	}
-	return out, err
+	return outs, err
 }
 
 func (d *demo) eventUpStep(ctx context.Context) error {
@@ -355,11 +363,11 @@ func (d *demo) eventDown(ctx context.Context) error {
 	// Reconcile until the event is gone (listeners left, or the drain time
 	// ran out).
 	for i := 0; ; i++ {
-		out, err := d.reconcile(ctx)
+		outs, err := d.reconcile(ctx)
 		if err != nil {
 			return err
 		}
-		if strings.Contains(out, "action=gone") {
+		if phaseOf(outs, "demo-show") == "gone" {
 			break
 		}
 		if i > 12 {
