@@ -268,8 +268,6 @@ func runLoadtest(ctx context.Context, args []string, stdout io.Writer) error {
 	fs := newFlags("loadtest", stdout)
 	var hf hostFlags
 	hf.add(fs)
-	var kf keyFlags
-	kf.add(fs)
 	target := fs.String("target", "", "BOX (a lab box name or a static host's address, as in the inventory) or BOX:PORT for one relay process (required)")
 	stepsFlag := fs.String("steps", defaultSteps(), "listener counts, one step each (sized to this machine's cores: the load generator runs here)")
 	stepDur := fs.Duration("step-duration", 20*time.Second, "measurement per step, once every listener has connected")
@@ -319,7 +317,7 @@ func runLoadtest(ctx context.Context, args []string, stdout io.Writer) error {
 	}
 	// The relays verify tokens: the publisher and the listeners get
 	// tokens for loadtest/ signed with the fleet's key.
-	st, err := kf.stackFor(fleet)
+	st, err := hf.stackFor(fleet)
 	if err != nil {
 		return err
 	}
@@ -348,7 +346,7 @@ func runLoadtest(ctx context.Context, args []string, stdout io.Writer) error {
 			return fmt.Errorf("token file: %w", err)
 		}
 	}
-	targets, cleanup, err := resolveTargets(ctx, fleet, hf.sshKey, hf.labDir)
+	targets, cleanup, err := steadyTargets(ctx, st, hf.sshKey, hf.labDir)
 	if err != nil {
 		return err
 	}

@@ -291,7 +291,15 @@ func Targets(f *inventories.Fleet, hosts []Host, a Access) ([]provision.Target, 
 		return p, nil
 	}
 	var targets []provision.Target
+	pinned := map[string]Host{}
 	for _, h := range hosts {
+		// One known_hosts line per address: two hosts at one address
+		// with different keys would each let the other's key in.
+		if o, ok := pinned[h.SSHAddress]; ok && o.HostKey != h.HostKey {
+			c.Close()
+			return nil, nil, fmt.Errorf("stack %s: %s and stack %s: %s: one ssh address %s, two host keys", o.Stack, o.Name, h.Stack, h.Name, h.SSHAddress)
+		}
+		pinned[h.SSHAddress] = h
 		p, err := pool(h.Backend == provider.BackendLab)
 		if err != nil {
 			c.Close()

@@ -273,6 +273,13 @@ func TestTargetsPinStackKeys(t *testing.T) {
 		t.Errorf("event target: %d processes from %d; want the stack's 3 from 4450", tg.Processes, tg.BasePort)
 	}
 
+	// Two hosts at one address with two keys: refused before any dial.
+	clash := hosts[1]
+	clash.HostKey = otherKey
+	if _, _, err := Targets(f, []Host{hosts[0], clash}, Access{LabDir: labDir, SSHKey: keyFile}); err == nil || !strings.Contains(err.Error(), "one ssh address "+addr+", two host keys") {
+		t.Fatalf("two keys at one address: %v", err)
+	}
+
 	// The stack says another key: nothing is trusted on first use.
 	wrong := hosts[1]
 	wrong.HostKey = otherKey

@@ -53,7 +53,8 @@ func (s *Stack) ReadOutputs(ctx context.Context, also func(name string) bool) ([
 			return nil, fmt.Errorf("stack %s: %w (state dir %s has no backend)", s.Name, ErrNoStack, s.StateDir)
 		}
 	}
-	st, err := s.openStack(ctx, false)
+	ro := s.readOnly()
+	st, err := ro.openStack(ctx, false)
 	if err != nil {
 		if auto.IsSelectStack404Error(err) || strings.Contains(err.Error(), "no stack named") {
 			return nil, fmt.Errorf("stack %s: %w", s.Name, ErrNoStack)
@@ -95,6 +96,14 @@ func (s *Stack) ReadOutputs(ctx context.Context, also func(name string) bool) ([
 	return out, nil
 }
 
+// readOnly is the stack without the configuration and secrets that
+// opening it would write.
+func (s *Stack) readOnly() *Stack {
+	ro := *s
+	ro.Config, ro.Secrets = nil, nil
+	return &ro
+}
+
 // stackOutputs runs pulumi stack output --json without --show-secrets.
 func stackOutputs(ctx context.Context, ws auto.Workspace, name string) (map[string]any, error) {
 	var env []string
@@ -120,7 +129,7 @@ func stackOutputs(ctx context.Context, ws auto.Workspace, name string) (map[stri
 // key (relayfleet:KEY, such as labDir), "" when it has none. Secrets are
 // not read.
 func (s *Stack) ReadConfig(ctx context.Context, key string) (string, error) {
-	st, err := s.openStack(ctx, false)
+	st, err := s.readOnly().openStack(ctx, false)
 	if err != nil {
 		return "", err
 	}
