@@ -20,6 +20,7 @@ import (
 // fleet converge and status then find it in the stack; a wrong host key in
 // the inventory is refused by the next up before anything runs.
 func TestConvergeStaticHost(t *testing.T) {
+	t.Parallel() // its own lab; it measures nothing
 	var box lab.Box
 	lf := upLabFleet(t, labFleetSpec{LabDir: filepath.Join(os.TempDir(), "relayfleet-static-test"), Bridge: "rfstat0", Subnet: "10.231.83.0/24",
 		Static: func(t *testing.T, l *lab.Lab) string {

@@ -48,10 +48,15 @@ func labImages() string {
 // TestMain lets the test binary serve as the relayfleet provider plugin:
 // fleet up run in-process (upLabFleet) links it as
 // pulumi-resource-relayfleet, and the Pulumi CLI starts it under that name.
+// The tests' stacks use the passphrase generated in their state dirs, and
+// their boxes are reached with key files, never an ssh-agent (set here,
+// once: parallel tests cannot t.Setenv).
 func TestMain(m *testing.M) {
 	if provider.IsPlugin(os.Args[0]) {
 		os.Exit(provider.Main(context.Background()))
 	}
+	os.Unsetenv(program.PassphraseEnv)
+	os.Unsetenv("SSH_AUTH_SOCK")
 	os.Exit(m.Run())
 }
 
@@ -116,7 +121,6 @@ func upLabFleet(t *testing.T, spec labFleetSpec) *labFleet {
 	f.Inv, f.State = filepath.Join(f.Dir, "fleet.yaml"), filepath.Join(f.Dir, "state")
 	if spec.Static != nil {
 		spec.Inventory, f.SSHKey = spec.Static(t, l), l.AdminKeyPath()
-		t.Setenv("SSH_AUTH_SOCK", "")
 	}
 	testutil.WriteFile(t, f.Inv, []byte(spec.Inventory), 0o644)
 	if f.Relay == "" {
@@ -127,7 +131,6 @@ func upLabFleet(t *testing.T, spec labFleetSpec) *labFleet {
 			t.Fatal(err)
 		}
 	}
-	t.Setenv(program.PassphraseEnv, "")
 	f.pulumi = cli
 	if out, errOut, code := f.up(t); code != 0 {
 		t.Fatalf("fleet up: exit %d\n%s%s", code, out, errOut)

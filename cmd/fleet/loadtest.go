@@ -205,7 +205,7 @@ func matchTarget(names []string, s string) (int, loadtestTarget, error) {
 			return i, loadtestTarget{Box: box, Port: port}, nil
 		}
 	}
-	return -1, loadtestTarget{}, usagef("flag --target: no box %q in the inventory's lab and static groups (boxes: %s)", s, strings.Join(names, ", "))
+	return -1, loadtestTarget{}, usagef("flag --target: no box %q among the steady stack's hosts (fleet hosts lists them; boxes: %s)", s, strings.Join(names, ", "))
 }
 
 // parseSteps reads --steps: at least minFitSteps distinct positive
@@ -268,7 +268,7 @@ func runLoadtest(ctx context.Context, args []string, stdout io.Writer) error {
 	fs := newFlags("loadtest", stdout)
 	var hf hostFlags
 	hf.add(fs)
-	target := fs.String("target", "", "BOX (a lab box name or a static host's address, as in the inventory) or BOX:PORT for one relay process (required)")
+	target := fs.String("target", "", "BOX (a steady host's name, as fleet hosts lists it) or BOX:PORT for one relay process (required)")
 	stepsFlag := fs.String("steps", defaultSteps(), "listener counts, one step each (sized to this machine's cores: the load generator runs here)")
 	stepDur := fs.Duration("step-duration", 20*time.Second, "measurement per step, once every listener has connected")
 	ramp := fs.Float64("ramp", 200, "listeners started per second")

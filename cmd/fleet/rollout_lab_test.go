@@ -41,6 +41,7 @@ const (
 //   - The same cut, repaired by fleet converge instead: it restarts the
 //     stale process (moved out first) and nothing is left draining.
 func TestRolloutInterruptedLab(t *testing.T) {
+	t.Parallel() // its own lab; it measures nothing
 	if os.Geteuid() != 0 {
 		t.Fatal("lab tests need root")
 	}
@@ -312,7 +313,6 @@ steady:
 `, cutFleet, boxAddr, rsaKey), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	t.Setenv("SSH_AUTH_SOCK", "")
 	staticArgs := []string{"--inventory", static, "--relay-binary", builds["v4"], "--ssh-key", lf.Lab.AdminKeyPath(), "--state-dir", filepath.Join(dir, "static-state")}
 	out, errOut, code = fleet(t, append([]string{"up", "--yes", "--pulumi", lf.pulumi}, staticArgs...)...)
 	if code != 0 {
