@@ -198,6 +198,12 @@ func TestHostsStatusConvergeOnCloudStack(t *testing.T) {
 	if code != exitHostsFailed || !strings.Contains(errOut, "1 of 3 boxes could not be read") || !strings.Contains(out, "cloud-e-wrong-1: FAILED") {
 		t.Errorf("status with a host key that is not the stack's: exit %d, stderr %q; want %d, one box unread:\n%s", code, errOut, exitHostsFailed, out)
 	}
+	// fleet hosts --release reads each box over SSH, the same way.
+	out, errOut, code = fleet(t, append([]string{"hosts", "--release", "--ssh-key", keyFile}, base...)...)
+	if code != exitHostsFailed || !strings.Contains(errOut, "1 of 3 hosts could not be read") || !strings.Contains(out, "cloud-e-wrong-1: FAILED") ||
+		strings.Contains(out, "cloud-s-fsn-1: FAILED") {
+		t.Errorf("hosts --release with a host key that is not the stack's: exit %d, stderr %q; want %d, that host alone failed:\n%s", code, errOut, exitHostsFailed, out)
+	}
 }
 
 // TestHostsNeedsAStack: no stack, no hosts, and the error says what to do.
