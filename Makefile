@@ -82,9 +82,9 @@ lab-monitor: pulumi ## Debian's prometheus scrapes a lab box through fleet monit
 
 .PHONY: lab-calibrate
 
-lab-calibrate: ## the planner against a measurement: fleet plan sizes a small lab box with the shipped calibration, then listeners through a router until the relay refuses or loses frames; prints predicted, measured and the error (root; about 5 minutes; bin/calibrate.json)
+lab-calibrate: pulumi ## the planner against a measurement: fleet plan sizes a small lab box with the shipped calibration, then listeners through a router until the relay refuses or loses frames; prints predicted, measured and the error (root; about 5 minutes; bin/calibrate.json)
 	@mkdir -p $(BIN)
-	RELAYFLEET_CALIB_KEEP=$(abspath $(BIN)) $(GO) test -tags lab,calib -count=1 -timeout 30m -v -run TestCalibrateLab ./cmd/fleet/
+	RELAYFLEET_CALIB_KEEP=$(abspath $(BIN)) RELAYFLEET_PULUMI=$(PULUMI) $(GO) test -tags lab,calib -count=1 -timeout 30m -v -run TestCalibrateLab ./cmd/fleet/
 
 lab-qemu: ## the real-kernel lab flavour under qemu (root, qemu-system-x86; slow): net.core buffer sysctls
 	$(GO) test -tags labqemu -count=1 -timeout 60m -v -run TestQEMU ./infra/lab/

@@ -227,30 +227,14 @@ func runAuthRotate(ctx context.Context, args []string, stdout io.Writer) error {
 	return nil
 }
 
-// convergeRotation brings the boxes onto the rotated keys: lab and static
-// groups through the converge path, a fleet with cloud groups through its
-// stack (fleet up), whose Host resources converge every box.
+// convergeRotation brings the steady boxes the stack lists onto the
+// rotated keys through the converge path, on every backend.
 func convergeRotation(ctx context.Context, s *stackFlags, st *program.Stack, keys string, parallel int, stdout io.Writer) error {
-	cloud := false
-	for _, g := range st.Fleet.Steady {
-		if g.Provider != "lab" && g.Provider != inventories.ProviderStatic {
-			cloud = true
-		}
-	}
-	if cloud {
-		fmt.Fprintf(stdout, "converging through stack %s (fleet up)\n", st.Name)
-		res, err := st.Up(ctx)
-		if err != nil {
-			return err
-		}
-		fmt.Fprintf(stdout, "up: stack %s: %s\n", st.Name, changeSummary(res.Changes))
-		return nil
-	}
 	binary, err := relayBinary(*s.relay)
 	if err != nil {
 		return err
 	}
-	targets, cleanup, err := resolveTargets(ctx, st.Fleet, *s.sshKey, *s.labDir)
+	targets, cleanup, err := steadyTargets(ctx, st, *s.sshKey, *s.labDir)
 	if err != nil {
 		return err
 	}
@@ -269,7 +253,7 @@ type keyFlags struct {
 }
 
 func (k *keyFlags) add(fs flags) {
-	fs.StringVar(&k.stack, "stack", "", "the fleet's stack, which keeps its relay auth key (default: the fleet's name)")
+	fs.StringVar(&k.stack, "stack", "", "the fleet's steady stack: it lists the boxes and keeps the relay auth key (default: the fleet's name)")
 	fs.StringVar(&k.stateDir, "state-dir", "", "state directory (default $"+program.StateDirEnv+", else ~/.local/state/relayfleet)")
 	fs.StringVar(&k.backend, "backend", "", "Pulumi backend URL (default $"+program.BackendEnv+", else file:// under the state dir)")
 	fs.StringVar(&k.pulumi, "pulumi", "", "the Pulumi CLI (default $"+program.PulumiEnv+", else the make pulumi build, else pulumi on $PATH)")

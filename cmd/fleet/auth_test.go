@@ -196,7 +196,7 @@ func TestAuthExportWritesA0600File(t *testing.T) {
 
 // TestAuthRotateStoresNewAndOld: rotate keeps the new key first and the
 // old one until now+overlap, and says so, before it converges (here it
-// fails: no lab boxes run, which it reports).
+// fails: no stack lists boxes to converge, which it reports).
 func TestAuthRotateStoresNewAndOld(t *testing.T) {
 	store := withKeys(t, signingKey+"\n", testNow)
 	relayBin, _ := os.Executable() // any ELF file passes as the relay build

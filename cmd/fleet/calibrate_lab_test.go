@@ -16,7 +16,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/relayfleet/relayfleet/infra/lab"
 	"github.com/relayfleet/relayfleet/inventories"
 	"github.com/relayfleet/relayfleet/provision/loadtest"
 	"github.com/relayfleet/relayfleet/relay"
@@ -36,37 +35,8 @@ func TestCalibrateLab(t *testing.T) {
 	started := time.Now()
 	ctx, cancel := context.WithTimeout(context.Background(), 25*time.Minute)
 	defer cancel()
-	l, err := lab.New(lab.Config{Dir: labDir, ImageDir: labImages(), Bridge: "rfcal0", Subnet: mustPrefix(t, "10.231.107.0/24"), Logf: t.Logf})
-	if err != nil {
-		t.Fatal(err)
-	}
-	l.Cleanup(ctx)
-	box, err := l.Create(ctx, lab.Spec{Name: "cal1", Shape: lab.Small, Labels: map[string]string{"fleet": "calib"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := l.Delete(context.Background(), box.Name); err != nil {
-			t.Errorf("delete %s: %v", box.Name, err)
-		}
-		if err := l.Cleanup(context.Background()); err != nil {
-			t.Errorf("lab cleanup: %v", err)
-		}
-	})
-
-	dir := t.TempDir()
-	state := filepath.Join(dir, "state")
-	relayBin := os.Getenv("RELAYFLEET_LOADTEST_RELAY")
-	if relayBin == "" {
-		relayBin = filepath.Join(dir, "relay")
-		build := exec.Command("go", "build", "-o", relayBin, "github.com/relayfleet/relayfleet/cmd/relay")
-		build.Stderr = os.Stderr
-		if err := build.Run(); err != nil {
-			t.Fatal(err)
-		}
-	}
-	inv := filepath.Join(dir, "fleet.yaml")
-	if err := os.WriteFile(inv, []byte(`version: 1
+	lf := upLabFleet(t, labFleetSpec{LabDir: labDir, Bridge: "rfcal0", Subnet: "10.231.107.0/24",
+		Relay: os.Getenv("RELAYFLEET_LOADTEST_RELAY"), Inventory: `version: 1
 name: calib
 steady:
   - name: cal
@@ -75,16 +45,11 @@ steady:
     count: 1
     processes: auto
     base_port: 4443
-`), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	out, errOut, code := fleet(t, "converge", "--inventory", inv, "--relay-binary", relayBin, "--lab-dir", labDir, "--state-dir", state)
-	if code != 0 {
-		t.Fatalf("converge: exit %d\n%s%s", code, out, errOut)
-	}
+`})
+	dir, state, inv, relayBin := lf.Dir, lf.State, lf.Inv, lf.Relay
 
 	// The prediction: fleet plan, the shipped calibration, this shape.
-	out, errOut, code = fleet(t, "plan", "--listeners", "1", "--shape", "lab/small", "--json")
+	out, errOut, code := fleet(t, "plan", "--listeners", "1", "--shape", "lab/small", "--json")
 	if code != 0 {
 		t.Fatalf("plan: exit %d: %s", code, errOut)
 	}
@@ -133,10 +98,7 @@ steady:
 	pubFile, subFile := filepath.Join(dir, "publish.jwt"), filepath.Join(dir, "subscribe.jwt")
 	os.WriteFile(pubFile, []byte(pubTok+"\n"), 0o600)
 	os.WriteFile(subFile, []byte(subTok+"\n"), 0o600)
-	targets, done, err := resolveTargets(ctx, f, "", labDir)
-	if err != nil {
-		t.Fatal(err)
-	}
+	targets, done := lf.targets(t)
 	defer done()
 	var report bytes.Buffer
 	lt := &loadtest.Tester{Bin: relayBin, Box: targets[0], Dur: 10 * time.Second, Ramp: 200, Out: &report,

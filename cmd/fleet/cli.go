@@ -39,6 +39,7 @@ func commands() []command {
 		{"plan", "plan capacity for a listener target: boxes, cost, egress", runPlan},
 		{"converge", "converge the steady boxes: sysctl, relay units per core, the relay release", runConverge},
 		{"rollout", "roll a new relay build through the steady boxes, one process at a time, rolling back on failure", runRollout},
+		{"hosts", "the fleet's hosts as its stacks list them (steady and events, any backend): stack, group, tier, address, host key, processes", runHosts},
 		{"status", "per relay process: listeners, headroom, memory against its ceiling, restarts; per box: release and sysctl drift", runStatus},
 		{"providers", "show the provider catalogue (and live prices with HCLOUD_TOKEN / DIGITALOCEAN_TOKEN)", runProviders},
 		{"up", "bring the fleet to the inventory through Pulumi (boxes, converged hosts) and write the router's relays file", runUp},

@@ -3,12 +3,10 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
-	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -19,7 +17,6 @@ import (
 	"github.com/relayfleet/relayfleet/inventories"
 	"github.com/relayfleet/relayfleet/provision"
 	"github.com/relayfleet/relayfleet/sysctl"
-	"golang.org/x/crypto/ssh"
 )
 
 // exitError ends a command with a given exit code and one line.
@@ -40,8 +37,6 @@ func runConverge(ctx context.Context, args []string, stdout io.Writer) error {
 	fs := newFlags("converge", stdout)
 	var hf hostFlags
 	hf.add(fs)
-	var kf keyFlags
-	kf.add(fs)
 	check := fs.Bool("check", false, "print what would change and exit 1 if anything would")
 	asJSON := fs.Bool("json", false, "print JSON lines: progress events, one result per host, a summary")
 	binaryPath := fs.String("relay-binary", "", "the relay build to release (default: relay beside the fleet binary)")
@@ -63,7 +58,7 @@ func runConverge(ctx context.Context, args []string, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
-	st, err := kf.stackFor(fleet)
+	st, err := hf.stackFor(fleet)
 	if err != nil {
 		return err
 	}
@@ -73,7 +68,7 @@ func runConverge(ctx context.Context, args []string, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
-	targets, cleanup, err := resolveTargets(ctx, fleet, hf.sshKey, hf.labDir)
+	targets, cleanup, err := steadyTargets(ctx, st, hf.sshKey, hf.labDir)
 	if err != nil {
 		return err
 	}
@@ -139,15 +134,19 @@ func convergeTargets(ctx context.Context, stdout io.Writer, targets []provision.
 	return nil
 }
 
-// hostFlags are the flags of the commands that reach an inventory's boxes.
+// hostFlags are the flags of the commands that reach a fleet's boxes:
+// its fleet file, the stacks that list the boxes (keyFlags), and how
+// they are reached over SSH.
 type hostFlags struct {
 	inventory, sshKey, labDir string
+	keyFlags
 }
 
 func (h *hostFlags) add(fs flags) {
 	fs.StringVar(&h.inventory, "inventory", "", "fleet file (required)")
-	fs.StringVar(&h.sshKey, "ssh-key", "", "private key for static hosts (default: ssh-agent at SSH_AUTH_SOCK)")
-	fs.StringVar(&h.labDir, "lab-dir", "", "lab state directory (default $"+lab.DirEnv+", else "+lab.DefaultDir+")")
+	fs.StringVar(&h.sshKey, "ssh-key", "", "private key for cloud and static hosts (default: ssh-agent at SSH_AUTH_SOCK)")
+	fs.StringVar(&h.labDir, "lab-dir", "", "lab state directory, whose admin key reaches lab boxes (default: the stack's, else $"+lab.DirEnv+", else "+lab.DefaultDir+")")
+	h.keyFlags.add(fs)
 }
 
 func (h *hostFlags) check() error {
@@ -157,13 +156,18 @@ func (h *hostFlags) check() error {
 	return nil
 }
 
-// targets loads the inventory and resolves its steady boxes.
+// targets loads the inventory and resolves its steady boxes from the
+// steady stack.
 func (h *hostFlags) targets(ctx context.Context) ([]provision.Target, func(), error) {
 	fleet, err := loadFleet(h.inventory)
 	if err != nil {
 		return nil, nil, err
 	}
-	return resolveTargets(ctx, fleet, h.sshKey, h.labDir)
+	st, err := h.stackFor(fleet)
+	if err != nil {
+		return nil, nil, err
+	}
+	return steadyTargets(ctx, st, h.sshKey, h.labDir)
 }
 
 // loadFleet reads a fleet file with the catalogue beside it (or the
@@ -196,105 +200,6 @@ func relayBinary(path string) ([]byte, error) {
 		return nil, usagef("flag --relay-binary: %s is not a Linux executable", path)
 	}
 	return data, nil
-}
-
-// resolveTargets finds the steady boxes of an inventory and how to reach
-// them: lab boxes from the lab's state (labelled fleet=NAME, in name
-// order), static servers from the inventory with their pinned host keys.
-// Cloud boxes are converged by fleet up's Host resources.
-func resolveTargets(ctx context.Context, f *inventories.Fleet, sshKey, labDir string) ([]provision.Target, func(), error) {
-	var targets []provision.Target
-	var closers []func()
-	cleanup := func() {
-		for _, c := range closers {
-			c()
-		}
-	}
-	var labBoxes []lab.Box
-	var labPool *provision.Pool
-	var staticPool *provision.Pool
-	for i, g := range f.Steady {
-		path := fmt.Sprintf("steady[%d] %s", i, g.Name)
-		switch g.Provider {
-		case "lab":
-			if labPool == nil {
-				l, err := newLab(labDir)
-				if err != nil {
-					cleanup()
-					return nil, nil, err
-				}
-				if labBoxes, err = l.List(ctx, map[string]string{"fleet": f.Name}); err != nil {
-					cleanup()
-					return nil, nil, err
-				}
-				sort.Slice(labBoxes, func(a, b int) bool { return labBoxes[a].Name < labBoxes[b].Name })
-				signer, err := l.Signer()
-				if err != nil {
-					cleanup()
-					return nil, nil, err
-				}
-				labPool = &provision.Pool{Auth: []ssh.AuthMethod{ssh.PublicKeys(signer)}, Keys: &provision.HostKeys{File: l.KnownHostsPath()}}
-				closers = append(closers, func() { labPool.Close() })
-			}
-			n := g.BoxCount()
-			running := slices.DeleteFunc(slices.Clone(labBoxes), func(b lab.Box) bool { return b.State != lab.StateRunning })
-			if len(running) < n {
-				cleanup()
-				return nil, nil, fmt.Errorf("%s: %d lab boxes wanted, %d run labelled fleet=%s (fleet lab up %d)", path, n, len(running), f.Name, n)
-			}
-			for _, b := range running[:n] {
-				h := provision.Host{Name: b.Name, Address: b.SSHAddr(), User: "root"}
-				targets = append(targets, provision.Target{Host: h, Run: labPool.Runner(h), Processes: int(g.Processes), BasePort: g.BasePort, Upstream: f.Origin})
-			}
-			labBoxes = slices.DeleteFunc(labBoxes, func(b lab.Box) bool {
-				return slices.ContainsFunc(running[:n], func(r lab.Box) bool { return r.Name == b.Name })
-			})
-		case inventories.ProviderStatic:
-			if staticPool == nil {
-				auth, closer, err := provision.Auth(sshKey)
-				if err != nil {
-					cleanup()
-					return nil, nil, usagef("flag --ssh-key: %v", err)
-				}
-				closers = append(closers, func() { closer.Close() })
-				known, err := os.CreateTemp("", "relayfleet-known-hosts-*")
-				if err != nil {
-					cleanup()
-					return nil, nil, err
-				}
-				known.Close()
-				closers = append(closers, func() { os.Remove(known.Name()) })
-				staticPool = &provision.Pool{Auth: auth, Keys: &provision.HostKeys{File: known.Name()}}
-				closers = append(closers, func() { staticPool.Close() })
-			}
-			for j, sh := range g.Hosts {
-				key, _, _, _, err := ssh.ParseAuthorizedKey([]byte(sh.HostKey))
-				if err != nil {
-					cleanup()
-					return nil, nil, fmt.Errorf("%s hosts[%d].host_key: %v", path, j, err)
-				}
-				h := provision.Host{Name: sh.Address, Address: sh.Address, User: sh.User}
-				if err := provision.PinKey(staticPool.Keys.File, hostAddr(sh.Address), key); err != nil {
-					cleanup()
-					return nil, nil, err
-				}
-				targets = append(targets, provision.Target{Host: h, Run: staticPool.Runner(h), Processes: int(g.Processes), BasePort: g.BasePort, Upstream: f.Origin})
-			}
-		default:
-			cleanup()
-			return nil, nil, fmt.Errorf("%s: %s boxes are converged by fleet up (its Host resources); fleet converge, rollout and status take lab and static groups", path, g.Provider)
-		}
-	}
-	if len(targets) == 0 {
-		cleanup()
-		return nil, nil, errors.New("the inventory has no steady boxes to converge")
-	}
-	return targets, cleanup, nil
-}
-
-// hostAddr is the address as SSH sees it: host:port, port 22 by default.
-func hostAddr(a string) string {
-	return provision.Host{Address: a}.Addr()
 }
 
 func writeConvergeText(w io.Writer, rs []provision.HostResult, check bool) {

@@ -6,7 +6,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -17,30 +16,20 @@ import (
 
 // TestConvergeStaticHost adopts a lab box as a static server, the way a
 // dedicated root server is listed in an inventory: by address, user and
-// host key, reached with an SSH key file.
+// host key, brought up with fleet up and reached with an SSH key file.
+// fleet converge and status then find it in the stack; a wrong host key in
+// the inventory is refused by the next up before anything runs.
 func TestConvergeStaticHost(t *testing.T) {
-	images := labImages()
-	l, err := lab.New(lab.Config{Dir: filepath.Join(os.TempDir(), "relayfleet-static-test"), ImageDir: images, Bridge: "rfstat0", Subnet: mustPrefix(t, "10.231.83.0/24"), Logf: t.Logf})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx := context.Background()
-	l.Cleanup(ctx)
-	box, err := l.Create(ctx, lab.Spec{Name: "root1", Shape: lab.Small})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { l.Delete(context.Background(), box.Name); l.Cleanup(context.Background()) })
-
-	dir := t.TempDir()
-	relay := filepath.Join(dir, "relay")
-	build := exec.Command("go", "build", "-o", relay, "github.com/relayfleet/relayfleet/cmd/relay")
-	build.Stderr = os.Stderr
-	if err := build.Run(); err != nil {
-		t.Fatal(err)
-	}
-	inv := filepath.Join(dir, "fleet.yaml")
-	testutil.WriteFile(t, inv, fmt.Appendf(nil, `version: 1
+	t.Parallel() // its own lab; it measures nothing
+	var box lab.Box
+	lf := upLabFleet(t, labFleetSpec{LabDir: filepath.Join(os.TempDir(), "relayfleet-static-test"), Bridge: "rfstat0", Subnet: "10.231.83.0/24",
+		Static: func(t *testing.T, l *lab.Lab) string {
+			b, err := l.Create(context.Background(), lab.Spec{Name: "root1", Shape: lab.Small})
+			if err != nil {
+				t.Fatal(err)
+			}
+			box = b
+			return fmt.Sprintf(`version: 1
 name: adopted
 steady:
   - name: roots
@@ -48,23 +37,26 @@ steady:
     shape: hetzner-robot/ax42
     hosts:
       - {address: %q, user: root, host_key: %q}
-`, box.Address.String(), strings.TrimSpace(box.HostKey)), 0o644)
-	t.Setenv("SSH_AUTH_SOCK", "")
-	args := []string{"converge", "--inventory", inv, "--relay-binary", relay, "--ssh-key", l.AdminKeyPath()}
-
-	out, errOut, code := fleet(t, args...)
-	if code != 0 || !strings.Contains(out, "changes applied") || !strings.Contains(out, "start relay@4443.service") {
-		t.Fatalf("first converge: exit %d\n%s%s", code, out, errOut)
+`, box.Address.String(), strings.TrimSpace(box.HostKey))
+		}})
+	hosts := lf.hosts(t)
+	if len(hosts) != 1 || hosts[0].Backend != "static" || hosts[0].Address != box.Address.String() || hosts[0].HostKey != strings.TrimSpace(box.HostKey) {
+		t.Fatalf("stack hosts %+v, want the adopted box %s", hosts, box.Address)
 	}
-	out, _, code = fleet(t, args...)
-	if code != 0 || !strings.Contains(out, "converged, nothing to change") {
-		t.Errorf("re-run: exit %d\n%s", code, out)
+	args := lf.args("--relay-binary", lf.Relay)
+	out, errOut, code := fleet(t, append([]string{"converge"}, args...)...)
+	if code != 0 || !strings.Contains(out, "converged, nothing to change") || !strings.Contains(out, hosts[0].Name) {
+		t.Fatalf("converge after up: exit %d\n%s%s", code, out, errOut)
+	}
+	out, errOut, code = fleet(t, append([]string{"status"}, lf.args()...)...)
+	if code != 0 || !strings.Contains(out, "relay@4443.service") {
+		t.Errorf("status: exit %d\n%s%s", code, out, errOut)
 	}
 	// A wrong pinned key in the inventory is refused before anything runs.
 	other, _ := testKey(t)
-	testutil.WriteFile(t, inv, []byte(strings.Replace(string(must(os.ReadFile(inv))), strings.Fields(box.HostKey)[1], strings.Fields(strings.TrimSpace(string(sshPublic(other))))[1], 1)), 0o644)
-	_, errOut, code = fleet(t, args...)
-	if code != exitHostsFailed || !strings.Contains(errOut, "host key refused") {
-		t.Errorf("wrong host key: exit %d, %s", code, errOut)
+	testutil.WriteFile(t, lf.Inv, []byte(strings.Replace(string(must(os.ReadFile(lf.Inv))), strings.Fields(box.HostKey)[1], strings.Fields(strings.TrimSpace(string(sshPublic(other))))[1], 1)), 0o644)
+	out, errOut, code = lf.up(t)
+	if code == 0 || !strings.Contains(out+errOut, "host key") {
+		t.Errorf("up with a wrong host key: exit %d, %s%s", code, tail(out, 5), errOut)
 	}
 }

@@ -1,9 +1,7 @@
 package main
 
 import (
-	"os"
 	"path/filepath"
-	"strings"
 	"testing"
 
 	"github.com/relayfleet/relayfleet/relay/testutil"
@@ -29,18 +27,5 @@ func TestConvergeBadInput(t *testing.T) {
 				t.Errorf("exit %d, stdout %q, stderr %q; want 2, nothing, %q", code, out, errOut, tc.want)
 			}
 		})
-	}
-}
-
-func TestConvergeCloudGroupsNeedFleetUp(t *testing.T) {
-	// example.yaml's first steady group is static (needs an agent or key);
-	// give a key so that resolution reaches the hcloud group.
-	key := filepath.Join(t.TempDir(), "id")
-	_, pemKey := testKey(t)
-	testutil.WriteFile(t, key, pemKey, 0o600)
-	exe, _ := os.Executable()
-	_, errOut, code := fleet(t, "converge", "--inventory", "../../inventories/example.yaml", "--relay-binary", exe, "--ssh-key", key)
-	if code != 1 || !strings.Contains(errOut, "steady[1] fsn: hcloud boxes are converged by fleet up") {
-		t.Errorf("exit %d, stderr %q", code, errOut)
 	}
 }

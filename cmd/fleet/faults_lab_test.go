@@ -99,40 +99,7 @@ const faultBoxes = 2
 func newFaultFleet(t *testing.T) *faultFleet {
 	t.Helper()
 	f := &faultFleet{t: t, dir: t.TempDir()}
-	l, err := lab.New(lab.Config{Dir: faultLabDir, ImageDir: labImages(), Bridge: faultBridge, Subnet: mustPrefix(t, faultSubnet), Logf: t.Logf})
-	if err != nil {
-		t.Fatal(err)
-	}
-	f.l = l
 	ctx := context.Background()
-	l.Cleanup(ctx)
-	t.Cleanup(func() {
-		if err := l.Cleanup(context.Background()); err != nil {
-			t.Errorf("lab cleanup: %v", err)
-		}
-	})
-	for i := range faultBoxes {
-		name := fmt.Sprintf("fault%d", i+1)
-		t.Cleanup(func() {
-			if err := l.Delete(context.Background(), name); err != nil && !errors.Is(err, lab.ErrNotFound) {
-				t.Errorf("delete %s: %v", name, err)
-			}
-		})
-		spec := lab.Spec{Name: name, Shape: lab.Medium, Labels: map[string]string{"fleet": faultFleetName}}
-		_, err := l.Create(ctx, spec)
-		if err != nil {
-			// nspawn sometimes finds the previous box's veth not yet
-			// gone ("File exists"): once more after a pause.
-			t.Logf("%s: %v; once more", name, err)
-			l.Delete(ctx, name)
-			time.Sleep(3 * time.Second)
-			_, err = l.Create(ctx, spec)
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
-
 	// RELAYFLEET_FAULTS_RELAY names a relay build to use instead of this
 	// checkout's.
 	f.relay = os.Getenv("RELAYFLEET_FAULTS_RELAY")
@@ -153,24 +120,16 @@ func newFaultFleet(t *testing.T) *faultFleet {
 	}
 
 	// The origin, on this machine's address on the bridge, with a kept
-	// key: the boxes pin it.
+	// key: the boxes pin it. It starts once fleet up made the bridge.
 	key := filepath.Join(f.dir, "origin.key")
 	out, err := exec.Command(f.relay, "keygen", "--out", key).Output()
 	if err != nil {
 		t.Fatalf("relay keygen: %v", err)
 	}
 	originURL := fmt.Sprintf("http://%s:4443/#spki=%s", faultOriginIP, strings.TrimSpace(string(out)))
-	f.background("origin", f.relay, "serve", "--listen", faultOriginIP+":4443", "--tls-key", key, "--log-level", "warn")
-	if err := pollHTTP(fmt.Sprintf("http://%s:4443/healthz", faultOriginIP), 20*time.Second); err != nil {
-		t.Fatal(err)
-	}
-	// A paced publisher: one frame of 160 bytes every 120 ms, each
-	// carrying its sequence and send time, so the listeners count what
-	// they missed.
-	f.background("publisher", f.relay, "publish", "--paced", "--name", faultBroadcast, "--interval", faultFrame.String(), originURL)
 
-	f.inv = filepath.Join(f.dir, "fleet.yaml")
-	if err := os.WriteFile(f.inv, fmt.Appendf(nil, `version: 1
+	start := time.Now()
+	lf := upLabFleet(t, labFleetSpec{LabDir: faultLabDir, Bridge: faultBridge, Subnet: faultSubnet, Relay: f.relay, Inventory: fmt.Sprintf(`version: 1
 name: %s
 origin: [%q]
 access:
@@ -182,16 +141,19 @@ steady:
     count: %d
     processes: auto
     base_port: 4443
-`, faultFleetName, originURL, faultBoxes), 0o644); err != nil {
+`, faultFleetName, originURL, faultBoxes)})
+	t.Logf("up and converged in %.1fs", time.Since(start).Seconds())
+	l := lf.Lab
+	f.l, f.inv, f.stateDir = l, lf.Inv, lf.State
+
+	f.background("origin", f.relay, "serve", "--listen", faultOriginIP+":4443", "--tls-key", key, "--log-level", "warn")
+	if err := pollHTTP(fmt.Sprintf("http://%s:4443/healthz", faultOriginIP), 20*time.Second); err != nil {
 		t.Fatal(err)
 	}
-	f.stateDir = filepath.Join(f.dir, "state")
-	start := time.Now()
-	out2, errOut, code := fleet(t, "converge", "--inventory", f.inv, "--relay-binary", f.relay, "--lab-dir", faultLabDir, "--state-dir", f.stateDir)
-	if code != 0 {
-		t.Fatalf("converge: exit %d\n%s%s", code, out2, errOut)
-	}
-	t.Logf("converged in %.1fs", time.Since(start).Seconds())
+	// A paced publisher: one frame of 160 bytes every 120 ms, each
+	// carrying its sequence and send time, so the listeners count what
+	// they missed.
+	f.background("publisher", f.relay, "publish", "--paced", "--name", faultBroadcast, "--interval", faultFrame.String(), originURL)
 
 	boxes, err := l.List(ctx, map[string]string{"fleet": faultFleetName})
 	if err != nil {
@@ -839,7 +801,7 @@ func (f *faultFleet) testRollout(t *testing.T) {
 	}
 	time.Sleep(2 * time.Second)
 	_, perBefore := sessionsOf(f.snapshot())
-	args := []string{"rollout", "--inventory", f.inv, "--lab-dir", faultLabDir, "--relay-binary", v2, "--listener-wait", "45s"}
+	args := []string{"rollout", "--inventory", f.inv, "--lab-dir", faultLabDir, "--state-dir", f.stateDir, "--relay-binary", v2, "--listener-wait", "45s"}
 	// A make-before-break rollout asks the router when it stops routing
 	// to a draining process.
 	if help, _, _ := fleet(t, "rollout", "-h"); strings.Contains(help, "-router-poll") {

@@ -47,7 +47,7 @@ func matchTarget(names []string, s string) (int, loadtestTarget, error) {
 			return i, loadtestTarget{Box: box, Port: port}, nil
 		}
 	}
-	return -1, loadtestTarget{}, usagef("flag --target: no box %q in the inventory's lab and static groups (boxes: %s)", s, strings.Join(names, ", "))
+	return -1, loadtestTarget{}, usagef("flag --target: no box %q among the steady stack's hosts (fleet hosts lists them; boxes: %s)", s, strings.Join(names, ", "))
 }
 
 // parseSteps reads --steps: at least minFitSteps distinct positive
@@ -110,9 +110,7 @@ func runLoadtest(ctx context.Context, args []string, stdout io.Writer) error {
 	fs := newFlags("loadtest", stdout)
 	var hf hostFlags
 	hf.add(fs)
-	var kf keyFlags
-	kf.add(fs)
-	target := fs.String("target", "", "BOX (a lab box name or a static host's address, as in the inventory) or BOX:PORT for one relay process (required)")
+	target := fs.String("target", "", "BOX (a steady host's name, as fleet hosts lists it) or BOX:PORT for one relay process (required)")
 	stepsFlag := fs.String("steps", defaultSteps(), "listener counts, one step each (sized to this machine's cores: the load generator runs here)")
 	stepDur := fs.Duration("step-duration", 20*time.Second, "measurement per step, once every listener has connected")
 	ramp := fs.Float64("ramp", 200, "listeners started per second")
@@ -161,7 +159,7 @@ func runLoadtest(ctx context.Context, args []string, stdout io.Writer) error {
 	}
 	// The relays verify tokens: the publisher and the listeners get
 	// tokens for loadtest/ signed with the fleet's key.
-	st, err := kf.stackFor(fleet)
+	st, err := hf.stackFor(fleet)
 	if err != nil {
 		return err
 	}
@@ -190,7 +188,7 @@ func runLoadtest(ctx context.Context, args []string, stdout io.Writer) error {
 			return fmt.Errorf("token file: %w", err)
 		}
 	}
-	targets, cleanup, err := resolveTargets(ctx, fleet, hf.sshKey, hf.labDir)
+	targets, cleanup, err := steadyTargets(ctx, st, hf.sshKey, hf.labDir)
 	if err != nil {
 		return err
 	}

@@ -10,12 +10,10 @@ import (
 	"errors"
 	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 
-	"github.com/relayfleet/relayfleet/infra/lab"
 	"github.com/relayfleet/relayfleet/inventories"
 	"github.com/relayfleet/relayfleet/provision/loadtest"
 	"github.com/relayfleet/relayfleet/relay/testutil"
@@ -25,41 +23,10 @@ import (
 // this checkout, on a lab of its own (bridge rflt0), with small steps:
 // the load generator shares this machine's CPU with the box.
 func TestLoadtestLab(t *testing.T) {
-	images := labImages()
-	labDir := "/var/lib/relayfleet/lab-loadtest"
-	l, err := lab.New(lab.Config{Dir: labDir, ImageDir: images, Bridge: "rflt0", Subnet: mustPrefix(t, "10.231.85.0/24"), Logf: t.Logf})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx := context.Background()
-	l.Cleanup(ctx)
-	box, err := l.Create(ctx, lab.Spec{Name: "lt1", Shape: lab.Small, Labels: map[string]string{"fleet": "loadtest"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := l.Delete(context.Background(), box.Name); err != nil {
-			t.Errorf("delete %s: %v", box.Name, err)
-		}
-		if err := l.Cleanup(context.Background()); err != nil {
-			t.Errorf("lab cleanup: %v", err)
-		}
-	})
-
-	dir := t.TempDir()
 	// RELAYFLEET_LOADTEST_RELAY names a relay build to use instead of
 	// this checkout's.
-	relay := os.Getenv("RELAYFLEET_LOADTEST_RELAY")
-	if relay == "" {
-		relay = filepath.Join(dir, "relay")
-		build := exec.Command("go", "build", "-o", relay, "github.com/relayfleet/relayfleet/cmd/relay")
-		build.Stderr = os.Stderr
-		if err := build.Run(); err != nil {
-			t.Fatal(err)
-		}
-	}
-	inv := filepath.Join(dir, "fleet.yaml")
-	if err := os.WriteFile(inv, []byte(`version: 1
+	lf := upLabFleet(t, labFleetSpec{LabDir: "/var/lib/relayfleet/lab-loadtest", Bridge: "rflt0", Subnet: "10.231.85.0/24",
+		Relay: os.Getenv("RELAYFLEET_LOADTEST_RELAY"), Inventory: `version: 1
 name: loadtest
 steady:
   - name: lt
@@ -68,27 +35,21 @@ steady:
     count: 1
     processes: auto
     base_port: 4443
-`), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	out, errOut, code := fleet(t, "converge", "--inventory", inv, "--relay-binary", relay, "--lab-dir", labDir)
-	if code != 0 {
-		t.Fatalf("converge: exit %d\n%s%s", code, out, errOut)
-	}
+`})
+	ctx := context.Background()
+	dir, inv, relay := lf.Dir, lf.Inv, lf.Relay
+	box := lf.hosts(t)[0]
 
 	var stdout bytes.Buffer
-	err = runLoadtest(ctx, []string{"--inventory", inv, "--target", box.Name, "--steps", "50,100,150", "--step-duration", "6s",
-		"--relay-binary", relay, "--lab-dir", labDir}, &stdout)
+	err := runLoadtest(ctx, lf.args("--target", box.Name, "--steps", "50,100,150", "--step-duration", "6s",
+		"--relay-binary", relay), &stdout)
 	t.Logf("fleet loadtest:\n%s", stdout.String())
 	if err != nil {
 		// What the sampler reads on the box, to see why.
-		if f, ferr := loadFleet(inv); ferr == nil {
-			if ts, done, terr := resolveTargets(ctx, f, "", labDir); terr == nil {
-				raw, rerr := ts[0].Run.Run(ctx, loadtest.SampleScript([]int{4443})+"systemctl show -p ControlGroup relay@4443.service; cat /proc/self/cgroup; ls /sys/fs/cgroup", nil)
-				t.Logf("sample on the box (%v):\n%s", rerr, raw)
-				done()
-			}
-		}
+		ts, done := lf.targets(t)
+		raw, rerr := ts[0].Run.Run(ctx, loadtest.SampleScript([]int{4443})+"systemctl show -p ControlGroup relay@4443.service; cat /proc/self/cgroup; ls /sys/fs/cgroup", nil)
+		t.Logf("sample on the box (%v):\n%s", rerr, raw)
+		done()
 		t.Fatalf("fleet loadtest: %v", err)
 	}
 
@@ -156,8 +117,8 @@ steady:
 	// the scale of what is measured).
 	one := t.TempDir()
 	stdout.Reset()
-	err = runLoadtest(ctx, []string{"--inventory", inv, "--target", box.Name + ":4443", "--steps", "200,300,400", "--step-duration", "4s",
-		"--relay-binary", relay, "--lab-dir", labDir, "--out", one, "--json"}, &stdout)
+	err = runLoadtest(ctx, lf.args("--target", box.Name+":4443", "--steps", "200,300,400", "--step-duration", "4s",
+		"--relay-binary", relay, "--out", one, "--json"), &stdout)
 	if err != nil {
 		t.Fatalf("--target %s:4443: %v\n%s", box.Name, err, stdout.String())
 	}
@@ -168,7 +129,7 @@ steady:
 	if _, err := inventories.LoadCalibration(filepath.Join(one, inventories.CalibrationFile)); err != nil {
 		t.Error(err)
 	}
-	_, errOut, code = loadtestCLI(t, "--inventory", inv, "--target", box.Name+":4999", "--steps", "20,40,60", "--relay-binary", relay, "--lab-dir", labDir)
+	_, errOut, code := loadtestCLI(t, lf.args("--target", box.Name+":4999", "--steps", "20,40,60", "--relay-binary", relay)...)
 	if code != exitUsage || !strings.Contains(errOut, "flag --target: "+box.Name+" has no active relay@4999.service (active: relay@4443.service)") {
 		t.Errorf("--target %s:4999: exit %d, %s", box.Name, code, errOut)
 	}

@@ -35,7 +35,7 @@ func TestLoadtestMatchTarget(t *testing.T) {
 		{in: "lab-1:http", err: `flag --target: "lab-1:http": want BOX or BOX:PORT with a port from 1 to 65535`},
 		{in: "lab-1:0", err: "with a port from 1 to 65535"},
 		{in: "lab-1:70000", err: "with a port from 1 to 65535"},
-		{in: "lab-3", err: `flag --target: no box "lab-3" in the inventory's lab and static groups (boxes: lab-1, lab-2, 203.0.113.5, 203.0.113.6:2222, 2001:db8::1)`},
+		{in: "lab-3", err: `flag --target: no box "lab-3" among the steady stack's hosts (fleet hosts lists them; boxes: lab-1, lab-2, 203.0.113.5, 203.0.113.6:2222, 2001:db8::1)`},
 		{in: "lab-3:4443", err: `no box "lab-3:4443"`},
 		{in: ":4443", err: `no box ":4443"`},
 	} {

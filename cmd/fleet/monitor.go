@@ -2,17 +2,12 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
-	"net"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
-	"sync"
 
-	"github.com/relayfleet/relayfleet/infra/lab"
 	"github.com/relayfleet/relayfleet/infra/program"
 	"github.com/relayfleet/relayfleet/inventories"
 	"github.com/relayfleet/relayfleet/monitoring"
@@ -33,9 +28,9 @@ func runMonitor(ctx context.Context, args []string, stdout io.Writer) error {
 	out := fs.String("out", "", "directory for the Prometheus target files, rules, prometheus.yml and the Grafana files (required)")
 	inventory := fs.String("inventory", "", "fleet file: only its stacks (its own and its events'); default every stack in the state dir")
 	eventsFile := fs.String("events", "", "events file: its fleet's stacks, with each event's end in the labels and rules")
-	sshKey := fs.String("ssh-key", "", "with --inventory: private key for its static hosts (default: ssh-agent at SSH_AUTH_SOCK)")
-	labDir := fs.String("lab-dir", "", "with --inventory: lab state directory (default $"+lab.DirEnv+", else "+lab.DefaultDir+")")
 	stateDir := fs.String("state-dir", "", "state directory with the stacks' hosts (default $"+program.StateDirEnv+", else ~/.local/state/relayfleet)")
+	stack := fs.String("stack", "", "with --inventory: the fleet's steady stack (default: the fleet's name)")
+	backend := fs.String("backend", "", "with --inventory: Pulumi backend URL (default $"+program.BackendEnv+", else file:// under the state dir)")
 	var routers stringList
 	fs.Var(&routers, "router", "a router's HOST:PORT to scrape (repeatable)")
 	scrape := fs.Duration("scrape-interval", 0, "scrape interval in prometheus.yml (default 15s)")
@@ -70,15 +65,17 @@ func runMonitor(ctx context.Context, args []string, stdout io.Writer) error {
 			return err
 		}
 		o.Fleet = f.Name
-		// A fleet of lab and static boxes needs no stack: its boxes are
-		// found as fleet status finds them, and their relay@ units over SSH.
-		if steadyOnBoxes(f) {
-			hosts, err := steadyHosts(ctx, f, *sshKey, *labDir)
-			if err != nil {
-				return err
-			}
-			o.Hosts = map[string][]program.HostEntry{f.Name: hosts}
+		// Its hosts are its stacks' (steady and events), any backend.
+		kf := keyFlags{stack: *stack, stateDir: o.StateDir, backend: *backend}
+		st, err := kf.stackFor(f)
+		if err != nil {
+			return err
 		}
+		set, err := readHosts(ctx, st)
+		if err != nil {
+			return err
+		}
+		o.Hosts = set.Entries()
 	case *eventsFile != "":
 		cat, err := inventories.LoadCatalogue(inventories.Beside(*eventsFile, inventories.ProvidersFile))
 		if err != nil {
@@ -102,71 +99,6 @@ func runMonitor(ctx context.Context, args []string, stdout io.Writer) error {
 	fmt.Fprintf(stdout, "  prometheus --config.file=%s   (or copy its jobs and rule_files into yours)\n", filepath.Join(res.Dir, monitoring.ConfigFile))
 	fmt.Fprintf(stdout, "  grafana: provisioning in %s\n", filepath.Join(res.Dir, "grafana/provisioning"))
 	return nil
-}
-
-// steadyOnBoxes says whether every steady group is of lab or static boxes
-// (what fleet status reaches without a stack).
-func steadyOnBoxes(f *inventories.Fleet) bool {
-	for _, g := range f.Steady {
-		if g.Provider != "lab" && g.Provider != inventories.ProviderStatic {
-			return false
-		}
-	}
-	return len(f.Steady) > 0
-}
-
-// steadyHosts finds the steady boxes as fleet status does and lists each
-// one's relay processes (its relay@PORT units) over SSH.
-func steadyHosts(ctx context.Context, f *inventories.Fleet, sshKey, labDir string) ([]program.HostEntry, error) {
-	targets, cleanup, err := resolveTargets(ctx, f, sshKey, labDir)
-	if err != nil {
-		return nil, err
-	}
-	defer cleanup()
-	// resolveTargets lists each group's boxes in turn: its name and provider.
-	var group, backend []string
-	for _, g := range f.Steady {
-		n := g.BoxCount()
-		if g.Provider == inventories.ProviderStatic {
-			n = len(g.Hosts)
-		}
-		for range n {
-			group, backend = append(group, g.Name), append(backend, g.Provider)
-		}
-	}
-	if len(group) != len(targets) {
-		return nil, fmt.Errorf("monitor: %d steady boxes resolved, %d listed", len(targets), len(group))
-	}
-	hosts := make([]program.HostEntry, len(targets))
-	errs := make([]error, len(targets))
-	var wg sync.WaitGroup
-	for i, t := range targets {
-		wg.Go(func() {
-			host, _, err := net.SplitHostPort(t.Host.Addr())
-			if err != nil {
-				errs[i] = err
-				return
-			}
-			out, err := t.Run.Run(ctx, "systemctl list-units --type=service --all --plain --no-legend --no-pager 'relay@*.service' | awk '{print $1}'", nil)
-			if err != nil {
-				errs[i] = fmt.Errorf("%s: list relay units: %w", t.Host, err)
-				return
-			}
-			h := program.HostEntry{Name: t.Host.Name, Group: group[i], Backend: backend[i], Address: host}
-			for _, u := range strings.Fields(string(out)) {
-				p, ok := strings.CutSuffix(strings.TrimPrefix(u, "relay@"), ".service")
-				if n, err := strconv.Atoi(p); ok && err == nil {
-					h.Ports = append(h.Ports, n)
-				}
-			}
-			hosts[i] = h
-		})
-	}
-	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
-		return nil, err
-	}
-	return hosts, nil
 }
 
 // monitorDir is --monitor-dir, else $RELAYFLEET_MONITOR_DIR; "" means none.

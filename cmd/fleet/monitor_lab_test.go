@@ -9,6 +9,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"os"
 	"os/exec"
@@ -19,8 +20,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/relayfleet/relayfleet/infra/lab"
-	"github.com/relayfleet/relayfleet/infra/program"
 	"github.com/relayfleet/relayfleet/internal/plot"
 	"github.com/relayfleet/relayfleet/monitoring"
 	"github.com/relayfleet/relayfleet/relay"
@@ -36,38 +35,7 @@ import (
 // own: bridge rfmon0, subnet 10.231.93.0/24.
 func TestMonitorLab(t *testing.T) {
 	prom := testutil.Require(t, "prometheus", "prometheus")
-	labDir := "/var/lib/relayfleet/lab-monitor"
-	l, err := lab.New(lab.Config{Dir: labDir, ImageDir: labImages(), Bridge: "rfmon0", Subnet: mustPrefix(t, "10.231.93.0/24"), Logf: t.Logf})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
-	defer cancel()
-	l.Cleanup(ctx)
-	box, err := l.Create(ctx, lab.Spec{Name: "mon1", Shape: lab.Small, Labels: map[string]string{"fleet": "monitor"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := l.Delete(context.Background(), box.Name); err != nil {
-			t.Errorf("delete %s: %v", box.Name, err)
-		}
-		if err := l.Cleanup(context.Background()); err != nil {
-			t.Errorf("lab cleanup: %v", err)
-		}
-	})
-
-	dir := t.TempDir()
-	state := filepath.Join(dir, "state")
-	t.Setenv(program.StateDirEnv, state) // the fleet key's stack, kept apart
-	relayBin := filepath.Join(dir, "relay")
-	build := exec.Command("go", "build", "-o", relayBin, "github.com/relayfleet/relayfleet/cmd/relay")
-	build.Stderr = os.Stderr
-	if err := build.Run(); err != nil {
-		t.Fatal(err)
-	}
-	inv := filepath.Join(dir, "fleet.yaml")
-	if err := os.WriteFile(inv, []byte(`version: 1
+	lf := upLabFleet(t, labFleetSpec{LabDir: "/var/lib/relayfleet/lab-monitor", Bridge: "rfmon0", Subnet: "10.231.93.0/24", Inventory: `version: 1
 name: monitor
 steady:
   - name: mon
@@ -76,23 +44,18 @@ steady:
     count: 1
     processes: 2
     base_port: 4443
-`), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	out, errOut, code := fleet(t, "converge", "--inventory", inv, "--relay-binary", relayBin, "--lab-dir", labDir)
-	if code != 0 {
-		t.Fatalf("converge: exit %d\n%s%s", code, out, errOut)
-	}
+`})
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
+	defer cancel()
+	dir := lf.Dir
+	h := lf.hosts(t)[0]
+	box := struct {
+		Name    string
+		Address netip.Addr
+	}{h.Name, netip.MustParseAddr(h.Address)}
 
 	// relay@4444 gets a tiny receive buffer.
-	f, err := loadFleet(inv)
-	if err != nil {
-		t.Fatal(err)
-	}
-	targets, done, err := resolveTargets(ctx, f, "", labDir)
-	if err != nil {
-		t.Fatal(err)
-	}
+	targets, done := lf.targets(t)
 	defer done()
 	dropIn := `d=/etc/systemd/system/relay@4444.service.d
 mkdir -p $d
@@ -123,7 +86,7 @@ cat $d/tiny-buffer.conf`
 	mon := filepath.Join(dir, "monitor")
 	// No stack: fleet monitor finds the lab box as fleet status does, and
 	// its relay@ units over SSH.
-	out, errOut, code = fleet(t, "monitor", "--out", mon, "--inventory", inv, "--lab-dir", labDir, "--scrape-interval", "1s", "--evaluation-interval", "1s")
+	out, errOut, code := fleet(t, "monitor", "--out", mon, "--inventory", lf.Inv, "--state-dir", lf.State, "--scrape-interval", "1s", "--evaluation-interval", "1s")
 	if code != 0 {
 		t.Fatalf("fleet monitor: exit %d\n%s%s", code, out, errOut)
 	}
@@ -301,7 +264,7 @@ cat $d/tiny-buffer.conf`
 	}
 
 	// fleet status puts DROPS first.
-	out, errOut, code = fleet(t, "status", "--inventory", inv, "--lab-dir", labDir)
+	out, errOut, code = fleet(t, append([]string{"status"}, lf.args()...)...)
 	t.Logf("fleet status:\n%s%s", out, errOut)
 	lines := strings.Split(out, "\n")
 	if code != 0 || !strings.HasPrefix(lines[0], "DROPS: 1 relay process dropped") || !strings.HasPrefix(lines[2], "DROPS ") {

@@ -5,7 +5,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -15,10 +14,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/relayfleet/relayfleet/infra/lab"
 	"github.com/relayfleet/relayfleet/provision"
 	"github.com/relayfleet/relayfleet/sysctl"
-	"golang.org/x/crypto/ssh"
 )
 
 // The lab of TestRolloutInterruptedLab: its own directory, bridge and
@@ -44,40 +41,10 @@ const (
 //   - The same cut, repaired by fleet converge instead: it restarts the
 //     stale process (moved out first) and nothing is left draining.
 func TestRolloutInterruptedLab(t *testing.T) {
+	t.Parallel() // its own lab; it measures nothing
 	if os.Geteuid() != 0 {
 		t.Fatal("lab tests need root")
 	}
-	l, err := lab.New(lab.Config{Dir: cutLabDir, ImageDir: labImages(), Bridge: cutBridge, Subnet: mustPrefix(t, cutSubnet), Logf: t.Logf})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx := context.Background()
-	if err := l.Delete(ctx, cutBoxName); err == nil { // left by a run that was killed
-		t.Logf("deleted %s, left by an earlier run", cutBoxName)
-	}
-	l.Cleanup(ctx)
-	t.Cleanup(func() {
-		if err := l.Delete(context.Background(), cutBoxName); err != nil && !errors.Is(err, lab.ErrNotFound) {
-			t.Errorf("delete %s: %v", cutBoxName, err)
-		}
-		l.Cleanup(context.Background())
-	})
-	box, err := l.Create(ctx, lab.Spec{Name: cutBoxName, Shape: lab.Medium, Labels: map[string]string{"fleet": cutFleet}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	signer, err := l.Signer()
-	if err != nil {
-		t.Fatal(err)
-	}
-	pool := &provision.Pool{Auth: []ssh.AuthMethod{ssh.PublicKeys(signer)}, Keys: &provision.HostKeys{File: l.KnownHostsPath()}}
-	t.Cleanup(func() { pool.Close() })
-	run := pool.Runner(provision.Host{Name: box.Name, Address: box.SSHAddr(), User: "root"})
-
-	// sysctl floors on a real kernel: keys of the box's own network
-	// namespace, one set above its floor (the operator's), one below.
-	sysctlFloorsLab(t, run)
-
 	dir := t.TempDir()
 	build := func(out, pkg string) {
 		t.Helper()
@@ -111,8 +78,8 @@ func TestRolloutInterruptedLab(t *testing.T) {
 		name[d] = v
 	}
 
-	inv := filepath.Join(dir, "fleet.yaml")
-	if err := os.WriteFile(inv, fmt.Appendf(nil, `version: 1
+	// The fleet, up on v1.
+	lf := upLabFleet(t, labFleetSpec{LabDir: cutLabDir, Bridge: cutBridge, Subnet: cutSubnet, Relay: v1, Inventory: fmt.Sprintf(`version: 1
 name: %s
 access:
   public_listen: [live/]
@@ -123,14 +90,17 @@ steady:
     count: 1
     processes: 2
     base_port: 4443
-`, cutFleet), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	state := filepath.Join(dir, "state")
-	out, errOut, code := fleet(t, "converge", "--inventory", inv, "--relay-binary", v1, "--lab-dir", cutLabDir, "--state-dir", state)
-	if code != 0 {
-		t.Fatalf("converge: exit %d\n%s%s", code, out, errOut)
-	}
+`, cutFleet)})
+	ctx := context.Background()
+	targets, done := lf.targets(t)
+	t.Cleanup(done)
+	run := targets[0].Run
+	boxAddr := lf.hosts(t)[0].Address
+
+	// sysctl floors on a real kernel: keys of the box's own network
+	// namespace, one set above its floor (the operator's), one below.
+	sysctlFloorsLab(t, run)
+
 	insts, err := provision.ActiveInstances(ctx, run)
 	if err != nil || len(insts) != 2 {
 		t.Fatalf("relay instances %v, %v; want 2", insts, err)
@@ -179,7 +149,7 @@ steady:
 			t.Errorf("%s: current %s, processes run %v, draining %v; want all on %s, none draining", what, s.current, s.runs, s.draining, v)
 		}
 	}
-	allOn("after converge", "v1")
+	allOn("after up", "v1")
 	// The relay profile's file on the box: each key at the larger of its
 	// floor and what the kernel has.
 	vals, err := provision.ReadSysctl(ctx, run, sysctl.Relay())
@@ -208,8 +178,8 @@ steady:
 	rolloutCut := func(v string, sig syscall.Signal, kill bool) string {
 		t.Helper()
 		var outb strings.Builder
-		cmd := exec.Command(fleetBin, "rollout", "--inventory", inv, "--lab-dir", cutLabDir, "--relay-binary", builds[v],
-			"--router-poll", "3s", "--rebalance=false") // no router: each drained process waits 6 s before its shed
+		cmd := exec.Command(fleetBin, append([]string{"rollout"}, lf.args("--relay-binary", builds[v],
+			"--router-poll", "3s", "--rebalance=false")...)...) // no router: each drained process waits 6 s before its shed
 		cmd.Stdout, cmd.Stderr = &outb, &outb
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
@@ -249,7 +219,7 @@ steady:
 	}
 	rollout := func(v string) string {
 		t.Helper()
-		out, errOut, code := fleet(t, "rollout", "--inventory", inv, "--lab-dir", cutLabDir, "--relay-binary", builds[v], "--router-poll", "500ms", "--rebalance=false")
+		out, errOut, code := fleet(t, append([]string{"rollout"}, lf.args("--relay-binary", builds[v], "--router-poll", "500ms", "--rebalance=false")...)...)
 		t.Logf("fleet rollout %s: exit %d\n%s%s", v, code, out, errOut)
 		if code != 0 {
 			t.Fatalf("re-run of the rollout to %s: exit %d", v, code)
@@ -258,7 +228,7 @@ steady:
 	}
 
 	// 1. Ctrl-C: rolled back on a fresh context, then a re-run moves all.
-	out = rolloutCut("v2", syscall.SIGINT, false)
+	out := rolloutCut("v2", syscall.SIGINT, false)
 	if !strings.Contains(out, "rolled back to") {
 		t.Errorf("Ctrl-C: the rollout did not roll back:\n%s", out)
 	}
@@ -273,7 +243,7 @@ steady:
 	if s.current != "v3" || s.runs[insts[1]] == "v3" {
 		t.Fatalf("the cut left current %s, processes on %v: want current on v3 and %s behind", s.current, s.runs, insts[1])
 	}
-	out, _, code = fleet(t, "status", "--inventory", inv, "--lab-dir", cutLabDir, "--json")
+	out, _, code := fleet(t, append([]string{"status", "--json"}, lf.args()...)...)
 	var st struct {
 		Boxes []boxJSON `json:"boxes"`
 	}
@@ -292,7 +262,7 @@ steady:
 	if stale != 1 {
 		t.Errorf("fleet status: %d stale processes, want 1: %+v", stale, st.Boxes[0].Processes)
 	}
-	text, _, _ := fleet(t, "status", "--inventory", inv, "--lab-dir", cutLabDir)
+	text, _, _ := fleet(t, append([]string{"status"}, lf.args()...)...)
 	t.Logf("fleet status after the cut:\n%s", text)
 	if !strings.Contains(text, "STALE") || !strings.Contains(text, "1 processes not on the current release, 1 draining") {
 		t.Errorf("fleet status does not show the process left behind:\n%s", text)
@@ -305,19 +275,20 @@ steady:
 
 	// 3. The same cut, repaired by converge.
 	rolloutCut("v4", syscall.SIGINT, true)
-	out, errOut, code = fleet(t, "converge", "--inventory", inv, "--relay-binary", builds["v4"], "--lab-dir", cutLabDir, "--state-dir", state)
+	out, errOut, code := fleet(t, append([]string{"converge"}, lf.args("--relay-binary", builds["v4"])...)...)
 	t.Logf("fleet converge after the cut: exit %d\n%s%s", code, out, errOut)
 	if code != 0 || !strings.Contains(out, "not the current release") {
 		t.Errorf("converge after the cut: exit %d, want it to restart the stale process", code)
 	}
 	allOn("after converge", "v4")
-	out, _, code = fleet(t, "converge", "--inventory", inv, "--relay-binary", builds["v4"], "--lab-dir", cutLabDir, "--state-dir", state, "--check")
+	out, _, code = fleet(t, append([]string{"converge", "--check"}, lf.args("--relay-binary", builds["v4"])...)...)
 	if code != 0 {
 		t.Errorf("converge --check after the repair: exit %d\n%s", code, out)
 	}
 
 	// 4. The box as a static server with a stock sshd: RSA, ECDSA and
-	// Ed25519 host keys. Converged by address with its RSA key pinned.
+	// Ed25519 host keys. Brought up (a stack of its own) by address with
+	// its RSA key pinned, then converged through that stack.
 	if _, err := run.Run(ctx, `ssh-keygen -A >/dev/null && printf 'HostKey /etc/ssh/ssh_host_rsa_key\nHostKey /etc/ssh/ssh_host_ecdsa_key\n' >/etc/ssh/sshd_config.d/zz-stock.conf && systemctl reload ssh`, nil); err != nil {
 		t.Fatal(err)
 	}
@@ -339,11 +310,15 @@ steady:
     base_port: 4443
     hosts:
       - {address: %q, user: root, host_key: %q}
-`, cutFleet, box.Address.String(), rsaKey), 0o644); err != nil {
+`, cutFleet, boxAddr, rsaKey), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	t.Setenv("SSH_AUTH_SOCK", "")
-	out, errOut, code = fleet(t, "converge", "--inventory", static, "--relay-binary", builds["v4"], "--ssh-key", l.AdminKeyPath(), "--state-dir", state)
+	staticArgs := []string{"--inventory", static, "--relay-binary", builds["v4"], "--ssh-key", lf.Lab.AdminKeyPath(), "--state-dir", filepath.Join(dir, "static-state")}
+	out, errOut, code = fleet(t, append([]string{"up", "--yes", "--pulumi", lf.pulumi}, staticArgs...)...)
+	if code != 0 {
+		t.Fatalf("fleet up of the box as a static host, its RSA key pinned: exit %d\n%s%s", code, tail(out, 8), errOut)
+	}
+	out, errOut, code = fleet(t, append([]string{"converge"}, staticArgs...)...)
 	t.Logf("fleet converge of the box as a static host, its RSA key pinned (of 3): exit %d\n%s%s", code, out, errOut)
 	if code != 0 || !strings.Contains(out, "converged, nothing to change") {
 		t.Errorf("converge to a stock sshd pinned to its RSA key: exit %d", code)

@@ -25,7 +25,7 @@ func runStatus(ctx context.Context, args []string, stdout io.Writer) error {
 	if err := hf.check(); err != nil {
 		return err
 	}
-	targets, cleanup, err := hf.targets(ctx)
+	targets, cleanup, err := hf.allTargets(ctx)
 	if err != nil {
 		return err
 	}

@@ -152,7 +152,7 @@ func (d *demo) up(ctx context.Context) error {
 		return err
 	}
 	d.say("")
-	_, err = d.sh(ctx, -1, d.fleetBin(), "status", "--inventory", d.path("demo.yaml"), "--lab-dir", labDir)
+	_, err = d.sh(ctx, -1, d.fleetBin(), append([]string{"status", "--inventory", d.path("demo.yaml"), "--lab-dir", labDir}, d.keyArgs()...)...)
 	return err
 }
 
@@ -385,8 +385,8 @@ func (d *demo) eventDown(ctx context.Context) error {
 
 func (d *demo) rollout(ctx context.Context) error {
 	d.mark("rollout")
-	_, err := d.sh(ctx, -1, d.fleetBin(), "rollout", "--inventory", d.path("demo.yaml"), "--lab-dir", labDir,
-		"--relay-binary", d.path("relay-v2"), "--listener-wait", "45s")
+	_, err := d.sh(ctx, -1, d.fleetBin(), append([]string{"rollout", "--inventory", d.path("demo.yaml"), "--lab-dir", labDir,
+		"--relay-binary", d.path("relay-v2"), "--listener-wait", "45s"}, d.keyArgs()...)...)
 	if err != nil {
 		return err
 	}

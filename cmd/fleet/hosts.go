@@ -1,0 +1,196 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"sync"
+	"text/tabwriter"
+
+	"github.com/relayfleet/relayfleet/infra/fleethosts"
+	"github.com/relayfleet/relayfleet/infra/program"
+	"github.com/relayfleet/relayfleet/infra/provider"
+	"github.com/relayfleet/relayfleet/provision"
+)
+
+// readHosts lists the fleet's hosts from its stacks (the steady stack st
+// and its events'); what differs from the inventory is a warning on
+// stderr.
+func readHosts(ctx context.Context, st *program.Stack) (*fleethosts.Set, error) {
+	set, err := fleethosts.Read(ctx, st)
+	if err != nil {
+		return nil, err
+	}
+	for _, w := range set.Warnings {
+		fmt.Fprintf(os.Stderr, "fleet: warning: %s\n", w)
+	}
+	return set, nil
+}
+
+// hostTargets are the provision targets for hosts: lab boxes reached with
+// the admin key of labDir, else of the lab the stack was brought up with,
+// the others with sshKey or the ssh-agent.
+func hostTargets(ctx context.Context, st *program.Stack, hosts []fleethosts.Host, sshKey, labDir string) ([]provision.Target, func(), error) {
+	if len(hosts) == 0 {
+		return nil, nil, fmt.Errorf("stack %s: no hosts: run fleet up first", st.Name)
+	}
+	if labDir == "" {
+		for _, h := range hosts {
+			if h.Backend == provider.BackendLab {
+				d, err := st.ReadConfig(ctx, "labDir")
+				if err != nil {
+					return nil, nil, err
+				}
+				labDir = d
+				break
+			}
+		}
+	}
+	targets, closer, err := fleethosts.Targets(st.Fleet, hosts, fleethosts.Access{LabDir: labDir, SSHKey: sshKey})
+	if err != nil {
+		return nil, nil, err
+	}
+	return targets, func() { closer.Close() }, nil
+}
+
+// steadyTargets are the targets of the steady stack's hosts.
+func steadyTargets(ctx context.Context, st *program.Stack, sshKey, labDir string) ([]provision.Target, func(), error) {
+	set, err := readHosts(ctx, st)
+	if err != nil {
+		return nil, nil, err
+	}
+	return hostTargets(ctx, st, set.SteadyHosts(), sshKey, labDir)
+}
+
+// hostJSONEntry is one host in fleet hosts --json.
+type hostJSONEntry struct {
+	fleethosts.Host
+	Release string `json:"release,omitempty"`
+	Error   string `json:"error,omitempty"`
+}
+
+func runHosts(ctx context.Context, args []string, stdout io.Writer) error {
+	fs := newFlags("hosts", stdout)
+	var hf hostFlags
+	hf.add(fs)
+	asJSON := fs.Bool("json", false, "print JSON: every host with its stack, tier, event, addresses, host key and ports")
+	release := fs.Bool("release", false, "read each box's current relay release over SSH (default: the stacks alone, no connection)")
+	if err := fs.parse(args); err != nil {
+		return err
+	}
+	if err := hf.check(); err != nil {
+		return err
+	}
+	fleet, err := loadFleet(hf.inventory)
+	if err != nil {
+		return err
+	}
+	st, err := hf.stackFor(fleet)
+	if err != nil {
+		return err
+	}
+	set, err := fleethosts.Read(ctx, st)
+	if err != nil {
+		return err
+	}
+	rows := make([]hostJSONEntry, len(set.Hosts))
+	for i, h := range set.Hosts {
+		rows[i].Host = h
+	}
+	failed := 0
+	if *release && len(set.Hosts) > 0 {
+		targets, cleanup, err := hostTargets(ctx, st, set.Hosts, hf.sshKey, hf.labDir)
+		if err != nil {
+			return err
+		}
+		defer cleanup()
+		var wg sync.WaitGroup
+		for i, t := range targets {
+			wg.Go(func() {
+				cur, _, err := provision.Releases{}.Current(ctx, t.Run)
+				if err != nil {
+					rows[i].Error = oneLine(err)
+					return
+				}
+				rows[i].Release = cur
+			})
+		}
+		wg.Wait()
+		for _, r := range rows {
+			if r.Error != "" {
+				failed++
+			}
+		}
+	}
+	if *asJSON {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		warnings := append([]string{}, set.Warnings...)
+		if err := enc.Encode(map[string]any{"fleet": set.Fleet, "stack": set.Steady, "hosts": rows, "warnings": warnings}); err != nil {
+			return err
+		}
+	} else if err := writeHostsText(stdout, set, rows, *release); err != nil {
+		return err
+	}
+	if failed > 0 {
+		return &exitError{exitHostsFailed, fmt.Sprintf("%d of %s could not be read", failed, plural(len(rows), "host", "hosts"))}
+	}
+	return nil
+}
+
+// writeHostsText writes fleet hosts's table; RELEASE is read over SSH
+// only with --release (fleet status reads it too, with each process's).
+func writeHostsText(w io.Writer, set *fleethosts.Set, rows []hostJSONEntry, release bool) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "STACK\tHOST\tGROUP\tTIER\tEVENT\tBACKEND\tADDRESS\tHOSTKEY\tPROCESSES\tRELEASE")
+	for _, r := range rows {
+		rel := "-"
+		switch {
+		case r.Error != "":
+			rel = "FAILED"
+		case release:
+			rel = short(r.Release)
+		}
+		ports := make([]string, len(r.Ports))
+		for i, p := range r.Ports {
+			ports[i] = fmt.Sprint(p)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d (%s)\t%s\n", r.Stack, r.Name, r.Group, r.Tier, dash(r.Event), r.Backend,
+			r.Address, r.Fingerprint, len(r.Ports), strings.Join(ports, ","), rel)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	steady := len(set.SteadyHosts())
+	fmt.Fprintf(w, "\n%s in stack %s, %d in event stacks\n", plural(steady, "steady host", "steady hosts"), set.Steady, len(rows)-steady)
+	for _, r := range rows {
+		if r.Error != "" {
+			fmt.Fprintf(w, "%s: FAILED: %s\n", r.Name, r.Error)
+		}
+	}
+	for _, wn := range set.Warnings {
+		fmt.Fprintf(w, "warning: %s\n", wn)
+	}
+	return nil
+}
+
+// allTargets loads the inventory and resolves every box of its stacks:
+// the steady stack's and its events'.
+func (h *hostFlags) allTargets(ctx context.Context) ([]provision.Target, func(), error) {
+	fleet, err := loadFleet(h.inventory)
+	if err != nil {
+		return nil, nil, err
+	}
+	st, err := h.stackFor(fleet)
+	if err != nil {
+		return nil, nil, err
+	}
+	set, err := readHosts(ctx, st)
+	if err != nil {
+		return nil, nil, err
+	}
+	return hostTargets(ctx, st, set.Hosts, h.sshKey, h.labDir)
+}

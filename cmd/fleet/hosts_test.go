@@ -1,0 +1,227 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"golang.org/x/crypto/ssh"
+
+	"github.com/relayfleet/relayfleet/infra/program"
+	"github.com/relayfleet/relayfleet/inventories"
+	"github.com/relayfleet/relayfleet/relay/testutil"
+)
+
+// putStack makes stack name in the state dir's file backend with outputs
+// as its outputs, through the real Pulumi CLI (stack import: no program
+// runs, nothing is created), and keeps the fleet's relay auth key in it.
+func putStack(t *testing.T, state string, f *inventories.Fleet, name string, outputs map[string]any) {
+	t.Helper()
+	cli, err := program.FindPulumi("")
+	if err != nil {
+		t.Skip(err)
+	}
+	st := &program.Stack{Fleet: f, Name: name, StateDir: state}
+	if err := st.SetSecret(context.Background(), program.RelayAuthKeysKey, signingKey+"\n"); err != nil {
+		t.Fatal(err)
+	}
+	dep, _ := json.Marshal(map[string]any{"version": 3, "deployment": map[string]any{
+		"manifest": map[string]any{"time": "2026-12-01T00:00:00Z", "magic": "", "version": ""},
+		"resources": []any{map[string]any{
+			"urn":  fmt.Sprintf("urn:pulumi:%s::%s::pulumi:pulumi:Stack::%s-%s", name, program.Project, program.Project, name),
+			"type": "pulumi:pulumi:Stack", "custom": false, "outputs": outputs,
+		}},
+	}})
+	file := filepath.Join(t.TempDir(), "deployment.json")
+	testutil.WriteFile(t, file, dep, 0o600)
+	cmd := exec.Command(cli, "stack", "import", "--stack", name, "--file", file)
+	cmd.Dir = filepath.Join(state, "work")
+	cmd.Env = append(os.Environ(), "PULUMI_HOME="+filepath.Join(state, "pulumi-home"), "PULUMI_SKIP_UPDATE_CHECK=true",
+		program.BackendEnv+"=file://"+filepath.Join(state, "backend"), program.PassphraseFileEnv+"="+filepath.Join(state, "passphrase"))
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("pulumi stack import %s: %v: %s", name, err, out)
+	}
+}
+
+// loopbackSSHD runs a real OpenSSH server on 127.0.0.1 (and 127.0.0.2,
+// the same port) that lets key in
+// as root, and returns its address and host key line.
+func loopbackSSHD(t *testing.T, key ssh.PublicKey) (addr, hostKey string) {
+	t.Helper()
+	if _, err := os.Stat("/usr/sbin/sshd"); err != nil || os.Getuid() != 0 {
+		t.Skip("needs root and openssh-server")
+	}
+	dir := t.TempDir()
+	host, hostPEM := testKey(t)
+	testutil.WriteFile(t, filepath.Join(dir, "host_key"), hostPEM, 0o600)
+	testutil.WriteFile(t, filepath.Join(dir, "authorized_keys"), ssh.MarshalAuthorizedKey(key), 0o600)
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr = l.Addr().String()
+	l.Close()
+	_, port, _ := net.SplitHostPort(addr)
+	conf := fmt.Sprintf("Port %s\nListenAddress 127.0.0.1\nListenAddress 127.0.0.2\nHostKey %s\nAuthorizedKeysFile %s\nPidFile %s\nStrictModes no\nUsePAM no\n"+
+		"PasswordAuthentication no\nKbdInteractiveAuthentication no\nPermitRootLogin prohibit-password\nLogLevel ERROR\n",
+		port, filepath.Join(dir, "host_key"), filepath.Join(dir, "authorized_keys"), filepath.Join(dir, "sshd.pid"))
+	testutil.WriteFile(t, filepath.Join(dir, "sshd_config"), []byte(conf), 0o600)
+	os.MkdirAll("/run/sshd", 0o755)
+	cmd := exec.Command("/usr/sbin/sshd", "-D", "-e", "-f", filepath.Join(dir, "sshd_config"))
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if c, err := net.Dial("tcp", addr); err == nil {
+			c.Close()
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("sshd did not listen on %s", addr)
+		}
+	}
+	return addr, strings.TrimSpace(string(ssh.MarshalAuthorizedKey(host.PublicKey())))
+}
+
+const cloudFleet = `version: 1
+name: cloud
+steady:
+  - name: fsn
+    provider: hcloud
+    shape: ccx33
+    location: fsn1
+    count: 1
+    processes: 2
+burst:
+  - name: final
+    provider: digitalocean
+    shape: c-8
+    location: ams3
+`
+
+// TestHostsStatusConvergeOnCloudStack: a fleet of Hetzner Cloud boxes
+// (and a DigitalOcean event box) as its stacks list them, the boxes a
+// real sshd: fleet hosts lists them from the stacks, and fleet status and
+// converge --check reach them with the stack's pinned host key where
+// converge used to refuse cloud groups ("boxes are converged by fleet up").
+func TestHostsStatusConvergeOnCloudStack(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the Pulumi CLI and sshd")
+	}
+	withKeys(t, signingKey+"\n", testNow)
+	signer, pemKey := testKey(t)
+	keyFile := filepath.Join(t.TempDir(), "id")
+	testutil.WriteFile(t, keyFile, pemKey, 0o600)
+	addr, hostKey := loopbackSSHD(t, signer.PublicKey())
+	_, otherPEM := testKey(t)
+	other, _ := ssh.ParsePrivateKey(otherPEM)
+	otherKey := strings.TrimSpace(string(ssh.MarshalAuthorizedKey(other.PublicKey())))
+
+	dir := t.TempDir()
+	inv := filepath.Join(dir, "fleet.yaml")
+	testutil.WriteFile(t, inv, []byte(cloudFleet), 0o644)
+	f, err := loadFleet(inv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	state := filepath.Join(dir, "state")
+	host := func(name, group, backend, key string, ports ...int) map[string]any {
+		return map[string]any{"name": name, "group": group, "backend": backend, "address": "127.0.0.1",
+			"sshAddress": addr, "hostKey": key, "user": "root", "ports": ports}
+	}
+	_, port, _ := net.SplitHostPort(addr)
+	putStack(t, state, f, "cloud", map[string]any{"fleet": "cloud", "hosts": []any{host("cloud-s-fsn-1", "fsn", "hcloud", hostKey, 4443, 4444)}})
+	putStack(t, state, f, "cloud-event-final", map[string]any{"fleet": "cloud", "event": "final",
+		"hosts": []any{host("cloud-e-final-1", "final", "digitalocean", hostKey, 4443)}})
+
+	base := []string{"--inventory", inv, "--state-dir", state}
+	out, errOut, code := fleet(t, append([]string{"hosts"}, base...)...)
+	if code != 0 {
+		t.Fatalf("fleet hosts: exit %d: %s", code, errOut)
+	}
+	fp := func(key string) string {
+		k, _, _, _, _ := ssh.ParseAuthorizedKey([]byte(key))
+		return ssh.FingerprintSHA256(k)
+	}
+	for _, want := range []string{
+		"cloud              cloud-s-fsn-1    fsn    steady  -      hcloud        127.0.0.1  " + fp(hostKey) + "  2 (4443,4444)",
+		"cloud-event-final  cloud-e-final-1  final  burst   final  digitalocean  127.0.0.1  " + fp(hostKey) + "  1 (4443)",
+		"1 steady host in stack cloud, 1 in event stacks",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("fleet hosts lacks %q:\n%s", want, out)
+		}
+	}
+	out, errOut, code = fleet(t, append([]string{"hosts", "--json"}, base...)...)
+	var hj struct {
+		Hosts []hostJSONEntry `json:"hosts"`
+	}
+	if err := json.Unmarshal([]byte(out), &hj); err != nil || code != 0 {
+		t.Fatalf("fleet hosts --json: exit %d, %v: %s%s", code, err, out, errOut)
+	}
+	if len(hj.Hosts) != 2 || hj.Hosts[0].Tier != "steady" || hj.Hosts[1].Event != "final" || hj.Hosts[1].SSHAddress != addr || hj.Hosts[0].Fingerprint != fp(hostKey) {
+		t.Errorf("fleet hosts --json: %+v", hj.Hosts)
+	}
+
+	// status reads every host of the stacks, over SSH, with --ssh-key.
+	out, errOut, code = fleet(t, append([]string{"status", "--json", "--ssh-key", keyFile}, base...)...)
+	var sj struct {
+		Boxes []boxJSON `json:"boxes"`
+	}
+	if err := json.Unmarshal([]byte(out), &sj); err != nil || code != 0 {
+		t.Fatalf("fleet status: exit %d, %v: %s%s", code, err, out, errOut)
+	}
+	if len(sj.Boxes) != 2 || sj.Boxes[0].Host != "cloud-s-fsn-1" || sj.Boxes[1].Host != "cloud-e-final-1" {
+		t.Errorf("fleet status boxes: %+v", sj.Boxes)
+	}
+	// converge --check reaches the steady box (and would change it: it is
+	// this machine, no relay box) instead of refusing the hcloud group.
+	exe, _ := os.Executable()
+	out, errOut, code = fleet(t, append([]string{"converge", "--check", "--json", "--relay-binary", exe, "--ssh-key", keyFile}, base...)...)
+	if code != exitChanges || !strings.Contains(out, `"host":"cloud-s-fsn-1"`) || strings.Contains(out, "cloud-e-final-1") || strings.Contains(out, `"error"`) {
+		t.Errorf("fleet converge --check: exit %d, want %d (changes to make on the steady box only):\n%s%s", code, exitChanges, out, errOut)
+	}
+
+	// An event stack pins another key than its box's: nothing is trusted.
+	wrong := host("cloud-e-wrong-1", "final", "digitalocean", otherKey, 4443)
+	wrong["sshAddress"] = "127.0.0.2:" + port
+	putStack(t, state, f, "cloud-event-wrong", map[string]any{"fleet": "cloud", "event": "wrong", "hosts": []any{wrong}})
+	out, errOut, code = fleet(t, append([]string{"status", "--ssh-key", keyFile}, base...)...)
+	if code != exitHostsFailed || !strings.Contains(errOut, "1 of 3 boxes could not be read") || !strings.Contains(out, "cloud-e-wrong-1: FAILED") {
+		t.Errorf("status with a host key that is not the stack's: exit %d, stderr %q; want %d, one box unread:\n%s", code, errOut, exitHostsFailed, out)
+	}
+	// fleet hosts --release reads each box over SSH, the same way.
+	out, errOut, code = fleet(t, append([]string{"hosts", "--release", "--ssh-key", keyFile}, base...)...)
+	if code != exitHostsFailed || !strings.Contains(errOut, "1 of 3 hosts could not be read") || !strings.Contains(out, "cloud-e-wrong-1: FAILED") ||
+		strings.Contains(out, "cloud-s-fsn-1: FAILED") {
+		t.Errorf("hosts --release with a host key that is not the stack's: exit %d, stderr %q; want %d, that host alone failed:\n%s", code, errOut, exitHostsFailed, out)
+	}
+}
+
+// TestHostsNeedsAStack: no stack, no hosts, and the error says what to do.
+func TestHostsNeedsAStack(t *testing.T) {
+	dir := t.TempDir()
+	inv := filepath.Join(dir, "fleet.yaml")
+	testutil.WriteFile(t, inv, []byte(cloudFleet), 0o644)
+	for _, cmd := range []string{"hosts", "status", "rollout", "converge"} {
+		args := []string{cmd, "--inventory", inv, "--state-dir", filepath.Join(dir, "state")}
+		exe, _ := os.Executable()
+		if cmd == "rollout" || cmd == "converge" {
+			args = append(args, "--relay-binary", exe)
+		}
+		withKeys(t, signingKey+"\n", testNow)
+		_, errOut, code := fleet(t, args...)
+		want := "stack cloud: no such stack (state dir " + filepath.Join(dir, "state") + " has no backend): run fleet up first"
+		if code != 1 || !strings.Contains(errOut, want) {
+			t.Errorf("fleet %s without a stack: exit %d, stderr %q; want 1, %q", cmd, code, errOut, want)
+		}
+	}
+}

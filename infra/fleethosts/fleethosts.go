@@ -1,0 +1,341 @@
+// Package fleethosts lists a fleet's hosts from its stacks, the host list
+// of record: the steady stack's "hosts" output and every event stack's,
+// whatever the backend (lab, hcloud, digitalocean, static). It builds the
+// provision targets the SSH commands (converge, status, rollout, loadtest,
+// auth rotate) work on, each host's key pinned from its stack, and the
+// entries fleet monitor writes targets for.
+//
+// Reading needs no Pulumi up: the outputs are read from the backend as
+// they are (program.Stack.ReadOutputs).
+package fleethosts
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+
+	"github.com/pulumi/pulumi/sdk/v3/go/auto"
+	"golang.org/x/crypto/ssh"
+
+	"github.com/relayfleet/relayfleet/infra/events"
+	"github.com/relayfleet/relayfleet/infra/program"
+	"github.com/relayfleet/relayfleet/infra/provider"
+	"github.com/relayfleet/relayfleet/inventories"
+	"github.com/relayfleet/relayfleet/provision"
+)
+
+// Tiers of a host.
+const (
+	TierSteady = "steady" // the steady stack's boxes
+	TierBurst  = "burst"  // an event's boxes
+)
+
+// Host is one box of the fleet as its stack records it.
+type Host struct {
+	Stack   string `json:"stack"`
+	Name    string `json:"name"`
+	Group   string `json:"group"`
+	Tier    string `json:"tier"`
+	Event   string `json:"event,omitempty"`
+	Backend string `json:"backend"`
+	// Address is the relays' address; SSHAddress is HOST:PORT.
+	Address    string `json:"address"`
+	SSHAddress string `json:"ssh_address"`
+	// HostKey is the box's SSH host key ("TYPE BASE64"), pinned for every
+	// connection; Fingerprint its SHA256 fingerprint.
+	HostKey     string `json:"host_key"`
+	Fingerprint string `json:"host_key_sha256"`
+	User        string `json:"user"`
+	// Ports are the relay processes' ports, one per process.
+	Ports []int `json:"ports"`
+}
+
+// Entry is the host as the stack output has it (program.HostEntry).
+func (h Host) Entry() program.HostEntry {
+	return program.HostEntry{Name: h.Name, Group: h.Group, Backend: h.Backend, Address: h.Address,
+		SSHAddress: h.SSHAddress, HostKey: h.HostKey, User: h.User, Ports: slices.Clone(h.Ports)}
+}
+
+// Set is a fleet's hosts, steady first (by name), then each event's (by
+// stack, then name), with what does not match the inventory.
+type Set struct {
+	Fleet string
+	// Steady is the steady stack's name.
+	Steady string
+	Hosts  []Host
+	// Warnings say where the stacks and the inventory differ in ways that
+	// leave every host usable (a group with fewer boxes than it wants, a
+	// group the inventory no longer has).
+	Warnings []string
+}
+
+// SteadyHosts are the steady stack's hosts.
+func (s *Set) SteadyHosts() []Host {
+	return slices.DeleteFunc(slices.Clone(s.Hosts), func(h Host) bool { return h.Tier != TierSteady })
+}
+
+// Entries are the hosts as stack output entries, by stack.
+func (s *Set) Entries() map[string][]program.HostEntry {
+	out := map[string][]program.HostEntry{}
+	for _, h := range s.Hosts {
+		out[h.Stack] = append(out[h.Stack], h.Entry())
+	}
+	return out
+}
+
+// IsEventStack says whether name can be one of fleet's event stacks
+// (events.StackName).
+func IsEventStack(fleet, name string) bool {
+	return strings.HasPrefix(name, events.StackName(fleet, ""))
+}
+
+// Read lists the fleet's hosts from the backend st names: st itself (the
+// steady stack) and the fleet's event stacks beside it. It needs no up
+// and changes nothing.
+func Read(ctx context.Context, st *program.Stack) (*Set, error) {
+	if st.Fleet == nil {
+		return nil, errors.New("hosts: no fleet")
+	}
+	outs, err := st.ReadOutputs(ctx, func(name string) bool { return IsEventStack(st.Fleet.Name, name) })
+	if err != nil {
+		if errors.Is(err, program.ErrNoStack) {
+			return nil, fmt.Errorf("%w: run fleet up first", err)
+		}
+		return nil, err
+	}
+	return FromOutputs(st.Fleet, st.Name, outs)
+}
+
+// FromOutputs builds the fleet's host list from its stacks' outputs: the
+// steady stack (named steady, which must be among them) and event stacks,
+// told apart by their "event" output. Every steady group of the inventory
+// must have boxes in the steady stack; every host must carry its SSH
+// address and a host key to pin.
+func FromOutputs(f *inventories.Fleet, steady string, stacks []program.StackOutputs) (*Set, error) {
+	set := &Set{Fleet: f.Name, Steady: steady}
+	found := false
+	var eventHosts []Host
+	for _, so := range stacks {
+		isSteady := so.Stack == steady
+		if !isSteady && !IsEventStack(f.Name, so.Stack) {
+			continue
+		}
+		if fl, ok := so.Outputs["fleet"]; ok && fl != f.Name {
+			if isSteady {
+				return nil, fmt.Errorf("stack %s: holds fleet %v, not %s (the wrong --stack?)", so.Stack, fl, f.Name)
+			}
+			continue // another fleet's stack that shares the prefix
+		}
+		ev, _ := so.Outputs["event"].(string)
+		if isSteady {
+			found = true
+			if ev != "" {
+				return nil, fmt.Errorf("stack %s: an event's stack (event %s), not a steady fleet's", so.Stack, ev)
+			}
+		} else if ev == "" {
+			// An event's stack whose first up never finished: no hosts.
+			continue
+		}
+		v, ok := so.Outputs["hosts"]
+		if !ok || v == nil {
+			if isSteady {
+				return nil, fmt.Errorf("stack %s: no hosts output: run fleet up first", so.Stack)
+			}
+			continue
+		}
+		if s, ok := v.(string); ok && s == "[secret]" {
+			return nil, fmt.Errorf("stack %s: the hosts output is secret; fleet up again to rewrite it", so.Stack)
+		}
+		entries, err := program.HostsFromOutputs(outputMap(v))
+		if err != nil {
+			return nil, fmt.Errorf("stack %s: %w", so.Stack, err)
+		}
+		for i, e := range entries {
+			h, err := fromEntry(so.Stack, e)
+			if err != nil {
+				return nil, fmt.Errorf("stack %s: hosts[%d]: %w", so.Stack, i, err)
+			}
+			if isSteady {
+				h.Tier = TierSteady
+				set.Hosts = append(set.Hosts, h)
+			} else {
+				h.Tier, h.Event = TierBurst, ev
+				eventHosts = append(eventHosts, h)
+			}
+		}
+	}
+	if !found {
+		return nil, fmt.Errorf("stack %s: %w: run fleet up first", steady, program.ErrNoStack)
+	}
+	// Each steady group of the inventory against the stack's boxes.
+	var missing []string
+	for _, g := range f.Steady {
+		n := 0
+		for _, h := range set.Hosts {
+			if h.Group == g.Name {
+				n++
+			}
+		}
+		switch want := g.BoxCount(); {
+		case n == 0:
+			missing = append(missing, fmt.Sprintf("steady group %s: no boxes in stack %s (fleet up)", g.Name, steady))
+		case n != want:
+			set.Warnings = append(set.Warnings, fmt.Sprintf("steady group %s: %d boxes in stack %s, the inventory wants %d (fleet up)", g.Name, n, steady, want))
+		}
+	}
+	if len(missing) > 0 {
+		return nil, errors.New(strings.Join(missing, "; "))
+	}
+	var gone []string
+	for _, h := range set.Hosts {
+		if groupOf(f, h.Group) == nil && !slices.Contains(gone, h.Group) {
+			gone = append(gone, h.Group)
+			set.Warnings = append(set.Warnings, fmt.Sprintf("steady group %s: in stack %s, not in the inventory (fleet up removes its boxes)", h.Group, steady))
+		}
+	}
+	sort.SliceStable(eventHosts, func(i, j int) bool { return eventHosts[i].Stack < eventHosts[j].Stack })
+	set.Hosts = append(set.Hosts, eventHosts...)
+	return set, nil
+}
+
+// outputMap wraps one "hosts" output value as HostsFromOutputs reads it.
+func outputMap(v any) auto.OutputMap { return auto.OutputMap{"hosts": {Value: v}} }
+
+// fromEntry checks one stack output entry.
+func fromEntry(stack string, e program.HostEntry) (Host, error) {
+	h := Host{Stack: stack, Name: e.Name, Group: e.Group, Backend: e.Backend, Address: e.Address,
+		SSHAddress: e.SSHAddress, HostKey: strings.TrimSpace(e.HostKey), User: e.User, Ports: slices.Clone(e.Ports)}
+	if h.Name == "" {
+		return h, errors.New("no name")
+	}
+	if h.SSHAddress == "" {
+		return h, fmt.Errorf("%s: no sshAddress (fleet up again)", h.Name)
+	}
+	if _, _, err := net.SplitHostPort(h.SSHAddress); err != nil {
+		return h, fmt.Errorf("%s: sshAddress %q: want HOST:PORT", h.Name, h.SSHAddress)
+	}
+	if h.HostKey == "" {
+		return h, fmt.Errorf("%s: no hostKey to pin (fleet up again)", h.Name)
+	}
+	key, _, _, _, err := ssh.ParseAuthorizedKey([]byte(h.HostKey))
+	if err != nil {
+		return h, fmt.Errorf("%s: hostKey: %v", h.Name, err)
+	}
+	h.Fingerprint = ssh.FingerprintSHA256(key)
+	if h.User == "" {
+		h.User = "root"
+	}
+	if h.Address == "" {
+		h.Address, _, _ = net.SplitHostPort(h.SSHAddress)
+	}
+	sort.Ints(h.Ports)
+	return h, nil
+}
+
+func groupOf(f *inventories.Fleet, name string) *inventories.Group {
+	for i := range f.Steady {
+		if f.Steady[i].Name == name {
+			return &f.Steady[i]
+		}
+	}
+	return nil
+}
+
+// Access says how the hosts are reached: lab boxes with the admin key of
+// the lab in LabDir (default $RELAYFLEET_LAB_DIR, else the lab's default),
+// the others with SSHKey, else the ssh-agent.
+type Access struct {
+	LabDir string
+	SSHKey string
+}
+
+// Targets are the provision targets for hosts, each host's key pinned from
+// its stack (a host whose key differs is refused: nothing is trusted on
+// first use). A steady host of a group in the inventory takes the group's
+// processes and base port (what converge brings it to); any other its
+// stack's ports. Close the returned closer when done.
+func Targets(f *inventories.Fleet, hosts []Host, a Access) ([]provision.Target, io.Closer, error) {
+	c := &closers{}
+	dir, err := os.MkdirTemp("", "relayfleet-hosts-")
+	if err != nil {
+		return nil, nil, err
+	}
+	c.add(func() { os.RemoveAll(dir) })
+	pools := map[bool]*provision.Pool{} // by lab
+	pool := func(lab bool) (*provision.Pool, error) {
+		if p := pools[lab]; p != nil {
+			return p, nil
+		}
+		backend, name := provider.BackendStatic, "known_hosts"
+		if lab {
+			backend, name = provider.BackendLab, "known_hosts_lab"
+		}
+		auth, closer, err := provider.Auth(backend, provider.Config{LabDir: a.LabDir}, a.SSHKey)
+		if err != nil {
+			if lab {
+				return nil, fmt.Errorf("lab admin key: %w", err)
+			}
+			return nil, fmt.Errorf("flag --ssh-key: %w", err)
+		}
+		c.add(func() { closer.Close() })
+		p := &provision.Pool{Auth: auth, Keys: &provision.HostKeys{File: filepath.Join(dir, name)}}
+		c.add(func() { p.Close() })
+		pools[lab] = p
+		return p, nil
+	}
+	var targets []provision.Target
+	pinned := map[string]Host{}
+	for _, h := range hosts {
+		// One known_hosts line per address: two hosts at one address
+		// with different keys would each let the other's key in.
+		if o, ok := pinned[h.SSHAddress]; ok && o.HostKey != h.HostKey {
+			c.Close()
+			return nil, nil, fmt.Errorf("stack %s: %s and stack %s: %s: one ssh address %s, two host keys", o.Stack, o.Name, h.Stack, h.Name, h.SSHAddress)
+		}
+		pinned[h.SSHAddress] = h
+		p, err := pool(h.Backend == provider.BackendLab)
+		if err != nil {
+			c.Close()
+			return nil, nil, err
+		}
+		key, _, _, _, err := ssh.ParseAuthorizedKey([]byte(h.HostKey))
+		if err != nil {
+			c.Close()
+			return nil, nil, fmt.Errorf("stack %s: %s: hostKey: %v", h.Stack, h.Name, err)
+		}
+		ph := provision.Host{Name: h.Name, Address: h.SSHAddress, User: h.User}
+		if err := provision.PinKey(p.Keys.File, ph.Addr(), key); err != nil {
+			c.Close()
+			return nil, nil, err
+		}
+		t := provision.Target{Host: ph, Run: p.Runner(ph), Upstream: f.Origin, PublicListen: f.Access.PublicListen}
+		if g := groupOf(f, h.Group); g != nil && h.Tier == TierSteady {
+			t.Processes, t.BasePort = int(g.Processes), g.BasePort
+		} else if len(h.Ports) > 0 {
+			t.Processes, t.BasePort = len(h.Ports), h.Ports[0]
+		}
+		targets = append(targets, t)
+	}
+	return targets, c, nil
+}
+
+// closers closes what Targets opened, last first.
+type closers struct{ fs []func() }
+
+func (c *closers) add(f func()) { c.fs = append(c.fs, f) }
+
+// Close implements io.Closer.
+func (c *closers) Close() error {
+	for i := len(c.fs) - 1; i >= 0; i-- {
+		c.fs[i]()
+	}
+	c.fs = nil
+	return nil
+}
