@@ -62,7 +62,8 @@ func (s *Stack) PreviewDoomed(ctx context.Context) (map[string]int, []Doomed, er
 	for k, v := range res.ChangeSummary {
 		changes[string(k)] = v
 	}
-	return changes, doomedBoxes(evs), nil
+	s.doomed, s.previewed = doomedBoxes(evs), true
+	return changes, s.doomed, nil
 }
 
 // doomedBoxes reads the Box resources a preview deletes or replaces from
