@@ -211,6 +211,7 @@ func TestE2EReplaceOneBoxAtATime(t *testing.T) {
 		at        time.Duration
 		boxes     []string
 		routed    []string
+		listed    string // the relays file
 		listening int64
 	}
 	var (
@@ -238,6 +239,9 @@ func TestE2EReplaceOneBoxAtATime(t *testing.T) {
 				}
 			}
 			_, s.listening = listeningOn(bs)
+			if data, err := os.ReadFile(filepath.Join(state, program.RelaysFile)); err == nil {
+				s.listed = string(data)
+			}
 			mu.Lock()
 			samples = append(samples, s)
 			mu.Unlock()
@@ -268,7 +272,7 @@ func TestE2EReplaceOneBoxAtATime(t *testing.T) {
 	// router's list.
 	most, gone := 0, map[string]time.Duration{}
 	made := map[string]time.Duration{}
-	routedAt := map[string]time.Duration{}
+	routedAt, listedAt := map[string]time.Duration{}, map[string]time.Duration{}
 	var prev sample
 	for i, s := range samples {
 		most = max(most, len(s.boxes))
@@ -277,9 +281,17 @@ func TestE2EReplaceOneBoxAtATime(t *testing.T) {
 				made[b] = s.at
 			}
 		}
-		for _, u := range s.routed {
-			if _, ok := routedAt[u]; !ok {
-				routedAt[u] = s.at
+		// A new box's address may be an old box's: only from its making.
+		for _, b := range s.boxes {
+			u := "http://" + addrOf(after, b) + ":4443/"
+			if made[b] == 0 || addrOf(after, b) == "" {
+				continue
+			}
+			if _, ok := listedAt[b]; !ok && strings.Contains(s.listed, `"`+u+`"`) {
+				listedAt[b] = s.at
+			}
+			if _, ok := routedAt[b]; !ok && slices.Contains(s.routed, u) {
+				routedAt[b] = s.at
 			}
 		}
 		if i > 0 {
@@ -294,6 +306,8 @@ func TestE2EReplaceOneBoxAtATime(t *testing.T) {
 	if most > 3 {
 		t.Errorf("%d boxes at once: the replacements were made all together, not one at a time", most)
 	}
+	t.Logf("boxes made at %v, gone at %v; new boxes in the relays file at %v", made, gone, listedAt)
+	// The boxes go in name order (Up sorts them).
 	old1, old2 := before[0].Name, before[1].Name
 	if g1, g2 := gone[old1], gone[old2]; g1 == 0 || g2 == 0 || g2 <= g1 {
 		t.Errorf("old boxes gone at %v and %v: want %s gone first, then %s", g1, g2, old1, old2)
@@ -301,14 +315,14 @@ func TestE2EReplaceOneBoxAtATime(t *testing.T) {
 		t.Errorf("%s-r1 made at %v, before %s went at %v: not one at a time", old2, made[old2+"-r1"], old1, g1)
 	}
 	for i, b := range before {
-		nu := after[i]
-		u := fmt.Sprintf("http://%s:4443/", nu.Address)
-		at, ok := routedAt[u]
+		nu := after[i].Name
+		at, ok := routedAt[nu]
 		if !ok || at > gone[b.Name] {
-			t.Errorf("the router listed %s's replacement %s at %v (listed: %v), after %s went at %v", b.Name, u, at, ok, b.Name, gone[b.Name])
+			t.Errorf("the router listed %s's replacement %s at %v (listed: %v; in the relays file at %v), after %s went at %v", b.Name, nu, at, ok, listedAt[nu], b.Name, gone[b.Name])
 			continue
 		}
-		t.Logf("%s: replacement routed at %.1fs, old box gone at %.1fs (%.1fs earlier)", b.Name, at.Seconds(), gone[b.Name].Seconds(), (gone[b.Name] - at).Seconds())
+		t.Logf("%s: replacement made at %.1fs, in the relays file at %.1fs, routed at %.1fs, old box gone at %.1fs (%.1fs after)",
+			b.Name, made[nu].Seconds(), listedAt[nu].Seconds(), at.Seconds(), gone[b.Name].Seconds(), (gone[b.Name] - at).Seconds())
 	}
 	least := int64(safeListen)
 	for _, s := range samples {
@@ -343,4 +357,14 @@ func TestE2EReplaceOneBoxAtATime(t *testing.T) {
 	if bs := boxes(); len(bs) != 0 {
 		t.Fatalf("%d boxes after destroy --yes, want 0", len(bs))
 	}
+}
+
+// addrOf is the address of the box called name among bs, "" if none.
+func addrOf(bs []lab.Box, name string) string {
+	for _, b := range bs {
+		if b.Name == name {
+			return b.Address.String()
+		}
+	}
+	return ""
 }

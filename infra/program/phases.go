@@ -44,6 +44,8 @@ const ReplacedSuffix = "~replaced"
 // replaceOneByOne replaces the boxes of doomed whose Op is OpReplace, one
 // per targeted run, and adds each run's changes to changes.
 func (s *Stack) replaceOneByOne(ctx context.Context, st auto.Stack, doomed []Doomed, changes map[string]int) error {
+	doomed = slices.Clone(doomed)
+	slices.SortStableFunc(doomed, func(a, b Doomed) int { return strings.Compare(a.Name, b.Name) })
 	for _, d := range doomed {
 		if d.Op != OpReplace {
 			continue
@@ -95,14 +97,16 @@ func (s *Stack) followReplacement(ch <-chan events.EngineEvent, d Doomed) error 
 		if err != nil || e.ResOutputsEvent == nil {
 			continue
 		}
+		// Only the steps that make the new box and converge it: a
+		// refresh reports the old box's outputs.
 		m := e.ResOutputsEvent.Metadata
 		if m.New == nil {
 			continue
 		}
 		switch {
-		case m.URN == d.URN:
+		case m.URN == d.URN && (m.Op == apitype.OpCreateReplacement || m.Op == apitype.OpReplace):
 			boxOut = m.New.Outputs
-		case m.URN == hostURN && boxOut != nil:
+		case m.URN == hostURN && boxOut != nil && slices.Contains([]apitype.OpType{apitype.OpCreate, apitype.OpUpdate, apitype.OpCreateReplacement, apitype.OpReplace}, m.Op):
 			err = s.announceReplacement(d, boxOut, m.New.Outputs)
 		}
 	}
@@ -137,6 +141,15 @@ func (s *Stack) announceReplacement(d Doomed, box, host map[string]any) error {
 		return fmt.Errorf("replacement of box %s: the engine reported no name or ports for it", d.Name)
 	}
 	_, err = updateStack(s.StateDir, s.Name, func(sh *StackHosts) bool {
+		// Announced already (the Host's outputs reported again): the
+		// new entry is brought up to date.
+		if slices.ContainsFunc(sh.Hosts, func(h HostEntry) bool { return h.Name == d.Name+ReplacedSuffix }) {
+			if i := slices.IndexFunc(sh.Hosts, func(h HostEntry) bool { return h.Name == d.Name }); i >= 0 {
+				nu.Group = sh.Hosts[i].Group
+				sh.Hosts[i] = nu
+				return true
+			}
+		}
 		i := slices.IndexFunc(sh.Hosts, func(h HostEntry) bool { return h.Name == d.Name })
 		if i >= 0 {
 			old := sh.Hosts[i]
@@ -151,5 +164,8 @@ func (s *Stack) announceReplacement(d Doomed, box, host map[string]any) error {
 		sh.Hosts = append(sh.Hosts, nu)
 		return true
 	})
+	if err == nil {
+		fmt.Fprintf(s.progress(), "relays file: %s's replacement (%s) in, the old box draining\n", d.Name, nu.Address)
+	}
 	return err
 }
