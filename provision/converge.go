@@ -73,6 +73,9 @@ systemctl list-units --type=service --all --plain --no-legend --no-pager 'relay@
 	if st.Draining, err = DrainingInstances(ctx, run, st.Instances); err != nil {
 		return HostState{}, fmt.Errorf("probe: %w", err)
 	}
+	if st.RolloutDrained, err = rel.RolloutDrained(ctx, run); err != nil {
+		return HostState{}, fmt.Errorf("probe: %w", err)
+	}
 	return st, nil
 }
 
@@ -201,13 +204,23 @@ func Apply(ctx context.Context, run Runner, plan *Plan, changes []Change, rel Re
 		case ChangeRestart:
 			cmd = "systemctl restart " + quote(c.What)
 		case ChangeStale:
-			if err := restartMoved(ctx, run, c.What); err != nil {
+			// One drained on purpose (a drain follows) gets no mark.
+			mark := !slices.Contains(changes, Change{Kind: ChangeDrain, What: c.What})
+			if err := restartMoved(ctx, run, rel, c.What, mark); err != nil {
 				return r, err
 			}
 			r.Restarted = append(r.Restarted, c.What)
 			continue
 		case ChangeUndrain:
 			if err := DrainOnBox(ctx, run, c.What, false); err != nil {
+				return r, err
+			}
+			if err := rel.ClearRolloutDrain(ctx, run, c.What); err != nil {
+				return r, err
+			}
+			continue
+		case ChangeDrain:
+			if err := DrainOnBox(ctx, run, c.What, true); err != nil {
 				return r, err
 			}
 			continue
@@ -235,19 +248,38 @@ func Apply(ctx context.Context, run Runner, plan *Plan, changes []Change, rel Re
 // restartMoved restarts an instance make before break, as a rollout
 // does: its listeners are moved out first (Move with the relay's own
 // endpoints; no router to ask, so it waits two router polls), then it
-// restarts and must answer its health check. When the move fails, the
-// instance is made admitting again, on a fresh context if ctx was
-// cancelled.
-func restartMoved(ctx context.Context, run Runner, inst string) error {
+// restarts and must answer its health check. Like a rollout's, its drain
+// is marked (drainmark.go) until the restarted process admits, unless mark
+// is false (an instance drained on purpose, which stays draining). When
+// the move of a marked one fails, it is made admitting again, on a fresh
+// context if ctx was cancelled.
+func restartMoved(ctx context.Context, run Runner, rel Releases, inst string, mark bool) error {
+	if mark {
+		if err := rel.MarkRolloutDrain(ctx, run, inst); err != nil {
+			return err
+		}
+	}
 	if _, err := (Move{Run: run}).Out(ctx, inst); err != nil {
+		if !mark {
+			return fmt.Errorf("move %s out: %w", inst, err) // it stays draining, as it was
+		}
 		uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
 		defer cancel()
 		if uerr := DrainOnBox(uctx, run, inst, false); uerr != nil {
 			return fmt.Errorf("move %s out: %w; undrain: %v", inst, err, uerr)
 		}
+		if cerr := rel.ClearRolloutDrain(uctx, run, inst); cerr != nil {
+			return fmt.Errorf("move %s out: %w; %v", inst, err, cerr)
+		}
 		return fmt.Errorf("move %s out: %w", inst, err)
 	}
-	return restartChecked(ctx, run, inst, HealthzOnBox)
+	if err := restartChecked(ctx, run, inst, HealthzOnBox); err != nil {
+		return err
+	}
+	if !mark {
+		return nil
+	}
+	return rel.ClearRolloutDrain(ctx, run, inst)
 }
 
 // writePrivate writes a secret file: its directory 0700 and the file 0600,

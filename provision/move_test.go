@@ -134,6 +134,16 @@ func (b *simBox) Run(ctx context.Context, cmd string, stdin io.Reader) ([]byte, 
 		b.mu.Unlock()
 		return []byte(out.String()), nil
 	}
+	if strings.Contains(cmd, "echo '== relayfleet-stats ") {
+		// DrainingInstances: each instance's /stats body after its mark.
+		var out strings.Builder
+		for _, m := range regexp.MustCompile(`echo '== relayfleet-stats (relay@(\d+)\.service)'`).FindAllStringSubmatch(cmd, -1) {
+			port, _ := strconv.Atoi(m[2])
+			_, body, _ := strings.Cut(b.http(port, "GET", "/stats"), "\r\n\r\n")
+			fmt.Fprintf(&out, "== relayfleet-stats %s\n%s\n", m[1], body)
+		}
+		return []byte(out.String()), nil
+	}
 	if m := onBoxRE.FindStringSubmatch(cmd); m != nil {
 		port, _ := strconv.Atoi(m[1])
 		before := b.total()

@@ -3,6 +3,7 @@ package provision
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 )
@@ -39,6 +40,9 @@ type RolloutResult struct {
 	// already are the instances found running To at the start: a
 	// rollback restarts them too.
 	already []string
+	// kept are the instances found drained on purpose (draining without
+	// a rollout's mark): each is drained again after its restart.
+	kept map[string]bool
 }
 
 // Rollout moves one box to a new relay build, one process at a time: it
@@ -97,13 +101,27 @@ func Rollout(ctx context.Context, run Runner, rel Releases, binary []byte, insta
 			return r, err
 		}
 	}
+	if drain != nil {
+		if r.kept, err = drainedOnPurpose(ctx, run, rel, todo); err != nil {
+			return r, err
+		}
+	}
 	if _, err := rel.Activate(ctx, run, to); err != nil {
 		return r, err
 	}
 	for _, inst := range todo {
 		if drain != nil {
+			// The mark first: a rollout cut off after its drain is
+			// finished by converge, which undrains only what a rollout
+			// marked (drainmark.go). One drained on purpose keeps no
+			// mark: it stays draining.
+			if !r.kept[inst] {
+				if err := rel.MarkRolloutDrain(ctx, run, inst); err != nil {
+					return r, r.rollback(ctx, run, rel, health, "", undrain, err)
+				}
+			}
 			if err := drain(ctx, inst); err != nil {
-				return r, r.rollback(ctx, run, rel, health, inst, undrain, fmt.Errorf("drain %s: %w", inst, err))
+				return r, r.rollback(ctx, run, rel, health, r.undrainable(inst), undrain, fmt.Errorf("drain %s: %w", inst, err))
 			}
 		}
 		err := restartChecked(ctx, run, inst, health)
@@ -111,10 +129,21 @@ func Rollout(ctx context.Context, run Runner, rel Releases, binary []byte, insta
 		if err != nil {
 			return r, r.rollback(ctx, run, rel, health, "", undrain, err)
 		}
-		if undrain != nil {
+		switch {
+		case r.kept[inst]:
+			if err := DrainOnBox(ctx, run, inst, true); err != nil {
+				return r, fmt.Errorf("drain %s again (drained on purpose before the rollout): %w", inst, err)
+			}
+			continue
+		case undrain != nil:
 			if err := undrain(ctx, inst); err != nil {
 				return r, fmt.Errorf("undrain %s: %w", inst, err)
 			}
+		}
+		// Restarted and admitting: no rollout drain of it (this one's,
+		// or a cut-off one's) is left to finish.
+		if err := rel.ClearRolloutDrain(ctx, run, inst); err != nil {
+			return r, err
 		}
 	}
 	if _, err := rel.Prune(ctx, run); err != nil {
@@ -144,6 +173,34 @@ func restartChecked(ctx context.Context, run Runner, inst string, health Health)
 	return err
 }
 
+// undrainable is inst unless it was drained on purpose ("": a rollback
+// leaves it draining).
+func (r *RolloutResult) undrainable(inst string) string {
+	if r.kept[inst] {
+		return ""
+	}
+	return inst
+}
+
+// drainedOnPurpose are the instances draining without a rollout's mark.
+func drainedOnPurpose(ctx context.Context, run Runner, rel Releases, instances []string) (map[string]bool, error) {
+	draining, err := DrainingInstances(ctx, run, instances)
+	if err != nil {
+		return nil, err
+	}
+	marked, err := rel.RolloutDrained(ctx, run)
+	if err != nil {
+		return nil, err
+	}
+	kept := map[string]bool{}
+	for _, inst := range draining {
+		if !slices.Contains(marked, inst) {
+			kept[inst] = true
+		}
+	}
+	return kept, nil
+}
+
 // RollbackTimeout bounds a rollback, which runs on a context of its own.
 const RollbackTimeout = 5 * time.Minute
 
@@ -157,6 +214,8 @@ func (r *RolloutResult) rollback(ctx context.Context, run Runner, rel Releases, 
 	if drained != "" && undrain != nil {
 		if err := undrain(ctx, drained); err != nil {
 			cause = fmt.Errorf("%w; undrain %s: %v", cause, drained, err)
+		} else if err := rel.ClearRolloutDrain(ctx, run, drained); err != nil {
+			cause = fmt.Errorf("%w; %v", cause, err)
 		}
 	}
 	if r.From == "" {
@@ -167,6 +226,19 @@ func (r *RolloutResult) rollback(ctx context.Context, run Runner, rel Releases, 
 	}
 	for _, inst := range append(append([]string(nil), r.already...), r.Restarted...) {
 		if err := restartChecked(ctx, run, inst, health); err != nil {
+			return fmt.Errorf("%w; rolled back, but %v", cause, err)
+		}
+	}
+	// Restarted, each admits again: no rollout drain is left to finish;
+	// one drained on purpose is drained again.
+	for _, inst := range r.Restarted {
+		if r.kept[inst] {
+			if err := DrainOnBox(ctx, run, inst, true); err != nil {
+				return fmt.Errorf("%w; rolled back, but drain %s again: %v", cause, inst, err)
+			}
+			continue
+		}
+		if err := rel.ClearRolloutDrain(ctx, run, inst); err != nil {
 			return fmt.Errorf("%w; rolled back, but %v", cause, err)
 		}
 	}

@@ -31,30 +31,39 @@ func TestReleaseOf(t *testing.T) {
 }
 
 // TestDiffFindsProcessesLeftBehind: current points at the desired release
-// but one process still runs the old one and another was left draining:
-// converge restarts the first (moved out first) and undrains the second.
+// but one process still runs the old one and another was left draining by
+// a cut-off rollout (its mark says so): converge restarts the first (moved
+// out first) and undrains both. Processes drained on purpose (no mark)
+// stay draining, through a restart too.
 func TestDiffFindsProcessesLeftBehind(t *testing.T) {
 	newRel, oldRel := strings.Repeat("a", 64), strings.Repeat("b", 64)
-	desired := HostState{Release: newRel, Instances: []string{"relay@4443.service", "relay@4444.service", "relay@4445.service"}}
+	desired := HostState{Release: newRel, Instances: []string{"relay@4443.service", "relay@4444.service", "relay@4445.service", "relay@4446.service", "relay@4447.service"}}
 	actual := HostState{Release: newRel, Instances: desired.Instances,
-		Running:  map[string]string{"relay@4443.service": newRel, "relay@4444.service": oldRel, "relay@4445.service": newRel},
-		Draining: []string{"relay@4444.service", "relay@4445.service"},
+		Running: map[string]string{"relay@4443.service": newRel, "relay@4444.service": oldRel, "relay@4445.service": newRel,
+			"relay@4446.service": newRel, "relay@4447.service": oldRel},
+		Draining:       []string{"relay@4444.service", "relay@4445.service", "relay@4446.service", "relay@4447.service"},
+		RolloutDrained: []string{"relay@4444.service", "relay@4445.service"},
 	}
 	got := Diff(desired, actual)
 	want := []Change{
 		{Kind: ChangeStale, What: "relay@4444.service", From: oldRel, To: newRel},
+		{Kind: ChangeUndrain, What: "relay@4444.service"},
 		{Kind: ChangeUndrain, What: "relay@4445.service"},
+		{Kind: ChangeStale, What: "relay@4447.service", From: oldRel, To: newRel},
+		{Kind: ChangeDrain, What: "relay@4447.service"},
 	}
 	if !reflect.DeepEqual(got, want) {
-		t.Fatalf("Diff = %v, want %v", got, want)
+		t.Fatalf("Diff =\n%v\nwant\n%v", got, want)
 	}
 	if s := got[0].String(); !strings.Contains(s, "runs bbbbbbbbbbbb, not the current release aaaaaaaaaaaa") {
 		t.Errorf("change reads %q", s)
 	}
-	// A box whose processes all run current and admit is converged.
-	actual.Running["relay@4444.service"], actual.Draining = newRel, nil
+	// A box whose processes all run current, admit or were drained on
+	// purpose, is converged.
+	actual.Running["relay@4444.service"], actual.Running["relay@4447.service"] = newRel, newRel
+	actual.Draining, actual.RolloutDrained = []string{"relay@4446.service", "relay@4447.service"}, nil
 	if got := Diff(desired, actual); len(got) != 0 {
-		t.Errorf("Diff = %v on a converged box", got)
+		t.Errorf("Diff = %v on a converged box with two processes drained on purpose", got)
 	}
 }
 
@@ -79,6 +88,9 @@ func simCutOff(t *testing.T) (box *simBox, rel Releases, oldRel, newRel string, 
 	oldRel, newRel = Digest(old), Digest(newer)
 	box.procs[4443].release = newRel
 	box.procs[4444].release, box.procs[4444].draining = oldRel, true
+	if err := rel.MarkRolloutDrain(ctx, box, "relay@4444.service"); err != nil {
+		t.Fatal(err)
+	}
 	return box, rel, oldRel, newRel, newer
 }
 
@@ -122,6 +134,9 @@ func TestApplyRepairsProcessesLeftBehind(t *testing.T) {
 	box, rel, oldRel, newRel, _ := simCutOff(t)
 	box.procs[4443].draining = true
 	plan := &Plan{State: HostState{Release: newRel}}
+	if err := rel.MarkRolloutDrain(context.Background(), box, "relay@4443.service"); err != nil {
+		t.Fatal(err)
+	}
 	changes := []Change{{Kind: ChangeStale, What: "relay@4444.service", From: oldRel, To: newRel}, {Kind: ChangeUndrain, What: "relay@4443.service"}}
 	r, err := Apply(context.Background(), box, plan, changes, rel, nil)
 	if err != nil {
@@ -136,6 +151,9 @@ func TestApplyRepairsProcessesLeftBehind(t *testing.T) {
 	}
 	if box.proc(4444).release != newRel || box.proc(4443).draining || box.proc(4444).draining {
 		t.Errorf("after apply: 4443 %+v, 4444 %+v", *box.proc(4443), *box.proc(4444))
+	}
+	if marks, err := rel.RolloutDrained(context.Background(), box); err != nil || len(marks) != 0 {
+		t.Errorf("rollout drain marks left: %v (%v)", marks, err)
 	}
 }
 

@@ -42,6 +42,10 @@ type HostState struct {
 	// Draining lists the instances found draining, as a cut-off
 	// rollout leaves one. Probe sets it; a desired state has none.
 	Draining []string `json:",omitempty"`
+	// RolloutDrained lists the instances a rollout marked as drained by
+	// it and did not finish (drainmark.go): converge undrains these, and
+	// only these. Probe sets it; a desired state has none.
+	RolloutDrained []string `json:",omitempty"`
 }
 
 // Plan is a host's desired state with the bytes to write.
@@ -160,8 +164,12 @@ const (
 	// than the current one, make before break (Move), From being what it
 	// runs.
 	ChangeStale = "stale"
-	// ChangeUndrain makes an instance left draining admit again.
+	// ChangeUndrain makes an instance a cut-off rollout left draining
+	// admit again, and takes the rollout's drain mark off.
 	ChangeUndrain = "undrain"
+	// ChangeDrain drains again an instance drained on purpose, after
+	// the restart before it in the list (a restart admits).
+	ChangeDrain = "drain"
 )
 
 // Change is one difference between desired and actual.
@@ -194,7 +202,9 @@ func (c Change) String() string {
 	case ChangeStale:
 		return fmt.Sprintf("restart %s: it runs %s, not the current release %s (moved out first)", c.What, short(c.From), short(c.To))
 	case ChangeUndrain:
-		return "undrain " + c.What + " (left draining)"
+		return "undrain " + c.What + " (left draining by a cut-off rollout)"
+	case ChangeDrain:
+		return "drain " + c.What + " again after its restart (drained on purpose)"
 	}
 	return c.Kind + " " + c.What
 }
@@ -275,19 +285,33 @@ func Diff(desired, actual HostState) []Change {
 	for _, u := range actual.Draining {
 		draining[u] = true
 	}
+	rolloutDrained := map[string]bool{}
+	for _, u := range actual.RolloutDrained {
+		rolloutDrained[u] = true
+	}
 	for _, u := range desired.Instances {
 		dropIn := "/etc/systemd/system/" + strings.TrimSuffix(u, ".service") + ".service.d/10-relayfleet.conf"
 		runs := actual.Running[u]
+		restarts := true
 		switch {
 		case !running[u]:
 			cs = append(cs, Change{Kind: ChangeStart, What: u})
+			continue
 		case templateChanged || releaseChanged || changed[dropIn]:
 			cs = append(cs, Change{Kind: ChangeRestart, What: u})
 		case desired.Release != "" && runs != "" && runs != desired.Release:
 			// current is right, the process is not: a rollout was cut off.
 			cs = append(cs, Change{Kind: ChangeStale, What: u, From: runs, To: desired.Release})
-		case draining[u]:
+		default:
+			restarts = false
+		}
+		// Who drained it decides (drainmark.go): a rollout that was cut
+		// off is finished; a drain on purpose stays, through a restart.
+		switch {
+		case rolloutDrained[u]:
 			cs = append(cs, Change{Kind: ChangeUndrain, What: u})
+		case draining[u] && restarts:
+			cs = append(cs, Change{Kind: ChangeDrain, What: u})
 		}
 	}
 	for _, u := range actual.Instances {

@@ -327,7 +327,7 @@ func TestE2EEventLifecycle(t *testing.T) {
 		t.Errorf("report %+v", rec.Report)
 	}
 	stopListen()
-	fleet("destroy", "--inventory", inv)
+	fleet("destroy", "--inventory", inv, "--yes")
 }
 
 func freePort(t *testing.T) int {

@@ -279,5 +279,5 @@ func TestE2EEventCalibrationChangeAndResize(t *testing.T) {
 	if rec := record(); rec.Phase != events.Gone {
 		t.Fatalf("after the event: phase %s", rec.Phase)
 	}
-	fleet("destroy", "--inventory", inv)
+	fleet("destroy", "--inventory", inv, "--yes")
 }

@@ -232,8 +232,14 @@ func runPreview(ctx context.Context, args []string, stdout io.Writer) error {
 
 func runDestroy(ctx context.Context, args []string, stdout io.Writer) error {
 	s := newStackFlags("destroy", stdout, false)
+	yes := s.fs.Bool("yes", false, "destroy boxes that serve listeners without asking")
 	st, err := s.parse(args, stdout)
 	if err != nil {
+		return err
+	}
+	// The boxes it would destroy, and the listeners on them: asked for on
+	// a terminal, else --yes.
+	if err := guardDestroy(ctx, s, st, *yes, stdout); err != nil {
 		return err
 	}
 	changes, err := st.Destroy(ctx)

@@ -244,7 +244,7 @@ func TestE2EUpChangeUpDestroy(t *testing.T) {
 	}
 
 	// 6. Destroy: zero boxes left, an empty relay list.
-	if out, code := fleet("destroy"); code != 0 {
+	if out, code := fleet("destroy", "--yes"); code != 0 {
 		t.Fatalf("fleet destroy: exit %d: %s", code, lastLine(out))
 	}
 	if bs := boxes(); len(bs) != 0 {

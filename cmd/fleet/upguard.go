@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -13,6 +14,7 @@ import (
 
 	"github.com/relayfleet/relayfleet/infra/events"
 	"github.com/relayfleet/relayfleet/infra/program"
+	"github.com/relayfleet/relayfleet/infra/provider"
 )
 
 // stdinTerminal says whether a person is at stdin (package var stdin,
@@ -50,6 +52,23 @@ func guardUp(ctx context.Context, s *stackFlags, st *program.Stack, yes bool, st
 	}
 	boxes := doomedListeners(ctx, s, st, doomed)
 	return confirmDoomed(stdout, stdin, stdinTerminal(), yes, boxes)
+}
+
+// guardDestroy previews the destroy, shows the boxes it would delete with
+// their listeners and asks before going ahead when any serves listeners
+// (or needs yes), as guardUp does. Static servers are left as they are
+// (their relays run on): they are not asked about.
+func guardDestroy(ctx context.Context, s *stackFlags, st *program.Stack, yes bool, stdout io.Writer) error {
+	doomed, err := st.PreviewDestroyDoomed(ctx)
+	if err != nil {
+		return err
+	}
+	doomed = slices.DeleteFunc(doomed, func(d program.Doomed) bool { return d.Backend == provider.BackendStatic })
+	if len(doomed) == 0 {
+		return nil
+	}
+	boxes := doomedListeners(ctx, s, st, doomed)
+	return confirmGoing(stdout, stdin, stdinTerminal(), yes, boxes, "destroy", "destroy")
 }
 
 // doomedListeners reads the listeners of each doomed box from its relays'
@@ -93,7 +112,13 @@ func doomedListeners(ctx context.Context, s *stackFlags, st *program.Stack, doom
 // without a question; otherwise yes goes ahead, a terminal is asked, and
 // without either the up is refused.
 func confirmDoomed(w io.Writer, in io.Reader, terminal, yes bool, boxes []doomedBox) error {
-	fmt.Fprintf(w, "up would replace or destroy %d box(es):\n", len(boxes))
+	return confirmGoing(w, in, terminal, yes, boxes, "up", "replace or destroy")
+}
+
+// confirmGoing is confirmDoomed for command cmd, which would verb the
+// boxes.
+func confirmGoing(w io.Writer, in io.Reader, terminal, yes bool, boxes []doomedBox, cmd, verb string) error {
+	fmt.Fprintf(w, "%s would %s %d box(es):\n", cmd, verb, len(boxes))
 	var serving []string
 	var total int64
 	for _, b := range boxes {
@@ -120,10 +145,10 @@ func confirmDoomed(w io.Writer, in io.Reader, terminal, yes bool, boxes []doomed
 		return nil
 	}
 	if !terminal {
-		return fmt.Errorf("flag --yes: up would replace or destroy %d box(es) that serve listeners or could not be read (%s, %d listeners): confirm on a terminal or give --yes",
-			len(serving), strings.Join(serving, ", "), total)
+		return fmt.Errorf("flag --yes: %s would %s %d box(es) that serve listeners or could not be read (%s, %d listeners): confirm on a terminal or give --yes",
+			cmd, verb, len(serving), strings.Join(serving, ", "), total)
 	}
-	fmt.Fprintf(w, "Replace or destroy %d box(es) serving listeners (%s)? Type yes to go ahead: ", len(serving), strings.Join(serving, ", "))
+	fmt.Fprintf(w, "%s %d box(es) serving listeners (%s)? Type yes to go ahead: ", strings.ToUpper(verb[:1])+verb[1:], len(serving), strings.Join(serving, ", "))
 	line, _ := bufio.NewReader(in).ReadString('\n')
 	if a := strings.ToLower(strings.TrimSpace(line)); a != "yes" && a != "y" {
 		return fmt.Errorf("not confirmed: nothing changed")

@@ -89,3 +89,28 @@ func TestStdinTerminal(t *testing.T) {
 		t.Fatal("a reader taken for a terminal")
 	}
 }
+
+// TestConfirmDestroy: fleet destroy shows the boxes it would destroy with
+// their listeners and, when any serves listeners, asks on a terminal or
+// needs --yes; without either it refuses in one line.
+func TestConfirmDestroy(t *testing.T) {
+	boxes := []doomedBox{doomed("lab-s-a-1", program.OpDelete, 4, nil), doomed("lab-s-a-2", program.OpDelete, 0, nil)}
+	var out bytes.Buffer
+	err := confirmGoing(&out, strings.NewReader(""), false, false, boxes, "destroy", "destroy")
+	if err == nil || err.Error() != "flag --yes: destroy would destroy 1 box(es) that serve listeners or could not be read (lab-s-a-1, 4 listeners): confirm on a terminal or give --yes" {
+		t.Fatalf("no terminal, no --yes: %v", err)
+	}
+	if !strings.Contains(out.String(), "destroy would destroy 2 box(es):") || !strings.Contains(out.String(), "lab-s-a-1") || !strings.Contains(out.String(), "4 listeners") {
+		t.Errorf("listing:\n%s", out.String())
+	}
+	out.Reset()
+	if err := confirmGoing(&out, strings.NewReader("yes\n"), true, false, boxes, "destroy", "destroy"); err != nil || !strings.Contains(out.String(), "Destroy 1 box(es) serving listeners (lab-s-a-1)? Type yes") {
+		t.Errorf("terminal, yes typed: %v\n%s", err, out.String())
+	}
+	if err := confirmGoing(&out, strings.NewReader("no\n"), true, false, boxes, "destroy", "destroy"); err == nil {
+		t.Error("terminal, no typed: went ahead")
+	}
+	if err := confirmGoing(&out, strings.NewReader(""), false, true, boxes, "destroy", "destroy"); err != nil {
+		t.Errorf("--yes: %v", err)
+	}
+}

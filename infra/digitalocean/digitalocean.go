@@ -153,20 +153,59 @@ func isNotFound(err error) bool {
 // Tag is a label as a DigitalOcean tag, "key:value".
 func Tag(key, value string) string { return key + ":" + value }
 
-// Tags are labels as tags, sorted.
+// Tags are labels as tags, sorted: one "key:value" tag per label, then
+// the labels' SetTag, which names the droplets of exactly these labels.
 func Tags(labels map[string]string) []string {
-	tags := make([]string, 0, len(labels))
+	tags := make([]string, 0, len(labels)+1)
 	for _, k := range slices.Sorted(maps.Keys(labels)) {
 		tags = append(tags, Tag(k, labels[k]))
+	}
+	if len(labels) > 0 {
+		tags = append(tags, SetTag(labels))
 	}
 	return tags
 }
 
-// Labels are the "key:value" tags as labels; other tags are left out.
+// SetTagPrefix begins every SetTag.
+const SetTagPrefix = "relayfleet:"
+
+// maxTag is the longest tag DigitalOcean takes.
+const maxTag = 255
+
+// SetTag is the one tag that stands for the whole label set: "relayfleet:"
+// then each key and value in key order, joined by colons, e.g.
+// "relayfleet:event:none:fleet:demo:group:fsn:tier:steady". Labels hold
+// no colon (backend.ValidLabels), so the tag is one label set's only.
+// A DigitalOcean firewall applies to the droplets carrying ANY of its
+// tags: a firewall meant for the droplets of several labels is applied to
+// this one tag, which every droplet of those labels carries (Create,
+// SetLabels) and no other droplet does.
+func SetTag(labels map[string]string) string {
+	var b strings.Builder
+	b.WriteString(strings.TrimSuffix(SetTagPrefix, ":"))
+	for _, k := range slices.Sorted(maps.Keys(labels)) {
+		b.WriteString(":" + k + ":" + labels[k])
+	}
+	return b.String()
+}
+
+// checkTags refuses labels whose tags DigitalOcean would not take.
+func checkTags(labels map[string]string) error {
+	if err := backend.ValidLabels(labels); err != nil {
+		return err
+	}
+	if t := SetTag(labels); len(t) > maxTag {
+		return fmt.Errorf("labels %v: their set tag is %d characters, DigitalOcean takes at most %d", labels, len(t), maxTag)
+	}
+	return nil
+}
+
+// Labels are the "key:value" tags as labels; other tags (plain ones, and
+// the set tag, which has more than one colon) are left out.
 func Labels(tags []string) map[string]string {
 	labels := map[string]string{}
 	for _, t := range tags {
-		if k, v, ok := strings.Cut(t, ":"); ok && k != "" {
+		if k, v, ok := strings.Cut(t, ":"); ok && k != "" && !strings.Contains(v, ":") {
 			labels[k] = v
 		}
 	}
@@ -184,6 +223,9 @@ func (b *Backend) Create(ctx context.Context, spec backend.Spec) (backend.Box, e
 		return backend.Box{}, fmt.Errorf("digitalocean create droplet %s: %w", spec.Name, err)
 	}
 	if err := backend.CheckSpec(spec); err != nil {
+		return fail(err)
+	}
+	if err := checkTags(spec.Labels); err != nil {
 		return fail(err)
 	}
 	userData, err := backend.CloudInit(spec)
@@ -205,6 +247,14 @@ func (b *Backend) Create(ctx context.Context, spec backend.Spec) (backend.Box, e
 			return fail(err)
 		}
 		if d != nil {
+			// A droplet made before set tags lacks its own: the
+			// firewall of its labels would leave it open.
+			if set := SetTag(spec.Labels); !slices.Contains(d.Tags, set) {
+				if err := b.tag(ctx, d.ID, set); err != nil {
+					return fail(err)
+				}
+				d.Tags = append(d.Tags, set)
+			}
 			return b.waitActive(ctx, d)
 		}
 		d, resp, err := b.c.Droplets.Create(ctx, req)
@@ -428,7 +478,7 @@ func (b *Backend) SetLabels(ctx context.Context, id string, labels map[string]st
 		return fmt.Errorf("digitalocean tag droplet: %w", err)
 	}
 	fail := func(err error) error { return fmt.Errorf("digitalocean tag droplet %d: %w", n, err) }
-	if err := backend.ValidLabels(labels); err != nil {
+	if err := checkTags(labels); err != nil {
 		return fail(err)
 	}
 	d, _, err := b.c.Droplets.Get(ctx, n)
@@ -444,15 +494,8 @@ func (b *Backend) SetLabels(ctx context.Context, id string, labels map[string]st
 		if slices.Contains(d.Tags, tag) {
 			continue
 		}
-		if _, _, err := b.c.Tags.Get(ctx, tag); isNotFound(err) {
-			if _, _, err := b.c.Tags.Create(ctx, &godo.TagCreateRequest{Name: tag}); err != nil {
-				return fail(fmt.Errorf("create tag %s: %w", tag, apiError(err)))
-			}
-		} else if err != nil {
-			return fail(fmt.Errorf("get tag %s: %w", tag, apiError(err)))
-		}
-		if _, err := b.c.Tags.TagResources(ctx, tag, &godo.TagResourcesRequest{Resources: res}); err != nil {
-			return fail(fmt.Errorf("tag %s: %w", tag, apiError(err)))
+		if err := b.tag(ctx, n, tag); err != nil {
+			return fail(err)
 		}
 	}
 	for _, tag := range d.Tags {
@@ -462,6 +505,30 @@ func (b *Backend) SetLabels(ctx context.Context, id string, labels map[string]st
 		if _, err := b.c.Tags.UntagResources(ctx, tag, &godo.UntagResourcesRequest{Resources: res}); err != nil && !isNotFound(err) {
 			return fail(fmt.Errorf("untag %s: %w", tag, apiError(err)))
 		}
+	}
+	return nil
+}
+
+// tag puts the tag on droplet id, making the tag first if need be.
+func (b *Backend) tag(ctx context.Context, id int, tag string) error {
+	if err := b.ensureTag(ctx, tag); err != nil {
+		return err
+	}
+	res := []godo.Resource{{ID: strconv.Itoa(id), Type: godo.DropletResourceType}}
+	if _, err := b.c.Tags.TagResources(ctx, tag, &godo.TagResourcesRequest{Resources: res}); err != nil {
+		return fmt.Errorf("tag %s: %w", tag, apiError(err))
+	}
+	return nil
+}
+
+// ensureTag makes the tag unless it exists.
+func (b *Backend) ensureTag(ctx context.Context, tag string) error {
+	if _, _, err := b.c.Tags.Get(ctx, tag); isNotFound(err) {
+		if _, _, err := b.c.Tags.Create(ctx, &godo.TagCreateRequest{Name: tag}); err != nil {
+			return fmt.Errorf("create tag %s: %w", tag, apiError(err))
+		}
+	} else if err != nil {
+		return fmt.Errorf("get tag %s: %w", tag, apiError(err))
 	}
 	return nil
 }

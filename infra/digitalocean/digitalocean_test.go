@@ -321,7 +321,7 @@ func TestErrors(t *testing.T) {
 func TestTagsAndLabels(t *testing.T) {
 	labels := map[string]string{"fleet": "demo", "tier": "burst", "event": "nye-2026"}
 	tags := Tags(labels)
-	if want := []string{"event:nye-2026", "fleet:demo", "tier:burst"}; !reflect.DeepEqual(tags, want) {
+	if want := []string{"event:nye-2026", "fleet:demo", "tier:burst", "relayfleet:event:nye-2026:fleet:demo:tier:burst"}; !reflect.DeepEqual(tags, want) {
 		t.Errorf("Tags = %v, want %v", tags, want)
 	}
 	if got := Labels(append(tags, "web", ":x")); !reflect.DeepEqual(got, labels) {

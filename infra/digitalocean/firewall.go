@@ -19,29 +19,32 @@ const allPorts = "1-65535"
 // EnsureFirewall creates the firewall called name, or brings the existing
 // one to the inbound rules backend.FirewallRules(relayPorts, adminRanges)
 // with all outbound traffic allowed (a DigitalOcean firewall without
-// outbound rules drops it all), applied to the droplets tagged with the
-// one label in labels, and returns its id. Nothing is changed when all is
-// as wanted. A firewall of the name applied to other tags is another one,
+// outbound rules drops it all), applied to the droplets whose labels are
+// exactly labels, and returns its id. Nothing is changed when all is as
+// wanted. A firewall of the name applied to other tags is another one,
 // and refused.
 //
-// labels must hold exactly one label: a DigitalOcean firewall applies to
-// droplets that carry any of its tags, so more would widen it, not narrow it.
+// A DigitalOcean firewall applies to the droplets that carry ANY of its
+// tags, so one tag per label would widen it to every droplet of the
+// fleet, of the tier, and so on. It is applied to one tag instead, the
+// labels' SetTag, which Create and SetLabels put on exactly the droplets
+// of those labels.
 func (b *Backend) EnsureFirewall(ctx context.Context, name string, labels map[string]string, relayPorts [2]uint16, adminRanges []netip.Prefix) (string, error) {
 	fail := func(err error) (string, error) { return "", fmt.Errorf("digitalocean firewall %s: %w", name, err) }
 	if name == "" {
 		return fail(fmt.Errorf("no name"))
 	}
-	if len(labels) != 1 {
-		return fail(fmt.Errorf("labels %v: want exactly one (a firewall applies to droplets with any of its tags)", labels))
+	if len(labels) == 0 {
+		return fail(fmt.Errorf("no labels: a firewall for every droplet is not what a fleet wants"))
 	}
-	if err := backend.ValidLabels(labels); err != nil {
+	if err := checkTags(labels); err != nil {
 		return fail(err)
 	}
 	rules, err := backend.FirewallRules(relayPorts, adminRanges)
 	if err != nil {
 		return fail(err)
 	}
-	tag := Tags(labels)[0]
+	tag := SetTag(labels)
 	want := &godo.FirewallRequest{
 		Name:          name,
 		InboundRules:  inbound(rules),
@@ -50,12 +53,8 @@ func (b *Backend) EnsureFirewall(ctx context.Context, name string, labels map[st
 		Tags:          []string{tag},
 	}
 	// A firewall can only be applied to a tag that exists.
-	if _, _, err := b.c.Tags.Get(ctx, tag); isNotFound(err) {
-		if _, _, err := b.c.Tags.Create(ctx, &godo.TagCreateRequest{Name: tag}); err != nil {
-			return fail(fmt.Errorf("create tag %s: %w", tag, apiError(err)))
-		}
-	} else if err != nil {
-		return fail(fmt.Errorf("get tag %s: %w", tag, apiError(err)))
+	if err := b.ensureTag(ctx, tag); err != nil {
+		return fail(err)
 	}
 
 	fw, err := b.firewallByName(ctx, name)

@@ -2,8 +2,12 @@ package digitalocean
 
 import (
 	"encoding/json"
+	"fmt"
+	"maps"
 	"net/netip"
 	"reflect"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -51,7 +55,7 @@ func TestFirewall(t *testing.T) {
 			t.Errorf("outbound %s lacks %s", out, p)
 		}
 	}
-	if !reflect.DeepEqual(fw["tags"], []string{"fleet:demo"}) {
+	if !reflect.DeepEqual(fw["tags"], []string{"relayfleet:fleet:demo"}) {
 		t.Errorf("tags %v", fw["tags"])
 	}
 
@@ -98,12 +102,13 @@ func TestFirewallRefused(t *testing.T) {
 		want   string
 	}{
 		{"ssh from anywhere", map[string]string{"fleet": "demo"}, []netip.Prefix{netip.MustParsePrefix("::/0")}, "digitalocean firewall fw: admin range ::/0: opens SSH to everyone"},
-		{"two labels", map[string]string{"fleet": "demo", "tier": "burst"}, admin, "digitalocean firewall fw: labels map[fleet:demo tier:burst]: want exactly one (a firewall applies to droplets with any of its tags)"},
-		{"no labels", nil, admin, "digitalocean firewall fw: labels map[]: want exactly one (a firewall applies to droplets with any of its tags)"},
+		{"no labels", nil, admin, "digitalocean firewall fw: no labels: a firewall for every droplet is not what a fleet wants"},
+		{"set tag too long", map[string]string{"fleet": strings.Repeat("f", 63), "tier": strings.Repeat("t", 63), "event": strings.Repeat("e", 63), "group": strings.Repeat("g", 63)}, admin,
+			"set tag is 289 characters, DigitalOcean takes at most 255"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := b.EnsureFirewall(ctx(t), "fw", tc.labels, [2]uint16{4443, 4443}, tc.admin)
-			if err == nil || err.Error() != tc.want {
+			if err == nil || !strings.HasSuffix(err.Error(), tc.want) || !strings.HasPrefix(err.Error(), "digitalocean firewall fw: ") {
 				t.Errorf("err = %v, want %q", err, tc.want)
 			}
 		})
@@ -125,7 +130,7 @@ func TestFirewallRefusesAnotherTagsFirewall(t *testing.T) {
 	}
 	n := len(f.writes())
 	_, err := b.EnsureFirewall(c, "demo-fsn", map[string]string{"event": "fsn"}, ports, admin)
-	if err == nil || !strings.Contains(err.Error(), "firewall demo-fsn") || !strings.Contains(err.Error(), "group:fsn, not event:fsn") {
+	if err == nil || !strings.Contains(err.Error(), "firewall demo-fsn") || !strings.Contains(err.Error(), "relayfleet:group:fsn, not relayfleet:event:fsn") {
 		t.Errorf("Ensure over another tag's firewall: %v", err)
 	}
 	for _, w := range f.writes()[n:] {
@@ -153,4 +158,104 @@ func TestFirewallRulesHavePorts(t *testing.T) {
 			t.Errorf("outbound %s rule without ports", r.Protocol)
 		}
 	}
+}
+
+// TestFirewallAppliesToOneSetOnly: the program's firewall of a steady
+// group names four labels (fleet, tier, event, group). DigitalOcean applies
+// a firewall to the droplets carrying any of its tags, so it is applied
+// to the one set tag those droplets carry, and reaches neither the event
+// of the same name, nor another group, nor another fleet.
+func TestFirewallAppliesToOneSetOnly(t *testing.T) {
+	b, f := newTestBackend(t)
+	c := ctx(t)
+	admin := []netip.Prefix{netip.MustParsePrefix("198.51.100.0/24")}
+	steady := map[string]string{"fleet": "demo", "tier": "steady", "event": "none", "group": "fsn"}
+	others := []map[string]string{
+		{"fleet": "demo", "tier": "burst", "event": "fsn", "group": "fsn"},
+		{"fleet": "demo", "tier": "steady", "event": "none", "group": "nbg"},
+		{"fleet": "prod", "tier": "steady", "event": "none", "group": "fsn"},
+	}
+	var mine []string
+	for i := range 2 {
+		box, err := b.Create(c, testSpec(t, fmt.Sprintf("demo-s-fsn-%d", i+1), steady))
+		if err != nil {
+			t.Fatal(err)
+		}
+		mine = append(mine, box.ID)
+	}
+	for i, l := range others {
+		if _, err := b.Create(c, testSpec(t, fmt.Sprintf("other-%d", i), l)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	id, err := b.EnsureFirewall(c, "demo-s-fsn", steady, [2]uint16{4443, 4446}, admin)
+	if err != nil {
+		t.Fatalf("a firewall of four labels: %v", err)
+	}
+	if got := appliesTo(f, id); !reflect.DeepEqual(got, mine) {
+		t.Errorf("firewall applies to droplets %v, want the group's own %v", got, mine)
+	}
+
+	// The set tag is no label: the boxes' labels read back as they were.
+	box, err := b.Get(c, mine[0])
+	if err != nil || !reflect.DeepEqual(box.Labels, steady) {
+		t.Errorf("labels %v (%v), want %v", box.Labels, err, steady)
+	}
+
+	// A droplet's labels change in place: the set tag follows them, and
+	// the firewall lets go of it.
+	moved := maps.Clone(steady)
+	moved["group"] = "nbg"
+	if err := b.SetLabels(c, mine[1], moved); err != nil {
+		t.Fatal(err)
+	}
+	if got := appliesTo(f, id); !reflect.DeepEqual(got, mine[:1]) {
+		t.Errorf("after relabelling %s the firewall applies to %v, want %v", mine[1], got, mine[:1])
+	}
+}
+
+// TestCreateAdoptingTagsTheSet: a droplet adopted by name that lacks its
+// set tag (made before there were set tags) gets it, so its group's
+// firewall covers it.
+func TestCreateAdoptingTagsTheSet(t *testing.T) {
+	b, f := newTestBackend(t)
+	c := ctx(t)
+	labels := map[string]string{"fleet": "demo", "tier": "steady", "event": "none", "group": "fsn"}
+	old := f.addDroplet("demo-s-fsn-1", "fleet:demo", "tier:steady", "event:none", "group:fsn")
+	box, err := b.Create(c, testSpec(t, "demo-s-fsn-1", labels))
+	if err != nil || box.ID != strconv.Itoa(old) {
+		t.Fatalf("adopt: %+v, %v", box, err)
+	}
+	f.mu.Lock()
+	tags := f.droplets[old]["tags"].([]string)
+	f.mu.Unlock()
+	if !slices.Contains(tags, SetTag(labels)) {
+		t.Errorf("adopted droplet's tags %v lack %s", tags, SetTag(labels))
+	}
+	if p := f.requests("POST /v2/droplets"); len(p) != 0 {
+		t.Errorf("Create posted %v for an existing droplet", p)
+	}
+}
+
+// appliesTo is the droplets (ids, sorted) the firewall applies to as
+// DigitalOcean applies it: those it names, and those carrying any of its
+// tags.
+func appliesTo(f *fakeAPI, fwID string) []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	fw := f.firewalls[fwID]
+	fwTags, _ := fw["tags"].([]string)
+	var ids []int
+	for id, d := range f.droplets {
+		tags, _ := d["tags"].([]string)
+		if slices.ContainsFunc(tags, func(t string) bool { return slices.Contains(fwTags, t) }) {
+			ids = append(ids, id)
+		}
+	}
+	slices.Sort(ids)
+	var out []string
+	for _, id := range ids {
+		out = append(out, strconv.Itoa(id))
+	}
+	return out
 }

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/pulumi/pulumi/sdk/v3/go/auto/events"
+	"github.com/pulumi/pulumi/sdk/v3/go/auto/optdestroy"
 	"github.com/pulumi/pulumi/sdk/v3/go/auto/optpreview"
 	"github.com/pulumi/pulumi/sdk/v3/go/common/apitype"
 
@@ -23,6 +24,9 @@ type Doomed struct {
 	Op string
 	// Keys are the inputs that force a replace (shape, image, ...).
 	Keys []string
+	// Backend is the box's backend (lab, static, hcloud, ...), as the
+	// state has it; "" when unknown.
+	Backend string
 }
 
 // Doomed operations.
@@ -58,7 +62,8 @@ func (s *Stack) PreviewDoomed(ctx context.Context) (map[string]int, []Doomed, er
 	for k, v := range res.ChangeSummary {
 		changes[string(k)] = v
 	}
-	return changes, doomedBoxes(evs), nil
+	s.doomed, s.previewed = doomedBoxes(evs), true
+	return changes, s.doomed, nil
 }
 
 // doomedBoxes reads the Box resources a preview deletes or replaces from
@@ -88,7 +93,7 @@ func doomedBoxes(evs []events.EngineEvent) []Doomed {
 			continue
 		}
 		seen[m.URN] = len(out)
-		out = append(out, Doomed{Name: stepBoxName(m), URN: m.URN, Op: op, Keys: mergeKeys(nil, m.Keys)})
+		out = append(out, Doomed{Name: stepBoxName(m), URN: m.URN, Op: op, Keys: mergeKeys(nil, m.Keys), Backend: stepBackend(m)})
 	}
 	return out
 }
@@ -101,6 +106,43 @@ func mergeKeys(a, b []string) []string {
 	}
 	slices.Sort(a)
 	return a
+}
+
+// PreviewDestroyDoomed previews a destroy and returns the boxes it would
+// delete, read from the engine's step events.
+func (s *Stack) PreviewDestroyDoomed(ctx context.Context) ([]Doomed, error) {
+	st, err := s.open(ctx)
+	if err != nil {
+		return nil, err
+	}
+	ch := make(chan events.EngineEvent)
+	done := make(chan []events.EngineEvent)
+	go func() {
+		var evs []events.EngineEvent
+		for e := range ch {
+			evs = append(evs, e)
+		}
+		done <- evs
+	}()
+	_, err = st.PreviewDestroy(ctx, optdestroy.EventStreams(ch), optdestroy.ErrorProgressStreams(s.progress()))
+	evs := <-done
+	if err != nil {
+		return nil, fmt.Errorf("preview destroy: %s", lastLines(err.Error()))
+	}
+	return doomedBoxes(evs), nil
+}
+
+// stepBackend is the backend of the box a step is about, from its old
+// state.
+func stepBackend(m apitype.StepEventMetadata) string {
+	if m.Old != nil {
+		for _, props := range []map[string]any{m.Old.Outputs, m.Old.Inputs} {
+			if b, ok := props["backend"].(string); ok && b != "" {
+				return b
+			}
+		}
+	}
+	return ""
 }
 
 // stepBoxName is the name of the box a step is about: the old state's

@@ -13,7 +13,7 @@ import (
 func step(op apitype.OpType, typ, urn, name string, keys ...string) events.EngineEvent {
 	m := apitype.StepEventMetadata{Op: op, URN: urn, Type: typ, Keys: keys}
 	if name != "" {
-		m.Old = &apitype.StepEventStateMetadata{Outputs: map[string]any{"name": name}}
+		m.Old = &apitype.StepEventStateMetadata{Outputs: map[string]any{"name": name, "backend": "lab"}}
 	}
 	return events.EngineEvent{EngineEvent: apitype.EngineEvent{ResourcePreEvent: &apitype.ResourcePreEvent{Metadata: m}}}
 }
@@ -39,7 +39,7 @@ func TestDoomedBoxes(t *testing.T) {
 	if len(got) != 2 {
 		t.Fatalf("doomed %+v, want the replaced and the deleted box", got)
 	}
-	if got[0].Name != "steady-2" || got[0].Op != OpReplace || !slices.Equal(got[0].Keys, []string{"image", "shape"}) {
+	if got[0].Name != "steady-2" || got[0].Op != OpReplace || !slices.Equal(got[0].Keys, []string{"image", "shape"}) || got[0].Backend != "lab" {
 		t.Errorf("replaced box %+v", got[0])
 	}
 	if got[1].Name != "lab-steady-3" || got[1].Op != OpDelete {

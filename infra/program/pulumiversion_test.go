@@ -1,8 +1,11 @@
 package program
 
 import (
+	"io/fs"
 	"os"
+	"path/filepath"
 	"regexp"
+	"strings"
 	"testing"
 )
 
@@ -20,5 +23,49 @@ func TestPulumiVersionIsToolsGoMod(t *testing.T) {
 	}
 	if string(m[1]) != PulumiVersion {
 		t.Errorf("PulumiVersion = %s, tools/pulumi/go.mod builds %s: change the constant", PulumiVersion, m[1])
+	}
+}
+
+// TestPulumiVersionInOnePlace: no file names the Pulumi CLI's version but
+// tools/pulumi/go.mod (and PulumiVersion, held to it above); a version
+// written into docs or scripts goes stale at the next bump. The module's
+// own go.mod and go.sum name the Go SDK's and libraries' versions, which
+// are not the CLI's.
+func TestPulumiVersionInOnePlace(t *testing.T) {
+	root := filepath.Join("..", "..")
+	version := regexp.MustCompile(`(?i)pulumi.{0,60}\bv?3\.\d{2,3}\.\d+`)
+	skip := map[string]bool{"go.mod": true, "go.sum": true, "tools/pulumi/go.mod": true, "tools/pulumi/go.sum": true, "infra/program/stack.go": true}
+	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(root, path)
+		rel = filepath.ToSlash(rel)
+		if d.IsDir() {
+			if strings.HasPrefix(d.Name(), ".") && rel != "." || d.Name() == "node_modules" || d.Name() == "testdata" {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if skip[rel] || strings.HasSuffix(rel, "_test.go") {
+			return nil
+		}
+		info, err := d.Info()
+		if err != nil || info.Size() > 1<<20 {
+			return err
+		}
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		for i, line := range strings.Split(string(b), "\n") {
+			if m := version.FindString(line); m != "" {
+				t.Errorf("%s:%d names a Pulumi version (%q): say tools/pulumi/go.mod instead", rel, i+1, m)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
 }

@@ -81,6 +81,11 @@ type Stack struct {
 	// existing are the names the state gives the stack's boxes and
 	// firewalls (Options.Existing), read before each run.
 	existing map[string]string
+	// doomed are the boxes the last PreviewDoomed found an up would
+	// delete or replace; previewed says it ran. Up replaces these boxes
+	// one at a time (phases.go).
+	doomed    []Doomed
+	previewed bool
 }
 
 // Secret configuration keys: the cloud API tokens, and the fleet's relay
@@ -462,6 +467,18 @@ func (s *Stack) Up(ctx context.Context) (*UpResult, error) {
 	if err := s.readExisting(ctx, st); err != nil {
 		return nil, err
 	}
+	// Boxes to replace go one at a time first, the router told of each
+	// new box before its old one goes (phases.go).
+	if !s.previewed {
+		if _, _, err := s.PreviewDoomed(ctx); err != nil {
+			return nil, err
+		}
+	}
+	replaced := map[string]int{}
+	if err := s.replaceOneByOne(ctx, st, s.doomed, replaced); err != nil {
+		return nil, err
+	}
+	s.previewed, s.doomed = false, nil
 	opts := []optup.Option{optup.ProgressStreams(s.progress()), optup.ErrorProgressStreams(s.progress())}
 	if s.Refresh {
 		opts = append(opts, optup.Refresh())
@@ -478,10 +495,10 @@ func (s *Stack) Up(ctx context.Context) (*UpResult, error) {
 	if err != nil {
 		return nil, err
 	}
-	out := &UpResult{Hosts: hosts, Changes: map[string]int{}, RelaysFile: path}
+	out := &UpResult{Hosts: hosts, Changes: replaced, RelaysFile: path}
 	if res.Summary.ResourceChanges != nil {
 		for k, v := range *res.Summary.ResourceChanges {
-			out.Changes[k] = v
+			out.Changes[k] += v
 		}
 	}
 	return out, nil

@@ -358,8 +358,16 @@ func (*Box) Read(ctx context.Context, req infer.ReadRequest[BoxArgs, BoxState]) 
 		return infer.ReadResponse[BoxArgs, BoxState]{}, fmt.Errorf("box %s: %w", a.Name, err)
 	}
 	st := m.state(a)
+	// A cloud cannot tell the host key (cloud-init got it) nor the
+	// cores and RAM (read over SSH at create): keep what the state had.
 	if st.HostPrivateKey == "" {
 		st.HostPrivateKey = req.State.HostPrivateKey
+	}
+	if st.HostPublicKey == "" {
+		st.HostPublicKey = req.State.HostPublicKey
+	}
+	if st.Cores == 0 && st.RAM == 0 {
+		st.Cores, st.RAM = req.State.Cores, req.State.RAM
 	}
 	return infer.ReadResponse[BoxArgs, BoxState]{ID: req.ID, Inputs: req.Inputs, State: st}, nil
 }

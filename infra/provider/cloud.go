@@ -108,6 +108,9 @@ func (c cloudBackend) create(ctx context.Context, a BoxArgs) (machine, error) {
 	if len(a.AuthorizedKeys) == 0 {
 		return machine{}, errors.New("no authorized keys: list the admin's keys in the inventory (admin.ssh_keys)")
 	}
+	if err := c.refuseAdoption(ctx, a); err != nil {
+		return machine{}, err
+	}
 	priv, pub, err := newHostKey("root@" + a.ServerName())
 	if err != nil {
 		return machine{}, fmt.Errorf("host key: %w", err)
@@ -132,6 +135,26 @@ func (c cloudBackend) create(ctx context.Context, a BoxArgs) (machine, error) {
 		return machine{}, err
 	}
 	return m, nil
+}
+
+// refuseAdoption refuses a box whose server exists already in the fleet
+// (left by an interrupted create, or made by hand). The backends would
+// adopt it by name, but its host key is the one its own cloud-init was
+// given, which no state holds: a fresh key would be pinned that the
+// server does not have, and the box would fail its SSH check and be
+// deleted while it may serve listeners. Nothing is made or deleted.
+func (c cloudBackend) refuseAdoption(ctx context.Context, a BoxArgs) error {
+	name := a.ServerName()
+	boxes, err := c.api.List(ctx, map[string]string{backend.LabelFleet: a.Fleet})
+	if err != nil {
+		return fmt.Errorf("looking for a server named %s already: %w", name, err)
+	}
+	for _, b := range boxes {
+		if b.Name == name {
+			return fmt.Errorf("server %s (id %s) exists already and its host key is in no state, so it cannot be pinned: delete the server (it may be left by an interrupted fleet up) and run again", name, b.ID)
+		}
+	}
+	return nil
 }
 
 // readCloudFacts is cloudBackend.readFacts; tests replace it.

@@ -50,7 +50,17 @@ func (f *fakeCloud) Get(_ context.Context, id string) (backend.Box, error) {
 	return backend.Box{ID: id, Name: s.Name, IPv4: netip.MustParseAddr("192.0.2.7"), Labels: s.Labels}, nil
 }
 
-func (f *fakeCloud) List(context.Context, map[string]string) ([]backend.Box, error) { return nil, nil }
+func (f *fakeCloud) List(_ context.Context, labels map[string]string) ([]backend.Box, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var boxes []backend.Box
+	for id, s := range f.servers {
+		if backend.MatchLabels(s.Labels, labels) {
+			boxes = append(boxes, backend.Box{ID: id, Name: s.Name, Labels: s.Labels})
+		}
+	}
+	return boxes, nil
+}
 
 func (f *fakeCloud) Delete(_ context.Context, id string) error {
 	f.mu.Lock()
@@ -248,5 +258,64 @@ func TestCloudCreateOutputsThePrivateKeyAsSecret(t *testing.T) {
 	}
 	if got := resp.Properties.Get("cores").AsNumber(); got != 4 {
 		t.Errorf("cores %v", got)
+	}
+}
+
+// TestCloudCreateRefusesAnExistingServer: a server of the box's name in
+// the fleet (an interrupted create's, or one made by hand) holds a host
+// key no state has. Create refuses it in one line naming it, makes
+// nothing, and leaves it alone: before, it pinned a fresh key the server
+// did not have, failed its SSH check and deleted the server.
+func TestCloudCreateRefusesAnExistingServer(t *testing.T) {
+	t.Setenv("SSH_AUTH_SOCK", "")
+	old := cloudBootTimeout
+	cloudBootTimeout = time.Second
+	t.Cleanup(func() { cloudBootTimeout = old })
+	a := BoxArgs{Backend: BackendHcloud, Name: "f-s-fsn-1", Fleet: "f", Tier: TierSteady, Shape: "cpx22",
+		AuthorizedKeys: []string{testKey + " admin"}}
+	fc := &fakeCloud{}
+	there, _ := fc.Create(t.Context(), backend.Spec{Name: a.ServerName(), Labels: a.AllLabels()})
+	// Another fleet's server of the name is another server: not in the way.
+	fc.Create(t.Context(), backend.Spec{Name: "f-s-fsn-2", Labels: map[string]string{"fleet": "g"}})
+	fc.created = nil
+
+	_, err := cloudBackend{api: fc}.create(t.Context(), a)
+	if err == nil || !strings.Contains(err.Error(), "server f-s-fsn-1 (id "+there.ID+") exists already") || strings.Contains(err.Error(), "\n") {
+		t.Fatalf("create over an existing server: %v; want one line naming it", err)
+	}
+	if len(fc.created) != 0 || len(fc.deleted) != 0 {
+		t.Fatalf("created %v, deleted %v: the existing server must be left alone", fc.created, fc.deleted)
+	}
+
+	b := a
+	b.Name = "f-s-fsn-2"
+	if _, err := (cloudBackend{api: fc}).create(t.Context(), b); err != nil && strings.Contains(err.Error(), "exists already") {
+		t.Fatalf("another fleet's server of the name refused the create: %v", err)
+	}
+}
+
+// TestCloudReadKeepsThePinnedHostKey: a refresh reads the server from the
+// cloud, which knows neither its host key nor its cores and RAM; the
+// state's are kept (before, the pinned key was emptied).
+func TestCloudReadKeepsThePinnedHostKey(t *testing.T) {
+	fc := &fakeCloud{}
+	b, _ := fc.Create(t.Context(), backend.Spec{Name: "f-fsn-1"})
+	old := newCloud
+	newCloud = func(string, Config) (cloudAPI, error) { return fc, nil }
+	t.Cleanup(func() { newCloud = old })
+	s := newServer(t)
+	state := property.NewMap(map[string]property.Value{
+		"backend": property.New(BackendHcloud), "name": property.New("f-fsn-1"), "fleet": property.New("f"), "tier": property.New(TierSteady),
+		"backendId": property.New(b.ID), "hostPublicKey": property.New(testKey), "cores": property.New(4.0), "ram": property.New(float64(8 << 30)),
+	})
+	resp, err := s.Read(p.ReadRequest{ID: "hcloud/" + b.ID, Urn: urn(BoxType, "f-fsn-1"), Properties: state})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := resp.Properties.Get("hostPublicKey"); !got.IsString() || got.AsString() != testKey {
+		t.Errorf("hostPublicKey after a refresh %v, want the pinned %q", got, testKey)
+	}
+	if got := resp.Properties.Get("cores"); !got.IsNumber() || got.AsNumber() != 4 {
+		t.Errorf("cores after a refresh %v, want 4", got)
 	}
 }

@@ -36,7 +36,7 @@ func (d *demo) cleanup(ctx context.Context) error {
 		}
 	}
 	if _, err := os.Stat(d.path("state", "hosts")); err == nil {
-		args := dropFlag(append([]string{"destroy", "--inventory", d.path("demo.yaml")}, d.stackArgs()...), "--relay-binary")
+		args := dropFlag(append([]string{"destroy", "--yes", "--inventory", d.path("demo.yaml")}, d.stackArgs()...), "--relay-binary")
 		if _, err := d.sh(ctx, 1, d.fleetBin(), args...); err != nil {
 			errs = append(errs, err)
 		}

@@ -193,7 +193,7 @@ func TestBackendAgainstLocalCloud(t *testing.T) {
 	}
 	cloud.srv.mu.Lock()
 	fw := cloud.srv.st.Firewalls[fwID]
-	if fw == nil || !slices.Equal(fw.Tags, []string{"tier:steady"}) || !slices.ContainsFunc(fw.Inbound, func(r rule) bool { return r.Protocol == "udp" && r.Ports == "4443-4444" }) {
+	if fw == nil || !slices.Equal(fw.Tags, []string{dobackend.SetTag(map[string]string{"tier": "steady"})}) || !slices.ContainsFunc(fw.Inbound, func(r rule) bool { return r.Protocol == "udp" && r.Ports == "4443-4444" }) {
 		t.Errorf("firewall %+v", fw)
 	}
 	cloud.srv.mu.Unlock()

@@ -171,10 +171,12 @@ func base(r *http.Request) string {
 }
 
 // labels are the "key:value" tags as labels, as MachineSpec wants them.
+// A tag with more colons (our backend's set tag, "relayfleet:k:v:k:v")
+// is not a label.
 func labels(tags []string) map[string]string {
 	out := map[string]string{}
 	for _, t := range tags {
-		if k, v, found := strings.Cut(t, ":"); found && k != "" {
+		if k, v, found := strings.Cut(t, ":"); found && k != "" && !strings.Contains(v, ":") {
 			out[k] = v
 		}
 	}
