@@ -18,6 +18,7 @@ import (
 	"github.com/relayfleet/relayfleet/infra/lab"
 	"github.com/relayfleet/relayfleet/inventories"
 	"github.com/relayfleet/relayfleet/provision"
+	"github.com/relayfleet/relayfleet/relay/cli"
 	"github.com/relayfleet/relayfleet/sysctl"
 	"golang.org/x/crypto/ssh"
 )
@@ -36,7 +37,8 @@ const (
 	exitHostsFailed = 3 // some hosts failed; the others were converged
 )
 
-func runConverge(ctx context.Context, args []string, stdout io.Writer) error {
+func runConverge(ctx context.Context, args []string, ios *cli.IOStreams) error {
+	stdout := ios.Out
 	fs := newFlags("converge", stdout)
 	var hf hostFlags
 	hf.add(fs)
@@ -92,7 +94,7 @@ func convergeTargets(ctx context.Context, stdout io.Writer, targets []provision.
 	var mu sync.Mutex
 	enc := json.NewEncoder(stdout)
 	var live *liveLines
-	if !asJSON && isTerminal(stdout) {
+	if !asJSON && cli.IsTerminal(stdout) {
 		var hosts []string
 		for _, t := range targets {
 			hosts = append(hosts, t.Host.String())
@@ -218,7 +220,7 @@ func resolveTargets(ctx context.Context, f *inventories.Fleet, sshKey, labDir st
 		switch g.Provider {
 		case "lab":
 			if labPool == nil {
-				l, err := newLab(labDir)
+				l, err := newLab(labDir, io.Discard) // lists boxes only
 				if err != nil {
 					cleanup()
 					return nil, nil, err

@@ -25,6 +25,7 @@ import (
 	"github.com/relayfleet/relayfleet/inventories"
 	"github.com/relayfleet/relayfleet/provision"
 	"github.com/relayfleet/relayfleet/relay"
+	"github.com/relayfleet/relayfleet/relay/cli"
 	"github.com/relayfleet/relayfleet/relay/loadgen"
 )
 
@@ -218,6 +219,9 @@ func parseSteps(s string) ([]int, error) {
 		if err != nil || n < 1 {
 			return nil, usagef("flag --steps: %q is not a positive listener count (want e.g. 100,200,400,600)", f)
 		}
+		if n > maxStepListeners {
+			return nil, usagef("flag --steps: %d is out of range: want listener counts from 1 to %d", n, maxStepListeners)
+		}
 		if slices.Contains(steps, n) {
 			return nil, usagef("flag --steps: %d is given twice", n)
 		}
@@ -264,7 +268,8 @@ func loadtestRelayBinary(path string) (string, error) {
 	return filepath.Abs(path)
 }
 
-func runLoadtest(ctx context.Context, args []string, stdout io.Writer) error {
+func runLoadtest(ctx context.Context, args []string, ios *cli.IOStreams) error {
+	stdout := ios.Out
 	fs := newFlags("loadtest", stdout)
 	var hf hostFlags
 	hf.add(fs)

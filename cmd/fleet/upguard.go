@@ -5,29 +5,13 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"os"
 	"strings"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/relayfleet/relayfleet/infra/events"
 	"github.com/relayfleet/relayfleet/infra/program"
+	"github.com/relayfleet/relayfleet/relay/cli"
 )
-
-// stdinTerminal says whether a person is at stdin (package var stdin,
-// where fleet up asks before it replaces or destroys boxes that serve
-// listeners); tests replace it.
-var stdinTerminal = func() bool {
-	f, ok := stdin.(*os.File)
-	if !ok {
-		return false
-	}
-	// A terminal answers the terminal ioctl; /dev/null, also a character
-	// device, does not.
-	_, err := unix.IoctlGetTermios(int(f.Fd()), unix.TCGETS)
-	return err == nil
-}
 
 // doomedBox is a box an up would replace or destroy, with the listeners
 // its relays serve (err: they could not be read).
@@ -42,14 +26,14 @@ const probeWait = time.Minute
 
 // guardUp previews the up and, when it would replace or destroy boxes,
 // shows them with their listeners and asks before going ahead (or needs
-// yes).
-func guardUp(ctx context.Context, s *stackFlags, st *program.Stack, yes bool, stdout io.Writer) error {
+// yes). A person at ios.In (a terminal) is asked.
+func guardUp(ctx context.Context, s *stackFlags, st *program.Stack, yes bool, ios *cli.IOStreams) error {
 	_, doomed, err := st.PreviewDoomed(ctx)
 	if err != nil || len(doomed) == 0 {
 		return err
 	}
 	boxes := doomedListeners(ctx, s, st, doomed)
-	return confirmDoomed(stdout, stdin, stdinTerminal(), yes, boxes)
+	return confirmDoomed(ios.Out, ios.In, ios.InTerminal(), yes, boxes)
 }
 
 // doomedListeners reads the listeners of each doomed box from its relays'
