@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -81,7 +82,8 @@ func (l *lockedBuffer) String() string {
 }
 
 // TestVersionStamped builds the binary as make build does, with the
-// version stamped at link time, and asks it for its version both ways.
+// version stamped at link time, and asks it for its version both ways;
+// then SIGTERM and SIGINT end its long-running commands promptly.
 func TestVersionStamped(t *testing.T) {
 	bin := filepath.Join(t.TempDir(), "relay")
 	const stamp = "v9.9.9-test-stamp"
@@ -93,6 +95,42 @@ func TestVersionStamped(t *testing.T) {
 		out, err := exec.Command(bin, args...).CombinedOutput()
 		if err != nil || string(out) != "relay "+stamp+"\n" {
 			t.Errorf("relay %s: %v, %q; want %q", args[0], err, out, "relay "+stamp+"\n")
+		}
+	}
+	dir := t.TempDir()
+	relays := filepath.Join(dir, "relays.json")
+	if err := os.WriteFile(relays, []byte(`{"relays":[]}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		sig  os.Signal
+		args []string
+		up   string // in the output once it runs (and handles signals)
+	}{
+		{syscall.SIGTERM, []string{"router", "--listen", "127.0.0.1:0", "--relays", relays}, "router listening"},
+		{os.Interrupt, []string{"serve", "--listen", "127.0.0.1:0", "--udp-buffer", "1MiB", "--shutdown-grace", "1s"}, "relay listening"},
+	} {
+		cmd := exec.Command(bin, tc.args...)
+		out := &lockedBuffer{}
+		cmd.Stdout, cmd.Stderr = out, out
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		done := make(chan error, 1)
+		go func() { done <- cmd.Wait() }()
+		if !testutil.Poll(30*time.Second, func() bool { return strings.Contains(out.String(), tc.up) }) {
+			_ = cmd.Process.Kill()
+			t.Fatalf("relay %s did not start: %s", tc.args[0], out.String())
+		}
+		_ = cmd.Process.Signal(tc.sig)
+		select {
+		case <-done:
+			if cmd.ProcessState.ExitCode() == -1 {
+				t.Errorf("relay %s: killed by %v instead of ending: %s", tc.args[0], tc.sig, out.String())
+			}
+		case <-time.After(30 * time.Second):
+			_ = cmd.Process.Kill()
+			t.Errorf("relay %s: still running 30s after %v: %s", tc.args[0], tc.sig, out.String())
 		}
 	}
 }

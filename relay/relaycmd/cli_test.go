@@ -6,6 +6,7 @@ import (
 	"io"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/relayfleet/relayfleet/relay/cli"
 	"github.com/relayfleet/relayfleet/relay/version"
@@ -129,5 +130,28 @@ func TestCompletion(t *testing.T) {
 	out, _, code := relayCLI(t, "__complete", "serve", "--shut")
 	if code != 0 || !strings.Contains(out, "--shutdown-grace\t") || strings.Contains(out, "--listen") {
 		t.Errorf("relay __complete serve --shut: exit %d\n%s", code, out)
+	}
+}
+
+// TestLoadgenEndsOnCancel: relay loadgen against a relay that is not
+// there, for an hour, ends soon after its context does (SIGTERM or SIGINT
+// in the binary: cmd/relay's TestVersionStamped sends them to serve and
+// router).
+func TestLoadgenEndsOnCancel(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan int, 1)
+	go func() {
+		done <- run(ctx, []string{"loadgen", "--url", "http://127.0.0.1:1/x", "--broadcast", "b", "--listeners", "2", "--duration", "1h"}, io.Discard, io.Discard)
+	}()
+	select {
+	case code := <-done:
+		t.Fatalf("loadgen ended by itself with %d before the cancel", code)
+	case <-time.After(time.Second):
+	}
+	cancel()
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second):
+		t.Fatal("loadgen still running 30s after its context ended")
 	}
 }
