@@ -12,8 +12,12 @@ XDG_CACHE_HOME ?= $(HOME)/.cache
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z0-9_-]+:.*## / {printf "  %-10s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
-build: ## build bin/fleet and bin/relay
-	$(GO) build $(GOFLAGS) -o $(BIN)/ ./cmd/...
+# VERSION is stamped into both binaries (fleet version, relay --version).
+VERSION ?= $(shell git describe --always --dirty 2>/dev/null)
+LDFLAGS := -X github.com/relayfleet/relayfleet/relay/version.stamp=$(VERSION)
+
+build: ## build bin/fleet and bin/relay, -trimpath, with the version from git describe stamped in
+	$(GO) build $(GOFLAGS) -trimpath -ldflags "$(LDFLAGS)" -o $(BIN)/ ./cmd/...
 
 test: ## unit tests with the race detector, plus the architecture rules; as root installs what they need (scripts/deps.sh test); with CI=true also make test-long, and a skip fails
 	scripts/deps.sh test

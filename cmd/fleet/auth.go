@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -11,11 +10,14 @@ import (
 	"strings"
 	"time"
 
+	"github.com/spf13/pflag"
+
 	"github.com/relayfleet/relayfleet/infra/program"
 	"github.com/relayfleet/relayfleet/internal/atomicfile"
 	"github.com/relayfleet/relayfleet/inventories"
 	"github.com/relayfleet/relayfleet/provision"
 	"github.com/relayfleet/relayfleet/relay"
+	"github.com/relayfleet/relayfleet/relay/cli"
 	"github.com/relayfleet/relayfleet/units"
 )
 
@@ -69,7 +71,8 @@ func fleetAuthKeys(ctx context.Context, ks keyStore, create bool) (string, []pro
 
 // runToken mints a token signed with the fleet's key: fleet token
 // --inventory FILE (--publish PREFIX | --subscribe PREFIX) [--ttl D].
-func runToken(ctx context.Context, args []string, stdout io.Writer) error {
+func runToken(ctx context.Context, args []string, ios *cli.IOStreams) error {
+	stdout := ios.Out
 	s := newStackFlags("token", stdout, false)
 	pub := s.fs.String("publish", "", "broadcast path prefix the token may publish under")
 	sub := s.fs.String("subscribe", "", "broadcast path prefix the token may subscribe under")
@@ -79,7 +82,7 @@ func runToken(ctx context.Context, args []string, stdout io.Writer) error {
 		return err
 	}
 	set := map[string]bool{}
-	s.fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	s.fs.Visit(func(f *pflag.Flag) { set[f.Name] = true })
 	if set["publish"] == set["subscribe"] {
 		return usagef("give exactly one of --publish PREFIX or --subscribe PREFIX")
 	}
@@ -106,7 +109,8 @@ func runToken(ctx context.Context, args []string, stdout io.Writer) error {
 }
 
 // runAuth is fleet auth rotate | show | export.
-func runAuth(ctx context.Context, args []string, stdout io.Writer) error {
+func runAuth(ctx context.Context, args []string, ios *cli.IOStreams) error {
+	stdout := ios.Out
 	if len(args) == 0 {
 		return usagef("want rotate, show or export, as in: fleet auth show --inventory FILE")
 	}

@@ -66,8 +66,8 @@ func TestAuthBadInput(t *testing.T) {
 		{[]string{"token", "--inventory", labInventory, "--publish", "live now/"}, `fleet token: flag --publish: character ' '`},
 		{[]string{"token", "--inventory", labInventory, "--subscribe", "../x"}, `fleet token: flag --subscribe: segment ".."`},
 		{[]string{"token", "--inventory", labInventory, "--publish", ""}, "fleet token: flag --publish: empty"},
-		{[]string{"token", "--inventory", labInventory, "--publish", "live/", "--ttl", "0s"}, "fleet token: flag --ttl: want a duration from 1s to 720h0m0s, got 0s"},
-		{[]string{"token", "--inventory", labInventory, "--publish", "live/", "--ttl", "721h"}, "fleet token: flag --ttl: want a duration from 1s to 720h0m0s"},
+		{[]string{"token", "--inventory", labInventory, "--publish", "live/", "--ttl", "0s"}, "fleet token: flag --ttl: 0s is out of range: want 1s to 720h"},
+		{[]string{"token", "--inventory", labInventory, "--publish", "live/", "--ttl", "721h"}, "fleet token: flag --ttl: 721h0m0s is out of range: want 1s to 720h"},
 		{[]string{"token", "--inventory", labInventory, "--publish", "live/", "--ttl", "soon"}, "fleet token: flag --ttl:"},
 		{[]string{"token", "--inventory", "/nonexistent/fleet.yaml", "--publish", "live/"}, "fleet token: /nonexistent/fleet.yaml"},
 		{[]string{"auth"}, "fleet auth: want rotate, show or export"},
@@ -76,8 +76,8 @@ func TestAuthBadInput(t *testing.T) {
 		{[]string{"auth", "export", "--inventory", labInventory}, "fleet auth: flag --out: required"},
 		{[]string{"auth", "export", "--inventory", labInventory, "--out", "/nonexistent/dir/origin.keys"}, "fleet auth: flag --out: no directory /nonexistent/dir"},
 		{[]string{"auth", "export", "--inventory", labInventory, "--out", "/dev/null"}, "fleet auth: flag --out: /dev/null is not a regular file"},
-		{[]string{"auth", "rotate", "--inventory", labInventory, "--overlap", "-1h", "--relay-binary", "/bin/sh"}, "fleet auth: flag --overlap: want a duration from 0 to 720h0m0s, got -1h0m0s"},
-		{[]string{"auth", "rotate", "--inventory", labInventory, "--overlap", "800h", "--relay-binary", "/bin/sh"}, "fleet auth: flag --overlap: want a duration from 0 to 720h0m0s"},
+		{[]string{"auth", "rotate", "--inventory", labInventory, "--overlap", "-1h", "--relay-binary", "/bin/sh"}, "fleet auth: flag --overlap: -1h0m0s is out of range: want 0s to 720h"},
+		{[]string{"auth", "rotate", "--inventory", labInventory, "--overlap", "800h", "--relay-binary", "/bin/sh"}, "fleet auth: flag --overlap: 800h0m0s is out of range: want 0s to 720h"},
 		{[]string{"converge", "--inventory", labInventory, "--stack", "a b", "--relay-binary", "/bin/sh"}, `fleet converge: flag --stack: want letters`},
 	} {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {

@@ -6,9 +6,15 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
 	"github.com/relayfleet/relayfleet/inventories"
+	"github.com/relayfleet/relayfleet/relay/cli"
+	"github.com/relayfleet/relayfleet/relay/version"
 )
 
 // Exit codes.
@@ -19,19 +25,16 @@ const (
 )
 
 // usageError is bad input from the user: exit code 2.
-type usageError struct{ msg string }
+type usageError = cli.UsageError
 
-func (e *usageError) Error() string { return e.msg }
-
-func usagef(format string, args ...any) error {
-	return &usageError{msg: fmt.Sprintf(format, args...)}
-}
+// usagef makes a usageError.
+var usagef = cli.Usagef
 
 // command is one fleet subcommand.
 type command struct {
 	name    string
 	summary string
-	run     func(ctx context.Context, args []string, stdout io.Writer) error
+	run     func(ctx context.Context, args []string, ios *cli.IOStreams) error
 }
 
 func commands() []command {
@@ -56,41 +59,118 @@ func commands() []command {
 	}
 }
 
-// run executes one fleet command and maps its error to an exit code. Every
-// failure is one line on stderr.
-func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	if len(args) == 0 || args[0] == "help" || args[0] == "-h" || args[0] == "--help" {
-		usage(stdout)
-		if len(args) == 0 {
+// subcommands are the words that may follow a command, for completion.
+var subcommands = map[string][]string{
+	"secret": {"set"},
+	"auth":   {"rotate", "show", "export"},
+	"events": {"reconcile", "status", "report", "install"},
+	"burst":  {"up", "down", "resize"},
+	"lab":    {"up", "down", "status", "ssh"},
+}
+
+// execute runs one fleet command and maps its error to an exit code.
+// Every failure is one line on stderr. cobra supplies the command tree,
+// help, version and shell completion; each command parses its own flags
+// (newFlags), so that its flags are defined where they are used.
+func execute(ctx context.Context, args []string, ios *cli.IOStreams) int {
+	if len(args) == 0 {
+		usage(ios.Out)
+		return exitUsage
+	}
+	root := rootCommand(ios)
+	root.InitDefaultHelpCmd()
+	root.InitDefaultCompletionCmd(args...)
+	if c, _, err := root.Find([]string{"completion"}); err == nil && c != root {
+		// cobra would print help for an unknown shell, and exit 0.
+		c.Args = cobra.ArbitraryArgs
+		c.RunE = func(cmd *cobra.Command, args []string) error {
+			if len(args) > 0 {
+				return cli.Usagef("unknown shell %q (want bash, zsh, fish or powershell)", args[0])
+			}
+			return cmd.Help()
+		}
+	}
+	if !strings.HasPrefix(args[0], "-") && args[0] != cobra.ShellCompRequestCmd && args[0] != cobra.ShellCompNoDescRequestCmd {
+		if c, _, err := root.Find(args[:1]); err != nil || c == root {
+			fmt.Fprintf(ios.ErrOut, "fleet: unknown command %q (try fleet help)\n", args[0])
 			return exitUsage
 		}
+	}
+	root.SetArgs(args)
+	c, err := root.ExecuteContextC(ctx)
+	if err == nil || errors.Is(err, flag.ErrHelp) {
 		return exitOK
 	}
-	for _, c := range commands() {
-		if c.name != args[0] {
-			continue
-		}
-		err := c.run(ctx, args[1:], stdout)
-		if err == nil {
-			return exitOK
-		}
-		if errors.Is(err, flag.ErrHelp) {
-			return exitOK
-		}
-		fmt.Fprintf(stderr, "fleet %s: %s\n", c.name, oneLine(err))
-		var ee *exitError
-		if errors.As(err, &ee) {
-			return ee.code
-		}
-		var ue *usageError
-		var ie *inventories.Error
-		if errors.As(err, &ue) || errors.As(err, &ie) {
-			return exitUsage
-		}
-		return exitFailure
+	name := "fleet"
+	if c != nil && c != root {
+		name = "fleet " + c.Name()
 	}
-	fmt.Fprintf(stderr, "fleet: unknown command %q (try fleet help)\n", args[0])
-	return exitUsage
+	fmt.Fprintf(ios.ErrOut, "%s: %s\n", name, oneLine(err))
+	var ee *exitError
+	if errors.As(err, &ee) {
+		return ee.code
+	}
+	var ue *usageError
+	var ie *inventories.Error
+	if errors.As(err, &ue) || errors.As(err, &ie) {
+		return exitUsage
+	}
+	if c == nil || !c.DisableFlagParsing {
+		return exitUsage // cobra's own: fleet completion's or fleet version's arguments
+	}
+	return exitFailure
+}
+
+// rootCommand is the command tree: the commands of commands(), version,
+// and cobra's help and completion.
+func rootCommand(ios *cli.IOStreams) *cobra.Command {
+	root := &cobra.Command{
+		Use:           "fleet",
+		Short:         "relayfleet's operator tool",
+		Version:       version.String(),
+		SilenceErrors: true,
+		SilenceUsage:  true,
+	}
+	root.SetIn(ios.In)
+	root.SetOut(ios.Out)
+	root.SetErr(ios.ErrOut)
+	root.SetVersionTemplate("fleet {{.Version}}\n")
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return cli.FlagError(err) })
+	for _, c := range commands() {
+		root.AddCommand(&cobra.Command{
+			Use:                c.name,
+			Short:              c.summary,
+			DisableFlagParsing: true, // the command's own flags (newFlags) parse them
+			RunE: func(cmd *cobra.Command, args []string) error {
+				return c.run(cmd.Context(), args, ios)
+			},
+			ValidArgsFunction: func(cmd *cobra.Command, args []string, toComplete string) ([]cobra.Completion, cobra.ShellCompDirective) {
+				return complete(cmd.Context(), c, args, toComplete)
+			},
+		})
+	}
+	root.AddCommand(&cobra.Command{
+		Use:   "version",
+		Short: "print the version of this build",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			_, err := fmt.Fprintf(ios.Out, "fleet %s\n", version.String())
+			return err
+		},
+	})
+	cobraHelp := root.HelpFunc()
+	root.SetHelpFunc(func(cmd *cobra.Command, args []string) {
+		switch {
+		case cmd == root:
+			usage(ios.Out)
+		case cmd.DisableFlagParsing && cmd.RunE != nil:
+			// fleet help plan: the command's own -h.
+			_ = cmd.RunE(cmd, []string{"-h"})
+		default:
+			cobraHelp(cmd, args)
+		}
+	})
+	return root
 }
 
 func usage(w io.Writer) {
@@ -100,61 +180,96 @@ func usage(w io.Writer) {
 	for _, c := range commands() {
 		fmt.Fprintf(w, "  %-10s %s\n", c.name, c.summary)
 	}
+	fmt.Fprintf(w, "  %-10s %s\n", "version", "print the version of this build (also fleet --version)")
+	fmt.Fprintf(w, "  %-10s %s\n", "completion", "shell completion: fleet completion bash|zsh|fish|powershell (see fleet completion bash -h)")
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, "fleet COMMAND -h shows a command's flags.")
 }
 
-func oneLine(err error) string {
-	return strings.ReplaceAll(err.Error(), "\n", "; ")
+// complete completes a command's flags (from the flag set its run function
+// builds; nothing runs) and its subcommands.
+func complete(ctx context.Context, c command, args []string, toComplete string) ([]cobra.Completion, cobra.ShellCompDirective) {
+	if !strings.HasPrefix(toComplete, "-") {
+		if len(args) == 0 && subcommands[c.name] != nil {
+			var out []cobra.Completion
+			for _, s := range subcommands[c.name] {
+				if strings.HasPrefix(s, toComplete) {
+					out = append(out, s)
+				}
+			}
+			return out, cobra.ShellCompDirectiveNoFileComp
+		}
+		return nil, cobra.ShellCompDirectiveDefault
+	}
+	fs := flagsOf(ctx, c, args)
+	if fs == nil {
+		return nil, cobra.ShellCompDirectiveNoFileComp
+	}
+	var out []cobra.Completion
+	fs.VisitAll(func(f *pflag.Flag) {
+		if strings.HasPrefix("--"+f.Name, toComplete) {
+			out = append(out, cobra.CompletionWithDesc("--"+f.Name, f.Usage))
+		}
+	})
+	return out, cobra.ShellCompDirectiveNoFileComp
 }
 
-// flags is a command's flag set. Errors become one-line usageErrors naming
-// the flag instead of usage text; -h prints the flags to stdout.
+// flagCapture, as the stdout a command's flags print help to, makes
+// flags.parse hand over the flag set and return errCaptured instead of
+// parsing, so the command stops before doing anything.
+type flagCapture struct {
+	io.Writer
+	fs *pflag.FlagSet
+}
+
+var errCaptured = errors.New("flags captured")
+
+// flagsOf is the flag set of command c with the leading words args (a
+// subcommand), or nil when it has none there.
+func flagsOf(ctx context.Context, c command, args []string) *pflag.FlagSet {
+	capture := &flagCapture{Writer: io.Discard}
+	_ = c.run(ctx, append(slices.Clip(args), "-h"), &cli.IOStreams{In: strings.NewReader(""), Out: capture, ErrOut: io.Discard})
+	return capture.fs
+}
+
+// flags is a command's flag set, on pflag: every flag is --name. Errors
+// become one-line usageErrors naming the flag instead of usage text; -h
+// prints the flags to stdout; numeric flags are checked against their
+// ranges (flagRanges).
 type flags struct {
-	*flag.FlagSet
+	*pflag.FlagSet
 	stdout io.Writer
 }
 
 func newFlags(name string, stdout io.Writer) flags {
-	fs := flag.NewFlagSet(name, flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
-	fs.Usage = func() {} // the flag package calls it on every error
-	return flags{fs, stdout}
+	return flags{cli.NewFlagSet(name), stdout}
+}
+
+// Var defines a flag of a flag.Value type.
+func (fs flags) Var(v flag.Value, name, usage string) {
+	fs.FlagSet.Var(cli.GoValue(v), name, usage)
 }
 
 // parse parses args; it returns flag.ErrHelp after printing -h text.
 func (fs flags) parse(args []string) error {
+	if c, ok := fs.stdout.(*flagCapture); ok {
+		c.fs = fs.FlagSet
+		return errCaptured
+	}
 	err := fs.Parse(args)
-	if errors.Is(err, flag.ErrHelp) {
-		fmt.Fprintf(fs.stdout, "usage: fleet %s [flags]\n", fs.Name())
-		fs.SetOutput(fs.stdout)
-		fs.PrintDefaults()
-		return err
+	if errors.Is(err, pflag.ErrHelp) {
+		fmt.Fprintf(fs.stdout, "usage: fleet %s [flags]\n\nflags:\n%s", fs.Name(), fs.FlagUsages())
+		return flag.ErrHelp
 	}
 	if err != nil {
-		return usagef("%s", flagErrText(err))
+		return cli.FlagError(err)
 	}
 	if fs.NArg() > 0 {
 		return usagef("unexpected argument %q", fs.Arg(0))
 	}
-	return nil
+	return cli.CheckRanges(fs.FlagSet, flagRanges[fs.Name()])
 }
 
-// flagErrText rewrites the flag package's messages ("invalid value "x" for
-// flag -n: parse error") into "flag --n: invalid value "x"".
-func flagErrText(err error) string {
-	s := err.Error()
-	if rest, ok := strings.CutPrefix(s, "invalid value "); ok {
-		if val, tail, ok := strings.Cut(rest, " for flag -"); ok {
-			name, why, _ := strings.Cut(tail, ": ")
-			return fmt.Sprintf("flag --%s: invalid value %s: %s", name, val, why)
-		}
-	}
-	if rest, ok := strings.CutPrefix(s, "flag provided but not defined: -"); ok {
-		return fmt.Sprintf("flag --%s: unknown flag", strings.TrimLeft(rest, "-"))
-	}
-	if rest, ok := strings.CutPrefix(s, "flag needs an argument: -"); ok {
-		return fmt.Sprintf("flag --%s: needs a value", strings.TrimLeft(rest, "-"))
-	}
-	return s
+func oneLine(err error) string {
+	return strings.ReplaceAll(err.Error(), "\n", "; ")
 }

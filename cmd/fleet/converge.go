@@ -16,6 +16,7 @@ import (
 	"github.com/relayfleet/relayfleet/infra/lab"
 	"github.com/relayfleet/relayfleet/inventories"
 	"github.com/relayfleet/relayfleet/provision"
+	"github.com/relayfleet/relayfleet/relay/cli"
 	"github.com/relayfleet/relayfleet/sysctl"
 )
 
@@ -33,7 +34,8 @@ const (
 	exitHostsFailed = 3 // some hosts failed; the others were converged
 )
 
-func runConverge(ctx context.Context, args []string, stdout io.Writer) error {
+func runConverge(ctx context.Context, args []string, ios *cli.IOStreams) error {
+	stdout := ios.Out
 	fs := newFlags("converge", stdout)
 	var hf hostFlags
 	hf.add(fs)
@@ -87,7 +89,7 @@ func convergeTargets(ctx context.Context, stdout io.Writer, targets []provision.
 	var mu sync.Mutex
 	enc := json.NewEncoder(stdout)
 	var live *liveLines
-	if !asJSON && isTerminal(stdout) {
+	if !asJSON && cli.IsTerminal(stdout) {
 		var hosts []string
 		for _, t := range targets {
 			hosts = append(hosts, t.Host.String())

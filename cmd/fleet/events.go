@@ -19,9 +19,11 @@ import (
 	"github.com/relayfleet/relayfleet/infra/program"
 	"github.com/relayfleet/relayfleet/infra/provider"
 	"github.com/relayfleet/relayfleet/inventories"
+	"github.com/relayfleet/relayfleet/relay/cli"
 )
 
-func runEvents(ctx context.Context, args []string, stdout io.Writer) error {
+func runEvents(ctx context.Context, args []string, ios *cli.IOStreams) error {
+	stdout := ios.Out
 	if len(args) == 0 {
 		return usagef("want a subcommand: reconcile, status, report or install")
 	}
@@ -272,7 +274,8 @@ func nextStep(ev *inventories.Event, rec *events.Record, now time.Time) string {
 	return ""
 }
 
-func runBurst(ctx context.Context, args []string, stdout io.Writer) error {
+func runBurst(ctx context.Context, args []string, ios *cli.IOStreams) error {
+	stdout := ios.Out
 	if len(args) == 0 || (args[0] != "up" && args[0] != "down" && args[0] != "resize") {
 		if len(args) > 0 && (args[0] == "-h" || args[0] == "--help") {
 			fmt.Fprintln(stdout, "usage: fleet burst up|down|resize --event NAME --events FILE [flags]")

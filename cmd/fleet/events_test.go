@@ -34,8 +34,8 @@ func TestEventsBadInput(t *testing.T) {
 		{"burst without event", []string{"burst", "up", "--events", ev, "--relay-binary", exe}, "fleet burst: flag --event: required\n"},
 		{"drain time on up", []string{"burst", "up", "--events", ev, "--relay-binary", exe, "--event", "lab-show", "--drain-time", "1m"}, "fleet burst: flag --drain-time: only burst down drains\n"},
 		{"report without event", []string{"events", "report"}, "fleet events: flag --event: required\n"},
-		{"short lease", []string{"events", "reconcile", "--events", ev, "--lease-ttl", "5s"}, "fleet events: flag --lease-ttl: want between 30s and 1h, got 5s\n"},
-		{"long lease", []string{"burst", "up", "--events", ev, "--event", "lab-show", "--lease-ttl", "2h"}, "fleet burst: flag --lease-ttl: want between 30s and 1h, got 2h0m0s\n"},
+		{"short lease", []string{"events", "reconcile", "--events", ev, "--lease-ttl", "5s"}, "fleet events: flag --lease-ttl: 5s is out of range: want 30s to 1h\n"},
+		{"long lease", []string{"burst", "up", "--events", ev, "--event", "lab-show", "--lease-ttl", "2h"}, "fleet burst: flag --lease-ttl: 2h0m0s is out of range: want 30s to 1h\n"},
 		{"status backend not a URL", []string{"events", "status", "--backend", "/srv/state"}, "fleet events: flag --backend: want a URL such as file:///var/lib/relayfleet/state or s3://bucket, got \"/srv/state\"\n"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -90,9 +90,15 @@ func TestEventsReconcileBeforeTheLeadTime(t *testing.T) {
 // event's phase, boxes and next step, and the actions this run took.
 func TestEventsReconcileJSON(t *testing.T) {
 	exe, _ := os.Executable()
+	// The records live in the Pulumi backend: the real CLI keeps them.
+	pulumiCLI, err := program.FindPulumi("")
+	if err != nil {
+		t.Skipf("%v (make pulumi)", err)
+	}
+	t.Setenv(program.PassphraseEnv, "")
 	state := t.TempDir()
 	args := []string{"events", "reconcile", "--events", "../../inventories/lab-events.yaml",
-		"--state-dir", state, "--relay-binary", exe, "--pulumi", exe, "--json"}
+		"--state-dir", state, "--relay-binary", exe, "--pulumi", pulumiCLI, "--json"}
 	decode := func(out string) []eventOutcome {
 		t.Helper()
 		dec := json.NewDecoder(strings.NewReader(out))
@@ -131,10 +137,15 @@ func TestEventsReconcileJSON(t *testing.T) {
 // to stdout, which holds only the JSON.
 func TestEventsReconcileJSONKeepsPulumiOffStdout(t *testing.T) {
 	exe, _ := os.Executable()
+	pulumiCLI, err := program.FindPulumi("")
+	if err != nil {
+		t.Skipf("%v (make pulumi)", err)
+	}
+	t.Setenv(program.PassphraseEnv, "")
 	var stdout bytes.Buffer
 	e := newEventsFlags("events reconcile", &stdout)
 	r, _, done, err := e.reconciler(context.Background(), []string{"--events", "../../inventories/lab-events.yaml",
-		"--state-dir", t.TempDir(), "--relay-binary", exe, "--pulumi", exe}, &stdout)
+		"--state-dir", t.TempDir(), "--relay-binary", exe, "--pulumi", pulumiCLI}, &stdout)
 	if err != nil {
 		t.Fatal(err)
 	}

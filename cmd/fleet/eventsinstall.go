@@ -16,6 +16,7 @@ import (
 	"github.com/relayfleet/relayfleet/infra/program"
 	"github.com/relayfleet/relayfleet/internal/atomicfile"
 	"github.com/relayfleet/relayfleet/inventories"
+	"github.com/relayfleet/relayfleet/relay/cli"
 	"github.com/relayfleet/relayfleet/units"
 )
 
@@ -210,6 +211,9 @@ func fileOwner(fi os.FileInfo) uint32 {
 func parseInstallArgs(fs flags, args []string) ([]string, error) {
 	if err := fs.Parse(args); err != nil {
 		return nil, fs.parse(args) // again, for parse's help text and one-line errors
+	}
+	if err := cli.CheckRanges(fs.FlagSet, flagRanges[fs.Name()]); err != nil {
+		return nil, err
 	}
 	rest := fs.Args()
 	if n := len(args) - len(rest); len(rest) > 0 && (n == 0 || args[n-1] != "--") {

@@ -137,7 +137,7 @@ func TestEventsInstallBadInput(t *testing.T) {
 		{[]string{"--events", dir, "--no-enable"}, "flag --events: " + dir + " is a directory"},
 		{append(base, "--environment-file", groupReadable), "flag --environment-file: " + groupReadable + " is mode 0640"},
 		{append(base, "--environment-file", filepath.Join(dir, "none.env")), "flag --environment-file: stat"},
-		{append(base, "--interval", "5s"), "flag --interval: at least 10s, got 5s"},
+		{append(base, "--interval", "5s"), "flag --interval: 5s is out of range: want 10s to 24h"},
 		{append(base, "--interval", "often"), "flag --interval: invalid value"},
 		{append(base, "--fleet-binary", notExec), "flag --fleet-binary: " + notExec + " is not executable"},
 		{append(base, "--unit-dir", filepath.Join(dir, "nope")), "flag --unit-dir: stat"},

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/relayfleet/relayfleet/relay/cli"
 	"io"
 	"os"
 	"strings"
@@ -72,7 +73,8 @@ type hostJSONEntry struct {
 	Error   string `json:"error,omitempty"`
 }
 
-func runHosts(ctx context.Context, args []string, stdout io.Writer) error {
+func runHosts(ctx context.Context, args []string, ios *cli.IOStreams) error {
+	stdout := ios.Out
 	fs := newFlags("hosts", stdout)
 	var hf hostFlags
 	hf.add(fs)

@@ -16,36 +16,33 @@ import (
 	"time"
 
 	"github.com/relayfleet/relayfleet/infra/lab"
+	"github.com/relayfleet/relayfleet/relay/cli"
 	"golang.org/x/crypto/ssh"
 )
 
-// Seams for tests: who runs fleet, and where progress and the remote
-// command's stdin and stderr go.
-var (
-	geteuid             = os.Geteuid
-	labStdin  io.Reader = os.Stdin
-	labStderr io.Writer = os.Stderr
-)
+// geteuid is who runs fleet; tests replace it.
+var geteuid = os.Geteuid
 
 const labUsage = "want a subcommand: up N | down | status [--json] | ssh BOX [-- CMD] | cloud hcloud|digitalocean --listen ADDR"
 
 // runLab is `fleet lab`: boxes on this machine (systemd-nspawn containers
 // on a private bridge) for the demo and the integration tests.
-func runLab(ctx context.Context, args []string, stdout io.Writer) error {
+func runLab(ctx context.Context, args []string, ios *cli.IOStreams) error {
+	stdout := ios.Out
 	if len(args) == 0 {
 		return usagef("%s", labUsage)
 	}
 	switch args[0] {
 	case "up":
-		return labUp(ctx, args[1:], stdout)
+		return labUp(ctx, args[1:], ios)
 	case "down":
-		return labDown(ctx, args[1:], stdout)
+		return labDown(ctx, args[1:], ios)
 	case "status":
-		return labStatus(ctx, args[1:], stdout)
+		return labStatus(ctx, args[1:], ios)
 	case "ssh":
-		return labSSH(ctx, args[1:], stdout)
+		return labSSH(ctx, args[1:], ios)
 	case "cloud":
-		return labCloud(ctx, args[1:], stdout)
+		return labCloud(ctx, args[1:], ios)
 	case "-h", "--help", "help":
 		fmt.Fprintln(stdout, "usage: fleet lab up N [--shape small|medium] | down | status [--json] | ssh BOX [-- CMD] | cloud hcloud|digitalocean --listen ADDR")
 		return flag.ErrHelp
@@ -60,13 +57,13 @@ func labFlags(name string, stdout io.Writer) (flags, *string) {
 	return fs, dir
 }
 
-// newLab checks for root and opens the lab.
-func newLab(dir string) (*lab.Lab, error) {
+// newLab checks for root and opens the lab; its progress goes to logw.
+func newLab(dir string, logw io.Writer) (*lab.Lab, error) {
 	if geteuid() != 0 {
 		return nil, usagef("%s", lab.ErrNotRoot)
 	}
 	return lab.New(lab.Config{Dir: dir, Logf: func(format string, args ...any) {
-		fmt.Fprintf(labStderr, "lab: "+format+"\n", args...)
+		fmt.Fprintf(logw, "lab: "+format+"\n", args...)
 	}})
 }
 
@@ -86,7 +83,8 @@ func positional(args []string, what string) (string, []string, error) {
 
 var shapes = map[string]lab.Shape{"small": lab.Small, "medium": lab.Medium}
 
-func labUp(ctx context.Context, args []string, stdout io.Writer) error {
+func labUp(ctx context.Context, args []string, ios *cli.IOStreams) error {
+	stdout := ios.Out
 	arg, rest, err := positional(args, "the number of boxes: fleet lab up N")
 	if err != nil {
 		return err
@@ -104,7 +102,7 @@ func labUp(ctx context.Context, args []string, stdout io.Writer) error {
 	if !ok {
 		return usagef("flag --shape: want small or medium, got %q", *shapeName)
 	}
-	l, err := newLab(*dir)
+	l, err := newLab(*dir, ios.ErrOut)
 	if err != nil {
 		return err
 	}
@@ -156,12 +154,13 @@ func labUp(ctx context.Context, args []string, stdout io.Writer) error {
 	return errors.Join(errs...)
 }
 
-func labDown(ctx context.Context, args []string, stdout io.Writer) error {
+func labDown(ctx context.Context, args []string, ios *cli.IOStreams) error {
+	stdout := ios.Out
 	fs, dir := labFlags("down", stdout)
 	if err := fs.parse(args); err != nil {
 		return err
 	}
-	l, err := newLab(*dir)
+	l, err := newLab(*dir, ios.ErrOut)
 	if err != nil {
 		return err
 	}
@@ -201,13 +200,14 @@ type labBoxJSON struct {
 	PID        int               `json:"pid,omitempty"`
 }
 
-func labStatus(ctx context.Context, args []string, stdout io.Writer) error {
+func labStatus(ctx context.Context, args []string, ios *cli.IOStreams) error {
+	stdout := ios.Out
 	fs, dir := labFlags("status", stdout)
 	asJSON := fs.Bool("json", false, "print the boxes as JSON")
 	if err := fs.parse(args); err != nil {
 		return err
 	}
-	l, err := newLab(*dir)
+	l, err := newLab(*dir, ios.ErrOut)
 	if err != nil {
 		return err
 	}
@@ -253,7 +253,8 @@ func labStatus(ctx context.Context, args []string, stdout io.Writer) error {
 	return tw.Flush()
 }
 
-func labSSH(ctx context.Context, args []string, stdout io.Writer) error {
+func labSSH(ctx context.Context, args []string, ios *cli.IOStreams) error {
+	stdout := ios.Out
 	var command []string
 	for i, a := range args {
 		if a == "--" {
@@ -272,7 +273,7 @@ func labSSH(ctx context.Context, args []string, stdout io.Writer) error {
 	if err := lab.ValidName(name); err != nil {
 		return usagef("%s", err)
 	}
-	l, err := newLab(*dir)
+	l, err := newLab(*dir, ios.ErrOut)
 	if err != nil {
 		return err
 	}
@@ -286,14 +287,14 @@ func labSSH(ctx context.Context, args []string, stdout io.Writer) error {
 		return fmt.Errorf("box %s is %s (fleet lab up starts it)", name, b.State)
 	}
 	if len(command) == 0 {
-		return interactiveSSH(ctx, l, b)
+		return interactiveSSH(ctx, l, b, ios)
 	}
 	c, err := l.Dial(ctx, name)
 	if err != nil {
 		return err
 	}
 	defer c.Close()
-	err = lab.Run(ctx, c, strings.Join(command, " "), commandStdin(), stdout, labStderr)
+	err = lab.Run(ctx, c, strings.Join(command, " "), commandStdin(ios), stdout, ios.ErrOut)
 	var ee *ssh.ExitError
 	if errors.As(err, &ee) {
 		return fmt.Errorf("%s: the command exited with status %d", name, ee.ExitStatus())
@@ -302,11 +303,12 @@ func labSSH(ctx context.Context, args []string, stdout io.Writer) error {
 }
 
 // commandStdin is fleet's stdin for a remote command unless it is a
-// terminal (or /dev/null): the SSH session would wait for its end.
-func commandStdin() io.Reader {
-	f, ok := labStdin.(*os.File)
+// terminal (or /dev/null, which has nothing to give): the SSH session
+// would wait for its end.
+func commandStdin(ios *cli.IOStreams) io.Reader {
+	f, ok := ios.In.(*os.File)
 	if !ok {
-		return labStdin
+		return ios.In
 	}
 	if st, err := f.Stat(); err != nil || st.Mode()&os.ModeCharDevice != 0 {
 		return nil
@@ -315,7 +317,7 @@ func commandStdin() io.Reader {
 }
 
 // interactiveSSH runs the ssh client with the lab's key and pinned host key.
-func interactiveSSH(ctx context.Context, l *lab.Lab, b lab.Box) error {
+func interactiveSSH(ctx context.Context, l *lab.Lab, b lab.Box, ios *cli.IOStreams) error {
 	client, err := exec.LookPath("ssh")
 	if err != nil {
 		return usagef("give a command (fleet lab ssh %s -- CMD): an interactive shell needs the ssh client", b.Name)
@@ -323,7 +325,7 @@ func interactiveSSH(ctx context.Context, l *lab.Lab, b lab.Box) error {
 	cmd := exec.CommandContext(ctx, client, "-i", l.AdminKeyPath(),
 		"-o", "UserKnownHostsFile="+l.KnownHostsPath(), "-o", "StrictHostKeyChecking=yes",
 		"-o", "LogLevel=ERROR", "root@"+b.Address.String())
-	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = ios.In, ios.Out, ios.ErrOut
 	if err := cmd.Run(); err != nil {
 		return fmt.Errorf("ssh %s: %w", b.Name, err)
 	}

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"github.com/relayfleet/relayfleet/relay/cli"
 	"io"
 	"net"
 	"net/http"
@@ -47,7 +48,8 @@ var localCloudAPIs = map[string]localCloudAPI{
 
 // labCloud is `fleet lab cloud PROVIDER`: the provider's API on this
 // machine, backed by lab boxes (package infra/localcloud).
-func labCloud(ctx context.Context, args []string, stdout io.Writer) error {
+func labCloud(ctx context.Context, args []string, ios *cli.IOStreams) error {
+	stdout := ios.Out
 	provider, rest, err := positional(args, "a provider (hcloud or digitalocean)")
 	if err != nil {
 		return err
@@ -86,7 +88,7 @@ func labCloud(ctx context.Context, args []string, stdout io.Writer) error {
 	if err := localcloud.CheckListen(*listen, lab.DefaultSubnet.Addr().Next()); err != nil {
 		return usagef("%s", err)
 	}
-	l, err := newLab(*dir)
+	l, err := newLab(*dir, ios.ErrOut)
 	if err != nil {
 		return err
 	}
@@ -100,7 +102,7 @@ func labCloud(ctx context.Context, args []string, stdout io.Writer) error {
 	if err != nil {
 		return usagef("flag --token-file: %s", err)
 	}
-	logf := func(format string, args ...any) { fmt.Fprintf(labStderr, format+"\n", args...) }
+	logf := func(format string, args ...any) { fmt.Fprintf(ios.ErrOut, format+"\n", args...) }
 	m := &localcloud.LabMachines{Lab: l, RAMScale: *ramScale, Logf: logf}
 	h, closer, err := api.new(m, localcloud.Config{StateFile: *stateFile, Token: token, Logf: logf})
 	if err != nil {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"github.com/relayfleet/relayfleet/relay/cli"
 	"io"
 	"net/http"
 	"os"
@@ -27,7 +28,7 @@ func TestLabCloudUsageErrors(t *testing.T) {
 		{[]string{"lab", "cloud", "hcloud", "--listen", "0.0.0.0:8780"}, "only loopback or the lab bridge's address (10.231.77.1)"},
 		{[]string{"lab", "cloud", "hcloud", "--listen", "192.0.2.1:8780"}, "only loopback"},
 		{[]string{"lab", "cloud", "hcloud", "--listen", "example.com:8780"}, "want an IP address"},
-		{[]string{"lab", "cloud", "hcloud", "--listen", "127.0.0.1:1", "--ram-scale", "0"}, "flag --ram-scale: want more than 0"},
+		{[]string{"lab", "cloud", "hcloud", "--listen", "127.0.0.1:1", "--ram-scale", "0"}, "flag --ram-scale: 0 is out of range: want 0.01 to 1"},
 		{[]string{"lab", "cloud", "hcloud", "--listen", "127.0.0.1:1", "--ram-scale", "2"}, "flag --ram-scale"},
 		{[]string{"lab", "cloud", "hcloud", "--port", "1"}, "flag --port: unknown flag"},
 		{[]string{"lab", "cloud", "hcloud", "--listen", "127.0.0.1:1"}, "root is needed"},
@@ -72,70 +73,75 @@ func (s *syncBuffer) String() string {
 	return s.b.String()
 }
 
-// TestLabCloudServes starts `fleet lab cloud hcloud` on loopback: it makes
-// a 0600 token file, prints where the API is and where the token is (not
-// the token), answers with the token and refuses without it, and stops
-// when its context ends.
+// TestLabCloudServes starts `fleet lab cloud hcloud` and `fleet lab cloud
+// digitalocean` on loopback: each makes a 0600 token file, prints where the
+// API is and where the token is (not the token), answers with the token
+// and refuses without it, and stops when its context ends.
 func TestLabCloudServes(t *testing.T) {
 	asUser(t, 0) // no box is made
-	dir := t.TempDir()
-	oldStderr := labStderr
-	labStderr = io.Discard
-	t.Cleanup(func() { labStderr = oldStderr })
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	var out syncBuffer
-	done := make(chan error, 1)
-	go func() { done <- labCloud(ctx, []string{"hcloud", "--listen", "127.0.0.1:0", "--dir", dir}, &out) }()
-	re := regexp.MustCompile(`export HCLOUD_ENDPOINT=(http://127\.0\.0\.1:\d+/v1)\n`)
-	var base string
-	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
-		if m := re.FindStringSubmatch(out.String()); m != nil {
-			base = m[1]
-			break
-		}
-	}
-	if base == "" {
-		t.Fatalf("no endpoint printed: %q", out.String())
-	}
-	tf := filepath.Join(dir, "localcloud-hcloud.token")
-	st, err := os.Stat(tf)
-	if err != nil || st.Mode().Perm() != 0o600 {
-		t.Fatalf("token file: %v %v", st, err)
-	}
-	data, _ := os.ReadFile(tf)
-	token := strings.TrimSpace(string(data))
-	if len(token) < 32 || strings.Contains(out.String(), token) || !strings.Contains(out.String(), tf) {
-		t.Errorf("output %q: want the token file's path, never the token", out.String())
-	}
-	get := func(tok string) int {
-		req, _ := http.NewRequest("GET", base+"/servers", nil)
-		if tok != "" {
-			req.Header.Set("Authorization", "Bearer "+tok)
-		}
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		resp.Body.Close()
-		return resp.StatusCode
-	}
-	if c := get(token); c != 200 {
-		t.Errorf("with the token: %d", c)
-	}
-	if c := get(""); c != 401 {
-		t.Errorf("without a token: %d", c)
-	}
-	cancel()
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Errorf("after the context ended: %v", err)
-		}
-	case <-time.After(30 * time.Second):
-		t.Fatal("still serving after the context ended")
-	}
-	if _, err := os.Stat(filepath.Join(dir, "localcloud-hcloud.json")); err != nil {
-		t.Errorf("state file: %v", err)
+	for _, tc := range []struct{ provider, endpoint, list string }{
+		{"hcloud", `export HCLOUD_ENDPOINT=(http://127\.0\.0\.1:\d+/v1)\n`, "/servers"},
+		{"digitalocean", `export DIGITALOCEAN_API_URL=(http://127\.0\.0\.1:\d+)/\n`, "/v2/droplets"},
+	} {
+		t.Run(tc.provider, func(t *testing.T) {
+			dir := t.TempDir()
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			var out syncBuffer
+			done := make(chan error, 1)
+			ios := &cli.IOStreams{In: strings.NewReader(""), Out: &out, ErrOut: io.Discard}
+			go func() { done <- labCloud(ctx, []string{tc.provider, "--listen", "127.0.0.1:0", "--dir", dir}, ios) }()
+			re := regexp.MustCompile(tc.endpoint)
+			var base string
+			for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+				if m := re.FindStringSubmatch(out.String()); m != nil {
+					base = m[1]
+					break
+				}
+			}
+			if base == "" {
+				t.Fatalf("no endpoint printed: %q", out.String())
+			}
+			tf := filepath.Join(dir, "localcloud-"+tc.provider+".token")
+			st, err := os.Stat(tf)
+			if err != nil || st.Mode().Perm() != 0o600 {
+				t.Fatalf("token file: %v %v", st, err)
+			}
+			data, _ := os.ReadFile(tf)
+			token := strings.TrimSpace(string(data))
+			if len(token) < 32 || strings.Contains(out.String(), token) || !strings.Contains(out.String(), tf) {
+				t.Errorf("output %q: want the token file's path, never the token", out.String())
+			}
+			get := func(tok string) int {
+				req, _ := http.NewRequest("GET", base+tc.list, nil)
+				if tok != "" {
+					req.Header.Set("Authorization", "Bearer "+tok)
+				}
+				resp, err := http.DefaultClient.Do(req)
+				if err != nil {
+					t.Fatal(err)
+				}
+				resp.Body.Close()
+				return resp.StatusCode
+			}
+			if c := get(token); c != 200 {
+				t.Errorf("with the token: %d", c)
+			}
+			if c := get(""); c != 401 {
+				t.Errorf("without a token: %d", c)
+			}
+			cancel()
+			select {
+			case err := <-done:
+				if err != nil {
+					t.Errorf("after the context ended: %v", err)
+				}
+			case <-time.After(30 * time.Second):
+				t.Fatal("still serving after the context ended")
+			}
+			if _, err := os.Stat(filepath.Join(dir, "localcloud-"+tc.provider+".json")); err != nil {
+				t.Errorf("state file: %v", err)
+			}
+		})
 	}
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"math"
 	"net"
 	"os"
@@ -18,6 +17,7 @@ import (
 	"github.com/relayfleet/relayfleet/inventories"
 	"github.com/relayfleet/relayfleet/provision/loadtest"
 	"github.com/relayfleet/relayfleet/relay"
+	"github.com/relayfleet/relayfleet/relay/cli"
 )
 
 // minFitSteps is how many measured steps a calibration needs.
@@ -59,6 +59,9 @@ func parseSteps(s string) ([]int, error) {
 		n, err := strconv.Atoi(f)
 		if err != nil || n < 1 {
 			return nil, usagef("flag --steps: %q is not a positive listener count (want e.g. 100,200,400,600)", f)
+		}
+		if n > maxStepListeners {
+			return nil, usagef("flag --steps: %d is out of range: want listener counts from 1 to %d", n, maxStepListeners)
 		}
 		if slices.Contains(steps, n) {
 			return nil, usagef("flag --steps: %d is given twice", n)
@@ -106,7 +109,8 @@ func loadtestRelayBinary(path string) (string, error) {
 	return filepath.Abs(path)
 }
 
-func runLoadtest(ctx context.Context, args []string, stdout io.Writer) error {
+func runLoadtest(ctx context.Context, args []string, ios *cli.IOStreams) error {
+	stdout := ios.Out
 	fs := newFlags("loadtest", stdout)
 	var hf hostFlags
 	hf.add(fs)

@@ -42,7 +42,7 @@ steady:
 
 	var stdout bytes.Buffer
 	err := runLoadtest(ctx, lf.args("--target", box.Name, "--steps", "50,100,150", "--step-duration", "6s",
-		"--relay-binary", relay), &stdout)
+		"--relay-binary", relay), outStreams(&stdout))
 	t.Logf("fleet loadtest:\n%s", stdout.String())
 	if err != nil {
 		// What the sampler reads on the box, to see why.
@@ -118,7 +118,7 @@ steady:
 	one := t.TempDir()
 	stdout.Reset()
 	err = runLoadtest(ctx, lf.args("--target", box.Name+":4443", "--steps", "200,300,400", "--step-duration", "4s",
-		"--relay-binary", relay, "--out", one, "--json"), &stdout)
+		"--relay-binary", relay, "--out", one, "--json"), outStreams(&stdout))
 	if err != nil {
 		t.Fatalf("--target %s:4443: %v\n%s", box.Name, err, stdout.String())
 	}

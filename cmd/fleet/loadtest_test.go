@@ -61,12 +61,13 @@ func TestLoadtestParseSteps(t *testing.T) {
 		t.Errorf("got %v %v", got, err)
 	}
 	for in, want := range map[string]string{
-		"100,200":       "flag --steps: want at least 3 listener counts to fit a curve, got 2",
-		"100,x,200":     `flag --steps: "x" is not a positive listener count`,
-		"0,100,200":     `flag --steps: "0" is not a positive listener count`,
-		"100,100,200":   "flag --steps: 100 is given twice",
-		"100,,200,300":  `flag --steps: "" is not a positive listener count`,
-		"-5,100,200,30": `"-5" is not a positive listener count`,
+		"100,200":                "flag --steps: want at least 3 listener counts to fit a curve, got 2",
+		"100,x,200":              `flag --steps: "x" is not a positive listener count`,
+		"0,100,200":              `flag --steps: "0" is not a positive listener count`,
+		"100,100,200":            "flag --steps: 100 is given twice",
+		"100,,200,300":           `flag --steps: "" is not a positive listener count`,
+		"-5,100,200,30":          `"-5" is not a positive listener count`,
+		"100,200,99999999999999": "flag --steps: 99999999999999 is out of range: want listener counts from 1 to 1000000",
 	} {
 		if _, err := parseSteps(in); err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("%q: err %v, want %q", in, err, want)
@@ -87,7 +88,7 @@ func loadtestCLI(t *testing.T, args ...string) (stdout, stderr string, code int)
 		return fleet(t, append([]string{"loadtest"}, args...)...)
 	}
 	var out bytes.Buffer
-	err := runLoadtest(context.Background(), args, &out)
+	err := runLoadtest(context.Background(), args, outStreams(&out))
 	var ue *usageError
 	var ie *inventories.Error
 	var ee *exitError
@@ -130,9 +131,9 @@ func TestLoadtestFlagErrors(t *testing.T) {
 		{"steps too few", with("--steps", "100,200"), "flag --steps: want at least 3 listener counts"},
 		{"steps not numbers", with("--steps", "a,b,c"), `flag --steps: "a" is not a positive listener count`},
 		{"step duration bad", with("--step-duration", "soon"), `flag --step-duration: invalid value "soon"`},
-		{"step duration short", with("--step-duration", "1s"), "flag --step-duration: at least 2s"},
-		{"ramp zero", with("--ramp", "0"), "flag --ramp: must be a positive number"},
-		{"ramp negative", with("--ramp", "-3"), "flag --ramp: must be a positive number"},
+		{"step duration short", with("--step-duration", "1s"), "flag --step-duration: 1s is out of range: want 2s to 1h"},
+		{"ramp zero", with("--ramp", "0"), "flag --ramp: 0 is out of range: want 0.1 to 100000"},
+		{"ramp negative", with("--ramp", "-3"), "flag --ramp: -3 is out of range: want 0.1 to 100000"},
 		{"ramp not a number", with("--ramp", "fast"), `flag --ramp: invalid value "fast"`},
 		{"relay missing", []string{"--inventory", inv, "--target", "lab-1", "--relay-binary", filepath.Join(dir, "nope")}, "flag --relay-binary: "},
 		{"relay not executable", []string{"--inventory", inv, "--target", "lab-1", "--relay-binary", notExec}, "flag --relay-binary: " + notExec + " is not an executable"},

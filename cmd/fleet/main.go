@@ -15,6 +15,7 @@ import (
 	"syscall"
 
 	"github.com/relayfleet/relayfleet/infra/provider"
+	"github.com/relayfleet/relayfleet/relay/cli"
 )
 
 func main() {
@@ -24,7 +25,7 @@ func main() {
 		stop()
 		os.Exit(code)
 	}
-	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	code := execute(ctx, os.Args[1:], cli.System())
 	stop()
 	os.Exit(code)
 }

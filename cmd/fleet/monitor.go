@@ -11,6 +11,7 @@ import (
 	"github.com/relayfleet/relayfleet/infra/program"
 	"github.com/relayfleet/relayfleet/inventories"
 	"github.com/relayfleet/relayfleet/monitoring"
+	"github.com/relayfleet/relayfleet/relay/cli"
 )
 
 // MonitorDirEnv names the monitor directory fleet up, destroy, events
@@ -23,7 +24,8 @@ type stringList []string
 func (s *stringList) String() string     { return strings.Join(*s, ",") }
 func (s *stringList) Set(v string) error { *s = append(*s, v); return nil }
 
-func runMonitor(ctx context.Context, args []string, stdout io.Writer) error {
+func runMonitor(ctx context.Context, args []string, ios *cli.IOStreams) error {
+	stdout := ios.Out
 	fs := newFlags("monitor", stdout)
 	out := fs.String("out", "", "directory for the Prometheus target files, rules, prometheus.yml and the Grafana files (required)")
 	inventory := fs.String("inventory", "", "fleet file: only its stacks (its own and its events'); default every stack in the state dir")

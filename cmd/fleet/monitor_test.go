@@ -37,7 +37,7 @@ func TestMonitorCommand(t *testing.T) {
 		{[]string{"monitor"}, "flag --out: required"},
 		{[]string{"monitor", "--out", out, "--state-dir", state, "--inventory", "a", "--events", "b"}, "flag --events: give --inventory or --events"},
 		{[]string{"monitor", "--out", out, "--state-dir", state, "--router", "nohost"}, `flag --router: router "nohost": want HOST:PORT`},
-		{[]string{"monitor", "--out", out, "--state-dir", state, "--scrape-interval", "1500us"}, "flag --scrape-interval: want a positive whole number of milliseconds"},
+		{[]string{"monitor", "--out", out, "--state-dir", state, "--scrape-interval", "1000500us"}, "flag --scrape-interval: want a positive whole number of milliseconds"},
 		{[]string{"monitor", "--out", out, "--state-dir", filepath.Join(state, "none")}, "flag --state-dir: "},
 	} {
 		stderr.Reset()

@@ -17,6 +17,7 @@ import (
 	"github.com/relayfleet/relayfleet/inventories"
 	"github.com/relayfleet/relayfleet/inventories/capacity"
 	"github.com/relayfleet/relayfleet/provision/loadtest"
+	"github.com/relayfleet/relayfleet/relay/cli"
 )
 
 // boxFlag is --box cores=12,ram=64GiB,processes=2,uplink=1Gbit.
@@ -74,7 +75,8 @@ func (b *boxFlag) Set(s string) error {
 	return nil
 }
 
-func runPlan(_ context.Context, args []string, stdout io.Writer) error {
+func runPlan(_ context.Context, args []string, ios *cli.IOStreams) error {
+	stdout := ios.Out
 	fs := newFlags("plan", stdout)
 	listeners := fs.Int("listeners", -1, "target concurrent listeners (required)")
 	shape := fs.String("shape", "", "plan boxes of one catalogue shape, PROVIDER/SHAPE[@REGION]")

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"strings"
 	"testing"
+
+	"github.com/relayfleet/relayfleet/relay/cli"
 )
 
 func TestLiveLinesRewriteInPlace(t *testing.T) {
@@ -20,7 +22,7 @@ func TestLiveLinesRewriteInPlace(t *testing.T) {
 	if !strings.Contains(last, "box1") || !strings.Contains(last, "waiting") || !strings.Contains(last, "converge") {
 		t.Errorf("redraw %q", last)
 	}
-	if isTerminal(&b) {
+	if cli.IsTerminal(&b) {
 		t.Error("a buffer is not a terminal")
 	}
 }

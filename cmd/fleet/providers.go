@@ -11,6 +11,7 @@ import (
 
 	"github.com/relayfleet/relayfleet/inventories"
 	"github.com/relayfleet/relayfleet/inventories/pricing"
+	"github.com/relayfleet/relayfleet/relay/cli"
 )
 
 // Environment variables for live prices. The endpoints are for tests and
@@ -23,7 +24,8 @@ const (
 	livePriceTimeout = 30 * time.Second
 )
 
-func runProviders(ctx context.Context, args []string, stdout io.Writer) error {
+func runProviders(ctx context.Context, args []string, ios *cli.IOStreams) error {
+	stdout := ios.Out
 	fs := newFlags("providers", stdout)
 	file := fs.String("providers", inventories.Embedded(inventories.ProvidersFile), "provider catalogue to show")
 	if err := fs.parse(args); err != nil {

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/relayfleet/relayfleet/provision"
+	"github.com/relayfleet/relayfleet/relay/cli"
 )
 
 // urlList is a repeatable URL flag.
@@ -43,7 +44,8 @@ func (l *lockedWriter) Write(p []byte) (int, error) {
 	return l.w.Write(p)
 }
 
-func runRollout(ctx context.Context, args []string, stdout io.Writer) error {
+func runRollout(ctx context.Context, args []string, ios *cli.IOStreams) error {
+	stdout := ios.Out
 	fs := newFlags("rollout", stdout)
 	var hf hostFlags
 	hf.add(fs)

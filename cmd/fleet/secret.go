@@ -5,10 +5,10 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"os"
 	"strings"
 
 	"github.com/relayfleet/relayfleet/infra/program"
+	"github.com/relayfleet/relayfleet/relay/cli"
 )
 
 // secretKeys maps fleet secret names to the provider's configuration keys.
@@ -17,13 +17,11 @@ var secretKeys = map[string]string{
 	"digitalocean-token": program.DigitalOceanTokenKey,
 }
 
-// stdin is where fleet secret set reads the value; tests replace it.
-var stdin io.Reader = os.Stdin
-
 // runSecret is fleet secret set NAME: the value is read from stdin (never
 // a command line) and kept encrypted in the fleet's stack configuration,
 // where the provider reads it; event stacks get it from there.
-func runSecret(ctx context.Context, args []string, stdout io.Writer) error {
+func runSecret(ctx context.Context, args []string, ios *cli.IOStreams) error {
+	stdout := ios.Out
 	if len(args) < 2 || args[0] != "set" {
 		return usagef("want set NAME, as in: fleet secret set hcloud-token --inventory FILE < token-file (NAME: hcloud-token or digitalocean-token)")
 	}
@@ -36,12 +34,10 @@ func runSecret(ctx context.Context, args []string, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
-	if f, ok := stdin.(*os.File); ok {
-		if fi, err := f.Stat(); err == nil && fi.Mode()&os.ModeCharDevice != 0 {
-			return usagef("the %s is read from stdin: pipe it in (fleet secret set %s --inventory FILE < token-file), so it never shows on a terminal or a command line", args[1], args[1])
-		}
+	if ios.InTerminal() {
+		return usagef("the %s is read from stdin: pipe it in (fleet secret set %s --inventory FILE < token-file), so it never shows on a terminal or a command line", args[1], args[1])
 	}
-	line, err := bufio.NewReader(io.LimitReader(stdin, 4096)).ReadString('\n')
+	line, err := bufio.NewReader(io.LimitReader(ios.In, 4096)).ReadString('\n')
 	if err != nil && err != io.EOF {
 		return fmt.Errorf("read %s from stdin: %w", args[1], err)
 	}

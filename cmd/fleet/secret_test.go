@@ -1,13 +1,12 @@
 package main
 
 import (
+	"os"
 	"strings"
 	"testing"
 )
 
 func TestSecretBadInput(t *testing.T) {
-	old := stdin
-	t.Cleanup(func() { stdin = old })
 	for _, tc := range []struct {
 		name, in string
 		args     []string
@@ -20,8 +19,7 @@ func TestSecretBadInput(t *testing.T) {
 		{"spaces", "two words\n", []string{"secret", "set", "hcloud-token", "--inventory", "../../inventories/lab.yaml"}, "fleet secret: stdin: the hcloud-token has spaces"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			stdin = strings.NewReader(tc.in)
-			out, errOut, code := fleet(t, tc.args...)
+			out, errOut, code := fleetIn(t, strings.NewReader(tc.in), tc.args...)
 			if code != 2 || out != "" || !strings.HasPrefix(errOut, tc.want) || strings.Count(errOut, "\n") != 1 {
 				t.Errorf("exit %d, stdout %q, stderr %q; want 2 and %q", code, out, errOut, tc.want)
 			}
@@ -29,5 +27,19 @@ func TestSecretBadInput(t *testing.T) {
 				t.Errorf("the secret was echoed: %q", errOut)
 			}
 		})
+	}
+}
+
+// TestSecretFromDevNull: /dev/null is a character device but no terminal,
+// so it is read (empty), not refused as a terminal.
+func TestSecretFromDevNull(t *testing.T) {
+	null, err := os.Open(os.DevNull)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer null.Close()
+	_, errOut, code := fleetIn(t, null, "secret", "set", "hcloud-token", "--inventory", "../../inventories/lab.yaml")
+	if want := "fleet secret: stdin: empty hcloud-token\n"; code != exitUsage || errOut != want {
+		t.Errorf("exit %d, stderr %q; want %d and %q", code, errOut, exitUsage, want)
 	}
 }

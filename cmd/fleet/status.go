@@ -11,10 +11,12 @@ import (
 
 	"github.com/relayfleet/relayfleet/inventories"
 	"github.com/relayfleet/relayfleet/provision"
+	"github.com/relayfleet/relayfleet/relay/cli"
 	"github.com/relayfleet/relayfleet/sysctl"
 )
 
-func runStatus(ctx context.Context, args []string, stdout io.Writer) error {
+func runStatus(ctx context.Context, args []string, ios *cli.IOStreams) error {
+	stdout := ios.Out
 	fs := newFlags("status", stdout)
 	var hf hostFlags
 	hf.add(fs)

@@ -16,6 +16,7 @@ import (
 	"github.com/relayfleet/relayfleet/infra/provider"
 	"github.com/relayfleet/relayfleet/inventories"
 	"github.com/relayfleet/relayfleet/provision"
+	"github.com/relayfleet/relayfleet/relay/cli"
 )
 
 // stackFlags are the flags of fleet up, preview and destroy.
@@ -183,7 +184,8 @@ func relayPath(flagValue string) (string, error) {
 	return filepath.Abs(flagValue)
 }
 
-func runUp(ctx context.Context, args []string, stdout io.Writer) error {
+func runUp(ctx context.Context, args []string, ios *cli.IOStreams) error {
+	stdout := ios.Out
 	s := newStackFlags("up", stdout, true)
 	yes := s.fs.Bool("yes", false, "replace or destroy boxes that serve listeners without asking")
 	st, err := s.parse(args, stdout)
@@ -197,7 +199,7 @@ func runUp(ctx context.Context, args []string, stdout io.Writer) error {
 	}
 	// Boxes the up would replace or destroy, and the listeners on them:
 	// asked for on a terminal, else --yes, before any goes.
-	if err := guardUp(ctx, s, st, *yes, stdout); err != nil {
+	if err := guardUp(ctx, s, st, *yes, ios); err != nil {
 		return err
 	}
 	res, err := st.Up(ctx)
@@ -213,7 +215,8 @@ func runUp(ctx context.Context, args []string, stdout io.Writer) error {
 	return nil
 }
 
-func runPreview(ctx context.Context, args []string, stdout io.Writer) error {
+func runPreview(ctx context.Context, args []string, ios *cli.IOStreams) error {
+	stdout := ios.Out
 	s := newStackFlags("preview", stdout, true)
 	st, err := s.parse(args, stdout)
 	if err != nil {
@@ -230,7 +233,8 @@ func runPreview(ctx context.Context, args []string, stdout io.Writer) error {
 	return nil
 }
 
-func runDestroy(ctx context.Context, args []string, stdout io.Writer) error {
+func runDestroy(ctx context.Context, args []string, ios *cli.IOStreams) error {
+	stdout := ios.Out
 	s := newStackFlags("destroy", stdout, false)
 	yes := s.fs.Bool("yes", false, "destroy boxes that serve listeners without asking")
 	st, err := s.parse(args, stdout)
@@ -239,7 +243,7 @@ func runDestroy(ctx context.Context, args []string, stdout io.Writer) error {
 	}
 	// The boxes it would destroy, and the listeners on them: asked for on
 	// a terminal, else --yes.
-	if err := guardDestroy(ctx, s, st, *yes, stdout); err != nil {
+	if err := guardDestroy(ctx, s, st, *yes, ios); err != nil {
 		return err
 	}
 	changes, err := st.Destroy(ctx)

@@ -5,31 +5,15 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"os"
 	"slices"
 	"strings"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/relayfleet/relayfleet/infra/events"
 	"github.com/relayfleet/relayfleet/infra/program"
 	"github.com/relayfleet/relayfleet/infra/provider"
+	"github.com/relayfleet/relayfleet/relay/cli"
 )
-
-// stdinTerminal says whether a person is at stdin (package var stdin,
-// where fleet up asks before it replaces or destroys boxes that serve
-// listeners); tests replace it.
-var stdinTerminal = func() bool {
-	f, ok := stdin.(*os.File)
-	if !ok {
-		return false
-	}
-	// A terminal answers the terminal ioctl; /dev/null, also a character
-	// device, does not.
-	_, err := unix.IoctlGetTermios(int(f.Fd()), unix.TCGETS)
-	return err == nil
-}
 
 // doomedBox is a box an up would replace or destroy, with the listeners
 // its relays serve (err: they could not be read).
@@ -44,21 +28,21 @@ const probeWait = time.Minute
 
 // guardUp previews the up and, when it would replace or destroy boxes,
 // shows them with their listeners and asks before going ahead (or needs
-// yes).
-func guardUp(ctx context.Context, s *stackFlags, st *program.Stack, yes bool, stdout io.Writer) error {
+// yes). A person at ios.In (a terminal) is asked.
+func guardUp(ctx context.Context, s *stackFlags, st *program.Stack, yes bool, ios *cli.IOStreams) error {
 	_, doomed, err := st.PreviewDoomed(ctx)
 	if err != nil || len(doomed) == 0 {
 		return err
 	}
 	boxes := doomedListeners(ctx, s, st, doomed)
-	return confirmDoomed(stdout, stdin, stdinTerminal(), yes, boxes)
+	return confirmDoomed(ios.Out, ios.In, ios.InTerminal(), yes, boxes)
 }
 
 // guardDestroy previews the destroy, shows the boxes it would delete with
 // their listeners and asks before going ahead when any serves listeners
 // (or needs yes), as guardUp does. Static servers are left as they are
 // (their relays run on): they are not asked about.
-func guardDestroy(ctx context.Context, s *stackFlags, st *program.Stack, yes bool, stdout io.Writer) error {
+func guardDestroy(ctx context.Context, s *stackFlags, st *program.Stack, yes bool, ios *cli.IOStreams) error {
 	doomed, err := st.PreviewDestroyDoomed(ctx)
 	if err != nil {
 		return err
@@ -68,7 +52,7 @@ func guardDestroy(ctx context.Context, s *stackFlags, st *program.Stack, yes boo
 		return nil
 	}
 	boxes := doomedListeners(ctx, s, st, doomed)
-	return confirmGoing(stdout, stdin, stdinTerminal(), yes, boxes, "destroy", "destroy")
+	return confirmGoing(ios.Out, ios.In, ios.InTerminal(), yes, boxes, "destroy", "destroy")
 }
 
 // doomedListeners reads the listeners of each doomed box from its relays'

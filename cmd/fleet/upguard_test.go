@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/relayfleet/relayfleet/infra/program"
+	"github.com/relayfleet/relayfleet/relay/cli"
 )
 
 func doomed(name, op string, listeners int64, err error, keys ...string) doomedBox {
@@ -78,14 +79,10 @@ func TestStdinTerminal(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	old := stdin
-	t.Cleanup(func() { stdin = old })
-	stdin = f
-	if stdinTerminal() {
+	if (&cli.IOStreams{In: f}).InTerminal() {
 		t.Fatal("/dev/null taken for a terminal")
 	}
-	stdin = strings.NewReader("yes\n")
-	if stdinTerminal() {
+	if (&cli.IOStreams{In: strings.NewReader("yes\n")}).InTerminal() {
 		t.Fatal("a reader taken for a terminal")
 	}
 }

@@ -1,14 +1,15 @@
-package main
+package relaycmd
 
 import (
 	"crypto/x509"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"net/url"
 	"os"
 	"strings"
+
+	"github.com/spf13/pflag"
 
 	"github.com/relayfleet/relayfleet/relay"
 )
@@ -16,7 +17,7 @@ import (
 // checkCertFlags checks serve's certificate flags: --cert with --key,
 // --tls-key and --acme-domain exclude each other, and the other --acme-
 // flags need --acme-domain.
-func checkCertFlags(fs *flag.FlagSet) error {
+func checkCertFlags(fs *pflag.FlagSet) error {
 	val := func(name string) string { return fs.Lookup(name).Value.String() }
 	certFile, keyFile, domain := val("cert"), val("key"), val("acme-domain")
 	if (certFile == "") != (keyFile == "") {

@@ -1,0 +1,95 @@
+package cli
+
+import (
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/spf13/pflag"
+)
+
+// Range is the values a numeric flag accepts, Min to Max inclusive
+// (durations in nanoseconds).
+type Range struct{ Min, Max float64 }
+
+// Ints is a range of whole numbers.
+func Ints(lo, hi int64) Range { return Range{float64(lo), float64(hi)} }
+
+// Floats is a range of real numbers.
+func Floats(lo, hi float64) Range { return Range{lo, hi} }
+
+// Durations is a range of durations.
+func Durations(lo, hi time.Duration) Range { return Range{float64(lo), float64(hi)} }
+
+// Numeric says whether a flag holds a number or a duration, which must
+// have a Range.
+func Numeric(f *pflag.Flag) bool {
+	switch f.Value.Type() {
+	case "int", "int8", "int16", "int32", "int64", "uint", "uint8", "uint16", "uint32", "uint64",
+		"float32", "float64", "duration", "count":
+		return true
+	}
+	return false
+}
+
+// CheckRanges checks every numeric flag given on the command line against
+// its range in ranges (keyed by flag name). A flag left at its default is
+// not checked, so that a default may mean "not given"; one without a range
+// is not checked either (Unranged finds those, for a test).
+func CheckRanges(fs *pflag.FlagSet, ranges map[string]Range) error {
+	var err error
+	fs.Visit(func(f *pflag.Flag) {
+		if r, ok := ranges[f.Name]; ok && err == nil && Numeric(f) {
+			err = r.check(f)
+		}
+	})
+	return err
+}
+
+// Unranged are the numeric flags of fs that have no range in ranges.
+func Unranged(fs *pflag.FlagSet, ranges map[string]Range) []string {
+	var out []string
+	fs.VisitAll(func(f *pflag.Flag) {
+		if _, ok := ranges[f.Name]; !ok && Numeric(f) {
+			out = append(out, "--"+f.Name)
+		}
+	})
+	return out
+}
+
+// check checks one flag's value.
+func (r Range) check(f *pflag.Flag) error {
+	if f.Value.Type() == "duration" {
+		d, err := time.ParseDuration(f.Value.String())
+		if err != nil {
+			return Usagef("flag --%s: invalid value %q", f.Name, f.Value.String())
+		}
+		if float64(d) < r.Min || float64(d) > r.Max {
+			return Usagef("flag --%s: %v is out of range: want %v to %v", f.Name, d, fmtDuration(r.Min), fmtDuration(r.Max))
+		}
+		return nil
+	}
+	v, err := strconv.ParseFloat(f.Value.String(), 64)
+	if err != nil {
+		return Usagef("flag --%s: invalid value %q", f.Name, f.Value.String())
+	}
+	if !(v >= r.Min && v <= r.Max) { // NaN too
+		return Usagef("flag --%s: %s is out of range: want %s to %s", f.Name, f.Value.String(), fmtNumber(r.Min), fmtNumber(r.Max))
+	}
+	return nil
+}
+
+func fmtNumber(v float64) string { return strconv.FormatFloat(v, 'f', -1, 64) }
+
+func fmtDuration(v float64) string {
+	d := time.Duration(v)
+	switch {
+	case d == 0:
+		return "0s"
+	case d%time.Hour == 0:
+		return fmt.Sprintf("%dh", d/time.Hour)
+	case d%time.Minute == 0:
+		return fmt.Sprintf("%dm", d/time.Minute)
+	}
+	return d.String()
+}
