@@ -224,7 +224,7 @@ steady:
 	}
 
 	// fleet destroy: no server, no firewall, no lab box left.
-	if out, code := fleet("destroy"); code != 0 {
+	if out, code := fleet("destroy", "--yes"); code != 0 {
 		t.Fatalf("fleet destroy: exit %d: %s", code, lastLine(out))
 	}
 	api.Wait()
