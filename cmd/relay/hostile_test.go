@@ -34,7 +34,7 @@ func buildRelay(t *testing.T) string {
 // and returns the process and its address.
 func startRelayProcess(t *testing.T, ctx context.Context, bin string, args ...string) (*exec.Cmd, string) {
 	t.Helper()
-	addr := "127.0.0.1:" + freePort(t)
+	addr := "127.0.0.1:" + testutil.FreePort(t)
 	serve := exec.CommandContext(ctx, bin, append([]string{"serve", "--listen", addr, "--udp-buffer", "1MiB"}, args...)...)
 	serveErr := &lockedBuffer{}
 	serve.Stderr = serveErr

@@ -25,7 +25,7 @@ func TestServePublishListen(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	port := freePort(t)
+	port := testutil.FreePort(t)
 	addr := "127.0.0.1:" + port
 	serve := exec.CommandContext(ctx, bin, "serve", "--listen", addr, "--udp-buffer", "1MiB")
 	serveErr := &lockedBuffer{}

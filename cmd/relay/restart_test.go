@@ -94,7 +94,7 @@ func TestRestartedProcessResetsAndSIGTERMSheds(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	addr := "127.0.0.1:" + freePort(t)
+	addr := "127.0.0.1:" + testutil.FreePort(t)
 
 	a := startServeOn(t, bin, addr, "--stateless-reset-secret", secret)
 	conn := dialSession(t, ctx, addr)

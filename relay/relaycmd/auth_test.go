@@ -91,7 +91,7 @@ func TestServeAuthFlags(t *testing.T) {
 	keys := writeFile(t, "keys", newKey+"\n"+oldKey+" until="+future+"\n")
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	addr := "127.0.0.1:" + freePort(t)
+	addr := "127.0.0.1:" + testutil.FreePort(t)
 	stderr := &lockedBuffer{}
 	served := make(chan int, 1)
 	go func() {
@@ -178,7 +178,7 @@ func TestTokenFile(t *testing.T) {
 	keys := writeFile(t, "keys", newKey+"\n")
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	addr := "127.0.0.1:" + freePort(t)
+	addr := "127.0.0.1:" + testutil.FreePort(t)
 	stderr := &lockedBuffer{}
 	served := make(chan int, 1)
 	go func() {

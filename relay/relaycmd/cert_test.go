@@ -122,7 +122,7 @@ func TestKeygenAndPin(t *testing.T) {
 // returns its base URL.
 func serveInProcess(t *testing.T, args ...string) (base string, stop func()) {
 	t.Helper()
-	addr := "127.0.0.1:" + freePort(t)
+	addr := "127.0.0.1:" + testutil.FreePort(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	logs := &lockedBuffer{}
 	done := make(chan int, 1)

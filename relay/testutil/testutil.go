@@ -13,9 +13,11 @@ package testutil
 import (
 	"bytes"
 	"flag"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"testing"
 	"time"
 
@@ -150,4 +152,25 @@ func NoLeaks(t testing.TB, opts ...goleak.Option) {
 			}
 		}
 	})
+}
+
+// FreePort returns a port number free on both UDP and TCP loopback right
+// now (a relay listens on both: QUIC, and HTTP for /stats).
+func FreePort(t testing.TB) string {
+	t.Helper()
+	for i := 0; i < 20; i++ {
+		u, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := u.LocalAddr().(*net.UDPAddr).Port
+		l, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(p))
+		u.Close()
+		if err == nil {
+			l.Close()
+			return strconv.Itoa(p)
+		}
+	}
+	t.Fatal("no free port")
+	return ""
 }
