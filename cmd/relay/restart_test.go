@@ -103,12 +103,13 @@ func TestRestartedProcessResetsAndSIGTERMSheds(t *testing.T) {
 	}
 	_ = a.Wait()
 	bproc := startServeOn(t, bin, addr, "--stateless-reset-secret", secret)
-	st, err := conn.OpenStream()
-	if err != nil {
-		t.Fatalf("the connection ended before B could answer: %v", err)
-	}
+	// The client may already have sent a packet (an ACK, a PING) to B while
+	// B came up; then the reset has arrived before our poke and OpenStream
+	// fails with it, which is the same outcome.
 	poked := time.Now()
-	_, _ = st.Write(make([]byte, 100))
+	if st, err := conn.OpenStream(); err == nil {
+		_, _ = st.Write(make([]byte, 100))
+	}
 	select {
 	case <-conn.Context().Done():
 		var sr *quic.StatelessResetError
