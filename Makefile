@@ -19,8 +19,9 @@ LDFLAGS := -X github.com/relayfleet/relayfleet/relay/version.stamp=$(VERSION)
 build: ## build bin/fleet and bin/relay, -trimpath, with the version from git describe stamped in
 	$(GO) build $(GOFLAGS) -trimpath -ldflags "$(LDFLAGS)" -o $(BIN)/ ./cmd/...
 
-test: ## unit tests with the race detector, plus the architecture rules; as root installs what they need (scripts/deps.sh test); with CI=true also make test-long, and a skip fails
+test: ## unit tests with the race detector, plus the architecture rules; as root installs what they need (scripts/deps.sh test); with CI=true also builds the Pulumi CLI (make pulumi) and runs make test-long, and a skip fails
 	scripts/deps.sh test
+	@if [ "$$CI" = true ]; then $(MAKE) --no-print-directory pulumi; fi
 	$(GO) test -race -short ./...
 	@if [ "$$CI" = true ]; then $(MAKE) --no-print-directory test-long; fi
 

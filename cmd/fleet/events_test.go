@@ -13,6 +13,7 @@ import (
 
 	"github.com/relayfleet/relayfleet/infra/events"
 	"github.com/relayfleet/relayfleet/infra/program"
+	"github.com/relayfleet/relayfleet/relay/testutil"
 )
 
 func TestEventsBadInput(t *testing.T) {
@@ -55,7 +56,7 @@ func TestEventsReconcileBeforeTheLeadTime(t *testing.T) {
 	exe, _ := os.Executable()
 	cli, err := program.FindPulumi("")
 	if err != nil {
-		t.Skipf("%v (make pulumi)", err)
+		testutil.Skipf(t, "%v (make pulumi)", err)
 	}
 	t.Setenv(program.PassphraseEnv, "")
 	state := t.TempDir()
@@ -93,7 +94,7 @@ func TestEventsReconcileJSON(t *testing.T) {
 	// The records live in the Pulumi backend: the real CLI keeps them.
 	pulumiCLI, err := program.FindPulumi("")
 	if err != nil {
-		t.Skipf("%v (make pulumi)", err)
+		testutil.Skipf(t, "%v (make pulumi)", err)
 	}
 	t.Setenv(program.PassphraseEnv, "")
 	state := t.TempDir()
@@ -139,7 +140,7 @@ func TestEventsReconcileJSONKeepsPulumiOffStdout(t *testing.T) {
 	exe, _ := os.Executable()
 	pulumiCLI, err := program.FindPulumi("")
 	if err != nil {
-		t.Skipf("%v (make pulumi)", err)
+		testutil.Skipf(t, "%v (make pulumi)", err)
 	}
 	t.Setenv(program.PassphraseEnv, "")
 	var stdout bytes.Buffer

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/relayfleet/relayfleet/infra/program"
+	"github.com/relayfleet/relayfleet/relay/testutil"
 )
 
 // memStore is an in-memory Store: one per "backend", shared by the
@@ -201,7 +202,7 @@ func TestLegacyRecordsMoveIntoTheStore(t *testing.T) {
 func pulumiStore(t *testing.T, dir, be string) *PulumiStore {
 	t.Helper()
 	if _, err := program.FindPulumi(""); err != nil {
-		t.Skipf("%v (make pulumi)", err)
+		testutil.Skipf(t, "%v (make pulumi)", err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()

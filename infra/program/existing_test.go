@@ -13,6 +13,7 @@ import (
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 
 	"github.com/relayfleet/relayfleet/infra/provider"
+	"github.com/relayfleet/relayfleet/relay/testutil"
 )
 
 // TestStackKeepsOldNamesFromItsState: a stack whose state (written by the
@@ -22,7 +23,7 @@ import (
 // does not have gets the new name.
 func TestStackKeepsOldNamesFromItsState(t *testing.T) {
 	if _, err := FindPulumi(""); err != nil {
-		t.Skipf("%v (make pulumi)", err)
+		testutil.Skipf(t, "%v (make pulumi)", err)
 	}
 	t.Setenv(PassphraseEnv, "")
 	f, cat := loadFleet(t, "testdata/mixed.yaml")

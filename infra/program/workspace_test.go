@@ -9,6 +9,8 @@ import (
 
 	"github.com/pulumi/pulumi/sdk/v3/go/auto"
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
+
+	"github.com/relayfleet/relayfleet/relay/testutil"
 )
 
 // TestConfigComesBackFromTheBackend: a stack's secret configuration (the
@@ -20,7 +22,7 @@ func TestConfigComesBackFromTheBackend(t *testing.T) {
 		t.Skip("runs the Pulumi CLI")
 	}
 	if _, err := FindPulumi(""); err != nil {
-		t.Skipf("%v (make pulumi)", err)
+		testutil.Skipf(t, "%v (make pulumi)", err)
 	}
 	t.Setenv(PassphraseEnv, "one passphrase for both state dirs")
 	be := filepath.Join(t.TempDir(), "backend")

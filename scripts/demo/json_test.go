@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/relayfleet/relayfleet/infra/program"
+	"github.com/relayfleet/relayfleet/relay/testutil"
 )
 
 // TestDemoReadsReconcileJSON: the demo reads what the real fleet events
@@ -16,7 +17,7 @@ func TestDemoReadsReconcileJSON(t *testing.T) {
 	// The reconciler keeps its records in the Pulumi backend: the real CLI.
 	pulumiCLI, err := program.FindPulumi("")
 	if err != nil {
-		t.Skipf("%v (make pulumi)", err)
+		testutil.Skipf(t, "%v (make pulumi)", err)
 	}
 	t.Setenv(program.PassphraseEnv, "")
 	dir := t.TempDir()
