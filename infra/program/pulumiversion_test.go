@@ -42,12 +42,14 @@ func TestPulumiVersionInOnePlace(t *testing.T) {
 		rel, _ := filepath.Rel(root, path)
 		rel = filepath.ToSlash(rel)
 		if d.IsDir() {
-			if strings.HasPrefix(d.Name(), ".") && rel != "." || d.Name() == "node_modules" || d.Name() == "testdata" {
+			if strings.HasPrefix(d.Name(), ".") && rel != "." || d.Name() == "node_modules" || d.Name() == "testdata" || rel == "bin" {
 				return filepath.SkipDir
 			}
 			return nil
 		}
-		if skip[rel] || strings.HasSuffix(rel, "_test.go") {
+		// Links (bin/pulumi-resource-relayfleet -> fleet, maybe dangling)
+		// and other non-regular files are not sources.
+		if skip[rel] || strings.HasSuffix(rel, "_test.go") || !d.Type().IsRegular() {
 			return nil
 		}
 		info, err := d.Info()
