@@ -336,7 +336,7 @@ func TestRunReconnectsThroughRouter(t *testing.T) {
 	defer srv.Close()
 	done := make(chan struct{})
 	rep, err := loadgen.Run(context.Background(), loadgen.Options{
-		Router: srv.URL, Broadcast: "live", Listeners: 20, Shards: 4, Duration: 3 * time.Second, Late: time.Hour,
+		Router: srv.URL, Broadcast: "live", Listeners: 20, Shards: 4, Duration: 6 * time.Second, Late: time.Hour,
 		Reconnect: true, IdleTimeout: idleTimeout, Silence: 3 * time.Second, Logger: quietLogger(),
 		Window: func(start bool) {
 			if !start {
