@@ -30,6 +30,13 @@ func Load(path string) (*openapi3.T, error) {
 	if err != nil {
 		return nil, fmt.Errorf("OpenAPI document %s: %w", path, err)
 	}
+	normalize(doc)
+	return doc, nil
+}
+
+// normalize drops doc's path-level servers and renames its lower-case
+// status ranges ("4xx") to upper case.
+func normalize(doc *openapi3.T) {
 	for _, item := range doc.Paths.Map() {
 		item.Servers = nil
 		for _, op := range item.Operations() {
@@ -41,7 +48,6 @@ func Load(path string) (*openapi3.T, error) {
 			}
 		}
 	}
-	return doc, nil
 }
 
 // Checker validates exchanges with an API served under one base URL.
