@@ -52,10 +52,11 @@ func normalize(doc *openapi3.T) {
 
 // Checker validates exchanges with an API served under one base URL.
 type Checker struct {
-	router routers.Router
-	mu     sync.Mutex
-	errs   []string
-	seen   map[string]int // "METHOD /route" -> count
+	router  routers.Router
+	mu      sync.Mutex
+	errs    []string
+	seen    map[string]int // "METHOD /route" -> count
+	checked int            // exchanges checked
 }
 
 // New returns a Checker for doc (from Load) served at base, e.g.
@@ -82,6 +83,9 @@ var options = &openapi3filter.Options{
 func (c *Checker) Check(req *http.Request, reqBody []byte, status int, header http.Header, respBody []byte) error {
 	r := req.Clone(context.Background())
 	r.Body = io.NopCloser(bytes.NewReader(reqBody))
+	c.mu.Lock()
+	c.checked++
+	c.mu.Unlock()
 	route, params, err := c.router.FindRoute(r)
 	if err != nil {
 		return fmt.Errorf("%s %s: not in the API description: %v", req.Method, req.URL.Path, err)
@@ -134,6 +138,13 @@ func (c *Checker) Failures() []string {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return append([]string(nil), c.errs...)
+}
+
+// Checked is how many exchanges were checked, passed and failed alike.
+func (c *Checker) Checked() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.checked
 }
 
 // Seen is how often each route ("METHOD /path/{id}") was checked.

@@ -47,7 +47,7 @@ func TestCheck(t *testing.T) {
 	}))
 	rec := httptest.NewRecorder()
 	h.ServeHTTP(rec, httptest.NewRequest("GET", "http://api.test/v1/actions/7", nil))
-	if rec.Code != 200 || rec.Body.String() != `{"action":{}}` || len(c.Failures()) != 1 || c.Seen("GET /actions/{id}") != 6 || strings.Contains(c.Failures()[0], "\n") {
+	if rec.Code != 200 || rec.Body.String() != `{"action":{}}` || len(c.Failures()) != 1 || c.Seen("GET /actions/{id}") != 6 || c.Checked() != 7 || strings.Contains(c.Failures()[0], "\n") {
 		t.Errorf("wrap: %d %q, failures %q", rec.Code, rec.Body, c.Failures())
 	}
 }
