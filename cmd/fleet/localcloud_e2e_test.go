@@ -421,13 +421,23 @@ steady:
 	// installed.
 	hostFlags := []string{"--inventory", inv}
 	st := must(fleet(append([]string{"status"}, hostFlags...)...), "status")
+	// Each box's rows: one per relay process the stack lists on its
+	// address, all active.
 	for _, s := range steady {
-		if n := strings.Count(st.out, s.IP.String()); n < 2 { // a process row and the box's line at least
-			t.Errorf("fleet status names %s %d times: no process rows for it", s.IP, n)
+		rows, want := 0, 0
+		for _, line := range strings.Split(st.out, "\n") {
+			if f := strings.Fields(line); len(f) > 2 && f[0] == s.Name && strings.HasPrefix(f[1], "relay@") && f[2] == "active" {
+				rows++
+			}
 		}
-	}
-	if n := strings.Count(st.out, "relay@"); n < len(relays) {
-		t.Errorf("fleet status shows %d relay@ processes, the stack lists %d", n, len(relays))
+		for _, r := range relays {
+			if strings.Contains(r.Stats, "//"+s.IP.String()+":") {
+				want++
+			}
+		}
+		if rows != want || want == 0 {
+			t.Errorf("fleet status shows %d active relay processes of %s, the stack lists %d", rows, s.Name, want)
+		}
 	}
 	if n := strings.Count(st.out, "release "+e.digestV1[:12]); n != 2 {
 		t.Errorf("fleet status shows release %s on %d boxes, want 2", e.digestV1[:12], n)
@@ -595,7 +605,7 @@ events:
 
 	// 6. fleet burst down: the burst box drains (no listener) and goes.
 	burstDown := must(fleet("burst", "down", "--event", lcxEvent, "--events", evPath, "--drain-time", "10s", "--relay-binary", e.relayV2), "burst down")
-	if all := servers(); len(all) != 2 || slices.ContainsFunc(all, func(s lcServer) bool { return s.Labels["event"] != "" }) {
+	if all := servers(); len(all) != 2 || slices.ContainsFunc(all, func(s lcServer) bool { return s.Labels["event"] == lcxEvent }) {
 		t.Fatalf("after burst down: servers %v, want the two steady ones", all)
 	}
 	testutil.WaitFor(t, 2*time.Minute, "the burst box's lab box gone", func() bool { return len(e.labBoxes(t)) == 2 })
