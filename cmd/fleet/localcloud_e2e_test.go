@@ -51,7 +51,8 @@ const (
 	lcxSubnet   = "10.231.117.0/24"
 	lcxOriginIP = "10.231.117.1" // this machine's address on the bridge
 	lcxListen   = 8              // listeners through the router during the rollout
-	lcxEvent    = "rehearsal"
+	lcxEvent    = "rehearsal"    // brought up and removed by fleet events reconcile
+	lcxEncore   = "encore"       // by fleet burst up and down
 	// lcxGapBound bounds the longest audible gap of a listener during the
 	// rollout: make before break moves listeners before their process
 	// restarts; a listener left to its silence timer and a slow reconnect
@@ -556,62 +557,115 @@ steady:
 	}
 	stopListen()
 
-	// 5. An event whose window starts now: fleet events reconcile brings
-	// its burst box up on the cloud, converged and serving.
+	// 5. Two events: one whose window starts now, one later in the day.
+	// fleet events reconcile brings the first's burst box up on the
+	// cloud, converged and serving; a reconcile after its end drains it
+	// (no listener) and removes it.
 	start := time.Now().UTC().Add(5 * time.Minute).Truncate(time.Second)
+	end := start.Add(time.Hour)
 	evFile := fmt.Sprintf(`version: 1
 fleet: fleet.yaml
 events:
-  - name: %s
-    start: %s
-    end: %s
+  - name: %[1]s
+    start: %[2]s
+    end: %[3]s
     peak_listeners: 100000
     broadcast: live/show
-    burst:
-      provider: %s
-      shape: %s
-      location: %s
-      max: 1
+    burst: {provider: %[6]s, shape: %[7]s, location: %[8]s, max: 1}
     lead_time: 10m
     drain_time: 1m
-`, lcxEvent, start.Format(time.RFC3339), start.Add(time.Hour).Format(time.RFC3339), c.provider, c.shape, c.location)
+  - name: %[9]s
+    start: %[4]s
+    end: %[5]s
+    peak_listeners: 100000
+    broadcast: live/show
+    burst: {provider: %[6]s, shape: %[7]s, location: %[8]s, max: 1}
+    lead_time: 10m
+    drain_time: 1m
+`, lcxEvent, start.Format(time.RFC3339), end.Format(time.RFC3339), start.Add(3*time.Hour).Format(time.RFC3339), start.Add(4*time.Hour).Format(time.RFC3339),
+		c.provider, c.shape, c.location, lcxEncore)
 	if err := os.WriteFile(evPath, []byte(evFile), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	burstUp := must(fleet("events", "reconcile", "--events", evPath, "--relay-binary", e.relayV2), "events reconcile")
-	all := servers()
-	var burst []lcServer
-	for _, s := range all {
-		if s.Labels["event"] == lcxEvent {
-			burst = append(burst, s)
+	// burstUp checks that event's burst box is up: a third server, with
+	// the event's labels, its relay answering and in the relays file.
+	burstUp := func(event string) string {
+		t.Helper()
+		all := servers()
+		var burst []lcServer
+		for _, s := range all {
+			if s.Labels["event"] == event {
+				burst = append(burst, s)
+			}
+		}
+		if len(all) != 3 || len(burst) != 1 {
+			t.Fatalf("%s up: %d servers, %d of the event; want 3 and 1", event, len(all), len(burst))
+		}
+		if b := burst[0]; b.Status != "running" || !subnet.Contains(b.IP) || b.Labels["tier"] != "burst" || b.Labels["fleet"] != name {
+			t.Errorf("burst server %s: status %s, ip %v, labels %v", b.Name, b.Status, b.IP, b.Labels)
+		}
+		stats := fmt.Sprintf("http://%s:4443/stats", burst[0].IP)
+		if code := httpStatus(stats); code != 200 {
+			t.Errorf("the burst box's relay %s: %d", stats, code)
+		}
+		if !slices.ContainsFunc(readRelays(t, state), func(r program.Relay) bool { return r.Stats == stats }) {
+			t.Errorf("the relays file does not list the burst box's relay %s", stats)
+		}
+		if bs := e.labBoxes(t); len(bs) != 3 {
+			t.Errorf("%d lab boxes with the burst box, want 3", len(bs))
+		}
+		return stats
+	}
+	// burstGone checks that the burst box is gone, its relay with it.
+	burstGone := func(event, stats string) {
+		t.Helper()
+		if all := servers(); len(all) != 2 || slices.ContainsFunc(all, func(s lcServer) bool { return s.Labels["tier"] != "steady" }) {
+			t.Fatalf("%s down: servers %v, want the two steady ones", event, all)
+		}
+		testutil.WaitFor(t, 2*time.Minute, "the burst box's lab box gone", func() bool { return len(e.labBoxes(t)) == 2 })
+		if slices.ContainsFunc(readRelays(t, state), func(r program.Relay) bool { return r.Stats == stats }) {
+			t.Errorf("the relays file still lists the burst box's relay %s", stats)
 		}
 	}
-	if len(all) != 3 || len(burst) != 1 {
-		t.Fatalf("after events reconcile: %d servers, %d of the event; want 3 and 1", len(all), len(burst))
+	reconcileUp := must(fleet("events", "reconcile", "--events", evPath, "--relay-binary", e.relayV2), "events reconcile")
+	stats := burstUp(lcxEvent)
+
+	// fleet hosts --release: the steady stack's boxes and the event's,
+	// each read over SSH with the fleet's key, all on the second build.
+	hr := must(fleet("hosts", "--release", "--json", "--inventory", inv), "hosts --release")
+	var hosts struct{ Hosts []hostJSONEntry }
+	if err := json.Unmarshal([]byte(hr.out), &hosts); err != nil {
+		t.Fatalf("fleet hosts --json: %v", err)
 	}
-	if b := burst[0]; b.Status != "running" || !subnet.Contains(b.IP) || b.Labels["tier"] != "burst" || b.Labels["fleet"] != name {
-		t.Errorf("burst server %s: status %s, ip %v, labels %v", b.Name, b.Status, b.IP, b.Labels)
+	tiers := map[string]int{}
+	for _, h := range hosts.Hosts {
+		tiers[h.Tier+"/"+h.Event]++
+		if h.Backend != c.provider || h.Release != e.digestV2 || h.Error != "" {
+			t.Errorf("fleet hosts: %s (%s): backend %s, release %s, error %q; want %s on %s", h.Name, h.Tier, h.Backend, short(h.Release), h.Error, c.provider, short(e.digestV2))
+		}
 	}
-	burstStats := fmt.Sprintf("http://%s:4443/stats", burst[0].IP)
-	if code := httpStatus(burstStats); code != 200 {
-		t.Errorf("the burst box's relay %s: %d", burstStats, code)
-	}
-	if !slices.ContainsFunc(readRelays(t, state), func(r program.Relay) bool { return r.Stats == burstStats }) {
-		t.Errorf("the relays file does not list the burst box's relay %s", burstStats)
-	}
-	if bs := e.labBoxes(t); len(bs) != 3 {
-		t.Errorf("%d lab boxes with the burst box, want 3", len(bs))
+	if tiers["steady/"] != 2 || tiers["burst/"+lcxEvent] != 1 || len(hosts.Hosts) != 3 {
+		t.Errorf("fleet hosts lists %v, want 2 steady and 1 burst host of %s", tiers, lcxEvent)
 	}
 
-	// 6. fleet burst down: the burst box drains (no listener) and goes.
-	burstDown := must(fleet("burst", "down", "--event", lcxEvent, "--events", evPath, "--drain-time", "10s", "--relay-binary", e.relayV2), "burst down")
-	if all := servers(); len(all) != 2 || slices.ContainsFunc(all, func(s lcServer) bool { return s.Labels["event"] == lcxEvent }) {
-		t.Fatalf("after burst down: servers %v, want the two steady ones", all)
+	// After the event's end (and its drain time), reconcile removes it.
+	var reconcileGone fleetRun
+	for i := range 3 {
+		at := end.Add(time.Duration(2+i) * time.Minute).Format(time.RFC3339)
+		r := must(fleet("events", "reconcile", "--events", evPath, "--now", at, "--relay-binary", e.relayV2), "events reconcile after the end")
+		reconcileGone.took += r.took
+		if !slices.ContainsFunc(servers(), func(s lcServer) bool { return s.Labels["event"] == lcxEvent }) {
+			break
+		}
 	}
-	testutil.WaitFor(t, 2*time.Minute, "the burst box's lab box gone", func() bool { return len(e.labBoxes(t)) == 2 })
-	if slices.ContainsFunc(readRelays(t, state), func(r program.Relay) bool { return r.Stats == burstStats }) {
-		t.Errorf("the relays file still lists the burst box's relay %s", burstStats)
-	}
+	burstGone(lcxEvent, stats)
+
+	// 6. fleet burst up and down, by hand, for the later event: its box
+	// comes now, then drains (no listener) and goes.
+	manualUp := must(fleet("burst", "up", "--event", lcxEncore, "--events", evPath, "--relay-binary", e.relayV2), "burst up")
+	stats = burstUp(lcxEncore)
+	burstDown := must(fleet("burst", "down", "--event", lcxEncore, "--events", evPath, "--drain-time", "10s", "--relay-binary", e.relayV2), "burst down")
+	burstGone(lcxEncore, stats)
 
 	// 7. fleet destroy: no server, no firewall, no lab box left.
 	destroy := must(fleet("destroy", "--inventory", inv, "--yes"), "destroy")
@@ -633,9 +687,9 @@ events:
 			t.Errorf("fleet never sent %s: the check did not cover it", route)
 		}
 	}
-	return fmt.Sprintf("LOCALCLOUD %s: fleet_up_s=%.1f rollout_s=%.1f listeners=%d listeners_max_gap_ms=%.0f silent_at_end=%d fewest_subscribed=%d burst_up_s=%.1f burst_down_s=%.1f destroy_s=%.1f requests_validated=%d openapi_failures=%d",
+	return fmt.Sprintf("LOCALCLOUD %s: fleet_up_s=%.1f rollout_s=%.1f listeners=%d listeners_max_gap_ms=%.0f silent_at_end=%d fewest_subscribed=%d reconcile_burst_up_s=%.1f reconcile_burst_gone_s=%.1f burst_up_s=%.1f burst_down_s=%.1f destroy_s=%.1f requests_validated=%d openapi_failures=%d",
 		c.provider, up.took.Seconds(), ro.took.Seconds(), lcxListen, lg.GapMs.Max, lg.SilentAtEnd, fewest,
-		burstUp.took.Seconds(), burstDown.took.Seconds(), destroy.took.Seconds(), check.Checked(), len(fails))
+		reconcileUp.took.Seconds(), reconcileGone.took.Seconds(), manualUp.took.Seconds(), burstDown.took.Seconds(), destroy.took.Seconds(), check.Checked(), len(fails))
 }
 
 // readRelays is the relays file fleet keeps in state.
