@@ -140,7 +140,7 @@ $(PULUMI): tools/pulumi/go.mod tools/pulumi/go.sum
 
 e2e: pulumi ## the provider in process on lab boxes, then fleet up, drift, change, up, destroy through the real Pulumi CLI (root; about a minute warm)
 	$(GO) test -tags lab -count=1 -timeout 15m -v -run TestLab ./infra/provider/
-	RELAYFLEET_PULUMI=$(PULUMI) $(GO) test -tags e2e -count=1 -timeout 30m -v -run TestE2E -skip TestE2EEventResumedOnAnotherMachine ./cmd/fleet/
+	RELAYFLEET_PULUMI=$(PULUMI) $(GO) test -tags e2e -count=1 -timeout 40m -v -run TestE2E -skip TestE2EEventResumedOnAnotherMachine ./cmd/fleet/
 
 .PHONY: e2e-state
 
