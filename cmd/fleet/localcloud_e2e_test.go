@@ -169,6 +169,8 @@ type lcEnv struct {
 	adminKey, adminLine string // the fleet's admin key: the file fleet logs in with, and its public line
 }
 
+// TestE2ELocalCloud runs lcStory on the local hcloud, then the local
+// DigitalOcean, in one lab, and prints each cloud's LOCALCLOUD line.
 func TestE2ELocalCloud(t *testing.T) {
 	cli, images, work, fleetBin, relayBin := e2eSetup(t)
 	e := &lcEnv{cli: cli, images: images, work: work, fleetBin: fleetBin, relayV1: relayBin}
