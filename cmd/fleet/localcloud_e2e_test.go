@@ -1,12 +1,15 @@
 //go:build e2e
 
-// The end-to-end test of the local Hetzner Cloud (make e2e-localcloud;
-// root): the local hcloud API runs in process over lab boxes (its own lab:
-// /var/lib/relayfleet/lab-lchc, bridge rflc0, subnet 10.231.109.0/24,
-// sharing the default lab's image cache), and the real fleet up and fleet
-// destroy, through the real Pulumi CLI and our hcloud backend (hcloud-go),
-// make and remove a fleet of two hcloud boxes on it; every request they
-// send and every answer is checked against Hetzner's API description.
+// The end-to-end test of the local clouds (make e2e-localcloud; root),
+// issue 15.2's story on each: the local Hetzner Cloud API, then the local
+// DigitalOcean API, run in process over lab boxes (one lab for both:
+// /var/lib/relayfleet/lab-lcx, bridge rflcx0, subnet 10.231.117.0/24,
+// sharing the default lab's image cache), and the real fleet binary,
+// through the real Pulumi CLI and our cloud backends (hcloud-go, godo),
+// walks a two-box fleet through fleet up, status, rollout under
+// listeners, an event's burst box up (events reconcile) and down (burst
+// down), and destroy. Every request the backends send and every answer
+// is checked against the vendor's published API description.
 package main
 
 import (
@@ -24,222 +27,793 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
+	"sync"
+	"syscall"
 	"testing"
 	"time"
 
+	"github.com/getkin/kin-openapi/openapi3"
 	"golang.org/x/crypto/ssh"
 
 	"github.com/relayfleet/relayfleet/infra/lab"
 	"github.com/relayfleet/relayfleet/infra/localcloud"
 	"github.com/relayfleet/relayfleet/infra/localcloud/apicheck"
-	lchcloud "github.com/relayfleet/relayfleet/infra/localcloud/hcloud"
 	"github.com/relayfleet/relayfleet/infra/program"
+	"github.com/relayfleet/relayfleet/provision"
+	"github.com/relayfleet/relayfleet/relay/testutil"
 )
 
 const (
-	lcLabDir = "/var/lib/relayfleet/lab-lchc"
-	lcBridge = "rflc0"
-	lcSubnet = "10.231.109.0/24"
+	lcxLabDir   = "/var/lib/relayfleet/lab-lcx"
+	lcxBridge   = "rflcx0"
+	lcxSubnet   = "10.231.117.0/24"
+	lcxOriginIP = "10.231.117.1" // this machine's address on the bridge
+	lcxListen   = 8              // listeners through the router during the rollout
+	lcxEvent    = "rehearsal"    // brought up and removed by fleet events reconcile
+	lcxEncore   = "encore"       // by fleet burst up and down
+	// lcxGapBound bounds the longest audible gap of a listener during the
+	// rollout: make before break moves listeners before their process
+	// restarts; a listener left to its silence timer and a slow reconnect
+	// on this shared machine stays well under it, one that is never moved
+	// back does not.
+	lcxGapBound = 5 * time.Second
 )
 
-func TestE2ELocalHcloud(t *testing.T) {
-	cli, images, work, fleetBin, relayBin := e2eSetup(t)
-	state := filepath.Join(work, "state")
-	inv := filepath.Join(work, "fleet.yaml")
-	ctx, cancel := context.WithTimeout(context.Background(), 25*time.Minute)
-	defer cancel()
+// lcServer is a server as a local cloud's API lists it.
+type lcServer struct {
+	Name   string
+	IP     netip.Addr
+	Status string
+	Labels map[string]string
+}
 
-	l, err := lab.New(lab.Config{Dir: lcLabDir, ImageDir: images, Bridge: lcBridge, Subnet: netip.MustParsePrefix(lcSubnet), Logf: t.Logf})
-	if err != nil {
-		t.Fatal(err)
+// lcCloud is what differs between the local clouds: the rest of the story
+// is lcStory's, the same for both.
+type lcCloud struct {
+	provider, shape, location string
+	// spec loads the vendor's API description.
+	spec func() (*openapi3.T, error)
+	// base is where the API's paths start (the checker's base), from the
+	// listen address; endpoint the value of envURL that points our
+	// backend at it.
+	base, endpoint   func(addr string) string
+	envURL, envToken string
+	// servers and firewalls are the list paths under base, with the JSON
+	// key holding the list.
+	servers, firewalls [2]string
+	server             func(map[string]any) lcServer
+	// routes are the operations the story must send (a check that never
+	// saw them covered nothing).
+	routes []string
+}
+
+var lcClouds = []lcCloud{
+	{
+		provider: "hcloud", shape: "cx23", location: "fsn1",
+		spec: func() (*openapi3.T, error) {
+			return apicheck.Load("../../infra/localcloud/hcloud/testdata/hcloud.openapi.json")
+		},
+		base:     func(addr string) string { return "http://" + addr + "/v1" },
+		endpoint: func(addr string) string { return "http://" + addr + "/v1" },
+		envURL:   "HCLOUD_ENDPOINT", envToken: "HCLOUD_TOKEN",
+		servers: [2]string{"/servers", "servers"}, firewalls: [2]string{"/firewalls", "firewalls"},
+		server: func(s map[string]any) lcServer {
+			ip, _ := netip.ParseAddr(fmt.Sprint(dig(s, "public_net", "ipv4", "ip")))
+			labels := map[string]string{}
+			if m, ok := s["labels"].(map[string]any); ok {
+				for k, v := range m {
+					labels[k] = fmt.Sprint(v)
+				}
+			}
+			return lcServer{Name: fmt.Sprint(s["name"]), IP: ip, Status: fmt.Sprint(s["status"]), Labels: labels}
+		},
+		routes: []string{"POST /servers", "GET /servers/{id}", "DELETE /servers/{id}", "GET /actions", "POST /firewalls", "DELETE /firewalls/{id}"},
+	},
+	{
+		provider: "digitalocean", shape: "c-2", location: "fra1",
+		spec: func() (*openapi3.T, error) {
+			return apicheck.LoadBundled("../../infra/localcloud/digitalocean/testdata/openapi/DigitalOcean-public.v2.yaml",
+				[]string{"/v2/droplets", "/v2/actions", "/v2/tags", "/v2/firewalls", "/v2/sizes", "/v2/account/keys"})
+		},
+		base:     func(addr string) string { return "http://" + addr },
+		endpoint: func(addr string) string { return "http://" + addr + "/" },
+		envURL:   "DIGITALOCEAN_API_URL", envToken: "DIGITALOCEAN_TOKEN",
+		servers: [2]string{"/v2/droplets", "droplets"}, firewalls: [2]string{"/v2/firewalls", "firewalls"},
+		server: func(s map[string]any) lcServer {
+			var ip netip.Addr
+			v4, _ := dig(s, "networks", "v4").([]any)
+			for _, n := range v4 {
+				if m, ok := n.(map[string]any); ok && m["type"] == "public" {
+					ip, _ = netip.ParseAddr(fmt.Sprint(m["ip_address"]))
+				}
+			}
+			labels := map[string]string{}
+			tags, _ := s["tags"].([]any)
+			for _, t := range tags {
+				if k, v, ok := strings.Cut(fmt.Sprint(t), ":"); ok && !strings.Contains(v, ":") {
+					labels[k] = v
+				}
+			}
+			status := fmt.Sprint(s["status"])
+			if status == "active" {
+				status = "running"
+			}
+			return lcServer{Name: fmt.Sprint(s["name"]), IP: ip, Status: status, Labels: labels}
+		},
+		routes: []string{"POST /v2/droplets", "GET /v2/droplets/{droplet_id}", "DELETE /v2/droplets/{droplet_id}", "GET /v2/actions/{action_id}", "POST /v2/firewalls", "DELETE /v2/firewalls/{firewall_id}"},
+	},
+}
+
+// dig follows keys through nested JSON objects; nil where one is missing.
+func dig(v any, keys ...string) any {
+	for _, k := range keys {
+		m, ok := v.(map[string]any)
+		if !ok {
+			return nil
+		}
+		v = m[k]
 	}
-	l.Cleanup(ctx)
-	labBoxes := func() []lab.Box {
-		t.Helper()
-		bs, err := l.List(ctx, nil)
+	return v
+}
+
+// lcEnv is what the clouds' stories share: the builds, the Pulumi CLI and
+// the lab.
+type lcEnv struct {
+	cli, images, work   string
+	fleetBin            string
+	relayV1, relayV2    string // the release fleet up installs, the rollout's
+	digestV1, digestV2  string
+	lab                 *lab.Lab
+	adminKey, adminLine string // the fleet's admin key: the file fleet logs in with, and its public line
+}
+
+// TestE2ELocalCloud runs lcStory on the local hcloud, then the local
+// DigitalOcean, in one lab, and prints each cloud's LOCALCLOUD line.
+func TestE2ELocalCloud(t *testing.T) {
+	cli, images, work, fleetBin, relayBin := e2eSetup(t)
+	e := &lcEnv{cli: cli, images: images, work: work, fleetBin: fleetBin, relayV1: relayBin}
+	// The rollout's release: the same relay with another version stamp.
+	e.relayV2 = filepath.Join(work, "relay-v2")
+	build := exec.Command("go", "build", "-ldflags", "-X github.com/relayfleet/relayfleet/relay/version.stamp=lcx-v2", "-o", e.relayV2, "github.com/relayfleet/relayfleet/cmd/relay")
+	build.Stderr = os.Stderr
+	if err := build.Run(); err != nil {
+		t.Fatalf("build the second relay: %v", err)
+	}
+	for _, b := range []struct{ path, want string }{{e.relayV1, ""}, {e.relayV2, "lcx-v2"}} {
+		out, err := exec.Command(b.path, "--version").CombinedOutput()
+		if err != nil || (b.want != "" && !strings.Contains(string(out), b.want)) || (b.want == "" && strings.Contains(string(out), "lcx-v2")) {
+			t.Fatalf("%s --version: %v %q", b.path, err, out)
+		}
+	}
+	for _, b := range []struct {
+		path string
+		d    *string
+	}{{e.relayV1, &e.digestV1}, {e.relayV2, &e.digestV2}} {
+		data, err := os.ReadFile(b.path)
 		if err != nil {
 			t.Fatal(err)
 		}
-		return bs
+		*b.d = provision.Digest(data)
+	}
+	if e.digestV1 == e.digestV2 {
+		t.Fatal("the two relay builds have one digest")
+	}
+
+	l, err := lab.New(lab.Config{Dir: lcxLabDir, ImageDir: images, Bridge: lcxBridge, Subnet: netip.MustParsePrefix(lcxSubnet), Logf: t.Logf})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.lab = l
+	ctx := context.Background()
+	for _, b := range e.labBoxes(t) { // left by an interrupted run
+		l.Delete(ctx, b.Name)
 	}
 	t.Cleanup(func() {
-		for _, b := range labBoxes() {
+		bs, _ := l.List(context.Background(), nil)
+		for _, b := range bs {
 			l.Delete(context.Background(), b.Name)
 		}
 		l.Cleanup(context.Background())
 	})
-	if bs := labBoxes(); len(bs) != 0 {
-		t.Fatalf("lab %s has boxes before the test: %v", lcLabDir, bs)
-	}
 
-	// The local cloud, on loopback.
-	token := "e2e-" + fmt.Sprint(time.Now().UnixNano())
-	lm := &localcloud.LabMachines{Lab: l, RAMScale: 0.125, Logf: t.Logf}
-	api, err := lchcloud.New(lm, localcloud.Config{StateFile: filepath.Join(work, "hcloud.json"), Token: token, Logf: t.Logf})
+	// The admin's key: in the fleet file, and the key fleet logs in with.
+	_, adminPriv, _ := ed25519.GenerateKey(rand.Reader)
+	block, err := ssh.MarshalPrivateKey(adminPriv, "lcx-e2e")
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer api.Close()
+	e.adminKey = filepath.Join(work, "id_ed25519")
+	if err := os.WriteFile(e.adminKey, pem.EncodeToMemory(block), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	signer, _ := ssh.NewSignerFromKey(adminPriv)
+	e.adminLine = strings.TrimSpace(string(ssh.MarshalAuthorizedKey(signer.PublicKey())))
+
+	var summaries []string
+	for _, c := range lcClouds {
+		if !t.Run(c.provider, func(t *testing.T) { summaries = append(summaries, lcStory(t, e, c)) }) {
+			break // the next cloud would start on what this one left
+		}
+	}
+	for _, s := range summaries {
+		fmt.Println(s)
+	}
+}
+
+func (e *lcEnv) labBoxes(t *testing.T) []lab.Box {
+	t.Helper()
+	bs, err := e.lab.List(context.Background(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return bs
+}
+
+// lcStory is issue 15.2's story on one local cloud; it returns the
+// summary line with its figures.
+func lcStory(t *testing.T, e *lcEnv, c lcCloud) string {
+	work := filepath.Join(e.work, c.provider)
+	if err := os.MkdirAll(work, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	state := filepath.Join(work, "state")
+	inv := filepath.Join(work, "fleet.yaml")
+	evPath := filepath.Join(work, "events.yaml")
+	name := "lcx-" + c.provider[:2]
+	ctx, cancel := context.WithTimeout(context.Background(), 40*time.Minute)
+	defer cancel()
+	if bs := e.labBoxes(t); len(bs) != 0 {
+		t.Fatalf("lab %s has boxes before the story: %v", lcxLabDir, bs)
+	}
+
+	// The local cloud, on loopback, checked against the vendor's
+	// description.
+	token := "e2e-" + fmt.Sprint(time.Now().UnixNano())
+	api := localCloudAPIs[c.provider]
+	h, closer, err := api.new(&localcloud.LabMachines{Lab: e.lab, RAMScale: 0.125, Logf: t.Logf},
+		localcloud.Config{StateFile: filepath.Join(work, "cloud.json"), Token: token, Logf: t.Logf})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer closer.Close()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	endpoint := "http://" + ln.Addr().String() + "/v1"
-	// Every exchange is checked against Hetzner's API description.
-	spec, err := apicheck.Load("../../infra/localcloud/hcloud/testdata/hcloud.openapi.json")
+	addr := ln.Addr().String()
+	spec, err := c.spec()
 	if err != nil {
 		t.Fatal(err)
 	}
-	check, err := apicheck.New(spec, endpoint)
+	check, err := apicheck.New(spec, c.base(addr))
 	if err != nil {
 		t.Fatal(err)
 	}
-	hs := &http.Server{Handler: check.Wrap(http.StripPrefix("/v1", api))}
+	mux := http.NewServeMux()
+	mux.Handle(api.mount+"/", http.StripPrefix(api.mount, h)) // as fleet lab cloud serves it
+	hs := &http.Server{Handler: check.Wrap(mux)}
 	go hs.Serve(ln)
 	defer hs.Close()
-	t.Cleanup(func() {
-		for _, f := range check.Failures() {
-			t.Errorf("OpenAPI: %s", f)
-		}
-	})
-	apiList := func(kind string) []map[string]any {
+	apiList := func(what [2]string) []map[string]any {
 		t.Helper()
-		req, _ := http.NewRequest("GET", endpoint+"/"+kind, nil)
+		req, _ := http.NewRequest("GET", c.base(addr)+what[0]+"?per_page=50", nil)
 		req.Header.Set("Authorization", "Bearer "+token)
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
 			t.Fatal(err)
 		}
 		defer resp.Body.Close()
-		var body map[string]json.RawMessage
 		data, _ := io.ReadAll(resp.Body)
+		var body map[string]json.RawMessage
 		if err := json.Unmarshal(data, &body); err != nil || resp.StatusCode != 200 {
-			t.Fatalf("GET /%s: %d %s", kind, resp.StatusCode, data)
+			t.Fatalf("GET %s: %d %s", what[0], resp.StatusCode, data)
 		}
 		var items []map[string]any
-		json.Unmarshal(body[kind], &items)
+		if err := json.Unmarshal(body[what[1]], &items); err != nil {
+			t.Fatalf("GET %s: %v", what[0], err)
+		}
 		return items
 	}
+	servers := func() []lcServer {
+		t.Helper()
+		var out []lcServer
+		for _, s := range apiList(c.servers) {
+			out = append(out, c.server(s))
+		}
+		return out
+	}
 
-	// The admin's key: in the fleet file, and the key fleet logs in with.
-	_, adminPriv, _ := ed25519.GenerateKey(rand.Reader)
-	block, err := ssh.MarshalPrivateKey(adminPriv, "lchc-e2e")
+	// The origin's key: the boxes pull the broadcast from an origin on
+	// this machine's address on the bridge, pinned by it.
+	originKey := filepath.Join(work, "origin.key")
+	spki, err := exec.Command(e.relayV1, "keygen", "--out", originKey).Output()
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("relay keygen: %v", err)
 	}
-	keyFile := filepath.Join(work, "id_ed25519")
-	if err := os.WriteFile(keyFile, pem.EncodeToMemory(block), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	signer, _ := ssh.NewSignerFromKey(adminPriv)
-	adminLine := strings.TrimSpace(string(ssh.MarshalAuthorizedKey(signer.PublicKey())))
-	fleetFile := `version: 1
-name: lchc
+	originURL := fmt.Sprintf("http://%s:4443/#spki=%s", lcxOriginIP, strings.TrimSpace(string(spki)))
+	fleetFile := fmt.Sprintf(`version: 1
+name: %s
+origin: [%q]
 admin:
-  ranges: [` + lcSubnet + `]
-  ssh_keys: ["` + adminLine + `"]
+  ranges: [%s]
+  ssh_keys: [%q]
 access:
   public_listen: [live/]
 steady:
-  - name: lchc
-    provider: hcloud
-    shape: cx23
-    location: fsn1
+  - name: %s
+    provider: %s
+    shape: %s
+    location: %s
     count: 2
     processes: auto
     base_port: 4443
-`
+`, name, originURL, lcxSubnet, e.adminLine, name, c.provider, c.shape, c.location)
 	if err := os.WriteFile(inv, []byte(fleetFile), 0o644); err != nil {
 		t.Fatal(err)
 	}
 
-	fleet := func(args ...string) (string, int) {
+	type fleetRun struct {
+		out  string
+		code int
+		took time.Duration
+	}
+	fleet := func(args ...string) fleetRun {
 		t.Helper()
-		args = append(args, "--inventory", inv, "--state-dir", state, "--pulumi", cli, "--ssh-key", keyFile)
-		if args[0] != "destroy" {
-			args = append(args, "--relay-binary", relayBin)
-		}
+		args = append(args, "--state-dir", state, "--pulumi", e.cli, "--ssh-key", e.adminKey)
 		cctx, cancel := context.WithTimeout(ctx, 12*time.Minute)
 		defer cancel()
-		cmd := exec.CommandContext(cctx, fleetBin, args...)
-		cmd.Env = append(os.Environ(), "PULUMI_CONFIG_PASSPHRASE=", "HCLOUD_ENDPOINT="+endpoint, "HCLOUD_TOKEN="+token)
+		cmd := exec.CommandContext(cctx, e.fleetBin, args...)
+		cmd.Env = append(os.Environ(), "PULUMI_CONFIG_PASSPHRASE=", c.envURL+"="+c.endpoint(addr), c.envToken+"="+token)
 		var out bytes.Buffer
 		cmd.Stdout, cmd.Stderr = &out, &out
 		start := time.Now()
 		err := cmd.Run()
-		code := 0
+		r := fleetRun{out: out.String(), took: time.Since(start)}
 		if ee, ok := err.(*exec.ExitError); ok {
-			code = ee.ExitCode()
+			r.code = ee.ExitCode()
 		} else if err != nil {
 			t.Fatal(err)
 		}
-		t.Logf("fleet %s: exit %d after %.1fs\n%s", args[0], code, time.Since(start).Seconds(), out.String())
-		if strings.Contains(out.String(), token) {
+		t.Logf("fleet %s: exit %d after %.1fs\n%s", strings.Join(args[:min(3, len(args))], " "), r.code, r.took.Seconds(), r.out)
+		if strings.Contains(r.out, token) {
 			t.Errorf("fleet %s printed the API token", args[0])
 		}
-		return out.String(), code
+		return r
+	}
+	must := func(r fleetRun, what string) fleetRun {
+		t.Helper()
+		if r.code != 0 {
+			t.Fatalf("fleet %s: exit %d: %s", what, r.code, lastLine(r.out))
+		}
+		return r
 	}
 
-	// fleet up: two servers, two lab boxes behind them, converged.
-	if out, code := fleet("up"); code != 0 {
-		t.Fatalf("fleet up: exit %d: %s", code, lastLine(out))
+	// 1. fleet up: two servers, two lab boxes behind them, converged.
+	up := must(fleet("up", "--inventory", inv, "--relay-binary", e.relayV1), "up")
+	steady := servers()
+	if len(steady) != 2 {
+		t.Fatalf("%d servers after up, want 2", len(steady))
 	}
-	servers := apiList("servers")
-	if len(servers) != 2 {
-		t.Fatalf("%d servers after up, want 2", len(servers))
-	}
-	subnet := netip.MustParsePrefix(lcSubnet)
-	for _, s := range servers {
-		ip, _ := netip.ParseAddr(fmt.Sprint(s["public_net"].(map[string]any)["ipv4"].(map[string]any)["ip"]))
-		if s["status"] != "running" || !subnet.Contains(ip) || s["labels"].(map[string]any)["fleet"] != "lchc" {
-			t.Errorf("server %v: status %v, ip %v, labels %v", s["name"], s["status"], ip, s["labels"])
+	subnet := netip.MustParsePrefix(lcxSubnet)
+	for _, s := range steady {
+		if s.Status != "running" || !subnet.Contains(s.IP) || s.Labels["fleet"] != name {
+			t.Errorf("server %s: status %s, ip %v, labels %v", s.Name, s.Status, s.IP, s.Labels)
 		}
 	}
-	if bs := labBoxes(); len(bs) != 2 {
+	if bs := e.labBoxes(t); len(bs) != 2 {
 		t.Fatalf("%d lab boxes after up, want 2", len(bs))
 	}
-	if fws := apiList("firewalls"); len(fws) != 1 {
+	if fws := apiList(c.firewalls); len(fws) != 1 {
 		t.Errorf("%d firewalls after up, want 1", len(fws))
 	}
-	// Converged: every relay process the stack lists answers /stats.
+	// Converged: every relay process the stack lists answers /stats, on
+	// the servers' addresses.
+	relays := readRelays(t, state)
+	for _, r := range relays {
+		if !slices.ContainsFunc(steady, func(s lcServer) bool { return strings.Contains(r.Stats, "//"+s.IP.String()+":") }) {
+			t.Errorf("relay %s is on none of the servers %v", r.Stats, steady)
+		}
+		if code := httpStatus(r.Stats); code != 200 {
+			t.Errorf("relay %s: %d", r.Stats, code)
+		}
+	}
+
+	// 2. fleet status: both boxes, their processes, the release fleet up
+	// installed.
+	hostFlags := []string{"--inventory", inv}
+	st := must(fleet(append([]string{"status"}, hostFlags...)...), "status")
+	// Each box's rows: one per relay process the stack lists on its
+	// address, all active.
+	for _, s := range steady {
+		rows, want := 0, 0
+		for _, line := range strings.Split(st.out, "\n") {
+			if f := strings.Fields(line); len(f) > 2 && f[0] == s.Name && strings.HasPrefix(f[1], "relay@") && f[2] == "active" {
+				rows++
+			}
+		}
+		for _, r := range relays {
+			if strings.Contains(r.Stats, "//"+s.IP.String()+":") {
+				want++
+			}
+		}
+		if rows != want || want == 0 {
+			t.Errorf("fleet status shows %d active relay processes of %s, the stack lists %d", rows, s.Name, want)
+		}
+	}
+	if n := strings.Count(st.out, "release "+e.digestV1[:12]); n != 2 {
+		t.Errorf("fleet status shows release %s on %d boxes, want 2", e.digestV1[:12], n)
+	}
+	statusJSON := func() []boxJSON {
+		t.Helper()
+		r := must(fleet(append([]string{"status", "--json"}, hostFlags...)...), "status --json")
+		var doc struct{ Boxes []boxJSON }
+		if err := json.Unmarshal([]byte(r.out), &doc); err != nil {
+			t.Fatalf("fleet status --json: %v", err)
+		}
+		return doc.Boxes
+	}
+	procs := 0
+	for _, b := range statusJSON() {
+		if b.Error != "" || len(b.Processes) == 0 {
+			t.Errorf("status of %s: %d processes, error %q", b.Host, len(b.Processes), b.Error)
+		}
+		for _, p := range b.Processes {
+			procs++
+			if p.Active != "active" || p.Release != e.digestV1 {
+				t.Errorf("status of %s %s: %s, release %s; want active on %s", b.Host, p.Unit, p.Active, short(p.Release), short(e.digestV1))
+			}
+		}
+	}
+	if procs != len(relays) {
+		t.Errorf("fleet status --json lists %d processes, the stack %d", procs, len(relays))
+	}
+
+	// 3. Listeners: the origin, a publisher, the router on the relays
+	// file, and a load generator's listeners through it.
+	lctx, stopListen := context.WithCancel(ctx)
+	defer stopListen()
+	bg := func(name string, args ...string) *exec.Cmd {
+		t.Helper()
+		cmd := exec.CommandContext(lctx, e.relayV1, args...)
+		lf, err := os.Create(filepath.Join(work, name+".log"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		cmd.Stdout, cmd.Stderr = lf, lf
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		go func() { cmd.Wait(); lf.Close() }()
+		return cmd
+	}
+	bg("origin", "serve", "--listen", lcxOriginIP+":4443", "--tls-key", originKey, "--log-level", "warn")
+	testutil.WaitFor(t, 20*time.Second, "the origin", func() bool { return httpStatus("http://"+lcxOriginIP+":4443/healthz") == 200 })
+	bg("publisher", "publish", "--paced", "--name", "live/show", originURL)
+	port := freePort(t)
+	routerURL := fmt.Sprintf("http://127.0.0.1:%d/", port)
+	bg("router", "router", "--listen", fmt.Sprintf("127.0.0.1:%d", port),
+		"--relays", filepath.Join(state, program.RelaysFile), "--poll", "200ms", "--log-level", "warn")
+	testutil.WaitFor(t, 30*time.Second, "the router to list every relay healthy", func() bool {
+		rs := routedRelays(routerURL)
+		return len(rs) == len(relays) && !slices.ContainsFunc(rs, func(r routerRelay) bool { return !r.Healthy })
+	})
+	subscribed := func() int64 {
+		var n int64
+		for _, r := range readRelays(t, state) {
+			n += subscribersAt(r.Stats)
+		}
+		return n
+	}
+	g := startLoadgen(t, e.relayV1, filepath.Join(work, "loadgen"), routerURL, lcxListen)
+	testutil.WaitFor(t, 60*time.Second, "every listener subscribed", func() bool { return subscribed() == lcxListen })
+
+	// 4. fleet rollout to the second build under the listeners, with the
+	// router asked when it stops routing to a draining process. A
+	// watcher counts the listeners subscribed across the fleet meanwhile.
+	var (
+		mu     sync.Mutex
+		fewest = int64(lcxListen)
+	)
+	watch, stopWatch := context.WithCancel(ctx)
+	watched := make(chan struct{})
+	go func() {
+		defer close(watched)
+		for watch.Err() == nil {
+			n := subscribed()
+			mu.Lock()
+			fewest = min(fewest, n)
+			mu.Unlock()
+			time.Sleep(300 * time.Millisecond)
+		}
+	}()
+	ro := fleet(append([]string{"rollout", "--relay-binary", e.relayV2, "--router", routerURL, "--router-poll", "200ms", "--listener-wait", "45s"}, hostFlags...)...)
+	stopWatch()
+	<-watched
+	if ro.code != 0 {
+		g.stop(t)
+		t.Fatalf("fleet rollout: exit %d: %s", ro.code, lastLine(ro.out))
+	}
+	// Every listener is back, on the new release everywhere.
+	testutil.WaitFor(t, 60*time.Second, "every listener subscribed after the rollout", func() bool { return subscribed() == lcxListen })
+	time.Sleep(2 * time.Second) // a stretch of listening on the new release, measured
+	lg := g.stop(t)
+	for _, b := range statusJSON() {
+		if b.Release != e.digestV2 {
+			t.Errorf("after the rollout %s is on release %s, want %s", b.Host, short(b.Release), short(e.digestV2))
+		}
+		for _, p := range b.Processes {
+			if p.Active != "active" || p.Release != e.digestV2 || p.Draining {
+				t.Errorf("after the rollout %s %s: %s, release %s, draining %v", b.Host, p.Unit, p.Active, short(p.Release), p.Draining)
+			}
+		}
+	}
+	t.Logf("rollout under %d listeners: fewest subscribed at once %d; loadgen %+v", lcxListen, fewest, lg)
+	if lg.SilentAtEnd != 0 || lg.ListenersLost != 0 || lg.Connected != lcxListen {
+		t.Errorf("rollout: %d listeners silent at the end, %d lost, %d of %d connected", lg.SilentAtEnd, lg.ListenersLost, lg.Connected, lcxListen)
+	}
+	gap := time.Duration(lg.GapMs.Max * float64(time.Millisecond))
+	if gap > lcxGapBound {
+		t.Errorf("rollout: longest audible gap %v, want at most %v", gap, lcxGapBound)
+	}
+	stopListen()
+
+	// 5. Two events: one whose window starts now, one later in the day.
+	// fleet events reconcile brings the first's burst box up on the
+	// cloud, converged and serving; a reconcile after its end drains it
+	// (no listener) and removes it.
+	start := time.Now().UTC().Add(5 * time.Minute).Truncate(time.Second)
+	end := start.Add(time.Hour)
+	evFile := fmt.Sprintf(`version: 1
+fleet: fleet.yaml
+events:
+  - name: %[1]s
+    start: %[2]s
+    end: %[3]s
+    peak_listeners: 100000
+    broadcast: live/show
+    burst: {provider: %[6]s, shape: %[7]s, location: %[8]s, max: 1}
+    lead_time: 10m
+    drain_time: 1m
+  - name: %[9]s
+    start: %[4]s
+    end: %[5]s
+    peak_listeners: 100000
+    broadcast: live/show
+    burst: {provider: %[6]s, shape: %[7]s, location: %[8]s, max: 1}
+    lead_time: 10m
+    drain_time: 1m
+`, lcxEvent, start.Format(time.RFC3339), end.Format(time.RFC3339), start.Add(3*time.Hour).Format(time.RFC3339), start.Add(4*time.Hour).Format(time.RFC3339),
+		c.provider, c.shape, c.location, lcxEncore)
+	if err := os.WriteFile(evPath, []byte(evFile), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// burstUp checks that event's burst box is up: a third server, with
+	// the event's labels, its relay answering and in the relays file.
+	burstUp := func(event string) string {
+		t.Helper()
+		all := servers()
+		var burst []lcServer
+		for _, s := range all {
+			if s.Labels["event"] == event {
+				burst = append(burst, s)
+			}
+		}
+		if len(all) != 3 || len(burst) != 1 {
+			t.Fatalf("%s up: %d servers, %d of the event; want 3 and 1", event, len(all), len(burst))
+		}
+		if b := burst[0]; b.Status != "running" || !subnet.Contains(b.IP) || b.Labels["tier"] != "burst" || b.Labels["fleet"] != name {
+			t.Errorf("burst server %s: status %s, ip %v, labels %v", b.Name, b.Status, b.IP, b.Labels)
+		}
+		stats := fmt.Sprintf("http://%s:4443/stats", burst[0].IP)
+		if code := httpStatus(stats); code != 200 {
+			t.Errorf("the burst box's relay %s: %d", stats, code)
+		}
+		if !slices.ContainsFunc(readRelays(t, state), func(r program.Relay) bool { return r.Stats == stats }) {
+			t.Errorf("the relays file does not list the burst box's relay %s", stats)
+		}
+		if bs := e.labBoxes(t); len(bs) != 3 {
+			t.Errorf("%d lab boxes with the burst box, want 3", len(bs))
+		}
+		return stats
+	}
+	// burstGone checks that the burst box is gone, its relay with it.
+	burstGone := func(event, stats string) {
+		t.Helper()
+		if all := servers(); len(all) != 2 || slices.ContainsFunc(all, func(s lcServer) bool { return s.Labels["tier"] != "steady" }) {
+			t.Fatalf("%s down: servers %v, want the two steady ones", event, all)
+		}
+		testutil.WaitFor(t, 2*time.Minute, "the burst box's lab box gone", func() bool { return len(e.labBoxes(t)) == 2 })
+		if slices.ContainsFunc(readRelays(t, state), func(r program.Relay) bool { return r.Stats == stats }) {
+			t.Errorf("the relays file still lists the burst box's relay %s", stats)
+		}
+	}
+	reconcileUp := must(fleet("events", "reconcile", "--events", evPath, "--relay-binary", e.relayV2), "events reconcile")
+	stats := burstUp(lcxEvent)
+
+	// fleet hosts --release: the steady stack's boxes and the event's,
+	// each read over SSH with the fleet's key, all on the second build.
+	hr := must(fleet("hosts", "--release", "--json", "--inventory", inv), "hosts --release")
+	var hosts struct{ Hosts []hostJSONEntry }
+	if err := json.Unmarshal([]byte(hr.out), &hosts); err != nil {
+		t.Fatalf("fleet hosts --json: %v", err)
+	}
+	tiers := map[string]int{}
+	for _, h := range hosts.Hosts {
+		tiers[h.Tier+"/"+h.Event]++
+		if h.Backend != c.provider || h.Release != e.digestV2 || h.Error != "" {
+			t.Errorf("fleet hosts: %s (%s): backend %s, release %s, error %q; want %s on %s", h.Name, h.Tier, h.Backend, short(h.Release), h.Error, c.provider, short(e.digestV2))
+		}
+	}
+	if tiers["steady/"] != 2 || tiers["burst/"+lcxEvent] != 1 || len(hosts.Hosts) != 3 {
+		t.Errorf("fleet hosts lists %v, want 2 steady and 1 burst host of %s", tiers, lcxEvent)
+	}
+
+	// After the event's end (and its drain time), reconcile removes it.
+	var reconcileGone fleetRun
+	for i := range 3 {
+		at := end.Add(time.Duration(2+i) * time.Minute).Format(time.RFC3339)
+		r := must(fleet("events", "reconcile", "--events", evPath, "--now", at, "--relay-binary", e.relayV2), "events reconcile after the end")
+		reconcileGone.took += r.took
+		if !slices.ContainsFunc(servers(), func(s lcServer) bool { return s.Labels["event"] == lcxEvent }) {
+			break
+		}
+	}
+	burstGone(lcxEvent, stats)
+
+	// 6. fleet burst up and down, by hand, for the later event: its box
+	// comes now, then drains (no listener) and goes.
+	manualUp := must(fleet("burst", "up", "--event", lcxEncore, "--events", evPath, "--relay-binary", e.relayV2), "burst up")
+	stats = burstUp(lcxEncore)
+	burstDown := must(fleet("burst", "down", "--event", lcxEncore, "--events", evPath, "--drain-time", "10s", "--relay-binary", e.relayV2), "burst down")
+	burstGone(lcxEncore, stats)
+
+	// 7. fleet destroy: no server, no firewall, no lab box left.
+	destroy := must(fleet("destroy", "--inventory", inv, "--yes"), "destroy")
+	if s := servers(); len(s) != 0 {
+		t.Errorf("servers after destroy: %v", s)
+	}
+	if fws := apiList(c.firewalls); len(fws) != 0 {
+		t.Errorf("firewalls after destroy: %v", fws)
+	}
+	testutil.WaitFor(t, 2*time.Minute, "no lab box left", func() bool { return len(e.labBoxes(t)) == 0 })
+
+	// Every exchange was checked, and the ones that matter were there.
+	fails := check.Failures()
+	for _, f := range fails {
+		t.Errorf("OpenAPI: %s", f)
+	}
+	for _, route := range c.routes {
+		if check.Seen(route) == 0 {
+			t.Errorf("fleet never sent %s: the check did not cover it", route)
+		}
+	}
+	return fmt.Sprintf("LOCALCLOUD %s: fleet_up_s=%.1f rollout_s=%.1f listeners=%d listeners_max_gap_ms=%.0f silent_at_end=%d fewest_subscribed=%d reconcile_burst_up_s=%.1f reconcile_burst_gone_s=%.1f burst_up_s=%.1f burst_down_s=%.1f destroy_s=%.1f requests_validated=%d openapi_failures=%d",
+		c.provider, up.took.Seconds(), ro.took.Seconds(), lcxListen, lg.GapMs.Max, lg.SilentAtEnd, fewest,
+		reconcileUp.took.Seconds(), reconcileGone.took.Seconds(), manualUp.took.Seconds(), burstDown.took.Seconds(), destroy.took.Seconds(), check.Checked(), len(fails))
+}
+
+// readRelays is the relays file fleet keeps in state.
+func readRelays(t *testing.T, state string) []program.Relay {
+	t.Helper()
 	data, err := os.ReadFile(filepath.Join(state, program.RelaysFile))
 	if err != nil {
 		t.Fatal(err)
 	}
 	var rf struct{ Relays []program.Relay }
-	if err := json.Unmarshal(data, &rf); err != nil || len(rf.Relays) < 2 {
+	if err := json.Unmarshal(data, &rf); err != nil {
 		t.Fatalf("relays file: %v %s", err, data)
 	}
-	for _, r := range rf.Relays {
-		resp, err := http.Get(r.Stats)
-		if err != nil {
-			t.Errorf("relay %s: %v", r.Stats, err)
-			continue
-		}
-		resp.Body.Close()
-		if resp.StatusCode != 200 || !strings.Contains(r.Stats, "10.231.109.") {
-			t.Errorf("relay %s: %d", r.Stats, resp.StatusCode)
-		}
-	}
+	return rf.Relays
+}
 
-	// fleet destroy: no server, no firewall, no lab box left.
-	if out, code := fleet("destroy", "--yes"); code != 0 {
-		t.Fatalf("fleet destroy: exit %d: %s", code, lastLine(out))
+// httpStatus is the status of a GET of u, 0 when it fails.
+func httpStatus(u string) int {
+	c := http.Client{Timeout: 5 * time.Second}
+	resp, err := c.Get(u)
+	if err != nil {
+		return 0
 	}
-	api.Wait()
-	if s := apiList("servers"); len(s) != 0 {
-		t.Errorf("servers after destroy: %v", s)
+	resp.Body.Close()
+	return resp.StatusCode
+}
+
+// subscribersAt is the subscribers a relay's /stats (u) reports, 0 when
+// it does not answer.
+func subscribersAt(u string) int64 {
+	var st struct{ Subscribers int64 }
+	c := http.Client{Timeout: 2 * time.Second}
+	resp, err := c.Get(u)
+	if err != nil {
+		return 0
 	}
-	if fws := apiList("firewalls"); len(fws) != 0 {
-		t.Errorf("firewalls after destroy: %v", fws)
+	defer resp.Body.Close()
+	json.NewDecoder(resp.Body).Decode(&st)
+	return st.Subscribers
+}
+
+// routedRelays is a router's GET /relays.
+func routedRelays(routerURL string) []routerRelay {
+	var doc struct{ Relays []routerRelay }
+	c := http.Client{Timeout: 2 * time.Second}
+	if resp, err := c.Get(routerURL + "relays"); err == nil {
+		json.NewDecoder(resp.Body).Decode(&doc)
+		resp.Body.Close()
 	}
-	if bs := labBoxes(); len(bs) != 0 {
-		t.Errorf("lab boxes after destroy: %v", bs)
+	return doc.Relays
+}
+
+// lcLoadgen is a running relay loadgen.
+type lcLoadgen struct {
+	cmd    *exec.Cmd
+	stdout bytes.Buffer
+	log    string
+	done   chan struct{}
+}
+
+// lcLoadgenReport is what the story reads of relay loadgen --json.
+type lcLoadgenReport struct {
+	Listeners     int `json:"listeners"`
+	Connected     int `json:"connected"`
+	ListenersLost int `json:"listeners_lost"`
+	GapMs         struct {
+		P50 float64 `json:"p50"`
+		Max float64 `json:"max"`
+	} `json:"gap_ms"`
+	SilentAtEnd int              `json:"silent_at_end"`
+	Reconnects  int64            `json:"reconnects"`
+	ByReason    map[string]int64 `json:"reconnects_by_reason"`
+}
+
+// startLoadgen attaches n listeners through the router, reconnecting
+// when their relay goes; they listen until stop.
+func startLoadgen(t *testing.T, relayBin, logBase, routerURL string, n int) *lcLoadgen {
+	t.Helper()
+	g := &lcLoadgen{log: logBase + ".log", done: make(chan struct{})}
+	lf, err := os.Create(g.log)
+	if err != nil {
+		t.Fatal(err)
 	}
-	for _, route := range []string{"POST /servers", "GET /servers/{id}", "DELETE /servers/{id}", "GET /actions", "POST /firewalls", "DELETE /firewalls/{id}"} {
-		if check.Seen(route) == 0 {
-			t.Errorf("fleet never sent %s: the check did not cover it", route)
+	g.cmd = exec.Command(relayBin, "loadgen", "--router", routerURL, "--broadcast", "live/show",
+		"--listeners", fmt.Sprint(n), "--ramp", "4", "--duration", "30m", "--reconnect", "--json", "--silence", "960ms")
+	g.cmd.Stdout, g.cmd.Stderr = &g.stdout, lf
+	g.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := g.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { g.cmd.Wait(); lf.Close(); close(g.done) }()
+	t.Cleanup(func() {
+		select {
+		case <-g.done:
+		default:
+			syscall.Kill(-g.cmd.Process.Pid, syscall.SIGKILL)
+			<-g.done
 		}
+	})
+	return g
+}
+
+// stop interrupts the load generator and reads its report.
+func (g *lcLoadgen) stop(t *testing.T) lcLoadgenReport {
+	t.Helper()
+	syscall.Kill(g.cmd.Process.Pid, syscall.SIGINT)
+	select {
+	case <-g.done:
+	case <-time.After(60 * time.Second):
+		syscall.Kill(-g.cmd.Process.Pid, syscall.SIGKILL)
+		<-g.done
+		t.Fatal("relay loadgen did not end within 60s of SIGINT")
 	}
+	out := g.stdout.Bytes()
+	i := bytes.LastIndex(out, []byte("\n{"))
+	if i < 0 {
+		i = bytes.Index(out, []byte("{"))
+	}
+	var r lcLoadgenReport
+	if i < 0 || json.Unmarshal(bytes.TrimSpace(out[i:]), &r) != nil {
+		logData, _ := os.ReadFile(g.log)
+		t.Fatalf("relay loadgen: no JSON report\nstdout: %s\nstderr: %s", out, logData)
+	}
+	return r
 }

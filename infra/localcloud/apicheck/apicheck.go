@@ -30,6 +30,13 @@ func Load(path string) (*openapi3.T, error) {
 	if err != nil {
 		return nil, fmt.Errorf("OpenAPI document %s: %w", path, err)
 	}
+	normalize(doc)
+	return doc, nil
+}
+
+// normalize drops doc's path-level servers and renames its lower-case
+// status ranges ("4xx") to upper case.
+func normalize(doc *openapi3.T) {
 	for _, item := range doc.Paths.Map() {
 		item.Servers = nil
 		for _, op := range item.Operations() {
@@ -41,15 +48,15 @@ func Load(path string) (*openapi3.T, error) {
 			}
 		}
 	}
-	return doc, nil
 }
 
 // Checker validates exchanges with an API served under one base URL.
 type Checker struct {
-	router routers.Router
-	mu     sync.Mutex
-	errs   []string
-	seen   map[string]int // "METHOD /route" -> count
+	router  routers.Router
+	mu      sync.Mutex
+	errs    []string
+	seen    map[string]int // "METHOD /route" -> count
+	checked int            // exchanges checked
 }
 
 // New returns a Checker for doc (from Load) served at base, e.g.
@@ -76,6 +83,9 @@ var options = &openapi3filter.Options{
 func (c *Checker) Check(req *http.Request, reqBody []byte, status int, header http.Header, respBody []byte) error {
 	r := req.Clone(context.Background())
 	r.Body = io.NopCloser(bytes.NewReader(reqBody))
+	c.mu.Lock()
+	c.checked++
+	c.mu.Unlock()
 	route, params, err := c.router.FindRoute(r)
 	if err != nil {
 		return fmt.Errorf("%s %s: not in the API description: %v", req.Method, req.URL.Path, err)
@@ -128,6 +138,13 @@ func (c *Checker) Failures() []string {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return append([]string(nil), c.errs...)
+}
+
+// Checked is how many exchanges were checked, passed and failed alike.
+func (c *Checker) Checked() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.checked
 }
 
 // Seen is how often each route ("METHOD /path/{id}") was checked.

@@ -47,7 +47,37 @@ func TestCheck(t *testing.T) {
 	}))
 	rec := httptest.NewRecorder()
 	h.ServeHTTP(rec, httptest.NewRequest("GET", "http://api.test/v1/actions/7", nil))
-	if rec.Code != 200 || rec.Body.String() != `{"action":{}}` || len(c.Failures()) != 1 || c.Seen("GET /actions/{id}") != 6 || strings.Contains(c.Failures()[0], "\n") {
+	if rec.Code != 200 || rec.Body.String() != `{"action":{}}` || len(c.Failures()) != 1 || c.Seen("GET /actions/{id}") != 6 || c.Checked() != 7 || strings.Contains(c.Failures()[0], "\n") {
 		t.Errorf("wrap: %d %q, failures %q", rec.Code, rec.Body, c.Failures())
+	}
+}
+
+// TestLoadBundled: DigitalOcean's description, written as many files,
+// loads as one document with only the kept paths; a right answer passes,
+// a wrong one and a path left out fail.
+func TestLoadBundled(t *testing.T) {
+	doc, err := LoadBundled("../digitalocean/testdata/openapi/DigitalOcean-public.v2.yaml", []string{"/v2/actions"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if doc.Paths.Find("/v2/actions/{action_id}") == nil || doc.Paths.Find("/v2/droplets") != nil {
+		t.Fatalf("paths kept: %v", doc.Paths.InMatchingOrder())
+	}
+	c, err := New(doc, "http://api.test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	json := http.Header{"Content-Type": {"application/json"}}
+	action := `{"action":{"id":7,"status":"in-progress","type":"create","started_at":"2026-12-01T00:00:00Z","completed_at":null,"resource_id":3,"resource_type":"droplet","region_slug":"fra1"}}`
+	req := httptest.NewRequest("GET", "http://api.test/v2/actions/7", nil)
+	if err := c.Check(req, nil, 200, json, []byte(action)); err != nil {
+		t.Errorf("right answer: %v", err)
+	}
+	if err := c.Check(req, nil, 200, json, []byte(strings.Replace(action, `"id":7`, `"id":"seven"`, 1))); err == nil {
+		t.Error("an action with a string id passed")
+	}
+	req = httptest.NewRequest("GET", "http://api.test/v2/droplets", nil)
+	if err := c.Check(req, nil, 200, json, []byte(`{"droplets":[]}`)); err == nil || !strings.Contains(err.Error(), "not in the API description") {
+		t.Errorf("a path left out: %v", err)
 	}
 }
