@@ -160,18 +160,25 @@ func restartChecked(ctx context.Context, run Runner, inst string, health Health)
 		return err
 	}
 	var err error
-	for range 25 { // READY came first; give the HTTP side a moment
+	for range healthTries { // READY came first; give the HTTP side a moment
 		if err = health(ctx, run, inst); err == nil {
 			return nil
 		}
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
-		case <-time.After(200 * time.Millisecond):
+		case <-time.After(healthRetry):
 		}
 	}
 	return err
 }
+
+// healthTries is how often a restarted instance's health is asked, every
+// healthRetry, before it counts as failed.
+var (
+	healthTries = 25
+	healthRetry = 200 * time.Millisecond
+)
 
 // undrainable is inst unless it was drained on purpose ("": a rollback
 // leaves it draining).
