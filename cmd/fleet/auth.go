@@ -116,7 +116,7 @@ func runAuth(ctx context.Context, args []string, ios *cli.IOStreams) error {
 	}
 	switch args[0] {
 	case "rotate":
-		return runAuthRotate(ctx, args[1:], stdout)
+		return runAuthRotate(ctx, args[1:], stdout, ios.ErrOut)
 	case "show":
 		return runAuthShow(ctx, args[1:], stdout)
 	case "export":
@@ -188,7 +188,7 @@ func runAuthExport(ctx context.Context, args []string, stdout io.Writer) error {
 // runAuthRotate makes a new signing key, keeps the old one verifying for
 // --overlap, stores both in the stack and converges the fleet's boxes so
 // every relay takes them.
-func runAuthRotate(ctx context.Context, args []string, stdout io.Writer) error {
+func runAuthRotate(ctx context.Context, args []string, stdout, errOut io.Writer) error {
 	s := newStackFlags("auth rotate", stdout, true)
 	overlap := s.fs.Duration("overlap", 24*time.Hour, "how long the old key keeps verifying (tokens it signed keep working)")
 	parallel := s.fs.Int("parallel", 16, "hosts converged at once")
@@ -224,7 +224,7 @@ func runAuthRotate(ctx context.Context, args []string, stdout io.Writer) error {
 	}
 	writeKeys(stdout, keys)
 	st.Program.AuthKeys = text
-	if err := convergeRotation(ctx, s, st, text, *parallel, stdout); err != nil {
+	if err := convergeRotation(ctx, s, st, text, *parallel, stdout, errOut); err != nil {
 		return err
 	}
 	fmt.Fprintf(stdout, "every relay of the fleet verifies with the new keys; event boxes take them at the next fleet events reconcile; origins run outside the fleet need fleet auth export again\n")
@@ -233,12 +233,12 @@ func runAuthRotate(ctx context.Context, args []string, stdout io.Writer) error {
 
 // convergeRotation brings the steady boxes the stack lists onto the
 // rotated keys through the converge path, on every backend.
-func convergeRotation(ctx context.Context, s *stackFlags, st *program.Stack, keys string, parallel int, stdout io.Writer) error {
+func convergeRotation(ctx context.Context, s *stackFlags, st *program.Stack, keys string, parallel int, stdout, errOut io.Writer) error {
 	binary, err := relayBinary(*s.relay)
 	if err != nil {
 		return err
 	}
-	targets, cleanup, err := steadyTargets(ctx, st, *s.sshKey, *s.labDir)
+	targets, cleanup, err := steadyTargets(ctx, st, *s.sshKey, *s.labDir, errOut)
 	if err != nil {
 		return err
 	}

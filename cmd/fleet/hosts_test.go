@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -223,5 +224,37 @@ func TestHostsNeedsAStack(t *testing.T) {
 		if code != 1 || !strings.Contains(errOut, want) {
 			t.Errorf("fleet %s without a stack: exit %d, stderr %q; want 1, %q", cmd, code, errOut, want)
 		}
+	}
+}
+
+// TestHostWarningsGoToTheCommandsStderr: where the stacks and the
+// inventory differ (two steady boxes where the inventory wants one), the
+// warning goes to the command's error stream, not the process's.
+func TestHostWarningsGoToTheCommandsStderr(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the Pulumi CLI")
+	}
+	withKeys(t, signingKey+"\n", testNow)
+	dir := t.TempDir()
+	inv := filepath.Join(dir, "fleet.yaml")
+	testutil.WriteFile(t, inv, []byte(cloudFleet), 0o644)
+	f, err := loadFleet(inv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	state := filepath.Join(dir, "state")
+	host := func(name string) map[string]any {
+		return map[string]any{"name": name, "group": "fsn", "backend": "hcloud", "address": "127.0.0.1",
+			"sshAddress": "127.0.0.1:22", "hostKey": "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOMqqnkVzrm0SdG6UOoqKLsabgH5C9okWi0dh2l9GKJl", "user": "root", "ports": []int{4443}}
+	}
+	putStack(t, state, f, "cloud", map[string]any{"fleet": "cloud", "hosts": []any{host("cloud-s-fsn-1"), host("cloud-s-fsn-2")}})
+	var errOut bytes.Buffer
+	set, err := readHosts(context.Background(), &program.Stack{Fleet: f, Name: "cloud", StateDir: state}, &errOut)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "fleet: warning: steady group fsn: 2 boxes in stack cloud, the inventory wants 1 (fleet up)\n"
+	if len(set.Hosts) != 2 || errOut.String() != want {
+		t.Errorf("%d hosts, warnings %q; want 2, %q", len(set.Hosts), errOut.String(), want)
 	}
 }

@@ -83,7 +83,7 @@ func runRollout(ctx context.Context, args []string, ios *cli.IOStreams) error {
 	if err != nil {
 		return err
 	}
-	targets, cleanup, err := hf.targets(ctx)
+	targets, cleanup, err := hf.targets(ctx, ios.ErrOut)
 	if err != nil {
 		return err
 	}
