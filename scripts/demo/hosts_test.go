@@ -1,0 +1,99 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/relayfleet/relayfleet/infra/program"
+	"github.com/relayfleet/relayfleet/inventories"
+	"github.com/relayfleet/relayfleet/relay/testutil"
+)
+
+// TestDemoReadsHostsJSON: the demo finds the fleet's relay processes in
+// what the real fleet hosts --json prints (steady and event stacks, as
+// fleet up and reconcile leave them), not in the state directory's
+// files; before any fleet up, fleet hosts fails and cleanup has nothing
+// to destroy.
+func TestDemoReadsHostsJSON(t *testing.T) {
+	pulumiCLI, err := program.FindPulumi("")
+	if err != nil {
+		testutil.Skipf(t, "%v (make pulumi)", err)
+	}
+	t.Setenv(program.PassphraseEnv, "")
+	dir := t.TempDir()
+	if out, err := exec.Command("go", "build", "-o", filepath.Join(dir, "fleet"), "../../cmd/fleet").CombinedOutput(); err != nil {
+		t.Fatalf("build fleet: %v\n%s", err, out)
+	}
+	d := &demo{out: io.Discard, work: dir, bin: dir, pulumi: pulumiCLI}
+	os.MkdirAll(d.path("logs"), 0o700)
+	testutil.WriteFile(t, d.path("demo.yaml"), []byte(demoFleet("http://"+originIP+":4443/#spki="+strings.Repeat("ab", 32))), 0o644)
+	ctx := context.Background()
+	if h, err := d.hosts(ctx); err == nil {
+		t.Fatalf("fleet hosts before fleet up: %+v, no error", h)
+	}
+	cat, err := inventories.LoadCatalogue(inventories.Embedded(inventories.ProvidersFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := inventories.LoadFleet(d.path("demo.yaml"), cat)
+	if err != nil {
+		t.Fatal(err)
+	}
+	host := func(name, group, addr string, ports ...int) map[string]any {
+		return map[string]any{"name": name, "group": group, "backend": "lab", "address": addr, "sshAddress": addr + ":22",
+			"hostKey": "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOMqqnkVzrm0SdG6UOoqKLsabgH5C9okWi0dh2l9GKJl", "user": "root", "ports": ports}
+	}
+	importStack(t, d.path("state"), pulumiCLI, f, "demo", map[string]any{"fleet": "demo", "hosts": []any{
+		host("demo-s-steady-1", "steady", "10.231.87.11", 4443, 4444), host("demo-s-steady-2", "steady", "10.231.87.12", 4443, 4444)}})
+	importStack(t, d.path("state"), pulumiCLI, f, "demo-event-demo-show", map[string]any{"fleet": "demo", "event": "demo-show", "hosts": []any{
+		host("demo-e-demo-show-1", "burst", "10.231.87.13", 4443)}})
+	if err := d.refreshRelays(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, r := range d.relays() {
+		got = append(got, r.URL+" "+r.Stats)
+	}
+	var want []string
+	for _, hp := range []string{"10.231.87.11:4443", "10.231.87.11:4444", "10.231.87.12:4443", "10.231.87.12:4444", "10.231.87.13:4443"} {
+		want = append(want, "http://"+hp+"/ http://"+hp+"/stats")
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("relays\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}
+
+// importStack makes stack name in the state dir's file backend with
+// outputs as its outputs, through the real Pulumi CLI (stack import: no
+// program runs, nothing is created).
+func importStack(t *testing.T, state, cli string, f *inventories.Fleet, name string, outputs map[string]any) {
+	t.Helper()
+	st := &program.Stack{Fleet: f, Name: name, StateDir: state, Pulumi: cli}
+	if err := st.SetSecret(context.Background(), program.RelayAuthKeysKey, "unused\n"); err != nil {
+		t.Fatal(err)
+	}
+	dep, _ := json.Marshal(map[string]any{"version": 3, "deployment": map[string]any{
+		"manifest": map[string]any{"time": "2026-12-01T00:00:00Z", "magic": "", "version": ""},
+		"resources": []any{map[string]any{
+			"urn":  fmt.Sprintf("urn:pulumi:%s::%s::pulumi:pulumi:Stack::%s-%s", name, program.Project, program.Project, name),
+			"type": "pulumi:pulumi:Stack", "custom": false, "outputs": outputs,
+		}},
+	}})
+	file := filepath.Join(t.TempDir(), "deployment.json")
+	testutil.WriteFile(t, file, dep, 0o600)
+	cmd := exec.Command(cli, "stack", "import", "--stack", name, "--file", file)
+	cmd.Dir = filepath.Join(state, "work")
+	cmd.Env = append(os.Environ(), "PULUMI_HOME="+filepath.Join(state, "pulumi-home"), "PULUMI_SKIP_UPDATE_CHECK=true",
+		program.BackendEnv+"=file://"+filepath.Join(state, "backend"), program.PassphraseFileEnv+"="+filepath.Join(state, "passphrase"))
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("pulumi stack import %s: %v: %s", name, err, out)
+	}
+}
