@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -21,13 +20,9 @@ import (
 	"github.com/relayfleet/relayfleet/units"
 )
 
-// keyStore keeps the fleet's relay auth key file: the fleet's stack, where
-// it is a secret (relayfleet:relayAuthKeys, encrypted with the stack's
-// passphrase). Tests replace openKeyStore.
-type keyStore interface {
-	ReadSecrets(ctx context.Context) (map[string]string, error)
-	SetSecret(ctx context.Context, key, value string) error
-}
+// keyStore keeps the fleet's relay auth key file (program.KeyStore).
+// Tests replace openKeyStore.
+type keyStore = program.KeyStore
 
 var openKeyStore = func(st *program.Stack) keyStore { return st }
 
@@ -40,33 +35,9 @@ const (
 	maxTokenTTL     = 30 * 24 * time.Hour
 )
 
-// fleetAuthKeys returns the fleet's key file text and its keys, the
-// expired ones dropped (and the stack rewritten without them). With
-// create, a fleet without a key gets its first one; without, it is
-// provision.ErrNoAuthKey.
+// fleetAuthKeys is program.FleetAuthKeys at the auth commands' clock.
 func fleetAuthKeys(ctx context.Context, ks keyStore, create bool) (string, []provision.AuthKey, error) {
-	secrets, err := ks.ReadSecrets(ctx)
-	if err != nil {
-		return "", nil, err
-	}
-	text := secrets[program.RelayAuthKeysKey]
-	now := clock()
-	keys, err := provision.ActiveAuthKeys(text, now)
-	switch {
-	case errors.Is(err, provision.ErrNoAuthKey) && create:
-		if keys, _, err = provision.RotateAuthKeys("", now, 0); err != nil {
-			return "", nil, err
-		}
-	case err != nil:
-		return "", nil, fmt.Errorf("stack secret %s: %w", program.RelayAuthKeysKey, err)
-	}
-	clean := provision.FormatAuthKeys(keys)
-	if clean != text {
-		if err := ks.SetSecret(ctx, program.RelayAuthKeysKey, clean); err != nil {
-			return "", nil, err
-		}
-	}
-	return clean, keys, nil
+	return program.FleetAuthKeys(ctx, ks, clock(), create)
 }
 
 // runToken mints a token signed with the fleet's key: fleet token
