@@ -223,7 +223,12 @@ func (f *FleetRollout) box(ctx context.Context, hc *http.Client, t Target, fleet
 		if err := HealthzOnBox(ctx, run, inst); err != nil {
 			return err
 		}
-		return ListenersReturn(ctx, fleet, before, frac, f.ListenerWait, f.poll)
+		// ListenersReturn waits ListenerWait itself: asking again would
+		// multiply it.
+		if err := ListenersReturn(ctx, fleet, before, frac, f.ListenerWait, f.poll); err != nil {
+			return &FinalHealthError{Err: err}
+		}
+		return nil
 	}
 	undrain := func(ctx context.Context, inst string) error { return DrainOnBox(ctx, t.Run, inst, false) }
 	return Rollout(ctx, t.Run, f.Releases, f.Binary, insts, health, drain, undrain)

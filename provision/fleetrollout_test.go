@@ -358,6 +358,33 @@ func TestFleetRolloutWaitsForListeners(t *testing.T) {
 	}
 }
 
+// TestFleetRolloutListenerCheckWaitsOnce: the listener check waits
+// ListenerWait itself, so a failed one is not asked again (which would
+// make the wait healthTries times as long): with no wait at all, the
+// fleet's listeners are read once before the drain, once after the
+// restart and once after the rollback's restart.
+func TestFleetRolloutListenerCheckWaitsOnce(t *testing.T) {
+	fewHealthTries(t)
+	a := newFleetBox(t, "a", map[int]int{4443: 40}, nil)
+	b := newFleetBox(t, "b", map[int]int{4443: 10}, nil)
+	var reads atomic.Int32
+	b.intercept = func(_ context.Context, cmd string) ([]byte, error, bool) {
+		if strings.HasPrefix(cmd, "systemctl list-units") {
+			reads.Add(1)
+		}
+		return nil, nil, false
+	}
+	fr := testFleetRollout()
+	fr.ListenerWait = 0
+	rep, err := fr.Run(context.Background(), fleetTargets(a, b))
+	if !errors.Is(err, ErrBoxesFailed) || rep.Failed != 1 || !strings.Contains(rep.Boxes[0].Err.Error(), "listeners did not come back") {
+		t.Fatalf("report %+v, %v; want box a failed on its listeners", rep, err)
+	}
+	if n := reads.Load(); n != 3 {
+		t.Errorf("the fleet's listeners were read %d times, want 3 (before the drain, after the restart, after the rollback's)", n)
+	}
+}
+
 // TestFleetRolloutResumes: a box a cut-off rollout left half done (one
 // process on the new build, one still on the old and draining) is
 // finished: only the process left behind restarts; the next box rolls as
