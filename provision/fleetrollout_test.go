@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/relayfleet/relayfleet/relay/router"
+	"github.com/relayfleet/relayfleet/relay/testutil"
 )
 
 // sharedRoot is the release root a FleetRollout is given; each fleetBox
@@ -187,6 +188,7 @@ func TestFleetRolloutOrder(t *testing.T) {
 // the first is still moving its process out, and the third only once one
 // of them ended.
 func TestFleetRolloutBoxesAtOnce(t *testing.T) {
+	testutil.NoLeaks(t) // Run returns once every box it started has ended
 	a := newFleetBox(t, "a", map[int]int{4443: 0}, nil)
 	b := newFleetBox(t, "b", map[int]int{4443: 0}, nil)
 	c := newFleetBox(t, "c", map[int]int{4443: 0}, nil)
@@ -277,6 +279,7 @@ func TestFleetRolloutBoxesAtOnce(t *testing.T) {
 // its health check: that box rolls back to the old build, the third is
 // not touched, the first stays on the new one.
 func TestFleetRolloutStopsAfterAFailure(t *testing.T) {
+	testutil.NoLeaks(t) // Run returns once every box it started has ended
 	fewHealthTries(t)
 	log := &fleetLog{}
 	a := newFleetBox(t, "a", map[int]int{4443: 0, 4444: 0}, log)
@@ -428,6 +431,7 @@ func TestFleetRolloutResumes(t *testing.T) {
 // again, on the old build), the third is not started, the first keeps
 // the new build.
 func TestFleetRolloutCancelled(t *testing.T) {
+	testutil.NoLeaks(t) // Run returns once every box it started has ended
 	a := newFleetBox(t, "a", map[int]int{4443: 0}, nil)
 	b := newFleetBox(t, "b", map[int]int{4443: 0, 4444: 0}, nil)
 	c := newFleetBox(t, "c", map[int]int{4443: 0}, nil)
