@@ -173,18 +173,8 @@ func runAuthRotate(ctx context.Context, args []string, stdout, errOut io.Writer)
 	if *parallel <= 0 {
 		return usagef("flag --parallel: must be positive, got %d", *parallel)
 	}
-	ks := openKeyStore(st)
-	secrets, err := ks.ReadSecrets(ctx)
+	text, keys, until, err := program.RotateFleetAuthKeys(ctx, openKeyStore(st), clock(), *overlap)
 	if err != nil {
-		return err
-	}
-	now := clock()
-	keys, until, err := provision.RotateAuthKeys(secrets[program.RelayAuthKeysKey], now, *overlap)
-	if err != nil {
-		return fmt.Errorf("stack secret %s: %w", program.RelayAuthKeysKey, err)
-	}
-	text := provision.FormatAuthKeys(keys)
-	if err := ks.SetSecret(ctx, program.RelayAuthKeysKey, text); err != nil {
 		return err
 	}
 	fmt.Fprintf(stdout, "new signing key %s kept encrypted in stack %s\n", keys[0].ID(), st.Name)

@@ -44,3 +44,23 @@ func FleetAuthKeys(ctx context.Context, ks KeyStore, now time.Time, create bool)
 	}
 	return clean, keys, nil
 }
+
+// RotateFleetAuthKeys puts a new signing key first in the fleet's key
+// file and keeps the current one verifying until now+overlap
+// (provision.RotateAuthKeys), and stores the result. It returns the key
+// file text, its keys, and until when the old ones verify.
+func RotateFleetAuthKeys(ctx context.Context, ks KeyStore, now time.Time, overlap time.Duration) (string, []provision.AuthKey, time.Time, error) {
+	secrets, err := ks.ReadSecrets(ctx)
+	if err != nil {
+		return "", nil, time.Time{}, err
+	}
+	keys, until, err := provision.RotateAuthKeys(secrets[RelayAuthKeysKey], now, overlap)
+	if err != nil {
+		return "", nil, time.Time{}, fmt.Errorf("stack secret %s: %w", RelayAuthKeysKey, err)
+	}
+	text := provision.FormatAuthKeys(keys)
+	if err := ks.SetSecret(ctx, RelayAuthKeysKey, text); err != nil {
+		return "", nil, time.Time{}, err
+	}
+	return text, keys, until, nil
+}

@@ -63,3 +63,28 @@ func TestFleetAuthKeys(t *testing.T) {
 		t.Errorf("a broken key file: %v, %d writes; want an error naming the secret, nothing written", err, bad.writes)
 	}
 }
+
+// TestRotateFleetAuthKeys: a rotation stores a new signing key first and
+// the old one verifying until now+overlap; a fleet without a key gets
+// its first; a broken key file is not overwritten.
+func TestRotateFleetAuthKeys(t *testing.T) {
+	ctx := context.Background()
+	now := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+	signing := "TmV3U2lnbmluZ0tleU5ld1NpZ25pbmdLZXlOZXdTaWc"
+	store := &memKeys{secrets: map[string]string{RelayAuthKeysKey: signing + "\n"}}
+	text, keys, until, err := RotateFleetAuthKeys(ctx, store, now, time.Hour)
+	if err != nil || len(keys) != 2 || keys[1].Secret != signing || keys[0].Secret == signing || !until.Equal(now.Add(time.Hour)) {
+		t.Fatalf("rotate: %v %v %v", keys, until, err)
+	}
+	if store.secrets[RelayAuthKeysKey] != text || !strings.Contains(text, signing+" until=2026-11-30T13:00:00Z") || store.writes != 1 {
+		t.Errorf("stored %q (%d writes)", store.secrets[RelayAuthKeysKey], store.writes)
+	}
+	empty := &memKeys{secrets: map[string]string{}}
+	if _, keys, _, err := RotateFleetAuthKeys(ctx, empty, now, time.Hour); err != nil || len(keys) != 1 || empty.writes != 1 {
+		t.Errorf("first key: %v, %v, %d writes", keys, err, empty.writes)
+	}
+	bad := &memKeys{secrets: map[string]string{RelayAuthKeysKey: "not a key\n"}}
+	if _, _, _, err := RotateFleetAuthKeys(ctx, bad, now, time.Hour); err == nil || !strings.HasPrefix(err.Error(), "stack secret relayAuthKeys: ") || bad.writes != 0 {
+		t.Errorf("a broken key file: %v, %d writes", err, bad.writes)
+	}
+}
