@@ -16,6 +16,7 @@ import (
 	"golang.org/x/crypto/ssh"
 
 	"github.com/relayfleet/relayfleet/infra/program"
+	"github.com/relayfleet/relayfleet/infra/program/programtest"
 	"github.com/relayfleet/relayfleet/inventories"
 	"github.com/relayfleet/relayfleet/relay/testutil"
 )
@@ -25,30 +26,10 @@ import (
 // runs, nothing is created), and keeps the fleet's relay auth key in it.
 func putStack(t *testing.T, state string, f *inventories.Fleet, name string, outputs map[string]any) {
 	t.Helper()
-	cli, err := program.FindPulumi("")
-	if err != nil {
+	if _, err := program.FindPulumi(""); err != nil {
 		t.Skip(err)
 	}
-	st := &program.Stack{Fleet: f, Name: name, StateDir: state}
-	if err := st.SetSecret(context.Background(), program.RelayAuthKeysKey, signingKey+"\n"); err != nil {
-		t.Fatal(err)
-	}
-	dep, _ := json.Marshal(map[string]any{"version": 3, "deployment": map[string]any{
-		"manifest": map[string]any{"time": "2026-12-01T00:00:00Z", "magic": "", "version": ""},
-		"resources": []any{map[string]any{
-			"urn":  fmt.Sprintf("urn:pulumi:%s::%s::pulumi:pulumi:Stack::%s-%s", name, program.Project, program.Project, name),
-			"type": "pulumi:pulumi:Stack", "custom": false, "outputs": outputs,
-		}},
-	}})
-	file := filepath.Join(t.TempDir(), "deployment.json")
-	testutil.WriteFile(t, file, dep, 0o600)
-	cmd := exec.Command(cli, "stack", "import", "--stack", name, "--file", file)
-	cmd.Dir = filepath.Join(state, "work")
-	cmd.Env = append(os.Environ(), "PULUMI_HOME="+filepath.Join(state, "pulumi-home"), "PULUMI_SKIP_UPDATE_CHECK=true",
-		program.BackendEnv+"=file://"+filepath.Join(state, "backend"), program.PassphraseFileEnv+"="+filepath.Join(state, "passphrase"))
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("pulumi stack import %s: %v: %s", name, err, out)
-	}
+	programtest.ImportStack(t, &program.Stack{Fleet: f, Name: name, StateDir: state}, signingKey+"\n", outputs)
 }
 
 // loopbackSSHD runs a real OpenSSH server on 127.0.0.1 (and 127.0.0.2,

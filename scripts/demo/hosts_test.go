@@ -2,8 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
-	"fmt"
 	"io"
 	"os"
 	"os/exec"
@@ -13,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/relayfleet/relayfleet/infra/program"
+	"github.com/relayfleet/relayfleet/infra/program/programtest"
 	"github.com/relayfleet/relayfleet/inventories"
 	"github.com/relayfleet/relayfleet/relay/testutil"
 )
@@ -51,9 +50,12 @@ func TestDemoReadsHostsJSON(t *testing.T) {
 		return map[string]any{"name": name, "group": group, "backend": "lab", "address": addr, "sshAddress": addr + ":22",
 			"hostKey": "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOMqqnkVzrm0SdG6UOoqKLsabgH5C9okWi0dh2l9GKJl", "user": "root", "ports": ports}
 	}
-	importStack(t, d.path("state"), pulumiCLI, f, "demo", map[string]any{"fleet": "demo", "hosts": []any{
+	importStack := func(name string, outputs map[string]any) {
+		programtest.ImportStack(t, &program.Stack{Fleet: f, Name: name, StateDir: d.path("state"), Pulumi: pulumiCLI}, "unused\n", outputs)
+	}
+	importStack("demo", map[string]any{"fleet": "demo", "hosts": []any{
 		host("demo-s-steady-1", "steady", "10.231.87.11", 4443, 4444), host("demo-s-steady-2", "steady", "10.231.87.12", 4443, 4444)}})
-	importStack(t, d.path("state"), pulumiCLI, f, "demo-event-demo-show", map[string]any{"fleet": "demo", "event": "demo-show", "hosts": []any{
+	importStack("demo-event-demo-show", map[string]any{"fleet": "demo", "event": "demo-show", "hosts": []any{
 		host("demo-e-demo-show-1", "burst", "10.231.87.13", 4443)}})
 	if err := d.refreshRelays(ctx); err != nil {
 		t.Fatal(err)
@@ -68,32 +70,5 @@ func TestDemoReadsHostsJSON(t *testing.T) {
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("relays\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
-	}
-}
-
-// importStack makes stack name in the state dir's file backend with
-// outputs as its outputs, through the real Pulumi CLI (stack import: no
-// program runs, nothing is created).
-func importStack(t *testing.T, state, cli string, f *inventories.Fleet, name string, outputs map[string]any) {
-	t.Helper()
-	st := &program.Stack{Fleet: f, Name: name, StateDir: state, Pulumi: cli}
-	if err := st.SetSecret(context.Background(), program.RelayAuthKeysKey, "unused\n"); err != nil {
-		t.Fatal(err)
-	}
-	dep, _ := json.Marshal(map[string]any{"version": 3, "deployment": map[string]any{
-		"manifest": map[string]any{"time": "2026-12-01T00:00:00Z", "magic": "", "version": ""},
-		"resources": []any{map[string]any{
-			"urn":  fmt.Sprintf("urn:pulumi:%s::%s::pulumi:pulumi:Stack::%s-%s", name, program.Project, program.Project, name),
-			"type": "pulumi:pulumi:Stack", "custom": false, "outputs": outputs,
-		}},
-	}})
-	file := filepath.Join(t.TempDir(), "deployment.json")
-	testutil.WriteFile(t, file, dep, 0o600)
-	cmd := exec.Command(cli, "stack", "import", "--stack", name, "--file", file)
-	cmd.Dir = filepath.Join(state, "work")
-	cmd.Env = append(os.Environ(), "PULUMI_HOME="+filepath.Join(state, "pulumi-home"), "PULUMI_SKIP_UPDATE_CHECK=true",
-		program.BackendEnv+"=file://"+filepath.Join(state, "backend"), program.PassphraseFileEnv+"="+filepath.Join(state, "passphrase"))
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("pulumi stack import %s: %v: %s", name, err, out)
 	}
 }
