@@ -12,7 +12,6 @@ import (
 
 	"github.com/relayfleet/relayfleet/infra/fleethosts"
 	"github.com/relayfleet/relayfleet/infra/program"
-	"github.com/relayfleet/relayfleet/infra/provider"
 	"github.com/relayfleet/relayfleet/provision"
 )
 
@@ -37,19 +36,11 @@ func hostTargets(ctx context.Context, st *program.Stack, hosts []fleethosts.Host
 	if len(hosts) == 0 {
 		return nil, nil, fmt.Errorf("stack %s: no hosts: run fleet up first", st.Name)
 	}
-	if labDir == "" {
-		for _, h := range hosts {
-			if h.Backend == provider.BackendLab {
-				d, err := st.ReadConfig(ctx, "labDir")
-				if err != nil {
-					return nil, nil, err
-				}
-				labDir = d
-				break
-			}
-		}
+	access, err := fleethosts.StackAccess(ctx, st, hosts, fleethosts.Access{LabDir: labDir, SSHKey: sshKey})
+	if err != nil {
+		return nil, nil, err
 	}
-	targets, closer, err := fleethosts.Targets(st.Fleet, hosts, fleethosts.Access{LabDir: labDir, SSHKey: sshKey})
+	targets, closer, err := fleethosts.Targets(st.Fleet, hosts, access)
 	if err != nil {
 		return nil, nil, err
 	}
