@@ -342,6 +342,7 @@ func plural(n int, one, many string) string {
 // namedCalibration is a calibration and how a plan names it.
 type namedCalibration = loadtest.PlanCalibration
 
+// calibrationJSONOf is a calibration as --json shows it.
 func calibrationJSONOf(nc *namedCalibration) calibrationJSON {
 	return calibrationJSON{Name: nc.Name, File: nc.File, Calibration: nc.Cal}
 }
