@@ -2,14 +2,24 @@ package provision
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
 	"time"
 )
 
-// Health checks one relay instance on a box after a restart.
+// Health checks one relay instance on a box after a restart. It is asked
+// again while it fails (the HTTP side may lag READY), unless its error is
+// a FinalHealthError: a check that did its own waiting.
 type Health func(ctx context.Context, run Runner, instance string) error
+
+// FinalHealthError is a Health error that asking again would not change
+// (the check waited already): the restart counts as failed at once.
+type FinalHealthError struct{ Err error }
+
+func (e *FinalHealthError) Error() string { return e.Err.Error() }
+func (e *FinalHealthError) Unwrap() error { return e.Err }
 
 // HealthzOnBox asks the instance's /healthz from the box itself (the
 // instance name carries its port), so that no relay port needs to be
@@ -160,18 +170,29 @@ func restartChecked(ctx context.Context, run Runner, inst string, health Health)
 		return err
 	}
 	var err error
-	for range 25 { // READY came first; give the HTTP side a moment
+	for range healthTries { // READY came first; give the HTTP side a moment
 		if err = health(ctx, run, inst); err == nil {
 			return nil
+		}
+		var final *FinalHealthError
+		if errors.As(err, &final) {
+			return err
 		}
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
-		case <-time.After(200 * time.Millisecond):
+		case <-time.After(healthRetry):
 		}
 	}
 	return err
 }
+
+// healthTries is how often a restarted instance's health is asked, every
+// healthRetry, before it counts as failed.
+var (
+	healthTries = 25
+	healthRetry = 200 * time.Millisecond
+)
 
 // undrainable is inst unless it was drained on purpose ("": a rollback
 // leaves it draining).

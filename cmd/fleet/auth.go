@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -21,13 +20,9 @@ import (
 	"github.com/relayfleet/relayfleet/units"
 )
 
-// keyStore keeps the fleet's relay auth key file: the fleet's stack, where
-// it is a secret (relayfleet:relayAuthKeys, encrypted with the stack's
-// passphrase). Tests replace openKeyStore.
-type keyStore interface {
-	ReadSecrets(ctx context.Context) (map[string]string, error)
-	SetSecret(ctx context.Context, key, value string) error
-}
+// keyStore keeps the fleet's relay auth key file (program.KeyStore).
+// Tests replace openKeyStore.
+type keyStore = program.KeyStore
 
 var openKeyStore = func(st *program.Stack) keyStore { return st }
 
@@ -40,33 +35,9 @@ const (
 	maxTokenTTL     = 30 * 24 * time.Hour
 )
 
-// fleetAuthKeys returns the fleet's key file text and its keys, the
-// expired ones dropped (and the stack rewritten without them). With
-// create, a fleet without a key gets its first one; without, it is
-// provision.ErrNoAuthKey.
+// fleetAuthKeys is program.FleetAuthKeys at the auth commands' clock.
 func fleetAuthKeys(ctx context.Context, ks keyStore, create bool) (string, []provision.AuthKey, error) {
-	secrets, err := ks.ReadSecrets(ctx)
-	if err != nil {
-		return "", nil, err
-	}
-	text := secrets[program.RelayAuthKeysKey]
-	now := clock()
-	keys, err := provision.ActiveAuthKeys(text, now)
-	switch {
-	case errors.Is(err, provision.ErrNoAuthKey) && create:
-		if keys, _, err = provision.RotateAuthKeys("", now, 0); err != nil {
-			return "", nil, err
-		}
-	case err != nil:
-		return "", nil, fmt.Errorf("stack secret %s: %w", program.RelayAuthKeysKey, err)
-	}
-	clean := provision.FormatAuthKeys(keys)
-	if clean != text {
-		if err := ks.SetSecret(ctx, program.RelayAuthKeysKey, clean); err != nil {
-			return "", nil, err
-		}
-	}
-	return clean, keys, nil
+	return program.FleetAuthKeys(ctx, ks, clock(), create)
 }
 
 // runToken mints a token signed with the fleet's key: fleet token
@@ -116,7 +87,7 @@ func runAuth(ctx context.Context, args []string, ios *cli.IOStreams) error {
 	}
 	switch args[0] {
 	case "rotate":
-		return runAuthRotate(ctx, args[1:], stdout)
+		return runAuthRotate(ctx, args[1:], stdout, ios.ErrOut)
 	case "show":
 		return runAuthShow(ctx, args[1:], stdout)
 	case "export":
@@ -188,7 +159,7 @@ func runAuthExport(ctx context.Context, args []string, stdout io.Writer) error {
 // runAuthRotate makes a new signing key, keeps the old one verifying for
 // --overlap, stores both in the stack and converges the fleet's boxes so
 // every relay takes them.
-func runAuthRotate(ctx context.Context, args []string, stdout io.Writer) error {
+func runAuthRotate(ctx context.Context, args []string, stdout, errOut io.Writer) error {
 	s := newStackFlags("auth rotate", stdout, true)
 	overlap := s.fs.Duration("overlap", 24*time.Hour, "how long the old key keeps verifying (tokens it signed keep working)")
 	parallel := s.fs.Int("parallel", 16, "hosts converged at once")
@@ -202,18 +173,8 @@ func runAuthRotate(ctx context.Context, args []string, stdout io.Writer) error {
 	if *parallel <= 0 {
 		return usagef("flag --parallel: must be positive, got %d", *parallel)
 	}
-	ks := openKeyStore(st)
-	secrets, err := ks.ReadSecrets(ctx)
+	text, keys, until, err := program.RotateFleetAuthKeys(ctx, openKeyStore(st), clock(), *overlap)
 	if err != nil {
-		return err
-	}
-	now := clock()
-	keys, until, err := provision.RotateAuthKeys(secrets[program.RelayAuthKeysKey], now, *overlap)
-	if err != nil {
-		return fmt.Errorf("stack secret %s: %w", program.RelayAuthKeysKey, err)
-	}
-	text := provision.FormatAuthKeys(keys)
-	if err := ks.SetSecret(ctx, program.RelayAuthKeysKey, text); err != nil {
 		return err
 	}
 	fmt.Fprintf(stdout, "new signing key %s kept encrypted in stack %s\n", keys[0].ID(), st.Name)
@@ -224,7 +185,7 @@ func runAuthRotate(ctx context.Context, args []string, stdout io.Writer) error {
 	}
 	writeKeys(stdout, keys)
 	st.Program.AuthKeys = text
-	if err := convergeRotation(ctx, s, st, text, *parallel, stdout); err != nil {
+	if err := convergeRotation(ctx, s, st, text, *parallel, stdout, errOut); err != nil {
 		return err
 	}
 	fmt.Fprintf(stdout, "every relay of the fleet verifies with the new keys; event boxes take them at the next fleet events reconcile; origins run outside the fleet need fleet auth export again\n")
@@ -233,12 +194,12 @@ func runAuthRotate(ctx context.Context, args []string, stdout io.Writer) error {
 
 // convergeRotation brings the steady boxes the stack lists onto the
 // rotated keys through the converge path, on every backend.
-func convergeRotation(ctx context.Context, s *stackFlags, st *program.Stack, keys string, parallel int, stdout io.Writer) error {
+func convergeRotation(ctx context.Context, s *stackFlags, st *program.Stack, keys string, parallel int, stdout, errOut io.Writer) error {
 	binary, err := relayBinary(*s.relay)
 	if err != nil {
 		return err
 	}
-	targets, cleanup, err := steadyTargets(ctx, st, *s.sshKey, *s.labDir)
+	targets, cleanup, err := steadyTargets(ctx, st, *s.sshKey, *s.labDir, errOut)
 	if err != nil {
 		return err
 	}

@@ -70,7 +70,7 @@ func runConverge(ctx context.Context, args []string, ios *cli.IOStreams) error {
 	if err != nil {
 		return err
 	}
-	targets, cleanup, err := steadyTargets(ctx, st, hf.sshKey, hf.labDir)
+	targets, cleanup, err := steadyTargets(ctx, st, hf.sshKey, hf.labDir, ios.ErrOut)
 	if err != nil {
 		return err
 	}
@@ -159,8 +159,8 @@ func (h *hostFlags) check() error {
 }
 
 // targets loads the inventory and resolves its steady boxes from the
-// steady stack.
-func (h *hostFlags) targets(ctx context.Context) ([]provision.Target, func(), error) {
+// steady stack; warnings go to errOut.
+func (h *hostFlags) targets(ctx context.Context, errOut io.Writer) ([]provision.Target, func(), error) {
 	fleet, err := loadFleet(h.inventory)
 	if err != nil {
 		return nil, nil, err
@@ -169,7 +169,7 @@ func (h *hostFlags) targets(ctx context.Context) ([]provision.Target, func(), er
 	if err != nil {
 		return nil, nil, err
 	}
-	return steadyTargets(ctx, st, h.sshKey, h.labDir)
+	return steadyTargets(ctx, st, h.sshKey, h.labDir, errOut)
 }
 
 // loadFleet reads a fleet file with the catalogue beside it (or the

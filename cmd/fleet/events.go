@@ -188,7 +188,7 @@ func printResults(w io.Writer, r *events.Reconciler, now time.Time, results []ev
 		}
 		next := ""
 		if ev, ok := r.Events.Event(res.Event); ok {
-			next = nextStep(ev, rec, now)
+			next = events.NextStep(ev, rec, now)
 		}
 		if res.Err != nil {
 			next = "FAILED: " + oneLine(res.Err)
@@ -234,7 +234,7 @@ func printResultsJSON(w io.Writer, r *events.Reconciler, now time.Time, results 
 			}
 		}
 		if ev, ok := r.Events.Event(res.Event); ok {
-			o.Next = nextStep(ev, rec, now)
+			o.Next = events.NextStep(ev, rec, now)
 		}
 		if res.Err != nil {
 			o.Error = oneLine(res.Err)
@@ -244,34 +244,6 @@ func printResultsJSON(w io.Writer, r *events.Reconciler, now time.Time, results 
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	return enc.Encode(out)
-}
-
-// nextStep says what the next reconcile will do for an event.
-func nextStep(ev *inventories.Event, rec *events.Record, now time.Time) string {
-	at := func(t time.Time) string {
-		return t.UTC().Format(time.RFC3339) + " (in " + t.Sub(now).Round(time.Second).String() + ")"
-	}
-	phase := events.Scheduled
-	if rec != nil {
-		phase = rec.Phase
-	}
-	switch phase {
-	case events.Scheduled:
-		return "up at " + at(ev.UpAt())
-	case events.Up:
-		if rec.Shrink != nil {
-			return fmt.Sprintf("resize down to %d boxes: remove each box that goes once it holds no listener; drain at %s", rec.Shrink.To, at(ev.End.Time))
-		}
-		if rec.Suggested != nil {
-			return fmt.Sprintf("drain at %s (the files size it at %d boxes: fleet burst resize to shrink)", at(ev.End.Time), *rec.Suggested)
-		}
-		return "drain at " + at(ev.End.Time)
-	case events.Draining:
-		return "destroy when no listener is left, at the latest " + at(rec.DrainDeadline)
-	case events.Creating, events.Destroying:
-		return "resume the cut-off run"
-	}
-	return ""
 }
 
 func runBurst(ctx context.Context, args []string, ios *cli.IOStreams) error {

@@ -6,27 +6,25 @@ import (
 	"fmt"
 	"github.com/relayfleet/relayfleet/relay/cli"
 	"io"
-	"os"
 	"strings"
 	"sync"
 	"text/tabwriter"
 
 	"github.com/relayfleet/relayfleet/infra/fleethosts"
 	"github.com/relayfleet/relayfleet/infra/program"
-	"github.com/relayfleet/relayfleet/infra/provider"
 	"github.com/relayfleet/relayfleet/provision"
 )
 
 // readHosts lists the fleet's hosts from its stacks (the steady stack st
 // and its events'); what differs from the inventory is a warning on
-// stderr.
-func readHosts(ctx context.Context, st *program.Stack) (*fleethosts.Set, error) {
+// errOut (the command's stderr).
+func readHosts(ctx context.Context, st *program.Stack, errOut io.Writer) (*fleethosts.Set, error) {
 	set, err := fleethosts.Read(ctx, st)
 	if err != nil {
 		return nil, err
 	}
 	for _, w := range set.Warnings {
-		fmt.Fprintf(os.Stderr, "fleet: warning: %s\n", w)
+		fmt.Fprintf(errOut, "fleet: warning: %s\n", w)
 	}
 	return set, nil
 }
@@ -38,28 +36,21 @@ func hostTargets(ctx context.Context, st *program.Stack, hosts []fleethosts.Host
 	if len(hosts) == 0 {
 		return nil, nil, fmt.Errorf("stack %s: no hosts: run fleet up first", st.Name)
 	}
-	if labDir == "" {
-		for _, h := range hosts {
-			if h.Backend == provider.BackendLab {
-				d, err := st.ReadConfig(ctx, "labDir")
-				if err != nil {
-					return nil, nil, err
-				}
-				labDir = d
-				break
-			}
-		}
+	access, err := fleethosts.StackAccess(ctx, st, hosts, fleethosts.Access{LabDir: labDir, SSHKey: sshKey})
+	if err != nil {
+		return nil, nil, err
 	}
-	targets, closer, err := fleethosts.Targets(st.Fleet, hosts, fleethosts.Access{LabDir: labDir, SSHKey: sshKey})
+	targets, closer, err := fleethosts.Targets(st.Fleet, hosts, access)
 	if err != nil {
 		return nil, nil, err
 	}
 	return targets, func() { closer.Close() }, nil
 }
 
-// steadyTargets are the targets of the steady stack's hosts.
-func steadyTargets(ctx context.Context, st *program.Stack, sshKey, labDir string) ([]provision.Target, func(), error) {
-	set, err := readHosts(ctx, st)
+// steadyTargets are the targets of the steady stack's hosts; warnings go
+// to errOut.
+func steadyTargets(ctx context.Context, st *program.Stack, sshKey, labDir string, errOut io.Writer) ([]provision.Target, func(), error) {
+	set, err := readHosts(ctx, st, errOut)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -180,8 +171,8 @@ func writeHostsText(w io.Writer, set *fleethosts.Set, rows []hostJSONEntry, rele
 }
 
 // allTargets loads the inventory and resolves every box of its stacks:
-// the steady stack's and its events'.
-func (h *hostFlags) allTargets(ctx context.Context) ([]provision.Target, func(), error) {
+// the steady stack's and its events'. Warnings go to errOut.
+func (h *hostFlags) allTargets(ctx context.Context, errOut io.Writer) ([]provision.Target, func(), error) {
 	fleet, err := loadFleet(h.inventory)
 	if err != nil {
 		return nil, nil, err
@@ -190,7 +181,7 @@ func (h *hostFlags) allTargets(ctx context.Context) ([]provision.Target, func(),
 	if err != nil {
 		return nil, nil, err
 	}
-	set, err := readHosts(ctx, st)
+	set, err := readHosts(ctx, st, errOut)
 	if err != nil {
 		return nil, nil, err
 	}

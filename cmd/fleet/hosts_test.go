@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -15,6 +16,7 @@ import (
 	"golang.org/x/crypto/ssh"
 
 	"github.com/relayfleet/relayfleet/infra/program"
+	"github.com/relayfleet/relayfleet/infra/program/programtest"
 	"github.com/relayfleet/relayfleet/inventories"
 	"github.com/relayfleet/relayfleet/relay/testutil"
 )
@@ -24,30 +26,10 @@ import (
 // runs, nothing is created), and keeps the fleet's relay auth key in it.
 func putStack(t *testing.T, state string, f *inventories.Fleet, name string, outputs map[string]any) {
 	t.Helper()
-	cli, err := program.FindPulumi("")
-	if err != nil {
+	if _, err := program.FindPulumi(""); err != nil {
 		t.Skip(err)
 	}
-	st := &program.Stack{Fleet: f, Name: name, StateDir: state}
-	if err := st.SetSecret(context.Background(), program.RelayAuthKeysKey, signingKey+"\n"); err != nil {
-		t.Fatal(err)
-	}
-	dep, _ := json.Marshal(map[string]any{"version": 3, "deployment": map[string]any{
-		"manifest": map[string]any{"time": "2026-12-01T00:00:00Z", "magic": "", "version": ""},
-		"resources": []any{map[string]any{
-			"urn":  fmt.Sprintf("urn:pulumi:%s::%s::pulumi:pulumi:Stack::%s-%s", name, program.Project, program.Project, name),
-			"type": "pulumi:pulumi:Stack", "custom": false, "outputs": outputs,
-		}},
-	}})
-	file := filepath.Join(t.TempDir(), "deployment.json")
-	testutil.WriteFile(t, file, dep, 0o600)
-	cmd := exec.Command(cli, "stack", "import", "--stack", name, "--file", file)
-	cmd.Dir = filepath.Join(state, "work")
-	cmd.Env = append(os.Environ(), "PULUMI_HOME="+filepath.Join(state, "pulumi-home"), "PULUMI_SKIP_UPDATE_CHECK=true",
-		program.BackendEnv+"=file://"+filepath.Join(state, "backend"), program.PassphraseFileEnv+"="+filepath.Join(state, "passphrase"))
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("pulumi stack import %s: %v: %s", name, err, out)
-	}
+	programtest.ImportStack(t, &program.Stack{Fleet: f, Name: name, StateDir: state}, signingKey+"\n", outputs)
 }
 
 // loopbackSSHD runs a real OpenSSH server on 127.0.0.1 (and 127.0.0.2,
@@ -223,5 +205,37 @@ func TestHostsNeedsAStack(t *testing.T) {
 		if code != 1 || !strings.Contains(errOut, want) {
 			t.Errorf("fleet %s without a stack: exit %d, stderr %q; want 1, %q", cmd, code, errOut, want)
 		}
+	}
+}
+
+// TestHostWarningsGoToTheCommandsStderr: where the stacks and the
+// inventory differ (two steady boxes where the inventory wants one), the
+// warning goes to the command's error stream, not the process's.
+func TestHostWarningsGoToTheCommandsStderr(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the Pulumi CLI")
+	}
+	withKeys(t, signingKey+"\n", testNow)
+	dir := t.TempDir()
+	inv := filepath.Join(dir, "fleet.yaml")
+	testutil.WriteFile(t, inv, []byte(cloudFleet), 0o644)
+	f, err := loadFleet(inv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	state := filepath.Join(dir, "state")
+	host := func(name string) map[string]any {
+		return map[string]any{"name": name, "group": "fsn", "backend": "hcloud", "address": "127.0.0.1",
+			"sshAddress": "127.0.0.1:22", "hostKey": "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOMqqnkVzrm0SdG6UOoqKLsabgH5C9okWi0dh2l9GKJl", "user": "root", "ports": []int{4443}}
+	}
+	putStack(t, state, f, "cloud", map[string]any{"fleet": "cloud", "hosts": []any{host("cloud-s-fsn-1"), host("cloud-s-fsn-2")}})
+	var errOut bytes.Buffer
+	set, err := readHosts(context.Background(), &program.Stack{Fleet: f, Name: "cloud", StateDir: state}, &errOut)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "fleet: warning: steady group fsn: 2 boxes in stack cloud, the inventory wants 1 (fleet up)\n"
+	if len(set.Hosts) != 2 || errOut.String() != want {
+		t.Errorf("%d hosts, warnings %q; want 2, %q", len(set.Hosts), errOut.String(), want)
 	}
 }

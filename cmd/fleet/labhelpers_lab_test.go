@@ -4,6 +4,7 @@ package main
 
 import (
 	"context"
+	"io"
 	"net/netip"
 	"os"
 	"os/exec"
@@ -185,7 +186,7 @@ func (f *labFleet) hosts(t *testing.T) []fleethosts.Host {
 // targets are the steady boxes, reached as fleet converge reaches them.
 func (f *labFleet) targets(t *testing.T) ([]provision.Target, func()) {
 	t.Helper()
-	ts, done, err := steadyTargets(context.Background(), f.stack(t), "", f.LabDir)
+	ts, done, err := steadyTargets(context.Background(), f.stack(t), "", f.LabDir, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}

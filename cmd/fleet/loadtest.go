@@ -192,7 +192,7 @@ func runLoadtest(ctx context.Context, args []string, ios *cli.IOStreams) error {
 			return fmt.Errorf("token file: %w", err)
 		}
 	}
-	targets, cleanup, err := steadyTargets(ctx, st, hf.sshKey, hf.labDir)
+	targets, cleanup, err := steadyTargets(ctx, st, hf.sshKey, hf.labDir, ios.ErrOut)
 	if err != nil {
 		return err
 	}

@@ -73,7 +73,7 @@ func runMonitor(ctx context.Context, args []string, ios *cli.IOStreams) error {
 		if err != nil {
 			return err
 		}
-		set, err := readHosts(ctx, st)
+		set, err := readHosts(ctx, st, ios.ErrOut)
 		if err != nil {
 			return err
 		}

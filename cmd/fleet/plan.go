@@ -3,12 +3,11 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"maps"
 	"math"
-	"os"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -171,7 +170,7 @@ func runPlan(_ context.Context, args []string, ios *cli.IOStreams) error {
 			refs = append(refs, c.Ref())
 		}
 		if nc := cals.forShape(c.Ref()); nc != nil {
-			c.Calibration, c.CalibrationName = nc.cal, nc.name
+			c.Calibration, c.CalibrationName = nc.Cal, nc.Name
 			used[c.Ref()] = nc
 		}
 	}
@@ -184,8 +183,8 @@ func runPlan(_ context.Context, args []string, ios *cli.IOStreams) error {
 		Listeners:       *listeners,
 		EventHours:      *eventHours,
 		Catalogue:       cat,
-		Calibration:     def.cal,
-		CalibrationName: def.name,
+		Calibration:     def.Cal,
+		CalibrationName: def.Name,
 	}, cands)
 	if err != nil {
 		return err
@@ -212,12 +211,12 @@ type calibrationJSON struct {
 }
 
 func writePlanJSON(w io.Writer, p *capacity.Plan, def *namedCalibration, perShape map[string]*namedCalibration, catFile string) error {
-	doc := planJSON{Plan: p, Calibration: def.json(), Catalogue: catFile}
+	doc := planJSON{Plan: p, Calibration: calibrationJSONOf(def), Catalogue: catFile}
 	for ref, nc := range perShape {
 		if doc.Calibrations == nil {
 			doc.Calibrations = map[string]calibrationJSON{}
 		}
-		doc.Calibrations[ref] = nc.json()
+		doc.Calibrations[ref] = calibrationJSONOf(nc)
 	}
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
@@ -230,9 +229,9 @@ func writePlanTable(w io.Writer, p *capacity.Plan, def *namedCalibration, perSha
 		window = fmt.Sprintf("an event of %s h", num(p.EventHours))
 	}
 	fmt.Fprintf(w, "Plan for %s, %s\n", plural(p.Listeners, "listener", "listeners"), window)
-	fmt.Fprintf(w, "calibration: %s\n", def.describe())
+	fmt.Fprintf(w, "calibration: %s\n", def.Describe())
 	for _, ref := range slices.Sorted(maps.Keys(perShape)) {
-		fmt.Fprintf(w, "calibration for %s: %s\n", ref, perShape[ref].describe())
+		fmt.Fprintf(w, "calibration for %s: %s\n", ref, perShape[ref].Describe())
 	}
 	fmt.Fprintln(w)
 
@@ -341,23 +340,11 @@ func plural(n int, one, many string) string {
 }
 
 // namedCalibration is a calibration and how a plan names it.
-type namedCalibration struct {
-	name, file string
-	cal        *inventories.Calibration
-}
+type namedCalibration = loadtest.PlanCalibration
 
-func (nc *namedCalibration) json() calibrationJSON {
-	return calibrationJSON{Name: nc.name, File: nc.file, Calibration: nc.cal}
-}
-
-// describe is the plan's line about a calibration: its name, file, where
-// it comes from and its coefficients.
-func (nc *namedCalibration) describe() string {
-	s := nc.name
-	if nc.file != nc.name {
-		s += " (" + nc.file + ")"
-	}
-	return s + ", " + nc.cal.Describe() + ": " + nc.cal.String()
+// calibrationJSONOf is a calibration as --json shows it.
+func calibrationJSONOf(nc *namedCalibration) calibrationJSON {
+	return calibrationJSON{Name: nc.Name, File: nc.File, Calibration: nc.Cal}
 }
 
 // calibrationFlag is --calibration, repeatable: NAME|FILE for every box
@@ -400,16 +387,11 @@ func (f *calibrationFlag) resolve(inventory string) (*namedCalibration, error) {
 	var def *namedCalibration
 	var err error
 	if f.def == "" {
-		path := inventories.Beside(inventory, inventories.CalibrationFile)
-		cal, err := inventories.LoadCalibration(path)
-		if err != nil {
-			return nil, err
-		}
-		def = &namedCalibration{name: inventories.CalibrationName(path), file: path, cal: cal}
-		if named, ok := inventories.NamedCalibration(def.name); ok {
-			def.file = named // the shipped calibration.yaml is the default named one
-		}
-	} else if def, err = loadNamedCalibration(f.def, nil); err != nil {
+		def, err = loadtest.CalibrationBeside(inventory)
+	} else {
+		def, err = loadNamedCalibration(f.def, nil)
+	}
+	if err != nil {
 		return nil, err
 	}
 	f.perShape = map[string]*namedCalibration{}
@@ -425,61 +407,12 @@ func (f *calibrationFlag) resolve(inventory string) (*namedCalibration, error) {
 
 func (f *calibrationFlag) forShape(ref string) *namedCalibration { return f.perShape[ref] }
 
-// loadNamedCalibration loads a --calibration value: a shipped name, a
-// calibration.yaml, or a loadtest.json (whose unmeasured coefficients
-// come from base, or the default calibration without one).
+// loadNamedCalibration loads a --calibration value (loadtest.ResolveCalibration).
 func loadNamedCalibration(v string, base *namedCalibration) (*namedCalibration, error) {
-	if path, ok := inventories.NamedCalibration(v); ok {
-		cal, err := inventories.LoadCalibration(path)
-		if err != nil {
-			return nil, err
-		}
-		return &namedCalibration{name: v, file: path, cal: cal}, nil
+	nc, err := loadtest.ResolveCalibration(v, base)
+	var unknown *loadtest.UnknownCalibrationError
+	if errors.As(err, &unknown) {
+		return nil, usagef("flag --calibration: %v", err)
 	}
-	if _, err := os.Stat(v); err != nil {
-		return nil, usagef("flag --calibration: %q is neither %s nor a file", v, strings.Join(inventories.CalibrationNames(), ", "))
-	}
-	if filepath.Ext(v) != ".json" {
-		cal, err := inventories.LoadCalibration(v)
-		if err != nil {
-			return nil, err
-		}
-		return &namedCalibration{name: v, file: v, cal: cal}, nil
-	}
-	if base == nil {
-		path, _ := inventories.NamedCalibration(inventories.DefaultCalibration)
-		cal, err := inventories.LoadCalibration(path)
-		if err != nil {
-			return nil, err
-		}
-		base = &namedCalibration{name: inventories.DefaultCalibration, file: path, cal: cal}
-	}
-	cal, err := loadtestCalibration(v, base.cal, base.file)
-	if err != nil {
-		return nil, err
-	}
-	return &namedCalibration{name: v, file: v, cal: cal}, nil
-}
-
-// loadtestCalibration turns fleet loadtest's loadtest.json into the
-// calibration fleet loadtest writes beside it: the fit's coefficients,
-// and from base what a load test does not measure.
-func loadtestCalibration(path string, base *inventories.Calibration, basePath string) (*inventories.Calibration, error) {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return nil, usagef("%s: %v", path, err)
-	}
-	var doc loadtest.Doc
-	if err := json.Unmarshal(data, &doc); err != nil {
-		return nil, usagef("%s: not a fleet loadtest JSON document: %v", path, err)
-	}
-	if doc.Fit == nil {
-		return nil, usagef("%s: no fit (too few measured steps); it cannot calibrate a plan", path)
-	}
-	date := doc.Date
-	if date == "" {
-		date = "unknown"
-	}
-	text := loadtest.CalibrationYAML(*doc.Fit, base, basePath, doc.MeasuredOn, date, doc.Generator, doc.Steps)
-	return inventories.ParseCalibration(path, text)
+	return nc, err
 }

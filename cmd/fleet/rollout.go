@@ -5,12 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
-	"net/http"
 	"net/url"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"text/tabwriter"
 	"time"
 
@@ -86,7 +83,7 @@ func runRollout(ctx context.Context, args []string, ios *cli.IOStreams) error {
 	if err != nil {
 		return err
 	}
-	targets, cleanup, err := hf.targets(ctx)
+	targets, cleanup, err := hf.targets(ctx, ios.ErrOut)
 	if err != nil {
 		return err
 	}
@@ -96,117 +93,46 @@ func runRollout(ctx context.Context, args []string, ios *cli.IOStreams) error {
 	logf := func(format string, args ...any) {
 		fmt.Fprintf(out, "%6.1fs "+format+"\n", append([]any{time.Since(start).Seconds()}, args...)...)
 	}
-	sem := make(chan struct{}, *boxes)
-	type outcome struct {
-		host    string
-		r       *provision.RolloutResult
-		err     error
-		skipped bool
+	fr := &provision.FleetRollout{
+		Binary:             binary,
+		Boxes:              *boxes,
+		ListenerWait:       *listenerWait,
+		Routers:            routers,
+		RouterPoll:         *routerPoll,
+		ShedRate:           *shedRate,
+		ShedWait:           *shedWait,
+		Rebalance:          *rebalance,
+		RebalanceTolerance: rebalanceTolerance,
+		RebalanceRate:      *rebalanceRate,
+		RebalanceWait:      *rebalanceWait,
+		Log:                logf,
+		Done: func(o provision.BoxRollout) {
+			switch {
+			case o.Skipped:
+				logf("%s: skipped, the rollout stopped after a failure", o.Host)
+			case o.Err != nil:
+				logf("%s: FAILED: %s", o.Host, oneLine(o.Err))
+			case o.Result.From == o.Result.To:
+				logf("%s: already on %s, every process runs it", o.Host, short(o.Result.To))
+			case o.Result.Resumed:
+				logf("%s: resumed %s -> %s (current pointed at it already): %d processes still on another release restarted one at a time", o.Host, short(o.Result.From), short(o.Result.To), len(o.Result.Restarted))
+			default:
+				logf("%s: %s -> %s, %d processes restarted one at a time", o.Host, short(o.Result.From), short(o.Result.To), len(o.Result.Restarted))
+			}
+		},
 	}
-	results := make(chan outcome, len(targets))
-	// After a box fails, boxes not yet started are left on their release:
-	// a build that fails one box is not pushed onto the next.
-	var stopped atomic.Bool
-	hc := &http.Client{Timeout: 5 * time.Second}
-	for _, t := range targets {
-		go func() {
-			sem <- struct{}{}
-			defer func() { <-sem }()
-			if stopped.Load() {
-				results <- outcome{host: t.Host.String(), skipped: true}
-				return
-			}
-			insts, err := provision.ActiveInstances(ctx, t.Run)
-			if err != nil {
-				stopped.Store(true)
-				results <- outcome{host: t.Host.String(), err: err}
-				return
-			}
-			// Make before break: each process is drained (the router stops
-			// sending it new listeners), then, once no router routes there,
-			// told to send its listeners away (going-away close): they
-			// reconnect through the router to the other processes while it
-			// still runs. Then it restarts on the new build and is checked;
-			// the fleet must serve 90% of its listeners again before the
-			// next process goes.
-			host, _, _ := net.SplitHostPort(t.Host.Addr())
-			move := provision.Move{
-				Run:       t.Run,
-				BlindWait: 2 * *routerPoll,
-				// A router notices a drain at its next poll.
-				RouterWait: 10 * *routerPoll,
-				ShedRate:   *shedRate,
-				EmptyWait:  *shedWait,
-				Log: func(format string, args ...any) {
-					logf("%s: "+format, append([]any{t.Host.String()}, args...)...)
-				},
-			}
-			if len(routers) > 0 {
-				move.Routed = func(ctx context.Context, inst string) (bool, bool, error) {
-					return routersRoute(ctx, hc, routers, host, inst)
-				}
-			}
-			var before int64
-			drain := func(ctx context.Context, inst string) error {
-				n, err := fleetListeners(ctx, targets)
-				if err != nil {
-					return err
-				}
-				before = n
-				_, err = move.Out(ctx, inst)
-				return err
-			}
-			health := func(ctx context.Context, run provision.Runner, inst string) error {
-				if err := provision.HealthzOnBox(ctx, run, inst); err != nil {
-					return err
-				}
-				return listenersReturn(ctx, targets, before, 0.9, *listenerWait)
-			}
-			undrain := func(ctx context.Context, inst string) error { return provision.DrainOnBox(ctx, t.Run, inst, false) }
-			r, err := provision.Rollout(ctx, t.Run, provision.Releases{}, binary, insts, health, drain, undrain)
-			if err != nil {
-				stopped.Store(true)
-			}
-			results <- outcome{host: t.Host.String(), r: r, err: err}
-		}()
+	rep, err := fr.Run(ctx, targets)
+	if errors.Is(err, provision.ErrBoxesFailed) {
+		return &exitError{exitHostsFailed, fmt.Sprintf("%d of %d boxes failed and rolled back, %d not started", rep.Failed, len(targets), rep.Skipped)}
 	}
-	failed, skipped, moved := 0, 0, 0
-	for range targets {
-		o := <-results
-		switch {
-		case o.skipped:
-			skipped++
-			logf("%s: skipped, the rollout stopped after a failure", o.host)
-		case o.err != nil:
-			failed++
-			logf("%s: FAILED: %s", o.host, oneLine(o.err))
-		case o.r.From == o.r.To:
-			logf("%s: already on %s, every process runs it", o.host, short(o.r.To))
-		case o.r.Resumed:
-			moved++
-			logf("%s: resumed %s -> %s (current pointed at it already): %d processes still on another release restarted one at a time", o.host, short(o.r.From), short(o.r.To), len(o.r.Restarted))
-		default:
-			moved++
-			logf("%s: %s -> %s, %d processes restarted one at a time", o.host, short(o.r.From), short(o.r.To), len(o.r.Restarted))
-		}
+	if rep != nil && rep.Rebalanced {
+		printBalance(out, rep.Before, rep.After)
 	}
-	if failed > 0 {
-		return &exitError{exitHostsFailed, fmt.Sprintf("%d of %d boxes failed and rolled back, %d not started", failed, len(targets), skipped)}
+	if err != nil {
+		return err
 	}
-	if *rebalance && moved > 0 {
-		bs := make([]provision.Box, len(targets))
-		for i, t := range targets {
-			bs[i] = provision.Box{Name: t.Host.String(), Run: t.Run}
-		}
-		logf("rebalancing: processes above the mean by more than 20%% shed the excess, %d sessions a second", *rebalanceRate)
-		before, after, err := provision.Rebalance(ctx, bs, rebalanceTolerance, *rebalanceRate, *rebalanceWait, 500*time.Millisecond)
-		printBalance(out, before, after)
-		if err != nil {
-			return fmt.Errorf("rebalance: %w", err)
-		}
-		if !provision.Balanced(after, rebalanceTolerance) {
-			logf("the fleet is still more than 20%% off its mean after %v", *rebalanceWait)
-		}
+	if rep.Rebalanced && !rep.Balanced {
+		logf("the fleet is still more than 20%% off its mean after %v", *rebalanceWait)
 	}
 	return nil
 }
@@ -239,25 +165,6 @@ func printBalance(w io.Writer, before, after []provision.ProcLoad) {
 	tw.Flush()
 }
 
-// routersRoute asks every router whether it still routes new listeners
-// to the instance on host: routed when any does, known when any lists it.
-func routersRoute(ctx context.Context, hc *http.Client, routers []string, host, inst string) (routed, known bool, err error) {
-	port, err := provision.InstancePort(inst)
-	if err != nil {
-		return false, false, err
-	}
-	var errs []error
-	for _, r := range routers {
-		rt, kn, err := provision.RouterRoutes(ctx, hc, r, host, port)
-		if err != nil {
-			errs = append(errs, err)
-			continue
-		}
-		routed, known = routed || rt, known || kn
-	}
-	return routed, known, errors.Join(errs...)
-}
-
 func short(sha string) string {
 	if len(sha) > 12 {
 		return sha[:12]
@@ -266,46 +173,4 @@ func short(sha string) string {
 		return "(none)"
 	}
 	return sha
-}
-
-// fleetListeners sums the listeners of every relay process on the targets.
-func fleetListeners(ctx context.Context, targets []provision.Target) (int64, error) {
-	var total int64
-	for _, t := range targets {
-		insts, err := provision.ActiveInstances(ctx, t.Run)
-		if err != nil {
-			return 0, fmt.Errorf("%s: %w", t.Host, err)
-		}
-		n, err := provision.BoxListeners(ctx, t.Run, insts)
-		if err != nil {
-			return 0, fmt.Errorf("%s: %w", t.Host, err)
-		}
-		total += n
-	}
-	return total, nil
-}
-
-// listenersReturn waits until the fleet serves at least frac of want
-// listeners again: those of a restarted process reconnect through the
-// router, to whichever process has room.
-func listenersReturn(ctx context.Context, targets []provision.Target, want int64, frac float64, limit time.Duration) error {
-	need := int64(float64(want) * frac)
-	deadline := time.Now().Add(limit)
-	for {
-		got, err := fleetListeners(ctx, targets)
-		if err == nil && got >= need {
-			return nil
-		}
-		if time.Now().After(deadline) {
-			if err != nil {
-				return err
-			}
-			return fmt.Errorf("listeners did not come back: the fleet serves %d of the %d before the restart after %v", got, want, limit)
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(500 * time.Millisecond):
-		}
-	}
 }

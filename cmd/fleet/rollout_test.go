@@ -2,21 +2,10 @@ package main
 
 import (
 	"bytes"
-	"context"
-	"encoding/json"
-	"fmt"
-	"log/slog"
-	"net"
-	"net/http"
-	"net/http/httptest"
-	"os"
-	"path/filepath"
 	"strings"
-	"sync/atomic"
 	"testing"
 
 	"github.com/relayfleet/relayfleet/provision"
-	"github.com/relayfleet/relayfleet/relay/router"
 )
 
 func TestRolloutBadInput(t *testing.T) {
@@ -37,51 +26,6 @@ func TestRolloutBadInput(t *testing.T) {
 				t.Errorf("exit %d, stdout %q, stderr %q; want 2, nothing, %q", code, out, errOut, tc.want)
 			}
 		})
-	}
-}
-
-// TestRoutersRoute asks a real router's GET /relays whether it still
-// routes to a relay process: yes while it reports headroom, no once a poll
-// saw it drained; a process no router lists is unknown.
-func TestRoutersRoute(t *testing.T) {
-	var draining atomic.Bool
-	relay := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-		headroom := 50
-		if draining.Load() {
-			headroom = 0
-		}
-		fmt.Fprintf(w, `{"sessions": 3, "headroom": %d, "certificate_sha256": "%s"}`, headroom, strings.Repeat("ab", 32))
-	}))
-	t.Cleanup(relay.Close)
-	host, port, _ := net.SplitHostPort(relay.Listener.Addr().String())
-	path := filepath.Join(t.TempDir(), "relays.json")
-	data, _ := json.Marshal(router.File{Relays: []router.Relay{{URL: "http://" + relay.Listener.Addr().String() + "/", Stats: relay.URL + "/stats"}}})
-	if err := os.WriteFile(path, data, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	rt, err := router.New(router.Options{File: path, Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(rt)
-	t.Cleanup(srv.Close)
-	ctx := context.Background()
-	rt.PollOnce(ctx)
-	inst := "relay@" + port + ".service"
-	routers := []string{srv.URL, srv.URL + "/"}
-	if routed, known, err := routersRoute(ctx, nil, routers, host, inst); err != nil || !routed || !known {
-		t.Fatalf("before the drain: routed %v known %v err %v; want routed", routed, known, err)
-	}
-	draining.Store(true)
-	rt.PollOnce(ctx)
-	if routed, known, err := routersRoute(ctx, nil, routers, host, inst); err != nil || routed || !known {
-		t.Fatalf("after the drain: routed %v known %v err %v; want known, not routed", routed, known, err)
-	}
-	if _, known, err := routersRoute(ctx, nil, routers, "10.9.9.9", inst); err != nil || known {
-		t.Fatalf("another host: known %v err %v", known, err)
-	}
-	if _, _, err := routersRoute(ctx, nil, []string{"http://127.0.0.1:1"}, host, inst); err == nil {
-		t.Fatal("an unreachable router gave no error")
 	}
 }
 

@@ -27,7 +27,7 @@ func runStatus(ctx context.Context, args []string, ios *cli.IOStreams) error {
 	if err := hf.check(); err != nil {
 		return err
 	}
-	targets, cleanup, err := hf.allTargets(ctx)
+	targets, cleanup, err := hf.allTargets(ctx, ios.ErrOut)
 	if err != nil {
 		return err
 	}

@@ -256,6 +256,26 @@ type Access struct {
 	SSHKey string
 }
 
+// StackAccess is a, with the lab a stack was brought up with (its labDir
+// configuration) as LabDir when a leaves it empty and a host is a lab
+// box: its admin key reaches them. The stack is not read otherwise.
+func StackAccess(ctx context.Context, st *program.Stack, hosts []Host, a Access) (Access, error) {
+	if a.LabDir != "" {
+		return a, nil
+	}
+	for _, h := range hosts {
+		if h.Backend == provider.BackendLab {
+			d, err := st.ReadConfig(ctx, "labDir")
+			if err != nil {
+				return a, err
+			}
+			a.LabDir = d
+			return a, nil
+		}
+	}
+	return a, nil
+}
+
 // Targets are the provision targets for hosts, each host's key pinned from
 // its stack (a host whose key differs is refused: nothing is trusted on
 // first use). A steady host of a group in the inventory takes the group's

@@ -19,6 +19,10 @@ type Package struct {
 // It sits under relay/ so that relay's tests may use it too.
 const TestUtil = Module + "/relay/testutil"
 
+// TestHelpers are the packages only _test.go files import: TestUtil, and
+// programtest, which makes Pulumi stacks for tests.
+var TestHelpers = []string{TestUtil, Module + "/infra/program/programtest"}
+
 // Forbidden dependencies of the relay binary: it must stay small and free
 // of the operator tooling.
 var relayForbidden = []string{
@@ -75,8 +79,10 @@ func Check(pkgs []Package) []string {
 				}
 			}
 		}
-		if p.ImportPath != TestUtil && slices.Contains(p.Imports, TestUtil) {
-			bad = append(bad, fmt.Sprintf("%s imports %s: only tests import it", p.ImportPath, TestUtil))
+		for _, h := range TestHelpers {
+			if p.ImportPath != h && slices.Contains(p.Imports, h) {
+				bad = append(bad, fmt.Sprintf("%s imports %s: only tests import it", p.ImportPath, h))
+			}
 		}
 		if from == "relay" {
 			for _, imp := range slices.Concat(p.TestImports, p.XTestImports) {

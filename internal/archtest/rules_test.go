@@ -32,6 +32,7 @@ func TestCheckCatchesViolations(t *testing.T) {
 		{"provision imports relay/router", Package{ImportPath: m + "provision", Imports: []string{m + "relay/router"}}, "only cmd may import relay"},
 		{"relay's tests import inventories", Package{ImportPath: m + "relay/client", XTestImports: []string{m + "inventories"}}, "in tests too"},
 		{"code imports testutil", Package{ImportPath: m + "relay/client", Imports: []string{TestUtil}}, "only tests import it"},
+		{"code imports programtest", Package{ImportPath: m + "infra/fleethosts", Imports: []string{m + "infra/program/programtest"}}, "only tests import it"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			bad := Check([]Package{tc.pkg})
@@ -49,6 +50,7 @@ func TestCheckCatchesViolations(t *testing.T) {
 		{ImportPath: m + "provision", Imports: []string{m + "relay/wire", m + "relay/procstat"}},
 		{ImportPath: m + "provision/loadtest", Imports: []string{m + "relay/loadgen", m + "provision", m + "inventories"}},
 		{ImportPath: m + "provision", TestImports: []string{TestUtil}},
+		{ImportPath: m + "infra/fleethosts", TestImports: []string{m + "infra/program/programtest"}},
 		{ImportPath: m + "relay/client", TestImports: []string{TestUtil, m + "relay/moqlite"}},
 	}
 	if bad := Check(ok); len(bad) > 0 {

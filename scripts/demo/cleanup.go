@@ -35,7 +35,9 @@ func (d *demo) cleanup(ctx context.Context) error {
 			errs = append(errs, err)
 		}
 	}
-	if _, err := os.Stat(d.path("state", "hosts")); err == nil {
+	// A fleet whose stacks list hosts is destroyed; without a stack (no
+	// fleet up yet), fleet hosts fails and there is nothing to destroy.
+	if h, err := d.hosts(ctx); err == nil && len(h.Hosts) > 0 {
 		args := dropFlag(append([]string{"destroy", "--yes", "--inventory", d.path("demo.yaml")}, d.stackArgs()...), "--relay-binary")
 		if _, err := d.sh(ctx, 1, d.fleetBin(), args...); err != nil {
 			errs = append(errs, err)

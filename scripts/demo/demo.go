@@ -12,6 +12,8 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -47,6 +49,7 @@ type demo struct {
 	loads        map[string]*loadReport
 	rolledOut    bool
 	eventUp      bool
+	relayList    []wire.Relay // refreshRelays
 }
 
 type stepTime struct {
@@ -330,17 +333,59 @@ func freePort() (int, error) {
 	return ln.Addr().(*net.TCPAddr).Port, nil
 }
 
-// relays reads the router's relay list that fleet keeps.
+// fleetHosts is the part of fleet hosts --json the demo reads: every
+// host of the fleet's stacks (steady and events') with its relay ports.
+type fleetHosts struct {
+	Hosts []struct {
+		Name    string `json:"name"`
+		Stack   string `json:"stack"`
+		Event   string `json:"event"`
+		Address string `json:"address"`
+		Ports   []int  `json:"ports"`
+	} `json:"hosts"`
+}
+
+// relays are the relay processes the hosts run, as the relays file fleet
+// writes for the router lists them: http://ADDRESS:PORT/ and its /stats.
+func (h *fleetHosts) relays() []wire.Relay {
+	var rs []wire.Relay
+	for _, host := range h.Hosts {
+		for _, p := range host.Ports {
+			base := "http://" + net.JoinHostPort(host.Address, strconv.Itoa(p)) + "/"
+			rs = append(rs, wire.Relay{URL: base, Stats: base + "stats"})
+		}
+	}
+	return rs
+}
+
+// hosts lists the fleet's hosts (fleet hosts --json, quietly: the sampler
+// and cleanup ask too).
+func (d *demo) hosts(ctx context.Context) (*fleetHosts, error) {
+	var h fleetHosts
+	err := d.runJSON(ctx, "fleet hosts", &h, append([]string{"hosts", "--json", "--inventory", d.path("demo.yaml")}, d.keyArgs()...)...)
+	return &h, err
+}
+
+// refreshRelays reads the relay processes from fleet hosts --json again:
+// after fleet up and after each reconcile, which bring boxes and take
+// them away.
+func (d *demo) refreshRelays(ctx context.Context) error {
+	h, err := d.hosts(ctx)
+	if err != nil {
+		return err
+	}
+	d.mu.Lock()
+	d.relayList = h.relays()
+	d.mu.Unlock()
+	return nil
+}
+
+// relays are the fleet's relay processes as the last refreshRelays read
+// them.
 func (d *demo) relays() []wire.Relay {
-	data, err := os.ReadFile(d.path("state", "relays.json"))
-	if err != nil {
-		return nil
-	}
-	f, err := wire.ParseRelaysFile(data)
-	if err != nil {
-		return nil
-	}
-	return f.Relays
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return slices.Clone(d.relayList)
 }
 
 // loadReport is relay loadgen --json's report, with what the demo

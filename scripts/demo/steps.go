@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"net/netip"
 	"os"
@@ -141,7 +142,12 @@ func (d *demo) up(ctx context.Context) error {
 	for _, b := range boxes {
 		d.say("      lab box %s at %s: %d cores, %d MiB, %s", b.Name, b.Address, b.Cores, b.RAM>>20, b.State)
 	}
-	d.say("      relays file: %d relay processes for the router", len(d.relays()))
+	// The relay processes, as the stacks list them (fleet hosts --json);
+	// the router reads the same from the relays file fleet up wrote.
+	if err := d.refreshRelays(ctx); err != nil {
+		return err
+	}
+	d.say("      fleet hosts: %d relay processes for the router", len(d.relays()))
 	d.say("")
 	// The same stack as fleet up: converge reads the fleet's key from it.
 	if _, err := d.sh(ctx, -1, d.fleetBin(), append([]string{"converge", "--inventory", d.path("demo.yaml"), "--lab-dir", labDir}, d.keyArgs()...)...); err != nil {
@@ -207,7 +213,7 @@ func (d *demo) publish(ctx context.Context) error {
 	// broadcast from the origin.
 	rs := d.relays()
 	if len(rs) == 0 {
-		return fmt.Errorf("no relays in %s", d.path("state", "relays.json"))
+		return errors.New("fleet hosts --json lists no relay process")
 	}
 	lctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
@@ -301,6 +307,10 @@ var eventStart time.Time
 func (d *demo) reconcile(ctx context.Context) ([]eventOutcome, error) {
 	var outs []eventOutcome
 	err := d.fleetJSON(ctx, &outs, append([]string{"events", "reconcile", "--events", d.path("events.yaml"), "--json"}, d.stackArgs()...)...)
+	// The event's box came or went: the sampler reads its processes too.
+	if rerr := d.refreshRelays(ctx); rerr != nil && err == nil {
+		err = rerr
+	}
 	for _, o := range outs {
 		for _, a := range o.Actions {
 			d.say("      %s %s: %s", o.Event, a.Action, a.Detail)

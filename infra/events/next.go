@@ -1,0 +1,37 @@
+package events
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/relayfleet/relayfleet/inventories"
+)
+
+// NextStep says what the next reconcile will do for an event whose
+// record is rec (nil: none yet), at now.
+func NextStep(ev *inventories.Event, rec *Record, now time.Time) string {
+	at := func(t time.Time) string {
+		return t.UTC().Format(time.RFC3339) + " (in " + t.Sub(now).Round(time.Second).String() + ")"
+	}
+	phase := Scheduled
+	if rec != nil {
+		phase = rec.Phase
+	}
+	switch phase {
+	case Scheduled:
+		return "up at " + at(ev.UpAt())
+	case Up:
+		if rec.Shrink != nil {
+			return fmt.Sprintf("resize down to %d boxes: remove each box that goes once it holds no listener; drain at %s", rec.Shrink.To, at(ev.End.Time))
+		}
+		if rec.Suggested != nil {
+			return fmt.Sprintf("drain at %s (the files size it at %d boxes: fleet burst resize to shrink)", at(ev.End.Time), *rec.Suggested)
+		}
+		return "drain at " + at(ev.End.Time)
+	case Draining:
+		return "destroy when no listener is left, at the latest " + at(rec.DrainDeadline)
+	case Creating, Destroying:
+		return "resume the cut-off run"
+	}
+	return ""
+}
