@@ -27,7 +27,7 @@ import (
 func putStack(t *testing.T, state string, f *inventories.Fleet, name string, outputs map[string]any) {
 	t.Helper()
 	if _, err := program.FindPulumi(""); err != nil {
-		t.Skip(err)
+		testutil.Skipf(t, "%v (make pulumi)", err)
 	}
 	programtest.ImportStack(t, &program.Stack{Fleet: f, Name: name, StateDir: state}, signingKey+"\n", outputs)
 }

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/pulumi/pulumi/sdk/v3/go/auto"
+
 	"github.com/relayfleet/relayfleet/infra/events"
 	"github.com/relayfleet/relayfleet/infra/program"
 	"github.com/relayfleet/relayfleet/infra/provider"
@@ -56,13 +58,16 @@ func guardDestroy(ctx context.Context, s *stackFlags, st *program.Stack, yes boo
 }
 
 // doomedListeners reads the listeners of each doomed box from its relays'
-// /stats over SSH, finding the box in the hosts the last up recorded.
+// /stats over SSH, finding the box in the stack's hosts output (the
+// backend's record: an empty state dir pointed at the backend finds it
+// too).
 func doomedListeners(ctx context.Context, s *stackFlags, st *program.Stack, doomed []program.Doomed) []doomedBox {
 	ctx, cancel := context.WithTimeout(ctx, probeWait)
 	defer cancel()
 	known := map[string]program.HostEntry{}
-	if sh, err := program.ReadStackHosts(st.StateDir, st.Name); err == nil {
-		for _, h := range sh.Hosts {
+	if outs, err := st.ReadOutputs(ctx, nil); err == nil && len(outs) > 0 {
+		hosts, _ := program.HostsFromOutputs(auto.OutputMap{"hosts": {Value: outs[0].Outputs["hosts"]}})
+		for _, h := range hosts {
 			known[h.Name] = h
 		}
 	}

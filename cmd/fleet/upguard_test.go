@@ -2,13 +2,17 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"errors"
+	"io"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/relayfleet/relayfleet/infra/program"
 	"github.com/relayfleet/relayfleet/relay/cli"
+	"github.com/relayfleet/relayfleet/relay/testutil"
 )
 
 func doomed(name, op string, listeners int64, err error, keys ...string) doomedBox {
@@ -109,5 +113,43 @@ func TestConfirmDestroy(t *testing.T) {
 	}
 	if err := confirmGoing(&out, strings.NewReader(""), false, true, boxes, "destroy", "destroy"); err != nil {
 		t.Errorf("--yes: %v", err)
+	}
+}
+
+// TestDoomedListenersReadTheStack: the boxes an up or destroy would take
+// down are found in the stack's hosts output, so a state dir that holds
+// only the backend (a second machine, a lost cache) still probes them
+// instead of calling every box "not among the stack's recorded hosts".
+// The box's sshd is a closed port: the probe is tried and fails on it.
+func TestDoomedListenersReadTheStack(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the Pulumi CLI")
+	}
+	dir := t.TempDir()
+	inv := filepath.Join(dir, "fleet.yaml")
+	testutil.WriteFile(t, inv, []byte(cloudFleet), 0o644)
+	f, err := loadFleet(inv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	state := filepath.Join(dir, "state")
+	closed := "127.0.0.1:" + testutil.FreePort(t)
+	putStack(t, state, f, "cloud", map[string]any{"fleet": "cloud", "hosts": []any{map[string]any{
+		"name": "cloud-s-fsn-1", "group": "fsn", "backend": "hcloud", "address": "127.0.0.1",
+		"sshAddress": closed, "hostKey": "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOMqqnkVzrm0SdG6UOoqKLsabgH5C9okWi0dh2l9GKJl", "user": "root", "ports": []int{4443}}}})
+	s := newStackFlags("destroy", io.Discard, true)
+	st := &program.Stack{Fleet: f, Name: "cloud", StateDir: state}
+	boxes := doomedListeners(context.Background(), s, st, []program.Doomed{
+		{Name: "cloud-s-fsn-1", Op: "delete", Backend: "hcloud"},
+		{Name: "cloud-s-fsn-9", Op: "delete", Backend: "hcloud"},
+	})
+	if len(boxes) != 2 {
+		t.Fatalf("%d boxes, want 2", len(boxes))
+	}
+	if boxes[0].err == nil || strings.Contains(boxes[0].err.Error(), "not among") {
+		t.Errorf("the stack's box: %v, want the probe's failure on its closed ssh port", boxes[0].err)
+	}
+	if boxes[1].err == nil || !strings.Contains(boxes[1].err.Error(), "not among") {
+		t.Errorf("a box the stack does not list: %v, want not among the stack's hosts", boxes[1].err)
 	}
 }
