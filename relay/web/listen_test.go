@@ -549,9 +549,17 @@ func (s *setup) play(t *testing.T, ctx context.Context, br *browser, base, name,
 	if got.PlayedSeconds < want-0.001 {
 		t.Errorf("page played %.3f s, want %.3f s", got.PlayedSeconds, want)
 	}
-	if got.DecoderErrors != 0 || got.Gaps != 0 || got.MissedGroups != 0 || got.Late != 0 || got.Underruns != 0 || got.Reconnects != 0 {
-		t.Errorf("page: %d decoder errors, %d gaps, %d missed groups, %d late, %d underruns, %d reconnects; want none",
-			got.DecoderErrors, got.Gaps, got.MissedGroups, got.Late, got.Underruns, got.Reconnects)
+	if got.DecoderErrors != 0 || got.MissedGroups != 0 || got.Late != 0 || got.Underruns != 0 || got.Reconnects != 0 {
+		t.Errorf("page: %d decoder errors, %d missed groups, %d late, %d underruns, %d reconnects; want none",
+			got.DecoderErrors, got.MissedGroups, got.Late, got.Underruns, got.Reconnects)
+	}
+	// A gap between two arrivals that the page's buffer covers is not
+	// heard: a loaded CI machine (load 11) delayed one arrival by 261 ms
+	// with 343 ms buffered. One the buffer does not cover is (the silence
+	// case shows the counter and the longest gap move: 2.5 s).
+	if got.Gaps != 0 && got.LongestGapMs >= got.LatencyMs {
+		t.Errorf("page: %d gaps, the longest %.0f ms, not covered by the %.0f ms buffered; want none heard",
+			got.Gaps, got.LongestGapMs, got.LatencyMs)
 	}
 	if got.Connects != 1 || got.LatencyMs <= 0 {
 		t.Errorf("page: %d connects, latency %.0f ms; want 1 connect and a latency", got.Connects, got.LatencyMs)
