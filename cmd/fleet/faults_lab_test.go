@@ -313,8 +313,8 @@ func procStats(p faultProc) (relayStats, error) {
 	return s, json.NewDecoder(resp.Body).Decode(&s)
 }
 
-// snapshot reads every process's /stats at once; a process that does not
-// answer has ok false.
+// procSnap is one process's /stats in a snapshot of every process's at
+// once; a process that does not answer has ok false.
 type procSnap struct {
 	relayStats
 	ok bool
@@ -401,7 +401,7 @@ type loadgenResult struct {
 	ReconnectsByReason map[string]int64 `json:"reconnects_by_reason"`
 }
 
-// honest says which issue 14 figures the result lacks.
+// missing says which issue 14 figures the result lacks.
 func (r *loadgenResult) missing() []string {
 	var m []string
 	if r.GapMs == nil {

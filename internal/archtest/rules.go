@@ -19,8 +19,8 @@ type Package struct {
 // It sits under relay/ so that relay's tests may use it too.
 const TestUtil = Module + "/relay/testutil"
 
-// Forbidden dependencies of the relay binary: it must stay small and free
-// of the operator tooling.
+// relayForbidden are the forbidden dependencies of the relay binary: it
+// must stay small and free of the operator tooling.
 var relayForbidden = []string{
 	"github.com/pulumi/",
 	"golang.org/x/crypto/ssh",

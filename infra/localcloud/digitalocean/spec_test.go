@@ -29,9 +29,10 @@ import (
 // (testdata/openapi/SOURCE says from where and when).
 const specRoot = "testdata/openapi/DigitalOcean-public.v2.yaml"
 
-// DigitalOcean writes its description as many files, and $refs whole
-// operations and tag descriptions into the root, which OpenAPI 3.0 does
-// not allow (their tooling bundles it before publishing). bundle does the
+// bundler bundles DigitalOcean's description. DigitalOcean writes it as
+// many files, and $refs whole operations and tag descriptions into the
+// root, which OpenAPI 3.0 does not allow (their tooling bundles it before
+// publishing). bundle does the
 // same: it inlines every $ref, files and JSON pointers alike, so that
 // kin-openapi reads one plain document. Nothing else is changed, except
 // that what only documents (the root's tags, x-codeSamples, a media
