@@ -184,14 +184,14 @@ func runRollout(ctx context.Context, args []string, ios *cli.IOStreams) error {
 			logf("%s: already on %s, every process runs it", o.host, short(o.r.To))
 		case o.r.Resumed:
 			moved++
-			logf("%s: resumed %s -> %s (current pointed at it already): %d processes still on another release restarted one at a time", o.host, short(o.r.From), short(o.r.To), len(o.r.Restarted))
+			logf("%s: resumed %s -> %s (current pointed at it already): %s still on another release restarted one at a time", o.host, short(o.r.From), short(o.r.To), plural(len(o.r.Restarted), "process", "processes"))
 		default:
 			moved++
-			logf("%s: %s -> %s, %d processes restarted one at a time", o.host, short(o.r.From), short(o.r.To), len(o.r.Restarted))
+			logf("%s: %s -> %s, %s restarted one at a time", o.host, short(o.r.From), short(o.r.To), plural(len(o.r.Restarted), "process", "processes"))
 		}
 	}
 	if failed > 0 {
-		return &exitError{exitHostsFailed, fmt.Sprintf("%d of %d boxes failed and rolled back, %d not started", failed, len(targets), skipped)}
+		return &exitError{exitHostsFailed, fmt.Sprintf("%d of %s failed and rolled back, %d not started", failed, plural(len(targets), "box", "boxes"), skipped)}
 	}
 	if *rebalance && moved > 0 {
 		bs := make([]provision.Box, len(targets))
