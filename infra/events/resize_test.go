@@ -106,7 +106,7 @@ func TestCalibrationChangeMidEventKeepsTheSize(t *testing.T) {
 	for _, e := range rec.Log {
 		if e.Action == "hold" {
 			holds++
-			if !strings.Contains(e.Detail, fmt.Sprintf("at %d boxes; it keeps its 3", smaller)) || !strings.Contains(e.Detail, "fleet burst resize --event "+h.ev.Name) {
+			if !strings.Contains(e.Detail, fmt.Sprintf("at %s; it keeps its 3", plural(smaller, "box", "boxes"))) || !strings.Contains(e.Detail, "fleet burst resize --event "+h.ev.Name) {
 				t.Errorf("hold note %q", e.Detail)
 			}
 		}

@@ -145,7 +145,7 @@ func TestFromOutputsWarnings(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := "steady group steady: 1 boxes in stack demo, the inventory wants 3 (fleet up)\n" +
+	want := "steady group steady: 1 box in stack demo, the inventory wants 3 (fleet up)\n" +
 		"steady group old: in stack demo, not in the inventory (fleet up removes its boxes)"
 	if got := strings.Join(set.Warnings, "\n"); got != want {
 		t.Errorf("warnings:\n%s\nwant\n%s", got, want)
