@@ -1,6 +1,7 @@
 // Command fleet is relayfleet's operator tool: it plans capacity, shows the
-// provider catalogue and, in later stages, provisions and converges a fleet
-// of live-audio relays.
+// provider catalogue, provisions the fleet's boxes through Pulumi,
+// converges them over SSH, rolls out relay builds, bursts for events,
+// load-tests and monitors a fleet of live-audio relays.
 //
 // main only wires things together; each command lives in its own file and
 // errors are mapped to exit codes once, in run. Started as
