@@ -12,15 +12,15 @@ package main
 import (
 	"context"
 	"os"
-	"os/signal"
-	"syscall"
 
 	"github.com/relayfleet/relayfleet/infra/provider"
 	"github.com/relayfleet/relayfleet/relay/cli"
 )
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	// SIGINT and SIGTERM end the command's context: it cleans up and exits
+	// 130 or 143 with a line saying so (execute).
+	ctx, stop := cli.SignalContext(context.Background())
 	if provider.IsPlugin(os.Args[0]) {
 		code := provider.Main(ctx)
 		stop()

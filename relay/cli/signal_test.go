@@ -1,0 +1,37 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"os"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/relayfleet/relayfleet/relay/testutil"
+)
+
+// TestSignalContext: SIGTERM ends the context with an *Interrupted that
+// names it and maps to exit status 143; stop ends it with no signal.
+func TestSignalContext(t *testing.T) {
+	ctx, stop := SignalContext(context.Background())
+	defer stop()
+	if err := syscall.Kill(os.Getpid(), syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	testutil.WaitFor(t, 10*time.Second, "SIGTERM to end the context", func() bool { return ctx.Err() != nil })
+	var in *Interrupted
+	if !errors.As(context.Cause(ctx), &in) || in.Signal != syscall.SIGTERM || in.Error() != "interrupted by SIGTERM" || in.ExitCode() != 143 {
+		t.Errorf("cause %v, want interrupted by SIGTERM, exit 143", context.Cause(ctx))
+	}
+
+	ctx2, stop2 := SignalContext(context.Background())
+	stop2()
+	stop2() // twice is harmless
+	if ctx2.Err() == nil {
+		t.Errorf("after stop: err %v", ctx2.Err())
+	}
+	if c := context.Cause(ctx2); !errors.Is(c, context.Canceled) {
+		t.Errorf("after stop: cause %v, want context.Canceled (no signal)", c)
+	}
+}
