@@ -312,7 +312,12 @@ func TestSignalsEndCommands(t *testing.T) {
 		// fleet up of a fresh stack: Pulumi runs the fleet's provider
 		// plugin, which waits on the box's sshd for its cores and RAM.
 		upState := filepath.Join(t.TempDir(), "state")
-		interrupt(t, bin, []string{"up", "--yes", "--inventory", inv, "--state-dir", upState, "--ssh-key", keyFile, "--relay-binary", bin}, nil, sshd.reached(), syscall.SIGTERM)
+		up := []string{"up", "--yes", "--inventory", inv, "--state-dir", upState, "--ssh-key", keyFile, "--relay-binary", bin}
+		interrupt(t, bin, up, nil, sshd.reached(), syscall.SIGTERM)
+		noPulumiLocks(t, upState)
+		// The stack is usable: the next up gets as far (no lock, no
+		// pending operation refuses it).
+		interrupt(t, bin, up, nil, sshd.reached(), syscall.SIGINT)
 		noPulumiLocks(t, upState)
 	})
 	t.Run("events reconcile", func(t *testing.T) {
@@ -321,8 +326,11 @@ func TestSignalsEndCommands(t *testing.T) {
 		api := newBlackhole(t)
 		evs := filepath.Join(dir, "events.yaml")
 		testutil.WriteFile(t, evs, []byte(signalEvents), 0o644)
-		interrupt(t, bin, []string{"events", "reconcile", "--events", evs, "--state-dir", state, "--now", "2026-12-13T18:30:00Z", "--relay-binary", bin},
-			[]string{"HCLOUD_TOKEN=sig-test-token", "HCLOUD_ENDPOINT=http://" + api.addr()}, api.reached(), syscall.SIGTERM)
+		reconcile := []string{"events", "reconcile", "--events", evs, "--state-dir", state, "--now", "2026-12-13T18:30:00Z", "--relay-binary", bin}
+		env := []string{"HCLOUD_TOKEN=sig-test-token", "HCLOUD_ENDPOINT=http://" + api.addr()}
+		interrupt(t, bin, reconcile, env, api.reached(), syscall.SIGTERM)
+		// The lease is free: the next reconcile gets as far.
+		interrupt(t, bin, reconcile, env, api.reached(), syscall.SIGINT)
 		noPulumiLocks(t, state)
 		lease := filepath.Join(state, "backend", ".pulumi", "stacks", events.StoreProject, events.LeaseStack("sig")+".json")
 		if _, err := os.Stat(lease); err == nil {
