@@ -16,6 +16,8 @@ import (
 
 	"golang.org/x/crypto/ssh"
 	"golang.org/x/crypto/ssh/agent"
+
+	"github.com/relayfleet/relayfleet/relay/testutil"
 )
 
 // fixture is an sshd, a client key, and a pool pinned to the sshd's key.
@@ -141,7 +143,7 @@ func TestRetriesUntilTheBoxAnswers(t *testing.T) {
 	}
 	srv.kill()
 	go func() {
-		time.Sleep(700 * time.Millisecond) // still booting
+		time.Sleep(700 * time.Millisecond) // the fault: the box is down this long, still booting, while we dial
 		restartSSHD(t, srv)
 	}()
 	pool := &Pool{Auth: []ssh.AuthMethod{ssh.PublicKeys(signer)}, Keys: &HostKeys{File: known}, RetryFor: 10 * time.Second}
@@ -218,7 +220,7 @@ func TestDialsCappedAcrossTheFleet(t *testing.T) {
 					break
 				}
 			}
-			go func() { // hold the handshake, then hang up
+			go func() { // hold the handshake (the load under test), then hang up
 				time.Sleep(300 * time.Millisecond)
 				inFlight.Add(-1)
 				c.Close()
@@ -395,12 +397,7 @@ func TestFrozenBoxFailsWithinABound(t *testing.T) {
 		errc <- err
 	}()
 	// Freeze once the command runs on the box.
-	for deadline := time.Now().Add(20 * time.Second); !runsSleep(f.srv); {
-		if time.Now().After(deadline) {
-			t.Fatal("the command never started")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	testutil.WaitFor(t, 20*time.Second, "the command to start on the box", func() bool { return runsSleep(f.srv) })
 	f.srv.freeze(syscall.SIGSTOP)
 	t.Cleanup(func() { f.srv.freeze(syscall.SIGCONT) })
 	start := time.Now()

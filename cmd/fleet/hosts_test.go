@@ -79,15 +79,13 @@ func loopbackSSHD(t *testing.T, key ssh.PublicKey) (addr, hostKey string) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-		if c, err := net.Dial("tcp", addr); err == nil {
+	testutil.WaitFor(t, 20*time.Second, "sshd to listen on "+addr, func() bool {
+		c, err := net.Dial("tcp", addr)
+		if err == nil {
 			c.Close()
-			break
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("sshd did not listen on %s", addr)
-		}
-	}
+		return err == nil
+	})
 	return addr, strings.TrimSpace(string(ssh.MarshalAuthorizedKey(host.PublicKey())))
 }
 

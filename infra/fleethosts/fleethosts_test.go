@@ -19,6 +19,7 @@ import (
 	"github.com/relayfleet/relayfleet/infra/lab"
 	"github.com/relayfleet/relayfleet/infra/program"
 	"github.com/relayfleet/relayfleet/inventories"
+	"github.com/relayfleet/relayfleet/relay/testutil"
 )
 
 // outputs reads stack outputs as pulumi stack output --json prints them.
@@ -206,15 +207,13 @@ func startSSHD(t *testing.T, keys ...ssh.PublicKey) (addr, hostKey string) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-		if c, err := net.Dial("tcp", addr); err == nil {
+	testutil.WaitFor(t, 20*time.Second, "sshd to listen on "+addr, func() bool {
+		c, err := net.Dial("tcp", addr)
+		if err == nil {
 			c.Close()
-			break
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("sshd did not listen on %s", addr)
-		}
-	}
+		return err == nil
+	})
 	return addr, strings.TrimSpace(string(ssh.MarshalAuthorizedKey(pub)))
 }
 

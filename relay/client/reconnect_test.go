@@ -22,6 +22,7 @@ import (
 	"github.com/relayfleet/relayfleet/relay"
 	"github.com/relayfleet/relayfleet/relay/client"
 	"github.com/relayfleet/relayfleet/relay/moqlite"
+	"github.com/relayfleet/relayfleet/relay/testutil"
 	"github.com/relayfleet/relayfleet/relay/transport"
 )
 
@@ -149,23 +150,19 @@ func (c *coreRelay) serve(ctx context.Context, ts transport.Session, u *url.URL)
 // session returns the i-th session (0-based) once it has come.
 func (c *coreRelay) session(t *testing.T, i int) transport.Session {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	var n int
+	var s transport.Session
+	if !testutil.Poll(10*time.Second, func() bool {
 		c.mu.Lock()
-		n := len(c.sessions)
-		var s transport.Session
-		if n > i {
+		defer c.mu.Unlock()
+		if n = len(c.sessions); n > i {
 			s = c.sessions[i]
 		}
-		c.mu.Unlock()
-		if s != nil {
-			return s
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("session %d never came (%d did)", i, n)
-		}
-		time.Sleep(10 * time.Millisecond)
+		return s != nil
+	}) {
+		t.Fatalf("session %d never came (%d did)", i, n)
 	}
+	return s
 }
 
 // kill drops the UDP socket: the relay's connections end without a
