@@ -254,7 +254,7 @@ func TestRunReloadsAChangedFile(t *testing.T) {
 	if err := os.Rename(tmp, path); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(100 * time.Millisecond)
+	time.Sleep(100 * time.Millisecond) // a non-event to wait out: the watcher sees the broken file and must keep the list
 	waitRoute(b.entry(false).URL)
 }
 
