@@ -28,6 +28,7 @@ const (
 )
 
 func TestReplaceAuthorizedKeys(t *testing.T) {
+	t.Parallel()
 	if _, err := exec.LookPath("bash"); err != nil {
 		t.Skip("no bash")
 	}
