@@ -322,6 +322,7 @@ func testCtx(t *testing.T) context.Context {
 }
 
 func TestNextGroupWithinSilence(t *testing.T) {
+	t.Parallel()
 	ctx := testCtx(t)
 	c := startCore(t, "127.0.0.1:0", nil)
 	pub := startPublisher(t, ctx, c, 40*time.Millisecond)
@@ -418,6 +419,7 @@ func TestRelayCloseCodeReachesListener(t *testing.T) {
 // packets longer than 42 bytes. (Path MTU discovery is off, so that its
 // probes, large packets, draw no reset of their own.)
 func TestStatelessResetReachesListener(t *testing.T) {
+	t.Parallel()
 	const silence = 3 * time.Second
 	var key, other quic.StatelessResetKey
 	copy(key[:], "relayfleet test stateless reset key.")
