@@ -155,6 +155,7 @@ func TestRetriesUntilTheBoxAnswers(t *testing.T) {
 }
 
 func TestRunCancelled(t *testing.T) {
+	testutil.NoLeaks(t)
 	f := newFixture(t, sshdOpts{})
 	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
 	defer cancel()
@@ -173,6 +174,7 @@ func TestRunCancelled(t *testing.T) {
 }
 
 func TestDialCancelledWhileHostIsSilent(t *testing.T) {
+	testutil.NoLeaks(t)
 	// A listener that accepts and never speaks: the handshake hangs.
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -440,6 +442,7 @@ func runsSleep(s *sshd) bool {
 // TestCommandTimeout: a command that does not end on a box that answers
 // is cut off at the pool's CommandTimeout.
 func TestCommandTimeout(t *testing.T) {
+	testutil.NoLeaks(t)
 	f := newFixture(t, sshdOpts{})
 	f.pool.CommandTimeout = 500 * time.Millisecond
 	start := time.Now()

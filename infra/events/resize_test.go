@@ -9,6 +9,7 @@ import (
 
 	"github.com/relayfleet/relayfleet/infra/program"
 	"github.com/relayfleet/relayfleet/inventories"
+	"github.com/relayfleet/relayfleet/relay/testutil"
 )
 
 // cheaperCalibration is one under which a small lab box carries more
@@ -68,6 +69,7 @@ func (h *harness) routed(t *testing.T) []string {
 // Pulumi run, the record keeps its size and notes the new figure once.
 // Growing still happens by itself.
 func TestCalibrationChangeMidEventKeepsTheSize(t *testing.T) {
+	testutil.NoLeaks(t)
 	h := newHarness(t)
 	storyCalibration(t, h)
 	h.ev.PeakListeners = 2200

@@ -144,6 +144,7 @@ func TestListenerMovesOffAKilledRelay(t *testing.T) {
 // TestListenerGoingAwayIsImmediate: a going-away close moves the listener
 // at once, well before a silence timeout could have.
 func TestListenerGoingAwayIsImmediate(t *testing.T) {
+	testutil.NoLeaks(t)
 	ctx := testCtx(t)
 	a := startCore(t, "127.0.0.1:0", nil)
 	b := startCore(t, "127.0.0.1:0", nil)

@@ -370,6 +370,7 @@ func TestNextGroupWithinSilence(t *testing.T) {
 // error and the session's, on raw QUIC and on WebSocket, and it comes at
 // once, not after a silence.
 func TestRelayCloseCodeReachesListener(t *testing.T) {
+	testutil.NoLeaks(t)
 	for _, tr := range []string{client.TransportQUIC, client.TransportWebSocket} {
 		for _, c := range []struct {
 			code   uint64
