@@ -26,7 +26,7 @@ func putStack(t *testing.T, state string, f *inventories.Fleet, name string, out
 	t.Helper()
 	cli, err := program.FindPulumi("")
 	if err != nil {
-		t.Skip(err)
+		testutil.Skipf(t, "%v (make pulumi)", err)
 	}
 	st := &program.Stack{Fleet: f, Name: name, StateDir: state}
 	if err := st.SetSecret(context.Background(), program.RelayAuthKeysKey, signingKey+"\n"); err != nil {
@@ -56,7 +56,7 @@ func putStack(t *testing.T, state string, f *inventories.Fleet, name string, out
 func loopbackSSHD(t *testing.T, key ssh.PublicKey) (addr, hostKey string) {
 	t.Helper()
 	if _, err := os.Stat("/usr/sbin/sshd"); err != nil || os.Getuid() != 0 {
-		t.Skip("needs root and openssh-server")
+		testutil.Skipf(t, "needs root and openssh-server (make test installs it as root)")
 	}
 	dir := t.TempDir()
 	host, hostPEM := testKey(t)
@@ -111,9 +111,7 @@ burst:
 // converge --check reach them with the stack's pinned host key where
 // converge used to refuse cloud groups ("boxes are converged by fleet up").
 func TestHostsStatusConvergeOnCloudStack(t *testing.T) {
-	if testing.Short() {
-		t.Skip("runs the Pulumi CLI and sshd")
-	}
+	testutil.Short(t, "make test-long (runs the Pulumi CLI and sshd)")
 	withKeys(t, signingKey+"\n", testNow)
 	signer, pemKey := testKey(t)
 	keyFile := filepath.Join(t.TempDir(), "id")

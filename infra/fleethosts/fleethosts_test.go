@@ -169,7 +169,7 @@ func TestIsEventStack(t *testing.T) {
 func startSSHD(t *testing.T, keys ...ssh.PublicKey) (addr, hostKey string) {
 	t.Helper()
 	if _, err := os.Stat("/usr/sbin/sshd"); err != nil {
-		t.Skip("needs openssh-server (/usr/sbin/sshd)")
+		testutil.Skipf(t, "needs openssh-server (/usr/sbin/sshd; make test installs it as root)")
 	}
 	dir := t.TempDir()
 	_, priv, err := ed25519.GenerateKey(rand.Reader)
@@ -222,7 +222,7 @@ func startSSHD(t *testing.T, keys ...ssh.PublicKey) (addr, hostKey string) {
 // from the stack; a stack whose key is not the server's is refused.
 func TestTargetsPinStackKeys(t *testing.T) {
 	if os.Getuid() != 0 {
-		t.Skip("sshd needs root")
+		testutil.Skipf(t, "sshd needs root")
 	}
 	labDir := t.TempDir()
 	l, err := lab.New(lab.Config{Dir: labDir})
