@@ -175,7 +175,7 @@ func labUp(ctx context.Context, args []string, ios *cli.IOStreams) error {
 			}
 			removed = append(removed, name)
 		}
-		return fmt.Errorf("%w: removed the boxes it had started (%s)", ctx.Err(), strings.Join(removed, ", "))
+		return fmt.Errorf("removed the boxes it had started (%s)", strings.Join(removed, ", "))
 	}
 	var errs []error
 	for _, r := range results {

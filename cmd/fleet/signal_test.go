@@ -161,10 +161,12 @@ func interrupt(t *testing.T, bin string, args, env []string, busy func() bool, s
 	took := time.Since(sent)
 	code := cmd.ProcessState.ExitCode()
 	errOut := stderr.String()
-	t.Logf("fleet %s: %s, exit %d %.1fs later: %s", args[0], sigName(sig), code, took.Seconds(), strings.TrimSpace(errOut))
+	// The error is one line, the last (progress lines may come before).
 	want := fmt.Sprintf("fleet %s: interrupted by %s", args[0], sigName(sig))
-	if code != 128+int(sig) || !strings.HasPrefix(errOut, want) || strings.Count(errOut, "\n") != 1 {
-		t.Errorf("exit %d, stderr %q; want exit %d and one line starting %q", code, errOut, 128+int(sig), want)
+	lines := strings.Split(strings.TrimSuffix(errOut, "\n"), "\n")
+	t.Logf("fleet %s: %s, exit %d %.1fs later: %s", args[0], sigName(sig), code, took.Seconds(), lines[len(lines)-1])
+	if code != 128+int(sig) || !strings.HasSuffix(errOut, "\n") || !strings.HasPrefix(lines[len(lines)-1], want) || strings.Count(errOut, "fleet "+args[0]+": ") != 1 {
+		t.Errorf("exit %d, stderr %q; want exit %d and its last line, the only error line, starting %q", code, errOut, 128+int(sig), want)
 	}
 	if !testutil.Poll(5*time.Second, func() bool { return len(markedProcesses(marker)) == 0 }) {
 		t.Errorf("processes left behind:\n%s", strings.Join(markedProcesses(marker), "\n"))
