@@ -322,6 +322,20 @@ func TestSignalsEndCommands(t *testing.T) {
 		interrupt(t, bin, up, nil, sshd.reached(), syscall.SIGINT)
 		noPulumiLocks(t, upState)
 	})
+	t.Run("auth rotate", func(t *testing.T) {
+		// The new key goes to the stack and every box, through Pulumi's
+		// run of the fleet's provider, over SSH.
+		interrupt(t, bin, append([]string{"auth", "rotate", "--relay-binary", bin}, base...), nil, sshd.reached(), syscall.SIGTERM)
+		noPulumiLocks(t, state)
+	})
+	t.Run("burst up", func(t *testing.T) {
+		api := newBlackhole(t)
+		evs := filepath.Join(dir, "events.yaml")
+		testutil.WriteFile(t, evs, []byte(signalEvents), 0o644)
+		interrupt(t, bin, []string{"burst", "up", "--event", "final", "--events", evs, "--state-dir", state, "--now", "2026-12-13T18:30:00Z", "--relay-binary", bin},
+			[]string{"HCLOUD_TOKEN=sig-test-token", "HCLOUD_ENDPOINT=http://" + api.addr()}, api.reached(), syscall.SIGTERM)
+		noPulumiLocks(t, state)
+	})
 	t.Run("events reconcile", func(t *testing.T) {
 		// At the event's lead time the reconciler brings burst boxes up
 		// through the Hetzner Cloud API, which never answers here.
