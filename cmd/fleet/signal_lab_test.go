@@ -36,7 +36,7 @@ func TestLabUpSignal(t *testing.T) {
 		}
 	})
 	// Busy once the first box is made and boots.
-	booting := func() bool {
+	booting := func(int) bool {
 		_, err := os.Stat(filepath.Join(sigLabDir, "boxes", "box1", "box.json"))
 		return err == nil
 	}

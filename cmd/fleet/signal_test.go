@@ -74,11 +74,23 @@ func newBlackhole(t *testing.T) *blackhole {
 
 func (b *blackhole) addr() string { return b.l.Addr().String() }
 
-// reached returns a function that reports whether a connection has come
-// in since the call.
-func (b *blackhole) reached() func() bool {
+// reached returns a busy function (interrupt) that reports whether a
+// connection has come in since the call.
+func (b *blackhole) reached() func(int) bool {
 	before := b.conns.Load()
-	return func() bool { return b.conns.Load() > before }
+	return func(int) bool { return b.conns.Load() > before }
+}
+
+// readingStdin is a busy function (interrupt): whether a thread of
+// process pid is in a read(2) of its stdin.
+func readingStdin(pid int) bool {
+	tasks, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/syscall", pid))
+	for _, f := range tasks {
+		if b, err := os.ReadFile(f); err == nil && strings.HasPrefix(string(b), "0 0x0 ") {
+			return true
+		}
+	}
+	return false
 }
 
 // buildFleet builds the fleet binary into a test directory.
@@ -115,12 +127,13 @@ func markedProcesses(marker string) []string {
 	return found
 }
 
-// interrupt starts the fleet binary with args, waits until busy says it
-// is at work (a connection it cannot finish), sends sig and checks that
+// interrupt starts the fleet binary with args (stdin: a pipe that stays
+// open), waits until busy says it is at work (a connection it cannot
+// finish, a read of stdin), sends sig and checks that
 // it ends within signalBound, with exit status 128+sig and one line on
 // stderr saying which signal stopped it, and that it leaves no process
 // and no temporary file behind. It returns stdout.
-func interrupt(t *testing.T, bin string, args, env []string, busy func() bool, sig syscall.Signal) string {
+func interrupt(t *testing.T, bin string, args, env []string, busy func(pid int) bool, sig syscall.Signal) string {
 	t.Helper()
 	tmp := t.TempDir()
 	marker := fmt.Sprintf("RELAYFLEET_SIGNAL_TEST=%d-%d", os.Getpid(), time.Now().UnixNano())
@@ -128,9 +141,16 @@ func interrupt(t *testing.T, bin string, args, env []string, busy func() bool, s
 	cmd.Env = append(append(os.Environ(), "TMPDIR="+tmp, marker, "PULUMI_SKIP_UPDATE_CHECK=true"), env...)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	stdin, feed, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer feed.Close()
+	cmd.Stdin = stdin
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
+	stdin.Close()
 	exited := make(chan struct{})
 	go func() { cmd.Wait(); close(exited) }()
 	t.Cleanup(func() {
@@ -145,7 +165,7 @@ func interrupt(t *testing.T, bin string, args, env []string, busy func() bool, s
 			return false
 		}
 	}
-	testutil.WaitFor(t, 3*time.Minute, "fleet "+args[0]+" to get busy", func() bool { return busy() || gone() })
+	testutil.WaitFor(t, 3*time.Minute, "fleet "+args[0]+" to get busy", func() bool { return busy(cmd.Process.Pid) || gone() })
 	if gone() {
 		t.Fatalf("fleet %s ended (%v) before it was busy: the test's set-up is wrong\n%s%s", strings.Join(args, " "), cmd.ProcessState, stdout.String(), stderr.String())
 	}
@@ -321,6 +341,10 @@ func TestSignalsEndCommands(t *testing.T) {
 		// pending operation refuses it).
 		interrupt(t, bin, up, nil, sshd.reached(), syscall.SIGINT)
 		noPulumiLocks(t, upState)
+	})
+	t.Run("secret set", func(t *testing.T) {
+		// Waiting for the token on stdin, which never comes.
+		interrupt(t, bin, []string{"secret", "set", "hcloud-token", "--inventory", inv, "--state-dir", state}, nil, readingStdin, syscall.SIGINT)
 	})
 	t.Run("auth rotate", func(t *testing.T) {
 		// The new key goes to the stack and every box, through Pulumi's

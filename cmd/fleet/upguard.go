@@ -35,7 +35,7 @@ func guardUp(ctx context.Context, s *stackFlags, st *program.Stack, yes bool, io
 		return err
 	}
 	boxes := doomedListeners(ctx, s, st, doomed)
-	return confirmDoomed(ios.Out, ios.In, ios.InTerminal(), yes, boxes)
+	return confirmDoomed(ios.Out, cli.ContextReader(ctx, ios.In), ios.InTerminal(), yes, boxes)
 }
 
 // guardDestroy previews the destroy, shows the boxes it would delete with
@@ -52,7 +52,7 @@ func guardDestroy(ctx context.Context, s *stackFlags, st *program.Stack, yes boo
 		return nil
 	}
 	boxes := doomedListeners(ctx, s, st, doomed)
-	return confirmGoing(ios.Out, ios.In, ios.InTerminal(), yes, boxes, "destroy", "destroy")
+	return confirmGoing(ios.Out, cli.ContextReader(ctx, ios.In), ios.InTerminal(), yes, boxes, "destroy", "destroy")
 }
 
 // doomedListeners reads the listeners of each doomed box from its relays'

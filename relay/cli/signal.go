@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"io"
 	"os"
 	"os/signal"
 	"syscall"
@@ -58,5 +59,46 @@ func SignalContext(parent context.Context) (ctx context.Context, stop func()) {
 			close(done)
 		}
 		cancel(nil)
+	}
+}
+
+// ContextReader returns a reader of r whose Read returns, with ctx's
+// cause, once ctx ends, even while a read of r blocks: stdin or a
+// confirmation prompt that a signal interrupts. A read of r that is under
+// way then finishes in the background and its bytes are dropped.
+func ContextReader(ctx context.Context, r io.Reader) io.Reader {
+	return &ctxReader{ctx: ctx, r: r}
+}
+
+type ctxReader struct {
+	ctx     context.Context
+	r       io.Reader
+	pending chan readResult // the read under way, if any
+}
+
+type readResult struct {
+	b   []byte
+	err error
+}
+
+func (c *ctxReader) Read(p []byte) (int, error) {
+	if err := c.ctx.Err(); err != nil {
+		return 0, context.Cause(c.ctx)
+	}
+	if c.pending == nil {
+		ch := make(chan readResult, 1)
+		buf := make([]byte, len(p))
+		go func() {
+			n, err := c.r.Read(buf)
+			ch <- readResult{buf[:n], err}
+		}()
+		c.pending = ch
+	}
+	select {
+	case res := <-c.pending:
+		c.pending = nil
+		return copy(p, res.b), res.err
+	case <-c.ctx.Done():
+		return 0, context.Cause(c.ctx)
 	}
 }

@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"errors"
+	"io"
 	"os"
 	"syscall"
 	"testing"
@@ -33,5 +34,32 @@ func TestSignalContext(t *testing.T) {
 	}
 	if c := context.Cause(ctx2); !errors.Is(c, context.Canceled) {
 		t.Errorf("after stop: cause %v, want context.Canceled (no signal)", c)
+	}
+}
+
+// TestContextReader: bytes pass through; a read that blocks returns the
+// context's cause once it ends, and so does every read after.
+func TestContextReader(t *testing.T) {
+	pr, pw := io.Pipe()
+	defer pw.Close()
+	ctx, cancel := context.WithCancelCause(context.Background())
+	r := ContextReader(ctx, pr)
+	go pw.Write([]byte("token\n"))
+	buf := make([]byte, 16)
+	if n, err := r.Read(buf); err != nil || string(buf[:n]) != "token\n" {
+		t.Fatalf("Read = %q, %v", buf[:n], err)
+	}
+	stop := &Interrupted{Signal: syscall.SIGINT}
+	got := make(chan error, 1)
+	go func() {
+		_, err := r.Read(buf) // nothing more is written: blocks
+		got <- err
+	}()
+	cancel(stop)
+	if err := <-got; err != stop {
+		t.Errorf("blocked Read after cancel = %v, want %v", err, stop)
+	}
+	if _, err := r.Read(buf); err != stop {
+		t.Errorf("Read after cancel = %v, want %v", err, stop)
 	}
 }
