@@ -40,6 +40,7 @@ func TestSignalContext(t *testing.T) {
 // TestContextReader: bytes pass through; a read that blocks returns the
 // context's cause once it ends, and so does every read after.
 func TestContextReader(t *testing.T) {
+	testutil.NoLeaks(t)
 	pr, pw := io.Pipe()
 	defer pw.Close()
 	ctx, cancel := context.WithCancelCause(context.Background())
