@@ -42,9 +42,10 @@ func TestSignalContext(t *testing.T) {
 func TestContextReader(t *testing.T) {
 	testutil.NoLeaks(t)
 	pr, pw := io.Pipe()
-	defer pw.Close()
+	defer pw.Close() // ends the read the cancel left blocked
 	ctx, cancel := context.WithCancelCause(context.Background())
-	r := ContextReader(ctx, pr)
+	reading := make(chan struct{}, 2)
+	r := ContextReader(ctx, notifyReader{pr, reading})
 	go pw.Write([]byte("token\n"))
 	buf := make([]byte, 16)
 	if n, err := r.Read(buf); err != nil || string(buf[:n]) != "token\n" {
@@ -52,10 +53,12 @@ func TestContextReader(t *testing.T) {
 	}
 	stop := &Interrupted{Signal: syscall.SIGINT}
 	got := make(chan error, 1)
+	<-reading // the first read
 	go func() {
 		_, err := r.Read(buf) // nothing more is written: blocks
 		got <- err
 	}()
+	<-reading // the second read blocks in the pipe now
 	cancel(stop)
 	if err := <-got; err != stop {
 		t.Errorf("blocked Read after cancel = %v, want %v", err, stop)
@@ -63,4 +66,15 @@ func TestContextReader(t *testing.T) {
 	if _, err := r.Read(buf); err != stop {
 		t.Errorf("Read after cancel = %v, want %v", err, stop)
 	}
+}
+
+// notifyReader sends on called each time a Read starts.
+type notifyReader struct {
+	io.Reader
+	called chan<- struct{}
+}
+
+func (n notifyReader) Read(p []byte) (int, error) {
+	n.called <- struct{}{}
+	return n.Reader.Read(p)
 }
