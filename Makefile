@@ -25,9 +25,11 @@ test: ## unit tests with the race detector, plus the architecture rules; as root
 	$(GO) test -race -short ./...
 	@if [ "$$CI" = true ]; then $(MAKE) --no-print-directory test-long; fi
 
-test-long: ## the tests -short skips, except make test-hostile's and make test-listen's: the relay binary, the heavy mass-disconnect test (a few minutes)
+test-long: ## the tests -short skips, except make test-hostile's and make test-listen's: the relay binary, the heavy mass-disconnect test, the tests that run the Pulumi CLI, SIGINT/SIGTERM to every long-running fleet command (a few minutes)
 	$(GO) test -race -count=1 -timeout 10m -run 'TestServePublishListen|TestRestartedProcessResetsAndSIGTERMSheds' ./cmd/relay/
 	$(GO) test -count=1 -timeout 10m -tags heavy -run TestMassDisconnect -v ./relay/
+	$(GO) test -race -count=1 -timeout 10m -run 'TestPulumiStore|TestReadOutputsWithoutUp|TestConfigComesBackFromTheBackend|TestHostsStatusConvergeOnCloudStack' ./infra/events/ ./infra/program/ ./cmd/fleet/
+	$(GO) test -count=1 -timeout 10m -run TestSignalsEndCommands -v ./cmd/fleet/
 
 lint: staticcheck ## gofmt, go vet, go mod tidy -diff and staticcheck (pinned, staticcheck.conf) must be clean
 	@out=$$(gofmt -l .); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi

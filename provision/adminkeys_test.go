@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/relayfleet/relayfleet/relay/testutil"
 )
 
 // adminKeysRunner runs commands with bash on this machine, with HOME set to a
@@ -28,8 +30,9 @@ const (
 )
 
 func TestReplaceAuthorizedKeys(t *testing.T) {
+	t.Parallel()
 	if _, err := exec.LookPath("bash"); err != nil {
-		t.Skip("no bash")
+		testutil.Skipf(t, "no bash")
 	}
 	home := t.TempDir()
 	run := adminKeysRunner{home}

@@ -144,6 +144,7 @@ func (r *recorder) Run(ctx context.Context, cmd string, stdin io.Reader) ([]byte
 // directory (tightened if it was open), it is rewritten when its mode
 // drifts, and the key never shows in a command or an answer.
 func TestWritePrivate(t *testing.T) {
+	t.Parallel()
 	if os.Geteuid() != 0 {
 		testutil.Skipf(t, "needs root: the key file is chowned to root")
 	}

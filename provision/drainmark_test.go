@@ -37,6 +37,7 @@ func probeSim(t *testing.T, box *simBox, rel Releases, insts []string) HostState
 // drains it again; neither is ever undrained (before, converge undrained
 // every draining process).
 func TestConvergeKeepsADrainOnPurpose(t *testing.T) {
+	t.Parallel()
 	box, rel, _, newRel, _ := simCutOff(t)
 	ctx := context.Background()
 	if err := rel.ClearRolloutDrain(ctx, box, "relay@4444.service"); err != nil { // drained on purpose: no mark
@@ -66,6 +67,7 @@ func TestConvergeKeepsADrainOnPurpose(t *testing.T) {
 // purpose onto the new release and drains it again; the others it drains
 // for the move are admitting once done, and no mark is left.
 func TestRolloutKeepsADrainOnPurpose(t *testing.T) {
+	t.Parallel()
 	box, rel, _, newRel, newer := simCutOff(t)
 	ctx := context.Background()
 	box.procs[4443].release, box.procs[4444].draining = box.procs[4444].release, false
@@ -111,6 +113,7 @@ func (d *deadRunner) Run(ctx context.Context, cmd string, stdin io.Reader) ([]by
 // restarts it onto the new release and undrains it, while relay@4445,
 // drained on purpose before the rollout, stays draining.
 func TestCutOffRolloutIsFinishedByConverge(t *testing.T) {
+	t.Parallel()
 	rel := Releases{Root: t.TempDir()}
 	box := newSimBox(map[int]int{4443: 2, 4444: 2, 4445: 2})
 	box.root = rel.Root

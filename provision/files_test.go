@@ -12,6 +12,7 @@ import (
 )
 
 func TestWriteFile(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, sshdOpts{})
 	run := f.pool.Runner(f.host)
 	ctx := context.Background()
@@ -41,6 +42,7 @@ func TestWriteFile(t *testing.T) {
 }
 
 func TestApplySysctlReadsBack(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, sshdOpts{})
 	run := f.pool.Runner(f.host)
 	// The sshd is this machine: the profile holds only a key at its current

@@ -269,6 +269,7 @@ func (r *fakeRouter) routed(ctx context.Context, instance string) (bool, bool, e
 // once the router no longer routes to it, then restarted with no session
 // left, then made admitting again; one process at a time.
 func TestRolloutMakeBeforeBreak(t *testing.T) {
+	t.Parallel()
 	box := newSimBox(map[int]int{4443: 60, 4444: 40})
 	router := newFakeRouter(t, box, 3)
 	rel := Releases{Root: t.TempDir()}
@@ -350,6 +351,7 @@ func TestMoveWithoutRouterWaitsBlind(t *testing.T) {
 // process already moved restarts on it, and the drained one admits again,
 // although the rollout's own context is dead.
 func TestRolloutInterruptedRollsBackOnAFreshContext(t *testing.T) {
+	t.Parallel()
 	box := newSimBox(map[int]int{4443: 3, 4444: 3})
 	rel := Releases{Root: t.TempDir()}
 	old := []byte("#!/bin/sh\necho old\n")

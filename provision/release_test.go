@@ -12,6 +12,7 @@ import (
 )
 
 func TestReleaseInstallActivateRollbackPrune(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, sshdOpts{})
 	run := f.pool.Runner(f.host)
 	ctx := context.Background()
@@ -105,6 +106,7 @@ func (s *stallingReader) Read(p []byte) (int, error) {
 }
 
 func TestReleaseCutMidUploadLeavesNothingHalfWritten(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, sshdOpts{})
 	run := f.pool.Runner(f.host)
 	r := Releases{Root: t.TempDir()}
@@ -157,6 +159,7 @@ func TestReleaseRootIsChecked(t *testing.T) {
 }
 
 func TestReleaseCorruptUploadIsRefused(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, sshdOpts{})
 	run := f.pool.Runner(f.host)
 	r := Releases{Root: t.TempDir()}

@@ -20,6 +20,7 @@ import (
 // modes if they drift without changing it, replaces a short one, and the
 // secret never shows in a command or an answer.
 func TestEnsureResetSecret(t *testing.T) {
+	t.Parallel()
 	if os.Geteuid() != 0 {
 		testutil.Skipf(t, "needs root: the secret is chowned to root")
 	}

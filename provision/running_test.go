@@ -98,6 +98,7 @@ func simCutOff(t *testing.T) (box *simBox, rel Releases, oldRel, newRel string, 
 // already on the new release, yet restarts the process still on the old
 // one (and with it its drain), and leaves the one already moved alone.
 func TestRolloutResumesAfterACutOff(t *testing.T) {
+	t.Parallel()
 	box, rel, oldRel, newRel, newer := simCutOff(t)
 	healthy := func(context.Context, Runner, string) error { return nil }
 	insts := []string{"relay@4443.service", "relay@4444.service"}
@@ -131,6 +132,7 @@ func TestRolloutResumesAfterACutOff(t *testing.T) {
 // process on the old release, moved out first (drained and shed, make
 // before break), and makes the one left draining admit again.
 func TestApplyRepairsProcessesLeftBehind(t *testing.T) {
+	t.Parallel()
 	box, rel, oldRel, newRel, _ := simCutOff(t)
 	box.procs[4443].draining = true
 	plan := &Plan{State: HostState{Release: newRel}}

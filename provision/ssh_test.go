@@ -16,6 +16,8 @@ import (
 
 	"golang.org/x/crypto/ssh"
 	"golang.org/x/crypto/ssh/agent"
+
+	"github.com/relayfleet/relayfleet/relay/testutil"
 )
 
 // fixture is an sshd, a client key, and a pool pinned to the sshd's key.
@@ -141,7 +143,7 @@ func TestRetriesUntilTheBoxAnswers(t *testing.T) {
 	}
 	srv.kill()
 	go func() {
-		time.Sleep(700 * time.Millisecond) // still booting
+		time.Sleep(700 * time.Millisecond) // the fault: the box is down this long, still booting, while we dial
 		restartSSHD(t, srv)
 	}()
 	pool := &Pool{Auth: []ssh.AuthMethod{ssh.PublicKeys(signer)}, Keys: &HostKeys{File: known}, RetryFor: 10 * time.Second}
@@ -153,6 +155,7 @@ func TestRetriesUntilTheBoxAnswers(t *testing.T) {
 }
 
 func TestRunCancelled(t *testing.T) {
+	testutil.NoLeaks(t)
 	f := newFixture(t, sshdOpts{})
 	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
 	defer cancel()
@@ -171,6 +174,7 @@ func TestRunCancelled(t *testing.T) {
 }
 
 func TestDialCancelledWhileHostIsSilent(t *testing.T) {
+	testutil.NoLeaks(t)
 	// A listener that accepts and never speaks: the handshake hangs.
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -218,7 +222,7 @@ func TestDialsCappedAcrossTheFleet(t *testing.T) {
 					break
 				}
 			}
-			go func() { // hold the handshake, then hang up
+			go func() { // hold the handshake (the load under test), then hang up
 				time.Sleep(300 * time.Millisecond)
 				inFlight.Add(-1)
 				c.Close()
@@ -395,12 +399,7 @@ func TestFrozenBoxFailsWithinABound(t *testing.T) {
 		errc <- err
 	}()
 	// Freeze once the command runs on the box.
-	for deadline := time.Now().Add(20 * time.Second); !runsSleep(f.srv); {
-		if time.Now().After(deadline) {
-			t.Fatal("the command never started")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	testutil.WaitFor(t, 20*time.Second, "the command to start on the box", func() bool { return runsSleep(f.srv) })
 	f.srv.freeze(syscall.SIGSTOP)
 	t.Cleanup(func() { f.srv.freeze(syscall.SIGCONT) })
 	start := time.Now()
@@ -443,6 +442,7 @@ func runsSleep(s *sshd) bool {
 // TestCommandTimeout: a command that does not end on a box that answers
 // is cut off at the pool's CommandTimeout.
 func TestCommandTimeout(t *testing.T) {
+	testutil.NoLeaks(t)
 	f := newFixture(t, sshdOpts{})
 	f.pool.CommandTimeout = 500 * time.Millisecond
 	start := time.Now()

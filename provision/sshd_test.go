@@ -164,17 +164,13 @@ LogLevel ERROR
 	s := &sshd{hostKey: hostKey, hostKeys: hostKeys, cmd: cmd}
 	t.Cleanup(s.kill)
 	addr := fmt.Sprintf("127.0.0.1:%d", o.port)
-	for deadline := time.Now().Add(10 * time.Second); ; {
+	testutil.WaitFor(t, 10*time.Second, "sshd to listen on "+addr, func() bool {
 		c, err := net.Dial("tcp", addr)
 		if err == nil {
 			c.Close()
-			break
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("sshd did not listen on %s", addr)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return err == nil
+	})
 	s.addr = addr
 	return s
 }

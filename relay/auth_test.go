@@ -266,6 +266,7 @@ func TestPublicListen(t *testing.T) {
 // prefix refuses untokened pulls; an edge with the same key file and
 // --upstream signs its own token and pulls, and serves its listeners.
 func TestClusterLinkCarriesItsOwnToken(t *testing.T) {
+	t.Parallel()
 	ctx := testContext(t)
 	const key = "0123456789abcdef0123456789abcdef"
 	origin := startRelay(t, relay.Config{Auth: testAuth(t, key)})

@@ -152,6 +152,7 @@ func dialBlackholable(t *testing.T, ctx context.Context, r *relay.Relay) (*clien
 // TestReaperEndsSilentSessions: a listener whose network goes silent is
 // reaped long before QUIC's idle timeout; a live one is kept.
 func TestReaperEndsSilentSessions(t *testing.T) {
+	t.Parallel()
 	ctx := testContext(t)
 	r := startRelay(t, relay.Config{ReapAfter: 2 * time.Second, MemoryBudget: -1})
 	pubCtx, stopPub := context.WithCancel(ctx)

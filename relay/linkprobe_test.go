@@ -46,6 +46,7 @@ func publishGroups(t *testing.T, ctx context.Context, url, broadcast string, fir
 // a stateless reset, and the edge re-dials and re-subscribes: the listener
 // on the edge hears the new origin's publisher within seconds.
 func TestEdgeLinkSurvivesOriginRestart(t *testing.T) {
+	t.Parallel()
 	secret := randomSecret(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
@@ -113,6 +114,7 @@ func TestEdgeLinkSurvivesOriginRestart(t *testing.T) {
 // dials the second upstream, which carries the same broadcast: the
 // listener hears it within seconds, not after the 30 s idle timeout.
 func TestEdgeLinkFailsOverFromDeadOrigin(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	first, err := Start(ctx, Config{Listen: "127.0.0.1:0", Logger: testLogger()})

@@ -92,6 +92,7 @@ func listenTo(t *testing.T, ctx context.Context, r *Relay, tr string) (*client.S
 // silence. (Twice the default timeout: the reset has 0.96 s after the
 // probe to arrive on a loaded machine.)
 func TestListenerProbeDrawsStatelessReset(t *testing.T) {
+	t.Parallel()
 	const silence = 2 * client.DefaultSilence
 	shared := randomSecret(t)
 	for _, tt := range []struct {

@@ -90,7 +90,7 @@ func TestMassDisconnect(t *testing.T) {
 			x := 0
 			for watchCtx.Err() == nil {
 				if !spin.Load() {
-					time.Sleep(10 * time.Millisecond)
+					time.Sleep(10 * time.Millisecond) // idle until the storm
 					continue
 				}
 				for i := 0; i < 100_000; i++ {

@@ -56,6 +56,8 @@ func TestWatchdogStopsWhenCoreWedged(t *testing.T) {
 	}
 
 	r.srv.mu.Lock() // the core wedges
+	// The core stays wedged a while: what it sent before lands, then
+	// nothing more may.
 	time.Sleep(200 * time.Millisecond)
 	for { // what was sent before it did
 		if _, ok := read(10 * time.Millisecond); !ok {

@@ -179,7 +179,7 @@ func TestFanOutToEverySubscriber(t *testing.T) {
 				if err := tw.WriteGroup(ctx, g, frames); err != nil {
 					t.Fatalf("write group %d: %v", g, err)
 				}
-				time.Sleep(5 * time.Millisecond)
+				time.Sleep(5 * time.Millisecond) // pacing the publisher, as a live one
 			}
 			wg.Wait()
 			for i := range subscriptions {

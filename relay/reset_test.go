@@ -124,6 +124,7 @@ func TestLoadResetSecret(t *testing.T) {
 // holds that, with keep-alives every 200 ms for 2 s: if it ever fails,
 // quic-go changed and the client's poke may be unneeded).
 func TestStatelessResetAfterRestart(t *testing.T) {
+	t.Parallel()
 	shared := randomSecret(t)
 	for _, tt := range []struct {
 		name      string

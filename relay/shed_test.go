@@ -171,6 +171,7 @@ func postShed(t *testing.T, r *Relay, query string) (int, string) {
 // transport, with CodeGoingAway; the publisher goes last; /stats and
 // /metrics count them.
 func TestShedGoingAway(t *testing.T) {
+	t.Parallel()
 	r := startTestRelay(t, Config{})
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
@@ -372,6 +373,7 @@ func TestGracefulStop(t *testing.T) {
 // QUIC without them) is closed at once, and so is every session with
 // grace=0s.
 func TestShedNotice(t *testing.T) {
+	t.Parallel()
 	r := startTestRelay(t, Config{})
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()

@@ -62,7 +62,11 @@ for what in "$@"; do
 	esac
 done
 [ -z "$missing" ] && exit 0
-if [ "$(id -u)" != 0 ] || ! command -v apt-get >/dev/null 2>&1; then
+if ! command -v apt-get >/dev/null 2>&1; then
+	echo "make $* needs the Debian packages $missing, and this machine has no apt-get: install their equivalents first" >&2
+	exit 1
+fi
+if [ "$(id -u)" != 0 ]; then
 	echo "make $* needs the Debian packages $missing: run it as root, or first: sudo apt-get install -y --no-install-recommends $missing" >&2
 	exit 1
 fi

@@ -151,7 +151,7 @@ func runAuthExport(ctx context.Context, args []string, stdout io.Writer) error {
 	if err := atomicfile.Write(*out, []byte(text), 0o600); err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "wrote %s (mode 0600): %d keys; run the origin with relay serve --auth-key %s, and export again after each rotation\n", *out, len(keys), *out)
+	fmt.Fprintf(stdout, "wrote %s (mode 0600): %s; run the origin with relay serve --auth-key %s, and export again after each rotation\n", *out, plural(len(keys), "key", "keys"), *out)
 	writeKeys(stdout, keys)
 	return nil
 }

@@ -22,6 +22,8 @@ const (
 	exitOK      = 0
 	exitFailure = 1 // the command ran and failed
 	exitUsage   = 2 // bad input: a flag, a file, a field
+	// A command SIGINT or SIGTERM stopped exits 130 or 143
+	// (cli.Interrupted), after its clean-up.
 )
 
 // usageError is bad input from the user: exit code 2.
@@ -104,6 +106,16 @@ func execute(ctx context.Context, args []string, ios *cli.IOStreams) int {
 	name := "fleet"
 	if c != nil && c != root {
 		name = "fleet " + c.Name()
+	}
+	var in *cli.Interrupted
+	if errors.As(context.Cause(ctx), &in) {
+		// A signal stopped the command: say so, with what it was doing.
+		if err.Error() == context.Canceled.Error() {
+			fmt.Fprintf(ios.ErrOut, "%s: %s\n", name, in)
+		} else {
+			fmt.Fprintf(ios.ErrOut, "%s: %s (%s)\n", name, in, oneLine(err))
+		}
+		return in.ExitCode()
 	}
 	fmt.Fprintf(ios.ErrOut, "%s: %s\n", name, oneLine(err))
 	var ee *exitError

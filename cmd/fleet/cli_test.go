@@ -127,6 +127,7 @@ func TestBadFlags(t *testing.T) {
 		{[]string{"lab", "up", "100000"}, 2, `fleet lab: want the number of boxes (1-200), got "100000"`},
 		{[]string{"lab", "status", "--json=x"}, 2, `fleet lab: flag --json: invalid value "x": invalid syntax`},
 		{[]string{"lab", "down", "--dir"}, 2, "fleet lab: flag --dir: needs a value"},
+		{[]string{"lab", "up", "1", "--subnet", "nope"}, 2, `fleet lab: flag --subnet: "nope": want an IPv4 prefix such as 10.231.77.0/24`},
 		{[]string{"lab", "ssh", "box1", "--bogus"}, 2, "fleet lab: flag --bogus: unknown flag"},
 		{[]string{"--bogus"}, 2, "fleet: flag --bogus: unknown flag"},
 		{[]string{"nope"}, 2, `fleet: unknown command "nope" (try fleet help)`},

@@ -129,9 +129,9 @@ func convergeTargets(ctx context.Context, stdout io.Writer, targets []provision.
 	}
 	switch {
 	case failed > 0:
-		return &exitError{exitHostsFailed, fmt.Sprintf("%d of %d hosts failed: %s", failed, len(results), oneLine(provision.Failed(results)))}
+		return &exitError{exitHostsFailed, fmt.Sprintf("%d of %s failed: %s", failed, plural(len(results), "host", "hosts"), oneLine(provision.Failed(results)))}
 	case check && changed > 0:
-		return &exitError{exitChanges, fmt.Sprintf("%d of %d hosts would change", changed, len(results))}
+		return &exitError{exitChanges, fmt.Sprintf("%d of %s would change", changed, plural(len(results), "host", "hosts"))}
 	}
 	return nil
 }
@@ -227,10 +227,10 @@ func writeConvergeText(w io.Writer, rs []provision.HostResult, check bool) {
 			fmt.Fprintf(w, "== %s%s: converged, nothing to change (%.1fs)\n", r.Host, procs, r.Elapsed.Seconds())
 		case check:
 			changed++
-			fmt.Fprintf(w, "== %s%s: %d changes to make\n", r.Host, procs, len(rep.Changes))
+			fmt.Fprintf(w, "== %s%s: %s to make\n", r.Host, procs, plural(len(rep.Changes), "change", "changes"))
 		default:
 			changed++
-			fmt.Fprintf(w, "== %s%s: %d changes applied in %.1fs\n", r.Host, procs, len(rep.Changes), r.Elapsed.Seconds())
+			fmt.Fprintf(w, "== %s%s: %s applied in %.1fs\n", r.Host, procs, plural(len(rep.Changes), "change", "changes"), r.Elapsed.Seconds())
 		}
 		for _, c := range rep.Changes {
 			fmt.Fprintf(w, "   %s\n", c)
@@ -266,7 +266,7 @@ func writeConvergeText(w io.Writer, rs []provision.HostResult, check bool) {
 		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\t%.1f\n", r.Host, result, n, restarted, release, r.Elapsed.Seconds())
 	}
 	tw.Flush()
-	fmt.Fprintf(w, "\nsummary: %d hosts: %d changed, %d unchanged, %d failed\n", len(rs), changed, unchanged, failed)
+	fmt.Fprintf(w, "\nsummary: %s: %d changed, %d unchanged, %d failed\n", plural(len(rs), "host", "hosts"), changed, unchanged, failed)
 }
 
 func sysctlNote(s sysctl.Result) string {

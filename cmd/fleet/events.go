@@ -54,6 +54,9 @@ type eventsFlags struct {
 	now    *string
 	// leaseTTL is the reconcile lease's life without a renewal.
 	leaseTTL *time.Duration
+	// validate, when set, checks the command's own flags before anything
+	// is looked up (the Pulumi CLI, the files).
+	validate func() error
 	pulumiFlags
 }
 
@@ -85,6 +88,11 @@ func (e *eventsFlags) reconciler(ctx context.Context, args []string, stdout io.W
 	}
 	if *e.leaseTTL < 30*time.Second || *e.leaseTTL > time.Hour {
 		return nil, time.Time{}, nil, usagef("flag --lease-ttl: want between 30s and 1h, got %s", *e.leaseTTL)
+	}
+	if e.validate != nil {
+		if err := e.validate(); err != nil {
+			return nil, time.Time{}, nil, err
+		}
 	}
 	if err := e.check(); err != nil {
 		return nil, time.Time{}, nil, err
@@ -262,18 +270,23 @@ func runBurst(ctx context.Context, args []string, ios *cli.IOStreams) error {
 	e := newEventsFlags("burst "+mode, stdout)
 	event := e.fs.String("event", "", "the event (required)")
 	drain := e.fs.Duration("drain-time", -1, "down: how long listeners get to leave (default: the event's drain time)")
+	e.validate = func() error {
+		switch {
+		case *event == "":
+			return usagef("flag --event: required")
+		case mode == "resize" && *drain >= 0:
+			return usagef("flag --drain-time: resize drains for the event's drain time")
+		case mode == events.ManualUp && *drain >= 0:
+			return usagef("flag --drain-time: only burst down drains")
+		}
+		return nil
+	}
 	if mode == "resize" {
 		r, now, done, err := e.reconciler(ctx, args[1:], stdout)
 		if err != nil {
 			return err
 		}
 		defer done()
-		if *event == "" {
-			return usagef("flag --event: required")
-		}
-		if *drain >= 0 {
-			return usagef("flag --drain-time: resize drains for the event's drain time")
-		}
 		res, err := r.Resize(ctx, now, *event)
 		if err != nil {
 			return err
@@ -287,12 +300,6 @@ func runBurst(ctx context.Context, args []string, ios *cli.IOStreams) error {
 		return err
 	}
 	defer done()
-	if *event == "" {
-		return usagef("flag --event: required")
-	}
-	if mode == events.ManualUp && *drain >= 0 {
-		return usagef("flag --drain-time: only burst down drains")
-	}
 	if mode == events.ManualDown && *drain < 0 {
 		if ev, ok := r.Events.Event(*event); ok {
 			*drain = ev.DrainTime.D()

@@ -157,22 +157,18 @@ func TestE2EEventLifecycle(t *testing.T) {
 	routerState := func(want func([]routerRelay) bool) []routerRelay {
 		t.Helper()
 		var rs []routerRelay
-		deadline := time.Now().Add(15 * time.Second)
-		for {
+		if !testutil.PollEvery(15*time.Second, 200*time.Millisecond, func() bool {
 			var doc struct{ Relays []routerRelay }
 			if resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/relays", port)); err == nil {
 				json.NewDecoder(resp.Body).Decode(&doc)
 				resp.Body.Close()
 			}
 			rs = doc.Relays
-			if want(rs) {
-				return rs
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("router state %+v did not become what the step wants", rs)
-			}
-			time.Sleep(200 * time.Millisecond)
+			return want(rs)
+		}) {
+			t.Fatalf("router state %+v did not become what the step wants", rs)
 		}
+		return rs
 	}
 	steadyURL := fmt.Sprintf("http://%s:4443/", steadyBox.Address)
 	onlySteady := func(rs []routerRelay) bool { return len(rs) == 1 && rs[0].URL == steadyURL && rs[0].Healthy }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/relayfleet/relayfleet/infra/lab"
 	"github.com/relayfleet/relayfleet/infra/program"
+	"github.com/relayfleet/relayfleet/relay/testutil"
 )
 
 // TestEventsInstallUnderSystemd installs the reconciler's timer on a lab
@@ -79,16 +80,12 @@ func TestEventsInstallUnderSystemd(t *testing.T) {
 	}
 	// Run the service now, as the timer would, and wait for it.
 	run("systemctl start relayfleet-events.service", nil)
-	deadline := time.Now().Add(3 * time.Minute)
-	for {
-		res := strings.TrimSpace(run("systemctl show -p Result --value relayfleet-events.service; systemctl show -p ExecMainStatus --value relayfleet-events.service", nil))
-		if res == "success\n0" {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("service result %q\n%s", res, run("journalctl -u relayfleet-events.service --no-pager | tail -20", nil))
-		}
-		time.Sleep(500 * time.Millisecond)
+	var res string
+	if !testutil.PollEvery(3*time.Minute, 500*time.Millisecond, func() bool {
+		res = strings.TrimSpace(run("systemctl show -p Result --value relayfleet-events.service; systemctl show -p ExecMainStatus --value relayfleet-events.service", nil))
+		return res == "success\n0"
+	}) {
+		t.Fatalf("service result %q\n%s", res, run("journalctl -u relayfleet-events.service --no-pager | tail -20", nil))
 	}
 	journal := run("journalctl -u relayfleet-events.service --no-pager", nil)
 	if !strings.Contains(journal, "event=lab-show action=scheduled") {

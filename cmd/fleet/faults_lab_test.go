@@ -30,6 +30,7 @@ import (
 	"time"
 
 	"github.com/relayfleet/relayfleet/infra/lab"
+	"github.com/relayfleet/relayfleet/relay/testutil"
 )
 
 // The fault tests' own lab, apart from the default one, the demo's and
@@ -313,8 +314,8 @@ func procStats(p faultProc) (relayStats, error) {
 	return s, json.NewDecoder(resp.Body).Decode(&s)
 }
 
-// snapshot reads every process's /stats at once; a process that does not
-// answer has ok false.
+// procSnap is one process's /stats in a snapshot of every process's at
+// once; a process that does not answer has ok false.
 type procSnap struct {
 	relayStats
 	ok bool
@@ -350,18 +351,12 @@ func sessionsOf(s []procSnap) (total int, per []int) {
 
 // waitFleet polls until cond holds for the snapshot, or limit passes.
 func (f *faultFleet) waitFleet(limit time.Duration, cond func([]procSnap) bool) ([]procSnap, error) {
-	deadline := time.Now().Add(limit)
-	for {
-		s := f.snapshot()
-		if cond(s) {
-			return s, nil
-		}
-		if time.Now().After(deadline) {
-			_, per := sessionsOf(s)
-			return s, fmt.Errorf("not within %s (sessions per process %v)", limit, per)
-		}
-		time.Sleep(200 * time.Millisecond)
+	var s []procSnap
+	if testutil.PollEvery(limit, 200*time.Millisecond, func() bool { s = f.snapshot(); return cond(s) }) {
+		return s, nil
 	}
+	_, per := sessionsOf(s)
+	return s, fmt.Errorf("not within %s (sessions per process %v)", limit, per)
 }
 
 // waitIdle waits until every process is up, not draining, with no
@@ -401,7 +396,7 @@ type loadgenResult struct {
 	ReconnectsByReason map[string]int64 `json:"reconnects_by_reason"`
 }
 
-// honest says which issue 14 figures the result lacks.
+// missing says which issue 14 figures the result lacks.
 func (r *loadgenResult) missing() []string {
 	var m []string
 	if r.GapMs == nil {
@@ -647,16 +642,15 @@ func TestFaults(t *testing.T) {
 	restarted := func(t *testing.T, victim faultProc, before unitState, limit time.Duration) (unitState, time.Duration) {
 		t.Helper()
 		start := time.Now()
-		for {
-			s, err := f.unitState(victim)
-			if err == nil && s.PID != 0 && s.PID != before.PID && s.Active == "active" {
-				return s, time.Since(start)
-			}
-			if time.Since(start) > limit {
-				t.Fatalf("%s not restarted within %s: %+v (was %+v), %v", victim, limit, s, before, err)
-			}
-			time.Sleep(500 * time.Millisecond)
+		var s unitState
+		var err error
+		if !testutil.PollEvery(limit, 500*time.Millisecond, func() bool {
+			s, err = f.unitState(victim)
+			return err == nil && s.PID != 0 && s.PID != before.PID && s.Active == "active"
+		}) {
+			t.Fatalf("%s not restarted within %s: %+v (was %+v), %v", victim, limit, s, before, err)
 		}
+		return s, time.Since(start)
 	}
 	journal := func(victim faultProc, since time.Time) string {
 		out, _ := f.onBox(victim.box, fmt.Sprintf("journalctl --no-pager -u %s --since @%d", victim.unit(), since.Add(-time.Second).Unix()))

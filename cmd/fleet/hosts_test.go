@@ -38,7 +38,7 @@ func putStack(t *testing.T, state string, f *inventories.Fleet, name string, out
 func loopbackSSHD(t *testing.T, key ssh.PublicKey) (addr, hostKey string) {
 	t.Helper()
 	if _, err := os.Stat("/usr/sbin/sshd"); err != nil || os.Getuid() != 0 {
-		t.Skip("needs root and openssh-server")
+		testutil.Skipf(t, "needs root and openssh-server (make test installs it as root)")
 	}
 	dir := t.TempDir()
 	host, hostPEM := testKey(t)
@@ -61,15 +61,13 @@ func loopbackSSHD(t *testing.T, key ssh.PublicKey) (addr, hostKey string) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-		if c, err := net.Dial("tcp", addr); err == nil {
+	testutil.WaitFor(t, 20*time.Second, "sshd to listen on "+addr, func() bool {
+		c, err := net.Dial("tcp", addr)
+		if err == nil {
 			c.Close()
-			break
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("sshd did not listen on %s", addr)
-		}
-	}
+		return err == nil
+	})
 	return addr, strings.TrimSpace(string(ssh.MarshalAuthorizedKey(host.PublicKey())))
 }
 
@@ -95,9 +93,7 @@ burst:
 // converge --check reach them with the stack's pinned host key where
 // converge used to refuse cloud groups ("boxes are converged by fleet up").
 func TestHostsStatusConvergeOnCloudStack(t *testing.T) {
-	if testing.Short() {
-		t.Skip("runs the Pulumi CLI and sshd")
-	}
+	testutil.Short(t, "make test-long (runs the Pulumi CLI and sshd)")
 	withKeys(t, signingKey+"\n", testNow)
 	signer, pemKey := testKey(t)
 	keyFile := filepath.Join(t.TempDir(), "id")

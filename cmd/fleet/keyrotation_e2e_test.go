@@ -28,6 +28,7 @@ import (
 	"golang.org/x/crypto/ssh"
 
 	"github.com/relayfleet/relayfleet/infra/lab"
+	"github.com/relayfleet/relayfleet/relay/testutil"
 )
 
 const (
@@ -222,17 +223,13 @@ func TestE2EKeyRotationInPlace(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	deadline := time.Now().Add(2 * time.Minute)
-	for {
-		var buf bytes.Buffer
+	var buf bytes.Buffer
+	if !testutil.PollEvery(2*time.Minute, time.Second, func() bool {
+		buf.Reset()
 		l.Run(ctx, after[0].Name, "exec 3<>/dev/tcp/127.0.0.1/4443 && printf 'GET /stats HTTP/1.0\r\n\r\n' >&3 && cat <&3", nil, &buf, io.Discard)
-		if regexp.MustCompile(`"subscribers":\s*[1-9]`).MatchString(buf.String()) {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no listener on %s after 2 minutes: %s", after[0].Name, buf.String())
-		}
-		time.Sleep(time.Second)
+		return regexp.MustCompile(`"subscribers":\s*[1-9]`).MatchString(buf.String())
+	}) {
+		t.Fatalf("no listener on %s after 2 minutes: %s", after[0].Name, buf.String())
 	}
 	rotFleet(t, inv, "medium", newKey)
 	out, code = fleet("up")

@@ -7,6 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net/netip"
 	"os"
 	"os/exec"
 	"strconv"
@@ -51,20 +52,38 @@ func runLab(ctx context.Context, args []string, ios *cli.IOStreams) error {
 }
 
 // labFlags are the flags every lab subcommand takes.
-func labFlags(name string, stdout io.Writer) (flags, *string) {
+func labFlags(name string, stdout io.Writer) (flags, *labOpts) {
 	fs := newFlags("lab "+name, stdout)
-	dir := fs.String("dir", "", "state directory (default $"+lab.DirEnv+", else "+lab.DefaultDir+")")
-	return fs, dir
+	o := &labOpts{}
+	fs.StringVar(&o.dir, "dir", "", "state directory (default $"+lab.DirEnv+", else "+lab.DefaultDir+")")
+	fs.StringVar(&o.bridge, "bridge", "", "the lab's bridge (default "+lab.DefaultBridge+"): a lab of its own beside another")
+	fs.StringVar(&o.subnet, "subnet", "", "the lab bridge's subnet (default "+lab.DefaultSubnet.String()+")")
+	fs.StringVar(&o.images, "images", "", "image cache directory (default DIR/images)")
+	return fs, o
 }
 
+// labOpts are the lab flags' values.
+type labOpts struct{ dir, bridge, subnet, images string }
+
 // newLab checks for root and opens the lab; its progress goes to logw.
-func newLab(dir string, logw io.Writer) (*lab.Lab, error) {
+func newLab(o *labOpts, logw io.Writer) (*lab.Lab, error) {
+	var subnet netip.Prefix
+	if o.subnet != "" {
+		var err error
+		if subnet, err = netip.ParsePrefix(o.subnet); err != nil {
+			return nil, usagef("flag --subnet: %q: want an IPv4 prefix such as 10.231.77.0/24", o.subnet)
+		}
+	}
 	if geteuid() != 0 {
 		return nil, usagef("%s", lab.ErrNotRoot)
 	}
-	return lab.New(lab.Config{Dir: dir, Logf: func(format string, args ...any) {
+	l, err := lab.New(lab.Config{Dir: o.dir, ImageDir: o.images, Bridge: o.bridge, Subnet: subnet, Logf: func(format string, args ...any) {
 		fmt.Fprintf(logw, "lab: "+format+"\n", args...)
 	}})
+	if err != nil {
+		return nil, usagef("%s", err)
+	}
+	return l, nil
 }
 
 // positional takes the leading argument that is not a flag.
@@ -102,7 +121,7 @@ func labUp(ctx context.Context, args []string, ios *cli.IOStreams) error {
 	if !ok {
 		return usagef("flag --shape: want small or medium, got %q", *shapeName)
 	}
-	l, err := newLab(*dir, ios.ErrOut)
+	l, err := newLab(dir, ios.ErrOut)
 	if err != nil {
 		return err
 	}
@@ -139,6 +158,25 @@ func labUp(ctx context.Context, args []string, ios *cli.IOStreams) error {
 		})
 	}
 	wg.Wait()
+	if ctx.Err() != nil {
+		// Stopped (a signal): the boxes this run started are removed, on
+		// a context of their own, so that none is left half up; those
+		// that ran before stay.
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Minute)
+		defer cancel()
+		var removed []string
+		for i, r := range results {
+			if r.was {
+				continue
+			}
+			name := fmt.Sprintf("box%d", i+1)
+			if err := l.Delete(cctx, name); err != nil {
+				return fmt.Errorf("%w; removing %s: %v", ctx.Err(), name, err)
+			}
+			removed = append(removed, name)
+		}
+		return fmt.Errorf("removed the boxes it had started (%s)", strings.Join(removed, ", "))
+	}
 	var errs []error
 	for _, r := range results {
 		if r.err != nil {
@@ -149,7 +187,7 @@ func labUp(ctx context.Context, args []string, ios *cli.IOStreams) error {
 		if r.was {
 			how = "already running"
 		}
-		fmt.Fprintf(stdout, "%s\t%s\t%d core(s)\t%d MiB\t%s\n", r.box.Name, r.box.Address, r.box.Cores, r.box.RAM>>20, how)
+		fmt.Fprintf(stdout, "%s\t%s\t%s\t%d MiB\t%s\n", r.box.Name, r.box.Address, plural(r.box.Cores, "core", "cores"), r.box.RAM>>20, how)
 	}
 	return errors.Join(errs...)
 }
@@ -160,7 +198,7 @@ func labDown(ctx context.Context, args []string, ios *cli.IOStreams) error {
 	if err := fs.parse(args); err != nil {
 		return err
 	}
-	l, err := newLab(*dir, ios.ErrOut)
+	l, err := newLab(dir, ios.ErrOut)
 	if err != nil {
 		return err
 	}
@@ -207,7 +245,7 @@ func labStatus(ctx context.Context, args []string, ios *cli.IOStreams) error {
 	if err := fs.parse(args); err != nil {
 		return err
 	}
-	l, err := newLab(*dir, ios.ErrOut)
+	l, err := newLab(dir, ios.ErrOut)
 	if err != nil {
 		return err
 	}
@@ -273,7 +311,7 @@ func labSSH(ctx context.Context, args []string, ios *cli.IOStreams) error {
 	if err := lab.ValidName(name); err != nil {
 		return usagef("%s", err)
 	}
-	l, err := newLab(*dir, ios.ErrOut)
+	l, err := newLab(dir, ios.ErrOut)
 	if err != nil {
 		return err
 	}

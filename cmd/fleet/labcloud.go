@@ -88,7 +88,7 @@ func labCloud(ctx context.Context, args []string, ios *cli.IOStreams) error {
 	if err := localcloud.CheckListen(*listen, lab.DefaultSubnet.Addr().Next()); err != nil {
 		return usagef("%s", err)
 	}
-	l, err := newLab(*dir, ios.ErrOut)
+	l, err := newLab(dir, ios.ErrOut)
 	if err != nil {
 		return err
 	}

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"github.com/relayfleet/relayfleet/relay/cli"
 	"io"
 	"net/http"
 	"os"
@@ -12,6 +11,9 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/relayfleet/relayfleet/relay/cli"
+	"github.com/relayfleet/relayfleet/relay/testutil"
 )
 
 func TestLabCloudUsageErrors(t *testing.T) {
@@ -93,12 +95,12 @@ func TestLabCloudServes(t *testing.T) {
 			go func() { done <- labCloud(ctx, []string{tc.provider, "--listen", "127.0.0.1:0", "--dir", dir}, ios) }()
 			re := regexp.MustCompile(tc.endpoint)
 			var base string
-			for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+			testutil.Poll(30*time.Second, func() bool {
 				if m := re.FindStringSubmatch(out.String()); m != nil {
 					base = m[1]
-					break
 				}
-			}
+				return base != ""
+			})
 			if base == "" {
 				t.Fatalf("no endpoint printed: %q", out.String())
 			}

@@ -1,6 +1,7 @@
 // Command fleet is relayfleet's operator tool: it plans capacity, shows the
-// provider catalogue and, in later stages, provisions and converges a fleet
-// of live-audio relays.
+// provider catalogue, provisions the fleet's boxes through Pulumi,
+// converges them over SSH, rolls out relay builds, bursts for events,
+// load-tests and monitors a fleet of live-audio relays.
 //
 // main only wires things together; each command lives in its own file and
 // errors are mapped to exit codes once, in run. Started as
@@ -11,15 +12,15 @@ package main
 import (
 	"context"
 	"os"
-	"os/signal"
-	"syscall"
 
 	"github.com/relayfleet/relayfleet/infra/provider"
 	"github.com/relayfleet/relayfleet/relay/cli"
 )
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	// SIGINT and SIGTERM end the command's context: it cleans up and exits
+	// 130 or 143 with a line saying so (execute).
+	ctx, stop := cli.SignalContext(context.Background())
 	if provider.IsPlugin(os.Args[0]) {
 		code := provider.Main(ctx)
 		stop()

@@ -12,10 +12,8 @@ import (
 
 	"github.com/relayfleet/relayfleet/inventories"
 	"github.com/relayfleet/relayfleet/provision/loadtest"
+	"github.com/relayfleet/relayfleet/relay/testutil"
 )
-
-// UPDATE_GOLDEN=1 go test ./... rewrites the golden files in testdata/.
-var update = os.Getenv("UPDATE_GOLDEN") != ""
 
 // fleet runs the fleet command line in-process.
 func fleet(t *testing.T, args ...string) (stdout, stderr string, code int) {
@@ -25,22 +23,11 @@ func fleet(t *testing.T, args ...string) (stdout, stderr string, code int) {
 	return out.String(), errb.String(), code
 }
 
+// golden compares got with testdata/name (testutil.Golden: -update or
+// UPDATE_GOLDEN=1 rewrites it).
 func golden(t *testing.T, name, got string) {
 	t.Helper()
-	path := filepath.Join("testdata", name)
-	if update {
-		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (UPDATE_GOLDEN=1 go test ./cmd/fleet creates it)", err)
-	}
-	if got != string(want) {
-		t.Errorf("output differs from %s (UPDATE_GOLDEN=1 go test ./cmd/fleet rewrites it):\n--- got\n%s\n--- want\n%s", path, got, want)
-	}
+	testutil.Golden(t, filepath.Join("testdata", name), []byte(got))
 }
 
 var fixture = []string{"--providers", "testdata/providers.yaml", "--calibration", "testdata/calibration.yaml"}

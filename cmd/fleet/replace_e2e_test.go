@@ -344,7 +344,7 @@ func TestE2EReplaceOneBoxAtATime(t *testing.T) {
 	}
 	defer devnull.Close()
 	out, code = fleet(devnull, "destroy")
-	if code == 0 || !strings.Contains(lastLine(out), "--yes") || !strings.Contains(out, "destroy would destroy 2 box(es)") || !strings.Contains(out, " listeners") {
+	if code == 0 || !strings.Contains(lastLine(out), "--yes") || !strings.Contains(out, "destroy would destroy 2 boxes") || !strings.Contains(out, " listeners") {
 		t.Fatalf("destroy with listeners, no terminal, no --yes: exit %d, last line %q; want a refusal listing the boxes", code, lastLine(out))
 	}
 	if bs := boxes(); len(bs) != 2 {

@@ -33,8 +33,9 @@ const (
 	rzSubnet = "10.231.101.0/24"
 )
 
-// A steady small lab box carries about 400 listeners (memory-bound): a
-// peak of 1,100 needs two burst boxes.
+// rzEvents is the resize test's events file. A steady small lab box
+// carries about 400 listeners (memory-bound): a peak of 1,100 needs two
+// burst boxes.
 const rzEvents = `version: 1
 fleet: lab.yaml
 events:

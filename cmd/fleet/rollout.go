@@ -115,15 +115,15 @@ func runRollout(ctx context.Context, args []string, ios *cli.IOStreams) error {
 			case o.Result.From == o.Result.To:
 				logf("%s: already on %s, every process runs it", o.Host, short(o.Result.To))
 			case o.Result.Resumed:
-				logf("%s: resumed %s -> %s (current pointed at it already): %d processes still on another release restarted one at a time", o.Host, short(o.Result.From), short(o.Result.To), len(o.Result.Restarted))
+				logf("%s: resumed %s -> %s (current pointed at it already): %s still on another release restarted one at a time", o.Host, short(o.Result.From), short(o.Result.To), plural(len(o.Result.Restarted), "process", "processes"))
 			default:
-				logf("%s: %s -> %s, %d processes restarted one at a time", o.Host, short(o.Result.From), short(o.Result.To), len(o.Result.Restarted))
+				logf("%s: %s -> %s, %s restarted one at a time", o.Host, short(o.Result.From), short(o.Result.To), plural(len(o.Result.Restarted), "process", "processes"))
 			}
 		},
 	}
 	rep, err := fr.Run(ctx, targets)
 	if errors.Is(err, provision.ErrBoxesFailed) {
-		return &exitError{exitHostsFailed, fmt.Sprintf("%d of %d boxes failed and rolled back, %d not started", rep.Failed, len(targets), rep.Skipped)}
+		return &exitError{exitHostsFailed, fmt.Sprintf("%d of %s failed and rolled back, %d not started", rep.Failed, plural(len(targets), "box", "boxes"), rep.Skipped)}
 	}
 	if rep != nil && rep.Rebalanced {
 		printBalance(out, rep.Before, rep.After)

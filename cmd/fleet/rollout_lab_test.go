@@ -264,7 +264,7 @@ steady:
 	}
 	text, _, _ := fleet(t, append([]string{"status"}, lf.args()...)...)
 	t.Logf("fleet status after the cut:\n%s", text)
-	if !strings.Contains(text, "STALE") || !strings.Contains(text, "1 processes not on the current release, 1 draining") {
+	if !strings.Contains(text, "STALE") || !strings.Contains(text, "1 process not on the current release, 1 draining") {
 		t.Errorf("fleet status does not show the process left behind:\n%s", text)
 	}
 	out = rollout("v3")

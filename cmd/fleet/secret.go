@@ -37,7 +37,7 @@ func runSecret(ctx context.Context, args []string, ios *cli.IOStreams) error {
 	if ios.InTerminal() {
 		return usagef("the %s is read from stdin: pipe it in (fleet secret set %s --inventory FILE < token-file), so it never shows on a terminal or a command line", args[1], args[1])
 	}
-	line, err := bufio.NewReader(io.LimitReader(ios.In, 4096)).ReadString('\n')
+	line, err := bufio.NewReader(io.LimitReader(cli.ContextReader(ctx, ios.In), 4096)).ReadString('\n')
 	if err != nil && err != io.EOF {
 		return fmt.Errorf("read %s from stdin: %w", args[1], err)
 	}

@@ -129,7 +129,7 @@ func writeStatusText(stdout io.Writer, boxes []boxJSON) error {
 			drift = "sysctl drift: " + strings.Join(b.SysctlDrift, "; ")
 		}
 		if len(b.SysctlRefused) > 0 {
-			drift += fmt.Sprintf(" (%d keys refused by this kernel, as inside a container)", len(b.SysctlRefused))
+			drift += fmt.Sprintf(" (%s refused by this kernel, as inside a container)", plural(len(b.SysctlRefused), "key", "keys"))
 		}
 		fmt.Fprintf(stdout, "%s: release %s, %s, %s%s\n", b.Host, short(b.Release), plural(len(b.Processes), "process", "processes"), drift, leftBehind(b.Processes))
 	}
@@ -163,5 +163,5 @@ func leftBehind(ps []provision.ProcessStatus) string {
 	if stale == 0 && draining == 0 {
 		return ""
 	}
-	return fmt.Sprintf("; %d processes not on the current release, %d draining (fleet converge or a re-run of fleet rollout finishes it)", stale, draining)
+	return fmt.Sprintf("; %s not on the current release, %d draining (fleet converge or a re-run of fleet rollout finishes it)", plural(stale, "process", "processes"), draining)
 }

@@ -72,7 +72,7 @@ func TestStatusShowsProcessesLeftBehind(t *testing.T) {
 	if !strings.Contains(lines[0], "RUNS") || !strings.Contains(lines[1], "aaaaaaaaaaaa") || strings.Contains(lines[1], "STALE") || !strings.Contains(lines[2], "bbbbbbbbbbbb STALE") {
 		t.Errorf("want a RUNS column with the stale process marked:\n%s", out)
 	}
-	if !strings.Contains(out, "box-1: release aaaaaaaaaaaa, 2 processes, no sysctl drift; 1 processes not on the current release, 1 draining (fleet converge or a re-run of fleet rollout finishes it)") {
+	if !strings.Contains(out, "box-1: release aaaaaaaaaaaa, 2 processes, no sysctl drift; 1 process not on the current release, 1 draining (fleet converge or a re-run of fleet rollout finishes it)") {
 		t.Errorf("box line does not report the processes left behind:\n%s", out)
 	}
 	data, _ := json.Marshal(boxes[0])

@@ -37,7 +37,7 @@ func guardUp(ctx context.Context, s *stackFlags, st *program.Stack, yes bool, io
 		return err
 	}
 	boxes := doomedListeners(ctx, s, st, doomed)
-	return confirmDoomed(ios.Out, ios.In, ios.InTerminal(), yes, boxes)
+	return confirmDoomed(ios.Out, cli.ContextReader(ctx, ios.In), ios.InTerminal(), yes, boxes)
 }
 
 // guardDestroy previews the destroy, shows the boxes it would delete with
@@ -54,7 +54,7 @@ func guardDestroy(ctx context.Context, s *stackFlags, st *program.Stack, yes boo
 		return nil
 	}
 	boxes := doomedListeners(ctx, s, st, doomed)
-	return confirmGoing(ios.Out, ios.In, ios.InTerminal(), yes, boxes, "destroy", "destroy")
+	return confirmGoing(ios.Out, cli.ContextReader(ctx, ios.In), ios.InTerminal(), yes, boxes, "destroy", "destroy")
 }
 
 // doomedListeners reads the listeners of each doomed box from its relays'
@@ -107,7 +107,7 @@ func confirmDoomed(w io.Writer, in io.Reader, terminal, yes bool, boxes []doomed
 // confirmGoing is confirmDoomed for command cmd, which would verb the
 // boxes.
 func confirmGoing(w io.Writer, in io.Reader, terminal, yes bool, boxes []doomedBox, cmd, verb string) error {
-	fmt.Fprintf(w, "%s would %s %d box(es):\n", cmd, verb, len(boxes))
+	fmt.Fprintf(w, "%s would %s %s:\n", cmd, verb, plural(len(boxes), "box", "boxes"))
 	var serving []string
 	var total int64
 	for _, b := range boxes {
@@ -115,7 +115,7 @@ func confirmGoing(w io.Writer, in io.Reader, terminal, yes bool, boxes []doomedB
 		if len(b.Keys) > 0 {
 			what += " (" + strings.Join(b.Keys, ", ") + ")"
 		}
-		held := fmt.Sprintf("%d listeners", b.listeners)
+		held := plural(int(b.listeners), "listener", "listeners")
 		if b.err != nil {
 			held = "listeners unknown: " + oneLine(b.err)
 		}
@@ -130,14 +130,14 @@ func confirmGoing(w io.Writer, in io.Reader, terminal, yes bool, boxes []doomedB
 		return nil
 	}
 	if yes {
-		fmt.Fprintf(w, "--yes: going ahead with %d box(es) serving listeners\n", len(serving))
+		fmt.Fprintf(w, "--yes: going ahead with %s serving listeners\n", plural(len(serving), "box", "boxes"))
 		return nil
 	}
 	if !terminal {
-		return fmt.Errorf("flag --yes: %s would %s %d box(es) that serve listeners or could not be read (%s, %d listeners): confirm on a terminal or give --yes",
-			cmd, verb, len(serving), strings.Join(serving, ", "), total)
+		return fmt.Errorf("flag --yes: %s would %s %s that serve listeners or could not be read (%s, %s): confirm on a terminal or give --yes",
+			cmd, verb, plural(len(serving), "box", "boxes"), strings.Join(serving, ", "), plural(int(total), "listener", "listeners"))
 	}
-	fmt.Fprintf(w, "%s %d box(es) serving listeners (%s)? Type yes to go ahead: ", strings.ToUpper(verb[:1])+verb[1:], len(serving), strings.Join(serving, ", "))
+	fmt.Fprintf(w, "%s %s serving listeners (%s)? Type yes to go ahead: ", strings.ToUpper(verb[:1])+verb[1:], plural(len(serving), "box", "boxes"), strings.Join(serving, ", "))
 	line, _ := bufio.NewReader(in).ReadString('\n')
 	if a := strings.ToLower(strings.TrimSpace(line)); a != "yes" && a != "y" {
 		return fmt.Errorf("not confirmed: nothing changed")

@@ -35,7 +35,7 @@ func TestConfirmDoomed(t *testing.T) {
 		typed    string
 		wantErr  string // "" goes ahead
 	}{
-		{"no terminal, no --yes: refused", serving, false, false, "", "flag --yes: up would replace or destroy 1 box(es)"},
+		{"no terminal, no --yes: refused", serving, false, false, "", "flag --yes: up would replace or destroy 1 box"},
 		{"--yes", serving, false, true, "", ""},
 		{"terminal, yes typed", serving, true, false, "yes\n", ""},
 		{"terminal, y typed", serving, true, false, "y\n", ""},
@@ -98,14 +98,14 @@ func TestConfirmDestroy(t *testing.T) {
 	boxes := []doomedBox{doomed("lab-s-a-1", program.OpDelete, 4, nil), doomed("lab-s-a-2", program.OpDelete, 0, nil)}
 	var out bytes.Buffer
 	err := confirmGoing(&out, strings.NewReader(""), false, false, boxes, "destroy", "destroy")
-	if err == nil || err.Error() != "flag --yes: destroy would destroy 1 box(es) that serve listeners or could not be read (lab-s-a-1, 4 listeners): confirm on a terminal or give --yes" {
+	if err == nil || err.Error() != "flag --yes: destroy would destroy 1 box that serve listeners or could not be read (lab-s-a-1, 4 listeners): confirm on a terminal or give --yes" {
 		t.Fatalf("no terminal, no --yes: %v", err)
 	}
-	if !strings.Contains(out.String(), "destroy would destroy 2 box(es):") || !strings.Contains(out.String(), "lab-s-a-1") || !strings.Contains(out.String(), "4 listeners") {
+	if !strings.Contains(out.String(), "destroy would destroy 2 boxes:") || !strings.Contains(out.String(), "lab-s-a-1") || !strings.Contains(out.String(), "4 listeners") {
 		t.Errorf("listing:\n%s", out.String())
 	}
 	out.Reset()
-	if err := confirmGoing(&out, strings.NewReader("yes\n"), true, false, boxes, "destroy", "destroy"); err != nil || !strings.Contains(out.String(), "Destroy 1 box(es) serving listeners (lab-s-a-1)? Type yes") {
+	if err := confirmGoing(&out, strings.NewReader("yes\n"), true, false, boxes, "destroy", "destroy"); err != nil || !strings.Contains(out.String(), "Destroy 1 box serving listeners (lab-s-a-1)? Type yes") {
 		t.Errorf("terminal, yes typed: %v\n%s", err, out.String())
 	}
 	if err := confirmGoing(&out, strings.NewReader("no\n"), true, false, boxes, "destroy", "destroy"); err == nil {

@@ -45,20 +45,17 @@ func startRelayProcess(t *testing.T, ctx context.Context, bin string, args ...st
 		_ = serve.Process.Signal(os.Interrupt)
 		_ = serve.Wait()
 	})
-	deadline := time.Now().Add(20 * time.Second)
-	for {
+	if !testutil.Poll(20*time.Second, func() bool {
 		resp, err := http.Get("http://" + addr + "/healthz")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return serve, addr
-			}
+		if err != nil {
+			return false
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("relay did not start: %s", serveErr.String())
-		}
-		time.Sleep(50 * time.Millisecond)
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK
+	}) {
+		t.Fatalf("relay did not start: %s", serveErr.String())
 	}
+	return serve, addr
 }
 
 // vmRSS is the resident set of process pid in bytes (/proc/PID/status).
@@ -116,7 +113,7 @@ func frameHeaderFlood(t *testing.T, bin string, payload int) {
 	defer cancel()
 	serve, addr := startRelayProcess(t, ctx, bin, "--log-level", "error")
 	pid := serve.Process.Pid
-	time.Sleep(500 * time.Millisecond)
+	time.Sleep(500 * time.Millisecond) // settle: the idle figure is taken once start-up's allocations are done
 	idle := vmRSS(t, pid)
 
 	// The attacker publishes "flood"; a listener subscribes, so the relay

@@ -35,19 +35,17 @@ func startServeOn(t *testing.T, bin, addr string, args ...string) *exec.Cmd {
 		_ = cmd.Process.Kill()
 		_ = cmd.Wait()
 	})
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		if resp, err := http.Get("http://" + addr + "/healthz"); err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return cmd
-			}
+	if !testutil.Poll(20*time.Second, func() bool {
+		resp, err := http.Get("http://" + addr + "/healthz")
+		if err != nil {
+			return false
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("relay did not start: %s", logs.String())
-		}
-		time.Sleep(50 * time.Millisecond)
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK
+	}) {
+		t.Fatalf("relay did not start: %s", logs.String())
 	}
+	return cmd
 }
 
 // dialSession opens a raw QUIC moq-lite session to addr.
@@ -64,17 +62,14 @@ func dialSession(t *testing.T, ctx context.Context, addr string) *quic.Conn {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { s.Close() })
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		st, err := relayStats(addr)
-		if err == nil && st["sessions"] == 1.0 {
-			return conn
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the session did not register: %v %v", st, err)
-		}
-		time.Sleep(20 * time.Millisecond)
+	var st map[string]any
+	if !testutil.Poll(10*time.Second, func() bool {
+		st, err = relayStats(addr)
+		return err == nil && st["sessions"] == 1.0
+	}) {
+		t.Fatalf("the session did not register: %v %v", st, err)
 	}
+	return conn
 }
 
 // TestRestartedProcessResetsAndSIGTERMSheds runs the binary: relay A,

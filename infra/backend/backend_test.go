@@ -12,10 +12,9 @@ import (
 
 	"golang.org/x/crypto/ssh"
 	"gopkg.in/yaml.v3"
-)
 
-// UPDATE_GOLDEN=1 rewrites the golden files in testdata, as make golden does.
-var update = os.Getenv("UPDATE_GOLDEN") != ""
+	"github.com/relayfleet/relayfleet/relay/testutil"
+)
 
 func readFile(t *testing.T, name string) []byte {
 	t.Helper()
@@ -40,19 +39,7 @@ func TestCloudInitGolden(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	golden := filepath.Join("testdata", "cloud-init.golden.yaml")
-	if update {
-		if err := os.WriteFile(golden, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(golden)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !bytes.Equal(got, want) {
-		t.Errorf("CloudInit differs from %s (UPDATE_GOLDEN=1 go test rewrites it):\n%s", golden, got)
-	}
+	testutil.Golden(t, filepath.Join("testdata", "cloud-init.golden.yaml"), got)
 }
 
 // TestCloudInitContent checks what the golden file should hold, so that a

@@ -22,10 +22,10 @@ func NextStep(ev *inventories.Event, rec *Record, now time.Time) string {
 		return "up at " + at(ev.UpAt())
 	case Up:
 		if rec.Shrink != nil {
-			return fmt.Sprintf("resize down to %d boxes: remove each box that goes once it holds no listener; drain at %s", rec.Shrink.To, at(ev.End.Time))
+			return fmt.Sprintf("resize down to %s: remove each box that goes once it holds no listener; drain at %s", plural(rec.Shrink.To, "box", "boxes"), at(ev.End.Time))
 		}
 		if rec.Suggested != nil {
-			return fmt.Sprintf("drain at %s (the files size it at %d boxes: fleet burst resize to shrink)", at(ev.End.Time), *rec.Suggested)
+			return fmt.Sprintf("drain at %s (the files size it at %s: fleet burst resize to shrink)", at(ev.End.Time), plural(*rec.Suggested, "box", "boxes"))
 		}
 		return "drain at " + at(ev.End.Time)
 	case Draining:

@@ -368,8 +368,8 @@ func (r *Reconciler) hold(now time.Time, rec *Record, size *Sizing) (*Sizing, bo
 	noted := false
 	if rec.Suggested == nil || *rec.Suggested != size.Boxes {
 		rec.Suggested = &size.Boxes
-		r.note(rec, now, "hold", fmt.Sprintf("the files now size the event at %d boxes; it keeps its %d while it runs (fleet burst resize --event %s drains the others and removes them once empty)",
-			size.Boxes, have, rec.Event))
+		r.note(rec, now, "hold", fmt.Sprintf("the files now size the event at %s; it keeps its %d while it runs (fleet burst resize --event %s drains the others and removes them once empty)",
+			plural(size.Boxes, "box", "boxes"), have, rec.Event))
 		noted = true
 	}
 	kept := *size
@@ -414,7 +414,7 @@ func (r *Reconciler) Resize(ctx context.Context, now time.Time, event string) (R
 		have := len(rec.Hosts)
 		rec.Suggested = nil
 		if size.Boxes >= have {
-			r.note(rec, now, "resize", fmt.Sprintf("fleet burst resize: the files size the event at %d boxes; it has %d", size.Boxes, have))
+			r.note(rec, now, "resize", fmt.Sprintf("fleet burst resize: the files size the event at %s; it has %d", plural(size.Boxes, "box", "boxes"), have))
 		} else {
 			var going []string
 			for _, h := range rec.Hosts {
@@ -427,8 +427,8 @@ func (r *Reconciler) Resize(ctx context.Context, now time.Time, event string) (R
 				}
 			}
 			rec.Shrink = &Shrink{To: size.Boxes, Plan: size, Going: going, Since: now}
-			r.note(rec, now, "resize", fmt.Sprintf("fleet burst resize: from %d boxes down to %d; %s drain first and go once empty",
-				have, size.Boxes, strings.Join(going, ", ")))
+			r.note(rec, now, "resize", fmt.Sprintf("fleet burst resize: from %s down to %d; %s drain first and go once empty",
+				plural(have, "box", "boxes"), size.Boxes, strings.Join(going, ", ")))
 		}
 		if err := r.save(ctx, rec); err != nil {
 			return Result{}, err
@@ -479,8 +479,8 @@ func (r *Reconciler) shrink(ctx context.Context, now time.Time, ev *inventories.
 			drain = ev.DrainTime.D()
 		}
 		sh.Deadline = now.Add(drain)
-		r.note(rec, now, "resize-drain", fmt.Sprintf("%d boxes marked draining in the router's list; their listeners are told to move to the boxes that stay (drain time until %s)",
-			len(going), sh.Deadline.UTC().Format(time.RFC3339)))
+		r.note(rec, now, "resize-drain", fmt.Sprintf("%s marked draining in the router's list; their listeners are told to move to the boxes that stay (drain time until %s)",
+			plural(len(going), "box", "boxes"), sh.Deadline.UTC().Format(time.RFC3339)))
 		if err := r.save(ctx, rec); err != nil {
 			return err
 		}
@@ -552,7 +552,7 @@ func (r *Reconciler) shrink(ctx context.Context, now time.Time, ev *inventories.
 		return r.fail(ctx, rec, now, "route", err)
 	}
 	rec.Shrink, rec.Plan = nil, sh.Plan
-	r.note(rec, now, "resized", fmt.Sprintf("the event now has %d boxes", len(hosts)))
+	r.note(rec, now, "resized", fmt.Sprintf("the event now has %s", plural(len(hosts), "box", "boxes")))
 	return r.save(ctx, rec)
 }
 

@@ -17,6 +17,7 @@ import (
 	"github.com/relayfleet/relayfleet/infra/backend"
 	"github.com/relayfleet/relayfleet/infra/program"
 	"github.com/relayfleet/relayfleet/inventories"
+	"github.com/relayfleet/relayfleet/relay/testutil"
 )
 
 // fakeStacks records calls and answers with one host per box.
@@ -240,6 +241,7 @@ func TestSizeLabEvent(t *testing.T) {
 
 // TestLifecycle walks an event through its life on a simulated clock.
 func TestLifecycle(t *testing.T) {
+	testutil.NoLeaks(t)
 	h := newHarness(t)
 	ev := h.ev
 	// Before the lead time: nothing.

@@ -9,6 +9,7 @@ import (
 
 	"github.com/relayfleet/relayfleet/infra/program"
 	"github.com/relayfleet/relayfleet/inventories"
+	"github.com/relayfleet/relayfleet/relay/testutil"
 )
 
 // cheaperCalibration is one under which a small lab box carries more
@@ -68,6 +69,7 @@ func (h *harness) routed(t *testing.T) []string {
 // Pulumi run, the record keeps its size and notes the new figure once.
 // Growing still happens by itself.
 func TestCalibrationChangeMidEventKeepsTheSize(t *testing.T) {
+	testutil.NoLeaks(t)
 	h := newHarness(t)
 	storyCalibration(t, h)
 	h.ev.PeakListeners = 2200
@@ -106,7 +108,7 @@ func TestCalibrationChangeMidEventKeepsTheSize(t *testing.T) {
 	for _, e := range rec.Log {
 		if e.Action == "hold" {
 			holds++
-			if !strings.Contains(e.Detail, fmt.Sprintf("at %d boxes; it keeps its 3", smaller)) || !strings.Contains(e.Detail, "fleet burst resize --event "+h.ev.Name) {
+			if !strings.Contains(e.Detail, fmt.Sprintf("at %s; it keeps its 3", plural(smaller, "box", "boxes"))) || !strings.Contains(e.Detail, "fleet burst resize --event "+h.ev.Name) {
 				t.Errorf("hold note %q", e.Detail)
 			}
 		}

@@ -9,17 +9,26 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/relayfleet/relayfleet/infra/program"
 )
 
 // save keeps the record in the Store, then in the state dir's cache.
 func (r *Reconciler) save(ctx context.Context, rec *Record) error {
+	// What happened is kept even when the run was stopped (a signal
+	// ended ctx): the record is the clean-up, so that the next reconcile
+	// resumes from it.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), saveTimeout)
+	defer cancel()
 	if err := r.Store.Save(ctx, rec); err != nil {
 		return err
 	}
 	return rec.cache(r.StateDir)
 }
+
+// saveTimeout bounds saving a record once the run's context has ended.
+const saveTimeout = 30 * time.Second
 
 // route changes what the event puts in the router's list: the record
 // first (in the Store), then the state dir's relays file from it.

@@ -284,7 +284,13 @@ func (s *PulumiStore) hold(ctx context.Context, owner string) (context.Context, 
 	stop := make(chan struct{})
 	done := make(chan struct{})
 	s.mu.Lock()
-	s.lost = func() bool { return held.Err() != nil }
+	// Lost only when the lease itself ended (taken over, or released): a
+	// caller's context that ended (a signal) still holds it, to save what
+	// happened before it unlocks.
+	s.lost = func() bool {
+		c := context.Cause(held)
+		return errors.Is(c, ErrLeaseLost) || errors.Is(c, errLeaseReleased)
+	}
 	s.mu.Unlock()
 	go func() {
 		defer close(done)
@@ -313,11 +319,14 @@ func (s *PulumiStore) hold(ctx context.Context, owner string) (context.Context, 
 			if l, exists, _, err := s.readLease(bg); err == nil && exists && l.Owner == owner {
 				s.WS.RemoveStack(bg, LeaseStack(s.Fleet), optremove.Force())
 			}
-			cancel(errors.New("lease released"))
+			cancel(errLeaseReleased)
 		})
 	}
 	return held, unlock, nil
 }
+
+// errLeaseReleased is the cause of a held context's end after unlock.
+var errLeaseReleased = errors.New("lease released")
 
 // ErrLeaseLost is the cause of a held context's end when another holder
 // took the lease over.

@@ -228,9 +228,7 @@ func sharedBackend(t *testing.T) string {
 // are read back whole from another state dir on the same backend, and
 // saving one keeps the others.
 func TestPulumiStoreKeepsRecords(t *testing.T) {
-	if testing.Short() {
-		t.Skip("runs the Pulumi CLI")
-	}
+	testutil.Short(t, "make test-long (runs the Pulumi CLI)")
 	be := sharedBackend(t)
 	a := pulumiStore(t, t.TempDir(), be)
 	ctx := context.Background()
@@ -289,9 +287,7 @@ func TestPulumiStoreKeepsRecords(t *testing.T) {
 // TestPulumiStoreLeaseTwoHolders: while one machine holds the lease a
 // second gets ErrLocked naming it; once released the second takes it.
 func TestPulumiStoreLeaseTwoHolders(t *testing.T) {
-	if testing.Short() {
-		t.Skip("runs the Pulumi CLI")
-	}
+	testutil.Short(t, "make test-long (runs the Pulumi CLI)")
 	be := sharedBackend(t)
 	a := pulumiStore(t, t.TempDir(), be)
 	b := pulumiStore(t, t.TempDir(), be)
@@ -325,9 +321,7 @@ func TestPulumiStoreLeaseTwoHolders(t *testing.T) {
 // its context, and its saves are refused). A lease stack never tagged (a holder killed
 // between creating and tagging it) is taken over after the grace time.
 func TestPulumiStoreLeaseExpires(t *testing.T) {
-	if testing.Short() {
-		t.Skip("runs the Pulumi CLI")
-	}
+	testutil.Short(t, "make test-long (runs the Pulumi CLI)")
 	be := sharedBackend(t)
 	a := pulumiStore(t, t.TempDir(), be)
 	b := pulumiStore(t, t.TempDir(), be)
@@ -375,9 +369,7 @@ func TestPulumiStoreLeaseExpires(t *testing.T) {
 // over at once, before its expiry, as the flock it replaces was; one held
 // by a live process here, or by any process of another machine, is not.
 func TestPulumiStoreLeaseOfAGoneProcessHere(t *testing.T) {
-	if testing.Short() {
-		t.Skip("runs the Pulumi CLI")
-	}
+	testutil.Short(t, "make test-long (runs the Pulumi CLI)")
 	be := sharedBackend(t)
 	live := exec.Command("sleep", "300")
 	if err := live.Start(); err != nil {

@@ -187,7 +187,7 @@ func FromOutputs(f *inventories.Fleet, steady string, stacks []program.StackOutp
 		case n == 0:
 			missing = append(missing, fmt.Sprintf("steady group %s: no boxes in stack %s (fleet up)", g.Name, steady))
 		case n != want:
-			set.Warnings = append(set.Warnings, fmt.Sprintf("steady group %s: %d boxes in stack %s, the inventory wants %d (fleet up)", g.Name, n, steady, want))
+			set.Warnings = append(set.Warnings, fmt.Sprintf("steady group %s: %d %s in stack %s, the inventory wants %d (fleet up)", g.Name, n, map[bool]string{true: "box", false: "boxes"}[n == 1], steady, want))
 		}
 	}
 	if len(missing) > 0 {

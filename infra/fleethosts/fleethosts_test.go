@@ -19,6 +19,7 @@ import (
 	"github.com/relayfleet/relayfleet/infra/lab"
 	"github.com/relayfleet/relayfleet/infra/program"
 	"github.com/relayfleet/relayfleet/inventories"
+	"github.com/relayfleet/relayfleet/relay/testutil"
 )
 
 // outputs reads stack outputs as pulumi stack output --json prints them.
@@ -145,7 +146,7 @@ func TestFromOutputsWarnings(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := "steady group steady: 1 boxes in stack demo, the inventory wants 3 (fleet up)\n" +
+	want := "steady group steady: 1 box in stack demo, the inventory wants 3 (fleet up)\n" +
 		"steady group old: in stack demo, not in the inventory (fleet up removes its boxes)"
 	if got := strings.Join(set.Warnings, "\n"); got != want {
 		t.Errorf("warnings:\n%s\nwant\n%s", got, want)
@@ -168,7 +169,7 @@ func TestIsEventStack(t *testing.T) {
 func startSSHD(t *testing.T, keys ...ssh.PublicKey) (addr, hostKey string) {
 	t.Helper()
 	if _, err := os.Stat("/usr/sbin/sshd"); err != nil {
-		t.Skip("needs openssh-server (/usr/sbin/sshd)")
+		testutil.Skipf(t, "needs openssh-server (/usr/sbin/sshd; make test installs it as root)")
 	}
 	dir := t.TempDir()
 	_, priv, err := ed25519.GenerateKey(rand.Reader)
@@ -206,15 +207,13 @@ func startSSHD(t *testing.T, keys ...ssh.PublicKey) (addr, hostKey string) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-		if c, err := net.Dial("tcp", addr); err == nil {
+	testutil.WaitFor(t, 20*time.Second, "sshd to listen on "+addr, func() bool {
+		c, err := net.Dial("tcp", addr)
+		if err == nil {
 			c.Close()
-			break
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("sshd did not listen on %s", addr)
-		}
-	}
+		return err == nil
+	})
 	return addr, strings.TrimSpace(string(ssh.MarshalAuthorizedKey(pub)))
 }
 
@@ -223,7 +222,7 @@ func startSSHD(t *testing.T, keys ...ssh.PublicKey) (addr, hostKey string) {
 // from the stack; a stack whose key is not the server's is refused.
 func TestTargetsPinStackKeys(t *testing.T) {
 	if os.Getuid() != 0 {
-		t.Skip("sshd needs root")
+		testutil.Skipf(t, "sshd needs root")
 	}
 	labDir := t.TempDir()
 	l, err := lab.New(lab.Config{Dir: labDir})

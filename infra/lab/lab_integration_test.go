@@ -201,12 +201,8 @@ func show(t *testing.T, box, unit string, props ...string) map[string]string {
 // waitFor polls cond every 200ms until it holds or d passes.
 func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within %s", what, d)
-		}
-		time.Sleep(200 * time.Millisecond)
+	if !testutil.PollEvery(d, 200*time.Millisecond, cond) {
+		t.Fatalf("%s: not within %s", what, d)
 	}
 }
 

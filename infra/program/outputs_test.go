@@ -11,17 +11,16 @@ import (
 	"github.com/pulumi/pulumi/sdk/v3/go/common/apitype"
 
 	"github.com/relayfleet/relayfleet/inventories"
+	"github.com/relayfleet/relayfleet/relay/testutil"
 )
 
 // TestReadOutputsWithoutUp puts stacks into a file backend with the real
 // Pulumi CLI (stack import: no program runs) and reads their outputs back:
 // the named stack first, then the others the filter keeps, by name.
 func TestReadOutputsWithoutUp(t *testing.T) {
-	if testing.Short() {
-		t.Skip("runs the Pulumi CLI")
-	}
+	testutil.Short(t, "make test-long (runs the Pulumi CLI)")
 	if _, err := FindPulumi(""); err != nil {
-		t.Skip(err)
+		testutil.Skipf(t, "%v (make pulumi)", err)
 	}
 	t.Setenv(PassphraseEnv, "")
 	t.Setenv(BackendEnv, "")

@@ -18,9 +18,7 @@ import (
 // update is restored from the backend in another, empty, state dir, as
 // openStack does before it reads or sets configuration.
 func TestConfigComesBackFromTheBackend(t *testing.T) {
-	if testing.Short() {
-		t.Skip("runs the Pulumi CLI")
-	}
+	testutil.Short(t, "make test-long (runs the Pulumi CLI)")
 	if _, err := FindPulumi(""); err != nil {
 		testutil.Skipf(t, "%v (make pulumi)", err)
 	}

@@ -23,8 +23,8 @@ const TestUtil = Module + "/relay/testutil"
 // programtest, which makes Pulumi stacks for tests.
 var TestHelpers = []string{TestUtil, Module + "/infra/program/programtest"}
 
-// Forbidden dependencies of the relay binary: it must stay small and free
-// of the operator tooling.
+// relayForbidden are the forbidden dependencies of the relay binary: it
+// must stay small and free of the operator tooling.
 var relayForbidden = []string{
 	"github.com/pulumi/",
 	"golang.org/x/crypto/ssh",

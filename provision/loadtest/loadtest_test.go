@@ -172,8 +172,8 @@ func TestLoadtestCalibrationRoundTrip(t *testing.T) {
 	}
 }
 
-// The sampler's output from a lab box (hybrid cgroups: the unified
-// hierarchy has cpu.stat, v1 memory has the memory).
+// labSample is the sampler's output from a lab box (hybrid cgroups: the
+// unified hierarchy has cpu.stat, v1 memory has the memory).
 const labSample = `1795995295732665628
 == 4443
 cgroup /system.slice/system-relay.slice/relay@4443.service

@@ -28,7 +28,7 @@ const (
 	firstAttempts = 3
 )
 
-// immediateReasons are the reasons that reconnect without waiting.
+// immediate reports whether reason is one that reconnects without waiting.
 func immediate(reason string) bool {
 	switch reason {
 	case ReasonGoingAway, ReasonStatelessReset, ReasonSilent:

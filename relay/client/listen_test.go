@@ -109,6 +109,7 @@ func groupCount(out *syncBuffer) int {
 // silence, asks the router again avoiding A, and goes on from B within
 // about the silence timeout.
 func TestListenerMovesOffAKilledRelay(t *testing.T) {
+	t.Parallel()
 	ctx := testCtx(t)
 	a := startCore(t, "127.0.0.1:0", nil)
 	b := startCore(t, "127.0.0.1:0", nil)
@@ -143,6 +144,7 @@ func TestListenerMovesOffAKilledRelay(t *testing.T) {
 // TestListenerGoingAwayIsImmediate: a going-away close moves the listener
 // at once, well before a silence timeout could have.
 func TestListenerGoingAwayIsImmediate(t *testing.T) {
+	testutil.NoLeaks(t)
 	ctx := testCtx(t)
 	a := startCore(t, "127.0.0.1:0", nil)
 	b := startCore(t, "127.0.0.1:0", nil)
@@ -176,6 +178,7 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 // that died since its last poll; the listener's first connection fails
 // there (the handshake times out) and it asks again avoiding it.
 func TestListenerFirstConnectAvoidsADeadRelay(t *testing.T) {
+	t.Parallel()
 	ctx := testCtx(t)
 	dead := startCore(t, "127.0.0.1:0", nil)
 	b := startCore(t, "127.0.0.1:0", nil)

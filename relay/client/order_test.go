@@ -23,6 +23,7 @@ import (
 // delivered whichever came first: 14, then 13. A listener's first groups
 // after a make-before-break move come in such a burst.)
 func TestGroupsDeliveredInStreamOrder(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	cert, err := relay.SelfSignedCertificate()

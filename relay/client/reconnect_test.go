@@ -22,6 +22,7 @@ import (
 	"github.com/relayfleet/relayfleet/relay"
 	"github.com/relayfleet/relayfleet/relay/client"
 	"github.com/relayfleet/relayfleet/relay/moqlite"
+	"github.com/relayfleet/relayfleet/relay/testutil"
 	"github.com/relayfleet/relayfleet/relay/transport"
 )
 
@@ -149,23 +150,19 @@ func (c *coreRelay) serve(ctx context.Context, ts transport.Session, u *url.URL)
 // session returns the i-th session (0-based) once it has come.
 func (c *coreRelay) session(t *testing.T, i int) transport.Session {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	var n int
+	var s transport.Session
+	if !testutil.Poll(10*time.Second, func() bool {
 		c.mu.Lock()
-		n := len(c.sessions)
-		var s transport.Session
-		if n > i {
+		defer c.mu.Unlock()
+		if n = len(c.sessions); n > i {
 			s = c.sessions[i]
 		}
-		c.mu.Unlock()
-		if s != nil {
-			return s
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("session %d never came (%d did)", i, n)
-		}
-		time.Sleep(10 * time.Millisecond)
+		return s != nil
+	}) {
+		t.Fatalf("session %d never came (%d did)", i, n)
 	}
+	return s
 }
 
 // kill drops the UDP socket: the relay's connections end without a
@@ -325,6 +322,7 @@ func testCtx(t *testing.T) context.Context {
 }
 
 func TestNextGroupWithinSilence(t *testing.T) {
+	t.Parallel()
 	ctx := testCtx(t)
 	c := startCore(t, "127.0.0.1:0", nil)
 	pub := startPublisher(t, ctx, c, 40*time.Millisecond)
@@ -372,6 +370,7 @@ func TestNextGroupWithinSilence(t *testing.T) {
 // error and the session's, on raw QUIC and on WebSocket, and it comes at
 // once, not after a silence.
 func TestRelayCloseCodeReachesListener(t *testing.T) {
+	testutil.NoLeaks(t)
 	for _, tr := range []string{client.TransportQUIC, client.TransportWebSocket} {
 		for _, c := range []struct {
 			code   uint64
@@ -421,6 +420,7 @@ func TestRelayCloseCodeReachesListener(t *testing.T) {
 // packets longer than 42 bytes. (Path MTU discovery is off, so that its
 // probes, large packets, draw no reset of their own.)
 func TestStatelessResetReachesListener(t *testing.T) {
+	t.Parallel()
 	const silence = 3 * time.Second
 	var key, other quic.StatelessResetKey
 	copy(key[:], "relayfleet test stateless reset key.")

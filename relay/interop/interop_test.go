@@ -336,7 +336,7 @@ func TestGoPublisherToMoqLiteSubscribers(t *testing.T) {
 		if err := tw.WriteGroup(ctx, g, frames); err != nil {
 			t.Fatal(err)
 		}
-		time.Sleep(10 * time.Millisecond)
+		time.Sleep(10 * time.Millisecond) // pacing the publisher, as a live one
 	}
 	for _, s := range subs {
 		e := s.expect(t, ctx, "done")

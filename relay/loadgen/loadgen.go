@@ -309,10 +309,6 @@ func (l *listener) group(seq uint64, now time.Time) bool {
 	return true
 }
 
-// resume starts counting on a new subscription: the groups the old one
-// skipped over and had not delivered count as lost now (they can no longer
-// arrive), and the first group on the new one counts the groups skipped
-// while away as missing.
 // moveTo starts counting on a move's new subscription, whose first group
 // is first: the groups the old one skipped over before first can no
 // longer arrive.
@@ -327,6 +323,10 @@ func (l *listener) moveTo(first uint64) {
 	l.moving = l.started
 }
 
+// resume starts counting on a new subscription: the groups the old one
+// skipped over and had not delivered count as lost now (they can no longer
+// arrive), and the first group on the new one counts the groups skipped
+// while away as missing.
 func (l *listener) resume() {
 	for range l.missing {
 		l.lost += int64(max(l.count, 1))

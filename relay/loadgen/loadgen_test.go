@@ -243,7 +243,7 @@ func runAcrossEdgeRestart(t *testing.T, reconnect bool, progress func(loadgen.Sn
 		}
 		go func() {
 			defer close(restarted)
-			time.Sleep(500 * time.Millisecond)
+			time.Sleep(500 * time.Millisecond) // the fault comes mid-window, after the listeners are counting
 			stopEdge()
 			startEdge(t, addr, origin)
 		}()
@@ -344,6 +344,7 @@ func TestRunReconnectsThroughRouter(t *testing.T) {
 			}
 			go func() {
 				defer close(done)
+				// The fault comes mid-window.
 				time.Sleep(300 * time.Millisecond)
 				current.Store(b) // drained: the router sends new listeners elsewhere
 				stopA()
@@ -380,7 +381,7 @@ func TestRunReconnectGivesUpAtEnd(t *testing.T) {
 			if start {
 				go func() {
 					defer close(done)
-					time.Sleep(200 * time.Millisecond)
+					time.Sleep(200 * time.Millisecond) // the fault comes mid-window
 					stopEdge()
 					stopped = time.Now()
 				}()
@@ -507,7 +508,7 @@ func TestRunReconnectAvoidsTheFailedRelay(t *testing.T) {
 			if start {
 				go func() {
 					defer close(done)
-					time.Sleep(300 * time.Millisecond)
+					time.Sleep(300 * time.Millisecond) // the fault comes mid-window
 					stopA()
 				}()
 			}
@@ -612,7 +613,7 @@ func TestRunCountsARelayGoneSilent(t *testing.T) {
 			if start {
 				go func() {
 					defer close(done)
-					time.Sleep(300 * time.Millisecond)
+					time.Sleep(300 * time.Millisecond) // the fault comes mid-window
 					p.dead.Store(true)
 					cut = time.Now()
 				}()

@@ -45,7 +45,7 @@ func runShed(t *testing.T, grace time.Duration) (*loadgen.Report, *relay.Relay) 
 		Window: func(start bool) {
 			if start {
 				go func() {
-					time.Sleep(500 * time.Millisecond)
+					time.Sleep(500 * time.Millisecond) // the shed comes mid-window
 					shed <- a.Server().ShedNotice(context.Background(), -1, 1000, grace)
 				}()
 			}

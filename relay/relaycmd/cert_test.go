@@ -131,18 +131,20 @@ func serveInProcess(t *testing.T, args ...string) (base string, stop func()) {
 		cancel()
 		<-done
 	}
-	deadline := time.Now().Add(20 * time.Second)
-	for !strings.Contains(logs.String(), "relay listening") {
+	exited := -1
+	if !testutil.Poll(20*time.Second, func() bool {
 		select {
-		case code := <-done:
-			t.Fatalf("serve exited %d: %s", code, logs.String())
+		case exited = <-done:
+			return true
 		default:
 		}
-		if time.Now().After(deadline) {
-			stop()
-			t.Fatalf("relay did not start: %s", logs.String())
-		}
-		time.Sleep(20 * time.Millisecond)
+		return strings.Contains(logs.String(), "relay listening")
+	}) {
+		stop()
+		t.Fatalf("relay did not start: %s", logs.String())
+	}
+	if exited >= 0 {
+		t.Fatalf("serve exited %d: %s", exited, logs.String())
 	}
 	return "http://" + addr, stop
 }

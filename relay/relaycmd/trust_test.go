@@ -16,6 +16,7 @@ import (
 	"github.com/relayfleet/relayfleet/relay"
 	"github.com/relayfleet/relayfleet/relay/client"
 	"github.com/relayfleet/relayfleet/relay/router"
+	"github.com/relayfleet/relayfleet/relay/testutil"
 )
 
 // TestClearTextTrustNeedsOptIn: a relay URL on another host whose hash
@@ -99,13 +100,8 @@ func TestListenThroughTLSRouterPinnedBySPKI(t *testing.T) {
 	defer func() { stopRouter(); <-routerDone }()
 	addrRE := regexp.MustCompile(`router listening" addr=(\S+) .*spki_sha256=([0-9a-f]{64})`)
 	var m []string
-	for deadline := time.Now().Add(20 * time.Second); m == nil; {
-		if m = addrRE.FindStringSubmatch(routerErr.String()); m == nil {
-			if time.Now().After(deadline) {
-				t.Fatalf("router did not start: %s", routerErr.String())
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
+	if !testutil.Poll(20*time.Second, func() bool { m = addrRE.FindStringSubmatch(routerErr.String()); return m != nil }) {
+		t.Fatalf("router did not start: %s", routerErr.String())
 	}
 	if m[2] != spki {
 		t.Fatalf("router logged spki %s, want the key's %s", m[2], spki)

@@ -199,6 +199,7 @@ func TestAvoidRepollIsRateLimited(t *testing.T) {
 // connection but never answers (SIGSTOPped) fails its poll after
 // PollTimeout, not after the poll interval, and leaves the pool.
 func TestHungRelayLeavesWithinPollTimeout(t *testing.T) {
+	testutil.NoLeaks(t)
 	a, b := newCountingRelay(t, 10), newCountingRelay(t, 5)
 	path := filepath.Join(t.TempDir(), "relays.json")
 	writeFile(t, path, a.entry(false), b.entry(false))

@@ -177,6 +177,7 @@ func TestParse(t *testing.T) {
 // TestRouteToRealRelays polls real relays' /stats: the one with the larger
 // session cap gets the listener.
 func TestRouteToRealRelays(t *testing.T) {
+	testutil.NoLeaks(t)
 	start := func(max int) *relay.Relay {
 		r, err := relay.Start(context.Background(), relay.Config{Listen: "127.0.0.1:0", MaxSessions: max, MemoryBudget: -1, Logger: slog.New(slog.DiscardHandler)})
 		if err != nil {
@@ -200,6 +201,7 @@ func TestRouteToRealRelays(t *testing.T) {
 
 // TestRunStops: Run returns once its context ends.
 func TestRunStops(t *testing.T) {
+	testutil.NoLeaks(t)
 	a := newFakeRelay(t, 1)
 	path := filepath.Join(t.TempDir(), "relays.json")
 	writeFile(t, path, a.entry(false))
@@ -217,6 +219,7 @@ func TestRunStops(t *testing.T) {
 // TestRunReloadsAChangedFile: the fleet tool renames a new relays file
 // into place; Run picks it up within a poll, without SIGHUP.
 func TestRunReloadsAChangedFile(t *testing.T) {
+	testutil.NoLeaks(t)
 	a, b := newFakeRelay(t, 10), newFakeRelay(t, 5)
 	dir := t.TempDir()
 	path := filepath.Join(dir, "relays.json")
@@ -254,7 +257,7 @@ func TestRunReloadsAChangedFile(t *testing.T) {
 	if err := os.Rename(tmp, path); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(100 * time.Millisecond)
+	time.Sleep(100 * time.Millisecond) // a non-event to wait out: the watcher sees the broken file and must keep the list
 	waitRoute(b.entry(false).URL)
 }
 

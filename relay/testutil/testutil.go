@@ -80,12 +80,18 @@ func WaitFor(t testing.TB, limit time.Duration, what string, cond func() bool) {
 // Poll polls cond every 10 ms until it holds (true) or limit passes
 // (false): WaitFor for a caller whose failure message needs what it saw.
 func Poll(limit time.Duration, cond func() bool) bool {
+	return PollEvery(limit, 10*time.Millisecond, cond)
+}
+
+// PollEvery is Poll for a cond that costs something (a command in a lab
+// box, a request to every relay process): it asks every interval.
+func PollEvery(limit, every time.Duration, cond func() bool) bool {
 	deadline := time.Now().Add(limit)
 	for !cond() {
 		if time.Now().After(deadline) {
 			return false
 		}
-		time.Sleep(10 * time.Millisecond)
+		time.Sleep(every)
 	}
 	return true
 }

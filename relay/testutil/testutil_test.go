@@ -93,6 +93,14 @@ func TestPoll(t *testing.T) {
 	}
 }
 
+func TestPollEvery(t *testing.T) {
+	// Asked at most once per interval: 3 calls in a 250 ms limit at 100 ms.
+	n := 0
+	if PollEvery(250*time.Millisecond, 100*time.Millisecond, func() bool { n++; return false }) || n > 4 || n < 2 {
+		t.Errorf("PollEvery 250ms every 100ms of a cond never true: polled %d times, want 3 or so", n)
+	}
+}
+
 func TestGolden(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "sub", "out.golden")
 	f := new(fakeT).run(func(tb testing.TB) { Golden(tb, path, []byte("a\n")) })

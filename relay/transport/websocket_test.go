@@ -14,6 +14,7 @@ import (
 	"github.com/coder/websocket"
 
 	"github.com/relayfleet/relayfleet/relay/moqlite"
+	"github.com/relayfleet/relayfleet/relay/testutil"
 	"github.com/relayfleet/relayfleet/relay/transport"
 )
 
@@ -205,6 +206,7 @@ func TestWebSocketRejectsOtherSubprotocols(t *testing.T) {
 }
 
 func TestWebSocketSessionStreams(t *testing.T) {
+	testutil.NoLeaks(t)
 	// Two Go ends: large writes are split into frames and reassembled.
 	got := make(chan transport.Session, 1)
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -262,6 +264,7 @@ func TestWebSocketSessionStreams(t *testing.T) {
 // (their first frames come from different writers); none may be lost, and
 // a finished stream's late frames must not open it again.
 func TestWebSocketStreamsOutOfOrder(t *testing.T) {
+	testutil.NoLeaks(t)
 	s, c := wsPair(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()

@@ -341,7 +341,7 @@ func (s *setup) goingAway(t *testing.T, ctx context.Context, br *browser, base s
 				done <- fmt.Errorf("publish group %d: %w", seq, err)
 				return
 			}
-			time.Sleep(120 * time.Millisecond)
+			time.Sleep(120 * time.Millisecond) // a group every 120 ms, as a live publisher
 		}
 		done <- nil
 	}()
@@ -418,7 +418,7 @@ func relayRestart(t *testing.T, ctx context.Context, br *browser, ps [][]byte) {
 			if err := pub.tw.WriteGroup(ctx, uint64(seq), [][]byte{ps[seq]}); err != nil {
 				t.Fatalf("publish group %d: %v", seq, err)
 			}
-			time.Sleep(120 * time.Millisecond)
+			time.Sleep(120 * time.Millisecond) // a group every 120 ms, as a live publisher
 		}
 	}
 	wctx, cancel := context.WithTimeout(ctx, 60*time.Second)
@@ -489,7 +489,7 @@ func (s *setup) corrupt(t *testing.T, ctx context.Context, br *browser, base str
 		if err := pub.tw.WriteGroup(ctx, uint64(seq), [][]byte{p}); err != nil {
 			t.Fatalf("publish group %d: %v", seq, err)
 		}
-		time.Sleep(120 * time.Millisecond)
+		time.Sleep(120 * time.Millisecond) // a group every 120 ms, as a live publisher
 	}
 	got := br.waitStats(t, wctx, "the packets after the bad one to play", func(p pageStats) bool {
 		return p.Frames >= 21 && p.PlayedSeconds >= p.ScheduledSeconds-0.001 && p.Decoded >= 15
@@ -672,7 +672,7 @@ func (s *setup) autoplayBlocked(t *testing.T, ctx context.Context, base string, 
 				done <- fmt.Errorf("publish group %d: %w", seq, err)
 				return
 			}
-			time.Sleep(120 * time.Millisecond)
+			time.Sleep(120 * time.Millisecond) // a group every 120 ms, as a live publisher
 		}
 		done <- nil
 	}()

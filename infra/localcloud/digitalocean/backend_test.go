@@ -20,6 +20,7 @@ import (
 	"github.com/relayfleet/relayfleet/infra/backend"
 	dobackend "github.com/relayfleet/relayfleet/infra/digitalocean"
 	"github.com/relayfleet/relayfleet/infra/localcloud"
+	"github.com/relayfleet/relayfleet/relay/testutil"
 )
 
 const testToken = "dop_v1_local-cloud-test-token"
@@ -99,6 +100,7 @@ func testSpec(t *testing.T, name, shape string, labels map[string]string) backen
 // checked against DigitalOcean's published description, and what it sees
 // is what the machines behind the droplets are.
 func TestBackendAgainstLocalCloud(t *testing.T) {
+	testutil.NoLeaks(t)
 	cloud := startCloud(t, filepath.Join(t.TempDir(), "do.json"), nil)
 	b := cloud.backend(t)
 	c := testCtx(t)

@@ -26,6 +26,7 @@ import (
 	"github.com/relayfleet/relayfleet/infra/localcloud"
 	"github.com/relayfleet/relayfleet/inventories"
 	"github.com/relayfleet/relayfleet/inventories/pricing"
+	"github.com/relayfleet/relayfleet/relay/testutil"
 )
 
 // call sends one request to the local cloud, with the token unless
@@ -89,13 +90,7 @@ func (c *localCloud) logLines() []string {
 // waitFor polls cond until it holds or a generous deadline passes.
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	testutil.WaitFor(t, 30*time.Second, what, cond)
 }
 
 // TestValidatorCatchesFaults: the validator the other tests lean on sees a

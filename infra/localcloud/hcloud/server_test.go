@@ -22,6 +22,7 @@ import (
 	"github.com/relayfleet/relayfleet/infra/localcloud/apicheck"
 	"github.com/relayfleet/relayfleet/inventories"
 	"github.com/relayfleet/relayfleet/inventories/pricing"
+	"github.com/relayfleet/relayfleet/relay/testutil"
 )
 
 const testToken = "local-t0ken-for-tests"
@@ -101,6 +102,7 @@ func newBackend(t *testing.T, base, token string) *hcloudbackend.Backend {
 // selector, deletion; every request and answer checked against Hetzner's
 // API description.
 func TestBackendLifecycle(t *testing.T) {
+	testutil.NoLeaks(t)
 	s, mm := newTestServer(t)
 	base, v := serve(t, s)
 	b := newBackend(t, base, testToken)

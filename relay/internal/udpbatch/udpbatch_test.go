@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/relayfleet/relayfleet/relay/internal/udpbatch"
+	"github.com/relayfleet/relayfleet/relay/testutil"
 )
 
 func listen(t *testing.T) *net.UDPConn {
@@ -228,14 +229,10 @@ func TestCloseWhileWriting(t *testing.T) {
 			}
 		}()
 	}
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(time.Millisecond) {
-		if _, p := src.Stats(); p > 1000 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("writers did not get going")
-		}
-	}
+	testutil.WaitFor(t, 30*time.Second, "the writers to get going", func() bool {
+		_, p := src.Stats()
+		return p > 1000
+	})
 	raw.Close()
 	done := make(chan struct{})
 	go func() { wg.Wait(); close(done) }()
