@@ -17,6 +17,8 @@ import (
 	"time"
 
 	"golang.org/x/crypto/ssh"
+
+	"github.com/relayfleet/relayfleet/internal/ctxtime"
 )
 
 // ErrHostKeyMismatch is returned when a box answers with a host key other
@@ -152,7 +154,7 @@ func WaitSSH(ctx context.Context, addr string, signer ssh.Signer, hostKey ssh.Pu
 		if errors.Is(err, ErrHostKeyMismatch) {
 			return err
 		}
-		if serr := sleep(ctx, backoff); serr != nil {
+		if serr := ctxtime.Sleep(ctx, backoff); serr != nil {
 			return fmt.Errorf("wait for ssh: no answer in %s: %w", timeout, err)
 		}
 		backoff = min(backoff*2, 500*time.Millisecond)
