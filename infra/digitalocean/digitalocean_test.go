@@ -222,10 +222,8 @@ func TestRetries(t *testing.T) {
 func TestErrors(t *testing.T) {
 	for _, tc := range []struct {
 		name string
-		pre  func(*fakeAPI)
 		call func(*Backend, context.Context) error
 		want string
-		sent int // requests the fake saw, when not 0
 	}{
 		{
 			name: "invalid size",
@@ -236,44 +234,6 @@ func TestErrors(t *testing.T) {
 				return err
 			},
 			want: "digitalocean create droplet relay-1: 422 unprocessable_entity: You specified an invalid size for Droplet creation. (request 4d9d8375-3c56-4925-a3e7-eceeefbe9ad8)",
-		},
-		{
-			name: "unauthorized",
-			pre: func(f *fakeAPI) {
-				f.Faults = append(f.Faults, backendtest.Fault{Method: "GET", Path: "/v2/droplets/7", Status: 401, Fixture: "error_unauthorized.json"})
-			},
-			call: func(b *Backend, c context.Context) error { _, err := b.Get(c, "7"); return err },
-			want: "digitalocean get droplet 7: 401 Unauthorized: Unable to authenticate you",
-		},
-		{
-			name: "forbidden delete",
-			pre: func(f *fakeAPI) {
-				f.Faults = append(f.Faults, backendtest.Fault{Method: "DELETE", Path: "/v2/droplets/7", Status: 403, Fixture: "error_forbidden.json"})
-			},
-			call: func(b *Backend, c context.Context) error { return b.Delete(c, "7") },
-			want: "digitalocean delete droplet 7: 403 forbidden: You do not have access for the attempted action.",
-		},
-		{
-			name: "503 that does not stop",
-			pre: func(f *fakeAPI) {
-				for range fastRetry.Attempts {
-					f.Faults = append(f.Faults, backendtest.Fault{Method: "GET", Path: "/v2/droplets/7", Status: 503, Fixture: "error_unavailable.json"})
-				}
-			},
-			call: func(b *Backend, c context.Context) error { _, err := b.Get(c, "7"); return err },
-			want: "digitalocean get droplet 7: 503 service_unavailable: Service Unavailable. Please try again later.",
-			sent: fastRetry.Attempts,
-		},
-		{
-			name: "429 that does not stop",
-			pre: func(f *fakeAPI) {
-				for range fastRetry.Attempts {
-					f.Faults = append(f.Faults, backendtest.Fault{Method: "GET", Path: "/v2/droplets/7", Status: 429, Fixture: "error_rate_limit.json", Header: http.Header{"Retry-After": {"1"}}})
-				}
-			},
-			call: func(b *Backend, c context.Context) error { _, err := b.Get(c, "7"); return err },
-			want: "digitalocean get droplet 7: 429 too_many_requests: API Rate limit exceeded.",
-			sent: fastRetry.Attempts,
 		},
 		{
 			name: "bad id",
@@ -291,10 +251,7 @@ func TestErrors(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			b, f := newTestBackend(t)
-			if tc.pre != nil {
-				tc.pre(f)
-			}
-			backendtest.CheckError(t, &f.API, tc.call(b, backendtest.Ctx(t)), tc.want, tc.sent)
+			backendtest.CheckError(t, &f.API, tc.call(b, backendtest.Ctx(t)), tc.want, 0)
 		})
 	}
 }
@@ -366,4 +323,13 @@ func mustAtoi(t *testing.T, s string) int {
 		t.Fatal(err)
 	}
 	return n
+}
+
+func TestAPIErrors(t *testing.T) {
+	backendtest.APIErrors(t, cloud, backendtest.APIErrorWants{
+		Unauthorized: "digitalocean get droplet 7: 401 Unauthorized: Unable to authenticate you",
+		Forbidden:    "digitalocean delete droplet 7: 403 forbidden: You do not have access for the attempted action.",
+		Unavailable:  "digitalocean get droplet 7: 503 service_unavailable: Service Unavailable. Please try again later.",
+		RateLimited:  "digitalocean get droplet 7: 429 too_many_requests: API Rate limit exceeded.",
+	})
 }

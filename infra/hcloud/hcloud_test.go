@@ -240,9 +240,7 @@ func TestErrors(t *testing.T) {
 	for _, tc := range []struct {
 		name string
 		call func(*Backend, context.Context) error
-		pre  func(*fakeAPI)
 		want string
-		sent int // requests the fake saw, when not 0
 	}{
 		{
 			name: "invalid server type",
@@ -253,45 +251,6 @@ func TestErrors(t *testing.T) {
 				return err
 			},
 			want: "hcloud create server relay-1: 400 invalid_input: invalid input in field 'server_type'; server_type: server type cx99 not found",
-		},
-		{
-			name: "unauthorized",
-			pre: func(f *fakeAPI) {
-				f.Faults = append(f.Faults, backendtest.Fault{Method: "GET", Path: "/servers/7", Status: 401, Fixture: "error_unauthorized.json"})
-			},
-			call: func(b *Backend, c context.Context) error { _, err := b.Get(c, "7"); return err },
-			want: "hcloud get server 7: 401 unauthorized: unable to authenticate",
-		},
-		{
-			name: "forbidden delete",
-			pre: func(f *fakeAPI) {
-				f.Faults = append(f.Faults, backendtest.Fault{Method: "DELETE", Path: "/servers/7", Status: 403, Fixture: "error_forbidden.json"})
-			},
-			call: func(b *Backend, c context.Context) error { return b.Delete(c, "7") },
-			want: "hcloud delete server 7: 403 forbidden: insufficient permissions for this request",
-		},
-		{
-			name: "503 that does not stop",
-			pre: func(f *fakeAPI) {
-				for range fastRetry.Attempts {
-					f.Faults = append(f.Faults, backendtest.Fault{Method: "GET", Path: "/servers/7", Status: 503, Fixture: "error_unavailable.json"})
-				}
-			},
-			call: func(b *Backend, c context.Context) error { _, err := b.Get(c, "7"); return err },
-			want: "hcloud get server 7: 503 unavailable: service temporarily unavailable",
-			sent: fastRetry.Attempts,
-		},
-		{
-			// One retry layer: hcloud-go's own would multiply the tries.
-			name: "429 that does not stop",
-			pre: func(f *fakeAPI) {
-				for range fastRetry.Attempts {
-					f.Faults = append(f.Faults, backendtest.Fault{Method: "GET", Path: "/servers/7", Status: 429, Fixture: "error_rate_limit.json"})
-				}
-			},
-			call: func(b *Backend, c context.Context) error { _, err := b.Get(c, "7"); return err },
-			want: "hcloud get server 7: 429 rate_limit_exceeded: limit of 3600 requests per hour reached",
-			sent: fastRetry.Attempts,
 		},
 		{
 			name: "bad id",
@@ -309,10 +268,7 @@ func TestErrors(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			b, f := newTestBackend(t)
-			if tc.pre != nil {
-				tc.pre(f)
-			}
-			backendtest.CheckError(t, &f.API, tc.call(b, backendtest.Ctx(t)), tc.want, tc.sent)
+			backendtest.CheckError(t, &f.API, tc.call(b, backendtest.Ctx(t)), tc.want, 0)
 		})
 	}
 }
@@ -350,4 +306,15 @@ func TestSetLabels(t *testing.T) {
 	if err := b.SetLabels(c, sid, map[string]string{"bad key": "x"}); err == nil || len(f.Writes()) != 2 {
 		t.Fatalf("bad label: %v, writes %v; want a refusal before any call", err, f.Writes())
 	}
+}
+
+// TestAPIErrors: with one retry layer (hcloud-go's own would multiply the
+// tries), a 429 that does not stop is tried fastRetry.Attempts times.
+func TestAPIErrors(t *testing.T) {
+	backendtest.APIErrors(t, cloud, backendtest.APIErrorWants{
+		Unauthorized: "hcloud get server 7: 401 unauthorized: unable to authenticate",
+		Forbidden:    "hcloud delete server 7: 403 forbidden: insufficient permissions for this request",
+		Unavailable:  "hcloud get server 7: 503 unavailable: service temporarily unavailable",
+		RateLimited:  "hcloud get server 7: 429 rate_limit_exceeded: limit of 3600 requests per hour reached",
+	})
 }

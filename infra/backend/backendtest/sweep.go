@@ -1,7 +1,9 @@
 package backendtest
 
 import (
+	"context"
 	"errors"
+	"net/http"
 	"net/url"
 	"reflect"
 	"slices"
@@ -167,6 +169,48 @@ func SweepDeleteRefused(t *testing.T, c Cloud) {
 			if got := BoxNames(left); !reflect.DeepEqual(got, []string{"relay-burst-2"}) {
 				t.Errorf("left %v, want relay-burst-2", got)
 			}
+		})
+	}
+}
+
+// APIErrorWants is how a backend words the API's refusals of APIErrors'
+// calls on box 7, to the letter.
+type APIErrorWants struct {
+	Unauthorized string // GET, 401 with testdata/error_unauthorized.json
+	Forbidden    string // DELETE, 403 with error_forbidden.json
+	Unavailable  string // GET, 503 with error_unavailable.json on every try
+	RateLimited  string // GET, 429 with error_rate_limit.json on every try
+}
+
+// APIErrors: a refusal of the API comes back as want says, one line,
+// without the token, and a 503 or a 429 that does not stop is tried as
+// often as the retry policy allows (a 429's Retry-After capped at its Max).
+func APIErrors(t *testing.T, c Cloud, want APIErrorWants) {
+	get := func(ctx context.Context, b backend.Backend) error { _, err := b.Get(ctx, "7"); return err }
+	del := func(ctx context.Context, b backend.Backend) error { return b.Delete(ctx, "7") }
+	for _, tc := range []struct {
+		name  string
+		fault Fault
+		tries int
+		call  func(context.Context, backend.Backend) error
+		want  string
+	}{
+		{"unauthorized", Fault{Method: "GET", Status: 401, Fixture: "error_unauthorized.json"}, 1, get, want.Unauthorized},
+		{"forbidden delete", Fault{Method: "DELETE", Status: 403, Fixture: "error_forbidden.json"}, 1, del, want.Forbidden},
+		{"503 that does not stop", Fault{Method: "GET", Status: 503, Fixture: "error_unavailable.json"}, c.Attempts, get, want.Unavailable},
+		{"429 that does not stop", Fault{Method: "GET", Status: 429, Fixture: "error_rate_limit.json", Header: http.Header{"Retry-After": {"1"}}}, c.Attempts, get, want.RateLimited},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b, api, _ := c.New(t)
+			tc.fault.Path = c.BoxPath + "7"
+			for range tc.tries {
+				api.AddFault(tc.fault)
+			}
+			sent := 0
+			if tc.tries > 1 {
+				sent = tc.tries
+			}
+			CheckError(t, api, tc.call(Ctx(t), b), tc.want, sent)
 		})
 	}
 }
