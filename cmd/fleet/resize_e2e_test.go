@@ -3,18 +3,15 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
-	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -64,8 +61,8 @@ uplink_headroom: 0.7
 `
 
 func TestE2EEventCalibrationChangeAndResize(t *testing.T) {
-	cli, images, work, fleetBin, relayBin := e2eSetup(t)
-	state := filepath.Join(work, "state")
+	e := newE2ELab(t, rzLabDir, rzBridge, rzSubnet, nil)
+	cli, work, relayBin, state := e.cli, e.work, e.relayBin, e.state
 	inv := filepath.Join(work, "lab.yaml")
 	evPath := filepath.Join(work, "events.yaml")
 	writeInventory(t, inv, 1, "small")
@@ -82,57 +79,11 @@ func TestE2EEventCalibrationChangeAndResize(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(work, "calibration.yaml"), story, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	l, err := lab.New(lab.Config{Dir: rzLabDir, ImageDir: images, Bridge: rzBridge, Subnet: netip.MustParsePrefix(rzSubnet)})
-	if err != nil {
-		t.Fatal(err)
-	}
 	ctx := context.Background()
-	list := func(labels map[string]string) []lab.Box {
-		t.Helper()
-		bs, err := l.List(ctx, labels)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return bs
-	}
+	list := e.boxes
 	eventBoxes := func() []lab.Box { return list(map[string]string{"fleet": "lab", "event": "rsz"}) }
-	for _, b := range list(nil) { // left by an interrupted run
-		l.Delete(ctx, b.Name)
-	}
-	t.Cleanup(func() {
-		for _, b := range list(nil) {
-			l.Delete(context.Background(), b.Name)
-		}
-		l.Cleanup(context.Background())
-	})
-	common := []string{"--state-dir", state, "--pulumi", cli, "--relay-binary", relayBin,
-		"--lab-dir", rzLabDir, "--lab-images", images, "--lab-bridge", rzBridge, "--lab-subnet", rzSubnet}
-	fleetCmd := func(args ...string) *exec.Cmd {
-		cmd := exec.Command(fleetBin, args...)
-		cmd.Env = append(os.Environ(), "PULUMI_CONFIG_PASSPHRASE=")
-		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-		return cmd
-	}
-	fleet := func(args ...string) string {
-		t.Helper()
-		switch args[0] {
-		case "destroy":
-			args = append(args, common[:4]...)
-			args = append(args, common[6:]...)
-		case "up", "events", "burst":
-			args = append(args, common...)
-		}
-		cmd := fleetCmd(args...)
-		var out bytes.Buffer
-		cmd.Stdout, cmd.Stderr = &out, &out
-		start := time.Now()
-		err := cmd.Run()
-		t.Logf("fleet %s: %.1fs\n%s", strings.Join(args[:min(len(args), 5)], " "), time.Since(start).Seconds(), out.String())
-		if err != nil {
-			t.Fatalf("fleet %s: %v: %s", args[0], err, lastLine(out.String()))
-		}
-		return out.String()
-	}
+	fleetCmd := func(args ...string) *exec.Cmd { return e.cmd(ctx, args...) }
+	fleet := e.fleet
 	at := func(t time.Time) string { return t.UTC().Format(time.RFC3339) }
 	record := func() *events.Record {
 		t.Helper()
