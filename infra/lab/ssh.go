@@ -25,9 +25,10 @@ import (
 // than the pinned one. Waiting does not help: it is never retried.
 var ErrHostKeyMismatch = errors.New("host key mismatch")
 
-// newKey generates an ed25519 key pair and returns the private key in
-// OpenSSH PEM form and the public key in authorized_keys form (no newline).
-func newKey(comment string) (private []byte, public string, err error) {
+// NewKey generates an ed25519 key pair and returns the private key in
+// OpenSSH PEM form, carrying comment, and the public key in authorized_keys
+// form without a comment (no newline).
+func NewKey(comment string) (private []byte, public string, err error) {
 	pub, priv, err := ed25519.GenerateKey(rand.Reader)
 	if err != nil {
 		return nil, "", err
@@ -40,11 +41,16 @@ func newKey(comment string) (private []byte, public string, err error) {
 	if err != nil {
 		return nil, "", err
 	}
-	line := strings.TrimSpace(string(ssh.MarshalAuthorizedKey(sshPub)))
-	if comment != "" {
-		line += " " + comment
+	return pem.EncodeToMemory(block), strings.TrimSpace(string(ssh.MarshalAuthorizedKey(sshPub))), nil
+}
+
+// newKey is NewKey with the comment on the public key too.
+func newKey(comment string) (private []byte, public string, err error) {
+	private, public, err = NewKey(comment)
+	if err == nil && comment != "" {
+		public += " " + comment
 	}
-	return pem.EncodeToMemory(block), line, nil
+	return private, public, err
 }
 
 // loadOrCreateKey reads the private key at path, generating it (mode 0600,
