@@ -19,7 +19,7 @@ var cloud = backendtest.Cloud{
 		}
 	},
 	Spec:     testSpec,
-	Attempts: fastRetry.Attempts,
+	Attempts: backendtest.FastRetry.Attempts,
 	BoxPath:  "/v2/droplets/",
 	ListFilter: func(method string, u *url.URL) (string, bool) {
 		return u.Query().Get("tag_name"), method == "GET" && u.Path == "/v2/droplets" && u.Query().Get("page") == "1"

@@ -17,13 +17,10 @@ import (
 	"github.com/relayfleet/relayfleet/infra/backend/backendtest"
 )
 
-// fastRetry keeps the retry tests quick; the backoff is still real.
-var fastRetry = backend.Retry{Attempts: 4, Base: time.Millisecond, Max: 10 * time.Millisecond}
-
 func newTestBackend(t *testing.T) (*Backend, *fakeAPI) {
 	t.Helper()
 	f, srv := newFakeAPI(t)
-	b, err := New(Config{Token: testToken, Endpoint: srv.URL, HTTP: srv.Client(), Retry: fastRetry, PollInterval: time.Millisecond})
+	b, err := New(Config{Token: testToken, Endpoint: srv.URL, HTTP: srv.Client(), Retry: backendtest.FastRetry, PollInterval: time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -31,11 +28,7 @@ func newTestBackend(t *testing.T) (*Backend, *fakeAPI) {
 }
 
 func testSpec(t *testing.T, name string, labels map[string]string) backend.Spec {
-	hostKey, admin := backendtest.Keys(t)
-	return backend.Spec{
-		Name: name, Shape: "cpx22", Location: "fsn1", Labels: labels,
-		HostKey: hostKey, AuthorizedKeys: []string{admin},
-	}
+	return backendtest.Spec(t, name, "cpx22", "fsn1", labels)
 }
 
 func TestLifecycle(t *testing.T) {
@@ -309,7 +302,7 @@ func TestSetLabels(t *testing.T) {
 }
 
 // TestAPIErrors: with one retry layer (hcloud-go's own would multiply the
-// tries), a 429 that does not stop is tried fastRetry.Attempts times.
+// tries), a 429 that does not stop is tried backendtest.FastRetry.Attempts times.
 func TestAPIErrors(t *testing.T) {
 	backendtest.APIErrors(t, cloud, backendtest.APIErrorWants{
 		Unauthorized: "hcloud get server 7: 401 unauthorized: unable to authenticate",

@@ -19,7 +19,7 @@ var cloud = backendtest.Cloud{
 		}
 	},
 	Spec:     testSpec,
-	Attempts: fastRetry.Attempts,
+	Attempts: backendtest.FastRetry.Attempts,
 	BoxPath:  "/servers/",
 	ListFilter: func(method string, u *url.URL) (string, bool) {
 		return u.Query().Get("label_selector"), method == "GET" && u.Path == "/servers"

@@ -24,6 +24,8 @@ import (
 	"time"
 
 	"golang.org/x/crypto/ssh"
+
+	"github.com/relayfleet/relayfleet/infra/backend"
 )
 
 // Fault is an answer the fake gives, once, instead of serving a request
@@ -165,6 +167,20 @@ func Ctx(t *testing.T) context.Context {
 	c, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	t.Cleanup(cancel)
 	return c
+}
+
+// FastRetry keeps retry tests quick; the backoff is still real.
+var FastRetry = backend.Retry{Attempts: 4, Base: time.Millisecond, Max: 10 * time.Millisecond}
+
+// Spec is a valid spec of a box called name, of shape at location, with
+// labels and fresh Keys.
+func Spec(t *testing.T, name, shape, location string, labels map[string]string) backend.Spec {
+	t.Helper()
+	hostKey, admin := Keys(t)
+	return backend.Spec{
+		Name: name, Shape: shape, Location: location, Labels: labels,
+		HostKey: hostKey, AuthorizedKeys: []string{admin},
+	}
 }
 
 // Keys returns a fresh host private key (OpenSSH PEM) and an admin

@@ -75,9 +75,7 @@ func testCtx(t *testing.T) context.Context {
 }
 
 func testSpec(t *testing.T, name, shape string, labels map[string]string) backend.Spec {
-	t.Helper()
-	hostKey, admin := backendtest.Keys(t)
-	return backend.Spec{Name: name, Shape: shape, Location: "fra1", Labels: labels, HostKey: hostKey, AuthorizedKeys: []string{admin}}
+	return backendtest.Spec(t, name, shape, "fra1", labels)
 }
 
 // TestBackendAgainstLocalCloud runs our DigitalOcean backend (godo) against
