@@ -5,6 +5,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"io"
 	"net/netip"
 	"os"
@@ -15,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/relayfleet/relayfleet/infra/events"
 	"github.com/relayfleet/relayfleet/infra/lab"
 	"github.com/relayfleet/relayfleet/infra/program"
 )
@@ -201,4 +203,54 @@ func (e *e2eLab) fleet(args ...string) string {
 		e.t.Fatalf("fleet %s: exit %d: %s", args[0], code, lastLine(out))
 	}
 	return out
+}
+
+// e2eEventFile is an events file for the fleet in lab.yaml with one event,
+// name, on 2026-12-01 from 20:00 to 21:00 UTC, broadcast live/NAME, of
+// peak listeners and at most two small burst boxes.
+func e2eEventFile(name string, peak int) string {
+	return fmt.Sprintf(`version: 1
+fleet: lab.yaml
+events:
+  - name: %s
+    start: 2026-12-01T20:00:00Z
+    end: 2026-12-01T21:00:00Z
+    peak_listeners: %d
+    broadcast: live/%s
+    burst:
+      provider: lab
+      shape: small
+      max: 2
+    lead_time: 10m
+    drain_time: 5m
+`, name, peak, name)
+}
+
+// record is the event's record in the state directory; none fails the
+// test.
+func (e *e2eLab) record(event string) *events.Record {
+	e.t.Helper()
+	rec, ok, err := events.ReadRecord(e.state, event)
+	if err != nil || !ok {
+		e.t.Fatalf("no record: %v", err)
+	}
+	return rec
+}
+
+// startRouter runs the real router on the relays file fleet keeps, on a
+// free loopback port, until ctx ends or the test does, and returns the
+// port.
+func (e *e2eLab) startRouter(ctx context.Context) int {
+	e.t.Helper()
+	port := freePort(e.t)
+	rctx, stop := context.WithCancel(ctx)
+	router := exec.CommandContext(rctx, e.relayBin, "router", "--listen", fmt.Sprintf("127.0.0.1:%d", port),
+		"--relays", filepath.Join(e.state, program.RelaysFile), "--poll", "200ms", "--log-level", "warn")
+	router.Stderr = os.Stderr
+	if err := router.Start(); err != nil {
+		stop()
+		e.t.Fatal(err)
+	}
+	e.t.Cleanup(func() { stop(); router.Wait() })
+	return port
 }

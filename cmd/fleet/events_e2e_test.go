@@ -35,21 +35,7 @@ const (
 	evSubnet = "10.231.89.0/24"
 )
 
-const evFile = `version: 1
-fleet: lab.yaml
-events:
-  - name: show
-    start: 2026-12-01T20:00:00Z
-    end: 2026-12-01T21:00:00Z
-    peak_listeners: 2000
-    broadcast: live/show
-    burst:
-      provider: lab
-      shape: small
-      max: 2
-    lead_time: 10m
-    drain_time: 5m
-`
+var evFile = e2eEventFile("show", 2000)
 
 // routerRelay is one entry of the router's GET /relays.
 type routerRelay struct {
@@ -76,14 +62,7 @@ func TestE2EEventLifecycle(t *testing.T) {
 		t.Helper()
 		return fleet("events", "reconcile", "--events", evPath, "--now", at.UTC().Format(time.RFC3339))
 	}
-	record := func() *events.Record {
-		t.Helper()
-		rec, ok, err := events.ReadRecord(state, "show")
-		if err != nil || !ok {
-			t.Fatalf("no record: %v", err)
-		}
-		return rec
-	}
+	record := func() *events.Record { return e.record("show") }
 
 	// The steady fleet: one box, through fleet up.
 	fleet("up", "--inventory", inv)
@@ -94,16 +73,7 @@ func TestE2EEventLifecycle(t *testing.T) {
 	steadyBox := steady[0]
 
 	// The real router, on the relays file fleet keeps.
-	port := freePort(t)
-	rctx, stopRouter := context.WithCancel(ctx)
-	defer stopRouter()
-	router := exec.CommandContext(rctx, relayBin, "router", "--listen", fmt.Sprintf("127.0.0.1:%d", port),
-		"--relays", filepath.Join(state, program.RelaysFile), "--poll", "200ms", "--log-level", "warn")
-	router.Stderr = os.Stderr
-	if err := router.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() { stopRouter(); router.Wait() }()
+	port := e.startRouter(ctx)
 	routerState := func(want func([]routerRelay) bool) []routerRelay {
 		t.Helper()
 		var rs []routerRelay

@@ -17,7 +17,6 @@ import (
 
 	"github.com/relayfleet/relayfleet/infra/events"
 	"github.com/relayfleet/relayfleet/infra/lab"
-	"github.com/relayfleet/relayfleet/infra/program"
 )
 
 // The resize end-to-end (issue 16.3): an event of two burst boxes, a
@@ -32,21 +31,7 @@ const (
 
 // A steady small lab box carries about 400 listeners (memory-bound): a
 // peak of 1,100 needs two burst boxes.
-const rzEvents = `version: 1
-fleet: lab.yaml
-events:
-  - name: rsz
-    start: 2026-12-01T20:00:00Z
-    end: 2026-12-01T21:00:00Z
-    peak_listeners: 1100
-    broadcast: live/rsz
-    burst:
-      provider: lab
-      shape: small
-      max: 2
-    lead_time: 10m
-    drain_time: 5m
-`
+var rzEvents = e2eEventFile("rsz", 1100)
 
 // rzCalibration needs less memory per listener: a box carries about 600,
 // and the same peak needs one burst box.
@@ -85,14 +70,7 @@ func TestE2EEventCalibrationChangeAndResize(t *testing.T) {
 	fleetCmd := func(args ...string) *exec.Cmd { return e.cmd(ctx, args...) }
 	fleet := e.fleet
 	at := func(t time.Time) string { return t.UTC().Format(time.RFC3339) }
-	record := func() *events.Record {
-		t.Helper()
-		rec, ok, err := events.ReadRecord(state, "rsz")
-		if err != nil || !ok {
-			t.Fatalf("no record: %v", err)
-		}
-		return rec
-	}
+	record := func() *events.Record { return e.record("rsz") }
 
 	fleet("up", "--inventory", inv)
 	steady := list(map[string]string{"fleet": "lab", "tier": "steady"})
@@ -100,16 +78,7 @@ func TestE2EEventCalibrationChangeAndResize(t *testing.T) {
 		t.Fatalf("%d steady boxes, want 1", len(steady))
 	}
 
-	port := freePort(t)
-	rctx, stopRouter := context.WithCancel(ctx)
-	defer stopRouter()
-	router := exec.CommandContext(rctx, relayBin, "router", "--listen", fmt.Sprintf("127.0.0.1:%d", port),
-		"--relays", filepath.Join(state, program.RelaysFile), "--poll", "200ms", "--log-level", "warn")
-	router.Stderr = os.Stderr
-	if err := router.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() { stopRouter(); router.Wait() }()
+	port := e.startRouter(ctx)
 	routerState := func(what string, want func(map[string]routerRelay) bool) {
 		t.Helper()
 		deadline := time.Now().Add(20 * time.Second)
