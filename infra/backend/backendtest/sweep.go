@@ -74,9 +74,9 @@ func BoxNames(boxes []backend.Box) []string {
 	return out
 }
 
-// SweepOrphans: backend.Sweep finds and deletes the boxes with the labels,
-// the orphan included, with two lists and a DELETE a box, and leaves the
-// others; a second Sweep finds nothing.
+// SweepOrphans checks that backend.Sweep finds and deletes the boxes with
+// the labels, the orphan included, with two lists and a DELETE a box, and
+// leaves the others; a second Sweep finds nothing.
 func SweepOrphans(t *testing.T, c Cloud) {
 	b, api, ids := sweepScenario(t, c)
 	ctx := Ctx(t)
@@ -127,9 +127,9 @@ func SweepOrphans(t *testing.T, c Cloud) {
 	}
 }
 
-// SweepDeleteRefused: a box whose DELETE the API refuses (403, or 503 past
-// the retries) stays, and Sweep's error wraps backend.ErrRemain and names
-// it, and only it, on one line.
+// SweepDeleteRefused checks that a box whose DELETE the API refuses (403,
+// or 503 past the retries) stays, and that Sweep's error wraps
+// backend.ErrRemain and names it, and only it, on one line.
 func SweepDeleteRefused(t *testing.T, c Cloud) {
 	for _, tc := range []struct {
 		name   string
@@ -182,9 +182,10 @@ type APIErrorWants struct {
 	RateLimited  string // GET, 429 with error_rate_limit.json on every try
 }
 
-// APIErrors: a refusal of the API comes back as want says, one line,
-// without the token, and a 503 or a 429 that does not stop is tried as
-// often as the retry policy allows (a 429's Retry-After capped at its Max).
+// APIErrors checks that a refusal of the API comes back as want says, one
+// line, without the token, and that a 503 or a 429 that does not stop is
+// tried as often as the retry policy allows (a 429's Retry-After capped at
+// its Max).
 func APIErrors(t *testing.T, c Cloud, want APIErrorWants) {
 	get := func(ctx context.Context, b backend.Backend) error { _, err := b.Get(ctx, "7"); return err }
 	del := func(ctx context.Context, b backend.Backend) error { return b.Delete(ctx, "7") }
