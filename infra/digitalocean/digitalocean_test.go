@@ -170,46 +170,19 @@ func TestCreateRefusesAnotherTiersDroplet(t *testing.T) {
 }
 
 func TestRetries(t *testing.T) {
-	for _, tc := range []struct {
-		name   string
-		faults []backendtest.Fault
-		posts  int
-	}{
-		{"429 on lookup", []backendtest.Fault{{Method: "GET", Path: "/v2/droplets", Status: 429, Fixture: "error_rate_limit.json", Header: http.Header{"Retry-After": {"0"}}}}, 1},
-		{"429 on create", []backendtest.Fault{{Method: "POST", Path: "/v2/droplets", Status: 429, Fixture: "error_rate_limit.json"}}, 2},
-		{"503 on action poll", []backendtest.Fault{{Method: "GET", Path: "/v2/actions/3164402", Status: 503, Fixture: "error_unavailable.json"}}, 1},
-		{"500 then 502 on lookup", []backendtest.Fault{
+	backendtest.CreateRetries(t, cloud, []backendtest.CreateRetry{
+		{Name: "429 on lookup", Faults: []backendtest.Fault{{Method: "GET", Path: "/v2/droplets", Status: 429, Fixture: "error_rate_limit.json", Header: http.Header{"Retry-After": {"0"}}}}, Posts: 1},
+		{Name: "429 on create", Faults: []backendtest.Fault{{Method: "POST", Path: "/v2/droplets", Status: 429, Fixture: "error_rate_limit.json"}}, Posts: 2},
+		{Name: "503 on action poll", Faults: []backendtest.Fault{{Method: "GET", Path: "/v2/actions/3164402", Status: 503, Fixture: "error_unavailable.json"}}, Posts: 1},
+		{Name: "500 then 502 on lookup", Faults: []backendtest.Fault{
 			{Method: "GET", Path: "/v2/droplets", Status: 500, Fixture: "error_unavailable.json"},
 			{Method: "GET", Path: "/v2/droplets", Status: 502, Fixture: "error_unavailable.json"},
-		}, 1},
-		{"503 on create, nothing made", []backendtest.Fault{{Method: "POST", Path: "/v2/droplets", Status: 503, Fixture: "error_unavailable.json"}}, 2},
+		}, Posts: 1},
+		{Name: "503 on create, nothing made", Faults: []backendtest.Fault{{Method: "POST", Path: "/v2/droplets", Status: 503, Fixture: "error_unavailable.json"}}, Posts: 2},
 		// The create took effect but its answer was lost: the backend
 		// finds the droplet instead of making a second one.
-		{"503 on create that was made", []backendtest.Fault{{Method: "POST", Path: "/v2/droplets", Status: 503, Fixture: "error_unavailable.json", After: true}}, 1},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			b, f := newTestBackend(t)
-			for _, fl := range tc.faults {
-				f.AddFault(fl)
-			}
-			box, err := b.Create(backendtest.Ctx(t), testSpec(t, "relay-1", map[string]string{"fleet": "demo"}))
-			if err != nil {
-				t.Fatal(err)
-			}
-			if box.Status != backend.StatusRunning || !box.IPv4.IsValid() {
-				t.Errorf("box %+v", box)
-			}
-			if n := len(f.Requests("POST /v2/droplets")); n != tc.posts {
-				t.Errorf("%d POST /v2/droplets, want %d", n, tc.posts)
-			}
-			if len(f.Faults) != 0 {
-				t.Errorf("faults not hit: %v", f.Faults)
-			}
-			if n := len(f.droplets); n != 1 {
-				t.Errorf("%d droplets, want 1", n)
-			}
-		})
-	}
+		{Name: "503 on create that was made", Faults: []backendtest.Fault{{Method: "POST", Path: "/v2/droplets", Status: 503, Fixture: "error_unavailable.json", After: true}}, Posts: 1},
+	})
 }
 
 func TestErrors(t *testing.T) {

@@ -183,50 +183,19 @@ func TestCreateRefusesAnotherTiersServer(t *testing.T) {
 }
 
 func TestRetries(t *testing.T) {
-	for _, tc := range []struct {
-		name   string
-		faults []backendtest.Fault
-		posts  int  // POST /servers sent
-		racing bool // another Create makes the server between lookup and POST
-	}{
-		{"429 on lookup", []backendtest.Fault{{Method: "GET", Path: "/servers", Status: 429, Fixture: "error_rate_limit.json", Header: http.Header{"Retry-After": {"0"}}}}, 1, false},
-		{"429 on create", []backendtest.Fault{{Method: "POST", Path: "/servers", Status: 429, Fixture: "error_rate_limit.json"}}, 2, false},
-		{"503 on action poll", []backendtest.Fault{{Method: "GET", Path: "/actions", Status: 503, Fixture: "error_unavailable.json"}}, 1, false},
-		{"502 without JSON on server poll", []backendtest.Fault{{Method: "GET", Path: "/servers/101", Status: 502, Fixture: "action.json"}}, 1, false},
-		{"503 on create, nothing made", []backendtest.Fault{{Method: "POST", Path: "/servers", Status: 503, Fixture: "error_unavailable.json"}}, 2, false},
+	backendtest.CreateRetries(t, cloud, []backendtest.CreateRetry{
+		{Name: "429 on lookup", Faults: []backendtest.Fault{{Method: "GET", Path: "/servers", Status: 429, Fixture: "error_rate_limit.json", Header: http.Header{"Retry-After": {"0"}}}}, Posts: 1},
+		{Name: "429 on create", Faults: []backendtest.Fault{{Method: "POST", Path: "/servers", Status: 429, Fixture: "error_rate_limit.json"}}, Posts: 2},
+		{Name: "503 on action poll", Faults: []backendtest.Fault{{Method: "GET", Path: "/actions", Status: 503, Fixture: "error_unavailable.json"}}, Posts: 1},
+		{Name: "502 without JSON on server poll", Faults: []backendtest.Fault{{Method: "GET", Path: "/servers/101", Status: 502, Fixture: "action.json"}}, Posts: 1},
+		{Name: "503 on create, nothing made", Faults: []backendtest.Fault{{Method: "POST", Path: "/servers", Status: 503, Fixture: "error_unavailable.json"}}, Posts: 2},
 		// The create took effect but its answer was lost: the backend
 		// finds the server instead of making a second one.
-		{"503 on create that was made", []backendtest.Fault{{Method: "POST", Path: "/servers", Status: 503, Fixture: "error_unavailable.json", After: true}}, 1, false},
+		{Name: "503 on create that was made", Faults: []backendtest.Fault{{Method: "POST", Path: "/servers", Status: 503, Fixture: "error_unavailable.json", After: true}}, Posts: 1},
 		// The name is taken (uniqueness_error) by a server of the same
 		// fleet made meanwhile: that one is returned.
-		{"name taken meanwhile", []backendtest.Fault{{Method: "GET", Path: "/servers", Status: 200, Fixture: "servers_empty.json"}}, 1, true},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			b, f := newTestBackend(t)
-			for _, fl := range tc.faults {
-				f.AddFault(fl)
-			}
-			if tc.racing {
-				f.addServer("relay-1", map[string]string{"fleet": "demo"})
-			}
-			box, err := b.Create(backendtest.Ctx(t), testSpec(t, "relay-1", map[string]string{"fleet": "demo"}))
-			if err != nil {
-				t.Fatal(err)
-			}
-			if box.Status != backend.StatusRunning {
-				t.Errorf("status %s", box.Status)
-			}
-			if n := len(f.Requests("POST /servers")); n != tc.posts {
-				t.Errorf("%d POST /servers, want %d", n, tc.posts)
-			}
-			if len(f.Faults) != 0 {
-				t.Errorf("faults not hit: %v", f.Faults)
-			}
-			if n := len(f.servers); n != 1 {
-				t.Errorf("%d servers, want 1", n)
-			}
-		})
-	}
+		{Name: "name taken meanwhile", Faults: []backendtest.Fault{{Method: "GET", Path: "/servers", Status: 200, Fixture: "servers_empty.json"}}, Posts: 1, Racing: true},
+	})
 }
 
 func TestErrors(t *testing.T) {

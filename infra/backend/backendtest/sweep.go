@@ -215,3 +215,49 @@ func APIErrors(t *testing.T, c Cloud, want APIErrorWants) {
 		})
 	}
 }
+
+// CreateRetry is a case of CreateRetries.
+type CreateRetry struct {
+	Name   string
+	Faults []Fault // the API answers with these
+	Posts  int     // the create POSTs the backend sends
+	// Racing makes a box of the same name and fleet, without Create,
+	// before Create starts: another Create that won the race.
+	Racing bool
+}
+
+// CreateRetries checks that Create of box relay-1 of fleet demo gets
+// through the API's faults: the box runs, with an IPv4 address, after
+// Posts create POSTs, every fault was served, and the cloud holds that
+// one box.
+func CreateRetries(t *testing.T, c Cloud, cases []CreateRetry) {
+	create := "POST " + strings.TrimSuffix(c.BoxPath, "/")
+	labels := map[string]string{"fleet": "demo"}
+	for _, tc := range cases {
+		t.Run(tc.Name, func(t *testing.T) {
+			b, api, add := c.New(t)
+			for _, fl := range tc.Faults {
+				api.AddFault(fl)
+			}
+			if tc.Racing {
+				add("relay-1", labels)
+			}
+			box, err := b.Create(Ctx(t), c.Spec(t, "relay-1", labels))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if box.Status != backend.StatusRunning || !box.IPv4.IsValid() {
+				t.Errorf("box %+v", box)
+			}
+			if n := len(api.Requests(create)); n != tc.Posts {
+				t.Errorf("%d %s, want %d", n, create, tc.Posts)
+			}
+			if n := api.FaultsLeft(); n != 0 {
+				t.Errorf("%d faults not hit", n)
+			}
+			if all, err := b.List(Ctx(t), nil); err != nil || len(all) != 1 {
+				t.Errorf("boxes %v, %v; want relay-1 alone", BoxNames(all), err)
+			}
+		})
+	}
+}
