@@ -59,30 +59,33 @@ func load(path string, v any) (*document, error) {
 	return decodeStrict(path, data, v)
 }
 
-// LoadCatalogue reads and validates a providers.yaml.
-func LoadCatalogue(path string) (*Catalogue, error) {
-	var c Catalogue
-	d, err := load(path, &c)
+// loadChecked reads path into a new T, as load does, then checks it.
+func loadChecked[T any](path string, check func(*T) error) (*T, error) {
+	var v T
+	d, err := load(path, &v)
+	return checked(&v, d, err, check)
+}
+
+// checked returns v, decoded into d, once check passes: a decoding error
+// err as it is, check's error placed in d's file.
+func checked[T any](v *T, d *document, err error, check func(*T) error) (*T, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := c.validate(); err != nil {
+	if err := check(v); err != nil {
 		return nil, d.errorAt(err)
 	}
-	return &c, nil
+	return v, nil
+}
+
+// LoadCatalogue reads and validates a providers.yaml.
+func LoadCatalogue(path string) (*Catalogue, error) {
+	return loadChecked(path, (*Catalogue).validate)
 }
 
 // LoadCalibration reads and validates a calibration.yaml.
 func LoadCalibration(path string) (*Calibration, error) {
-	var c Calibration
-	d, err := load(path, &c)
-	if err != nil {
-		return nil, err
-	}
-	if err := c.validate(); err != nil {
-		return nil, d.errorAt(err)
-	}
-	return &c, nil
+	return loadChecked(path, (*Calibration).validate)
 }
 
 // ParseCalibration validates a calibration given as data; file names it
@@ -90,26 +93,12 @@ func LoadCalibration(path string) (*Calibration, error) {
 func ParseCalibration(file string, data []byte) (*Calibration, error) {
 	var c Calibration
 	d, err := decodeStrict(file, data, &c)
-	if err != nil {
-		return nil, err
-	}
-	if err := c.validate(); err != nil {
-		return nil, d.errorAt(err)
-	}
-	return &c, nil
+	return checked(&c, d, err, (*Calibration).validate)
 }
 
 // LoadFleet reads a fleet file and validates it against the catalogue.
 func LoadFleet(path string, cat *Catalogue) (*Fleet, error) {
-	var f Fleet
-	d, err := load(path, &f)
-	if err != nil {
-		return nil, err
-	}
-	if err := f.validate(cat); err != nil {
-		return nil, d.errorAt(err)
-	}
-	return &f, nil
+	return loadChecked(path, func(f *Fleet) error { return f.validate(cat) })
 }
 
 // Beside returns the file name next to path when it exists there, and the

@@ -8,6 +8,8 @@ import (
 	"net/http"
 	"sync"
 	"time"
+
+	"github.com/relayfleet/relayfleet/internal/ctxtime"
 )
 
 // FleetRollout is the fleet-wide rollout policy around the per-box
@@ -291,7 +293,7 @@ func ListenersReturn(ctx context.Context, targets []Target, want int64, frac flo
 			}
 			return fmt.Errorf("listeners did not come back: the fleet serves %d of the %d before the restart after %v", got, want, limit)
 		}
-		if err := sleepCtx(ctx, poll); err != nil {
+		if err := ctxtime.Sleep(ctx, poll); err != nil {
 			return err
 		}
 	}

@@ -16,6 +16,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/relayfleet/relayfleet/internal/ctxtime"
 	"github.com/relayfleet/relayfleet/relay/wire"
 )
 
@@ -210,7 +211,7 @@ func (m Move) Out(ctx context.Context, instance string) (MoveReport, error) {
 			m.logf("%s: %d sessions still there %v after the shed; restarting anyway", instance, rep.Left, empty)
 			break
 		}
-		if err := sleepCtx(ctx, poll); err != nil {
+		if err := ctxtime.Sleep(ctx, poll); err != nil {
 			return rep, err
 		}
 	}
@@ -222,14 +223,14 @@ func (m Move) Out(ctx context.Context, instance string) (MoveReport, error) {
 // most routerWait; without a router that knows it, blind.
 func (m Move) waitUnrouted(ctx context.Context, instance string, routerWait, blind, poll time.Duration) error {
 	if m.Routed == nil {
-		return sleepCtx(ctx, blind)
+		return ctxtime.Sleep(ctx, blind)
 	}
 	deadline := time.Now().Add(routerWait)
 	for {
 		routed, known, err := m.Routed(ctx, instance)
 		switch {
 		case err == nil && !known:
-			return sleepCtx(ctx, blind)
+			return ctxtime.Sleep(ctx, blind)
 		case err == nil && !routed:
 			return nil
 		}
@@ -241,20 +242,9 @@ func (m Move) waitUnrouted(ctx context.Context, instance string, routerWait, bli
 			m.logf("%s: router: %s after %v; shedding anyway (it refuses new sessions)", instance, why, routerWait)
 			return nil
 		}
-		if err := sleepCtx(ctx, poll); err != nil {
+		if err := ctxtime.Sleep(ctx, poll); err != nil {
 			return err
 		}
-	}
-}
-
-func sleepCtx(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
 	}
 }
 
@@ -436,7 +426,7 @@ func Rebalance(ctx context.Context, boxes []Box, tolerance float64, rate int, wa
 			if err == nil && time.Now().After(settle) {
 				break // plan again from what the fleet holds now
 			}
-			if err := sleepCtx(ctx, poll); err != nil {
+			if err := ctxtime.Sleep(ctx, poll); err != nil {
 				return before, after, err
 			}
 		}
@@ -476,7 +466,7 @@ func BurstDrain(ctx context.Context, boxes []Box, wait time.Duration, rate int) 
 	if len(procs) == 0 {
 		return nil
 	}
-	if err := sleepCtx(ctx, wait); err != nil {
+	if err := ctxtime.Sleep(ctx, wait); err != nil {
 		return err
 	}
 	errs := make([]error, len(procs))

@@ -9,6 +9,8 @@ import (
 
 	"github.com/relayfleet/relayfleet/relay/moqlite"
 	"github.com/relayfleet/relayfleet/relay/transport"
+
+	"github.com/relayfleet/relayfleet/relay/internal/bpath"
 )
 
 // watcher is a downstream announce stream: it queues Announce updates for
@@ -45,14 +47,14 @@ func (w *watcher) visible(p string) (string, bool) {
 	if !w.sess.perms.CanSubscribe(p) {
 		return "", false
 	}
-	return stripPathPrefix(w.prefix, p)
+	return bpath.StripPrefix(w.prefix, p)
 }
 
 // serveAnnounce answers a client's AnnounceInterest: AnnounceInit with the
 // active broadcasts under the prefix, then updates until either side ends.
 func (sess *session) serveAnnounce(ctx context.Context, st transport.Stream, prefix string) error {
 	s := sess.srv
-	w := &watcher{sess: sess, prefix: joinPath(sess.root, prefix), notify: make(chan struct{}, 1)}
+	w := &watcher{sess: sess, prefix: bpath.Join(sess.root, prefix), notify: make(chan struct{}, 1)}
 	var init moqlite.AnnounceInit
 	s.mu.Lock()
 	for p := range s.broadcasts {
@@ -146,14 +148,14 @@ func (sess *session) runPullAnnounces(ctx context.Context) error {
 		return fmt.Errorf("read announce init: %w", err)
 	}
 	for _, suffix := range init.Suffixes {
-		sess.srv.announce(sess, cleanPath(suffix), true)
+		sess.srv.announce(sess, bpath.Clean(suffix), true)
 	}
 	for {
 		var a moqlite.Announce
 		if err := moqlite.ReadMessage(st, &a); err != nil {
 			return fmt.Errorf("read announce: %w", err)
 		}
-		sess.srv.announce(sess, cleanPath(a.Suffix), a.Active)
+		sess.srv.announce(sess, bpath.Clean(a.Suffix), a.Active)
 	}
 }
 
@@ -181,7 +183,7 @@ func (s *Server) refuseAnnounceLocked(sess *session, path, why string) {
 
 // announce records that sess started or stopped publishing suffix.
 func (s *Server) announce(sess *session, suffix string, active bool) {
-	path := joinPath(sess.root, suffix)
+	path := bpath.Join(sess.root, suffix)
 	if active && !sess.perms.CanPublish(path) {
 		s.refused.refuse(ReasonForbidden, sess.via, sess.t.RemoteAddr().String(), "op", "publish", "broadcast", path)
 		return

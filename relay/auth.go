@@ -12,6 +12,8 @@ import (
 	"os"
 	"strings"
 	"time"
+
+	"github.com/relayfleet/relayfleet/relay/internal/bpath"
 )
 
 // Authenticator checks HS256 JSON Web Tokens that clients pass as ?jwt=TOKEN
@@ -68,7 +70,7 @@ func (a *Authenticator) WithPublicListen(prefixes []string) *Authenticator {
 	b := *a
 	b.public = nil
 	for _, p := range prefixes {
-		b.public = append(b.public, cleanPath(p))
+		b.public = append(b.public, bpath.Clean(p))
 	}
 	return &b
 }
@@ -185,7 +187,7 @@ func (p Permissions) CanPublishAny() bool { return p.all || len(p.publish) > 0 }
 
 func anyPrefix(prefixes []string, path string) bool {
 	for _, pre := range prefixes {
-		if hasPathPrefix(pre, path) {
+		if bpath.HasPrefix(pre, path) {
 			return true
 		}
 	}
@@ -213,10 +215,10 @@ func (a *Authenticator) Authorize(u *url.URL) (Permissions, error) {
 		return Permissions{}, err
 	}
 	for _, s := range c.Put {
-		p.publish = append(p.publish, cleanPath(s))
+		p.publish = append(p.publish, bpath.Clean(s))
 	}
 	for _, s := range c.Get {
-		p.subscribe = append(p.subscribe, cleanPath(s))
+		p.subscribe = append(p.subscribe, bpath.Clean(s))
 	}
 	return p, nil
 }
@@ -325,10 +327,10 @@ func (a *Authenticator) NewToken(publish, subscribe string, hasPublish, hasSubsc
 	now := a.now()
 	c := Claims{IssuedAt: now.Unix(), Expires: now.Add(ttl).Unix()}
 	if hasPublish {
-		c.Put = []string{cleanPath(publish)}
+		c.Put = []string{bpath.Clean(publish)}
 	}
 	if hasSubscribe {
-		c.Get = []string{cleanPath(subscribe)}
+		c.Get = []string{bpath.Clean(subscribe)}
 	}
 	return a.Sign(c)
 }

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/relayfleet/relayfleet/relay/client"
+
+	"github.com/relayfleet/relayfleet/relay/internal/bpath"
 )
 
 // Cluster links: a relay with upstreams pulls broadcasts it does not
@@ -437,7 +439,7 @@ func (s *Server) mirrorAnnounces(ctx context.Context, sess *client.Session) (boo
 	// before that the new list lacks has ended.
 	initial := map[string]bool{}
 	for _, p := range ann.Initial() {
-		initial[cleanPath(p)] = true
+		initial[bpath.Clean(p)] = true
 	}
 	s.mu.Lock()
 	for p := range s.upstreamAnnounced {
@@ -455,7 +457,7 @@ func (s *Server) mirrorAnnounces(ctx context.Context, sess *client.Session) (boo
 			return true, err
 		}
 		s.mu.Lock()
-		s.setUpstreamAnnouncedLocked(cleanPath(a.Path), a.Active)
+		s.setUpstreamAnnouncedLocked(bpath.Clean(a.Path), a.Active)
 		s.mu.Unlock()
 	}
 }

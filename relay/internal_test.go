@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/relayfleet/relayfleet/relay/internal/bpath"
 )
 
 func TestPaths(t *testing.T) {
@@ -23,17 +25,17 @@ func TestPaths(t *testing.T) {
 		{"live", "live/room/1", "room/1", true},
 	}
 	for _, tt := range tests {
-		s, ok := stripPathPrefix(tt.prefix, tt.path)
+		s, ok := bpath.StripPrefix(tt.prefix, tt.path)
 		if s != tt.suffix || ok != tt.ok {
-			t.Errorf("stripPathPrefix(%q, %q) = %q, %v; want %q, %v", tt.prefix, tt.path, s, ok, tt.suffix, tt.ok)
+			t.Errorf("bpath.StripPrefix(%q, %q) = %q, %v; want %q, %v", tt.prefix, tt.path, s, ok, tt.suffix, tt.ok)
 		}
 	}
 	for in, want := range map[string]string{"/a//b/": "a/b", "": "", "///": "", "x": "x"} {
-		if got := cleanPath(in); got != want {
-			t.Errorf("cleanPath(%q) = %q, want %q", in, got, want)
+		if got := bpath.Clean(in); got != want {
+			t.Errorf("bpath.Clean(%q) = %q, want %q", in, got, want)
 		}
 	}
-	if joinPath("", "b") != "b" || joinPath("a", "") != "a" || joinPath("a", "b") != "a/b" {
+	if bpath.Join("", "b") != "b" || bpath.Join("a", "") != "a" || bpath.Join("a", "b") != "a/b" {
 		t.Error("joinPath")
 	}
 }

@@ -13,6 +13,8 @@ import (
 
 	"github.com/relayfleet/relayfleet/relay/moqlite"
 	"github.com/relayfleet/relayfleet/relay/transport"
+
+	"github.com/relayfleet/relayfleet/relay/internal/bpath"
 )
 
 // Application error codes used on sessions and streams.
@@ -256,7 +258,7 @@ func (s *Server) serveSession(ctx context.Context, t transport.Session, u *url.U
 		return fmt.Errorf("session %s: %w", t.RemoteAddr(), err)
 	}
 	sess.perms = perms
-	sess.root = cleanPath(u.Path)
+	sess.root = bpath.Clean(u.Path)
 	sess.log = sess.log.With("root", sess.root)
 	sess.log.Debug("session started")
 
@@ -396,7 +398,7 @@ func (sess *session) handleBidi(ctx context.Context, st transport.Stream) error 
 			st.CancelWrite(codeProtocol)
 			return err
 		}
-		return sess.serveAnnounce(ctx, st, cleanPath(m.Prefix))
+		return sess.serveAnnounce(ctx, st, bpath.Clean(m.Prefix))
 	case moqlite.StreamSubscribe:
 		var m moqlite.Subscribe
 		if err := moqlite.ReadMessage(st, &m); err != nil {

@@ -11,6 +11,8 @@ import (
 
 	"github.com/relayfleet/relayfleet/relay/moqlite"
 	"github.com/relayfleet/relayfleet/relay/transport"
+
+	"github.com/relayfleet/relayfleet/relay/internal/bpath"
 )
 
 var errNotFound = errors.New("broadcast not found")
@@ -23,7 +25,7 @@ const unsubscribeGrace = 2 * time.Second
 // the track ends or the session ends.
 func (sess *session) serveSubscribe(ctx context.Context, st transport.Stream, m *moqlite.Subscribe) error {
 	s := sess.srv
-	path := joinPath(sess.root, cleanPath(m.Broadcast))
+	path := bpath.Join(sess.root, bpath.Clean(m.Broadcast))
 	log := sess.log.With("broadcast", path, "track", m.Track, "id", m.ID)
 	if !sess.perms.CanSubscribe(path) {
 		s.refused.refuse(ReasonForbidden, sess.via, sess.t.RemoteAddr().String(), "op", "subscribe", "broadcast", path)

@@ -4,14 +4,12 @@ package main
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
-	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -37,21 +35,7 @@ const (
 	evSubnet = "10.231.89.0/24"
 )
 
-const evFile = `version: 1
-fleet: lab.yaml
-events:
-  - name: show
-    start: 2026-12-01T20:00:00Z
-    end: 2026-12-01T21:00:00Z
-    peak_listeners: 2000
-    broadcast: live/show
-    burst:
-      provider: lab
-      shape: small
-      max: 2
-    lead_time: 10m
-    drain_time: 5m
-`
+var evFile = e2eEventFile("show", 2000)
 
 // routerRelay is one entry of the router's GET /relays.
 type routerRelay struct {
@@ -61,79 +45,24 @@ type routerRelay struct {
 }
 
 func TestE2EEventLifecycle(t *testing.T) {
-	cli, images, work, fleetBin, relayBin := e2eSetup(t)
-	state := filepath.Join(work, "state")
+	e := newE2ELab(t, evLabDir, evBridge, evSubnet, nil)
+	cli, work, relayBin, state := e.cli, e.work, e.relayBin, e.state
 	inv := filepath.Join(work, "lab.yaml")
 	evPath := filepath.Join(work, "events.yaml")
 	writeInventory(t, inv, 1, "small")
 	if err := os.WriteFile(evPath, []byte(evFile), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	l, err := lab.New(lab.Config{Dir: evLabDir, ImageDir: images, Bridge: evBridge, Subnet: netip.MustParsePrefix(evSubnet)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx := context.Background()
-	list := func(labels map[string]string) []lab.Box {
-		t.Helper()
-		bs, err := l.List(ctx, labels)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return bs
-	}
+	l, ctx := e.lab, context.Background()
+	list := e.boxes
 	eventBoxes := func() []lab.Box { return list(map[string]string{"fleet": "lab", "event": "show"}) }
-	for _, b := range list(nil) { // left by an interrupted run
-		l.Delete(ctx, b.Name)
-	}
-	t.Cleanup(func() {
-		for _, b := range list(nil) {
-			l.Delete(context.Background(), b.Name)
-		}
-		l.Cleanup(context.Background())
-	})
-	common := []string{"--state-dir", state, "--pulumi", cli, "--relay-binary", relayBin,
-		"--lab-dir", evLabDir, "--lab-images", images, "--lab-bridge", evBridge, "--lab-subnet", evSubnet}
-	fleetCmd := func(args ...string) *exec.Cmd {
-		cmd := exec.Command(fleetBin, args...)
-		cmd.Env = append(os.Environ(), "PULUMI_CONFIG_PASSPHRASE=")
-		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-		return cmd
-	}
-	fleet := func(args ...string) string {
-		t.Helper()
-		switch args[0] {
-		case "destroy":
-			args = append(args, common[:4]...) // no relay binary
-			args = append(args, common[6:]...)
-		case "up", "events":
-			if args[1] != "report" {
-				args = append(args, common...)
-			}
-		}
-		cmd := fleetCmd(args...)
-		var out bytes.Buffer
-		cmd.Stdout, cmd.Stderr = &out, &out
-		start := time.Now()
-		err := cmd.Run()
-		t.Logf("fleet %s: %.1fs\n%s", strings.Join(args[:min(len(args), 5)], " "), time.Since(start).Seconds(), out.String())
-		if err != nil {
-			t.Fatalf("fleet %s: %v: %s", args[0], err, lastLine(out.String()))
-		}
-		return out.String()
-	}
+	fleetCmd := func(args ...string) *exec.Cmd { return e.cmd(ctx, args...) }
+	fleet := e.fleet
 	reconcile := func(at time.Time) string {
 		t.Helper()
 		return fleet("events", "reconcile", "--events", evPath, "--now", at.UTC().Format(time.RFC3339))
 	}
-	record := func() *events.Record {
-		t.Helper()
-		rec, ok, err := events.ReadRecord(state, "show")
-		if err != nil || !ok {
-			t.Fatalf("no record: %v", err)
-		}
-		return rec
-	}
+	record := func() *events.Record { return e.record("show") }
 
 	// The steady fleet: one box, through fleet up.
 	fleet("up", "--inventory", inv)
@@ -144,16 +73,7 @@ func TestE2EEventLifecycle(t *testing.T) {
 	steadyBox := steady[0]
 
 	// The real router, on the relays file fleet keeps.
-	port := freePort(t)
-	rctx, stopRouter := context.WithCancel(ctx)
-	defer stopRouter()
-	router := exec.CommandContext(rctx, relayBin, "router", "--listen", fmt.Sprintf("127.0.0.1:%d", port),
-		"--relays", filepath.Join(state, program.RelaysFile), "--poll", "200ms", "--log-level", "warn")
-	router.Stderr = os.Stderr
-	if err := router.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() { stopRouter(); router.Wait() }()
+	port := e.startRouter(ctx)
 	routerState := func(want func([]routerRelay) bool) []routerRelay {
 		t.Helper()
 		var rs []routerRelay
@@ -266,7 +186,7 @@ func TestE2EEventLifecycle(t *testing.T) {
 	// 3. After the end: the event's relays are marked draining and their
 	// listeners told to move (make before break) to the steady box; once
 	// none is left the teardown starts, and is killed mid-way.
-	cmd := fleetCmd(append([]string{"events", "reconcile", "--events", evPath, "--now", end.Add(time.Minute).Format(time.RFC3339)}, common...)...)
+	cmd := fleetCmd(e.withFlags("events", "reconcile", "--events", evPath, "--now", end.Add(time.Minute).Format(time.RFC3339))...)
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)

@@ -8,7 +8,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -40,7 +39,8 @@ const (
 // relays file listing the steady box too; then, its state dir deleted,
 // b tears the event down after its end and the sweep finds nothing.
 func TestE2EEventResumedOnAnotherMachine(t *testing.T) {
-	cli, images, work, fleetBin, relayBin := e2eSetup(t)
+	e := newE2ELab(t, stLabDir, stBridge, stSubnet, nil)
+	cli, work, fleetBin, relayBin := e.cli, e.work, e.fleetBin, e.relayBin
 	be := "file://" + filepath.Join(work, "backend")
 	if err := os.MkdirAll(filepath.Join(work, "backend"), 0o700); err != nil {
 		t.Fatal(err)
@@ -54,30 +54,9 @@ func TestE2EEventResumedOnAnotherMachine(t *testing.T) {
 	if err := os.WriteFile(evPath, []byte(evFile), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	l, err := lab.New(lab.Config{Dir: stLabDir, ImageDir: images, Bridge: stBridge, Subnet: netip.MustParsePrefix(stSubnet)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx := context.Background()
-	list := func(labels map[string]string) []lab.Box {
-		t.Helper()
-		bs, err := l.List(ctx, labels)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return bs
-	}
+	list := e.boxes
 	eventBoxes := func() []lab.Box { return list(map[string]string{"fleet": "lab", "event": "show"}) }
-	for _, b := range list(nil) { // left by an interrupted run
-		l.Delete(ctx, b.Name)
-	}
-	t.Cleanup(func() {
-		for _, b := range list(nil) {
-			l.Delete(context.Background(), b.Name)
-		}
-		l.Cleanup(context.Background())
-	})
-	labFlags := []string{"--backend", be, "--pulumi", cli, "--lab-dir", stLabDir, "--lab-images", images, "--lab-bridge", stBridge, "--lab-subnet", stSubnet}
+	labFlags := append([]string{"--backend", be, "--pulumi", cli}, e.labFlags()...)
 	fleetCmd := func(state string, args ...string) *exec.Cmd {
 		args = append(args, "--state-dir", state)
 		cmd := exec.Command(fleetBin, args...)

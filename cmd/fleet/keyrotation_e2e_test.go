@@ -16,7 +16,6 @@ import (
 	"crypto/rand"
 	"fmt"
 	"io"
-	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -90,49 +89,13 @@ func login(b lab.Box, key ssh.Signer) error {
 }
 
 func TestE2EKeyRotationInPlace(t *testing.T) {
-	cli, images, work, fleetBin, relayBin := e2eSetup(t)
-	state := filepath.Join(work, "state")
-	inv := filepath.Join(work, "safc.yaml")
-	l, err := lab.New(lab.Config{Dir: rotLabDir, ImageDir: images, Bridge: rotBridge, Subnet: netip.MustParsePrefix(rotSubnet)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx := context.Background()
-	boxes := func() []lab.Box {
-		t.Helper()
-		bs, err := l.List(ctx, map[string]string{"fleet": "safc"})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return bs
-	}
-	t.Cleanup(func() {
-		for _, b := range boxes() {
-			l.Delete(context.Background(), b.Name)
-		}
-		l.Cleanup(context.Background())
-	})
-	fleet := func(args ...string) (string, int) {
-		t.Helper()
-		args = append(args, "--inventory", inv, "--state-dir", state, "--pulumi", cli, "--relay-binary", relayBin,
-			"--lab-dir", rotLabDir, "--lab-images", images, "--lab-bridge", rotBridge, "--lab-subnet", rotSubnet)
-		ctx, cancel := context.WithTimeout(ctx, 15*time.Minute)
-		defer cancel()
-		cmd := exec.CommandContext(ctx, fleetBin, args...)
-		cmd.Env = append(os.Environ(), "PULUMI_CONFIG_PASSPHRASE=")
-		var out bytes.Buffer
-		cmd.Stdout, cmd.Stderr = &out, &out
-		start := time.Now()
-		err := cmd.Run()
-		code := 0
-		if ee, ok := err.(*exec.ExitError); ok {
-			code = ee.ExitCode()
-		} else if err != nil {
-			t.Fatal(err)
-		}
-		t.Logf("fleet %s: exit %d after %.1fs\n%s", args[0], code, time.Since(start).Seconds(), out.String())
-		return out.String(), code
-	}
+	e := newE2ELab(t, rotLabDir, rotBridge, rotSubnet, map[string]string{"fleet": "safc"})
+	cli, work, fleetBin, relayBin := e.cli, e.work, e.fleetBin, e.relayBin
+	state, inv := e.state, filepath.Join(e.work, "safc.yaml")
+	e.inv = inv
+	l, ctx := e.lab, context.Background()
+	boxes := func() []lab.Box { return e.boxes(e.owned) }
+	fleet := func(args ...string) (string, int) { return e.run(nil, args...) }
 
 	// 1. Two lab boxes with the old admin key.
 	oldKey, newKey := newAdminKey(t), newAdminKey(t)

@@ -13,13 +13,10 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
-	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -64,53 +61,12 @@ steady:
 }
 
 func TestE2EReplaceOneBoxAtATime(t *testing.T) {
-	cli, images, work, fleetBin, relayBin := e2eSetup(t)
-	state := filepath.Join(work, "state")
-	inv := filepath.Join(work, "safe.yaml")
-	l, err := lab.New(lab.Config{Dir: safeLabDir, ImageDir: images, Bridge: safeBridge, Subnet: netip.MustParsePrefix(safeSubnet)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx := context.Background()
-	boxes := func() []lab.Box {
-		t.Helper()
-		bs, err := l.List(ctx, map[string]string{"fleet": safeFleet})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return bs
-	}
-	t.Cleanup(func() {
-		for _, b := range boxes() {
-			l.Delete(context.Background(), b.Name)
-		}
-		l.Cleanup(context.Background())
-	})
-	fleet := func(stdin io.Reader, args ...string) (string, int) {
-		t.Helper()
-		args = append(args, "--inventory", inv, "--state-dir", state, "--pulumi", cli,
-			"--lab-dir", safeLabDir, "--lab-images", images, "--lab-bridge", safeBridge, "--lab-subnet", safeSubnet)
-		if args[0] != "destroy" {
-			args = append(args, "--relay-binary", relayBin)
-		}
-		ctx, cancel := context.WithTimeout(ctx, 20*time.Minute)
-		defer cancel()
-		cmd := exec.CommandContext(ctx, fleetBin, args...)
-		cmd.Env = append(os.Environ(), "PULUMI_CONFIG_PASSPHRASE=")
-		cmd.Stdin = stdin
-		var out bytes.Buffer
-		cmd.Stdout, cmd.Stderr = &out, &out
-		start := time.Now()
-		err := cmd.Run()
-		code := 0
-		if ee, ok := err.(*exec.ExitError); ok {
-			code = ee.ExitCode()
-		} else if err != nil {
-			t.Fatal(err)
-		}
-		t.Logf("fleet %s: exit %d after %.1fs\n%s", args[0], code, time.Since(start).Seconds(), out.String())
-		return out.String(), code
-	}
+	e := newE2ELab(t, safeLabDir, safeBridge, safeSubnet, map[string]string{"fleet": safeFleet})
+	work, relayBin, state, inv := e.work, e.relayBin, e.state, filepath.Join(e.work, "safe.yaml")
+	e.inv = inv
+	l, ctx := e.lab, context.Background()
+	boxes := func() []lab.Box { return e.boxes(e.owned) }
+	fleet := e.run
 	bg := func(lctx context.Context, name string, args ...string) *exec.Cmd {
 		t.Helper()
 		c := exec.CommandContext(lctx, relayBin, args...)

@@ -3,24 +3,20 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
-	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/relayfleet/relayfleet/infra/events"
 	"github.com/relayfleet/relayfleet/infra/lab"
-	"github.com/relayfleet/relayfleet/infra/program"
 )
 
 // The resize end-to-end (issue 16.3): an event of two burst boxes, a
@@ -36,21 +32,7 @@ const (
 // rzEvents is the resize test's events file. A steady small lab box
 // carries about 400 listeners (memory-bound): a peak of 1,100 needs two
 // burst boxes.
-const rzEvents = `version: 1
-fleet: lab.yaml
-events:
-  - name: rsz
-    start: 2026-12-01T20:00:00Z
-    end: 2026-12-01T21:00:00Z
-    peak_listeners: 1100
-    broadcast: live/rsz
-    burst:
-      provider: lab
-      shape: small
-      max: 2
-    lead_time: 10m
-    drain_time: 5m
-`
+var rzEvents = e2eEventFile("rsz", 1100)
 
 // rzCalibration needs less memory per listener: a box carries about 600,
 // and the same peak needs one burst box.
@@ -65,8 +47,8 @@ uplink_headroom: 0.7
 `
 
 func TestE2EEventCalibrationChangeAndResize(t *testing.T) {
-	cli, images, work, fleetBin, relayBin := e2eSetup(t)
-	state := filepath.Join(work, "state")
+	e := newE2ELab(t, rzLabDir, rzBridge, rzSubnet, nil)
+	cli, work, relayBin, state := e.cli, e.work, e.relayBin, e.state
 	inv := filepath.Join(work, "lab.yaml")
 	evPath := filepath.Join(work, "events.yaml")
 	writeInventory(t, inv, 1, "small")
@@ -83,66 +65,13 @@ func TestE2EEventCalibrationChangeAndResize(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(work, "calibration.yaml"), story, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	l, err := lab.New(lab.Config{Dir: rzLabDir, ImageDir: images, Bridge: rzBridge, Subnet: netip.MustParsePrefix(rzSubnet)})
-	if err != nil {
-		t.Fatal(err)
-	}
 	ctx := context.Background()
-	list := func(labels map[string]string) []lab.Box {
-		t.Helper()
-		bs, err := l.List(ctx, labels)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return bs
-	}
+	list := e.boxes
 	eventBoxes := func() []lab.Box { return list(map[string]string{"fleet": "lab", "event": "rsz"}) }
-	for _, b := range list(nil) { // left by an interrupted run
-		l.Delete(ctx, b.Name)
-	}
-	t.Cleanup(func() {
-		for _, b := range list(nil) {
-			l.Delete(context.Background(), b.Name)
-		}
-		l.Cleanup(context.Background())
-	})
-	common := []string{"--state-dir", state, "--pulumi", cli, "--relay-binary", relayBin,
-		"--lab-dir", rzLabDir, "--lab-images", images, "--lab-bridge", rzBridge, "--lab-subnet", rzSubnet}
-	fleetCmd := func(args ...string) *exec.Cmd {
-		cmd := exec.Command(fleetBin, args...)
-		cmd.Env = append(os.Environ(), "PULUMI_CONFIG_PASSPHRASE=")
-		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-		return cmd
-	}
-	fleet := func(args ...string) string {
-		t.Helper()
-		switch args[0] {
-		case "destroy":
-			args = append(args, common[:4]...)
-			args = append(args, common[6:]...)
-		case "up", "events", "burst":
-			args = append(args, common...)
-		}
-		cmd := fleetCmd(args...)
-		var out bytes.Buffer
-		cmd.Stdout, cmd.Stderr = &out, &out
-		start := time.Now()
-		err := cmd.Run()
-		t.Logf("fleet %s: %.1fs\n%s", strings.Join(args[:min(len(args), 5)], " "), time.Since(start).Seconds(), out.String())
-		if err != nil {
-			t.Fatalf("fleet %s: %v: %s", args[0], err, lastLine(out.String()))
-		}
-		return out.String()
-	}
+	fleetCmd := func(args ...string) *exec.Cmd { return e.cmd(ctx, args...) }
+	fleet := e.fleet
 	at := func(t time.Time) string { return t.UTC().Format(time.RFC3339) }
-	record := func() *events.Record {
-		t.Helper()
-		rec, ok, err := events.ReadRecord(state, "rsz")
-		if err != nil || !ok {
-			t.Fatalf("no record: %v", err)
-		}
-		return rec
-	}
+	record := func() *events.Record { return e.record("rsz") }
 
 	fleet("up", "--inventory", inv)
 	steady := list(map[string]string{"fleet": "lab", "tier": "steady"})
@@ -150,16 +79,7 @@ func TestE2EEventCalibrationChangeAndResize(t *testing.T) {
 		t.Fatalf("%d steady boxes, want 1", len(steady))
 	}
 
-	port := freePort(t)
-	rctx, stopRouter := context.WithCancel(ctx)
-	defer stopRouter()
-	router := exec.CommandContext(rctx, relayBin, "router", "--listen", fmt.Sprintf("127.0.0.1:%d", port),
-		"--relays", filepath.Join(state, program.RelaysFile), "--poll", "200ms", "--log-level", "warn")
-	router.Stderr = os.Stderr
-	if err := router.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() { stopRouter(); router.Wait() }()
+	port := e.startRouter(ctx)
 	routerState := func(what string, want func(map[string]routerRelay) bool) {
 		t.Helper()
 		deadline := time.Now().Add(20 * time.Second)

@@ -15,8 +15,6 @@ import (
 	"sync"
 	"testing"
 	"time"
-
-	"github.com/relayfleet/relayfleet/infra/program"
 )
 
 // procScanner reads every process's command line and environment again
@@ -68,12 +66,7 @@ func (s *procScanner) run(ctx context.Context, done chan<- struct{}) {
 // API's SetConfig would put it in the pulumi CLI's argv; the scanner
 // catches a process that lives a few milliseconds.
 func TestE2ESecretNeverOnACommandLine(t *testing.T) {
-	cli, err := program.FindPulumi("")
-	if err != nil {
-		t.Fatalf("%v (make pulumi)", err)
-	}
-	work := t.TempDir()
-	fleetBin, _ := e2eBuild(t, work)
+	cli, work, fleetBin, _ := e2eBuildSetup(t)
 	state := filepath.Join(work, "state")
 	const token = "hc-argv-0123456789abcdefSECRETtoken"
 

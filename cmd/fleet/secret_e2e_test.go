@@ -20,12 +20,7 @@ import (
 // the fleet's stack through the real Pulumi CLI, never in clear text on
 // disk, and reads back for the event stacks.
 func TestE2ESecretTokenIsEncrypted(t *testing.T) {
-	cli, err := program.FindPulumi("")
-	if err != nil {
-		t.Fatalf("%v (make pulumi)", err)
-	}
-	work := t.TempDir()
-	fleetBin, _ := e2eBuild(t, work)
+	cli, work, fleetBin, _ := e2eBuildSetup(t)
 	state := filepath.Join(work, "state")
 	const token = "hc-0123456789abcdefDEADBEEFtoken"
 	cmd := exec.Command(fleetBin, "secret", "set", "hcloud-token", "--inventory", "../../inventories/lab.yaml", "--state-dir", state, "--pulumi", cli)

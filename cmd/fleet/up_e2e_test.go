@@ -14,13 +14,10 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"net/netip"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/relayfleet/relayfleet/infra/lab"
 	"github.com/relayfleet/relayfleet/infra/program"
@@ -33,102 +30,13 @@ const (
 	e2eSubnet = "10.231.81.0/24"
 )
 
-func e2eBuild(t *testing.T, dir string) (fleetBin, relayBin string) {
-	t.Helper()
-	for _, b := range []struct{ out, pkg string }{
-		{filepath.Join(dir, "fleet"), "github.com/relayfleet/relayfleet/cmd/fleet"},
-		{filepath.Join(dir, "relay"), "github.com/relayfleet/relayfleet/cmd/relay"},
-	} {
-		cmd := exec.Command("go", "build", "-o", b.out, b.pkg)
-		cmd.Stderr = os.Stderr
-		if err := cmd.Run(); err != nil {
-			t.Fatalf("build %s: %v", b.pkg, err)
-		}
-	}
-	return filepath.Join(dir, "fleet"), filepath.Join(dir, "relay")
-}
-
-// e2eSetup checks for root and the Pulumi CLI and builds fleet and relay
-// into a fresh work directory.
-func e2eSetup(t *testing.T) (cli, images, work, fleetBin, relayBin string) {
-	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Fatal("e2e: root is needed for lab boxes")
-	}
-	cli, err := program.FindPulumi("")
-	if err != nil {
-		t.Fatalf("%v (make pulumi)", err)
-	}
-	work = t.TempDir()
-	fleetBin, relayBin = e2eBuild(t, work)
-	return cli, labImages(), work, fleetBin, relayBin
-}
-
-func writeInventory(t *testing.T, path string, count int, shape string) {
-	t.Helper()
-	data, err := os.ReadFile("../../inventories/lab.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := strings.Replace(string(data), "    count: 2\n", "    count: "+string(rune('0'+count))+"\n", 1)
-	s = strings.Replace(s, "    shape: small\n    count:", "    shape: "+shape+"\n    count:", 1)
-	if !strings.Contains(s, "count: "+string(rune('0'+count))) {
-		t.Fatal("lab.yaml has no steady count: 2 to change")
-	}
-	if err := os.WriteFile(path, []byte(s), 0o644); err != nil {
-		t.Fatal(err)
-	}
-}
-
 func TestE2EUpChangeUpDestroy(t *testing.T) {
-	cli, images, work, fleetBin, relayBin := e2eSetup(t)
-	state := filepath.Join(work, "state")
-	inv := filepath.Join(work, "lab.yaml")
-
-	l, err := lab.New(lab.Config{Dir: e2eLabDir, ImageDir: images, Bridge: e2eBridge, Subnet: netip.MustParsePrefix(e2eSubnet)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx := context.Background()
-	boxes := func() []lab.Box {
-		t.Helper()
-		bs, err := l.List(ctx, map[string]string{"fleet": "lab"})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return bs
-	}
-	t.Cleanup(func() {
-		for _, b := range boxes() {
-			l.Delete(context.Background(), b.Name)
-		}
-		l.Cleanup(context.Background())
-	})
-
-	fleet := func(args ...string) (string, int) {
-		t.Helper()
-		args = append(args, "--inventory", inv, "--state-dir", state, "--pulumi", cli,
-			"--lab-dir", e2eLabDir, "--lab-images", images, "--lab-bridge", e2eBridge, "--lab-subnet", e2eSubnet)
-		if args[0] != "destroy" {
-			args = append(args, "--relay-binary", relayBin)
-		}
-		ctx, cancel := context.WithTimeout(ctx, 10*time.Minute)
-		defer cancel()
-		cmd := exec.CommandContext(ctx, fleetBin, args...)
-		cmd.Env = append(os.Environ(), "PULUMI_CONFIG_PASSPHRASE=")
-		var out bytes.Buffer
-		cmd.Stdout, cmd.Stderr = &out, &out
-		start := time.Now()
-		err := cmd.Run()
-		code := 0
-		if ee, ok := err.(*exec.ExitError); ok {
-			code = ee.ExitCode()
-		} else if err != nil {
-			t.Fatal(err)
-		}
-		t.Logf("fleet %s: exit %d after %.1fs\n%s", args[0], code, time.Since(start).Seconds(), out.String())
-		return out.String(), code
-	}
+	e := newE2ELab(t, e2eLabDir, e2eBridge, e2eSubnet, map[string]string{"fleet": "lab"})
+	state, inv := e.state, filepath.Join(e.work, "lab.yaml")
+	e.inv = inv
+	l, ctx := e.lab, context.Background()
+	boxes := func() []lab.Box { return e.boxes(e.owned) }
+	fleet := func(args ...string) (string, int) { return e.run(nil, args...) }
 	relays := func() []program.Relay {
 		t.Helper()
 		data, err := os.ReadFile(filepath.Join(state, program.RelaysFile))
@@ -275,12 +183,4 @@ func summary(out, prefix string) string {
 		}
 	}
 	return ""
-}
-
-func lastLine(s string) string {
-	s = strings.TrimSpace(s)
-	if i := strings.LastIndexByte(s, '\n'); i >= 0 {
-		return s[i+1:]
-	}
-	return s
 }

@@ -1,7 +1,6 @@
 package backend
 
 import (
-	"context"
 	"errors"
 	"io"
 	"math/rand/v2"
@@ -9,6 +8,8 @@ import (
 	"net/http"
 	"strconv"
 	"time"
+
+	"github.com/relayfleet/relayfleet/internal/ctxtime"
 )
 
 // Retry is how a cloud backend retries API calls that the API refused for
@@ -54,18 +55,6 @@ func (r Retry) Backoff(retry int) time.Duration {
 		d = min(r.Base<<retry, r.Max)
 	}
 	return d/2 + rand.N(d/2+1)
-}
-
-// Sleep waits d or until ctx is done, and returns ctx's error then.
-func Sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
 }
 
 // RetryStatus reports whether an API answer with this status is worth
@@ -140,7 +129,7 @@ func (t *retryTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 			io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
 			resp.Body.Close()
 		}
-		if serr := Sleep(ctx, wait); serr != nil {
+		if serr := ctxtime.Sleep(ctx, wait); serr != nil {
 			return nil, serr
 		}
 	}

@@ -21,6 +21,7 @@ import (
 	"golang.org/x/oauth2"
 
 	"github.com/relayfleet/relayfleet/infra/backend"
+	"github.com/relayfleet/relayfleet/internal/ctxtime"
 )
 
 // DefaultImage is the image of a Spec without one.
@@ -275,7 +276,7 @@ func (b *Backend) Create(ctx context.Context, spec backend.Spec) (backend.Box, e
 		if !postMayRetry(resp, err) || try+1 >= b.retry.MaxAttempts() || ctx.Err() != nil {
 			return fail(apiError(err))
 		}
-		if err := backend.Sleep(ctx, b.retry.Backoff(try)); err != nil {
+		if err := ctxtime.Sleep(ctx, b.retry.Backoff(try)); err != nil {
 			return fail(err)
 		}
 	}
@@ -351,7 +352,7 @@ func (b *Backend) waitAction(ctx context.Context, id int) error {
 		case "errored":
 			return fmt.Errorf("action %d (%s of %s %d) errored", id, a.Type, a.ResourceType, a.ResourceID)
 		}
-		if err := backend.Sleep(ctx, b.poll); err != nil {
+		if err := ctxtime.Sleep(ctx, b.poll); err != nil {
 			return fmt.Errorf("action %d: waiting for it to complete (now %s): %w", id, a.Status, err)
 		}
 	}
@@ -366,7 +367,7 @@ func (b *Backend) waitActive(ctx context.Context, d *godo.Droplet) (backend.Box,
 		case "off", "archive":
 			return backend.Box{}, fmt.Errorf("digitalocean droplet %s (%d): %s; power it on or delete it", d.Name, d.ID, d.Status)
 		}
-		if err := backend.Sleep(ctx, b.poll); err != nil {
+		if err := ctxtime.Sleep(ctx, b.poll); err != nil {
 			return backend.Box{}, fmt.Errorf("digitalocean droplet %s (%d): waiting for active (now %s): %w", d.Name, d.ID, d.Status, err)
 		}
 		next, _, err := b.c.Droplets.Get(ctx, d.ID)
@@ -463,7 +464,7 @@ func (b *Backend) Delete(ctx context.Context, id string) error {
 		if err != nil {
 			return fmt.Errorf("digitalocean delete droplet %d: waiting for it to go: %w", n, apiError(err))
 		}
-		if err := backend.Sleep(ctx, b.poll); err != nil {
+		if err := ctxtime.Sleep(ctx, b.poll); err != nil {
 			return fmt.Errorf("digitalocean delete droplet %d: waiting for it to go: %w", n, err)
 		}
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"reflect"
 	"slices"
@@ -13,15 +14,13 @@ import (
 	"time"
 
 	"github.com/relayfleet/relayfleet/infra/backend"
+	"github.com/relayfleet/relayfleet/infra/backend/backendtest"
 )
-
-// fastRetry keeps the retry tests quick; the backoff is still real.
-var fastRetry = backend.Retry{Attempts: 4, Base: time.Millisecond, Max: 10 * time.Millisecond}
 
 func newTestBackend(t *testing.T) (*Backend, *fakeAPI) {
 	t.Helper()
 	f, srv := newFakeAPI(t)
-	b, err := New(Config{Token: testToken, Endpoint: srv.URL, HTTP: srv.Client(), Retry: fastRetry, PollInterval: time.Millisecond})
+	b, err := New(Config{Token: testToken, Endpoint: srv.URL, HTTP: srv.Client(), Retry: backendtest.FastRetry, PollInterval: time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -29,22 +28,12 @@ func newTestBackend(t *testing.T) (*Backend, *fakeAPI) {
 }
 
 func testSpec(t *testing.T, name string, labels map[string]string) backend.Spec {
-	hostKey, admin := testKeys(t)
-	return backend.Spec{
-		Name: name, Shape: "s-2vcpu-4gb", Location: "fra1", Labels: labels,
-		HostKey: hostKey, AuthorizedKeys: []string{admin},
-	}
-}
-
-func ctx(t *testing.T) context.Context {
-	c, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	t.Cleanup(cancel)
-	return c
+	return backendtest.Spec(t, name, "s-2vcpu-4gb", "fra1", labels)
 }
 
 func TestLifecycle(t *testing.T) {
 	b, f := newTestBackend(t)
-	c := ctx(t)
+	c := backendtest.Ctx(t)
 	burst := map[string]string{"fleet": "demo", "tier": "burst", "event": "nye"}
 	steady := f.addDroplet("relay-steady-1", "fleet:demo", "tier:steady", "unrelated")
 	f.addDroplet("relay-steady-2", "fleet:demo", "tier:steady")
@@ -57,7 +46,7 @@ func TestLifecycle(t *testing.T) {
 	}
 	want := backend.Box{
 		ID: box.ID, Name: "relay-burst-1", Labels: burst, Status: backend.StatusRunning, Shape: "s-2vcpu-4gb", Location: "fra1",
-		IPv4: mustAddr("192.241.165.154"), IPv6: mustAddr("2604:a880:0:1010::18a:a001"),
+		IPv4: netip.MustParseAddr("192.241.165.154"), IPv6: netip.MustParseAddr("2604:a880:0:1010::18a:a001"),
 	}
 	if !reflect.DeepEqual(box, want) {
 		t.Errorf("box\n got %+v\nwant %+v", box, want)
@@ -70,10 +59,10 @@ func TestLifecycle(t *testing.T) {
 	if f.userData["relay-burst-1"] != string(wantUD) {
 		t.Errorf("user_data is not CloudInit(spec):\n%s", f.userData["relay-burst-1"])
 	}
-	if n := len(f.requests("GET /v2/actions/")); n < 2 {
+	if n := len(f.Requests("GET /v2/actions/")); n < 2 {
 		t.Errorf("%d action polls, want at least 2 (in-progress, completed)", n)
 	}
-	if p := f.requests("POST /v2/droplets"); len(p) != 1 {
+	if p := f.Requests("POST /v2/droplets"); len(p) != 1 {
 		t.Errorf("POSTs %v", p)
 	}
 
@@ -93,7 +82,7 @@ func TestLifecycle(t *testing.T) {
 		{map[string]string{"fleet": "nope"}, "tag_name=fleet:nope", nil},
 		{nil, "page=1", []string{"other-1", "relay-burst-1", "relay-steady-1", "relay-steady-2"}},
 	} {
-		n := len(f.requests("GET /v2/droplets?"))
+		n := len(f.Requests("GET /v2/droplets?"))
 		boxes, err := b.List(c, tc.labels)
 		if err != nil {
 			t.Fatal(err)
@@ -105,7 +94,7 @@ func TestLifecycle(t *testing.T) {
 		if !reflect.DeepEqual(names, tc.want) {
 			t.Errorf("List(%v) = %v, want %v", tc.labels, names, tc.want)
 		}
-		if q := f.requests("GET /v2/droplets?")[n:]; len(q) == 0 || !strings.Contains(unescape(q[0]), tc.query) {
+		if q := f.Requests("GET /v2/droplets?")[n:]; len(q) == 0 || !strings.Contains(unescape(q[0]), tc.query) {
 			t.Errorf("List(%v) asked %v, want %s", tc.labels, q, tc.query)
 		}
 	}
@@ -130,7 +119,7 @@ func TestLifecycle(t *testing.T) {
 
 func TestCreateIdempotentByName(t *testing.T) {
 	b, f := newTestBackend(t)
-	c := ctx(t)
+	c := backendtest.Ctx(t)
 	f.addDroplet("relay-1", "fleet:other")
 	id := f.addDroplet("relay-1", "fleet:demo", "tier:steady")
 	f.addDroplet("relay-1", "fleet:demo", "tier:steady") // a duplicate: the lower id wins
@@ -141,7 +130,7 @@ func TestCreateIdempotentByName(t *testing.T) {
 	if box.ID != strconv.Itoa(id) {
 		t.Errorf("Create returned %s, want the existing %d", box.ID, id)
 	}
-	if p := f.requests("POST /v2/droplets"); len(p) != 0 {
+	if p := f.Requests("POST /v2/droplets"); len(p) != 0 {
 		t.Errorf("Create posted %v for an existing droplet", p)
 	}
 	// The same name in another fleet is another droplet.
@@ -149,7 +138,7 @@ func TestCreateIdempotentByName(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if p := f.requests("POST /v2/droplets"); len(p) != 1 || box.Labels["fleet"] != "prod" {
+	if p := f.Requests("POST /v2/droplets"); len(p) != 1 || box.Labels["fleet"] != "prod" {
 		t.Errorf("Create in fleet prod: posts %v, box %+v", p, box)
 	}
 }
@@ -159,16 +148,16 @@ func TestCreateIdempotentByName(t *testing.T) {
 // droplet and the tag, posts nothing and deletes nothing.
 func TestCreateRefusesAnotherTiersDroplet(t *testing.T) {
 	b, f := newTestBackend(t)
-	c := ctx(t)
+	c := backendtest.Ctx(t)
 	id := f.addDroplet("demo-fsn-1", "fleet:demo", "tier:steady", "event:none")
 	_, err := b.Create(c, testSpec(t, "demo-fsn-1", map[string]string{"fleet": "demo", "tier": "burst", "event": "fsn"}))
 	if err == nil || !strings.Contains(err.Error(), "demo-fsn-1") || !strings.Contains(err.Error(), `label tier "steady", not "burst"`) || strings.Contains(err.Error(), "\n") {
 		t.Errorf("Create over the steady droplet: %v; want one line naming demo-fsn-1 and its tier", err)
 	}
-	if p := f.requests("POST /v2/droplets"); len(p) != 0 {
+	if p := f.Requests("POST /v2/droplets"); len(p) != 0 {
 		t.Errorf("Create posted %v over another tier's droplet", p)
 	}
-	if d := f.requests("DELETE"); len(d) != 0 {
+	if d := f.Requests("DELETE"); len(d) != 0 {
 		t.Errorf("deletes: %v", d)
 	}
 	if _, err := b.Get(c, strconv.Itoa(id)); err != nil {
@@ -181,55 +170,26 @@ func TestCreateRefusesAnotherTiersDroplet(t *testing.T) {
 }
 
 func TestRetries(t *testing.T) {
-	for _, tc := range []struct {
-		name   string
-		faults []fault
-		posts  int
-	}{
-		{"429 on lookup", []fault{{method: "GET", path: "/v2/droplets", status: 429, fixture: "error_rate_limit.json", header: http.Header{"Retry-After": {"0"}}}}, 1},
-		{"429 on create", []fault{{method: "POST", path: "/v2/droplets", status: 429, fixture: "error_rate_limit.json"}}, 2},
-		{"503 on action poll", []fault{{method: "GET", path: "/v2/actions/3164402", status: 503, fixture: "error_unavailable.json"}}, 1},
-		{"500 then 502 on lookup", []fault{
-			{method: "GET", path: "/v2/droplets", status: 500, fixture: "error_unavailable.json"},
-			{method: "GET", path: "/v2/droplets", status: 502, fixture: "error_unavailable.json"},
-		}, 1},
-		{"503 on create, nothing made", []fault{{method: "POST", path: "/v2/droplets", status: 503, fixture: "error_unavailable.json"}}, 2},
+	backendtest.CreateRetries(t, cloud, []backendtest.CreateRetry{
+		{Name: "429 on lookup", Faults: []backendtest.Fault{{Method: "GET", Path: "/v2/droplets", Status: 429, Fixture: "error_rate_limit.json", Header: http.Header{"Retry-After": {"0"}}}}, Posts: 1},
+		{Name: "429 on create", Faults: []backendtest.Fault{{Method: "POST", Path: "/v2/droplets", Status: 429, Fixture: "error_rate_limit.json"}}, Posts: 2},
+		{Name: "503 on action poll", Faults: []backendtest.Fault{{Method: "GET", Path: "/v2/actions/3164402", Status: 503, Fixture: "error_unavailable.json"}}, Posts: 1},
+		{Name: "500 then 502 on lookup", Faults: []backendtest.Fault{
+			{Method: "GET", Path: "/v2/droplets", Status: 500, Fixture: "error_unavailable.json"},
+			{Method: "GET", Path: "/v2/droplets", Status: 502, Fixture: "error_unavailable.json"},
+		}, Posts: 1},
+		{Name: "503 on create, nothing made", Faults: []backendtest.Fault{{Method: "POST", Path: "/v2/droplets", Status: 503, Fixture: "error_unavailable.json"}}, Posts: 2},
 		// The create took effect but its answer was lost: the backend
 		// finds the droplet instead of making a second one.
-		{"503 on create that was made", []fault{{method: "POST", path: "/v2/droplets", status: 503, fixture: "error_unavailable.json", after: true}}, 1},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			b, f := newTestBackend(t)
-			for _, fl := range tc.faults {
-				f.addFault(fl)
-			}
-			box, err := b.Create(ctx(t), testSpec(t, "relay-1", map[string]string{"fleet": "demo"}))
-			if err != nil {
-				t.Fatal(err)
-			}
-			if box.Status != backend.StatusRunning || !box.IPv4.IsValid() {
-				t.Errorf("box %+v", box)
-			}
-			if n := len(f.requests("POST /v2/droplets")); n != tc.posts {
-				t.Errorf("%d POST /v2/droplets, want %d", n, tc.posts)
-			}
-			if len(f.faults) != 0 {
-				t.Errorf("faults not hit: %v", f.faults)
-			}
-			if n := len(f.droplets); n != 1 {
-				t.Errorf("%d droplets, want 1", n)
-			}
-		})
-	}
+		{Name: "503 on create that was made", Faults: []backendtest.Fault{{Method: "POST", Path: "/v2/droplets", Status: 503, Fixture: "error_unavailable.json", After: true}}, Posts: 1},
+	})
 }
 
 func TestErrors(t *testing.T) {
 	for _, tc := range []struct {
 		name string
-		pre  func(*fakeAPI)
 		call func(*Backend, context.Context) error
 		want string
-		sent int // requests the fake saw, when not 0
 	}{
 		{
 			name: "invalid size",
@@ -240,44 +200,6 @@ func TestErrors(t *testing.T) {
 				return err
 			},
 			want: "digitalocean create droplet relay-1: 422 unprocessable_entity: You specified an invalid size for Droplet creation. (request 4d9d8375-3c56-4925-a3e7-eceeefbe9ad8)",
-		},
-		{
-			name: "unauthorized",
-			pre: func(f *fakeAPI) {
-				f.faults = append(f.faults, fault{method: "GET", path: "/v2/droplets/7", status: 401, fixture: "error_unauthorized.json"})
-			},
-			call: func(b *Backend, c context.Context) error { _, err := b.Get(c, "7"); return err },
-			want: "digitalocean get droplet 7: 401 Unauthorized: Unable to authenticate you",
-		},
-		{
-			name: "forbidden delete",
-			pre: func(f *fakeAPI) {
-				f.faults = append(f.faults, fault{method: "DELETE", path: "/v2/droplets/7", status: 403, fixture: "error_forbidden.json"})
-			},
-			call: func(b *Backend, c context.Context) error { return b.Delete(c, "7") },
-			want: "digitalocean delete droplet 7: 403 forbidden: You do not have access for the attempted action.",
-		},
-		{
-			name: "503 that does not stop",
-			pre: func(f *fakeAPI) {
-				for range fastRetry.Attempts {
-					f.faults = append(f.faults, fault{method: "GET", path: "/v2/droplets/7", status: 503, fixture: "error_unavailable.json"})
-				}
-			},
-			call: func(b *Backend, c context.Context) error { _, err := b.Get(c, "7"); return err },
-			want: "digitalocean get droplet 7: 503 service_unavailable: Service Unavailable. Please try again later.",
-			sent: fastRetry.Attempts,
-		},
-		{
-			name: "429 that does not stop",
-			pre: func(f *fakeAPI) {
-				for range fastRetry.Attempts {
-					f.faults = append(f.faults, fault{method: "GET", path: "/v2/droplets/7", status: 429, fixture: "error_rate_limit.json", header: http.Header{"Retry-After": {"1"}}})
-				}
-			},
-			call: func(b *Backend, c context.Context) error { _, err := b.Get(c, "7"); return err },
-			want: "digitalocean get droplet 7: 429 too_many_requests: API Rate limit exceeded.",
-			sent: fastRetry.Attempts,
 		},
 		{
 			name: "bad id",
@@ -295,25 +217,7 @@ func TestErrors(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			b, f := newTestBackend(t)
-			if tc.pre != nil {
-				tc.pre(f)
-			}
-			err := tc.call(b, ctx(t))
-			if err == nil {
-				t.Fatal("no error")
-			}
-			if err.Error() != tc.want {
-				t.Errorf("error\n got %q\nwant %q", err, tc.want)
-			}
-			if strings.ContainsAny(err.Error(), "\n") || strings.Contains(err.Error(), testToken) {
-				t.Errorf("error not one line or shows the token: %q", err)
-			}
-			if len(f.faults) != 0 {
-				t.Errorf("faults not hit (not retried as often as expected): %d left", len(f.faults))
-			}
-			if n := len(f.requests("")); tc.sent != 0 && n != tc.sent {
-				t.Errorf("%d requests, want %d", n, tc.sent)
-			}
+			backendtest.CheckError(t, &f.API, tc.call(b, backendtest.Ctx(t)), tc.want, 0)
 		})
 	}
 }
@@ -348,7 +252,7 @@ func unescape(s string) string {
 // left alone, and the droplet is kept.
 func TestSetLabels(t *testing.T) {
 	b, f := newTestBackend(t)
-	c := ctx(t)
+	c := backendtest.Ctx(t)
 	id := strconv.Itoa(f.addDroplet("demo-nyc-1", "fleet:demo", "tier:steady", "group:nyc", "team:audio", "billing"))
 	want := map[string]string{"fleet": "demo", "tier": "steady", "group": "nyc", "owner": "ops"}
 	if err := b.SetLabels(c, id, want); err != nil {
@@ -361,16 +265,16 @@ func TestSetLabels(t *testing.T) {
 	if !reflect.DeepEqual(box.Labels, want) {
 		t.Fatalf("labels %v, want %v", box.Labels, want)
 	}
-	f.mu.Lock()
+	f.Mu.Lock()
 	tags := f.droplets[mustAtoi(t, id)]["tags"].([]string)
 	made := f.tags["owner:ops"]
-	f.mu.Unlock()
+	f.Mu.Unlock()
 	if !slices.Contains(tags, "billing") || !made {
 		t.Fatalf("tags %v (tag owner:ops made: %v): the plain tag must stay, the new one be made", tags, made)
 	}
-	for _, w := range f.writes() {
+	for _, w := range f.Writes() {
 		if strings.HasPrefix(w, "DELETE /v2/droplets") || strings.HasPrefix(w, "POST /v2/droplets") {
-			t.Fatalf("the droplet was touched: %v", f.writes())
+			t.Fatalf("the droplet was touched: %v", f.Writes())
 		}
 	}
 	if err := b.SetLabels(c, "999999", want); !errors.Is(err, backend.ErrNotFound) {
@@ -385,4 +289,13 @@ func mustAtoi(t *testing.T, s string) int {
 		t.Fatal(err)
 	}
 	return n
+}
+
+func TestAPIErrors(t *testing.T) {
+	backendtest.APIErrors(t, cloud, backendtest.APIErrorWants{
+		Unauthorized: "digitalocean get droplet 7: 401 Unauthorized: Unable to authenticate you",
+		Forbidden:    "digitalocean delete droplet 7: 403 forbidden: You do not have access for the attempted action.",
+		Unavailable:  "digitalocean get droplet 7: 503 service_unavailable: Service Unavailable. Please try again later.",
+		RateLimited:  "digitalocean get droplet 7: 429 too_many_requests: API Rate limit exceeded.",
+	})
 }

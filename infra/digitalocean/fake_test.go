@@ -3,39 +3,26 @@ package digitalocean
 import (
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/digitalocean/godo"
+
+	"github.com/relayfleet/relayfleet/infra/backend/backendtest"
 )
 
 const testToken = "dop_v1_s3cr3t-t0ken-XYZ"
 
-// fault is an answer the fake gives, once, instead of serving a request
-// whose method and path match.
-type fault struct {
-	method, path string // path without the query
-	status       int
-	fixture      string // testdata file with the body
-	header       http.Header
-	after        bool // serve the request first (it takes effect), then answer with the fault
-}
-
 // fakeAPI speaks the parts of the DigitalOcean API the backend uses, with
 // the JSON shapes of the API's documentation (the fixtures in testdata).
 type fakeAPI struct {
-	t *testing.T
+	backendtest.API
 
-	mu        sync.Mutex
 	nextID    int
 	droplets  map[int]map[string]any
 	deleted   map[int]int // droplet id -> GETs it still answers after DELETE
@@ -43,8 +30,6 @@ type fakeAPI struct {
 	actions   map[int]*fakeAction
 	firewalls map[string]map[string]any
 	tags      map[string]bool
-	faults    []fault
-	log       []string
 	sizes     []string
 }
 
@@ -56,124 +41,35 @@ type fakeAction struct {
 
 func newFakeAPI(t *testing.T) (*fakeAPI, *httptest.Server) {
 	f := &fakeAPI{
-		t: t, nextID: 3164400,
+		nextID:   3164400,
 		droplets: map[int]map[string]any{}, deleted: map[int]int{}, userData: map[string]string{},
 		actions: map[int]*fakeAction{}, firewalls: map[string]map[string]any{}, tags: map[string]bool{},
 		sizes: []string{"s-1vcpu-1gb", "s-2vcpu-4gb", "c-2"},
 	}
-	srv := httptest.NewServer(f)
-	t.Cleanup(srv.Close)
-	return f, srv
-}
-
-func fixture(t *testing.T, name string) []byte {
-	t.Helper()
-	b, err := os.ReadFile(filepath.Join("testdata", name))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
-}
-
-func (f *fakeAPI) object(name string) map[string]any {
-	var m map[string]any
-	if err := json.Unmarshal(fixture(f.t, name), &m); err != nil {
-		f.t.Fatal(err)
-	}
-	return m
-}
-
-func (f *fakeAPI) requests(prefix string) []string {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	var out []string
-	for _, l := range f.log {
-		if strings.HasPrefix(l, prefix) {
-			out = append(out, l)
-		}
-	}
-	return out
-}
-
-func (f *fakeAPI) writes() []string {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	var out []string
-	for _, l := range f.log {
-		if !strings.HasPrefix(l, "GET ") {
-			out = append(out, l)
-		}
-	}
-	return out
-}
-
-func (f *fakeAPI) addFault(fl fault) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.faults = append(f.faults, fl)
+	f.API = backendtest.API{T: t, Token: testToken, Serve: f.serve}
+	return f, backendtest.NewServer(t, f)
 }
 
 func (f *fakeAPI) newID() int { f.nextID++; return f.nextID }
 
 // addDroplet stores an active droplet with the tags.
 func (f *fakeAPI) addDroplet(name string, tags ...string) int {
-	f.mu.Lock()
-	defer f.mu.Unlock()
+	f.Mu.Lock()
+	defer f.Mu.Unlock()
 	id := f.newID()
-	d := f.object("droplet.json")
+	d := f.Object("droplet.json")
 	d["id"], d["name"], d["status"], d["tags"] = id, name, "active", tags
-	d["networks"] = f.object("networks.json")
+	d["networks"] = f.Object("networks.json")
 	f.droplets[id] = d
 	return id
 }
 
 func (f *fakeAPI) newAction(typ string, resID int, onDone func()) map[string]any {
-	a := f.object("action.json")
+	a := f.Object("action.json")
 	id := f.newID()
 	a["id"], a["type"], a["resource_id"] = id, typ, resID
 	f.actions[id] = &fakeAction{obj: a, onDone: onDone}
 	return a
-}
-
-func (f *fakeAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	body, _ := io.ReadAll(r.Body)
-	if got := r.Header.Get("Authorization"); got != "Bearer "+testToken {
-		f.t.Errorf("%s %s: Authorization %q", r.Method, r.URL, got)
-	}
-	if strings.Contains(r.URL.String(), testToken) || strings.Contains(string(body), testToken) {
-		f.t.Errorf("%s %s: token in the URL or body", r.Method, r.URL)
-	}
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.log = append(f.log, r.Method+" "+r.URL.RequestURI())
-	for i, fl := range f.faults {
-		if fl.method == r.Method && fl.path == r.URL.Path {
-			f.faults = slices.Delete(f.faults, i, i+1)
-			if fl.after {
-				f.serve(httptest.NewRecorder(), r, body)
-			}
-			for k, v := range fl.header {
-				w.Header()[k] = v
-			}
-			w.Header().Set("Content-Type", "application/json")
-			w.WriteHeader(fl.status)
-			w.Write(fixture(f.t, fl.fixture))
-			return
-		}
-	}
-	f.serve(w, r, body)
-}
-
-func reply(w http.ResponseWriter, status int, v any) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	json.NewEncoder(w).Encode(v)
-}
-
-func (f *fakeAPI) fail(w http.ResponseWriter, status int, name string) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	w.Write(fixture(f.t, name))
 }
 
 // page answers a list request with DigitalOcean's links and meta, two
@@ -220,7 +116,7 @@ func (f *fakeAPI) serve(w http.ResponseWriter, r *http.Request, body []byte) {
 				out = append(out, d)
 			}
 		}
-		reply(w, 200, page(r, "droplets", out))
+		backendtest.Reply(w, 200, page(r, "droplets", out))
 	case r.Method == http.MethodPost && r.URL.Path == "/v2/droplets":
 		// godo.DropletCreateRequest's image marshals to a slug but does
 		// not unmarshal from one: read the request's JSON as the API does.
@@ -232,14 +128,14 @@ func (f *fakeAPI) serve(w http.ResponseWriter, r *http.Request, body []byte) {
 			Tags               []string `json:"tags"`
 		}
 		if err := json.Unmarshal(body, &req); err != nil {
-			f.t.Errorf("POST /v2/droplets: %v", err)
+			f.T.Errorf("POST /v2/droplets: %v", err)
 		}
 		if !slices.Contains(f.sizes, req.Size) {
-			f.fail(w, http.StatusUnprocessableEntity, "error_invalid_size.json")
+			f.Fail(w, http.StatusUnprocessableEntity, "error_invalid_size.json")
 			return
 		}
 		did := f.newID()
-		d := f.object("droplet.json")
+		d := f.Object("droplet.json")
 		d["id"], d["name"], d["status"], d["tags"] = did, req.Name, "new", req.Tags
 		d["size_slug"], d["size"].(map[string]any)["slug"] = req.Size, req.Size
 		d["region"].(map[string]any)["slug"] = req.Region
@@ -253,26 +149,26 @@ func (f *fakeAPI) serve(w http.ResponseWriter, r *http.Request, body []byte) {
 			f.tags[t] = true
 		}
 		a := f.newAction("create", did, func() {
-			n := f.object("networks.json")
+			n := f.Object("networks.json")
 			if !req.IPv6 {
 				n["v6"] = []any{}
 			}
 			d["networks"], d["status"] = n, "active"
 		})
-		reply(w, http.StatusAccepted, map[string]any{"droplet": d, "links": map[string]any{"actions": []any{
+		backendtest.Reply(w, http.StatusAccepted, map[string]any{"droplet": d, "links": map[string]any{"actions": []any{
 			map[string]any{"id": a["id"], "rel": "create", "href": fmt.Sprintf("https://api.digitalocean.com/v2/actions/%d", a["id"])},
 		}}})
 	case r.Method == http.MethodGet && kind == "droplets" && len(parts) == 3:
 		d, ok := f.droplets[id]
 		if !ok {
-			f.fail(w, http.StatusNotFound, "error_not_found.json")
+			f.Fail(w, http.StatusNotFound, "error_not_found.json")
 			return
 		}
 		if n, gone := f.deleted[id]; gone {
 			// Deletion takes a look or two to show.
 			if f.deleted[id] = n - 1; n <= 0 {
 				delete(f.droplets, id)
-				f.fail(w, http.StatusNotFound, "error_not_found.json")
+				f.Fail(w, http.StatusNotFound, "error_not_found.json")
 				return
 			}
 		}
@@ -287,10 +183,10 @@ func (f *fakeAPI) serve(w http.ResponseWriter, r *http.Request, body []byte) {
 				}
 			}
 		}
-		reply(w, 200, map[string]any{"droplet": d})
+		backendtest.Reply(w, 200, map[string]any{"droplet": d})
 	case r.Method == http.MethodDelete && kind == "droplets" && len(parts) == 3:
 		if _, ok := f.droplets[id]; !ok {
-			f.fail(w, http.StatusNotFound, "error_not_found.json")
+			f.Fail(w, http.StatusNotFound, "error_not_found.json")
 			return
 		}
 		if _, ok := f.deleted[id]; !ok {
@@ -300,7 +196,7 @@ func (f *fakeAPI) serve(w http.ResponseWriter, r *http.Request, body []byte) {
 	case r.Method == http.MethodGet && kind == "actions" && len(parts) == 3:
 		a, ok := f.actions[id]
 		if !ok {
-			f.fail(w, http.StatusNotFound, "error_not_found.json")
+			f.Fail(w, http.StatusNotFound, "error_not_found.json")
 			return
 		}
 		// In progress at the first poll, completed at the second.
@@ -310,31 +206,31 @@ func (f *fakeAPI) serve(w http.ResponseWriter, r *http.Request, body []byte) {
 				a.onDone()
 			}
 		}
-		reply(w, 200, map[string]any{"action": a.obj})
+		backendtest.Reply(w, 200, map[string]any{"action": a.obj})
 	case r.Method == http.MethodGet && kind == "tags" && len(parts) == 3:
 		if !f.tags[parts[2]] {
-			f.fail(w, http.StatusNotFound, "error_not_found.json")
+			f.Fail(w, http.StatusNotFound, "error_not_found.json")
 			return
 		}
-		t := f.object("tag.json")
+		t := f.Object("tag.json")
 		t["name"] = parts[2]
-		reply(w, 200, map[string]any{"tag": t})
+		backendtest.Reply(w, 200, map[string]any{"tag": t})
 	case (r.Method == http.MethodPost || r.Method == http.MethodDelete) && kind == "tags" && len(parts) == 4 && parts[3] == "resources":
 		tag := parts[2]
 		// A tag a droplet carries exists (addDroplet does not record it).
 		if !f.tags[tag] && r.Method == http.MethodPost {
-			f.fail(w, http.StatusNotFound, "error_not_found.json")
+			f.Fail(w, http.StatusNotFound, "error_not_found.json")
 			return
 		}
 		var req godo.TagResourcesRequest
 		if err := json.Unmarshal(body, &req); err != nil {
-			f.t.Errorf("%s %s: %v", r.Method, r.URL.Path, err)
+			f.T.Errorf("%s %s: %v", r.Method, r.URL.Path, err)
 		}
 		for _, res := range req.Resources {
 			did, _ := strconv.Atoi(res.ID)
 			d, ok := f.droplets[did]
 			if !ok || res.Type != godo.DropletResourceType {
-				f.fail(w, http.StatusNotFound, "error_not_found.json")
+				f.Fail(w, http.StatusNotFound, "error_not_found.json")
 				return
 			}
 			tags, _ := d["tags"].([]string)
@@ -349,42 +245,42 @@ func (f *fakeAPI) serve(w http.ResponseWriter, r *http.Request, body []byte) {
 		var req godo.TagCreateRequest
 		json.Unmarshal(body, &req)
 		f.tags[req.Name] = true
-		t := f.object("tag.json")
+		t := f.Object("tag.json")
 		t["name"] = req.Name
-		reply(w, http.StatusCreated, map[string]any{"tag": t})
+		backendtest.Reply(w, http.StatusCreated, map[string]any{"tag": t})
 	case r.Method == http.MethodGet && r.URL.Path == "/v2/firewalls":
 		var out []map[string]any
 		for _, fw := range f.firewalls {
 			out = append(out, fw)
 		}
-		reply(w, 200, page(r, "firewalls", out))
+		backendtest.Reply(w, 200, page(r, "firewalls", out))
 	case r.Method == http.MethodPost && r.URL.Path == "/v2/firewalls":
-		fw := f.object("firewall.json")
+		fw := f.Object("firewall.json")
 		fw["id"] = fmt.Sprintf("bb4b2611-3d72-467b-8602-%012d", f.newID())
 		if !f.setFirewall(w, fw, body) {
 			return
 		}
 		f.firewalls[fw["id"].(string)] = fw
-		reply(w, http.StatusAccepted, map[string]any{"firewall": fw})
+		backendtest.Reply(w, http.StatusAccepted, map[string]any{"firewall": fw})
 	case kind == "firewalls" && len(parts) == 3:
 		fw, ok := f.firewalls[parts[2]]
 		if !ok {
-			f.fail(w, http.StatusNotFound, "error_not_found.json")
+			f.Fail(w, http.StatusNotFound, "error_not_found.json")
 			return
 		}
 		switch r.Method {
 		case http.MethodPut:
 			if f.setFirewall(w, fw, body) {
-				reply(w, 200, map[string]any{"firewall": fw})
+				backendtest.Reply(w, 200, map[string]any{"firewall": fw})
 			}
 		case http.MethodDelete:
 			delete(f.firewalls, parts[2])
 			w.WriteHeader(http.StatusNoContent)
 		default:
-			reply(w, 200, map[string]any{"firewall": fw})
+			backendtest.Reply(w, 200, map[string]any{"firewall": fw})
 		}
 	default:
-		f.t.Errorf("fake DigitalOcean API: unexpected %s %s", r.Method, r.URL)
+		f.T.Errorf("fake DigitalOcean API: unexpected %s %s", r.Method, r.URL)
 		http.Error(w, "unexpected", http.StatusNotFound)
 	}
 }
@@ -394,11 +290,11 @@ func (f *fakeAPI) serve(w http.ResponseWriter, r *http.Request, body []byte) {
 func (f *fakeAPI) setFirewall(w http.ResponseWriter, fw map[string]any, body []byte) bool {
 	var req godo.FirewallRequest
 	if err := json.Unmarshal(body, &req); err != nil {
-		f.t.Errorf("firewall request: %v", err)
+		f.T.Errorf("firewall request: %v", err)
 	}
 	for _, t := range req.Tags {
 		if !f.tags[t] {
-			reply(w, http.StatusUnprocessableEntity, map[string]any{"id": "unprocessable_entity", "message": "tag " + t + " does not exist"})
+			backendtest.Reply(w, http.StatusUnprocessableEntity, map[string]any{"id": "unprocessable_entity", "message": "tag " + t + " does not exist"})
 			return false
 		}
 	}

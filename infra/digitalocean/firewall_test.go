@@ -12,11 +12,12 @@ import (
 	"testing"
 
 	"github.com/relayfleet/relayfleet/infra/backend"
+	"github.com/relayfleet/relayfleet/infra/backend/backendtest"
 )
 
 func TestFirewall(t *testing.T) {
 	b, f := newTestBackend(t)
-	c := ctx(t)
+	c := backendtest.Ctx(t)
 	admin := []netip.Prefix{netip.MustParsePrefix("198.51.100.0/24")}
 	fleet := map[string]string{"fleet": "demo"}
 	ports := [2]uint16{4443, 4446}
@@ -26,7 +27,7 @@ func TestFirewall(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The tag is made first: a firewall cannot name a tag that does not exist.
-	if w := f.writes(); !reflect.DeepEqual(w, []string{"POST /v2/tags", "POST /v2/firewalls"}) {
+	if w := f.Writes(); !reflect.DeepEqual(w, []string{"POST /v2/tags", "POST /v2/firewalls"}) {
 		t.Errorf("first Ensure wrote %v", w)
 	}
 	fw := f.firewalls[id]
@@ -60,21 +61,21 @@ func TestFirewall(t *testing.T) {
 	}
 
 	// Again, the same (the API spells all ports "0"): nothing is written.
-	n := len(f.writes())
+	n := len(f.Writes())
 	id2, err := b.EnsureFirewall(c, "relayfleet-demo", fleet, ports, admin)
 	if err != nil || id2 != id {
 		t.Fatalf("second Ensure = %s, %v; want %s", id2, err, id)
 	}
-	if w := f.writes()[n:]; len(w) != 0 {
+	if w := f.Writes()[n:]; len(w) != 0 {
 		t.Errorf("second Ensure wrote %v", w)
 	}
 
 	// Other relay ports: one update.
-	n = len(f.writes())
+	n = len(f.Writes())
 	if _, err := b.EnsureFirewall(c, "relayfleet-demo", fleet, [2]uint16{5000, 5001}, admin); err != nil {
 		t.Fatal(err)
 	}
-	if w := f.writes()[n:]; !reflect.DeepEqual(w, []string{"PUT /v2/firewalls/" + id}) {
+	if w := f.Writes()[n:]; !reflect.DeepEqual(w, []string{"PUT /v2/firewalls/" + id}) {
 		t.Errorf("port change wrote %v", w)
 	}
 	if got := inbound()[0].Ports; got != "5000-5001" {
@@ -107,13 +108,13 @@ func TestFirewallRefused(t *testing.T) {
 			"set tag is 289 characters, DigitalOcean takes at most 255"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := b.EnsureFirewall(ctx(t), "fw", tc.labels, [2]uint16{4443, 4443}, tc.admin)
+			_, err := b.EnsureFirewall(backendtest.Ctx(t), "fw", tc.labels, [2]uint16{4443, 4443}, tc.admin)
 			if err == nil || !strings.HasSuffix(err.Error(), tc.want) || !strings.HasPrefix(err.Error(), "digitalocean firewall fw: ") {
 				t.Errorf("err = %v, want %q", err, tc.want)
 			}
 		})
 	}
-	if l := f.requests(""); len(l) != 0 {
+	if l := f.Requests(""); len(l) != 0 {
 		t.Errorf("requests sent for a refused firewall: %v", l)
 	}
 }
@@ -122,18 +123,18 @@ func TestFirewallRefused(t *testing.T) {
 // other droplets' tag is refused, and left as it was.
 func TestFirewallRefusesAnotherTagsFirewall(t *testing.T) {
 	b, f := newTestBackend(t)
-	c := ctx(t)
+	c := backendtest.Ctx(t)
 	admin := []netip.Prefix{netip.MustParsePrefix("198.51.100.0/24")}
 	ports := [2]uint16{4443, 4446}
 	if _, err := b.EnsureFirewall(c, "demo-fsn", map[string]string{"group": "fsn"}, ports, admin); err != nil {
 		t.Fatal(err)
 	}
-	n := len(f.writes())
+	n := len(f.Writes())
 	_, err := b.EnsureFirewall(c, "demo-fsn", map[string]string{"event": "fsn"}, ports, admin)
 	if err == nil || !strings.Contains(err.Error(), "firewall demo-fsn") || !strings.Contains(err.Error(), "relayfleet:group:fsn, not relayfleet:event:fsn") {
 		t.Errorf("Ensure over another tag's firewall: %v", err)
 	}
-	for _, w := range f.writes()[n:] {
+	for _, w := range f.Writes()[n:] {
 		if strings.Contains(w, "firewalls") {
 			t.Errorf("the refused Ensure wrote %v", w)
 		}
@@ -167,7 +168,7 @@ func TestFirewallRulesHavePorts(t *testing.T) {
 // of the same name, nor another group, nor another fleet.
 func TestFirewallAppliesToOneSetOnly(t *testing.T) {
 	b, f := newTestBackend(t)
-	c := ctx(t)
+	c := backendtest.Ctx(t)
 	admin := []netip.Prefix{netip.MustParsePrefix("198.51.100.0/24")}
 	steady := map[string]string{"fleet": "demo", "tier": "steady", "event": "none", "group": "fsn"}
 	others := []map[string]string{
@@ -219,20 +220,20 @@ func TestFirewallAppliesToOneSetOnly(t *testing.T) {
 // firewall covers it.
 func TestCreateAdoptingTagsTheSet(t *testing.T) {
 	b, f := newTestBackend(t)
-	c := ctx(t)
+	c := backendtest.Ctx(t)
 	labels := map[string]string{"fleet": "demo", "tier": "steady", "event": "none", "group": "fsn"}
 	old := f.addDroplet("demo-s-fsn-1", "fleet:demo", "tier:steady", "event:none", "group:fsn")
 	box, err := b.Create(c, testSpec(t, "demo-s-fsn-1", labels))
 	if err != nil || box.ID != strconv.Itoa(old) {
 		t.Fatalf("adopt: %+v, %v", box, err)
 	}
-	f.mu.Lock()
+	f.Mu.Lock()
 	tags := f.droplets[old]["tags"].([]string)
-	f.mu.Unlock()
+	f.Mu.Unlock()
 	if !slices.Contains(tags, SetTag(labels)) {
 		t.Errorf("adopted droplet's tags %v lack %s", tags, SetTag(labels))
 	}
-	if p := f.requests("POST /v2/droplets"); len(p) != 0 {
+	if p := f.Requests("POST /v2/droplets"); len(p) != 0 {
 		t.Errorf("Create posted %v for an existing droplet", p)
 	}
 }
@@ -241,8 +242,8 @@ func TestCreateAdoptingTagsTheSet(t *testing.T) {
 // DigitalOcean applies it: those it names, and those carrying any of its
 // tags.
 func appliesTo(f *fakeAPI, fwID string) []string {
-	f.mu.Lock()
-	defer f.mu.Unlock()
+	f.Mu.Lock()
+	defer f.Mu.Unlock()
 	fw := f.firewalls[fwID]
 	fwTags, _ := fw["tags"].([]string)
 	var ids []int

@@ -90,15 +90,11 @@ func (r *Reconciler) log() *slog.Logger {
 // no longer in the file, one pass toward what now asks for. One event's
 // failure does not stop the others; the error joins them all.
 func (r *Reconciler) Reconcile(ctx context.Context, now time.Time) ([]Result, error) {
-	ctx, unlock, err := r.Store.Lock(ctx)
+	ctx, known, unlock, err := r.lockAndLoad(ctx)
 	if err != nil {
 		return nil, err
 	}
 	defer unlock()
-	known, err := r.load(ctx)
-	if err != nil {
-		return nil, err
-	}
 	recs := make([]*Record, 0, len(known))
 	for _, rec := range known {
 		recs = append(recs, rec)
@@ -133,15 +129,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, now time.Time) ([]Result, er
 // follow the clock again) and reconciles that event at once. drain, when
 // not negative, replaces the event's drain time for a manual down.
 func (r *Reconciler) Manual(ctx context.Context, now time.Time, event, mode string, drain time.Duration) (Result, error) {
-	ctx, unlock, err := r.Store.Lock(ctx)
+	ctx, known, unlock, err := r.lockAndLoad(ctx)
 	if err != nil {
 		return Result{}, err
 	}
 	defer unlock()
-	known, err := r.load(ctx)
-	if err != nil {
-		return Result{}, err
-	}
 	ev, inFile := r.Events.Event(event)
 	rec, ok := known[event]
 	if !inFile && !ok {
@@ -388,15 +380,11 @@ func (r *Reconciler) Resize(ctx context.Context, now time.Time, event string) (R
 	if !inFile {
 		return Result{}, fmt.Errorf("event %q: not in the events file", event)
 	}
-	ctx, unlock, err := r.Store.Lock(ctx)
+	ctx, known, unlock, err := r.lockAndLoad(ctx)
 	if err != nil {
 		return Result{}, err
 	}
 	defer unlock()
-	known, err := r.load(ctx)
-	if err != nil {
-		return Result{}, err
-	}
 	rec, ok := known[event]
 	if !ok || rec.Phase != Up {
 		phase := Scheduled

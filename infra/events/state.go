@@ -63,6 +63,21 @@ func (r *Reconciler) setHostsDraining(ctx context.Context, rec *Record, names []
 	return r.route(ctx, rec, func(sh *program.StackHosts) { sh.DrainingHosts = slices.Clone(names) })
 }
 
+// lockAndLoad takes the store's lease and loads every record under it.
+// The caller works with held, which ends when the lease is lost, and
+// calls unlock when done; on an error nothing is held.
+func (r *Reconciler) lockAndLoad(ctx context.Context) (held context.Context, known map[string]*Record, unlock func(), err error) {
+	held, unlock, err = r.Store.Lock(ctx)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	if known, err = r.load(held); err != nil {
+		unlock()
+		return nil, nil, nil, err
+	}
+	return held, known, unlock, nil
+}
+
 // load reads every record from the Store (moving records left in the
 // state dir by an older relayfleet into it first) and rewrites the state
 // dir from them: the records' cache, each event's entry in the router's

@@ -406,3 +406,27 @@ func TestPulumiStoreLeaseOfAGoneProcessHere(t *testing.T) {
 	}
 	unlock()
 }
+
+// TestLockAndLoad: the records load under the lease, which stays held
+// until unlock; a store that cannot load releases it again and returns
+// the error.
+func TestLockAndLoad(t *testing.T) {
+	m := &memStore{recs: map[string][]byte{"show": []byte(`{"event":"show"}`)}}
+	r := &Reconciler{Store: m, StateDir: t.TempDir()}
+	_, known, unlock, err := r.lockAndLoad(context.Background())
+	if err != nil || known["show"] == nil {
+		t.Fatalf("lockAndLoad = %v, %v", known, err)
+	}
+	if _, _, _, err := r.lockAndLoad(context.Background()); err == nil || !strings.Contains(err.Error(), ErrLocked.Error()) {
+		t.Fatalf("second lockAndLoad while held: %v, want the lease refused", err)
+	}
+	unlock()
+
+	m.recs["bad"] = []byte("{")
+	if _, _, _, err := r.lockAndLoad(context.Background()); err == nil {
+		t.Fatal("lockAndLoad of a bad record: no error")
+	}
+	if m.held {
+		t.Fatal("the lease is still held after a failed load")
+	}
+}

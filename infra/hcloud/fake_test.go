@@ -3,48 +3,33 @@ package hcloud
 import (
 	"encoding/json"
 	"fmt"
-	"io"
 	"maps"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/hetznercloud/hcloud-go/v2/hcloud/schema"
+
+	"github.com/relayfleet/relayfleet/infra/backend/backendtest"
 )
 
 const testToken = "s3cr3t-t0ken-XYZ"
 
-// fault is an answer the fake gives, once, instead of serving a request
-// whose method and path match.
-type fault struct {
-	method, path string // path without the query
-	status       int
-	fixture      string // testdata file with the body
-	header       http.Header
-	after        bool // serve the request first (it takes effect), then answer with the fault
-}
-
 // fakeAPI speaks the parts of the Hetzner Cloud API the backend uses, with
 // the JSON shapes of the API's documentation (the fixtures in testdata).
 type fakeAPI struct {
-	t *testing.T
+	backendtest.API
 
-	mu          sync.Mutex
 	nextID      int64
 	servers     map[int64]map[string]any
 	serverGets  map[int64]int // GETs of a server since it started
 	userData    map[string]string
 	actions     map[int64]*fakeAction
 	firewalls   map[int64]map[string]any
-	faults      []fault
-	log         []string // "METHOD /path?query" of every request
 	serverTypes []string
 }
 
@@ -56,70 +41,21 @@ type fakeAction struct {
 
 func newFakeAPI(t *testing.T) (*fakeAPI, *httptest.Server) {
 	f := &fakeAPI{
-		t: t, nextID: 100,
+		nextID:  100,
 		servers: map[int64]map[string]any{}, serverGets: map[int64]int{}, userData: map[string]string{},
 		actions: map[int64]*fakeAction{}, firewalls: map[int64]map[string]any{},
 		serverTypes: []string{"cpx22", "cx22", "ccx13"},
 	}
-	srv := httptest.NewServer(f)
-	t.Cleanup(srv.Close)
-	return f, srv
-}
-
-func fixture(t *testing.T, name string) []byte {
-	t.Helper()
-	b, err := os.ReadFile(filepath.Join("testdata", name))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
-}
-
-func (f *fakeAPI) object(name string) map[string]any {
-	var m map[string]any
-	if err := json.Unmarshal(fixture(f.t, name), &m); err != nil {
-		f.t.Fatal(err)
-	}
-	return m
-}
-
-// requests returns the log entries that start with prefix ("POST /servers").
-func (f *fakeAPI) requests(prefix string) []string {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	var out []string
-	for _, l := range f.log {
-		if strings.HasPrefix(l, prefix) {
-			out = append(out, l)
-		}
-	}
-	return out
-}
-
-func (f *fakeAPI) writes() []string {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	var out []string
-	for _, l := range f.log {
-		if !strings.HasPrefix(l, "GET ") {
-			out = append(out, l)
-		}
-	}
-	return out
-}
-
-func (f *fakeAPI) addFault(fl fault) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.faults = append(f.faults, fl)
+	f.API = backendtest.API{T: t, Token: testToken, Serve: f.serve}
+	return f, backendtest.NewServer(t, f)
 }
 
 // addServer stores a server as the API would show it, running.
 func (f *fakeAPI) addServer(name string, labels map[string]string) int64 {
-	f.mu.Lock()
-	defer f.mu.Unlock()
+	f.Mu.Lock()
+	defer f.Mu.Unlock()
 	id := f.newID()
-	s := f.object("server.json")
+	s := f.Object("server.json")
 	s["id"], s["name"], s["labels"], s["status"] = id, name, labels, "running"
 	setAddrs(s, id)
 	f.servers[id] = s
@@ -135,7 +71,7 @@ func setAddrs(s map[string]any, id int64) {
 func (f *fakeAPI) newID() int64 { f.nextID++; return f.nextID }
 
 func (f *fakeAPI) newAction(command string, resID int64, resType string, onDone func()) map[string]any {
-	a := f.object("action.json")
+	a := f.Object("action.json")
 	id := f.newID()
 	a["id"], a["command"] = id, command
 	a["resources"] = []any{map[string]any{"id": resID, "type": resType}}
@@ -143,46 +79,11 @@ func (f *fakeAPI) newAction(command string, resID int64, resType string, onDone 
 	return a
 }
 
-func (f *fakeAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	body, _ := io.ReadAll(r.Body)
-	if got := r.Header.Get("Authorization"); got != "Bearer "+testToken {
-		f.t.Errorf("%s %s: Authorization %q", r.Method, r.URL, got)
-	}
-	if strings.Contains(r.URL.String(), testToken) || strings.Contains(string(body), testToken) {
-		f.t.Errorf("%s %s: token in the URL or body", r.Method, r.URL)
-	}
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.log = append(f.log, r.Method+" "+r.URL.RequestURI())
-	for i, fl := range f.faults {
-		if fl.method == r.Method && fl.path == r.URL.Path {
-			f.faults = slices.Delete(f.faults, i, i+1)
-			if fl.after {
-				f.serve(httptest.NewRecorder(), r, body)
-			}
-			for k, v := range fl.header {
-				w.Header()[k] = v
-			}
-			w.Header().Set("Content-Type", "application/json")
-			w.WriteHeader(fl.status)
-			w.Write(fixture(f.t, fl.fixture))
-			return
-		}
-	}
-	f.serve(w, r, body)
-}
-
-func reply(w http.ResponseWriter, status int, v any) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	json.NewEncoder(w).Encode(v)
-}
-
 func (f *fakeAPI) notFound(w http.ResponseWriter, kind string, id int64) {
 	var e map[string]any
-	json.Unmarshal(fixture(f.t, "error_not_found.json"), &e)
+	json.Unmarshal(backendtest.Fixture(f.T, "error_not_found.json"), &e)
 	e["error"].(map[string]any)["message"] = fmt.Sprintf("%s with ID '%d' not found", kind, id)
-	reply(w, http.StatusNotFound, e)
+	backendtest.Reply(w, http.StatusNotFound, e)
 }
 
 func list(key string, items []map[string]any) map[string]any {
@@ -236,28 +137,28 @@ func (f *fakeAPI) serve(w http.ResponseWriter, r *http.Request, body []byte) {
 				out = append(out, s)
 			}
 		}
-		reply(w, 200, list("servers", out))
+		backendtest.Reply(w, 200, list("servers", out))
 	case r.Method == http.MethodPost && r.URL.Path == "/servers":
 		var req schema.ServerCreateRequest
 		if err := json.Unmarshal(body, &req); err != nil {
-			f.t.Errorf("POST /servers: %v", err)
+			f.T.Errorf("POST /servers: %v", err)
 		}
 		if !slices.Contains(f.serverTypes, req.ServerType.Name) {
 			w.Header().Set("Content-Type", "application/json")
 			w.WriteHeader(http.StatusBadRequest)
-			w.Write(fixture(f.t, "error_invalid_server_type.json"))
+			w.Write(backendtest.Fixture(f.T, "error_invalid_server_type.json"))
 			return
 		}
 		for _, s := range f.servers {
 			if s["name"] == req.Name {
 				w.Header().Set("Content-Type", "application/json")
 				w.WriteHeader(http.StatusConflict)
-				w.Write(fixture(f.t, "error_uniqueness.json"))
+				w.Write(backendtest.Fixture(f.T, "error_uniqueness.json"))
 				return
 			}
 		}
 		sid := f.newID()
-		s := f.object("server.json")
+		s := f.Object("server.json")
 		s["id"], s["name"], s["status"] = sid, req.Name, "initializing"
 		if req.Labels != nil {
 			s["labels"] = *req.Labels
@@ -271,7 +172,7 @@ func (f *fakeAPI) serve(w http.ResponseWriter, r *http.Request, body []byte) {
 		started := func() { s["status"] = "starting"; f.serverGets[sid] = 0 }
 		create := f.newAction("create_server", sid, "server", nil)
 		start := f.newAction("start_server", sid, "server", started)
-		reply(w, http.StatusCreated, map[string]any{"server": s, "action": create, "next_actions": []any{start}, "root_password": nil})
+		backendtest.Reply(w, http.StatusCreated, map[string]any{"server": s, "action": create, "next_actions": []any{start}, "root_password": nil})
 	case r.Method == http.MethodGet && parts[0] == "servers" && len(parts) == 2:
 		s, ok := f.servers[id]
 		if !ok {
@@ -296,7 +197,7 @@ func (f *fakeAPI) serve(w http.ResponseWriter, r *http.Request, body []byte) {
 				s["status"] = "running"
 			}
 		}
-		reply(w, 200, map[string]any{"server": s})
+		backendtest.Reply(w, 200, map[string]any{"server": s})
 	case r.Method == http.MethodPut && parts[0] == "servers" && len(parts) == 2:
 		s, ok := f.servers[id]
 		if !ok {
@@ -305,7 +206,7 @@ func (f *fakeAPI) serve(w http.ResponseWriter, r *http.Request, body []byte) {
 		}
 		var req schema.ServerUpdateRequest
 		if err := json.Unmarshal(body, &req); err != nil {
-			f.t.Errorf("PUT /servers/%d: %v", id, err)
+			f.T.Errorf("PUT /servers/%d: %v", id, err)
 		}
 		if req.Name != "" {
 			s["name"] = req.Name
@@ -313,7 +214,7 @@ func (f *fakeAPI) serve(w http.ResponseWriter, r *http.Request, body []byte) {
 		if req.Labels != nil {
 			s["labels"] = *req.Labels
 		}
-		reply(w, 200, map[string]any{"server": s})
+		backendtest.Reply(w, 200, map[string]any{"server": s})
 	case r.Method == http.MethodDelete && parts[0] == "servers" && len(parts) == 2:
 		if _, ok := f.servers[id]; !ok {
 			f.notFound(w, "server", id)
@@ -321,7 +222,7 @@ func (f *fakeAPI) serve(w http.ResponseWriter, r *http.Request, body []byte) {
 		}
 		f.servers[id]["status"] = "deleting"
 		a := f.newAction("delete_server", id, "server", func() { delete(f.servers, id) })
-		reply(w, 200, map[string]any{"action": a})
+		backendtest.Reply(w, 200, map[string]any{"action": a})
 	case r.Method == http.MethodGet && r.URL.Path == "/actions":
 		var out []map[string]any
 		for _, v := range q["id"] {
@@ -339,7 +240,7 @@ func (f *fakeAPI) serve(w http.ResponseWriter, r *http.Request, body []byte) {
 			}
 			out = append(out, a.obj)
 		}
-		reply(w, 200, list("actions", out))
+		backendtest.Reply(w, 200, list("actions", out))
 	case r.Method == http.MethodGet && r.URL.Path == "/firewalls":
 		var out []map[string]any
 		for _, fw := range f.firewalls {
@@ -347,14 +248,14 @@ func (f *fakeAPI) serve(w http.ResponseWriter, r *http.Request, body []byte) {
 				out = append(out, fw)
 			}
 		}
-		reply(w, 200, list("firewalls", out))
+		backendtest.Reply(w, 200, list("firewalls", out))
 	case r.Method == http.MethodPost && r.URL.Path == "/firewalls":
 		var req schema.FirewallCreateRequest
 		if err := json.Unmarshal(body, &req); err != nil {
-			f.t.Errorf("POST /firewalls: %v", err)
+			f.T.Errorf("POST /firewalls: %v", err)
 		}
 		fid := f.newID()
-		fw := f.object("firewall.json")
+		fw := f.Object("firewall.json")
 		fw["id"], fw["name"] = fid, req.Name
 		if req.Labels != nil {
 			fw["labels"] = *req.Labels
@@ -366,7 +267,7 @@ func (f *fakeAPI) serve(w http.ResponseWriter, r *http.Request, body []byte) {
 		if len(req.ApplyTo) > 0 {
 			actions = append(actions, f.newAction("apply_firewall", fid, "firewall", nil))
 		}
-		reply(w, http.StatusCreated, map[string]any{"firewall": fw, "actions": actions})
+		backendtest.Reply(w, http.StatusCreated, map[string]any{"firewall": fw, "actions": actions})
 	case parts[0] == "firewalls" && len(parts) >= 2:
 		fw, ok := f.firewalls[id]
 		if !ok {
@@ -375,17 +276,17 @@ func (f *fakeAPI) serve(w http.ResponseWriter, r *http.Request, body []byte) {
 		}
 		switch {
 		case r.Method == http.MethodGet && len(parts) == 2:
-			reply(w, 200, map[string]any{"firewall": fw})
+			backendtest.Reply(w, 200, map[string]any{"firewall": fw})
 		case r.Method == http.MethodPut && len(parts) == 2:
 			var req schema.FirewallUpdateRequest
 			json.Unmarshal(body, &req)
 			if req.Labels != nil {
 				fw["labels"] = *req.Labels
 			}
-			reply(w, 200, map[string]any{"firewall": fw})
+			backendtest.Reply(w, 200, map[string]any{"firewall": fw})
 		case r.Method == http.MethodDelete && len(parts) == 2:
 			if len(fw["applied_to"].([]any)) > 0 {
-				reply(w, http.StatusUnprocessableEntity, map[string]any{"error": map[string]any{"code": "resource_in_use", "message": "firewall is still in use", "details": nil}})
+				backendtest.Reply(w, http.StatusUnprocessableEntity, map[string]any{"error": map[string]any{"code": "resource_in_use", "message": "firewall is still in use", "details": nil}})
 				return
 			}
 			delete(f.firewalls, id)
@@ -394,12 +295,12 @@ func (f *fakeAPI) serve(w http.ResponseWriter, r *http.Request, body []byte) {
 			var req schema.FirewallActionSetRulesRequest
 			json.Unmarshal(body, &req)
 			fw["rules"] = rulesOut(req.Rules)
-			reply(w, 201, map[string]any{"actions": []any{f.newAction("set_firewall_rules", id, "firewall", nil)}})
+			backendtest.Reply(w, 201, map[string]any{"actions": []any{f.newAction("set_firewall_rules", id, "firewall", nil)}})
 		case r.Method == http.MethodPost && len(parts) == 4 && parts[3] == "apply_to_resources":
 			var req schema.FirewallActionApplyToResourcesRequest
 			json.Unmarshal(body, &req)
 			fw["applied_to"] = append(fw["applied_to"].([]any), appliedOut(req.ApplyTo)...)
-			reply(w, 201, map[string]any{"actions": []any{f.newAction("apply_firewall", id, "firewall", nil)}})
+			backendtest.Reply(w, 201, map[string]any{"actions": []any{f.newAction("apply_firewall", id, "firewall", nil)}})
 		case r.Method == http.MethodPost && len(parts) == 4 && parts[3] == "remove_from_resources":
 			var req schema.FirewallActionRemoveFromResourcesRequest
 			json.Unmarshal(body, &req)
@@ -408,12 +309,12 @@ func (f *fakeAPI) serve(w http.ResponseWriter, r *http.Request, body []byte) {
 				gone[resKey(x)] = true
 			}
 			fw["applied_to"] = slices.DeleteFunc(fw["applied_to"].([]any), func(x any) bool { return gone[resKey(x)] })
-			reply(w, 201, map[string]any{"actions": []any{f.newAction("remove_firewall", id, "firewall", nil)}})
+			backendtest.Reply(w, 201, map[string]any{"actions": []any{f.newAction("remove_firewall", id, "firewall", nil)}})
 		default:
 			http.Error(w, "unexpected", http.StatusMethodNotAllowed)
 		}
 	default:
-		f.t.Errorf("fake hcloud API: unexpected %s %s", r.Method, r.URL)
+		f.T.Errorf("fake hcloud API: unexpected %s %s", r.Method, r.URL)
 		http.Error(w, "unexpected", http.StatusNotFound)
 	}
 }

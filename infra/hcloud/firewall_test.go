@@ -6,11 +6,13 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/relayfleet/relayfleet/infra/backend/backendtest"
 )
 
 func TestFirewall(t *testing.T) {
 	b, f := newTestBackend(t)
-	c := ctx(t)
+	c := backendtest.Ctx(t)
 	admin := []netip.Prefix{netip.MustParsePrefix("198.51.100.0/24")}
 	fleet := map[string]string{"fleet": "demo"}
 	ports := [2]uint16{4443, 4446}
@@ -19,7 +21,7 @@ func TestFirewall(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if w := f.writes(); !reflect.DeepEqual(w, []string{"POST /firewalls"}) {
+	if w := f.Writes(); !reflect.DeepEqual(w, []string{"POST /firewalls"}) {
 		t.Errorf("first Ensure wrote %v", w)
 	}
 	fw := f.firewalls[mustID(t, id)]
@@ -47,22 +49,22 @@ func TestFirewall(t *testing.T) {
 	}
 
 	// Again, the same: nothing is written.
-	n := len(f.writes())
+	n := len(f.Writes())
 	id2, err := b.EnsureFirewall(c, "relayfleet-demo", fleet, ports, admin)
 	if err != nil || id2 != id {
 		t.Fatalf("second Ensure = %s, %v; want %s", id2, err, id)
 	}
-	if w := f.writes()[n:]; len(w) != 0 {
+	if w := f.Writes()[n:]; len(w) != 0 {
 		t.Errorf("second Ensure wrote %v", w)
 	}
 
 	// Another admin range: the rules are set again, and only they.
 	admin2 := append(admin, netip.MustParsePrefix("2001:db8:7::/48"))
-	n = len(f.writes())
+	n = len(f.Writes())
 	if _, err := b.EnsureFirewall(c, "relayfleet-demo", fleet, ports, admin2); err != nil {
 		t.Fatal(err)
 	}
-	if w := f.writes()[n:]; !reflect.DeepEqual(w, []string{"POST /firewalls/" + id + "/actions/set_rules"}) {
+	if w := f.Writes()[n:]; !reflect.DeepEqual(w, []string{"POST /firewalls/" + id + "/actions/set_rules"}) {
 		t.Errorf("rule change wrote %v", w)
 	}
 	if got := rulesOf()[2].SourceIPs; !reflect.DeepEqual(got, []string{"198.51.100.0/24", "2001:db8:7::/48"}) {
@@ -72,12 +74,12 @@ func TestFirewall(t *testing.T) {
 	// Other labels of the same fleet, tier and event: the firewall's
 	// labels change, the old selector goes, the new one comes.
 	fleet2 := map[string]string{"fleet": "demo", "group": "fsn"}
-	n = len(f.writes())
+	n = len(f.Writes())
 	if _, err := b.EnsureFirewall(c, "relayfleet-demo", fleet2, ports, admin2); err != nil {
 		t.Fatal(err)
 	}
 	want := []string{"PUT /firewalls/" + id, "POST /firewalls/" + id + "/actions/remove_from_resources", "POST /firewalls/" + id + "/actions/apply_to_resources"}
-	if w := f.writes()[n:]; !reflect.DeepEqual(w, want) {
+	if w := f.Writes()[n:]; !reflect.DeepEqual(w, want) {
 		t.Errorf("label change wrote %v, want %v", w, want)
 	}
 	applied, _ = json.Marshal(fw["applied_to"])
@@ -109,13 +111,13 @@ func TestFirewallRefusesOpenSSH(t *testing.T) {
 		{"no labels", nil, []netip.Prefix{netip.MustParsePrefix("198.51.100.0/24")}, "hcloud firewall fw: no labels: a firewall for every server is not what a fleet wants"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := b.EnsureFirewall(ctx(t), "fw", tc.labels, [2]uint16{4443, 4443}, tc.admin)
+			_, err := b.EnsureFirewall(backendtest.Ctx(t), "fw", tc.labels, [2]uint16{4443, 4443}, tc.admin)
 			if err == nil || err.Error() != tc.want {
 				t.Errorf("err = %v, want %q", err, tc.want)
 			}
 		})
 	}
-	if l := f.requests(""); len(l) != 0 {
+	if l := f.Requests(""); len(l) != 0 {
 		t.Errorf("requests sent for a refused firewall: %v", l)
 	}
 }
@@ -133,20 +135,20 @@ func mustID(t *testing.T, id string) int64 {
 // steady firewall is left as it was.
 func TestFirewallRefusesAnotherTiersFirewall(t *testing.T) {
 	b, f := newTestBackend(t)
-	c := ctx(t)
+	c := backendtest.Ctx(t)
 	admin := []netip.Prefix{netip.MustParsePrefix("198.51.100.0/24")}
 	ports := [2]uint16{4443, 4446}
 	steady := map[string]string{"fleet": "demo", "tier": "steady", "event": "none", "group": "fsn"}
 	if _, err := b.EnsureFirewall(c, "demo-fsn", steady, ports, admin); err != nil {
 		t.Fatal(err)
 	}
-	n := len(f.writes())
+	n := len(f.Writes())
 	event := map[string]string{"fleet": "demo", "tier": "burst", "event": "fsn", "group": "fsn"}
 	_, err := b.EnsureFirewall(c, "demo-fsn", event, ports, admin)
 	if err == nil || !strings.Contains(err.Error(), "firewall demo-fsn") || !strings.Contains(err.Error(), `label tier "steady", not "burst"`) || strings.Contains(err.Error(), "\n") {
 		t.Errorf("Ensure over the steady firewall: %v; want one line naming it and its tier", err)
 	}
-	if w := f.writes()[n:]; len(w) != 0 {
+	if w := f.Writes()[n:]; len(w) != 0 {
 		t.Errorf("the refused Ensure wrote %v", w)
 	}
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/hetznercloud/hcloud-go/v2/hcloud"
 
 	"github.com/relayfleet/relayfleet/infra/backend"
+	"github.com/relayfleet/relayfleet/internal/ctxtime"
 )
 
 // DefaultImage is the image of a Spec without one.
@@ -153,7 +154,7 @@ func (b *Backend) Create(ctx context.Context, spec backend.Spec) (backend.Box, e
 		if !postMayRetry(resp, err) || try+1 >= b.retry.MaxAttempts() || ctx.Err() != nil {
 			return backend.Box{}, fmt.Errorf("hcloud create server %s: %w", spec.Name, apiError(err))
 		}
-		if err := backend.Sleep(ctx, b.retry.Backoff(try)); err != nil {
+		if err := ctxtime.Sleep(ctx, b.retry.Backoff(try)); err != nil {
 			return backend.Box{}, fmt.Errorf("hcloud create server %s: %w", spec.Name, err)
 		}
 	}
@@ -198,7 +199,7 @@ func (b *Backend) waitRunning(ctx context.Context, srv *hcloud.Server) (backend.
 		case hcloud.ServerStatusDeleting:
 			return backend.Box{}, fmt.Errorf("hcloud server %s (%d): being deleted", srv.Name, srv.ID)
 		}
-		if err := backend.Sleep(ctx, b.poll); err != nil {
+		if err := ctxtime.Sleep(ctx, b.poll); err != nil {
 			return backend.Box{}, fmt.Errorf("hcloud server %s (%d): waiting for running (now %s): %w", srv.Name, srv.ID, srv.Status, err)
 		}
 		next, _, err := b.c.Server.GetByID(ctx, srv.ID)

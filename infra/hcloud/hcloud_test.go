@@ -14,15 +14,13 @@ import (
 	"time"
 
 	"github.com/relayfleet/relayfleet/infra/backend"
+	"github.com/relayfleet/relayfleet/infra/backend/backendtest"
 )
-
-// fastRetry keeps the retry tests quick; the backoff is still real.
-var fastRetry = backend.Retry{Attempts: 4, Base: time.Millisecond, Max: 10 * time.Millisecond}
 
 func newTestBackend(t *testing.T) (*Backend, *fakeAPI) {
 	t.Helper()
 	f, srv := newFakeAPI(t)
-	b, err := New(Config{Token: testToken, Endpoint: srv.URL, HTTP: srv.Client(), Retry: fastRetry, PollInterval: time.Millisecond})
+	b, err := New(Config{Token: testToken, Endpoint: srv.URL, HTTP: srv.Client(), Retry: backendtest.FastRetry, PollInterval: time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -30,22 +28,12 @@ func newTestBackend(t *testing.T) (*Backend, *fakeAPI) {
 }
 
 func testSpec(t *testing.T, name string, labels map[string]string) backend.Spec {
-	hostKey, admin := testKeys(t)
-	return backend.Spec{
-		Name: name, Shape: "cpx22", Location: "fsn1", Labels: labels,
-		HostKey: hostKey, AuthorizedKeys: []string{admin},
-	}
-}
-
-func ctx(t *testing.T) context.Context {
-	c, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	t.Cleanup(cancel)
-	return c
+	return backendtest.Spec(t, name, "cpx22", "fsn1", labels)
 }
 
 func TestLifecycle(t *testing.T) {
 	b, f := newTestBackend(t)
-	c := ctx(t)
+	c := backendtest.Ctx(t)
 	burst := map[string]string{"fleet": "demo", "tier": "burst", "event": "nye"}
 	steady := f.addServer("relay-steady-1", map[string]string{"fleet": "demo", "tier": "steady"})
 	f.addServer("other-1", map[string]string{"fleet": "other", "tier": "burst", "event": "nye"})
@@ -77,10 +65,10 @@ func TestLifecycle(t *testing.T) {
 	}
 	// The create and start actions were polled until done, then the
 	// server until it ran.
-	if n := len(f.requests("GET /actions?")); n < 2 {
+	if n := len(f.Requests("GET /actions?")); n < 2 {
 		t.Errorf("%d action polls, want at least 2", n)
 	}
-	if n := len(f.requests("GET /servers/" + box.ID)); n < 2 {
+	if n := len(f.Requests("GET /servers/" + box.ID)); n < 2 {
 		t.Errorf("%d server polls, want at least 2 (starting, running)", n)
 	}
 
@@ -111,8 +99,8 @@ func TestLifecycle(t *testing.T) {
 			t.Errorf("List(%v) = %v, want %v", tc.labels, names, tc.want)
 		}
 	}
-	if q := f.requests("GET /servers?label_selector=fleet%3Ddemo%2Ctier%3Dburst"); len(q) != 1 {
-		t.Errorf("no label selector query: %v", f.requests("GET /servers?"))
+	if q := f.Requests("GET /servers?label_selector=fleet%3Ddemo%2Ctier%3Dburst"); len(q) != 1 {
+		t.Errorf("no label selector query: %v", f.Requests("GET /servers?"))
 	}
 
 	if err := b.Delete(c, box.ID); err != nil {
@@ -136,7 +124,7 @@ func TestLifecycle(t *testing.T) {
 
 func TestCreateIdempotentByName(t *testing.T) {
 	b, f := newTestBackend(t)
-	c := ctx(t)
+	c := backendtest.Ctx(t)
 	id := f.addServer("relay-1", map[string]string{"fleet": "demo", "tier": "steady"})
 	box, err := b.Create(c, testSpec(t, "relay-1", map[string]string{"fleet": "demo", "tier": "steady"}))
 	if err != nil {
@@ -145,7 +133,7 @@ func TestCreateIdempotentByName(t *testing.T) {
 	if box.ID != strconv.FormatInt(id, 10) {
 		t.Errorf("Create returned %s, want the existing %d", box.ID, id)
 	}
-	if p := f.requests("POST /servers"); len(p) != 0 {
+	if p := f.Requests("POST /servers"); len(p) != 0 {
 		t.Errorf("Create posted %v for an existing server", p)
 	}
 
@@ -153,7 +141,7 @@ func TestCreateIdempotentByName(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), `taken by server`) || !strings.Contains(err.Error(), `fleet "demo", not "prod"`) {
 		t.Errorf("Create over another fleet's server: %v", err)
 	}
-	if p := f.requests("POST /servers"); len(p) != 0 {
+	if p := f.Requests("POST /servers"); len(p) != 0 {
 		t.Errorf("Create posted %v over another fleet's server", p)
 	}
 }
@@ -164,7 +152,7 @@ func TestCreateIdempotentByName(t *testing.T) {
 // and the label, posts nothing and deletes nothing.
 func TestCreateRefusesAnotherTiersServer(t *testing.T) {
 	b, f := newTestBackend(t)
-	c := ctx(t)
+	c := backendtest.Ctx(t)
 	id := f.addServer("demo-fsn-1", map[string]string{"fleet": "demo", "tier": "steady", "event": "none"})
 	for _, tc := range []struct {
 		labels map[string]string
@@ -178,10 +166,10 @@ func TestCreateRefusesAnotherTiersServer(t *testing.T) {
 			t.Errorf("Create over the steady server with %v: %v; want one line naming demo-fsn-1 and %s", tc.labels, err, tc.want)
 		}
 	}
-	if p := f.requests("POST /servers"); len(p) != 0 {
+	if p := f.Requests("POST /servers"); len(p) != 0 {
 		t.Errorf("Create posted %v over another tier's server", p)
 	}
-	if d := f.requests("DELETE"); len(d) != 0 {
+	if d := f.Requests("DELETE"); len(d) != 0 {
 		t.Errorf("deletes: %v", d)
 	}
 	if _, err := b.Get(c, strconv.FormatInt(id, 10)); err != nil {
@@ -195,59 +183,26 @@ func TestCreateRefusesAnotherTiersServer(t *testing.T) {
 }
 
 func TestRetries(t *testing.T) {
-	for _, tc := range []struct {
-		name   string
-		faults []fault
-		posts  int  // POST /servers sent
-		racing bool // another Create makes the server between lookup and POST
-	}{
-		{"429 on lookup", []fault{{method: "GET", path: "/servers", status: 429, fixture: "error_rate_limit.json", header: http.Header{"Retry-After": {"0"}}}}, 1, false},
-		{"429 on create", []fault{{method: "POST", path: "/servers", status: 429, fixture: "error_rate_limit.json"}}, 2, false},
-		{"503 on action poll", []fault{{method: "GET", path: "/actions", status: 503, fixture: "error_unavailable.json"}}, 1, false},
-		{"502 without JSON on server poll", []fault{{method: "GET", path: "/servers/101", status: 502, fixture: "action.json"}}, 1, false},
-		{"503 on create, nothing made", []fault{{method: "POST", path: "/servers", status: 503, fixture: "error_unavailable.json"}}, 2, false},
+	backendtest.CreateRetries(t, cloud, []backendtest.CreateRetry{
+		{Name: "429 on lookup", Faults: []backendtest.Fault{{Method: "GET", Path: "/servers", Status: 429, Fixture: "error_rate_limit.json", Header: http.Header{"Retry-After": {"0"}}}}, Posts: 1},
+		{Name: "429 on create", Faults: []backendtest.Fault{{Method: "POST", Path: "/servers", Status: 429, Fixture: "error_rate_limit.json"}}, Posts: 2},
+		{Name: "503 on action poll", Faults: []backendtest.Fault{{Method: "GET", Path: "/actions", Status: 503, Fixture: "error_unavailable.json"}}, Posts: 1},
+		{Name: "502 without JSON on server poll", Faults: []backendtest.Fault{{Method: "GET", Path: "/servers/101", Status: 502, Fixture: "action.json"}}, Posts: 1},
+		{Name: "503 on create, nothing made", Faults: []backendtest.Fault{{Method: "POST", Path: "/servers", Status: 503, Fixture: "error_unavailable.json"}}, Posts: 2},
 		// The create took effect but its answer was lost: the backend
 		// finds the server instead of making a second one.
-		{"503 on create that was made", []fault{{method: "POST", path: "/servers", status: 503, fixture: "error_unavailable.json", after: true}}, 1, false},
+		{Name: "503 on create that was made", Faults: []backendtest.Fault{{Method: "POST", Path: "/servers", Status: 503, Fixture: "error_unavailable.json", After: true}}, Posts: 1},
 		// The name is taken (uniqueness_error) by a server of the same
 		// fleet made meanwhile: that one is returned.
-		{"name taken meanwhile", []fault{{method: "GET", path: "/servers", status: 200, fixture: "servers_empty.json"}}, 1, true},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			b, f := newTestBackend(t)
-			for _, fl := range tc.faults {
-				f.addFault(fl)
-			}
-			if tc.racing {
-				f.addServer("relay-1", map[string]string{"fleet": "demo"})
-			}
-			box, err := b.Create(ctx(t), testSpec(t, "relay-1", map[string]string{"fleet": "demo"}))
-			if err != nil {
-				t.Fatal(err)
-			}
-			if box.Status != backend.StatusRunning {
-				t.Errorf("status %s", box.Status)
-			}
-			if n := len(f.requests("POST /servers")); n != tc.posts {
-				t.Errorf("%d POST /servers, want %d", n, tc.posts)
-			}
-			if len(f.faults) != 0 {
-				t.Errorf("faults not hit: %v", f.faults)
-			}
-			if n := len(f.servers); n != 1 {
-				t.Errorf("%d servers, want 1", n)
-			}
-		})
-	}
+		{Name: "name taken meanwhile", Faults: []backendtest.Fault{{Method: "GET", Path: "/servers", Status: 200, Fixture: "servers_empty.json"}}, Posts: 1, Racing: true},
+	})
 }
 
 func TestErrors(t *testing.T) {
 	for _, tc := range []struct {
 		name string
 		call func(*Backend, context.Context) error
-		pre  func(*fakeAPI)
 		want string
-		sent int // requests the fake saw, when not 0
 	}{
 		{
 			name: "invalid server type",
@@ -258,45 +213,6 @@ func TestErrors(t *testing.T) {
 				return err
 			},
 			want: "hcloud create server relay-1: 400 invalid_input: invalid input in field 'server_type'; server_type: server type cx99 not found",
-		},
-		{
-			name: "unauthorized",
-			pre: func(f *fakeAPI) {
-				f.faults = append(f.faults, fault{method: "GET", path: "/servers/7", status: 401, fixture: "error_unauthorized.json"})
-			},
-			call: func(b *Backend, c context.Context) error { _, err := b.Get(c, "7"); return err },
-			want: "hcloud get server 7: 401 unauthorized: unable to authenticate",
-		},
-		{
-			name: "forbidden delete",
-			pre: func(f *fakeAPI) {
-				f.faults = append(f.faults, fault{method: "DELETE", path: "/servers/7", status: 403, fixture: "error_forbidden.json"})
-			},
-			call: func(b *Backend, c context.Context) error { return b.Delete(c, "7") },
-			want: "hcloud delete server 7: 403 forbidden: insufficient permissions for this request",
-		},
-		{
-			name: "503 that does not stop",
-			pre: func(f *fakeAPI) {
-				for range fastRetry.Attempts {
-					f.faults = append(f.faults, fault{method: "GET", path: "/servers/7", status: 503, fixture: "error_unavailable.json"})
-				}
-			},
-			call: func(b *Backend, c context.Context) error { _, err := b.Get(c, "7"); return err },
-			want: "hcloud get server 7: 503 unavailable: service temporarily unavailable",
-			sent: fastRetry.Attempts,
-		},
-		{
-			// One retry layer: hcloud-go's own would multiply the tries.
-			name: "429 that does not stop",
-			pre: func(f *fakeAPI) {
-				for range fastRetry.Attempts {
-					f.faults = append(f.faults, fault{method: "GET", path: "/servers/7", status: 429, fixture: "error_rate_limit.json"})
-				}
-			},
-			call: func(b *Backend, c context.Context) error { _, err := b.Get(c, "7"); return err },
-			want: "hcloud get server 7: 429 rate_limit_exceeded: limit of 3600 requests per hour reached",
-			sent: fastRetry.Attempts,
 		},
 		{
 			name: "bad id",
@@ -314,25 +230,7 @@ func TestErrors(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			b, f := newTestBackend(t)
-			if tc.pre != nil {
-				tc.pre(f)
-			}
-			err := tc.call(b, ctx(t))
-			if err == nil {
-				t.Fatal("no error")
-			}
-			if err.Error() != tc.want {
-				t.Errorf("error\n got %q\nwant %q", err, tc.want)
-			}
-			if strings.ContainsAny(err.Error(), "\n") || strings.Contains(err.Error(), testToken) {
-				t.Errorf("error not one line or shows the token: %q", err)
-			}
-			if len(f.faults) != 0 {
-				t.Errorf("faults not hit (not retried as often as expected): %d left", len(f.faults))
-			}
-			if n := len(f.requests("")); tc.sent != 0 && n != tc.sent {
-				t.Errorf("%d requests, want %d", n, tc.sent)
-			}
+			backendtest.CheckError(t, &f.API, tc.call(b, backendtest.Ctx(t)), tc.want, 0)
 		})
 	}
 }
@@ -347,7 +245,7 @@ func TestNew(t *testing.T) {
 // kept (a new label or a key rotation replaces no box).
 func TestSetLabels(t *testing.T) {
 	b, f := newTestBackend(t)
-	c := ctx(t)
+	c := backendtest.Ctx(t)
 	id := f.addServer("demo-fsn-1", map[string]string{"fleet": "demo", "tier": "steady", "group": "fsn", "team": "audio"})
 	sid := strconv.FormatInt(id, 10)
 	want := map[string]string{"fleet": "demo", "tier": "steady", "group": "fsn", "owner": "ops"}
@@ -361,13 +259,24 @@ func TestSetLabels(t *testing.T) {
 	if !maps.Equal(box.Labels, want) {
 		t.Fatalf("labels %v, want %v", box.Labels, want)
 	}
-	if w := f.writes(); len(w) != 1 || w[0] != "PUT /servers/"+sid {
+	if w := f.Writes(); len(w) != 1 || w[0] != "PUT /servers/"+sid {
 		t.Fatalf("writes %v, want one PUT of the server", w)
 	}
 	if err := b.SetLabels(c, "999999", want); !errors.Is(err, backend.ErrNotFound) {
 		t.Fatalf("labels of a missing server: %v, want ErrNotFound", err)
 	}
-	if err := b.SetLabels(c, sid, map[string]string{"bad key": "x"}); err == nil || len(f.writes()) != 2 {
-		t.Fatalf("bad label: %v, writes %v; want a refusal before any call", err, f.writes())
+	if err := b.SetLabels(c, sid, map[string]string{"bad key": "x"}); err == nil || len(f.Writes()) != 2 {
+		t.Fatalf("bad label: %v, writes %v; want a refusal before any call", err, f.Writes())
 	}
+}
+
+// TestAPIErrors: with one retry layer (hcloud-go's own would multiply the
+// tries), a 429 that does not stop is tried backendtest.FastRetry.Attempts times.
+func TestAPIErrors(t *testing.T) {
+	backendtest.APIErrors(t, cloud, backendtest.APIErrorWants{
+		Unauthorized: "hcloud get server 7: 401 unauthorized: unable to authenticate",
+		Forbidden:    "hcloud delete server 7: 403 forbidden: insufficient permissions for this request",
+		Unavailable:  "hcloud get server 7: 503 unavailable: service temporarily unavailable",
+		RateLimited:  "hcloud get server 7: 429 rate_limit_exceeded: limit of 3600 requests per hour reached",
+	})
 }

@@ -17,6 +17,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/relayfleet/relayfleet/internal/ctxtime"
 )
 
 // cgroupRoot is where the cgroup hierarchies are mounted.
@@ -157,7 +159,7 @@ func removeCgroups(ctx context.Context, rel string) error {
 		for _, pid := range pids {
 			syscall.Kill(pid, syscall.SIGKILL)
 		}
-		if err := sleep(ctx, 100*time.Millisecond); err != nil {
+		if err := ctxtime.Sleep(ctx, 100*time.Millisecond); err != nil {
 			return err
 		}
 	}
@@ -191,7 +193,7 @@ func rmdirRetry(ctx context.Context, d string) error {
 		if !errors.Is(err, unix.EBUSY) {
 			break
 		}
-		if err := sleep(ctx, 100*time.Millisecond); err != nil {
+		if err := ctxtime.Sleep(ctx, 100*time.Millisecond); err != nil {
 			return err
 		}
 	}
@@ -444,20 +446,9 @@ func lockFile(ctx context.Context, path string) (func(), error) {
 			f.Close()
 			return nil, fmt.Errorf("lock %s: %w", path, err)
 		}
-		if err := sleep(ctx, 50*time.Millisecond); err != nil {
+		if err := ctxtime.Sleep(ctx, 50*time.Millisecond); err != nil {
 			f.Close()
 			return nil, err
 		}
-	}
-}
-
-func sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
 	}
 }

@@ -24,6 +24,7 @@ import (
 
 	"github.com/relayfleet/relayfleet/infra/backend"
 	"github.com/relayfleet/relayfleet/internal/atomicfile"
+	"github.com/relayfleet/relayfleet/internal/ctxtime"
 )
 
 // Defaults. The subnet and bridge are picked to be unlikely to clash with
@@ -391,7 +392,7 @@ func (l *Lab) Wait(ctx context.Context, name string) error {
 				cancel(errors.New("the box stopped while booting"))
 				return
 			}
-			sleep(wctx, 200*time.Millisecond)
+			ctxtime.Sleep(wctx, 200*time.Millisecond)
 		}
 	}()
 	console := filepath.Join(l.boxDir(name), "console.log")
@@ -680,7 +681,7 @@ func (l *Lab) stop(ctx context.Context, name string) error {
 		syscall.Kill(pid, syscall.SIGTERM)
 		deadline := time.Now().Add(stopTimeout)
 		for l.launcherPID(name) > 0 && time.Now().Before(deadline) {
-			if err := sleep(ctx, 100*time.Millisecond); err != nil {
+			if err := ctxtime.Sleep(ctx, 100*time.Millisecond); err != nil {
 				return err
 			}
 		}
@@ -713,7 +714,7 @@ func (l *Lab) release(ctx context.Context, name string) error {
 		if i == 100 {
 			return fmt.Errorf("overlay of %s still mounted in the mount namespace of pid %d", name, users[0])
 		}
-		if err := sleep(ctx, 50*time.Millisecond); err != nil {
+		if err := ctxtime.Sleep(ctx, 50*time.Millisecond); err != nil {
 			return err
 		}
 	}

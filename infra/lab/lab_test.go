@@ -293,6 +293,17 @@ func TestKeys(t *testing.T) {
 	if !strings.HasPrefix(pub, "ssh-ed25519 ") || !strings.HasSuffix(pub, " root@box1") {
 		t.Errorf("public key %q", pub)
 	}
+	// NewKey's public key carries no comment, and matches its private key.
+	priv, pub, err = NewKey("root@x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s, err = ssh.ParsePrivateKey(priv); err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.TrimSpace(string(ssh.MarshalAuthorizedKey(s.PublicKey()))); got != pub {
+		t.Errorf("NewKey: public key %q, want the private key's %q", pub, got)
+	}
 	path := filepath.Join(t.TempDir(), "id_ed25519")
 	s1, err := loadOrCreateKey(path, "x")
 	if err != nil {

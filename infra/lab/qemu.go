@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"golang.org/x/crypto/ssh"
+
+	"github.com/relayfleet/relayfleet/internal/ctxtime"
 )
 
 // The real-kernel flavour: the lab image plus a Debian kernel, booted as a
@@ -230,7 +232,7 @@ func (l *Lab) stopVMDir(ctx context.Context, dir string) error {
 	if pid := alive(pidPath); pid > 0 {
 		syscall.Kill(pid, syscall.SIGKILL)
 		for i := 0; i < 50 && alive(pidPath) > 0; i++ {
-			if err := sleep(ctx, 100*time.Millisecond); err != nil {
+			if err := ctxtime.Sleep(ctx, 100*time.Millisecond); err != nil {
 				return err
 			}
 		}

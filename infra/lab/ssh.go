@@ -17,15 +17,18 @@ import (
 	"time"
 
 	"golang.org/x/crypto/ssh"
+
+	"github.com/relayfleet/relayfleet/internal/ctxtime"
 )
 
 // ErrHostKeyMismatch is returned when a box answers with a host key other
 // than the pinned one. Waiting does not help: it is never retried.
 var ErrHostKeyMismatch = errors.New("host key mismatch")
 
-// newKey generates an ed25519 key pair and returns the private key in
-// OpenSSH PEM form and the public key in authorized_keys form (no newline).
-func newKey(comment string) (private []byte, public string, err error) {
+// NewKey generates an ed25519 key pair and returns the private key in
+// OpenSSH PEM form, carrying comment, and the public key in authorized_keys
+// form without a comment (no newline).
+func NewKey(comment string) (private []byte, public string, err error) {
 	pub, priv, err := ed25519.GenerateKey(rand.Reader)
 	if err != nil {
 		return nil, "", err
@@ -38,11 +41,16 @@ func newKey(comment string) (private []byte, public string, err error) {
 	if err != nil {
 		return nil, "", err
 	}
-	line := strings.TrimSpace(string(ssh.MarshalAuthorizedKey(sshPub)))
-	if comment != "" {
-		line += " " + comment
+	return pem.EncodeToMemory(block), strings.TrimSpace(string(ssh.MarshalAuthorizedKey(sshPub))), nil
+}
+
+// newKey is NewKey with the comment on the public key too.
+func newKey(comment string) (private []byte, public string, err error) {
+	private, public, err = NewKey(comment)
+	if err == nil && comment != "" {
+		public += " " + comment
 	}
-	return pem.EncodeToMemory(block), line, nil
+	return private, public, err
 }
 
 // loadOrCreateKey reads the private key at path, generating it (mode 0600,
@@ -152,7 +160,7 @@ func WaitSSH(ctx context.Context, addr string, signer ssh.Signer, hostKey ssh.Pu
 		if errors.Is(err, ErrHostKeyMismatch) {
 			return err
 		}
-		if serr := sleep(ctx, backoff); serr != nil {
+		if serr := ctxtime.Sleep(ctx, backoff); serr != nil {
 			return fmt.Errorf("wait for ssh: no answer in %s: %w", timeout, err)
 		}
 		backoff = min(backoff*2, 500*time.Millisecond)

@@ -35,6 +35,22 @@ const (
 	OpReplace = "replace"
 )
 
+// collectEvents returns a channel to give the engine as an event stream,
+// and wait, which returns the events sent on it once the engine has
+// closed it (call it after the operation returned).
+func collectEvents() (chan<- events.EngineEvent, func() []events.EngineEvent) {
+	ch := make(chan events.EngineEvent)
+	done := make(chan []events.EngineEvent, 1)
+	go func() {
+		var evs []events.EngineEvent
+		for e := range ch {
+			evs = append(evs, e)
+		}
+		done <- evs
+	}()
+	return ch, func() []events.EngineEvent { return <-done }
+}
+
 // PreviewDoomed previews an up, without a refresh (which boxes go does
 // not depend on drift), and returns what it would change, by operation,
 // and the boxes it would delete or replace, read from the engine's step
@@ -44,17 +60,9 @@ func (s *Stack) PreviewDoomed(ctx context.Context) (map[string]int, []Doomed, er
 	if err != nil {
 		return nil, nil, err
 	}
-	ch := make(chan events.EngineEvent)
-	done := make(chan []events.EngineEvent)
-	go func() {
-		var evs []events.EngineEvent
-		for e := range ch {
-			evs = append(evs, e)
-		}
-		done <- evs
-	}()
+	ch, wait := collectEvents()
 	res, err := st.Preview(ctx, optpreview.EventStreams(ch), optpreview.ErrorProgressStreams(s.progress()))
-	evs := <-done
+	evs := wait()
 	if err != nil {
 		return nil, nil, fmt.Errorf("preview: %s", lastLines(err.Error()))
 	}
@@ -115,17 +123,9 @@ func (s *Stack) PreviewDestroyDoomed(ctx context.Context) ([]Doomed, error) {
 	if err != nil {
 		return nil, err
 	}
-	ch := make(chan events.EngineEvent)
-	done := make(chan []events.EngineEvent)
-	go func() {
-		var evs []events.EngineEvent
-		for e := range ch {
-			evs = append(evs, e)
-		}
-		done <- evs
-	}()
+	ch, wait := collectEvents()
 	_, err = st.PreviewDestroy(ctx, optdestroy.EventStreams(ch), optdestroy.ErrorProgressStreams(s.progress()))
-	evs := <-done
+	evs := wait()
 	if err != nil {
 		return nil, fmt.Errorf("preview destroy: %s", lastLines(err.Error()))
 	}

@@ -49,3 +49,25 @@ func TestDoomedBoxes(t *testing.T) {
 		t.Errorf("an update dooms %+v", d)
 	}
 }
+
+// TestCollectEvents: wait returns every event sent, in order, once the
+// sender closed the channel.
+func TestCollectEvents(t *testing.T) {
+	ch, wait := collectEvents()
+	var sent []events.EngineEvent
+	for _, name := range []string{"lab-1", "lab-2", "lab-3"} {
+		e := step(apitype.OpDelete, provider.BoxType, "urn:"+name, name)
+		sent = append(sent, e)
+		ch <- e
+	}
+	close(ch)
+	got := wait()
+	if len(got) != len(sent) {
+		t.Fatalf("%d events, want %d", len(got), len(sent))
+	}
+	for i := range got {
+		if got[i].ResourcePreEvent.Metadata.URN != sent[i].ResourcePreEvent.Metadata.URN {
+			t.Errorf("event %d is %s, want %s", i, got[i].ResourcePreEvent.Metadata.URN, sent[i].ResourcePreEvent.Metadata.URN)
+		}
+	}
+}

@@ -2,9 +2,6 @@ package provider
 
 import (
 	"context"
-	"crypto/ed25519"
-	"crypto/rand"
-	"encoding/pem"
 	"errors"
 	"fmt"
 	"net"
@@ -14,11 +11,10 @@ import (
 	"strings"
 	"time"
 
-	"golang.org/x/crypto/ssh"
-
 	"github.com/relayfleet/relayfleet/infra/backend"
 	"github.com/relayfleet/relayfleet/infra/digitalocean"
 	"github.com/relayfleet/relayfleet/infra/hcloud"
+	"github.com/relayfleet/relayfleet/infra/lab"
 	"github.com/relayfleet/relayfleet/provision"
 )
 
@@ -75,24 +71,6 @@ type cloudBackend struct {
 	keyFile string
 }
 
-// newHostKey returns an ed25519 host key: the private key in OpenSSH PEM
-// form and the public key in authorized_keys form.
-func newHostKey(comment string) (privPEM []byte, pub string, err error) {
-	pk, sk, err := ed25519.GenerateKey(rand.Reader)
-	if err != nil {
-		return nil, "", err
-	}
-	block, err := ssh.MarshalPrivateKey(sk, comment)
-	if err != nil {
-		return nil, "", err
-	}
-	sp, err := ssh.NewPublicKey(pk)
-	if err != nil {
-		return nil, "", err
-	}
-	return pem.EncodeToMemory(block), strings.TrimSpace(string(ssh.MarshalAuthorizedKey(sp))), nil
-}
-
 func cloudMachine(b backend.Box) (machine, error) {
 	if !b.IPv4.IsValid() {
 		return machine{}, fmt.Errorf("server %s has no public IPv4 address", b.Name)
@@ -111,7 +89,7 @@ func (c cloudBackend) create(ctx context.Context, a BoxArgs) (machine, error) {
 	if err := c.refuseAdoption(ctx, a); err != nil {
 		return machine{}, err
 	}
-	priv, pub, err := newHostKey("root@" + a.ServerName())
+	priv, pub, err := lab.NewKey("root@" + a.ServerName())
 	if err != nil {
 		return machine{}, fmt.Errorf("host key: %w", err)
 	}

@@ -160,20 +160,6 @@ func TestCloudGetAndDeleteAreIdempotent(t *testing.T) {
 	}
 }
 
-func TestNewHostKey(t *testing.T) {
-	priv, pub, err := newHostKey("root@x")
-	if err != nil {
-		t.Fatal(err)
-	}
-	signer, err := ssh.ParsePrivateKey(priv)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got := strings.TrimSpace(string(ssh.MarshalAuthorizedKey(signer.PublicKey()))); got != pub {
-		t.Fatalf("public key %q does not match the private key's %q", pub, got)
-	}
-}
-
 func TestFirewallParams(t *testing.T) {
 	rules := []FirewallRule{
 		{Protocol: "udp", Ports: "4443-4450", Sources: []string{"0.0.0.0/0", "::/0"}},

@@ -27,6 +27,7 @@ import (
 	"time"
 
 	"github.com/relayfleet/relayfleet/internal/atomicfile"
+	"github.com/relayfleet/relayfleet/internal/ctxtime"
 	"github.com/relayfleet/relayfleet/internal/plot"
 	"github.com/relayfleet/relayfleet/inventories"
 	"github.com/relayfleet/relayfleet/provision"
@@ -331,7 +332,7 @@ func (lt *Tester) Run(ctx context.Context) ([]Step, error) {
 		pubs = append(pubs, p)
 	}
 	// Let the publishers announce before the first listener asks.
-	if err := sleep(ctx, 1500*time.Millisecond); err != nil {
+	if err := ctxtime.Sleep(ctx, 1500*time.Millisecond); err != nil {
 		return nil, err
 	}
 	if !lt.Quiet {
@@ -577,7 +578,7 @@ func (lt *Tester) waitIdle(ctx context.Context, limit time.Duration) {
 				return
 			}
 		}
-		if sleep(ctx, 500*time.Millisecond) != nil {
+		if ctxtime.Sleep(ctx, 500*time.Millisecond) != nil {
 			return
 		}
 	}
@@ -921,18 +922,6 @@ func short(sha string) string {
 
 func oneLine(err error) string {
 	return strings.ReplaceAll(err.Error(), "\n", "; ")
-}
-
-// sleep waits d or until ctx ends.
-func sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
 }
 
 // Ports lists the relay processes to measure on a box: the port of every

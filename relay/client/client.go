@@ -31,6 +31,8 @@ import (
 
 	"github.com/relayfleet/relayfleet/relay/moqlite"
 	"github.com/relayfleet/relayfleet/relay/transport"
+
+	"github.com/relayfleet/relayfleet/relay/internal/bpath"
 )
 
 // Transport names accepted in Options.Transport.
@@ -404,7 +406,7 @@ func (s *Session) handleBidi(st transport.Stream) {
 			st.CancelWrite(codeCancelled)
 			return
 		}
-		s.serveAnnounce(st, cleanPath(m.Prefix))
+		s.serveAnnounce(st, bpath.Clean(m.Prefix))
 	case moqlite.StreamSubscribe:
 		var m moqlite.Subscribe
 		if err := moqlite.ReadMessage(st, &m); err != nil {
@@ -450,25 +452,6 @@ func (s *Session) handleGroup(st transport.ReceiveStream) {
 	if sub == nil || !sub.deliver(&GroupReader{Sequence: h.Sequence, st: st}) {
 		st.CancelRead(codeCancelled)
 	}
-}
-
-func cleanPath(p string) string {
-	for strings.Contains(p, "//") {
-		p = strings.ReplaceAll(p, "//", "/")
-	}
-	return strings.Trim(p, "/")
-}
-
-func stripPathPrefix(prefix, path string) (string, bool) {
-	switch {
-	case prefix == "":
-		return path, true
-	case path == prefix:
-		return "", true
-	case strings.HasPrefix(path, prefix) && path[len(prefix)] == '/':
-		return path[len(prefix)+1:], true
-	}
-	return "", false
 }
 
 // RemoteAddr is the relay's address.

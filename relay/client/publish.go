@@ -12,6 +12,8 @@ import (
 
 	"github.com/relayfleet/relayfleet/relay/moqlite"
 	"github.com/relayfleet/relayfleet/relay/transport"
+
+	"github.com/relayfleet/relayfleet/relay/internal/bpath"
 )
 
 // Broadcast is a broadcast this session publishes.
@@ -27,7 +29,7 @@ type Broadcast struct {
 // Publish announces a broadcast under name (relative to the session root)
 // and returns it. Publishing a name twice returns the same Broadcast.
 func (s *Session) Publish(name string) *Broadcast {
-	name = cleanPath(name)
+	name = bpath.Clean(name)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if b := s.broadcasts[name]; b != nil {
@@ -233,7 +235,7 @@ func (tw *TrackWriter) WriteGroup(ctx context.Context, seq uint64, frames [][]by
 // serveSubscribe answers the relay's SUBSCRIBE for one of our tracks.
 func (s *Session) serveSubscribe(st transport.Stream, m *moqlite.Subscribe) {
 	s.mu.Lock()
-	b := s.broadcasts[cleanPath(m.Broadcast)]
+	b := s.broadcasts[bpath.Clean(m.Broadcast)]
 	s.mu.Unlock()
 	if b == nil {
 		st.CancelWrite(codeNotFound)
@@ -276,7 +278,7 @@ type announceWatcher struct {
 }
 
 func (w *announceWatcher) update(name string, active bool) {
-	suffix, ok := stripPathPrefix(w.prefix, name)
+	suffix, ok := bpath.StripPrefix(w.prefix, name)
 	if !ok {
 		return
 	}
@@ -294,7 +296,7 @@ func (s *Session) serveAnnounce(st transport.Stream, prefix string) {
 	var init moqlite.AnnounceInit
 	s.mu.Lock()
 	for name := range s.broadcasts {
-		if suffix, ok := stripPathPrefix(prefix, name); ok {
+		if suffix, ok := bpath.StripPrefix(prefix, name); ok {
 			init.Suffixes = append(init.Suffixes, suffix)
 		}
 	}

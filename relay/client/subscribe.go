@@ -10,6 +10,8 @@ import (
 
 	"github.com/relayfleet/relayfleet/relay/moqlite"
 	"github.com/relayfleet/relayfleet/relay/transport"
+
+	"github.com/relayfleet/relayfleet/relay/internal/bpath"
 )
 
 // maxQueuedGroups bounds groups received but not yet taken by NextGroup.
@@ -199,7 +201,7 @@ type Announcement struct {
 
 // Announced asks the relay for broadcasts under prefix.
 func (s *Session) Announced(ctx context.Context, prefix string) (*Announcements, error) {
-	prefix = cleanPath(prefix)
+	prefix = bpath.Clean(prefix)
 	st, err := s.t.OpenStream(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("open announce stream: %w", err)
@@ -225,7 +227,7 @@ func (s *Session) Announced(ctx context.Context, prefix string) (*Announcements,
 func (a *Announcements) Initial() []string {
 	out := make([]string, 0, len(a.init))
 	for _, p := range a.init {
-		out = append(out, joinPath(a.prefix, p))
+		out = append(out, bpath.Join(a.prefix, p))
 	}
 	a.init = nil
 	return out
@@ -236,7 +238,7 @@ func (a *Announcements) Next(ctx context.Context) (Announcement, error) {
 	if len(a.init) > 0 {
 		p := a.init[0]
 		a.init = a.init[1:]
-		return Announcement{Path: joinPath(a.prefix, p), Active: true}, nil
+		return Announcement{Path: bpath.Join(a.prefix, p), Active: true}, nil
 	}
 	stop := context.AfterFunc(ctx, func() { a.st.CancelRead(codeCancelled) })
 	defer stop()
@@ -247,12 +249,12 @@ func (a *Announcements) Next(ctx context.Context) (Announcement, error) {
 		}
 		return Announcement{}, fmt.Errorf("read announce: %w", err)
 	}
-	return Announcement{Path: joinPath(a.prefix, cleanPath(m.Suffix)), Active: m.Active}, nil
+	return Announcement{Path: bpath.Join(a.prefix, bpath.Clean(m.Suffix)), Active: m.Active}, nil
 }
 
 // WaitFor reads announcements until path is active.
 func (a *Announcements) WaitFor(ctx context.Context, path string) error {
-	path = cleanPath(path)
+	path = bpath.Clean(path)
 	for {
 		ann, err := a.Next(ctx)
 		if err != nil {
@@ -268,14 +270,4 @@ func (a *Announcements) WaitFor(ctx context.Context, path string) error {
 func (a *Announcements) Close() {
 	_ = a.st.Close()
 	a.st.CancelRead(codeCancelled)
-}
-
-func joinPath(a, b string) string {
-	switch {
-	case a == "":
-		return b
-	case b == "":
-		return a
-	}
-	return a + "/" + b
 }

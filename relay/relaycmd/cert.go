@@ -1,6 +1,7 @@
 package relaycmd
 
 import (
+	"crypto/ecdsa"
 	"crypto/x509"
 	"errors"
 	"fmt"
@@ -72,13 +73,10 @@ func loadRoots(path string) (*x509.CertPool, error) {
 func keygen(args []string, stdout io.Writer) error {
 	fs := newFlags("keygen")
 	out := fs.String("out", "", "file to write the key to (mode 0600; an existing file is not overwritten)")
-	pos, err := parse(fs, args)
-	if err != nil {
+	if err := parseFlagsOnly(fs, args); err != nil {
 		return err
 	}
 	switch {
-	case len(pos) > 0:
-		return badUsage("unexpected argument %q", pos[0])
 	case *out == "":
 		return badUsage("--out is required (the FILE to write the key to)")
 	}
@@ -86,11 +84,16 @@ func keygen(args []string, stdout io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("--out: %w", err)
 	}
+	return printPin(stdout, key)
+}
+
+// printPin prints the SPKI pin of key, as serve logs it (spki_sha256).
+func printPin(w io.Writer, key *ecdsa.PrivateKey) error {
 	spki, err := relay.SPKIHash(&key.PublicKey)
 	if err != nil {
 		return err
 	}
-	fmt.Fprintln(stdout, spki)
+	fmt.Fprintln(w, spki)
 	return nil
 }
 
@@ -98,13 +101,10 @@ func keygen(args []string, stdout io.Writer) error {
 func pin(args []string, stdout io.Writer) error {
 	fs := newFlags("pin")
 	keyFile := fs.String("tls-key", "", "key file (as relay keygen writes)")
-	pos, err := parse(fs, args)
-	if err != nil {
+	if err := parseFlagsOnly(fs, args); err != nil {
 		return err
 	}
 	switch {
-	case len(pos) > 0:
-		return badUsage("unexpected argument %q", pos[0])
 	case *keyFile == "":
 		return badUsage("--tls-key is required (the key FILE)")
 	}
@@ -115,10 +115,5 @@ func pin(args []string, stdout io.Writer) error {
 		}
 		return fmt.Errorf("--tls-key: %w", err)
 	}
-	spki, err := relay.SPKIHash(&key.PublicKey)
-	if err != nil {
-		return err
-	}
-	fmt.Fprintln(stdout, spki)
-	return nil
+	return printPin(stdout, key)
 }

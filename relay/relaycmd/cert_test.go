@@ -52,6 +52,7 @@ func TestCertFlagErrors(t *testing.T) {
 		{[]string{"keygen"}, "--out"},
 		{[]string{"keygen", "--out", key, "extra"}, "unexpected argument"},
 		{[]string{"pin"}, "--tls-key"},
+		{[]string{"pin", "--tls-key", key, "extra"}, "unexpected argument \"extra\""},
 	}
 	for _, tt := range tests {
 		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
@@ -307,5 +308,29 @@ func TestServeACME(t *testing.T) {
 	code := run(context.Background(), []string{"serve", "--listen", "127.0.0.1:0", "--acme-domain", domain, "--acme-ca-root", empty}, io.Discard, &stderr)
 	if code == 0 || !strings.Contains(stderr.String(), "--acme-ca-root") {
 		t.Fatalf("empty --acme-ca-root: exit %d, %q", code, stderr.String())
+	}
+}
+
+// TestParseFlagsOnly: flags parse, a positional argument is a usage error
+// naming it, and a bad flag stays parse's error.
+func TestParseFlagsOnly(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string // "" for no error
+	}{
+		{[]string{"--out", "k"}, ""},
+		{[]string{"--out", "k", "extra"}, `unexpected argument "extra"`},
+		{[]string{"extra", "--out", "k"}, `unexpected argument "extra"`},
+		{[]string{"--nope"}, "--nope"},
+	} {
+		fs := newFlags("keygen")
+		out := fs.String("out", "", "")
+		err := parseFlagsOnly(fs, tc.args)
+		switch {
+		case tc.want == "" && (err != nil || *out != "k"):
+			t.Errorf("%q: %v, --out %q", tc.args, err, *out)
+		case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+			t.Errorf("%q: error %v, want one with %q", tc.args, err, tc.want)
+		}
 	}
 }

@@ -265,6 +265,19 @@ func parse(fs *pflag.FlagSet, args []string) ([]string, error) {
 	return fs.Args(), nil
 }
 
+// parseFlagsOnly is parse for a command that takes no positional
+// argument: one is a usage error.
+func parseFlagsOnly(fs *pflag.FlagSet, args []string) error {
+	pos, err := parse(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) > 0 {
+		return badUsage("unexpected argument %q", pos[0])
+	}
+	return nil
+}
+
 func newLogger(w io.Writer, level string) (*slog.Logger, error) {
 	var l slog.Level
 	if err := l.UnmarshalText([]byte(level)); err != nil {
@@ -299,12 +312,8 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	shutdownGrace := fs.Duration("shutdown-grace", relay.DefaultShutdownGrace, "on SIGTERM, stop admitting and send every session going-away within this long, then exit; 0s closes sessions at once")
 	noticeGrace := fs.Duration("notice-grace", relay.DefaultNoticeGrace, "POST /shed and a graceful stop (within half of --shutdown-grace) send each session a going-away notice datagram and serve it this long before closing it, so that clients move first; 0s closes at once")
 	upstream := fs.String("upstream", "", "comma-separated relay URLs to pull broadcasts from that are not published here; URL#spki=HEX pins the origin's key (needed for an http:// origin not on loopback)")
-	pos, err := parse(fs, args)
-	if err != nil {
+	if err := parseFlagsOnly(fs, args); err != nil {
 		return err
-	}
-	if len(pos) > 0 {
-		return badUsage("unexpected argument %q", pos[0])
 	}
 	var upstreams []string
 	if *upstream != "" {
@@ -514,12 +523,8 @@ func token(args []string, stdout io.Writer) error {
 	pub := fs.String("publish", "", "broadcast path prefix the token may publish under")
 	sub := fs.String("subscribe", "", "broadcast path prefix the token may subscribe under")
 	ttl := fs.Duration("ttl", time.Hour, "how long the token is valid")
-	pos, err := parse(fs, args)
-	if err != nil {
+	if err := parseFlagsOnly(fs, args); err != nil {
 		return err
-	}
-	if len(pos) > 0 {
-		return badUsage("unexpected argument %q", pos[0])
 	}
 	set := map[string]bool{}
 	fs.Visit(func(f *pflag.Flag) { set[f.Name] = true })
@@ -828,15 +833,12 @@ func loadgenCmd(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	reconnect := fs.Bool("reconnect", false, "a listener whose session or subscription ends resolves, reconnects and resubscribes")
 	idleTimeout := fs.Duration("idle-timeout", 30*time.Second, "QUIC idle timeout: how soon a listener notices a relay gone silent")
 	logLevel := fs.String("log-level", "warn", "debug, info, warn or error")
-	pos, err := parse(fs, args)
-	if err != nil {
+	if err := parseFlagsOnly(fs, args); err != nil {
 		return err
 	}
 	set := map[string]bool{}
 	fs.Visit(func(f *pflag.Flag) { set[f.Name] = true })
 	switch {
-	case len(pos) > 0:
-		return badUsage("unexpected argument %q", pos[0])
 	case (*rawURL == "") == (*router == ""):
 		return badUsage("give exactly one of --url URL or --router URL")
 	case *rawURL != "" && !strings.HasPrefix(*rawURL, "http://") && !strings.HasPrefix(*rawURL, "https://"):
@@ -923,13 +925,10 @@ func routerCmd(ctx context.Context, args []string, stderr io.Writer) error {
 	certFile := fs.String("cert", "", "serve over TLS with this certificate chain (PEM), re-read when it changes")
 	keyFile := fs.String("key", "", "the --cert private key (PEM)")
 	tlsKey := fs.String("tls-key", "", "serve over TLS with self-signed certificates for this key (relay keygen); clients pin its SPKI (logged as spki_sha256) with --router-spki")
-	pos, err := parse(fs, args)
-	if err != nil {
+	if err := parseFlagsOnly(fs, args); err != nil {
 		return err
 	}
 	switch {
-	case len(pos) > 0:
-		return badUsage("unexpected argument %q", pos[0])
 	case *listenAddr == "":
 		return badUsage("--listen is required (HOST:PORT)")
 	case *relaysFile == "":

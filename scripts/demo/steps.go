@@ -12,9 +12,9 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/relayfleet/relayfleet/infra/backend"
 	"github.com/relayfleet/relayfleet/infra/lab"
 	"github.com/relayfleet/relayfleet/infra/program"
+	"github.com/relayfleet/relayfleet/internal/ctxtime"
 	"github.com/relayfleet/relayfleet/sysctl"
 )
 
@@ -334,7 +334,7 @@ func (d *demo) eventUpStep(ctx context.Context) error {
 	d.eventUp = true
 	// New listeners arrive for the event; the router sends them where the
 	// headroom is: mostly the new, empty burst box.
-	if err := backend.Sleep(ctx, time.Until(eventStart)); err != nil {
+	if err := ctxtime.Sleep(ctx, time.Until(eventStart)); err != nil {
 		return err
 	}
 	d.mark("event starts")
@@ -366,7 +366,7 @@ func (d *demo) eventUpStep(ctx context.Context) error {
 }
 
 func (d *demo) eventDown(ctx context.Context) error {
-	if err := backend.Sleep(ctx, time.Until(eventStart.Add(41*time.Second))); err != nil {
+	if err := ctxtime.Sleep(ctx, time.Until(eventStart.Add(41*time.Second))); err != nil {
 		return err
 	}
 	d.mark("event ends")
@@ -383,7 +383,7 @@ func (d *demo) eventDown(ctx context.Context) error {
 		if i > 12 {
 			return fmt.Errorf("the event's box was not gone after %d reconciles", i+1)
 		}
-		if err := backend.Sleep(ctx, 5*time.Second); err != nil {
+		if err := ctxtime.Sleep(ctx, 5*time.Second); err != nil {
 			return err
 		}
 	}
@@ -408,7 +408,7 @@ func (d *demo) rollout(ctx context.Context) error {
 	if err := d.waitListeners(ctx, d.listeners, 30*time.Second); err != nil {
 		d.say("      %v", err)
 	}
-	if err := backend.Sleep(ctx, 3*time.Second); err != nil {
+	if err := ctxtime.Sleep(ctx, 3*time.Second); err != nil {
 		return err
 	}
 	for _, b := range d.procs {

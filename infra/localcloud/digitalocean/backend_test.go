@@ -2,9 +2,6 @@ package digitalocean
 
 import (
 	"context"
-	"crypto/ed25519"
-	"crypto/rand"
-	"encoding/pem"
 	"errors"
 	"fmt"
 	"net/http/httptest"
@@ -15,9 +12,8 @@ import (
 	"testing"
 	"time"
 
-	"golang.org/x/crypto/ssh"
-
 	"github.com/relayfleet/relayfleet/infra/backend"
+	"github.com/relayfleet/relayfleet/infra/backend/backendtest"
 	dobackend "github.com/relayfleet/relayfleet/infra/digitalocean"
 	"github.com/relayfleet/relayfleet/infra/localcloud"
 	"github.com/relayfleet/relayfleet/relay/testutil"
@@ -80,19 +76,7 @@ func testCtx(t *testing.T) context.Context {
 }
 
 func testSpec(t *testing.T, name, shape string, labels map[string]string) backend.Spec {
-	t.Helper()
-	_, priv, err := ed25519.GenerateKey(rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	block, err := ssh.MarshalPrivateKey(priv, "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	pub, _, _ := ed25519.GenerateKey(rand.Reader)
-	sp, _ := ssh.NewPublicKey(pub)
-	admin := strings.TrimSpace(string(ssh.MarshalAuthorizedKey(sp))) + " admin@example"
-	return backend.Spec{Name: name, Shape: shape, Location: "fra1", Labels: labels, HostKey: pem.EncodeToMemory(block), AuthorizedKeys: []string{admin}}
+	return backendtest.Spec(t, name, shape, "fra1", labels)
 }
 
 // TestBackendAgainstLocalCloud runs our DigitalOcean backend (godo) against

@@ -1,4 +1,4 @@
-package client
+package bpath
 
 import (
 	"slices"
@@ -21,11 +21,10 @@ func segments(p string) []string {
 	return out
 }
 
-// FuzzPath checks the client's copies of the relay's path functions
-// (cleanPath, stripPathPrefix, joinPath) against the same segment reference
-// as the relay's FuzzPath, so the two copies agree: cleaning keeps exactly
-// the segments and is idempotent, and prefix matching is segment-wise, so
-// "foo" is never a prefix of "foobar" however slashes are placed.
+// FuzzPath checks Clean, HasPrefix, StripPrefix and Join against the
+// segment reference: cleaning keeps exactly the segments and is
+// idempotent, and prefix matching is segment-wise, so "foo" is never a
+// prefix of "foobar" however slashes are placed.
 func FuzzPath(f *testing.F) {
 	for _, s := range [][2]string{
 		{"", ""}, {"/", "//"}, {"a", "a"}, {"a", "a/b"}, {"foo", "foobar"}, {"foo/", "/foo//bar/"},
@@ -35,32 +34,35 @@ func FuzzPath(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, rawPrefix, rawPath string) {
 		for _, raw := range []string{rawPrefix, rawPath} {
-			c := cleanPath(raw)
+			c := Clean(raw)
 			if want := strings.Join(segments(raw), "/"); c != want {
-				t.Fatalf("cleanPath(%q) = %q, want %q", raw, c, want)
+				t.Fatalf("Clean(%q) = %q, want %q", raw, c, want)
 			}
-			if cc := cleanPath(c); cc != c {
-				t.Fatalf("cleanPath not idempotent: %q -> %q -> %q", raw, c, cc)
+			if cc := Clean(c); cc != c {
+				t.Fatalf("Clean not idempotent: %q -> %q -> %q", raw, c, cc)
 			}
 			if strings.Contains(c, "//") || strings.HasPrefix(c, "/") || strings.HasSuffix(c, "/") {
-				t.Fatalf("cleanPath(%q) = %q: empty segment or slash at an end", raw, c)
+				t.Fatalf("Clean(%q) = %q: empty segment or slash at an end", raw, c)
 			}
 		}
-		prefix, path := cleanPath(rawPrefix), cleanPath(rawPath)
+		prefix, path := Clean(rawPrefix), Clean(rawPath)
 		ps, ss := segments(prefix), segments(path)
 		want := len(ps) <= len(ss) && slices.Equal(ps, ss[:len(ps)])
-		rest, ok := stripPathPrefix(prefix, path)
+		if got := HasPrefix(prefix, path); got != want {
+			t.Fatalf("HasPrefix(%q, %q) = %v, want %v", prefix, path, got, want)
+		}
+		rest, ok := StripPrefix(prefix, path)
 		if ok != want {
-			t.Fatalf("stripPathPrefix(%q, %q) ok = %v, want %v", prefix, path, ok, want)
+			t.Fatalf("StripPrefix(%q, %q) ok = %v, want %v", prefix, path, ok, want)
 		}
 		if !ok {
 			return
 		}
 		if w := strings.Join(ss[len(ps):], "/"); rest != w {
-			t.Fatalf("stripPathPrefix(%q, %q) = %q, want %q", prefix, path, rest, w)
+			t.Fatalf("StripPrefix(%q, %q) = %q, want %q", prefix, path, rest, w)
 		}
-		if j := joinPath(prefix, rest); j != path {
-			t.Fatalf("joinPath(%q, %q) = %q, want %q", prefix, rest, j, path)
+		if j := Join(prefix, rest); j != path {
+			t.Fatalf("Join(%q, %q) = %q, want %q", prefix, rest, j, path)
 		}
 	})
 }

@@ -1,0 +1,256 @@
+//go:build e2e
+
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/relayfleet/relayfleet/infra/events"
+	"github.com/relayfleet/relayfleet/infra/lab"
+	"github.com/relayfleet/relayfleet/infra/program"
+)
+
+// The set-up the end-to-end tests share: the Pulumi CLI, fleet and relay
+// built into a fresh work directory, and e2eLab, one test's own lab with
+// the fleet command pointed at it.
+
+func e2eBuild(t *testing.T, dir string) (fleetBin, relayBin string) {
+	t.Helper()
+	for _, b := range []struct{ out, pkg string }{
+		{filepath.Join(dir, "fleet"), "github.com/relayfleet/relayfleet/cmd/fleet"},
+		{filepath.Join(dir, "relay"), "github.com/relayfleet/relayfleet/cmd/relay"},
+	} {
+		cmd := exec.Command("go", "build", "-o", b.out, b.pkg)
+		cmd.Stderr = os.Stderr
+		if err := cmd.Run(); err != nil {
+			t.Fatalf("build %s: %v", b.pkg, err)
+		}
+	}
+	return filepath.Join(dir, "fleet"), filepath.Join(dir, "relay")
+}
+
+// e2eBuildSetup finds the Pulumi CLI and builds fleet and relay into a
+// fresh work directory; it needs no root.
+func e2eBuildSetup(t *testing.T) (cli, work, fleetBin, relayBin string) {
+	t.Helper()
+	cli, err := program.FindPulumi("")
+	if err != nil {
+		t.Fatalf("%v (make pulumi)", err)
+	}
+	work = t.TempDir()
+	fleetBin, relayBin = e2eBuild(t, work)
+	return cli, work, fleetBin, relayBin
+}
+
+// e2eSetup checks for root and the Pulumi CLI and builds fleet and relay
+// into a fresh work directory.
+func e2eSetup(t *testing.T) (cli, images, work, fleetBin, relayBin string) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Fatal("e2e: root is needed for lab boxes")
+	}
+	cli, work, fleetBin, relayBin = e2eBuildSetup(t)
+	return cli, labImages(), work, fleetBin, relayBin
+}
+
+func writeInventory(t *testing.T, path string, count int, shape string) {
+	t.Helper()
+	data, err := os.ReadFile("../../inventories/lab.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := strings.Replace(string(data), "    count: 2\n", "    count: "+string(rune('0'+count))+"\n", 1)
+	s = strings.Replace(s, "    shape: small\n    count:", "    shape: "+shape+"\n    count:", 1)
+	if !strings.Contains(s, "count: "+string(rune('0'+count))) {
+		t.Fatal("lab.yaml has no steady count: 2 to change")
+	}
+	if err := os.WriteFile(path, []byte(s), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func lastLine(s string) string {
+	s = strings.TrimSpace(s)
+	if i := strings.LastIndexByte(s, '\n'); i >= 0 {
+		return s[i+1:]
+	}
+	return s
+}
+
+// e2eLab is one end-to-end test's world: e2eSetup's binaries and work
+// directory, a state directory in it, the test's own lab (its own
+// directory, bridge and subnet), and the fleet command pointed at them.
+type e2eLab struct {
+	t                      *testing.T
+	cli, images, work      string
+	fleetBin, relayBin     string
+	state                  string // work/state
+	inv                    string // when set, --inventory of every fleet run
+	lab                    *lab.Lab
+	labDir, bridge, subnet string
+	owned                  map[string]string // the labels of the boxes the test owns; nil: all of the lab's
+}
+
+// newE2ELab runs e2eSetup and opens the lab at dir on bridge and subnet.
+// It deletes the boxes carrying owned (nil: every box) that an
+// interrupted run left there, and, when the test ends, those it leaves,
+// then cleans the lab up.
+func newE2ELab(t *testing.T, dir, bridge, subnet string, owned map[string]string) *e2eLab {
+	t.Helper()
+	e := &e2eLab{t: t, labDir: dir, bridge: bridge, subnet: subnet, owned: owned}
+	e.cli, e.images, e.work, e.fleetBin, e.relayBin = e2eSetup(t)
+	e.state = filepath.Join(e.work, "state")
+	l, err := lab.New(lab.Config{Dir: dir, ImageDir: e.images, Bridge: bridge, Subnet: netip.MustParsePrefix(subnet)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.lab = l
+	for _, b := range e.boxes(owned) { // left by an interrupted run
+		l.Delete(context.Background(), b.Name)
+	}
+	t.Cleanup(func() {
+		for _, b := range e.boxes(owned) {
+			l.Delete(context.Background(), b.Name)
+		}
+		l.Cleanup(context.Background())
+	})
+	return e
+}
+
+// boxes lists the lab's boxes carrying labels (nil: all).
+func (e *e2eLab) boxes(labels map[string]string) []lab.Box {
+	e.t.Helper()
+	bs, err := e.lab.List(context.Background(), labels)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return bs
+}
+
+// labFlags point fleet at the lab.
+func (e *e2eLab) labFlags() []string {
+	return []string{"--lab-dir", e.labDir, "--lab-images", e.images, "--lab-bridge", e.bridge, "--lab-subnet", e.subnet}
+}
+
+// withFlags is args with the flags that point fleet at this test's state,
+// Pulumi CLI and lab (and inventory, when e.inv is set), and the relay
+// binary but for destroy. "events report" gets none: it reads what its
+// args name.
+func (e *e2eLab) withFlags(args ...string) []string {
+	if len(args) > 1 && args[0] == "events" && args[1] == "report" {
+		return args
+	}
+	args = append(args, "--state-dir", e.state, "--pulumi", e.cli)
+	args = append(args, e.labFlags()...)
+	if e.inv != "" {
+		args = append(args, "--inventory", e.inv)
+	}
+	if args[0] != "destroy" {
+		args = append(args, "--relay-binary", e.relayBin)
+	}
+	return args
+}
+
+// cmd is fleet with args as they are, the empty passphrase in its
+// environment and a process group of its own (a test can stop or kill it
+// and its Pulumi CLI together).
+func (e *e2eLab) cmd(ctx context.Context, args ...string) *exec.Cmd {
+	cmd := exec.CommandContext(ctx, e.fleetBin, args...)
+	cmd.Env = append(os.Environ(), "PULUMI_CONFIG_PASSPHRASE=")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	return cmd
+}
+
+// run runs fleet with withFlags(args), stdin when not nil, for at most 20
+// minutes, and returns its output and exit code; a fleet that does not
+// start fails the test.
+func (e *e2eLab) run(stdin io.Reader, args ...string) (string, int) {
+	e.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
+	defer cancel()
+	cmd := e.cmd(ctx, e.withFlags(args...)...)
+	cmd.Stdin = stdin
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	start := time.Now()
+	err := cmd.Run()
+	code := 0
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	} else if err != nil {
+		e.t.Fatal(err)
+	}
+	e.t.Logf("fleet %s: exit %d after %.1fs\n%s", strings.Join(args[:min(len(args), 5)], " "), code, time.Since(start).Seconds(), out.String())
+	return out.String(), code
+}
+
+// fleet is run without stdin; an exit other than 0 fails the test.
+func (e *e2eLab) fleet(args ...string) string {
+	e.t.Helper()
+	out, code := e.run(nil, args...)
+	if code != 0 {
+		e.t.Fatalf("fleet %s: exit %d: %s", args[0], code, lastLine(out))
+	}
+	return out
+}
+
+// e2eEventFile is an events file for the fleet in lab.yaml with one event,
+// name, on 2026-12-01 from 20:00 to 21:00 UTC, broadcast live/NAME, of
+// peak listeners and at most two small burst boxes.
+func e2eEventFile(name string, peak int) string {
+	return fmt.Sprintf(`version: 1
+fleet: lab.yaml
+events:
+  - name: %s
+    start: 2026-12-01T20:00:00Z
+    end: 2026-12-01T21:00:00Z
+    peak_listeners: %d
+    broadcast: live/%s
+    burst:
+      provider: lab
+      shape: small
+      max: 2
+    lead_time: 10m
+    drain_time: 5m
+`, name, peak, name)
+}
+
+// record is the event's record in the state directory; none fails the
+// test.
+func (e *e2eLab) record(event string) *events.Record {
+	e.t.Helper()
+	rec, ok, err := events.ReadRecord(e.state, event)
+	if err != nil || !ok {
+		e.t.Fatalf("no record: %v", err)
+	}
+	return rec
+}
+
+// startRouter runs the real router on the relays file fleet keeps, on a
+// free loopback port, until ctx ends or the test does, and returns the
+// port.
+func (e *e2eLab) startRouter(ctx context.Context) int {
+	e.t.Helper()
+	port := freePort(e.t)
+	rctx, stop := context.WithCancel(ctx)
+	router := exec.CommandContext(rctx, e.relayBin, "router", "--listen", fmt.Sprintf("127.0.0.1:%d", port),
+		"--relays", filepath.Join(e.state, program.RelaysFile), "--poll", "200ms", "--log-level", "warn")
+	router.Stderr = os.Stderr
+	if err := router.Start(); err != nil {
+		stop()
+		e.t.Fatal(err)
+	}
+	e.t.Cleanup(func() { stop(); router.Wait() })
+	return port
+}
