@@ -24,7 +24,7 @@ func TestNextStep(t *testing.T) {
 		{"scheduled", &Record{Phase: Scheduled}, "up at 2026-12-05T18:30:00Z (in 30m0s)"},
 		{"up", &Record{Phase: Up}, "drain at 2026-12-05T21:00:00Z (in 3h0m0s)"},
 		{"up, resized in the files", &Record{Phase: Up, Suggested: &three}, "drain at 2026-12-05T21:00:00Z (in 3h0m0s) (the files size it at 3 boxes: fleet burst resize to shrink)"},
-		{"up, shrinking", &Record{Phase: Up, Shrink: &Shrink{To: 1}}, "resize down to 1 boxes: remove each box that goes once it holds no listener; drain at 2026-12-05T21:00:00Z (in 3h0m0s)"},
+		{"up, shrinking", &Record{Phase: Up, Shrink: &Shrink{To: 1}}, "resize down to 1 box: remove each box that goes once it holds no listener; drain at 2026-12-05T21:00:00Z (in 3h0m0s)"},
 		{"draining", &Record{Phase: Draining, DrainDeadline: now.Add(90 * time.Second)}, "destroy when no listener is left, at the latest 2026-12-05T18:01:30Z (in 1m30s)"},
 		{"creating", &Record{Phase: Creating}, "resume the cut-off run"},
 		{"destroying", &Record{Phase: Destroying}, "resume the cut-off run"},
