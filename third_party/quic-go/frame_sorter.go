@@ -34,9 +34,12 @@ type frameSorter struct {
 var errDuplicateStreamData = errors.New("duplicate stream data")
 
 func newFrameSorter() *frameSorter {
+	// relayfleet patch: queue is made on the first push and dropped
+	// whenever it empties (Pop): a Go map never shrinks, and a stream that
+	// received a message and then waits (most of a listener's) would keep
+	// its map's buckets for the life of the connection.
 	s := frameSorter{
-		gaps:  list.NewWithPool[byteInterval](&byteIntervalElementPool),
-		queue: make(map[protocol.ByteCount]frameSorterEntry),
+		gaps: list.NewWithPool[byteInterval](&byteIntervalElementPool),
 	}
 	s.gaps.PushFront(byteInterval{Start: 0, End: protocol.MaxByteCount})
 	return &s
@@ -173,6 +176,9 @@ func (s *frameSorter) push(data []byte, offset protocol.ByteCount, doneCb func()
 		return errors.New("too many gaps in received data")
 	}
 
+	if s.queue == nil { // relayfleet patch: see newFrameSorter
+		s.queue = make(map[protocol.ByteCount]frameSorterEntry)
+	}
 	s.queue[start] = frameSorterEntry{Data: data, DoneCb: doneCb}
 	return nil
 }
@@ -223,6 +229,9 @@ func (s *frameSorter) Pop() (protocol.ByteCount, []byte, func()) {
 		return s.readPos, nil, nil
 	}
 	delete(s.queue, s.readPos)
+	if len(s.queue) == 0 {
+		s.queue = nil // relayfleet patch: see newFrameSorter
+	}
 	offset := s.readPos
 	s.readPos += protocol.ByteCount(len(entry.Data))
 	if s.gaps.Front().Value.End <= s.readPos {
