@@ -173,3 +173,5 @@ require (
 	gopkg.in/tomb.v1 v1.0.0-20141024135613-dd632973f1e7 // indirect
 	lukechampine.com/frand v1.5.1 // indirect
 )
+
+replace github.com/quic-go/quic-go => ./third_party/quic-go

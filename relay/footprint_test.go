@@ -39,26 +39,38 @@ const footprintListeners = 100
 // publishers, and a subscription's writer runs only while it has
 // something to write (it was 7 per session: docs/benchmarks.md, "Memory
 // per listener"). The slack is for writers caught mid-write. Heap: live
-// bytes after a GC, about 48-52 KiB a session, nearly all of it quic-go's
-// connection state; the bound catches a per-session buffer added, not
-// noise (not checked under the race detector).
+// bytes after a GC, about 33-39 KiB a session with the quic-go patch
+// (45-50 without), nearly all of it quic-go's connection state; the bound
+// catches a per-session buffer added, not noise (not checked under the
+// race detector).
 const (
 	maxGoroutinesPerListener = 5.5
-	maxHeapPerListenerKiB    = 80
+	maxHeapPerListenerKiB    = 64
+	// maxTLSPerListenerKiB bounds what crypto/tls still holds per session
+	// after the handshake: about 9-10 KiB with quic-go as released (its
+	// tls.QUICConn, the handshake buffers, a tls.Config clone), under 1
+	// with the patched copy in third_party/quic-go that drops them
+	// (docs/quic-go-patch.md).
+	maxTLSPerListenerKiB = 2
 )
+
+// footprintProfileRate is the heap profile sampling rate while
+// TestListenerFootprint runs: fine enough to tell what crypto/tls holds
+// per session.
+const footprintProfileRate = 64
 
 // TestListenerFootprint connects footprintListeners real QUIC listeners
 // from another process (this test binary, TestFootprintListeners) to an
 // in-process relay serving a paced publisher, and checks the relay's
-// goroutines and live heap per listener session: only the relay's own
+// goroutines, live heap and what crypto/tls still holds per listener
+// session (the quic-go patch, docs/quic-go-patch.md): only the relay's own
 // count, since the listeners live elsewhere. RELAY_FOOTPRINT_HEAP=FILE
 // writes a heap profile of every allocation at the measurement:
 //
 //	RELAY_FOOTPRINT_HEAP=/tmp/heap.pprof go test -run 'TestListenerFootprint$' -v ./relay/
 func TestListenerFootprint(t *testing.T) {
-	if os.Getenv("RELAY_FOOTPRINT_HEAP") != "" {
-		runtime.MemProfileRate = 64 // every allocation, near enough
-	}
+	defer func(rate int) { runtime.MemProfileRate = rate }(runtime.MemProfileRate)
+	runtime.MemProfileRate = footprintProfileRate // every allocation, near enough
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	r := startRelay(t, relay.Config{})
@@ -75,6 +87,7 @@ func TestListenerFootprint(t *testing.T) {
 	// are in the baseline.
 	time.Sleep(500 * time.Millisecond)
 	g0, heap0, used0, alloc0 := footprint()
+	tls0 := heldBy("crypto/tls.")
 
 	cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^TestFootprintListeners$", "-test.v")
 	cmd.Env = append(os.Environ(), envFootprintURL+"="+relayURL(r, ""), envFootprintListeners+"="+strconv.Itoa(footprintListeners))
@@ -127,6 +140,7 @@ func TestListenerFootprint(t *testing.T) {
 		return float64(fewest-g0)/float64(max(sessions, 1)) <= maxGoroutinesPerListener
 	})
 	_, heap1, used1, alloc1 := footprint()
+	tls1 := heldBy("crypto/tls.")
 	if f := os.Getenv("RELAY_FOOTPRINT_HEAP"); f != "" { // a heap profile of the relay's process
 		if err := writeHeapProfile(f); err != nil {
 			t.Error(err)
@@ -140,8 +154,12 @@ func TestListenerFootprint(t *testing.T) {
 	heapPer := float64(int64(heap1)-int64(heap0)) / n / 1024
 	usedPer := float64(int64(used1)-int64(used0)) / n / 1024
 	allocPer := float64(int64(alloc1)-int64(alloc0)) / n / 1024
-	t.Logf("per listener session: %.2f goroutines, %.1f KiB live heap, goroutine stacks %.1f KiB used, %.1f KiB allocated (%d listeners, %s)",
-		gPer, heapPer, usedPer, allocPer, sessions, runtime.Version())
+	tlsPer := (tls1 - tls0) / n / 1024
+	t.Logf("per listener session: %.2f goroutines, %.1f KiB live heap (%.1f KiB of it allocated by crypto/tls), goroutine stacks %.1f KiB used, %.1f KiB allocated (%d listeners, %s)",
+		gPer, heapPer, tlsPer, usedPer, allocPer, sessions, runtime.Version())
+	if tlsPer > maxTLSPerListenerKiB {
+		t.Errorf("crypto/tls holds %.1f KiB per listener session after the handshake, want at most %d (is the quic-go replace in go.mod gone?)", tlsPer, maxTLSPerListenerKiB)
+	}
 	if gPer > maxGoroutinesPerListener {
 		t.Errorf("%.2f goroutines per listener session, want at most %.1f", gPer, maxGoroutinesPerListener)
 	}
@@ -160,6 +178,38 @@ func footprint() (goroutines int, heap, stackUsed, stackAlloc uint64) {
 	sm := []metrics.Sample{{Name: "/gc/scan/stack:bytes"}}
 	metrics.Read(sm)
 	return runtime.NumGoroutine(), ms.HeapAlloc, sm[0].Value.Uint64(), ms.StackInuse
+}
+
+// heldBy estimates the live heap bytes allocated with a function whose
+// name starts with prefix on the stack, from the heap profile as of the
+// last GC (footprint runs two), scaled for sampling as pprof does.
+func heldBy(prefix string) float64 {
+	n, _ := runtime.MemProfile(nil, true)
+	recs := make([]runtime.MemProfileRecord, n+64)
+	n, ok := runtime.MemProfile(recs, true)
+	if !ok {
+		return 0
+	}
+	var total float64
+	for _, r := range recs[:n] {
+		objs, bytes := r.InUseObjects(), r.InUseBytes()
+		if objs <= 0 || bytes <= 0 {
+			continue
+		}
+		frames := runtime.CallersFrames(r.Stack())
+		for {
+			f, more := frames.Next()
+			if strings.HasPrefix(f.Function, prefix) {
+				avg := float64(bytes) / float64(objs)
+				total += float64(bytes) / (1 - math.Exp(-avg/float64(runtime.MemProfileRate)))
+				break
+			}
+			if !more {
+				break
+			}
+		}
+	}
+	return total
 }
 
 func writeHeapProfile(name string) error {

@@ -176,8 +176,9 @@ func quicConfig() *quic.Config {
 
 // DefaultGCPercent is the Go GC target Run sets unless GOGC is in the
 // environment: the heap may grow 50% past the live heap between
-// collections instead of Go's 100%. A listener holds about 50 KiB of live
-// heap, so the headroom is a large share of its RSS: 15-20% less RSS per
+// collections instead of Go's 100%. A listener holds about 35 KiB of live
+// heap (50 before the quic-go patch, docs/quic-go-patch.md), so the
+// headroom is a large share of its RSS: 15-20% less RSS per
 // listener at 500 and 1,000 listeners, no CPU cost per packet the bench
 // could tell from its noise (docs/benchmarks.md, "Memory per listener").
 const DefaultGCPercent = 50
