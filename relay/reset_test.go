@@ -209,9 +209,13 @@ func restartAfter(t *testing.T, secretA, secretB []byte, poke string, settle, ke
 	}
 	defer b.Close()
 	defer a.Close()
+	// The client may have sent B something of its own already (a path
+	// MTU probe, an ACK) while B came up; what that drew is the answer,
+	// judged like the poke's.
 	select {
 	case <-conn.Context().Done():
-		t.Fatalf("the client's connection ended before anything reached B: %v", context.Cause(conn.Context()))
+		t.Logf("the client's connection ended before the poke, on a packet of its own")
+		return 0, context.Cause(conn.Context())
 	default:
 	}
 	poked := time.Now()
