@@ -164,8 +164,13 @@ func FuzzLoadEvents(f *testing.F) {
 		e, fl, err := LoadEvents(path, cat)
 		if err != nil {
 			files := []string{path}
-			if e, ok := peek.Fleet.(string); ok {
-				files = append(files, filepath.Join(dir, e))
+			// The fleet field as the loader reads it: a string, also where
+			// YAML alone would make it a number ("fleet: 00").
+			var asString struct {
+				Fleet string `yaml:"fleet"`
+			}
+			if yaml.Unmarshal(data, &asString) == nil && asString.Fleet != "" {
+				files = append(files, filepath.Join(dir, asString.Fleet))
 			}
 			checkLoadError(t, err, files...)
 			return
