@@ -199,7 +199,7 @@ func TestE2EKeyRotationInPlace(t *testing.T) {
 	if code == 0 || !strings.Contains(lastLine(out), "--yes") || !strings.Contains(lastLine(out), after[0].Name) || strings.Contains(lastLine(out), after[1].Name+",") {
 		t.Fatalf("up of a replace with a listener, no terminal, no --yes: exit %d, last line %q; want a refusal naming %s and --yes", code, lastLine(out), after[0].Name)
 	}
-	if !strings.Contains(out, "1 listeners") || !strings.Contains(out, "0 listeners") || strings.Count(out, "replace (") != 2 {
+	if !strings.Contains(out, " 1 listener\n") || !strings.Contains(out, " 0 listeners\n") || strings.Count(out, "replace (") != 2 {
 		t.Fatalf("up did not show the two boxes it would replace with their listeners:\n%s", out)
 	}
 	if bs := boxes(); len(bs) != 2 || bs[0].Name != after[0].Name || !bs[0].Created.Equal(after[0].Created) {

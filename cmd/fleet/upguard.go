@@ -134,7 +134,7 @@ func confirmGoing(w io.Writer, in io.Reader, terminal, yes bool, boxes []doomedB
 		return nil
 	}
 	if !terminal {
-		return fmt.Errorf("flag --yes: %s would %s %s that serve listeners or could not be read (%s, %s): confirm on a terminal or give --yes",
+		return fmt.Errorf("flag --yes: %s would %s %s serving listeners or whose listeners could not be read (%s, %s): confirm on a terminal or give --yes",
 			cmd, verb, plural(len(serving), "box", "boxes"), strings.Join(serving, ", "), plural(int(total), "listener", "listeners"))
 	}
 	fmt.Fprintf(w, "%s %s serving listeners (%s)? Type yes to go ahead: ", strings.ToUpper(verb[:1])+verb[1:], plural(len(serving), "box", "boxes"), strings.Join(serving, ", "))

@@ -98,7 +98,7 @@ func TestConfirmDestroy(t *testing.T) {
 	boxes := []doomedBox{doomed("lab-s-a-1", program.OpDelete, 4, nil), doomed("lab-s-a-2", program.OpDelete, 0, nil)}
 	var out bytes.Buffer
 	err := confirmGoing(&out, strings.NewReader(""), false, false, boxes, "destroy", "destroy")
-	if err == nil || err.Error() != "flag --yes: destroy would destroy 1 box that serve listeners or could not be read (lab-s-a-1, 4 listeners): confirm on a terminal or give --yes" {
+	if err == nil || err.Error() != "flag --yes: destroy would destroy 1 box serving listeners or whose listeners could not be read (lab-s-a-1, 4 listeners): confirm on a terminal or give --yes" {
 		t.Fatalf("no terminal, no --yes: %v", err)
 	}
 	if !strings.Contains(out.String(), "destroy would destroy 2 boxes:") || !strings.Contains(out.String(), "lab-s-a-1") || !strings.Contains(out.String(), "4 listeners") {
