@@ -9,8 +9,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/pulumi/pulumi/sdk/v3/go/auto"
-
 	"github.com/relayfleet/relayfleet/infra/events"
 	"github.com/relayfleet/relayfleet/infra/program"
 	"github.com/relayfleet/relayfleet/infra/provider"
@@ -66,7 +64,7 @@ func doomedListeners(ctx context.Context, s *stackFlags, st *program.Stack, doom
 	defer cancel()
 	known := map[string]program.HostEntry{}
 	if outs, err := st.ReadOutputs(ctx, nil); err == nil && len(outs) > 0 {
-		hosts, _ := program.HostsFromOutputs(auto.OutputMap{"hosts": {Value: outs[0].Outputs["hosts"]}})
+		hosts, _ := outs[0].Hosts()
 		for _, h := range hosts {
 			known[h.Name] = h
 		}

@@ -21,7 +21,6 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/pulumi/pulumi/sdk/v3/go/auto"
 	"golang.org/x/crypto/ssh"
 
 	"github.com/relayfleet/relayfleet/infra/events"
@@ -153,7 +152,7 @@ func FromOutputs(f *inventories.Fleet, steady string, stacks []program.StackOutp
 		if s, ok := v.(string); ok && s == "[secret]" {
 			return nil, fmt.Errorf("stack %s: the hosts output is secret; fleet up again to rewrite it", so.Stack)
 		}
-		entries, err := program.HostsFromOutputs(outputMap(v))
+		entries, err := so.Hosts()
 		if err != nil {
 			return nil, fmt.Errorf("stack %s: %w", so.Stack, err)
 		}
@@ -204,9 +203,6 @@ func FromOutputs(f *inventories.Fleet, steady string, stacks []program.StackOutp
 	set.Hosts = append(set.Hosts, eventHosts...)
 	return set, nil
 }
-
-// outputMap wraps one "hosts" output value as HostsFromOutputs reads it.
-func outputMap(v any) auto.OutputMap { return auto.OutputMap{"hosts": {Value: v}} }
 
 // fromEntry checks one stack output entry.
 func fromEntry(stack string, e program.HostEntry) (Host, error) {

@@ -27,6 +27,12 @@ type StackOutputs struct {
 	Outputs map[string]any
 }
 
+// Hosts reads the stack's "hosts" output, as HostsFromOutputs does (none:
+// nil).
+func (o StackOutputs) Hosts() ([]HostEntry, error) {
+	return HostsFromOutputs(auto.OutputMap{"hosts": {Value: o.Outputs["hosts"]}})
+}
+
 // ReadOutputs reads the outputs of the stack and of every other stack of
 // the project in its backend whose name also accepts (nil: none), read
 // only: no stack is created, no program runs, no secret is decrypted
