@@ -71,6 +71,20 @@ func loopbackSSHD(t *testing.T, key ssh.PublicKey) (addr, hostKey string) {
 	return addr, strings.TrimSpace(string(ssh.MarshalAuthorizedKey(host.PublicKey())))
 }
 
+// cloudFleetFiles writes cloudFleet to an inventory file in a temporary
+// directory and loads it; state is the state dir beside it (not made).
+func cloudFleetFiles(t *testing.T) (f *inventories.Fleet, inv, state string) {
+	t.Helper()
+	dir := t.TempDir()
+	inv = filepath.Join(dir, "fleet.yaml")
+	testutil.WriteFile(t, inv, []byte(cloudFleet), 0o644)
+	f, err := loadFleet(inv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return f, inv, filepath.Join(dir, "state")
+}
+
 const cloudFleet = `version: 1
 name: cloud
 steady:
@@ -103,14 +117,7 @@ func TestHostsStatusConvergeOnCloudStack(t *testing.T) {
 	other, _ := ssh.ParsePrivateKey(otherPEM)
 	otherKey := strings.TrimSpace(string(ssh.MarshalAuthorizedKey(other.PublicKey())))
 
-	dir := t.TempDir()
-	inv := filepath.Join(dir, "fleet.yaml")
-	testutil.WriteFile(t, inv, []byte(cloudFleet), 0o644)
-	f, err := loadFleet(inv)
-	if err != nil {
-		t.Fatal(err)
-	}
-	state := filepath.Join(dir, "state")
+	f, inv, state := cloudFleetFiles(t)
 	host := func(name, group, backend, key string, ports ...int) map[string]any {
 		return map[string]any{"name": name, "group": group, "backend": backend, "address": "127.0.0.1",
 			"sshAddress": addr, "hostKey": key, "user": "root", "ports": ports}
@@ -212,14 +219,7 @@ func TestHostWarningsGoToTheCommandsStderr(t *testing.T) {
 		t.Skip("runs the Pulumi CLI")
 	}
 	withKeys(t, signingKey+"\n", testNow)
-	dir := t.TempDir()
-	inv := filepath.Join(dir, "fleet.yaml")
-	testutil.WriteFile(t, inv, []byte(cloudFleet), 0o644)
-	f, err := loadFleet(inv)
-	if err != nil {
-		t.Fatal(err)
-	}
-	state := filepath.Join(dir, "state")
+	f, _, state := cloudFleetFiles(t)
 	host := func(name string) map[string]any {
 		return map[string]any{"name": name, "group": "fsn", "backend": "hcloud", "address": "127.0.0.1",
 			"sshAddress": "127.0.0.1:22", "hostKey": "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOMqqnkVzrm0SdG6UOoqKLsabgH5C9okWi0dh2l9GKJl", "user": "root", "ports": []int{4443}}

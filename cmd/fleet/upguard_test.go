@@ -6,7 +6,6 @@ import (
 	"errors"
 	"io"
 	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -125,14 +124,7 @@ func TestDoomedListenersReadTheStack(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs the Pulumi CLI")
 	}
-	dir := t.TempDir()
-	inv := filepath.Join(dir, "fleet.yaml")
-	testutil.WriteFile(t, inv, []byte(cloudFleet), 0o644)
-	f, err := loadFleet(inv)
-	if err != nil {
-		t.Fatal(err)
-	}
-	state := filepath.Join(dir, "state")
+	f, _, state := cloudFleetFiles(t)
 	closed := "127.0.0.1:" + testutil.FreePort(t)
 	putStack(t, state, f, "cloud", map[string]any{"fleet": "cloud", "hosts": []any{map[string]any{
 		"name": "cloud-s-fsn-1", "group": "fsn", "backend": "hcloud", "address": "127.0.0.1",
