@@ -45,16 +45,7 @@ func startRelayProcess(t *testing.T, ctx context.Context, bin string, args ...st
 		_ = serve.Process.Signal(os.Interrupt)
 		_ = serve.Wait()
 	})
-	if !testutil.Poll(20*time.Second, func() bool {
-		resp, err := http.Get("http://" + addr + "/healthz")
-		if err != nil {
-			return false
-		}
-		resp.Body.Close()
-		return resp.StatusCode == http.StatusOK
-	}) {
-		t.Fatalf("relay did not start: %s", serveErr.String())
-	}
+	waitHealthy(t, addr, serveErr)
 	return serve, addr
 }
 

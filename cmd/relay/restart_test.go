@@ -35,6 +35,14 @@ func startServeOn(t *testing.T, bin, addr string, args ...string) *exec.Cmd {
 		_ = cmd.Process.Kill()
 		_ = cmd.Wait()
 	})
+	waitHealthy(t, addr, logs)
+	return cmd
+}
+
+// waitHealthy waits up to 20 s for the relay on addr to answer /healthz,
+// failing the test with its log otherwise.
+func waitHealthy(t *testing.T, addr string, logs *lockedBuffer) {
+	t.Helper()
 	if !testutil.Poll(20*time.Second, func() bool {
 		resp, err := http.Get("http://" + addr + "/healthz")
 		if err != nil {
@@ -45,7 +53,6 @@ func startServeOn(t *testing.T, bin, addr string, args ...string) *exec.Cmd {
 	}) {
 		t.Fatalf("relay did not start: %s", logs.String())
 	}
-	return cmd
 }
 
 // dialSession opens a raw QUIC moq-lite session to addr.
