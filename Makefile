@@ -28,7 +28,7 @@ test: ## unit tests with the race detector, plus the architecture rules; as root
 test-long: ## the tests -short skips, except make test-hostile's and make test-listen's: the relay binary, the heavy mass-disconnect test, the tests that run the Pulumi CLI, SIGINT/SIGTERM to every long-running fleet command (a few minutes)
 	$(GO) test -race -count=1 -timeout 10m -run 'TestServePublishListen|TestRestartedProcessResetsAndSIGTERMSheds' ./cmd/relay/
 	$(GO) test -count=1 -timeout 10m -tags heavy -run TestMassDisconnect -v ./relay/
-	$(GO) test -race -count=1 -timeout 10m -run 'TestPulumiStore|TestReadOutputsWithoutUp|TestConfigComesBackFromTheBackend|TestHostsStatusConvergeOnCloudStack' ./infra/events/ ./infra/program/ ./cmd/fleet/
+	$(GO) test -race -count=1 -timeout 10m -run 'TestPulumiStore|TestReadOutputsWithoutUp|TestConfigComesBackFromTheBackend|TestHostsStatusConvergeOnCloudStack|TestHostWarningsGoToTheCommandsStderr|TestDoomedListenersReadTheStack' ./infra/events/ ./infra/program/ ./cmd/fleet/
 	$(GO) test -count=1 -timeout 10m -run TestSignalsEndCommands -v ./cmd/fleet/
 
 lint: staticcheck ## gofmt, go vet, go mod tidy -diff and staticcheck (pinned, staticcheck.conf) must be clean

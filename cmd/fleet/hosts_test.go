@@ -215,9 +215,7 @@ func TestHostsNeedsAStack(t *testing.T) {
 // inventory differ (two steady boxes where the inventory wants one), the
 // warning goes to the command's error stream, not the process's.
 func TestHostWarningsGoToTheCommandsStderr(t *testing.T) {
-	if testing.Short() {
-		t.Skip("runs the Pulumi CLI")
-	}
+	testutil.Short(t, "make test-long (runs the Pulumi CLI)")
 	withKeys(t, signingKey+"\n", testNow)
 	f, _, state := cloudFleetFiles(t)
 	host := func(name string) map[string]any {

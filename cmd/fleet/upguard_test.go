@@ -121,9 +121,7 @@ func TestConfirmDestroy(t *testing.T) {
 // instead of calling every box "not among the stack's recorded hosts".
 // The box's sshd is a closed port: the probe is tried and fails on it.
 func TestDoomedListenersReadTheStack(t *testing.T) {
-	if testing.Short() {
-		t.Skip("runs the Pulumi CLI")
-	}
+	testutil.Short(t, "make test-long (runs the Pulumi CLI)")
 	f, _, state := cloudFleetFiles(t)
 	closed := "127.0.0.1:" + testutil.FreePort(t)
 	putStack(t, state, f, "cloud", map[string]any{"fleet": "cloud", "hosts": []any{map[string]any{
