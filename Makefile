@@ -23,6 +23,7 @@ test: ## unit tests with the race detector, plus the architecture rules; as root
 	scripts/deps.sh test
 	@if [ "$$CI" = true ]; then $(MAKE) --no-print-directory pulumi; fi
 	$(GO) test -race -short ./...
+	$(GO) -C third_party/quic-go test -race -run TestRelayfleet . ./internal/ackhandler/
 	@if [ "$$CI" = true ]; then $(MAKE) --no-print-directory test-long; fi
 
 test-long: ## the tests -short skips, except make test-hostile's and make test-listen's: the relay binary, the heavy mass-disconnect test, the tests that run the Pulumi CLI, SIGINT/SIGTERM to every long-running fleet command (a few minutes)

@@ -33,18 +33,19 @@ const (
 const footprintListeners = 100
 
 // Bounds per listener session (issue 17: at most 96 KiB of RSS per
-// listener). Goroutines: quic-go's connection loop and send queue, the
-// session's bidi accept loop, the announce stream the relay reads and the
-// subscribe stream it reads; the uni-stream accept loop starts only for
-// publishers, and a subscription's writer runs only while it has
-// something to write (it was 7 per session: docs/benchmarks.md, "Memory
-// per listener"). The slack is for writers caught mid-write. Heap: live
+// listener). Goroutines: quic-go's connection loop (packets are written
+// from it: Config.SendQueue off, no send queue goroutine), the session's
+// bidi accept loop, the announce stream the relay reads and the subscribe
+// stream it reads; the uni-stream accept loop starts only for publishers,
+// and a subscription's writer runs only while it has something to write
+// (it was 7 per session: docs/benchmarks.md, "Memory per listener"). The
+// slack is for writers caught mid-write. Heap: live
 // bytes after a GC, about 33-39 KiB a session with the quic-go patch
 // (45-50 without), nearly all of it quic-go's connection state; the bound
 // catches a per-session buffer added, not noise (not checked under the
 // race detector).
 const (
-	maxGoroutinesPerListener = 5.5
+	maxGoroutinesPerListener = 4.5
 	maxHeapPerListenerKiB    = 64
 	// maxTLSPerListenerKiB bounds what crypto/tls still holds per session
 	// after the handshake: about 9-10 KiB with quic-go as released (its

@@ -1,6 +1,7 @@
 package relay
 
 import (
+	"cmp"
 	"context"
 	"crypto/ecdsa"
 	"crypto/tls"
@@ -33,6 +34,18 @@ const DefaultUDPBuffer = 16 << 20
 // kernel floor uses (on the bench machine: 2.6 us of CPU per packet,
 // against 7.2 us with one sendmsg each; docs/benchmarks.md).
 const DefaultSendBatch = udpbatch.DefaultSize
+
+// DefaultAckDelay is Config.AckDelay's default: longer than the 120 ms
+// between a listener's audio packets, so that the relay's acknowledgement
+// of what a listener sends (its ACKs carry a MAX_STREAMS for every group
+// stream it finished) rides on the next audio packet instead of leaving
+// in a packet of its own 25 ms later, quic-go's default: about half the
+// packets the relay sends, 12% of its CPU at 2,000 listeners
+// (docs/benchmarks.md, "Fewer packets, fewer goroutines").
+const DefaultAckDelay = 200 * time.Millisecond
+
+// MaxAckDelay is the longest Config.AckDelay may be.
+const MaxAckDelay = time.Second
 
 // Defaults of the TCP side's limits (Config.HTTPTimeout, Config.MaxConns).
 const (
@@ -82,6 +95,16 @@ type Config struct {
 	// relay/internal/udpbatch). 0 means DefaultSendBatch; 1 (or negative)
 	// sends every packet with its own sendmsg, as quic-go does alone.
 	SendBatch int
+	// AckDelay is the longest the relay delays an acknowledgement (QUIC's
+	// max_ack_delay, which it advertises, so peers wait for it before
+	// they retransmit). 0 means DefaultAckDelay; 25 ms is quic-go's own.
+	// It needs the patched quic-go (docs/quic-go-patch.md).
+	AckDelay time.Duration
+	// SendQueue hands each connection's packets to a goroutine of its
+	// own, quic-go's send queue, instead of writing them from the
+	// connection's loop (the default, with the patched quic-go): one
+	// goroutine, and its stack, more per listener. For comparison.
+	SendQueue bool
 	// Upstreams are relay URLs to pull broadcasts from that are not
 	// published locally (cluster links; see ServerOptions.Upstreams). Each
 	// may pin the origin's key as #spki=HEX; see CheckUpstream.
@@ -154,9 +177,13 @@ func (cfg *Config) budget(logger *slog.Logger) int64 {
 }
 
 // quicConfig keeps per-connection state small: one audio track needs few
-// streams and small windows.
-func quicConfig() *quic.Config {
+// streams and small windows; packets are written from the connection's
+// own loop (one goroutine fewer per listener) and ACKs wait for the next
+// audio packet.
+func (cfg *Config) quicConfig() *quic.Config {
 	return &quic.Config{
+		MaxAckDelay:       cmp.Or(cfg.AckDelay, DefaultAckDelay),
+		SendSynchronously: !cfg.SendQueue,
 		// A listener opens a handful of bidi streams (setup, subscribe,
 		// announce); an edge relay opens one per track it pulls.
 		MaxIncomingStreams:    100,
@@ -228,6 +255,9 @@ func Start(ctx context.Context, cfg Config) (*Relay, error) {
 	host, _, err := net.SplitHostPort(addr)
 	if err != nil {
 		return nil, fmt.Errorf("listen address %q: %w", addr, err)
+	}
+	if cfg.AckDelay < 0 || cfg.AckDelay > MaxAckDelay {
+		return nil, fmt.Errorf("ack delay %s: want 0 (the default, %s) up to %s", cfg.AckDelay, DefaultAckDelay, MaxAckDelay)
 	}
 	for _, u := range cfg.Upstreams {
 		if err := CheckUpstream(u); err != nil {
@@ -312,7 +342,7 @@ func Start(ctx context.Context, cfg Config) (*Relay, error) {
 	}
 	r.tr = &quic.Transport{Conn: cc, StatelessResetKey: resetKey}
 	err = withoutGSO(func() (err error) { // gso.go: 1,452-byte packet buffers, not 20 KiB
-		r.ql, err = r.tr.Listen(tlsConf, quicConfig())
+		r.ql, err = r.tr.Listen(tlsConf, cfg.quicConfig())
 		return err
 	})
 	if err != nil {

@@ -17,10 +17,11 @@
 // relay/procstat; the load
 // generator's sockets count too). Every run's figures follow, with the
 // load average. CPU, RSS, packets and the UDP counters are taken over the
-// measurement window only, after every listener has connected. The two
-// send paths (--send-batch 64, the default, and 1, quic-go alone) run at
-// every step (--groups adds ~1 s groups). `make bench-relay` runs it (about
-// 10 minutes on a quiet 2-core machine);
+// measurement window only, after every listener has connected. Three
+// variants run at every step: the relay's defaults, quic-go's own ACK
+// delay and send queue (--ack-delay 25ms --send-queue), and one sendmsg
+// per packet (--send-batch 1) (--groups adds ~1 s groups). `make
+// bench-relay` runs it (about 15 minutes on a quiet 2-core machine);
 // `make bench-relay BENCH_QUICK=1` runs --quick (about 2 minutes).
 package main
 
@@ -60,7 +61,8 @@ type variant struct {
 	frameSize      int
 	sendBatch      int // --send-batch: 1 is one sendmsg per packet
 	steps          []int
-	profile        string // CPU profile file name at --profile-at ("" none)
+	profile        string   // CPU profile file name at --profile-at ("" none)
+	flags          []string // more relay serve flags
 }
 
 // The kernel floor: one socket sending 520-byte packets to 1,000 loopback
@@ -128,15 +130,17 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "bench: --runs %d: want at least 1\n", *runs)
 		return 2
 	}
-	// Both send paths at every step, so that each lever is measured
-	// against the other in the same run.
+	// The relay as deployed, and each lever turned off, at every step, so
+	// that each is measured against the others in the same run.
+	const frames = "120 ms frames, 1 frame per group, 16 MiB buffer"
 	variants := []variant{
-		{"120 ms frames, 1 frame per group, 16 MiB buffer, sendmmsg batches (--send-batch 64, the default)", 16 << 20, 120 * time.Millisecond, 1, 600, 64, steps, "relay-cpu-%d.pprof"},
-		{"120 ms frames, 1 frame per group, 16 MiB buffer, one sendmsg per packet (--send-batch 1, quic-go alone)", 16 << 20, 120 * time.Millisecond, 1, 600, 1, steps, "relay-cpu-%d-sendmsg.pprof"},
+		{frames + ", the relay's defaults (sendmmsg batches of 64, ACKs delayed up to 200 ms, packets written from the connection's loop)", 16 << 20, 120 * time.Millisecond, 1, 600, 64, steps, "relay-cpu-%d.pprof", nil},
+		{frames + ", quic-go's ACK delay and send queue (--ack-delay 25ms --send-queue)", 16 << 20, 120 * time.Millisecond, 1, 600, 64, steps, "relay-cpu-%d-quicgo.pprof", []string{"--ack-delay", "25ms", "--send-queue"}},
+		{frames + ", one sendmsg per packet (--send-batch 1)", 16 << 20, 120 * time.Millisecond, 1, 600, 1, steps, "relay-cpu-%d-sendmsg.pprof", nil},
 	}
 	if *groups {
 		variants = append(variants,
-			variant{"120 ms frames, 8 frames per group (0.96 s groups), 16 MiB buffer, sendmmsg batches", 16 << 20, 120 * time.Millisecond, 8, 600, 64, steps[len(steps)-1:], ""})
+			variant{"120 ms frames, 8 frames per group (0.96 s groups), 16 MiB buffer, the relay's defaults", 16 << 20, 120 * time.Millisecond, 8, 600, 64, steps[len(steps)-1:], "", nil})
 	}
 	fmt.Fprintf(stdout, "Machine: %s; %s; %s.\n\nDate: %s. Load average at the start: %s. Window %v per run, %d runs per step.\n\n",
 		machine(), kernel(), runtime.Version(), time.Now().UTC().Format("2006-01-02 15:04 MST"), loadAvg(), *window, *runs)
@@ -323,7 +327,8 @@ func step(ctx context.Context, bin string, v variant, n int, window time.Duratio
 		return result{}, fmt.Errorf("kernel floor: %w", err)
 	}
 	began := time.Now()
-	cmd := exec.Command(bin, "serve", "--listen", "127.0.0.1:0", "--udp-buffer", strconv.Itoa(v.buffer), "--send-batch", strconv.Itoa(v.sendBatch), "--pprof", "--log-level", "info")
+	args := []string{"serve", "--listen", "127.0.0.1:0", "--udp-buffer", strconv.Itoa(v.buffer), "--send-batch", strconv.Itoa(v.sendBatch), "--pprof", "--log-level", "info"}
+	cmd := exec.Command(bin, append(args, v.flags...)...)
 	cmd.Env = append(os.Environ(), "QUIC_GO_DISABLE_RECEIVE_BUFFER_WARNING=1")
 	errPipe, err := cmd.StderrPipe()
 	if err != nil {

@@ -52,6 +52,12 @@ func validateConfig(config *Config) error {
 	if config.InitialPacketSize > protocol.MaxPacketBufferSize {
 		config.InitialPacketSize = protocol.MaxPacketBufferSize
 	}
+	if config.MaxAckDelay < 0 {
+		return fmt.Errorf("invalid MaxAckDelay: %s", config.MaxAckDelay)
+	}
+	if config.MaxAckDelay > protocol.MaxMaxAckDelay-protocol.TimerGranularity {
+		config.MaxAckDelay = protocol.MaxMaxAckDelay - protocol.TimerGranularity
+	}
 	// check that all QUIC versions are actually supported
 	for _, v := range config.Versions {
 		if !protocol.IsValidVersion(v) {
@@ -126,7 +132,17 @@ func populateConfig(config *Config) *Config {
 		InitialPacketSize:                config.InitialPacketSize,
 		DisablePathMTUDiscovery:          config.DisablePathMTUDiscovery,
 		EnableStreamResetPartialDelivery: config.EnableStreamResetPartialDelivery,
+		MaxAckDelay:                      config.MaxAckDelay,
+		SendSynchronously:                config.SendSynchronously,
 		Allow0RTT:                        config.Allow0RTT,
 		Tracer:                           config.Tracer,
 	}
+}
+
+// maxAckDelay is how long this endpoint delays an ACK (relayfleet patch).
+func (c *Config) maxAckDelay() time.Duration {
+	if c.MaxAckDelay == 0 {
+		return protocol.DefaultMaxAckDelay
+	}
+	return c.MaxAckDelay
 }

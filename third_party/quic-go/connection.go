@@ -332,7 +332,7 @@ var newConnection = func(
 		MaxIdleTimeout:                  s.config.MaxIdleTimeout,
 		MaxBidiStreamNum:                protocol.StreamNum(s.config.MaxIncomingStreams),
 		MaxUniStreamNum:                 protocol.StreamNum(s.config.MaxIncomingUniStreams),
-		MaxAckDelay:                     ackhandler.MaxAckDelay + protocol.TimerGranularity,
+		MaxAckDelay:                     s.config.maxAckDelay() + protocol.TimerGranularity,
 		AckDelayExponent:                protocol.AckDelayExponent,
 		MaxUDPPayloadSize:               protocol.MaxPacketBufferSize,
 		StatelessResetToken:             &statelessResetToken,
@@ -473,7 +473,7 @@ var newClientConnection = func(
 		MaxIdleTimeout:                 s.config.MaxIdleTimeout,
 		MaxBidiStreamNum:               protocol.StreamNum(s.config.MaxIncomingStreams),
 		MaxUniStreamNum:                protocol.StreamNum(s.config.MaxIncomingUniStreams),
-		MaxAckDelay:                    ackhandler.MaxAckDelay + protocol.TimerGranularity,
+		MaxAckDelay:                    s.config.maxAckDelay() + protocol.TimerGranularity,
 		MaxUDPPayloadSize:              protocol.MaxPacketBufferSize,
 		AckDelayExponent:               protocol.AckDelayExponent,
 		// For interoperability with quic-go versions before May 2023, this value must be set to a value
@@ -513,11 +513,34 @@ var newClientConnection = func(
 	return &wrappedConn{Conn: s}
 }
 
+// newSender makes the connection's sender: the send queue, or with
+// Config.SendSynchronously a sender that writes from the run loop
+// (relayfleet patch).
+func (c *Conn) newSender() sender {
+	if c.config.SendSynchronously {
+		return newSyncSender(c.conn, c.destroyImpl)
+	}
+	return newSendQueue(c.conn)
+}
+
+// startSendQueue starts the send queue's goroutine; a synchronous sender
+// needs none (relayfleet patch).
+func (c *Conn) startSendQueue() {
+	if c.config.SendSynchronously {
+		return
+	}
+	go func() {
+		if err := c.sendQueue.Run(); err != nil {
+			c.destroyImpl(err)
+		}
+	}()
+}
+
 func (c *Conn) preSetup() {
 	c.largestRcvdAppData = protocol.InvalidPacketNumber
 	c.initialStream = newInitialCryptoStream(c.perspective == protocol.PerspectiveClient)
 	c.handshakeStream = newCryptoStream()
-	c.sendQueue = newSendQueue(c.conn)
+	c.sendQueue = c.newSender()
 	c.retransmissionQueue = newRetransmissionQueue()
 	c.frameParser = *wire.NewFrameParser(
 		c.config.EnableDatagrams,
@@ -558,7 +581,7 @@ func (c *Conn) preSetup() {
 	c.lastPacketReceivedTime = now
 	c.creationTime = now
 
-	c.receivedPacketHandler = *ackhandler.NewReceivedPacketHandler(c.logger)
+	c.receivedPacketHandler = *ackhandler.NewReceivedPacketHandler(c.logger, c.config.maxAckDelay())
 
 	c.datagramQueue = newDatagramQueue(c.scheduleSending, c.logger, c.qlogger)
 	c.connState.Version = c.version
@@ -588,11 +611,7 @@ func (c *Conn) run() (err error) {
 	if err := c.handleHandshakeEvents(monotime.Now()); err != nil {
 		return err
 	}
-	go func() {
-		if err := c.sendQueue.Run(); err != nil {
-			c.destroyImpl(err)
-		}
-	}()
+	c.startSendQueue()
 
 	if c.perspective == protocol.PerspectiveClient {
 		c.scheduleSending() // so the ClientHello actually gets sent
@@ -934,12 +953,8 @@ func (c *Conn) switchToNewPath(tr *Transport, now monotime.Time) {
 		c.mtuDiscoverer.Start(now)
 	}
 	c.sendQueue.Close()
-	c.sendQueue = newSendQueue(c.conn)
-	go func() {
-		if err := c.sendQueue.Run(); err != nil {
-			c.destroyImpl(err)
-		}
-	}()
+	c.sendQueue = c.newSender()
+	c.startSendQueue()
 }
 
 func (c *Conn) handleHandshakeComplete(now monotime.Time) error {

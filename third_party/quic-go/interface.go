@@ -189,6 +189,20 @@ type Config struct {
 	// See https://datatracker.ietf.org/doc/html/draft-ietf-quic-reliable-stream-reset-09.
 	EnableStreamResetPartialDelivery bool
 
+	// MaxAckDelay is the longest this endpoint delays an acknowledgement,
+	// advertised to the peer as max_ack_delay (RFC 9000, 18.2), less the
+	// timer granularity. 0 means the default, 25 ms; at most 16 s.
+	// relayfleet patch: a relay that sends each listener a packet every
+	// 120 ms sets it above that, so its ACKs ride on the next data packet.
+	MaxAckDelay time.Duration
+	// SendSynchronously writes every packet from the connection's own
+	// goroutine instead of handing it to a send queue goroutine: one
+	// goroutine (and its stack) fewer per connection and one handoff fewer
+	// per packet, at the cost of the connection's loop waiting for the
+	// write. relayfleet patch, for a socket that does not block (the
+	// relay's, with its batched sendmmsg).
+	SendSynchronously bool
+
 	Tracer func(ctx context.Context, isClient bool, connID ConnectionID) qlogwriter.Trace
 }
 

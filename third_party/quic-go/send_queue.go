@@ -110,3 +110,47 @@ func (h *sendQueue) Close() {
 	// wait until the run loop returned
 	<-h.runStopped
 }
+
+// syncSender writes every packet from the caller's goroutine (the
+// connection's run loop): no goroutine, no queue. relayfleet patch, used
+// when Config.SendSynchronously is set. A write error other than "message
+// too large" ends the connection through onErr, as the send queue's Run
+// does.
+type syncSender struct {
+	conn   sendConn
+	onErr  func(error)
+	closed bool // only touched from the connection's run loop
+	failed bool
+}
+
+var _ sender = &syncSender{}
+
+func newSyncSender(conn sendConn, onErr func(error)) sender {
+	return &syncSender{conn: conn, onErr: onErr}
+}
+
+func (h *syncSender) Send(p *packetBuffer, gsoSize uint16, ecn protocol.ECN) {
+	if h.closed || h.failed {
+		p.Release()
+		return
+	}
+	if err := h.conn.Write(p.Data, gsoSize, ecn); err != nil && !isSendMsgSizeErr(err) {
+		h.failed = true
+		h.onErr(err)
+	}
+	p.Release()
+}
+
+func (h *syncSender) SendProbe(p *packetBuffer, addr net.Addr, info packetInfo) {
+	h.conn.WriteTo(p.Data, addr, info)
+}
+
+// Run returns at once: there is nothing to run.
+func (h *syncSender) Run() error { return nil }
+
+func (h *syncSender) WouldBlock() bool { return false }
+
+// Available is never ready; WouldBlock is never true, so it is never awaited.
+func (h *syncSender) Available() <-chan struct{} { return nil }
+
+func (h *syncSender) Close() { h.closed = true }

@@ -2,6 +2,7 @@ package ackhandler
 
 import (
 	"fmt"
+	"time"
 
 	"github.com/quic-go/quic-go/internal/monotime"
 	"github.com/quic-go/quic-go/internal/protocol"
@@ -17,11 +18,13 @@ type ReceivedPacketHandler struct {
 	lowest1RTTPacket protocol.PacketNumber
 }
 
-func NewReceivedPacketHandler(logger utils.Logger) *ReceivedPacketHandler {
+// NewReceivedPacketHandler makes the handler; maxAckDelay is how long it
+// delays an ACK of 1-RTT packets (relayfleet patch: was MaxAckDelay always).
+func NewReceivedPacketHandler(logger utils.Logger, maxAckDelay time.Duration) *ReceivedPacketHandler {
 	return &ReceivedPacketHandler{
 		initialPackets:   newReceivedPacketTracker(),
 		handshakePackets: newReceivedPacketTracker(),
-		appDataPackets:   *newAppDataReceivedPacketTracker(logger),
+		appDataPackets:   *newAppDataReceivedPacketTracker(logger, maxAckDelay),
 		lowest1RTTPacket: protocol.InvalidPacketNumber,
 	}
 }

@@ -95,13 +95,15 @@ type appDataReceivedPacketTracker struct {
 
 	ackElicitingPacketsReceivedSinceLastAck int
 	ackAlarm                                monotime.Time
+	maxAckDelay                             time.Duration // relayfleet patch: was MaxAckDelay always
 
 	logger utils.Logger
 }
 
-func newAppDataReceivedPacketTracker(logger utils.Logger) *appDataReceivedPacketTracker {
+func newAppDataReceivedPacketTracker(logger utils.Logger, maxAckDelay time.Duration) *appDataReceivedPacketTracker {
 	h := &appDataReceivedPacketTracker{
 		receivedPacketTracker: *newReceivedPacketTracker(),
+		maxAckDelay:           maxAckDelay,
 		logger:                logger,
 	}
 	return h
@@ -126,9 +128,9 @@ func (h *appDataReceivedPacketTracker) ReceivedPacket(pn protocol.PacketNumber, 
 	}
 	if !h.ackQueued {
 		// No ACK queued, but we'll need to acknowledge the packet after max_ack_delay.
-		h.ackAlarm = rcvTime.Add(MaxAckDelay)
+		h.ackAlarm = rcvTime.Add(h.maxAckDelay)
 		if h.logger.Debug() {
-			h.logger.Debugf("\tSetting ACK timer to max ack delay: %s", MaxAckDelay)
+			h.logger.Debugf("\tSetting ACK timer to max ack delay: %s", h.maxAckDelay)
 		}
 	}
 	return nil

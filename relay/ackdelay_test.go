@@ -1,0 +1,70 @@
+package relay_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/relayfleet/relayfleet/internal/ctxtime"
+	"github.com/relayfleet/relayfleet/relay"
+	"github.com/relayfleet/relayfleet/relay/client"
+)
+
+// TestAckDelayHalvesPackets: over real QUIC, with 120 ms groups, a
+// listener's ACK (which carries a MAX_STREAMS for every group stream it
+// finished, so the relay must acknowledge it) is answered in the relay's
+// next audio packet by default (DefaultAckDelay, 200 ms), not in a packet
+// of its own 25 ms later as with quic-go's delay: about one packet per
+// listener and group instead of two (/stats udp_packets_sent_total).
+func TestAckDelayHalvesPackets(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		delay    time.Duration
+		min, max float64 // packets sent per listener and group
+	}{{"default", 0, 0.9, 1.5}, {"quic-go's 25ms", 25 * time.Millisecond, 1.6, 2.6}} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := testContext(t)
+			r := startRelay(t, relay.Config{AckDelay: tc.delay})
+			const size, listeners, warm, groups = 200, 12, 3, 12
+			const interval = 120 * time.Millisecond
+			pub := dial(t, ctx, relayURL(r, ""), nil)
+			tw := pub.Publish("show").Track("audio")
+			subs := make([]*client.Subscription, listeners)
+			for i := range subs {
+				subs[i] = subscribeWhenAnnounced(t, ctx, dial(t, ctx, relayURL(r, ""), nil), "show", "audio")
+			}
+			if err := tw.WaitSubscribers(ctx, 1); err != nil {
+				t.Fatal(err)
+			}
+			waitFor(t, "the listeners' subscriptions", func() bool { return r.Stats().Subscribers >= listeners })
+			errs := make(chan error, listeners)
+			for _, sub := range subs {
+				go func() {
+					_, err := collect(ctx, sub, warm+groups, size)
+					errs <- err
+				}()
+			}
+			var before relay.Stats
+			for g := uint64(0); g < warm+groups; g++ {
+				if g == warm { // after the handshakes' and path MTU probes' packets
+					before = r.Stats()
+				}
+				if err := tw.WriteGroup(ctx, g, [][]byte{client.Pattern(g, 0, size)}); err != nil {
+					t.Fatal(err)
+				}
+				_ = ctxtime.Sleep(ctx, interval)
+			}
+			for range subs {
+				if err := <-errs; err != nil {
+					t.Fatal(err)
+				}
+			}
+			st := r.Stats()
+			per := float64(st.UDPPacketsSent-before.UDPPacketsSent) / (listeners * groups)
+			t.Logf("ack delay %v: %d packets for %d listeners x %d groups: %.2f each",
+				tc.delay, st.UDPPacketsSent-before.UDPPacketsSent, listeners, groups, per)
+			if per < tc.min || per > tc.max {
+				t.Errorf("%.2f packets per listener and group, want %.1f to %.1f", per, tc.min, tc.max)
+			}
+		})
+	}
+}
