@@ -86,7 +86,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	relayBin := fs.String("relay", "", "the relay binary to measure")
-	quick := fs.Bool("quick", false, "short mode (about 2 minutes): 500 listeners, 4 s windows, the two send paths only")
+	quick := fs.Bool("quick", false, "short mode (about 3 minutes): 500 listeners, 4 s windows, no --groups")
 	stepsFlag := fs.String("steps", "", "listener steps of the main variants (default 1000,2000; --quick 500)")
 	window := fs.Duration("window", 0, "measurement window per run (default 8s; --quick 4s)")
 	runs := fs.Int("runs", 3, "runs of every step (min, median and max are printed)")
@@ -94,6 +94,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	profileDir := fs.String("profile-dir", "bin", "where CPU profiles go")
 	only := fs.String("only", "", "run only variants whose name contains this")
 	groups := fs.Bool("groups", false, "also run ~1 s groups (8 frames per group) at the top step")
+	pinFlag := fs.Bool("pin", true, "run the relay on one CPU alone (as a relay@ unit: GOMAXPROCS 1) and the load on the others (Linux, 2 CPUs or more)")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -145,6 +146,20 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fmt.Fprintf(stdout, "Machine: %s; %s; %s.\n\nDate: %s. Load average at the start: %s. Window %v per run, %d runs per step.\n\n",
 		machine(), kernel(), runtime.Version(), time.Now().UTC().Format("2006-01-02 15:04 MST"), loadAvg(), *window, *runs)
 
+	var pins *pinning
+	if *pinFlag {
+		var err error
+		if pins, err = pin(); err != nil {
+			fmt.Fprintf(stderr, "bench: --pin: %v\n", err)
+			return 1
+		}
+	}
+	if pins != nil {
+		fmt.Fprintf(stdout, "CPUs: %s.\n\n", pins.desc)
+	} else {
+		fmt.Fprintf(stdout, "CPUs: the relay and the load share all %d (not pinned).\n\n", runtime.NumCPU())
+	}
+
 	fl, err := kernelFloor(ctx, *runs, stdout, stderr)
 	if err != nil {
 		fmt.Fprintf(stderr, "bench: kernel floor: %v\n", err)
@@ -169,7 +184,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 				if i == 0 && n == *profileAt && v.profile != "" {
 					prof = filepath.Join(*profileDir, fmt.Sprintf(v.profile, n))
 				}
-				r, err := step(ctx, *relayBin, v, n, *window, prof, stderr)
+				r, err := step(ctx, pins, *relayBin, v, n, *window, prof, stderr)
 				if err != nil {
 					fmt.Fprintf(stderr, "bench: %s, %d listeners, run %d: %v\n", v.name, n, i+1, err)
 					r = result{n: n, err: oneLine(err)}
@@ -316,7 +331,7 @@ func oneLine(err error) string { return strings.ReplaceAll(err.Error(), "|", "/"
 var addrRE = regexp.MustCompile(`msg="relay listening" addr=(\S+)`)
 
 // step runs one relay process with n listeners and measures it.
-func step(ctx context.Context, bin string, v variant, n int, window time.Duration, profile string, logw io.Writer) (result, error) {
+func step(ctx context.Context, pins *pinning, bin string, v variant, n int, window time.Duration, profile string, logw io.Writer) (result, error) {
 	// Bounded: connecting the listeners may take long on a saturated machine.
 	ctx, cancel := context.WithTimeout(ctx, window+3*time.Minute)
 	defer cancel()
@@ -334,7 +349,7 @@ func step(ctx context.Context, bin string, v variant, n int, window time.Duratio
 	if err != nil {
 		return result{}, err
 	}
-	if err := cmd.Start(); err != nil {
+	if err := pins.start(cmd); err != nil {
 		return result{}, fmt.Errorf("start relay: %w", err)
 	}
 	defer func() {
