@@ -30,10 +30,15 @@ import (
 // DefaultUDPBuffer is the UDP receive and send buffer the relay asks for.
 const DefaultUDPBuffer = 16 << 20
 
-// DefaultSendBatch is Config.SendBatch's default, the batch relay/bench's
-// kernel floor uses (on the bench machine: 2.6 us of CPU per packet,
-// against 7.2 us with one sendmsg each; docs/benchmarks.md).
-const DefaultSendBatch = udpbatch.DefaultSize
+// DefaultSendBatch is Config.SendBatch's default: one sendmsg per packet,
+// written from the connection's own loop. Batching across connections
+// parks every writer until its batch leaves; on one CPU (GOMAXPROCS 1, as
+// a relay@ unit runs) that park costs more than the system calls it
+// saves: 2,958-3,226 listeners per core with one sendmsg each, 2,556-2,593
+// with batches of 64 (docs/benchmarks.md, "Fewer packets, fewer
+// goroutines"). The kernel floor's own gain from sendmmsg was 1.70 to
+// 1.49 us per packet on that machine.
+const DefaultSendBatch = 1
 
 // DefaultAckDelay is Config.AckDelay's default: longer than the 120 ms
 // between a listener's audio packets, so that the relay's acknowledgement
@@ -92,8 +97,9 @@ type Config struct {
 	// SendBatch is the most QUIC packets the relay sends in one system
 	// call (sendmmsg), across connections: packets that the connections'
 	// send loops write at about the same time leave together (package
-	// relay/internal/udpbatch). 0 means DefaultSendBatch; 1 (or negative)
-	// sends every packet with its own sendmsg, as quic-go does alone.
+	// relay/internal/udpbatch; udpbatch.DefaultSize is 64). 0 means
+	// DefaultSendBatch, 1 (or negative): every packet with its own
+	// sendmsg, as quic-go does alone.
 	SendBatch int
 	// AckDelay is the longest the relay delays an acknowledgement (QUIC's
 	// max_ack_delay, which it advertises, so peers wait for it before
@@ -331,8 +337,8 @@ func Start(ctx context.Context, cfg Config) (*Relay, error) {
 	// version: a successor process reads its predecessor's IDs with it to
 	// answer them with stateless resets.
 	cc := &countingConn{UDPConn: udp, errs: &r.sendErrs}
-	if cfg.SendBatch == 0 || cfg.SendBatch > 1 {
-		if cc.batch, err = udpbatch.New(udp, cfg.SendBatch); err != nil {
+	if batch := cmp.Or(cfg.SendBatch, DefaultSendBatch); batch > 1 {
+		if cc.batch, err = udpbatch.New(udp, batch); err != nil {
 			udp.Close()
 			tcp.Close()
 			certs.stop()

@@ -17,11 +17,13 @@
 // relay/procstat; the load
 // generator's sockets count too). Every run's figures follow, with the
 // load average. CPU, RSS, packets and the UDP counters are taken over the
-// measurement window only, after every listener has connected. Three
-// variants run at every step: the relay's defaults, quic-go's own ACK
-// delay and send queue (--ack-delay 25ms --send-queue), and one sendmsg
-// per packet (--send-batch 1) (--groups adds ~1 s groups). `make
-// bench-relay` runs it (about 15 minutes on a quiet 2-core machine);
+// measurement window only, after every listener has connected. Four
+// variants run at every step: the relay's defaults, and each lever turned
+// off in turn: sendmmsg batches across connections (--send-batch 64),
+// quic-go's ACK delay (--ack-delay 25ms), quic-go's send queue
+// (--send-queue) (--groups adds ~1 s groups). The relay runs on one CPU
+// alone (--pin). `make bench-relay` runs it (about 20 minutes on a quiet
+// 2-core machine);
 // `make bench-relay BENCH_QUICK=1` runs --quick (about 2 minutes).
 package main
 
@@ -135,9 +137,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	// that each is measured against the others in the same run.
 	const frames = "120 ms frames, 1 frame per group, 16 MiB buffer"
 	variants := []variant{
-		{frames + ", the relay's defaults (sendmmsg batches of 64, ACKs delayed up to 200 ms, packets written from the connection's loop)", 16 << 20, 120 * time.Millisecond, 1, 600, 64, steps, "relay-cpu-%d.pprof", nil},
-		{frames + ", quic-go's ACK delay and send queue (--ack-delay 25ms --send-queue)", 16 << 20, 120 * time.Millisecond, 1, 600, 64, steps, "relay-cpu-%d-quicgo.pprof", []string{"--ack-delay", "25ms", "--send-queue"}},
-		{frames + ", one sendmsg per packet (--send-batch 1)", 16 << 20, 120 * time.Millisecond, 1, 600, 1, steps, "relay-cpu-%d-sendmsg.pprof", nil},
+		{frames + ", the relay's defaults (ACKs delayed up to 200 ms, packets written from the connection's loop, one sendmsg each)", 16 << 20, 120 * time.Millisecond, 1, 600, 1, steps, "relay-cpu-%d.pprof", nil},
+		{frames + ", sendmmsg batches across connections (--send-batch 64)", 16 << 20, 120 * time.Millisecond, 1, 600, 64, steps, "relay-cpu-%d-batch.pprof", nil},
+		{frames + ", quic-go's ACK delay (--ack-delay 25ms)", 16 << 20, 120 * time.Millisecond, 1, 600, 1, steps, "relay-cpu-%d-ack25.pprof", []string{"--ack-delay", "25ms"}},
+		{frames + ", quic-go's send queue (--send-queue)", 16 << 20, 120 * time.Millisecond, 1, 600, 1, steps, "relay-cpu-%d-queue.pprof", []string{"--send-queue"}},
 	}
 	if *groups {
 		variants = append(variants,
