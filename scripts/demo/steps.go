@@ -278,7 +278,11 @@ func (d *demo) waitListeners(ctx context.Context, n int, limit time.Duration) er
 
 // writeEvents writes events.yaml for the demo: the event starts 40 s from
 // now with a 40 s lead time, so reconcile brings its box up at once; it lasts 40 s.
-func (d *demo) writeEvents(start time.Time) error {
+func (d *demo) writeEvents(ctx context.Context, start time.Time) error {
+	peak, err := d.eventPeak(ctx)
+	if err != nil {
+		return err
+	}
 	ev := fmt.Sprintf(`version: 1
 fleet: demo.yaml
 events:
@@ -293,14 +297,42 @@ events:
       max: 1
     lead_time: 40s
     drain_time: 30s
-`, start.UTC().Format(time.RFC3339), start.Add(40*time.Second).UTC().Format(time.RFC3339), demoEventPeak, broadcast)
+`, start.UTC().Format(time.RFC3339), start.Add(40*time.Second).UTC().Format(time.RFC3339), peak, broadcast)
 	return os.WriteFile(d.path("events.yaml"), []byte(ev), 0o644)
 }
 
-// demoEventPeak is the event's planned peak: past what the two steady
-// medium boxes carry by the shipped calibration (2 x 3,200), so that the
-// event gets its one small burst box (1,600 more).
-const demoEventPeak = 7500
+// eventPeak is the event's planned peak: past what the two steady medium
+// boxes carry by the shipped calibration, by half of what one small burst
+// box adds, so that the event gets exactly one burst box whatever the
+// calibration says (fleet plan --json for each shape).
+func (d *demo) eventPeak(ctx context.Context) (int, error) {
+	medium, err := d.perBox(ctx, "lab/medium")
+	if err != nil {
+		return 0, err
+	}
+	small, err := d.perBox(ctx, "lab/small")
+	if err != nil {
+		return 0, err
+	}
+	return 2*medium + small/2, nil
+}
+
+// perBox is what fleet plan says one box of shape carries.
+func (d *demo) perBox(ctx context.Context, shape string) (int, error) {
+	var plan struct {
+		PerBox struct {
+			Capacity int `json:"capacity"`
+		} `json:"per_box"`
+	}
+	args := []string{"plan", "--listeners", "1", "--shape", shape, "--json"}
+	if err := d.runJSON(ctx, "fleet "+strings.Join(args, " "), &plan, args...); err != nil {
+		return 0, err
+	}
+	if plan.PerBox.Capacity <= 0 {
+		return 0, fmt.Errorf("fleet plan --shape %s: no capacity per box", shape)
+	}
+	return plan.PerBox.Capacity, nil
+}
 
 var eventStart time.Time
 
@@ -324,7 +356,7 @@ func (d *demo) reconcile(ctx context.Context) ([]eventOutcome, error) {
 
 func (d *demo) eventUpStep(ctx context.Context) error {
 	eventStart = time.Now().Add(40 * time.Second).Truncate(time.Second)
-	if err := d.writeEvents(eventStart); err != nil {
+	if err := d.writeEvents(ctx, eventStart); err != nil {
 		return err
 	}
 	d.mark("event box up")
