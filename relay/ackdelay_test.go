@@ -4,7 +4,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/relayfleet/relayfleet/internal/ctxtime"
 	"github.com/relayfleet/relayfleet/relay"
 	"github.com/relayfleet/relayfleet/relay/client"
 )
@@ -44,6 +43,8 @@ func TestAckDelayHalvesPackets(t *testing.T) {
 				}()
 			}
 			var before relay.Stats
+			tick := time.NewTicker(interval) // paced, as a live publisher
+			defer tick.Stop()
 			for g := uint64(0); g < warm+groups; g++ {
 				if g == warm { // after the handshakes' and path MTU probes' packets
 					before = r.Stats()
@@ -51,7 +52,11 @@ func TestAckDelayHalvesPackets(t *testing.T) {
 				if err := tw.WriteGroup(ctx, g, [][]byte{client.Pattern(g, 0, size)}); err != nil {
 					t.Fatal(err)
 				}
-				_ = ctxtime.Sleep(ctx, interval)
+				select {
+				case <-ctx.Done():
+					t.Fatal(ctx.Err())
+				case <-tick.C:
+				}
 			}
 			for range subs {
 				if err := <-errs; err != nil {
