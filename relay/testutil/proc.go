@@ -1,0 +1,197 @@
+package testutil
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// stopGrace is how long a Proc's stop waits after SIGTERM before it sends
+// SIGKILL.
+var stopGrace = 10 * time.Second
+
+// Proc is a child process a test runs in the background (a relay, a
+// router, a load generator, a publisher, a fleet command): Start starts it
+// and stops it when the test ends. Read Cmd (its Process, to signal it),
+// but never call Cmd.Wait: Wait and Done do.
+type Proc struct {
+	// Cmd is the command, started.
+	Cmd *exec.Cmd
+	// LogPath is the file the output goes to that the caller did not
+	// send elsewhere (Stdout, Stderr or both).
+	LogPath string
+
+	name string
+	done chan struct{}
+	err  error
+	log  *os.File
+}
+
+// Start starts cmd in the background for the test under name, its output
+// (whichever of Stdout and Stderr the caller left nil) in name.log in a
+// t.TempDir(). See StartLog.
+func Start(t testing.TB, name string, cmd *exec.Cmd) *Proc {
+	t.Helper()
+	return StartLog(t, filepath.Join(t.TempDir(), name+".log"), cmd)
+}
+
+// StartLog starts cmd in the background for the test, its output
+// (whichever of Stdout and Stderr the caller left nil) in the file
+// logPath, and stops it when the test ends: SIGTERM to its process group,
+// SIGKILL 10 s later; when the test failed it logs the log's tail.
+// A cmd made with exec.CommandContext is stopped the same way when its
+// context ends.
+//
+// The child is the leader of a process group of its own (Setpgid: a
+// stop reaches what it starts in that group, and a terminal's Ctrl-C
+// reaches only the test binary), and the kernel kills it with SIGKILL
+// when the test binary dies however it dies (Pdeathsig): killed by go
+// test's -timeout, by Ctrl-C, by SIGKILL. Only the child: what it starts
+// itself goes with it only if it sees to that.
+//
+// Pdeathsig fires when the thread that forked the child ends, not the
+// process (https://go.dev/issue/27505), and the Go runtime ends a thread
+// when a goroutine locked to it returns (as code that changes a thread's
+// namespaces does). So the child is forked from a goroutine locked to
+// its thread that stays there, waiting for the child, until it has
+// exited: the thread lives as long as the child.
+func StartLog(t testing.TB, logPath string, cmd *exec.Cmd) *Proc {
+	t.Helper()
+	p := &Proc{Cmd: cmd, LogPath: logPath, name: strings.TrimSuffix(filepath.Base(logPath), ".log"), done: make(chan struct{})}
+	if cmd.Stdout == nil || cmd.Stderr == nil {
+		lf, err := os.Create(logPath)
+		if err != nil {
+			t.Fatalf("%s: %v", p.name, err)
+		}
+		p.log = lf
+		if cmd.Stdout == nil {
+			cmd.Stdout = lf
+		}
+		if cmd.Stderr == nil {
+			cmd.Stderr = lf
+		}
+	}
+	if cmd.SysProcAttr == nil {
+		cmd.SysProcAttr = &syscall.SysProcAttr{}
+	}
+	cmd.SysProcAttr.Setpgid = true
+	cmd.SysProcAttr.Pdeathsig = syscall.SIGKILL
+	if cmd.Cancel != nil { // made by exec.CommandContext
+		cmd.Cancel = func() error { return p.signalGroup(syscall.SIGTERM) }
+		if cmd.WaitDelay == 0 {
+			cmd.WaitDelay = stopGrace
+		}
+	}
+	started := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread() // the child has exited: the thread may go
+		if err := cmd.Start(); err != nil {
+			started <- err
+			return
+		}
+		started <- nil
+		p.err = cmd.Wait()
+		if p.log != nil {
+			p.log.Close()
+		}
+		close(p.done)
+	}()
+	if err := <-started; err != nil {
+		if p.log != nil {
+			p.log.Close()
+		}
+		t.Fatalf("%s: %v", p.name, err)
+	}
+	t.Cleanup(func() {
+		p.Stop()
+		if t.Failed() {
+			t.Logf("%s (pid %d) %s, log %s (tail):\n%s", p.name, cmd.Process.Pid, p.exit(), logPath, p.Tail(20))
+		}
+	})
+	return p
+}
+
+// Done is closed once the child has exited and its output is written.
+func (p *Proc) Done() <-chan struct{} { return p.done }
+
+// Wait waits for the child to exit and returns what exec.Cmd.Wait
+// returned.
+func (p *Proc) Wait() error {
+	<-p.done
+	return p.err
+}
+
+// Exited reports whether the child has exited.
+func (p *Proc) Exited() bool {
+	select {
+	case <-p.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// Stop stops the child unless it has exited: SIGTERM to its process
+// group, SIGKILL to the group 10 s later; it returns once the child
+// has exited, with what Wait returns.
+func (p *Proc) Stop() error {
+	if !p.Exited() {
+		p.signalGroup(syscall.SIGTERM)
+		select {
+		case <-p.done:
+		case <-time.After(stopGrace):
+			p.signalGroup(syscall.SIGKILL)
+		}
+	}
+	return p.Wait()
+}
+
+// Kill sends SIGKILL to the child's process group and waits for the
+// child to exit.
+func (p *Proc) Kill() error {
+	if !p.Exited() {
+		p.signalGroup(syscall.SIGKILL)
+	}
+	return p.Wait()
+}
+
+// signalGroup sends sig to the child's process group.
+func (p *Proc) signalGroup(sig syscall.Signal) error {
+	err := syscall.Kill(-p.Cmd.Process.Pid, sig)
+	if errors.Is(err, syscall.ESRCH) {
+		return os.ErrProcessDone
+	}
+	return err
+}
+
+// exit says how the child ended, once it has.
+func (p *Proc) exit() string {
+	if !p.Exited() {
+		return "still running"
+	}
+	if p.err == nil {
+		return "exited 0"
+	}
+	return p.err.Error()
+}
+
+// Tail is the last n lines of the child's log file so far.
+func (p *Proc) Tail(n int) string {
+	if p.log == nil {
+		return "(the caller took both stdout and stderr)"
+	}
+	data, err := os.ReadFile(p.LogPath)
+	if err != nil {
+		return fmt.Sprintf("(%v)", err)
+	}
+	lines := strings.Split(strings.TrimRight(string(data), "\n"), "\n")
+	return strings.Join(lines[max(0, len(lines)-n):], "\n")
+}
