@@ -137,14 +137,13 @@ func TestE2EEventLifecycle(t *testing.T) {
 	if err := os.WriteFile(tokFile, tokOut, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	start1 := func(args ...string) *exec.Cmd {
+	started := 0
+	start1 := func(args ...string) *testutil.Proc {
 		t.Helper()
+		started++
 		c := exec.CommandContext(lctx, relayBin, args...)
-		c.Stdout, c.Stderr = io.Discard, os.Stderr
-		if err := c.Start(); err != nil {
-			t.Fatal(err)
-		}
-		return c
+		c.Stdout = io.Discard
+		return testutil.Start(t, fmt.Sprintf("%s%d", args[0], started), c)
 	}
 	// The lab boxes are containers on this machine's bridge: fetching
 	// their certificate hashes over plain HTTP crosses no other network.
@@ -164,7 +163,7 @@ func TestE2EEventLifecycle(t *testing.T) {
 		return st.Subscribers
 	}
 	routerURL := fmt.Sprintf("http://127.0.0.1:%d/", port)
-	var listeners []*exec.Cmd
+	var listeners []*testutil.Proc
 	for len(listeners) < 4 && subscribers(burstURL) < 1 {
 		listeners = append(listeners, start1("listen", "--router", routerURL, "--name", "live/show"))
 		n := int64(len(listeners))
