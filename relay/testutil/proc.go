@@ -183,8 +183,8 @@ func (p *Proc) exit() string {
 	return p.err.Error()
 }
 
-// Tail is the last n lines of the child's log file so far.
-func (p *Proc) Tail(n int) string {
+// Log is the child's log file so far.
+func (p *Proc) Log() string {
 	if p.log == nil {
 		return "(the caller took both stdout and stderr)"
 	}
@@ -192,6 +192,11 @@ func (p *Proc) Tail(n int) string {
 	if err != nil {
 		return fmt.Sprintf("(%v)", err)
 	}
-	lines := strings.Split(strings.TrimRight(string(data), "\n"), "\n")
+	return string(data)
+}
+
+// Tail is the last n lines of the child's log file so far.
+func (p *Proc) Tail(n int) string {
+	lines := strings.Split(strings.TrimRight(p.Log(), "\n"), "\n")
 	return strings.Join(lines[max(0, len(lines)-n):], "\n")
 }
