@@ -106,13 +106,9 @@ func TestAuthLabBox(t *testing.T) {
 		out, err := exec.CommandContext(ctx, relayBin, append(args, "--trust-http-hash")...).CombinedOutput()
 		return string(out), err
 	}
-	publish := func(name, query string) *exec.Cmd {
-		cmd := exec.Command(relayBin, "publish", "--paced", "--interval", "100ms", "--name", name, "--trust-http-hash", url+query)
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-		return cmd
+	publish := func(name, query string) *testutil.Proc {
+		t.Helper()
+		return testutil.Start(t, "publish-"+strings.ReplaceAll(name, "/", "-"), exec.Command(relayBin, "publish", "--paced", "--interval", "100ms", "--name", name, "--trust-http-hash", url+query))
 	}
 
 	// No token: refused, and counted.

@@ -64,11 +64,23 @@ func Start(t testing.TB, name string, cmd *exec.Cmd) *Proc {
 // exited: the thread lives as long as the child.
 func StartLog(t testing.TB, logPath string, cmd *exec.Cmd) *Proc {
 	t.Helper()
+	p, err := TryStartLog(t, logPath, cmd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// TryStartLog is StartLog that returns the error of a child that did not
+// start rather than fail the test: for a goroutine of the test's, which
+// must not call t.Fatal.
+func TryStartLog(t testing.TB, logPath string, cmd *exec.Cmd) (*Proc, error) {
+	t.Helper()
 	p := &Proc{Cmd: cmd, LogPath: logPath, name: strings.TrimSuffix(filepath.Base(logPath), ".log"), done: make(chan struct{})}
 	if cmd.Stdout == nil || cmd.Stderr == nil {
 		lf, err := os.Create(logPath)
 		if err != nil {
-			t.Fatalf("%s: %v", p.name, err)
+			return nil, fmt.Errorf("%s: %w", p.name, err)
 		}
 		p.log = lf
 		if cmd.Stdout == nil {
@@ -108,7 +120,7 @@ func StartLog(t testing.TB, logPath string, cmd *exec.Cmd) *Proc {
 		if p.log != nil {
 			p.log.Close()
 		}
-		t.Fatalf("%s: %v", p.name, err)
+		return nil, fmt.Errorf("%s: %w", p.name, err)
 	}
 	t.Cleanup(func() {
 		p.Stop()
@@ -116,7 +128,7 @@ func StartLog(t testing.TB, logPath string, cmd *exec.Cmd) *Proc {
 			t.Logf("%s (pid %d) %s, log %s (tail):\n%s", p.name, cmd.Process.Pid, p.exit(), logPath, p.Tail(20))
 		}
 	})
-	return p
+	return p, nil
 }
 
 // Done is closed once the child has exited and its output is written.
