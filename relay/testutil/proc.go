@@ -1,8 +1,10 @@
 package testutil
 
 import (
+	"bufio"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -76,13 +78,57 @@ func StartLog(t testing.TB, logPath string, cmd *exec.Cmd) *Proc {
 // must not call t.Fatal.
 func TryStartLog(t testing.TB, logPath string, cmd *exec.Cmd) (*Proc, error) {
 	t.Helper()
+	return start(t, logPath, cmd, nil)
+}
+
+// StartLines is Start for a test that reads the child's output as it
+// comes: stdout and stderr together, line by line, from the channel,
+// which is closed once the child has exited and its output is read. The
+// lines are in the log too. A test may stop reading at any point: once
+// it ends, the rest is read for the log alone.
+func StartLines(t testing.TB, name string, cmd *exec.Cmd) (*Proc, <-chan string) {
+	t.Helper()
+	lines := make(chan string)
+	p, err := start(t, filepath.Join(t.TempDir(), name+".log"), cmd, lines)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p, lines
+}
+
+// start starts cmd as StartLog says; with lines, its output goes there
+// too, line by line, as StartLines says.
+func start(t testing.TB, logPath string, cmd *exec.Cmd, lines chan string) (*Proc, error) {
+	t.Helper()
 	p := &Proc{Cmd: cmd, LogPath: logPath, name: strings.TrimSuffix(filepath.Base(logPath), ".log"), done: make(chan struct{})}
-	if cmd.Stdout == nil || cmd.Stderr == nil {
+	var pw *io.PipeWriter
+	quit := make(chan struct{}) // the test has ended: lines has no reader
+	if cmd.Stdout == nil || cmd.Stderr == nil || lines != nil {
 		lf, err := os.Create(logPath)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", p.name, err)
 		}
 		p.log = lf
+		if lines != nil {
+			var pr *io.PipeReader
+			pr, pw = io.Pipe()
+			w := io.MultiWriter(lf, pw)
+			cmd.Stdout, cmd.Stderr = w, w
+			go func() {
+				defer close(lines)
+				sc := bufio.NewScanner(pr)
+				sc.Buffer(nil, 1<<20)
+				for sc.Scan() {
+					select {
+					case lines <- sc.Text():
+					case <-quit:
+						io.Copy(io.Discard, pr)
+						return
+					}
+				}
+				io.Copy(io.Discard, pr) // a line over 1 MiB: the log has it
+			}()
+		}
 		if cmd.Stdout == nil {
 			cmd.Stdout = lf
 		}
@@ -111,18 +157,25 @@ func TryStartLog(t testing.TB, logPath string, cmd *exec.Cmd) (*Proc, error) {
 		}
 		started <- nil
 		p.err = cmd.Wait()
+		if pw != nil {
+			pw.Close()
+		}
 		if p.log != nil {
 			p.log.Close()
 		}
 		close(p.done)
 	}()
 	if err := <-started; err != nil {
+		if pw != nil {
+			pw.Close()
+		}
 		if p.log != nil {
 			p.log.Close()
 		}
 		return nil, fmt.Errorf("%s: %w", p.name, err)
 	}
 	t.Cleanup(func() {
+		close(quit)
 		p.Stop()
 		if t.Failed() {
 			t.Logf("%s (pid %d) %s, log %s (tail):\n%s", p.name, cmd.Process.Pid, p.exit(), logPath, p.Tail(20))

@@ -178,3 +178,34 @@ func TestStartStops(t *testing.T) {
 		t.Errorf("stubborn: %v, want killed by SIGKILL", err)
 	}
 }
+
+// TestStartLines: the lines come as the child writes them, stdout and
+// stderr, and are in the log; a test that stops reading early does not
+// hang its cleanup, though the child goes on writing.
+func TestStartLines(t *testing.T) {
+	var flood *Proc
+	t.Run("run", func(t *testing.T) {
+		p, lines := StartLines(t, "lines", exec.Command("sh", "-c", "echo one; echo two >&2; echo three"))
+		var got []string
+		for l := range lines {
+			got = append(got, l)
+		}
+		if len(got) != 3 || !slices.Contains(got, "two") || got[2] != "three" {
+			t.Errorf("lines %q, want one, two, three", got)
+		}
+		if err := p.Wait(); err != nil {
+			t.Errorf("exit: %v", err)
+		}
+		if log := p.Log(); !strings.Contains(log, "one\n") || !strings.Contains(log, "two\n") || !strings.Contains(log, "three\n") {
+			t.Errorf("log %q, want the three lines", log)
+		}
+		var ls <-chan string
+		flood, ls = StartLines(t, "flood", exec.Command("sh", "-c", "while :; do echo flood; done"))
+		if l := <-ls; l != "flood" {
+			t.Errorf("first line %q", l)
+		}
+	})
+	if !flood.Exited() {
+		t.Error("the flood still runs after its test")
+	}
+}
