@@ -147,7 +147,7 @@ func TestAuthLabBox(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rep, err = provision.Converge(ctx, run, p2, provision.Releases{}, binary, false)
+	_, err = provision.Converge(ctx, run, p2, provision.Releases{}, binary, false)
 	if err != nil {
 		journal(t, run)
 		t.Fatal(err)
