@@ -84,8 +84,8 @@ func TryStartLog(t testing.TB, logPath string, cmd *exec.Cmd) (*Proc, error) {
 // StartLines is Start for a test that reads the child's output as it
 // comes: stdout, and stderr unless the caller sent it elsewhere, line by
 // line, from the channel, which is closed once the child has exited and
-// its output is read. The lines are in the log too. A test may stop reading at any point: once
-// it ends, the rest is read for the log alone.
+// its output is read. The lines are in the log too. A test may stop
+// reading at any point: once it ends, the rest is read for the log alone.
 func StartLines(t testing.TB, name string, cmd *exec.Cmd) (*Proc, <-chan string) {
 	t.Helper()
 	lines := make(chan string)
