@@ -39,11 +39,9 @@ func TestServePublishListen(t *testing.T) {
 	var listenOut bytes.Buffer
 	listen.Stdout = &listenOut
 	listen.Stderr = &listenOut
-	if err := listen.Start(); err != nil {
-		t.Fatal(err)
-	}
+	listener := testutil.Start(t, "listen", listen)
 	testutil.Start(t, "publish", exec.CommandContext(ctx, bin, "publish", url, "--name", "b", "--size", "64", "--interval", "20ms", "--frames", "2"))
-	if err := listen.Wait(); err != nil {
+	if err := listener.Wait(); err != nil {
 		t.Fatalf("listen: %v\n%s", err, listenOut.String())
 	}
 	if !strings.Contains(listenOut.String(), "received 10 groups, 20 frames") {
