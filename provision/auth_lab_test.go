@@ -18,6 +18,7 @@ import (
 	"github.com/relayfleet/relayfleet/infra/lab"
 	"github.com/relayfleet/relayfleet/provision"
 	"github.com/relayfleet/relayfleet/relay"
+	"github.com/relayfleet/relayfleet/relay/testutil"
 	"github.com/relayfleet/relayfleet/units"
 )
 
@@ -105,13 +106,9 @@ func TestAuthLabBox(t *testing.T) {
 		out, err := exec.CommandContext(ctx, relayBin, append(args, "--trust-http-hash")...).CombinedOutput()
 		return string(out), err
 	}
-	publish := func(name, query string) *exec.Cmd {
-		cmd := exec.Command(relayBin, "publish", "--paced", "--interval", "100ms", "--name", name, "--trust-http-hash", url+query)
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-		return cmd
+	publish := func(name, query string) *testutil.Proc {
+		t.Helper()
+		return testutil.Start(t, "publish-"+strings.ReplaceAll(name, "/", "-"), exec.Command(relayBin, "publish", "--paced", "--interval", "100ms", "--name", name, "--trust-http-hash", url+query))
 	}
 
 	// No token: refused, and counted.
@@ -128,7 +125,7 @@ func TestAuthLabBox(t *testing.T) {
 	// under live/, and one elsewhere.
 	publish("live/a", sign(first[0].Secret, "live/", ""))
 	publish("private/b", sign(first[0].Secret, "private/", ""))
-	time.Sleep(time.Second)
+	testutil.WaitFor(t, 20*time.Second, "the relay to announce live/a and private/b", func() bool { return broadcasts(url) >= 2 })
 	if out, err := relayCmd(30*time.Second, "listen", "--name", "live/a", "--groups", "3", url); err != nil {
 		t.Errorf("public listen without a token: %v: %s", err, out)
 	}
@@ -150,7 +147,7 @@ func TestAuthLabBox(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rep, err = provision.Converge(ctx, run, p2, provision.Releases{}, binary, false)
+	_, err = provision.Converge(ctx, run, p2, provision.Releases{}, binary, false)
 	if err != nil {
 		journal(t, run)
 		t.Fatal(err)
@@ -164,11 +161,30 @@ func TestAuthLabBox(t *testing.T) {
 	for i, k := range second {
 		name := "live/r" + string(rune('0'+i))
 		publish(name, sign(k.Secret, "live/", ""))
-		time.Sleep(time.Second)
+		// The restarted relay has only the broadcasts published since:
+		// the publishers of before the rotation do not reconnect.
+		testutil.WaitFor(t, 20*time.Second, "the relay to announce "+name, func() bool { return broadcasts(url) >= i+1 })
 		if out, err := relayCmd(30*time.Second, "listen", "--name", name, "--groups", "3", url); err != nil {
 			t.Errorf("publish with a token of key %s after rotation: %v: %s", k.ID(), err, out)
 		}
 	}
+}
+
+// broadcasts reads a relay's /stats broadcasts: the broadcasts announced
+// to it now; -1 when it does not answer.
+func broadcasts(url string) int {
+	resp, err := http.Get(url + "stats")
+	if err != nil {
+		return -1
+	}
+	defer resp.Body.Close()
+	var st struct {
+		Broadcasts int `json:"broadcasts"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&st); err != nil {
+		return -1
+	}
+	return st.Broadcasts
 }
 
 // refused reads a relay's /stats refused_by_reason.

@@ -161,7 +161,7 @@ func (f *FleetRollout) Run(ctx context.Context, targets []Target) (*FleetRollout
 		}
 	}
 	if rep.Failed > 0 {
-		return rep, fmt.Errorf("%d of %d boxes failed and rolled back, %d not started: %w", rep.Failed, len(targets), rep.Skipped, ErrBoxesFailed)
+		return rep, fmt.Errorf("%d of %s failed and rolled back, %d not started: %w", rep.Failed, plural(len(targets), "box", "boxes"), rep.Skipped, ErrBoxesFailed)
 	}
 	if !f.Rebalance || rep.Moved == 0 {
 		return rep, nil
@@ -297,4 +297,12 @@ func ListenersReturn(ctx context.Context, targets []Target, want int64, frac flo
 			return err
 		}
 	}
+}
+
+// plural writes a count with the noun that fits it: 1 box, 2 boxes.
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return "1 " + one
+	}
+	return fmt.Sprintf("%d %s", n, many)
 }

@@ -361,6 +361,23 @@ func TestFleetRolloutWaitsForListeners(t *testing.T) {
 	}
 }
 
+// TestFleetRolloutOneBoxFailedSaysBox: the error of a one-box fleet whose
+// box failed counts it in the singular ("1 of 1 box"), not "1 of 1 boxes".
+func TestFleetRolloutOneBoxFailedSaysBox(t *testing.T) {
+	fewHealthTries(t)
+	a := newFleetBox(t, "a", map[int]int{4443: 0}, nil)
+	a.intercept = func(_ context.Context, cmd string) ([]byte, error, bool) {
+		if m := onBoxRE.FindStringSubmatch(cmd); m != nil && m[3] == "/healthz" && a.proc(4443).release == Digest(newBuild) {
+			return []byte("down\n"), nil, true
+		}
+		return nil, nil, false
+	}
+	_, err := testFleetRollout().Run(context.Background(), fleetTargets(a))
+	if !errors.Is(err, ErrBoxesFailed) || !strings.HasPrefix(err.Error(), "1 of 1 box failed and rolled back, 0 not started: ") {
+		t.Fatalf("err %v, want 1 of 1 box failed", err)
+	}
+}
+
 // TestFleetRolloutListenerCheckWaitsOnce: the listener check waits
 // ListenerWait itself, so a failed one is not asked again (which would
 // make the wait healthTries times as long): with no wait at all, the

@@ -34,6 +34,7 @@ type sshd struct {
 	// ssh-ed25519).
 	hostKeys map[string]ssh.PublicKey
 	cmd      *exec.Cmd
+	p        *testutil.Proc // runs cmd
 }
 
 type sshdOpts struct {
@@ -156,12 +157,8 @@ AllowTcpForwarding yes
 LogLevel ERROR
 `, o.port, hostKeyLines, alive, authFile, filepath.Join(dir, "sshd.pid"), o.maxSessions))
 	os.MkdirAll("/run/sshd", 0o755) // privilege separation directory
-	cmd := exec.Command(sshdPath, "-D", "-e", "-f", conf)
-	cmd.Stderr = sshdLog(t, dir)
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	s := &sshd{hostKey: hostKey, hostKeys: hostKeys, cmd: cmd}
+	p := testutil.StartLog(t, filepath.Join(dir, "sshd.log"), exec.Command(sshdPath, "-D", "-e", "-f", conf))
+	s := &sshd{hostKey: hostKey, hostKeys: hostKeys, cmd: p.Cmd, p: p}
 	t.Cleanup(s.kill)
 	addr := fmt.Sprintf("127.0.0.1:%d", o.port)
 	testutil.WaitFor(t, 10*time.Second, "sshd to listen on "+addr, func() bool {
@@ -182,8 +179,7 @@ func (s *sshd) kill() {
 	for _, pid := range descendants(s.cmd.Process.Pid) {
 		syscall.Kill(pid, syscall.SIGKILL)
 	}
-	s.cmd.Process.Kill()
-	s.cmd.Wait()
+	s.p.Kill()
 }
 
 // descendants lists the processes below pid.
@@ -226,29 +222,13 @@ func currentUser(t *testing.T) string {
 }
 
 // restartSSHD starts the same sshd again (same config, same host key).
+// It may run in a goroutine of the test's: it fails the test with Error.
 func restartSSHD(t *testing.T, s *sshd) {
-	c := exec.Command(s.cmd.Path, s.cmd.Args[1:]...)
-	c.Stderr = sshdLog(t, t.TempDir())
-	if err := c.Start(); err != nil {
+	p, err := testutil.TryStartLog(t, filepath.Join(t.TempDir(), "sshd.log"), exec.Command(s.cmd.Path, s.cmd.Args[1:]...))
+	if err != nil {
 		t.Error(err)
 		return
 	}
-	s.cmd = c
+	s.p, s.cmd = p, p.Cmd
 	t.Cleanup(s.kill)
-}
-
-// sshdLog collects sshd's log in dir and prints it if the test fails.
-func sshdLog(t *testing.T, dir string) *os.File {
-	f, err := os.Create(filepath.Join(dir, "sshd.log"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if t.Failed() {
-			data, _ := os.ReadFile(f.Name())
-			t.Logf("sshd log:\n%s", data)
-		}
-		f.Close()
-	})
-	return f
 }

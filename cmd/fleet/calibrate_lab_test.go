@@ -198,14 +198,7 @@ func startCalibRouter(t *testing.T, ctx context.Context, bin, dir, relayURL stri
 	}
 	addr := ln.Addr().String()
 	ln.Close()
-	rctx, stop := context.WithCancel(ctx)
-	cmd := exec.CommandContext(rctx, bin, "router", "--listen", addr, "--relays", relays, "--log-level", "warn")
-	cmd.Stderr = os.Stderr
-	cmd.WaitDelay = 3 * time.Second
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { stop(); cmd.Wait() })
+	testutil.Start(t, "router", exec.CommandContext(ctx, bin, "router", "--listen", addr, "--relays", relays, "--log-level", "warn"))
 	url := "http://" + addr + "/"
 	deadline := time.Now().Add(60 * time.Second)
 	for {

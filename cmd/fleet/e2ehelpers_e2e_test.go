@@ -19,6 +19,7 @@ import (
 	"github.com/relayfleet/relayfleet/infra/events"
 	"github.com/relayfleet/relayfleet/infra/lab"
 	"github.com/relayfleet/relayfleet/infra/program"
+	"github.com/relayfleet/relayfleet/relay/testutil"
 )
 
 // The set-up the end-to-end tests share: the Pulumi CLI, fleet and relay
@@ -243,14 +244,7 @@ func (e *e2eLab) record(event string) *events.Record {
 func (e *e2eLab) startRouter(ctx context.Context) int {
 	e.t.Helper()
 	port := freePort(e.t)
-	rctx, stop := context.WithCancel(ctx)
-	router := exec.CommandContext(rctx, e.relayBin, "router", "--listen", fmt.Sprintf("127.0.0.1:%d", port),
-		"--relays", filepath.Join(e.state, program.RelaysFile), "--poll", "200ms", "--log-level", "warn")
-	router.Stderr = os.Stderr
-	if err := router.Start(); err != nil {
-		stop()
-		e.t.Fatal(err)
-	}
-	e.t.Cleanup(func() { stop(); router.Wait() })
+	testutil.Start(e.t, "router", exec.CommandContext(ctx, e.relayBin, "router", "--listen", fmt.Sprintf("127.0.0.1:%d", port),
+		"--relays", filepath.Join(e.state, program.RelaysFile), "--poll", "200ms", "--log-level", "warn"))
 	return port
 }

@@ -3,7 +3,6 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -14,7 +13,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -137,14 +135,13 @@ func TestE2EEventLifecycle(t *testing.T) {
 	if err := os.WriteFile(tokFile, tokOut, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	start1 := func(args ...string) *exec.Cmd {
+	started := 0
+	start1 := func(args ...string) *testutil.Proc {
 		t.Helper()
+		started++
 		c := exec.CommandContext(lctx, relayBin, args...)
-		c.Stdout, c.Stderr = io.Discard, os.Stderr
-		if err := c.Start(); err != nil {
-			t.Fatal(err)
-		}
-		return c
+		c.Stdout = io.Discard
+		return testutil.Start(t, fmt.Sprintf("%s%d", args[0], started), c)
 	}
 	// The lab boxes are containers on this machine's bridge: fetching
 	// their certificate hashes over plain HTTP crosses no other network.
@@ -164,7 +161,7 @@ func TestE2EEventLifecycle(t *testing.T) {
 		return st.Subscribers
 	}
 	routerURL := fmt.Sprintf("http://127.0.0.1:%d/", port)
-	var listeners []*exec.Cmd
+	var listeners []*testutil.Proc
 	for len(listeners) < 4 && subscribers(burstURL) < 1 {
 		listeners = append(listeners, start1("listen", "--router", routerURL, "--name", "live/show"))
 		n := int64(len(listeners))
@@ -186,30 +183,21 @@ func TestE2EEventLifecycle(t *testing.T) {
 	// 3. After the end: the event's relays are marked draining and their
 	// listeners told to move (make before break) to the steady box; once
 	// none is left the teardown starts, and is killed mid-way.
-	cmd := fleetCmd(e.withFlags("events", "reconcile", "--events", evPath, "--now", end.Add(time.Minute).Format(time.RFC3339))...)
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd.Stderr = cmd.Stdout
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
+	p, lines := testutil.StartLines(t, "killed-reconcile", fleetCmd(e.withFlags("events", "reconcile", "--events", evPath, "--now", end.Add(time.Minute).Format(time.RFC3339))...))
 	killed, drained := false, false
-	sc := bufio.NewScanner(stdout)
-	for sc.Scan() {
-		t.Logf("killed run: %s", sc.Text())
-		if strings.Contains(sc.Text(), "action=drained") {
+	for line := range lines {
+		t.Logf("killed run: %s", line)
+		if strings.Contains(line, "action=drained") {
 			drained = true
 		}
 		// Kill the reconcile, Pulumi and the provider plugin together
 		// once Pulumi starts deleting the event's resources.
-		if !killed && strings.Contains(sc.Text(), "show-1 deleting") {
-			syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		if !killed && strings.Contains(line, "show-1 deleting") {
+			p.Kill()
 			killed = true
 		}
 	}
-	cmd.Wait()
+	p.Wait()
 	if !killed || !drained {
 		t.Fatalf("the reconcile never reached its destroy step after the drain (drained %v)", drained)
 	}

@@ -3,7 +3,6 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -97,35 +96,27 @@ func TestE2EEventResumedOnAnotherMachine(t *testing.T) {
 		t.Fatalf("%d steady boxes, want 1", len(steady))
 	}
 	steadyURL := fmt.Sprintf("http://%s:4443/", steady[0].Address)
-	cmd := fleetCmd(stateA, reconcileArgs(start.Add(-9*time.Minute))...)
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd.Stderr = cmd.Stdout
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
+	p, lines := testutil.StartLines(t, "a-killed-reconcile", fleetCmd(stateA, reconcileArgs(start.Add(-9*time.Minute))...))
 	killed := false
 	var out string
-	sc := bufio.NewScanner(stdout)
-	for sc.Scan() {
-		t.Logf("[a] killed run: %s", sc.Text())
-		if !killed && strings.Contains(sc.Text(), "show-1 creating") {
+	var err error
+	for line := range lines {
+		t.Logf("[a] killed run: %s", line)
+		if !killed && strings.Contains(line, "show-1 creating") {
 			// Machine b, an empty state dir on the same backend, while
 			// a's reconcile still holds the lease (stopped, not dead):
 			// refused.
-			syscall.Kill(-cmd.Process.Pid, syscall.SIGSTOP)
+			syscall.Kill(-p.Cmd.Process.Pid, syscall.SIGSTOP)
 			out, err = run(stateB, reconcileArgs(start.Add(-8*time.Minute))...)
 			if err == nil || !strings.Contains(out, events.ErrLocked.Error()) {
-				syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+				syscall.Kill(-p.Cmd.Process.Pid, syscall.SIGKILL)
 				t.Fatalf("b reconciled while a's lease was held (err %v)", err)
 			}
-			syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+			syscall.Kill(-p.Cmd.Process.Pid, syscall.SIGKILL)
 			killed = true
 		}
 	}
-	cmd.Wait()
+	p.Wait()
 	if !killed {
 		t.Fatal("the reconcile on a never started creating the event's box")
 	}

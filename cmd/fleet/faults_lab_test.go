@@ -205,36 +205,9 @@ steady:
 
 // background starts a process for the whole test; its output goes to a
 // log file, whose tail is printed if the test fails.
-func (f *faultFleet) background(name, prog string, args ...string) *exec.Cmd {
-	t := f.t
-	t.Helper()
-	logPath := filepath.Join(f.dir, name+".log")
-	lf, err := os.Create(logPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(prog, args...)
-	cmd.Stdout, cmd.Stderr = lf, lf
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("%s: %v", name, err)
-	}
-	done := make(chan struct{})
-	go func() { cmd.Wait(); lf.Close(); close(done) }()
-	t.Cleanup(func() {
-		syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM)
-		select {
-		case <-done:
-		case <-time.After(10 * time.Second):
-			syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-			<-done
-		}
-		if t.Failed() {
-			data, _ := os.ReadFile(logPath)
-			t.Logf("%s log (tail):\n%s", name, tail(string(data), 15))
-		}
-	})
-	return cmd
+func (f *faultFleet) background(name, prog string, args ...string) *testutil.Proc {
+	f.t.Helper()
+	return testutil.StartLog(f.t, filepath.Join(f.dir, name+".log"), exec.Command(prog, args...))
 }
 
 func tail(s string, n int) string {
@@ -434,10 +407,8 @@ func (r *loadgenResult) summary() string {
 
 // loadgenRun is a running relay loadgen.
 type loadgenRun struct {
-	cmd    *exec.Cmd
+	p      *testutil.Proc
 	stdout bytes.Buffer
-	log    string
-	done   chan struct{}
 }
 
 // startLoadgen attaches n listeners through the router; they run until
@@ -446,38 +417,22 @@ func (f *faultFleet) startLoadgen(t *testing.T, name string, n int, ramp float64
 	t.Helper()
 	args := append([]string{"loadgen", "--router", f.routerURL, "--broadcast", faultBroadcast,
 		"--listeners", strconv.Itoa(n), "--ramp", fmt.Sprint(ramp), "--duration", "30m", "--reconnect", "--json"}, f.silence...)
-	g := &loadgenRun{log: filepath.Join(f.dir, name+"-loadgen.log"), done: make(chan struct{})}
-	lf, err := os.Create(g.log)
-	if err != nil {
-		t.Fatal(err)
-	}
-	g.cmd = exec.Command(f.relay, args...)
-	g.cmd.Stdout, g.cmd.Stderr = &g.stdout, lf
-	g.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	g := &loadgenRun{}
+	cmd := exec.Command(f.relay, args...)
+	cmd.Stdout = &g.stdout
 	t.Logf("$ relay %s", strings.Join(args, " "))
-	if err := g.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() { g.cmd.Wait(); lf.Close(); close(g.done) }()
-	t.Cleanup(func() { g.kill() })
+	g.p = testutil.StartLog(t, filepath.Join(f.dir, name+"-loadgen.log"), cmd)
 	return g
 }
 
-func (g *loadgenRun) kill() {
-	select {
-	case <-g.done:
-	default:
-		syscall.Kill(-g.cmd.Process.Pid, syscall.SIGKILL)
-		<-g.done
-	}
-}
+func (g *loadgenRun) kill() { g.p.Kill() }
 
 // stop interrupts the load generator and reads its report.
 func (g *loadgenRun) stop(t *testing.T) *loadgenResult {
 	t.Helper()
-	syscall.Kill(g.cmd.Process.Pid, syscall.SIGINT)
+	g.p.Cmd.Process.Signal(syscall.SIGINT)
 	select {
-	case <-g.done:
+	case <-g.p.Done():
 	case <-time.After(60 * time.Second):
 		g.kill()
 		t.Fatalf("relay loadgen did not end within 60s of SIGINT")
@@ -489,8 +444,7 @@ func (g *loadgenRun) stop(t *testing.T) *loadgenResult {
 	}
 	var r loadgenResult
 	if i < 0 || json.Unmarshal(bytes.TrimSpace(out[i:]), &r) != nil {
-		logData, _ := os.ReadFile(g.log)
-		t.Fatalf("relay loadgen: no JSON report\nstdout: %s\nstderr: %s", tail(string(out), 10), tail(string(logData), 15))
+		t.Fatalf("relay loadgen: no JSON report\nstdout: %s\nstderr: %s", tail(string(out), 10), g.p.Tail(15))
 	}
 	return &r
 }

@@ -56,11 +56,7 @@ func loopbackSSHD(t *testing.T, key ssh.PublicKey) (addr, hostKey string) {
 		port, filepath.Join(dir, "host_key"), filepath.Join(dir, "authorized_keys"), filepath.Join(dir, "sshd.pid"))
 	testutil.WriteFile(t, filepath.Join(dir, "sshd_config"), []byte(conf), 0o600)
 	os.MkdirAll("/run/sshd", 0o755)
-	cmd := exec.Command("/usr/sbin/sshd", "-D", "-e", "-f", filepath.Join(dir, "sshd_config"))
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	testutil.Start(t, "sshd", exec.Command("/usr/sbin/sshd", "-D", "-e", "-f", filepath.Join(dir, "sshd_config")))
 	testutil.WaitFor(t, 20*time.Second, "sshd to listen on "+addr, func() bool {
 		c, err := net.Dial("tcp", addr)
 		if err == nil {

@@ -180,12 +180,9 @@ func TestE2EKeyRotationInPlace(t *testing.T) {
 	defer stopListen()
 	pub := exec.CommandContext(lctx, relayBin, "publish", "--name", "live/show", "--paced", "--trust-http-hash", "--token-file", tokFile, url)
 	lis := exec.CommandContext(lctx, relayBin, "listen", "--name", "live/show", "--trust-http-hash", url)
-	for _, c := range []*exec.Cmd{pub, lis} {
-		c.Stdout, c.Stderr = io.Discard, io.Discard
-		if err := c.Start(); err != nil {
-			t.Fatal(err)
-		}
-	}
+	pub.Stdout, lis.Stdout = io.Discard, io.Discard
+	testutil.Start(t, "publisher", pub)
+	testutil.Start(t, "listener", lis)
 	var buf bytes.Buffer
 	if !testutil.PollEvery(2*time.Minute, time.Second, func() bool {
 		buf.Reset()

@@ -474,19 +474,9 @@ steady:
 	// file, and a load generator's listeners through it.
 	lctx, stopListen := context.WithCancel(ctx)
 	defer stopListen()
-	bg := func(name string, args ...string) *exec.Cmd {
+	bg := func(name string, args ...string) *testutil.Proc {
 		t.Helper()
-		cmd := exec.CommandContext(lctx, e.relayV1, args...)
-		lf, err := os.Create(filepath.Join(work, name+".log"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		cmd.Stdout, cmd.Stderr = lf, lf
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		go func() { cmd.Wait(); lf.Close() }()
-		return cmd
+		return testutil.StartLog(t, filepath.Join(work, name+".log"), exec.CommandContext(lctx, e.relayV1, args...))
 	}
 	bg("origin", "serve", "--listen", lcxOriginIP+":4443", "--tls-key", originKey, "--log-level", "warn")
 	testutil.WaitFor(t, 20*time.Second, "the origin", func() bool { return httpStatus("http://"+lcxOriginIP+":4443/healthz") == 200 })
@@ -746,10 +736,8 @@ func routedRelays(routerURL string) []routerRelay {
 
 // lcLoadgen is a running relay loadgen.
 type lcLoadgen struct {
-	cmd    *exec.Cmd
+	p      *testutil.Proc
 	stdout bytes.Buffer
-	log    string
-	done   chan struct{}
 }
 
 // lcLoadgenReport is what the story reads of relay loadgen --json.
@@ -770,39 +758,22 @@ type lcLoadgenReport struct {
 // when their relay goes; they listen until stop.
 func startLoadgen(t *testing.T, relayBin, logBase, routerURL string, n int) *lcLoadgen {
 	t.Helper()
-	g := &lcLoadgen{log: logBase + ".log", done: make(chan struct{})}
-	lf, err := os.Create(g.log)
-	if err != nil {
-		t.Fatal(err)
-	}
-	g.cmd = exec.Command(relayBin, "loadgen", "--router", routerURL, "--broadcast", "live/show",
+	g := &lcLoadgen{}
+	cmd := exec.Command(relayBin, "loadgen", "--router", routerURL, "--broadcast", "live/show",
 		"--listeners", fmt.Sprint(n), "--ramp", "4", "--duration", "30m", "--reconnect", "--json", "--silence", "960ms")
-	g.cmd.Stdout, g.cmd.Stderr = &g.stdout, lf
-	g.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := g.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() { g.cmd.Wait(); lf.Close(); close(g.done) }()
-	t.Cleanup(func() {
-		select {
-		case <-g.done:
-		default:
-			syscall.Kill(-g.cmd.Process.Pid, syscall.SIGKILL)
-			<-g.done
-		}
-	})
+	cmd.Stdout = &g.stdout
+	g.p = testutil.StartLog(t, logBase+".log", cmd)
 	return g
 }
 
 // stop interrupts the load generator and reads its report.
 func (g *lcLoadgen) stop(t *testing.T) lcLoadgenReport {
 	t.Helper()
-	syscall.Kill(g.cmd.Process.Pid, syscall.SIGINT)
+	g.p.Cmd.Process.Signal(syscall.SIGINT)
 	select {
-	case <-g.done:
+	case <-g.p.Done():
 	case <-time.After(60 * time.Second):
-		syscall.Kill(-g.cmd.Process.Pid, syscall.SIGKILL)
-		<-g.done
+		g.p.Kill()
 		t.Fatal("relay loadgen did not end within 60s of SIGINT")
 	}
 	out := g.stdout.Bytes()
@@ -812,8 +783,7 @@ func (g *lcLoadgen) stop(t *testing.T) lcLoadgenReport {
 	}
 	var r lcLoadgenReport
 	if i < 0 || json.Unmarshal(bytes.TrimSpace(out[i:]), &r) != nil {
-		logData, _ := os.ReadFile(g.log)
-		t.Fatalf("relay loadgen: no JSON report\nstdout: %s\nstderr: %s", out, logData)
+		t.Fatalf("relay loadgen: no JSON report\nstdout: %s\nstderr: %s", out, g.p.Tail(30))
 	}
 	return r
 }

@@ -93,25 +93,9 @@ cat $d/tiny-buffer.conf`
 	t.Logf("fleet monitor:\n%s", out)
 
 	promAddr := freeAddr(t)
-	promLog, err := os.Create(filepath.Join(dir, "prometheus.log"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.CommandContext(ctx, prom, "--config.file="+filepath.Join(mon, monitoring.ConfigFile),
-		"--storage.tsdb.path="+filepath.Join(dir, "tsdb"), "--web.listen-address="+promAddr)
-	cmd.Stdout, cmd.Stderr = promLog, promLog
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
+	testutil.StartLog(t, filepath.Join(dir, "prometheus.log"), exec.CommandContext(ctx, prom, "--config.file="+filepath.Join(mon, monitoring.ConfigFile),
+		"--storage.tsdb.path="+filepath.Join(dir, "tsdb"), "--web.listen-address="+promAddr))
 	promStart := time.Now()
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
-		if t.Failed() {
-			log, _ := os.ReadFile(promLog.Name())
-			t.Logf("prometheus log:\n%s", log)
-		}
-	})
 	api := func(path string, q url.Values, v any) error {
 		resp, err := http.Get("http://" + promAddr + path + "?" + q.Encode())
 		if err != nil {

@@ -23,7 +23,6 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -68,21 +67,11 @@ func TestE2EReplaceOneBoxAtATime(t *testing.T) {
 	l, ctx := e.lab, context.Background()
 	boxes := func() []lab.Box { return e.boxes(e.owned) }
 	fleet := e.run
-	bg := func(lctx context.Context, name string, args ...string) *exec.Cmd {
+	// Gone with the test binary, also when it is killed (an origin left
+	// on the bridge address made the next run's origin fail).
+	bg := func(lctx context.Context, name string, args ...string) *testutil.Proc {
 		t.Helper()
-		c := exec.CommandContext(lctx, relayBin, args...)
-		lf, err := os.Create(filepath.Join(work, name+".log"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		c.Stdout, c.Stderr = lf, lf
-		// Gone with the test binary, also when it is killed (an origin
-		// left on the bridge address made the next run's origin fail).
-		c.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-		if err := c.Start(); err != nil {
-			t.Fatal(err)
-		}
-		return c
+		return testutil.StartLog(t, filepath.Join(work, name+".log"), exec.CommandContext(lctx, relayBin, args...))
 	}
 
 	// 1. Two small boxes, pulling the broadcast from an origin on this
@@ -156,7 +145,7 @@ func TestE2EReplaceOneBoxAtATime(t *testing.T) {
 		rs := routed()
 		return len(rs) == 2 && rs[0].Healthy && rs[1].Healthy
 	})
-	var listeners []*exec.Cmd
+	var listeners []*testutil.Proc
 	for i := range safeListen {
 		listeners = append(listeners, bg(lctx, fmt.Sprintf("listener%d", i), "listen", "--router", routerURL, "--name", "live/show"))
 	}

@@ -17,6 +17,7 @@ import (
 
 	"github.com/relayfleet/relayfleet/infra/events"
 	"github.com/relayfleet/relayfleet/infra/lab"
+	"github.com/relayfleet/relayfleet/relay/testutil"
 )
 
 // The resize end-to-end (issue 16.3): an event of two burst boxes, a
@@ -130,14 +131,11 @@ func TestE2EEventCalibrationChangeAndResize(t *testing.T) {
 	if err := os.WriteFile(tokFile, tokOut, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	pub := exec.CommandContext(lctx, relayBin, "publish", "--name", "live/rsz", "--paced", "--trust-http-hash", "--token-file", tokFile, url(second))
-	lis := exec.CommandContext(lctx, relayBin, "listen", "--name", "live/rsz", "--trust-http-hash", url(second))
-	for _, c := range []*exec.Cmd{pub, lis} {
-		c.Stdout, c.Stderr = io.Discard, os.Stderr
-		if err := c.Start(); err != nil {
-			t.Fatal(err)
-		}
-	}
+	pubCmd := exec.CommandContext(lctx, relayBin, "publish", "--name", "live/rsz", "--paced", "--trust-http-hash", "--token-file", tokFile, url(second))
+	lisCmd := exec.CommandContext(lctx, relayBin, "listen", "--name", "live/rsz", "--trust-http-hash", url(second))
+	pubCmd.Stdout, lisCmd.Stdout = io.Discard, io.Discard
+	testutil.Start(t, "publisher", pubCmd)
+	lis := testutil.Start(t, "listener", lisCmd)
 	deadline := time.Now().Add(30 * time.Second)
 	for n := 0; ; n++ {
 		fleet("events", "reconcile", "--events", evPath, "--now", at(start.Add(time.Duration(20+n)*time.Minute)))
@@ -165,8 +163,8 @@ func TestE2EEventCalibrationChangeAndResize(t *testing.T) {
 	routerState("both burst relays still routed", func(rs map[string]routerRelay) bool {
 		return len(rs) == 3 && !rs[url(first)].Draining && !rs[url(second)].Draining
 	})
-	if lis.ProcessState != nil {
-		t.Fatal("the listener exited")
+	if lis.Exited() {
+		t.Fatalf("the listener exited: %v\n%s", lis.Wait(), lis.Tail(10))
 	}
 
 	// fleet burst resize: the second box is drained (its listener told

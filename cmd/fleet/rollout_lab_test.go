@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/relayfleet/relayfleet/provision"
+	"github.com/relayfleet/relayfleet/relay/testutil"
 	"github.com/relayfleet/relayfleet/sysctl"
 )
 
@@ -177,15 +178,8 @@ steady:
 	// run). It returns the rollout's output.
 	rolloutCut := func(v string, sig syscall.Signal, kill bool) string {
 		t.Helper()
-		var outb strings.Builder
-		cmd := exec.Command(fleetBin, append([]string{"rollout"}, lf.args("--relay-binary", builds[v],
-			"--router-poll", "3s", "--rebalance=false")...)...) // no router: each drained process waits 6 s before its shed
-		cmd.Stdout, cmd.Stderr = &outb, &outb
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		done := make(chan error, 1)
-		go func() { done <- cmd.Wait() }()
+		p := testutil.Start(t, "rollout-"+v, exec.Command(fleetBin, append([]string{"rollout"}, lf.args("--relay-binary", builds[v],
+			"--router-poll", "3s", "--rebalance=false")...)...)) // no router: each drained process waits 6 s before its shed
 		deadline := time.Now().Add(3 * time.Minute)
 		for {
 			s := read()
@@ -193,29 +187,27 @@ steady:
 				t.Logf("cut with %v (kill %v): current %s, processes run %v, draining %v", sig, kill, s.current, s.runs, s.draining)
 				break
 			}
-			select {
-			case err := <-done:
-				t.Fatalf("the rollout ended before the cut: %v\n%s", err, outb.String())
-			default:
+			if p.Exited() {
+				t.Fatalf("the rollout ended before the cut: %v\n%s", p.Wait(), p.Log())
 			}
 			if time.Now().After(deadline) {
-				cmd.Process.Kill()
-				t.Fatalf("the rollout never reached its second process: %+v\n%s", s, outb.String())
+				p.Cmd.Process.Kill()
+				t.Fatalf("the rollout never reached its second process: %+v\n%s", s, p.Log())
 			}
 			time.Sleep(100 * time.Millisecond)
 		}
-		cmd.Process.Signal(sig)
+		p.Cmd.Process.Signal(sig)
 		if kill {
-			cmd.Process.Kill()
+			p.Cmd.Process.Kill()
 		}
 		select {
-		case err := <-done:
-			t.Logf("fleet rollout %s, cut: %v\n%s", v, err, outb.String())
+		case <-p.Done():
+			t.Logf("fleet rollout %s, cut: %v\n%s", v, p.Wait(), p.Log())
 		case <-time.After(5 * time.Minute):
-			cmd.Process.Kill()
-			t.Fatalf("the rollout did not end after %v:\n%s", sig, outb.String())
+			p.Cmd.Process.Kill()
+			t.Fatalf("the rollout did not end after %v:\n%s", sig, p.Log())
 		}
-		return outb.String()
+		return p.Log()
 	}
 	rollout := func(v string) string {
 		t.Helper()

@@ -32,21 +32,15 @@ func buildRelay(t *testing.T) string {
 
 // startRelayProcess runs `bin serve` with args on a free loopback port
 // and returns the process and its address.
-func startRelayProcess(t *testing.T, ctx context.Context, bin string, args ...string) (*exec.Cmd, string) {
+func startRelayProcess(t *testing.T, ctx context.Context, bin string, args ...string) (*testutil.Proc, string) {
 	t.Helper()
 	addr := "127.0.0.1:" + testutil.FreePort(t)
 	serve := exec.CommandContext(ctx, bin, append([]string{"serve", "--listen", addr, "--udp-buffer", "1MiB"}, args...)...)
 	serveErr := &lockedBuffer{}
 	serve.Stderr = serveErr
-	if err := serve.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = serve.Process.Signal(os.Interrupt)
-		_ = serve.Wait()
-	})
+	p := testutil.Start(t, "relay", serve)
 	waitHealthy(t, addr, serveErr)
-	return serve, addr
+	return p, addr
 }
 
 // vmRSS is the resident set of process pid in bytes (/proc/PID/status).
@@ -103,7 +97,7 @@ func frameHeaderFlood(t *testing.T, bin string, payload int) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	serve, addr := startRelayProcess(t, ctx, bin, "--log-level", "error")
-	pid := serve.Process.Pid
+	pid := serve.Cmd.Process.Pid
 	time.Sleep(500 * time.Millisecond) // settle: the idle figure is taken once start-up's allocations are done
 	idle := vmRSS(t, pid)
 

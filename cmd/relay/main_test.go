@@ -30,13 +30,7 @@ func TestServePublishListen(t *testing.T) {
 	serve := exec.CommandContext(ctx, bin, "serve", "--listen", addr, "--udp-buffer", "1MiB")
 	serveErr := &lockedBuffer{}
 	serve.Stderr = serveErr
-	if err := serve.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		_ = serve.Process.Signal(os.Interrupt)
-		_ = serve.Wait()
-	}()
+	testutil.Start(t, "relay", serve)
 	if !testutil.Poll(10*time.Second, func() bool { return strings.Contains(serveErr.String(), "relay listening") }) {
 		t.Fatalf("relay did not start: %s", serveErr.String())
 	}
@@ -45,18 +39,9 @@ func TestServePublishListen(t *testing.T) {
 	var listenOut bytes.Buffer
 	listen.Stdout = &listenOut
 	listen.Stderr = &listenOut
-	if err := listen.Start(); err != nil {
-		t.Fatal(err)
-	}
-	pub := exec.CommandContext(ctx, bin, "publish", url, "--name", "b", "--size", "64", "--interval", "20ms", "--frames", "2")
-	if err := pub.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		_ = pub.Process.Signal(os.Interrupt)
-		_ = pub.Wait()
-	}()
-	if err := listen.Wait(); err != nil {
+	listener := testutil.Start(t, "listen", listen)
+	testutil.Start(t, "publish", exec.CommandContext(ctx, bin, "publish", url, "--name", "b", "--size", "64", "--interval", "20ms", "--frames", "2"))
+	if err := listener.Wait(); err != nil {
 		t.Fatalf("listen: %v\n%s", err, listenOut.String())
 	}
 	if !strings.Contains(listenOut.String(), "received 10 groups, 20 frames") {
@@ -113,11 +98,7 @@ func TestVersionStamped(t *testing.T) {
 		cmd := exec.Command(bin, tc.args...)
 		out := &lockedBuffer{}
 		cmd.Stdout, cmd.Stderr = out, out
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		done := make(chan error, 1)
-		go func() { done <- cmd.Wait() }()
+		done := testutil.Start(t, tc.args[0], cmd).Done()
 		if !testutil.Poll(30*time.Second, func() bool { return strings.Contains(out.String(), tc.up) }) {
 			_ = cmd.Process.Kill()
 			t.Fatalf("relay %s did not start: %s", tc.args[0], out.String())

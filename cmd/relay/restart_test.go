@@ -23,20 +23,14 @@ import (
 
 // startServeOn runs `bin serve --listen addr args...` and waits for its
 // /healthz.
-func startServeOn(t *testing.T, bin, addr string, args ...string) *exec.Cmd {
+func startServeOn(t *testing.T, bin, addr string, args ...string) *testutil.Proc {
 	t.Helper()
 	cmd := exec.Command(bin, append([]string{"serve", "--listen", addr, "--udp-buffer", "1MiB"}, args...)...)
 	logs := &lockedBuffer{}
 	cmd.Stderr = logs
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
-	})
+	p := testutil.Start(t, "relay", cmd)
 	waitHealthy(t, addr, logs)
-	return cmd
+	return p
 }
 
 // waitHealthy waits up to 20 s for the relay on addr to answer /healthz,
@@ -100,7 +94,7 @@ func TestRestartedProcessResetsAndSIGTERMSheds(t *testing.T) {
 
 	a := startServeOn(t, bin, addr, "--stateless-reset-secret", secret)
 	conn := dialSession(t, ctx, addr)
-	if err := a.Process.Signal(syscall.SIGKILL); err != nil {
+	if err := a.Cmd.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
 	_ = a.Wait()
@@ -125,7 +119,7 @@ func TestRestartedProcessResetsAndSIGTERMSheds(t *testing.T) {
 
 	conn2 := dialSession(t, ctx, addr)
 	term := time.Now()
-	if err := bproc.Process.Signal(syscall.SIGTERM); err != nil {
+	if err := bproc.Cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
 	select {
@@ -138,11 +132,9 @@ func TestRestartedProcessResetsAndSIGTERMSheds(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("no going-away within 10 s of SIGTERM")
 	}
-	exited := make(chan error, 1)
-	go func() { exited <- bproc.Wait() }()
 	select {
-	case err := <-exited:
-		if err != nil {
+	case <-bproc.Done():
+		if err := bproc.Wait(); err != nil {
 			t.Fatalf("relay B after SIGTERM: %v", err)
 		}
 	case <-time.After(15 * time.Second):

@@ -371,11 +371,7 @@ func TestPulumiStoreLeaseExpires(t *testing.T) {
 func TestPulumiStoreLeaseOfAGoneProcessHere(t *testing.T) {
 	testutil.Short(t, "make test-long (runs the Pulumi CLI)")
 	be := sharedBackend(t)
-	live := exec.Command("sleep", "300")
-	if err := live.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() { live.Process.Kill(); live.Wait() }()
+	live := testutil.Start(t, "sleep", exec.Command("sleep", "300"))
 	ctx := context.Background()
 	holder := func(pid int) {
 		t.Helper()
@@ -391,12 +387,11 @@ func TestPulumiStoreLeaseOfAGoneProcessHere(t *testing.T) {
 	here := pulumiStore(t, t.TempDir(), be)
 	here.MachineID = "m1"
 
-	holder(live.Process.Pid)
+	holder(live.Cmd.Process.Pid)
 	if _, _, err := here.Lock(ctx); !errors.Is(err, ErrLocked) {
 		t.Fatalf("a live holder here: %v, want ErrLocked", err)
 	}
-	live.Process.Kill()
-	live.Wait()
+	live.Kill()
 	if _, _, err := other.Lock(ctx); !errors.Is(err, ErrLocked) {
 		t.Fatalf("another machine, before the expiry: %v, want ErrLocked", err)
 	}

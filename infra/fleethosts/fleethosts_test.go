@@ -202,11 +202,7 @@ func startSSHD(t *testing.T, keys ...ssh.PublicKey) (addr, hostKey string) {
 	conf := write("sshd_config", fmt.Appendf(nil, "Port %s\nListenAddress 127.0.0.1\nHostKey %s\nAuthorizedKeysFile %s\nPidFile %s\nStrictModes no\nUsePAM no\nPasswordAuthentication no\nKbdInteractiveAuthentication no\nPermitRootLogin prohibit-password\nLogLevel ERROR\n",
 		port, write("host_key", pem.EncodeToMemory(block)), write("authorized_keys", auth), filepath.Join(dir, "sshd.pid")))
 	os.MkdirAll("/run/sshd", 0o755)
-	cmd := exec.Command("/usr/sbin/sshd", "-D", "-e", "-f", conf)
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	testutil.Start(t, "sshd", exec.Command("/usr/sbin/sshd", "-D", "-e", "-f", conf))
 	testutil.WaitFor(t, 20*time.Second, "sshd to listen on "+addr, func() bool {
 		c, err := net.Dial("tcp", addr)
 		if err == nil {

@@ -3,7 +3,6 @@
 package interop_test
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -19,6 +18,7 @@ import (
 
 	"github.com/relayfleet/relayfleet/relay"
 	"github.com/relayfleet/relayfleet/relay/client"
+	"github.com/relayfleet/relayfleet/relay/testutil"
 )
 
 const (
@@ -71,32 +71,26 @@ type event struct {
 // nodeProc is a running publisher.mjs or subscriber.mjs.
 type nodeProc struct {
 	name   string
-	cmd    *exec.Cmd
+	proc   *testutil.Proc
 	stdin  io.WriteCloser
 	events chan event
 	stderr bytes.Buffer
-	done   chan error
 }
 
 func startNode(t *testing.T, ctx context.Context, name, script string, args ...string) *nodeProc {
 	t.Helper()
 	cmd := exec.CommandContext(ctx, "node", append([]string{script}, args...)...)
-	p := &nodeProc{name: name, cmd: cmd, events: make(chan event, 16), done: make(chan error, 1)}
+	p := &nodeProc{name: name, events: make(chan event, 16)}
 	cmd.Stderr = &syncWriter{w: &p.stderr}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
+	var err error
 	if p.stdin, err = cmd.StdinPipe(); err != nil {
 		t.Fatal(err)
 	}
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("start %s: %v", name, err)
-	}
+	proc, lines := testutil.StartLines(t, name, cmd)
+	p.proc = proc
 	go func() {
-		sc := bufio.NewScanner(stdout)
-		for sc.Scan() {
-			line, ok := strings.CutPrefix(sc.Text(), "RESULT ")
+		for l := range lines {
+			line, ok := strings.CutPrefix(l, "RESULT ")
 			if !ok {
 				continue
 			}
@@ -106,11 +100,8 @@ func startNode(t *testing.T, ctx context.Context, name, script string, args ...s
 			}
 		}
 		close(p.events)
-		p.done <- cmd.Wait()
 	}()
 	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		<-p.done
 		if t.Failed() {
 			t.Logf("%s stderr:\n%s", name, p.stderr.String())
 		}
@@ -141,9 +132,8 @@ func (p *nodeProc) wait(t *testing.T, ctx context.Context) {
 	for range p.events {
 	}
 	select {
-	case err := <-p.done:
-		p.done <- err // for Cleanup
-		if err != nil {
+	case <-p.proc.Done():
+		if err := p.proc.Wait(); err != nil {
 			t.Fatalf("%s: %v; stderr:\n%s", p.name, err, p.stderr.String())
 		}
 	case <-ctx.Done():

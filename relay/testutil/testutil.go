@@ -1,8 +1,9 @@
 // Package testutil is the tests' plumbing, for every package of the
 // module: skips that fail under CI=true (Skipf, Require, Short), polling
 // with a deadline instead of sleeping (WaitFor), golden files rewritten by
-// -update (Golden), and goroutine-leak checks with go.uber.org/goleak
-// (NoLeaks).
+// -update (Golden), goroutine-leak checks with go.uber.org/goleak
+// (NoLeaks), and child processes in the background that end with the test
+// and die with the test binary (Start).
 //
 // It lives under relay/ so that the relay's own tests may use it and still
 // import nothing of the module outside relay/ (relay/deps_test.go,
