@@ -19,6 +19,7 @@ import (
 	"github.com/relayfleet/relayfleet/inventories"
 	"github.com/relayfleet/relayfleet/provision/loadtest"
 	"github.com/relayfleet/relayfleet/relay"
+	"github.com/relayfleet/relayfleet/relay/testutil"
 )
 
 // TestCalibrateLab (make lab-calibrate) is the planner's prediction against
