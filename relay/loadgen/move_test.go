@@ -11,13 +11,6 @@ import (
 	"github.com/relayfleet/relayfleet/relay/loadgen"
 )
 
-// moveBound is the gap (frames are published every 20 ms) that a shed
-// without notice must exceed, or lose frames, for the test to see the
-// break: a listener that reconnects only on the close waits for the
-// router, a dial, a subscribe and the first group, and loses what was
-// published meanwhile.
-const moveBound = 500 * time.Millisecond
-
 // runShed measures 20 listeners on edge A (the router sends them there,
 // and elsewhere when asked to avoid A) while A sheds every session, with
 // the going-away notice grace given (0: closed at once), 500 ms into the
@@ -68,9 +61,13 @@ func runShed(t *testing.T, grace time.Duration) (*loadgen.Report, *relay.Relay) 
 // and loses frames. The grace is generous (5 s; the fleet's default is
 // longer): under -race on a loaded 2-core machine 20 dials and subscribes
 // took over 2 s, and a listener still moving when the grace ran out lost
-// the frames between. The longest gap is asserted only where it tells
-// the two apart (without the notice); with it, the gap is the machine's
-// scheduling delay, which is logged.
+// the frames between. What tells the two apart on any machine is a
+// session closed under its listener (the report's errors): none with
+// the notice, every listener's without. Lost frames and the gap follow
+// only on a machine slow to reconnect: on a quiet one a listener closed
+// without notice is back on the other relay within a frame or two (26-46
+// ms at 20 ms frames) and, one frame per group, misses nothing; the gap
+// is logged.
 func TestRunMovesBeforeBreak(t *testing.T) {
 	rep, b := runShed(t, 5*time.Second)
 	if rep.Connected != 20 || rep.ListenersLost != 0 || rep.SilentAtEnd != 0 {
@@ -85,6 +82,9 @@ func TestRunMovesBeforeBreak(t *testing.T) {
 	if rep.FramesLost != 0 || rep.GroupsMissing != 0 || rep.GroupsCut != 0 {
 		t.Fatalf("%d frames lost (%d groups missing, %d cut) moving make-before-break, want none", rep.FramesLost, rep.GroupsMissing, rep.GroupsCut)
 	}
+	if n := sessionsClosed(rep); n != 0 {
+		t.Fatalf("%d sessions closed under their listeners (%v) moving make-before-break, want none", n, rep.Errors)
+	}
 	t.Logf("make-before-break: longest gap %.0f ms, p99 %.0f ms (frames every 20 ms)", rep.GapMs.Max, rep.GapMs.P99)
 
 	t.Run("without-notice", func(t *testing.T) {
@@ -92,8 +92,20 @@ func TestRunMovesBeforeBreak(t *testing.T) {
 		if got := rep.ReconnectsByReason[client.ReasonGoingAway]; got != 20 {
 			t.Fatalf("reconnects by reason %v: want 20 going-away", rep.ReconnectsByReason)
 		}
-		if max := time.Duration(rep.GapMs.Max * float64(time.Millisecond)); rep.FramesLost == 0 && max <= moveBound {
-			t.Fatalf("closed without notice: no frame lost and longest gap %v: the test could not see a break", max)
+		max := time.Duration(rep.GapMs.Max * float64(time.Millisecond))
+		t.Logf("closed without notice: %d sessions closed under their listeners, %d frames lost, longest gap %v", sessionsClosed(rep), rep.FramesLost, max)
+		if n := sessionsClosed(rep); n < 20 {
+			t.Fatalf("closed without notice: %d sessions closed under their listeners (%v), want all 20: the test could not see a break", n, rep.Errors)
 		}
 	})
+}
+
+// sessionsClosed counts the load generator's errors: sessions that ended
+// under their listeners (the relay's close without notice is one each).
+func sessionsClosed(rep *loadgen.Report) int {
+	n := 0
+	for _, c := range rep.Errors {
+		n += c
+	}
+	return n
 }
