@@ -34,19 +34,19 @@ const DefaultUDPBuffer = 16 << 20
 // written from the connection's own loop. Batching across connections
 // parks every writer until its batch leaves; on one CPU (GOMAXPROCS 1, as
 // a relay@ unit runs) that park costs more than the system calls it
-// saves: 2,958-3,226 listeners per core with one sendmsg each, 2,556-2,593
-// with batches of 64 (docs/benchmarks.md, "Fewer packets, fewer
-// goroutines"). The kernel floor's own gain from sendmmsg was 1.70 to
-// 1.49 us per packet on that machine.
+// saves: 3,126 and 2,883 listeners per core (medians at 1,000 and 2,000)
+// with one sendmsg each, 2,508 and 2,516 with batches of 64
+// (docs/benchmarks.md, "Fewer packets, fewer goroutines"). The kernel
+// floor's own gain from sendmmsg was 1.72 to 1.49 us per packet there.
 const DefaultSendBatch = 1
 
 // DefaultAckDelay is Config.AckDelay's default: longer than the 120 ms
 // between a listener's audio packets, so that the relay's acknowledgement
 // of what a listener sends (its ACKs carry a MAX_STREAMS for every group
 // stream it finished) rides on the next audio packet instead of leaving
-// in a packet of its own 25 ms later, quic-go's default: about half the
-// packets the relay sends, 12% of its CPU at 2,000 listeners
-// (docs/benchmarks.md, "Fewer packets, fewer goroutines").
+// in a packet of its own 25 ms later, quic-go's default: 9.7 packets per
+// listener-second instead of 17.7, 29% and 11% more listeners per core at
+// 1,000 and 2,000 (docs/benchmarks.md, "Fewer packets, fewer goroutines").
 const DefaultAckDelay = 200 * time.Millisecond
 
 // MaxAckDelay is the longest Config.AckDelay may be.
