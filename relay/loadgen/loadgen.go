@@ -684,7 +684,7 @@ wait:
 		}
 		gap, silent := l.settle(end, o.Silence, tl)
 		gaps = append(gaps, gap)
-		o.Logger.Debug("listener gap", "listener", l.id, "gap", gap, "longest_between_frames_ended", l.gapEnd.Format(time.RFC3339Nano), "reconnects", l.reasons)
+		o.Logger.Debug("listener gap", "listener", l.id, "gap", gap, "first_frame_after", l.first.Sub(l.subscribedAt), "longest_between_frames_ended", l.gapEnd.Format(time.RFC3339Nano), "reconnects", l.reasons)
 		if silent {
 			rep.SilentAtEnd++
 		}
