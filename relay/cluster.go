@@ -57,21 +57,44 @@ var errLinkClosed = errors.New("upstream link closed")
 // The mutex guards its fields only and is never held across a dial: a dial
 // to a blackholed upstream takes upstreamDialWait, and /stats and the
 // systemd watchdog read connected() meanwhile.
+//
+// A dial that has not connected within linkHedgeAfter is not waited on
+// alone: the next caller (or a caller still waiting) starts another one
+// beside it (see session), and the first to connect serves every caller.
+// A QUIC dial started while the upstream was not listening yet (an origin
+// started after its edges, or restarting) connects only at its next
+// Initial retransmission, or fails at its handshake timeout (3 s): without
+// the second dial, the first listener of a pulled track waited that long
+// for its first group, past a player's silence timer.
 type upstreamLink struct {
 	urls   []string
 	logger *slog.Logger
 	auth   *Authenticator // signs the link's own token; nil: none
+	// dialFn dials one upstream URL (nil: client.Dial); tests replace it.
+	dialFn func(ctx context.Context, url string) (*client.Session, error)
 
-	mu     sync.Mutex
-	cur    *client.Session
-	next   int
-	closed bool
-	flight *dialFlight // the dial in progress, if any
+	mu      sync.Mutex
+	cur     *client.Session
+	next    int
+	closed  bool
+	flight  *dialFlight              // the newest dial in progress, if any
+	flights map[*dialFlight]struct{} // every dial in progress
+	changed chan struct{}            // closed (and replaced) when a dial sets cur
 
 	probing   *probeFlight    // the link probe in progress, if any
 	probedOK  time.Time       // when a probe of probedFor last succeeded
 	probedFor *client.Session // the session probedOK is about
 }
+
+// linkHedgeAfter is how long a link dial runs before another one is
+// started beside it; maxCallDials bounds the dials one session call
+// starts, maxLinkDials the dials at once.
+var linkHedgeAfter = 500 * time.Millisecond
+
+const (
+	maxCallDials = 2
+	maxLinkDials = 8
+)
 
 // probeFlight is one probe of a link session; callers that arrive while
 // it is in flight share its result.
@@ -85,82 +108,155 @@ type probeFlight struct {
 // dialFlight is one dial of the upstream; callers that arrive while it is
 // in flight wait for its result instead of dialling again.
 type dialFlight struct {
-	done   chan struct{} // closed once s and err are set
-	cancel context.CancelFunc
-	s      *client.Session
-	err    error
+	done    chan struct{} // closed once s and err are set
+	cancel  context.CancelFunc
+	started time.Time
+	s       *client.Session
+	err     error
 }
 
 // session returns the live upstream session, dialling the next upstream
-// URL when there is none. One dial at a time: callers that arrive during a
-// dial wait for it (or for their ctx) and share its result.
+// URL when there is none. Callers that arrive during a dial wait for it
+// (or for their ctx) and share its result. A dial that has run
+// linkHedgeAfter without connecting gets another beside it: a caller that
+// arrives then starts one, and a caller waiting on a dial starts one when
+// its dial turns that old; each call starts at most maxCallDials dials.
+// The first dial to connect serves every caller; a caller whose own dial
+// fails, with no session up, gets its error.
 func (l *upstreamLink) session(ctx context.Context) (*client.Session, error) {
-	l.mu.Lock()
-	if l.closed {
-		l.mu.Unlock()
-		return nil, errLinkClosed
-	}
-	if l.cur != nil {
-		select {
-		case <-l.cur.Done():
-			_ = l.cur.Close()
-			l.cur = nil
-		default:
-			s := l.cur
+	var (
+		f       *dialFlight // the dial this call waits on
+		started int         // dials this call started
+	)
+	for {
+		l.mu.Lock()
+		if l.closed {
+			l.mu.Unlock()
+			return nil, errLinkClosed
+		}
+		if s := l.liveLocked(); s != nil {
 			l.mu.Unlock()
 			return s, nil
 		}
-	}
-	if f := l.flight; f != nil {
-		l.mu.Unlock()
-		select {
-		case <-f.done:
-			return f.s, f.err
-		case <-ctx.Done():
-			return nil, ctx.Err()
+		if f == nil {
+			f = l.flight
 		}
-	}
-	// The dial serves every caller that waits on it: the one that started
-	// it leaving (its track ended) must not cancel it; close does. Each
-	// caller waits for it, or for its own ctx.
-	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), upstreamDialWait)
-	f := &dialFlight{done: make(chan struct{}), cancel: cancel}
-	l.flight = f
-	u := l.urls[l.next%len(l.urls)]
-	l.next++
-	l.mu.Unlock()
+		if f == nil || started < maxCallDials && time.Since(f.started) >= linkHedgeAfter && len(l.flights) < maxLinkDials {
+			f = l.startDialLocked(ctx)
+			started++
+		}
+		if l.changed == nil {
+			l.changed = make(chan struct{})
+		}
+		changed := l.changed
+		l.mu.Unlock()
 
-	go l.dial(dctx, f, u)
-	select {
-	case <-f.done:
-		return f.s, f.err
-	case <-ctx.Done():
-		return nil, ctx.Err()
+		if s, done, err := l.await(ctx, f, changed, started < maxCallDials); done {
+			return s, err
+		}
 	}
 }
 
+// await waits for f, for another dial to connect (changed) or for ctx;
+// with hedge, at most until f has run linkHedgeAfter. done is false when
+// session should look again.
+func (l *upstreamLink) await(ctx context.Context, f *dialFlight, changed <-chan struct{}, hedge bool) (s *client.Session, done bool, err error) {
+	var slow <-chan time.Time
+	if hedge {
+		t := time.NewTimer(time.Until(f.started.Add(linkHedgeAfter)))
+		defer t.Stop()
+		slow = t.C
+	}
+	select {
+	case <-f.done:
+		if f.err == nil {
+			return f.s, true, nil
+		}
+		l.mu.Lock()
+		s := l.liveLocked() // another dial connected
+		l.mu.Unlock()
+		if s != nil {
+			return s, true, nil
+		}
+		return nil, true, f.err
+	case <-changed: // another dial connected
+		return nil, false, nil
+	case <-slow: // f is slow: another dial beside it
+		return nil, false, nil
+	case <-ctx.Done():
+		return nil, true, ctx.Err()
+	}
+}
+
+// liveLocked is the link's session if it is up (a session that ended is
+// closed and forgotten); l.mu is held.
+func (l *upstreamLink) liveLocked() *client.Session {
+	if l.cur == nil {
+		return nil
+	}
+	if isDone(l.cur.Done()) {
+		_ = l.cur.Close()
+		l.cur = nil
+		return nil
+	}
+	return l.cur
+}
+
+// startDialLocked starts a dial of the next upstream URL as the newest
+// flight; l.mu is held.
+func (l *upstreamLink) startDialLocked(ctx context.Context) *dialFlight {
+	// The dial serves every caller that waits on it: the one that started
+	// it leaving (its track ended) must not cancel it; close does.
+	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), upstreamDialWait)
+	f := &dialFlight{done: make(chan struct{}), cancel: cancel, started: time.Now()}
+	if l.flights == nil {
+		l.flights = make(map[*dialFlight]struct{})
+	}
+	l.flights[f] = struct{}{}
+	l.flight = f
+	u := l.urls[l.next%len(l.urls)]
+	l.next++
+	go l.dial(dctx, f, u)
+	return f
+}
+
 // dial runs flight f: it dials u and records the session, or the error.
+// A dial that connects after another one did hands over that session and
+// closes its own.
 func (l *upstreamLink) dial(ctx context.Context, f *dialFlight, u string) {
 	// The URL dialled carries a fresh token; logs show u, without it.
 	du, err := upstreamDialURL(l.auth, u)
 	var s *client.Session
 	if err == nil {
-		s, err = client.Dial(ctx, du, &client.Options{Logger: l.logger})
+		if l.dialFn != nil {
+			s, err = l.dialFn(ctx, du)
+		} else {
+			s, err = client.Dial(ctx, du, &client.Options{Logger: l.logger})
+		}
 	}
 	f.cancel()
 	if err != nil {
 		err = fmt.Errorf("upstream %s: %w", u, err)
 	}
-	var late *client.Session // dialled after close: not kept
+	var late *client.Session // not kept: dialled after close, or after another dial
 	l.mu.Lock()
-	l.flight = nil
+	delete(l.flights, f)
+	if l.flight == f {
+		l.flight = nil
+	}
 	switch {
 	case err != nil:
 	case l.closed:
 		late, s, err = s, nil, errLinkClosed
+	case l.liveLocked() != nil:
+		late, s = s, l.cur
 	default:
-		l.logger.Info("upstream connected", "url", u)
+		l.logger.Info("upstream connected", "url", u, "dial", time.Since(f.started).Round(time.Millisecond))
 		l.cur = s
+		if l.changed != nil {
+			close(l.changed)
+			l.changed = nil
+		}
 	}
 	l.mu.Unlock()
 	if late != nil {
@@ -190,8 +286,8 @@ func (l *upstreamLink) close() {
 	l.closed = true
 	cur := l.cur
 	l.cur = nil
-	if l.flight != nil {
-		l.flight.cancel()
+	for f := range l.flights {
+		f.cancel()
 	}
 	if l.probing != nil {
 		l.probing.cancel()

@@ -52,11 +52,12 @@ func listen(ctx context.Context, o Options, res *client.Resolver, sh *shard, l *
 	}
 	l.connected, l.live = true, true
 	l.subscribedAt = time.Now()
+	o.Logger.Debug("listener subscribed", "listener", l.id, "relay", c.relay)
 	pg.connected.Add(1)
 	pg.live.Add(1)
 	close(connected)
 	for {
-		mv := watchMove(ctx, o, res, sh, sem, c)
+		mv := watchMove(ctx, o, res, sh, sem, c, l.id)
 		err := receive(ctx, o, sh, l, c.groups(), mv)
 		if errors.Is(err, errMoved) {
 			// Make-before-break: the new subscription caught up with
@@ -65,8 +66,9 @@ func listen(ctx context.Context, o Options, res *client.Resolver, sh *shard, l *
 			old := c
 			c = takeMove(mv)
 			old.close()
-			l.moved(client.ReasonGoingAway)
 			first, _, _ := c.pump.Span()
+			o.Logger.Debug("listener moved", "listener", l.id, "from", old.relay, "to", c.relay, "first_group", first, "last_frame_ago", time.Since(l.last))
+			l.moved(client.ReasonGoingAway)
 			l.moveTo(first)
 			pg.reconnects.Add(1)
 			continue
@@ -90,11 +92,13 @@ func listen(ctx context.Context, o Options, res *client.Resolver, sh *shard, l *
 		// The relay's notice came before its close: the new
 		// subscription is made, or being made.
 		nc := takeMove(mv)
+		o.Logger.Debug("listener subscription ended", "listener", l.id, "relay", c.relay, "reason", reason, "err", err, "noticed", nc != nil, "last_frame_ago", time.Since(l.last))
 		if nc != nil {
 			reason = client.ReasonGoingAway
 		} else if nc = reconnect(ctx, o, res, sh, l, sem, c.relay); nc == nil {
 			return
 		}
+		o.Logger.Debug("listener resubscribed", "listener", l.id, "relay", nc.relay, "reason", reason, "pumped", nc.pump != nil, "last_frame_ago", time.Since(l.last))
 		c = nc
 		l.moved(reason)
 		l.live = true
@@ -124,7 +128,7 @@ var errMoved = errors.New("loadgen: moved to the new subscription")
 // two groups once the new subscription has caught up (ready). Only with
 // o.Reconnect through a router: there is nowhere else to go otherwise.
 // The attempt holds a place in sem, as reconnects do.
-func watchMove(ctx context.Context, o Options, res *client.Resolver, sh *shard, sem chan struct{}, old *subscription) *client.Move[*subscription] {
+func watchMove(ctx context.Context, o Options, res *client.Resolver, sh *shard, sem chan struct{}, old *subscription, id int) *client.Move[*subscription] {
 	var sess *client.Session
 	if o.Reconnect && res.Routed() {
 		sess = old.sess
@@ -143,9 +147,11 @@ func watchMove(ctx context.Context, o Options, res *client.Resolver, sh *shard, 
 				return nil, nil, wctx.Err()
 			}
 			actx, cancel := context.WithTimeout(wctx, 10*time.Second)
-			c, _, err := subscribe(ctx, actx, o, res, sh, time.Now(), old.relay)
+			start := time.Now()
+			c, relay, err := subscribe(ctx, actx, o, res, sh, time.Now(), old.relay)
 			cancel()
 			<-sem
+			o.Logger.Debug("listener noticed going-away: new subscription", "listener", id, "from", old.relay, "to", relay, "took", time.Since(start), "err", err)
 			if err != nil {
 				return nil, nil, err
 			}

@@ -167,6 +167,7 @@ type GapStats struct {
 
 // listener is one listener session's counters, written by its reader.
 type listener struct {
+	id          int // its index, in the debug log
 	frozen      atomic.Bool
 	thaw        <-chan struct{} // closed when the frozen listeners thaw
 	windowStart *atomic.Int64   // Unix ns when measurement starts; 0 before
@@ -184,6 +185,7 @@ type listener struct {
 	startedAt    time.Time     // when it started dialing
 	subscribedAt time.Time     // when it first subscribed
 	gap          time.Duration // longest from one frame to the next, or from subscribing to the first
+	gapEnd       time.Time     // when the longest gap between two frames ended
 
 	started  bool
 	firstSeq uint64               // the first group seen
@@ -342,8 +344,8 @@ func (l *listener) frame(p []byte, now time.Time, late time.Duration) (FrameInfo
 	if l.first.IsZero() {
 		l.first = now
 		l.gap = max(l.gap, now.Sub(l.subscribedAt))
-	} else {
-		l.gap = max(l.gap, now.Sub(l.last))
+	} else if d := now.Sub(l.last); d > l.gap {
+		l.gap, l.gapEnd = d, now
 	}
 	l.last = now
 	if ws := l.windowStart.Load(); ws != 0 && now.UnixNano() >= ws {
@@ -571,7 +573,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	var dialWG sync.WaitGroup
 start:
 	for i := range ls {
-		l := &listener{windowStart: &window, thaw: thaw}
+		l := &listener{id: i, windowStart: &window, thaw: thaw}
 		ls[i] = l
 		sh := shards[i%len(shards)]
 		if tick != nil && i > 0 {
@@ -682,6 +684,7 @@ wait:
 		}
 		gap, silent := l.settle(end, o.Silence, tl)
 		gaps = append(gaps, gap)
+		o.Logger.Debug("listener gap", "listener", l.id, "gap", gap, "first_frame_after", l.first.Sub(l.subscribedAt), "longest_between_frames_ended", l.gapEnd.Format(time.RFC3339Nano), "reconnects", l.reasons)
 		if silent {
 			rep.SilentAtEnd++
 		}
