@@ -447,8 +447,11 @@ func TestMoqLiteSubscriberSeesGoingAway(t *testing.T) {
 		t.Errorf("the subscriber reported the close %v after the shed", took)
 	}
 	// What docs/clients.md says of @moq/lite 0.2.2: `closed` hides the
-	// code; over WebSocket the track's error names the status.
-	if e.Closed != "resolved null" || !strings.Contains(e.TrackEnd, "1001") {
+	// code; over WebSocket the track's error names the status: 1001, the
+	// relay's, or 1005 when the library's own close (it closes the
+	// WebSocket without a status on the qmux CLOSE frame that comes
+	// first) wins the race (seen in CI, 2026-12-01).
+	if e.Closed != "resolved null" || !(strings.Contains(e.TrackEnd, "Connection closed: 1001") || strings.Contains(e.TrackEnd, "Connection closed: 1005")) {
 		t.Errorf("@moq/lite shows the going-away differently than docs/clients.md says (closed %q, track %q): update the doc", e.Closed, e.TrackEnd)
 	}
 	sub.wait(t, ctx)
