@@ -19,6 +19,8 @@ import (
 	"github.com/relayfleet/relayfleet/infra/events"
 	"github.com/relayfleet/relayfleet/infra/lab"
 	"github.com/relayfleet/relayfleet/infra/program"
+	"github.com/relayfleet/relayfleet/inventories"
+	"github.com/relayfleet/relayfleet/inventories/capacity"
 	"github.com/relayfleet/relayfleet/relay/testutil"
 )
 
@@ -204,6 +206,27 @@ func (e *e2eLab) fleet(args ...string) string {
 		e.t.Fatalf("fleet %s: exit %d: %s", args[0], code, lastLine(out))
 	}
 	return out
+}
+
+// e2eSmallBoxCapacity is what one lab/small box carries by the shipped
+// calibration, as fleet plan and fleet events size it: tests that want a
+// given number of burst boxes size their peak with it, so that they follow
+// the calibration when the relay's measurements move it.
+func e2eSmallBoxCapacity(t *testing.T) int {
+	t.Helper()
+	cat, err := inventories.LoadCatalogue(inventories.Embedded(inventories.ProvidersFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cal, err := inventories.LoadCalibration(inventories.Embedded(inventories.CalibrationFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, sh, err := cat.Lookup("lab/small")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return capacity.PerBox(capacity.Box{Cores: sh.Cores, RAM: sh.RAM, Processes: 1, Uplink: sh.Uplink}, cal).Capacity
 }
 
 // e2eEventFile is an events file for the fleet in lab.yaml with one event,

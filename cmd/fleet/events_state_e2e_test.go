@@ -50,7 +50,7 @@ func TestE2EEventResumedOnAnotherMachine(t *testing.T) {
 	inv := filepath.Join(work, "lab.yaml")
 	evPath := filepath.Join(work, "events.yaml")
 	writeInventory(t, inv, 1, "small")
-	if err := os.WriteFile(evPath, []byte(evFile), 0o644); err != nil {
+	if err := os.WriteFile(evPath, []byte(evFile(t)), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	list := e.boxes
