@@ -25,16 +25,7 @@ func TestAckDelayHalvesPackets(t *testing.T) {
 			r := startRelay(t, relay.Config{AckDelay: tc.delay})
 			const size, listeners, warm, groups = 200, 12, 3, 12
 			const interval = 120 * time.Millisecond
-			pub := dial(t, ctx, relayURL(r, ""), nil)
-			tw := pub.Publish("show").Track("audio")
-			subs := make([]*client.Subscription, listeners)
-			for i := range subs {
-				subs[i] = subscribeWhenAnnounced(t, ctx, dial(t, ctx, relayURL(r, ""), nil), "show", "audio")
-			}
-			if err := tw.WaitSubscribers(ctx, 1); err != nil {
-				t.Fatal(err)
-			}
-			waitFor(t, "the listeners' subscriptions", func() bool { return r.Stats().Subscribers >= listeners })
+			tw, subs := showListeners(t, ctx, r, listeners)
 			errs := make(chan error, listeners)
 			for _, sub := range subs {
 				go func() {

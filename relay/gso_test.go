@@ -23,16 +23,7 @@ func TestRelaySendsWithoutGSO(t *testing.T) {
 			ctx := testContext(t)
 			r := startRelay(t, relay.Config{})
 			const size, listeners, groups = 200, 4, 5
-			pub := dial(t, ctx, relayURL(r, ""), nil)
-			tw := pub.Publish("show").Track("audio")
-			subs := make([]*client.Subscription, listeners)
-			for i := range subs {
-				subs[i] = subscribeWhenAnnounced(t, ctx, dial(t, ctx, relayURL(r, ""), nil), "show", "audio")
-			}
-			if err := tw.WaitSubscribers(ctx, 1); err != nil {
-				t.Fatal(err)
-			}
-			waitFor(t, "the listeners' subscriptions", func() bool { return r.Stats().Subscribers >= listeners })
+			tw, subs := showListeners(t, ctx, r, listeners)
 			for g := uint64(0); g < groups; g++ {
 				if err := tw.WriteGroup(ctx, g, [][]byte{client.Pattern(g, 0, size)}); err != nil {
 					t.Fatal(err)

@@ -75,6 +75,22 @@ func waitForWithin(t *testing.T, limit time.Duration, what string, cond func() b
 }
 
 // subscribeWhenAnnounced waits for broadcast to be announced, then subscribes.
+// showListeners publishes show/audio on r and subscribes n listeners,
+// each on its own session, once the relay counts every subscription.
+func showListeners(t *testing.T, ctx context.Context, r *relay.Relay, n int) (*client.TrackWriter, []*client.Subscription) {
+	t.Helper()
+	tw := dial(t, ctx, relayURL(r, ""), nil).Publish("show").Track("audio")
+	subs := make([]*client.Subscription, n)
+	for i := range subs {
+		subs[i] = subscribeWhenAnnounced(t, ctx, dial(t, ctx, relayURL(r, ""), nil), "show", "audio")
+	}
+	if err := tw.WaitSubscribers(ctx, 1); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the listeners' subscriptions", func() bool { return r.Stats().Subscribers >= int64(n) })
+	return tw, subs
+}
+
 func subscribeWhenAnnounced(t *testing.T, ctx context.Context, s *client.Session, broadcast, track string) *client.Subscription {
 	t.Helper()
 	ann, err := s.Announced(ctx, "")
