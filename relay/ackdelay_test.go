@@ -1,6 +1,7 @@
 package relay_test
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -62,5 +63,20 @@ func TestAckDelayHalvesPackets(t *testing.T) {
 				t.Errorf("%.2f packets per listener and group, want %.1f to %.1f", per, tc.min, tc.max)
 			}
 		})
+	}
+}
+
+// TestAckDelayOutOfRange: Start refuses a negative ack delay or one past
+// relay.MaxAckDelay, naming it, before it binds anything.
+func TestAckDelayOutOfRange(t *testing.T) {
+	for _, d := range []time.Duration{-time.Millisecond, relay.MaxAckDelay + time.Millisecond} {
+		r, err := relay.Start(testContext(t), relay.Config{AckDelay: d})
+		if err == nil {
+			r.Close()
+			t.Fatalf("ack delay %v accepted", d)
+		}
+		if !strings.Contains(err.Error(), "ack delay "+d.String()) {
+			t.Errorf("ack delay %v: error %q does not name it", d, err)
+		}
 	}
 }

@@ -49,6 +49,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/relayfleet/relayfleet/relay/bench/cpupin"
 	"github.com/relayfleet/relayfleet/relay/bench/floor"
 	"github.com/relayfleet/relayfleet/relay/loadgen"
 	"github.com/relayfleet/relayfleet/relay/procstat"
@@ -149,16 +150,16 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fmt.Fprintf(stdout, "Machine: %s; %s; %s.\n\nDate: %s. Load average at the start: %s. Window %v per run, %d runs per step.\n\n",
 		machine(), kernel(), runtime.Version(), time.Now().UTC().Format("2006-01-02 15:04 MST"), loadAvg(), *window, *runs)
 
-	var pins *pinning
+	var pins *cpupin.Pinning
 	if *pinFlag {
 		var err error
-		if pins, err = pin(); err != nil {
+		if pins, err = cpupin.Pin(); err != nil {
 			fmt.Fprintf(stderr, "bench: --pin: %v\n", err)
 			return 1
 		}
 	}
 	if pins != nil {
-		fmt.Fprintf(stdout, "CPUs: %s.\n\n", pins.desc)
+		fmt.Fprintf(stdout, "CPUs: %s.\n\n", pins.Desc)
 	} else {
 		fmt.Fprintf(stdout, "CPUs: the relay and the load share all %d (not pinned).\n\n", runtime.NumCPU())
 	}
@@ -334,7 +335,7 @@ func oneLine(err error) string { return strings.ReplaceAll(err.Error(), "|", "/"
 var addrRE = regexp.MustCompile(`msg="relay listening" addr=(\S+)`)
 
 // step runs one relay process with n listeners and measures it.
-func step(ctx context.Context, pins *pinning, bin string, v variant, n int, window time.Duration, profile string, logw io.Writer) (result, error) {
+func step(ctx context.Context, pins *cpupin.Pinning, bin string, v variant, n int, window time.Duration, profile string, logw io.Writer) (result, error) {
 	// Bounded: connecting the listeners may take long on a saturated machine.
 	ctx, cancel := context.WithTimeout(ctx, window+3*time.Minute)
 	defer cancel()
@@ -352,7 +353,7 @@ func step(ctx context.Context, pins *pinning, bin string, v variant, n int, wind
 	if err != nil {
 		return result{}, err
 	}
-	if err := pins.start(cmd); err != nil {
+	if err := pins.Start(cmd); err != nil {
 		return result{}, fmt.Errorf("start relay: %w", err)
 	}
 	defer func() {

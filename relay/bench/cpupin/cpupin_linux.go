@@ -1,4 +1,4 @@
-package main
+package cpupin
 
 import (
 	"fmt"
@@ -10,19 +10,20 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// pinning puts the relay on one CPU, alone, as a relay@ unit runs
-// (CPUAffinity= one CPU, so Go's GOMAXPROCS is 1), and this process (the
-// publisher, the load generator, the kernel floor) on the others, so that
-// the load generator neither competes with the relay for its core nor
-// runs short of one.
-type pinning struct {
+// Pinning puts a child (the relay) on one CPU, alone, as a relay@ unit
+// runs (CPUAffinity= one CPU, so Go's GOMAXPROCS is 1), and this process
+// (the publisher, the load generator, the kernel floor) on the others, so
+// that the load neither competes with the relay for its core nor runs
+// short of one.
+type Pinning struct {
 	relay, rest unix.CPUSet
-	desc        string
+	// Desc says where what runs, for the bench's output.
+	Desc string
 }
 
-// pin moves every thread of this process off the first CPU it may use;
+// Pin moves every thread of this process off the first CPU it may use;
 // nil when fewer than two are usable.
-func pin() (*pinning, error) {
+func Pin() (*Pinning, error) {
 	var all unix.CPUSet
 	if err := unix.SchedGetaffinity(0, &all); err != nil {
 		return nil, fmt.Errorf("sched_getaffinity: %w", err)
@@ -36,7 +37,7 @@ func pin() (*pinning, error) {
 	if len(cpus) < 2 {
 		return nil, nil
 	}
-	p := &pinning{}
+	p := &Pinning{}
 	p.relay.Set(cpus[0])
 	for _, c := range cpus[1:] {
 		p.rest.Set(c)
@@ -55,13 +56,13 @@ func pin() (*pinning, error) {
 			return nil, fmt.Errorf("sched_setaffinity: %w", err)
 		}
 	}
-	p.desc = fmt.Sprintf("the relay on CPU %d alone (GOMAXPROCS 1, as a relay@ unit with CPUAffinity= runs); the publisher, load generator and floor on the other %d", cpus[0], len(cpus)-1)
+	p.Desc = fmt.Sprintf("the relay on CPU %d alone (GOMAXPROCS 1, as a relay@ unit with CPUAffinity= runs); the publisher, load generator and floor on the other %d", cpus[0], len(cpus)-1)
 	return p, nil
 }
 
-// start starts cmd on the relay's CPU: a child inherits the affinity of
-// the thread that forks it.
-func (p *pinning) start(cmd *exec.Cmd) error {
+// Start starts cmd on the relay's CPU: a child inherits the affinity of
+// the thread that forks it. A nil Pinning starts cmd unpinned.
+func (p *Pinning) Start(cmd *exec.Cmd) error {
 	if p == nil {
 		return cmd.Start()
 	}
