@@ -79,10 +79,16 @@ func waitForWithin(t *testing.T, limit time.Duration, what string, cond func() b
 // each on its own session, once the relay counts every subscription.
 func showListeners(t *testing.T, ctx context.Context, r *relay.Relay, n int) (*client.TrackWriter, []*client.Subscription) {
 	t.Helper()
-	tw := dial(t, ctx, relayURL(r, ""), nil).Publish("show").Track("audio")
+	return showListenersAt(t, ctx, r, relayURL(r, ""), n)
+}
+
+// showListenersAt is showListeners with the sessions dialled to url.
+func showListenersAt(t *testing.T, ctx context.Context, r *relay.Relay, url string, n int) (*client.TrackWriter, []*client.Subscription) {
+	t.Helper()
+	tw := dial(t, ctx, url, nil).Publish("show").Track("audio")
 	subs := make([]*client.Subscription, n)
 	for i := range subs {
-		subs[i] = subscribeWhenAnnounced(t, ctx, dial(t, ctx, relayURL(r, ""), nil), "show", "audio")
+		subs[i] = subscribeWhenAnnounced(t, ctx, dial(t, ctx, url, nil), "show", "audio")
 	}
 	if err := tw.WaitSubscribers(ctx, 1); err != nil {
 		t.Fatal(err)

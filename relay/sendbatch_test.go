@@ -1,6 +1,7 @@
 package relay_test
 
 import (
+	"net"
 	"testing"
 
 	"github.com/relayfleet/relayfleet/relay"
@@ -45,6 +46,43 @@ func TestSendBatch(t *testing.T) {
 			}
 			if !tc.batched && calls != packets {
 				t.Errorf("one sendmsg per packet: %d system calls for %d packets", calls, packets)
+			}
+		})
+	}
+}
+
+// TestListenAddressFamilies: the relay's packets leave through
+// WriteMsgUDPAddrPort (no sockaddr allocated per packet); over real QUIC,
+// listeners hear every group from an IPv4 socket, an IPv6 one, and a
+// dual-stack one dialled over IPv4 (peers seen as ::ffff:127.0.0.1) and
+// IPv6, with no send error counted.
+func TestListenAddressFamilies(t *testing.T) {
+	for _, tc := range []struct{ listen, dial string }{
+		{"127.0.0.1", "127.0.0.1"}, {"::1", "::1"}, {"::", "127.0.0.1"}, {"::", "::1"},
+	} {
+		t.Run(tc.listen+" from "+tc.dial, func(t *testing.T) {
+			ctx := testContext(t)
+			r := startRelayOn(t, tc.listen, relay.Config{})
+			_, port, err := net.SplitHostPort(r.Addr().String())
+			if err != nil {
+				t.Fatal(err)
+			}
+			const size, listeners, groups = 200, 3, 5
+			tw, subs := showListenersAt(t, ctx, r, "http://"+net.JoinHostPort(tc.dial, port)+"/", listeners)
+			for g := uint64(0); g < groups; g++ {
+				if err := tw.WriteGroup(ctx, g, [][]byte{client.Pattern(g, 0, size)}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			for i, sub := range subs {
+				if got, err := collect(ctx, sub, groups, size); err != nil || len(got) != groups {
+					t.Fatalf("listener %d: %d groups, %v", i, len(got), err)
+				}
+			}
+			for kind, n := range r.Stats().UDPSendErrors {
+				if n != 0 {
+					t.Errorf("%d send errors (%s)", n, kind)
+				}
 			}
 		})
 	}

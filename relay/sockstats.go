@@ -3,6 +3,7 @@ package relay
 import (
 	"errors"
 	"net"
+	"net/netip"
 	"os"
 	"strconv"
 	"strings"
@@ -89,7 +90,9 @@ func (c *countingConn) WriteMsgUDP(b, oob []byte, addr *net.UDPAddr) (n, oobn in
 	if c.batch != nil {
 		n, oobn, err = c.batch.WriteMsgUDP(b, oob, addr)
 	} else {
-		n, oobn, err = c.UDPConn.WriteMsgUDP(b, oob, addr)
+		// The netip form: WriteMsgUDP allocates a sockaddr per packet.
+		ap := addr.AddrPort()
+		n, oobn, err = c.UDPConn.WriteMsgUDPAddrPort(b, oob, netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port()))
 	}
 	c.errs.count(err)
 	return n, oobn, err

@@ -177,6 +177,11 @@ type Conn struct {
 	receivedPacketMx     sync.Mutex
 	receivedPackets      ringbuffer.RingBuffer[receivedPacket]
 
+	// sendPending is set by scheduleSending when sendingScheduled is
+	// notifyReceivedPacket (Config.SendSynchronously, relayfleet patch),
+	// so the run loop tells a wake-up to send from one for packets.
+	sendPending atomic.Bool
+
 	// closeChan is used to notify the run loop that it should terminate
 	closeChan chan struct{}
 	closeErr  atomic.Pointer[closeError]
@@ -575,6 +580,12 @@ func (c *Conn) preSetup() {
 	c.notifyReceivedPacket = make(chan struct{}, 1)
 	c.closeChan = make(chan struct{}, 1)
 	c.sendingScheduled = make(chan struct{}, 1)
+	if c.config.SendSynchronously {
+		// relayfleet patch: one wake-up channel for packets received,
+		// sending scheduled and closing, so the run loop waits in a
+		// select of two cases (with the timer), not four.
+		c.sendingScheduled = c.notifyReceivedPacket
+	}
 	c.handshakeCompleteChan = make(chan struct{})
 
 	now := monotime.Now()
@@ -670,7 +681,29 @@ runLoop:
 		// * we processed packets: we probably need to send an ACK, and potentially more data
 		// * the pacer allows us to send more packets immediately
 		shouldProceedImmediately := sendQueueAvailable == nil && (processed || c.pacingDeadline.Equal(deadlineSendImmediately))
-		if !shouldProceedImmediately {
+		if !shouldProceedImmediately && sendQueueAvailable == nil && c.sendingScheduled == c.notifyReceivedPacket {
+			// Config.SendSynchronously: one channel wakes the loop for
+			// packets received, sending scheduled and closing.
+			select {
+			case <-c.timer.C:
+			case <-c.notifyReceivedPacket:
+				select {
+				case <-c.closeChan:
+					break runLoop
+				default:
+				}
+				wasProcessed, err := c.handlePackets()
+				if err != nil {
+					c.setCloseError(&closeError{err: err})
+					break runLoop
+				}
+				// as below: nothing processed (undecryptable packets) and
+				// no sending scheduled: straight to resetting the timers
+				if !wasProcessed && !c.sendPending.Swap(false) {
+					continue
+				}
+			}
+		} else if !shouldProceedImmediately {
 			// 3rd: wait for something to happen:
 			// * closing of the connection
 			// * timer firing
@@ -690,7 +723,8 @@ runLoop:
 					break runLoop
 				}
 				// if we processed any undecryptable packets, jump to the resetting of the timers directly
-				if !wasProcessed {
+				// (unless sending was scheduled on this same channel: relayfleet patch)
+				if !wasProcessed && !c.sendPending.Swap(false) {
 					continue
 				}
 			}
@@ -2182,6 +2216,12 @@ func (c *Conn) setCloseError(e *closeError) {
 	case c.closeChan <- struct{}{}:
 	default:
 	}
+	if c.sendingScheduled == c.notifyReceivedPacket { // Config.SendSynchronously
+		select {
+		case c.notifyReceivedPacket <- struct{}{}:
+		default:
+		}
+	}
 }
 
 // closeLocal closes the connection and send a CONNECTION_CLOSE containing the error
@@ -2987,6 +3027,9 @@ func (c *Conn) newFlowController(id protocol.StreamID) *streamFlowController {
 
 // scheduleSending signals that we have data for sending
 func (c *Conn) scheduleSending() {
+	if c.sendingScheduled == c.notifyReceivedPacket {
+		c.sendPending.Store(true)
+	}
 	select {
 	case c.sendingScheduled <- struct{}{}:
 	default:

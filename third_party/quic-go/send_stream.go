@@ -34,8 +34,16 @@ type SendStream struct {
 	numOutstandingFrames int64 // outstanding STREAM and RESET_STREAM frames
 	retransmissionQueue  []*wire.StreamFrame
 
+	// The stream's context is made when Context is first called (relayfleet
+	// patch): most streams never ask for it, and a context derived from the
+	// connection's costs two allocations and a registration with its parent.
+	// ctxMu guards the four fields; ctxCause is the first cause of the
+	// stream's cancellation, kept for a context made after it.
+	ctxMu     sync.Mutex
+	parentCtx context.Context
 	ctx       context.Context
 	ctxCancel context.CancelCauseFunc
+	ctxCause  error
 
 	streamID protocol.StreamID
 	sender   streamSender
@@ -74,8 +82,14 @@ type SendStream struct {
 
 	priorityValue atomic.Uint64
 
-	writeChan chan struct{}
-	writeOnce chan struct{}
+	// writeChan wakes a Write waiting for its data to be sent; made by the
+	// first Write that waits (relayfleet patch: a small Write, as most are,
+	// never waits). It is made under mutex before the waiting Write
+	// releases it, so a signal that matters finds it.
+	writeChan atomic.Pointer[chan struct{}]
+	// writeOnce keeps concurrent Writes apart (a mutex, not quic-go's
+	// channel: one allocation fewer per stream).
+	writeOnce sync.Mutex
 	deadline  monotime.Time
 
 	flowController *streamFlowController
@@ -98,13 +112,39 @@ func newSendStream(
 		streamID:              streamID,
 		sender:                sender,
 		flowController:        flowController,
-		writeChan:             make(chan struct{}, 1),
-		writeOnce:             make(chan struct{}, 1), // cap: 1, to protect against concurrent use of Write
 		supportsResetStreamAt: supportsResetStreamAt,
+		parentCtx:             ctx,
 	}
 	s.priorityValue.Store(encodeStreamPriority(defaultUrgency, true, 0))
-	s.ctx, s.ctxCancel = context.WithCancelCause(ctx)
 	return s
+}
+
+// cancelCtx cancels the stream's context, or records the cause for the
+// context Context makes later. The first cause wins, as it does for a
+// context: the connection's, if the connection's context ended first.
+func (s *SendStream) cancelCtx(cause error) {
+	s.ctxMu.Lock()
+	defer s.ctxMu.Unlock()
+	if s.ctxCause != nil {
+		return
+	}
+	if s.ctx == nil && s.parentCtx.Err() != nil {
+		cause = context.Cause(s.parentCtx)
+	}
+	s.ctxCause = cause
+	if s.ctxCancel != nil {
+		s.ctxCancel(cause)
+	}
+}
+
+// waitChan is writeChan, made if need be; called with mutex held.
+func (s *SendStream) waitChan() chan struct{} {
+	if p := s.writeChan.Load(); p != nil {
+		return *p
+	}
+	ch := make(chan struct{}, 1)
+	s.writeChan.Store(&ch)
+	return ch
 }
 
 // StreamID returns the stream ID.
@@ -134,8 +174,8 @@ func (s *SendStream) WriteWithLimit(p []byte, limiter func(maxBytes int) int) (i
 	// Concurrent use of Write is not permitted (and doesn't make any sense),
 	// but sometimes people do it anyway.
 	// Make sure that we only execute one call at any given time to avoid hard to debug failures.
-	s.writeOnce <- struct{}{}
-	defer func() { <-s.writeOnce }()
+	s.writeOnce.Lock()
+	defer s.writeOnce.Unlock()
 
 	isNewlyCompleted, n, err := s.write(p, limiter)
 	if isNewlyCompleted {
@@ -148,12 +188,10 @@ func (s *SendStream) WriteWithLimit(p []byte, limiter func(maxBytes int) int) (i
 // It doesn't block for flow control credit and doesn't respect the write deadline.
 // If the entire slice can't be queued immediately, it queues nothing and returns [ErrWouldBlock].
 func (s *SendStream) TryWriteAll(p []byte) error {
-	select {
-	case s.writeOnce <- struct{}{}:
-		defer func() { <-s.writeOnce }()
-	default:
+	if !s.writeOnce.TryLock() {
 		return ErrWouldBlock
 	}
+	defer s.writeOnce.Unlock()
 
 	isNewlyCompleted, hasData, err := s.tryWriteAll(p)
 	if isNewlyCompleted {
@@ -304,6 +342,10 @@ func (s *SendStream) write(p []byte, limiter func(int) int) (bool /* is newly co
 			}
 		}
 
+		var writeChan chan struct{}
+		if !copied {
+			writeChan = s.waitChan()
+		}
 		s.mutex.Unlock()
 		if !notifiedSender {
 			s.sender.onHasStreamData(s.streamID, s) // must be called without holding the mutex
@@ -314,10 +356,10 @@ func (s *SendStream) write(p []byte, limiter func(int) int) (bool /* is newly co
 			break
 		}
 		if deadline.IsZero() {
-			<-s.writeChan
+			<-writeChan
 		} else {
 			select {
-			case <-s.writeChan:
+			case <-writeChan:
 			case <-deadlineTimer.C:
 			}
 		}
@@ -602,7 +644,7 @@ func (s *SendStream) Close() error {
 	}
 	s.sender.onHasStreamData(s.streamID, s) // need to send the FIN, must be called without holding the mutex
 
-	s.ctxCancel(ErrStreamClosed)
+	s.cancelCtx(ErrStreamClosed)
 	return nil
 }
 
@@ -665,7 +707,7 @@ func (s *SendStream) CancelWrite(errorCode StreamErrorCode) {
 		return
 	}
 	s.resetErr = &StreamError{StreamID: s.streamID, ErrorCode: errorCode, Remote: false}
-	s.ctxCancel(s.resetErr)
+	s.cancelCtx(s.resetErr)
 
 	reliableOffset := s.reliableOffset()
 	finalSize := max(s.writeOffset, reliableOffset)
@@ -759,7 +801,7 @@ func (s *SendStream) handleStopSendingFrame(f *wire.StopSendingFrame) {
 	s.returnFramesToPool()
 	if s.resetErr == nil {
 		s.resetErr = &StreamError{StreamID: s.streamID, ErrorCode: f.ErrorCode, Remote: true}
-		s.ctxCancel(s.resetErr)
+		s.cancelCtx(s.resetErr)
 	}
 	s.queuedResetStreamFrame = &wire.ResetStreamFrame{
 		StreamID:  s.streamID,
@@ -831,6 +873,16 @@ func (s *SendStream) SetPriority(urgency int8, incremental bool) {
 // The cancellation cause is set to the error that caused the stream to
 // close, which is [ErrStreamClosed] if [SendStream.Close] was called.
 func (s *SendStream) Context() context.Context {
+	s.ctxMu.Lock()
+	defer s.ctxMu.Unlock()
+	if s.ctx == nil {
+		if s.ctxCause != nil {
+			s.ctx, s.ctxCancel = context.WithCancelCause(context.WithoutCancel(s.parentCtx))
+			s.ctxCancel(s.ctxCause)
+		} else {
+			s.ctx, s.ctxCancel = context.WithCancelCause(s.parentCtx)
+		}
+	}
 	return s.ctx
 }
 
@@ -858,14 +910,18 @@ func (s *SendStream) closeForShutdown(err error) {
 		s.returnFramesToPool()
 	}
 	s.mutex.Unlock()
-	s.ctxCancel(err)
+	s.cancelCtx(err)
 	s.signalWrite()
 }
 
 // signalWrite performs a non-blocking send on the writeChan
 func (s *SendStream) signalWrite() {
+	p := s.writeChan.Load()
+	if p == nil { // no Write has waited yet
+		return
+	}
 	select {
-	case s.writeChan <- struct{}{}:
+	case *p <- struct{}{}:
 	default:
 	}
 }
