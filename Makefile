@@ -107,6 +107,13 @@ bench-relay: ## relay capacity beside the kernel floor, 4 variants, 3 runs a ste
 	for p in $(BIN)/relay-cpu-*.pprof; do $(GO) tool pprof -top -nodecount=30 $(BIN)/relay $$p 2>/dev/null > $${p%.pprof}.txt; done
 	head -n 40 $(BIN)/relay-cpu-*.txt
 
+.PHONY: bench-ab
+
+bench-ab: ## before and after, alternating run by run: BEFORE=path/to/old/relay [ROUNDS=4] [LISTENERS=2000] (about a minute a run)
+	@test -n "$(BEFORE)" || { echo "make bench-ab: set BEFORE to the relay binary to compare with (e.g. one built from main)" >&2; exit 2; }
+	$(GO) build $(GOFLAGS) -o $(BIN)/relay ./cmd/relay
+	scripts/bench-ab.sh $(BEFORE) $(BIN)/relay $(or $(ROUNDS),4) $(or $(LISTENERS),2000)
+
 .PHONY: bench-converge
 
 bench-converge: build ## converge 3, 10, 20 fresh lab boxes, then the no-op re-run (root; a few minutes)

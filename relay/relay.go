@@ -34,10 +34,11 @@ const DefaultUDPBuffer = 16 << 20
 // written from the connection's own loop. Batching across connections
 // parks every writer until its batch leaves; on one CPU (GOMAXPROCS 1, as
 // a relay@ unit runs) that park costs more than the system calls it
-// saves: 3,126 and 2,883 listeners per core (medians at 1,000 and 2,000)
-// with one sendmsg each, 2,508 and 2,516 with batches of 64
-// (docs/benchmarks.md, "Fewer packets, fewer goroutines"). The kernel
-// floor's own gain from sendmmsg was 1.72 to 1.49 us per packet there.
+// saves: 3,077 and 2,857 listeners per core (medians at 1,000 and 2,000)
+// with one sendmsg each, 2,432 and 2,528 with batches of 64
+// (docs/benchmarks.md, session 7; session 6: 3,126 and 2,883 against 2,508
+// and 2,516). The kernel floor's own gain from sendmmsg was 1.77 to 1.50 us
+// per packet. A write-behind batch (no park) measured 8% worse still.
 const DefaultSendBatch = 1
 
 // DefaultAckDelay is Config.AckDelay's default: longer than the 120 ms
