@@ -109,10 +109,10 @@ bench-relay: ## relay capacity beside the kernel floor, 4 variants, 3 runs a ste
 
 .PHONY: bench-ab
 
-bench-ab: ## before and after, alternating run by run: BEFORE=path/to/old/relay [ROUNDS=4] [LISTENERS=2000] (about a minute a run)
+bench-ab: ## before and after, taking turns run by run: BEFORE=path/to/old/relay [ROUNDS=4] [LISTENERS=2000] (about a minute a run; bin/bench-ab.md)
 	@test -n "$(BEFORE)" || { echo "make bench-ab: set BEFORE to the relay binary to compare with (e.g. one built from main)" >&2; exit 2; }
 	$(GO) build $(GOFLAGS) -o $(BIN)/relay ./cmd/relay
-	scripts/bench-ab.sh $(BEFORE) $(BIN)/relay $(or $(ROUNDS),4) $(or $(LISTENERS),2000)
+	$(GO) run ./relay/bench --relay $(BIN)/relay --before $(BEFORE) --only defaults --runs $(or $(ROUNDS),4) --steps $(or $(LISTENERS),2000) --profile-at 0 | tee $(BIN)/bench-ab.md
 
 .PHONY: bench-converge
 

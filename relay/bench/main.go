@@ -21,14 +21,19 @@
 // variants run at every step: the relay's defaults, and each lever turned
 // off in turn: sendmmsg batches across connections (--send-batch 64),
 // quic-go's ACK delay (--ack-delay 25ms), quic-go's send queue
-// (--send-queue) (--groups adds ~1 s groups). The relay runs on one CPU
-// alone (--pin). `make bench-relay` runs it (about 20 minutes on a quiet
-// 2-core machine);
+// (--send-queue) (--groups adds ~1 s groups); --before BIN adds another
+// relay binary's defaults (`make bench-ab`), with a table of the two run
+// by run. The variants take turns: run 1 of each at a step, then run 2,
+// and so on (the machine's speed drifts within minutes, and runs of one
+// variant in a row would show the drift as a difference). The relay runs
+// on one CPU alone (--pin). `make bench-relay` runs it (about 20 minutes
+// on a quiet 2-core machine);
 // `make bench-relay BENCH_QUICK=1` runs --quick (about 2 minutes).
 package main
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -66,6 +71,39 @@ type variant struct {
 	steps          []int
 	profile        string   // CPU profile file name at --profile-at ("" none)
 	flags          []string // more relay serve flags
+	bin            string   // the relay binary ("": --relay)
+}
+
+// slot is one run of one variant at one step.
+type slot struct{ v, step, run int }
+
+// schedule orders every run of every variant at every step so that the
+// variants take turns: run 1 of each variant at a step, then run 2, and
+// so on. This machine's speed drifts by up to 10% within minutes
+// (docs/benchmarks.md, session 7); runs of one variant in a row would
+// measure the drift as a difference between variants.
+func schedule(steps [][]int, runs int) []slot {
+	var out []slot
+	all := map[int]bool{}
+	var order []int
+	for _, ss := range steps {
+		for _, n := range ss {
+			if !all[n] {
+				all[n] = true
+				order = append(order, n)
+			}
+		}
+	}
+	for _, n := range order {
+		for r := range runs {
+			for v, ss := range steps {
+				if i := slices.Index(ss, n); i >= 0 {
+					out = append(out, slot{v, i, r})
+				}
+			}
+		}
+	}
+	return out
 }
 
 // The kernel floor: one socket sending 520-byte packets to 1,000 loopback
@@ -89,6 +127,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	relayBin := fs.String("relay", "", "the relay binary to measure")
+	before := fs.String("before", "", "another relay binary (the one before a change): its defaults run beside --relay's, run by run")
 	quick := fs.Bool("quick", false, "short mode (about 3 minutes): 500 listeners, 4 s windows, no --groups")
 	stepsFlag := fs.String("steps", "", "listener steps of the main variants (default 1000,2000; --quick 500)")
 	window := fs.Duration("window", 0, "measurement window per run (default 8s; --quick 4s)")
@@ -138,14 +177,24 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	// that each is measured against the others in the same run.
 	const frames = "120 ms frames, 1 frame per group, 16 MiB buffer"
 	variants := []variant{
-		{frames + ", the relay's defaults (ACKs delayed up to 200 ms, packets written from the connection's loop, one sendmsg each)", 16 << 20, 120 * time.Millisecond, 1, 600, 1, steps, "relay-cpu-%d.pprof", nil},
-		{frames + ", sendmmsg batches across connections (--send-batch 64)", 16 << 20, 120 * time.Millisecond, 1, 600, 64, steps, "relay-cpu-%d-batch.pprof", nil},
-		{frames + ", quic-go's ACK delay (--ack-delay 25ms)", 16 << 20, 120 * time.Millisecond, 1, 600, 1, steps, "relay-cpu-%d-ack25.pprof", []string{"--ack-delay", "25ms"}},
-		{frames + ", quic-go's send queue (--send-queue)", 16 << 20, 120 * time.Millisecond, 1, 600, 1, steps, "relay-cpu-%d-queue.pprof", []string{"--send-queue"}},
+		{frames + ", the relay's defaults (ACKs delayed up to 200 ms, packets written from the connection's loop, one sendmsg each)", 16 << 20, 120 * time.Millisecond, 1, 600, 1, steps, "relay-cpu-%d.pprof", nil, ""},
+		{frames + ", sendmmsg batches across connections (--send-batch 64)", 16 << 20, 120 * time.Millisecond, 1, 600, 64, steps, "relay-cpu-%d-batch.pprof", nil, ""},
+		{frames + ", quic-go's ACK delay (--ack-delay 25ms)", 16 << 20, 120 * time.Millisecond, 1, 600, 1, steps, "relay-cpu-%d-ack25.pprof", []string{"--ack-delay", "25ms"}, ""},
+		{frames + ", quic-go's send queue (--send-queue)", 16 << 20, 120 * time.Millisecond, 1, 600, 1, steps, "relay-cpu-%d-queue.pprof", []string{"--send-queue"}, ""},
+	}
+	if *before != "" {
+		if st, err := os.Stat(*before); err != nil || st.IsDir() || st.Mode()&0o111 == 0 {
+			fmt.Fprintf(stderr, "bench: --before %s: not an executable relay binary\n", *before)
+			return 2
+		}
+		variants = slices.Insert(variants, 1, variant{frames + ", the relay before (--before " + *before + "), its defaults", 16 << 20, 120 * time.Millisecond, 1, 600, 1, steps, "relay-cpu-%d-before.pprof", nil, *before})
 	}
 	if *groups {
 		variants = append(variants,
-			variant{"120 ms frames, 8 frames per group (0.96 s groups), 16 MiB buffer, the relay's defaults", 16 << 20, 120 * time.Millisecond, 8, 600, 64, steps[len(steps)-1:], "", nil})
+			variant{"120 ms frames, 8 frames per group (0.96 s groups), 16 MiB buffer, the relay's defaults", 16 << 20, 120 * time.Millisecond, 8, 600, 64, steps[len(steps)-1:], "", nil, ""})
+	}
+	if *only != "" {
+		variants = slices.DeleteFunc(variants, func(v variant) bool { return !strings.Contains(v.name, *only) })
 	}
 	fmt.Fprintf(stdout, "Machine: %s; %s; %s.\n\nDate: %s. Load average at the start: %s. Window %v per run, %d runs per step.\n\n",
 		machine(), kernel(), runtime.Version(), time.Now().UTC().Format("2006-01-02 15:04 MST"), loadAvg(), *window, *runs)
@@ -169,44 +218,70 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "bench: kernel floor: %v\n", err)
 		return 1
 	}
-	for _, v := range variants {
-		if *only != "" && !strings.Contains(v.name, *only) {
-			continue
+	// Every run first, the variants taking turns; then the tables, one
+	// variant after another.
+	stepsOf := make([][]int, len(variants))
+	results := make([][][]result, len(variants))
+	for i, v := range variants {
+		stepsOf[i] = v.steps
+		results[i] = make([][]result, len(v.steps))
+	}
+	for _, sl := range schedule(stepsOf, *runs) {
+		if ctx.Err() != nil {
+			break // print what was measured
 		}
-		fmt.Fprintf(stdout, "### %s\n\n", v.name)
+		v, n := variants[sl.v], variants[sl.v].steps[sl.step]
+		prof := ""
+		if sl.run == 0 && n == *profileAt && v.profile != "" {
+			prof = filepath.Join(*profileDir, fmt.Sprintf(v.profile, n))
+		}
+		bin := cmp.Or(v.bin, *relayBin)
+		r, err := step(ctx, pins, bin, v, n, *window, prof, stderr)
+		if err != nil {
+			fmt.Fprintf(stderr, "bench: %s, %d listeners, run %d: %v\n", v.name, n, sl.run+1, err)
+			r = result{n: n, err: oneLine(err)}
+		}
+		results[sl.v][sl.step] = append(results[sl.v][sl.step], r)
+	}
+	for i, v := range variants {
 		var all [][]result
-		for _, n := range v.steps {
-			if ctx.Err() != nil {
-				break
-			}
-			var rs []result
-			for i := range *runs {
-				if ctx.Err() != nil {
-					break // print what was measured
-				}
-				prof := ""
-				if i == 0 && n == *profileAt && v.profile != "" {
-					prof = filepath.Join(*profileDir, fmt.Sprintf(v.profile, n))
-				}
-				r, err := step(ctx, pins, *relayBin, v, n, *window, prof, stderr)
-				if err != nil {
-					fmt.Fprintf(stderr, "bench: %s, %d listeners, run %d: %v\n", v.name, n, i+1, err)
-					r = result{n: n, err: oneLine(err)}
-				}
-				rs = append(rs, r)
-			}
+		for _, rs := range results[i] {
 			if len(rs) > 0 {
 				all = append(all, rs)
 			}
 		}
+		fmt.Fprintf(stdout, "### %s\n\n", v.name)
 		printSummary(stdout, all, fl)
 		printRuns(stdout, all)
 		printMemory(stdout, all)
-		if ctx.Err() != nil {
-			return 1
-		}
+	}
+	if *before != "" && len(variants) > 1 && variants[1].bin == *before && variants[0].bin == "" {
+		printPairs(stdout, results[0], results[1])
+	}
+	if ctx.Err() != nil {
+		return 1
 	}
 	return 0
+}
+
+// printPairs compares --relay's defaults with --before's run by run: each
+// pair ran one after the other.
+func printPairs(w io.Writer, after, before [][]result) {
+	fmt.Fprintln(w, "### --relay against --before, run by run (each pair ran in turn)")
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "| listeners | run | listeners per core: before | after | after / before | RSS per listener (KiB): before | after |")
+	fmt.Fprintln(w, "|---:|---:|---:|---:|---:|---:|---:|")
+	for s := range min(len(after), len(before)) {
+		for i := range min(len(after[s]), len(before[s])) {
+			a, b := after[s][i], before[s][i]
+			if a.err != "" || b.err != "" || b.perCore == 0 {
+				fmt.Fprintf(w, "| %d | %d | - | - | - | - | - |\n", a.n, i+1)
+				continue
+			}
+			fmt.Fprintf(w, "| %d | %d | %.0f | %.0f | %+.1f%% | %.1f | %.1f |\n", a.n, i+1, b.perCore, a.perCore, (a.perCore/b.perCore-1)*100, b.rssPerListenerKiB, a.rssPerListenerKiB)
+		}
+	}
+	fmt.Fprintln(w)
 }
 
 // floorResult is the kernel's CPU time per packet, in microseconds, over
