@@ -4,7 +4,6 @@ import (
 	"testing"
 
 	"github.com/relayfleet/relayfleet/relay"
-	"github.com/relayfleet/relayfleet/relay/client"
 )
 
 // TestRelaySendsWithoutGSO: the relay's QUIC connections send without
@@ -24,16 +23,7 @@ func TestRelaySendsWithoutGSO(t *testing.T) {
 			r := startRelay(t, relay.Config{})
 			const size, listeners, groups = 200, 4, 5
 			tw, subs := showListeners(t, ctx, r, listeners)
-			for g := uint64(0); g < groups; g++ {
-				if err := tw.WriteGroup(ctx, g, [][]byte{client.Pattern(g, 0, size)}); err != nil {
-					t.Fatal(err)
-				}
-			}
-			for i, sub := range subs {
-				if got, err := collect(ctx, sub, groups, size); err != nil || len(got) != groups {
-					t.Fatalf("listener %d: %d groups, %v", i, len(got), err)
-				}
-			}
+			hearGroups(t, ctx, tw, subs, groups, size)
 			sent, seg := r.Stats().UDPPacketsSent, r.SegmentedWritesForTest()
 			t.Logf("%d packets sent, %d with a GSO segment size", sent, seg)
 			if sent < listeners*groups/2 {

@@ -82,6 +82,22 @@ func showListeners(t *testing.T, ctx context.Context, r *relay.Relay, n int) (*c
 	return showListenersAt(t, ctx, r, relayURL(r, ""), n)
 }
 
+// hearGroups writes groups one-frame groups of size bytes and fails unless
+// every listener hears all of them.
+func hearGroups(t *testing.T, ctx context.Context, tw *client.TrackWriter, subs []*client.Subscription, groups, size int) {
+	t.Helper()
+	for g := uint64(0); g < uint64(groups); g++ {
+		if err := tw.WriteGroup(ctx, g, [][]byte{client.Pattern(g, 0, size)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i, sub := range subs {
+		if got, err := collect(ctx, sub, groups, size); err != nil || len(got) != groups {
+			t.Fatalf("listener %d: %d groups, %v", i, len(got), err)
+		}
+	}
+}
+
 // showListenersAt is showListeners with the sessions dialled to url.
 func showListenersAt(t *testing.T, ctx context.Context, r *relay.Relay, url string, n int) (*client.TrackWriter, []*client.Subscription) {
 	t.Helper()

@@ -5,7 +5,6 @@ import (
 	"testing"
 
 	"github.com/relayfleet/relayfleet/relay"
-	"github.com/relayfleet/relayfleet/relay/client"
 )
 
 // TestSendBatch: over real QUIC, 24 listeners hear 10 groups each through
@@ -24,17 +23,7 @@ func TestSendBatch(t *testing.T) {
 			const size, listeners, groups = 200, 24, 10
 			tw, subs := showListeners(t, ctx, r, listeners)
 			before := r.Stats()
-			for g := uint64(0); g < groups; g++ {
-				if err := tw.WriteGroup(ctx, g, [][]byte{client.Pattern(g, 0, size)}); err != nil {
-					t.Fatal(err)
-				}
-			}
-			for i, sub := range subs {
-				got, err := collect(ctx, sub, groups, size)
-				if err != nil || len(got) != groups {
-					t.Fatalf("listener %d: %d groups, %v", i, len(got), err)
-				}
-			}
+			hearGroups(t, ctx, tw, subs, groups, size)
 			st := r.Stats()
 			packets, calls := st.UDPPacketsSent-before.UDPPacketsSent, st.UDPSendCalls-before.UDPSendCalls
 			t.Logf("%d packets in %d system calls", packets, calls)
@@ -69,16 +58,7 @@ func TestListenAddressFamilies(t *testing.T) {
 			}
 			const size, listeners, groups = 200, 3, 5
 			tw, subs := showListenersAt(t, ctx, r, "http://"+net.JoinHostPort(tc.dial, port)+"/", listeners)
-			for g := uint64(0); g < groups; g++ {
-				if err := tw.WriteGroup(ctx, g, [][]byte{client.Pattern(g, 0, size)}); err != nil {
-					t.Fatal(err)
-				}
-			}
-			for i, sub := range subs {
-				if got, err := collect(ctx, sub, groups, size); err != nil || len(got) != groups {
-					t.Fatalf("listener %d: %d groups, %v", i, len(got), err)
-				}
-			}
+			hearGroups(t, ctx, tw, subs, groups, size)
 			for kind, n := range r.Stats().UDPSendErrors {
 				if n != 0 {
 					t.Errorf("%d send errors (%s)", n, kind)
