@@ -107,6 +107,18 @@ type Config struct {
 	// they retransmit). 0 means DefaultAckDelay; 25 ms is quic-go's own.
 	// It needs the patched quic-go (docs/quic-go-patch.md).
 	AckDelay time.Duration
+	// PTOAckDelay is the least time the relay's probe timeout allows for a
+	// peer's ACK, in place of the peer's own max_ack_delay (25 ms for
+	// quic-go and browsers) when larger: with thousands of listeners on one
+	// CPU the relay reads their ACKs late during its own fan-out and, at
+	// 25 ms, probes packets that were not lost (docs/benchmarks.md, session
+	// 7: 100 ms measured +6-9% listeners per core at 2,000 listeners). A
+	// lost packet is then probed that much later: with 120 ms frames, 100
+	// ms means a dropped frame waits for the next frame to show it lost,
+	// 60-75 ms later than with the default (loadgen's
+	// TestLossRecoveryWithPTOAllowance), so it is off by default. 0 keeps
+	// the peer's; at most MaxAckDelay. Needs the patched quic-go.
+	PTOAckDelay time.Duration
 	// SendQueue hands each connection's packets to a goroutine of its
 	// own, quic-go's send queue, instead of writing them from the
 	// connection's loop (the default, with the patched quic-go): one
@@ -191,6 +203,7 @@ func (cfg *Config) quicConfig() *quic.Config {
 	return &quic.Config{
 		MaxAckDelay:       cmp.Or(cfg.AckDelay, DefaultAckDelay),
 		SendSynchronously: !cfg.SendQueue,
+		PTOAckDelay:       cfg.PTOAckDelay,
 		// A listener opens a handful of bidi streams (setup, subscribe,
 		// announce); an edge relay opens one per track it pulls.
 		MaxIncomingStreams:    100,
@@ -262,6 +275,9 @@ func Start(ctx context.Context, cfg Config) (*Relay, error) {
 	host, _, err := net.SplitHostPort(addr)
 	if err != nil {
 		return nil, fmt.Errorf("listen address %q: %w", addr, err)
+	}
+	if cfg.PTOAckDelay < 0 || cfg.PTOAckDelay > MaxAckDelay {
+		return nil, fmt.Errorf("PTO ack delay %s: want 0 (the peer's own) up to %s", cfg.PTOAckDelay, MaxAckDelay)
 	}
 	if cfg.AckDelay < 0 || cfg.AckDelay > MaxAckDelay {
 		return nil, fmt.Errorf("ack delay %s: want 0 (the default, %s) up to %s", cfg.AckDelay, DefaultAckDelay, MaxAckDelay)

@@ -532,13 +532,29 @@ func TestRunReconnectAvoidsTheFailedRelay(t *testing.T) {
 
 // udpProxy forwards UDP between clients and a relay until blackholed:
 // then it drops everything, both ways, as a relay killed or cut off does
-// (nothing closes the listeners' connections).
+// (nothing closes the listeners' connections). With proxyFaults it also
+// delays every datagram and drops chosen ones from the relay.
 type udpProxy struct {
-	conn *net.UDPConn
-	dead atomic.Bool
+	conn    *net.UDPConn
+	dead    atomic.Bool
+	dropped atomic.Int64 // datagrams from the relay dropped by proxyFaults.Drop
+}
+
+// proxyFaults is what a udpProxy does besides forwarding.
+type proxyFaults struct {
+	// Delay holds every datagram, both ways, this long (one way).
+	Delay time.Duration
+	// Drop, if set, makes a client's dropper when the client's first
+	// datagram comes: it is asked about every datagram from the relay to
+	// that client, and true drops it.
+	Drop func() func(b []byte) bool
 }
 
 func startUDPProxy(t *testing.T, to net.Addr) *udpProxy {
+	return startFaultyUDPProxy(t, to, proxyFaults{})
+}
+
+func startFaultyUDPProxy(t *testing.T, to net.Addr, f proxyFaults) *udpProxy {
 	t.Helper()
 	c, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
 	if err != nil {
@@ -555,6 +571,15 @@ func startUDPProxy(t *testing.T, to net.Addr) *udpProxy {
 			u.Close()
 		}
 	})
+	// send writes b now, or a copy of it after f.Delay.
+	send := func(b []byte, write func([]byte)) {
+		if f.Delay <= 0 {
+			write(b)
+			return
+		}
+		b = slices.Clone(b)
+		time.AfterFunc(f.Delay, func() { write(b) })
+	}
 	go func() {
 		buf := make([]byte, 65536)
 		for {
@@ -573,6 +598,10 @@ func startUDPProxy(t *testing.T, to net.Addr) *udpProxy {
 					continue
 				}
 				up[from.String()] = u
+				drop := func([]byte) bool { return false }
+				if f.Drop != nil {
+					drop = f.Drop()
+				}
 				go func() {
 					b := make([]byte, 65536)
 					for {
@@ -580,14 +609,20 @@ func startUDPProxy(t *testing.T, to net.Addr) *udpProxy {
 						if err != nil {
 							return
 						}
-						if !p.dead.Load() {
-							_, _ = c.WriteToUDP(b[:n], from)
+						if drop(b[:n]) {
+							p.dropped.Add(1)
+							continue
 						}
+						send(b[:n], func(b []byte) {
+							if !p.dead.Load() {
+								_, _ = c.WriteToUDP(b, from)
+							}
+						})
 					}
 				}()
 			}
 			mu.Unlock()
-			_, _ = u.Write(buf[:n])
+			send(buf[:n], func(b []byte) { _, _ = u.Write(b) })
 		}
 	}()
 	return p

@@ -55,6 +55,9 @@ func validateConfig(config *Config) error {
 	if config.MaxAckDelay < 0 {
 		return fmt.Errorf("invalid MaxAckDelay: %s", config.MaxAckDelay)
 	}
+	if config.PTOAckDelay < 0 || config.PTOAckDelay > time.Second {
+		return fmt.Errorf("invalid PTOAckDelay: %s (0 to 1s)", config.PTOAckDelay)
+	}
 	if config.MaxAckDelay > protocol.MaxMaxAckDelay-protocol.TimerGranularity {
 		config.MaxAckDelay = protocol.MaxMaxAckDelay - protocol.TimerGranularity
 	}
@@ -134,6 +137,7 @@ func populateConfig(config *Config) *Config {
 		EnableStreamResetPartialDelivery: config.EnableStreamResetPartialDelivery,
 		MaxAckDelay:                      config.MaxAckDelay,
 		SendSynchronously:                config.SendSynchronously,
+		PTOAckDelay:                      config.PTOAckDelay,
 		Allow0RTT:                        config.Allow0RTT,
 		Tracer:                           config.Tracer,
 	}

@@ -202,6 +202,14 @@ type Config struct {
 	// write. relayfleet patch, for a socket that does not block (the
 	// relay's, with its batched sendmmsg).
 	SendSynchronously bool
+	// PTOAckDelay is the least time the probe timeout (RFC 9002, 6.2.1)
+	// allows for the peer's acknowledgement of application data, in place
+	// of the peer's max_ack_delay when that is smaller. 0 keeps the peer's.
+	// relayfleet patch: a relay that writes to thousands of listeners from
+	// one CPU reads their ACKs late during its own fan-out, and without it
+	// probes packets that were not lost; with it a lost packet is probed
+	// later.
+	PTOAckDelay time.Duration
 
 	Tracer func(ctx context.Context, isClient bool, connID ConnectionID) qlogwriter.Trace
 }

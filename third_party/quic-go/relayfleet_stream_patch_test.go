@@ -276,3 +276,39 @@ func selfSigned(t *testing.T) tls.Certificate {
 	}
 	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}
 }
+
+// Config.PTOAckDelay raises the PTO's allowance for the peer's ACK delay to
+// at least itself, never lowers it, and stays out of the RTT samples.
+func TestRelayfleetPTOAckDelay(t *testing.T) {
+	c := populateConfig(&Config{PTOAckDelay: 100 * time.Millisecond})
+	if c.PTOAckDelay != 100*time.Millisecond {
+		t.Fatalf("populateConfig dropped PTOAckDelay: %v", c.PTOAckDelay)
+	}
+	if err := validateConfig(&Config{PTOAckDelay: -time.Millisecond}); err == nil {
+		t.Fatal("a negative PTOAckDelay was accepted")
+	}
+	if err := validateConfig(&Config{PTOAckDelay: 2 * time.Second}); err == nil {
+		t.Fatal("a PTOAckDelay of 2s was accepted")
+	}
+	rtt := utils.NewRTTStats()
+	rtt.SetMaxAckDelay(25 * time.Millisecond)
+	rtt.UpdateRTT(10*time.Millisecond, 0)
+	base := rtt.PTO(true)
+	rtt.SetMinPTOAckDelay(100 * time.Millisecond)
+	if got := rtt.PTO(true); got != base+75*time.Millisecond {
+		t.Fatalf("PTO %v with a 100 ms allowance, want %v", got, base+75*time.Millisecond)
+	}
+	if got := rtt.PTO(false); got != base-25*time.Millisecond {
+		t.Fatalf("PTO without the ACK delay %v, want %v", got, base-25*time.Millisecond)
+	}
+	if got := rtt.Clone().PTO(true); got != base+75*time.Millisecond {
+		t.Fatalf("a clone's PTO %v", got)
+	}
+	rtt.SetMinPTOAckDelay(10 * time.Millisecond) // below the peer's: the peer's
+	if got := rtt.PTO(true); got != base {
+		t.Fatalf("PTO %v with a 10 ms allowance, want the peer's %v", got, base)
+	}
+	if rtt.MaxAckDelay() != 25*time.Millisecond {
+		t.Fatal("the allowance changed the peer's max_ack_delay (used for RTT samples)")
+	}
+}

@@ -27,6 +27,9 @@ type RTTStats struct {
 	meanDeviation atomic.Int64 // nanoseconds
 
 	maxAckDelay atomic.Int64 // nanoseconds
+	// minPTOAckDelay is the least the PTO allows for the peer's ACK delay
+	// (relayfleet patch, Config.PTOAckDelay).
+	minPTOAckDelay atomic.Int64 // nanoseconds
 }
 
 func NewRTTStats() *RTTStats {
@@ -72,7 +75,7 @@ func (r *RTTStats) PTO(includeMaxAckDelay bool) time.Duration {
 	}
 	pto := r.SmoothedRTT() + max(4*r.MeanDeviation(), protocol.TimerGranularity)
 	if includeMaxAckDelay {
-		pto += r.MaxAckDelay()
+		pto += max(r.MaxAckDelay(), time.Duration(r.minPTOAckDelay.Load()))
 	}
 	return pto
 }
@@ -124,6 +127,12 @@ func (r *RTTStats) SetMaxAckDelay(mad time.Duration) {
 	r.maxAckDelay.Store(int64(mad))
 }
 
+// SetMinPTOAckDelay sets the least time the PTO allows for the peer's ACK
+// delay, whatever max_ack_delay the peer advertised (relayfleet patch).
+func (r *RTTStats) SetMinPTOAckDelay(d time.Duration) {
+	r.minPTOAckDelay.Store(int64(d))
+}
+
 // SetInitialRTT sets the initial RTT.
 // It is used during handshake when restoring the RTT stats from the token.
 func (r *RTTStats) SetInitialRTT(t time.Duration) {
@@ -155,5 +164,6 @@ func (r *RTTStats) Clone() *RTTStats {
 	out.smoothedRTT.Store(r.smoothedRTT.Load())
 	out.meanDeviation.Store(r.meanDeviation.Load())
 	out.maxAckDelay.Store(r.maxAckDelay.Load())
+	out.minPTOAckDelay.Store(r.minPTOAckDelay.Load())
 	return out
 }
