@@ -119,6 +119,15 @@ type Config struct {
 	// TestLossRecoveryWithPTOAllowance), so it is off by default. 0 keeps
 	// the peer's; at most MaxAckDelay. Needs the patched quic-go.
 	PTOAckDelay time.Duration
+	// PTOIgnoresReads fires a probe timeout at its deadline even while the
+	// relay has datagrams it has not read yet, as quic-go does. By default
+	// (false) such a timeout waits, rechecking every 10 ms, at most 100 ms:
+	// the listener's ACK it would give up on may be among them, read late
+	// because the relay's one CPU is busy fanning a frame out. A relay
+	// that keeps up with its reads probes a lost packet as soon as ever
+	// (loadgen's TestLossRecoveryWithPTOAllowance). Needs the patched
+	// quic-go (docs/quic-go-patch.md, Config.PTOAfterReads).
+	PTOIgnoresReads bool
 	// SendQueue hands each connection's packets to a goroutine of its
 	// own, quic-go's send queue, instead of writing them from the
 	// connection's loop (the default, with the patched quic-go): one
@@ -204,6 +213,7 @@ func (cfg *Config) quicConfig() *quic.Config {
 		MaxAckDelay:       cmp.Or(cfg.AckDelay, DefaultAckDelay),
 		SendSynchronously: !cfg.SendQueue,
 		PTOAckDelay:       cfg.PTOAckDelay,
+		PTOAfterReads:     !cfg.PTOIgnoresReads,
 		// A listener opens a handful of bidi streams (setup, subscribe,
 		// announce); an edge relay opens one per track it pulls.
 		MaxIncomingStreams:    100,

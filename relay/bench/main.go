@@ -17,11 +17,12 @@
 // relay/procstat; the load
 // generator's sockets count too). Every run's figures follow, with the
 // load average. CPU, RSS, packets and the UDP counters are taken over the
-// measurement window only, after every listener has connected. Four
+// measurement window only, after every listener has connected. Five
 // variants run at every step: the relay's defaults, and each lever turned
 // off in turn: sendmmsg batches across connections (--send-batch 64),
 // quic-go's ACK delay (--ack-delay 25ms), quic-go's send queue
-// (--send-queue) (--groups adds ~1 s groups); --before BIN adds another
+// (--send-queue), quic-go's probe timeouts (--pto-waits-for-reads=false)
+// (--groups adds ~1 s groups); --before BIN adds another
 // relay binary's defaults (`make bench-ab`), with a table of the two run
 // by run. The variants take turns: run 1 of each at a step, then run 2,
 // and so on (the machine's speed drifts within minutes, and runs of one
@@ -177,10 +178,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	// that each is measured against the others in the same run.
 	const frames = "120 ms frames, 1 frame per group, 16 MiB buffer"
 	variants := []variant{
-		{frames + ", the relay's defaults (ACKs delayed up to 200 ms, packets written from the connection's loop, one sendmsg each)", 16 << 20, 120 * time.Millisecond, 1, 600, 1, steps, "relay-cpu-%d.pprof", nil, ""},
+		{frames + ", the relay's defaults (ACKs delayed up to 200 ms, packets written from the connection's loop, one sendmsg each, probe timeouts waiting for reads)", 16 << 20, 120 * time.Millisecond, 1, 600, 1, steps, "relay-cpu-%d.pprof", nil, ""},
 		{frames + ", sendmmsg batches across connections (--send-batch 64)", 16 << 20, 120 * time.Millisecond, 1, 600, 64, steps, "relay-cpu-%d-batch.pprof", nil, ""},
 		{frames + ", quic-go's ACK delay (--ack-delay 25ms)", 16 << 20, 120 * time.Millisecond, 1, 600, 1, steps, "relay-cpu-%d-ack25.pprof", []string{"--ack-delay", "25ms"}, ""},
 		{frames + ", quic-go's send queue (--send-queue)", 16 << 20, 120 * time.Millisecond, 1, 600, 1, steps, "relay-cpu-%d-queue.pprof", []string{"--send-queue"}, ""},
+		{frames + ", quic-go's probe timeouts (--pto-waits-for-reads=false)", 16 << 20, 120 * time.Millisecond, 1, 600, 1, steps, "relay-cpu-%d-pto.pprof", []string{"--pto-waits-for-reads=false"}, ""},
 	}
 	if *before != "" {
 		if st, err := os.Stat(*before); err != nil || st.IsDir() || st.Mode()&0o111 == 0 {

@@ -138,6 +138,7 @@ func populateConfig(config *Config) *Config {
 		MaxAckDelay:                      config.MaxAckDelay,
 		SendSynchronously:                config.SendSynchronously,
 		PTOAckDelay:                      config.PTOAckDelay,
+		PTOAfterReads:                    config.PTOAfterReads,
 		Allow0RTT:                        config.Allow0RTT,
 		Tracer:                           config.Tracer,
 	}

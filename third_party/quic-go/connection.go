@@ -198,6 +198,9 @@ type Conn struct {
 	droppedInitialKeys bool
 	handshakeComplete  bool
 	handshakeConfirmed bool
+	// ptoNotBefore holds a due probe timeout back (relayfleet patch,
+	// Config.PTOAfterReads).
+	ptoNotBefore monotime.Time
 
 	receivedRetry       bool
 	versionNegotiated   bool
@@ -734,7 +737,8 @@ runLoop:
 		// Check for loss detection timeout.
 		// This could cause packets to be declared lost, and retransmissions to be enqueued.
 		now := monotime.Now()
-		if timeout := c.sentPacketHandler.GetLossDetectionTimeout(); !timeout.IsZero() && !timeout.After(now) {
+		if timeout := c.sentPacketHandler.GetLossDetectionTimeout(); !timeout.IsZero() && !timeout.After(now) &&
+			!c.ptoNotBefore.After(now) && !c.holdPTO(timeout, now) {
 			if err := c.sentPacketHandler.OnLossDetectionTimeout(now); err != nil {
 				c.setCloseError(&closeError{err: err})
 				break runLoop
@@ -956,8 +960,13 @@ func (c *Conn) maybeResetTimer() {
 	if t := c.receivedPacketHandler.GetAlarmTimeout(); !t.IsZero() && t.Before(deadline) {
 		deadline = t
 	}
-	if t := c.sentPacketHandler.GetLossDetectionTimeout(); !t.IsZero() && t.Before(deadline) {
-		deadline = t
+	if t := c.sentPacketHandler.GetLossDetectionTimeout(); !t.IsZero() {
+		if t.Before(c.ptoNotBefore) && c.ptoArmed() {
+			t = c.ptoNotBefore // held back (Config.PTOAfterReads)
+		}
+		if t.Before(deadline) {
+			deadline = t
+		}
 	}
 	if c.blocked == blockModeCongestionLimited {
 		c.timer.Reset(monotime.Until(deadline))
@@ -968,6 +977,50 @@ func (c *Conn) maybeResetTimer() {
 		deadline = c.pacingDeadline
 	}
 	c.timer.Reset(monotime.Until(deadline))
+}
+
+// ptoHoldStep and ptoHoldLimit: how often a held-back probe timeout
+// rechecks, and how far past its deadline it may be held (relayfleet
+// patch, Config.PTOAfterReads).
+const (
+	ptoHoldStep  = 10 * time.Millisecond
+	ptoHoldLimit = 100 * time.Millisecond
+)
+
+// holdPTO reports whether a due loss detection timeout is to wait
+// (Config.PTOAfterReads): it is a probe timeout of application data, not
+// yet held past ptoHoldLimit, and datagrams wait to be read, for this
+// connection or in the socket, one of which may be the ACK it gives up on.
+// It sets when to look again. (relayfleet patch)
+func (c *Conn) holdPTO(deadline, now monotime.Time) bool {
+	if !c.config.PTOAfterReads || !c.handshakeConfirmed || now.Sub(deadline) >= ptoHoldLimit || !c.ptoArmed() {
+		return false
+	}
+	c.receivedPacketMx.Lock()
+	queued := !c.receivedPackets.Empty()
+	c.receivedPacketMx.Unlock()
+	if !queued && !c.readBacklog() {
+		return false
+	}
+	c.ptoNotBefore = now.Add(ptoHoldStep)
+	return true
+}
+
+// ptoArmed reports whether the loss detection timer is a probe timeout.
+func (c *Conn) ptoArmed() bool {
+	a, ok := c.sentPacketHandler.(interface{ PTOArmed() bool })
+	return ok && a.PTOArmed()
+}
+
+// readBacklog reports whether the connection's socket has datagrams not
+// yet read or not yet handed out (false where quic-go cannot tell).
+func (c *Conn) readBacklog() bool {
+	s, ok := c.conn.(*sconn)
+	if !ok {
+		return false
+	}
+	b, ok := s.rawConn.(interface{ readBacklog() bool })
+	return ok && b.readBacklog()
 }
 
 func (c *Conn) idleTimeoutStartTime() monotime.Time {

@@ -210,6 +210,16 @@ type Config struct {
 	// probes packets that were not lost; with it a lost packet is probed
 	// later.
 	PTOAckDelay time.Duration
+	// PTOAfterReads holds a probe timeout of application data back while
+	// the endpoint has datagrams it has not read yet (in its socket's
+	// receive queue, or read and not yet handed to their connections),
+	// rechecking every 10 ms, at most 100 ms past its deadline: the ACK
+	// the timeout gives up on may be among them. relayfleet patch: a relay
+	// writing to thousands of listeners from one CPU reads their ACKs late
+	// during its own fan-out; unlike PTOAckDelay, a lost packet is probed
+	// as soon as ever when the endpoint keeps up with its reads. Only
+	// Linux, Darwin and FreeBSD sockets that quic-go reads in batches.
+	PTOAfterReads bool
 
 	Tracer func(ctx context.Context, isClient bool, connID ConnectionID) qlogwriter.Trace
 }

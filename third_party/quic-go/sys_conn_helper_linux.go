@@ -21,6 +21,10 @@ const (
 
 const ecnIPv4DataLen = 1
 
+// readQueueIoctl asks a socket for the size of the next datagram in its
+// receive queue (relayfleet patch, Config.PTOAfterReads).
+const readQueueIoctl = unix.SIOCINQ
+
 const batchSize = 8 // needs to smaller than MaxUint8 (otherwise the type of oobConn.readPos has to be changed)
 
 var kernelVersionMajor int

@@ -8,3 +8,6 @@ func forceSetSendBuffer(c any, bytes int) error    { return nil }
 func appendUDPSegmentSizeMsg([]byte, uint16) []byte { return nil }
 func isGSOError(error) bool                         { return false }
 func isPermissionError(err error) bool              { return false }
+
+// readQueueIoctl: none here (relayfleet patch, Config.PTOAfterReads).
+const readQueueIoctl = 0

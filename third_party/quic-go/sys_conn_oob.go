@@ -11,6 +11,7 @@ import (
 	"os"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"unsafe"
 
@@ -52,9 +53,34 @@ type oobConn struct {
 	buffers  [batchSize]*packetBuffer
 
 	cap connCapabilities
+
+	// relayfleet patch (Config.PTOAfterReads): the socket, for the size of
+	// its receive queue, and how many packets of the current batch the
+	// read loop has not handed out yet.
+	sc          syscall.RawConn
+	undelivered atomic.Int32
 }
 
 var _ rawConn = &oobConn{}
+
+// readBacklog reports whether datagrams wait to be read: in the socket's
+// receive queue (SIOCINQ: the size of the next one; Linux only), or read
+// in the current batch and not yet handed to their connections
+// (relayfleet patch, Config.PTOAfterReads).
+func (c *oobConn) readBacklog() bool {
+	if c.undelivered.Load() > 0 {
+		return true
+	}
+	if readQueueIoctl == 0 {
+		return false
+	}
+	var n int
+	var ierr error
+	if err := c.sc.Control(func(fd uintptr) { n, ierr = unix.IoctlGetInt(int(fd), readQueueIoctl) }); err != nil || ierr != nil {
+		return false
+	}
+	return n > 0
+}
 
 func newConn(c OOBCapablePacketConn, supportsDF bool) (*oobConn, error) {
 	rawConn, err := c.SyscallConn()
@@ -123,6 +149,7 @@ func newConn(c OOBCapablePacketConn, supportsDF bool) (*oobConn, error) {
 	}
 	oobConn := &oobConn{
 		OOBCapablePacketConn: c,
+		sc:                   rawConn,
 		batchConn:            bc,
 		messages:             msgs,
 		readPos:              batchSize,
@@ -141,6 +168,8 @@ func newConn(c OOBCapablePacketConn, supportsDF bool) (*oobConn, error) {
 var invalidCmsgOnceV4, invalidCmsgOnceV6 sync.Once
 
 func (c *oobConn) ReadPacket() (receivedPacket, error) {
+	// The packet returned before was handed out (relayfleet patch).
+	c.undelivered.Store(int32(len(c.messages) - int(c.readPos)))
 	if len(c.messages) == int(c.readPos) { // all messages read. Read the next batch of messages.
 		c.messages = c.messages[:batchSize]
 		// replace buffers data buffers up to the packet that has been consumed during the last ReadBatch call
@@ -157,6 +186,7 @@ func (c *oobConn) ReadPacket() (receivedPacket, error) {
 			return receivedPacket{}, err
 		}
 		c.messages = c.messages[:n]
+		c.undelivered.Store(int32(n))
 	}
 
 	msg := c.messages[c.readPos]

@@ -992,6 +992,11 @@ func (h *sentPacketHandler) detectLostPackets(now monotime.Time, encLevel protoc
 	}
 }
 
+// PTOArmed reports whether the loss detection timer is a probe timeout
+// (relayfleet patch, Config.PTOAfterReads; not in the SentPacketHandler
+// interface, so that upstream's mocks stand).
+func (h *sentPacketHandler) PTOArmed() bool { return h.alarm.TimerType == qlog.TimerTypePTO }
+
 func (h *sentPacketHandler) OnLossDetectionTimeout(now monotime.Time) error {
 	defer h.setLossDetectionTimer(now)
 
