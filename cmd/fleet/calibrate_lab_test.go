@@ -176,12 +176,16 @@ steady:
 	if measured > 0 {
 		errPct = 100 * float64(predicted-measured) / float64(measured)
 	}
-	summary := fmt.Sprintf("predicted %d listeners per lab/small box (calibration %s), measured %d (the last step with every listener connected and no frame lost; next: %s); error %+.1f%% (goal: within 15%%); every frame on time (none over 1 s late, no RcvbufErrors) up to %d; %s; took %v",
-		predicted, inventories.DefaultCalibration, measured, why, errPct, clean,
+	cleanErrPct := 0.0
+	if clean > 0 {
+		cleanErrPct = 100 * float64(predicted-clean) / float64(clean)
+	}
+	summary := fmt.Sprintf("predicted %d listeners per lab/small box (calibration %s), measured %d (the last step with every listener connected and no frame lost; next: %s); error %+.1f%% (goal: within 15%%); every frame on time (none over 1 s late, no RcvbufErrors) up to %d (error %+.1f%% against it); %s; took %v",
+		predicted, inventories.DefaultCalibration, measured, why, errPct, clean, cleanErrPct,
 		"the load generator, publisher and router run on this machine and share its cores with the box", time.Since(started).Round(time.Second))
 	t.Log(summary)
 	if keep := os.Getenv("RELAYFLEET_CALIB_KEEP"); keep != "" {
-		data, _ := json.MarshalIndent(map[string]any{"predicted": predicted, "measured": measured, "error_pct": errPct, "first_failure": why, "on_time_up_to": clean, "steps": res}, "", "  ")
+		data, _ := json.MarshalIndent(map[string]any{"predicted": predicted, "measured": measured, "error_pct": errPct, "first_failure": why, "on_time_up_to": clean, "on_time_error_pct": cleanErrPct, "steps": res}, "", "  ")
 		os.WriteFile(filepath.Join(keep, "calibrate.json"), append(data, '\n'), 0o644)
 	}
 	if predicted <= 0 || measured <= 0 {
