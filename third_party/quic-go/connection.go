@@ -737,8 +737,7 @@ runLoop:
 		// Check for loss detection timeout.
 		// This could cause packets to be declared lost, and retransmissions to be enqueued.
 		now := monotime.Now()
-		if timeout := c.sentPacketHandler.GetLossDetectionTimeout(); !timeout.IsZero() && !timeout.After(now) &&
-			!c.ptoNotBefore.After(now) && !c.holdPTO(timeout, now) {
+		if timeout := c.sentPacketHandler.GetLossDetectionTimeout(); !timeout.IsZero() && !timeout.After(now) && !c.ptoHeld(timeout, now) {
 			if err := c.sentPacketHandler.OnLossDetectionTimeout(now); err != nil {
 				c.setCloseError(&closeError{err: err})
 				break runLoop
@@ -1004,6 +1003,16 @@ func (c *Conn) holdPTO(deadline, now monotime.Time) bool {
 	}
 	c.ptoNotBefore = now.Add(ptoHoldStep)
 	return true
+}
+
+// ptoHeld reports whether a due loss detection timeout waits: a probe
+// timeout held back before and not due again yet, or one holdPTO holds
+// now. A loss timer never waits. (relayfleet patch)
+func (c *Conn) ptoHeld(deadline, now monotime.Time) bool {
+	if c.ptoNotBefore.After(now) && c.ptoArmed() {
+		return true
+	}
+	return c.holdPTO(deadline, now)
 }
 
 // ptoArmed reports whether the loss detection timer is a probe timeout.

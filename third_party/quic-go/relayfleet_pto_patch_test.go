@@ -120,6 +120,32 @@ func TestRelayfleetHoldPTO(t *testing.T) {
 	}
 }
 
+// A probe timeout held back waits until it is due again; a loss timer
+// that comes due meanwhile (an ACK showed a packet lost) does not wait for
+// it (the run loop spun until the hold ended when it did).
+func TestRelayfleetHeldPTOLeavesLossTimers(t *testing.T) {
+	now := monotime.Now()
+	h := &ptoArmedHandler{pto: true}
+	c := &Conn{
+		config:             &Config{PTOAfterReads: true},
+		handshakeConfirmed: true,
+		sentPacketHandler:  h,
+		conn:               &sconn{rawConn: backlogConn{backlog: false}},
+		ptoNotBefore:       now.Add(5 * time.Millisecond),
+	}
+	if !c.ptoHeld(now, now) {
+		t.Fatal("a held probe timeout fired before it was due again")
+	}
+	h.pto = false
+	if c.ptoHeld(now, now) {
+		t.Fatal("a loss timer waited for a probe timeout's hold")
+	}
+	h.pto = true
+	if c.ptoHeld(now, now.Add(5*time.Millisecond)) {
+		t.Fatal("a probe timeout due again, nothing to read, still held")
+	}
+}
+
 // gatedConn is a UDP socket whose reads can be paused (inside the read
 // quic-go's batch reader makes, so the kernel queues what arrives) and
 // whose writes are counted.
