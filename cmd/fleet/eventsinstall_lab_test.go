@@ -5,9 +5,11 @@ package main
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -19,8 +21,10 @@ import (
 
 // TestEventsInstallUnderSystemd installs the reconciler's timer on a lab
 // box (real systemd as PID 1) with fleet events install, then runs the
-// service once through systemd: it reconciles the shipped lab events (all
-// in the future, so nothing is created) and records them.
+// service once through systemd: it reconciles the shipped lab events,
+// moved a month ahead of the clock (the service reconciles at the box's
+// time; the shipped file's dates passed on 2026-12-01 and failed this
+// test during the event), so nothing is created, and records them.
 func TestEventsInstallUnderSystemd(t *testing.T) {
 	images := labImages()
 	l, err := lab.New(lab.Config{Dir: filepath.Join(os.TempDir(), "relayfleet-timer-test"), ImageDir: images, Bridge: "rftimer0", Subnet: mustPrefix(t, "10.231.91.0/24"), Logf: t.Logf})
@@ -68,6 +72,9 @@ func TestEventsInstallUnderSystemd(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		if strings.HasSuffix(name, "lab-events.yaml") {
+			data = eventsAMonthAhead(t, data)
+		}
 		run("mkdir -p "+filepath.Dir(name)+" && cat > "+name+".tmp && chmod 755 "+name+".tmp && mv "+name+".tmp "+name, data)
 	}
 	run("/usr/local/bin/fleet events install --events /etc/relayfleet/lab-events.yaml --state-dir /var/lib/relayfleet/state > /tmp/install.log 2>&1; echo rc=$? >> /tmp/install.log", nil)
@@ -99,4 +106,23 @@ func TestEventsInstallUnderSystemd(t *testing.T) {
 	if !strings.Contains(next, "relayfleet-events.timer") {
 		t.Errorf("list-timers:\n%s", next)
 	}
+}
+
+// eventsAMonthAhead moves the one event of an events file to start 30
+// days from now, keeping its length.
+func eventsAMonthAhead(t *testing.T, data []byte) []byte {
+	t.Helper()
+	re := regexp.MustCompile(`(?m)^(\s+)start: (\S+)\n(\s+)end: (\S+)$`)
+	m := re.FindSubmatch(data)
+	if m == nil || len(re.FindAll(data, -1)) != 1 {
+		t.Fatalf("want one event with start: and end: lines in:\n%s", data)
+	}
+	start, err1 := time.Parse(time.RFC3339, string(m[2]))
+	end, err2 := time.Parse(time.RFC3339, string(m[4]))
+	if err1 != nil || err2 != nil {
+		t.Fatalf("event times %q, %q: %v %v", m[2], m[4], err1, err2)
+	}
+	newStart := time.Now().UTC().Add(30 * 24 * time.Hour).Truncate(time.Hour)
+	return re.ReplaceAll(data, []byte(fmt.Sprintf("${1}start: %s\n${3}end: %s",
+		newStart.Format(time.RFC3339), newStart.Add(end.Sub(start)).Format(time.RFC3339))))
 }
