@@ -27,7 +27,7 @@
 // by run. The variants take turns: run 1 of each at a step, then run 2,
 // and so on (the machine's speed drifts within minutes, and runs of one
 // variant in a row would show the drift as a difference). The relay runs
-// on one CPU alone (--pin). `make bench-relay` runs it (about 20 minutes
+// on one CPU alone (--pin). `make bench-relay` runs it (about 25 minutes
 // on a quiet 2-core machine);
 // `make bench-relay BENCH_QUICK=1` runs --quick (about 2 minutes).
 package main

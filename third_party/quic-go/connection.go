@@ -986,13 +986,13 @@ const (
 	ptoHoldLimit = 100 * time.Millisecond
 )
 
-// holdPTO reports whether a due loss detection timeout is to wait
-// (Config.PTOAfterReads): it is a probe timeout of application data, not
-// yet held past ptoHoldLimit, and datagrams wait to be read, for this
-// connection or in the socket, one of which may be the ACK it gives up on.
-// It sets when to look again. (relayfleet patch)
+// holdPTO reports whether a due probe timeout is to wait
+// (Config.PTOAfterReads): it is one of application data, not yet held past
+// ptoHoldLimit, and datagrams wait to be read, for this connection or in
+// the socket, one of which may be the ACK it gives up on. It sets when to
+// look again. Only for a probe timeout (ptoHeld asks). (relayfleet patch)
 func (c *Conn) holdPTO(deadline, now monotime.Time) bool {
-	if !c.config.PTOAfterReads || !c.handshakeConfirmed || now.Sub(deadline) >= ptoHoldLimit || !c.ptoArmed() {
+	if !c.config.PTOAfterReads || !c.handshakeConfirmed || now.Sub(deadline) >= ptoHoldLimit {
 		return false
 	}
 	c.receivedPacketMx.Lock()
@@ -1009,10 +1009,10 @@ func (c *Conn) holdPTO(deadline, now monotime.Time) bool {
 // timeout held back before and not due again yet, or one holdPTO holds
 // now. A loss timer never waits. (relayfleet patch)
 func (c *Conn) ptoHeld(deadline, now monotime.Time) bool {
-	if c.ptoNotBefore.After(now) && c.ptoArmed() {
-		return true
+	if !c.ptoArmed() {
+		return false
 	}
-	return c.holdPTO(deadline, now)
+	return c.ptoNotBefore.After(now) || c.holdPTO(deadline, now)
 }
 
 // ptoArmed reports whether the loss detection timer is a probe timeout.

@@ -79,7 +79,7 @@ type backlogConn struct {
 
 func (c backlogConn) readBacklog() bool { return c.backlog }
 
-// holdPTO holds a due PTO of application data back while datagrams wait,
+// A due PTO of application data is held back while datagrams wait,
 // for the socket or for the connection itself, and only then, and not
 // past its limit.
 func TestRelayfleetHoldPTO(t *testing.T) {
@@ -110,8 +110,8 @@ func TestRelayfleetHoldPTO(t *testing.T) {
 				c.receivedPackets.PushBack(receivedPacket{})
 			}
 			deadline := now.Add(-tc.late)
-			if got := c.holdPTO(deadline, now); got != tc.hold {
-				t.Fatalf("holdPTO = %v, want %v", got, tc.hold)
+			if got := c.ptoHeld(deadline, now); got != tc.hold {
+				t.Fatalf("ptoHeld = %v, want %v", got, tc.hold)
 			}
 			if want := now.Add(ptoHoldStep); tc.hold && c.ptoNotBefore != want {
 				t.Fatalf("held until %v, want %v", c.ptoNotBefore, want)
