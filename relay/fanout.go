@@ -3,6 +3,7 @@ package relay
 import (
 	"context"
 	"errors"
+	"runtime"
 	"sync"
 
 	"github.com/relayfleet/relayfleet/relay/moqlite"
@@ -93,6 +94,11 @@ type track struct {
 	mu     sync.Mutex
 	subs   map[*subscriber]struct{}
 	latest *group
+	// writeq holds the subscribers with something to write, oldest poke
+	// first, for the track's writers; writers counts them (a writer runs
+	// while the queue is not empty).
+	writeq  []*subscriber
+	writers int
 }
 
 // addSubscriber attaches sub and starts it at the newest group, if any.
@@ -104,6 +110,7 @@ func (t *track) addSubscriber(sub *subscriber) bool {
 		return false
 	}
 	t.subs[sub] = struct{}{}
+	sub.t = t
 	if t.latest != nil {
 		sub.sendGroup(t.latest)
 	}
@@ -155,7 +162,8 @@ type subscriber struct {
 	mu      sync.Mutex
 	pending []*group     // handed over, stream not opened yet; oldest first
 	open    []*openGroup // streams being written; oldest first
-	running bool         // the writer goroutine runs
+	running bool         // a writer (the track's, or the subscriber's own goroutine) writes for it
+	queued  bool         // on its track's write queue
 	dirty   bool         // something to write since the writer last looked
 	dropped int          // groups this subscriber lost to being slow
 }
@@ -204,28 +212,119 @@ func (sub *subscriber) sendGroup(g *group) {
 // listener in turn instead of an allocation per listener and frame.
 var frameBufs = sync.Pool{New: func() any { b := make([]byte, 0, 2048); return &b }}
 
-// poke tells the writer there is something to write, starting it unless
-// it runs; it does not block.
+// poke tells the writer there is something to write, queueing the
+// subscriber for its track's writers unless a writer has it already; it
+// does not block. Called with the track's lock held.
 func (sub *subscriber) poke() {
 	sub.mu.Lock()
 	sub.dirty = true
-	start := !sub.running && sub.ctx.Err() == nil
-	if start {
-		sub.running = true
+	queue := !sub.running && !sub.queued && sub.ctx.Err() == nil
+	if queue {
+		sub.queued = true
 	}
 	sub.mu.Unlock()
-	if start {
-		sub.srv.wg.Add(1)
+	if queue {
+		sub.t.queueLocked(sub)
+	}
+}
+
+// writerChunk is how many subscribers a track writer takes from the queue
+// at a time; another writer starts (up to GOMAXPROCS) while more than this
+// wait per writer.
+const writerChunk = 256
+
+// queueLocked adds sub to the track's write queue and starts a writer if
+// none runs (or too few for the queue); t.mu is held.
+func (t *track) queueLocked(sub *subscriber) {
+	t.writeq = append(t.writeq, sub)
+	if t.writers == 0 || (len(t.writeq) > writerChunk*t.writers && t.writers < runtime.GOMAXPROCS(0)) {
+		t.writers++
+		srv := sub.srv
+		srv.wg.Add(1)
 		go func() {
-			defer sub.srv.wg.Done()
-			sub.run()
+			defer srv.wg.Done()
+			t.runWriter()
 		}()
 	}
 }
 
-// run is the subscription's writer: it opens a stream per group and
-// writes the frames that arrived, until nothing is left to write (it
-// returns; the next poke starts it again) or the subscription ends.
+// runWriter writes for the queued subscribers, without waiting on any
+// listener: one whose stream limit or flow control would make it wait
+// gets a goroutine of its own (subscriber.run). One writer per track, on
+// the CPU the relay@ unit has, replaces a goroutine per listener and
+// group; it returns when the queue is empty.
+func (t *track) runWriter() {
+	var batch []*subscriber
+	var scratch []*openGroup
+	for {
+		t.mu.Lock()
+		n := min(len(t.writeq), writerChunk)
+		if n == 0 {
+			t.writers--
+			t.writeq = t.writeq[:0]
+			t.mu.Unlock()
+			return
+		}
+		batch = append(batch[:0], t.writeq[:n]...)
+		rest := copy(t.writeq, t.writeq[n:])
+		clear(t.writeq[rest:])
+		t.writeq = t.writeq[:rest]
+		t.mu.Unlock()
+		for i, sub := range batch {
+			scratch = sub.writeQueued(scratch)
+			batch[i] = nil
+		}
+	}
+}
+
+// writeQueued writes what the subscriber has without waiting; where it
+// would wait, the subscriber's own goroutine takes over.
+func (sub *subscriber) writeQueued(scratch []*openGroup) []*openGroup {
+	sub.mu.Lock()
+	sub.queued = false
+	if sub.running || sub.ctx.Err() != nil {
+		sub.mu.Unlock()
+		return scratch
+	}
+	sub.running = true
+	sub.mu.Unlock()
+	for {
+		sub.mu.Lock()
+		if !sub.dirty || sub.ctx.Err() != nil {
+			sub.running = false
+			sub.mu.Unlock()
+			if sub.ctx.Err() != nil {
+				sub.abandon() // streams opened since the subscription ended
+			}
+			return scratch
+		}
+		sub.dirty = false
+		sub.mu.Unlock()
+		for sub.ctx.Err() == nil {
+			var more, blocked bool
+			scratch, more, blocked = sub.writeOnce(scratch[:0], true)
+			if blocked {
+				sub.mu.Lock()
+				sub.dirty = true
+				sub.mu.Unlock()
+				sub.srv.wg.Add(1)
+				go func() { // it keeps running: the goroutine owns it now
+					defer sub.srv.wg.Done()
+					sub.run()
+				}()
+				return scratch
+			}
+			if !more {
+				break
+			}
+		}
+	}
+}
+
+// run is the subscription's own writer, for when writing would wait: it
+// opens a stream per group and writes the frames that arrived, waiting
+// as long as it must, until nothing is left to write or the subscription
+// ends.
 func (sub *subscriber) run() {
 	var scratch []*openGroup
 	for {
@@ -242,7 +341,7 @@ func (sub *subscriber) run() {
 		sub.mu.Unlock()
 		for sub.ctx.Err() == nil {
 			var more bool
-			scratch, more = sub.writeOnce(scratch[:0])
+			scratch, more, _ = sub.writeOnce(scratch[:0], false)
 			if !more {
 				break
 			}
@@ -252,7 +351,9 @@ func (sub *subscriber) run() {
 
 // writeOnce opens the oldest pending group's stream, if any, and writes
 // what every open group has gained. more reports a group still pending.
-func (sub *subscriber) writeOnce(open []*openGroup) ([]*openGroup, bool) {
+// With try it never waits: blocked reports where it would have (what was
+// not written stays for the next call).
+func (sub *subscriber) writeOnce(open []*openGroup, try bool) (_ []*openGroup, more, blocked bool) {
 	sub.mu.Lock()
 	var g *group
 	if len(sub.pending) > 0 {
@@ -262,9 +363,28 @@ func (sub *subscriber) writeOnce(open []*openGroup) ([]*openGroup, bool) {
 	}
 	sub.mu.Unlock()
 	if g != nil {
-		st, err := sub.sess.t.OpenUniStream(sub.ctx)
+		var st transport.SendStream
+		var err error
+		if !try {
+			st, err = sub.sess.t.OpenUniStream(sub.ctx)
+		} else if o, ok := sub.sess.t.(transport.TryUniOpener); ok {
+			st, err = o.TryOpenUniStream()
+		} else {
+			err = transport.ErrWouldBlock
+		}
+		if errors.Is(err, transport.ErrWouldBlock) {
+			sub.mu.Lock()
+			if len(sub.pending)+len(sub.open) < maxInflightGroups {
+				sub.pending = append([]*group{g}, sub.pending...)
+			} else { // a newer group took its place: it is the oldest
+				sub.dropped++
+				sub.srv.counters.groupsDropped.Add(1)
+			}
+			sub.mu.Unlock()
+			return open, true, true
+		}
 		if err != nil {
-			return open, false
+			return open, false, false
 		}
 		sub.mu.Lock()
 		sub.open = append(sub.open, &openGroup{g: g, st: st})
@@ -272,7 +392,7 @@ func (sub *subscriber) writeOnce(open []*openGroup) ([]*openGroup, bool) {
 	}
 	sub.mu.Lock()
 	open = append(open, sub.open...)
-	more := len(sub.pending) > 0
+	more = len(sub.pending) > 0
 	sub.mu.Unlock()
 	c := &sub.srv.counters
 	bp := frameBufs.Get().(*[]byte)
@@ -289,7 +409,6 @@ func (sub *subscriber) writeOnce(open []*openGroup) ([]*openGroup, bool) {
 		ok := true
 		buf = buf[:0]
 		if !og.started {
-			og.started = true
 			buf = moqlite.AppendGroupStart(buf, moqlite.GroupHeader{Subscribe: sub.id, Sequence: og.g.seq})
 		}
 		if len(buf) > 0 || len(frames) > 0 {
@@ -298,7 +417,20 @@ func (sub *subscriber) writeOnce(open []*openGroup) ([]*openGroup, bool) {
 				buf = moqlite.AppendFrame(buf, f)
 				n += len(f)
 			}
-			if _, err := og.st.Write(buf); err != nil {
+			var err error
+			if !try {
+				_, err = og.st.Write(buf)
+			} else if w, ok := og.st.(transport.TryWriter); ok {
+				err = w.TryWriteAll(buf)
+			} else {
+				err = transport.ErrWouldBlock
+			}
+			if errors.Is(err, transport.ErrWouldBlock) {
+				clear(open)
+				return open, more, true
+			}
+			og.started = true
+			if err != nil {
 				ok = false
 			} else {
 				og.next += len(frames)
@@ -318,7 +450,7 @@ func (sub *subscriber) writeOnce(open []*openGroup) ([]*openGroup, bool) {
 		sub.finished(og)
 	}
 	clear(open)
-	return open, more
+	return open, more, false
 }
 
 // finished removes og from the open groups (unless eviction did already).

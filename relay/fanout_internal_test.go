@@ -1,14 +1,17 @@
 package relay
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/relayfleet/relayfleet/relay/moqlite"
 	"github.com/relayfleet/relayfleet/relay/testutil"
 	"github.com/relayfleet/relayfleet/relay/transport"
 )
@@ -85,11 +88,15 @@ func TestSlowSubscriberKeepsBoundedGroups(t *testing.T) {
 	fake := &stuckSession{}
 	ctx, cancel := context.WithCancel(context.Background())
 	sub := newSubscriber(srv, &session{srv: srv, t: fake}, 9, ctx)
+	tr := &track{subs: map[*subscriber]struct{}{sub: {}}}
+	sub.t = tr
 	send := func(from, to int) {
 		for i := from; i < to; i++ {
 			g := newGroup(uint64(i))
 			g.append([]byte("frame"))
+			tr.mu.Lock()
 			sub.sendGroup(g)
+			tr.mu.Unlock()
 		}
 	}
 	held := func() (int, int) {
@@ -171,10 +178,10 @@ func TestWriteFrameAllocations(t *testing.T) {
 	frame := make([]byte, 600)
 	g.append(frame)
 	sub.pending = append(sub.pending, g)
-	scratch, _ := sub.writeOnce(nil) // opens the stream, writes the header and frame 0
+	scratch, _, _ := sub.writeOnce(nil, false) // opens the stream, writes the header and frame 0
 	allocs := testing.AllocsPerRun(100, func() {
 		g.append(frame)
-		scratch, _ = sub.writeOnce(scratch[:0])
+		scratch, _, _ = sub.writeOnce(scratch[:0], false)
 	})
 	// g.append makes the group's next notify channel (once per frame for
 	// all listeners); the write itself must not allocate (before the
@@ -182,4 +189,217 @@ func TestWriteFrameAllocations(t *testing.T) {
 	if allocs > 1 {
 		t.Fatalf("%.2f allocations per frame appended and written, want at most 1 (the group's)", allocs)
 	}
+}
+
+// trySession's uni streams can be opened and written without waiting up
+// to a limit on streams; past it, TryOpenUniStream would block and
+// OpenUniStream waits until raise. It counts the calls that could wait.
+type trySession struct {
+	stuckSession
+	mu        sync.Mutex
+	limit     int
+	streams   []*tryStream
+	syncOpens int // OpenUniStream calls (they may wait)
+	raised    chan struct{}
+}
+
+func newTrySession(limit int) *trySession {
+	return &trySession{limit: limit, raised: make(chan struct{})}
+}
+
+func (f *trySession) TryOpenUniStream() (transport.SendStream, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if len(f.streams) >= f.limit {
+		return nil, transport.ErrWouldBlock
+	}
+	st := &tryStream{f: f}
+	f.streams = append(f.streams, st)
+	return st, nil
+}
+
+func (f *trySession) OpenUniStream(ctx context.Context) (transport.SendStream, error) {
+	f.mu.Lock()
+	f.syncOpens++
+	for len(f.streams) >= f.limit {
+		raised := f.raised
+		f.mu.Unlock()
+		select {
+		case <-raised:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+		f.mu.Lock()
+	}
+	defer f.mu.Unlock()
+	st := &tryStream{f: f}
+	f.streams = append(f.streams, st)
+	return st, nil
+}
+
+// raise lifts the stream limit to n.
+func (f *trySession) raise(n int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.limit = n
+	close(f.raised)
+	f.raised = make(chan struct{})
+}
+
+// closed returns what each stream carried, in the order they were opened,
+// once every one of want streams is closed (nil before).
+func (f *trySession) closed(want int) (data [][]byte, syncOpens, syncWrites int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if len(f.streams) != want {
+		return nil, f.syncOpens, 0
+	}
+	for _, st := range f.streams {
+		if !st.closed {
+			return nil, f.syncOpens, 0
+		}
+		data = append(data, st.data)
+		syncWrites += st.syncWrites
+	}
+	return data, f.syncOpens, syncWrites
+}
+
+type tryStream struct {
+	f          *trySession
+	data       []byte
+	closed     bool
+	syncWrites int
+}
+
+func (s *tryStream) TryWriteAll(p []byte) error {
+	s.f.mu.Lock()
+	defer s.f.mu.Unlock()
+	s.data = append(s.data, p...)
+	return nil
+}
+
+func (s *tryStream) Write(p []byte) (int, error) {
+	s.f.mu.Lock()
+	defer s.f.mu.Unlock()
+	s.syncWrites++
+	s.data = append(s.data, p...)
+	return len(p), nil
+}
+
+func (s *tryStream) Close() error {
+	s.f.mu.Lock()
+	defer s.f.mu.Unlock()
+	s.closed = true
+	return nil
+}
+
+func (s *tryStream) CancelWrite(uint64) {}
+
+// groupStream is what a subscriber's stream for one group of one frame
+// carries.
+func groupStream(id, seq uint64, frame []byte) []byte {
+	b := moqlite.AppendGroupStart(nil, moqlite.GroupHeader{Subscribe: id, Sequence: seq})
+	return moqlite.AppendFrame(b, frame)
+}
+
+// TestTrackWriterWritesWithoutWaiting: the track's writers write every
+// listener's groups, in order, through the calls that never wait (no
+// goroutine per listener and group), over more listeners than one writer
+// takes at a time.
+func TestTrackWriterWritesWithoutWaiting(t *testing.T) {
+	srv := NewServer(ServerOptions{Logger: slog.New(slog.DiscardHandler)})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	tr := &track{ctx: ctx, subs: make(map[*subscriber]struct{})}
+	const listeners, groups = 3*writerChunk + 7, 5
+	sessions := make([]*trySession, listeners)
+	for i := range sessions {
+		sessions[i] = newTrySession(1000)
+		sub := newSubscriber(srv, &session{srv: srv, t: sessions[i]}, uint64(i), ctx)
+		if !tr.addSubscriber(sub) {
+			t.Fatal("track refused a subscriber")
+		}
+	}
+	frame := []byte("opus frame")
+	for seq := range uint64(groups) {
+		g := newGroup(seq)
+		g.append(frame)
+		tr.startGroup(g)
+		g.finish(nil)
+		tr.wakeAll()
+	}
+	var last string
+	if !testutil.Poll(10*time.Second, func() bool {
+		for i, f := range sessions {
+			data, syncOpens, syncWrites := f.closed(groups)
+			if data == nil {
+				last = fmt.Sprintf("listener %d: not all %d streams closed", i, groups)
+				return false
+			}
+			if syncOpens != 0 || syncWrites != 0 {
+				t.Fatalf("listener %d: %d opens and %d writes that could wait, want none", i, syncOpens, syncWrites)
+			}
+			for seq, d := range data {
+				if want := groupStream(uint64(i), uint64(seq), frame); !bytes.Equal(d, want) {
+					t.Fatalf("listener %d, stream %d: %x, want %x", i, seq, d, want)
+				}
+			}
+		}
+		return true
+	}) {
+		t.Fatal(last)
+	}
+	cancel()
+	srv.Wait()
+}
+
+// TestTrackWriterHandsOverWhenBlocked: a listener whose stream limit is
+// reached gets a goroutine of its own, which waits for the limit to rise
+// and then writes the rest, in order; the track's writer does not wait
+// for it (another listener's groups arrive meanwhile).
+func TestTrackWriterHandsOverWhenBlocked(t *testing.T) {
+	srv := NewServer(ServerOptions{Logger: slog.New(slog.DiscardHandler)})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	tr := &track{ctx: ctx, subs: make(map[*subscriber]struct{})}
+	slow, fast := newTrySession(2), newTrySession(1000)
+	for i, f := range []*trySession{slow, fast} {
+		if !tr.addSubscriber(newSubscriber(srv, &session{srv: srv, t: f}, uint64(i), ctx)) {
+			t.Fatal("track refused a subscriber")
+		}
+	}
+	const groups = 4
+	frame := []byte("opus frame")
+	for seq := range uint64(groups) {
+		g := newGroup(seq)
+		g.append(frame)
+		tr.startGroup(g)
+		g.finish(nil)
+		tr.wakeAll()
+	}
+	if !testutil.Poll(10*time.Second, func() bool { d, _, _ := fast.closed(groups); return d != nil }) {
+		t.Fatal("the other listener's groups did not arrive while one listener was blocked")
+	}
+	if !testutil.Poll(10*time.Second, func() bool {
+		slow.mu.Lock()
+		defer slow.mu.Unlock()
+		return slow.syncOpens > 0
+	}) {
+		t.Fatal("the blocked listener's writer never waited for its stream limit")
+	}
+	if d, _, _ := slow.closed(2); d == nil {
+		t.Fatal("the blocked listener's first two groups were not written before its limit")
+	}
+	slow.raise(groups)
+	var data [][]byte
+	if !testutil.Poll(10*time.Second, func() bool { data, _, _ = slow.closed(groups); return data != nil }) {
+		t.Fatal("the blocked listener's groups did not arrive after its limit rose")
+	}
+	for seq, d := range data {
+		if want := groupStream(0, uint64(seq), frame); !bytes.Equal(d, want) {
+			t.Fatalf("stream %d: %x, want %x", seq, d, want)
+		}
+	}
+	cancel()
+	srv.Wait()
 }

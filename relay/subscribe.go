@@ -126,7 +126,6 @@ func (s *Server) attach(path, name string, priority uint8, sub *subscriber) (*tr
 	if !t.addSubscriber(sub) {
 		return nil, errNotFound
 	}
-	sub.t = t
 	return t, nil
 }
 

@@ -50,6 +50,24 @@ type Session interface {
 	RemoteAddr() net.Addr
 }
 
+// TryUniOpener is a Session that can open a unidirectional stream without
+// waiting: TryOpenUniStream returns ErrWouldBlock when the peer's stream
+// limit is reached (OpenUniStream would wait for it to rise).
+type TryUniOpener interface {
+	TryOpenUniStream() (SendStream, error)
+}
+
+// TryWriter is a SendStream that can take a write without waiting:
+// TryWriteAll queues all of p, or nothing and returns ErrWouldBlock (flow
+// control, or another write in progress).
+type TryWriter interface {
+	TryWriteAll(p []byte) error
+}
+
+// ErrWouldBlock is what TryOpenUniStream and TryWriteAll return instead
+// of waiting.
+var ErrWouldBlock = errors.New("transport: would block")
+
 // ErrSessionClosed is returned by stream and session operations after the
 // session ended.
 var ErrSessionClosed = errors.New("transport: session closed")
@@ -78,6 +96,18 @@ func (s quicSession) AcceptStream(ctx context.Context) (Stream, error) {
 func (s quicSession) OpenUniStream(ctx context.Context) (SendStream, error) {
 	st, err := s.c.OpenUniStreamSync(ctx)
 	if err != nil {
+		return nil, err
+	}
+	return quicSend{st}, nil
+}
+
+// TryOpenUniStream opens a stream if the peer's limit allows one now.
+func (s quicSession) TryOpenUniStream() (SendStream, error) {
+	st, err := s.c.OpenUniStream()
+	if err != nil {
+		if errors.As(err, &quic.StreamLimitReachedError{}) {
+			return nil, ErrWouldBlock
+		}
 		return nil, err
 	}
 	return quicSend{st}, nil
@@ -113,6 +143,17 @@ func (s quicStream) CancelRead(code uint64)  { s.Stream.CancelRead(quic.StreamEr
 type quicSend struct{ *quic.SendStream }
 
 func (s quicSend) CancelWrite(code uint64) { s.SendStream.CancelWrite(quic.StreamErrorCode(code)) }
+
+// TryWriteAll queues p if the stream can take all of it now.
+func (s quicSend) TryWriteAll(p []byte) error {
+	if err := s.SendStream.TryWriteAll(p); err != nil {
+		if errors.Is(err, quic.ErrWouldBlock) {
+			return ErrWouldBlock
+		}
+		return err
+	}
+	return nil
+}
 
 type quicRecv struct{ *quic.ReceiveStream }
 
