@@ -1,6 +1,7 @@
 package relay_test
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -77,6 +78,21 @@ func TestAckDelayOutOfRange(t *testing.T) {
 		}
 		if !strings.Contains(err.Error(), "ack delay "+d.String()) {
 			t.Errorf("ack delay %v: error %q does not name it", d, err)
+		}
+	}
+}
+
+// TestAckThresholdOutOfRange: Start refuses a negative ack threshold or
+// one past relay.MaxAckThreshold, naming it.
+func TestAckThresholdOutOfRange(t *testing.T) {
+	for _, n := range []int{-1, relay.MaxAckThreshold + 1} {
+		r, err := relay.Start(testContext(t), relay.Config{AckThreshold: n})
+		if err == nil {
+			r.Close()
+			t.Fatalf("ack threshold %d accepted", n)
+		}
+		if want := fmt.Sprintf("ack threshold %d", n); !strings.Contains(err.Error(), want) {
+			t.Errorf("ack threshold %d: error %q does not name it", n, err)
 		}
 	}
 }

@@ -50,6 +50,20 @@ const DefaultSendBatch = 1
 // 1,000 and 2,000 (docs/benchmarks.md, "Fewer packets, fewer goroutines").
 const DefaultAckDelay = 200 * time.Millisecond
 
+// DefaultAckThreshold is Config.AckThreshold's default. A listener's ACK
+// of an audio packet carries a MAX_STREAMS frame (it finished a group's
+// stream), which makes it ack-eliciting; whenever two of them came
+// between two audio packets (a probe, a group's end sent apart, a second
+// ACK), quic-go's threshold of 2 made the relay send an ACK-only packet at
+// once, 7-10% of the packets it sent at 2,000 listeners. With 10, the ACK
+// rides on the next audio packet (within DefaultAckDelay); a publisher's
+// stream of packets still gets an ACK every 10, and a packet reported
+// missing one at once.
+const DefaultAckThreshold = 10
+
+// MaxAckThreshold is the largest Config.AckThreshold may be.
+const MaxAckThreshold = 100
+
 // MaxAckDelay is the longest Config.AckDelay may be.
 const MaxAckDelay = time.Second
 
@@ -107,6 +121,11 @@ type Config struct {
 	// they retransmit). 0 means DefaultAckDelay; 25 ms is quic-go's own.
 	// It needs the patched quic-go (docs/quic-go-patch.md).
 	AckDelay time.Duration
+	// AckThreshold is how many ack-eliciting packets the relay receives
+	// before it acknowledges at once instead of waiting up to AckDelay. 0
+	// means DefaultAckThreshold; 2 is quic-go's (RFC 9000's). Needs the
+	// patched quic-go (Config.AckElicitingThreshold).
+	AckThreshold int
 	// PTOAckDelay is the least time the relay's probe timeout allows for a
 	// peer's ACK, in place of the peer's own max_ack_delay (25 ms for
 	// quic-go and browsers) when larger: with thousands of listeners on one
@@ -210,10 +229,11 @@ func (cfg *Config) budget(logger *slog.Logger) int64 {
 // audio packet.
 func (cfg *Config) quicConfig() *quic.Config {
 	return &quic.Config{
-		MaxAckDelay:       cmp.Or(cfg.AckDelay, DefaultAckDelay),
-		SendSynchronously: !cfg.SendQueue,
-		PTOAckDelay:       cfg.PTOAckDelay,
-		PTOAfterReads:     !cfg.PTOIgnoresReads,
+		MaxAckDelay:           cmp.Or(cfg.AckDelay, DefaultAckDelay),
+		AckElicitingThreshold: cmp.Or(cfg.AckThreshold, DefaultAckThreshold),
+		SendSynchronously:     !cfg.SendQueue,
+		PTOAckDelay:           cfg.PTOAckDelay,
+		PTOAfterReads:         !cfg.PTOIgnoresReads,
 		// A listener opens a handful of bidi streams (setup, subscribe,
 		// announce); an edge relay opens one per track it pulls.
 		MaxIncomingStreams:    100,
@@ -288,6 +308,9 @@ func Start(ctx context.Context, cfg Config) (*Relay, error) {
 	}
 	if cfg.PTOAckDelay < 0 || cfg.PTOAckDelay > MaxAckDelay {
 		return nil, fmt.Errorf("PTO ack delay %s: want 0 (the peer's own) up to %s", cfg.PTOAckDelay, MaxAckDelay)
+	}
+	if cfg.AckThreshold < 0 || cfg.AckThreshold > MaxAckThreshold {
+		return nil, fmt.Errorf("ack threshold %d: want 0 (the default, %d) up to %d", cfg.AckThreshold, DefaultAckThreshold, MaxAckThreshold)
 	}
 	if cfg.AckDelay < 0 || cfg.AckDelay > MaxAckDelay {
 		return nil, fmt.Errorf("ack delay %s: want 0 (the default, %s) up to %s", cfg.AckDelay, DefaultAckDelay, MaxAckDelay)

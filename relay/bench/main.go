@@ -27,7 +27,7 @@
 // by run. The variants take turns: run 1 of each at a step, then run 2,
 // and so on (the machine's speed drifts within minutes, and runs of one
 // variant in a row would show the drift as a difference). The relay runs
-// on one CPU alone (--pin). `make bench-relay` runs it (about 25 minutes
+// on one CPU alone (--pin). `make bench-relay` runs it (about 30 minutes
 // on a quiet 2-core machine);
 // `make bench-relay BENCH_QUICK=1` runs --quick (about 2 minutes).
 package main
@@ -178,11 +178,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	// that each is measured against the others in the same run.
 	const frames = "120 ms frames, 1 frame per group, 16 MiB buffer"
 	variants := []variant{
-		{frames + ", the relay's defaults (ACKs delayed up to 200 ms, packets written from the connection's loop, one sendmsg each, probe timeouts waiting for reads)", 16 << 20, 120 * time.Millisecond, 1, 600, 1, steps, "relay-cpu-%d.pprof", nil, ""},
+		{frames + ", the relay's defaults (ACKs delayed up to 200 ms or 10 ack-eliciting packets, packets written from the connection's loop, one sendmsg each, probe timeouts waiting for reads)", 16 << 20, 120 * time.Millisecond, 1, 600, 1, steps, "relay-cpu-%d.pprof", nil, ""},
 		{frames + ", sendmmsg batches across connections (--send-batch 64)", 16 << 20, 120 * time.Millisecond, 1, 600, 64, steps, "relay-cpu-%d-batch.pprof", nil, ""},
 		{frames + ", quic-go's ACK delay (--ack-delay 25ms)", 16 << 20, 120 * time.Millisecond, 1, 600, 1, steps, "relay-cpu-%d-ack25.pprof", []string{"--ack-delay", "25ms"}, ""},
 		{frames + ", quic-go's send queue (--send-queue)", 16 << 20, 120 * time.Millisecond, 1, 600, 1, steps, "relay-cpu-%d-queue.pprof", []string{"--send-queue"}, ""},
 		{frames + ", quic-go's probe timeouts (--pto-waits-for-reads=false)", 16 << 20, 120 * time.Millisecond, 1, 600, 1, steps, "relay-cpu-%d-pto.pprof", []string{"--pto-waits-for-reads=false"}, ""},
+		{frames + ", quic-go's ACK threshold (--ack-threshold 2)", 16 << 20, 120 * time.Millisecond, 1, 600, 1, steps, "relay-cpu-%d-ackthr.pprof", []string{"--ack-threshold", "2"}, ""},
 	}
 	if *before != "" {
 		if st, err := os.Stat(*before); err != nil || st.IsDir() || st.Mode()&0o111 == 0 {

@@ -16,6 +16,7 @@ var flagRanges = map[string]map[string]cli.Range{
 	"serve": {
 		"send-batch":     cli.Ints(1, 1024),
 		"ack-delay":      cli.Durations(time.Millisecond, relay.MaxAckDelay),
+		"ack-threshold":  cli.Ints(1, relay.MaxAckThreshold),
 		"pto-ack-delay":  cli.Durations(0, relay.MaxAckDelay),
 		"max-listeners":  cli.Ints(0, 10_000_000),
 		"reap-after":     cli.Durations(time.Second, 24*time.Hour),

@@ -40,7 +40,7 @@ import (
 const usage = `usage:
   relay serve --listen HOST:PORT [--cert FILE --key FILE | --tls-key FILE | --acme-domain NAME [--acme-email E]
               [--acme-ca URL] [--acme-ca-root FILE] [--acme-dir DIR]] [--auth-key FILE [--public-listen PREFIX[,PREFIX]]...]
-              [--udp-buffer BYTES] [--send-batch 1] [--ack-delay 200ms] [--pto-ack-delay 0] [--pto-waits-for-reads=true] [--send-queue] [--upstream URL[#spki=HEX][,URL...]] [--memory-budget BYTES] [--max-listeners N]
+              [--udp-buffer BYTES] [--send-batch 1] [--ack-delay 200ms] [--ack-threshold 10] [--pto-ack-delay 0] [--pto-waits-for-reads=true] [--send-queue] [--upstream URL[#spki=HEX][,URL...]] [--memory-budget BYTES] [--max-listeners N]
               [--reap-after 15s] [--stateless-reset-secret FILE] [--shed-rate 200] [--shutdown-grace 3s] [--notice-grace 2s] [--pprof] [--log-level LEVEL]
               (SIGHUP re-reads --cert and --key, which are also re-read when they change)
   relay router --listen HOST:PORT --relays FILE [--cert FILE --key FILE | --tls-key FILE] [--poll 1s] [--log-level LEVEL]   (SIGHUP reloads FILE)
@@ -304,6 +304,7 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	sendBatch := fs.Int("send-batch", relay.DefaultSendBatch, "most QUIC packets, across connections, sent in one sendmmsg (64 batches them); 1, the default, sends each with its own sendmsg")
 	ptoAckDelay := fs.Duration("pto-ack-delay", 0, "least time the probe timeout allows for a listener's ACK (0: the listener's max_ack_delay); larger probes fewer packets that were not lost, and lost ones later: a dropped frame waits for the next one (README)")
 	ptoWaits := fs.Bool("pto-waits-for-reads", true, "hold a listener's probe timeout back (10 ms at a time, at most 100 ms) while the relay has datagrams it has not read: its ACK may be among them; false probes at the deadline, as quic-go does")
+	ackThreshold := fs.Int("ack-threshold", relay.DefaultAckThreshold, "ack-eliciting packets the relay receives before it acknowledges at once instead of waiting up to --ack-delay; a listener's ACKs carry stream credit, so 2 (quic-go's) sends ACK-only packets")
 	ackDelay := fs.Duration("ack-delay", relay.DefaultAckDelay, "longest the relay delays a QUIC acknowledgement (max_ack_delay, advertised to peers); above the audio's packet interval, ACKs ride on audio packets; 25ms is quic-go's default")
 	sendQueue := fs.Bool("send-queue", false, "write each connection's packets from a goroutine of its own (quic-go's send queue) instead of the connection's loop: one goroutine more per listener; for comparison")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
@@ -383,7 +384,7 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 		Listen: *listenAddr, UDPBuffer: buf, Upstreams: upstreams, Logger: logger,
 		MemoryBudget: budget, MaxSessions: *maxListeners, ReapAfter: *reapAfter, Pprof: *withPprof,
 		ShedRate: *shedRate, ShutdownGrace: *shutdownGrace, NoticeGrace: *noticeGrace, SendBatch: *sendBatch,
-		AckDelay: *ackDelay, PTOAckDelay: *ptoAckDelay, PTOIgnoresReads: !*ptoWaits, SendQueue: *sendQueue,
+		AckDelay: *ackDelay, AckThreshold: *ackThreshold, PTOAckDelay: *ptoAckDelay, PTOIgnoresReads: !*ptoWaits, SendQueue: *sendQueue,
 	}
 	if *noticeGrace == 0 {
 		cfg.NoticeGrace = -1 // Config: negative means none

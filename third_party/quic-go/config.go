@@ -55,6 +55,9 @@ func validateConfig(config *Config) error {
 	if config.MaxAckDelay < 0 {
 		return fmt.Errorf("invalid MaxAckDelay: %s", config.MaxAckDelay)
 	}
+	if config.AckElicitingThreshold < 0 {
+		return fmt.Errorf("invalid AckElicitingThreshold: %d", config.AckElicitingThreshold)
+	}
 	if config.PTOAckDelay < 0 || config.PTOAckDelay > time.Second {
 		return fmt.Errorf("invalid PTOAckDelay: %s (0 to 1s)", config.PTOAckDelay)
 	}
@@ -136,6 +139,7 @@ func populateConfig(config *Config) *Config {
 		DisablePathMTUDiscovery:          config.DisablePathMTUDiscovery,
 		EnableStreamResetPartialDelivery: config.EnableStreamResetPartialDelivery,
 		MaxAckDelay:                      config.MaxAckDelay,
+		AckElicitingThreshold:            config.AckElicitingThreshold,
 		SendSynchronously:                config.SendSynchronously,
 		PTOAckDelay:                      config.PTOAckDelay,
 		PTOAfterReads:                    config.PTOAfterReads,

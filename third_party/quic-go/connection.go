@@ -596,7 +596,7 @@ func (c *Conn) preSetup() {
 	c.lastPacketReceivedTime = now
 	c.creationTime = now
 
-	c.receivedPacketHandler = *ackhandler.NewReceivedPacketHandler(c.logger, c.config.maxAckDelay())
+	c.receivedPacketHandler = *ackhandler.NewReceivedPacketHandler(c.logger, c.config.maxAckDelay(), c.config.AckElicitingThreshold)
 
 	c.datagramQueue = newDatagramQueue(c.scheduleSending, c.logger, c.qlogger)
 	c.connState.Version = c.version

@@ -195,6 +195,16 @@ type Config struct {
 	// relayfleet patch: a relay that sends each listener a packet every
 	// 120 ms sets it above that, so its ACKs ride on the next data packet.
 	MaxAckDelay time.Duration
+	// AckElicitingThreshold is how many ack-eliciting packets this endpoint
+	// receives before it sends an ACK at once instead of waiting up to
+	// MaxAckDelay (RFC 9000, 13.2.2, recommends 2; the ACK frequency
+	// extension calls it the Ack-Eliciting Threshold). 0 means 2. An ACK
+	// still leaves at once for a packet that was reported missing.
+	// relayfleet patch: a listener's ACK of each audio packet carries a
+	// MAX_STREAMS frame, so two of them in one frame's time made the relay
+	// send an ACK-only packet; with a higher threshold the ACK rides on the
+	// next audio packet.
+	AckElicitingThreshold int
 	// SendSynchronously writes every packet from the connection's own
 	// goroutine instead of handing it to a send queue goroutine: one
 	// goroutine (and its stack) fewer per connection and one handoff fewer

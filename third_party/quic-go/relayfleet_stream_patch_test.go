@@ -312,3 +312,66 @@ func TestRelayfleetPTOAckDelay(t *testing.T) {
 		t.Fatal("the allowance changed the peer's max_ack_delay (used for RTT samples)")
 	}
 }
+
+// TestRelayfleetAckElicitingThreshold: over real UDP, a peer that sends
+// ack-eliciting packets to an endpoint with nothing to send back gets an
+// ACK-only packet per two of them with the default threshold, and per ten
+// with AckElicitingThreshold 10 (the server's max ack delay is long, so
+// its timer sends none meanwhile).
+func TestRelayfleetAckElicitingThreshold(t *testing.T) {
+	sent := map[int]uint64{}
+	for _, threshold := range []int{0, 10} {
+		ln, err := ListenAddr("127.0.0.1:0", &tls.Config{
+			Certificates: []tls.Certificate{selfSigned(t)}, NextProtos: []string{"t"},
+		}, &Config{MaxAckDelay: 2 * time.Second, AckElicitingThreshold: threshold})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		cli, err := DialAddr(ctx, ln.Addr().String(), &tls.Config{InsecureSkipVerify: true, NextProtos: []string{"t"}}, &Config{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		srv, err := ln.Accept(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		st, err := cli.OpenUniStreamSync(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := st.Write([]byte{0}); err != nil {
+			t.Fatal(err)
+		}
+		rs, err := srv.AcceptUniStream(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		buf := make([]byte, 100)
+		if _, err := io.ReadFull(rs, buf[:1]); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(100 * time.Millisecond) // the handshake's packets are done
+		before := srv.ConnectionStats().PacketsSent
+		const writes = 20
+		for range writes { // one packet each, read before the next is sent
+			if _, err := st.Write(buf); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := io.ReadFull(rs, buf); err != nil {
+				t.Fatal(err)
+			}
+			time.Sleep(2 * time.Millisecond)
+		}
+		sent[threshold] = srv.ConnectionStats().PacketsSent - before
+		t.Logf("threshold %d: the server sent %d packets for %d ack-eliciting ones", threshold, sent[threshold], writes)
+		_ = cli.CloseWithError(0, "")
+		_ = ln.Close()
+		cancel()
+	}
+	// 10 and 2 ACKs, plus the same few others (a flow control update) in
+	// both.
+	if sent[0] < 8 || sent[10] > 5 || 2*sent[10] > sent[0] {
+		t.Fatalf("packets the server sent for 20 ack-eliciting ones: %d with the default threshold (want 8 or more), %d with 10 (want at most 5 and half the default's)", sent[0], sent[10])
+	}
+}

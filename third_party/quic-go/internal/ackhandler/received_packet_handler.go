@@ -19,12 +19,14 @@ type ReceivedPacketHandler struct {
 }
 
 // NewReceivedPacketHandler makes the handler; maxAckDelay is how long it
-// delays an ACK of 1-RTT packets (relayfleet patch: was MaxAckDelay always).
-func NewReceivedPacketHandler(logger utils.Logger, maxAckDelay time.Duration) *ReceivedPacketHandler {
+// delays an ACK of 1-RTT packets, ackElicitingThreshold after how many
+// ack-eliciting packets it acknowledges at once, 0 meaning 2 (relayfleet
+// patch: were MaxAckDelay and 2 always).
+func NewReceivedPacketHandler(logger utils.Logger, maxAckDelay time.Duration, ackElicitingThreshold int) *ReceivedPacketHandler {
 	return &ReceivedPacketHandler{
 		initialPackets:   newReceivedPacketTracker(),
 		handshakePackets: newReceivedPacketTracker(),
-		appDataPackets:   *newAppDataReceivedPacketTracker(logger, maxAckDelay),
+		appDataPackets:   *newAppDataReceivedPacketTracker(logger, maxAckDelay, ackElicitingThreshold),
 		lowest1RTTPacket: protocol.InvalidPacketNumber,
 	}
 }

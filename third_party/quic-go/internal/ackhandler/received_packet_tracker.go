@@ -1,6 +1,7 @@
 package ackhandler
 
 import (
+	"cmp"
 	"fmt"
 	"time"
 
@@ -96,14 +97,16 @@ type appDataReceivedPacketTracker struct {
 	ackElicitingPacketsReceivedSinceLastAck int
 	ackAlarm                                monotime.Time
 	maxAckDelay                             time.Duration // relayfleet patch: was MaxAckDelay always
+	ackElicitingThreshold                   int           // relayfleet patch: was packetsBeforeAck always
 
 	logger utils.Logger
 }
 
-func newAppDataReceivedPacketTracker(logger utils.Logger, maxAckDelay time.Duration) *appDataReceivedPacketTracker {
+func newAppDataReceivedPacketTracker(logger utils.Logger, maxAckDelay time.Duration, ackElicitingThreshold int) *appDataReceivedPacketTracker {
 	h := &appDataReceivedPacketTracker{
 		receivedPacketTracker: *newReceivedPacketTracker(),
 		maxAckDelay:           maxAckDelay,
+		ackElicitingThreshold: cmp.Or(ackElicitingThreshold, packetsBeforeAck),
 		logger:                logger,
 	}
 	return h
@@ -187,9 +190,9 @@ func (h *appDataReceivedPacketTracker) shouldQueueACK(pn protocol.PacketNumber, 
 	}
 
 	// send an ACK every 2 ack-eliciting packets
-	if h.ackElicitingPacketsReceivedSinceLastAck >= packetsBeforeAck {
+	if h.ackElicitingPacketsReceivedSinceLastAck >= h.ackElicitingThreshold {
 		if h.logger.Debug() {
-			h.logger.Debugf("\tQueueing ACK because packet %d packets were received after the last ACK (using initial threshold: %d).", h.ackElicitingPacketsReceivedSinceLastAck, packetsBeforeAck)
+			h.logger.Debugf("\tQueueing ACK because packet %d packets were received after the last ACK (using initial threshold: %d).", h.ackElicitingPacketsReceivedSinceLastAck, h.ackElicitingThreshold)
 		}
 		return true
 	}
