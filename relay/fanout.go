@@ -147,11 +147,11 @@ type broadcast struct {
 	nextID uint64 // guarded by Server.mu, like tracks
 }
 
-// subscriber is one downstream subscription. Its writer goroutine writes
-// every group to its own stream, and runs only while there is something
-// to write: started by the group or frame that needs it, it returns once
-// it has written everything (no goroutine, and no stack, per listener
-// between frames; no goroutine, context or timer per group).
+// subscriber is one downstream subscription. Its track's writer writes
+// every group to its own stream, through calls that never wait; where one
+// would, the subscriber's own goroutine takes over until it has written
+// everything (no goroutine, and no stack, per listener and frame; no
+// context or timer per group).
 type subscriber struct {
 	srv  *Server
 	sess *session
