@@ -12,11 +12,13 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/relayfleet/relayfleet/relay"
 	"github.com/relayfleet/relayfleet/relay/client"
+	"github.com/relayfleet/relayfleet/relay/moqlite"
 	"github.com/relayfleet/relayfleet/relay/testutil"
 )
 
@@ -616,5 +618,43 @@ func TestCloseTellsSessions(t *testing.T) {
 	}
 	if d := time.Since(start); d > 3*time.Second {
 		t.Errorf("sessions learned after %v", d)
+	}
+}
+
+// TestGroupTooLargeIsReset: a group that grows past the relay's 8 MiB
+// bound ends there, and its listeners' streams are reset at once, not
+// left open until the track's next group.
+func TestGroupTooLargeIsReset(t *testing.T) {
+	ctx := testContext(t)
+	r := startRelay(t, relay.Config{})
+	tw, subs := showListeners(t, ctx, r, 1)
+	frame := make([]byte, moqlite.MaxFrameSize)
+	frames := make([][]byte, 9) // 9 MiB
+	for i := range frames {
+		frames[i] = frame
+	}
+	go func() { _ = tw.WriteGroup(ctx, 0, frames) }() // the relay stops reading it
+	g, err := subs[0].NextGroup(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ended := make(chan error, 1)
+	var read atomic.Int64
+	go func() {
+		for {
+			if _, err := g.ReadFrame(); err != nil {
+				ended <- err
+				return
+			}
+			read.Add(1)
+		}
+	}()
+	select {
+	case err := <-ended:
+		if n := read.Load(); err == io.EOF || n > 8 {
+			t.Fatalf("the group ended with %v after %d frames; want a reset after at most 8", err, n)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatalf("the listener's stream of a group past 8 MiB is still open after 20 s (%d frames read)", read.Load())
 	}
 }

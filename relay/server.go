@@ -493,8 +493,9 @@ func (sess *session) readGroup(ctx context.Context, st transport.ReceiveStream) 
 			return err
 		}
 		held += len(frame)
-		if !g.append(frame) {
+		if !g.append(frame) { // too large: append ended it
 			st.CancelRead(codeProtocol)
+			t.wakeAll() // its writers reset the listeners' streams
 			return errGroupTooLarge
 		}
 		c.framesIn.Add(1)

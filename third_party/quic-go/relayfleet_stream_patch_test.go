@@ -319,6 +319,7 @@ func TestRelayfleetPTOAckDelay(t *testing.T) {
 // with AckElicitingThreshold 10 (the server's max ack delay is long, so
 // its timer sends none meanwhile).
 func TestRelayfleetAckElicitingThreshold(t *testing.T) {
+	const writes = 40
 	sent := map[int]uint64{}
 	for _, threshold := range []int{0, 10} {
 		ln, err := ListenAddr("127.0.0.1:0", &tls.Config{
@@ -353,7 +354,6 @@ func TestRelayfleetAckElicitingThreshold(t *testing.T) {
 		}
 		time.Sleep(100 * time.Millisecond) // the handshake's packets are done
 		before := srv.ConnectionStats().PacketsSent
-		const writes = 20
 		for range writes { // one packet each, read before the next is sent
 			if _, err := st.Write(buf); err != nil {
 				t.Fatal(err)
@@ -369,9 +369,10 @@ func TestRelayfleetAckElicitingThreshold(t *testing.T) {
 		_ = ln.Close()
 		cancel()
 	}
-	// 10 and 2 ACKs, plus the same few others (a flow control update) in
-	// both.
-	if sent[0] < 8 || sent[10] > 5 || 2*sent[10] > sent[0] {
-		t.Fatalf("packets the server sent for 20 ack-eliciting ones: %d with the default threshold (want 8 or more), %d with 10 (want at most 5 and half the default's)", sent[0], sent[10])
+	// 20 and 4 ACKs, plus a few more in both: an ACK leaves at once for a
+	// gap in the packet numbers, and quic-go's sender skips one now and
+	// then (against optimistic ACKs).
+	if sent[0] < 16 || 2*sent[10] > sent[0] {
+		t.Fatalf("packets the server sent for %d ack-eliciting ones: %d with the default threshold (want 16 or more), %d with 10 (want at most half the default's)", writes, sent[0], sent[10])
 	}
 }
