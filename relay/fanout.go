@@ -288,6 +288,19 @@ func (sub *subscriber) writeQueued(scratch []*openGroup) []*openGroup {
 	}
 	sub.running = true
 	sub.mu.Unlock()
+	return sub.write(scratch, true)
+}
+
+// run is the subscription's own writer, for when writing would wait: it
+// opens a stream per group and writes the frames that arrived, waiting
+// as long as it must.
+func (sub *subscriber) run() { sub.write(nil, false) }
+
+// write writes until nothing is left to write (it clears running) or the
+// subscription ends; the caller holds running. With try it never waits:
+// where it would, it hands the subscriber, still running, to a goroutine
+// of its own (run) and returns.
+func (sub *subscriber) write(scratch []*openGroup, try bool) []*openGroup {
 	for {
 		sub.mu.Lock()
 		if !sub.dirty || sub.ctx.Err() != nil {
@@ -302,46 +315,18 @@ func (sub *subscriber) writeQueued(scratch []*openGroup) []*openGroup {
 		sub.mu.Unlock()
 		for sub.ctx.Err() == nil {
 			var more, blocked bool
-			scratch, more, blocked = sub.writeOnce(scratch[:0], true)
+			scratch, more, blocked = sub.writeOnce(scratch[:0], try)
 			if blocked {
 				sub.mu.Lock()
 				sub.dirty = true
 				sub.mu.Unlock()
 				sub.srv.wg.Add(1)
-				go func() { // it keeps running: the goroutine owns it now
+				go func() {
 					defer sub.srv.wg.Done()
 					sub.run()
 				}()
 				return scratch
 			}
-			if !more {
-				break
-			}
-		}
-	}
-}
-
-// run is the subscription's own writer, for when writing would wait: it
-// opens a stream per group and writes the frames that arrived, waiting
-// as long as it must, until nothing is left to write or the subscription
-// ends.
-func (sub *subscriber) run() {
-	var scratch []*openGroup
-	for {
-		sub.mu.Lock()
-		if !sub.dirty || sub.ctx.Err() != nil {
-			sub.running = false
-			sub.mu.Unlock()
-			if sub.ctx.Err() != nil {
-				sub.abandon() // streams opened since the subscription ended
-			}
-			return
-		}
-		sub.dirty = false
-		sub.mu.Unlock()
-		for sub.ctx.Err() == nil {
-			var more bool
-			scratch, more, _ = sub.writeOnce(scratch[:0], false)
 			if !more {
 				break
 			}

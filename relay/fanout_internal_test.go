@@ -302,6 +302,31 @@ func groupStream(id, seq uint64, frame []byte) []byte {
 	return moqlite.AppendFrame(b, frame)
 }
 
+// trackOf makes a track with a subscriber on each session, subscribe id
+// its index.
+func trackOf(t *testing.T, srv *Server, ctx context.Context, sessions ...*trySession) *track {
+	t.Helper()
+	tr := &track{ctx: ctx, subs: make(map[*subscriber]struct{})}
+	for i, f := range sessions {
+		if !tr.addSubscriber(newSubscriber(srv, &session{srv: srv, t: f}, uint64(i), ctx)) {
+			t.Fatal("track refused a subscriber")
+		}
+	}
+	return tr
+}
+
+// startEndedGroups hands the track groups 0 to n-1 of one frame each, each
+// ended as soon as it starts.
+func startEndedGroups(tr *track, n int, frame []byte) {
+	for seq := range uint64(n) {
+		g := newGroup(seq)
+		g.append(frame)
+		tr.startGroup(g)
+		g.finish(nil)
+		tr.wakeAll()
+	}
+}
+
 // TestTrackWriterWritesWithoutWaiting: the track's writers write every
 // listener's groups, in order, through the calls that never wait (no
 // goroutine per listener and group), over more listeners than one writer
@@ -310,24 +335,14 @@ func TestTrackWriterWritesWithoutWaiting(t *testing.T) {
 	srv := NewServer(ServerOptions{Logger: slog.New(slog.DiscardHandler)})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	tr := &track{ctx: ctx, subs: make(map[*subscriber]struct{})}
 	const listeners, groups = 3*writerChunk + 7, 5
 	sessions := make([]*trySession, listeners)
 	for i := range sessions {
 		sessions[i] = newTrySession(1000)
-		sub := newSubscriber(srv, &session{srv: srv, t: sessions[i]}, uint64(i), ctx)
-		if !tr.addSubscriber(sub) {
-			t.Fatal("track refused a subscriber")
-		}
 	}
+	tr := trackOf(t, srv, ctx, sessions...)
 	frame := []byte("opus frame")
-	for seq := range uint64(groups) {
-		g := newGroup(seq)
-		g.append(frame)
-		tr.startGroup(g)
-		g.finish(nil)
-		tr.wakeAll()
-	}
+	startEndedGroups(tr, groups, frame)
 	var last string
 	if !testutil.Poll(10*time.Second, func() bool {
 		for i, f := range sessions {
@@ -361,22 +376,11 @@ func TestTrackWriterHandsOverWhenBlocked(t *testing.T) {
 	srv := NewServer(ServerOptions{Logger: slog.New(slog.DiscardHandler)})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	tr := &track{ctx: ctx, subs: make(map[*subscriber]struct{})}
 	slow, fast := newTrySession(2), newTrySession(1000)
-	for i, f := range []*trySession{slow, fast} {
-		if !tr.addSubscriber(newSubscriber(srv, &session{srv: srv, t: f}, uint64(i), ctx)) {
-			t.Fatal("track refused a subscriber")
-		}
-	}
+	tr := trackOf(t, srv, ctx, slow, fast)
 	const groups = 4
 	frame := []byte("opus frame")
-	for seq := range uint64(groups) {
-		g := newGroup(seq)
-		g.append(frame)
-		tr.startGroup(g)
-		g.finish(nil)
-		tr.wakeAll()
-	}
+	startEndedGroups(tr, groups, frame)
 	if !testutil.Poll(10*time.Second, func() bool { d, _, _ := fast.closed(groups); return d != nil }) {
 		t.Fatal("the other listener's groups did not arrive while one listener was blocked")
 	}
