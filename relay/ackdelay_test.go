@@ -2,6 +2,7 @@ package relay_test
 
 import (
 	"fmt"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -94,5 +95,64 @@ func TestAckThresholdOutOfRange(t *testing.T) {
 		if want := fmt.Sprintf("ack threshold %d", n); !strings.Contains(err.Error(), want) {
 			t.Errorf("ack threshold %d: error %q does not name it", n, err)
 		}
+	}
+}
+
+// TestGroupEndRidesWithNextGroup: a live publisher ends group N when
+// group N+1's frame is due, so one packet from it carries both; on one
+// CPU (GOMAXPROCS 1, as a relay@ unit) the relay's writer lets N's end be
+// appended before it writes N+1, and each listener gets one packet for
+// both, not N's end alone and then N+1 (/stats udp_packets_sent_total).
+func TestGroupEndRidesWithNextGroup(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
+	ctx := testContext(t)
+	r := startRelay(t, relay.Config{})
+	const size, listeners, warm, groups = 200, 12, 3, 12
+	const interval = 120 * time.Millisecond
+	tw, subs := showListeners(t, ctx, r, listeners)
+	errs := make(chan error, listeners)
+	for _, sub := range subs {
+		go func() {
+			_, err := collect(ctx, sub, warm+groups, size)
+			errs <- err
+		}()
+	}
+	var before relay.Stats
+	tick := time.NewTicker(interval)
+	defer tick.Stop()
+	var gw *client.GroupWriter
+	for g := uint64(0); g < warm+groups; g++ {
+		if g == warm {
+			before = r.Stats()
+		}
+		if gw != nil { // the previous group ends as this one starts
+			if err := gw.Close(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		var err error
+		if gw, err = tw.OpenGroup(ctx, g); err != nil {
+			t.Fatal(err)
+		}
+		if err := gw.WriteFrame(client.Pattern(g, 0, size)); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatal(ctx.Err())
+		case <-tick.C:
+		}
+	}
+	_ = gw.Close()
+	for range subs {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	st := r.Stats()
+	per := float64(st.UDPPacketsSent-before.UDPPacketsSent) / (listeners * groups)
+	t.Logf("%d packets for %d listeners x %d groups: %.2f each", st.UDPPacketsSent-before.UDPPacketsSent, listeners, groups, per)
+	if per > 1.6 {
+		t.Errorf("%.2f packets per listener and group, want at most 1.6 (a group's end in a packet of its own: 2)", per)
 	}
 }

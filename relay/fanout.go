@@ -256,6 +256,13 @@ func (t *track) queueLocked(sub *subscriber) {
 func (t *track) runWriter() {
 	var batch []*subscriber
 	var scratch []*openGroup
+	// Let what is already runnable run first: a publisher's packet that
+	// starts group N+1 usually also ends group N, and N+1's reader wakes
+	// this writer before N's reader has appended the end. Each listener's
+	// packet leaves as soon as its writes are done (HoldLoop below), so
+	// without this the end of N would go in a packet of its own, one more
+	// per listener and group.
+	runtime.Gosched()
 	for {
 		t.mu.Lock()
 		n := min(len(t.writeq), writerChunk)
@@ -288,6 +295,9 @@ func (sub *subscriber) writeQueued(scratch []*openGroup) []*openGroup {
 	}
 	sub.running = true
 	sub.mu.Unlock()
+	if h, ok := sub.sess.t.(transport.LoopHolder); ok && h.HoldLoop() {
+		defer h.ReleaseLoop()
+	}
 	return sub.write(scratch, true)
 }
 

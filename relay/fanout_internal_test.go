@@ -194,6 +194,8 @@ func TestWriteFrameAllocations(t *testing.T) {
 // trySession's uni streams can be opened and written without waiting up
 // to a limit on streams; past it, TryOpenUniStream would block and
 // OpenUniStream waits until raise. It counts the calls that could wait.
+// Its connection's loop can be held (transport.LoopHolder), as a QUIC
+// session's: it counts the calls that never wait made without holding it.
 type trySession struct {
 	stuckSession
 	mu        sync.Mutex
@@ -201,6 +203,48 @@ type trySession struct {
 	streams   []*tryStream
 	syncOpens int // OpenUniStream calls (they may wait)
 	raised    chan struct{}
+
+	held, busy bool // busy: HoldLoop refuses, as when the loop runs
+	holds      int
+	unheld     int // TryOpenUniStream, TryWriteAll, Close not held
+}
+
+func (f *trySession) HoldLoop() bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.held {
+		panic("HoldLoop while held")
+	}
+	if f.busy {
+		return false
+	}
+	f.held = true
+	f.holds++
+	return true
+}
+
+func (f *trySession) ReleaseLoop() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if !f.held {
+		panic("ReleaseLoop without HoldLoop")
+	}
+	f.held = false
+}
+
+// calledLocked counts a call that never waits made without the loop
+// held (where it could have been).
+func (f *trySession) calledLocked() {
+	if !f.held && !f.busy {
+		f.unheld++
+	}
+}
+
+// loopUse says how the writer used the loop (held: whether it is held now).
+func (f *trySession) loopUse() (holds, unheld int, held bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.holds, f.unheld, f.held
 }
 
 func newTrySession(limit int) *trySession {
@@ -210,6 +254,7 @@ func newTrySession(limit int) *trySession {
 func (f *trySession) TryOpenUniStream() (transport.SendStream, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	f.calledLocked()
 	if len(f.streams) >= f.limit {
 		return nil, transport.ErrWouldBlock
 	}
@@ -274,6 +319,7 @@ type tryStream struct {
 func (s *tryStream) TryWriteAll(p []byte) error {
 	s.f.mu.Lock()
 	defer s.f.mu.Unlock()
+	s.f.calledLocked()
 	s.data = append(s.data, p...)
 	return nil
 }
@@ -289,6 +335,7 @@ func (s *tryStream) Write(p []byte) (int, error) {
 func (s *tryStream) Close() error {
 	s.f.mu.Lock()
 	defer s.f.mu.Unlock()
+	s.f.calledLocked()
 	s.closed = true
 	return nil
 }
@@ -340,6 +387,7 @@ func TestTrackWriterWritesWithoutWaiting(t *testing.T) {
 	for i := range sessions {
 		sessions[i] = newTrySession(1000)
 	}
+	sessions[1].busy = true // its loop cannot be held: written all the same
 	tr := trackOf(t, srv, ctx, sessions...)
 	frame := []byte("opus frame")
 	startEndedGroups(tr, groups, frame)
@@ -363,6 +411,29 @@ func TestTrackWriterWritesWithoutWaiting(t *testing.T) {
 		return true
 	}) {
 		t.Fatal(last)
+	}
+	// Every listener's streams were opened, written and closed with its
+	// connection's loop held (so its packets leave when the writer is
+	// done with it), and every loop was given back.
+	testutil.Poll(2*time.Second, func() bool {
+		for _, f := range sessions {
+			if _, _, held := f.loopUse(); held {
+				return false
+			}
+		}
+		return true
+	})
+	for i, f := range sessions {
+		holds, unheld, held := f.loopUse()
+		if f.busy {
+			if holds != 0 {
+				t.Errorf("listener %d: loop held %d times while it refused", i, holds)
+			}
+			continue
+		}
+		if holds == 0 || unheld != 0 || held {
+			t.Errorf("listener %d: loop held %d times, %d calls without it, held at the end %v; want held for every call and given back", i, holds, unheld, held)
+		}
 	}
 	cancel()
 	srv.Wait()

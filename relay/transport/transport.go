@@ -64,6 +64,16 @@ type TryWriter interface {
 	TryWriteAll(p []byte) error
 }
 
+// LoopHolder is a Session whose connection's loop a writer can take for
+// a while (HoldLoop, false when it cannot): what it writes meanwhile is
+// sent by ReleaseLoop on the writer's goroutine, without waking the
+// connection's own. Between the two the writer must not call anything
+// that waits (only TryOpenUniStream, TryWriteAll, Close, CancelWrite).
+type LoopHolder interface {
+	HoldLoop() bool
+	ReleaseLoop()
+}
+
 // ErrWouldBlock is what TryOpenUniStream and TryWriteAll return instead
 // of waiting.
 var ErrWouldBlock = errors.New("transport: would block")
@@ -100,6 +110,12 @@ func (s quicSession) OpenUniStream(ctx context.Context) (SendStream, error) {
 	}
 	return quicSend{st}, nil
 }
+
+// HoldLoop takes the connection's loop (quic.Conn.HoldLoop).
+func (s quicSession) HoldLoop() bool { return s.c.HoldLoop() }
+
+// ReleaseLoop sends what was written while held and gives the loop back.
+func (s quicSession) ReleaseLoop() { s.c.ReleaseLoop() }
 
 // TryOpenUniStream opens a stream if the peer's limit allows one now.
 func (s quicSession) TryOpenUniStream() (SendStream, error) {

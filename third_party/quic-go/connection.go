@@ -182,6 +182,14 @@ type Conn struct {
 	// so the run loop tells a wake-up to send from one for packets.
 	sendPending atomic.Bool
 
+	// loopMu is held by the run loop except while it waits for a wake-up
+	// (Config.SendSynchronously, relayfleet patch); HoldLoop takes it for
+	// another goroutine, which then does the loop's work itself in
+	// ReleaseLoop. loopHeld is set while such a goroutine holds it: sending
+	// scheduled meanwhile does not wake the loop.
+	loopMu   sync.Mutex
+	loopHeld atomic.Bool
+
 	// closeChan is used to notify the run loop that it should terminate
 	closeChan chan struct{}
 	closeErr  atomic.Pointer[closeError]
@@ -618,6 +626,9 @@ func (c *Conn) run() (err error) {
 		}
 	}()
 
+	// held by the loop while it runs; never released once it ends, so
+	// HoldLoop fails on a closed connection (relayfleet patch)
+	c.loopMu.Lock()
 	c.timer = time.NewTimer(monotime.Until(c.idleTimeoutStartTime().Add(c.config.HandshakeIdleTimeout)))
 
 	if err := c.cryptoStreamHandler.StartHandshake(c.ctx); err != nil {
@@ -688,9 +699,15 @@ runLoop:
 		if !shouldProceedImmediately && sendQueueAvailable == nil && c.sendingScheduled == c.notifyReceivedPacket {
 			// Config.SendSynchronously: one channel wakes the loop for
 			// packets received, sending scheduled and closing.
+			c.loopMu.Unlock()
+			var woken bool
 			select {
 			case <-c.timer.C:
 			case <-c.notifyReceivedPacket:
+				woken = true
+			}
+			c.loopMu.Lock()
+			if woken {
 				select {
 				case <-c.closeChan:
 					break runLoop
@@ -2087,6 +2104,13 @@ func (c *Conn) handlePacket(p receivedPacket) {
 	c.receivedPackets.PushBack(p)
 	c.receivedPacketMx.Unlock()
 
+	// relayfleet patch: the goroutine that read the packet handles it
+	// while the loop waits idle (Config.SendSynchronously), instead of
+	// waking the loop's goroutine for it
+	if c.HoldLoop() {
+		c.ReleaseLoop()
+		return
+	}
 	select {
 	case c.notifyReceivedPacket <- struct{}{}:
 	default:
@@ -3092,11 +3116,92 @@ func (c *Conn) newFlowController(id protocol.StreamID) *streamFlowController {
 func (c *Conn) scheduleSending() {
 	if c.sendingScheduled == c.notifyReceivedPacket {
 		c.sendPending.Store(true)
+		if c.loopHeld.Load() { // ReleaseLoop sends (relayfleet patch)
+			return
+		}
 	}
 	select {
 	case c.sendingScheduled <- struct{}{}:
 	default:
 	}
+}
+
+// HoldLoop takes the connection's run loop for the caller while the loop
+// waits idle, and reports whether it did (relayfleet patch). It only does
+// with Config.SendSynchronously, once the handshake is complete, until
+// the connection closes. While held, writes to streams do not wake the
+// loop; ReleaseLoop, which the caller must call soon, then does on the
+// caller's goroutine what the loop would have done for them: handle the
+// packets received, fire what timers are due, send, and set the loop's
+// timer. A goroutine that fans out to many connections so sends each
+// connection's packets while what it wrote is still in its CPU's caches,
+// and the loop's goroutine is not woken for them. The holder must not
+// call anything that waits for the loop (a blocking Write, OpenStreamSync,
+// CloseWithError) before ReleaseLoop.
+func (c *Conn) HoldLoop() bool {
+	if c.sendingScheduled != c.notifyReceivedPacket || !c.loopMu.TryLock() {
+		return false
+	}
+	if !c.handshakeComplete || c.closeErr.Load() != nil {
+		c.loopMu.Unlock()
+		return false
+	}
+	c.loopHeld.Store(true)
+	return true
+}
+
+// ReleaseLoop does the loop's work for what happened while the caller
+// held it (HoldLoop) and gives the loop back.
+func (c *Conn) ReleaseLoop() {
+	if err := c.runHeld(); err != nil {
+		c.setCloseError(&closeError{err: err})
+	}
+	c.loopHeld.Store(false)
+	// the loop runs again if it must: it closes, or it sends what was
+	// scheduled after runHeld sent (or what the pacer holds back)
+	if c.closeErr.Load() != nil || c.sendPending.Load() || c.pacingDeadline.Equal(deadlineSendImmediately) {
+		select {
+		case c.notifyReceivedPacket <- struct{}{}:
+		default:
+		}
+	}
+	c.loopMu.Unlock()
+}
+
+// runHeld is one turn of the run loop, on the goroutine holding it.
+func (c *Conn) runHeld() error {
+	if c.framer.QueuedTooManyControlFrames() {
+		return &qerr.TransportError{ErrorCode: InternalError}
+	}
+	if c.closeErr.Load() != nil {
+		return nil
+	}
+	c.sendPending.Store(false)
+	if _, err := c.handlePackets(); err != nil {
+		return err
+	}
+	now := monotime.Now()
+	if timeout := c.sentPacketHandler.GetLossDetectionTimeout(); !timeout.IsZero() && !timeout.After(now) && !c.ptoHeld(timeout, now) {
+		if err := c.sentPacketHandler.OnLossDetectionTimeout(now); err != nil {
+			return err
+		}
+	}
+	if keepAliveTime := c.nextKeepAliveTime(); !keepAliveTime.IsZero() && !now.Before(keepAliveTime) {
+		c.framer.QueueControlFrame(&wire.PingFrame{})
+		c.keepAlivePingSent = true
+	} else if !now.Before(c.nextIdleTimeoutTime()) {
+		c.destroyImpl(qerr.ErrIdleTimeout)
+		return nil
+	}
+	c.connIDGenerator.RemoveRetiredConnIDs(now)
+	c.blocked = blockModeNone
+	if err := c.triggerSending(now); err != nil {
+		return err
+	}
+	if c.pacingDeadline != deadlineSendImmediately {
+		c.maybeResetTimer()
+	}
+	return nil
 }
 
 // tryQueueingUndecryptablePacket queues a packet for which we're missing the decryption keys.
