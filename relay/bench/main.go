@@ -178,7 +178,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	// that each is measured against the others in the same run.
 	const frames = "120 ms frames, 1 frame per group, 16 MiB buffer"
 	variants := []variant{
-		{frames + ", the relay's defaults (ACKs delayed up to 200 ms or 10 ack-eliciting packets, packets written from the connection's loop, one sendmsg each, probe timeouts waiting for reads)", 16 << 20, 120 * time.Millisecond, 1, 600, 1, steps, "relay-cpu-%d.pprof", nil, ""},
+		{frames + ", the relay's defaults (ACKs delayed up to 200 ms or 10 ack-eliciting packets, packets written by the goroutine that made them (the track's writer, the socket's reader), one sendmsg each, probe timeouts waiting for reads)", 16 << 20, 120 * time.Millisecond, 1, 600, 1, steps, "relay-cpu-%d.pprof", nil, ""},
 		{frames + ", sendmmsg batches across connections (--send-batch 64)", 16 << 20, 120 * time.Millisecond, 1, 600, 64, steps, "relay-cpu-%d-batch.pprof", nil, ""},
 		{frames + ", quic-go's ACK delay (--ack-delay 25ms)", 16 << 20, 120 * time.Millisecond, 1, 600, 1, steps, "relay-cpu-%d-ack25.pprof", []string{"--ack-delay", "25ms"}, ""},
 		{frames + ", quic-go's send queue (--send-queue)", 16 << 20, 120 * time.Millisecond, 1, 600, 1, steps, "relay-cpu-%d-queue.pprof", []string{"--send-queue"}, ""},
