@@ -272,16 +272,17 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 func printPairs(w io.Writer, after, before [][]result) {
 	fmt.Fprintln(w, "### --relay against --before, run by run (each pair ran in turn)")
 	fmt.Fprintln(w)
-	fmt.Fprintln(w, "| listeners | run | listeners per core: before | after | after / before | RSS per listener (KiB): before | after |")
-	fmt.Fprintln(w, "|---:|---:|---:|---:|---:|---:|---:|")
+	fmt.Fprintln(w, "| listeners | run | listeners per core: before | after | after / before | RSS per listener (KiB): before | after | frame latency p50 / max (ms): before | after |")
+	fmt.Fprintln(w, "|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
 	for s := range min(len(after), len(before)) {
 		for i := range min(len(after[s]), len(before[s])) {
 			a, b := after[s][i], before[s][i]
 			if a.err != "" || b.err != "" || b.perCore == 0 {
-				fmt.Fprintf(w, "| %d | %d | - | - | - | - | - |\n", a.n, i+1)
+				fmt.Fprintf(w, "| %d | %d | - | - | - | - | - | - | - |\n", a.n, i+1)
 				continue
 			}
-			fmt.Fprintf(w, "| %d | %d | %.0f | %.0f | %+.1f%% | %.1f | %.1f |\n", a.n, i+1, b.perCore, a.perCore, (a.perCore/b.perCore-1)*100, b.rssPerListenerKiB, a.rssPerListenerKiB)
+			fmt.Fprintf(w, "| %d | %d | %.0f | %.0f | %+.1f%% | %.1f | %.1f | %.1f / %.0f | %.1f / %.0f |\n", a.n, i+1, b.perCore, a.perCore, (a.perCore/b.perCore-1)*100, b.rssPerListenerKiB, a.rssPerListenerKiB,
+				b.latP50, b.latMax, a.latP50, a.latMax)
 		}
 	}
 	fmt.Fprintln(w)
@@ -374,17 +375,17 @@ func printSummary(w io.Writer, all [][]result, fl floorResult) {
 func printRuns(w io.Writer, all [][]result) {
 	fmt.Fprintln(w, "Every run:")
 	fmt.Fprintln(w)
-	fmt.Fprintln(w, "| listeners | run | connected | relay CPU (% of a core) | listeners per core | packets sent | system calls | CPU per packet (us) | RSS growth (MiB) | RSS per listener (KiB) | RcvbufErrors | SndbufErrors | bitrate per listener (kbit/s) | frames received | frames lost | late (>1 s) | UDP buffer granted (B) | load average (1 min) | floor before the run, sendmsg / sendmmsg (us) |")
-	fmt.Fprintln(w, "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|")
+	fmt.Fprintln(w, "| listeners | run | connected | relay CPU (% of a core) | listeners per core | packets sent | system calls | CPU per packet (us) | RSS growth (MiB) | RSS per listener (KiB) | RcvbufErrors | SndbufErrors | bitrate per listener (kbit/s) | frames received | frames lost | late (>1 s) | frame latency p50 / max (ms) | UDP buffer granted (B) | load average (1 min) | floor before the run, sendmsg / sendmmsg (us) |")
+	fmt.Fprintln(w, "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|")
 	for _, rs := range all {
 		for i, r := range rs {
 			if r.err != "" {
 				fmt.Fprintf(w, "| %d | %d | error: %s |\n", r.n, i+1, r.err)
 				continue
 			}
-			fmt.Fprintf(w, "| %d | %d | %d | %.1f | %.0f | %d | %d | %.2f | %.1f | %.1f | %d | %d | %.1f | %d | %d | %d | %d | %.2f | %.2f / %.2f |\n",
+			fmt.Fprintf(w, "| %d | %d | %d | %.1f | %.0f | %d | %d | %.2f | %.1f | %.1f | %d | %d | %.1f | %d | %d | %d | %.1f / %.0f | %d | %.2f | %.2f / %.2f |\n",
 				r.n, i+1, r.connected, r.coreShare, r.perCore, r.packets, r.calls, r.usPerPacket, r.rssGrowthMiB, r.rssPerListenerKiB,
-				r.rcvbufErrs, r.sndbufErrs, r.bitrate, r.framesRecv, r.framesLost, r.late, r.granted, r.load1, r.floorMsg, r.floorMmsg)
+				r.rcvbufErrs, r.sndbufErrs, r.bitrate, r.framesRecv, r.framesLost, r.late, r.latP50, r.latMax, r.granted, r.load1, r.floorMsg, r.floorMmsg)
 		}
 	}
 	fmt.Fprintln(w)
@@ -401,6 +402,7 @@ type result struct {
 	rcvbufErrs, sndbufErrs       int64
 	bitrate                      float64
 	framesRecv, framesLost, late int64
+	latP50, latMax               float64 // frame latency at the listeners (ms): sent to received
 	granted                      int
 	load1                        float64
 	floorMsg, floorMmsg          float64 // the kernel floor just before the run (us per packet)
@@ -566,6 +568,7 @@ func step(ctx context.Context, pins *cpupin.Pinning, bin string, v variant, n in
 	r.mem = memPer(mem0, mem1, live)
 	r.rcvbufErrs, r.sndbufErrs = snmp1["RcvbufErrors"]-snmp0["RcvbufErrors"], snmp1["SndbufErrors"]-snmp0["SndbufErrors"]
 	r.bitrate, r.framesRecv, r.framesLost, r.late = rep.BitrateBpsMean/1000, rep.FramesReceived, rep.FramesLost, rep.LateFrames
+	r.latP50, r.latMax = rep.LatencyMsP50, rep.LatencyMsMax
 	r.granted = st.UDPReceiveBuffer / 2
 	return r, nil
 }
