@@ -306,7 +306,7 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	ptoWaits := fs.Bool("pto-waits-for-reads", true, "hold a listener's probe timeout back (10 ms at a time, at most 100 ms) while the relay has datagrams it has not read: its ACK may be among them; false probes at the deadline, as quic-go does")
 	ackThreshold := fs.Int("ack-threshold", relay.DefaultAckThreshold, "ack-eliciting packets the relay receives before it acknowledges at once instead of waiting up to --ack-delay; a listener's ACKs carry stream credit, so 2 (quic-go's) sends ACK-only packets")
 	ackDelay := fs.Duration("ack-delay", relay.DefaultAckDelay, "longest the relay delays a QUIC acknowledgement (max_ack_delay, advertised to peers); above the audio's packet interval, ACKs ride on audio packets; 25ms is quic-go's default")
-	sendQueue := fs.Bool("send-queue", false, "write each connection's packets from a goroutine of its own (quic-go's send queue) instead of the connection's loop: one goroutine more per listener; for comparison")
+	sendQueue := fs.Bool("send-queue", false, "write each connection's packets from a goroutine of its own (quic-go's send queue), and let each connection's loop do all of its work, instead of the goroutine that made them (the track's writer, the socket's reader): one goroutine more per listener; for comparison")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
 	memBudget := fs.String("memory-budget", "", "memory budget in bytes (suffixes KiB, MiB, GiB); default: the cgroup memory limit")
 	maxListeners := fs.Int("max-listeners", 0, "cap on open sessions; 0 means none")
