@@ -751,34 +751,13 @@ runLoop:
 			}
 		}
 
-		// Check for loss detection timeout.
-		// This could cause packets to be declared lost, and retransmissions to be enqueued.
 		now := monotime.Now()
-		if timeout := c.sentPacketHandler.GetLossDetectionTimeout(); !timeout.IsZero() && !timeout.After(now) && !c.ptoHeld(timeout, now) {
-			if err := c.sentPacketHandler.OnLossDetectionTimeout(now); err != nil {
-				c.setCloseError(&closeError{err: err})
-				break runLoop
-			}
-		}
-
-		if keepAliveTime := c.nextKeepAliveTime(); !keepAliveTime.IsZero() && !now.Before(keepAliveTime) {
-			// send a PING frame since there is no activity in the connection
-			c.logger.Debugf("Sending a keep-alive PING to keep the connection alive.")
-			c.framer.QueueControlFrame(&wire.PingFrame{})
-			c.keepAlivePingSent = true
-		} else if !c.handshakeComplete && now.Sub(c.creationTime) >= c.config.handshakeTimeout() {
-			c.destroyImpl(qerr.ErrHandshakeTimeout)
+		if stop, err := c.checkTimers(now); err != nil {
+			c.setCloseError(&closeError{err: err})
 			break runLoop
-		} else {
-			idleTimeoutStartTime := c.idleTimeoutStartTime()
-			if (!c.handshakeComplete && now.Sub(idleTimeoutStartTime) >= c.config.HandshakeIdleTimeout) ||
-				(c.handshakeComplete && !now.Before(c.nextIdleTimeoutTime())) {
-				c.destroyImpl(qerr.ErrIdleTimeout)
-				break runLoop
-			}
+		} else if stop {
+			break runLoop
 		}
-
-		c.connIDGenerator.RemoveRetiredConnIDs(now)
 
 		if c.perspective == protocol.PerspectiveClient {
 			pm := c.pathManagerOutgoing.Load()
@@ -831,6 +810,40 @@ runLoop:
 	c.logger.Infof("Connection %s closed.", c.logID)
 	c.timer.Stop()
 	return closeErr.err
+}
+
+// checkTimers is the run loop's check of its timers (relayfleet patch: a
+// method, so that ReleaseLoop runs the same checks): a loss detection
+// timeout that is due, a keep-alive PING, the handshake and idle timeouts
+// (stop: the connection is destroyed), and connection IDs retired.
+func (c *Conn) checkTimers(now monotime.Time) (stop bool, _ error) {
+	// Check for loss detection timeout.
+	// This could cause packets to be declared lost, and retransmissions to be enqueued.
+	if timeout := c.sentPacketHandler.GetLossDetectionTimeout(); !timeout.IsZero() && !timeout.After(now) && !c.ptoHeld(timeout, now) {
+		if err := c.sentPacketHandler.OnLossDetectionTimeout(now); err != nil {
+			return false, err
+		}
+	}
+
+	if keepAliveTime := c.nextKeepAliveTime(); !keepAliveTime.IsZero() && !now.Before(keepAliveTime) {
+		// send a PING frame since there is no activity in the connection
+		c.logger.Debugf("Sending a keep-alive PING to keep the connection alive.")
+		c.framer.QueueControlFrame(&wire.PingFrame{})
+		c.keepAlivePingSent = true
+	} else if !c.handshakeComplete && now.Sub(c.creationTime) >= c.config.handshakeTimeout() {
+		c.destroyImpl(qerr.ErrHandshakeTimeout)
+		return true, nil
+	} else {
+		idleTimeoutStartTime := c.idleTimeoutStartTime()
+		if (!c.handshakeComplete && now.Sub(idleTimeoutStartTime) >= c.config.HandshakeIdleTimeout) ||
+			(c.handshakeComplete && !now.Before(c.nextIdleTimeoutTime())) {
+			c.destroyImpl(qerr.ErrIdleTimeout)
+			return true, nil
+		}
+	}
+
+	c.connIDGenerator.RemoveRetiredConnIDs(now)
+	return false, nil
 }
 
 // blocks until the early connection can be used
@@ -3181,19 +3194,9 @@ func (c *Conn) runHeld() error {
 		return err
 	}
 	now := monotime.Now()
-	if timeout := c.sentPacketHandler.GetLossDetectionTimeout(); !timeout.IsZero() && !timeout.After(now) && !c.ptoHeld(timeout, now) {
-		if err := c.sentPacketHandler.OnLossDetectionTimeout(now); err != nil {
-			return err
-		}
+	if stop, err := c.checkTimers(now); err != nil || stop {
+		return err
 	}
-	if keepAliveTime := c.nextKeepAliveTime(); !keepAliveTime.IsZero() && !now.Before(keepAliveTime) {
-		c.framer.QueueControlFrame(&wire.PingFrame{})
-		c.keepAlivePingSent = true
-	} else if !now.Before(c.nextIdleTimeoutTime()) {
-		c.destroyImpl(qerr.ErrIdleTimeout)
-		return nil
-	}
-	c.connIDGenerator.RemoveRetiredConnIDs(now)
 	c.blocked = blockModeNone
 	if err := c.triggerSending(now); err != nil {
 		return err
