@@ -1,6 +1,7 @@
 package relay_test
 
 import (
+	"context"
 	"fmt"
 	"runtime"
 	"strings"
@@ -24,45 +25,12 @@ func TestAckDelayHalvesPackets(t *testing.T) {
 		min, max float64 // packets sent per listener and group
 	}{{"default", 0, 0.9, 1.5}, {"quic-go's 25ms", 25 * time.Millisecond, 1.6, 2.6}} {
 		t.Run(tc.name, func(t *testing.T) {
-			ctx := testContext(t)
-			r := startRelay(t, relay.Config{AckDelay: tc.delay})
-			const size, listeners, warm, groups = 200, 12, 3, 12
-			const interval = 120 * time.Millisecond
-			tw, subs := showListeners(t, ctx, r, listeners)
-			errs := make(chan error, listeners)
-			for _, sub := range subs {
-				go func() {
-					_, err := collect(ctx, sub, warm+groups, size)
-					errs <- err
-				}()
+			write := func(ctx context.Context, tw *client.TrackWriter, g uint64, frame []byte) error {
+				return tw.WriteGroup(ctx, g, [][]byte{frame})
 			}
-			var before relay.Stats
-			tick := time.NewTicker(interval) // paced, as a live publisher
-			defer tick.Stop()
-			for g := uint64(0); g < warm+groups; g++ {
-				if g == warm { // after the handshakes' and path MTU probes' packets
-					before = r.Stats()
-				}
-				if err := tw.WriteGroup(ctx, g, [][]byte{client.Pattern(g, 0, size)}); err != nil {
-					t.Fatal(err)
-				}
-				select {
-				case <-ctx.Done():
-					t.Fatal(ctx.Err())
-				case <-tick.C:
-				}
-			}
-			for range subs {
-				if err := <-errs; err != nil {
-					t.Fatal(err)
-				}
-			}
-			st := r.Stats()
-			per := float64(st.UDPPacketsSent-before.UDPPacketsSent) / (listeners * groups)
-			t.Logf("ack delay %v: %d packets for %d listeners x %d groups: %.2f each",
-				tc.delay, st.UDPPacketsSent-before.UDPPacketsSent, listeners, groups, per)
+			per := packetsPerListenerGroup(t, relay.Config{AckDelay: tc.delay}, write, nil)
 			if per < tc.min || per > tc.max {
-				t.Errorf("%.2f packets per listener and group, want %.1f to %.1f", per, tc.min, tc.max)
+				t.Errorf("ack delay %v: %.2f packets per listener and group, want %.1f to %.1f", tc.delay, per, tc.min, tc.max)
 			}
 		})
 	}
@@ -105,8 +73,35 @@ func TestAckThresholdOutOfRange(t *testing.T) {
 // both, not N's end alone and then N+1 (/stats udp_packets_sent_total).
 func TestGroupEndRidesWithNextGroup(t *testing.T) {
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
+	var gw *client.GroupWriter
+	write := func(ctx context.Context, tw *client.TrackWriter, g uint64, frame []byte) error {
+		if gw != nil { // the previous group ends as this one starts
+			if err := gw.Close(); err != nil {
+				return err
+			}
+		}
+		var err error
+		if gw, err = tw.OpenGroup(ctx, g); err != nil {
+			return err
+		}
+		return gw.WriteFrame(frame)
+	}
+	per := packetsPerListenerGroup(t, relay.Config{}, write, func() { _ = gw.Close() })
+	if per > 1.6 {
+		t.Errorf("%.2f packets per listener and group, want at most 1.6 (a group's end in a packet of its own: 2)", per)
+	}
+}
+
+// packetsPerListenerGroup starts a relay with cfg and 12 listeners,
+// publishes 3 warm-up and 12 counted one-frame groups through write, one
+// every 120 ms (paced, as a live publisher), calls done (when not nil)
+// after the last, waits for every listener to hear them all, and returns
+// the packets the relay sent per listener and counted group
+// (/stats udp_packets_sent_total).
+func packetsPerListenerGroup(t *testing.T, cfg relay.Config, write func(ctx context.Context, tw *client.TrackWriter, g uint64, frame []byte) error, done func()) float64 {
+	t.Helper()
 	ctx := testContext(t)
-	r := startRelay(t, relay.Config{})
+	r := startRelay(t, cfg)
 	const size, listeners, warm, groups = 200, 12, 3, 12
 	const interval = 120 * time.Millisecond
 	tw, subs := showListeners(t, ctx, r, listeners)
@@ -120,21 +115,11 @@ func TestGroupEndRidesWithNextGroup(t *testing.T) {
 	var before relay.Stats
 	tick := time.NewTicker(interval)
 	defer tick.Stop()
-	var gw *client.GroupWriter
 	for g := uint64(0); g < warm+groups; g++ {
-		if g == warm {
+		if g == warm { // after the handshakes' and path MTU probes' packets
 			before = r.Stats()
 		}
-		if gw != nil { // the previous group ends as this one starts
-			if err := gw.Close(); err != nil {
-				t.Fatal(err)
-			}
-		}
-		var err error
-		if gw, err = tw.OpenGroup(ctx, g); err != nil {
-			t.Fatal(err)
-		}
-		if err := gw.WriteFrame(client.Pattern(g, 0, size)); err != nil {
+		if err := write(ctx, tw, g, client.Pattern(g, 0, size)); err != nil {
 			t.Fatal(err)
 		}
 		select {
@@ -143,16 +128,16 @@ func TestGroupEndRidesWithNextGroup(t *testing.T) {
 		case <-tick.C:
 		}
 	}
-	_ = gw.Close()
+	if done != nil {
+		done()
+	}
 	for range subs {
 		if err := <-errs; err != nil {
 			t.Fatal(err)
 		}
 	}
-	st := r.Stats()
-	per := float64(st.UDPPacketsSent-before.UDPPacketsSent) / (listeners * groups)
-	t.Logf("%d packets for %d listeners x %d groups: %.2f each", st.UDPPacketsSent-before.UDPPacketsSent, listeners, groups, per)
-	if per > 1.6 {
-		t.Errorf("%.2f packets per listener and group, want at most 1.6 (a group's end in a packet of its own: 2)", per)
-	}
+	sent := r.Stats().UDPPacketsSent - before.UDPPacketsSent
+	per := float64(sent) / (listeners * groups)
+	t.Logf("%d packets for %d listeners x %d groups: %.2f each", sent, listeners, groups, per)
+	return per
 }
