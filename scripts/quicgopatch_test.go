@@ -29,7 +29,7 @@ func TestQuicGoCopyIsThePatch(t *testing.T) {
 		t.Errorf("third_party/quic-go differs from the release by another diff than docs/quic-go-patch.md quotes: update the document from scripts/quic-go-patch.sh (%d lines now, %d quoted)",
 			strings.Count(string(out), "\n"), strings.Count(quoted, "\n"))
 	}
-	for _, f := range []string{"relayfleet_patch_test.go", "relayfleet_stream_patch_test.go", "relayfleet_pto_patch_test.go", "relayfleet_hold_patch_test.go", "internal/ackhandler/relayfleet_patch_test.go"} {
+	for _, f := range []string{"relayfleet_patch_test.go", "relayfleet_stream_patch_test.go", "relayfleet_pto_patch_test.go", "relayfleet_hold_patch_test.go", "relayfleet_ackfreq_patch_test.go", "internal/ackhandler/relayfleet_patch_test.go"} {
 		if !strings.Contains(quoted, "# new test file (not printed): "+f+"\n") {
 			t.Errorf("the patch's test file %s is missing", f)
 		}

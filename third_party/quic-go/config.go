@@ -58,6 +58,12 @@ func validateConfig(config *Config) error {
 	if config.AckElicitingThreshold < 0 {
 		return fmt.Errorf("invalid AckElicitingThreshold: %d", config.AckElicitingThreshold)
 	}
+	if config.PeerMaxAckDelay < 0 || config.PeerMaxAckDelay >= protocol.MaxMaxAckDelay {
+		return fmt.Errorf("invalid PeerMaxAckDelay: %s (0 to %s)", config.PeerMaxAckDelay, protocol.MaxMaxAckDelay-time.Microsecond)
+	}
+	if config.PeerAckElicitingThreshold < 0 {
+		return fmt.Errorf("invalid PeerAckElicitingThreshold: %d", config.PeerAckElicitingThreshold)
+	}
 	if config.PTOAckDelay < 0 || config.PTOAckDelay > time.Second {
 		return fmt.Errorf("invalid PTOAckDelay: %s (0 to 1s)", config.PTOAckDelay)
 	}
@@ -140,12 +146,27 @@ func populateConfig(config *Config) *Config {
 		EnableStreamResetPartialDelivery: config.EnableStreamResetPartialDelivery,
 		MaxAckDelay:                      config.MaxAckDelay,
 		AckElicitingThreshold:            config.AckElicitingThreshold,
+		EnableAckFrequency:               config.EnableAckFrequency,
+		BatchMaxStreams:                  config.BatchMaxStreams,
+		PeerMaxAckDelay:                  config.PeerMaxAckDelay,
+		PeerAckElicitingThreshold:        config.PeerAckElicitingThreshold,
 		SendSynchronously:                config.SendSynchronously,
 		PTOAckDelay:                      config.PTOAckDelay,
 		PTOAfterReads:                    config.PTOAfterReads,
 		Allow0RTT:                        config.Allow0RTT,
 		Tracer:                           config.Tracer,
 	}
+}
+
+// minAckDelay is the min_ack_delay this endpoint advertises when it
+// supports the ACK frequency extension, nil when it does not (relayfleet
+// patch).
+func (c *Config) minAckDelay() *time.Duration {
+	if !c.EnableAckFrequency {
+		return nil
+	}
+	d := protocol.TimerGranularity
+	return &d
 }
 
 // maxAckDelay is how long this endpoint delays an ACK (relayfleet patch).

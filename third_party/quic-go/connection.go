@@ -349,6 +349,7 @@ var newConnection = func(
 		MaxBidiStreamNum:                protocol.StreamNum(s.config.MaxIncomingStreams),
 		MaxUniStreamNum:                 protocol.StreamNum(s.config.MaxIncomingUniStreams),
 		MaxAckDelay:                     s.config.maxAckDelay() + protocol.TimerGranularity,
+		MinAckDelay:                     s.config.minAckDelay(),
 		AckDelayExponent:                protocol.AckDelayExponent,
 		MaxUDPPayloadSize:               protocol.MaxPacketBufferSize,
 		StatelessResetToken:             &statelessResetToken,
@@ -490,6 +491,7 @@ var newClientConnection = func(
 		MaxBidiStreamNum:               protocol.StreamNum(s.config.MaxIncomingStreams),
 		MaxUniStreamNum:                protocol.StreamNum(s.config.MaxIncomingUniStreams),
 		MaxAckDelay:                    s.config.maxAckDelay() + protocol.TimerGranularity,
+		MinAckDelay:                    s.config.minAckDelay(),
 		MaxUDPPayloadSize:              protocol.MaxPacketBufferSize,
 		AckDelayExponent:               protocol.AckDelayExponent,
 		// For interoperability with quic-go versions before May 2023, this value must be set to a value
@@ -561,7 +563,7 @@ func (c *Conn) preSetup() {
 	c.frameParser = *wire.NewFrameParser(
 		c.config.EnableDatagrams,
 		c.config.EnableStreamResetPartialDelivery,
-		false, // ACK_FREQUENCY is not supported yet
+		c.config.EnableAckFrequency, // relayfleet patch: was false (not supported yet)
 	)
 	c.rttStats = utils.NewRTTStats()
 	c.rttStats.SetMinPTOAckDelay(c.config.PTOAckDelay)
@@ -587,6 +589,7 @@ func (c *Conn) preSetup() {
 		uint64(c.config.MaxIncomingUniStreams),
 		c.perspective,
 	)
+	c.streamsMap.SetBatchMaxStreams(c.config.BatchMaxStreams) // relayfleet patch
 	c.framer = newFramer(c.connFlowController)
 	c.receivedPackets.Init(8)
 	c.notifyReceivedPacket = make(chan struct{}, 1)
@@ -1140,6 +1143,7 @@ func (c *Conn) handleHandshakeConfirmed(now monotime.Time) error {
 
 	c.handshakeConfirmed = true
 	c.cryptoStreamHandler.SetHandshakeConfirmed()
+	c.askAckFrequency() // relayfleet patch
 
 	if !c.config.DisablePathMTUDiscovery && c.conn.capabilities().DF {
 		c.mtuDiscoverer.Start(now)
@@ -2088,6 +2092,10 @@ func (c *Conn) handleFrame(
 		err = c.connIDGenerator.Retire(frame.SequenceNumber, destConnID, rcvTime.Add(3*c.rttStats.PTO(false)))
 	case *wire.HandshakeDoneFrame:
 		err = c.handleHandshakeDoneFrame(rcvTime)
+	case *wire.AckFrequencyFrame: // relayfleet patch
+		err = c.handleAckFrequencyFrame(frame)
+	case *wire.ImmediateAckFrame: // relayfleet patch
+		c.receivedPacketHandler.QueueImmediateAck()
 	default:
 		err = fmt.Errorf("unexpected frame type: %s", reflect.ValueOf(&frame).Elem().Type().Name())
 	}
@@ -2269,6 +2277,44 @@ func (c *Conn) handleHandshakeDoneFrame(rcvTime monotime.Time) error {
 		return c.handleHandshakeConfirmed(rcvTime)
 	}
 	return nil
+}
+
+// handleAckFrequencyFrame applies the peer's ACK_FREQUENCY frame to how
+// this endpoint acknowledges 1-RTT packets (relayfleet patch; the frame
+// parser only accepts the frame when Config.EnableAckFrequency is set).
+func (c *Conn) handleAckFrequencyFrame(f *wire.AckFrequencyFrame) error {
+	if least := c.config.minAckDelay(); least != nil && f.RequestMaxAckDelay < *least {
+		return &qerr.TransportError{
+			ErrorCode:    qerr.ProtocolViolation,
+			ErrorMessage: fmt.Sprintf("ACK_FREQUENCY requests a max_ack_delay of %s, below min_ack_delay %s", f.RequestMaxAckDelay, *least),
+		}
+	}
+	if f.RequestMaxAckDelay >= protocol.MaxMaxAckDelay {
+		return &qerr.TransportError{
+			ErrorCode:    qerr.ProtocolViolation,
+			ErrorMessage: fmt.Sprintf("ACK_FREQUENCY requests a max_ack_delay of %s, at least 2^14 ms", f.RequestMaxAckDelay),
+		}
+	}
+	c.receivedPacketHandler.SetAckFrequency(f)
+	return nil
+}
+
+// askAckFrequency sends the peer one ACK_FREQUENCY frame with
+// Config.PeerMaxAckDelay and PeerAckElicitingThreshold, if both the config
+// and the peer (its min_ack_delay) allow, and lets the probe timeout allow
+// for the delay asked from now on: the greater of the peer's own
+// max_ack_delay and the one asked (relayfleet patch).
+func (c *Conn) askAckFrequency() {
+	if c.config.PeerMaxAckDelay <= 0 || c.peerParams == nil || c.peerParams.MinAckDelay == nil {
+		return
+	}
+	d := max(c.config.PeerMaxAckDelay, *c.peerParams.MinAckDelay)
+	c.rttStats.SetMaxAckDelay(max(c.rttStats.MaxAckDelay(), d))
+	c.queueControlFrame(&wire.AckFrequencyFrame{
+		AckElicitingThreshold: uint64(c.config.PeerAckElicitingThreshold),
+		RequestMaxAckDelay:    d,
+		ReorderingThreshold:   1,
+	})
 }
 
 func (c *Conn) handleAckFrame(frame *wire.AckFrame, encLevel protocol.EncryptionLevel, rcvTime monotime.Time) error {

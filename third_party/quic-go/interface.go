@@ -205,6 +205,37 @@ type Config struct {
 	// send an ACK-only packet; with a higher threshold the ACK rides on the
 	// next audio packet.
 	AckElicitingThreshold int
+	// EnableAckFrequency lets the peer set how often this endpoint
+	// acknowledges (the ACK frequency extension,
+	// draft-ietf-quic-ack-frequency): it advertises min_ack_delay (the
+	// timer granularity, 1 ms) and honours the peer's ACK_FREQUENCY frames
+	// (its Ack-Eliciting Threshold, Request Max Ack Delay and, for 0,
+	// Reordering Threshold) and IMMEDIATE_ACK frames. relayfleet patch: a
+	// listener that receives a packet every 120 ms acknowledges each one
+	// unless its relay can ask it not to.
+	EnableAckFrequency bool
+	// BatchMaxStreams sends the peer more stream credit (MAX_STREAMS) once
+	// it has used half the streams it was allowed, instead of for every
+	// stream it finished. relayfleet patch: a listener finishes a relay's
+	// group stream every 120 ms, and each MAX_STREAMS made its ACK
+	// ack-eliciting, in a packet of its own, whatever its ACK delay
+	// (browsers' QUIC stacks give credit this way too).
+	BatchMaxStreams bool
+	// PeerMaxAckDelay, when above 0, is the max_ack_delay this endpoint asks
+	// of a peer that advertised min_ack_delay: one ACK_FREQUENCY frame, sent
+	// once the handshake is confirmed, with PeerAckElicitingThreshold and a
+	// Reordering Threshold of 1 (a packet that arrives out of order is
+	// still acknowledged at once, so a loss is seen when the next packet
+	// arrives). The probe timeout allows for the new delay from then on. A
+	// peer that did not advertise min_ack_delay is asked nothing. At most
+	// 16 s. relayfleet patch: a relay asks its listeners to acknowledge
+	// every other 120 ms audio packet instead of each one.
+	PeerMaxAckDelay time.Duration
+	// PeerAckElicitingThreshold is the Ack-Eliciting Threshold asked with
+	// PeerMaxAckDelay: the peer acknowledges at once when more than this
+	// many ack-eliciting packets are unacknowledged (0: every packet at
+	// once; 1: every other packet, RFC 9000's own rule).
+	PeerAckElicitingThreshold int
 	// SendSynchronously writes every packet from the connection's own
 	// goroutine instead of handing it to a send queue goroutine: one
 	// goroutine (and its stack) fewer per connection and one handoff fewer

@@ -36,6 +36,18 @@ type streamsMap struct {
 	incomingUniStreams    *incomingStreamsMap[*ReceiveStream]
 	reset                 bool
 	supportsResetStreamAt bool
+	batchMaxStreams       bool // relayfleet patch: Config.BatchMaxStreams
+}
+
+// SetBatchMaxStreams makes the incoming streams maps send MAX_STREAMS once
+// the peer used half its streams, not for every stream (relayfleet patch,
+// Config.BatchMaxStreams).
+func (m *streamsMap) SetBatchMaxStreams(b bool) {
+	m.mutex.Lock()
+	defer m.mutex.Unlock()
+	m.batchMaxStreams = b
+	m.incomingBidiStreams.setBatchMaxStreams(b)
+	m.incomingUniStreams.setBatchMaxStreams(b)
 }
 
 func newStreamsMap(
@@ -95,6 +107,8 @@ func (m *streamsMap) initMaps() {
 		m.queueControlFrame,
 		m.perspective,
 	)
+	m.incomingBidiStreams.setBatchMaxStreams(m.batchMaxStreams)
+	m.incomingUniStreams.setBatchMaxStreams(m.batchMaxStreams)
 }
 
 func (m *streamsMap) OpenStream() (*Stream, error) {

@@ -32,6 +32,7 @@ type incomingStreamsMap[T incomingStream] struct {
 	nextStreamToOpen   protocol.StreamID // the highest stream that the peer opened
 	maxStream          protocol.StreamID // the highest stream that the peer is allowed to open
 	maxNumStreams      uint64            // maximum number of streams
+	batchMaxStreams    bool              // relayfleet patch: Config.BatchMaxStreams
 
 	newStream        func(protocol.StreamID) T
 	queueMaxStreamID func(*wire.MaxStreamsFrame)
@@ -187,7 +188,9 @@ func (m *incomingStreamsMap[T]) deleteStream(id protocol.StreamID) error {
 	if m.maxNumStreams > uint64(len(m.streams)) {
 		maxStream := m.nextStreamToOpen + 4*protocol.StreamID(m.maxNumStreams-uint64(len(m.streams))-1)
 		// never send a value larger than the maximum value for a stream number
-		if maxStream <= protocol.MaxStreamID {
+		// relayfleet patch: with batchMaxStreams, only once the peer has used
+		// half the streams it was allowed
+		if maxStream <= protocol.MaxStreamID && (!m.batchMaxStreams || maxStream > m.maxStream && m.creditLeft() <= m.maxNumStreams/2) {
 			m.maxStream = maxStream
 			m.queueMaxStreamID(&wire.MaxStreamsFrame{
 				Type:         m.streamType,
@@ -196,6 +199,21 @@ func (m *incomingStreamsMap[T]) deleteStream(id protocol.StreamID) error {
 		}
 	}
 	return nil
+}
+
+func (m *incomingStreamsMap[T]) setBatchMaxStreams(b bool) {
+	m.mutex.Lock()
+	defer m.mutex.Unlock()
+	m.batchMaxStreams = b
+}
+
+// creditLeft is how many more streams the peer may open under the
+// MAX_STREAMS it was last given (relayfleet patch).
+func (m *incomingStreamsMap[T]) creditLeft() uint64 {
+	if m.maxStream < m.nextStreamToOpen {
+		return 0
+	}
+	return uint64(m.maxStream-m.nextStreamToOpen)/4 + 1
 }
 
 func (m *incomingStreamsMap[T]) CloseWithError(err error) {

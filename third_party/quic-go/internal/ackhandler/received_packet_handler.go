@@ -82,6 +82,18 @@ func (h *ReceivedPacketHandler) DropPackets(encLevel protocol.EncryptionLevel) {
 	}
 }
 
+// SetAckFrequency applies the peer's ACK_FREQUENCY frame to 1-RTT packets
+// (relayfleet patch).
+func (h *ReceivedPacketHandler) SetAckFrequency(f *wire.AckFrequencyFrame) {
+	h.appDataPackets.SetAckFrequency(f)
+}
+
+// QueueImmediateAck acknowledges 1-RTT packets at once, for the peer's
+// IMMEDIATE_ACK frame (relayfleet patch).
+func (h *ReceivedPacketHandler) QueueImmediateAck() {
+	h.appDataPackets.QueueImmediateAck()
+}
+
 func (h *ReceivedPacketHandler) GetAlarmTimeout() monotime.Time {
 	return h.appDataPackets.GetAlarmTimeout()
 }

@@ -99,6 +99,11 @@ type appDataReceivedPacketTracker struct {
 	maxAckDelay                             time.Duration // relayfleet patch: was MaxAckDelay always
 	ackElicitingThreshold                   int           // relayfleet patch: was packetsBeforeAck always
 
+	// relayfleet patch: the peer's last ACK_FREQUENCY frame (SetAckFrequency)
+	ackFrequencySeen bool
+	ackFrequencySeq  uint64
+	ignoreOrder      bool // its Reordering Threshold was 0
+
 	logger utils.Logger
 }
 
@@ -124,13 +129,17 @@ func (h *appDataReceivedPacketTracker) ReceivedPacket(pn protocol.PacketNumber, 
 		return nil
 	}
 	h.ackElicitingPacketsReceivedSinceLastAck++
-	isMissing := h.isMissing(pn)
+	isMissing := !h.ignoreOrder && h.isMissing(pn)
 	if !h.ackQueued && h.shouldQueueACK(pn, ecn, isMissing) {
 		h.ackQueued = true
 		h.ackAlarm = 0 // cancel the ack alarm
 	}
-	if !h.ackQueued {
+	if !h.ackQueued && h.ackAlarm.IsZero() {
 		// No ACK queued, but we'll need to acknowledge the packet after max_ack_delay.
+		// relayfleet patch: counted from the first packet not yet acknowledged
+		// (RFC 9000, 13.2.1), not pushed back by every packet after it (with a
+		// threshold above 2, a packet every less than max_ack_delay held the
+		// ACK back until the threshold).
 		h.ackAlarm = rcvTime.Add(h.maxAckDelay)
 		if h.logger.Debug() {
 			h.logger.Debugf("\tSetting ACK timer to max ack delay: %s", h.maxAckDelay)
@@ -198,7 +207,7 @@ func (h *appDataReceivedPacketTracker) shouldQueueACK(pn protocol.PacketNumber, 
 	}
 
 	// queue an ACK if there are new missing packets to report
-	if h.hasNewMissingPackets() {
+	if !h.ignoreOrder && h.hasNewMissingPackets() {
 		h.logger.Debugf("\tQueuing ACK because there's a new missing packet to report.")
 		return true
 	}
@@ -232,3 +241,35 @@ func (h *appDataReceivedPacketTracker) GetAckFrame(now monotime.Time, onlyIfQueu
 }
 
 func (h *appDataReceivedPacketTracker) GetAlarmTimeout() monotime.Time { return h.ackAlarm }
+
+// SetAckFrequency applies the peer's ACK_FREQUENCY frame, unless a frame
+// with the same or a larger sequence number was applied before: an ACK
+// is sent once more than its Ack-Eliciting Threshold ack-eliciting
+// packets are unacknowledged, or its Request Max Ack Delay after the
+// first of them; a Reordering Threshold of 0 turns off the ACK sent at
+// once for a packet that arrives out of order (any other value keeps
+// it, acknowledging at the first packet out of order, as RFC 9000 does:
+// earlier than the frame asks for, never later). relayfleet patch.
+func (h *appDataReceivedPacketTracker) SetAckFrequency(f *wire.AckFrequencyFrame) {
+	if h.ackFrequencySeen && f.SequenceNumber <= h.ackFrequencySeq {
+		return
+	}
+	h.ackFrequencySeen = true
+	h.ackFrequencySeq = f.SequenceNumber
+	h.ackElicitingThreshold = int(min(f.AckElicitingThreshold, 1<<30)) + 1
+	h.maxAckDelay = f.RequestMaxAckDelay
+	h.ignoreOrder = f.ReorderingThreshold == 0
+	// an ACK alarm already set keeps its time: the packets waiting are
+	// acknowledged within the delay in force when the first arrived
+	if h.ackElicitingPacketsReceivedSinceLastAck >= h.ackElicitingThreshold {
+		h.ackQueued = true
+		h.ackAlarm = 0
+	}
+}
+
+// QueueImmediateAck queues an ACK at once (the peer's IMMEDIATE_ACK
+// frame; relayfleet patch).
+func (h *appDataReceivedPacketTracker) QueueImmediateAck() {
+	h.ackQueued = true
+	h.ackAlarm = 0
+}
