@@ -101,7 +101,7 @@ lab-qemu: ## the real-kernel lab flavour under qemu (root, qemu-system-x86; slow
 
 BENCH_QUICK ?=
 
-bench-relay: ## relay capacity beside the kernel floor, 6 variants, 3 runs a step, the relay pinned to one CPU, about 30 minutes; BENCH_QUICK=1: about 5 (bin/bench-relay.md, bin/relay-cpu-2000*)
+bench-relay: ## relay capacity beside the kernel floor, 7 variants, 3 runs a step, the relay pinned to one CPU, about 30 minutes; BENCH_QUICK=1: about 5 (bin/bench-relay.md, bin/relay-cpu-2000*)
 	$(GO) build $(GOFLAGS) -o $(BIN)/relay ./cmd/relay
 	$(GO) run ./relay/bench --relay $(BIN)/relay --profile-dir $(BIN) $(if $(BENCH_QUICK),--quick --profile-at 500) | tee $(BIN)/bench-relay.md
 	for p in $(BIN)/relay-cpu-*.pprof; do $(GO) tool pprof -top -nodecount=30 $(BIN)/relay $$p 2>/dev/null > $${p%.pprof}.txt; done

@@ -8,16 +8,18 @@ import (
 	"testing"
 	"time"
 
+	"github.com/quic-go/quic-go"
 	"github.com/relayfleet/relayfleet/relay"
 	"github.com/relayfleet/relayfleet/relay/client"
 )
 
-// TestAckDelayHalvesPackets: over real QUIC, with 120 ms groups, a
-// listener's ACK (which carries a MAX_STREAMS for every group stream it
-// finished, so the relay must acknowledge it) is answered in the relay's
-// next audio packet by default (DefaultAckDelay, 200 ms), not in a packet
-// of its own 25 ms later as with quic-go's delay: about one packet per
-// listener and group instead of two (/stats udp_packets_sent_total).
+// TestAckDelayHalvesPackets: over real QUIC, with 120 ms groups, the ACK
+// of a listener whose QUIC gives stream credit for every stream it
+// finished, as quic-go's does (a MAX_STREAMS with every ACK, so the relay
+// must acknowledge it), is answered in the relay's next audio packet by
+// default (DefaultAckDelay, 200 ms), not in a packet of its own 25 ms
+// later as with quic-go's delay: about one packet per listener and group
+// instead of two (/stats udp_packets_sent_total).
 func TestAckDelayHalvesPackets(t *testing.T) {
 	for _, tc := range []struct {
 		name     string
@@ -28,7 +30,9 @@ func TestAckDelayHalvesPackets(t *testing.T) {
 			write := func(ctx context.Context, tw *client.TrackWriter, g uint64, frame []byte) error {
 				return tw.WriteGroup(ctx, g, [][]byte{frame})
 			}
-			per := packetsPerListenerGroup(t, relay.Config{AckDelay: tc.delay}, write, nil)
+			// listeners as quic-go's: stream credit for every stream, and
+			// asked nothing: each ACKs every audio packet
+			per, _ := packetsPerListenerGroup(t, relay.Config{AckDelay: tc.delay, ListenerAckDelay: -1}, &client.Options{TuneQUIC: quicGoListener}, write, nil)
 			if per < tc.min || per > tc.max {
 				t.Errorf("ack delay %v: %.2f packets per listener and group, want %.1f to %.1f", tc.delay, per, tc.min, tc.max)
 			}
@@ -86,25 +90,31 @@ func TestGroupEndRidesWithNextGroup(t *testing.T) {
 		}
 		return gw.WriteFrame(frame)
 	}
-	per := packetsPerListenerGroup(t, relay.Config{}, write, func() { _ = gw.Close() })
+	per, _ := packetsPerListenerGroup(t, relay.Config{}, nil, write, func() { _ = gw.Close() })
 	if per > 1.6 {
 		t.Errorf("%.2f packets per listener and group, want at most 1.6 (a group's end in a packet of its own: 2)", per)
 	}
 }
 
-// packetsPerListenerGroup starts a relay with cfg and 12 listeners,
+// quicGoListener makes a listener's QUIC give stream credit as quic-go's
+// own does: a MAX_STREAMS for every stream finished.
+func quicGoListener(c *quic.Config) { c.BatchMaxStreams = false }
+
+// packetsPerListenerGroup starts a relay with cfg and 12 listeners
+// dialled with opts (nil: relayfleet's client as it is),
 // publishes 3 warm-up and 12 counted one-frame groups through write, one
 // every 120 ms (paced, as a live publisher), calls done (when not nil)
 // after the last, waits for every listener to hear them all, and returns
-// the packets the relay sent per listener and counted group
-// (/stats udp_packets_sent_total).
-func packetsPerListenerGroup(t *testing.T, cfg relay.Config, write func(ctx context.Context, tw *client.TrackWriter, g uint64, frame []byte) error, done func()) float64 {
+// the packets the relay sent (/stats udp_packets_sent_total) and received
+// (its sessions' packets, the publisher's among them), per listener and
+// counted group.
+func packetsPerListenerGroup(t *testing.T, cfg relay.Config, opts *client.Options, write func(ctx context.Context, tw *client.TrackWriter, g uint64, frame []byte) error, done func()) (sentPer, receivedPer float64) {
 	t.Helper()
 	ctx := testContext(t)
 	r := startRelay(t, cfg)
 	const size, listeners, warm, groups = 200, 12, 3, 12
 	const interval = 120 * time.Millisecond
-	tw, subs := showListeners(t, ctx, r, listeners)
+	tw, subs := showListenersWith(t, ctx, r, relayURL(r, ""), listeners, opts)
 	errs := make(chan error, listeners)
 	for _, sub := range subs {
 		go func() {
@@ -113,11 +123,12 @@ func packetsPerListenerGroup(t *testing.T, cfg relay.Config, write func(ctx cont
 		}()
 	}
 	var before relay.Stats
+	var received uint64
 	tick := time.NewTicker(interval)
 	defer tick.Stop()
 	for g := uint64(0); g < warm+groups; g++ {
 		if g == warm { // after the handshakes' and path MTU probes' packets
-			before = r.Stats()
+			before, received = r.Stats(), r.PacketsReceivedForTest()
 		}
 		if err := write(ctx, tw, g, client.Pattern(g, 0, size)); err != nil {
 			t.Fatal(err)
@@ -137,7 +148,66 @@ func packetsPerListenerGroup(t *testing.T, cfg relay.Config, write func(ctx cont
 		}
 	}
 	sent := r.Stats().UDPPacketsSent - before.UDPPacketsSent
-	per := float64(sent) / (listeners * groups)
-	t.Logf("%d packets for %d listeners x %d groups: %.2f each", sent, listeners, groups, per)
-	return per
+	received = r.PacketsReceivedForTest() - received
+	sentPer, receivedPer = float64(sent)/(listeners*groups), float64(received)/(listeners*groups)
+	t.Logf("%d packets sent, %d received for %d listeners x %d groups: %.2f and %.2f each", sent, received, listeners, groups, sentPer, receivedPer)
+	return sentPer, receivedPer
+}
+
+// TestListenersAckEveryOtherPacket: over real QUIC, with 120 ms groups, the
+// relay asks its listeners (relayfleet's client supports the ACK frequency
+// extension, and gives stream credit in batches) to acknowledge every
+// other audio packet, and they do: the relay receives about half a packet
+// per listener and group, against one when it asks nothing
+// (--listener-ack-delay 0) or when the listener gives credit for every
+// stream (each ACK then carries a MAX_STREAMS and leaves at once), and
+// sends no more.
+func TestListenersAckEveryOtherPacket(t *testing.T) {
+	write := func(ctx context.Context, tw *client.TrackWriter, g uint64, frame []byte) error {
+		return tw.WriteGroup(ctx, g, [][]byte{frame})
+	}
+	for _, tc := range []struct {
+		name         string
+		delay        time.Duration
+		opts         *client.Options
+		minRx, maxRx float64 // packets received per listener and group
+		maxSent      float64
+	}{
+		{"default", 0, nil, 0.4, 0.75, 1.5},
+		{"asks nothing", -1, nil, 0.9, 1.4, 1.5},
+		{"credit for every stream", 0, &client.Options{TuneQUIC: quicGoListener}, 0.9, 1.4, 1.5},
+		{"listeners without the extension", 0, &client.Options{TuneQUIC: func(c *quic.Config) { c.EnableAckFrequency = false }}, 0.9, 1.4, 1.5},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			sent, rx := packetsPerListenerGroup(t, relay.Config{ListenerAckDelay: tc.delay}, tc.opts, write, nil)
+			if rx < tc.minRx || rx > tc.maxRx {
+				t.Errorf("listener ack delay %v: the relay received %.2f packets per listener and group, want %.2f to %.2f", tc.delay, rx, tc.minRx, tc.maxRx)
+			}
+			if sent > tc.maxSent {
+				t.Errorf("listener ack delay %v: the relay sent %.2f packets per listener and group, want at most %.1f", tc.delay, sent, tc.maxSent)
+			}
+		})
+	}
+}
+
+// TestListenerAckConfigOutOfRange: Start refuses a listener ack delay past
+// relay.MaxAckDelay or a listener ack threshold out of range, naming it.
+func TestListenerAckConfigOutOfRange(t *testing.T) {
+	for _, tc := range []struct {
+		cfg  relay.Config
+		want string
+	}{
+		{relay.Config{ListenerAckDelay: relay.MaxAckDelay + time.Millisecond}, "listener ack delay 1.001s"},
+		{relay.Config{ListenerAckThreshold: -1}, "listener ack threshold -1"},
+		{relay.Config{ListenerAckThreshold: relay.MaxAckThreshold + 1}, fmt.Sprintf("listener ack threshold %d", relay.MaxAckThreshold+1)},
+	} {
+		r, err := relay.Start(testContext(t), tc.cfg)
+		if err == nil {
+			r.Close()
+			t.Fatalf("%s accepted", tc.want)
+		}
+		if !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("error %q does not name %q", err, tc.want)
+		}
+	}
 }

@@ -61,6 +61,26 @@ const DefaultAckDelay = 200 * time.Millisecond
 // missing one at once.
 const DefaultAckThreshold = 10
 
+// DefaultListenerAckDelay is Config.ListenerAckDelay's default: longer
+// than the 120 ms between a listener's audio packets, so that a listener
+// asked for it (with DefaultListenerAckThreshold) acknowledges every other
+// packet instead of each one, 25 ms after it: half the ACKs the relay
+// reads, decrypts and processes, 12-16% more listeners per core at 2,000
+// listeners (docs/benchmarks.md, session 11). Its cost is the relay's
+// probe timeout, which allows the listener the delay asked: on a path of a
+// few ms, a frame lost at the tail of a burst is resent when the next
+// frame's packet shows it lost (about 120 ms) instead of at a probe
+// timeout of about 30 ms; on paths of 30 ms or more the two are about the
+// same. Only listeners whose QUIC supports the ACK frequency extension
+// (draft-ietf-quic-ack-frequency: the min_ack_delay transport parameter;
+// relayfleet's own client and load generator) are asked.
+const DefaultListenerAckDelay = 150 * time.Millisecond
+
+// DefaultListenerAckThreshold is Config.ListenerAckThreshold's default: a
+// listener asked acknowledges once more than 1 ack-eliciting packet waits,
+// every other packet, as RFC 9000 asks of every receiver.
+const DefaultListenerAckThreshold = 1
+
 // MaxAckThreshold is the largest Config.AckThreshold may be.
 const MaxAckThreshold = 100
 
@@ -126,6 +146,18 @@ type Config struct {
 	// means DefaultAckThreshold; 2 is quic-go's (RFC 9000's). Needs the
 	// patched quic-go (Config.AckElicitingThreshold).
 	AckThreshold int
+	// ListenerAckDelay is the max_ack_delay the relay asks of a peer whose
+	// QUIC supports the ACK frequency extension (an ACK_FREQUENCY frame once
+	// the handshake is confirmed), with ListenerAckThreshold: 0 means
+	// DefaultListenerAckDelay, negative asks nothing (peers acknowledge as
+	// they would, each 120 ms audio packet 25 ms after it); at most
+	// MaxAckDelay. Needs the patched quic-go (Config.PeerMaxAckDelay).
+	ListenerAckDelay time.Duration
+	// ListenerAckThreshold is the Ack-Eliciting Threshold asked with
+	// ListenerAckDelay: the peer acknowledges once more than this many
+	// ack-eliciting packets wait. 0 means DefaultListenerAckThreshold; at
+	// most MaxAckThreshold.
+	ListenerAckThreshold int
 	// PTOAckDelay is the least time the relay's probe timeout allows for a
 	// peer's ACK, in place of the peer's own max_ack_delay (25 ms for
 	// quic-go and browsers) when larger: with thousands of listeners on one
@@ -233,7 +265,13 @@ func (cfg *Config) quicConfig() *quic.Config {
 		AckElicitingThreshold: cmp.Or(cfg.AckThreshold, DefaultAckThreshold),
 		SendSynchronously:     !cfg.SendQueue,
 		PTOAckDelay:           cfg.PTOAckDelay,
-		PTOAfterReads:         !cfg.PTOIgnoresReads,
+		// Listeners that support the ACK frequency extension are asked to
+		// acknowledge every other audio packet.
+		PeerMaxAckDelay:           max(0, cmp.Or(cfg.ListenerAckDelay, DefaultListenerAckDelay)),
+		PeerAckElicitingThreshold: cmp.Or(cfg.ListenerAckThreshold, DefaultListenerAckThreshold),
+		// A publisher's group streams get credit in batches.
+		BatchMaxStreams: true,
+		PTOAfterReads:   !cfg.PTOIgnoresReads,
 		// A listener opens a handful of bidi streams (setup, subscribe,
 		// announce); an edge relay opens one per track it pulls.
 		MaxIncomingStreams:    100,
@@ -314,6 +352,12 @@ func Start(ctx context.Context, cfg Config) (*Relay, error) {
 	}
 	if cfg.AckDelay < 0 || cfg.AckDelay > MaxAckDelay {
 		return nil, fmt.Errorf("ack delay %s: want 0 (the default, %s) up to %s", cfg.AckDelay, DefaultAckDelay, MaxAckDelay)
+	}
+	if cfg.ListenerAckDelay > MaxAckDelay {
+		return nil, fmt.Errorf("listener ack delay %s: want at most %s (0: the default, %s; negative: ask nothing)", cfg.ListenerAckDelay, MaxAckDelay, DefaultListenerAckDelay)
+	}
+	if cfg.ListenerAckThreshold < 0 || cfg.ListenerAckThreshold > MaxAckThreshold {
+		return nil, fmt.Errorf("listener ack threshold %d: want 0 (the default, %d) up to %d", cfg.ListenerAckThreshold, DefaultListenerAckThreshold, MaxAckThreshold)
 	}
 	for _, u := range cfg.Upstreams {
 		if err := CheckUpstream(u); err != nil {

@@ -102,11 +102,22 @@ func hearGroups(t *testing.T, ctx context.Context, tw *client.TrackWriter, subs 
 
 // showListenersAt is showListeners with the sessions dialled to url.
 func showListenersAt(t *testing.T, ctx context.Context, r *relay.Relay, url string, n int) (*client.TrackWriter, []*client.Subscription) {
+	return showListenersWith(t, ctx, r, url, n, nil)
+}
+
+// showListenersWith is showListenersAt with the listeners dialled with
+// opts (nil: the defaults); each gets a copy.
+func showListenersWith(t *testing.T, ctx context.Context, r *relay.Relay, url string, n int, opts *client.Options) (*client.TrackWriter, []*client.Subscription) {
 	t.Helper()
 	tw := dial(t, ctx, url, nil).Publish("show").Track("audio")
 	subs := make([]*client.Subscription, n)
 	for i := range subs {
-		subs[i] = subscribeWhenAnnounced(t, ctx, dial(t, ctx, url, nil), "show", "audio")
+		var o *client.Options
+		if opts != nil {
+			c := *opts
+			o = &c
+		}
+		subs[i] = subscribeWhenAnnounced(t, ctx, dial(t, ctx, url, o), "show", "audio")
 	}
 	if err := tw.WaitSubscribers(ctx, 1); err != nil {
 		t.Fatal(err)

@@ -237,6 +237,10 @@ type Tester struct {
 	// PubTokenFile and SubTokenFile hold the tokens that let the
 	// publisher and the listeners in under Prefix (relay --token-file).
 	PubTokenFile, SubTokenFile string
+	// NoAckFrequency runs listeners whose QUIC lacks the ACK frequency
+	// extension (relay loadgen --ack-frequency=false), as browsers' may:
+	// they acknowledge every audio packet whatever the relay asks.
+	NoAckFrequency bool
 	// Router, when set, is a router's URL the listeners ask for a relay
 	// (relay loadgen --router), instead of each process's own URL; the
 	// box then runs one measured process. Stop, when set, ends the steps
@@ -547,7 +551,7 @@ func (lt *Tester) loadgen(ctx context.Context, port, n int, certHash string) (lo
 	}
 	cmd := exec.CommandContext(ctx, lt.Bin, append(append(append([]string{"loadgen"}, target...), "--broadcast", broadcastName(port),
 		"--listeners", strconv.Itoa(n), "--ramp", strconv.FormatFloat(lt.Ramp, 'g', -1, 64),
-		"--duration", lt.Dur.String(), "--json", "--log-level", "error"), tokenArgs(lt.SubTokenFile)...)...)
+		"--duration", lt.Dur.String(), "--json", "--log-level", "error", "--ack-frequency="+strconv.FormatBool(!lt.NoAckFrequency)), tokenArgs(lt.SubTokenFile)...)...)
 	var out bytes.Buffer
 	eb := &tailBuffer{max: 4096}
 	cmd.Stdout, cmd.Stderr = &out, eb

@@ -178,7 +178,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	// that each is measured against the others in the same run.
 	const frames = "120 ms frames, 1 frame per group, 16 MiB buffer"
 	variants := []variant{
-		{frames + ", the relay's defaults (ACKs delayed up to 200 ms or 10 ack-eliciting packets, packets written by the goroutine that made them (the track's writer, the socket's reader), one sendmsg each, probe timeouts waiting for reads)", 16 << 20, 120 * time.Millisecond, 1, 600, 1, steps, "relay-cpu-%d.pprof", nil, ""},
+		{frames + ", the relay's defaults (listeners asked to acknowledge every other packet, ACKs delayed up to 200 ms or 10 ack-eliciting packets, packets written by the goroutine that made them (the track's writer, the socket's reader), one sendmsg each, probe timeouts waiting for reads)", 16 << 20, 120 * time.Millisecond, 1, 600, 1, steps, "relay-cpu-%d.pprof", nil, ""},
+		{frames + ", listeners acknowledging each packet (--listener-ack-delay 0: the relay asks nothing, as of listeners whose QUIC lacks the ACK frequency extension)", 16 << 20, 120 * time.Millisecond, 1, 600, 1, steps, "relay-cpu-%d-ackfreq.pprof", []string{"--listener-ack-delay", "0"}, ""},
 		{frames + ", sendmmsg batches across connections (--send-batch 64)", 16 << 20, 120 * time.Millisecond, 1, 600, 64, steps, "relay-cpu-%d-batch.pprof", nil, ""},
 		{frames + ", quic-go's ACK delay (--ack-delay 25ms)", 16 << 20, 120 * time.Millisecond, 1, 600, 1, steps, "relay-cpu-%d-ack25.pprof", []string{"--ack-delay", "25ms"}, ""},
 		{frames + ", quic-go's send queue (--send-queue)", 16 << 20, 120 * time.Millisecond, 1, 600, 1, steps, "relay-cpu-%d-queue.pprof", []string{"--send-queue"}, ""},
@@ -548,6 +549,11 @@ func step(ctx context.Context, pins *cpupin.Pinning, bin string, v variant, n in
 	}
 	fmt.Fprintf(logw, "bench: %s, %d listeners: connected in %.1f s, step took %.1f s\n",
 		v.name, n, t0.Sub(began).Seconds(), time.Since(began).Seconds())
+	if rep.FramesLost > 0 || rep.Ended > 0 || rep.Failed > 0 || rep.SilentAtEnd > 0 {
+		// what a loss was: the relay's drops against the listeners' view
+		fmt.Fprintf(logw, "bench: %d listeners: %d frames lost, %d groups missing, %d listeners ended early, %d failed, %d silent at the end; the relay dropped %d groups in the window\n",
+			n, rep.FramesLost, rep.GroupsMissing, rep.Ended, rep.Failed, rep.SilentAtEnd, st.GroupsDropped-st0.GroupsDropped)
+	}
 	secs := t1.Sub(t0).Seconds()
 	coreShare := (cpu1 - cpu0) / secs * 100
 	live := max(rep.Connected-rep.Frozen, 1)

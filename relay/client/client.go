@@ -68,6 +68,11 @@ type Options struct {
 	// how long after the last packet received the client sends a PING.
 	// 0 means KeepAlivePeriod(DefaultSilence).
 	KeepAlive time.Duration
+	// TuneQUIC, if set, is called with the QUIC configuration Dial is
+	// about to use (QUICConfig's, KeepAlive applied; raw QUIC and
+	// WebTransport) and may change it: to measure a listener whose QUIC
+	// behaves like another's, for one.
+	TuneQUIC func(*quic.Config)
 }
 
 // Error codes sent on streams.

@@ -214,7 +214,11 @@ func KeepAlivePeriod(silence time.Duration) time.Duration {
 // QUICConfig is the QUIC configuration of a listener with the given
 // silence timeout (<= 0: DefaultSilence), as Dial uses it: a 30 s idle
 // timeout, KeepAlivePeriod(silence), datagrams enabled, which
-// NextGroupWithin's probes need, and a 3 s handshake idle timeout (not
+// NextGroupWithin's probes need, the ACK frequency extension (a relay may
+// ask the listener to acknowledge every other audio packet instead of
+// each: half the ACKs it reads), stream credit given in batches (a
+// MAX_STREAMS for every group stream finished made each ACK ack-eliciting,
+// in a packet of its own), and a 3 s handshake idle timeout (not
 // quic-go's 5 s: a relay that does not answer is given up sooner, and the
 // router asked for another). Callers that dial QUIC themselves and hand
 // the connection to NewSession should start from it.
@@ -224,6 +228,8 @@ func QUICConfig(silence time.Duration) *quic.Config {
 		MaxIdleTimeout:       30 * time.Second,
 		KeepAlivePeriod:      KeepAlivePeriod(silence),
 		EnableDatagrams:      true,
+		EnableAckFrequency:   true,
+		BatchMaxStreams:      true,
 	}
 }
 
@@ -232,6 +238,9 @@ func (o *Options) quicConfig() *quic.Config {
 	c := QUICConfig(DefaultSilence)
 	if o.KeepAlive > 0 {
 		c.KeepAlivePeriod = o.KeepAlive
+	}
+	if o.TuneQUIC != nil {
+		o.TuneQUIC(c)
 	}
 	return c
 }

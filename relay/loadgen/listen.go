@@ -465,6 +465,10 @@ func connect(ctx context.Context, o Options, res *client.Resolver, sh *shard, si
 	// probe halfway through a silence is what a relay restarted on the
 	// same port answers with a stateless reset.
 	qc := client.QUICConfig(o.Silence)
+	qc.EnableAckFrequency = !o.NoAckFrequency
+	if o.TuneQUIC != nil {
+		o.TuneQUIC(qc)
+	}
 	// A relay that is restarting does not answer: give up on it sooner
 	// than quic-go's 5 s and ask the router again.
 	qc.HandshakeIdleTimeout = 3 * time.Second

@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/quic-go/quic-go"
 	"github.com/relayfleet/relayfleet/relay/client"
 )
 
@@ -90,6 +91,14 @@ type Options struct {
 	// silent then, and how long a frame may be in flight before it counts
 	// as lost. 0 means client.DefaultSilence.
 	Silence time.Duration
+	// NoAckFrequency makes the listeners' QUIC lack the ACK frequency
+	// extension, as browsers' may: a relay cannot ask them to acknowledge
+	// every other audio packet, and they acknowledge each one.
+	NoAckFrequency bool
+	// TuneQUIC, if set, is called with each listener's QUIC configuration
+	// before it dials, and may change it (tests measure listeners whose
+	// QUIC behaves like another's).
+	TuneQUIC func(*quic.Config)
 }
 
 // Snapshot is Run's progress at one moment, over every listener, frozen

@@ -40,7 +40,7 @@ import (
 const usage = `usage:
   relay serve --listen HOST:PORT [--cert FILE --key FILE | --tls-key FILE | --acme-domain NAME [--acme-email E]
               [--acme-ca URL] [--acme-ca-root FILE] [--acme-dir DIR]] [--auth-key FILE [--public-listen PREFIX[,PREFIX]]...]
-              [--udp-buffer BYTES] [--send-batch 1] [--ack-delay 200ms] [--ack-threshold 10] [--pto-ack-delay 0] [--pto-waits-for-reads=true] [--send-queue] [--upstream URL[#spki=HEX][,URL...]] [--memory-budget BYTES] [--max-listeners N]
+              [--udp-buffer BYTES] [--send-batch 1] [--ack-delay 200ms] [--ack-threshold 10] [--listener-ack-delay 150ms] [--listener-ack-threshold 1] [--pto-ack-delay 0] [--pto-waits-for-reads=true] [--send-queue] [--upstream URL[#spki=HEX][,URL...]] [--memory-budget BYTES] [--max-listeners N]
               [--reap-after 15s] [--stateless-reset-secret FILE] [--shed-rate 200] [--shutdown-grace 3s] [--notice-grace 2s] [--pprof] [--log-level LEVEL]
               (SIGHUP re-reads --cert and --key, which are also re-read when they change)
   relay router --listen HOST:PORT --relays FILE [--cert FILE --key FILE | --tls-key FILE] [--poll 1s] [--log-level LEVEL]   (SIGHUP reloads FILE)
@@ -52,7 +52,7 @@ const usage = `usage:
   relay publish URL --name BROADCAST --paced [--interval 120ms] [--frames 1] [--size 600]
   relay publish URL --name BROADCAST --ogg FILE|- [--ogg-pace=true|false] [--track audio]
   relay loadgen (--url URL [--certificate-sha256 HEX] | --router URL [--router-spki HEX] [--insecure-router]) --broadcast NAME --listeners N
-                [--ramp PER_SECOND] --duration D [--freeze FRACTION --freeze-at T] [--late 1s] [--reconnect] [--idle-timeout 30s] [--json] [--trust-http-hash] [--token-file FILE]
+                [--ramp PER_SECOND] --duration D [--freeze FRACTION --freeze-at T] [--late 1s] [--reconnect] [--idle-timeout 30s] [--ack-frequency=true] [--json] [--trust-http-hash] [--token-file FILE]
   relay version                (also relay --version)
   relay completion bash|zsh|fish|powershell
   relay COMMAND -h shows a command's flags.
@@ -306,6 +306,8 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	ptoWaits := fs.Bool("pto-waits-for-reads", true, "hold a listener's probe timeout back (10 ms at a time, at most 100 ms) while the relay has datagrams it has not read: its ACK may be among them; false probes at the deadline, as quic-go does")
 	ackThreshold := fs.Int("ack-threshold", relay.DefaultAckThreshold, "ack-eliciting packets the relay receives before it acknowledges at once instead of waiting up to --ack-delay; a listener's ACKs carry stream credit, so 2 (quic-go's) sends ACK-only packets")
 	ackDelay := fs.Duration("ack-delay", relay.DefaultAckDelay, "longest the relay delays a QUIC acknowledgement (max_ack_delay, advertised to peers); above the audio's packet interval, ACKs ride on audio packets; 25ms is quic-go's default")
+	listenerAckDelay := fs.Duration("listener-ack-delay", relay.DefaultListenerAckDelay, "max_ack_delay the relay asks of listeners whose QUIC supports the ACK frequency extension (relayfleet's client and load generator do), with --listener-ack-threshold; above the audio's packet interval they acknowledge every other packet instead of each one; 0 asks nothing (README)")
+	listenerAckThreshold := fs.Int("listener-ack-threshold", relay.DefaultListenerAckThreshold, "ack-eliciting packets a listener asked with --listener-ack-delay may leave unacknowledged before it acknowledges at once (1: every other packet)")
 	sendQueue := fs.Bool("send-queue", false, "write each connection's packets from a goroutine of its own (quic-go's send queue), and let each connection's loop do all of its work, instead of the goroutine that made them (the track's writer, the socket's reader): one goroutine more per listener; for comparison")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
 	memBudget := fs.String("memory-budget", "", "memory budget in bytes (suffixes KiB, MiB, GiB); default: the cgroup memory limit")
@@ -385,6 +387,10 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 		MemoryBudget: budget, MaxSessions: *maxListeners, ReapAfter: *reapAfter, Pprof: *withPprof,
 		ShedRate: *shedRate, ShutdownGrace: *shutdownGrace, NoticeGrace: *noticeGrace, SendBatch: *sendBatch,
 		AckDelay: *ackDelay, AckThreshold: *ackThreshold, PTOAckDelay: *ptoAckDelay, PTOIgnoresReads: !*ptoWaits, SendQueue: *sendQueue,
+		ListenerAckDelay: *listenerAckDelay, ListenerAckThreshold: *listenerAckThreshold,
+	}
+	if *listenerAckDelay == 0 {
+		cfg.ListenerAckDelay = -1 // Config: negative asks nothing
 	}
 	if *noticeGrace == 0 {
 		cfg.NoticeGrace = -1 // Config: negative means none
@@ -838,6 +844,7 @@ func loadgenCmd(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	asJSON := fs.Bool("json", false, "print the report as JSON")
 	reconnect := fs.Bool("reconnect", false, "a listener whose session or subscription ends resolves, reconnects and resubscribes")
 	idleTimeout := fs.Duration("idle-timeout", 30*time.Second, "QUIC idle timeout: how soon a listener notices a relay gone silent")
+	ackFrequency := fs.Bool("ack-frequency", true, "listeners support the QUIC ACK frequency extension, so the relay may ask them to acknowledge every other audio packet; false acknowledges each, as listeners whose QUIC lacks it (browsers' may)")
 	logLevel := fs.String("log-level", "warn", "debug, info, warn or error")
 	if err := parseFlagsOnly(fs, args); err != nil {
 		return err
@@ -906,7 +913,7 @@ func loadgenCmd(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		Token: tok,
 		URL:   *rawURL, Router: *router, Broadcast: *name, Track: *track, Listeners: *listeners, Ramp: *ramp,
 		Duration: *duration, Freeze: *freeze, FreezeAt: *freezeAt, Late: *late, Shards: *shards, Logger: logger,
-		Reconnect: *reconnect, IdleTimeout: *idleTimeout, CertificateHash: *certHash, TrustHTTPHash: *trustHash,
+		Reconnect: *reconnect, IdleTimeout: *idleTimeout, CertificateHash: *certHash, TrustHTTPHash: *trustHash, NoAckFrequency: !*ackFrequency,
 		FreezeFor: *freezeFor, Silence: *silence,
 		RouterSPKI: *routerSPKI, InsecureRouter: *insecureRouter,
 	})
