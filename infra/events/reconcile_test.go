@@ -225,7 +225,7 @@ func TestSizeLabEvent(t *testing.T) {
 		t.Fatalf("sizing %+v: want 1 burst box", s)
 	}
 	ev := *h.ev
-	ev.PeakListeners = 12000
+	ev.PeakListeners = s.SteadyCapacity + 3*s.PerBox // three boxes' worth, from the calibration
 	ev.Burst.Max = 2
 	s, err = Size(&ev, h.r.Fleet, h.r.Catalogue, h.r.Calibration)
 	if err != nil {
