@@ -65,15 +65,18 @@ const DefaultAckThreshold = 10
 // than the 120 ms between a listener's audio packets, so that a listener
 // asked for it (with DefaultListenerAckThreshold) acknowledges every other
 // packet instead of each one, 25 ms after it: half the ACKs the relay
-// reads, decrypts and processes, 12-16% more listeners per core at 2,000
-// listeners (docs/benchmarks.md, session 11). Its cost is the relay's
-// probe timeout, which allows the listener the delay asked: on a path of a
-// few ms, a frame lost at the tail of a burst is resent when the next
-// frame's packet shows it lost (about 120 ms) instead of at a probe
-// timeout of about 30 ms; on paths of 30 ms or more the two are about the
-// same. Only listeners whose QUIC supports the ACK frequency extension
+// reads, decrypts and processes; with listeners that also give stream
+// credit in batches (relayfleet's client), 26-33% more listeners per core
+// at 2,000 listeners (docs/benchmarks.md, session 11). Its cost is the
+// relay's probe timeout, which allows the listener the delay asked: a
+// dropped frame is resent when the next frame's packet shows it lost, on
+// a 10 ms path 152-158 ms after it was sent against 126-129 ms for such
+// listeners asked nothing (TestLossRecoveryWithPTOAllowance); on paths of
+// 30 ms or more the probe timeout is near the next frame either way. Only
+// listeners whose QUIC advertises the ACK frequency extension
 // (draft-ietf-quic-ack-frequency: the min_ack_delay transport parameter;
-// relayfleet's own client and load generator) are asked.
+// relayfleet's own client and load generator, not Chromium 156) are
+// asked.
 const DefaultListenerAckDelay = 150 * time.Millisecond
 
 // DefaultListenerAckThreshold is Config.ListenerAckThreshold's default: a

@@ -238,7 +238,7 @@ type Tester struct {
 	// publisher and the listeners in under Prefix (relay --token-file).
 	PubTokenFile, SubTokenFile string
 	// NoAckFrequency runs listeners whose QUIC lacks the ACK frequency
-	// extension (relay loadgen --ack-frequency=false), as browsers' may:
+	// extension (relay loadgen --ack-frequency=false), as Chromium's does:
 	// they acknowledge every audio packet whatever the relay asks.
 	NoAckFrequency bool
 	// Router, when set, is a router's URL the listeners ask for a relay

@@ -92,7 +92,7 @@ type Options struct {
 	// as lost. 0 means client.DefaultSilence.
 	Silence time.Duration
 	// NoAckFrequency makes the listeners' QUIC lack the ACK frequency
-	// extension, as browsers' may: a relay cannot ask them to acknowledge
+	// extension, as Chromium's does: a relay cannot ask them to acknowledge
 	// every other audio packet, and they acknowledge each one.
 	NoAckFrequency bool
 	// TuneQUIC, if set, is called with each listener's QUIC configuration

@@ -844,7 +844,7 @@ func loadgenCmd(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	asJSON := fs.Bool("json", false, "print the report as JSON")
 	reconnect := fs.Bool("reconnect", false, "a listener whose session or subscription ends resolves, reconnects and resubscribes")
 	idleTimeout := fs.Duration("idle-timeout", 30*time.Second, "QUIC idle timeout: how soon a listener notices a relay gone silent")
-	ackFrequency := fs.Bool("ack-frequency", true, "listeners support the QUIC ACK frequency extension, so the relay may ask them to acknowledge every other audio packet; false acknowledges each, as listeners whose QUIC lacks it (browsers' may)")
+	ackFrequency := fs.Bool("ack-frequency", true, "listeners support the QUIC ACK frequency extension, so the relay may ask them to acknowledge every other audio packet; false acknowledges each, as listeners whose QUIC lacks it (Chromium's)")
 	logLevel := fs.String("log-level", "warn", "debug, info, warn or error")
 	if err := parseFlagsOnly(fs, args); err != nil {
 		return err
