@@ -71,6 +71,12 @@ func (s *Session) Subscribe(ctx context.Context, broadcast, track string) (*Subs
 		_, err := io.Copy(io.Discard, st)
 		if err == nil {
 			err = ErrTrackEnded
+		} else if serr := s.Err(); serr != nil {
+			// The session ended, and ending it cancelled this read (on
+			// WebTransport with a past deadline: "i/o timeout"): the
+			// session's reason (going-away, ...) is the subscription's,
+			// whichever of the two reached it first.
+			err = serr
 		}
 		sub.end(err)
 	})
