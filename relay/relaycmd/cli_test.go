@@ -54,6 +54,8 @@ func TestBadFlags(t *testing.T) {
 		{[]string{"serve", l, "--send-batch", "5000"}, "relay serve: flag --send-batch: 5000 is out of range: want 1 to 1024"},
 		{[]string{"serve", l, "--ack-delay", "5s"}, "relay serve: flag --ack-delay: 5s is out of range: want 1ms to 1s"},
 		{[]string{"serve", l, "--pto-ack-delay", "2s"}, "relay serve: flag --pto-ack-delay: 2s is out of range: want 0s to 1s"},
+		{[]string{"serve", l, "--listener-ack-delay", "2s"}, "relay serve: flag --listener-ack-delay: 2s is out of range: want 0s to 1s"},
+		{[]string{"serve", l, "--listener-ack-threshold", "0"}, "relay serve: flag --listener-ack-threshold: 0 is out of range: want 1 to 100"},
 		{[]string{"serve", l, "--max-listeners", "99999999999"}, "relay serve: flag --max-listeners: 99999999999 is out of range: want 0 to 10000000"},
 		{[]string{"serve", l, "--reap-after", "0s"}, "relay serve: flag --reap-after: 0s is out of range: want 1s to 24h"},
 		{[]string{"serve", l, "--shed-rate", "1e9"}, "relay serve: flag --shed-rate: 1e+09 is out of range: want 0.01 to 100000"},

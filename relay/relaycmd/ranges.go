@@ -19,7 +19,7 @@ var flagRanges = map[string]map[string]cli.Range{
 		"ack-threshold":          cli.Ints(1, relay.MaxAckThreshold),
 		"pto-ack-delay":          cli.Durations(0, relay.MaxAckDelay),
 		"listener-ack-delay":     cli.Durations(0, relay.MaxAckDelay),
-		"listener-ack-threshold": cli.Ints(0, relay.MaxAckThreshold),
+		"listener-ack-threshold": cli.Ints(1, relay.MaxAckThreshold),
 		"max-listeners":          cli.Ints(0, 10_000_000),
 		"reap-after":             cli.Durations(time.Second, 24*time.Hour),
 		"shed-rate":              cli.Floats(0.01, relay.MaxShedRate),
