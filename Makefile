@@ -14,7 +14,7 @@ help: ## list the targets
 
 # VERSION is stamped into both binaries (fleet version, relay --version).
 VERSION ?= $(shell git describe --always --dirty 2>/dev/null)
-LDFLAGS := -X github.com/relayfleet/relayfleet/relay/version.stamp=$(VERSION)
+LDFLAGS := -X github.com/relayfleet/relayfleet/internal/version.stamp=$(VERSION)
 
 build: ## build bin/fleet and bin/relay, -trimpath, with the version from git describe stamped in
 	$(GO) build $(GOFLAGS) -trimpath -ldflags "$(LDFLAGS)" -o $(BIN)/ ./cmd/...

@@ -11,8 +11,8 @@ import (
 	"time"
 
 	"github.com/relayfleet/relayfleet/infra/program"
+	"github.com/relayfleet/relayfleet/internal/testutil"
 	"github.com/relayfleet/relayfleet/inventories"
-	"github.com/relayfleet/relayfleet/relay/testutil"
 )
 
 // promtool is the promtool binary, or a skip (a failure under CI=true).

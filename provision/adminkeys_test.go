@@ -10,7 +10,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/relayfleet/relayfleet/relay/testutil"
+	"github.com/relayfleet/relayfleet/internal/testutil"
 )
 
 // adminKeysRunner runs commands with bash on this machine, with HOME set to a

@@ -16,9 +16,9 @@ import (
 	"time"
 
 	"github.com/relayfleet/relayfleet/infra/lab"
+	"github.com/relayfleet/relayfleet/internal/testutil"
 	"github.com/relayfleet/relayfleet/provision"
 	"github.com/relayfleet/relayfleet/relay"
-	"github.com/relayfleet/relayfleet/relay/testutil"
 	"github.com/relayfleet/relayfleet/units"
 )
 

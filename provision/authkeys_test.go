@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/relayfleet/relayfleet/relay/testutil"
+	"github.com/relayfleet/relayfleet/internal/testutil"
 	"github.com/relayfleet/relayfleet/units"
 )
 

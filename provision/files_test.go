@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/relayfleet/relayfleet/relay/testutil"
+	"github.com/relayfleet/relayfleet/internal/testutil"
 	"github.com/relayfleet/relayfleet/sysctl"
 )
 

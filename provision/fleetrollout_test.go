@@ -19,8 +19,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/relayfleet/relayfleet/internal/testutil"
 	"github.com/relayfleet/relayfleet/relay/router"
-	"github.com/relayfleet/relayfleet/relay/testutil"
 )
 
 // sharedRoot is the release root a FleetRollout is given; each fleetBox

@@ -17,7 +17,7 @@ import (
 	"golang.org/x/crypto/ssh"
 	"golang.org/x/crypto/ssh/agent"
 
-	"github.com/relayfleet/relayfleet/relay/testutil"
+	"github.com/relayfleet/relayfleet/internal/testutil"
 )
 
 // fixture is an sshd, a client key, and a pool pinned to the sshd's key.

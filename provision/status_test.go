@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/relayfleet/relayfleet/internal/testutil"
 	"github.com/relayfleet/relayfleet/relay"
-	"github.com/relayfleet/relayfleet/relay/testutil"
 )
 
 // localRunner runs commands with bash on this machine, as a box would.

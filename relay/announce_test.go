@@ -6,9 +6,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/relayfleet/relayfleet/internal/testutil"
 	"github.com/relayfleet/relayfleet/relay"
 	"github.com/relayfleet/relayfleet/relay/client"
-	"github.com/relayfleet/relayfleet/relay/testutil"
 )
 
 // seeAll reads announcements until every name in want is active, and

@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/relayfleet/relayfleet/relay/testutil"
+	"github.com/relayfleet/relayfleet/internal/testutil"
 )
 
 func writeKeyFile(t *testing.T, text string) string {

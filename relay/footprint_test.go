@@ -15,9 +15,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/relayfleet/relayfleet/internal/testutil"
 	"github.com/relayfleet/relayfleet/relay"
 	"github.com/relayfleet/relayfleet/relay/loadgen"
-	"github.com/relayfleet/relayfleet/relay/testutil"
 )
 
 // Environment of the listener process TestListenerFootprint starts: this

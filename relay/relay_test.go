@@ -16,10 +16,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/relayfleet/relayfleet/internal/testutil"
 	"github.com/relayfleet/relayfleet/relay"
 	"github.com/relayfleet/relayfleet/relay/client"
 	"github.com/relayfleet/relayfleet/relay/moqlite"
-	"github.com/relayfleet/relayfleet/relay/testutil"
 )
 
 func quietLogger() *slog.Logger {

@@ -4,8 +4,8 @@ import (
 	"runtime"
 	"testing"
 
+	"github.com/relayfleet/relayfleet/internal/testutil"
 	"github.com/relayfleet/relayfleet/relay"
-	"github.com/relayfleet/relayfleet/relay/testutil"
 )
 
 // TestUDPBufferIsWhatWasAsked: a buffer smaller than quic-go's own 7 MiB

@@ -11,9 +11,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/relayfleet/relayfleet/internal/testutil"
 	"github.com/relayfleet/relayfleet/relay"
 	"github.com/relayfleet/relayfleet/relay/client"
-	"github.com/relayfleet/relayfleet/relay/testutil"
 )
 
 // nonLoopbackIP is an address of this machine that is not loopback, for

@@ -11,7 +11,7 @@ import (
 	"strconv"
 	"testing"
 
-	"github.com/relayfleet/relayfleet/relay/testutil"
+	"github.com/relayfleet/relayfleet/internal/testutil"
 )
 
 // fakeBin is a PATH directory with the tools deps.sh may run: id, and

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/relayfleet/relayfleet/relay/testutil"
+	"github.com/relayfleet/relayfleet/internal/testutil"
 )
 
 func reconcilerGolden(t *testing.T, name string, files []File) {

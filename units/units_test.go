@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/relayfleet/relayfleet/relay/testutil"
+	"github.com/relayfleet/relayfleet/internal/testutil"
 )
 
 func TestRenderGolden(t *testing.T) {

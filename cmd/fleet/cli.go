@@ -12,9 +12,9 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"github.com/relayfleet/relayfleet/internal/cli"
+	"github.com/relayfleet/relayfleet/internal/version"
 	"github.com/relayfleet/relayfleet/inventories"
-	"github.com/relayfleet/relayfleet/relay/cli"
-	"github.com/relayfleet/relayfleet/relay/version"
 )
 
 // Exit codes.

@@ -14,9 +14,9 @@ import (
 	"time"
 
 	"github.com/relayfleet/relayfleet/infra/lab"
+	"github.com/relayfleet/relayfleet/internal/cli"
 	"github.com/relayfleet/relayfleet/inventories"
 	"github.com/relayfleet/relayfleet/provision"
-	"github.com/relayfleet/relayfleet/relay/cli"
 	"github.com/relayfleet/relayfleet/sysctl"
 )
 

@@ -11,7 +11,7 @@ import (
 	"testing"
 
 	"github.com/relayfleet/relayfleet/infra/lab"
-	"github.com/relayfleet/relayfleet/relay/testutil"
+	"github.com/relayfleet/relayfleet/internal/testutil"
 )
 
 // TestConvergeStaticHost adopts a lab box as a static server, the way a

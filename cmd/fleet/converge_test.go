@@ -4,7 +4,7 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/relayfleet/relayfleet/relay/testutil"
+	"github.com/relayfleet/relayfleet/internal/testutil"
 )
 
 func TestConvergeBadInput(t *testing.T) {

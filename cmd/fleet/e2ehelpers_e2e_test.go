@@ -19,9 +19,9 @@ import (
 	"github.com/relayfleet/relayfleet/infra/events"
 	"github.com/relayfleet/relayfleet/infra/lab"
 	"github.com/relayfleet/relayfleet/infra/program"
+	"github.com/relayfleet/relayfleet/internal/testutil"
 	"github.com/relayfleet/relayfleet/inventories"
 	"github.com/relayfleet/relayfleet/inventories/capacity"
-	"github.com/relayfleet/relayfleet/relay/testutil"
 )
 
 // The set-up the end-to-end tests share: the Pulumi CLI, fleet and relay

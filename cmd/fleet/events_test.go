@@ -13,7 +13,7 @@ import (
 
 	"github.com/relayfleet/relayfleet/infra/events"
 	"github.com/relayfleet/relayfleet/infra/program"
-	"github.com/relayfleet/relayfleet/relay/testutil"
+	"github.com/relayfleet/relayfleet/internal/testutil"
 )
 
 func TestEventsBadInput(t *testing.T) {

@@ -30,7 +30,7 @@ import (
 	"time"
 
 	"github.com/relayfleet/relayfleet/infra/lab"
-	"github.com/relayfleet/relayfleet/relay/testutil"
+	"github.com/relayfleet/relayfleet/internal/testutil"
 )
 
 // The fault tests' own lab, apart from the default one, the demo's and

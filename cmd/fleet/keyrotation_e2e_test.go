@@ -27,7 +27,7 @@ import (
 	"golang.org/x/crypto/ssh"
 
 	"github.com/relayfleet/relayfleet/infra/lab"
-	"github.com/relayfleet/relayfleet/relay/testutil"
+	"github.com/relayfleet/relayfleet/internal/testutil"
 )
 
 const (

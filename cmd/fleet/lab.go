@@ -17,7 +17,7 @@ import (
 	"time"
 
 	"github.com/relayfleet/relayfleet/infra/lab"
-	"github.com/relayfleet/relayfleet/relay/cli"
+	"github.com/relayfleet/relayfleet/internal/cli"
 	"golang.org/x/crypto/ssh"
 )
 

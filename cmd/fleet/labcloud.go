@@ -3,7 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
-	"github.com/relayfleet/relayfleet/relay/cli"
+	"github.com/relayfleet/relayfleet/internal/cli"
 	"io"
 	"net"
 	"net/http"

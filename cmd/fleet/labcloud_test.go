@@ -12,8 +12,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/relayfleet/relayfleet/relay/cli"
-	"github.com/relayfleet/relayfleet/relay/testutil"
+	"github.com/relayfleet/relayfleet/internal/cli"
+	"github.com/relayfleet/relayfleet/internal/testutil"
 )
 
 func TestLabCloudUsageErrors(t *testing.T) {

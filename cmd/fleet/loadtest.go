@@ -14,10 +14,10 @@ import (
 	"strings"
 	"time"
 
+	"github.com/relayfleet/relayfleet/internal/cli"
 	"github.com/relayfleet/relayfleet/inventories"
 	"github.com/relayfleet/relayfleet/provision/loadtest"
 	"github.com/relayfleet/relayfleet/relay"
-	"github.com/relayfleet/relayfleet/relay/cli"
 )
 
 // minFitSteps is how many measured steps a calibration needs.

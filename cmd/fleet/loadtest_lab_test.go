@@ -14,9 +14,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/relayfleet/relayfleet/internal/testutil"
 	"github.com/relayfleet/relayfleet/inventories"
 	"github.com/relayfleet/relayfleet/provision/loadtest"
-	"github.com/relayfleet/relayfleet/relay/testutil"
 )
 
 // TestLoadtestLab measures a small lab box, converged with the relay of

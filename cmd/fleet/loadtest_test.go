@@ -11,8 +11,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/relayfleet/relayfleet/internal/testutil"
 	"github.com/relayfleet/relayfleet/inventories"
-	"github.com/relayfleet/relayfleet/relay/testutil"
 )
 
 func TestLoadtestMatchTarget(t *testing.T) {

@@ -41,8 +41,8 @@ import (
 	"github.com/relayfleet/relayfleet/infra/localcloud"
 	"github.com/relayfleet/relayfleet/infra/localcloud/apicheck"
 	"github.com/relayfleet/relayfleet/infra/program"
+	"github.com/relayfleet/relayfleet/internal/testutil"
 	"github.com/relayfleet/relayfleet/provision"
-	"github.com/relayfleet/relayfleet/relay/testutil"
 )
 
 const (
@@ -182,7 +182,7 @@ func TestE2ELocalCloud(t *testing.T) {
 	e := &lcEnv{cli: cli, images: images, work: work, fleetBin: fleetBin, relayV1: relayBin}
 	// The rollout's release: the same relay with another version stamp.
 	e.relayV2 = filepath.Join(work, "relay-v2")
-	build := exec.Command("go", "build", "-ldflags", "-X github.com/relayfleet/relayfleet/relay/version.stamp=lcx-v2", "-o", e.relayV2, "github.com/relayfleet/relayfleet/cmd/relay")
+	build := exec.Command("go", "build", "-ldflags", "-X github.com/relayfleet/relayfleet/internal/version.stamp=lcx-v2", "-o", e.relayV2, "github.com/relayfleet/relayfleet/cmd/relay")
 	build.Stderr = os.Stderr
 	if err := build.Run(); err != nil {
 		t.Fatalf("build the second relay: %v", err)

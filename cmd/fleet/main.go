@@ -14,7 +14,7 @@ import (
 	"os"
 
 	"github.com/relayfleet/relayfleet/infra/provider"
-	"github.com/relayfleet/relayfleet/relay/cli"
+	"github.com/relayfleet/relayfleet/internal/cli"
 )
 
 func main() {

@@ -9,9 +9,9 @@ import (
 	"strings"
 
 	"github.com/relayfleet/relayfleet/infra/program"
+	"github.com/relayfleet/relayfleet/internal/cli"
 	"github.com/relayfleet/relayfleet/inventories"
 	"github.com/relayfleet/relayfleet/monitoring"
-	"github.com/relayfleet/relayfleet/relay/cli"
 )
 
 // MonitorDirEnv names the monitor directory fleet up, destroy, events

@@ -21,9 +21,9 @@ import (
 	"time"
 
 	"github.com/relayfleet/relayfleet/internal/plot"
+	"github.com/relayfleet/relayfleet/internal/testutil"
 	"github.com/relayfleet/relayfleet/monitoring"
 	"github.com/relayfleet/relayfleet/relay"
-	"github.com/relayfleet/relayfleet/relay/testutil"
 )
 
 // TestMonitorLab: Debian's Prometheus scrapes a lab box's two relay

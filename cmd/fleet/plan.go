@@ -13,10 +13,10 @@ import (
 	"strings"
 	"text/tabwriter"
 
+	"github.com/relayfleet/relayfleet/internal/cli"
 	"github.com/relayfleet/relayfleet/inventories"
 	"github.com/relayfleet/relayfleet/inventories/capacity"
 	"github.com/relayfleet/relayfleet/provision/loadtest"
-	"github.com/relayfleet/relayfleet/relay/cli"
 )
 
 // boxFlag is --box cores=12,ram=64GiB,processes=2,uplink=1Gbit.

@@ -10,9 +10,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/relayfleet/relayfleet/internal/testutil"
 	"github.com/relayfleet/relayfleet/inventories"
 	"github.com/relayfleet/relayfleet/provision/loadtest"
-	"github.com/relayfleet/relayfleet/relay/testutil"
 )
 
 // fleet runs the fleet command line in-process.

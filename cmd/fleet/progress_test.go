@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/relayfleet/relayfleet/relay/cli"
+	"github.com/relayfleet/relayfleet/internal/cli"
 )
 
 func TestLiveLinesRewriteInPlace(t *testing.T) {

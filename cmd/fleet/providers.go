@@ -9,9 +9,9 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/relayfleet/relayfleet/internal/cli"
 	"github.com/relayfleet/relayfleet/inventories"
 	"github.com/relayfleet/relayfleet/inventories/pricing"
-	"github.com/relayfleet/relayfleet/relay/cli"
 )
 
 // Environment variables for live prices. The endpoints are for tests and

@@ -3,9 +3,9 @@ package main
 import (
 	"time"
 
+	"github.com/relayfleet/relayfleet/internal/cli"
 	"github.com/relayfleet/relayfleet/inventories"
 	"github.com/relayfleet/relayfleet/relay"
-	"github.com/relayfleet/relayfleet/relay/cli"
 	"github.com/relayfleet/relayfleet/units"
 )
 

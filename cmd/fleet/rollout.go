@@ -11,8 +11,8 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/relayfleet/relayfleet/internal/cli"
 	"github.com/relayfleet/relayfleet/provision"
-	"github.com/relayfleet/relayfleet/relay/cli"
 )
 
 // urlList is a repeatable URL flag.

@@ -8,7 +8,7 @@ import (
 	"strings"
 
 	"github.com/relayfleet/relayfleet/infra/program"
-	"github.com/relayfleet/relayfleet/relay/cli"
+	"github.com/relayfleet/relayfleet/internal/cli"
 )
 
 // secretKeys maps fleet secret names to the provider's configuration keys.

@@ -10,7 +10,7 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/relayfleet/relayfleet/relay/testutil"
+	"github.com/relayfleet/relayfleet/internal/testutil"
 )
 
 // The lab of TestLabUpSignal, its own.

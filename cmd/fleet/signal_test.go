@@ -21,7 +21,7 @@ import (
 
 	"github.com/relayfleet/relayfleet/infra/events"
 	"github.com/relayfleet/relayfleet/infra/program"
-	"github.com/relayfleet/relayfleet/relay/testutil"
+	"github.com/relayfleet/relayfleet/internal/testutil"
 )
 
 // signalBound is how long a command may take to end after SIGINT or

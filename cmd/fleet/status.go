@@ -9,9 +9,9 @@ import (
 	"sync"
 	"text/tabwriter"
 
+	"github.com/relayfleet/relayfleet/internal/cli"
 	"github.com/relayfleet/relayfleet/inventories"
 	"github.com/relayfleet/relayfleet/provision"
-	"github.com/relayfleet/relayfleet/relay/cli"
 	"github.com/relayfleet/relayfleet/sysctl"
 )
 

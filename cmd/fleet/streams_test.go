@@ -10,7 +10,7 @@ import (
 )
 
 // TestCommandsUseTheirStreams: outside main.go, the commands write to
-// and read from the IOStreams they are given (relay/cli), never the
+// and read from the IOStreams they are given (internal/cli), never the
 // process's os.Stdin, os.Stdout or os.Stderr, so a caller (a test, the
 // demo) gets every line, warnings included.
 func TestCommandsUseTheirStreams(t *testing.T) {

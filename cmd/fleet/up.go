@@ -14,9 +14,9 @@ import (
 	"github.com/relayfleet/relayfleet/infra/lab"
 	"github.com/relayfleet/relayfleet/infra/program"
 	"github.com/relayfleet/relayfleet/infra/provider"
+	"github.com/relayfleet/relayfleet/internal/cli"
 	"github.com/relayfleet/relayfleet/inventories"
 	"github.com/relayfleet/relayfleet/provision"
-	"github.com/relayfleet/relayfleet/relay/cli"
 )
 
 // stackFlags are the flags of fleet up, preview and destroy.

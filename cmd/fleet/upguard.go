@@ -12,7 +12,7 @@ import (
 	"github.com/relayfleet/relayfleet/infra/events"
 	"github.com/relayfleet/relayfleet/infra/program"
 	"github.com/relayfleet/relayfleet/infra/provider"
-	"github.com/relayfleet/relayfleet/relay/cli"
+	"github.com/relayfleet/relayfleet/internal/cli"
 )
 
 // doomedBox is a box an up would replace or destroy, with the listeners

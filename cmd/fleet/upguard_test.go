@@ -10,8 +10,8 @@ import (
 	"testing"
 
 	"github.com/relayfleet/relayfleet/infra/program"
-	"github.com/relayfleet/relayfleet/relay/cli"
-	"github.com/relayfleet/relayfleet/relay/testutil"
+	"github.com/relayfleet/relayfleet/internal/cli"
+	"github.com/relayfleet/relayfleet/internal/testutil"
 )
 
 func doomed(name, op string, listeners int64, err error, keys ...string) doomedBox {

@@ -1,6 +1,3 @@
-// Command relay is the relayfleet relay: relay serve, router, token,
-// publish, listen, loadgen, keygen, pin and version. main only wires the
-// process to relay/relaycmd, where the commands live.
 package main
 
 import (
@@ -9,13 +6,12 @@ import (
 	"os/signal"
 	"syscall"
 
-	"github.com/relayfleet/relayfleet/relay/cli"
-	"github.com/relayfleet/relayfleet/relay/relaycmd"
+	"github.com/relayfleet/relayfleet/internal/cli"
 )
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	code := relaycmd.Execute(ctx, os.Args[1:], cli.System())
+	code := Execute(ctx, os.Args[1:], cli.System())
 	stop()
 	os.Exit(code)
 }

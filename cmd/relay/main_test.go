@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/relayfleet/relayfleet/relay/testutil"
+	"github.com/relayfleet/relayfleet/internal/testutil"
 )
 
 // TestServePublishListen runs the real binary: serve, then publish and
@@ -72,7 +72,7 @@ func (l *lockedBuffer) String() string {
 func TestVersionStamped(t *testing.T) {
 	bin := filepath.Join(t.TempDir(), "relay")
 	const stamp = "v9.9.9-test-stamp"
-	build := exec.Command("go", "build", "-trimpath", "-ldflags", "-X github.com/relayfleet/relayfleet/relay/version.stamp="+stamp, "-o", bin, ".")
+	build := exec.Command("go", "build", "-trimpath", "-ldflags", "-X github.com/relayfleet/relayfleet/internal/version.stamp="+stamp, "-o", bin, ".")
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("build: %v\n%s", err, out)
 	}

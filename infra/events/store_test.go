@@ -15,7 +15,7 @@ import (
 	"time"
 
 	"github.com/relayfleet/relayfleet/infra/program"
-	"github.com/relayfleet/relayfleet/relay/testutil"
+	"github.com/relayfleet/relayfleet/internal/testutil"
 )
 
 // memStore is an in-memory Store: one per "backend", shared by the

@@ -1,8 +1,10 @@
 // Package archtest holds relayfleet's architecture rules as tests: the
 // one-way import rule of README.md's Layout (cmd -> monitoring -> infra -> provision -> {units,
 // sysctl, inventories}; cmd/relay -> relay; relay imports nothing else of
-// this module, and only cmd imports it, but for the shared leaves in
-// RelayShared; nothing imports cmd) and a package comment on every package.
+// this module but the leaves of internal/ (packages that import nothing of
+// it: cli, version, testutil), and only cmd imports relay, but for the
+// shared packages in RelayShared; nothing imports cmd) and a package
+// comment on every package.
 package archtest
 
 // Module is this module's import path.

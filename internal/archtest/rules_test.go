@@ -31,11 +31,20 @@ func TestCheckCatchesViolations(t *testing.T) {
 		{"provision imports relay", Package{ImportPath: m + "provision", Imports: []string{m + "relay"}}, "only cmd may import relay"},
 		{"provision imports relay/router", Package{ImportPath: m + "provision", Imports: []string{m + "relay/router"}}, "only cmd may import relay"},
 		{"relay's tests import inventories", Package{ImportPath: m + "relay/client", XTestImports: []string{m + "inventories"}}, "in tests too"},
+		{"relay imports an internal package that is no leaf", Package{ImportPath: m + "relay"}, "but internal leaves"},
 		{"code imports testutil", Package{ImportPath: m + "relay/client", Imports: []string{TestUtil}}, "only tests import it"},
 		{"code imports programtest", Package{ImportPath: m + "infra/fleethosts", Imports: []string{m + "infra/program/programtest"}}, "only tests import it"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			bad := Check([]Package{tc.pkg})
+			pkgs := []Package{tc.pkg}
+			if tc.name == "relay imports an internal package that is no leaf" {
+				pkgs = []Package{
+					{ImportPath: m + "relay", Imports: []string{m + "internal/cli", m + "internal/x"}},
+					{ImportPath: m + "internal/cli", Imports: []string{"github.com/spf13/pflag"}},
+					{ImportPath: m + "internal/x", Imports: []string{m + "inventories"}},
+				}
+			}
+			bad := Check(pkgs)
 			if len(bad) == 0 || !strings.Contains(bad[0], tc.want) {
 				t.Errorf("Check = %q, want a line containing %q", bad, tc.want)
 			}
@@ -52,6 +61,9 @@ func TestCheckCatchesViolations(t *testing.T) {
 		{ImportPath: m + "provision", TestImports: []string{TestUtil}},
 		{ImportPath: m + "infra/fleethosts", TestImports: []string{m + "infra/program/programtest"}},
 		{ImportPath: m + "relay/client", TestImports: []string{TestUtil, m + "relay/moqlite"}},
+		{ImportPath: m + "cmd/relay", Imports: []string{m + "relay", m + "internal/cli"}},
+		{ImportPath: m + "internal/cli", Imports: []string{"github.com/spf13/pflag"}},
+		{ImportPath: TestUtil, Imports: []string{"go.uber.org/goleak"}},
 	}
 	if bad := Check(ok); len(bad) > 0 {
 		t.Errorf("allowed imports flagged: %q", bad)

@@ -10,7 +10,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/relayfleet/relayfleet/relay/testutil"
+	"github.com/relayfleet/relayfleet/internal/testutil"
 )
 
 // golden compares got with testdata/name; go test -update ./internal/plot

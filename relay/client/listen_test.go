@@ -13,9 +13,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/relayfleet/relayfleet/internal/testutil"
 	"github.com/relayfleet/relayfleet/relay/client"
 	"github.com/relayfleet/relayfleet/relay/moqlite"
-	"github.com/relayfleet/relayfleet/relay/testutil"
 )
 
 // syncBuffer is an io.Writer safe for a writer and a reader.

@@ -11,9 +11,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/relayfleet/relayfleet/internal/testutil"
 	"github.com/relayfleet/relayfleet/relay/client"
 	"github.com/relayfleet/relayfleet/relay/internal/oggtest"
-	"github.com/relayfleet/relayfleet/relay/testutil"
 )
 
 type oggRead struct {

@@ -7,9 +7,9 @@ import (
 	"time"
 
 	"github.com/quic-go/quic-go"
+	"github.com/relayfleet/relayfleet/internal/testutil"
 	"github.com/relayfleet/relayfleet/relay"
 	"github.com/relayfleet/relayfleet/relay/loadgen"
-	"github.com/relayfleet/relayfleet/relay/testutil"
 )
 
 // TestLossRecoveryWithPTOAllowance drops chosen audio packets on their way

@@ -11,8 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/relayfleet/relayfleet/internal/testutil"
 	"github.com/relayfleet/relayfleet/relay/procstat"
-	"github.com/relayfleet/relayfleet/relay/testutil"
 )
 
 func linux(t *testing.T) {

@@ -15,8 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/relayfleet/relayfleet/internal/testutil"
 	"github.com/relayfleet/relayfleet/relay/router"
-	"github.com/relayfleet/relayfleet/relay/testutil"
 )
 
 // countingRelay is a fake relay that counts its /stats polls and can hang.

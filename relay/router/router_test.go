@@ -15,9 +15,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/relayfleet/relayfleet/internal/testutil"
 	"github.com/relayfleet/relayfleet/relay"
 	"github.com/relayfleet/relayfleet/relay/router"
-	"github.com/relayfleet/relayfleet/relay/testutil"
 )
 
 // fakeRelay serves /stats with a settable headroom; 0 status means 500.

@@ -21,9 +21,9 @@ import (
 	"github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/chromedp"
 
+	"github.com/relayfleet/relayfleet/internal/testutil"
 	"github.com/relayfleet/relayfleet/relay"
 	"github.com/relayfleet/relayfleet/relay/client"
-	"github.com/relayfleet/relayfleet/relay/testutil"
 )
 
 // pageStats is window.listenStats (relay/web/src/listen.js).

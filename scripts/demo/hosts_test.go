@@ -12,8 +12,8 @@ import (
 
 	"github.com/relayfleet/relayfleet/infra/program"
 	"github.com/relayfleet/relayfleet/infra/program/programtest"
+	"github.com/relayfleet/relayfleet/internal/testutil"
 	"github.com/relayfleet/relayfleet/inventories"
-	"github.com/relayfleet/relayfleet/relay/testutil"
 )
 
 // TestDemoReadsHostsJSON: the demo finds the fleet's relay processes in

@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"github.com/relayfleet/relayfleet/infra/program"
-	"github.com/relayfleet/relayfleet/relay/testutil"
+	"github.com/relayfleet/relayfleet/internal/testutil"
 )
 
 // TestDemoReadsReconcileJSON: the demo reads what the real fleet events

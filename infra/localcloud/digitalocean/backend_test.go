@@ -16,7 +16,7 @@ import (
 	"github.com/relayfleet/relayfleet/infra/backend/backendtest"
 	dobackend "github.com/relayfleet/relayfleet/infra/digitalocean"
 	"github.com/relayfleet/relayfleet/infra/localcloud"
-	"github.com/relayfleet/relayfleet/relay/testutil"
+	"github.com/relayfleet/relayfleet/internal/testutil"
 )
 
 const testToken = "dop_v1_local-cloud-test-token"

@@ -24,9 +24,9 @@ import (
 	"github.com/relayfleet/relayfleet/infra/backend"
 	dobackend "github.com/relayfleet/relayfleet/infra/digitalocean"
 	"github.com/relayfleet/relayfleet/infra/localcloud"
+	"github.com/relayfleet/relayfleet/internal/testutil"
 	"github.com/relayfleet/relayfleet/inventories"
 	"github.com/relayfleet/relayfleet/inventories/pricing"
-	"github.com/relayfleet/relayfleet/relay/testutil"
 )
 
 // call sends one request to the local cloud, with the token unless

@@ -20,9 +20,9 @@ import (
 	hcloudbackend "github.com/relayfleet/relayfleet/infra/hcloud"
 	"github.com/relayfleet/relayfleet/infra/localcloud"
 	"github.com/relayfleet/relayfleet/infra/localcloud/apicheck"
+	"github.com/relayfleet/relayfleet/internal/testutil"
 	"github.com/relayfleet/relayfleet/inventories"
 	"github.com/relayfleet/relayfleet/inventories/pricing"
-	"github.com/relayfleet/relayfleet/relay/testutil"
 )
 
 const testToken = "local-t0ken-for-tests"

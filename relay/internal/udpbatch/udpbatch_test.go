@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/relayfleet/relayfleet/internal/testutil"
 	"github.com/relayfleet/relayfleet/relay/internal/udpbatch"
-	"github.com/relayfleet/relayfleet/relay/testutil"
 )
 
 func listen(t *testing.T) *net.UDPConn {

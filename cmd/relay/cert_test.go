@@ -1,4 +1,4 @@
-package relaycmd
+package main
 
 import (
 	"bytes"
@@ -23,8 +23,8 @@ import (
 	pebbleva "github.com/letsencrypt/pebble/v2/va"
 	pebblewfe "github.com/letsencrypt/pebble/v2/wfe"
 
+	"github.com/relayfleet/relayfleet/internal/testutil"
 	"github.com/relayfleet/relayfleet/relay"
-	"github.com/relayfleet/relayfleet/relay/testutil"
 )
 
 func TestCertFlagErrors(t *testing.T) {

@@ -1,4 +1,4 @@
-package relaycmd
+package main
 
 import (
 	"crypto/ecdsa"

@@ -1,4 +1,4 @@
-package relaycmd
+package main
 
 import (
 	"bytes"
@@ -6,7 +6,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -136,21 +135,4 @@ func TestTokenIsAcceptedByTheRelay(t *testing.T) {
 	if _, err := other.Verify(tok); err == nil {
 		t.Fatal("token verified with another key")
 	}
-}
-
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }

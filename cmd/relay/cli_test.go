@@ -1,4 +1,4 @@
-package relaycmd
+package main
 
 import (
 	"bytes"
@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/relayfleet/relayfleet/relay/cli"
-	"github.com/relayfleet/relayfleet/relay/version"
+	"github.com/relayfleet/relayfleet/internal/cli"
+	"github.com/relayfleet/relayfleet/internal/version"
 )
 
 // run runs the relay command line in-process with an empty stdin.

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/relayfleet/relayfleet/relay/testutil"
+	"github.com/relayfleet/relayfleet/internal/testutil"
 )
 
 // TestSignalContext: SIGTERM ends the context with an *Interrupted that

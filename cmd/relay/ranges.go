@@ -1,10 +1,10 @@
-package relaycmd
+package main
 
 import (
 	"time"
 
+	"github.com/relayfleet/relayfleet/internal/cli"
 	"github.com/relayfleet/relayfleet/relay"
-	"github.com/relayfleet/relayfleet/relay/cli"
 )
 
 // flagRanges are the values the commands' numeric flags accept, keyed by

@@ -1,6 +1,6 @@
 // Package version is the build's version, for `fleet version` and `relay
 // --version`: stamped at link time (make build passes -ldflags "-X
-// github.com/relayfleet/relayfleet/relay/version.stamp=$(git describe
+// github.com/relayfleet/relayfleet/internal/version.stamp=$(git describe
 // --always --dirty)"), else read from the VCS settings Go records in the
 // binary, else "devel".
 package version

@@ -1,4 +1,4 @@
-package relaycmd
+package main
 
 import (
 	"bytes"
@@ -13,10 +13,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/relayfleet/relayfleet/internal/testutil"
 	"github.com/relayfleet/relayfleet/relay"
 	"github.com/relayfleet/relayfleet/relay/client"
 	"github.com/relayfleet/relayfleet/relay/router"
-	"github.com/relayfleet/relayfleet/relay/testutil"
 )
 
 // TestClearTextTrustNeedsOptIn: a relay URL on another host whose hash

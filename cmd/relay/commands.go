@@ -1,12 +1,12 @@
-// Package relaycmd is the relay binary's command line: `relay serve`
+// Command relay is the relayfleet relay. `relay serve`
 // runs the moq-lite relay (cluster-linked with --upstream, under a memory
 // budget), `relay router` hands new listeners the relay process with the
 // most headroom, `relay token` signs access tokens, `relay publish` and
 // `relay listen` are test clients, `relay loadgen` generates and measures
 // listener load, `relay keygen` and `relay pin` make a TLS key and print
-// its SPKI pin, and `relay version` prints the build's version. cmd/relay
-// only wires Execute to the process: signals, arguments, streams.
-package relaycmd
+// its SPKI pin, and `relay version` prints the build's version. main
+// (main.go) only wires Execute to the process: signals, arguments, streams.
+package main
 
 import (
 	"context"
@@ -29,12 +29,12 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"github.com/relayfleet/relayfleet/internal/cli"
+	"github.com/relayfleet/relayfleet/internal/version"
 	"github.com/relayfleet/relayfleet/relay"
-	"github.com/relayfleet/relayfleet/relay/cli"
 	"github.com/relayfleet/relayfleet/relay/client"
 	"github.com/relayfleet/relayfleet/relay/loadgen"
 	"github.com/relayfleet/relayfleet/relay/router"
-	"github.com/relayfleet/relayfleet/relay/version"
 )
 
 const usage = `usage:
