@@ -305,3 +305,6 @@ func yamlErrLine(err error) int {
 	}
 	return 0
 }
+
+// ExitCode is 2: a fleet file's error is bad input, as a bad flag is.
+func (e *Error) ExitCode() int { return 2 }

@@ -14,16 +14,13 @@ import (
 
 	"github.com/relayfleet/relayfleet/internal/cli"
 	"github.com/relayfleet/relayfleet/internal/version"
-	"github.com/relayfleet/relayfleet/inventories"
 )
 
-// Exit codes.
+// Exit codes (cli.Execute maps errors to them).
 const (
-	exitOK      = 0
-	exitFailure = 1 // the command ran and failed
-	exitUsage   = 2 // bad input: a flag, a file, a field
-	// A command SIGINT or SIGTERM stopped exits 130 or 143
-	// (cli.Interrupted), after its clean-up.
+	exitOK      = cli.ExitOK
+	exitFailure = cli.ExitFailure
+	exitUsage   = cli.ExitUsage
 )
 
 // usageError is bad input from the user: exit code 2.
@@ -70,84 +67,16 @@ var subcommands = map[string][]string{
 	"lab":    {"up", "down", "status", "ssh"},
 }
 
-// execute runs one fleet command and maps its error to an exit code.
-// Every failure is one line on stderr. cobra supplies the command tree,
-// help, version and shell completion; each command parses its own flags
-// (newFlags), so that its flags are defined where they are used.
+// execute runs one fleet command line and returns its exit status
+// (cli.Execute: one line on stderr for every failure).
 func execute(ctx context.Context, args []string, ios *cli.IOStreams) int {
-	if len(args) == 0 {
-		usage(ios.Out)
-		return exitUsage
-	}
-	root := rootCommand(ios)
-	root.InitDefaultHelpCmd()
-	root.InitDefaultCompletionCmd(args...)
-	if c, _, err := root.Find([]string{"completion"}); err == nil && c != root {
-		// cobra would print help for an unknown shell, and exit 0.
-		c.Args = cobra.ArbitraryArgs
-		c.RunE = func(cmd *cobra.Command, args []string) error {
-			if len(args) > 0 {
-				return cli.Usagef("unknown shell %q (want bash, zsh, fish or powershell)", args[0])
-			}
-			return cmd.Help()
-		}
-	}
-	if !strings.HasPrefix(args[0], "-") && args[0] != cobra.ShellCompRequestCmd && args[0] != cobra.ShellCompNoDescRequestCmd {
-		if c, _, err := root.Find(args[:1]); err != nil || c == root {
-			fmt.Fprintf(ios.ErrOut, "fleet: unknown command %q (try fleet help)\n", args[0])
-			return exitUsage
-		}
-	}
-	root.SetArgs(args)
-	c, err := root.ExecuteContextC(ctx)
-	if err == nil || errors.Is(err, flag.ErrHelp) {
-		return exitOK
-	}
-	name := "fleet"
-	if c != nil && c != root {
-		name = "fleet " + c.Name()
-	}
-	var in *cli.Interrupted
-	if errors.As(context.Cause(ctx), &in) {
-		// A signal stopped the command: say so, with what it was doing.
-		if err.Error() == context.Canceled.Error() {
-			fmt.Fprintf(ios.ErrOut, "%s: %s\n", name, in)
-		} else {
-			fmt.Fprintf(ios.ErrOut, "%s: %s (%s)\n", name, in, oneLine(err))
-		}
-		return in.ExitCode()
-	}
-	fmt.Fprintf(ios.ErrOut, "%s: %s\n", name, oneLine(err))
-	var ee *exitError
-	if errors.As(err, &ee) {
-		return ee.code
-	}
-	var ue *usageError
-	var ie *inventories.Error
-	if errors.As(err, &ue) || errors.As(err, &ie) {
-		return exitUsage
-	}
-	if c == nil || !c.DisableFlagParsing {
-		return exitUsage // cobra's own: fleet completion's or fleet version's arguments
-	}
-	return exitFailure
+	return cli.Execute(ctx, rootCommand(ios), args, ios)
 }
 
 // rootCommand is the command tree: the commands of commands(), version,
 // and cobra's help and completion.
 func rootCommand(ios *cli.IOStreams) *cobra.Command {
-	root := &cobra.Command{
-		Use:           "fleet",
-		Short:         "relayfleet's operator tool",
-		Version:       version.String(),
-		SilenceErrors: true,
-		SilenceUsage:  true,
-	}
-	root.SetIn(ios.In)
-	root.SetOut(ios.Out)
-	root.SetErr(ios.ErrOut)
-	root.SetVersionTemplate("fleet {{.Version}}\n")
-	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return cli.FlagError(err) })
+	root := cli.NewRoot("fleet", "relayfleet's operator tool", version.String(), ios)
 	for _, c := range commands() {
 		root.AddCommand(&cobra.Command{
 			Use:                c.name,
@@ -161,41 +90,7 @@ func rootCommand(ios *cli.IOStreams) *cobra.Command {
 			},
 		})
 	}
-	root.AddCommand(&cobra.Command{
-		Use:   "version",
-		Short: "print the version of this build",
-		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			_, err := fmt.Fprintf(ios.Out, "fleet %s\n", version.String())
-			return err
-		},
-	})
-	cobraHelp := root.HelpFunc()
-	root.SetHelpFunc(func(cmd *cobra.Command, args []string) {
-		switch {
-		case cmd == root:
-			usage(ios.Out)
-		case cmd.DisableFlagParsing && cmd.RunE != nil:
-			// fleet help plan: the command's own -h.
-			_ = cmd.RunE(cmd, []string{"-h"})
-		default:
-			cobraHelp(cmd, args)
-		}
-	})
 	return root
-}
-
-func usage(w io.Writer) {
-	fmt.Fprintln(w, "usage: fleet COMMAND [flags]")
-	fmt.Fprintln(w)
-	fmt.Fprintln(w, "commands:")
-	for _, c := range commands() {
-		fmt.Fprintf(w, "  %-10s %s\n", c.name, c.summary)
-	}
-	fmt.Fprintf(w, "  %-10s %s\n", "version", "print the version of this build (also fleet --version)")
-	fmt.Fprintf(w, "  %-10s %s\n", "completion", "shell completion: fleet completion bash|zsh|fish|powershell (see fleet completion bash -h)")
-	fmt.Fprintln(w)
-	fmt.Fprintln(w, "fleet COMMAND -h shows a command's flags.")
 }
 
 // complete completes a command's flags (from the flag set its run function
@@ -282,6 +177,4 @@ func (fs flags) parse(args []string) error {
 	return cli.CheckRanges(fs.FlagSet, flagRanges[fs.Name()])
 }
 
-func oneLine(err error) string {
-	return strings.ReplaceAll(err.Error(), "\n", "; ")
-}
+var oneLine = cli.OneLine

@@ -21,12 +21,7 @@ import (
 )
 
 // exitError ends a command with a given exit code and one line.
-type exitError struct {
-	code int
-	msg  string
-}
-
-func (e *exitError) Error() string { return e.msg }
+type exitError = cli.ExitError
 
 // Exit codes of fleet converge beyond the common ones.
 const (
@@ -129,9 +124,9 @@ func convergeTargets(ctx context.Context, stdout io.Writer, targets []provision.
 	}
 	switch {
 	case failed > 0:
-		return &exitError{exitHostsFailed, fmt.Sprintf("%d of %s failed: %s", failed, plural(len(results), "host", "hosts"), oneLine(provision.Failed(results)))}
+		return &exitError{Code: exitHostsFailed, Msg: fmt.Sprintf("%d of %s failed: %s", failed, plural(len(results), "host", "hosts"), oneLine(provision.Failed(results)))}
 	case check && changed > 0:
-		return &exitError{exitChanges, fmt.Sprintf("%d of %s would change", changed, plural(len(results), "host", "hosts"))}
+		return &exitError{Code: exitChanges, Msg: fmt.Sprintf("%d of %s would change", changed, plural(len(results), "host", "hosts"))}
 	}
 	return nil
 }

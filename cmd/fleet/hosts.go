@@ -129,7 +129,7 @@ func runHosts(ctx context.Context, args []string, ios *cli.IOStreams) error {
 		return err
 	}
 	if failed > 0 {
-		return &exitError{exitHostsFailed, fmt.Sprintf("%d of %s could not be read", failed, plural(len(rows), "host", "hosts"))}
+		return &exitError{Code: exitHostsFailed, Msg: fmt.Sprintf("%d of %s could not be read", failed, plural(len(rows), "host", "hosts"))}
 	}
 	return nil
 }

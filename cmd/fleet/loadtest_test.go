@@ -96,7 +96,7 @@ func loadtestCLI(t *testing.T, args ...string) (stdout, stderr string, code int)
 	case err == nil || errors.Is(err, flag.ErrHelp):
 		return out.String(), "", exitOK
 	case errors.As(err, &ee):
-		code = ee.code
+		code = ee.Code
 	case errors.As(err, &ue) || errors.As(err, &ie):
 		code = exitUsage
 	default:

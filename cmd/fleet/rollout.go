@@ -123,7 +123,7 @@ func runRollout(ctx context.Context, args []string, ios *cli.IOStreams) error {
 	}
 	rep, err := fr.Run(ctx, targets)
 	if errors.Is(err, provision.ErrBoxesFailed) {
-		return &exitError{exitHostsFailed, fmt.Sprintf("%d of %s failed and rolled back, %d not started", rep.Failed, plural(len(targets), "box", "boxes"), rep.Skipped)}
+		return &exitError{Code: exitHostsFailed, Msg: fmt.Sprintf("%d of %s failed and rolled back, %d not started", rep.Failed, plural(len(targets), "box", "boxes"), rep.Skipped)}
 	}
 	if rep != nil && rep.Rebalanced {
 		printBalance(out, rep.Before, rep.After)

@@ -62,7 +62,7 @@ func runStatus(ctx context.Context, args []string, ios *cli.IOStreams) error {
 		}
 	}
 	if failed > 0 {
-		return &exitError{exitHostsFailed, fmt.Sprintf("%d of %s could not be read", failed, plural(len(boxes), "box", "boxes"))}
+		return &exitError{Code: exitHostsFailed, Msg: fmt.Sprintf("%d of %s could not be read", failed, plural(len(boxes), "box", "boxes"))}
 	}
 	return nil
 }

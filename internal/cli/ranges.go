@@ -93,3 +93,53 @@ func fmtDuration(v float64) string {
 	}
 	return d.String()
 }
+
+// rangeKey is the flag annotation Ranged sets: Min and Max as text.
+const rangeKey = "relayfleet/range"
+
+// Ranged sets the range numeric flag name of fs accepts, where the flag is
+// declared; CheckFlagRanges checks it before the command runs. It panics
+// when fs has no such flag, a mistake in the command's code.
+func Ranged(fs *pflag.FlagSet, name string, r Range) {
+	if fs.Lookup(name) == nil {
+		panic("cli.Ranged: no flag --" + name)
+	}
+	_ = fs.SetAnnotation(name, rangeKey, []string{
+		strconv.FormatFloat(r.Min, 'g', -1, 64), strconv.FormatFloat(r.Max, 'g', -1, 64),
+	})
+}
+
+// rangeOf is the range Ranged set on f.
+func rangeOf(f *pflag.Flag) (Range, bool) {
+	v, ok := f.Annotations[rangeKey]
+	if !ok || len(v) != 2 {
+		return Range{}, false
+	}
+	lo, err1 := strconv.ParseFloat(v[0], 64)
+	hi, err2 := strconv.ParseFloat(v[1], 64)
+	return Range{lo, hi}, err1 == nil && err2 == nil
+}
+
+// CheckFlagRanges checks every numeric flag given on the command line
+// against the range Ranged set on it. A flag left at its default is not
+// checked, so that a default may mean "not given".
+func CheckFlagRanges(fs *pflag.FlagSet) error {
+	var err error
+	fs.Visit(func(f *pflag.Flag) {
+		if r, ok := rangeOf(f); ok && err == nil && Numeric(f) {
+			err = r.check(f)
+		}
+	})
+	return err
+}
+
+// UnrangedFlags are the numeric flags of fs that Ranged set no range on.
+func UnrangedFlags(fs *pflag.FlagSet) []string {
+	var out []string
+	fs.VisitAll(func(f *pflag.Flag) {
+		if _, ok := rangeOf(f); !ok && Numeric(f) {
+			out = append(out, "--"+f.Name)
+		}
+	})
+	return out
+}
