@@ -217,7 +217,7 @@ type keyFlags struct {
 	stack, stateDir, backend, pulumi string
 }
 
-func (k *keyFlags) add(fs flags) {
+func (k *keyFlags) add(fs *pflag.FlagSet) {
 	fs.StringVar(&k.stack, "stack", "", "the fleet's steady stack: it lists the boxes and keeps the relay auth key (default: the fleet's name)")
 	fs.StringVar(&k.stateDir, "state-dir", "", "state directory (default $"+program.StateDirEnv+", else ~/.local/state/relayfleet)")
 	fs.StringVar(&k.backend, "backend", "", "Pulumi backend URL (default $"+program.BackendEnv+", else file:// under the state dir)")

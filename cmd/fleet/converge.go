@@ -1,6 +1,8 @@
 package main
 
 import (
+	"github.com/spf13/pflag"
+
 	"context"
 	"encoding/json"
 	"fmt"
@@ -33,7 +35,7 @@ func runConverge(ctx context.Context, args []string, ios *cli.IOStreams) error {
 	stdout := ios.Out
 	fs := newFlags("converge", stdout)
 	var hf hostFlags
-	hf.add(fs)
+	hf.add(fs.FlagSet)
 	check := fs.Bool("check", false, "print what would change and exit 1 if anything would")
 	asJSON := fs.Bool("json", false, "print JSON lines: progress events, one result per host, a summary")
 	binaryPath := fs.String("relay-binary", "", "the relay build to release (default: relay beside the fleet binary)")
@@ -139,7 +141,7 @@ type hostFlags struct {
 	keyFlags
 }
 
-func (h *hostFlags) add(fs flags) {
+func (h *hostFlags) add(fs *pflag.FlagSet) {
 	fs.StringVar(&h.inventory, "inventory", "", "fleet file (required)")
 	fs.StringVar(&h.sshKey, "ssh-key", "", "private key for cloud and static hosts (default: ssh-agent at SSH_AUTH_SOCK)")
 	fs.StringVar(&h.labDir, "lab-dir", "", "lab state directory, whose admin key reaches lab boxes (default: the stack's, else $"+lab.DirEnv+", else "+lab.DefaultDir+")")

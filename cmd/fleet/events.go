@@ -1,6 +1,8 @@
 package main
 
 import (
+	"github.com/spf13/pflag"
+
 	"context"
 	"encoding/json"
 	"errors"
@@ -66,7 +68,7 @@ func newEventsFlags(name string, stdout io.Writer) *eventsFlags {
 	e.events = fs.String("events", "", "events file (required)")
 	e.now = fs.String("now", "", "the time to reconcile for, RFC 3339 (default: the clock); for rehearsals and tests")
 	e.leaseTTL = fs.Duration("lease-ttl", events.DefaultLeaseTTL, "how long the reconcile lease in the Pulumi backend outlives a holder that stopped renewing it (30s to 1h)")
-	e.pulumiFlags.register(fs, true)
+	e.pulumiFlags.register(fs.FlagSet, true)
 	return e
 }
 
@@ -320,7 +322,7 @@ type storeFlags struct {
 	stateDir, backend, pulumi, fleet *string
 }
 
-func newStoreFlags(fs flags) *storeFlags {
+func newStoreFlags(fs *pflag.FlagSet) *storeFlags {
 	return &storeFlags{
 		stateDir: fs.String("state-dir", "", "state directory (default $RELAYFLEET_STATE_DIR, else ~/.local/state/relayfleet)"),
 		backend:  fs.String("backend", "", "Pulumi backend URL holding the records (default $"+program.BackendEnv+", else file:// under the state dir)"),
@@ -356,7 +358,7 @@ func (f *storeFlags) records(ctx context.Context) ([]*events.Record, string, err
 
 func runEventsStatus(ctx context.Context, args []string, stdout io.Writer) error {
 	fs := newFlags("events status", stdout)
-	sf := newStoreFlags(fs)
+	sf := newStoreFlags(fs.FlagSet)
 	asJSON := fs.Bool("json", false, "print the records as JSON")
 	if err := fs.parse(args); err != nil {
 		return err
@@ -397,7 +399,7 @@ func runEventsStatus(ctx context.Context, args []string, stdout io.Writer) error
 
 func runEventsReport(ctx context.Context, args []string, stdout io.Writer) error {
 	fs := newFlags("events report", stdout)
-	sf := newStoreFlags(fs)
+	sf := newStoreFlags(fs.FlagSet)
 	event := fs.String("event", "", "the event (required)")
 	asJSON := fs.Bool("json", false, "print the report as JSON")
 	if err := fs.parse(args); err != nil {

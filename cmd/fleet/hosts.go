@@ -68,7 +68,7 @@ func runHosts(ctx context.Context, args []string, ios *cli.IOStreams) error {
 	stdout := ios.Out
 	fs := newFlags("hosts", stdout)
 	var hf hostFlags
-	hf.add(fs)
+	hf.add(fs.FlagSet)
 	asJSON := fs.Bool("json", false, "print JSON: every host with its stack, tier, event, addresses, host key and ports")
 	release := fs.Bool("release", false, "read each box's current relay release over SSH (default: the stacks alone, no connection)")
 	if err := fs.parse(args); err != nil {

@@ -113,7 +113,7 @@ func runLoadtest(ctx context.Context, args []string, ios *cli.IOStreams) error {
 	stdout := ios.Out
 	fs := newFlags("loadtest", stdout)
 	var hf hostFlags
-	hf.add(fs)
+	hf.add(fs.FlagSet)
 	target := fs.String("target", "", "BOX (a steady host's name, as fleet hosts lists it) or BOX:PORT for one relay process (required)")
 	stepsFlag := fs.String("steps", defaultSteps(), "listener counts, one step each (sized to this machine's cores: the load generator runs here)")
 	stepDur := fs.Duration("step-duration", 20*time.Second, "measurement per step, once every listener has connected")

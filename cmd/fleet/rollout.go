@@ -45,7 +45,7 @@ func runRollout(ctx context.Context, args []string, ios *cli.IOStreams) error {
 	stdout := ios.Out
 	fs := newFlags("rollout", stdout)
 	var hf hostFlags
-	hf.add(fs)
+	hf.add(fs.FlagSet)
 	binaryPath := fs.String("relay-binary", "", "the new relay build (required)")
 	boxes := fs.Int("boxes", 1, "boxes rolled at once (each rolls one process at a time)")
 	listenerWait := fs.Duration("listener-wait", 30*time.Second, "how long listeners get to come back after each restart (90% of the box's)")

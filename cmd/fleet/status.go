@@ -19,7 +19,7 @@ func runStatus(ctx context.Context, args []string, ios *cli.IOStreams) error {
 	stdout := ios.Out
 	fs := newFlags("status", stdout)
 	var hf hostFlags
-	hf.add(fs)
+	hf.add(fs.FlagSet)
 	asJSON := fs.Bool("json", false, "print JSON")
 	if err := fs.parse(args); err != nil {
 		return err

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"github.com/spf13/pflag"
+
 	"context"
 	"fmt"
 	"io"
@@ -50,11 +52,11 @@ func newStackFlags(name string, stdout io.Writer, needsRelay bool) *stackFlags {
 	s.inventory = fs.String("inventory", "", "fleet file (required)")
 	s.stack = fs.String("stack", "", "stack name (default: the fleet's name)")
 	s.refresh = fs.Bool("refresh", true, "read every box's real state first, so drift shows and is repaired")
-	s.pulumiFlags.register(fs, needsRelay)
+	s.pulumiFlags.register(fs.FlagSet, needsRelay)
 	return s
 }
 
-func (p *pulumiFlags) register(fs flags, needsRelay bool) {
+func (p *pulumiFlags) register(fs *pflag.FlagSet, needsRelay bool) {
 	p.needsRelay = needsRelay
 	p.backend = fs.String("backend", "", "Pulumi backend URL (default $"+program.BackendEnv+", else file:// under the state dir)")
 	p.stateDir = fs.String("state-dir", "", "state directory: file backend, passphrase, relays file (default $"+program.StateDirEnv+", else ~/.local/state/relayfleet)")
