@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
 	"github.com/relayfleet/relayfleet/internal/cli"
@@ -43,12 +44,22 @@ var leaves = [][]string{
 	{"lab", "up"}, {"lab", "down"}, {"lab", "status"}, {"lab", "ssh", "box1"}, {"lab", "cloud", "hcloud"}, {"hosts"},
 }
 
-// leafFlags is the flag set of a leaf.
+// leafFlags is the flag set of a leaf: the cobra command's own flags, or,
+// for a command that still parses its own (DisableFlagParsing), the set
+// its run function builds.
 func leafFlags(t *testing.T, leaf []string) *pflag.FlagSet {
 	t.Helper()
-	for _, c := range commands() {
-		if c.name == leaf[0] {
-			fs := flagsOf(context.Background(), c, leaf[1:])
+	root := rootCommand(outStreams(io.Discard))
+	c, rest, err := root.Find(leaf)
+	if err != nil || c == root {
+		t.Fatalf("no command %s", strings.Join(leaf, " "))
+	}
+	if !c.DisableFlagParsing {
+		return c.LocalFlags()
+	}
+	for _, lc := range commands() {
+		if lc.name == leaf[0] {
+			fs := flagsOf(context.Background(), lc, rest)
 			if fs == nil {
 				t.Fatalf("fleet %s: no flag set captured", strings.Join(leaf, " "))
 			}
@@ -60,11 +71,18 @@ func leafFlags(t *testing.T, leaf []string) *pflag.FlagSet {
 }
 
 // TestEveryNumericFlagHasARange: every count, rate and duration flag of
-// every command is bounded (flagRanges), so that no value makes a command
-// spin or wait for ever.
+// every command is bounded (cli.Ranged beside its declaration), so that no
+// value makes a command spin or wait for ever.
 func TestEveryNumericFlagHasARange(t *testing.T) {
 	for _, leaf := range leaves {
 		fs := leafFlags(t, leaf)
+		if u := cli.UnrangedFlags(fs); len(u) > 0 && flagRanges[fs.Name()] == nil {
+			t.Errorf("fleet %s: no range (cli.Ranged) for %s", strings.Join(leaf, " "), strings.Join(u, ", "))
+		}
+		if flagRanges[fs.Name()] == nil {
+			continue
+		}
+		// A command that parses its own flags keeps its ranges in flagRanges.
 		if u := cli.Unranged(fs, flagRanges[fs.Name()]); len(u) > 0 {
 			t.Errorf("fleet %s: no range in flagRanges[%q] for %s", strings.Join(leaf, " "), fs.Name(), strings.Join(u, ", "))
 		}
@@ -74,6 +92,21 @@ func TestEveryNumericFlagHasARange(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestEveryLeafIsTested: leaves names every command of the tree that
+// runs, so the tests above cover a command added later.
+func TestEveryLeafIsTested(t *testing.T) {
+	root := rootCommand(outStreams(io.Discard))
+	cli.Walk(root, func(c *cobra.Command) {
+		if c == root || c.HasSubCommands() || c.RunE == nil || c.Name() == "version" {
+			return
+		}
+		path := strings.Fields(strings.TrimPrefix(c.CommandPath(), "fleet "))
+		if !slices.ContainsFunc(leaves, func(l []string) bool { return slices.Equal(l[:min(len(l), len(path))], path) }) {
+			t.Errorf("fleet %s is not in leaves", strings.Join(path, " "))
+		}
+	})
 }
 
 // TestBadFlags: bad flags and values of every command are one line on
