@@ -1,6 +1,8 @@
 package provision
 
 import (
+	"github.com/relayfleet/relayfleet/internal/text"
+
 	"bytes"
 	"context"
 	"fmt"
@@ -27,7 +29,7 @@ func Probe(ctx context.Context, run Runner, plan *Plan, rel Releases) (HostState
 	sort.Strings(paths)
 	var quoted []string
 	for _, p := range paths {
-		quoted = append(quoted, quote(p))
+		quoted = append(quoted, text.ShellQuote(p))
 	}
 	script := fmt.Sprintf(`for f in %s %s/relay@*.service.d/10-relayfleet.conf; do [ -f "$f" ] && sha256sum "$f"; done
 echo '== units'
@@ -137,7 +139,7 @@ func Apply(ctx context.Context, run Runner, plan *Plan, changes []Change, rel Re
 	if has(ChangeRelease) {
 		// Upload first (nothing runs it yet); switch after the units.
 		if Digest(binary) != plan.State.Release {
-			return r, fmt.Errorf("apply: the relay binary given is %s, the plan wants %s", short(Digest(binary)), short(plan.State.Release))
+			return r, fmt.Errorf("apply: the relay binary given is %s, the plan wants %s", text.ShortSHA(Digest(binary)), text.ShortSHA(plan.State.Release))
 		}
 		if _, _, err := rel.Install(ctx, run, binary); err != nil {
 			return r, err
@@ -167,7 +169,7 @@ func Apply(ctx context.Context, run Runner, plan *Plan, changes []Change, rel Re
 				return r, err
 			}
 		case ChangeRemove:
-			if _, err := run.Run(ctx, fmt.Sprintf("rm -f %s && rmdir --ignore-fail-on-non-empty %s", quote(c.What), quote(path.Dir(c.What))), nil); err != nil {
+			if _, err := run.Run(ctx, fmt.Sprintf("rm -f %s && rmdir --ignore-fail-on-non-empty %s", text.ShellQuote(c.What), text.ShellQuote(path.Dir(c.What))), nil); err != nil {
 				return r, fmt.Errorf("remove %s: %w", c.What, err)
 			}
 		case ChangeSecret:
@@ -198,11 +200,11 @@ func Apply(ctx context.Context, run Runner, plan *Plan, changes []Change, rel Re
 		var cmd string
 		switch c.Kind {
 		case ChangeStop:
-			cmd = "systemctl disable --now " + quote(c.What)
+			cmd = "systemctl disable --now " + text.ShellQuote(c.What)
 		case ChangeStart:
-			cmd = "systemctl enable --now " + quote(units.TargetName) + " " + quote(c.What)
+			cmd = "systemctl enable --now " + text.ShellQuote(units.TargetName) + " " + text.ShellQuote(c.What)
 		case ChangeRestart:
-			cmd = "systemctl restart " + quote(c.What)
+			cmd = "systemctl restart " + text.ShellQuote(c.What)
 		case ChangeStale:
 			// One drained on purpose (a drain follows) gets no mark.
 			mark := !slices.Contains(changes, Change{Kind: ChangeDrain, What: c.What})
@@ -287,13 +289,13 @@ func restartMoved(ctx context.Context, run Runner, rel Releases, inst string, ma
 // a command line) and never echoed.
 func writePrivate(ctx context.Context, run Runner, p string, data []byte) error {
 	dir := path.Dir(p)
-	if _, err := run.Run(ctx, fmt.Sprintf("install -d -m 0700 -o root -g root %[1]s && chown root:root %[1]s && chmod 0700 %[1]s", quote(dir)), nil); err != nil {
+	if _, err := run.Run(ctx, fmt.Sprintf("install -d -m 0700 -o root -g root %[1]s && chown root:root %[1]s && chmod 0700 %[1]s", text.ShellQuote(dir)), nil); err != nil {
 		return fmt.Errorf("write %s: %w", p, err)
 	}
 	if _, err := WriteFile(ctx, run, p, data, 0o600); err != nil {
 		return err
 	}
-	if _, err := run.Run(ctx, fmt.Sprintf("chown root:root %[1]s && chmod 0600 %[1]s", quote(p)), nil); err != nil {
+	if _, err := run.Run(ctx, fmt.Sprintf("chown root:root %[1]s && chmod 0600 %[1]s", text.ShellQuote(p)), nil); err != nil {
 		return fmt.Errorf("write %s: %w", p, err)
 	}
 	return nil
@@ -302,7 +304,7 @@ func writePrivate(ctx context.Context, run Runner, p string, data []byte) error 
 // isPrivate reports whether a secret file and its directory are root's
 // alone (0600 and 0700).
 func isPrivate(ctx context.Context, run Runner, p string) (bool, error) {
-	out, err := run.Run(ctx, fmt.Sprintf("stat -c '%%a %%U %%G' %s %s", quote(p), quote(path.Dir(p))), nil)
+	out, err := run.Run(ctx, fmt.Sprintf("stat -c '%%a %%U %%G' %s %s", text.ShellQuote(p), text.ShellQuote(path.Dir(p))), nil)
 	if err != nil {
 		return false, fmt.Errorf("stat %s: %w", p, err)
 	}
@@ -330,14 +332,14 @@ func verifyUnits(ctx context.Context, run Runner, plan *Plan, rel Releases) erro
 		return fmt.Errorf("verify: %w", err)
 	}
 	dir := strings.TrimSpace(string(stage))
-	defer run.Run(context.WithoutCancel(ctx), "rm -rf "+quote(dir), nil)
+	defer run.Run(context.WithoutCancel(ctx), "rm -rf "+text.ShellQuote(dir), nil)
 	for name, data := range map[string][]byte{units.TemplateName: tmpl, units.TargetName: target} {
 		if _, err := WriteFile(ctx, run, dir+"/"+name, data, 0o644); err != nil {
 			return fmt.Errorf("verify: %w", err)
 		}
 	}
 	cmd := fmt.Sprintf("cd %s && cp %s %s && systemd-analyze verify --man=no %s/%s %s/%s 2>&1",
-		quote(dir), units.TemplateName, quote(inst), quote(dir), quote(inst), quote(dir), units.TargetName)
+		text.ShellQuote(dir), units.TemplateName, text.ShellQuote(inst), text.ShellQuote(dir), text.ShellQuote(inst), text.ShellQuote(dir), units.TargetName)
 	out, err := run.Run(ctx, cmd, nil)
 	if err != nil {
 		return fmt.Errorf("systemd-analyze verify refused the relay units: %s", firstLine(string(out), err))
@@ -357,7 +359,7 @@ func firstLine(out string, err error) string {
 func waitActive(ctx context.Context, run Runner, unit string, limit time.Duration) error {
 	deadline := time.Now().Add(limit)
 	for {
-		out, err := run.Run(ctx, "systemctl is-active "+quote(unit)+" || true", nil)
+		out, err := run.Run(ctx, "systemctl is-active "+text.ShellQuote(unit)+" || true", nil)
 		if err != nil {
 			return err
 		}

@@ -1,6 +1,8 @@
 package provision
 
 import (
+	"github.com/relayfleet/relayfleet/internal/text"
+
 	"context"
 	"fmt"
 	"slices"
@@ -54,7 +56,7 @@ func (r Releases) MarkRolloutDrain(ctx context.Context, run Runner, instance str
 	if err != nil {
 		return err
 	}
-	if _, err := run.Run(ctx, fmt.Sprintf("mkdir -p %s && : > %s", quote(p[:strings.LastIndexByte(p, '/')]), quote(p)), nil); err != nil {
+	if _, err := run.Run(ctx, fmt.Sprintf("mkdir -p %s && : > %s", text.ShellQuote(p[:strings.LastIndexByte(p, '/')]), text.ShellQuote(p)), nil); err != nil {
 		return fmt.Errorf("mark %s drained by the rollout: %w", instance, err)
 	}
 	return nil
@@ -66,7 +68,7 @@ func (r Releases) ClearRolloutDrain(ctx context.Context, run Runner, instance st
 	if err != nil {
 		return err
 	}
-	if _, err := run.Run(ctx, "rm -f "+quote(p), nil); err != nil {
+	if _, err := run.Run(ctx, "rm -f "+text.ShellQuote(p), nil); err != nil {
 		return fmt.Errorf("clear the rollout drain mark of %s: %w", instance, err)
 	}
 	return nil
@@ -78,7 +80,7 @@ func (r Releases) RolloutDrained(ctx context.Context, run Runner) ([]string, err
 	if err != nil {
 		return nil, err
 	}
-	out, err := run.Run(ctx, fmt.Sprintf("ls -1 %s 2>/dev/null || true", quote(root+"/"+drainMarkDir)), nil)
+	out, err := run.Run(ctx, fmt.Sprintf("ls -1 %s 2>/dev/null || true", text.ShellQuote(root+"/"+drainMarkDir)), nil)
 	if err != nil {
 		return nil, fmt.Errorf("read rollout drain marks: %w", err)
 	}

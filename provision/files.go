@@ -4,17 +4,13 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"github.com/relayfleet/relayfleet/internal/text"
 	"strings"
 )
 
-// quote makes s one single-quoted shell word.
-func quote(s string) string {
-	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
-}
-
 // FileHash returns the SHA-256 of a file on the box, "" when it is absent.
 func FileHash(ctx context.Context, run Runner, path string) (string, error) {
-	out, err := run.Run(ctx, fmt.Sprintf(`if [ -f %[1]s ]; then sha256sum %[1]s | cut -d' ' -f1; fi`, quote(path)), nil)
+	out, err := run.Run(ctx, fmt.Sprintf(`if [ -f %[1]s ]; then sha256sum %[1]s | cut -d' ' -f1; fi`, text.ShellQuote(path)), nil)
 	if err != nil {
 		return "", fmt.Errorf("hash %s: %w", path, err)
 	}
@@ -50,7 +46,7 @@ sync "$tmp"
 mv -f "$tmp" "$p"
 trap - EXIT HUP INT TERM
 sync "$(dirname "$p")"
-`, quote(path), want, mode)
+`, text.ShellQuote(path), want, mode)
 	if _, err := run.Run(ctx, script, bytes.NewReader(data)); err != nil {
 		return false, fmt.Errorf("write %s: %w", path, err)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/relayfleet/relayfleet/internal/text"
 	"net"
 	"net/http"
 	"sync"
@@ -161,7 +162,7 @@ func (f *FleetRollout) Run(ctx context.Context, targets []Target) (*FleetRollout
 		}
 	}
 	if rep.Failed > 0 {
-		return rep, fmt.Errorf("%d of %s failed and rolled back, %d not started: %w", rep.Failed, plural(len(targets), "box", "boxes"), rep.Skipped, ErrBoxesFailed)
+		return rep, fmt.Errorf("%d of %s failed and rolled back, %d not started: %w", rep.Failed, text.Plural(len(targets), "box", "boxes"), rep.Skipped, ErrBoxesFailed)
 	}
 	if !f.Rebalance || rep.Moved == 0 {
 		return rep, nil
@@ -297,12 +298,4 @@ func ListenersReturn(ctx context.Context, targets []Target, want int64, frac flo
 			return err
 		}
 	}
-}
-
-// plural writes a count with the noun that fits it: 1 box, 2 boxes.
-func plural(n int, one, many string) string {
-	if n == 1 {
-		return "1 " + one
-	}
-	return fmt.Sprintf("%d %s", n, many)
 }

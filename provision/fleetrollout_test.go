@@ -1,6 +1,8 @@
 package provision
 
 import (
+	"github.com/relayfleet/relayfleet/internal/text"
+
 	"context"
 	"encoding/json"
 	"errors"
@@ -174,7 +176,7 @@ func TestFleetRolloutOrder(t *testing.T) {
 	}
 	for _, x := range []*fleetBox{a, b, c} {
 		if cur := x.current(t); cur != Digest(newBuild) || !x.runs(Digest(newBuild)) {
-			t.Errorf("%s: current %s, processes %v", x.name, short(cur), x.procs)
+			t.Errorf("%s: current %s, processes %v", x.name, text.ShortSHA(cur), x.procs)
 		}
 	}
 	// Again: every box is on it already, nothing restarts, nothing moved.
@@ -305,13 +307,13 @@ func TestFleetRolloutStopsAfterAFailure(t *testing.T) {
 		t.Errorf("outcomes %+v", outcomes)
 	}
 	if cur := a.current(t); cur != Digest(newBuild) || !a.runs(Digest(newBuild)) {
-		t.Errorf("box a: current %s; want it left on the new build", short(cur))
+		t.Errorf("box a: current %s; want it left on the new build", text.ShortSHA(cur))
 	}
 	if cur := b.current(t); cur != Digest(oldBuild) || !b.runs(Digest(oldBuild)) {
-		t.Errorf("box b: current %s; want it back on the old build", short(cur))
+		t.Errorf("box b: current %s; want it back on the old build", text.ShortSHA(cur))
 	}
 	if cur := c.current(t); cur != Digest(oldBuild) || !c.runs(Digest(oldBuild)) {
-		t.Errorf("box c: current %s; want it untouched", short(cur))
+		t.Errorf("box c: current %s; want it untouched", text.ShortSHA(cur))
 	}
 	for _, e := range log.all() {
 		if strings.HasPrefix(e, "c ") {
@@ -355,7 +357,7 @@ func TestFleetRolloutWaitsForListeners(t *testing.T) {
 				t.Errorf("box a: %v", rep.Boxes[0].Err)
 			}
 			if cur := a.current(t); cur != Digest(oldBuild) {
-				t.Errorf("box a: current %s, want it rolled back", short(cur))
+				t.Errorf("box a: current %s, want it rolled back", text.ShortSHA(cur))
 			}
 		})
 	}
@@ -469,16 +471,16 @@ func TestFleetRolloutCancelled(t *testing.T) {
 		t.Errorf("box b: %+v", ob)
 	}
 	if cur := b.current(t); cur != Digest(oldBuild) || !b.runs(Digest(oldBuild)) {
-		t.Errorf("box b: current %s; want the old build back", short(cur))
+		t.Errorf("box b: current %s; want the old build back", text.ShortSHA(cur))
 	}
 	if b.proc(4444).draining || b.proc(4443).draining {
 		t.Error("box b: a process was left draining")
 	}
 	if cur := c.current(t); cur != Digest(oldBuild) || !rep.Boxes[2].Skipped {
-		t.Errorf("box c: current %s, outcome %+v; want it untouched", short(cur), rep.Boxes[2])
+		t.Errorf("box c: current %s, outcome %+v; want it untouched", text.ShortSHA(cur), rep.Boxes[2])
 	}
 	if cur := a.current(t); cur != Digest(newBuild) {
-		t.Errorf("box a: current %s; want the new build", short(cur))
+		t.Errorf("box a: current %s; want the new build", text.ShortSHA(cur))
 	}
 }
 

@@ -1,6 +1,8 @@
 package provision
 
 import (
+	"github.com/relayfleet/relayfleet/internal/text"
+
 	"context"
 	"encoding/json"
 	"errors"
@@ -384,7 +386,7 @@ func TestRolloutInterruptedRollsBackOnAFreshContext(t *testing.T) {
 	}
 	cur, _, err := rel.Current(context.Background(), box)
 	if err != nil || cur != Digest(old) {
-		t.Fatalf("current %s, %v; want the old release back", short(cur), err)
+		t.Fatalf("current %s, %v; want the old release back", text.ShortSHA(cur), err)
 	}
 	if box.proc(4444).draining {
 		t.Error("relay@4444 was left draining")

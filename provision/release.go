@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"github.com/relayfleet/relayfleet/internal/text"
 	"regexp"
 	"strings"
 )
@@ -82,23 +83,16 @@ echo uploaded
 	// Only send the bytes when the box lacks them: ask first.
 	out, err := run.Run(ctx, fmt.Sprintf(`test -x '%s/releases/%s/relay' && echo present || echo missing`, root, sha), nil)
 	if err != nil {
-		return sha, false, fmt.Errorf("release %s: %w", short(sha), err)
+		return sha, false, fmt.Errorf("release %s: %w", text.ShortSHA(sha), err)
 	}
 	if strings.TrimSpace(string(out)) == "present" {
 		return sha, false, nil
 	}
 	out, err = run.Run(ctx, script, bytes.NewReader(binary))
 	if err != nil {
-		return sha, false, fmt.Errorf("release %s: upload: %w", short(sha), err)
+		return sha, false, fmt.Errorf("release %s: upload: %w", text.ShortSHA(sha), err)
 	}
 	return sha, strings.TrimSpace(string(out)) == "uploaded", nil
-}
-
-func short(sha string) string {
-	if len(sha) > 12 {
-		return sha[:12]
-	}
-	return sha
 }
 
 // Activate points current at the release, keeping the old one as
@@ -123,7 +117,7 @@ fi
 echo "${cur#releases/}"
 `, root, sha), nil)
 	if err != nil {
-		return "", fmt.Errorf("activate %s: %w", short(sha), err)
+		return "", fmt.Errorf("activate %s: %w", text.ShortSHA(sha), err)
 	}
 	return strings.TrimSpace(string(out)), nil
 }

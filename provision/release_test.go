@@ -1,6 +1,8 @@
 package provision
 
 import (
+	"github.com/relayfleet/relayfleet/internal/text"
+
 	"context"
 	"errors"
 	"io"
@@ -52,11 +54,11 @@ func TestReleaseInstallActivateRollbackPrune(t *testing.T) {
 	}
 	cur, prev, _ := r.Current(ctx, run)
 	if cur != shas[1] || prev != sha1 {
-		t.Errorf("current %s previous %s", short(cur), short(prev))
+		t.Errorf("current %s previous %s", text.ShortSHA(cur), text.ShortSHA(prev))
 	}
 	to, err := r.Rollback(ctx, run)
 	if err != nil || to != sha1 {
-		t.Fatalf("Rollback = %s, %v", short(to), err)
+		t.Fatalf("Rollback = %s, %v", text.ShortSHA(to), err)
 	}
 	if out, _ := run.Run(ctx, r.Root+"/current/relay", nil); string(out) != "v1\n" {
 		t.Errorf("after rollback current/relay says %q", out)

@@ -1,6 +1,8 @@
 package provision
 
 import (
+	"github.com/relayfleet/relayfleet/internal/text"
+
 	"context"
 	"fmt"
 	"path"
@@ -22,7 +24,7 @@ const (
 // ProbeResetSecret says what state the reset secret at p is in on the
 // box, from its size and modes alone: the secret itself is never read.
 func ProbeResetSecret(ctx context.Context, run Runner, p string) (string, error) {
-	out, err := run.Run(ctx, fmt.Sprintf(`p=%s; if [ -f "$p" ] && [ ! -L "$p" ]; then stat -c '%%s %%a %%U %%G' "$p" "$(dirname "$p")"; fi`, quote(p)), nil)
+	out, err := run.Run(ctx, fmt.Sprintf(`p=%s; if [ -f "$p" ] && [ ! -L "$p" ]; then stat -c '%%s %%a %%U %%G' "$p" "$(dirname "$p")"; fi`, text.ShellQuote(p)), nil)
 	if err != nil {
 		return "", fmt.Errorf("probe %s: %w", p, err)
 	}
@@ -74,7 +76,7 @@ mv -f "$tmp" "$p"
 trap - EXIT HUP INT TERM
 sync "$d"
 echo created
-`, quote(p), quote(path.Dir(p)), ResetSecretBytes)
+`, text.ShellQuote(p), text.ShellQuote(path.Dir(p)), ResetSecretBytes)
 	out, err := run.Run(ctx, script, nil)
 	if err != nil {
 		return false, fmt.Errorf("reset secret %s: %w", p, err)

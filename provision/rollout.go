@@ -1,6 +1,8 @@
 package provision
 
 import (
+	"github.com/relayfleet/relayfleet/internal/text"
+
 	"context"
 	"errors"
 	"fmt"
@@ -163,7 +165,7 @@ func Rollout(ctx context.Context, run Runner, rel Releases, binary []byte, insta
 }
 
 func restartChecked(ctx context.Context, run Runner, inst string, health Health) error {
-	if _, err := run.Run(ctx, "systemctl restart "+quote(inst), nil); err != nil {
+	if _, err := run.Run(ctx, "systemctl restart "+text.ShellQuote(inst), nil); err != nil {
 		return fmt.Errorf("restart %s: %w", inst, err)
 	}
 	if err := waitActive(ctx, run, inst, 20*time.Second); err != nil {
@@ -263,7 +265,7 @@ func (r *RolloutResult) rollback(ctx context.Context, run Runner, rel Releases, 
 			return fmt.Errorf("%w; rolled back, but %v", cause, err)
 		}
 	}
-	return fmt.Errorf("%w; rolled back to %s", cause, short(r.From))
+	return fmt.Errorf("%w; rolled back to %s", cause, text.ShortSHA(r.From))
 }
 
 // ActiveInstances lists the relay instances active on a box.
@@ -317,5 +319,5 @@ func BoxListeners(ctx context.Context, run Runner, instances []string) (int64, e
 // pipes the answer through filter.
 func onBox(instance, method, path, filter string) string {
 	port := strings.TrimSuffix(strings.TrimPrefix(instance, "relay@"), ".service")
-	return fmt.Sprintf(`exec 3<>/dev/tcp/127.0.0.1/%s 2>/dev/null && printf '%s %s HTTP/1.0\r\n\r\n' >&3 && %s <&3`, quote(port), method, path, filter)
+	return fmt.Sprintf(`exec 3<>/dev/tcp/127.0.0.1/%s 2>/dev/null && printf '%s %s HTTP/1.0\r\n\r\n' >&3 && %s <&3`, text.ShellQuote(port), method, path, filter)
 }

@@ -1,6 +1,8 @@
 package provision
 
 import (
+	"github.com/relayfleet/relayfleet/internal/text"
+
 	"context"
 	"fmt"
 	"slices"
@@ -28,7 +30,7 @@ func (r Releases) Running(ctx context.Context, run Runner, instances []string) (
 	}
 	var b strings.Builder
 	for _, inst := range instances {
-		fmt.Fprintf(&b, "pid=$(systemctl show -p MainPID --value %[1]s 2>/dev/null); exe=; if [ \"${pid:-0}\" -gt 0 ] 2>/dev/null; then exe=$(readlink /proc/$pid/exe 2>/dev/null); fi; printf '%%s\\t%%s\\n' %[1]s \"$exe\"\n", quote(inst))
+		fmt.Fprintf(&b, "pid=$(systemctl show -p MainPID --value %[1]s 2>/dev/null); exe=; if [ \"${pid:-0}\" -gt 0 ] 2>/dev/null; then exe=$(readlink /proc/$pid/exe 2>/dev/null); fi; printf '%%s\\t%%s\\n' %[1]s \"$exe\"\n", text.ShellQuote(inst))
 	}
 	out, err := run.Run(ctx, b.String(), nil)
 	if err != nil {
@@ -65,7 +67,7 @@ func DrainingInstances(ctx context.Context, run Runner, instances []string) ([]s
 	const mark = "== relayfleet-stats "
 	var b strings.Builder
 	for _, inst := range instances {
-		fmt.Fprintf(&b, "echo %s; (%s) 2>/dev/null || true; echo\n", quote(mark+inst), onBox(inst, "GET", "/stats", `sed '1,/^\r$/d'`))
+		fmt.Fprintf(&b, "echo %s; (%s) 2>/dev/null || true; echo\n", text.ShellQuote(mark+inst), onBox(inst, "GET", "/stats", `sed '1,/^\r$/d'`))
 	}
 	out, err := run.Run(ctx, b.String(), nil)
 	if err != nil {

@@ -1,6 +1,8 @@
 package provision
 
 import (
+	"github.com/relayfleet/relayfleet/internal/text"
+
 	"context"
 	"fmt"
 	"log/slog"
@@ -107,11 +109,11 @@ func TestRolloutResumesAfterACutOff(t *testing.T) {
 		t.Fatal(err)
 	}
 	if !r.Resumed || r.From != oldRel || r.To != newRel || !reflect.DeepEqual(r.Restarted, []string{"relay@4444.service"}) {
-		t.Errorf("result %+v, want resumed %s -> %s restarting relay@4444 only", r, short(oldRel), short(newRel))
+		t.Errorf("result %+v, want resumed %s -> %s restarting relay@4444 only", r, text.ShortSHA(oldRel), text.ShortSHA(newRel))
 	}
 	runs, err := rel.Running(context.Background(), box, insts)
 	if err != nil || runs["relay@4443.service"] != newRel || runs["relay@4444.service"] != newRel {
-		t.Errorf("running %v (%v), want both on %s", runs, err, short(newRel))
+		t.Errorf("running %v (%v), want both on %s", runs, err, text.ShortSHA(newRel))
 	}
 	if box.proc(4444).draining {
 		t.Error("relay@4444 is still draining")

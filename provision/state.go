@@ -1,6 +1,8 @@
 package provision
 
 import (
+	"github.com/relayfleet/relayfleet/internal/text"
+
 	"fmt"
 	"maps"
 	"path"
@@ -198,9 +200,9 @@ func (c Change) String() string {
 	case ChangeSysctl:
 		return fmt.Sprintf("sysctl %s: %s -> %s", c.What, orNone(c.From), c.To)
 	case ChangeRelease:
-		return fmt.Sprintf("release %s -> %s", orNone(short(c.From)), short(c.To))
+		return fmt.Sprintf("release %s -> %s", text.ShortSHA(c.From), text.ShortSHA(c.To))
 	case ChangeStale:
-		return fmt.Sprintf("restart %s: it runs %s, not the current release %s (moved out first)", c.What, short(c.From), short(c.To))
+		return fmt.Sprintf("restart %s: it runs %s, not the current release %s (moved out first)", c.What, text.ShortSHA(c.From), text.ShortSHA(c.To))
 	case ChangeUndrain:
 		return "undrain " + c.What + " (left draining by a cut-off rollout)"
 	case ChangeDrain:

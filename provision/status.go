@@ -1,6 +1,8 @@
 package provision
 
 import (
+	"github.com/relayfleet/relayfleet/internal/text"
+
 	"context"
 	"fmt"
 	"sort"
@@ -105,7 +107,7 @@ func Status(ctx context.Context, run Runner, prof sysctl.Profile, rel Releases) 
 func processStatus(ctx context.Context, run Runner, unit string) ProcessStatus {
 	p := ProcessStatus{Unit: unit}
 	out, err := run.Run(ctx, fmt.Sprintf("systemctl show -p ActiveState -p MemoryCurrent -p MemoryMax -p NRestarts %s\necho '== stats'\n%s",
-		quote(unit), onBox(unit, "GET", "/stats", `sed '1,/^\r$/d'`)), nil)
+		text.ShellQuote(unit), onBox(unit, "GET", "/stats", `sed '1,/^\r$/d'`)), nil)
 	props, stats, _ := strings.Cut(string(out), "== stats\n")
 	for line := range strings.SplitSeq(props, "\n") {
 		k, v, _ := strings.Cut(line, "=")

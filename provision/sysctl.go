@@ -1,6 +1,8 @@
 package provision
 
 import (
+	"github.com/relayfleet/relayfleet/internal/text"
+
 	"context"
 	"fmt"
 	"strings"
@@ -14,7 +16,7 @@ func ReadSysctl(ctx context.Context, run Runner, p sysctl.Profile) (map[string]s
 	var b strings.Builder
 	for _, s := range p.Settings {
 		// One line per key: KEY<TAB>VALUE, or KEY alone when unreadable.
-		fmt.Fprintf(&b, "printf '%%s\\t%%s\\n' %s \"$(cat %s 2>/dev/null | tr '\\t\\n' '  ')\"\n", quote(s.Key), quote(sysctl.ProcPath(s.Key)))
+		fmt.Fprintf(&b, "printf '%%s\\t%%s\\n' %s \"$(cat %s 2>/dev/null | tr '\\t\\n' '  ')\"\n", text.ShellQuote(s.Key), text.ShellQuote(sysctl.ProcPath(s.Key)))
 	}
 	out, err := run.Run(ctx, b.String(), nil)
 	if err != nil {
@@ -53,7 +55,7 @@ func ApplySysctl(ctx context.Context, run Runner, p sysctl.Profile) ([]sysctl.Re
 	}
 	if !allSatisfied(p, before) {
 		// Output and status are ignored on purpose: the read-back is the truth.
-		if _, err := run.Run(ctx, fmt.Sprintf("sysctl -q -p %s >/dev/null 2>&1 || true", quote(p.File)), nil); err != nil {
+		if _, err := run.Run(ctx, fmt.Sprintf("sysctl -q -p %s >/dev/null 2>&1 || true", text.ShellQuote(p.File)), nil); err != nil {
 			return nil, fmt.Errorf("apply %s: %w", p.File, err)
 		}
 	}
@@ -80,7 +82,7 @@ func recordRefused(ctx context.Context, run Runner, results []sysctl.Result) err
 		}
 	}
 	if b.Len() == 0 {
-		_, err := run.Run(ctx, "rm -f "+quote(RefusedFile), nil)
+		_, err := run.Run(ctx, "rm -f "+text.ShellQuote(RefusedFile), nil)
 		return err
 	}
 	_, err := WriteFile(ctx, run, RefusedFile, []byte(b.String()), 0o644)
@@ -89,7 +91,7 @@ func recordRefused(ctx context.Context, run Runner, results []sysctl.Result) err
 
 // ReadRefused reads the keys the box's kernel refused since boot.
 func ReadRefused(ctx context.Context, run Runner) (map[string]string, error) {
-	out, err := run.Run(ctx, "cat "+quote(RefusedFile)+" 2>/dev/null || true", nil)
+	out, err := run.Run(ctx, "cat "+text.ShellQuote(RefusedFile)+" 2>/dev/null || true", nil)
 	if err != nil {
 		return nil, fmt.Errorf("read %s: %w", RefusedFile, err)
 	}

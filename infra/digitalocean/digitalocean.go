@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/relayfleet/relayfleet/internal/text"
 	"io"
 	"maps"
 	"net"
@@ -137,14 +138,12 @@ func apiError(err error) error {
 	}
 	status := er.Response.StatusCode
 	id := er.Response.Header.Get(errorIDHeader)
-	msg := fmt.Sprintf("%d %s: %s", status, cmp.Or(id, strings.ToLower(http.StatusText(status))), oneLine(cmp.Or(er.Message, "no message")))
+	msg := fmt.Sprintf("%d %s: %s", status, cmp.Or(id, strings.ToLower(http.StatusText(status))), text.Squash(cmp.Or(er.Message, "no message")))
 	if er.RequestID != "" {
 		msg += fmt.Sprintf(" (request %s)", er.RequestID)
 	}
 	return &Error{Status: status, ID: id, msg: msg, err: err}
 }
-
-func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }
 
 func isNotFound(err error) bool {
 	var er *godo.ErrorResponse

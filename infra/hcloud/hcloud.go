@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/relayfleet/relayfleet/internal/text"
 	"net"
 	"net/http"
 	"net/netip"
@@ -85,10 +86,10 @@ func apiError(err error) error {
 	if r := he.Response(); r != nil && r.Response != nil {
 		fmt.Fprintf(&b, "%d ", r.StatusCode)
 	}
-	fmt.Fprintf(&b, "%s: %s", he.Code, oneLine(he.Message))
+	fmt.Fprintf(&b, "%s: %s", he.Code, text.Squash(he.Message))
 	if d, ok := he.Details.(hcloud.ErrorDetailsInvalidInput); ok {
 		for _, f := range d.Fields {
-			fmt.Fprintf(&b, "; %s: %s", f.Name, oneLine(strings.Join(f.Messages, ", ")))
+			fmt.Fprintf(&b, "; %s: %s", f.Name, text.Squash(strings.Join(f.Messages, ", ")))
 		}
 	}
 	return &Error{Code: string(he.Code), msg: b.String(), err: err}
@@ -103,8 +104,6 @@ type Error struct {
 
 func (e *Error) Error() string { return e.msg }
 func (e *Error) Unwrap() error { return e.err }
-
-func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }
 
 // Create makes the server and returns it once its create actions have
 // succeeded and it runs. A server called spec.Name with spec's fleet, tier

@@ -198,14 +198,6 @@ func show(t *testing.T, box, unit string, props ...string) map[string]string {
 	return m
 }
 
-// waitFor polls cond every 200ms until it holds or d passes.
-func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	if !testutil.PollEvery(d, 200*time.Millisecond, cond) {
-		t.Fatalf("%s: not within %s", what, d)
-	}
-}
-
 func TestPinnedHostKey(t *testing.T) {
 	ctx := testCtx(t, time.Minute)
 	for _, name := range []string{box1, box2} {
@@ -392,7 +384,7 @@ func TestMemoryMaxIsolation(t *testing.T) {
 	ctx := testCtx(t, 3*time.Minute)
 	shIn(t, box1, "cat > /etc/systemd/system/hog@.service && systemctl daemon-reload && systemctl restart hog@a hog@b", hogUnit)
 	props := []string{"ActiveState", "MainPID", "NRestarts", "MemoryMax", "Result"}
-	waitFor(t, 10*time.Second, "hog@a and hog@b active", func() bool {
+	testutil.WaitForEvery(t, 10*time.Second, 200*time.Millisecond, "hog@a and hog@b active", func() bool {
 		return show(t, box1, "hog@a", props...)["ActiveState"] == "active" && show(t, box1, "hog@b", props...)["ActiveState"] == "active"
 	})
 	a0, b0 := show(t, box1, "hog@a", props...), show(t, box1, "hog@b", props...)
@@ -407,7 +399,7 @@ func TestMemoryMaxIsolation(t *testing.T) {
 
 	sh(t, box1, "touch /run/hog-a.go")
 	var a1 map[string]string
-	waitFor(t, 60*time.Second, "hog@a OOM-killed and restarted", func() bool {
+	testutil.WaitForEvery(t, 60*time.Second, 200*time.Millisecond, "hog@a OOM-killed and restarted", func() bool {
 		a1 = show(t, box1, "hog@a", props...)
 		n, _ := strconv.Atoi(a1["NRestarts"])
 		return n > 0 && a1["ActiveState"] == "active"
@@ -472,7 +464,7 @@ RestartSec=100ms
 	start := time.Now()
 	sh(t, box2, "systemctl start crashloop crashlimited")
 	var s map[string]string
-	waitFor(t, 10*time.Second, "more than 5 restarts", func() bool {
+	testutil.WaitForEvery(t, 10*time.Second, 200*time.Millisecond, "more than 5 restarts", func() bool {
 		s = show(t, box2, "crashloop", "NRestarts", "ActiveState")
 		n, _ := strconv.Atoi(s["NRestarts"])
 		return n > 5
@@ -534,7 +526,7 @@ func TestCrashLeftoversAreCleanedUp(t *testing.T) {
 	if err := syscall.Kill(b.PID, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 10*time.Second, "launcher gone", func() bool {
+	testutil.WaitForEvery(t, 10*time.Second, 200*time.Millisecond, "launcher gone", func() bool {
 		got, _ := testLab.Get(ctx, box3)
 		return got.State == StateStopped
 	})

@@ -6,6 +6,7 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"github.com/relayfleet/relayfleet/internal/text"
 	"io"
 	"io/fs"
 	"path"
@@ -166,7 +167,7 @@ func ParseCloudInit(userData []byte) (CloudInit, error) {
 			c.WriteFiles, err = writeFiles(val)
 		}
 		if err != nil {
-			return c, fmt.Errorf("user data: cloud-config %s: %v", key, oneLine(err))
+			return c, fmt.Errorf("user data: cloud-config %s: %v", key, text.Squash(err.Error()))
 		}
 	}
 	for i, u := range users {
@@ -178,7 +179,7 @@ func ParseCloudInit(userData []byte) (CloudInit, error) {
 			Keys yaml.Node `yaml:"ssh_authorized_keys"`
 		}
 		if err := u.Decode(&user); err != nil {
-			return c, fmt.Errorf("user data: cloud-config users[%d]: %v", i, oneLine(err))
+			return c, fmt.Errorf("user data: cloud-config users[%d]: %v", i, text.Squash(err.Error()))
 		}
 		if user.Name != "root" {
 			c.Ignored = append(c.Ignored, "users["+user.Name+"]")
@@ -186,7 +187,7 @@ func ParseCloudInit(userData []byte) (CloudInit, error) {
 		}
 		var keys []string
 		if err := decodeList(&user.Keys, &keys); err != nil {
-			return c, fmt.Errorf("user data: cloud-config users[%d].ssh_authorized_keys: %v", i, oneLine(err))
+			return c, fmt.Errorf("user data: cloud-config users[%d].ssh_authorized_keys: %v", i, text.Squash(err.Error()))
 		}
 		c.AuthorizedKeys = addKeys(c.AuthorizedKeys, keys)
 	}
@@ -329,5 +330,3 @@ func perms(n *yaml.Node) (fs.FileMode, error) {
 	}
 	return fs.FileMode(v), nil
 }
-
-func oneLine(err error) string { return strings.Join(strings.Fields(err.Error()), " ") }

@@ -8,6 +8,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"github.com/relayfleet/relayfleet/internal/text"
 	"maps"
 	"net"
 	"path"
@@ -235,13 +236,13 @@ func CloudInitScript(ci CloudInit, server string) string {
 	var b strings.Builder
 	b.WriteString("set -eu\numask 022\n")
 	write := func(p string, content []byte, mode uint32, owner string, appendTo bool) {
-		fmt.Fprintf(&b, "mkdir -p %s\n", quote(path.Dir(p)))
+		fmt.Fprintf(&b, "mkdir -p %s\n", text.ShellQuote(path.Dir(p)))
 		redirect := ">"
 		if appendTo {
 			redirect = ">>"
 		}
-		fmt.Fprintf(&b, "printf '%%s' %s | base64 -d %s %s\n", quote(base64.StdEncoding.EncodeToString(content)), redirect, quote(p))
-		fmt.Fprintf(&b, "chmod %04o %s\nchown %s %s\n", mode, quote(p), quote(owner), quote(p))
+		fmt.Fprintf(&b, "printf '%%s' %s | base64 -d %s %s\n", text.ShellQuote(base64.StdEncoding.EncodeToString(content)), redirect, text.ShellQuote(p))
+		fmt.Fprintf(&b, "chmod %04o %s\nchown %s %s\n", mode, text.ShellQuote(p), text.ShellQuote(owner), text.ShellQuote(p))
 	}
 	for _, f := range ci.WriteFiles {
 		if !f.Defer {
@@ -258,8 +259,8 @@ func CloudInitScript(ci CloudInit, server string) string {
 		fqdn = host
 	}
 	write("/etc/hostname", []byte(short+"\n"), 0o644, "root:root", false)
-	fmt.Fprintf(&b, "hostname %s\n", quote(short))
-	fmt.Fprintf(&b, "sed -i '/^127.0.1.1[[:space:]]/d' /etc/hosts\nprintf '127.0.1.1 %%s %%s\\n' %s %s >> /etc/hosts\n", quote(fqdn), quote(short))
+	fmt.Fprintf(&b, "hostname %s\n", text.ShellQuote(short))
+	fmt.Fprintf(&b, "sed -i '/^127.0.1.1[[:space:]]/d' /etc/hosts\nprintf '127.0.1.1 %%s %%s\\n' %s %s >> /etc/hosts\n", text.ShellQuote(fqdn), text.ShellQuote(short))
 	if ci.SSHDeleteKeys {
 		b.WriteString("rm -f /etc/ssh/ssh_host_*key*\n")
 	}
@@ -306,4 +307,3 @@ func CloudInitScript(ci CloudInit, server string) string {
 }
 
 // quote is s as one single-quoted shell word.
-func quote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }

@@ -78,6 +78,15 @@ func WaitFor(t testing.TB, limit time.Duration, what string, cond func() bool) {
 	}
 }
 
+// WaitForEvery is WaitFor for a cond that costs something (a command in
+// a lab box): it asks every interval.
+func WaitForEvery(t testing.TB, limit, every time.Duration, what string, cond func() bool) {
+	t.Helper()
+	if !PollEvery(limit, every, cond) {
+		t.Fatalf("timed out after %v waiting for %s", limit, what)
+	}
+}
+
 // Poll polls cond every 10 ms until it holds (true) or limit passes
 // (false): WaitFor for a caller whose failure message needs what it saw.
 func Poll(limit time.Duration, cond func() bool) bool {

@@ -14,6 +14,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/relayfleet/relayfleet/internal/text"
 	"io"
 	"math"
 	"net"
@@ -208,7 +209,7 @@ type BoxFacts struct {
 
 // Describe is the box in a few words: hostname, cores, CPU, release.
 func (b BoxFacts) Describe() string {
-	return fmt.Sprintf("%s, %s %s, relay %s", b.Hostname, plural(b.Cores, "core", "cores"), b.CPU, short(b.Release))
+	return fmt.Sprintf("%s, %s %s, relay %s", b.Hostname, text.Plural(b.Cores, "core", "cores"), b.CPU, text.ShortSHA(b.Release))
 }
 
 func MeasuredOn(target string, b BoxFacts) string {
@@ -318,7 +319,7 @@ func (lt *Tester) Run(ctx context.Context) ([]Step, error) {
 	// pin it instead of fetching a certificate hash over plain HTTP.
 	keys, err := lt.sample(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("read the relays' key hashes: %s", oneLine(err))
+		return nil, fmt.Errorf("read the relays' key hashes: %s", text.OneLine(err))
 	}
 	for _, port := range lt.Ports {
 		spki := keys.Procs[port].SPKI
@@ -385,7 +386,7 @@ func (lt *Tester) step(ctx context.Context, want int) Step {
 	// generator pins it instead of fetching it over plain HTTP.
 	first, err := lt.sample(ctx)
 	if err != nil {
-		st.Error = fmt.Sprintf("read the relays' certificate hashes: %s", oneLine(err))
+		st.Error = fmt.Sprintf("read the relays' certificate hashes: %s", text.OneLine(err))
 		return st
 	}
 	for _, port := range lt.Ports {
@@ -435,7 +436,7 @@ sampling:
 	}
 	for i, err := range errs {
 		if err != nil {
-			st.Error = fmt.Sprintf("load generator on %s: %s", lt.URL(lt.Ports[i]), oneLine(err))
+			st.Error = fmt.Sprintf("load generator on %s: %s", lt.URL(lt.Ports[i]), text.OneLine(err))
 			return st
 		}
 	}
@@ -886,13 +887,6 @@ func ints(ns []int) string {
 	return strings.Join(s, ",")
 }
 
-func plural(n int, one, many string) string {
-	if n == 1 {
-		return "1 " + one
-	}
-	return fmt.Sprintf("%d %s", n, many)
-}
-
 // wrap splits text into lines of at most width characters.
 func wrap(text string, width int) []string {
 	var lines []string
@@ -911,21 +905,6 @@ func wrap(text string, width int) []string {
 		lines = append(lines, line)
 	}
 	return lines
-}
-
-// short is a release's SHA-256, shortened.
-func short(sha string) string {
-	if len(sha) > 12 {
-		return sha[:12]
-	}
-	if sha == "" {
-		return "(none)"
-	}
-	return sha
-}
-
-func oneLine(err error) string {
-	return strings.ReplaceAll(err.Error(), "\n", "; ")
 }
 
 // Ports lists the relay processes to measure on a box: the port of every
@@ -996,5 +975,5 @@ func (f Fit) Summary() string {
 // Header is the line the load test starts with.
 func (lt *Tester) Header(target string, info BoxFacts) string {
 	return fmt.Sprintf("loadtest %s (%s): %s at %s, steps %s listeners, %v measured each, ramp %g/s",
-		target, info.Describe(), plural(len(lt.Ports), "relay process", "relay processes"), lt.Addr, ints(lt.Steps), lt.Dur, lt.Ramp)
+		target, info.Describe(), text.Plural(len(lt.Ports), "relay process", "relay processes"), lt.Addr, ints(lt.Steps), lt.Dur, lt.Ramp)
 }

@@ -117,7 +117,7 @@ func TestListenerMovesOffAKilledRelay(t *testing.T) {
 	startPublisher(t, ctx, b, 40*time.Millisecond)
 	router := startRouter(t, a, b)
 	out := runListener(t, ctx, router.URL, client.DefaultSilence)
-	waitFor(t, "groups from A", func() bool { return groupCount(out) >= 5 })
+	testutil.WaitFor(t, 20*time.Second, "groups from A", func() bool { return groupCount(out) >= 5 })
 
 	killed := time.Now()
 	a.kill()
@@ -138,7 +138,7 @@ func TestListenerMovesOffAKilledRelay(t *testing.T) {
 		t.Errorf("router asked to avoid %q, want A", last)
 	}
 	n := groupCount(out)
-	waitFor(t, "groups from B", func() bool { return groupCount(out) >= n+5 })
+	testutil.WaitFor(t, 20*time.Second, "groups from B", func() bool { return groupCount(out) >= n+5 })
 }
 
 // TestListenerGoingAwayIsImmediate: a going-away close moves the listener
@@ -154,7 +154,7 @@ func TestListenerGoingAwayIsImmediate(t *testing.T) {
 	router := startRouter(t, a, b)
 	const silence = 10 * time.Second
 	out := runListener(t, ctx, router.URL, silence)
-	waitFor(t, "groups from A", func() bool { return groupCount(out) >= 5 })
+	testutil.WaitFor(t, 20*time.Second, "groups from A", func() bool { return groupCount(out) >= 5 })
 
 	closed := time.Now()
 	_ = a.session(t, 1).CloseWithError(moqlite.CodeGoingAway, "going away")
@@ -169,11 +169,6 @@ func TestListenerGoingAwayIsImmediate(t *testing.T) {
 	}
 }
 
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	testutil.WaitFor(t, 20*time.Second, what, cond)
-}
-
 // TestListenerFirstConnectAvoidsADeadRelay: the router still names a relay
 // that died since its last poll; the listener's first connection fails
 // there (the handshake times out) and it asks again avoiding it.
@@ -186,7 +181,7 @@ func TestListenerFirstConnectAvoidsADeadRelay(t *testing.T) {
 	dead.kill()
 	router := startRouter(t, dead, b)
 	out := runListener(t, ctx, router.URL, client.DefaultSilence)
-	waitFor(t, "groups from B", func() bool { return groupCount(out) >= 5 })
+	testutil.WaitFor(t, 20*time.Second, "groups from B", func() bool { return groupCount(out) >= 5 })
 	router.mu.Lock()
 	avoids := slices.Clone(router.avoids)
 	router.mu.Unlock()

@@ -152,15 +152,12 @@ func (s *syncWriter) Write(b []byte) (int, error) {
 	return s.w.Write(b)
 }
 
-func waitFor(t *testing.T, ctx context.Context, what string, cond func() bool) {
-	t.Helper()
-	for !cond() {
-		select {
-		case <-ctx.Done():
-			t.Fatalf("timed out waiting for %s", what)
-		case <-time.After(20 * time.Millisecond):
-		}
+// until is the time left before ctx's deadline (a minute if it has none).
+func until(ctx context.Context) time.Duration {
+	if d, ok := ctx.Deadline(); ok {
+		return time.Until(d)
 	}
+	return time.Minute
 }
 
 // goSubscribe reads every group with our Go client and checks each frame.
@@ -239,7 +236,7 @@ func TestMoqLitePublisherToMoqLiteAndGoSubscribers(t *testing.T) {
 	if e := pub.expect(t, ctx, "connected"); e.Version != "moq-lite-02" {
 		t.Fatalf("publisher negotiated %q, want moq-lite-02", e.Version)
 	}
-	waitFor(t, ctx, "the broadcast to be announced", func() bool { return r.Stats().Broadcasts == 1 })
+	testutil.WaitFor(t, until(ctx), "the broadcast to be announced", func() bool { return r.Stats().Broadcasts == 1 })
 
 	var subs []*nodeProc
 	for i := 0; i < nodeSubs; i++ {
@@ -253,7 +250,7 @@ func TestMoqLitePublisherToMoqLiteAndGoSubscribers(t *testing.T) {
 	goSubscribed := make(chan struct{})
 	go func() { goErr <- goSubscribe(ctx, url, "room", goSubscribed) }()
 
-	waitFor(t, ctx, "all subscriptions at the relay", func() bool { return r.Stats().Subscribers == nodeSubs+1 })
+	testutil.WaitFor(t, until(ctx), "all subscriptions at the relay", func() bool { return r.Stats().Subscribers == nodeSubs+1 })
 	pub.expect(t, ctx, "requested")
 	if st := r.Stats(); st.Tracks != 1 {
 		t.Fatalf("relay pulls %d tracks from the publisher, want 1", st.Tracks)
@@ -285,7 +282,7 @@ func TestMoqLitePublisherToMoqLiteAndGoSubscribers(t *testing.T) {
 	if st.FramesOut != (nodeSubs+1)*groups*framesPer {
 		t.Fatalf("relay sent %d frames, want %d", st.FramesOut, (nodeSubs+1)*groups*framesPer)
 	}
-	waitFor(t, ctx, "every session to end", func() bool {
+	testutil.WaitFor(t, until(ctx), "every session to end", func() bool {
 		st := r.Stats()
 		return st.Sessions == 0 && st.Broadcasts == 0 && st.Subscribers == 0
 	})
@@ -314,7 +311,7 @@ func TestGoPublisherToMoqLiteSubscribers(t *testing.T) {
 		s.expect(t, ctx, "subscribed")
 		subs = append(subs, s)
 	}
-	waitFor(t, ctx, "both subscriptions at the relay", func() bool { return r.Stats().Subscribers == 2 })
+	testutil.WaitFor(t, until(ctx), "both subscriptions at the relay", func() bool { return r.Stats().Subscribers == 2 })
 	if err := tw.WaitSubscribers(ctx, 1); err != nil {
 		t.Fatal(err)
 	}
@@ -351,22 +348,22 @@ func TestMoqLiteLateJoinerStartsAtNewestGroup(t *testing.T) {
 		"--frames", fmt.Sprint(framesPer), "--size", fmt.Sprint(frameSize)}
 	pub := startNode(t, ctx, "publisher", "publisher.mjs", append(common, "--interval", "10", "--pause-at", "10")...)
 	pub.expect(t, ctx, "connected")
-	waitFor(t, ctx, "the broadcast to be announced", func() bool { return r.Stats().Broadcasts == 1 })
+	testutil.WaitFor(t, until(ctx), "the broadcast to be announced", func() bool { return r.Stats().Broadcasts == 1 })
 	early := startNode(t, ctx, "early subscriber", "subscriber.mjs", common...)
 	early.expect(t, ctx, "connected")
 	early.expect(t, ctx, "subscribed")
 	pub.expect(t, ctx, "requested")
-	waitFor(t, ctx, "the early subscription", func() bool { return r.Stats().Subscribers == 1 })
+	testutil.WaitFor(t, until(ctx), "the early subscription", func() bool { return r.Stats().Subscribers == 1 })
 	if _, err := io.WriteString(pub.stdin, "go\n"); err != nil {
 		t.Fatal(err)
 	}
 	pub.expect(t, ctx, "paused")
-	waitFor(t, ctx, "groups 0-9 at the relay", func() bool { return r.Stats().FramesIn == 10*framesPer })
+	testutil.WaitFor(t, until(ctx), "groups 0-9 at the relay", func() bool { return r.Stats().FramesIn == 10*framesPer })
 
 	late := startNode(t, ctx, "late subscriber", "subscriber.mjs", append(common, "--first", "9")...)
 	late.expect(t, ctx, "connected")
 	late.expect(t, ctx, "subscribed")
-	waitFor(t, ctx, "the late subscription", func() bool { return r.Stats().Subscribers == 2 })
+	testutil.WaitFor(t, until(ctx), "the late subscription", func() bool { return r.Stats().Subscribers == 2 })
 	if _, err := io.WriteString(pub.stdin, "resume\n"); err != nil {
 		t.Fatal(err)
 	}

@@ -87,12 +87,6 @@ func (c *localCloud) logLines() []string {
 	}
 }
 
-// waitFor polls cond until it holds or a generous deadline passes.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	testutil.WaitFor(t, 30*time.Second, what, cond)
-}
-
 // TestValidatorCatchesFaults: the validator the other tests lean on sees a
 // response that breaks the description, a request that does, and a path
 // the description does not have; the local cloud's own answer to the same
@@ -383,13 +377,13 @@ func TestRestartDuringCreate(t *testing.T) {
 	// after a crash).
 	m2 := localcloud.NewMemMachines()
 	second := startCloud(t, file, m2)
-	waitFor(t, "the second server to delete r-1's machine", func() bool { return slices.Contains(m2.Deleted(), "r-1") })
+	testutil.WaitFor(t, 30*time.Second, "the second server to delete r-1's machine", func() bool { return slices.Contains(m2.Deleted(), "r-1") })
 	g := second.godo(t)
 	a, _, err := g.Actions.Get(testCtx(t), created.Links.Actions[0].ID)
 	if err != nil || a.Status != "errored" {
 		t.Fatalf("create action after the restart: %+v %v", a, err)
 	}
-	waitFor(t, "r-1 to go", func() bool {
+	testutil.WaitFor(t, 30*time.Second, "r-1 to go", func() bool {
 		_, _, err := g.Droplets.Get(testCtx(t), created.Droplet.ID)
 		var er *godo.ErrorResponse
 		return errors.As(err, &er) && er.Response.StatusCode == http.StatusNotFound
@@ -410,7 +404,7 @@ func TestCreateFails(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "errored") {
 		t.Fatalf("create with a machine that fails: %v", err)
 	}
-	waitFor(t, "the droplet to go", func() bool {
+	testutil.WaitFor(t, 30*time.Second, "the droplet to go", func() bool {
 		cloud.srv.mu.Lock()
 		defer cloud.srv.mu.Unlock()
 		return len(cloud.srv.st.Droplets) == 0
@@ -453,7 +447,7 @@ func TestDeleteWhileCreating(t *testing.T) {
 		t.Fatalf("a second d-1 while the first goes: %d", status)
 	}
 	close(release)
-	waitFor(t, "d-1 to go", func() bool {
+	testutil.WaitFor(t, 30*time.Second, "d-1 to go", func() bool {
 		status, _, _ := cloud.call(t, http.MethodGet, path, "", false)
 		return status == http.StatusNotFound
 	})
@@ -543,14 +537,14 @@ func TestMoreOperations(t *testing.T) {
 	}) {
 		t.Fatalf("sizes %+v %v", sizes, err)
 	}
-	waitFor(t, "the droplets to be active", func() bool {
+	testutil.WaitFor(t, 30*time.Second, "the droplets to be active", func() bool {
 		as, _, err := g.Actions.List(c, nil)
 		return err == nil && len(as) == 2 && as[0].Status == "completed" && as[1].Status == "completed"
 	})
 	if _, err := g.Droplets.DeleteByTag(c, "fleet:m"); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the tagged droplets to go", func() bool {
+	testutil.WaitFor(t, 30*time.Second, "the tagged droplets to go", func() bool {
 		ds, _, err := g.Droplets.List(c, nil)
 		return err == nil && len(ds) == 0
 	})
