@@ -195,7 +195,7 @@ func runPlan(_ context.Context, args []string, ios *cli.IOStreams) error {
 	return writePlanTable(stdout, plan, def, cals.perShape)
 }
 
-// planJSON is the --json document; its fields are described in the README.
+// planJSON is the --json document; its fields are described in docs/planning.md.
 type planJSON struct {
 	*capacity.Plan
 	Calibration calibrationJSON `json:"calibration"`

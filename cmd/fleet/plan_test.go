@@ -63,8 +63,8 @@ func TestPlanGolden(t *testing.T) {
 }
 
 // TestPlanStory checks the story's claims through the JSON document, not
-// only through golden files, with the story's calibration as the README
-// reproduces it.
+// only through golden files, with the story's calibration as
+// docs/planning.md reproduces it.
 func TestPlanStory(t *testing.T) {
 	type doc struct {
 		Boxes  int `json:"boxes"`

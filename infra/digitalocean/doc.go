@@ -1,5 +1,5 @@
 // Package digitalocean is relayfleet's DigitalOcean box backend, on godo
-// (README.md, "Hetzner Cloud and DigitalOcean"): droplets tagged with their labels as "key:value"
+// (docs/operations.md, "Clouds: tokens and the fleet's stack"): droplets tagged with their labels as "key:value"
 // tags and cloud-init user data that installs the host key relayfleet
 // generated, created (waited on through the create action and the
 // droplet's status), listed by tag and deleted idempotently; and one

@@ -1,5 +1,5 @@
 // Package hcloud is relayfleet's Hetzner Cloud box backend, on hcloud-go
-// v2.52.0 (README.md, "Hetzner Cloud and DigitalOcean"): servers with labels and cloud-init user
+// v2.52.0 (docs/operations.md, "Clouds: tokens and the fleet's stack"): servers with labels and cloud-init user
 // data that installs the host key relayfleet generated, created, listed by
 // label selector and deleted idempotently, each step waited on through the
 // Action API; and one firewall per fleet, applied by label selector, that

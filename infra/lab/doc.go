@@ -1,5 +1,5 @@
 // Package lab is relayfleet's lab backend: real local servers on one Linux
-// machine, for the demo and the integration tests (README.md, "Lab boxes").
+// machine, for the demo and the integration tests (docs/testing.md, "Lab boxes").
 //
 // A lab box is a systemd-nspawn container booted from a debootstrapped Debian
 // bookworm image with systemd as PID 1 and sshd. Each box is an overlay clone

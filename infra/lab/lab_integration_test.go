@@ -323,8 +323,8 @@ func TestBoxShape(t *testing.T) {
 	}
 }
 
-// TestNetCoreSysctlsAreHostWide pins the known difference README.md's "Lab
-// boxes" names: net.core.rmem_* and wmem_* are not per network namespace, so a
+// TestNetCoreSysctlsAreHostWide pins the known difference docs/testing.md's
+// "Lab boxes" names: net.core.rmem_* and wmem_* are not per network namespace, so a
 // lab box reads the host's values and cannot change them (the qemu flavour
 // can).
 func TestNetCoreSysctlsAreHostWide(t *testing.T) {

@@ -1,7 +1,7 @@
 // Package provider is the relayfleet Pulumi provider, built with
 // pulumi-go-provider's infer package and served by the fleet binary when it
-// runs as pulumi-resource-relayfleet (README.md, "fleet up: the fleet
-// through Pulumi").
+// runs as pulumi-resource-relayfleet (docs/operations.md, "fleet up,
+// preview, destroy").
 //
 // It has two resources:
 //
