@@ -234,10 +234,7 @@ func writeHeapProfile(name string) error {
 // TestFootprintListeners is TestListenerFootprint's listener process; it
 // does nothing unless started by it.
 func TestFootprintListeners(t *testing.T) {
-	url := os.Getenv(envFootprintURL)
-	if url == "" {
-		t.Skip("the listener process of TestListenerFootprint")
-	}
+	url := testutil.HelperProcess(t, envFootprintURL, "TestListenerFootprint")
 	n, err := strconv.Atoi(os.Getenv(envFootprintListeners))
 	if err != nil {
 		t.Fatal(err)
