@@ -154,7 +154,7 @@ e2e: pulumi ## the provider in process on lab boxes, then fleet up, drift, chang
 
 .PHONY: e2e-state
 
-e2e-state: pulumi ## an event's reconcile killed on one machine is finished from an empty state dir pointed at the same Pulumi backend (root; about 5 minutes; lab-state, rfst0); not in make e2e, to keep CI short
+e2e-state: pulumi ## an event's reconcile killed on one machine is finished from an empty state dir pointed at the same Pulumi backend (root; about 5 minutes; lab-state, rfst0); make e2e skips it, so that .ci/run runs it once, as its own step
 	RELAYFLEET_PULUMI=$(PULUMI) $(GO) test -tags e2e -count=1 -timeout 30m -v -run TestE2EEventResumedOnAnotherMachine ./cmd/fleet/
 
 e2e-localcloud: pulumi ## the local Hetzner Cloud and DigitalOcean APIs over lab boxes; on each, the real fleet up, status, rollout under listeners, an event's burst box up and down, destroy (root; lab-lcx, rflcx0)

@@ -88,7 +88,7 @@ func TestListenerFootprint(t *testing.T) {
 	// are in the baseline.
 	time.Sleep(500 * time.Millisecond)
 	g0, heap0, used0, alloc0 := footprint()
-	tls0 := heldBy("crypto/tls.")
+	tls0 := heldBy(t, "crypto/tls.")
 
 	cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^TestFootprintListeners$", "-test.v")
 	cmd.Env = append(os.Environ(), envFootprintURL+"="+relayURL(r, ""), envFootprintListeners+"="+strconv.Itoa(footprintListeners))
@@ -141,7 +141,7 @@ func TestListenerFootprint(t *testing.T) {
 		return float64(fewest-g0)/float64(max(sessions, 1)) <= maxGoroutinesPerListener
 	})
 	_, heap1, used1, alloc1 := footprint()
-	tls1 := heldBy("crypto/tls.")
+	tls1 := heldBy(t, "crypto/tls.")
 	if f := os.Getenv("RELAY_FOOTPRINT_HEAP"); f != "" { // a heap profile of the relay's process
 		if err := writeHeapProfile(f); err != nil {
 			t.Error(err)
@@ -183,13 +183,19 @@ func footprint() (goroutines int, heap, stackUsed, stackAlloc uint64) {
 
 // heldBy estimates the live heap bytes allocated with a function whose
 // name starts with prefix on the stack, from the heap profile as of the
-// last GC (footprint runs two), scaled for sampling as pprof does.
-func heldBy(prefix string) float64 {
+// last GC (footprint runs two), scaled for sampling as pprof does. A
+// profile it cannot read (still growing past the room given, or empty:
+// profiling off) fails the test: a 0 would pass any bound.
+func heldBy(t testing.TB, prefix string) float64 {
+	t.Helper()
 	n, _ := runtime.MemProfile(nil, true)
 	recs := make([]runtime.MemProfileRecord, n+64)
 	n, ok := runtime.MemProfile(recs, true)
 	if !ok {
-		return 0
+		t.Fatalf("heap profile unavailable: it holds more than the %d records read", len(recs))
+	}
+	if n == 0 {
+		t.Fatalf("heap profile empty (MemProfileRate %d): nothing to measure %s by", runtime.MemProfileRate, prefix)
 	}
 	var total float64
 	for _, r := range recs[:n] {
@@ -228,10 +234,7 @@ func writeHeapProfile(name string) error {
 // TestFootprintListeners is TestListenerFootprint's listener process; it
 // does nothing unless started by it.
 func TestFootprintListeners(t *testing.T) {
-	url := os.Getenv(envFootprintURL)
-	if url == "" {
-		t.Skip("the listener process of TestListenerFootprint")
-	}
+	url := testutil.HelperProcess(t, envFootprintURL, "TestListenerFootprint")
 	n, err := strconv.Atoi(os.Getenv(envFootprintListeners))
 	if err != nil {
 		t.Fatal(err)

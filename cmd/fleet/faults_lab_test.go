@@ -55,6 +55,15 @@ const (
 	boundRolloutLoss  = 0.0005                 // frames lost in a rollout
 	boundBalance      = 0.20                   // each process within 20% of the mean after a rollout
 	faultRecoverLimit = 45 * time.Second       // how long we watch for recovery: past the 30 s QUIC idle timeout
+	// boundRolloutFloor caps the floor (the longest gap the same
+	// listeners see without a rollout, measured over as long a window)
+	// that raises the rollout's gap bound on a loaded machine: 516 ms was
+	// seen at load 13 in CI. A machine that stalls for longer must not
+	// loosen the bound with it.
+	boundRolloutFloor = 750 * time.Millisecond
+	// boundRolloutCeiling is the longest gap a rollout may cause however
+	// loaded the machine: an absolute bound under the floor-relative one.
+	boundRolloutCeiling = time.Second
 	// boundWatchdog is generous against the unit's WatchdogSec=10s: a
 	// hung process is aborted once the watchdog runs out (up to 10 s
 	// after its last ping), then restarted after RestartSec=1s.
@@ -742,32 +751,13 @@ func (f *faultFleet) testRollout(t *testing.T) {
 		}
 		pids[p.String()] = s.PID
 	}
-	// The floor, in the same run: the longest gap the same listeners see
-	// with no rollout at all (a loaded machine delays frames by hundreds of
-	// milliseconds by itself: 516 ms at load 13 in CI). The rollout may
-	// add what the bound allows above one frame interval, and never less
-	// than the bound itself.
-	floor := f.startLoadgen(t, "rollout-floor", listeners, 60)
-	if _, err := f.waitFleet(90*time.Second, func(s []procSnap) bool { n, _ := sessionsOf(s); return n >= listeners }); err != nil {
-		floor.stop(t)
-		t.Fatalf("floor listeners attaching: %v", err)
-	}
-	time.Sleep(8 * time.Second)
-	fr := floor.stop(t)
-	if fr.GapMs == nil || fr.FramesLost != 0 {
-		t.Fatalf("floor run without a rollout: %s: want a gap figure and no frame lost", fr.summary())
-	}
-	floorGap := time.Duration(fr.GapMs.Max * float64(time.Millisecond))
-	gapBound := max(boundRolloutGap, floorGap+boundRolloutGap-faultFrame)
-	t.Logf("rollout: floor without a rollout: %s; gap bound %v", fr.summary(), gapBound)
-	f.waitIdle(t)
-
 	g := f.startLoadgen(t, "rollout", listeners, 60)
 	if _, err := f.waitFleet(90*time.Second, func(s []procSnap) bool { n, _ := sessionsOf(s); return n >= listeners }); err != nil {
 		g.stop(t)
 		t.Fatalf("listeners attaching: %v", err)
 	}
-	time.Sleep(2 * time.Second)
+	attached := time.Now()
+	time.Sleep(2 * time.Second) // paces the run: listeners served before the rollout
 	_, perBefore := sessionsOf(f.snapshot())
 	args := []string{"rollout", "--inventory", f.inv, "--lab-dir", faultLabDir, "--state-dir", f.stateDir, "--relay-binary", v2, "--listener-wait", "45s"}
 	// A make-before-break rollout asks the router when it stops routing
@@ -798,8 +788,9 @@ func (f *faultFleet) testRollout(t *testing.T) {
 	if err != nil {
 		t.Errorf("rollout: the fleet's boxes are not within 20%% of the mean after the rollout: %v (per box %v)", err, f.perBox(snap))
 	}
-	time.Sleep(2 * time.Second)
+	time.Sleep(2 * time.Second) // paces the run: listeners served after it
 	r := g.stop(t)
+	window := time.Since(attached)
 	t.Logf("rollout: loadgen %s", r.summary())
 	for _, p := range f.procs {
 		s, err := f.unitState(p)
@@ -810,6 +801,26 @@ func (f *faultFleet) testRollout(t *testing.T) {
 			t.Errorf("rollout: %s was not restarted (pid %d)", p, s.PID)
 		}
 	}
+	// The floor, in the same run and over the rollout's own window (from
+	// every listener attached to the load generator's end): the longest
+	// gap the same listeners see with no rollout at all (a loaded machine
+	// delays frames by hundreds of milliseconds by itself; the longer the
+	// window, the longer its longest stall). rolloutGapBound caps it.
+	f.waitIdle(t)
+	floor := f.startLoadgen(t, "rollout-floor", listeners, 60)
+	if _, err := f.waitFleet(90*time.Second, func(s []procSnap) bool { n, _ := sessionsOf(s); return n >= listeners }); err != nil {
+		floor.stop(t)
+		t.Fatalf("floor listeners attaching: %v", err)
+	}
+	time.Sleep(window) // paces the measurement: as long as the rollout's
+	fr := floor.stop(t)
+	if fr.GapMs == nil || fr.FramesLost != 0 {
+		t.Fatalf("floor run without a rollout: %s: want a gap figure and no frame lost", fr.summary())
+	}
+	floorGap := time.Duration(fr.GapMs.Max * float64(time.Millisecond))
+	gapBound := rolloutGapBound(floorGap)
+	t.Logf("rollout: floor without a rollout over %.1fs: %s; gap bound %v (floor capped at %v), %v whatever the floor",
+		window.Seconds(), fr.summary(), gapBound, boundRolloutFloor, boundRolloutCeiling)
 	var gapMax, ratio float64 = -1, -1
 	if r.GapMs != nil {
 		gapMax = r.GapMs.Max
@@ -819,20 +830,53 @@ func (f *faultFleet) testRollout(t *testing.T) {
 	} else if r.FramesExpected != nil && *r.FramesExpected > 0 {
 		ratio = float64(r.FramesLost) / float64(*r.FramesExpected)
 	}
-	fmt.Printf("FAULT rollout: listeners=%d rollout_s=%.1f gap_max_ms=%.0f (bound %d; floor without a rollout %d) loss_ratio=%.5f (bound %.4f) sessions_per_process before=%v at_rollout_end=%v after=%v per_box_after=%v balanced=%v within %.1fs of the rollout's end (bound: boxes within 20%% of the mean) %s\n",
-		listeners, took.Seconds(), gapMax, gapBound.Milliseconds(), floorGap.Milliseconds(), ratio, boundRolloutLoss, perBefore, perRolled, perAfter, f.perBox(snap), err == nil, balanceIn.Seconds(), r.summary())
+	fmt.Printf("FAULT rollout: listeners=%d rollout_s=%.1f gap_max_ms=%.0f (bound %d, at most %d; floor without a rollout %d over %.0fs) loss_ratio=%.5f (bound %.4f) sessions_per_process before=%v at_rollout_end=%v after=%v per_box_after=%v balanced=%v within %.1fs of the rollout's end (bound: boxes within 20%% of the mean) %s\n",
+		listeners, took.Seconds(), gapMax, gapBound.Milliseconds(), boundRolloutCeiling.Milliseconds(), floorGap.Milliseconds(), window.Seconds(), ratio, boundRolloutLoss, perBefore, perRolled, perAfter, f.perBox(snap), err == nil, balanceIn.Seconds(), r.summary())
 	if m := r.missing(); len(m) > 0 {
 		t.Errorf("rollout: relay loadgen --json does not report %s: its figures cannot show a silent listener", strings.Join(m, ", "))
 		return
 	}
-	if gap := time.Duration(r.GapMs.Max * float64(time.Millisecond)); gap > gapBound {
-		t.Errorf("rollout: longest audible gap %v, want at most %s (floor without a rollout %v)", gap, gapBound, floorGap)
+	gap := time.Duration(r.GapMs.Max * float64(time.Millisecond))
+	if gap > gapBound {
+		t.Errorf("rollout: longest audible gap %v, want at most %s (floor without a rollout %v, capped at %v)", gap, gapBound, floorGap, boundRolloutFloor)
+	}
+	if gap > boundRolloutCeiling {
+		t.Errorf("rollout: longest audible gap %v, want at most %v whatever the machine's load", gap, boundRolloutCeiling)
 	}
 	if ratio > boundRolloutLoss || ratio < 0 {
 		t.Errorf("rollout: loss ratio %.5f (%d of %d frames), want at most %.4f", ratio, r.FramesLost, *r.FramesExpected, boundRolloutLoss)
 	}
 	if *r.SilentAtEnd != 0 {
 		t.Errorf("rollout: %d listeners silent at the end", *r.SilentAtEnd)
+	}
+}
+
+// rolloutGapBound is the longest audible gap a rollout may cause given
+// the floor, the longest gap the same listeners saw without one: what
+// boundRolloutGap allows above one frame interval, added to the floor
+// capped at boundRolloutFloor, and never less than boundRolloutGap
+// itself. testRollout holds the gap to boundRolloutCeiling as well.
+func rolloutGapBound(floor time.Duration) time.Duration {
+	return max(boundRolloutGap, min(floor, boundRolloutFloor)+boundRolloutGap-faultFrame)
+}
+
+// TestFaultsRolloutBound: the rollout's gap bound rises with a loaded
+// machine's floor only up to the cap, and the ceiling is below what the
+// capped floor would allow (so it binds on a stalling machine).
+func TestFaultsRolloutBound(t *testing.T) {
+	for _, tc := range []struct{ floor, want time.Duration }{
+		{0, boundRolloutGap},
+		{faultFrame, boundRolloutGap},
+		{516 * time.Millisecond, 896 * time.Millisecond},
+		{boundRolloutFloor, boundRolloutFloor + boundRolloutGap - faultFrame},
+		{8 * time.Second, boundRolloutFloor + boundRolloutGap - faultFrame},
+	} {
+		if got := rolloutGapBound(tc.floor); got != tc.want {
+			t.Errorf("rolloutGapBound(%v) = %v, want %v", tc.floor, got, tc.want)
+		}
+	}
+	if rolloutGapBound(time.Hour) <= boundRolloutCeiling {
+		t.Errorf("the ceiling %v never binds: the capped bound is %v", boundRolloutCeiling, rolloutGapBound(time.Hour))
 	}
 }
 

@@ -17,36 +17,31 @@ import (
 	"time"
 )
 
-// procScanner reads every process's command line and environment again
-// and again, and remembers each process where it found needle.
+// procScanner runs scanProcs over every process again and again, and
+// remembers each process where it found needle and each read error.
 type procScanner struct {
 	needle []byte
 	mu     sync.Mutex
 	hits   map[string]bool
+	errs   map[string]bool
 	scans  int
 	pids   map[string]bool
 }
 
 func (s *procScanner) scanOnce() {
-	dirs, _ := filepath.Glob("/proc/[0-9]*")
+	dirs := procDirs()
+	hits, errs := scanProcs(dirs, s.needle)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.scans++
 	for _, d := range dirs {
 		s.pids[d] = true
-		comm, _ := os.ReadFile(filepath.Join(d, "comm"))
-		for _, f := range []string{"cmdline", "environ"} {
-			data, err := os.ReadFile(filepath.Join(d, f))
-			if err != nil || !bytes.Contains(data, s.needle) {
-				continue
-			}
-			shown := strings.ReplaceAll(string(data), "\x00", " ")
-			shown = strings.ReplaceAll(shown, string(s.needle), "[TOKEN]")
-			if len(shown) > 300 {
-				shown = shown[:300] + "..."
-			}
-			s.hits[fmt.Sprintf("%s (%s) %s: %s", d, strings.TrimSpace(string(comm)), f, shown)] = true
-		}
+	}
+	for _, h := range hits {
+		s.hits[h.Line] = true
+	}
+	for _, err := range errs {
+		s.errs[err.Error()] = true
 	}
 }
 
@@ -55,7 +50,7 @@ func (s *procScanner) run(ctx context.Context, done chan<- struct{}) {
 	defer close(done)
 	for ctx.Err() == nil {
 		s.scanOnce()
-		time.Sleep(2 * time.Millisecond)
+		time.Sleep(2 * time.Millisecond) // paces the scan: it polls /proc
 	}
 }
 
@@ -64,7 +59,11 @@ func (s *procScanner) run(ctx context.Context, done chan<- struct{}) {
 // its provider, never shows in any process's command line or environment
 // (/proc/PID/cmdline is readable by every local user). The Automation
 // API's SetConfig would put it in the pulumi CLI's argv; the scanner
-// catches a process that lives a few milliseconds.
+// catches a process that lives a few milliseconds. Two canaries, one
+// with the token on its command line and one in its environment, show
+// first that the scan over every process sees a hit; a read error other
+// than a vanished process's fails the test, since a process it cannot
+// read could hold the token.
 func TestE2ESecretNeverOnACommandLine(t *testing.T) {
 	cli, work, fleetBin, _ := e2eBuildSetup(t)
 	state := filepath.Join(work, "state")
@@ -115,7 +114,20 @@ events:
 		t.Fatal(err)
 	}
 
-	sc := &procScanner{needle: []byte(token), hits: map[string]bool{}, pids: map[string]bool{}}
+	// The canaries, before the real scan: a full scan must report each.
+	argv, envCanary := startCanaries(t, token)
+	hits, errs := scanProcs(procDirs(), []byte(token))
+	for _, err := range errs {
+		t.Errorf("scanning /proc with the canaries: %v", err)
+	}
+	checkCanaries(t, hits, argv, envCanary)
+	if t.Failed() {
+		t.FailNow()
+	}
+	argv.Kill()
+	envCanary.Kill()
+
+	sc := &procScanner{needle: []byte(token), hits: map[string]bool{}, errs: map[string]bool{}, pids: map[string]bool{}}
 	ctx, cancel := context.WithCancel(context.Background())
 	scanDone := make(chan struct{})
 	go sc.run(ctx, scanDone)
@@ -143,6 +155,9 @@ events:
 	t.Logf("%d scans of /proc saw %d processes", sc.scans, len(sc.pids))
 	for h := range sc.hits {
 		t.Errorf("token found in %s", h)
+	}
+	for e := range sc.errs {
+		t.Errorf("the scan could not read a process (not one that ended): %s", e)
 	}
 	// The token did reach the event's provider (so the path under test
 	// really ran): the API saw it as a bearer token.

@@ -143,21 +143,35 @@ func TestFirewallRefusesAnotherTagsFirewall(t *testing.T) {
 
 // TestFirewallRulesHavePorts: DigitalOcean's published description
 // (firewall_rule_base) requires ports on every rule, ICMP's included;
-// godo leaves an empty one out of the request.
+// godo leaves an empty one out of the request. Every rule the fleet
+// needs must be in the request, each with its ports: an empty or short
+// list fails as surely as a rule without ports.
 func TestFirewallRulesHavePorts(t *testing.T) {
 	rules, err := backend.FirewallRules([2]uint16{4443, 4446}, []netip.Prefix{netip.MustParsePrefix("198.51.100.0/24")})
 	if err != nil {
 		t.Fatal(err)
 	}
+	var in, out []string
 	for _, r := range inbound(rules) {
 		if r.PortRange == "" {
 			t.Errorf("inbound %s rule without ports", r.Protocol)
 		}
+		in = append(in, r.Protocol+" "+r.PortRange)
 	}
 	for _, r := range outbound() {
 		if r.PortRange == "" {
 			t.Errorf("outbound %s rule without ports", r.Protocol)
 		}
+		out = append(out, r.Protocol+" "+r.PortRange)
+	}
+	slices.Sort(in)
+	slices.Sort(out)
+	// The relay range over both protocols and SSH inbound; everything out.
+	if want := []string{"tcp 22", "tcp 4443-4446", "udp 4443-4446"}; !slices.Equal(in, want) {
+		t.Errorf("inbound rules %q, want %q", in, want)
+	}
+	if want := []string{"icmp 0", "tcp " + allPorts, "udp " + allPorts}; !slices.Equal(out, want) {
+		t.Errorf("outbound rules %q, want %q", out, want)
 	}
 }
 

@@ -18,6 +18,8 @@ import (
 
 	"github.com/relayfleet/relayfleet/infra/backend"
 	"github.com/relayfleet/relayfleet/infra/lab"
+
+	"github.com/relayfleet/relayfleet/internal/testutil"
 )
 
 // This helper's lab: its own dir, bridge and subnet.
@@ -31,7 +33,7 @@ var testLabSubnet = netip.MustParsePrefix("10.231.109.0/24")
 func testLab(t *testing.T) *lab.Lab {
 	t.Helper()
 	if os.Geteuid() != 0 {
-		t.Skip("lab boxes need root")
+		testutil.Skipf(t, "lab boxes need root")
 	}
 	images := os.Getenv("RELAYFLEET_LAB_IMAGES")
 	if images == "" {

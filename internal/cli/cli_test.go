@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/relayfleet/relayfleet/internal/testutil"
 )
 
 func TestIsTerminal(t *testing.T) {
@@ -26,7 +28,7 @@ func TestIsTerminal(t *testing.T) {
 	// The other side: a pseudo-terminal is one.
 	ptm, err := os.OpenFile("/dev/ptmx", os.O_RDWR, 0)
 	if err != nil {
-		t.Skipf("no pseudo-terminal to check the other side: %v", err)
+		testutil.Skipf(t, "no pseudo-terminal to check the other side: %v", err)
 	}
 	defer ptm.Close()
 	if !IsTerminal(ptm) || !(&IOStreams{Out: ptm}).OutTerminal() {

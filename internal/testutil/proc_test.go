@@ -29,10 +29,7 @@ const procHelperEnv = "TESTUTIL_PROC_HELPER"
 // does), and prints "alive" if all still run half a second later (the
 // kernel kills a child at once whose forking thread ends).
 func TestProcHelperParent(t *testing.T) {
-	mode := os.Getenv(procHelperEnv)
-	if mode == "" {
-		t.Skip("the parent process of TestStartChildDiesWithTheTestBinary, run by it")
-	}
+	mode := HelperProcess(t, procHelperEnv, "TestStartChildDiesWithTheTestBinary")
 	var ps []*Proc
 	if mode != "churn" {
 		ps = append(ps, Start(t, "sleep", exec.Command("sleep", "60")))

@@ -1,5 +1,6 @@
 // Package testutil is the tests' plumbing, for every package of the
-// module: skips that fail under CI=true (Skipf, Require, Short), polling
+// module: skips that fail under CI=true (Skipf, Require; Short and
+// HelperProcess skip there too, for a test another step runs), polling
 // with a deadline instead of sleeping (WaitFor), golden files rewritten by
 // -update (Golden), goroutine-leak checks with go.uber.org/goleak
 // (NoLeaks), and child processes in the background that end with the test
@@ -66,6 +67,22 @@ func Short(t testing.TB, how string) {
 	if testing.Short() {
 		t.Skipf("-short: %s runs it", how)
 	}
+}
+
+// HelperProcess is the first call of a test that is only another test's
+// child process (the parent runs the test binary again with env set, as
+// os/exec's own tests do): it returns env's value, and when env is unset
+// (go test running the test directly) it skips the test, under CI=true
+// too, since parent runs it there. Tests call no t.Skip of their own
+// (internal/archtest holds that line): Skipf, Short and HelperProcess
+// are the ways to skip.
+func HelperProcess(t testing.TB, env, parent string) string {
+	t.Helper()
+	v := os.Getenv(env)
+	if v == "" {
+		t.Skipf("%s is unset: a child process of %s, run by it", env, parent)
+	}
+	return v
 }
 
 // WaitFor polls cond every 10 ms until it holds, and fails the test,

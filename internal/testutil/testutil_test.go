@@ -58,6 +58,21 @@ func TestSkipfSkipsHereAndFailsInCI(t *testing.T) {
 	}
 }
 
+func TestHelperProcess(t *testing.T) {
+	t.Setenv("CI", "true")
+	t.Setenv("TESTUTIL_HELPER_X", "")
+	f := new(fakeT).run(func(tb testing.TB) { HelperProcess(tb, "TESTUTIL_HELPER_X", "TestParent") })
+	if len(f.skip) != 1 || len(f.fatal) != 0 || !strings.Contains(f.skip[0], "TestParent") {
+		t.Errorf("unset, CI=true: skips %q, fatals %q; want one skip naming the parent", f.skip, f.fatal)
+	}
+	t.Setenv("TESTUTIL_HELPER_X", "url")
+	var got string
+	f = new(fakeT).run(func(tb testing.TB) { got = HelperProcess(tb, "TESTUTIL_HELPER_X", "TestParent") })
+	if got != "url" || len(f.skip)+len(f.fatal) != 0 {
+		t.Errorf("set: got %q, skips %q, fatals %q; want its value and the test to go on", got, f.skip, f.fatal)
+	}
+}
+
 func TestRequire(t *testing.T) {
 	t.Setenv("CI", "true")
 	var got string

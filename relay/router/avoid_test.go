@@ -187,7 +187,9 @@ func TestAvoidRepollIsRateLimited(t *testing.T) {
 		routeAvoid(t, srv, a.entry(false).URL)
 	}
 	elapsed := time.Since(start)
-	time.Sleep(100 * time.Millisecond) // let the last re-poll land
+	// Every re-poll started while the answers went out (the flag is set
+	// before the answer): wait until the last has landed at a.
+	testutil.WaitFor(t, 10*time.Second, "the last re-poll to land", func() bool { return r.RepollsInFlight() == 0 })
 	extra := a.polls.Load() - 1
 	limit := int64(elapsed/router.RepollEvery) + 2
 	if extra < 1 || extra > limit {

@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -224,7 +225,8 @@ func TestRunReloadsAChangedFile(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "relays.json")
 	writeFile(t, path, a.entry(false))
-	r, err := router.New(router.Options{File: path, Poll: 20 * time.Millisecond, Logger: slog.New(slog.DiscardHandler)})
+	logs, warned := newLoadWarnings()
+	r, err := router.New(router.Options{File: path, Poll: 20 * time.Millisecond, Logger: slog.New(logs)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -257,9 +259,41 @@ func TestRunReloadsAChangedFile(t *testing.T) {
 	if err := os.Rename(tmp, path); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(100 * time.Millisecond) // a non-event to wait out: the watcher sees the broken file and must keep the list
-	waitRoute(b.entry(false).URL)
+	// The watcher must see the broken file (it says so) and keep the list,
+	// through the polls after it too.
+	select {
+	case <-warned:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the router never reported the broken relays file: the case was not exercised")
+	}
+	r.PollOnce(ctx)
+	if code, got := route(t, srv); code != http.StatusOK || got != b.entry(false).URL {
+		t.Fatalf("after the broken file: routed %d %q, want %q (the last good list)", code, got, b.entry(false).URL)
+	}
 }
+
+// loadWarnings is a slog.Handler that closes its channel when the router
+// warns that a changed relays file did not load: the signal a test waits
+// on instead of sleeping.
+type loadWarnings struct {
+	ch   chan struct{}
+	once *sync.Once
+}
+
+func newLoadWarnings() (loadWarnings, <-chan struct{}) {
+	w := loadWarnings{ch: make(chan struct{}), once: new(sync.Once)}
+	return w, w.ch
+}
+
+func (w loadWarnings) Enabled(_ context.Context, l slog.Level) bool { return l >= slog.LevelWarn }
+func (w loadWarnings) Handle(_ context.Context, rec slog.Record) error {
+	if strings.Contains(rec.Message, "did not load") {
+		w.once.Do(func() { close(w.ch) })
+	}
+	return nil
+}
+func (w loadWarnings) WithAttrs([]slog.Attr) slog.Handler { return w }
+func (w loadWarnings) WithGroup(string) slog.Handler      { return w }
 
 // TestRouteCallsDoNotFillTheFleet: /route is anonymous; 10,000 calls
 // between two polls must not make the router report the fleet full (before,

@@ -8,6 +8,8 @@ import (
 	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/relayfleet/relayfleet/internal/testutil"
 )
 
 // TestControlMessages: each packet's control messages go with it: a GSO
@@ -19,7 +21,7 @@ func TestControlMessages(t *testing.T) {
 	var gsoErr error
 	_ = raw.Control(func(fd uintptr) { _, gsoErr = unix.GetsockoptInt(int(fd), unix.IPPROTO_UDP, unix.UDP_SEGMENT) })
 	if gsoErr != nil {
-		t.Skipf("no UDP GSO here: %v", gsoErr)
+		testutil.Skipf(t, "no UDP GSO here: %v", gsoErr)
 	}
 	oob := make([]byte, unix.CmsgSpace(2))
 	h := (*unix.Cmsghdr)(unsafe.Pointer(&oob[0]))
