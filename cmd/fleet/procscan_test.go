@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -35,18 +36,58 @@ func vanished(err error) bool {
 	return errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ESRCH)
 }
 
+// parentOf is the parent pid of the process of /proc/PID dir d, 0 when
+// it cannot be read.
+func parentOf(d string) int {
+	stat, err := os.ReadFile(filepath.Join(d, "stat"))
+	if err != nil {
+		return 0
+	}
+	// pid (comm) state ppid ...: comm may hold spaces and parentheses.
+	i := bytes.LastIndexByte(stat, ')')
+	if i < 0 {
+		return 0
+	}
+	var state string
+	var ppid int
+	if _, err := fmt.Sscan(string(stat[i+1:]), &state, &ppid); err != nil {
+		return 0
+	}
+	return ppid
+}
+
+// ours says whether the process of dir d is this test process or one it
+// started, directly or not: the processes a fleet command it runs can
+// start.
+func ours(d string) bool {
+	self := os.Getpid()
+	pid, err := strconv.Atoi(filepath.Base(d))
+	for range 64 {
+		if err != nil || pid <= 1 {
+			return false
+		}
+		if pid == self {
+			return true
+		}
+		pid = parentOf(fmt.Sprintf("/proc/%d", pid))
+	}
+	return false
+}
+
 // scanProcs reads the command line and the environment of each process
 // dir (/proc/PID) once and returns where it found needle. A read error
 // other than a vanished process's (vanished) is returned too, one per
 // file: a scanner that cannot read a process cannot say the needle is
-// not there.
+// not there. Only a process the test did not start may refuse the read
+// (EACCES: a sandbox's own processes, another user's), since no fleet
+// command can have put the token there.
 func scanProcs(dirs []string, needle []byte) (hits []procHit, errs []error) {
 	for _, d := range dirs {
 		comm, _ := os.ReadFile(filepath.Join(d, "comm"))
 		for _, f := range []string{"cmdline", "environ"} {
 			data, err := os.ReadFile(filepath.Join(d, f))
 			if err != nil {
-				if !vanished(err) {
+				if !vanished(err) && !(errors.Is(err, fs.ErrPermission) && !ours(d)) {
 					errs = append(errs, err)
 				}
 				continue
@@ -132,5 +173,18 @@ func TestScanProcsSeesCanaries(t *testing.T) {
 	}
 	if len(errs) != 2 || !errors.Is(errs[0], syscall.EISDIR) {
 		t.Errorf("read errors %v, want the two of %s (EISDIR) alone", errs, unreadable)
+	}
+
+	// A scan of every process, as the end-to-end test makes, reads all
+	// it must and sees both canaries.
+	hits, errs = scanProcs(procDirs(), []byte(token))
+	if len(errs) > 0 {
+		t.Errorf("read errors scanning /proc: %v", errs)
+	}
+	checkCanaries(t, hits, argv, env)
+
+	// The canaries are the test's own, init is not.
+	if !ours(procDir(argv)) || !ours(fmt.Sprintf("/proc/%d", os.Getpid())) || ours("/proc/1") {
+		t.Errorf("ours: canary %v, self %v, init %v; want true, true, false", ours(procDir(argv)), ours(fmt.Sprintf("/proc/%d", os.Getpid())), ours("/proc/1"))
 	}
 }
