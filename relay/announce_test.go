@@ -59,7 +59,7 @@ func TestManyBroadcasts(t *testing.T) {
 	publish("a", 700)
 	publish("b", 700)
 	publish("c", 1100)
-	waitFor(t, "the broadcasts on the origin", func() bool { return origin.Stats().Broadcasts == len(want) })
+	testutil.WaitFor(t, 10*time.Second, "the broadcasts on the origin", func() bool { return origin.Stats().Broadcasts == len(want) })
 	// The refusals are counted as the origin reads the last announces,
 	// which may be after the accepted ones registered.
 	if !testutil.Poll(10*time.Second, func() bool { return origin.Stats().AnnouncesRefused >= 1100-1024 }) || origin.Stats().AnnouncesRefused != 1100-1024 {

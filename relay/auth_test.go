@@ -6,6 +6,7 @@ import (
 	"crypto/tls"
 	"encoding/json"
 	"fmt"
+	"github.com/relayfleet/relayfleet/internal/testutil"
 	"io"
 	"log/slog"
 	"net/http"
@@ -150,7 +151,7 @@ func TestUntokenedSessionsRefusedOnEveryTransport(t *testing.T) {
 			}
 		}
 	}
-	waitFor(t, "six refusals counted", func() bool { return r.Stats().Refused >= 6 })
+	testutil.WaitFor(t, 10*time.Second, "six refusals counted", func() bool { return r.Stats().Refused >= 6 })
 	st := httpStats(t, r)
 	if st.Refused != 6 || st.RefusedByReason[relay.ReasonUnauthorized] != 6 {
 		t.Errorf("refused_total %d, refused_by_reason %v; want 6 unauthorized", st.Refused, st.RefusedByReason)
@@ -187,7 +188,7 @@ func TestPublicListen(t *testing.T) {
 	everything := mintToken(t, auth, "/", "")
 	publishLoop(pubCtx, t, relayURL(r, "?jwt="+everything), "live/a", 0)
 	publishLoop(pubCtx, t, relayURL(r, "?jwt="+everything), "secret/b", 0)
-	waitFor(t, "both broadcasts", func() bool { return r.Stats().Broadcasts == 2 })
+	testutil.WaitFor(t, 10*time.Second, "both broadcasts", func() bool { return r.Stats().Broadcasts == 2 })
 
 	for i, tr := range allTransports {
 		name := transportLogName[tr]
@@ -205,7 +206,7 @@ func TestPublicListen(t *testing.T) {
 		}
 		room := "live/intruder-" + name
 		anon.Publish(room).Track("audio")
-		waitFor(t, name+" publish refused", func() bool { return r.Stats().RefusedByReason[relay.ReasonForbidden] == int64(2*(i+1)) })
+		testutil.WaitFor(t, 10*time.Second, name+" publish refused", func() bool { return r.Stats().RefusedByReason[relay.ReasonForbidden] == int64(2*(i+1)) })
 		if n := countLines(log.String(), "msg=refused", "reason=forbidden", "transport="+name, "op=publish", "broadcast="+room); n != 1 {
 			t.Errorf("%d log lines for the refused %s publish, want 1", n, name)
 		}
@@ -240,7 +241,7 @@ func TestPublicListen(t *testing.T) {
 			}
 		}
 	}
-	waitFor(t, "bad tokens counted", func() bool { return r.Stats().RefusedByReason[relay.ReasonUnauthorized] == 6 })
+	testutil.WaitFor(t, 10*time.Second, "bad tokens counted", func() bool { return r.Stats().RefusedByReason[relay.ReasonUnauthorized] == 6 })
 	st := httpStats(t, r)
 	want := map[string]int64{relay.ReasonUnauthorized: 6, relay.ReasonForbidden: 6}
 	for _, reason := range relay.RefusalReasons {
@@ -277,7 +278,7 @@ func TestClusterLinkCarriesItsOwnToken(t *testing.T) {
 	pubCtx, stopPub := context.WithCancel(ctx)
 	defer stopPub()
 	publishLoop(pubCtx, t, relayURL(origin, "?jwt="+mintToken(t, testAuth(t, key), "live", "")), "live/a", 0)
-	waitFor(t, "broadcast on the origin", func() bool { return origin.Stats().Broadcasts == 1 })
+	testutil.WaitFor(t, 10*time.Second, "broadcast on the origin", func() bool { return origin.Stats().Broadcasts == 1 })
 	if !refusedOnConnect(ctx, relayURL(origin, ""), client.TransportQUIC) {
 		t.Fatal("origin admitted an untokened client")
 	}
@@ -328,7 +329,7 @@ func TestRefusalReasons(t *testing.T) {
 		t.Fatal(err)
 	}
 	<-conn.Context().Done()
-	waitFor(t, "the protocol refusal", func() bool { return r.Stats().RefusedByReason[relay.ReasonProtocol] == 1 })
+	testutil.WaitFor(t, 10*time.Second, "the protocol refusal", func() bool { return r.Stats().RefusedByReason[relay.ReasonProtocol] == 1 })
 
 	req, _ := http.NewRequest(http.MethodPost, fmt.Sprintf("http://%s/drain", r.Addr()), nil)
 	resp, err := http.DefaultClient.Do(req)

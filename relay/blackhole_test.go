@@ -2,6 +2,7 @@ package relay_test
 
 import (
 	"context"
+	"github.com/relayfleet/relayfleet/internal/testutil"
 	"io"
 	"net"
 	"net/http"
@@ -90,7 +91,7 @@ func TestBlackholedUpstreamKeepsStatsAndWatchdog(t *testing.T) {
 		l := dial(t, ctx, relayURL(r, ""), nil)
 		go func() { _, _ = l.Subscribe(ctx, name, "audio") }()
 	}
-	waitFor(t, "the edge to dial the blackholed origin", func() bool { return packets.Load() > 0 })
+	testutil.WaitFor(t, 10*time.Second, "the edge to dial the blackholed origin", func() bool { return packets.Load() > 0 })
 
 	statsURL := "http://" + r.Addr().String() + "/stats"
 	end := time.Now().Add(6 * time.Second) // longer than one dial

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"github.com/relayfleet/relayfleet/internal/testutil"
 	"io"
 	"net"
 	"net/http"
@@ -34,7 +35,7 @@ func TestAdmissionControl(t *testing.T) {
 	s.Close()
 
 	used.Store(90 << 20) // above 80%
-	waitFor(t, "admission to close", func() bool { return !r.Stats().Admitting })
+	testutil.WaitFor(t, 10*time.Second, "admission to close", func() bool { return !r.Stats().Admitting })
 	if st := r.Stats(); st.Headroom != 0 {
 		t.Fatalf("headroom %d while refusing, want 0", st.Headroom)
 	}
@@ -67,7 +68,7 @@ func TestAdmissionControl(t *testing.T) {
 		t.Fatal("admitting again above the low-water mark")
 	}
 	used.Store(50 << 20)
-	waitFor(t, "admission to reopen", func() bool { return r.Stats().Admitting })
+	testutil.WaitFor(t, 10*time.Second, "admission to reopen", func() bool { return r.Stats().Admitting })
 	s = dial(t, ctx, relayURL(r, ""), nil)
 	s.Close()
 }
@@ -77,7 +78,7 @@ func TestSessionCap(t *testing.T) {
 	r := startRelay(t, relay.Config{MaxSessions: 2, MemoryBudget: -1})
 	a := dial(t, ctx, relayURL(r, ""), nil)
 	_ = dial(t, ctx, relayURL(r, ""), nil)
-	waitFor(t, "two sessions", func() bool { return r.Stats().Sessions == 2 })
+	testutil.WaitFor(t, 10*time.Second, "two sessions", func() bool { return r.Stats().Sessions == 2 })
 	if st := r.Stats(); st.Headroom != 0 || st.Admitting {
 		t.Fatalf("stats %+v: want no headroom at the cap", st)
 	}
@@ -86,7 +87,7 @@ func TestSessionCap(t *testing.T) {
 		t.Fatal("third session admitted with a cap of 2")
 	}
 	a.Close()
-	waitFor(t, "one session", func() bool { return r.Stats().Sessions == 1 })
+	testutil.WaitFor(t, 10*time.Second, "one session", func() bool { return r.Stats().Sessions == 1 })
 	if st := r.Stats(); st.Headroom != 1 {
 		t.Fatalf("headroom %d, want 1", st.Headroom)
 	}
@@ -158,7 +159,7 @@ func TestReaperEndsSilentSessions(t *testing.T) {
 	pubCtx, stopPub := context.WithCancel(ctx)
 	pubDone := publishLoop(pubCtx, t, relayURL(r, ""), "live", 0)
 	defer func() { stopPub(); <-pubDone }()
-	waitFor(t, "broadcast", func() bool { return r.Stats().Broadcasts == 1 })
+	testutil.WaitFor(t, 10*time.Second, "broadcast", func() bool { return r.Stats().Broadcasts == 1 })
 
 	live, _ := dialBlackholable(t, ctx, r)
 	frozen, bh := dialBlackholable(t, ctx, r)
@@ -177,10 +178,10 @@ func TestReaperEndsSilentSessions(t *testing.T) {
 			}
 		}()
 	}
-	waitFor(t, "three sessions", func() bool { return r.Stats().Sessions == 3 })
+	testutil.WaitFor(t, 10*time.Second, "three sessions", func() bool { return r.Stats().Sessions == 3 })
 	bh.frozen.Store(true)
-	waitFor(t, "the silent session to be reaped", func() bool { return r.Stats().Reaped == 1 })
-	waitFor(t, "its state to go", func() bool { st := r.Stats(); return st.Sessions == 2 && st.Subscribers == 1 })
+	testutil.WaitFor(t, 10*time.Second, "the silent session to be reaped", func() bool { return r.Stats().Reaped == 1 })
+	testutil.WaitFor(t, 10*time.Second, "its state to go", func() bool { st := r.Stats(); return st.Sessions == 2 && st.Subscribers == 1 })
 	select {
 	case <-live.Done():
 		t.Fatal("the live session was ended")

@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"encoding/pem"
 	"fmt"
+	"github.com/relayfleet/relayfleet/internal/testutil"
 	"io"
 	"log"
 	"log/slog"
@@ -322,7 +323,7 @@ func TestCertificateFilesReload(t *testing.T) {
 	c2, k2, h2 := certPEM(t, time.Now().Add(-time.Minute))
 	writeFile(t, certFile, c2)
 	writeFile(t, keyFile, k2)
-	waitFor(t, "the new certificate", func() bool { return r.CertificateHash() == h2 })
+	testutil.WaitFor(t, 10*time.Second, "the new certificate", func() bool { return r.CertificateHash() == h2 })
 	if q, tc := servedHashes(t, r); q != h2 || tc != h2 {
 		t.Fatalf("after rewrite: serving quic %s tcp %s, want %s", q, tc, h2)
 	}
@@ -344,7 +345,7 @@ func TestCertificateFilesReload(t *testing.T) {
 		before := logs.count("reload certificate; serving the old one")
 		writeFile(t, certFile, bad.cert)
 		writeFile(t, keyFile, bad.key)
-		waitFor(t, "the reload error of "+bad.name, func() bool {
+		testutil.WaitFor(t, 10*time.Second, "the reload error of "+bad.name, func() bool {
 			return logs.count("reload certificate; serving the old one") > before
 		})
 		if err := r.ReloadCertificate(); err == nil {

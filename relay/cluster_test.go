@@ -51,7 +51,7 @@ func TestClusterLinkOneUpstreamSubscriptionPerTrack(t *testing.T) {
 
 	pubCtx, stopPub := context.WithCancel(ctx)
 	pubDone := publishLoop(pubCtx, t, relayURL(origin, ""), "live", 0)
-	waitFor(t, "broadcast on the origin", func() bool { return origin.Stats().Broadcasts == 1 })
+	testutil.WaitFor(t, 10*time.Second, "broadcast on the origin", func() bool { return origin.Stats().Broadcasts == 1 })
 
 	const listeners = 8
 	lctx, stopListeners := context.WithCancel(ctx)
@@ -93,7 +93,7 @@ func TestClusterLinkOneUpstreamSubscriptionPerTrack(t *testing.T) {
 			return true
 		}
 	}
-	waitFor(t, "every edge listener to receive", allPast(0))
+	testutil.WaitFor(t, 10*time.Second, "every edge listener to receive", allPast(0))
 	if st := origin.Stats(); st.Subscribers != 1 || st.Sessions != 2 {
 		t.Fatalf("origin has %d subscriptions over %d sessions, want 1 over 2 (publisher, edge)", st.Subscribers, st.Sessions)
 	}
@@ -108,7 +108,7 @@ func TestClusterLinkOneUpstreamSubscriptionPerTrack(t *testing.T) {
 	// The origin's CONNECTION_CLOSE usually tells the edge at once; when it
 	// is lost (a loaded machine), the edge notices at its QUIC idle timeout
 	// (30 s), as it would after a crash.
-	waitForWithin(t, 40*time.Second, "the edge to notice", func() bool { return !edge.Stats().UpstreamConnected })
+	testutil.WaitFor(t, 40*time.Second, "the edge to notice", func() bool { return !edge.Stats().UpstreamConnected })
 	origin2, err := relay.Start(context.Background(), relay.Config{Listen: originAddr, Logger: quietLogger()})
 	if err != nil {
 		t.Fatalf("restart origin: %v", err)
@@ -119,7 +119,7 @@ func TestClusterLinkOneUpstreamSubscriptionPerTrack(t *testing.T) {
 	pubDone2 := publishLoop(pubCtx2, t, relayURL(origin2, ""), "live", 1_000_000)
 	defer func() { stopPub2(); <-pubDone2 }()
 
-	waitFor(t, "every edge listener to receive from the new origin", allPast(1_000_000))
+	testutil.WaitFor(t, 10*time.Second, "every edge listener to receive from the new origin", allPast(1_000_000))
 	if n := ended.Load(); n != 0 {
 		t.Fatalf("%d listeners lost their subscription across the origin restart", n)
 	}
@@ -146,7 +146,7 @@ func TestClusterLinkUnknownBroadcast(t *testing.T) {
 	if _, err := sub.NextGroup(ctx); err == nil {
 		t.Fatal("got a group of a broadcast nobody publishes")
 	}
-	waitFor(t, "the pulled track to go", func() bool { return edge.Stats().UpstreamTracks == 0 })
+	testutil.WaitFor(t, 10*time.Second, "the pulled track to go", func() bool { return edge.Stats().UpstreamTracks == 0 })
 }
 
 // TestClusterLinkLeavesNoGoroutines: closing the listeners, the edge and
@@ -169,7 +169,7 @@ func TestClusterLinkLeavesNoGoroutines(t *testing.T) {
 		pubCtx, stopPub := context.WithCancel(ctx)
 		pubDone := publishLoop(pubCtx, t, relayURL(origin, ""), "live", 0)
 		defer func() { stopPub(); <-pubDone }()
-		waitFor(t, "broadcast", func() bool { return origin.Stats().Broadcasts == 1 })
+		testutil.WaitFor(t, 10*time.Second, "broadcast", func() bool { return origin.Stats().Broadcasts == 1 })
 		s, err := client.Dial(ctx, relayURL(edge, ""), &client.Options{Logger: quietLogger()})
 		if err != nil {
 			t.Fatal(err)
@@ -185,8 +185,8 @@ func TestClusterLinkLeavesNoGoroutines(t *testing.T) {
 		}
 		g.Close()
 		sub.Close()
-		waitFor(t, "the pulled track to end with its last listener", func() bool { return edge.Stats().UpstreamTracks == 0 })
-		waitFor(t, "the upstream subscription to end", func() bool { return origin.Stats().Subscribers == 0 })
+		testutil.WaitFor(t, 10*time.Second, "the pulled track to end with its last listener", func() bool { return edge.Stats().UpstreamTracks == 0 })
+		testutil.WaitFor(t, 10*time.Second, "the upstream subscription to end", func() bool { return origin.Stats().Subscribers == 0 })
 	}()
 }
 
@@ -222,7 +222,7 @@ func TestClusterLinkMirrorsAnnouncements(t *testing.T) {
 	pubCtx2, stopPub2 := context.WithCancel(ctx)
 	pubDone2 := publishLoop(pubCtx2, t, relayURL(origin, ""), "room/2", 0)
 	defer func() { stopPub2(); <-pubDone2 }()
-	waitFor(t, "the edge to learn of room/2", func() bool {
+	testutil.WaitFor(t, 10*time.Second, "the edge to learn of room/2", func() bool {
 		s2, err := client.Dial(ctx, relayURL(edge, ""), &client.Options{Logger: quietLogger()})
 		if err != nil {
 			return false

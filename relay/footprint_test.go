@@ -83,7 +83,7 @@ func TestListenerFootprint(t *testing.T) {
 		})
 	}()
 	defer func() { stopPub(); <-pubDone }()
-	waitFor(t, "the broadcast", func() bool { return r.Stats().Broadcasts == 1 })
+	testutil.WaitFor(t, 10*time.Second, "the broadcast", func() bool { return r.Stats().Broadcasts == 1 })
 	// The publisher's session, its track and the relay's fixed goroutines
 	// are in the baseline.
 	time.Sleep(500 * time.Millisecond)
@@ -121,14 +121,14 @@ func TestListenerFootprint(t *testing.T) {
 	// On a loaded machine (or under the race detector) a few listeners may
 	// give up connecting: the figures are per session the relay holds.
 	const enough = footprintListeners * 9 / 10
-	waitForWithin(t, 2*time.Minute, "the listeners' subscriptions", func() bool {
+	testutil.WaitFor(t, 2*time.Minute, "the listeners' subscriptions", func() bool {
 		st := r.Stats()
 		return st.Sessions-1 >= enough && st.Subscribers >= enough
 	})
 	// A few groups to every listener: the writers have run, the streams
 	// opened and closed.
 	frames0 := r.Stats().FramesOut
-	waitForWithin(t, 2*time.Minute, "three frames to every listener", func() bool {
+	testutil.WaitFor(t, 2*time.Minute, "three frames to every listener", func() bool {
 		return r.Stats().FramesOut-frames0 >= 3*enough
 	})
 	sessions := r.Stats().Sessions - 1 // the publisher's is in the baseline

@@ -5,6 +5,7 @@ package relay_test
 import (
 	"context"
 	"fmt"
+	"github.com/relayfleet/relayfleet/internal/testutil"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -49,7 +50,7 @@ func TestMassDisconnect(t *testing.T) {
 		})
 	}()
 	defer func() { stopPub(); <-pubDone }()
-	waitFor(t, "broadcast", func() bool { return r.Stats().Broadcasts == 1 })
+	testutil.WaitFor(t, 10*time.Second, "broadcast", func() bool { return r.Stats().Broadcasts == 1 })
 
 	// Watch memory and sessions throughout.
 	var peak atomic.Int64
@@ -151,7 +152,7 @@ func TestMassDisconnect(t *testing.T) {
 	if peak.Load() >= budget {
 		t.Errorf("peak memory %d over the budget %d", peak.Load(), budget)
 	}
-	waitFor(t, "every listener session to go", func() bool { return r.Stats().Sessions == 1 })
+	testutil.WaitFor(t, 10*time.Second, "every listener session to go", func() bool { return r.Stats().Sessions == 1 })
 }
 
 type cpuMark struct {

@@ -65,17 +65,6 @@ func testContext(t *testing.T) context.Context {
 	return ctx
 }
 
-// waitFor polls cond until it holds or the deadline passes.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	waitForWithin(t, 10*time.Second, what, cond)
-}
-
-func waitForWithin(t *testing.T, limit time.Duration, what string, cond func() bool) {
-	t.Helper()
-	testutil.WaitFor(t, limit, what, cond)
-}
-
 // subscribeWhenAnnounced waits for broadcast to be announced, then subscribes.
 // showListeners publishes show/audio on r and subscribes n listeners,
 // each on its own session, once the relay counts every subscription.
@@ -122,7 +111,7 @@ func showListenersWith(t *testing.T, ctx context.Context, r *relay.Relay, url st
 	if err := tw.WaitSubscribers(ctx, 1); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the listeners' subscriptions", func() bool { return r.Stats().Subscribers >= int64(n) })
+	testutil.WaitFor(t, 10*time.Second, "the listeners' subscriptions", func() bool { return r.Stats().Subscribers >= int64(n) })
 	return tw, subs
 }
 
@@ -243,7 +232,7 @@ func TestFanOutToEverySubscriber(t *testing.T) {
 					}
 				}
 			}
-			waitFor(t, "relay frame counters", func() bool {
+			testutil.WaitFor(t, 10*time.Second, "relay frame counters", func() bool {
 				st := r.Stats()
 				return st.FramesIn == groups*framesPer && st.FramesOut == subs*groups*framesPer && st.GroupsOut == subs*groups
 			})
@@ -280,7 +269,7 @@ func TestLateJoinerStartsAtNewestGroup(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	waitFor(t, "frames of group 3 at the relay", func() bool { return r.Stats().FramesIn == 5 })
+	testutil.WaitFor(t, 10*time.Second, "frames of group 3 at the relay", func() bool { return r.Stats().FramesIn == 5 })
 
 	late := subscribeWhenAnnounced(t, ctx, dial(t, ctx, relayURL(r, ""), nil), "show", "audio")
 	if err := gw.WriteFrame(client.Pattern(3, 2, size)); err != nil {
@@ -364,8 +353,8 @@ func testFreeEverything(t *testing.T, tr string) {
 
 	// Unsubscribing ends the relay's upstream subscription.
 	sub.Close()
-	waitFor(t, "upstream unsubscribe", func() bool { return tw.Subscribers() == 0 })
-	waitFor(t, "relay to drop the track", func() bool {
+	testutil.WaitFor(t, 10*time.Second, "upstream unsubscribe", func() bool { return tw.Subscribers() == 0 })
+	testutil.WaitFor(t, 10*time.Second, "relay to drop the track", func() bool {
 		st := r.Stats()
 		return st.Tracks == 0 && st.Subscribers == 0 && st.Broadcasts == 1
 	})
@@ -392,13 +381,13 @@ func testFreeEverything(t *testing.T, tr string) {
 	if err != nil || ann.Active || ann.Path != "b" {
 		t.Fatalf("announce after publisher left = %+v, %v", ann, err)
 	}
-	waitFor(t, "relay to drop the publisher", func() bool {
+	testutil.WaitFor(t, 10*time.Second, "relay to drop the publisher", func() bool {
 		st := r.Stats()
 		return st.Broadcasts == 0 && st.Publishers == 0 && st.Sessions == 1 && st.Tracks == 0
 	})
 	watch.Close()
 	subSess.Close()
-	waitFor(t, "relay to drop the subscriber session", func() bool { return r.Stats().Sessions == 0 })
+	testutil.WaitFor(t, 10*time.Second, "relay to drop the subscriber session", func() bool { return r.Stats().Sessions == 0 })
 	r.Close()
 }
 

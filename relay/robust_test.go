@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"github.com/relayfleet/relayfleet/internal/testutil"
 	"runtime"
 	"testing"
 	"time"
@@ -63,7 +64,7 @@ func TestBadClientsAreClosed(t *testing.T) {
 	if _, err := s.Announced(ctx, ""); err != nil {
 		t.Fatalf("relay unusable after bad clients: %v", err)
 	}
-	waitFor(t, "bad sessions to be gone", func() bool { return r.Stats().Sessions == 1 })
+	testutil.WaitFor(t, 10*time.Second, "bad sessions to be gone", func() bool { return r.Stats().Sessions == 1 })
 }
 
 // TestSubscribeChurn subscribes and unsubscribes repeatedly while a
@@ -105,7 +106,7 @@ func TestSubscribeChurn(t *testing.T) {
 			t.Fatalf("cycle %d: %v", i, err)
 		}
 		s.Close()
-		waitFor(t, "upstream to be dropped", func() bool {
+		testutil.WaitFor(t, 10*time.Second, "upstream to be dropped", func() bool {
 			st := r.Stats()
 			return st.Subscribers == 0 && st.Tracks == 0 && tw.Subscribers() == 0
 		})
@@ -116,5 +117,5 @@ func TestSubscribeChurn(t *testing.T) {
 	close(stop)
 	<-sent
 	// Goroutines must not grow with the number of cycles.
-	waitFor(t, fmt.Sprintf("goroutines back to about %d", base), func() bool { return runtime.NumGoroutine() <= base+5 })
+	testutil.WaitFor(t, 10*time.Second, fmt.Sprintf("goroutines back to about %d", base), func() bool { return runtime.NumGoroutine() <= base+5 })
 }

@@ -69,7 +69,7 @@ func TestUDPDropsAtATinyBuffer(t *testing.T) {
 	sess := dial(t, ctx, relayURL(normal, "room"), nil)
 	_ = sess
 	// The relay answers SETUP before it counts the session: wait for it.
-	waitFor(t, "the session counted", func() bool { return normal.Stats().Sessions == 1 })
+	testutil.WaitFor(t, 10*time.Second, "the session counted", func() bool { return normal.Stats().Sessions == 1 })
 	st := statsOf(t, normal)
 	if st.UDPDrops != 0 {
 		t.Fatalf("normal relay: udp_drops_total = %d, want 0", st.UDPDrops)

@@ -86,7 +86,7 @@ func admitted(t *testing.T, ctx context.Context, r *relay.Relay, up []*client.Se
 	if err := tw.WaitSubscribers(ctx, 1); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the admitted sessions' subscriptions", func() bool { return r.Stats().Subscribers >= int64(m) })
+	testutil.WaitFor(t, 10*time.Second, "the admitted sessions' subscriptions", func() bool { return r.Stats().Subscribers >= int64(m) })
 	hearGroups(t, ctx, tw, subs, 1, 64)
 }
 

@@ -3,6 +3,7 @@ package relay_test
 import (
 	"bufio"
 	"errors"
+	"github.com/relayfleet/relayfleet/internal/testutil"
 	"net"
 	"net/http"
 	"os"
@@ -104,7 +105,7 @@ func TestIdleConnectionFlood(t *testing.T) {
 	if closed := waitClosed(conns, 30*time.Second); closed != n {
 		t.Fatalf("%d of %d idle connections closed by the server within 30 s (timeout %v)", closed, n, timeout)
 	}
-	waitFor(t, "the connection count to fall", func() bool { return r.Stats().TCPConns <= 2 })
+	testutil.WaitFor(t, 10*time.Second, "the connection count to fall", func() bool { return r.Stats().TCPConns <= 2 })
 
 	// The WebSocket session, upgraded before the flood, outlived every
 	// timeout (the longest is 6 x 500 ms) and still answers.

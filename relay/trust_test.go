@@ -151,7 +151,7 @@ func TestEdgePinsTheOriginBySPKI(t *testing.T) {
 	pubCtx, stopPub := context.WithCancel(ctx)
 	defer stopPub()
 	publishLoop(pubCtx, t, relayURL(origin, ""), "live", 0)
-	waitFor(t, "broadcast on the origin", func() bool { return origin.Stats().Broadcasts == 1 })
+	testutil.WaitFor(t, 10*time.Second, "broadcast on the origin", func() bool { return origin.Stats().Broadcasts == 1 })
 
 	s := dial(t, ctx, relayURL(good, ""), nil)
 	sub, err := s.Subscribe(ctx, "live", "audio")
@@ -170,7 +170,7 @@ func TestEdgePinsTheOriginBySPKI(t *testing.T) {
 	if err == nil {
 		defer bsub.Close()
 	}
-	waitFor(t, "the wrong pin refused in the edge's log", func() bool { return sink.contains("does not match the pinned spki") })
+	testutil.WaitFor(t, 10*time.Second, "the wrong pin refused in the edge's log", func() bool { return sink.contains("does not match the pinned spki") })
 	if bad.Stats().UpstreamConnected || bad.Stats().UpstreamTracks > 0 && bad.Stats().GroupsOut > 0 {
 		t.Fatalf("edge with a wrong pin: %+v", bad.Stats())
 	}
