@@ -10,8 +10,10 @@ import (
 	"os"
 	"strings"
 
+	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"github.com/relayfleet/relayfleet/internal/cli"
 	"github.com/relayfleet/relayfleet/relay"
 )
 
@@ -68,23 +70,25 @@ func loadRoots(path string) (*x509.CertPool, error) {
 	return pool, nil
 }
 
-// keygen writes a new ECDSA P-256 key for serve --tls-key and prints its
-// SPKI pin.
-func keygen(args []string, stdout io.Writer) error {
-	fs := newFlags("keygen")
+// keygenCmd is relay keygen: it writes a new ECDSA P-256 key for serve
+// --tls-key and prints its SPKI pin.
+func keygenCmd(ios *cli.IOStreams) *cobra.Command {
+	cmd := &cobra.Command{Use: "keygen --out FILE", Short: "write an ECDSA P-256 key for --tls-key and print its SPKI sha256", Args: cli.NoArgs}
+	fs := cmd.Flags()
 	out := fs.String("out", "", "file to write the key to (mode 0600; an existing file is not overwritten)")
-	if err := parseFlagsOnly(fs, args); err != nil {
-		return err
+	cmd.RunE = func(*cobra.Command, []string) error {
+		stdout := ios.Out
+		switch {
+		case *out == "":
+			return badUsage("--out is required (the FILE to write the key to)")
+		}
+		key, err := relay.WriteTLSKey(*out)
+		if err != nil {
+			return fmt.Errorf("--out: %w", err)
+		}
+		return printPin(stdout, key)
 	}
-	switch {
-	case *out == "":
-		return badUsage("--out is required (the FILE to write the key to)")
-	}
-	key, err := relay.WriteTLSKey(*out)
-	if err != nil {
-		return fmt.Errorf("--out: %w", err)
-	}
-	return printPin(stdout, key)
+	return cmd
 }
 
 // printPin prints the SPKI pin of key, as serve logs it (spki_sha256).
@@ -97,23 +101,25 @@ func printPin(w io.Writer, key *ecdsa.PrivateKey) error {
 	return nil
 }
 
-// pin prints the SPKI pin of a key.
-func pin(args []string, stdout io.Writer) error {
-	fs := newFlags("pin")
+// pinCmd is relay pin: it prints the SPKI pin of a key.
+func pinCmd(ios *cli.IOStreams) *cobra.Command {
+	cmd := &cobra.Command{Use: "pin --tls-key FILE", Short: "print the SPKI sha256 of a key", Args: cli.NoArgs}
+	fs := cmd.Flags()
 	keyFile := fs.String("tls-key", "", "key file (as relay keygen writes)")
-	if err := parseFlagsOnly(fs, args); err != nil {
-		return err
-	}
-	switch {
-	case *keyFile == "":
-		return badUsage("--tls-key is required (the key FILE)")
-	}
-	key, err := relay.LoadTLSKey(*keyFile)
-	if err != nil {
-		if errors.Is(err, os.ErrNotExist) {
-			return fmt.Errorf("--tls-key: %s does not exist", *keyFile)
+	cmd.RunE = func(*cobra.Command, []string) error {
+		stdout := ios.Out
+		switch {
+		case *keyFile == "":
+			return badUsage("--tls-key is required (the key FILE)")
 		}
-		return fmt.Errorf("--tls-key: %w", err)
+		key, err := relay.LoadTLSKey(*keyFile)
+		if err != nil {
+			if errors.Is(err, os.ErrNotExist) {
+				return fmt.Errorf("--tls-key: %s does not exist", *keyFile)
+			}
+			return fmt.Errorf("--tls-key: %w", err)
+		}
+		return printPin(stdout, key)
 	}
-	return printPin(stdout, key)
+	return cmd
 }

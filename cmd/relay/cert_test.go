@@ -13,6 +13,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -311,26 +312,35 @@ func TestServeACME(t *testing.T) {
 	}
 }
 
-// TestParseFlagsOnly: flags parse, a positional argument is a usage error
-// naming it, and a bad flag stays parse's error.
-func TestParseFlagsOnly(t *testing.T) {
+// TestKeygenArgs: flags parse, a positional argument is a usage error
+// naming it (and nothing is written), and a bad flag names the flag.
+func TestKeygenArgs(t *testing.T) {
+	dir := t.TempDir()
 	for _, tc := range []struct {
 		args []string
 		want string // "" for no error
 	}{
 		{[]string{"--out", "k"}, ""},
-		{[]string{"--out", "k", "extra"}, `unexpected argument "extra"`},
-		{[]string{"extra", "--out", "k"}, `unexpected argument "extra"`},
+		{[]string{"--out", "k2", "extra"}, `unexpected argument "extra"`},
+		{[]string{"extra", "--out", "k3"}, `unexpected argument "extra"`},
 		{[]string{"--nope"}, "--nope"},
 	} {
-		fs := newFlags("keygen")
-		out := fs.String("out", "", "")
-		err := parseFlagsOnly(fs, tc.args)
-		switch {
-		case tc.want == "" && (err != nil || *out != "k"):
-			t.Errorf("%q: %v, --out %q", tc.args, err, *out)
-		case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
-			t.Errorf("%q: error %v, want one with %q", tc.args, err, tc.want)
+		args := slices.Clone(tc.args)
+		for i, a := range args {
+			if i > 0 && args[i-1] == "--out" {
+				args[i] = filepath.Join(dir, a)
+			}
 		}
+		var stderr bytes.Buffer
+		code := run(context.Background(), append([]string{"keygen"}, args...), io.Discard, &stderr)
+		switch {
+		case tc.want == "" && code != 0:
+			t.Errorf("%q: exit %d, %s", tc.args, code, stderr.String())
+		case tc.want != "" && (code != 2 || !strings.Contains(stderr.String(), tc.want)):
+			t.Errorf("%q: exit %d, %q; want 2 and an error with %q", tc.args, code, stderr.String(), tc.want)
+		}
+	}
+	if names, _ := filepath.Glob(filepath.Join(dir, "*")); len(names) != 1 {
+		t.Errorf("keygen wrote %q, want only k", names)
 	}
 }

@@ -27,7 +27,6 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
-	"github.com/spf13/pflag"
 
 	"github.com/relayfleet/relayfleet/internal/cli"
 	"github.com/relayfleet/relayfleet/internal/version"
@@ -37,245 +36,41 @@ import (
 	"github.com/relayfleet/relayfleet/relay/router"
 )
 
-const usage = `usage:
-  relay serve --listen HOST:PORT [--cert FILE --key FILE | --tls-key FILE | --acme-domain NAME [--acme-email E]
-              [--acme-ca URL] [--acme-ca-root FILE] [--acme-dir DIR]] [--auth-key FILE [--public-listen PREFIX[,PREFIX]]...]
-              [--udp-buffer BYTES] [--send-batch 1] [--ack-delay 200ms] [--ack-threshold 10] [--listener-ack-delay 150ms] [--listener-ack-threshold 1] [--pto-ack-delay 0] [--pto-waits-for-reads=true] [--send-queue] [--upstream URL[#spki=HEX][,URL...]] [--memory-budget BYTES] [--max-listeners N]
-              [--reap-after 15s] [--stateless-reset-secret FILE] [--shed-rate 200] [--shutdown-grace 3s] [--notice-grace 2s] [--pprof] [--log-level LEVEL]
-              (SIGHUP re-reads --cert and --key, which are also re-read when they change)
-  relay router --listen HOST:PORT --relays FILE [--cert FILE --key FILE | --tls-key FILE] [--poll 1s] [--log-level LEVEL]   (SIGHUP reloads FILE)
-  relay keygen --out FILE      (writes an ECDSA P-256 key for --tls-key; prints its SPKI sha256)
-  relay pin --tls-key FILE     (prints the SPKI sha256 of a key)
-  relay token --key FILE (--publish PREFIX | --subscribe PREFIX) [--ttl 1h]
-  relay publish URL --name BROADCAST [--track audio] [--interval 120ms] [--frames 1] [--size 160] [--groups 0] [--trust-http-hash] [--token-file FILE]
-  relay listen (URL | --router URL [--router-spki HEX] [--insecure-router]) --name BROADCAST [--track audio] [--groups 0] [--check SIZE] [-v] [--trust-http-hash] [--token-file FILE] [--silence 960ms]
-  relay publish URL --name BROADCAST --paced [--interval 120ms] [--frames 1] [--size 600]
-  relay publish URL --name BROADCAST --ogg FILE|- [--ogg-pace=true|false] [--track audio]
-  relay loadgen (--url URL [--certificate-sha256 HEX] | --router URL [--router-spki HEX] [--insecure-router]) --broadcast NAME --listeners N
-                [--ramp PER_SECOND] --duration D [--freeze FRACTION --freeze-at T] [--late 1s] [--reconnect] [--idle-timeout 30s] [--ack-frequency=true] [--json] [--trust-http-hash] [--token-file FILE]
-  relay version                (also relay --version)
-  relay completion bash|zsh|fish|powershell
-  relay COMMAND -h shows a command's flags.
+// rootLong is the root's help text (cli.Help): the commands and what
+// a URL given to them is pinned to.
+const rootLong = `relay serve --listen HOST:PORT runs a relay; relay publish URL and relay listen URL
+reach one, relay listen and relay loadgen also through a router (--router URL).
 URLs are https://HOST:PORT/PATH (certificate verified against the CAs) or http://HOST:PORT/PATH
 (self-signed: its certificate hash is pinned). What the hash is pinned to:
   URL#spki=HEX      the SHA-256 of the relay's public key (relay pin), known beforehand
   --router URL      the router's answer: relay URL and certificate hash, over https:// (CA-verified,
                     or --router-spki HEX), or plain http:// on loopback or with --insecure-router
   otherwise         GET /certificate.sha256 over plain HTTP: only from loopback, or with
-                    --trust-http-hash, which trusts every network between here and the relay
-`
-
-// usageError is bad command-line input: exit status 2, one line.
-type usageError = cli.UsageError
+                    --trust-http-hash, which trusts every network between here and the relay`
 
 func badUsage(format string, args ...any) error { return cli.Usagef(format, args...) }
 
-// command is one relay subcommand.
-type command struct {
-	name, summary string
-	run           func(ctx context.Context, args []string, ios *cli.IOStreams) error
-}
-
-func commands() []command {
-	return []command{
-		{"serve", "run the moq-lite relay", func(ctx context.Context, args []string, ios *cli.IOStreams) error {
-			return serve(ctx, args, ios.ErrOut)
-		}},
-		{"router", "hand new listeners the relay process with the most headroom (GET /route)", func(ctx context.Context, args []string, ios *cli.IOStreams) error {
-			return routerCmd(ctx, args, ios.ErrOut)
-		}},
-		{"token", "sign an access token with a key file", func(_ context.Context, args []string, ios *cli.IOStreams) error {
-			return token(args, ios.Out)
-		}},
-		{"publish", "publish test frames or an Ogg Opus file to a relay", func(ctx context.Context, args []string, ios *cli.IOStreams) error {
-			return publish(ctx, args, ios)
-		}},
-		{"listen", "listen to a broadcast and check its frames", func(ctx context.Context, args []string, ios *cli.IOStreams) error {
-			return listen(ctx, args, ios.Out, ios.ErrOut)
-		}},
-		{"loadgen", "open listener sessions and measure what they receive", func(ctx context.Context, args []string, ios *cli.IOStreams) error {
-			return loadgenCmd(ctx, args, ios.Out, ios.ErrOut)
-		}},
-		{"keygen", "write an ECDSA P-256 key for --tls-key and print its SPKI sha256", func(_ context.Context, args []string, ios *cli.IOStreams) error {
-			return keygen(args, ios.Out)
-		}},
-		{"pin", "print the SPKI sha256 of a key", func(_ context.Context, args []string, ios *cli.IOStreams) error {
-			return pin(args, ios.Out)
-		}},
-	}
-}
-
-// Execute runs the relay command line args and returns the exit status:
-// 0, 1 when the command failed, 2 for bad input. Every failure is one line
-// on stderr, naming the command and, for bad input, the flag.
+// Execute runs the relay command line args (cli.Execute: cobra parses
+// every command's flags, checks their ranges, and maps the error to the
+// exit status, one line on stderr). Alone, relay is a usage error: its
+// help goes to stderr.
 func Execute(ctx context.Context, args []string, ios *cli.IOStreams) int {
+	root := newRoot(ios)
 	if len(args) == 0 {
-		fmt.Fprint(ios.ErrOut, usage)
-		return 2
+		cli.Help(ios.ErrOut, root)
+		return cli.ExitUsage
 	}
-	root := rootCommand(ios)
-	if !strings.HasPrefix(args[0], "-") && args[0] != cobra.ShellCompRequestCmd && args[0] != cobra.ShellCompNoDescRequestCmd {
-		if c, _, err := root.Find(args[:1]); err != nil || c == root {
-			fmt.Fprintf(ios.ErrOut, "relay: unknown command %q (want serve, router, token, publish, listen, loadgen, keygen, pin or version)\n", args[0])
-			return 2
-		}
-	}
-	root.SetArgs(args)
-	c, err := root.ExecuteContextC(ctx)
-	var he *helpError
-	if errors.As(err, &he) {
-		fmt.Fprintf(ios.Out, "usage: relay %s [flags]\n\nflags:\n%s", he.fs.Name(), he.fs.FlagUsages())
-		return 0
-	}
-	if err == nil {
-		return 0
-	}
-	name := "relay"
-	if c != nil && c != root {
-		name = "relay " + c.Name()
-	}
-	fmt.Fprintf(ios.ErrOut, "%s: %s\n", name, strings.ReplaceAll(err.Error(), "\n", "; "))
-	var ue *usageError
-	if errors.As(err, &ue) || c == nil || !c.DisableFlagParsing {
-		return 2
-	}
-	return 1
+	return cli.Execute(ctx, root, args, ios)
 }
 
-// rootCommand is the command tree: commands(), version, and cobra's help
-// and completion.
-func rootCommand(ios *cli.IOStreams) *cobra.Command {
-	root := &cobra.Command{
-		Use:           "relay",
-		Short:         "the relayfleet relay",
-		Version:       version.String(),
-		SilenceErrors: true,
-		SilenceUsage:  true,
-	}
-	root.SetIn(ios.In)
-	root.SetOut(ios.Out)
-	root.SetErr(ios.ErrOut)
-	root.SetVersionTemplate("relay {{.Version}}\n")
-	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return cli.FlagError(err) })
-	for _, c := range commands() {
-		root.AddCommand(&cobra.Command{
-			Use:                c.name,
-			Short:              c.summary,
-			DisableFlagParsing: true, // the command's own flag set parses them
-			RunE: func(cmd *cobra.Command, args []string) error {
-				return c.run(cmd.Context(), args, ios)
-			},
-			ValidArgsFunction: func(cmd *cobra.Command, _ []string, toComplete string) ([]cobra.Completion, cobra.ShellCompDirective) {
-				if !strings.HasPrefix(toComplete, "-") {
-					return nil, cobra.ShellCompDirectiveDefault
-				}
-				var out []cobra.Completion
-				if fs := flagsOf(cmd.Context(), c); fs != nil {
-					fs.VisitAll(func(f *pflag.Flag) {
-						if strings.HasPrefix("--"+f.Name, toComplete) {
-							out = append(out, cobra.CompletionWithDesc("--"+f.Name, f.Usage))
-						}
-					})
-				}
-				return out, cobra.ShellCompDirectiveNoFileComp
-			},
-		})
-	}
-	root.AddCommand(&cobra.Command{
-		Use:   "version",
-		Short: "print the version of this build",
-		Args:  cobra.NoArgs,
-		RunE: func(*cobra.Command, []string) error {
-			_, err := fmt.Fprintf(ios.Out, "relay %s\n", version.String())
-			return err
-		},
-	})
-	root.InitDefaultHelpCmd()
-	root.InitDefaultCompletionCmd()
-	if c, _, err := root.Find([]string{"completion"}); err == nil && c != root {
-		// cobra would print help for an unknown shell, and exit 0.
-		c.Args = cobra.ArbitraryArgs
-		c.RunE = func(cmd *cobra.Command, args []string) error {
-			if len(args) > 0 {
-				return badUsage("unknown shell %q (want bash, zsh, fish or powershell)", args[0])
-			}
-			return cmd.Help()
-		}
-	}
-	cobraHelp := root.HelpFunc()
-	root.SetHelpFunc(func(cmd *cobra.Command, args []string) {
-		switch {
-		case cmd == root:
-			fmt.Fprint(ios.Out, usage)
-		case cmd.DisableFlagParsing && cmd.RunE != nil:
-			// relay help serve: the command's own -h.
-			if fs := flagsOf(cmd.Context(), commandNamed(cmd.Name())); fs != nil {
-				fmt.Fprintf(ios.Out, "usage: relay %s [flags]\n\nflags:\n%s", fs.Name(), fs.FlagUsages())
-			}
-		default:
-			cobraHelp(cmd, args)
-		}
-	})
+// newRoot is the relay's command tree; cli.NewRoot adds version, and
+// cli.Execute help and completion.
+func newRoot(ios *cli.IOStreams) *cobra.Command {
+	root := cli.NewRoot("relay", "the relayfleet relay", version.String(), ios)
+	root.Long = rootLong
+	root.AddCommand(serveCmd(ios), routerCmd(ios), tokenCmd(ios), publishCmd(ios), listenCmd(ios),
+		loadgenCmd(ios), keygenCmd(ios), pinCmd(ios))
 	return root
-}
-
-func commandNamed(name string) command {
-	for _, c := range commands() {
-		if c.name == name {
-			return c
-		}
-	}
-	return command{name: name, run: func(context.Context, []string, *cli.IOStreams) error { return nil }}
-}
-
-// helpError is -h: Execute prints the flag set's flags.
-type helpError struct{ fs *pflag.FlagSet }
-
-func (e *helpError) Error() string { return "help requested" }
-
-// flagsOf is command c's flag set (its -h; nothing runs), or nil.
-func flagsOf(ctx context.Context, c command) *pflag.FlagSet {
-	if ctx == nil {
-		ctx = context.Background()
-	}
-	var discard strings.Builder
-	err := c.run(ctx, []string{"-h"}, &cli.IOStreams{In: strings.NewReader(""), Out: &discard, ErrOut: &discard})
-	var he *helpError
-	if errors.As(err, &he) {
-		return he.fs
-	}
-	return nil
-}
-
-func newFlags(name string) *pflag.FlagSet { return cli.NewFlagSet(name) }
-
-// parse parses flags, positional arguments among them, checks the numeric
-// ones against flagRanges, and returns the positional ones.
-func parse(fs *pflag.FlagSet, args []string) ([]string, error) {
-	err := fs.Parse(args)
-	if errors.Is(err, pflag.ErrHelp) {
-		return nil, &helpError{fs}
-	}
-	if err != nil {
-		return nil, cli.FlagError(err)
-	}
-	if err := cli.CheckRanges(fs, flagRanges[fs.Name()]); err != nil {
-		return nil, err
-	}
-	return fs.Args(), nil
-}
-
-// parseFlagsOnly is parse for a command that takes no positional
-// argument: one is a usage error.
-func parseFlagsOnly(fs *pflag.FlagSet, args []string) error {
-	pos, err := parse(fs, args)
-	if err != nil {
-		return err
-	}
-	if len(pos) > 0 {
-		return badUsage("unexpected argument %q", pos[0])
-	}
-	return nil
 }
 
 func newLogger(w io.Writer, level string) (*slog.Logger, error) {
@@ -286,8 +81,15 @@ func newLogger(w io.Writer, level string) (*slog.Logger, error) {
 	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: l})), nil
 }
 
-func serve(ctx context.Context, args []string, stderr io.Writer) error {
-	fs := newFlags("serve")
+// serveCmd is relay serve: the relay, until its context ends.
+func serveCmd(ios *cli.IOStreams) *cobra.Command {
+	cmd := &cobra.Command{Use: "serve", Short: "run the moq-lite relay", Args: cli.NoArgs,
+		Long: `relay serve --listen HOST:PORT runs the moq-lite relay on UDP (QUIC, WebTransport) and TCP
+(HTTP, WebSocket): with certificate files (--cert and --key, re-read when they change or on
+SIGHUP), self-signed certificates for a key (--tls-key), or certificates from an ACME CA
+(--acme-domain); tokens checked with --auth-key; broadcasts not published here pulled from
+--upstream relays; sessions admitted under --memory-budget and --max-listeners.`}
+	fs := cmd.Flags()
 	listenAddr := fs.String("listen", "", "HOST:PORT for UDP (QUIC, WebTransport) and TCP (HTTP, WebSocket)")
 	certFile := fs.String("cert", "", "TLS certificate chain (PEM), re-read when it changes or on SIGHUP")
 	keyFile := fs.String("key", "", "TLS private key (PEM) of --cert")
@@ -302,150 +104,144 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	fs.Var(&publicListen, "public-listen", "broadcast path prefix anyone may listen under without a token (repeatable, comma-separated); needs --auth-key")
 	udpBuffer := fs.String("udp-buffer", strconv.Itoa(relay.DefaultUDPBuffer), "UDP buffer size to ask for, in bytes (suffixes KiB, MiB)")
 	sendBatch := fs.Int("send-batch", relay.DefaultSendBatch, "most QUIC packets, across connections, sent in one sendmmsg (64 batches them); 1, the default, sends each with its own sendmsg")
+	cli.Ranged(fs, "send-batch", cli.Ints(1, 1024))
 	ptoAckDelay := fs.Duration("pto-ack-delay", 0, "least time the probe timeout allows for a listener's ACK (0: the listener's max_ack_delay); larger probes fewer packets that were not lost, and lost ones later: a dropped frame waits for the next one (docs/relay.md)")
+	cli.Ranged(fs, "pto-ack-delay", cli.Durations(0, relay.MaxAckDelay))
 	ptoWaits := fs.Bool("pto-waits-for-reads", true, "hold a listener's probe timeout back (10 ms at a time, at most 100 ms) while the relay has datagrams it has not read: its ACK may be among them; false probes at the deadline, as quic-go does")
 	ackThreshold := fs.Int("ack-threshold", relay.DefaultAckThreshold, "ack-eliciting packets the relay receives before it acknowledges at once instead of waiting up to --ack-delay; a listener's ACKs carry stream credit, so 2 (quic-go's) sends ACK-only packets")
+	cli.Ranged(fs, "ack-threshold", cli.Ints(1, relay.MaxAckThreshold))
 	ackDelay := fs.Duration("ack-delay", relay.DefaultAckDelay, "longest the relay delays a QUIC acknowledgement (max_ack_delay, advertised to peers); above the audio's packet interval, ACKs ride on audio packets; 25ms is quic-go's default")
+	cli.Ranged(fs, "ack-delay", cli.Durations(time.Millisecond, relay.MaxAckDelay))
 	listenerAckDelay := fs.Duration("listener-ack-delay", relay.DefaultListenerAckDelay, "max_ack_delay the relay asks of listeners whose QUIC supports the ACK frequency extension (relayfleet's client and load generator do), with --listener-ack-threshold; above the audio's packet interval they acknowledge every other packet instead of each one; 0 asks nothing (docs/relay.md)")
+	cli.Ranged(fs, "listener-ack-delay", cli.Durations(0, relay.MaxAckDelay))
 	listenerAckThreshold := fs.Int("listener-ack-threshold", relay.DefaultListenerAckThreshold, "ack-eliciting packets a listener asked with --listener-ack-delay may leave unacknowledged before it acknowledges at once (1: every other packet)")
+	cli.Ranged(fs, "listener-ack-threshold", cli.Ints(1, relay.MaxAckThreshold))
 	sendQueue := fs.Bool("send-queue", false, "write each connection's packets from a goroutine of its own (quic-go's send queue), and let each connection's loop do all of its work, instead of the goroutine that made them (the track's writer, the socket's reader): one goroutine more per listener; for comparison")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
 	memBudget := fs.String("memory-budget", "", "memory budget in bytes (suffixes KiB, MiB, GiB); default: the cgroup memory limit")
 	maxListeners := fs.Int("max-listeners", 0, "cap on open sessions; 0 means none")
+	cli.Ranged(fs, "max-listeners", cli.Ints(0, 10_000_000))
 	reapAfter := fs.Duration("reap-after", relay.DefaultReapAfter, "end a QUIC session that received nothing for this long")
+	cli.Ranged(fs, "reap-after", cli.Durations(time.Second, 24*time.Hour))
 	withPprof := fs.Bool("pprof", false, "serve /debug/pprof/ on the TCP port")
 	resetSecret := fs.String("stateless-reset-secret", "", "file with at least 32 random bytes (mode 0600 or 0400, e.g. %d/reset-secret under systemd): the QUIC stateless reset key for the port derives from it, so a restarted relay resets its predecessor's connections at once")
 	shedRate := fs.Float64("shed-rate", relay.DefaultShedRate, "sessions per second POST /shed and a graceful stop (SIGTERM) send going-away to")
+	cli.Ranged(fs, "shed-rate", cli.Floats(0.01, relay.MaxShedRate))
 	shutdownGrace := fs.Duration("shutdown-grace", relay.DefaultShutdownGrace, "on SIGTERM, stop admitting and send every session going-away within this long, then exit; 0s closes sessions at once")
+	cli.Ranged(fs, "shutdown-grace", cli.Durations(0, 10*time.Minute))
 	noticeGrace := fs.Duration("notice-grace", relay.DefaultNoticeGrace, "POST /shed and a graceful stop (within half of --shutdown-grace) send each session a going-away notice datagram and serve it this long before closing it, so that clients move first; 0s closes at once")
+	cli.Ranged(fs, "notice-grace", cli.Durations(0, relay.MaxNoticeGrace))
 	upstream := fs.String("upstream", "", "comma-separated relay URLs to pull broadcasts from that are not published here; URL#spki=HEX pins the origin's key (needed for an http:// origin not on loopback)")
-	if err := parseFlagsOnly(fs, args); err != nil {
-		return err
-	}
-	var upstreams []string
-	if *upstream != "" {
-		for _, u := range strings.Split(*upstream, ",") {
-			if _, err := checkURL([]string{u}); err != nil {
-				return badUsage("--upstream %q: want http:// or https:// URLs, comma-separated", *upstream)
-			}
-			if err := relay.CheckUpstream(u); err != nil {
-				return badUsage("--upstream: %v", err)
-			}
-			upstreams = append(upstreams, u)
-		}
-	}
-	if *listenAddr == "" {
-		return badUsage("--listen is required (HOST:PORT)")
-	}
-	if _, port, err := net.SplitHostPort(*listenAddr); err != nil {
-		return badUsage("--listen %q: want HOST:PORT", *listenAddr)
-	} else if n, err := strconv.Atoi(port); err != nil || n < 0 || n > 65535 {
-		return badUsage("--listen %q: port must be a number from 0 to 65535", *listenAddr)
-	}
-	if len(publicListen) > 0 && *authKey == "" {
-		return badUsage("--public-listen needs --auth-key (without a key everything is public)")
-	}
-	if err := checkCertFlags(fs); err != nil {
-		return err
-	}
-	buf, err := parseBytes(*udpBuffer)
-	if err != nil || buf <= 0 {
-		return badUsage("--udp-buffer %q: want a positive number of bytes", *udpBuffer)
-	}
-	var budget int64
-	if *memBudget != "" {
-		b, err := parseBytes64(*memBudget)
-		if err != nil || b <= 0 {
-			return badUsage("--memory-budget %q: want a positive number of bytes", *memBudget)
-		}
-		budget = b
-	}
-	if *maxListeners < 0 {
-		return badUsage("--max-listeners %d: must not be negative", *maxListeners)
-	}
-	if *sendBatch < 1 || *sendBatch > 1024 {
-		return badUsage("--send-batch %d: want packets per system call, from 1 to 1024", *sendBatch)
-	}
-	if *reapAfter <= 0 {
-		return badUsage("--reap-after %v: must be positive", *reapAfter)
-	}
-	if *shedRate <= 0 || *shedRate > relay.MaxShedRate {
-		return badUsage("--shed-rate %v: want sessions per second, more than 0 and at most %d", *shedRate, relay.MaxShedRate)
-	}
-	if *shutdownGrace < 0 {
-		return badUsage("--shutdown-grace %v: must not be negative", *shutdownGrace)
-	}
-	if *noticeGrace < 0 || *noticeGrace > relay.MaxNoticeGrace {
-		return badUsage("--notice-grace %v: want a duration from 0s (no notice) to %v", *noticeGrace, relay.MaxNoticeGrace)
-	}
-	logger, err := newLogger(stderr, *logLevel)
-	if err != nil {
-		return err
-	}
-	cfg := relay.Config{
-		Listen: *listenAddr, UDPBuffer: buf, Upstreams: upstreams, Logger: logger,
-		MemoryBudget: budget, MaxSessions: *maxListeners, ReapAfter: *reapAfter, Pprof: *withPprof,
-		ShedRate: *shedRate, ShutdownGrace: *shutdownGrace, NoticeGrace: *noticeGrace, SendBatch: *sendBatch,
-		AckDelay: *ackDelay, AckThreshold: *ackThreshold, PTOAckDelay: *ptoAckDelay, PTOIgnoresReads: !*ptoWaits, SendQueue: *sendQueue,
-		ListenerAckDelay: *listenerAckDelay, ListenerAckThreshold: *listenerAckThreshold,
-	}
-	if *listenerAckDelay == 0 {
-		cfg.ListenerAckDelay = -1 // Config: negative asks nothing
-	}
-	if *noticeGrace == 0 {
-		cfg.NoticeGrace = -1 // Config: negative means none
-	}
-	if *shutdownGrace == 0 {
-		cfg.ShutdownGrace = -1 // Config: negative means none
-	}
-	if *resetSecret != "" {
-		if cfg.ResetSecret, err = relay.LoadResetSecret(*resetSecret); err != nil {
-			return badUsage("--stateless-reset-secret: %v", err)
-		}
-	}
-	cfg.CertFile, cfg.KeyFile = *certFile, *keyFile
-	if *tlsKey != "" {
-		if cfg.TLSKey, err = relay.LoadTLSKey(*tlsKey); err != nil {
-			return fmt.Errorf("--tls-key: %w", err)
-		}
-	}
-	if *acmeDomain != "" {
-		cfg.ACME = &relay.ACMEConfig{Domain: *acmeDomain, Email: *acmeEmail, CA: *acmeCA, Dir: *acmeDir}
-		if *acmeCARoot != "" {
-			if cfg.ACME.CARoots, err = loadRoots(*acmeCARoot); err != nil {
-				return fmt.Errorf("--acme-ca-root: %w", err)
+	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
+		ctx, stderr := cmd.Context(), ios.ErrOut
+		var upstreams []string
+		if *upstream != "" {
+			for _, u := range strings.Split(*upstream, ",") {
+				if _, err := checkURL([]string{u}); err != nil {
+					return badUsage("--upstream %q: want http:// or https:// URLs, comma-separated", *upstream)
+				}
+				if err := relay.CheckUpstream(u); err != nil {
+					return badUsage("--upstream: %v", err)
+				}
+				upstreams = append(upstreams, u)
 			}
 		}
-	}
-	if *authKey != "" {
-		auth, err := loadAuth(*authKey)
+		if *listenAddr == "" {
+			return badUsage("--listen is required (HOST:PORT)")
+		}
+		if _, port, err := net.SplitHostPort(*listenAddr); err != nil {
+			return badUsage("--listen %q: want HOST:PORT", *listenAddr)
+		} else if n, err := strconv.Atoi(port); err != nil || n < 0 || n > 65535 {
+			return badUsage("--listen %q: port must be a number from 0 to 65535", *listenAddr)
+		}
+		if len(publicListen) > 0 && *authKey == "" {
+			return badUsage("--public-listen needs --auth-key (without a key everything is public)")
+		}
+		if err := checkCertFlags(fs); err != nil {
+			return err
+		}
+		buf, err := parseBytes(*udpBuffer)
+		if err != nil || buf <= 0 {
+			return badUsage("--udp-buffer %q: want a positive number of bytes", *udpBuffer)
+		}
+		var budget int64
+		if *memBudget != "" {
+			b, err := parseBytes64(*memBudget)
+			if err != nil || b <= 0 {
+				return badUsage("--memory-budget %q: want a positive number of bytes", *memBudget)
+			}
+			budget = b
+		}
+		logger, err := newLogger(stderr, *logLevel)
 		if err != nil {
 			return err
 		}
-		cfg.Auth = auth.WithPublicListen(publicListen)
-	}
-	// SIGHUP re-reads the certificate files now.
-	hup := make(chan os.Signal, 1)
-	signal.Notify(hup, syscall.SIGHUP)
-	defer signal.Stop(hup)
-	return relay.Run(ctx, cfg, func(r *relay.Relay) {
-		go func() {
-			for {
-				select {
-				case <-ctx.Done():
-					return
-				case <-hup:
-					if *certFile == "" {
-						logger.Info("SIGHUP: no certificate files to re-read")
-						continue
-					}
-					if err := r.ReloadCertificate(); err == nil {
-						logger.Info("SIGHUP: certificate files re-read", "certificate_sha256", r.CertificateHash())
-					}
+		cfg := relay.Config{
+			Listen: *listenAddr, UDPBuffer: buf, Upstreams: upstreams, Logger: logger,
+			MemoryBudget: budget, MaxSessions: *maxListeners, ReapAfter: *reapAfter, Pprof: *withPprof,
+			ShedRate: *shedRate, ShutdownGrace: *shutdownGrace, NoticeGrace: *noticeGrace, SendBatch: *sendBatch,
+			AckDelay: *ackDelay, AckThreshold: *ackThreshold, PTOAckDelay: *ptoAckDelay, PTOIgnoresReads: !*ptoWaits, SendQueue: *sendQueue,
+			ListenerAckDelay: *listenerAckDelay, ListenerAckThreshold: *listenerAckThreshold,
+		}
+		if *listenerAckDelay == 0 {
+			cfg.ListenerAckDelay = -1 // Config: negative asks nothing
+		}
+		if *noticeGrace == 0 {
+			cfg.NoticeGrace = -1 // Config: negative means none
+		}
+		if *shutdownGrace == 0 {
+			cfg.ShutdownGrace = -1 // Config: negative means none
+		}
+		if *resetSecret != "" {
+			if cfg.ResetSecret, err = relay.LoadResetSecret(*resetSecret); err != nil {
+				return badUsage("--stateless-reset-secret: %v", err)
+			}
+		}
+		cfg.CertFile, cfg.KeyFile = *certFile, *keyFile
+		if *tlsKey != "" {
+			if cfg.TLSKey, err = relay.LoadTLSKey(*tlsKey); err != nil {
+				return fmt.Errorf("--tls-key: %w", err)
+			}
+		}
+		if *acmeDomain != "" {
+			cfg.ACME = &relay.ACMEConfig{Domain: *acmeDomain, Email: *acmeEmail, CA: *acmeCA, Dir: *acmeDir}
+			if *acmeCARoot != "" {
+				if cfg.ACME.CARoots, err = loadRoots(*acmeCARoot); err != nil {
+					return fmt.Errorf("--acme-ca-root: %w", err)
 				}
 			}
-		}()
-	})
+		}
+		if *authKey != "" {
+			auth, err := loadAuth(*authKey)
+			if err != nil {
+				return err
+			}
+			cfg.Auth = auth.WithPublicListen(publicListen)
+		}
+		// SIGHUP re-reads the certificate files now.
+		hup := make(chan os.Signal, 1)
+		signal.Notify(hup, syscall.SIGHUP)
+		defer signal.Stop(hup)
+		return relay.Run(ctx, cfg, func(r *relay.Relay) {
+			go func() {
+				for {
+					select {
+					case <-ctx.Done():
+						return
+					case <-hup:
+						if *certFile == "" {
+							logger.Info("SIGHUP: no certificate files to re-read")
+							continue
+						}
+						if err := r.ReloadCertificate(); err == nil {
+							logger.Info("SIGHUP: certificate files re-read", "certificate_sha256", r.CertificateHash())
+						}
+					}
+				}
+			}()
+		})
+	}
+	return cmd
 }
 
 // prefixList is a repeatable flag of comma-separated broadcast path
@@ -529,36 +325,37 @@ func parseBytes(s string) (int, error) {
 	return n * mult, nil
 }
 
-func token(args []string, stdout io.Writer) error {
-	fs := newFlags("token")
+// tokenCmd is relay token: it prints a signed access token.
+func tokenCmd(ios *cli.IOStreams) *cobra.Command {
+	cmd := &cobra.Command{Use: "token --key FILE (--publish PREFIX | --subscribe PREFIX)", Short: "sign an access token with a key file", Args: cli.NoArgs,
+		Long: "relay token prints a token signed with the key in --key FILE that may publish, or subscribe, under a broadcast path prefix."}
+	fs := cmd.Flags()
 	keyFile := fs.String("key", "", "file with the token signing key")
 	pub := fs.String("publish", "", "broadcast path prefix the token may publish under")
 	sub := fs.String("subscribe", "", "broadcast path prefix the token may subscribe under")
 	ttl := fs.Duration("ttl", time.Hour, "how long the token is valid")
-	if err := parseFlagsOnly(fs, args); err != nil {
-		return err
+	cli.Ranged(fs, "ttl", cli.Durations(time.Second, 365*24*time.Hour))
+	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
+		stdout := ios.Out
+		set := fs.Changed
+		if *keyFile == "" {
+			return badUsage("--key is required")
+		}
+		if set("publish") == set("subscribe") {
+			return badUsage("give exactly one of --publish PREFIX or --subscribe PREFIX")
+		}
+		auth, err := loadAuth(*keyFile)
+		if err != nil {
+			return err
+		}
+		tok, err := auth.NewToken(*pub, *sub, set("publish"), set("subscribe"), *ttl)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintln(stdout, tok)
+		return nil
 	}
-	set := map[string]bool{}
-	fs.Visit(func(f *pflag.Flag) { set[f.Name] = true })
-	if *keyFile == "" {
-		return badUsage("--key is required")
-	}
-	if set["publish"] == set["subscribe"] {
-		return badUsage("give exactly one of --publish PREFIX or --subscribe PREFIX")
-	}
-	if *ttl <= 0 {
-		return badUsage("--ttl %v: must be positive", *ttl)
-	}
-	auth, err := loadAuth(*keyFile)
-	if err != nil {
-		return err
-	}
-	tok, err := auth.NewToken(*pub, *sub, set["publish"], set["subscribe"], *ttl)
-	if err != nil {
-		return err
-	}
-	fmt.Fprintln(stdout, tok)
-	return nil
+	return cmd
 }
 
 func checkURL(pos []string) (string, error) {
@@ -650,115 +447,118 @@ func routerOptions(router, spki string, insecure bool) (client.RouterOptions, er
 
 const insecureRouterHelp = "allow an http:// router that is not on loopback: its answers, relay certificate hashes included, come in clear text, so this trusts every network between here and the router"
 
-func publish(ctx context.Context, args []string, ios *cli.IOStreams) error {
-	stdout, stderr := ios.Out, ios.ErrOut
-	fs := newFlags("publish")
+// publishCmd is relay publish: a test publisher.
+func publishCmd(ios *cli.IOStreams) *cobra.Command {
+	cmd := &cobra.Command{Use: "publish URL --name BROADCAST", Short: "publish test frames or an Ogg Opus file to a relay",
+		Args: func(_ *cobra.Command, args []string) error { _, err := checkURL(args); return err },
+		Long: `relay publish URL --name BROADCAST publishes test frames (--paced: load-generator frames) or,
+with --ogg FILE (- for stdin), the Opus packets of an Ogg Opus file to the relay at URL.`}
+	fs := cmd.Flags()
 	name := fs.String("name", "", "broadcast name")
 	track := fs.String("track", "audio", "track name")
 	interval := fs.Duration("interval", 120*time.Millisecond, "time between groups")
+	cli.Ranged(fs, "interval", cli.Durations(time.Millisecond, time.Minute))
 	frames := fs.Int("frames", 1, "frames per group")
+	cli.Ranged(fs, "frames", cli.Ints(1, 1000))
 	size := fs.Int("size", 160, "bytes per frame")
+	cli.Ranged(fs, "size", cli.Ints(16, 1<<20))
 	groups := fs.Int("groups", 0, "groups to send; 0 means until interrupted")
+	cli.Ranged(fs, "groups", cli.Ints(0, 1_000_000_000))
 	transport := fs.String("transport", client.TransportQUIC, "quic or websocket")
 	paced := fs.Bool("paced", false, "write load-generator frames (group, index, send time), one every --interval, --frames to a group")
 	ogg := fs.String("ogg", "", "publish the Opus packets of an Ogg Opus `FILE` (- for stdin), one packet to a group")
 	oggPace := fs.Bool("ogg-pace", false, "send --ogg packets in real time (default: for a file, not for -)")
 	trustHash := fs.Bool("trust-http-hash", false, trustHTTPHashHelp)
 	tokenFile := fs.String("token-file", "", tokenFileHelp)
-	pos, err := parse(fs, args)
-	if err != nil {
-		return err
-	}
-	u, err := checkURL(pos)
-	if err != nil {
-		return err
-	}
-	tok, err := readTokenFile("token-file", *tokenFile)
-	if err != nil {
-		return err
-	}
-	if u, err = client.WithToken(u, tok); err != nil {
-		return err
-	}
-	set := map[string]bool{}
-	fs.Visit(func(f *pflag.Flag) { set[f.Name] = true })
-	if set["ogg"] {
-		var other []string
-		for _, f := range []string{"paced", "frames", "size", "interval", "groups"} {
-			if set[f] {
-				other = append(other, "--"+f)
+	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+		ctx, stdout, stderr := cmd.Context(), ios.Out, ios.ErrOut
+		u := args[0]
+		tok, err := readTokenFile("token-file", *tokenFile)
+		if err != nil {
+			return err
+		}
+		if u, err = client.WithToken(u, tok); err != nil {
+			return err
+		}
+		set := fs.Changed
+		if set("ogg") {
+			var other []string
+			for _, f := range []string{"paced", "frames", "size", "interval", "groups"} {
+				if set(f) {
+					other = append(other, "--"+f)
+				}
 			}
+			switch {
+			case *name == "":
+				return badUsage("--name is required")
+			case *ogg == "":
+				return badUsage("--ogg: give a file, or - for stdin")
+			case len(other) > 0:
+				return badUsage("--ogg excludes %s (--paced, --frames, --size, --interval and --groups are for generated frames)", strings.Join(other, ", "))
+			case *transport != client.TransportQUIC && *transport != client.TransportWebSocket:
+				return badUsage("--transport %q: want quic or websocket", *transport)
+			}
+			if err := checkHashTrust(u, "", *trustHash); err != nil {
+				return err
+			}
+			pace := *ogg != "-"
+			if set("ogg-pace") {
+				pace = *oggPace
+			}
+			in := ios.In
+			if *ogg != "-" {
+				f, err := os.Open(*ogg)
+				if err != nil {
+					return err
+				}
+				defer f.Close()
+				in = f
+			}
+			logger, _ := newLogger(stderr, "info")
+			return client.RunPublishOgg(ctx, u, &client.Options{Logger: logger, Transport: *transport, TrustHTTPHash: *trustHash}, client.OggPublishOptions{
+				Broadcast: *name, Track: *track, Input: in, Pace: pace,
+			}, stdout)
 		}
 		switch {
+		case set("ogg-pace"):
+			return badUsage("--ogg-pace needs --ogg")
 		case *name == "":
 			return badUsage("--name is required")
-		case *ogg == "":
-			return badUsage("--ogg: give a file, or - for stdin")
-		case len(other) > 0:
-			return badUsage("--ogg excludes %s (--paced, --frames, --size, --interval and --groups are for generated frames)", strings.Join(other, ", "))
+		case *paced && *transport != client.TransportQUIC:
+			return badUsage("--paced: only with --transport quic")
 		case *transport != client.TransportQUIC && *transport != client.TransportWebSocket:
 			return badUsage("--transport %q: want quic or websocket", *transport)
 		}
 		if err := checkHashTrust(u, "", *trustHash); err != nil {
 			return err
 		}
-		pace := *ogg != "-"
-		if set["ogg-pace"] {
-			pace = *oggPace
-		}
-		in := ios.In
-		if *ogg != "-" {
-			f, err := os.Open(*ogg)
-			if err != nil {
-				return err
-			}
-			defer f.Close()
-			in = f
-		}
 		logger, _ := newLogger(stderr, "info")
-		return client.RunPublishOgg(ctx, u, &client.Options{Logger: logger, Transport: *transport, TrustHTTPHash: *trustHash}, client.OggPublishOptions{
-			Broadcast: *name, Track: *track, Input: in, Pace: pace,
+		if *paced {
+			return loadgen.Publish(ctx, u, loadgen.PublishOptions{
+				Broadcast: *name, Track: *track, FrameTime: *interval, FramesPerGroup: *frames, FrameSize: *size, Logger: logger,
+				TrustHTTPHash: *trustHash,
+			})
+		}
+		return client.RunPublish(ctx, u, &client.Options{Logger: logger, Transport: *transport, TrustHTTPHash: *trustHash}, client.PublishOptions{
+			Broadcast: *name, Track: *track, Interval: *interval, FramesPerGroup: *frames, FrameSize: *size, Groups: *groups,
 		}, stdout)
 	}
-	switch {
-	case set["ogg-pace"]:
-		return badUsage("--ogg-pace needs --ogg")
-	case *name == "":
-		return badUsage("--name is required")
-	case *paced && *transport != client.TransportQUIC:
-		return badUsage("--paced: only with --transport quic")
-	case *interval <= 0:
-		return badUsage("--interval %v: must be positive", *interval)
-	case *frames < 1:
-		return badUsage("--frames %d: must be at least 1", *frames)
-	case *size < 16 || *size > 1<<20:
-		return badUsage("--size %d: must be from 16 to 1048576", *size)
-	case *groups < 0:
-		return badUsage("--groups %d: must not be negative", *groups)
-	case *transport != client.TransportQUIC && *transport != client.TransportWebSocket:
-		return badUsage("--transport %q: want quic or websocket", *transport)
-	}
-	if err := checkHashTrust(u, "", *trustHash); err != nil {
-		return err
-	}
-	logger, _ := newLogger(stderr, "info")
-	if *paced {
-		return loadgen.Publish(ctx, u, loadgen.PublishOptions{
-			Broadcast: *name, Track: *track, FrameTime: *interval, FramesPerGroup: *frames, FrameSize: *size, Logger: logger,
-			TrustHTTPHash: *trustHash,
-		})
-	}
-	return client.RunPublish(ctx, u, &client.Options{Logger: logger, Transport: *transport, TrustHTTPHash: *trustHash}, client.PublishOptions{
-		Broadcast: *name, Track: *track, Interval: *interval, FramesPerGroup: *frames, FrameSize: *size, Groups: *groups,
-	}, stdout)
+	return cmd
 }
 
-func listen(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("listen")
+// listenCmd is relay listen: a test listener.
+func listenCmd(ios *cli.IOStreams) *cobra.Command {
+	cmd := &cobra.Command{Use: "listen (URL | --router URL) --name BROADCAST", Short: "listen to a broadcast and check its frames",
+		Args: listenArgs,
+		Long: `relay listen (URL | --router URL) --name BROADCAST subscribes to a broadcast at the relay at URL,
+or at the relay a router hands out (and, when it goes silent, another), and checks its frames.`}
+	fs := cmd.Flags()
 	name := fs.String("name", "", "broadcast name")
 	track := fs.String("track", "audio", "track name")
 	groups := fs.Int("groups", 0, "stop after this many groups; 0 means until interrupted")
+	cli.Ranged(fs, "groups", cli.Ints(0, 1_000_000_000))
 	check := fs.Int("check", 0, "check frames are `relay publish` patterns of this size")
+	cli.Ranged(fs, "check", cli.Ints(0, 1<<20))
 	verbose := fs.BoolP("v", "v", false, "print one line per group")
 	transport := fs.String("transport", client.TransportQUIC, "quic or websocket")
 	router := fs.String("router", "", "router base URL: ask its /route for the relay and its certificate hash instead of giving a URL")
@@ -767,62 +567,70 @@ func listen(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	trustHash := fs.Bool("trust-http-hash", false, trustHTTPHashHelp)
 	tokenFile := fs.String("token-file", "", tokenFileHelp)
 	silence := fs.Duration("silence", client.DefaultSilence, "reconnect when no group comes for this long (through the router, avoiding the relay that went silent); 0 means wait forever")
-	pos, err := parse(fs, args)
-	if err != nil {
-		return err
-	}
-	tok, err := readTokenFile("token-file", *tokenFile)
-	if err != nil {
-		return err
-	}
-	var u string
-	if *router != "" {
-		if len(pos) > 0 {
-			return badUsage("give a URL or --router, not both")
-		}
-	} else if u, err = checkURL(pos); err != nil {
-		return err
-	}
-	switch {
-	case *name == "":
-		return badUsage("--name is required")
-	case *groups < 0:
-		return badUsage("--groups %d: must not be negative", *groups)
-	case *check < 0:
-		return badUsage("--check %d: must not be negative", *check)
-	case *transport != client.TransportQUIC && *transport != client.TransportWebSocket:
-		return badUsage("--transport %q: want quic or websocket", *transport)
-	case *router == "" && (*routerSPKI != "" || *insecureRouter):
-		return badUsage("--router-spki and --insecure-router need --router")
-	case *silence < 0:
-		return badUsage("--silence %v: must not be negative", *silence)
-	}
-	logger, _ := newLogger(stderr, "info")
-	dial := &client.Options{Transport: *transport, TrustHTTPHash: *trustHash, Logger: logger,
-		KeepAlive: client.KeepAlivePeriod(*silence)}
-	ro := client.ResolverOptions{URL: u, Broadcast: *name, Token: tok, TrustHTTPHash: *trustHash}
-	if *router != "" {
-		if ro.RouterOptions, err = routerOptions(*router, *routerSPKI, *insecureRouter); err != nil {
+	cli.Ranged(fs, "silence", cli.Durations(0, time.Hour))
+	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+		ctx, stdout, stderr := cmd.Context(), ios.Out, ios.ErrOut
+		tok, err := readTokenFile("token-file", *tokenFile)
+		if err != nil {
 			return err
 		}
-		ro.Router = *router
-	} else if err := checkHashTrust(u, "", *trustHash); err != nil {
-		return err
+		var u string
+		if len(args) > 0 {
+			u = args[0]
+		}
+		switch {
+		case *name == "":
+			return badUsage("--name is required")
+		case *transport != client.TransportQUIC && *transport != client.TransportWebSocket:
+			return badUsage("--transport %q: want quic or websocket", *transport)
+		case *router == "" && (*routerSPKI != "" || *insecureRouter):
+			return badUsage("--router-spki and --insecure-router need --router")
+		}
+		logger, _ := newLogger(stderr, "info")
+		dial := &client.Options{Transport: *transport, TrustHTTPHash: *trustHash, Logger: logger,
+			KeepAlive: client.KeepAlivePeriod(*silence)}
+		ro := client.ResolverOptions{URL: u, Broadcast: *name, Token: tok, TrustHTTPHash: *trustHash}
+		if *router != "" {
+			if ro.RouterOptions, err = routerOptions(*router, *routerSPKI, *insecureRouter); err != nil {
+				return err
+			}
+			ro.Router = *router
+		} else if err := checkHashTrust(u, "", *trustHash); err != nil {
+			return err
+		}
+		res, err := client.NewResolver(ro)
+		if err != nil {
+			return badUsage("%v", err)
+		}
+		// One line per reconnect: through the router to another relay, or
+		// to the same URL (a relay restarted in place).
+		return client.Listen(ctx, res, dial, client.ListenOptions{
+			Broadcast: *name, Track: *track, Groups: *groups, Check: *check, Verbose: *verbose,
+			Silence: *silence, Reconnect: true,
+		}, stdout)
 	}
-	res, err := client.NewResolver(ro)
-	if err != nil {
-		return badUsage("%v", err)
-	}
-	// One line per reconnect: through the router to another relay, or
-	// to the same URL (a relay restarted in place).
-	return client.Listen(ctx, res, dial, client.ListenOptions{
-		Broadcast: *name, Track: *track, Groups: *groups, Check: *check, Verbose: *verbose,
-		Silence: *silence, Reconnect: true,
-	}, stdout)
+	return cmd
 }
 
-func loadgenCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("loadgen")
+// listenArgs: a URL, or none with --router.
+func listenArgs(cmd *cobra.Command, args []string) error {
+	if router, _ := cmd.Flags().GetString("router"); router != "" {
+		if len(args) > 0 {
+			return badUsage("give a URL or --router, not both")
+		}
+		return nil
+	}
+	_, err := checkURL(args)
+	return err
+}
+
+// loadgenCmd is relay loadgen: listener load, measured.
+func loadgenCmd(ios *cli.IOStreams) *cobra.Command {
+	cmd := &cobra.Command{Use: "loadgen (--url URL | --router URL) --broadcast NAME --listeners N --duration D",
+		Short: "open listener sessions and measure what they receive", Args: cli.NoArgs,
+		Long: `relay loadgen opens --listeners sessions to a broadcast (at --url, or at the relays a --router
+hands out), started --ramp per second, measures what they receive for --duration, and reports it.`}
+	fs := cmd.Flags()
 	rawURL := fs.String("url", "", "relay URL (http:// or https://)")
 	router := fs.String("router", "", "router base URL: ask its /route for each listener's relay and its certificate hash")
 	routerSPKI := fs.String("router-spki", "", "SHA-256 (hex) of the https:// router's public key, checked instead of the CAs")
@@ -833,197 +641,198 @@ func loadgenCmd(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	name := fs.String("broadcast", "", "broadcast name")
 	track := fs.String("track", "audio", "track name")
 	listeners := fs.Int("listeners", 0, "listener sessions to open")
+	cli.Ranged(fs, "listeners", cli.Ints(1, 1_000_000))
 	ramp := fs.Float64("ramp", 0, "listeners started per second; 0 means as fast as possible")
+	cli.Ranged(fs, "ramp", cli.Floats(0, 1_000_000))
 	duration := fs.Duration("duration", 0, "how long to measure once every listener started")
+	cli.Ranged(fs, "duration", cli.Durations(time.Millisecond, 24*time.Hour))
 	freeze := fs.Float64("freeze", 0, "fraction of listeners to freeze (0 to 1)")
+	cli.Ranged(fs, "freeze", cli.Floats(0, 1))
 	freezeAt := fs.Duration("freeze-at", 0, "when to freeze, from the start of the measurement")
+	cli.Ranged(fs, "freeze-at", cli.Durations(0, 24*time.Hour))
 	freezeFor := fs.Duration("freeze-for", 0, "thaw the frozen listeners this long after they froze (0: frozen to the end, reported apart)")
+	cli.Ranged(fs, "freeze-for", cli.Durations(0, 24*time.Hour))
 	silence := fs.Duration("silence", client.DefaultSilence, "a listener with no new group, or no next frame of one, this long presumes its relay dead (with --reconnect it reconnects); also how recent its last frame must be at the end not to count as silent")
+	cli.Ranged(fs, "silence", cli.Durations(time.Millisecond, time.Hour))
 	late := fs.Duration("late", time.Second, "a frame older than this on arrival is late")
+	cli.Ranged(fs, "late", cli.Durations(time.Millisecond, time.Hour))
 	shards := fs.Int("shards", 0, "UDP sockets the listeners share; 0 means 32")
+	cli.Ranged(fs, "shards", cli.Ints(0, 4096))
 	asJSON := fs.Bool("json", false, "print the report as JSON")
 	reconnect := fs.Bool("reconnect", false, "a listener whose session or subscription ends resolves, reconnects and resubscribes")
 	idleTimeout := fs.Duration("idle-timeout", 30*time.Second, "QUIC idle timeout: how soon a listener notices a relay gone silent")
+	cli.Ranged(fs, "idle-timeout", cli.Durations(time.Millisecond, time.Hour))
 	ackFrequency := fs.Bool("ack-frequency", true, "listeners support the QUIC ACK frequency extension, so the relay may ask them to acknowledge every other audio packet; false acknowledges each, as listeners whose QUIC lacks it (Chromium's)")
 	logLevel := fs.String("log-level", "warn", "debug, info, warn or error")
-	if err := parseFlagsOnly(fs, args); err != nil {
-		return err
-	}
-	set := map[string]bool{}
-	fs.Visit(func(f *pflag.Flag) { set[f.Name] = true })
-	switch {
-	case (*rawURL == "") == (*router == ""):
-		return badUsage("give exactly one of --url URL or --router URL")
-	case *rawURL != "" && !strings.HasPrefix(*rawURL, "http://") && !strings.HasPrefix(*rawURL, "https://"):
-		return badUsage("--url %q: must start with https:// or http://", *rawURL)
-	case *router != "" && !strings.HasPrefix(*router, "http://") && !strings.HasPrefix(*router, "https://"):
-		return badUsage("--router %q: must start with https:// or http://", *router)
-	case *router == "" && (*routerSPKI != "" || *insecureRouter):
-		return badUsage("--router-spki and --insecure-router need --router")
-	case *router != "" && *certHash != "":
-		return badUsage("--certificate-sha256 is for --url; the router answers each relay's hash")
-	case *name == "":
-		return badUsage("--broadcast is required")
-	case *listeners < 1:
-		return badUsage("--listeners %d: must be at least 1", *listeners)
-	case *ramp < 0:
-		return badUsage("--ramp %v: must not be negative", *ramp)
-	case *duration <= 0:
-		return badUsage("--duration is required and must be positive")
-	case *freeze < 0 || *freeze > 1:
-		return badUsage("--freeze %v: must be from 0 to 1", *freeze)
-	case set["freeze-at"] && *freeze == 0:
-		return badUsage("--freeze-at needs --freeze")
-	case set["freeze-for"] && *freeze == 0:
-		return badUsage("--freeze-for needs --freeze")
-	case *freezeFor < 0:
-		return badUsage("--freeze-for %v: must not be negative", *freezeFor)
-	case *silence <= 0:
-		return badUsage("--silence %v: must be positive", *silence)
-	case *freezeAt < 0 || *freezeAt > *duration:
-		return badUsage("--freeze-at %v: must be within --duration", *freezeAt)
-	case *late <= 0:
-		return badUsage("--late %v: must be positive", *late)
-	case *shards < 0:
-		return badUsage("--shards %d: must not be negative", *shards)
-	case *idleTimeout <= 0:
-		return badUsage("--idle-timeout %v: must be positive", *idleTimeout)
-	}
-	if *certHash != "" {
-		if err := client.CheckHash(*certHash); err != nil {
-			return badUsage("--certificate-sha256: %v", err)
+	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
+		ctx, stdout, stderr := cmd.Context(), ios.Out, ios.ErrOut
+		set := fs.Changed
+		switch {
+		case (*rawURL == "") == (*router == ""):
+			return badUsage("give exactly one of --url URL or --router URL")
+		case *rawURL != "" && !strings.HasPrefix(*rawURL, "http://") && !strings.HasPrefix(*rawURL, "https://"):
+			return badUsage("--url %q: must start with https:// or http://", *rawURL)
+		case *router != "" && !strings.HasPrefix(*router, "http://") && !strings.HasPrefix(*router, "https://"):
+			return badUsage("--router %q: must start with https:// or http://", *router)
+		case *router == "" && (*routerSPKI != "" || *insecureRouter):
+			return badUsage("--router-spki and --insecure-router need --router")
+		case *router != "" && *certHash != "":
+			return badUsage("--certificate-sha256 is for --url; the router answers each relay's hash")
+		case *name == "":
+			return badUsage("--broadcast is required")
+		case *listeners < 1:
+			return badUsage("--listeners %d: must be at least 1", *listeners)
+		case *duration <= 0:
+			return badUsage("--duration is required and must be positive")
+		case set("freeze-at") && *freeze == 0:
+			return badUsage("--freeze-at needs --freeze")
+		case set("freeze-for") && *freeze == 0:
+			return badUsage("--freeze-for needs --freeze")
+		case *freezeAt > *duration:
+			return badUsage("--freeze-at %v: must be within --duration", *freezeAt)
 		}
-	}
-	if *router != "" {
-		if _, err := routerOptions(*router, *routerSPKI, *insecureRouter); err != nil {
+		if *certHash != "" {
+			if err := client.CheckHash(*certHash); err != nil {
+				return badUsage("--certificate-sha256: %v", err)
+			}
+		}
+		if *router != "" {
+			if _, err := routerOptions(*router, *routerSPKI, *insecureRouter); err != nil {
+				return err
+			}
+		} else if err := checkHashTrust(*rawURL, *certHash, *trustHash); err != nil {
 			return err
 		}
-	} else if err := checkHashTrust(*rawURL, *certHash, *trustHash); err != nil {
-		return err
+		logger, err := newLogger(stderr, *logLevel)
+		if err != nil {
+			return err
+		}
+		tok, err := readTokenFile("token-file", *tokenFile)
+		if err != nil {
+			return err
+		}
+		rep, err := loadgen.Run(ctx, loadgen.Options{
+			Token: tok,
+			URL:   *rawURL, Router: *router, Broadcast: *name, Track: *track, Listeners: *listeners, Ramp: *ramp,
+			Duration: *duration, Freeze: *freeze, FreezeAt: *freezeAt, Late: *late, Shards: *shards, Logger: logger,
+			Reconnect: *reconnect, IdleTimeout: *idleTimeout, CertificateHash: *certHash, TrustHTTPHash: *trustHash, NoAckFrequency: !*ackFrequency,
+			FreezeFor: *freezeFor, Silence: *silence,
+			RouterSPKI: *routerSPKI, InsecureRouter: *insecureRouter,
+		})
+		if err != nil {
+			return err
+		}
+		if *asJSON {
+			enc := json.NewEncoder(stdout)
+			enc.SetIndent("", "  ")
+			return enc.Encode(rep)
+		}
+		rep.WriteText(stdout)
+		return nil
 	}
-	logger, err := newLogger(stderr, *logLevel)
-	if err != nil {
-		return err
-	}
-	tok, err := readTokenFile("token-file", *tokenFile)
-	if err != nil {
-		return err
-	}
-	rep, err := loadgen.Run(ctx, loadgen.Options{
-		Token: tok,
-		URL:   *rawURL, Router: *router, Broadcast: *name, Track: *track, Listeners: *listeners, Ramp: *ramp,
-		Duration: *duration, Freeze: *freeze, FreezeAt: *freezeAt, Late: *late, Shards: *shards, Logger: logger,
-		Reconnect: *reconnect, IdleTimeout: *idleTimeout, CertificateHash: *certHash, TrustHTTPHash: *trustHash, NoAckFrequency: !*ackFrequency,
-		FreezeFor: *freezeFor, Silence: *silence,
-		RouterSPKI: *routerSPKI, InsecureRouter: *insecureRouter,
-	})
-	if err != nil {
-		return err
-	}
-	if *asJSON {
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", "  ")
-		return enc.Encode(rep)
-	}
-	rep.WriteText(stdout)
-	return nil
+	return cmd
 }
 
-func routerCmd(ctx context.Context, args []string, stderr io.Writer) error {
-	fs := newFlags("router")
+// routerCmd is relay router: GET /route, until its context ends.
+func routerCmd(ios *cli.IOStreams) *cobra.Command {
+	cmd := &cobra.Command{Use: "router --listen HOST:PORT --relays FILE",
+		Short: "hand new listeners the relay process with the most headroom (GET /route)", Args: cli.NoArgs,
+		Long: `relay router --listen HOST:PORT --relays FILE answers GET /route with the relay process of FILE
+with the most headroom, and its certificate hash; SIGHUP reloads FILE.`}
+	fs := cmd.Flags()
 	listenAddr := fs.String("listen", "", "HOST:PORT to serve GET /route on")
 	relaysFile := fs.String("relays", "", "relays file (JSON), reloaded when it changes or on SIGHUP")
 	poll := fs.Duration("poll", time.Second, "how often to read each relay's /stats")
+	cli.Ranged(fs, "poll", cli.Durations(10*time.Millisecond, time.Minute))
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
 	certFile := fs.String("cert", "", "serve over TLS with this certificate chain (PEM), re-read when it changes")
 	keyFile := fs.String("key", "", "the --cert private key (PEM)")
 	tlsKey := fs.String("tls-key", "", "serve over TLS with self-signed certificates for this key (relay keygen); clients pin its SPKI (logged as spki_sha256) with --router-spki")
-	if err := parseFlagsOnly(fs, args); err != nil {
-		return err
-	}
-	switch {
-	case *listenAddr == "":
-		return badUsage("--listen is required (HOST:PORT)")
-	case *relaysFile == "":
-		return badUsage("--relays is required")
-	case *poll <= 0:
-		return badUsage("--poll %v: must be positive", *poll)
-	case (*certFile == "") != (*keyFile == ""):
-		return badUsage("--cert and --key must be given together")
-	case *certFile != "" && *tlsKey != "":
-		return badUsage("give --cert/--key or --tls-key, not both")
-	}
-	listenHost, _, err := net.SplitHostPort(*listenAddr)
-	if err != nil {
-		return badUsage("--listen %q: want HOST:PORT", *listenAddr)
-	}
-	logger, err := newLogger(stderr, *logLevel)
-	if err != nil {
-		return err
-	}
-	var tlsConf *tls.Config
-	tlsAttrs := []any{"tls", false}
-	switch {
-	case *certFile != "":
-		if tlsConf, err = router.CertFilesTLS(*certFile, *keyFile); err != nil {
-			return err
+	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
+		ctx, stderr := cmd.Context(), ios.ErrOut
+		switch {
+		case *listenAddr == "":
+			return badUsage("--listen is required (HOST:PORT)")
+		case *relaysFile == "":
+			return badUsage("--relays is required")
+		case (*certFile == "") != (*keyFile == ""):
+			return badUsage("--cert and --key must be given together")
+		case *certFile != "" && *tlsKey != "":
+			return badUsage("give --cert/--key or --tls-key, not both")
 		}
-		tlsAttrs = []any{"tls", "certificate"}
-	case *tlsKey != "":
-		key, err := relay.LoadTLSKey(*tlsKey)
+		listenHost, _, err := net.SplitHostPort(*listenAddr)
 		if err != nil {
-			return fmt.Errorf("--tls-key: %w", err)
+			return badUsage("--listen %q: want HOST:PORT", *listenAddr)
 		}
-		if tlsConf, err = router.SelfSignedTLS(key, []string{listenHost}, nil); err != nil {
-			return err
-		}
-		spki, err := relay.SPKIHash(key.Public())
+		logger, err := newLogger(stderr, *logLevel)
 		if err != nil {
 			return err
 		}
-		tlsAttrs = []any{"tls", "self-signed", "spki_sha256", spki}
-	default:
-		if h := listenHost; !client.IsLoopback(h) {
-			logger.Warn("serving /route over plain HTTP on a non-loopback address: clients trust the network to deliver relay certificate hashes unchanged; give --cert/--key or --tls-key", "listen", *listenAddr)
-		}
-	}
-	rt, err := router.New(router.Options{File: *relaysFile, Poll: *poll, Logger: logger})
-	if err != nil {
-		return err
-	}
-	ln, err := net.Listen("tcp", *listenAddr)
-	if err != nil {
-		return fmt.Errorf("listen: %w", err)
-	}
-	ln = router.LimitListener(ln, router.Limits{})
-	if tlsConf != nil {
-		ln = tls.NewListener(ln, tlsConf)
-	}
-	srv := rt.HTTPServer(router.Limits{})
-	hup := make(chan os.Signal, 1)
-	signal.Notify(hup, syscall.SIGHUP)
-	defer signal.Stop(hup)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		for {
-			select {
-			case <-ctx.Done():
-				_ = srv.Close()
-				return
-			case <-hup:
-				if err := rt.Reload(); err != nil {
-					logger.Error("reload relays file; keeping the previous one", "err", err)
-				}
+		var tlsConf *tls.Config
+		tlsAttrs := []any{"tls", false}
+		switch {
+		case *certFile != "":
+			if tlsConf, err = router.CertFilesTLS(*certFile, *keyFile); err != nil {
+				return err
+			}
+			tlsAttrs = []any{"tls", "certificate"}
+		case *tlsKey != "":
+			key, err := relay.LoadTLSKey(*tlsKey)
+			if err != nil {
+				return fmt.Errorf("--tls-key: %w", err)
+			}
+			if tlsConf, err = router.SelfSignedTLS(key, []string{listenHost}, nil); err != nil {
+				return err
+			}
+			spki, err := relay.SPKIHash(key.Public())
+			if err != nil {
+				return err
+			}
+			tlsAttrs = []any{"tls", "self-signed", "spki_sha256", spki}
+		default:
+			if h := listenHost; !client.IsLoopback(h) {
+				logger.Warn("serving /route over plain HTTP on a non-loopback address: clients trust the network to deliver relay certificate hashes unchanged; give --cert/--key or --tls-key", "listen", *listenAddr)
 			}
 		}
-	}()
-	go rt.Run(ctx)
-	logger.Info("router listening", append([]any{"addr", ln.Addr().String(), "relays", *relaysFile}, tlsAttrs...)...)
-	err = srv.Serve(ln)
-	<-done
-	if errors.Is(err, http.ErrServerClosed) {
-		return nil
+		rt, err := router.New(router.Options{File: *relaysFile, Poll: *poll, Logger: logger})
+		if err != nil {
+			return err
+		}
+		ln, err := net.Listen("tcp", *listenAddr)
+		if err != nil {
+			return fmt.Errorf("listen: %w", err)
+		}
+		ln = router.LimitListener(ln, router.Limits{})
+		if tlsConf != nil {
+			ln = tls.NewListener(ln, tlsConf)
+		}
+		srv := rt.HTTPServer(router.Limits{})
+		hup := make(chan os.Signal, 1)
+		signal.Notify(hup, syscall.SIGHUP)
+		defer signal.Stop(hup)
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			for {
+				select {
+				case <-ctx.Done():
+					_ = srv.Close()
+					return
+				case <-hup:
+					if err := rt.Reload(); err != nil {
+						logger.Error("reload relays file; keeping the previous one", "err", err)
+					}
+				}
+			}
+		}()
+		go rt.Run(ctx)
+		logger.Info("router listening", append([]any{"addr", ln.Addr().String(), "relays", *relaysFile}, tlsAttrs...)...)
+		err = srv.Serve(ln)
+		<-done
+		if errors.Is(err, http.ErrServerClosed) {
+			return nil
+		}
+		return err
 	}
-	return err
+	return cmd
 }
