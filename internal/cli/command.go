@@ -122,6 +122,7 @@ func Execute(ctx context.Context, root *cobra.Command, args []string, ios *IOStr
 	root.InitDefaultHelpCmd()
 	root.InitDefaultCompletionCmd(args...)
 	if c, _, err := root.Find([]string{"completion"}); err == nil && c != root {
+		c.Short = "shell completion: " + root.Name() + " completion bash|zsh|fish|powershell"
 		// cobra would print help for an unknown shell, and exit 0.
 		c.Args = cobra.ArbitraryArgs
 		c.RunE = func(cmd *cobra.Command, args []string) error {
