@@ -54,7 +54,14 @@ func commands() []command {
 		{"burst", "bring an event's burst boxes up or down now, or size it again: up | down | resize --event NAME", runBurst},
 		{"loadtest", "measure a box or a relay process: the load curve (listeners against CPU, RSS, drops), calibration.yaml for plan, loadtest.svg", runLoadtest},
 		{"monitor", "Prometheus targets (every relay process of every stack), rules and alerts, and the Grafana dashboard: --out DIR", runMonitor},
-		{"lab", "boxes on this machine for the demo and tests: up N | down | status | ssh BOX (root)", runLab},
+	}
+}
+
+// cobraCommands are the commands that are cobra commands of their own:
+// cobra parses their flags and finds their subcommands.
+func cobraCommands(ios *cli.IOStreams) []*cobra.Command {
+	return []*cobra.Command{
+		labCommand(ios),
 	}
 }
 
@@ -64,7 +71,6 @@ var subcommands = map[string][]string{
 	"auth":   {"rotate", "show", "export"},
 	"events": {"reconcile", "status", "report", "install"},
 	"burst":  {"up", "down", "resize"},
-	"lab":    {"up", "down", "status", "ssh"},
 }
 
 // execute runs one fleet command line and returns its exit status
@@ -90,6 +96,7 @@ func rootCommand(ios *cli.IOStreams) *cobra.Command {
 			},
 		})
 	}
+	root.AddCommand(cobraCommands(ios)...)
 	return root
 }
 

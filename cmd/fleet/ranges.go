@@ -39,7 +39,6 @@ var flagRanges = map[string]map[string]cli.Range{
 	"burst up":         {"drain-time": drainRange, "lease-ttl": leaseRange},
 	"burst down":       {"drain-time": drainRange, "lease-ttl": leaseRange},
 	"burst resize":     {"drain-time": drainRange, "lease-ttl": leaseRange},
-	"lab cloud hcloud|digitalocean --listen ADDR": {"ram-scale": cli.Floats(0.01, 1)},
 	"loadtest": {
 		"step-duration": cli.Durations(2*time.Second, time.Hour),
 		"ramp":          cli.Floats(0.1, 100_000),
