@@ -38,12 +38,10 @@ type command struct {
 
 func commands() []command {
 	return []command{
-		{"plan", "plan capacity for a listener target: boxes, cost, egress", runPlan},
 		{"converge", "converge the steady boxes: sysctl, relay units per core, the relay release", runConverge},
 		{"rollout", "roll a new relay build through the steady boxes, one process at a time, rolling back on failure", runRollout},
 		{"hosts", "the fleet's hosts as its stacks list them (steady and events, any backend): stack, group, tier, address, host key, processes", runHosts},
 		{"status", "per relay process: listeners, headroom, memory against its ceiling, restarts; per box: release and sysctl drift", runStatus},
-		{"providers", "show the provider catalogue (and live prices with HCLOUD_TOKEN / DIGITALOCEAN_TOKEN)", runProviders},
 		{"up", "bring the fleet to the inventory through Pulumi (boxes, converged hosts) and write the router's relays file", runUp},
 		{"preview", "show what fleet up would change, drift included", runPreview},
 		{"secret", "keep a cloud token encrypted in the fleet's stack: set hcloud-token | digitalocean-token (value on stdin)", runSecret},
@@ -62,6 +60,8 @@ func commands() []command {
 func cobraCommands(ios *cli.IOStreams) []*cobra.Command {
 	return []*cobra.Command{
 		labCommand(ios),
+		planCommand(ios),
+		providersCommand(ios),
 	}
 }
 

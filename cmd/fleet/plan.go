@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -12,6 +11,8 @@ import (
 	"strconv"
 	"strings"
 	"text/tabwriter"
+
+	"github.com/spf13/cobra"
 
 	"github.com/relayfleet/relayfleet/internal/cli"
 	"github.com/relayfleet/relayfleet/inventories"
@@ -74,50 +75,69 @@ func (b *boxFlag) Set(s string) error {
 	return nil
 }
 
-func runPlan(_ context.Context, args []string, ios *cli.IOStreams) error {
-	stdout := ios.Out
-	fs := newFlags("plan", stdout)
-	listeners := fs.Int("listeners", -1, "target concurrent listeners (required)")
-	shape := fs.String("shape", "", "plan boxes of one catalogue shape, PROVIDER/SHAPE[@REGION]")
-	var box boxFlag
-	fs.Var(&box, "box", "plan boxes of a given size: cores=N,ram=SIZE[,processes=N|auto][,uplink=RATE]")
-	eventHours := fs.Float64("event-hours", 0, "length of the event in hours; 0 plans a month of steady load")
-	inventory := fs.String("inventory", "", "fleet file: its steady boxes carry load first, its burst pools the rest")
-	providers := fs.String("providers", "", "provider catalogue (default: providers.yaml beside the inventory, else the shipped one)")
-	var cals calibrationFlag
-	fs.Var(&cals, "calibration", "capacity coefficients: "+strings.Join(inventories.CalibrationNames(), " or ")+
-		" (shipped), a calibration.yaml, or fleet loadtest's loadtest.json; SHAPE=... for the boxes of one shape (PROVIDER/SHAPE[@REGION], or custom for --box); repeatable (default: calibration.yaml beside the inventory, else "+inventories.DefaultCalibration+")")
-	asJSON := fs.Bool("json", false, "print the plan as JSON")
-	if err := fs.parse(args); err != nil {
-		return err
+// planOpts are fleet plan's flags.
+type planOpts struct {
+	listeners                   int
+	shape, inventory, providers string
+	box                         boxFlag
+	eventHours                  float64
+	cals                        calibrationFlag
+	asJSON                      bool
+}
+
+func planCommand(ios *cli.IOStreams) *cobra.Command {
+	var o planOpts
+	cmd := &cobra.Command{
+		Use:   "plan",
+		Short: "plan capacity for a listener target: boxes, cost, egress",
+		Args:  cli.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return runPlan(&o, ios.Out)
+		},
 	}
+	fs := cmd.Flags()
+	fs.IntVar(&o.listeners, "listeners", -1, "target concurrent listeners (required)")
+	cli.Ranged(fs, "listeners", cli.Ints(0, inventories.MaxListeners))
+	fs.StringVar(&o.shape, "shape", "", "plan boxes of one catalogue shape, PROVIDER/SHAPE[@REGION]")
+	fs.Var(cli.GoValue(&o.box), "box", "plan boxes of a given size: cores=N,ram=SIZE[,processes=N|auto][,uplink=RATE]")
+	fs.Float64Var(&o.eventHours, "event-hours", 0, "length of the event in hours; 0 plans a month of steady load")
+	cli.Ranged(fs, "event-hours", cli.Floats(0, inventories.MaxEventHours))
+	fs.StringVar(&o.inventory, "inventory", "", "fleet file: its steady boxes carry load first, its burst pools the rest")
+	fs.StringVar(&o.providers, "providers", "", "provider catalogue (default: providers.yaml beside the inventory, else the shipped one)")
+	fs.Var(cli.GoValue(&o.cals), "calibration", "capacity coefficients: "+strings.Join(inventories.CalibrationNames(), " or ")+
+		" (shipped), a calibration.yaml, or fleet loadtest's loadtest.json; SHAPE=... for the boxes of one shape (PROVIDER/SHAPE[@REGION], or custom for --box); repeatable (default: calibration.yaml beside the inventory, else "+inventories.DefaultCalibration+")")
+	fs.BoolVar(&o.asJSON, "json", false, "print the plan as JSON")
+	return cmd
+}
+
+func runPlan(o *planOpts, stdout io.Writer) error {
 	switch {
-	case *listeners == -1:
+	case o.listeners == -1:
 		return usagef("flag --listeners: required")
-	case *listeners < 0:
-		return usagef("flag --listeners: must not be negative, got %d", *listeners)
-	case *listeners > inventories.MaxListeners:
-		return usagef("flag --listeners: want at most %s listeners, got %d", capacity.Count(inventories.MaxListeners), *listeners)
-	case !(*eventHours >= 0 && *eventHours <= inventories.MaxEventHours):
-		return usagef("flag --event-hours: want a number of hours from 0 to %d, got %v", inventories.MaxEventHours, *eventHours)
-	case *shape != "" && box.set:
+	case o.listeners < 0:
+		return usagef("flag --listeners: must not be negative, got %d", o.listeners)
+	case o.listeners > inventories.MaxListeners:
+		return usagef("flag --listeners: want at most %s listeners, got %d", capacity.Count(inventories.MaxListeners), o.listeners)
+	case !(o.eventHours >= 0 && o.eventHours <= inventories.MaxEventHours):
+		return usagef("flag --event-hours: want a number of hours from 0 to %d, got %v", inventories.MaxEventHours, o.eventHours)
+	case o.shape != "" && o.box.set:
 		return usagef("flags --shape and --box: give one, not both")
 	}
-	if *providers == "" {
-		*providers = inventories.Beside(*inventory, inventories.ProvidersFile)
+	if o.providers == "" {
+		o.providers = inventories.Beside(o.inventory, inventories.ProvidersFile)
 	}
-	cat, err := inventories.LoadCatalogue(*providers)
+	cat, err := inventories.LoadCatalogue(o.providers)
 	if err != nil {
 		return err
 	}
-	def, err := cals.resolve(*inventory)
+	def, err := o.cals.resolve(o.inventory)
 	if err != nil {
 		return err
 	}
 	var cands []capacity.Candidate
 	var fleet *inventories.Fleet
-	if *inventory != "" {
-		if fleet, err = inventories.LoadFleet(*inventory, cat); err != nil {
+	if o.inventory != "" {
+		if fleet, err = inventories.LoadFleet(o.inventory, cat); err != nil {
 			return err
 		}
 		for _, g := range fleet.Steady {
@@ -130,10 +150,10 @@ func runPlan(_ context.Context, args []string, ios *cli.IOStreams) error {
 		}
 	}
 	switch {
-	case box.set:
-		cands = append(cands, capacity.Candidate{Role: capacity.Custom, Name: "custom", Box: box.box})
-	case *shape != "":
-		p, s, err := cat.Lookup(*shape)
+	case o.box.set:
+		cands = append(cands, capacity.Candidate{Role: capacity.Custom, Name: "custom", Box: o.box.box})
+	case o.shape != "":
+		p, s, err := cat.Lookup(o.shape)
 		if err != nil {
 			return usagef("flag --shape: %v", err)
 		}
@@ -169,19 +189,19 @@ func runPlan(_ context.Context, args []string, ios *cli.IOStreams) error {
 		if !slices.Contains(refs, c.Ref()) {
 			refs = append(refs, c.Ref())
 		}
-		if nc := cals.forShape(c.Ref()); nc != nil {
+		if nc := o.cals.forShape(c.Ref()); nc != nil {
 			c.Calibration, c.CalibrationName = nc.Cal, nc.Name
 			used[c.Ref()] = nc
 		}
 	}
-	for _, ref := range cals.shapes {
+	for _, ref := range o.cals.shapes {
 		if used[ref] == nil {
 			return usagef("flag --calibration: no box of this plan has shape %s (its shapes: %s)", ref, strings.Join(refs, ", "))
 		}
 	}
 	plan, err := capacity.Make(capacity.Request{
-		Listeners:       *listeners,
-		EventHours:      *eventHours,
+		Listeners:       o.listeners,
+		EventHours:      o.eventHours,
 		Catalogue:       cat,
 		Calibration:     def.Cal,
 		CalibrationName: def.Name,
@@ -189,10 +209,10 @@ func runPlan(_ context.Context, args []string, ios *cli.IOStreams) error {
 	if err != nil {
 		return err
 	}
-	if *asJSON {
-		return writePlanJSON(stdout, plan, def, cals.perShape, *providers)
+	if o.asJSON {
+		return writePlanJSON(stdout, plan, def, o.cals.perShape, o.providers)
 	}
-	return writePlanTable(stdout, plan, def, cals.perShape)
+	return writePlanTable(stdout, plan, def, o.cals.perShape)
 }
 
 // planJSON is the --json document; its fields are described in the README.

@@ -4,7 +4,6 @@ import (
 	"time"
 
 	"github.com/relayfleet/relayfleet/internal/cli"
-	"github.com/relayfleet/relayfleet/inventories"
 	"github.com/relayfleet/relayfleet/relay"
 	"github.com/relayfleet/relayfleet/units"
 )
@@ -15,10 +14,6 @@ import (
 // count it cannot serve or waits for ever; TestEveryNumericFlagHasARange
 // holds every numeric flag of every command to having one.
 var flagRanges = map[string]map[string]cli.Range{
-	"plan": {
-		"listeners":   cli.Ints(0, inventories.MaxListeners),
-		"event-hours": cli.Floats(0, inventories.MaxEventHours),
-	},
 	"converge": {"parallel": parallelRange},
 	"rollout": {
 		"boxes":          cli.Ints(1, 1000),
