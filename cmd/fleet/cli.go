@@ -50,8 +50,6 @@ func commands() []command {
 		{"destroy", "destroy the stack's boxes (static servers are left as they are)", runDestroy},
 		{"events", "burst capacity for scheduled events: reconcile (every minute) | status | report | install", runEvents},
 		{"burst", "bring an event's burst boxes up or down now, or size it again: up | down | resize --event NAME", runBurst},
-		{"loadtest", "measure a box or a relay process: the load curve (listeners against CPU, RSS, drops), calibration.yaml for plan, loadtest.svg", runLoadtest},
-		{"monitor", "Prometheus targets (every relay process of every stack), rules and alerts, and the Grafana dashboard: --out DIR", runMonitor},
 	}
 }
 
@@ -62,6 +60,8 @@ func cobraCommands(ios *cli.IOStreams) []*cobra.Command {
 		labCommand(ios),
 		planCommand(ios),
 		providersCommand(ios),
+		loadtestCommand(ios),
+		monitorCommand(ios),
 	}
 }
 

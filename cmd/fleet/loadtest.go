@@ -14,6 +14,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/spf13/cobra"
+
 	"github.com/relayfleet/relayfleet/internal/cli"
 	"github.com/relayfleet/relayfleet/inventories"
 	"github.com/relayfleet/relayfleet/provision/loadtest"
@@ -109,46 +111,67 @@ func loadtestRelayBinary(path string) (string, error) {
 	return filepath.Abs(path)
 }
 
-func runLoadtest(ctx context.Context, args []string, ios *cli.IOStreams) error {
-	stdout := ios.Out
-	fs := newFlags("loadtest", stdout)
-	var hf hostFlags
-	hf.add(fs.FlagSet)
-	target := fs.String("target", "", "BOX (a steady host's name, as fleet hosts lists it) or BOX:PORT for one relay process (required)")
-	stepsFlag := fs.String("steps", defaultSteps(), "listener counts, one step each (sized to this machine's cores: the load generator runs here)")
-	stepDur := fs.Duration("step-duration", 20*time.Second, "measurement per step, once every listener has connected")
-	ramp := fs.Float64("ramp", 200, "listeners started per second")
-	relayBin := fs.String("relay-binary", "", "relay binary run here as the load generator and publisher (default: relay beside the fleet binary)")
-	outDir := fs.String("out", "", "directory for calibration.yaml, loadtest.json and loadtest.svg (default: the inventory's directory, where fleet plan reads calibration.yaml)")
-	asJSON := fs.Bool("json", false, "print the steps and the fit as JSON")
-	if err := fs.parse(args); err != nil {
-		return err
+// loadtestOpts are fleet loadtest's flags.
+type loadtestOpts struct {
+	hf                                 hostFlags
+	target, steps, relayBinary, outDir string
+	stepDur                            time.Duration
+	ramp                               float64
+	asJSON                             bool
+}
+
+func loadtestCommand(ios *cli.IOStreams) *cobra.Command {
+	var o loadtestOpts
+	cmd := &cobra.Command{
+		Use:   "loadtest",
+		Short: "measure a box or a relay process: the load curve (listeners against CPU, RSS, drops), calibration.yaml for plan, loadtest.svg",
+		Args:  cli.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return runLoadtest(cmd.Context(), &o, ios)
+		},
 	}
+	fs := cmd.Flags()
+	o.hf.add(fs)
+	fs.StringVar(&o.target, "target", "", "BOX (a steady host's name, as fleet hosts lists it) or BOX:PORT for one relay process (required)")
+	fs.StringVar(&o.steps, "steps", defaultSteps(), "listener counts, one step each (sized to this machine's cores: the load generator runs here)")
+	fs.DurationVar(&o.stepDur, "step-duration", 20*time.Second, "measurement per step, once every listener has connected")
+	cli.Ranged(fs, "step-duration", cli.Durations(2*time.Second, time.Hour))
+	fs.Float64Var(&o.ramp, "ramp", 200, "listeners started per second")
+	cli.Ranged(fs, "ramp", cli.Floats(0.1, 100_000))
+	fs.StringVar(&o.relayBinary, "relay-binary", "", "relay binary run here as the load generator and publisher (default: relay beside the fleet binary)")
+	fs.StringVar(&o.outDir, "out", "", "directory for calibration.yaml, loadtest.json and loadtest.svg (default: the inventory's directory, where fleet plan reads calibration.yaml)")
+	fs.BoolVar(&o.asJSON, "json", false, "print the steps and the fit as JSON")
+	return cmd
+}
+
+func runLoadtest(ctx context.Context, o *loadtestOpts, ios *cli.IOStreams) error {
+	stdout := ios.Out
+	hf := &o.hf
 	if err := hf.check(); err != nil {
 		return err
 	}
-	if *target == "" {
+	if o.target == "" {
 		return usagef("flag --target: required (BOX or BOX:PORT)")
 	}
-	steps, err := parseSteps(*stepsFlag)
+	steps, err := parseSteps(o.steps)
 	if err != nil {
 		return err
 	}
-	if *stepDur < 2*time.Second {
-		return usagef("flag --step-duration: at least 2s, to sample the relay during the step, got %v", *stepDur)
+	if o.stepDur < 2*time.Second {
+		return usagef("flag --step-duration: at least 2s, to sample the relay during the step, got %v", o.stepDur)
 	}
-	if *ramp <= 0 || math.IsInf(*ramp, 0) || math.IsNaN(*ramp) {
-		return usagef("flag --ramp: must be a positive number of listeners per second, got %v", *ramp)
+	if o.ramp <= 0 || math.IsInf(o.ramp, 0) || math.IsNaN(o.ramp) {
+		return usagef("flag --ramp: must be a positive number of listeners per second, got %v", o.ramp)
 	}
-	bin, err := loadtestRelayBinary(*relayBin)
+	bin, err := loadtestRelayBinary(o.relayBinary)
 	if err != nil {
 		return err
 	}
-	if *outDir == "" {
-		*outDir = filepath.Dir(hf.inventory)
+	if o.outDir == "" {
+		o.outDir = filepath.Dir(hf.inventory)
 	}
-	if st, err := os.Stat(*outDir); err != nil || !st.IsDir() {
-		return usagef("flag --out: %s is not a directory", *outDir)
+	if st, err := os.Stat(o.outDir); err != nil || !st.IsDir() {
+		return usagef("flag --out: %s is not a directory", o.outDir)
 	}
 	fleet, err := loadFleet(hf.inventory)
 	if err != nil {
@@ -201,7 +224,7 @@ func runLoadtest(ctx context.Context, args []string, ios *cli.IOStreams) error {
 	for _, t := range targets {
 		names = append(names, t.Host.Name)
 	}
-	i, tg, err := matchTarget(names, *target)
+	i, tg, err := matchTarget(names, o.target)
 	if err != nil {
 		return err
 	}
@@ -211,7 +234,7 @@ func runLoadtest(ctx context.Context, args []string, ios *cli.IOStreams) error {
 		isLab = isLab || g.Provider == "lab"
 	}
 	lt := &loadtest.Tester{
-		Bin: bin, Box: box, Steps: steps, Dur: *stepDur, Ramp: *ramp, Quiet: *asJSON, Out: stdout,
+		Bin: bin, Box: box, Steps: steps, Dur: o.stepDur, Ramp: o.ramp, Quiet: o.asJSON, Out: stdout,
 		PubTokenFile: pubTokFile, SubTokenFile: subTokFile,
 	}
 	if lt.Addr, _, err = net.SplitHostPort(box.Host.Addr()); err != nil {
@@ -239,8 +262,8 @@ func runLoadtest(ctx context.Context, args []string, ios *cli.IOStreams) error {
 	if isLab {
 		shared = fmt.Sprintf("the load generator runs on this machine (%s, %d cores) and shares its CPU with the lab boxes it measures: keep the steps small, read the drops chart before trusting the top steps", host, runtime.NumCPU())
 	}
-	if !*asJSON {
-		fmt.Fprintln(stdout, lt.Header(*target, info))
+	if !o.asJSON {
+		fmt.Fprintln(stdout, lt.Header(o.target, info))
 		fmt.Fprintf(stdout, "note: %s\n", shared)
 	}
 
@@ -248,15 +271,15 @@ func runLoadtest(ctx context.Context, args []string, ios *cli.IOStreams) error {
 	if runErr != nil && ctx.Err() != nil {
 		return runErr
 	}
-	doc := loadtest.Doc{Target: *target, MeasuredOn: loadtest.MeasuredOn(*target, info), Date: time.Now().UTC().Format(time.DateOnly), Generator: shared, Steps: res}
-	fitErr, err := loadtest.Write(*outDir, &doc, current, calPath)
+	doc := loadtest.Doc{Target: o.target, MeasuredOn: loadtest.MeasuredOn(o.target, info), Date: time.Now().UTC().Format(time.DateOnly), Generator: shared, Steps: res}
+	fitErr, err := loadtest.Write(o.outDir, &doc, current, calPath)
 	if err != nil {
 		return err
 	}
 	if runErr != nil && fitErr == nil {
 		fitErr = runErr
 	}
-	if *asJSON {
+	if o.asJSON {
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
 		if err := enc.Encode(doc); err != nil {

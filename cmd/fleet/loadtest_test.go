@@ -1,10 +1,7 @@
 package main
 
 import (
-	"bytes"
-	"context"
 	"errors"
-	"flag"
 	"os"
 	"path/filepath"
 	"slices"
@@ -12,7 +9,6 @@ import (
 	"testing"
 
 	"github.com/relayfleet/relayfleet/internal/testutil"
-	"github.com/relayfleet/relayfleet/inventories"
 )
 
 func TestLoadtestMatchTarget(t *testing.T) {
@@ -79,30 +75,10 @@ func TestLoadtestParseSteps(t *testing.T) {
 	}
 }
 
-// loadtestCLI runs fleet loadtest as fleet's run would: through the
-// command table once it lists loadtest, and until then mapping the error
-// to stderr and an exit code the way run does.
+// loadtestCLI runs fleet loadtest args.
 func loadtestCLI(t *testing.T, args ...string) (stdout, stderr string, code int) {
 	t.Helper()
-	if slices.ContainsFunc(commands(), func(c command) bool { return c.name == "loadtest" }) {
-		return fleet(t, append([]string{"loadtest"}, args...)...)
-	}
-	var out bytes.Buffer
-	err := runLoadtest(context.Background(), args, outStreams(&out))
-	var ue *usageError
-	var ie *inventories.Error
-	var ee *exitError
-	switch {
-	case err == nil || errors.Is(err, flag.ErrHelp):
-		return out.String(), "", exitOK
-	case errors.As(err, &ee):
-		code = ee.Code
-	case errors.As(err, &ue) || errors.As(err, &ie):
-		code = exitUsage
-	default:
-		code = exitFailure
-	}
-	return out.String(), "fleet loadtest: " + oneLine(err) + "\n", code
+	return fleet(t, append([]string{"loadtest"}, args...)...)
 }
 
 func TestLoadtestFlagErrors(t *testing.T) {

@@ -34,14 +34,6 @@ var flagRanges = map[string]map[string]cli.Range{
 	"burst up":         {"drain-time": drainRange, "lease-ttl": leaseRange},
 	"burst down":       {"drain-time": drainRange, "lease-ttl": leaseRange},
 	"burst resize":     {"drain-time": drainRange, "lease-ttl": leaseRange},
-	"loadtest": {
-		"step-duration": cli.Durations(2*time.Second, time.Hour),
-		"ramp":          cli.Floats(0.1, 100_000),
-	},
-	"monitor": {
-		"scrape-interval":     cli.Durations(time.Second, time.Hour),
-		"evaluation-interval": cli.Durations(time.Second, time.Hour),
-	},
 }
 
 // maxStepListeners bounds fleet loadtest --steps: listeners one machine
