@@ -4,13 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"math"
 	"net"
 	"os"
 	"path/filepath"
 	"runtime"
-	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -21,72 +18,6 @@ import (
 	"github.com/relayfleet/relayfleet/provision/loadtest"
 	"github.com/relayfleet/relayfleet/relay"
 )
-
-// minFitSteps is how many measured steps a calibration needs.
-const minFitSteps = loadtest.MinFitSteps
-
-// loadtestTarget is what --target names: a box, and one process of it
-// when Port is set.
-type loadtestTarget struct {
-	Box  string
-	Port int
-}
-
-// matchTarget finds --target among the boxes' names: BOX (a lab box name
-// or a static host's address as the inventory writes it) or BOX:PORT.
-// An exact name wins, so a static address with an SSH port is a box.
-func matchTarget(names []string, s string) (int, loadtestTarget, error) {
-	if i := slices.Index(names, s); i >= 0 {
-		return i, loadtestTarget{Box: s}, nil
-	}
-	if j := strings.LastIndex(s, ":"); j > 0 {
-		box, p := s[:j], s[j+1:]
-		if i := slices.Index(names, box); i >= 0 {
-			port, err := strconv.Atoi(p)
-			if err != nil || port < 1 || port > 65535 {
-				return -1, loadtestTarget{}, usagef("flag --target: %q: want BOX or BOX:PORT with a port from 1 to 65535", s)
-			}
-			return i, loadtestTarget{Box: box, Port: port}, nil
-		}
-	}
-	return -1, loadtestTarget{}, usagef("flag --target: no box %q among the steady stack's hosts (fleet hosts lists them; boxes: %s)", s, strings.Join(names, ", "))
-}
-
-// parseSteps reads --steps: at least minFitSteps distinct positive
-// listener counts.
-func parseSteps(s string) ([]int, error) {
-	var steps []int
-	for f := range strings.SplitSeq(s, ",") {
-		f = strings.TrimSpace(f)
-		n, err := strconv.Atoi(f)
-		if err != nil || n < 1 {
-			return nil, usagef("flag --steps: %q is not a positive listener count (want e.g. 100,200,400,600)", f)
-		}
-		if n > maxStepListeners {
-			return nil, usagef("flag --steps: %d is out of range: want listener counts from 1 to %d", n, maxStepListeners)
-		}
-		if slices.Contains(steps, n) {
-			return nil, usagef("flag --steps: %d is given twice", n)
-		}
-		steps = append(steps, n)
-	}
-	if len(steps) < minFitSteps {
-		return nil, usagef("flag --steps: want at least %d listener counts to fit a curve, got %d", minFitSteps, len(steps))
-	}
-	slices.Sort(steps)
-	return steps, nil
-}
-
-// defaultSteps sizes the steps to this machine: the load generator runs
-// here, two cores drive about 600 listeners beside a lab box.
-func defaultSteps() string {
-	m := max(1, runtime.NumCPU()/2)
-	var s []string
-	for _, n := range []int{100, 200, 400, 600} {
-		s = append(s, strconv.Itoa(n*m))
-	}
-	return strings.Join(s, ",")
-}
 
 // loadtestRelayBinary finds the relay binary that runs the load generator and the
 // publisher here.
@@ -133,7 +64,7 @@ func loadtestCommand(ios *cli.IOStreams) *cobra.Command {
 	fs := cmd.Flags()
 	o.hf.add(fs)
 	fs.StringVar(&o.target, "target", "", "BOX (a steady host's name, as fleet hosts lists it) or BOX:PORT for one relay process (required)")
-	fs.StringVar(&o.steps, "steps", defaultSteps(), "listener counts, one step each (sized to this machine's cores: the load generator runs here)")
+	fs.StringVar(&o.steps, "steps", loadtest.DefaultSteps(runtime.NumCPU()), "listener counts, one step each (sized to this machine's cores: the load generator runs here)")
 	fs.DurationVar(&o.stepDur, "step-duration", 20*time.Second, "measurement per step, once every listener has connected")
 	cli.Ranged(fs, "step-duration", cli.Durations(2*time.Second, time.Hour))
 	fs.Float64Var(&o.ramp, "ramp", 200, "listeners started per second")
@@ -153,15 +84,9 @@ func runLoadtest(ctx context.Context, o *loadtestOpts, ios *cli.IOStreams) error
 	if o.target == "" {
 		return usagef("flag --target: required (BOX or BOX:PORT)")
 	}
-	steps, err := parseSteps(o.steps)
+	steps, err := loadtest.ParseSteps(o.steps)
 	if err != nil {
-		return err
-	}
-	if o.stepDur < 2*time.Second {
-		return usagef("flag --step-duration: at least 2s, to sample the relay during the step, got %v", o.stepDur)
-	}
-	if o.ramp <= 0 || math.IsInf(o.ramp, 0) || math.IsNaN(o.ramp) {
-		return usagef("flag --ramp: must be a positive number of listeners per second, got %v", o.ramp)
+		return usagef("flag --steps: %v", err)
 	}
 	bin, err := loadtestRelayBinary(o.relayBinary)
 	if err != nil {
@@ -224,9 +149,9 @@ func runLoadtest(ctx context.Context, o *loadtestOpts, ios *cli.IOStreams) error
 	for _, t := range targets {
 		names = append(names, t.Host.Name)
 	}
-	i, tg, err := matchTarget(names, o.target)
+	i, tg, err := loadtest.MatchTarget(names, o.target)
 	if err != nil {
-		return err
+		return usagef("flag --target: %v", err)
 	}
 	box := targets[i]
 	isLab := false

@@ -67,10 +67,11 @@ func runMonitor(ctx context.Context, mo *monitorOpts, ios *cli.IOStreams) error 
 	if mo.inventory != "" && mo.eventsFile != "" {
 		return usagef("flag --events: give --inventory or --events, not both (the events file names its fleet)")
 	}
-	if mo.scrape < 0 || (mo.scrape > 0 && mo.scrape%1e6 != 0) {
+	// Their ranges are checked already.
+	if mo.scrape%time.Millisecond != 0 {
 		return usagef("flag --scrape-interval: want a positive whole number of milliseconds, got %s", mo.scrape)
 	}
-	if mo.eval < 0 || (mo.eval > 0 && mo.eval%1e6 != 0) {
+	if mo.eval%time.Millisecond != 0 {
 		return usagef("flag --evaluation-interval: want a positive whole number of milliseconds, got %s", mo.eval)
 	}
 	if _, err := monitoring.RouterTargets(mo.routers); err != nil {

@@ -29,48 +29,10 @@ type boxFlag struct {
 func (b *boxFlag) String() string { return "" }
 
 func (b *boxFlag) Set(s string) error {
-	box := capacity.Box{Uplink: 1_000_000_000}
-	procs := inventories.Processes(0)
-	seen := map[string]bool{}
-	for kv := range strings.SplitSeq(s, ",") {
-		k, v, ok := strings.Cut(strings.TrimSpace(kv), "=")
-		if !ok || v == "" {
-			return fmt.Errorf("want KEY=VALUE pairs such as cores=12,ram=64GiB,processes=2,uplink=1Gbit, got %q", kv)
-		}
-		if seen[k] {
-			return fmt.Errorf("%s given twice", k)
-		}
-		seen[k] = true
-		var err error
-		switch k {
-		case "cores":
-			box.Cores, err = strconv.Atoi(v)
-			if err != nil || box.Cores <= 0 || box.Cores > inventories.MaxCores {
-				return fmt.Errorf("cores: want an integer from 1 to %d, got %q", inventories.MaxCores, v)
-			}
-		case "ram":
-			box.RAM, err = inventories.ParseBytes(v)
-			if err != nil || box.RAM <= 0 || box.RAM > inventories.MaxRAM {
-				return fmt.Errorf("ram: want a size such as 64GiB, at most %s, got %q", inventories.MaxRAM.IEC(), v)
-			}
-		case "processes":
-			procs, err = inventories.ParseProcesses(v)
-			if err != nil {
-				return err
-			}
-		case "uplink":
-			box.Uplink, err = inventories.ParseBitRate(v)
-			if err != nil || box.Uplink <= 0 || box.Uplink > inventories.MaxUplink {
-				return fmt.Errorf("uplink: want a rate such as 1Gbit, at most %s, got %q", inventories.MaxUplink, v)
-			}
-		default:
-			return fmt.Errorf("unknown key %q (want cores, ram, processes, uplink)", k)
-		}
+	box, err := capacity.ParseBox(s)
+	if err != nil {
+		return err
 	}
-	if !seen["cores"] || !seen["ram"] {
-		return fmt.Errorf("cores and ram are required, as in cores=12,ram=64GiB")
-	}
-	box.Processes = procs.For(box.Cores)
 	b.box, b.set = box, true
 	return nil
 }
@@ -111,15 +73,10 @@ func planCommand(ios *cli.IOStreams) *cobra.Command {
 }
 
 func runPlan(o *planOpts, stdout io.Writer) error {
+	// The ranges of --listeners and --event-hours are checked already.
 	switch {
 	case o.listeners == -1:
 		return usagef("flag --listeners: required")
-	case o.listeners < 0:
-		return usagef("flag --listeners: must not be negative, got %d", o.listeners)
-	case o.listeners > inventories.MaxListeners:
-		return usagef("flag --listeners: want at most %s listeners, got %d", capacity.Count(inventories.MaxListeners), o.listeners)
-	case !(o.eventHours >= 0 && o.eventHours <= inventories.MaxEventHours):
-		return usagef("flag --event-hours: want a number of hours from 0 to %d, got %v", inventories.MaxEventHours, o.eventHours)
 	case o.shape != "" && o.box.set:
 		return usagef("flags --shape and --box: give one, not both")
 	}
@@ -134,53 +91,21 @@ func runPlan(o *planOpts, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
-	var cands []capacity.Candidate
-	var fleet *inventories.Fleet
+	ch := capacity.Choice{Shape: o.shape}
+	if o.box.set {
+		ch.Box = &o.box.box
+	}
 	if o.inventory != "" {
-		if fleet, err = inventories.LoadFleet(o.inventory, cat); err != nil {
+		if ch.Fleet, err = inventories.LoadFleet(o.inventory, cat); err != nil {
 			return err
 		}
-		for _, g := range fleet.Steady {
-			c, err := capacity.BoxCandidate(cat, capacity.Steady, g.Name, &g.Box)
-			if err != nil {
-				return err
-			}
-			c.Count = g.BoxCount()
-			cands = append(cands, c)
-		}
 	}
-	switch {
-	case o.box.set:
-		cands = append(cands, capacity.Candidate{Role: capacity.Custom, Name: "custom", Box: o.box.box})
-	case o.shape != "":
-		p, s, err := cat.Lookup(o.shape)
-		if err != nil {
-			return usagef("flag --shape: %v", err)
-		}
-		if p.Unusable != "" {
-			return usagef("flag --shape: %s cannot carry relay audio: %s", p.Name, p.Unusable)
-		}
-		cands = append(cands, capacity.ShapeCandidate(p, s, s.Ref(p), 0, capacity.Burst))
-	case fleet != nil:
-		for _, pool := range fleet.Burst {
-			c, err := capacity.BoxCandidate(cat, capacity.Burst, pool.Name, &pool.Box)
-			if err != nil {
-				return err
-			}
-			c.Max = pool.Max
-			cands = append(cands, c)
-		}
-	default:
-		for i := range cat.Providers {
-			p := &cat.Providers[i]
-			if p.Unusable != "" || p.Kind == inventories.KindLab || p.Kind == inventories.KindCDN {
-				continue
-			}
-			for j := range p.Shapes {
-				s := &p.Shapes[j]
-				cands = append(cands, capacity.ShapeCandidate(p, s, s.Ref(p), 0, capacity.Burst))
-			}
-		}
+	cands, err := capacity.Candidates(cat, ch)
+	var shapeErr *capacity.ShapeError
+	if errors.As(err, &shapeErr) {
+		return usagef("flag --shape: %v", err)
+	} else if err != nil {
+		return err
 	}
 	used := map[string]*namedCalibration{}
 	var refs []string

@@ -36,10 +36,6 @@ var flagRanges = map[string]map[string]cli.Range{
 	"burst resize":     {"drain-time": drainRange, "lease-ttl": leaseRange},
 }
 
-// maxStepListeners bounds fleet loadtest --steps: listeners one machine
-// opens against one box.
-const maxStepListeners = 1_000_000
-
 var (
 	parallelRange = cli.Ints(1, 1024)              // hosts at once
 	drainRange    = cli.Durations(0, 24*time.Hour) // how long listeners get to leave
