@@ -127,19 +127,11 @@ func runLoadtest(ctx context.Context, o *loadtestOpts, ios *cli.IOStreams) error
 	if err != nil {
 		return err
 	}
-	// The relay commands read the tokens from files (0600, in a 0700
-	// directory of their own), never from their command lines.
-	tokDir, err := os.MkdirTemp("", "fleet-loadtest-")
+	pubTokFile, subTokFile, removeTokens, err := loadtest.TokenFiles(pubTok, subTok)
 	if err != nil {
 		return err
 	}
-	defer os.RemoveAll(tokDir)
-	pubTokFile, subTokFile := filepath.Join(tokDir, "publish.jwt"), filepath.Join(tokDir, "subscribe.jwt")
-	for f, tok := range map[string]string{pubTokFile: pubTok, subTokFile: subTok} {
-		if err := os.WriteFile(f, []byte(tok+"\n"), 0o600); err != nil {
-			return fmt.Errorf("token file: %w", err)
-		}
-	}
+	defer removeTokens()
 	targets, cleanup, err := steadyTargets(ctx, st, hf.sshKey, hf.labDir, ios.ErrOut)
 	if err != nil {
 		return err
@@ -183,10 +175,7 @@ func runLoadtest(ctx context.Context, o *loadtestOpts, ios *cli.IOStreams) error
 		return err
 	}
 	host, _ := os.Hostname()
-	shared := fmt.Sprintf("the load generator runs on this machine (%s, %d cores) and its CPU limits the steps", host, runtime.NumCPU())
-	if isLab {
-		shared = fmt.Sprintf("the load generator runs on this machine (%s, %d cores) and shares its CPU with the lab boxes it measures: keep the steps small, read the drops chart before trusting the top steps", host, runtime.NumCPU())
-	}
+	shared := loadtest.GeneratorNote(host, runtime.NumCPU(), isLab)
 	if !o.asJSON {
 		fmt.Fprintln(stdout, lt.Header(o.target, info))
 		fmt.Fprintf(stdout, "note: %s\n", shared)

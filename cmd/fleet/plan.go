@@ -107,22 +107,8 @@ func runPlan(o *planOpts, stdout io.Writer) error {
 	} else if err != nil {
 		return err
 	}
-	used := map[string]*namedCalibration{}
-	var refs []string
-	for i := range cands {
-		c := &cands[i]
-		if !slices.Contains(refs, c.Ref()) {
-			refs = append(refs, c.Ref())
-		}
-		if nc := o.cals.forShape(c.Ref()); nc != nil {
-			c.Calibration, c.CalibrationName = nc.Cal, nc.Name
-			used[c.Ref()] = nc
-		}
-	}
-	for _, ref := range o.cals.shapes {
-		if used[ref] == nil {
-			return usagef("flag --calibration: no box of this plan has shape %s (its shapes: %s)", ref, strings.Join(refs, ", "))
-		}
+	if err := loadtest.Calibrate(cands, o.cals.shapes, o.cals.perShape); err != nil {
+		return usagef("flag --calibration: %v", err)
 	}
 	plan, err := capacity.Make(capacity.Request{
 		Listeners:       o.listeners,
@@ -349,8 +335,6 @@ func (f *calibrationFlag) resolve(inventory string) (*namedCalibration, error) {
 	}
 	return def, nil
 }
-
-func (f *calibrationFlag) forShape(ref string) *namedCalibration { return f.perShape[ref] }
 
 // loadNamedCalibration loads a --calibration value (loadtest.ResolveCalibration).
 func loadNamedCalibration(v string, base *namedCalibration) (*namedCalibration, error) {
