@@ -146,25 +146,11 @@ func labDownCommand(ios *cli.IOStreams) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			boxes, err := l.List(ctx, nil)
-			if err != nil {
-				return err
+			deleted, err := lab.Down(ctx, l)
+			for _, name := range deleted {
+				fmt.Fprintf(ios.Out, "%s\tdeleted\n", name)
 			}
-			errs := make([]error, len(boxes))
-			var wg sync.WaitGroup
-			for i, b := range boxes {
-				wg.Go(func() { errs[i] = l.Delete(ctx, b.Name) })
-			}
-			wg.Wait()
-			for i, b := range boxes {
-				if errs[i] == nil {
-					fmt.Fprintf(ios.Out, "%s\tdeleted\n", b.Name)
-				}
-			}
-			if err := errors.Join(errs...); err != nil {
-				return err
-			}
-			return l.Cleanup(ctx)
+			return err
 		},
 	}
 	o.add(cmd.Flags())

@@ -106,3 +106,39 @@ func rollback(ctx context.Context, l Starter, results []Started) error {
 	}
 	return fmt.Errorf("removed the boxes it had started (%s)", strings.Join(removed, ", "))
 }
+
+// Remover is what Down needs of a lab: *Lab, or a fake in tests.
+type Remover interface {
+	List(ctx context.Context, labels map[string]string) ([]Box, error)
+	Delete(ctx context.Context, name string) error
+	Cleanup(ctx context.Context) error
+}
+
+var _ Remover = (*Lab)(nil)
+
+// Down deletes every box of the lab, all at once, then, when every one
+// went, what the lab holds besides (Cleanup: the bridge). It returns the
+// names of the boxes it deleted, in the lab's order, and the errors of
+// those it could not, joined.
+func Down(ctx context.Context, l Remover) ([]string, error) {
+	boxes, err := l.List(ctx, nil)
+	if err != nil {
+		return nil, err
+	}
+	errs := make([]error, len(boxes))
+	var wg sync.WaitGroup
+	for i, b := range boxes {
+		wg.Go(func() { errs[i] = l.Delete(ctx, b.Name) })
+	}
+	wg.Wait()
+	var deleted []string
+	for i, b := range boxes {
+		if errs[i] == nil {
+			deleted = append(deleted, b.Name)
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return deleted, err
+	}
+	return deleted, l.Cleanup(ctx)
+}

@@ -20,6 +20,7 @@ type fakeLab struct {
 	deleteEr map[string]error
 	wait     func(name string) error
 	deleted  []string
+	cleaned  bool
 }
 
 func newFakeLab(running ...string) *fakeLab {
@@ -71,6 +72,21 @@ func (f *fakeLab) Delete(ctx context.Context, name string) error {
 	}
 	delete(f.boxes, name)
 	f.deleted = append(f.deleted, name)
+	return nil
+}
+
+func (f *fakeLab) List(context.Context, map[string]string) ([]Box, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var out []Box
+	for _, name := range slices.Sorted(maps.Keys(f.boxes)) {
+		out = append(out, f.boxes[name])
+	}
+	return out, nil
+}
+
+func (f *fakeLab) Cleanup(context.Context) error {
+	f.cleaned = true
 	return nil
 }
 
@@ -153,5 +169,21 @@ func TestUpInterrupted(t *testing.T) {
 	_, err = Up(ctx, f, 2, Small)
 	if !errors.Is(err, context.Canceled) || !strings.Contains(err.Error(), "removing box1: busy") {
 		t.Errorf("err %v", err)
+	}
+}
+
+func TestDown(t *testing.T) {
+	f := newFakeLab("box1", "box2", "box3")
+	got, err := Down(context.Background(), f)
+	if err != nil || !slices.Equal(got, []string{"box1", "box2", "box3"}) || len(f.boxes) != 0 || !f.cleaned {
+		t.Errorf("deleted %v, %v; left %v, cleaned %v", got, err, f.boxes, f.cleaned)
+	}
+
+	// A box that stays keeps the bridge.
+	f = newFakeLab("box1", "box2")
+	f.deleteEr = map[string]error{"box1": errors.New("busy")}
+	got, err = Down(context.Background(), f)
+	if err == nil || err.Error() != "busy" || !slices.Equal(got, []string{"box2"}) || f.cleaned {
+		t.Errorf("deleted %v, %v; cleaned %v", got, err, f.cleaned)
 	}
 }
