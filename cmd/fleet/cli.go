@@ -38,12 +38,10 @@ type command struct {
 
 func commands() []command {
 	return []command{
-		{"plan", "plan capacity for a listener target: boxes, cost, egress", runPlan},
 		{"converge", "converge the steady boxes: sysctl, relay units per core, the relay release", runConverge},
 		{"rollout", "roll a new relay build through the steady boxes, one process at a time, rolling back on failure", runRollout},
 		{"hosts", "the fleet's hosts as its stacks list them (steady and events, any backend): stack, group, tier, address, host key, processes", runHosts},
 		{"status", "per relay process: listeners, headroom, memory against its ceiling, restarts; per box: release and sysctl drift", runStatus},
-		{"providers", "show the provider catalogue (and live prices with HCLOUD_TOKEN / DIGITALOCEAN_TOKEN)", runProviders},
 		{"up", "bring the fleet to the inventory through Pulumi (boxes, converged hosts) and write the router's relays file", runUp},
 		{"preview", "show what fleet up would change, drift included", runPreview},
 		{"secret", "keep a cloud token encrypted in the fleet's stack: set hcloud-token | digitalocean-token (value on stdin)", runSecret},
@@ -52,9 +50,18 @@ func commands() []command {
 		{"destroy", "destroy the stack's boxes (static servers are left as they are)", runDestroy},
 		{"events", "burst capacity for scheduled events: reconcile (every minute) | status | report | install", runEvents},
 		{"burst", "bring an event's burst boxes up or down now, or size it again: up | down | resize --event NAME", runBurst},
-		{"loadtest", "measure a box or a relay process: the load curve (listeners against CPU, RSS, drops), calibration.yaml for plan, loadtest.svg", runLoadtest},
-		{"monitor", "Prometheus targets (every relay process of every stack), rules and alerts, and the Grafana dashboard: --out DIR", runMonitor},
-		{"lab", "boxes on this machine for the demo and tests: up N | down | status | ssh BOX (root)", runLab},
+	}
+}
+
+// cobraCommands are the commands that are cobra commands of their own:
+// cobra parses their flags and finds their subcommands.
+func cobraCommands(ios *cli.IOStreams) []*cobra.Command {
+	return []*cobra.Command{
+		labCommand(ios),
+		planCommand(ios),
+		providersCommand(ios),
+		loadtestCommand(ios),
+		monitorCommand(ios),
 	}
 }
 
@@ -64,7 +71,6 @@ var subcommands = map[string][]string{
 	"auth":   {"rotate", "show", "export"},
 	"events": {"reconcile", "status", "report", "install"},
 	"burst":  {"up", "down", "resize"},
-	"lab":    {"up", "down", "status", "ssh"},
 }
 
 // execute runs one fleet command line and returns its exit status
@@ -90,6 +96,7 @@ func rootCommand(ios *cli.IOStreams) *cobra.Command {
 			},
 		})
 	}
+	root.AddCommand(cobraCommands(ios)...)
 	return root
 }
 

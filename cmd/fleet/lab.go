@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"net/netip"
@@ -16,54 +15,33 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+	"golang.org/x/crypto/ssh"
+
 	"github.com/relayfleet/relayfleet/infra/lab"
 	"github.com/relayfleet/relayfleet/internal/cli"
-	"golang.org/x/crypto/ssh"
 )
 
 // geteuid is who runs fleet; tests replace it.
 var geteuid = os.Geteuid
 
-const labUsage = "want a subcommand: up N | down | status [--json] | ssh BOX [-- CMD] | cloud hcloud|digitalocean --listen ADDR"
-
-// runLab is `fleet lab`: boxes on this machine (systemd-nspawn containers
-// on a private bridge) for the demo and the integration tests.
-func runLab(ctx context.Context, args []string, ios *cli.IOStreams) error {
-	stdout := ios.Out
-	if len(args) == 0 {
-		return usagef("%s", labUsage)
-	}
-	switch args[0] {
-	case "up":
-		return labUp(ctx, args[1:], ios)
-	case "down":
-		return labDown(ctx, args[1:], ios)
-	case "status":
-		return labStatus(ctx, args[1:], ios)
-	case "ssh":
-		return labSSH(ctx, args[1:], ios)
-	case "cloud":
-		return labCloud(ctx, args[1:], ios)
-	case "-h", "--help", "help":
-		fmt.Fprintln(stdout, "usage: fleet lab up N [--shape small|medium] | down | status [--json] | ssh BOX [-- CMD] | cloud hcloud|digitalocean --listen ADDR")
-		return flag.ErrHelp
-	}
-	return usagef("unknown subcommand %q; %s", args[0], labUsage)
+// labCommand is `fleet lab`: boxes on this machine (systemd-nspawn
+// containers on a private bridge) for the demo and the integration tests.
+func labCommand(ios *cli.IOStreams) *cobra.Command {
+	return cli.Group("lab", "boxes on this machine for the demo and tests: up N | down | status | ssh BOX (root)",
+		labUpCommand(ios), labDownCommand(ios), labStatusCommand(ios), labSSHCommand(ios), labCloudCommand(ios))
 }
 
-// labFlags are the flags every lab subcommand takes.
-func labFlags(name string, stdout io.Writer) (flags, *labOpts) {
-	fs := newFlags("lab "+name, stdout)
-	o := &labOpts{}
+// labOpts are the flags every lab subcommand takes.
+type labOpts struct{ dir, bridge, subnet, images string }
+
+func (o *labOpts) add(fs *pflag.FlagSet) {
 	fs.StringVar(&o.dir, "dir", "", "state directory (default $"+lab.DirEnv+", else "+lab.DefaultDir+")")
 	fs.StringVar(&o.bridge, "bridge", "", "the lab's bridge (default "+lab.DefaultBridge+"): a lab of its own beside another")
 	fs.StringVar(&o.subnet, "subnet", "", "the lab bridge's subnet (default "+lab.DefaultSubnet.String()+")")
 	fs.StringVar(&o.images, "images", "", "image cache directory (default DIR/images)")
-	return fs, o
 }
-
-// labOpts are the lab flags' values.
-type labOpts struct{ dir, bridge, subnet, images string }
 
 // newLab checks for root and opens the lab; its progress goes to logw.
 func newLab(o *labOpts, logw io.Writer) (*lab.Lab, error) {
@@ -86,141 +64,97 @@ func newLab(o *labOpts, logw io.Writer) (*lab.Lab, error) {
 	return l, nil
 }
 
-// positional takes the leading argument that is not a flag.
-func positional(args []string, what string) (string, []string, error) {
-	if len(args) == 0 || args[0] == "" {
-		return "", nil, usagef("want %s", what)
-	}
-	if strings.HasPrefix(args[0], "-") {
-		if args[0] == "-h" || args[0] == "--help" || args[0] == "-help" {
-			return "", args, nil
+// oneArg is an Args validator for one positional argument, what: its
+// absence is "want WHAT", a second one unexpected.
+func oneArg(what string) cobra.PositionalArgs {
+	return func(_ *cobra.Command, args []string) error {
+		switch len(args) {
+		case 0:
+			return usagef("want %s", what)
+		case 1:
+			return nil
 		}
-		return "", nil, usagef("want %s before the flags, got %q", what, args[0])
+		return usagef("unexpected argument %q", args[1])
 	}
-	return args[0], args[1:], nil
 }
 
 var shapes = map[string]lab.Shape{"small": lab.Small, "medium": lab.Medium}
 
-func labUp(ctx context.Context, args []string, ios *cli.IOStreams) error {
-	stdout := ios.Out
-	arg, rest, err := positional(args, "the number of boxes: fleet lab up N")
-	if err != nil {
-		return err
-	}
-	fs, dir := labFlags("up N", stdout)
-	shapeName := fs.String("shape", "small", "box shape: small (1 core, 1 GiB) or medium (2 cores, 2 GiB)")
-	if err := fs.parse(rest); err != nil {
-		return err
-	}
+// labCount reads N of fleet lab up N.
+func labCount(arg string) (int, error) {
 	n, err := strconv.Atoi(arg)
-	if err != nil || n < 1 || n > 200 {
-		return usagef("want the number of boxes (1-200), got %q", arg)
+	if err != nil || n < 1 || n > lab.MaxUp {
+		return 0, usagef("want the number of boxes (1-%d), got %q", lab.MaxUp, arg)
 	}
-	shape, ok := shapes[*shapeName]
-	if !ok {
-		return usagef("flag --shape: want small or medium, got %q", *shapeName)
-	}
-	l, err := newLab(dir, ios.ErrOut)
-	if err != nil {
-		return err
-	}
-	if _, err := l.EnsureImage(ctx); err != nil {
-		return err
-	}
-	type result struct {
-		box   lab.Box
-		start time.Time
-		took  time.Duration
-		was   bool
-		err   error
-	}
-	// Start the boxes in order (quick: their addresses follow their
-	// names), then wait for them together.
-	results := make([]result, n)
-	for i := range results {
-		r := &results[i]
-		name := fmt.Sprintf("box%d", i+1)
-		prev, perr := l.Get(ctx, name)
-		r.was = perr == nil && prev.State == lab.StateRunning
-		r.start = time.Now()
-		r.box, r.err = l.Start(ctx, lab.Spec{Name: name, Shape: shape, Labels: map[string]string{"fleet": "lab"}})
-	}
-	var wg sync.WaitGroup
-	for i := range results {
-		r := &results[i]
-		if r.err != nil {
-			continue
-		}
-		wg.Go(func() {
-			r.err = l.Wait(ctx, r.box.Name)
-			r.took = time.Since(r.start)
-		})
-	}
-	wg.Wait()
-	if ctx.Err() != nil {
-		// Stopped (a signal): the boxes this run started are removed, on
-		// a context of their own, so that none is left half up; those
-		// that ran before stay.
-		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Minute)
-		defer cancel()
-		var removed []string
-		for i, r := range results {
-			if r.was {
-				continue
-			}
-			name := fmt.Sprintf("box%d", i+1)
-			if err := l.Delete(cctx, name); err != nil {
-				return fmt.Errorf("%w; removing %s: %v", ctx.Err(), name, err)
-			}
-			removed = append(removed, name)
-		}
-		return fmt.Errorf("removed the boxes it had started (%s)", strings.Join(removed, ", "))
-	}
-	var errs []error
-	for _, r := range results {
-		if r.err != nil {
-			errs = append(errs, r.err)
-			continue
-		}
-		how := fmt.Sprintf("ready in %.1fs", r.took.Seconds())
-		if r.was {
-			how = "already running"
-		}
-		fmt.Fprintf(stdout, "%s\t%s\t%s\t%d MiB\t%s\n", r.box.Name, r.box.Address, plural(r.box.Cores, "core", "cores"), r.box.RAM>>20, how)
-	}
-	return errors.Join(errs...)
+	return n, nil
 }
 
-func labDown(ctx context.Context, args []string, ios *cli.IOStreams) error {
-	stdout := ios.Out
-	fs, dir := labFlags("down", stdout)
-	if err := fs.parse(args); err != nil {
-		return err
+func labUpCommand(ios *cli.IOStreams) *cobra.Command {
+	var o labOpts
+	var shapeName string
+	cmd := &cobra.Command{
+		Use:   "up N",
+		Short: "start boxes box1..boxN (those running stay as they are)",
+		Args: func(cmd *cobra.Command, args []string) error {
+			if err := oneArg("the number of boxes: fleet lab up N")(cmd, args); err != nil {
+				return err
+			}
+			_, err := labCount(args[0])
+			return err
+		},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			n, err := labCount(args[0])
+			if err != nil {
+				return err
+			}
+			shape, ok := shapes[shapeName]
+			if !ok {
+				return usagef("flag --shape: want small or medium, got %q", shapeName)
+			}
+			l, err := newLab(&o, ios.ErrOut)
+			if err != nil {
+				return err
+			}
+			results, err := lab.Up(cmd.Context(), l, n, shape)
+			for _, r := range results {
+				if r.Err != nil {
+					continue
+				}
+				how := fmt.Sprintf("ready in %.1fs", r.Took.Seconds())
+				if r.WasRunning {
+					how = "already running"
+				}
+				fmt.Fprintf(ios.Out, "%s\t%s\t%s\t%d MiB\t%s\n", r.Box.Name, r.Box.Address, plural(r.Box.Cores, "core", "cores"), r.Box.RAM>>20, how)
+			}
+			return err
+		},
 	}
-	l, err := newLab(dir, ios.ErrOut)
-	if err != nil {
-		return err
+	o.add(cmd.Flags())
+	cmd.Flags().StringVar(&shapeName, "shape", "small", "box shape: small (1 core, 1 GiB) or medium (2 cores, 2 GiB)")
+	return cmd
+}
+
+func labDownCommand(ios *cli.IOStreams) *cobra.Command {
+	var o labOpts
+	cmd := &cobra.Command{
+		Use:   "down",
+		Short: "delete every lab box, then the bridge",
+		Args:  cli.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx := cmd.Context()
+			l, err := newLab(&o, ios.ErrOut)
+			if err != nil {
+				return err
+			}
+			deleted, err := lab.Down(ctx, l)
+			for _, name := range deleted {
+				fmt.Fprintf(ios.Out, "%s\tdeleted\n", name)
+			}
+			return err
+		},
 	}
-	boxes, err := l.List(ctx, nil)
-	if err != nil {
-		return err
-	}
-	errs := make([]error, len(boxes))
-	var wg sync.WaitGroup
-	for i, b := range boxes {
-		wg.Go(func() { errs[i] = l.Delete(ctx, b.Name) })
-	}
-	wg.Wait()
-	for i, b := range boxes {
-		if errs[i] == nil {
-			fmt.Fprintf(stdout, "%s\tdeleted\n", b.Name)
-		}
-	}
-	if err := errors.Join(errs...); err != nil {
-		return err
-	}
-	return l.Cleanup(ctx)
+	o.add(cmd.Flags())
+	return cmd
 }
 
 // labBoxJSON is one box in `fleet lab status --json`.
@@ -238,14 +172,25 @@ type labBoxJSON struct {
 	PID        int               `json:"pid,omitempty"`
 }
 
-func labStatus(ctx context.Context, args []string, ios *cli.IOStreams) error {
-	stdout := ios.Out
-	fs, dir := labFlags("status", stdout)
-	asJSON := fs.Bool("json", false, "print the boxes as JSON")
-	if err := fs.parse(args); err != nil {
-		return err
+func labStatusCommand(ios *cli.IOStreams) *cobra.Command {
+	var o labOpts
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "status",
+		Short: "the lab boxes: address, state, cores, memory, whether SSH answers",
+		Args:  cli.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return labStatus(cmd.Context(), &o, asJSON, ios)
+		},
 	}
-	l, err := newLab(dir, ios.ErrOut)
+	o.add(cmd.Flags())
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print the boxes as JSON")
+	return cmd
+}
+
+func labStatus(ctx context.Context, o *labOpts, asJSON bool, ios *cli.IOStreams) error {
+	stdout := ios.Out
+	l, err := newLab(o, ios.ErrOut)
 	if err != nil {
 		return err
 	}
@@ -270,7 +215,7 @@ func labStatus(ctx context.Context, args []string, ios *cli.IOStreams) error {
 		})
 	}
 	wg.Wait()
-	if *asJSON {
+	if asJSON {
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
 		return enc.Encode(out)
@@ -291,27 +236,35 @@ func labStatus(ctx context.Context, args []string, ios *cli.IOStreams) error {
 	return tw.Flush()
 }
 
-func labSSH(ctx context.Context, args []string, ios *cli.IOStreams) error {
+func labSSHCommand(ios *cli.IOStreams) *cobra.Command {
+	var o labOpts
+	cmd := &cobra.Command{
+		Use:   "ssh BOX [-- CMD]",
+		Short: "a root shell on a box, or CMD run there",
+		Args: func(cmd *cobra.Command, args []string) error {
+			if d := cmd.ArgsLenAtDash(); d >= 0 {
+				args = args[:d]
+			}
+			return oneArg("a box: fleet lab ssh BOX [-- CMD]")(cmd, args)
+		},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			var command []string
+			if d := cmd.ArgsLenAtDash(); d >= 0 {
+				command = args[d:]
+			}
+			return labSSH(cmd.Context(), &o, args[0], command, ios)
+		},
+	}
+	o.add(cmd.Flags())
+	return cmd
+}
+
+func labSSH(ctx context.Context, o *labOpts, name string, command []string, ios *cli.IOStreams) error {
 	stdout := ios.Out
-	var command []string
-	for i, a := range args {
-		if a == "--" {
-			args, command = args[:i], args[i+1:]
-			break
-		}
-	}
-	name, rest, err := positional(args, "a box: fleet lab ssh BOX [-- CMD]")
-	if err != nil {
-		return err
-	}
-	fs, dir := labFlags("ssh BOX [-- CMD]", stdout)
-	if err := fs.parse(rest); err != nil {
-		return err
-	}
 	if err := lab.ValidName(name); err != nil {
 		return usagef("%s", err)
 	}
-	l, err := newLab(dir, ios.ErrOut)
+	l, err := newLab(o, ios.ErrOut)
 	if err != nil {
 		return err
 	}

@@ -23,7 +23,7 @@ func TestLabCloudUsageErrors(t *testing.T) {
 		want string
 	}{
 		{[]string{"lab", "cloud"}, "want a provider"},
-		{[]string{"lab", "cloud", "--listen", "127.0.0.1:1"}, "want a provider (hcloud or digitalocean) before the flags"},
+		{[]string{"lab", "cloud", "--listen", "127.0.0.1:1"}, "want a provider (hcloud or digitalocean)"},
 		{[]string{"lab", "cloud", "aws", "--listen", "127.0.0.1:1"}, `unknown provider "aws"`},
 		{[]string{"lab", "cloud", "hcloud"}, "flag --listen: want HOST:PORT"},
 		{[]string{"lab", "cloud", "hcloud", "--listen", "8780"}, `flag --listen "8780": want HOST:PORT`},
@@ -37,7 +37,7 @@ func TestLabCloudUsageErrors(t *testing.T) {
 	} {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
 			out, errOut, code := fleet(t, tc.args...)
-			if code != exitUsage || !strings.HasPrefix(errOut, "fleet lab: ") || !strings.Contains(errOut, tc.want) || strings.Count(errOut, "\n") != 1 || out != "" {
+			if code != exitUsage || !strings.HasPrefix(errOut, "fleet lab cloud: ") || !strings.Contains(errOut, tc.want) || strings.Count(errOut, "\n") != 1 || out != "" {
 				t.Errorf("exit %d, stderr %q, stdout %q; want exit 2 and one line with %q", code, errOut, out, tc.want)
 			}
 		})
@@ -90,9 +90,11 @@ func TestLabCloudServes(t *testing.T) {
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
 			var out syncBuffer
-			done := make(chan error, 1)
+			done := make(chan int, 1)
 			ios := &cli.IOStreams{In: strings.NewReader(""), Out: &out, ErrOut: io.Discard}
-			go func() { done <- labCloud(ctx, []string{tc.provider, "--listen", "127.0.0.1:0", "--dir", dir}, ios) }()
+			go func() {
+				done <- execute(ctx, []string{"lab", "cloud", tc.provider, "--listen", "127.0.0.1:0", "--dir", dir}, ios)
+			}()
 			re := regexp.MustCompile(tc.endpoint)
 			var base string
 			testutil.Poll(30*time.Second, func() bool {
@@ -134,9 +136,9 @@ func TestLabCloudServes(t *testing.T) {
 			}
 			cancel()
 			select {
-			case err := <-done:
-				if err != nil {
-					t.Errorf("after the context ended: %v", err)
+			case code := <-done:
+				if code != exitOK {
+					t.Errorf("after the context ended: exit %d", code)
 				}
 			case <-time.After(30 * time.Second):
 				t.Fatal("still serving after the context ended")

@@ -4,87 +4,20 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"math"
 	"net"
 	"os"
 	"path/filepath"
 	"runtime"
-	"slices"
-	"strconv"
 	"strings"
 	"time"
+
+	"github.com/spf13/cobra"
 
 	"github.com/relayfleet/relayfleet/internal/cli"
 	"github.com/relayfleet/relayfleet/inventories"
 	"github.com/relayfleet/relayfleet/provision/loadtest"
 	"github.com/relayfleet/relayfleet/relay"
 )
-
-// minFitSteps is how many measured steps a calibration needs.
-const minFitSteps = loadtest.MinFitSteps
-
-// loadtestTarget is what --target names: a box, and one process of it
-// when Port is set.
-type loadtestTarget struct {
-	Box  string
-	Port int
-}
-
-// matchTarget finds --target among the boxes' names: BOX (a lab box name
-// or a static host's address as the inventory writes it) or BOX:PORT.
-// An exact name wins, so a static address with an SSH port is a box.
-func matchTarget(names []string, s string) (int, loadtestTarget, error) {
-	if i := slices.Index(names, s); i >= 0 {
-		return i, loadtestTarget{Box: s}, nil
-	}
-	if j := strings.LastIndex(s, ":"); j > 0 {
-		box, p := s[:j], s[j+1:]
-		if i := slices.Index(names, box); i >= 0 {
-			port, err := strconv.Atoi(p)
-			if err != nil || port < 1 || port > 65535 {
-				return -1, loadtestTarget{}, usagef("flag --target: %q: want BOX or BOX:PORT with a port from 1 to 65535", s)
-			}
-			return i, loadtestTarget{Box: box, Port: port}, nil
-		}
-	}
-	return -1, loadtestTarget{}, usagef("flag --target: no box %q among the steady stack's hosts (fleet hosts lists them; boxes: %s)", s, strings.Join(names, ", "))
-}
-
-// parseSteps reads --steps: at least minFitSteps distinct positive
-// listener counts.
-func parseSteps(s string) ([]int, error) {
-	var steps []int
-	for f := range strings.SplitSeq(s, ",") {
-		f = strings.TrimSpace(f)
-		n, err := strconv.Atoi(f)
-		if err != nil || n < 1 {
-			return nil, usagef("flag --steps: %q is not a positive listener count (want e.g. 100,200,400,600)", f)
-		}
-		if n > maxStepListeners {
-			return nil, usagef("flag --steps: %d is out of range: want listener counts from 1 to %d", n, maxStepListeners)
-		}
-		if slices.Contains(steps, n) {
-			return nil, usagef("flag --steps: %d is given twice", n)
-		}
-		steps = append(steps, n)
-	}
-	if len(steps) < minFitSteps {
-		return nil, usagef("flag --steps: want at least %d listener counts to fit a curve, got %d", minFitSteps, len(steps))
-	}
-	slices.Sort(steps)
-	return steps, nil
-}
-
-// defaultSteps sizes the steps to this machine: the load generator runs
-// here, two cores drive about 600 listeners beside a lab box.
-func defaultSteps() string {
-	m := max(1, runtime.NumCPU()/2)
-	var s []string
-	for _, n := range []int{100, 200, 400, 600} {
-		s = append(s, strconv.Itoa(n*m))
-	}
-	return strings.Join(s, ",")
-}
 
 // loadtestRelayBinary finds the relay binary that runs the load generator and the
 // publisher here.
@@ -109,46 +42,61 @@ func loadtestRelayBinary(path string) (string, error) {
 	return filepath.Abs(path)
 }
 
-func runLoadtest(ctx context.Context, args []string, ios *cli.IOStreams) error {
-	stdout := ios.Out
-	fs := newFlags("loadtest", stdout)
-	var hf hostFlags
-	hf.add(fs.FlagSet)
-	target := fs.String("target", "", "BOX (a steady host's name, as fleet hosts lists it) or BOX:PORT for one relay process (required)")
-	stepsFlag := fs.String("steps", defaultSteps(), "listener counts, one step each (sized to this machine's cores: the load generator runs here)")
-	stepDur := fs.Duration("step-duration", 20*time.Second, "measurement per step, once every listener has connected")
-	ramp := fs.Float64("ramp", 200, "listeners started per second")
-	relayBin := fs.String("relay-binary", "", "relay binary run here as the load generator and publisher (default: relay beside the fleet binary)")
-	outDir := fs.String("out", "", "directory for calibration.yaml, loadtest.json and loadtest.svg (default: the inventory's directory, where fleet plan reads calibration.yaml)")
-	asJSON := fs.Bool("json", false, "print the steps and the fit as JSON")
-	if err := fs.parse(args); err != nil {
-		return err
+// loadtestOpts are fleet loadtest's flags.
+type loadtestOpts struct {
+	hf                                 hostFlags
+	target, steps, relayBinary, outDir string
+	stepDur                            time.Duration
+	ramp                               float64
+	asJSON                             bool
+}
+
+func loadtestCommand(ios *cli.IOStreams) *cobra.Command {
+	var o loadtestOpts
+	cmd := &cobra.Command{
+		Use:   "loadtest",
+		Short: "measure a box or a relay process: the load curve (listeners against CPU, RSS, drops), calibration.yaml for plan, loadtest.svg",
+		Args:  cli.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return runLoadtest(cmd.Context(), &o, ios)
+		},
 	}
+	fs := cmd.Flags()
+	o.hf.add(fs)
+	fs.StringVar(&o.target, "target", "", "BOX (a steady host's name, as fleet hosts lists it) or BOX:PORT for one relay process (required)")
+	fs.StringVar(&o.steps, "steps", loadtest.DefaultSteps(runtime.NumCPU()), "listener counts, one step each (sized to this machine's cores: the load generator runs here)")
+	fs.DurationVar(&o.stepDur, "step-duration", 20*time.Second, "measurement per step, once every listener has connected")
+	cli.Ranged(fs, "step-duration", cli.Durations(2*time.Second, time.Hour))
+	fs.Float64Var(&o.ramp, "ramp", 200, "listeners started per second")
+	cli.Ranged(fs, "ramp", cli.Floats(0.1, 100_000))
+	fs.StringVar(&o.relayBinary, "relay-binary", "", "relay binary run here as the load generator and publisher (default: relay beside the fleet binary)")
+	fs.StringVar(&o.outDir, "out", "", "directory for calibration.yaml, loadtest.json and loadtest.svg (default: the inventory's directory, where fleet plan reads calibration.yaml)")
+	fs.BoolVar(&o.asJSON, "json", false, "print the steps and the fit as JSON")
+	return cmd
+}
+
+func runLoadtest(ctx context.Context, o *loadtestOpts, ios *cli.IOStreams) error {
+	stdout := ios.Out
+	hf := &o.hf
 	if err := hf.check(); err != nil {
 		return err
 	}
-	if *target == "" {
+	if o.target == "" {
 		return usagef("flag --target: required (BOX or BOX:PORT)")
 	}
-	steps, err := parseSteps(*stepsFlag)
+	steps, err := loadtest.ParseSteps(o.steps)
+	if err != nil {
+		return usagef("flag --steps: %v", err)
+	}
+	bin, err := loadtestRelayBinary(o.relayBinary)
 	if err != nil {
 		return err
 	}
-	if *stepDur < 2*time.Second {
-		return usagef("flag --step-duration: at least 2s, to sample the relay during the step, got %v", *stepDur)
+	if o.outDir == "" {
+		o.outDir = filepath.Dir(hf.inventory)
 	}
-	if *ramp <= 0 || math.IsInf(*ramp, 0) || math.IsNaN(*ramp) {
-		return usagef("flag --ramp: must be a positive number of listeners per second, got %v", *ramp)
-	}
-	bin, err := loadtestRelayBinary(*relayBin)
-	if err != nil {
-		return err
-	}
-	if *outDir == "" {
-		*outDir = filepath.Dir(hf.inventory)
-	}
-	if st, err := os.Stat(*outDir); err != nil || !st.IsDir() {
-		return usagef("flag --out: %s is not a directory", *outDir)
+	if st, err := os.Stat(o.outDir); err != nil || !st.IsDir() {
+		return usagef("flag --out: %s is not a directory", o.outDir)
 	}
 	fleet, err := loadFleet(hf.inventory)
 	if err != nil {
@@ -179,19 +127,11 @@ func runLoadtest(ctx context.Context, args []string, ios *cli.IOStreams) error {
 	if err != nil {
 		return err
 	}
-	// The relay commands read the tokens from files (0600, in a 0700
-	// directory of their own), never from their command lines.
-	tokDir, err := os.MkdirTemp("", "fleet-loadtest-")
+	pubTokFile, subTokFile, removeTokens, err := loadtest.TokenFiles(pubTok, subTok)
 	if err != nil {
 		return err
 	}
-	defer os.RemoveAll(tokDir)
-	pubTokFile, subTokFile := filepath.Join(tokDir, "publish.jwt"), filepath.Join(tokDir, "subscribe.jwt")
-	for f, tok := range map[string]string{pubTokFile: pubTok, subTokFile: subTok} {
-		if err := os.WriteFile(f, []byte(tok+"\n"), 0o600); err != nil {
-			return fmt.Errorf("token file: %w", err)
-		}
-	}
+	defer removeTokens()
 	targets, cleanup, err := steadyTargets(ctx, st, hf.sshKey, hf.labDir, ios.ErrOut)
 	if err != nil {
 		return err
@@ -201,9 +141,9 @@ func runLoadtest(ctx context.Context, args []string, ios *cli.IOStreams) error {
 	for _, t := range targets {
 		names = append(names, t.Host.Name)
 	}
-	i, tg, err := matchTarget(names, *target)
+	i, tg, err := loadtest.MatchTarget(names, o.target)
 	if err != nil {
-		return err
+		return usagef("flag --target: %v", err)
 	}
 	box := targets[i]
 	isLab := false
@@ -211,7 +151,7 @@ func runLoadtest(ctx context.Context, args []string, ios *cli.IOStreams) error {
 		isLab = isLab || g.Provider == "lab"
 	}
 	lt := &loadtest.Tester{
-		Bin: bin, Box: box, Steps: steps, Dur: *stepDur, Ramp: *ramp, Quiet: *asJSON, Out: stdout,
+		Bin: bin, Box: box, Steps: steps, Dur: o.stepDur, Ramp: o.ramp, Quiet: o.asJSON, Out: stdout,
 		PubTokenFile: pubTokFile, SubTokenFile: subTokFile,
 	}
 	if lt.Addr, _, err = net.SplitHostPort(box.Host.Addr()); err != nil {
@@ -235,12 +175,9 @@ func runLoadtest(ctx context.Context, args []string, ios *cli.IOStreams) error {
 		return err
 	}
 	host, _ := os.Hostname()
-	shared := fmt.Sprintf("the load generator runs on this machine (%s, %d cores) and its CPU limits the steps", host, runtime.NumCPU())
-	if isLab {
-		shared = fmt.Sprintf("the load generator runs on this machine (%s, %d cores) and shares its CPU with the lab boxes it measures: keep the steps small, read the drops chart before trusting the top steps", host, runtime.NumCPU())
-	}
-	if !*asJSON {
-		fmt.Fprintln(stdout, lt.Header(*target, info))
+	shared := loadtest.GeneratorNote(host, runtime.NumCPU(), isLab)
+	if !o.asJSON {
+		fmt.Fprintln(stdout, lt.Header(o.target, info))
 		fmt.Fprintf(stdout, "note: %s\n", shared)
 	}
 
@@ -248,15 +185,15 @@ func runLoadtest(ctx context.Context, args []string, ios *cli.IOStreams) error {
 	if runErr != nil && ctx.Err() != nil {
 		return runErr
 	}
-	doc := loadtest.Doc{Target: *target, MeasuredOn: loadtest.MeasuredOn(*target, info), Date: time.Now().UTC().Format(time.DateOnly), Generator: shared, Steps: res}
-	fitErr, err := loadtest.Write(*outDir, &doc, current, calPath)
+	doc := loadtest.Doc{Target: o.target, MeasuredOn: loadtest.MeasuredOn(o.target, info), Date: time.Now().UTC().Format(time.DateOnly), Generator: shared, Steps: res}
+	fitErr, err := loadtest.Write(o.outDir, &doc, current, calPath)
 	if err != nil {
 		return err
 	}
 	if runErr != nil && fitErr == nil {
 		fitErr = runErr
 	}
-	if *asJSON {
+	if o.asJSON {
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
 		if err := enc.Encode(doc); err != nil {

@@ -14,6 +14,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/relayfleet/relayfleet/internal/cli"
 	"github.com/relayfleet/relayfleet/internal/testutil"
 	"github.com/relayfleet/relayfleet/inventories"
 	"github.com/relayfleet/relayfleet/provision/loadtest"
@@ -41,7 +42,7 @@ steady:
 	box := lf.hosts(t)[0]
 
 	var stdout bytes.Buffer
-	err := runLoadtest(ctx, lf.args("--target", box.Name, "--steps", "50,100,150", "--step-duration", "6s",
+	err := runLoadtestCommand(ctx, lf.args("--target", box.Name, "--steps", "50,100,150", "--step-duration", "6s",
 		"--relay-binary", relay), outStreams(&stdout))
 	t.Logf("fleet loadtest:\n%s", stdout.String())
 	if err != nil {
@@ -117,7 +118,7 @@ steady:
 	// the scale of what is measured).
 	one := t.TempDir()
 	stdout.Reset()
-	err = runLoadtest(ctx, lf.args("--target", box.Name+":4443", "--steps", "200,300,400", "--step-duration", "4s",
+	err = runLoadtestCommand(ctx, lf.args("--target", box.Name+":4443", "--steps", "200,300,400", "--step-duration", "4s",
 		"--relay-binary", relay, "--out", one, "--json"), outStreams(&stdout))
 	if err != nil {
 		t.Fatalf("--target %s:4443: %v\n%s", box.Name, err, stdout.String())
@@ -133,4 +134,13 @@ steady:
 	if code != exitUsage || !strings.Contains(errOut, "flag --target: "+box.Name+" has no active relay@4999.service (active: relay@4443.service)") {
 		t.Errorf("--target %s:4999: exit %d, %s", box.Name, code, errOut)
 	}
+}
+
+// runLoadtestCommand runs fleet loadtest args through its command and
+// returns its error.
+func runLoadtestCommand(ctx context.Context, args []string, ios *cli.IOStreams) error {
+	cmd := loadtestCommand(ios)
+	cmd.SetArgs(args)
+	cmd.SilenceErrors, cmd.SilenceUsage = true, true
+	return cmd.ExecuteContext(ctx)
 }

@@ -1,10 +1,6 @@
 package main
 
 import (
-	"bytes"
-	"context"
-	"errors"
-	"flag"
 	"os"
 	"path/filepath"
 	"slices"
@@ -12,97 +8,12 @@ import (
 	"testing"
 
 	"github.com/relayfleet/relayfleet/internal/testutil"
-	"github.com/relayfleet/relayfleet/inventories"
 )
 
-func TestLoadtestMatchTarget(t *testing.T) {
-	names := []string{"lab-1", "lab-2", "203.0.113.5", "203.0.113.6:2222", "2001:db8::1"}
-	for _, tc := range []struct {
-		in   string
-		idx  int
-		want loadtestTarget
-		err  string
-	}{
-		{in: "lab-1", idx: 0, want: loadtestTarget{Box: "lab-1"}},
-		{in: "lab-2:4444", idx: 1, want: loadtestTarget{Box: "lab-2", Port: 4444}},
-		{in: "203.0.113.5", idx: 2, want: loadtestTarget{Box: "203.0.113.5"}},
-		{in: "203.0.113.5:4443", idx: 2, want: loadtestTarget{Box: "203.0.113.5", Port: 4443}},
-		// A static address with its SSH port is a box; a relay port after it, a process.
-		{in: "203.0.113.6:2222", idx: 3, want: loadtestTarget{Box: "203.0.113.6:2222"}},
-		{in: "203.0.113.6:2222:4445", idx: 3, want: loadtestTarget{Box: "203.0.113.6:2222", Port: 4445}},
-		{in: "2001:db8::1", idx: 4, want: loadtestTarget{Box: "2001:db8::1"}},
-		{in: "2001:db8::1:4443", idx: 4, want: loadtestTarget{Box: "2001:db8::1", Port: 4443}},
-		{in: "lab-1:http", err: `flag --target: "lab-1:http": want BOX or BOX:PORT with a port from 1 to 65535`},
-		{in: "lab-1:0", err: "with a port from 1 to 65535"},
-		{in: "lab-1:70000", err: "with a port from 1 to 65535"},
-		{in: "lab-3", err: `flag --target: no box "lab-3" among the steady stack's hosts (fleet hosts lists them; boxes: lab-1, lab-2, 203.0.113.5, 203.0.113.6:2222, 2001:db8::1)`},
-		{in: "lab-3:4443", err: `no box "lab-3:4443"`},
-		{in: ":4443", err: `no box ":4443"`},
-	} {
-		t.Run(tc.in, func(t *testing.T) {
-			idx, got, err := matchTarget(names, tc.in)
-			if tc.err != "" {
-				var ue *usageError
-				if err == nil || !errors.As(err, &ue) || !strings.Contains(err.Error(), tc.err) {
-					t.Errorf("err %v, want a usage error with %q", err, tc.err)
-				}
-				return
-			}
-			if err != nil || idx != tc.idx || got != tc.want {
-				t.Errorf("got %d %+v %v, want %d %+v", idx, got, err, tc.idx, tc.want)
-			}
-		})
-	}
-}
-
-func TestLoadtestParseSteps(t *testing.T) {
-	got, err := parseSteps("400, 100,200")
-	if err != nil || !slices.Equal(got, []int{100, 200, 400}) {
-		t.Errorf("got %v %v", got, err)
-	}
-	for in, want := range map[string]string{
-		"100,200":                "flag --steps: want at least 3 listener counts to fit a curve, got 2",
-		"100,x,200":              `flag --steps: "x" is not a positive listener count`,
-		"0,100,200":              `flag --steps: "0" is not a positive listener count`,
-		"100,100,200":            "flag --steps: 100 is given twice",
-		"100,,200,300":           `flag --steps: "" is not a positive listener count`,
-		"-5,100,200,30":          `"-5" is not a positive listener count`,
-		"100,200,99999999999999": "flag --steps: 99999999999999 is out of range: want listener counts from 1 to 1000000",
-	} {
-		if _, err := parseSteps(in); err == nil || !strings.Contains(err.Error(), want) {
-			t.Errorf("%q: err %v, want %q", in, err, want)
-		}
-	}
-	def, err := parseSteps(defaultSteps())
-	if err != nil || len(def) != 4 || def[0] < 100 {
-		t.Errorf("default steps %q: %v %v", defaultSteps(), def, err)
-	}
-}
-
-// loadtestCLI runs fleet loadtest as fleet's run would: through the
-// command table once it lists loadtest, and until then mapping the error
-// to stderr and an exit code the way run does.
+// loadtestCLI runs fleet loadtest args.
 func loadtestCLI(t *testing.T, args ...string) (stdout, stderr string, code int) {
 	t.Helper()
-	if slices.ContainsFunc(commands(), func(c command) bool { return c.name == "loadtest" }) {
-		return fleet(t, append([]string{"loadtest"}, args...)...)
-	}
-	var out bytes.Buffer
-	err := runLoadtest(context.Background(), args, outStreams(&out))
-	var ue *usageError
-	var ie *inventories.Error
-	var ee *exitError
-	switch {
-	case err == nil || errors.Is(err, flag.ErrHelp):
-		return out.String(), "", exitOK
-	case errors.As(err, &ee):
-		code = ee.Code
-	case errors.As(err, &ue) || errors.As(err, &ie):
-		code = exitUsage
-	default:
-		code = exitFailure
-	}
-	return out.String(), "fleet loadtest: " + oneLine(err) + "\n", code
+	return fleet(t, append([]string{"loadtest"}, args...)...)
 }
 
 func TestLoadtestFlagErrors(t *testing.T) {

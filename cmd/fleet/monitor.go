@@ -7,6 +7,9 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
 
 	"github.com/relayfleet/relayfleet/infra/program"
 	"github.com/relayfleet/relayfleet/internal/cli"
@@ -24,51 +27,70 @@ type stringList []string
 func (s *stringList) String() string     { return strings.Join(*s, ",") }
 func (s *stringList) Set(v string) error { *s = append(*s, v); return nil }
 
-func runMonitor(ctx context.Context, args []string, ios *cli.IOStreams) error {
-	stdout := ios.Out
-	fs := newFlags("monitor", stdout)
-	out := fs.String("out", "", "directory for the Prometheus target files, rules, prometheus.yml and the Grafana files (required)")
-	inventory := fs.String("inventory", "", "fleet file: only its stacks (its own and its events'); default every stack in the state dir")
-	eventsFile := fs.String("events", "", "events file: its fleet's stacks, with each event's end in the labels and rules")
-	stateDir := fs.String("state-dir", "", "state directory with the stacks' hosts (default $"+program.StateDirEnv+", else ~/.local/state/relayfleet)")
-	stack := fs.String("stack", "", "with --inventory: the fleet's steady stack (default: the fleet's name)")
-	backend := fs.String("backend", "", "with --inventory: Pulumi backend URL (default $"+program.BackendEnv+", else file:// under the state dir)")
-	var routers stringList
-	fs.Var(&routers, "router", "a router's HOST:PORT to scrape (repeatable)")
-	scrape := fs.Duration("scrape-interval", 0, "scrape interval in prometheus.yml (default 15s)")
-	eval := fs.Duration("evaluation-interval", 0, "rule evaluation interval in prometheus.yml (default 15s)")
-	if err := fs.parse(args); err != nil {
-		return err
+// monitorOpts are fleet monitor's flags.
+type monitorOpts struct {
+	out, inventory, eventsFile, stateDir, stack, backend string
+	routers                                              []string
+	scrape, eval                                         time.Duration
+}
+
+func monitorCommand(ios *cli.IOStreams) *cobra.Command {
+	var o monitorOpts
+	cmd := &cobra.Command{
+		Use:   "monitor",
+		Short: "Prometheus targets (every relay process of every stack), rules and alerts, and the Grafana dashboard: --out DIR",
+		Args:  cli.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return runMonitor(cmd.Context(), &o, ios)
+		},
 	}
-	if *out == "" {
+	fs := cmd.Flags()
+	fs.StringVar(&o.out, "out", "", "directory for the Prometheus target files, rules, prometheus.yml and the Grafana files (required)")
+	fs.StringVar(&o.inventory, "inventory", "", "fleet file: only its stacks (its own and its events'); default every stack in the state dir")
+	fs.StringVar(&o.eventsFile, "events", "", "events file: its fleet's stacks, with each event's end in the labels and rules")
+	fs.StringVar(&o.stateDir, "state-dir", "", "state directory with the stacks' hosts (default $"+program.StateDirEnv+", else ~/.local/state/relayfleet)")
+	fs.StringVar(&o.stack, "stack", "", "with --inventory: the fleet's steady stack (default: the fleet's name)")
+	fs.StringVar(&o.backend, "backend", "", "with --inventory: Pulumi backend URL (default $"+program.BackendEnv+", else file:// under the state dir)")
+	fs.Var(cli.GoValue((*stringList)(&o.routers)), "router", "a router's HOST:PORT to scrape (repeatable)")
+	fs.DurationVar(&o.scrape, "scrape-interval", 0, "scrape interval in prometheus.yml (default 15s)")
+	cli.Ranged(fs, "scrape-interval", cli.Durations(time.Second, time.Hour))
+	fs.DurationVar(&o.eval, "evaluation-interval", 0, "rule evaluation interval in prometheus.yml (default 15s)")
+	cli.Ranged(fs, "evaluation-interval", cli.Durations(time.Second, time.Hour))
+	return cmd
+}
+
+func runMonitor(ctx context.Context, mo *monitorOpts, ios *cli.IOStreams) error {
+	stdout := ios.Out
+	if mo.out == "" {
 		return usagef("flag --out: required")
 	}
-	if *inventory != "" && *eventsFile != "" {
+	if mo.inventory != "" && mo.eventsFile != "" {
 		return usagef("flag --events: give --inventory or --events, not both (the events file names its fleet)")
 	}
-	if *scrape < 0 || (*scrape > 0 && *scrape%1e6 != 0) {
-		return usagef("flag --scrape-interval: want a positive whole number of milliseconds, got %s", *scrape)
+	// Their ranges are checked already.
+	if mo.scrape%time.Millisecond != 0 {
+		return usagef("flag --scrape-interval: want a positive whole number of milliseconds, got %s", mo.scrape)
 	}
-	if *eval < 0 || (*eval > 0 && *eval%1e6 != 0) {
-		return usagef("flag --evaluation-interval: want a positive whole number of milliseconds, got %s", *eval)
+	if mo.eval%time.Millisecond != 0 {
+		return usagef("flag --evaluation-interval: want a positive whole number of milliseconds, got %s", mo.eval)
 	}
-	if _, err := monitoring.RouterTargets(routers); err != nil {
+	if _, err := monitoring.RouterTargets(mo.routers); err != nil {
 		return usagef("flag --router: %v", err)
 	}
-	o := monitoring.Options{Routers: routers, ScrapeInterval: *scrape, EvaluationInterval: *eval}
+	o := monitoring.Options{Routers: mo.routers, ScrapeInterval: mo.scrape, EvaluationInterval: mo.eval}
 	var err error
-	if o.StateDir, err = stateDirOr(*stateDir); err != nil {
+	if o.StateDir, err = stateDirOr(mo.stateDir); err != nil {
 		return err
 	}
 	switch {
-	case *inventory != "":
-		f, err := loadFleet(*inventory)
+	case mo.inventory != "":
+		f, err := loadFleet(mo.inventory)
 		if err != nil {
 			return err
 		}
 		o.Fleet = f.Name
 		// Its hosts are its stacks' (steady and events), any backend.
-		kf := keyFlags{stack: *stack, stateDir: o.StateDir, backend: *backend}
+		kf := keyFlags{stack: mo.stack, stateDir: o.StateDir, backend: mo.backend}
 		st, err := kf.stackFor(f)
 		if err != nil {
 			return err
@@ -78,12 +100,12 @@ func runMonitor(ctx context.Context, args []string, ios *cli.IOStreams) error {
 			return err
 		}
 		o.Hosts = set.Entries()
-	case *eventsFile != "":
-		cat, err := inventories.LoadCatalogue(inventories.Beside(*eventsFile, inventories.ProvidersFile))
+	case mo.eventsFile != "":
+		cat, err := inventories.LoadCatalogue(inventories.Beside(mo.eventsFile, inventories.ProvidersFile))
 		if err != nil {
 			return err
 		}
-		evs, f, err := inventories.LoadEvents(*eventsFile, cat)
+		evs, f, err := inventories.LoadEvents(mo.eventsFile, cat)
 		if err != nil {
 			return err
 		}
@@ -92,7 +114,7 @@ func runMonitor(ctx context.Context, args []string, ios *cli.IOStreams) error {
 	if _, err := os.Stat(filepath.Join(o.StateDir, program.HostsDir)); err != nil && o.Hosts == nil {
 		return usagef("flag --state-dir: %s has no stacks yet (%v); run fleet up first", o.StateDir, err)
 	}
-	res, err := monitoring.Write(*out, o)
+	res, err := monitoring.Write(mo.out, o)
 	if err != nil {
 		return err
 	}

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -12,6 +11,8 @@ import (
 	"strconv"
 	"strings"
 	"text/tabwriter"
+
+	"github.com/spf13/cobra"
 
 	"github.com/relayfleet/relayfleet/internal/cli"
 	"github.com/relayfleet/relayfleet/inventories"
@@ -28,160 +29,90 @@ type boxFlag struct {
 func (b *boxFlag) String() string { return "" }
 
 func (b *boxFlag) Set(s string) error {
-	box := capacity.Box{Uplink: 1_000_000_000}
-	procs := inventories.Processes(0)
-	seen := map[string]bool{}
-	for kv := range strings.SplitSeq(s, ",") {
-		k, v, ok := strings.Cut(strings.TrimSpace(kv), "=")
-		if !ok || v == "" {
-			return fmt.Errorf("want KEY=VALUE pairs such as cores=12,ram=64GiB,processes=2,uplink=1Gbit, got %q", kv)
-		}
-		if seen[k] {
-			return fmt.Errorf("%s given twice", k)
-		}
-		seen[k] = true
-		var err error
-		switch k {
-		case "cores":
-			box.Cores, err = strconv.Atoi(v)
-			if err != nil || box.Cores <= 0 || box.Cores > inventories.MaxCores {
-				return fmt.Errorf("cores: want an integer from 1 to %d, got %q", inventories.MaxCores, v)
-			}
-		case "ram":
-			box.RAM, err = inventories.ParseBytes(v)
-			if err != nil || box.RAM <= 0 || box.RAM > inventories.MaxRAM {
-				return fmt.Errorf("ram: want a size such as 64GiB, at most %s, got %q", inventories.MaxRAM.IEC(), v)
-			}
-		case "processes":
-			procs, err = inventories.ParseProcesses(v)
-			if err != nil {
-				return err
-			}
-		case "uplink":
-			box.Uplink, err = inventories.ParseBitRate(v)
-			if err != nil || box.Uplink <= 0 || box.Uplink > inventories.MaxUplink {
-				return fmt.Errorf("uplink: want a rate such as 1Gbit, at most %s, got %q", inventories.MaxUplink, v)
-			}
-		default:
-			return fmt.Errorf("unknown key %q (want cores, ram, processes, uplink)", k)
-		}
+	box, err := capacity.ParseBox(s)
+	if err != nil {
+		return err
 	}
-	if !seen["cores"] || !seen["ram"] {
-		return fmt.Errorf("cores and ram are required, as in cores=12,ram=64GiB")
-	}
-	box.Processes = procs.For(box.Cores)
 	b.box, b.set = box, true
 	return nil
 }
 
-func runPlan(_ context.Context, args []string, ios *cli.IOStreams) error {
-	stdout := ios.Out
-	fs := newFlags("plan", stdout)
-	listeners := fs.Int("listeners", -1, "target concurrent listeners (required)")
-	shape := fs.String("shape", "", "plan boxes of one catalogue shape, PROVIDER/SHAPE[@REGION]")
-	var box boxFlag
-	fs.Var(&box, "box", "plan boxes of a given size: cores=N,ram=SIZE[,processes=N|auto][,uplink=RATE]")
-	eventHours := fs.Float64("event-hours", 0, "length of the event in hours; 0 plans a month of steady load")
-	inventory := fs.String("inventory", "", "fleet file: its steady boxes carry load first, its burst pools the rest")
-	providers := fs.String("providers", "", "provider catalogue (default: providers.yaml beside the inventory, else the shipped one)")
-	var cals calibrationFlag
-	fs.Var(&cals, "calibration", "capacity coefficients: "+strings.Join(inventories.CalibrationNames(), " or ")+
-		" (shipped), a calibration.yaml, or fleet loadtest's loadtest.json; SHAPE=... for the boxes of one shape (PROVIDER/SHAPE[@REGION], or custom for --box); repeatable (default: calibration.yaml beside the inventory, else "+inventories.DefaultCalibration+")")
-	asJSON := fs.Bool("json", false, "print the plan as JSON")
-	if err := fs.parse(args); err != nil {
-		return err
+// planOpts are fleet plan's flags.
+type planOpts struct {
+	listeners                   int
+	shape, inventory, providers string
+	box                         boxFlag
+	eventHours                  float64
+	cals                        calibrationFlag
+	asJSON                      bool
+}
+
+func planCommand(ios *cli.IOStreams) *cobra.Command {
+	var o planOpts
+	cmd := &cobra.Command{
+		Use:   "plan",
+		Short: "plan capacity for a listener target: boxes, cost, egress",
+		Args:  cli.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return runPlan(&o, ios.Out)
+		},
 	}
+	fs := cmd.Flags()
+	fs.IntVar(&o.listeners, "listeners", -1, "target concurrent listeners (required)")
+	cli.Ranged(fs, "listeners", cli.Ints(0, inventories.MaxListeners))
+	fs.StringVar(&o.shape, "shape", "", "plan boxes of one catalogue shape, PROVIDER/SHAPE[@REGION]")
+	fs.Var(cli.GoValue(&o.box), "box", "plan boxes of a given size: cores=N,ram=SIZE[,processes=N|auto][,uplink=RATE]")
+	fs.Float64Var(&o.eventHours, "event-hours", 0, "length of the event in hours; 0 plans a month of steady load")
+	cli.Ranged(fs, "event-hours", cli.Floats(0, inventories.MaxEventHours))
+	fs.StringVar(&o.inventory, "inventory", "", "fleet file: its steady boxes carry load first, its burst pools the rest")
+	fs.StringVar(&o.providers, "providers", "", "provider catalogue (default: providers.yaml beside the inventory, else the shipped one)")
+	fs.Var(cli.GoValue(&o.cals), "calibration", "capacity coefficients: "+strings.Join(inventories.CalibrationNames(), " or ")+
+		" (shipped), a calibration.yaml, or fleet loadtest's loadtest.json; SHAPE=... for the boxes of one shape (PROVIDER/SHAPE[@REGION], or custom for --box); repeatable (default: calibration.yaml beside the inventory, else "+inventories.DefaultCalibration+")")
+	fs.BoolVar(&o.asJSON, "json", false, "print the plan as JSON")
+	return cmd
+}
+
+func runPlan(o *planOpts, stdout io.Writer) error {
+	// The ranges of --listeners and --event-hours are checked already.
 	switch {
-	case *listeners == -1:
+	case o.listeners == -1:
 		return usagef("flag --listeners: required")
-	case *listeners < 0:
-		return usagef("flag --listeners: must not be negative, got %d", *listeners)
-	case *listeners > inventories.MaxListeners:
-		return usagef("flag --listeners: want at most %s listeners, got %d", capacity.Count(inventories.MaxListeners), *listeners)
-	case !(*eventHours >= 0 && *eventHours <= inventories.MaxEventHours):
-		return usagef("flag --event-hours: want a number of hours from 0 to %d, got %v", inventories.MaxEventHours, *eventHours)
-	case *shape != "" && box.set:
+	case o.shape != "" && o.box.set:
 		return usagef("flags --shape and --box: give one, not both")
 	}
-	if *providers == "" {
-		*providers = inventories.Beside(*inventory, inventories.ProvidersFile)
+	if o.providers == "" {
+		o.providers = inventories.Beside(o.inventory, inventories.ProvidersFile)
 	}
-	cat, err := inventories.LoadCatalogue(*providers)
+	cat, err := inventories.LoadCatalogue(o.providers)
 	if err != nil {
 		return err
 	}
-	def, err := cals.resolve(*inventory)
+	def, err := o.cals.resolve(o.inventory)
 	if err != nil {
 		return err
 	}
-	var cands []capacity.Candidate
-	var fleet *inventories.Fleet
-	if *inventory != "" {
-		if fleet, err = inventories.LoadFleet(*inventory, cat); err != nil {
+	ch := capacity.Choice{Shape: o.shape}
+	if o.box.set {
+		ch.Box = &o.box.box
+	}
+	if o.inventory != "" {
+		if ch.Fleet, err = inventories.LoadFleet(o.inventory, cat); err != nil {
 			return err
 		}
-		for _, g := range fleet.Steady {
-			c, err := capacity.BoxCandidate(cat, capacity.Steady, g.Name, &g.Box)
-			if err != nil {
-				return err
-			}
-			c.Count = g.BoxCount()
-			cands = append(cands, c)
-		}
 	}
-	switch {
-	case box.set:
-		cands = append(cands, capacity.Candidate{Role: capacity.Custom, Name: "custom", Box: box.box})
-	case *shape != "":
-		p, s, err := cat.Lookup(*shape)
-		if err != nil {
-			return usagef("flag --shape: %v", err)
-		}
-		if p.Unusable != "" {
-			return usagef("flag --shape: %s cannot carry relay audio: %s", p.Name, p.Unusable)
-		}
-		cands = append(cands, capacity.ShapeCandidate(p, s, s.Ref(p), 0, capacity.Burst))
-	case fleet != nil:
-		for _, pool := range fleet.Burst {
-			c, err := capacity.BoxCandidate(cat, capacity.Burst, pool.Name, &pool.Box)
-			if err != nil {
-				return err
-			}
-			c.Max = pool.Max
-			cands = append(cands, c)
-		}
-	default:
-		for i := range cat.Providers {
-			p := &cat.Providers[i]
-			if p.Unusable != "" || p.Kind == inventories.KindLab || p.Kind == inventories.KindCDN {
-				continue
-			}
-			for j := range p.Shapes {
-				s := &p.Shapes[j]
-				cands = append(cands, capacity.ShapeCandidate(p, s, s.Ref(p), 0, capacity.Burst))
-			}
-		}
+	cands, err := capacity.Candidates(cat, ch)
+	var shapeErr *capacity.ShapeError
+	if errors.As(err, &shapeErr) {
+		return usagef("flag --shape: %v", err)
+	} else if err != nil {
+		return err
 	}
-	used := map[string]*namedCalibration{}
-	var refs []string
-	for i := range cands {
-		c := &cands[i]
-		if !slices.Contains(refs, c.Ref()) {
-			refs = append(refs, c.Ref())
-		}
-		if nc := cals.forShape(c.Ref()); nc != nil {
-			c.Calibration, c.CalibrationName = nc.Cal, nc.Name
-			used[c.Ref()] = nc
-		}
-	}
-	for _, ref := range cals.shapes {
-		if used[ref] == nil {
-			return usagef("flag --calibration: no box of this plan has shape %s (its shapes: %s)", ref, strings.Join(refs, ", "))
-		}
+	if err := loadtest.Calibrate(cands, o.cals.shapes, o.cals.perShape); err != nil {
+		return usagef("flag --calibration: %v", err)
 	}
 	plan, err := capacity.Make(capacity.Request{
-		Listeners:       *listeners,
-		EventHours:      *eventHours,
+		Listeners:       o.listeners,
+		EventHours:      o.eventHours,
 		Catalogue:       cat,
 		Calibration:     def.Cal,
 		CalibrationName: def.Name,
@@ -189,10 +120,10 @@ func runPlan(_ context.Context, args []string, ios *cli.IOStreams) error {
 	if err != nil {
 		return err
 	}
-	if *asJSON {
-		return writePlanJSON(stdout, plan, def, cals.perShape, *providers)
+	if o.asJSON {
+		return writePlanJSON(stdout, plan, def, o.cals.perShape, o.providers)
 	}
-	return writePlanTable(stdout, plan, def, cals.perShape)
+	return writePlanTable(stdout, plan, def, o.cals.perShape)
 }
 
 // planJSON is the --json document; its fields are described in docs/planning.md.
@@ -404,8 +335,6 @@ func (f *calibrationFlag) resolve(inventory string) (*namedCalibration, error) {
 	}
 	return def, nil
 }
-
-func (f *calibrationFlag) forShape(ref string) *namedCalibration { return f.perShape[ref] }
 
 // loadNamedCalibration loads a --calibration value (loadtest.ResolveCalibration).
 func loadNamedCalibration(v string, base *namedCalibration) (*namedCalibration, error) {

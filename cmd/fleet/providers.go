@@ -9,6 +9,8 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/spf13/cobra"
+
 	"github.com/relayfleet/relayfleet/internal/cli"
 	"github.com/relayfleet/relayfleet/inventories"
 	"github.com/relayfleet/relayfleet/inventories/pricing"
@@ -24,18 +26,26 @@ const (
 	livePriceTimeout = 30 * time.Second
 )
 
-func runProviders(ctx context.Context, args []string, ios *cli.IOStreams) error {
-	stdout := ios.Out
-	fs := newFlags("providers", stdout)
-	file := fs.String("providers", inventories.Embedded(inventories.ProvidersFile), "provider catalogue to show")
-	if err := fs.parse(args); err != nil {
-		return err
+func providersCommand(ios *cli.IOStreams) *cobra.Command {
+	var file string
+	cmd := &cobra.Command{
+		Use:   "providers",
+		Short: "show the provider catalogue (and live prices with HCLOUD_TOKEN / DIGITALOCEAN_TOKEN)",
+		Args:  cli.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return runProviders(cmd.Context(), file, ios.Out)
+		},
 	}
-	cat, err := inventories.LoadCatalogue(*file)
+	cmd.Flags().StringVar(&file, "providers", inventories.Embedded(inventories.ProvidersFile), "provider catalogue to show")
+	return cmd
+}
+
+func runProviders(ctx context.Context, file string, stdout io.Writer) error {
+	cat, err := inventories.LoadCatalogue(file)
 	if err != nil {
 		return err
 	}
-	if err := writeCatalogue(stdout, cat, *file); err != nil {
+	if err := writeCatalogue(stdout, cat, file); err != nil {
 		return err
 	}
 
@@ -65,10 +75,10 @@ func runProviders(ctx context.Context, args []string, ios *cli.IOStreams) error 
 	}
 	diffs := pricing.Compare(cat, live)
 	if len(diffs) == 0 {
-		fmt.Fprintf(stdout, "\nlive prices (%d rows from%s): the same as %s\n", len(live), checked, *file)
+		fmt.Fprintf(stdout, "\nlive prices (%d rows from%s): the same as %s\n", len(live), checked, file)
 		return nil
 	}
-	fmt.Fprintf(stdout, "\nlive prices (%d rows from%s): %d differences from %s\n", len(live), checked, len(diffs), *file)
+	fmt.Fprintf(stdout, "\nlive prices (%d rows from%s): %d differences from %s\n", len(live), checked, len(diffs), file)
 	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "SHAPE\tFIELD\tSHIPPED\tLIVE")
 	for _, d := range diffs {

@@ -4,7 +4,6 @@ import (
 	"time"
 
 	"github.com/relayfleet/relayfleet/internal/cli"
-	"github.com/relayfleet/relayfleet/inventories"
 	"github.com/relayfleet/relayfleet/relay"
 	"github.com/relayfleet/relayfleet/units"
 )
@@ -15,10 +14,6 @@ import (
 // count it cannot serve or waits for ever; TestEveryNumericFlagHasARange
 // holds every numeric flag of every command to having one.
 var flagRanges = map[string]map[string]cli.Range{
-	"plan": {
-		"listeners":   cli.Ints(0, inventories.MaxListeners),
-		"event-hours": cli.Floats(0, inventories.MaxEventHours),
-	},
 	"converge": {"parallel": parallelRange},
 	"rollout": {
 		"boxes":          cli.Ints(1, 1000),
@@ -39,20 +34,7 @@ var flagRanges = map[string]map[string]cli.Range{
 	"burst up":         {"drain-time": drainRange, "lease-ttl": leaseRange},
 	"burst down":       {"drain-time": drainRange, "lease-ttl": leaseRange},
 	"burst resize":     {"drain-time": drainRange, "lease-ttl": leaseRange},
-	"lab cloud hcloud|digitalocean --listen ADDR": {"ram-scale": cli.Floats(0.01, 1)},
-	"loadtest": {
-		"step-duration": cli.Durations(2*time.Second, time.Hour),
-		"ramp":          cli.Floats(0.1, 100_000),
-	},
-	"monitor": {
-		"scrape-interval":     cli.Durations(time.Second, time.Hour),
-		"evaluation-interval": cli.Durations(time.Second, time.Hour),
-	},
 }
-
-// maxStepListeners bounds fleet loadtest --steps: listeners one machine
-// opens against one box.
-const maxStepListeners = 1_000_000
 
 var (
 	parallelRange = cli.Ints(1, 1024)              // hosts at once

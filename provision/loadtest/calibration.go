@@ -5,9 +5,11 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/relayfleet/relayfleet/inventories"
+	"github.com/relayfleet/relayfleet/inventories/capacity"
 )
 
 // PlanCalibration is a calibration a capacity plan uses, and how the plan
@@ -110,4 +112,29 @@ func ReadCalibration(path string, base *inventories.Calibration, basePath string
 	}
 	text := CalibrationYAML(*doc.Fit, base, basePath, doc.MeasuredOn, date, doc.Generator, doc.Steps)
 	return inventories.ParseCalibration(path, text)
+}
+
+// Calibrate gives the candidates of a plan the calibrations given for
+// one shape: perShape by shape (Candidate.Ref), shapes in the order they
+// were given. A shape that no candidate has is an error naming the
+// plan's shapes.
+func Calibrate(cands []capacity.Candidate, shapes []string, perShape map[string]*PlanCalibration) error {
+	used := map[string]bool{}
+	var refs []string
+	for i := range cands {
+		c := &cands[i]
+		if !slices.Contains(refs, c.Ref()) {
+			refs = append(refs, c.Ref())
+		}
+		if nc := perShape[c.Ref()]; nc != nil {
+			c.Calibration, c.CalibrationName = nc.Cal, nc.Name
+			used[c.Ref()] = true
+		}
+	}
+	for _, ref := range shapes {
+		if !used[ref] {
+			return fmt.Errorf("no box of this plan has shape %s (its shapes: %s)", ref, strings.Join(refs, ", "))
+		}
+	}
+	return nil
 }

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/relayfleet/relayfleet/inventories"
+	"github.com/relayfleet/relayfleet/inventories/capacity"
 )
 
 // TestResolveCalibration: a shipped name, a calibration.yaml and a
@@ -109,5 +110,35 @@ func TestCalibrationBeside(t *testing.T) {
 	got, err := CalibrationBeside(inv)
 	if err != nil || got.File != cal || got.Cal.ListenersPerCore != 777 {
 		t.Fatalf("inventory with a calibration beside it: %+v, %v", got, err)
+	}
+}
+
+// TestCalibrate: the candidates of the shapes given get their
+// calibrations, the others keep the plan's; a shape no candidate has is
+// an error naming the plan's shapes.
+func TestCalibrate(t *testing.T) {
+	lab := &inventories.Provider{Name: "lab"}
+	small, medium := &inventories.Shape{Name: "small"}, &inventories.Shape{Name: "medium"}
+	cands := []capacity.Candidate{
+		{Name: "a", Provider: lab, Shape: small},
+		{Name: "b", Provider: lab, Shape: medium},
+		{Name: "c", Provider: lab, Shape: small},
+	}
+	mine := &PlanCalibration{Name: "mine", Cal: &inventories.Calibration{ListenersPerCore: 7}}
+	if err := Calibrate(cands, []string{"lab/small"}, map[string]*PlanCalibration{"lab/small": mine}); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range cands {
+		want := ""
+		if c.Shape == small {
+			want = "mine"
+		}
+		if c.CalibrationName != want || (want != "") != (c.Calibration == mine.Cal) {
+			t.Errorf("%s: calibration %q %v, want %q", c.Name, c.CalibrationName, c.Calibration, want)
+		}
+	}
+	err := Calibrate(cands, []string{"lab/big"}, map[string]*PlanCalibration{"lab/big": mine})
+	if err == nil || err.Error() != "no box of this plan has shape lab/big (its shapes: lab/small, lab/medium)" {
+		t.Errorf("err %v", err)
 	}
 }
