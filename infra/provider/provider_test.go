@@ -177,7 +177,10 @@ func TestBoxDiff(t *testing.T) {
 			n := base
 			n.Labels = map[string]string{"a": "1"}
 			tt.edit(&n)
-			d := boxDiff(base, n)
+			d, err := boxDiff(base, n)
+			if err != nil {
+				t.Fatal(err)
+			}
 			if tt.replace == "" {
 				if d.HasChanges {
 					t.Fatalf("changes %v, want none", d.DetailedDiff)

@@ -202,12 +202,15 @@ func TestUpdateRefusesAReplace(t *testing.T) {
 	old := testBox(BackendHcloud)
 	n := old
 	n.Shape = "cpx32"
-	d := boxDiff(old, n)
+	d, err := boxDiff(old, n)
+	if err != nil {
+		t.Fatal(err)
+	}
 	if !d.HasChanges || d.DetailedDiff["shape"].Kind != p.UpdateReplace {
 		t.Fatalf("diff %+v", d)
 	}
 	s := newServer(t)
-	_, err := s.Update(p.UpdateRequest{ID: "hcloud/srv1", Urn: urn(BoxType, "fsn-1"), State: stateProps(old, "srv1"), Inputs: boxProps(n), DryRun: true})
+	_, err = s.Update(p.UpdateRequest{ID: "hcloud/srv1", Urn: urn(BoxType, "fsn-1"), State: stateProps(old, "srv1"), Inputs: boxProps(n), DryRun: true})
 	if err == nil || !strings.Contains(err.Error(), "shape") {
 		t.Fatalf("update of the shape: %v, want a refusal", err)
 	}
@@ -276,7 +279,10 @@ func TestCheckRaisesTheGenerationOnAReplace(t *testing.T) {
 			// The engine diffs the checked inputs: a raised generation
 			// is a replace, made before the old box goes.
 			n.Generation = got
-			d := boxDiff(old, n)
+			d, err := boxDiff(old, n)
+			if err != nil {
+				t.Fatal(err)
+			}
 			if replaces(d) != (got != tc.oldGen || tc.be == BackendStatic && tc.name == "static readopted") {
 				t.Errorf("diff %+v after generation %d -> %d", d.DetailedDiff, tc.oldGen, got)
 			}
