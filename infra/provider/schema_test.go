@@ -2,11 +2,13 @@ package provider
 
 import (
 	"encoding/json"
+	"fmt"
 	"reflect"
 	"strings"
 	"testing"
 
 	p "github.com/pulumi/pulumi-go-provider"
+	"github.com/pulumi/pulumi/sdk/v3/go/property"
 )
 
 // resourceArgs are the args structs of the provider's resources: each is
@@ -138,4 +140,41 @@ func TestSchemaMarksReplaceOnChanges(t *testing.T) {
 			}
 		}
 	}
+}
+
+// argsProps is an args struct as the engine hands it over: each field set
+// (not zero, not nil) under its pulumi name.
+func argsProps(args any) property.Map {
+	v := reflect.ValueOf(args)
+	vs := map[string]property.Value{}
+	for i := range v.NumField() {
+		name, _, _ := strings.Cut(v.Type().Field(i).Tag.Get("pulumi"), ",")
+		if f := v.Field(i); name != "" && !f.IsZero() {
+			vs[name] = propValue(f)
+		}
+	}
+	return property.NewMap(vs)
+}
+
+// propValue is a string, number, list or map as a property value.
+func propValue(v reflect.Value) property.Value {
+	switch v.Kind() {
+	case reflect.String:
+		return property.New(v.String())
+	case reflect.Int:
+		return property.New(float64(v.Int()))
+	case reflect.Slice:
+		var arr []property.Value
+		for i := range v.Len() {
+			arr = append(arr, propValue(v.Index(i)))
+		}
+		return property.New(property.NewArray(arr))
+	case reflect.Map:
+		m := map[string]property.Value{}
+		for it := v.MapRange(); it.Next(); {
+			m[it.Key().String()] = propValue(it.Value())
+		}
+		return property.New(property.NewMap(m))
+	}
+	panic(fmt.Sprintf("argsProps: %v", v.Type()))
 }

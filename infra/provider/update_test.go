@@ -17,32 +17,7 @@ import (
 const testKey2 = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIHnWQDVpEf0bIyYk3ss6qXaB1VyBd+uVmrv5x0dA8a7P"
 
 // boxProps is a Box's inputs as the engine hands them over.
-func boxProps(a BoxArgs) property.Map {
-	vs := map[string]property.Value{}
-	for k, v := range map[string]string{
-		"backend": a.Backend, "name": a.Name, "fleet": a.Fleet, "tier": a.Tier, "event": a.Event,
-		"shape": a.Shape, "location": a.Location, "image": a.Image, "address": a.Address, "user": a.User, "hostKey": a.HostKey,
-	} {
-		if v != "" {
-			vs[k] = property.New(v)
-		}
-	}
-	if a.Labels != nil {
-		m := map[string]property.Value{}
-		for k, v := range a.Labels {
-			m[k] = property.New(v)
-		}
-		vs["labels"] = property.New(property.NewMap(m))
-	}
-	if a.AuthorizedKeys != nil {
-		var arr []property.Value
-		for _, k := range a.AuthorizedKeys {
-			arr = append(arr, property.New(k))
-		}
-		vs["authorizedKeys"] = property.New(property.NewArray(arr))
-	}
-	return property.NewMap(vs)
-}
+func boxProps(a BoxArgs) property.Map { return argsProps(a) }
 
 // stateProps is a Box's state: its inputs and the outputs Create made.
 func stateProps(a BoxArgs, id string) property.Map {
