@@ -9,4 +9,8 @@
 // `fleet up | preview | destroy` call) with only the Pulumi CLI, a file
 // backend and passphrase secrets. Side effects belong to the provider's
 // resources; nothing here connects anywhere.
+//
+// The resources' inputs are the provider's own args structs
+// (provider.BoxArgs, HostArgs, FirewallArgs), turned into inputs by their
+// pulumi tags (argsInput): a new input is a field there, not a list here.
 package program

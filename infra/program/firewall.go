@@ -3,19 +3,14 @@ package program
 import (
 	"fmt"
 
-	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
-
+	"github.com/relayfleet/relayfleet/infra/provider"
 	"github.com/relayfleet/relayfleet/inventories"
 )
 
-// Rule is one inbound firewall rule: traffic of Protocol to Ports (a port
-// or FIRST-LAST) from Sources (CIDRs) is let in; all else is dropped.
-type Rule struct {
-	Protocol string   `json:"protocol"`
-	Ports    string   `json:"ports"`
-	Sources  []string `json:"sources"`
-	What     string   `json:"what"`
-}
+// Rule is one inbound firewall rule, the provider's: traffic of Protocol
+// to Ports (a port or FIRST-LAST) from Sources (CIDRs) is let in; all else
+// is dropped.
+type Rule = provider.FirewallRule
 
 // Anywhere is every address, IPv4 and IPv6: listeners come from anywhere.
 var Anywhere = []string{"0.0.0.0/0", "::/0"}
@@ -65,17 +60,4 @@ func isAnywhere(cidr string) bool {
 		}
 	}
 	return len(cidr) > 2 && cidr[len(cidr)-2:] == "/0"
-}
-
-func ruleArray(rs []Rule) pulumi.Array {
-	var arr pulumi.Array
-	for _, r := range rs {
-		arr = append(arr, pulumi.Map{
-			"protocol": pulumi.String(r.Protocol),
-			"ports":    pulumi.String(r.Ports),
-			"sources":  pulumi.ToStringArray(r.Sources),
-			"what":     pulumi.String(r.What),
-		})
-	}
-	return arr
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/pulumi/pulumi/sdk/v3/go/auto/events"
 	"github.com/pulumi/pulumi/sdk/v3/go/auto/optup"
 	"github.com/pulumi/pulumi/sdk/v3/go/common/apitype"
+	"github.com/pulumi/pulumi/sdk/v3/go/common/util/mapper"
 
 	"github.com/relayfleet/relayfleet/infra/provider"
 )
@@ -116,28 +117,20 @@ func (s *Stack) followReplacement(ch <-chan events.EngineEvent, d Doomed) error 
 // announceReplacement writes the new box into the relays file beside the
 // old one, which it marks draining.
 func (s *Stack) announceReplacement(d Doomed, box, host map[string]any) error {
-	str := func(m map[string]any, k string) string { v, _ := m[k].(string); return v }
-	var ports []int
-	if ps, ok := host["ports"].([]any); ok {
-		for _, p := range ps {
-			if f, ok := p.(float64); ok {
-				ports = append(ports, int(f))
-			}
-		}
-	}
-	ssh := str(box, "sshAddress")
-	addr, _, err := net.SplitHostPort(ssh)
+	var b provider.BoxState
+	var h provider.HostState
+	decodeOutputs(box, &b)
+	decodeOutputs(host, &h)
+	addr, _, err := net.SplitHostPort(b.SSHAddress)
 	if err != nil {
-		return fmt.Errorf("replacement of box %s: ssh address %q: %v", d.Name, ssh, err)
+		return fmt.Errorf("replacement of box %s: ssh address %q: %v", d.Name, b.SSHAddress, err)
 	}
-	if as, ok := box["addresses"].([]any); ok && len(as) > 0 {
-		if a, ok := as[0].(string); ok && a != "" {
-			addr = a
-		}
+	if len(b.Addresses) > 0 && b.Addresses[0] != "" {
+		addr = b.Addresses[0]
 	}
-	nu := HostEntry{Name: str(box, "name"), Backend: str(box, "backend"), Address: addr, SSHAddress: ssh,
-		HostKey: str(box, "hostPublicKey"), User: str(host, "user"), Ports: ports}
-	if nu.Name == "" || len(ports) == 0 {
+	nu := HostEntry{Name: b.Name, Backend: b.Backend, Address: addr, SSHAddress: b.SSHAddress,
+		HostKey: b.HostPublicKey, User: h.User, Ports: h.Ports}
+	if nu.Name == "" || len(nu.Ports) == 0 {
 		return fmt.Errorf("replacement of box %s: the engine reported no name or ports for it", d.Name)
 	}
 	_, err = updateStack(s.StateDir, s.Name, func(sh *StackHosts) bool {
@@ -168,4 +161,11 @@ func (s *Stack) announceReplacement(d Doomed, box, host map[string]any) error {
 		fmt.Fprintf(s.progress(), "relays file: %s's replacement (%s) in, the old box draining\n", d.Name, nu.Address)
 	}
 	return err
+}
+
+// decodeOutputs fills the provider's state struct st from a resource's
+// outputs as the engine reports them, by st's pulumi tags. What is
+// missing, or of another kind (a secret shows as "[secret]"), stays zero.
+func decodeOutputs(outputs map[string]any, st any) {
+	_ = mapper.New(&mapper.Opts{IgnoreMissing: true, IgnoreUnrecognized: true}).Decode(outputs, st)
 }

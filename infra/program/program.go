@@ -3,7 +3,6 @@ package program
 import (
 	"errors"
 	"fmt"
-	"reflect"
 
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 
@@ -33,42 +32,6 @@ type Options struct {
 // ErrNoAuthKeys says the program was given no relay auth key file.
 var ErrNoAuthKeys = errors.New("no relay auth key: fleet up keeps one in the fleet's stack (" + SecretNamespace + ":" + RelayAuthKeysKey + ")")
 
-// BoxArgs are a Box's inputs as the program registers them.
-type BoxArgs struct {
-	Backend        pulumi.StringInput
-	Name           pulumi.StringInput
-	Fleet          pulumi.StringInput
-	Tier           pulumi.StringInput
-	Event          pulumi.StringInput
-	Shape          pulumi.StringInput
-	Location       pulumi.StringInput
-	Image          pulumi.StringInput
-	Labels         pulumi.StringMapInput
-	AuthorizedKeys pulumi.StringArrayInput
-	Address        pulumi.StringInput
-	User           pulumi.StringInput
-	HostKey        pulumi.StringInput
-}
-
-type boxArgs struct {
-	Backend        string            `pulumi:"backend"`
-	Name           string            `pulumi:"name"`
-	Fleet          string            `pulumi:"fleet"`
-	Tier           string            `pulumi:"tier"`
-	Event          string            `pulumi:"event"`
-	Shape          string            `pulumi:"shape"`
-	Location       string            `pulumi:"location"`
-	Image          string            `pulumi:"image"`
-	Labels         map[string]string `pulumi:"labels"`
-	AuthorizedKeys []string          `pulumi:"authorizedKeys"`
-	Address        string            `pulumi:"address"`
-	User           string            `pulumi:"user"`
-	HostKey        string            `pulumi:"hostKey"`
-}
-
-// ElementType tells the SDK how to marshal BoxArgs.
-func (BoxArgs) ElementType() reflect.Type { return reflect.TypeFor[boxArgs]() }
-
 // Box is a registered relayfleet Box.
 type Box struct {
 	pulumi.CustomResourceState
@@ -85,45 +48,6 @@ type Box struct {
 	AllLabels      pulumi.StringMapOutput   `pulumi:"allLabels"`
 }
 
-// HostArgs are a Host's inputs as the program registers them.
-type HostArgs struct {
-	Box         pulumi.StringInput
-	Backend     pulumi.StringInput
-	SSHAddress  pulumi.StringInput
-	HostKey     pulumi.StringInput
-	User        pulumi.StringInput
-	Cores       pulumi.IntInput
-	RAM         pulumi.IntInput
-	Processes   pulumi.IntInput
-	BasePort    pulumi.IntInput
-	Release     pulumi.StringInput
-	RelayBinary pulumi.StringInput
-	Upstream    pulumi.StringArrayInput
-	// AuthKeys must be a secret (pulumi.ToSecret).
-	AuthKeys     pulumi.StringInput
-	PublicListen pulumi.StringArrayInput
-}
-
-type hostArgs struct {
-	Box          string   `pulumi:"box"`
-	Backend      string   `pulumi:"backend"`
-	SSHAddress   string   `pulumi:"sshAddress"`
-	HostKey      string   `pulumi:"hostKey"`
-	User         string   `pulumi:"user"`
-	Cores        int      `pulumi:"cores"`
-	RAM          int      `pulumi:"ram"`
-	Processes    int      `pulumi:"processes"`
-	BasePort     int      `pulumi:"basePort"`
-	Release      string   `pulumi:"release"`
-	RelayBinary  string   `pulumi:"relayBinary"`
-	Upstream     []string `pulumi:"upstream"`
-	AuthKeys     string   `pulumi:"authKeys"`
-	PublicListen []string `pulumi:"publicListen"`
-}
-
-// ElementType tells the SDK how to marshal HostArgs.
-func (HostArgs) ElementType() reflect.Type { return reflect.TypeFor[hostArgs]() }
-
 // Host is a registered relayfleet Host.
 type Host struct {
 	pulumi.CustomResourceState
@@ -132,24 +56,6 @@ type Host struct {
 	Drift       pulumi.StringArrayOutput `pulumi:"drift"`
 	DesiredHash pulumi.StringOutput      `pulumi:"desiredHash"`
 }
-
-// FirewallArgs are a Firewall's inputs.
-type FirewallArgs struct {
-	Backend pulumi.StringInput
-	Name    pulumi.StringInput
-	Labels  pulumi.StringMapInput
-	Rules   pulumi.ArrayInput
-}
-
-type firewallArgs struct {
-	Backend string            `pulumi:"backend"`
-	Name    string            `pulumi:"name"`
-	Labels  map[string]string `pulumi:"labels"`
-	Rules   []any             `pulumi:"rules"`
-}
-
-// ElementType tells the SDK how to marshal FirewallArgs.
-func (FirewallArgs) ElementType() reflect.Type { return reflect.TypeFor[firewallArgs]() }
 
 // Firewall is a registered relayfleet Firewall.
 type Firewall struct {
@@ -278,12 +184,16 @@ func (d *Deployed) boxes(ctx *pulumi.Context, f *inventories.Fleet, cat *invento
 			return nil, err
 		}
 		fw := &Firewall{}
-		err = ctx.RegisterResource(provider.FirewallType, firewallResource(s.group), FirewallArgs{
-			Backend: pulumi.String(s.backend),
-			Name:    pulumi.String(s.firewall),
-			Labels:  pulumi.ToStringMap(map[string]string{"fleet": f.Name, "tier": s.tier, "event": s.event, "group": s.group}),
-			Rules:   ruleArray(rules),
-		}, fw, pulumi.Provider(d.Provider))
+		in, err := argsInput(&provider.FirewallArgs{
+			Backend: s.backend,
+			Name:    s.firewall,
+			Labels:  map[string]string{"fleet": f.Name, "tier": s.tier, "event": s.event, "group": s.group},
+			Rules:   rules,
+		}, nil)
+		if err != nil {
+			return nil, err
+		}
+		err = ctx.RegisterResource(provider.FirewallType, firewallResource(s.group), in, fw, pulumi.Provider(d.Provider))
 		if err != nil {
 			return nil, err
 		}
@@ -292,54 +202,61 @@ func (d *Deployed) boxes(ctx *pulumi.Context, f *inventories.Fleet, cat *invento
 	var hosts pulumi.Array
 	for i, name := range s.names {
 		logical := boxResource(s.group, i+1)
-		args := BoxArgs{
-			Backend:        pulumi.String(s.backend),
-			Name:           pulumi.String(name),
-			Fleet:          pulumi.String(f.Name),
-			Tier:           pulumi.String(s.tier),
-			Event:          pulumi.String(s.event),
-			Shape:          pulumi.String(s.box.Shape),
-			Labels:         pulumi.ToStringMap(labels),
-			AuthorizedKeys: pulumi.ToStringArray(append([]string{}, f.Admin.SSHKeys...)),
-		}
-		if s.box.Location != "" {
-			args.Location = pulumi.String(s.box.Location)
-		}
-		if s.box.Image != "" {
-			args.Image = pulumi.String(s.box.Image)
+		args := provider.BoxArgs{
+			Backend:        s.backend,
+			Name:           name,
+			Fleet:          f.Name,
+			Tier:           s.tier,
+			Event:          s.event,
+			Shape:          s.box.Shape,
+			Location:       s.box.Location,
+			Image:          s.box.Image,
+			Labels:         labels,
+			AuthorizedKeys: append([]string{}, f.Admin.SSHKeys...),
 		}
 		user := "root"
 		if s.backend == provider.BackendStatic {
 			h := s.statics[i]
-			args.Address, args.HostKey = pulumi.String(h.Address), pulumi.String(h.HostKey)
+			args.Address, args.HostKey = h.Address, h.HostKey
 			if h.User != "" {
 				user = h.User
 			}
-			args.User = pulumi.String(user)
+			args.User = user
+		}
+		in, err := argsInput(&args, nil)
+		if err != nil {
+			return nil, err
 		}
 		box := &Box{}
 		// The provider marks hostPrivateKey secret itself.
-		if err := ctx.RegisterResource(provider.BoxType, logical, args, box, pulumi.Provider(d.Provider)); err != nil {
+		if err := ctx.RegisterResource(provider.BoxType, logical, in, box, pulumi.Provider(d.Provider)); err != nil {
+			return nil, err
+		}
+		// The host is converged onto the box: its address, host key
+		// and size are the box's outputs.
+		ha := provider.HostArgs{
+			Backend:      s.backend,
+			User:         user,
+			Processes:    int(s.box.Processes),
+			BasePort:     s.box.BasePort,
+			Release:      o.Release,
+			RelayBinary:  o.RelayBinary,
+			Upstream:     f.Origin,
+			PublicListen: f.Access.PublicListen,
+		}
+		in, err = argsInput(&ha, map[any]pulumi.Input{
+			&ha.Box:        box.Name,
+			&ha.SSHAddress: box.SSHAddress,
+			&ha.HostKey:    box.HostPublicKey,
+			&ha.Cores:      box.Cores,
+			&ha.RAM:        box.RAM,
+			&ha.AuthKeys:   authKeys,
+		})
+		if err != nil {
 			return nil, err
 		}
 		host := &Host{}
-		if err := ctx.RegisterResource(provider.HostType, logical, HostArgs{
-			Box:         box.Name,
-			Backend:     pulumi.String(s.backend),
-			SSHAddress:  box.SSHAddress,
-			HostKey:     box.HostPublicKey,
-			User:        pulumi.String(user),
-			Cores:       box.Cores,
-			RAM:         box.RAM,
-			Processes:   pulumi.Int(int(s.box.Processes)),
-			BasePort:    pulumi.Int(s.box.BasePort),
-			Release:     pulumi.String(o.Release),
-			RelayBinary: pulumi.String(o.RelayBinary),
-			Upstream:    pulumi.ToStringArray(f.Origin),
-
-			AuthKeys:     authKeys,
-			PublicListen: pulumi.ToStringArray(f.Access.PublicListen),
-		}, host, pulumi.DependsOn([]pulumi.Resource{box}), pulumi.Provider(d.Provider)); err != nil {
+		if err := ctx.RegisterResource(provider.HostType, logical, in, host, pulumi.DependsOn([]pulumi.Resource{box}), pulumi.Provider(d.Provider)); err != nil {
 			return nil, err
 		}
 		d.Boxes = append(d.Boxes, box)

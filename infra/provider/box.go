@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"reflect"
 	"slices"
 	"strings"
 	"sync"
@@ -37,28 +38,31 @@ const NoEvent = "none"
 // Box is the Box resource's controller.
 type Box struct{}
 
-// BoxArgs are a Box's inputs.
+// BoxArgs are a Box's inputs, and the program's: it registers these
+// structs (package infra/program). Who makes a box, what it is called and
+// what it is made of replace it when they change (replaceOnChanges); its
+// labels and admin keys change in place (schema.go).
 type BoxArgs struct {
-	Backend  string            `pulumi:"backend"`
-	Name     string            `pulumi:"name"`
-	Fleet    string            `pulumi:"fleet"`
-	Tier     string            `pulumi:"tier"`
-	Event    string            `pulumi:"event,optional"`
-	Shape    string            `pulumi:"shape,optional"`
-	Location string            `pulumi:"location,optional"`
-	Image    string            `pulumi:"image,optional"`
-	Labels   map[string]string `pulumi:"labels,optional"`
+	Backend  string            `pulumi:"backend" provider:"replaceOnChanges"`
+	Name     string            `pulumi:"name" provider:"replaceOnChanges"`
+	Fleet    string            `pulumi:"fleet" provider:"replaceOnChanges"`
+	Tier     string            `pulumi:"tier" provider:"replaceOnChanges"`
+	Event    string            `pulumi:"event,optional" provider:"replaceOnChanges"`
+	Shape    string            `pulumi:"shape,optional" provider:"replaceOnChanges"`
+	Location string            `pulumi:"location,optional" provider:"replaceOnChanges"`
+	Image    string            `pulumi:"image,optional" provider:"replaceOnChanges"`
+	Labels   map[string]string `pulumi:"labels,optional" diff:"inPlace"`
 	// AuthorizedKeys are the admin's keys, put on the box for root.
-	AuthorizedKeys []string `pulumi:"authorizedKeys,optional"`
+	AuthorizedKeys []string `pulumi:"authorizedKeys,optional" diff:"inPlace"`
 	// Address, User and HostKey adopt a static server.
-	Address string `pulumi:"address,optional"`
-	User    string `pulumi:"user,optional"`
-	HostKey string `pulumi:"hostKey,optional"`
+	Address string `pulumi:"address,optional" provider:"replaceOnChanges"`
+	User    string `pulumi:"user,optional" provider:"replaceOnChanges"`
+	HostKey string `pulumi:"hostKey,optional" provider:"replaceOnChanges"`
 	// Generation counts the box's replacements. Check sets it (the
 	// program does not): it goes up by one when a change replaces the
 	// box, so that the new box has a name of its own (ServerName) and is
 	// made, and converged, before the old one is deleted.
-	Generation int `pulumi:"generation,optional"`
+	Generation int `pulumi:"generation,optional" provider:"replaceOnChanges"`
 }
 
 // BoxState is a Box's outputs.
@@ -94,15 +98,20 @@ func (b *Box) Annotate(a infer.Annotator) {
 //
 // It also says which outputs an in-place change leaves known in a
 // preview: what the backend reports about the box (address, host key,
-// cores, id) depends on the inputs that make the box, not on its labels or
-// admin keys, so a key rotation's preview shows the hosts on their boxes
-// unchanged.
+// cores, id) depends on the inputs that make the box, those whose change
+// replaces it (replaceOnChanges), not on its labels or admin keys, so a
+// key rotation's preview shows the hosts on their boxes unchanged.
 func (*Box) WireDependencies(f infer.FieldSelector, args *BoxArgs, state *BoxState) {
 	f.OutputField(&state.HostPrivateKey).AlwaysSecret()
+	// An input classified neither way (Diff refuses it) counts as
+	// making the box.
+	ins, _ := inputsOf(reflect.TypeFor[BoxArgs]())
 	var made []infer.InputField
-	for _, in := range []any{&args.Backend, &args.Name, &args.Fleet, &args.Tier, &args.Event, &args.Shape, &args.Location,
-		&args.Image, &args.Address, &args.User, &args.HostKey, &args.Generation} {
-		made = append(made, f.InputField(in).Computed())
+	av := reflect.ValueOf(args).Elem()
+	for _, in := range ins {
+		if !in.inPlace {
+			made = append(made, f.InputField(av.Field(in.index).Addr().Interface()).Computed())
+		}
 	}
 	for _, out := range []any{&state.Addresses, &state.SSHAddress, &state.Cores, &state.RAM, &state.HostPublicKey,
 		&state.HostPrivateKey, &state.BackendID, &state.ServerName} {
@@ -184,7 +193,9 @@ func (*Box) Check(ctx context.Context, req infer.CheckRequest) (infer.CheckRespo
 	args.Generation = 0
 	if req.OldInputs.Len() > 0 {
 		if old, _, err := infer.DefaultCheck[BoxArgs](ctx, req.OldInputs); err == nil {
-			args.Generation = nextGeneration(old, args)
+			if args.Generation, err = nextGeneration(old, args); err != nil {
+				return infer.CheckResponse[BoxArgs]{Inputs: args}, err
+			}
 			if args.Generation > old.Generation {
 				replacing.Store(req.Name, args.Generation)
 			} else {
@@ -209,15 +220,19 @@ var replacing sync.Map
 // nextGeneration is the generation of new, the inputs that follow old: one
 // more than old's when the change replaces the box (a static server is
 // adopted, never made: it stays at 0).
-func nextGeneration(old, new BoxArgs) int {
+func nextGeneration(old, new BoxArgs) (int, error) {
 	if new.Backend == BackendStatic {
-		return 0
+		return 0, nil
 	}
 	new.Generation = old.Generation
-	if replaces(boxDiff(old, new)) {
-		return old.Generation + 1
+	d, err := boxDiff(old, new)
+	if err != nil {
+		return 0, err
 	}
-	return old.Generation
+	if replaces(d) {
+		return old.Generation + 1, nil
+	}
+	return old.Generation, nil
 }
 
 // replaces reports whether a diff replaces the box.
@@ -402,58 +417,19 @@ func (*Box) Delete(ctx context.Context, req infer.DeleteRequest[BoxState]) (infe
 	return infer.DeleteResponse{}, nil
 }
 
-// replaceKeys are the inputs whose change replaces a box: who makes it,
-// what it is called and what it is made of.
-var replaceKeys = []string{"backend", "name", "fleet", "tier", "event", "shape", "location", "image", "address", "user", "hostKey", "generation"}
-
-// inPlaceKeys are the inputs a box takes in place (Update): its labels go
-// through the backend's API and the admin keys over SSH, and the box
-// serves on. A key rotation or a new label must not replace a fleet.
-var inPlaceKeys = []string{"labels", "authorizedKeys"}
-
 // Diff replaces the box on a change of what it is made of (shape, place,
 // image, name, tier) and updates it in place for its labels and admin
 // keys. A replacement is made before the old box is deleted: it has a
 // name of its own (Generation, ServerName).
 func (*Box) Diff(_ context.Context, req infer.DiffRequest[BoxArgs, BoxState]) (infer.DiffResponse, error) {
-	return boxDiff(req.State.BoxArgs, req.Inputs), nil
+	return boxDiff(req.State.BoxArgs, req.Inputs)
 }
 
-func boxDiff(old, new BoxArgs) p.DiffResponse {
-	changed := map[string]bool{
-		"backend":        old.Backend != new.Backend,
-		"name":           old.Name != new.Name,
-		"fleet":          old.Fleet != new.Fleet,
-		"tier":           old.Tier != new.Tier,
-		"event":          old.Event != new.Event,
-		"shape":          old.Shape != new.Shape,
-		"location":       old.Location != new.Location,
-		"image":          old.Image != new.Image,
-		"labels":         !maps.Equal(old.Labels, new.Labels),
-		"authorizedKeys": !slices.Equal(old.AuthorizedKeys, new.AuthorizedKeys),
-		"address":        old.Address != new.Address,
-		"user":           old.User != new.User,
-		"hostKey":        strings.TrimSpace(old.HostKey) != strings.TrimSpace(new.HostKey),
-		"generation":     old.Generation != new.Generation,
-	}
-	d := p.DiffResponse{DetailedDiff: map[string]p.PropertyDiff{}}
-	for _, k := range replaceKeys {
-		if changed[k] {
-			d.HasChanges = true
-			d.DetailedDiff[k] = p.PropertyDiff{Kind: p.UpdateReplace, InputDiff: true}
-		}
-	}
-	for _, k := range inPlaceKeys {
-		if changed[k] {
-			d.HasChanges = true
-			d.DetailedDiff[k] = p.PropertyDiff{Kind: p.Update, InputDiff: true}
-		}
-	}
-	// The replacement has a name of its own (Check raised the
-	// generation): it is made and converged first, and the old box is
-	// drained and deleted after (Delete).
-	d.DeleteBeforeReplace = false
-	return d
+// boxDiff classifies each changed input by its tag (BoxArgs). A host key
+// that differs in surrounding space only is the same key.
+func boxDiff(old, new BoxArgs) (p.DiffResponse, error) {
+	old.HostKey, new.HostKey = strings.TrimSpace(old.HostKey), strings.TrimSpace(new.HostKey)
+	return diffInputs(old, new)
 }
 
 // Update applies new labels and admin keys to the box in place: labels
@@ -465,7 +441,11 @@ func (*Box) Update(ctx context.Context, req infer.UpdateRequest[BoxArgs, BoxStat
 	old, a := req.State, req.Inputs
 	st := old
 	st.BoxArgs, st.AllLabels = a, a.AllLabels()
-	if d := boxDiff(old.BoxArgs, a); replaces(d) {
+	d, err := boxDiff(old.BoxArgs, a)
+	if err != nil {
+		return infer.UpdateResponse[BoxState]{}, fmt.Errorf("box %s: %w", a.Name, err)
+	}
+	if replaces(d) {
 		return infer.UpdateResponse[BoxState]{}, fmt.Errorf("box %s: %v change only by replacing the box", a.Name, slices.Sorted(maps.Keys(d.DetailedDiff)))
 	}
 	if req.DryRun {

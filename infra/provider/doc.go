@@ -26,6 +26,12 @@
 //     which makes `pulumi refresh` and `pulumi preview --refresh` show it and
 //     the next update repair it.
 //
+// Each resource's args struct (BoxArgs, HostArgs, FirewallArgs) is its
+// schema, and the program registers it as it is (package infra/program).
+// Every input says by a tag what its change does: provider:"replaceOnChanges"
+// replaces the resource, diff:"inPlace" updates it in place; the Diffs read
+// the tags (schema.go), and a test refuses an input that has neither.
+//
 // The provider's configuration (relayfleet:labDir and friends) says where
 // the lab lives and which key reaches static servers. Nothing secret passes
 // through it; SSH private keys stay in files or the ssh-agent.

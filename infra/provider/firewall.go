@@ -24,12 +24,14 @@ type FirewallRule struct {
 	What     string   `pulumi:"what,optional"`
 }
 
-// FirewallArgs are a Firewall's inputs.
+// FirewallArgs are a Firewall's inputs, and the program's. Every change
+// updates the firewall in place (EnsureFirewall): infer's own Diff, which
+// Firewall keeps, replaces only on replaceOnChanges (schema.go).
 type FirewallArgs struct {
-	Backend string            `pulumi:"backend"`
-	Name    string            `pulumi:"name"`
-	Labels  map[string]string `pulumi:"labels,optional"`
-	Rules   []FirewallRule    `pulumi:"rules"`
+	Backend string            `pulumi:"backend" diff:"inPlace"`
+	Name    string            `pulumi:"name" diff:"inPlace"`
+	Labels  map[string]string `pulumi:"labels,optional" diff:"inPlace"`
+	Rules   []FirewallRule    `pulumi:"rules" diff:"inPlace"`
 }
 
 // FirewallState is a Firewall's outputs.

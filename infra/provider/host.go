@@ -21,34 +21,36 @@ import (
 // Host is the Host resource's controller.
 type Host struct{}
 
-// HostArgs are a Host's inputs: the box to converge (from a Box's
-// outputs) and the relay layout it gets.
+// HostArgs are a Host's inputs, and the program's: the box to converge
+// (from a Box's outputs) and the relay layout it gets. A host is
+// converged again on any change, never replaced (diff:"inPlace",
+// schema.go).
 type HostArgs struct {
-	Box     string `pulumi:"box"`
-	Backend string `pulumi:"backend"`
+	Box     string `pulumi:"box" diff:"inPlace"`
+	Backend string `pulumi:"backend" diff:"inPlace"`
 	// SSHAddress is host:port; HostKey the box's public host key.
-	SSHAddress string `pulumi:"sshAddress"`
-	HostKey    string `pulumi:"hostKey"`
-	User       string `pulumi:"user,optional"`
-	Cores      int    `pulumi:"cores"`
-	RAM        int    `pulumi:"ram"`
+	SSHAddress string `pulumi:"sshAddress" diff:"inPlace"`
+	HostKey    string `pulumi:"hostKey" diff:"inPlace"`
+	User       string `pulumi:"user,optional" diff:"inPlace"`
+	Cores      int    `pulumi:"cores" diff:"inPlace"`
+	RAM        int    `pulumi:"ram" diff:"inPlace"`
 	// Processes is the relay process count; 0 means one per core.
-	Processes int `pulumi:"processes,optional"`
-	BasePort  int `pulumi:"basePort,optional"`
+	Processes int `pulumi:"processes,optional" diff:"inPlace"`
+	BasePort  int `pulumi:"basePort,optional" diff:"inPlace"`
 	// Release is the relay build's SHA-256; RelayBinary the file holding
 	// it on the machine that runs the provider.
-	Release     string `pulumi:"release"`
-	RelayBinary string `pulumi:"relayBinary"`
+	Release     string `pulumi:"release" diff:"inPlace"`
+	RelayBinary string `pulumi:"relayBinary" diff:"inPlace"`
 	// Upstream is the fleet's origin: relay URLs every process pulls
 	// broadcasts from that are not published to it.
-	Upstream []string `pulumi:"upstream,optional"`
+	Upstream []string `pulumi:"upstream,optional" diff:"inPlace"`
 	// AuthKeys is the fleet's relay auth key file, a secret: installed on
 	// the box for root alone and handed to the relays as a systemd
 	// credential. Pulumi keeps it encrypted in the state.
-	AuthKeys string `pulumi:"authKeys" provider:"secret"`
+	AuthKeys string `pulumi:"authKeys" provider:"secret" diff:"inPlace"`
 	// PublicListen are broadcast path prefixes listeners may subscribe
 	// under without a token.
-	PublicListen []string `pulumi:"publicListen,optional"`
+	PublicListen []string `pulumi:"publicListen,optional" diff:"inPlace"`
 }
 
 // HostState is a Host's outputs.

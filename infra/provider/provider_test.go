@@ -177,7 +177,10 @@ func TestBoxDiff(t *testing.T) {
 			n := base
 			n.Labels = map[string]string{"a": "1"}
 			tt.edit(&n)
-			d := boxDiff(base, n)
+			d, err := boxDiff(base, n)
+			if err != nil {
+				t.Fatal(err)
+			}
 			if tt.replace == "" {
 				if d.HasChanges {
 					t.Fatalf("changes %v, want none", d.DetailedDiff)
@@ -306,13 +309,8 @@ func TestHostAuthKeysStaySecret(t *testing.T) {
 		t.Errorf("the Host input authKeys is not marked secret")
 	}
 	a := hostArgs()
-	in := property.NewMap(map[string]property.Value{
-		"box": property.New(a.Box), "backend": property.New(a.Backend), "sshAddress": property.New(a.SSHAddress),
-		"hostKey": property.New(a.HostKey), "cores": property.New(float64(a.Cores)), "ram": property.New(float64(a.RAM)),
-		"release": property.New(a.Release), "relayBinary": property.New(a.RelayBinary),
-		// The engine hands the program's secret input in as a secret.
-		"authKeys": property.New(a.AuthKeys).WithSecret(true),
-	})
+	// The engine hands the program's secret input in as a secret.
+	in := argsProps(a).Set("authKeys", property.New(a.AuthKeys).WithSecret(true))
 	cr, err := s.Create(p.CreateRequest{Urn: urn(HostType, "b1"), Properties: in, DryRun: true})
 	if err != nil {
 		t.Fatal(err)

@@ -17,32 +17,7 @@ import (
 const testKey2 = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIHnWQDVpEf0bIyYk3ss6qXaB1VyBd+uVmrv5x0dA8a7P"
 
 // boxProps is a Box's inputs as the engine hands them over.
-func boxProps(a BoxArgs) property.Map {
-	vs := map[string]property.Value{}
-	for k, v := range map[string]string{
-		"backend": a.Backend, "name": a.Name, "fleet": a.Fleet, "tier": a.Tier, "event": a.Event,
-		"shape": a.Shape, "location": a.Location, "image": a.Image, "address": a.Address, "user": a.User, "hostKey": a.HostKey,
-	} {
-		if v != "" {
-			vs[k] = property.New(v)
-		}
-	}
-	if a.Labels != nil {
-		m := map[string]property.Value{}
-		for k, v := range a.Labels {
-			m[k] = property.New(v)
-		}
-		vs["labels"] = property.New(property.NewMap(m))
-	}
-	if a.AuthorizedKeys != nil {
-		var arr []property.Value
-		for _, k := range a.AuthorizedKeys {
-			arr = append(arr, property.New(k))
-		}
-		vs["authorizedKeys"] = property.New(property.NewArray(arr))
-	}
-	return property.NewMap(vs)
-}
+func boxProps(a BoxArgs) property.Map { return argsProps(a) }
 
 // stateProps is a Box's state: its inputs and the outputs Create made.
 func stateProps(a BoxArgs, id string) property.Map {
@@ -202,12 +177,15 @@ func TestUpdateRefusesAReplace(t *testing.T) {
 	old := testBox(BackendHcloud)
 	n := old
 	n.Shape = "cpx32"
-	d := boxDiff(old, n)
+	d, err := boxDiff(old, n)
+	if err != nil {
+		t.Fatal(err)
+	}
 	if !d.HasChanges || d.DetailedDiff["shape"].Kind != p.UpdateReplace {
 		t.Fatalf("diff %+v", d)
 	}
 	s := newServer(t)
-	_, err := s.Update(p.UpdateRequest{ID: "hcloud/srv1", Urn: urn(BoxType, "fsn-1"), State: stateProps(old, "srv1"), Inputs: boxProps(n), DryRun: true})
+	_, err = s.Update(p.UpdateRequest{ID: "hcloud/srv1", Urn: urn(BoxType, "fsn-1"), State: stateProps(old, "srv1"), Inputs: boxProps(n), DryRun: true})
 	if err == nil || !strings.Contains(err.Error(), "shape") {
 		t.Fatalf("update of the shape: %v, want a refusal", err)
 	}
@@ -276,7 +254,10 @@ func TestCheckRaisesTheGenerationOnAReplace(t *testing.T) {
 			// The engine diffs the checked inputs: a raised generation
 			// is a replace, made before the old box goes.
 			n.Generation = got
-			d := boxDiff(old, n)
+			d, err := boxDiff(old, n)
+			if err != nil {
+				t.Fatal(err)
+			}
 			if replaces(d) != (got != tc.oldGen || tc.be == BackendStatic && tc.name == "static readopted") {
 				t.Errorf("diff %+v after generation %d -> %d", d.DetailedDiff, tc.oldGen, got)
 			}
