@@ -1,8 +1,6 @@
 package main
 
 import (
-	"github.com/spf13/pflag"
-
 	"context"
 	"encoding/json"
 	"fmt"
@@ -14,6 +12,9 @@ import (
 	"sync"
 	"text/tabwriter"
 	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/relayfleet/relayfleet/infra/lab"
 	"github.com/relayfleet/relayfleet/internal/cli"
@@ -31,29 +32,45 @@ const (
 	exitHostsFailed = 3 // some hosts failed; the others were converged
 )
 
-func runConverge(ctx context.Context, args []string, ios *cli.IOStreams) error {
-	stdout := ios.Out
-	fs := newFlags("converge", stdout)
-	var hf hostFlags
-	hf.add(fs.FlagSet)
-	check := fs.Bool("check", false, "print what would change and exit 1 if anything would")
-	asJSON := fs.Bool("json", false, "print JSON lines: progress events, one result per host, a summary")
-	binaryPath := fs.String("relay-binary", "", "the relay build to release (default: relay beside the fleet binary)")
-	parallel := fs.Int("parallel", 16, "hosts converged at once")
-	if err := fs.parse(args); err != nil {
-		return err
+// convergeCommand is fleet converge.
+func convergeCommand(ios *cli.IOStreams) *cobra.Command {
+	var o convergeOptions
+	cmd := &cobra.Command{
+		Use:   "converge",
+		Short: "converge the steady boxes: sysctl, relay units per core, the relay release",
+		Args:  cli.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return runConverge(cmd.Context(), &o, ios)
+		},
 	}
+	fs := cmd.Flags()
+	o.hf.add(fs)
+	fs.BoolVar(&o.check, "check", false, "print what would change and exit 1 if anything would")
+	fs.BoolVar(&o.asJSON, "json", false, "print JSON lines: progress events, one result per host, a summary")
+	fs.StringVar(&o.binaryPath, "relay-binary", "", "the relay build to release (default: relay beside the fleet binary)")
+	fs.IntVar(&o.parallel, "parallel", 16, "hosts converged at once")
+	cli.Ranged(fs, "parallel", parallelRange)
+	return cmd
+}
+
+// convergeOptions are fleet converge's flags.
+type convergeOptions struct {
+	hf            hostFlags
+	check, asJSON bool
+	binaryPath    string
+	parallel      int
+}
+
+func runConverge(ctx context.Context, o *convergeOptions, ios *cli.IOStreams) error {
+	hf := &o.hf
 	if err := hf.check(); err != nil {
 		return err
-	}
-	if *parallel <= 0 {
-		return usagef("flag --parallel: must be positive, got %d", *parallel)
 	}
 	fleet, err := loadFleet(hf.inventory)
 	if err != nil {
 		return err
 	}
-	binary, err := relayBinary(*binaryPath)
+	binary, err := relayBinary(o.binaryPath)
 	if err != nil {
 		return err
 	}
@@ -63,7 +80,7 @@ func runConverge(ctx context.Context, args []string, ios *cli.IOStreams) error {
 	}
 	// The relays verify tokens with the fleet's key, kept in its stack: a
 	// fleet converged for the first time gets its first key.
-	keys, _, err := fleetAuthKeys(ctx, openKeyStore(st), !*check)
+	keys, _, err := fleetAuthKeys(ctx, openKeyStore(st), !o.check)
 	if err != nil {
 		return err
 	}
@@ -76,7 +93,7 @@ func runConverge(ctx context.Context, args []string, ios *cli.IOStreams) error {
 		targets[i].AuthKeys = []byte(keys)
 		targets[i].PublicListen = fleet.Access.PublicListen
 	}
-	return convergeTargets(ctx, stdout, targets, binary, *check, *asJSON, *parallel)
+	return convergeTargets(ctx, ios.Out, targets, binary, o.check, o.asJSON, o.parallel)
 }
 
 // convergeTargets converges targets and reports per host, as text or

@@ -5,7 +5,6 @@ import (
 
 	"github.com/relayfleet/relayfleet/internal/cli"
 	"github.com/relayfleet/relayfleet/inventories"
-	"github.com/relayfleet/relayfleet/relay"
 	"github.com/relayfleet/relayfleet/units"
 )
 
@@ -18,21 +17,6 @@ var flagRanges = map[string]map[string]cli.Range{
 	"plan": {
 		"listeners":   cli.Ints(0, inventories.MaxListeners),
 		"event-hours": cli.Floats(0, inventories.MaxEventHours),
-	},
-	"converge": {"parallel": parallelRange},
-	"rollout": {
-		"boxes":          cli.Ints(1, 1000),
-		"listener-wait":  cli.Durations(time.Second, time.Hour),
-		"router-poll":    cli.Durations(100*time.Millisecond, time.Minute),
-		"shed-rate":      cli.Ints(1, relay.MaxShedRate),
-		"shed-wait":      cli.Durations(time.Second, time.Hour),
-		"rebalance-rate": cli.Ints(1, relay.MaxShedRate),
-		"rebalance-wait": cli.Durations(time.Second, time.Hour),
-	},
-	"token": {"ttl": cli.Durations(time.Second, maxTokenTTL)},
-	"auth rotate": {
-		"overlap":  cli.Durations(0, maxTokenTTL),
-		"parallel": parallelRange,
 	},
 	"events install":   {"interval": cli.Durations(units.MinReconcileInterval, 24*time.Hour)},
 	"events reconcile": {"lease-ttl": leaseRange},

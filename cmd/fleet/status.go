@@ -9,21 +9,33 @@ import (
 	"sync"
 	"text/tabwriter"
 
+	"github.com/spf13/cobra"
+
 	"github.com/relayfleet/relayfleet/internal/cli"
 	"github.com/relayfleet/relayfleet/inventories"
 	"github.com/relayfleet/relayfleet/provision"
 	"github.com/relayfleet/relayfleet/sysctl"
 )
 
-func runStatus(ctx context.Context, args []string, ios *cli.IOStreams) error {
-	stdout := ios.Out
-	fs := newFlags("status", stdout)
+// statusCommand is fleet status.
+func statusCommand(ios *cli.IOStreams) *cobra.Command {
 	var hf hostFlags
-	hf.add(fs.FlagSet)
-	asJSON := fs.Bool("json", false, "print JSON")
-	if err := fs.parse(args); err != nil {
-		return err
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "status",
+		Short: "per relay process: listeners, headroom, memory against its ceiling, restarts; per box: release and sysctl drift",
+		Args:  cli.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return runStatus(cmd.Context(), &hf, asJSON, ios)
+		},
 	}
+	hf.add(cmd.Flags())
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	return cmd
+}
+
+func runStatus(ctx context.Context, hf *hostFlags, asJSON bool, ios *cli.IOStreams) error {
+	stdout := ios.Out
 	if err := hf.check(); err != nil {
 		return err
 	}
@@ -50,7 +62,7 @@ func runStatus(ctx context.Context, args []string, ios *cli.IOStreams) error {
 			failed++
 		}
 	}
-	if *asJSON {
+	if asJSON {
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
 		if err := enc.Encode(map[string]any{"boxes": boxes}); err != nil {

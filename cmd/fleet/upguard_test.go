@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"io"
 	"os"
 	"strings"
 	"testing"
@@ -127,7 +126,7 @@ func TestDoomedListenersReadTheStack(t *testing.T) {
 	putStack(t, state, f, "cloud", map[string]any{"fleet": "cloud", "hosts": []any{map[string]any{
 		"name": "cloud-s-fsn-1", "group": "fsn", "backend": "hcloud", "address": "127.0.0.1",
 		"sshAddress": closed, "hostKey": "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOMqqnkVzrm0SdG6UOoqKLsabgH5C9okWi0dh2l9GKJl", "user": "root", "ports": []int{4443}}}})
-	s := newStackFlags("destroy", io.Discard, true)
+	s := &stackFlags{}
 	st := &program.Stack{Fleet: f, Name: "cloud", StateDir: state}
 	boxes := doomedListeners(context.Background(), s, st, []program.Doomed{
 		{Name: "cloud-s-fsn-1", Op: "delete", Backend: "hcloud"},
