@@ -241,7 +241,7 @@ func runAuthRotate(ctx context.Context, s *stackFlags, overlap time.Duration, pa
 // convergeRotation brings the steady boxes the stack lists onto the
 // rotated keys through the converge path, on every backend.
 func convergeRotation(ctx context.Context, s *stackFlags, st *program.Stack, keys string, parallel int, stdout, errOut io.Writer) error {
-	binary, err := relayBinary(*s.relay)
+	_, binary, err := relayBinary(*s.relay)
 	if err != nil {
 		return err
 	}

@@ -3,10 +3,10 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"sort"
 	"strings"
 	"sync"
@@ -70,7 +70,7 @@ func runConverge(ctx context.Context, o *convergeOptions, ios *cli.IOStreams) er
 	if err != nil {
 		return err
 	}
-	binary, err := relayBinary(o.binaryPath)
+	_, binary, err := relayBinary(o.binaryPath)
 	if err != nil {
 		return err
 	}
@@ -196,26 +196,21 @@ func loadFleet(path string) (*inventories.Fleet, error) {
 	return inventories.LoadFleet(path, cat)
 }
 
-// relayBinary reads the relay build to release.
-func relayBinary(path string) ([]byte, error) {
-	if path == "" {
-		exe, err := os.Executable()
-		if err != nil {
-			return nil, err
-		}
-		path = filepath.Join(filepath.Dir(exe), "relay")
-		if _, err := os.Stat(path); err != nil {
-			return nil, usagef("flag --relay-binary: no relay beside %s; build it with make build or give --relay-binary", exe)
-		}
+// relayBinary finds the relay build the --relay-binary flag names
+// (provision.RelayBinary: the flag, else relay beside the fleet binary)
+// and reads it.
+func relayBinary(flagValue string) (path string, data []byte, err error) {
+	path, err = provision.RelayBinary(flagValue)
+	if errors.Is(err, provision.ErrNoRelay) {
+		return "", nil, usagef("flag --relay-binary: %v; build it with make build or give --relay-binary", err)
 	}
-	data, err := os.ReadFile(path)
 	if err != nil {
-		return nil, usagef("flag --relay-binary: %v", err)
+		return "", nil, usagef("flag --relay-binary: %v", err)
 	}
-	if len(data) < 4 || string(data[:4]) != "\x7fELF" {
-		return nil, usagef("flag --relay-binary: %s is not a Linux executable", path)
+	if data, err = os.ReadFile(path); err != nil {
+		return "", nil, usagef("flag --relay-binary: %v", err)
 	}
-	return data, nil
+	return path, data, nil
 }
 
 func writeConvergeText(w io.Writer, rs []provision.HostResult, check bool) {

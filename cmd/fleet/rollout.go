@@ -98,7 +98,7 @@ func runRollout(ctx context.Context, o *rolloutOptions, ios *cli.IOStreams) erro
 	if o.binaryPath == "" {
 		return usagef("flag --relay-binary: required")
 	}
-	binary, err := relayBinary(o.binaryPath)
+	_, binary, err := relayBinary(o.binaryPath)
 	if err != nil {
 		return err
 	}

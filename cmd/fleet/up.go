@@ -151,11 +151,7 @@ func (p *pulumiFlags) template(fleet *inventories.Fleet, cat *inventories.Catalo
 		st.Config[key] = v
 	}
 	if p.needsRelay {
-		path, err := relayPath(*p.relay)
-		if err != nil {
-			return nil, err
-		}
-		data, err := relayBinary(path)
+		path, data, err := relayBinary(*p.relay)
 		if err != nil {
 			return nil, err
 		}
@@ -167,19 +163,6 @@ func (p *pulumiFlags) template(fleet *inventories.Fleet, cat *inventories.Catalo
 // labConfig is the provider configuration the lab flags give.
 func (p *pulumiFlags) labConfig(st *program.Stack) provider.Config {
 	return provider.Config{LabDir: st.Config["labDir"], LabImages: st.Config["labImages"], LabBridge: st.Config["labBridge"], LabSubnet: st.Config["labSubnet"], SSHKeyFile: st.Config["sshKeyFile"]}
-}
-
-// relayPath is the relay build's absolute path: the flag, else relay
-// beside the fleet binary.
-func relayPath(flagValue string) (string, error) {
-	if flagValue == "" {
-		exe, err := os.Executable()
-		if err != nil {
-			return "", err
-		}
-		flagValue = filepath.Join(filepath.Dir(exe), "relay")
-	}
-	return filepath.Abs(flagValue)
 }
 
 // upCommand is fleet up.
