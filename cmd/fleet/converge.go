@@ -133,19 +133,11 @@ func convergeTargets(ctx context.Context, stdout io.Writer, targets []provision.
 	} else {
 		writeConvergeText(stdout, results, check)
 	}
-	failed, changed := 0, 0
-	for _, r := range results {
-		if r.Err != nil {
-			failed++
-		} else if len(r.Report.Changes) > 0 {
-			changed++
-		}
-	}
-	switch {
-	case failed > 0:
-		return &exitError{Code: exitHostsFailed, Msg: fmt.Sprintf("%d of %s failed: %s", failed, plural(len(results), "host", "hosts"), oneLine(provision.Failed(results)))}
-	case check && changed > 0:
-		return &exitError{Code: exitChanges, Msg: fmt.Sprintf("%d of %s would change", changed, plural(len(results), "host", "hosts"))}
+	switch tally := provision.TallyResults(results); {
+	case tally.Failed > 0:
+		return &exitError{Code: exitHostsFailed, Msg: fmt.Sprintf("%d of %s failed: %s", tally.Failed, plural(len(results), "host", "hosts"), oneLine(provision.Failed(results)))}
+	case check && tally.Changed > 0:
+		return &exitError{Code: exitChanges, Msg: fmt.Sprintf("%d of %s would change", tally.Changed, plural(len(results), "host", "hosts"))}
 	}
 	return nil
 }
@@ -214,11 +206,9 @@ func relayBinary(flagValue string) (path string, data []byte, err error) {
 }
 
 func writeConvergeText(w io.Writer, rs []provision.HostResult, check bool) {
-	changed, unchanged, failed := 0, 0, 0
 	for _, r := range rs {
 		fmt.Fprintln(w)
 		if r.Err != nil {
-			failed++
 			fmt.Fprintf(w, "== %s: FAILED after %.1fs: %s\n", r.Host, r.Elapsed.Seconds(), oneLine(r.Err))
 			if r.Report == nil {
 				continue
@@ -232,13 +222,10 @@ func writeConvergeText(w io.Writer, rs []provision.HostResult, check bool) {
 		switch {
 		case r.Err != nil:
 		case len(rep.Changes) == 0:
-			unchanged++
 			fmt.Fprintf(w, "== %s%s: converged, nothing to change (%.1fs)\n", r.Host, procs, r.Elapsed.Seconds())
 		case check:
-			changed++
 			fmt.Fprintf(w, "== %s%s: %s to make\n", r.Host, procs, plural(len(rep.Changes), "change", "changes"))
 		default:
-			changed++
 			fmt.Fprintf(w, "== %s%s: %s applied in %.1fs\n", r.Host, procs, plural(len(rep.Changes), "change", "changes"), r.Elapsed.Seconds())
 		}
 		for _, c := range rep.Changes {
@@ -275,7 +262,8 @@ func writeConvergeText(w io.Writer, rs []provision.HostResult, check bool) {
 		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\t%.1f\n", r.Host, result, n, restarted, release, r.Elapsed.Seconds())
 	}
 	tw.Flush()
-	fmt.Fprintf(w, "\nsummary: %s: %d changed, %d unchanged, %d failed\n", plural(len(rs), "host", "hosts"), changed, unchanged, failed)
+	tally := provision.TallyResults(rs)
+	fmt.Fprintf(w, "\nsummary: %s: %d changed, %d unchanged, %d failed\n", plural(len(rs), "host", "hosts"), tally.Changed, tally.Unchanged, tally.Failed)
 }
 
 func sysctlNote(s sysctl.Result) string {
@@ -312,17 +300,10 @@ type sysctlJSON struct {
 }
 
 func writeConvergeJSON(enc *json.Encoder, rs []provision.HostResult) error {
-	summary := map[string]any{"event": "summary", "hosts": len(rs), "changed": 0, "unchanged": 0, "failed": 0}
 	for _, r := range rs {
 		h := hostJSON{Event: "result", Host: r.Host, Cores: r.Facts.Cores, RAMBytes: r.Facts.RAM, Seconds: r.Elapsed.Seconds(), Changes: []string{}, Sysctl: []sysctlJSON{}, Restarted: []string{}}
-		switch {
-		case r.Err != nil:
+		if r.Err != nil {
 			h.Error = oneLine(r.Err)
-			summary["failed"] = summary["failed"].(int) + 1
-		case len(r.Report.Changes) > 0:
-			summary["changed"] = summary["changed"].(int) + 1
-		default:
-			summary["unchanged"] = summary["unchanged"].(int) + 1
 		}
 		if rep := r.Report; rep != nil {
 			for _, c := range rep.Changes {
@@ -339,5 +320,6 @@ func writeConvergeJSON(enc *json.Encoder, rs []provision.HostResult) error {
 			return err
 		}
 	}
-	return enc.Encode(summary)
+	tally := provision.TallyResults(rs)
+	return enc.Encode(map[string]any{"event": "summary", "hosts": len(rs), "changed": tally.Changed, "unchanged": tally.Unchanged, "failed": tally.Failed})
 }

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"strings"
-	"sync"
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
@@ -113,22 +112,14 @@ func runHosts(ctx context.Context, hf *hostFlags, asJSON, release bool, ios *cli
 			return err
 		}
 		defer cleanup()
-		var wg sync.WaitGroup
-		for i, t := range targets {
-			wg.Go(func() {
-				cur, _, err := provision.Releases{}.Current(ctx, t.Run)
-				if err != nil {
-					rows[i].Error = oneLine(err)
-					return
-				}
-				rows[i].Release = cur
-			})
-		}
-		wg.Wait()
-		for _, r := range rows {
-			if r.Error != "" {
+		current, errs := provision.CurrentReleases(ctx, targets, provision.Releases{})
+		for i := range rows {
+			if errs[i] != nil {
+				rows[i].Error = oneLine(errs[i])
 				failed++
+				continue
 			}
+			rows[i].Release = current[i]
 		}
 	}
 	if asJSON {

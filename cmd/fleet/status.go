@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"strings"
-	"sync"
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
@@ -44,21 +43,13 @@ func runStatus(ctx context.Context, hf *hostFlags, asJSON bool, ios *cli.IOStrea
 		return err
 	}
 	defer cleanup()
-	boxes := make([]boxJSON, len(targets))
-	var wg sync.WaitGroup
-	for i, t := range targets {
-		wg.Go(func() {
-			st, err := provision.Status(ctx, t.Run, sysctl.Relay(), provision.Releases{})
-			boxes[i] = boxJSON{Host: t.Host.String(), BoxStatus: st}
-			if err != nil {
-				boxes[i].Error = oneLine(err)
-			}
-		})
-	}
-	wg.Wait()
+	statuses := provision.FleetStatus(ctx, targets, sysctl.Relay())
+	boxes := make([]boxJSON, len(statuses))
 	failed := 0
-	for _, b := range boxes {
-		if b.Error != "" {
+	for i, st := range statuses {
+		boxes[i] = boxJSON{Host: st.Host, BoxStatus: st.BoxStatus}
+		if st.Err != nil {
+			boxes[i].Error = oneLine(st.Err)
 			failed++
 		}
 	}
@@ -93,11 +84,7 @@ type boxJSON struct {
 func writeStatusText(stdout io.Writer, boxes []boxJSON) error {
 	dropping := 0
 	for _, b := range boxes {
-		for _, p := range b.Processes {
-			if p.Drops > 0 {
-				dropping++
-			}
-		}
+		dropping += b.Dropping()
 	}
 	if dropping > 0 {
 		fmt.Fprintf(stdout, "DROPS: %s dropped UDP datagrams at a full receive buffer (raise --udp-buffer / net.core.rmem_max, or add processes)\n\n", plural(dropping, "relay process", "relay processes"))
@@ -143,7 +130,7 @@ func writeStatusText(stdout io.Writer, boxes []boxJSON) error {
 		if len(b.SysctlRefused) > 0 {
 			drift += fmt.Sprintf(" (%s refused by this kernel, as inside a container)", plural(len(b.SysctlRefused), "key", "keys"))
 		}
-		fmt.Fprintf(stdout, "%s: release %s, %s, %s%s\n", b.Host, short(b.Release), plural(len(b.Processes), "process", "processes"), drift, leftBehind(b.Processes))
+		fmt.Fprintf(stdout, "%s: release %s, %s, %s%s\n", b.Host, short(b.Release), plural(len(b.Processes), "process", "processes"), drift, leftBehind(b.BoxStatus))
 	}
 	return nil
 }
@@ -162,16 +149,8 @@ func runsColumn(p provision.ProcessStatus) string {
 
 // leftBehind says how many processes run another release than current,
 // or are draining, and what finishes the job.
-func leftBehind(ps []provision.ProcessStatus) string {
-	stale, draining := 0, 0
-	for _, p := range ps {
-		if p.Stale {
-			stale++
-		}
-		if p.Draining {
-			draining++
-		}
-	}
+func leftBehind(b provision.BoxStatus) string {
+	stale, draining := b.Behind()
 	if stale == 0 && draining == 0 {
 		return ""
 	}
