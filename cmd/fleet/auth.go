@@ -6,7 +6,6 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -272,11 +271,11 @@ func (k *keyFlags) add(fs *pflag.FlagSet) {
 
 // stackFor is the fleet's stack as the flags name it.
 func (k *keyFlags) stackFor(f *inventories.Fleet) (*program.Stack, error) {
-	if k.stack != "" && !stackNameRE.MatchString(k.stack) {
-		return nil, usagef("flag --stack: want letters, digits, '-', '_' or '.', got %q", k.stack)
+	if err := program.CheckStackName(k.stack); err != nil {
+		return nil, usagef("flag --stack: %v", err)
 	}
-	if k.backend != "" && !strings.Contains(k.backend, "://") {
-		return nil, usagef("flag --backend: want a URL such as file:///var/lib/relayfleet/state or s3://bucket, got %q", k.backend)
+	if err := program.CheckBackendURL(k.backend); err != nil {
+		return nil, usagef("flag --backend: %v", err)
 	}
 	st := &program.Stack{Fleet: f, Name: k.stack, BackendURL: k.backend, Pulumi: k.pulumi}
 	if k.stateDir != "" {

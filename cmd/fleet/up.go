@@ -7,7 +7,6 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
-	"regexp"
 	"sort"
 	"strings"
 
@@ -71,15 +70,13 @@ func (p *pulumiFlags) register(fs *pflag.FlagSet, needsRelay bool) {
 	p.monitorDir = fs.String("monitor-dir", "", "fleet monitor's directory: rewrite its targets after the change (default $"+MonitorDirEnv+"; none if unset)")
 }
 
-var stackNameRE = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,100}$`)
-
 // load checks the flags and builds the stack they describe.
 func (s *stackFlags) load(progress io.Writer) (*program.Stack, error) {
 	if s.inventory == "" {
 		return nil, usagef("flag --inventory: required")
 	}
-	if s.stack != "" && !stackNameRE.MatchString(s.stack) {
-		return nil, usagef("flag --stack: want letters, digits, '-', '_' or '.', got %q", s.stack)
+	if err := program.CheckStackName(s.stack); err != nil {
+		return nil, usagef("flag --stack: %v", err)
 	}
 	if err := s.check(); err != nil {
 		return nil, err
@@ -102,8 +99,8 @@ func (s *stackFlags) load(progress io.Writer) (*program.Stack, error) {
 
 // check validates the flags that need no file.
 func (p *pulumiFlags) check() error {
-	if *p.backend != "" && !strings.Contains(*p.backend, "://") {
-		return usagef("flag --backend: want a URL such as file:///var/lib/relayfleet/state or s3://bucket, got %q", *p.backend)
+	if err := program.CheckBackendURL(*p.backend); err != nil {
+		return usagef("flag --backend: %v", err)
 	}
 	if *p.labSubnet != "" {
 		if _, err := netip.ParsePrefix(*p.labSubnet); err != nil {
