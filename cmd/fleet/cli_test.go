@@ -232,6 +232,9 @@ func TestCompletion(t *testing.T) {
 		{[]string{"__complete", "lab", ""}, []string{"up", "down", "status", "ssh"}, "--dir"},
 		{[]string{"__complete", "lab", "up", "--"}, []string{"--dir\t", "--shape\t"}, "--listeners"},
 		{[]string{"__complete", "rollout", "--rebalance"}, []string{"--rebalance\t", "--rebalance-rate\t", "--rebalance-wait\t"}, "--boxes"},
+		{[]string{"__complete", "auth", ""}, []string{"rotate\t", "show\t", "export\t"}, "--inventory"},
+		{[]string{"__complete", "secret", "set", ""}, []string{"hcloud-token", "digitalocean-token"}, "--inventory"},
+		{[]string{"__complete", "auth", "rotate", "--ov"}, []string{"--overlap\t"}, "--out"},
 	} {
 		out, errOut, code := fleet(t, tc.args...)
 		if code != exitOK || !strings.HasPrefix(errOut, "Completion ended with directive") {

@@ -23,9 +23,14 @@ var secretKeys = map[string]string{
 func secretCommand(ios *cli.IOStreams) *cobra.Command {
 	var s stackFlags
 	set := &cobra.Command{
-		Use:       "set NAME",
-		Short:     "keep a cloud token (NAME: hcloud-token or digitalocean-token) encrypted in the fleet's stack; the value is read from stdin",
-		ValidArgs: []string{"hcloud-token", "digitalocean-token"},
+		Use:   "set NAME",
+		Short: "keep a cloud token (NAME: hcloud-token or digitalocean-token) encrypted in the fleet's stack; the value is read from stdin",
+		ValidArgsFunction: func(_ *cobra.Command, args []string, _ string) ([]cobra.Completion, cobra.ShellCompDirective) {
+			if len(args) > 0 {
+				return nil, cobra.ShellCompDirectiveNoFileComp
+			}
+			return []cobra.Completion{"hcloud-token", "digitalocean-token"}, cobra.ShellCompDirectiveNoFileComp
+		},
 		Args: func(_ *cobra.Command, args []string) error {
 			switch {
 			case len(args) == 0:
