@@ -6,9 +6,9 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"strings"
 	"time"
 
+	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
 	"github.com/relayfleet/relayfleet/infra/program"
@@ -40,66 +40,83 @@ func fleetAuthKeys(ctx context.Context, ks keyStore, create bool) (string, []pro
 	return program.FleetAuthKeys(ctx, ks, clock(), create)
 }
 
-// runToken mints a token signed with the fleet's key: fleet token
+// tokenCommand is fleet token: a token signed with the fleet's key,
 // --inventory FILE (--publish PREFIX | --subscribe PREFIX) [--ttl D].
-func runToken(ctx context.Context, args []string, ios *cli.IOStreams) error {
-	stdout := ios.Out
-	s := newStackFlags("token", stdout, false)
-	pub := s.fs.String("publish", "", "broadcast path prefix the token may publish under")
-	sub := s.fs.String("subscribe", "", "broadcast path prefix the token may subscribe under")
-	ttl := s.fs.Duration("ttl", defaultTokenTTL, "how long the token is valid (at most 720h)")
-	st, err := s.parse(args, io.Discard)
+func tokenCommand(ios *cli.IOStreams) *cobra.Command {
+	var s stackFlags
+	var pub, sub string
+	var ttl time.Duration
+	cmd := &cobra.Command{
+		Use:   "token",
+		Short: "mint a relay token signed with the fleet's key: --publish PREFIX | --subscribe PREFIX [--ttl D]",
+		Args:  cli.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return runToken(cmd.Context(), cmd.Flags(), &s, pub, sub, ttl, ios)
+		},
+	}
+	fs := cmd.Flags()
+	s.add(fs, false)
+	fs.StringVar(&pub, "publish", "", "broadcast path prefix the token may publish under")
+	fs.StringVar(&sub, "subscribe", "", "broadcast path prefix the token may subscribe under")
+	fs.DurationVar(&ttl, "ttl", defaultTokenTTL, "how long the token is valid (at most 720h)")
+	cli.Ranged(fs, "ttl", cli.Durations(time.Second, maxTokenTTL))
+	return cmd
+}
+
+// runToken mints the token; fs says which of --publish and --subscribe
+// were given.
+func runToken(ctx context.Context, fs *pflag.FlagSet, s *stackFlags, pub, sub string, ttl time.Duration, ios *cli.IOStreams) error {
+	st, err := s.load(io.Discard)
 	if err != nil {
 		return err
 	}
-	set := map[string]bool{}
-	s.fs.Visit(func(f *pflag.Flag) { set[f.Name] = true })
-	if set["publish"] == set["subscribe"] {
+	publish, subscribe := fs.Changed("publish"), fs.Changed("subscribe")
+	if publish == subscribe {
 		return usagef("give exactly one of --publish PREFIX or --subscribe PREFIX")
 	}
-	prefix, name := *pub, "publish"
-	if set["subscribe"] {
-		prefix, name = *sub, "subscribe"
+	prefix, name := pub, "publish"
+	if subscribe {
+		prefix, name = sub, "subscribe"
 	}
 	if err := units.CheckPathPrefix(prefix); err != nil {
 		return usagef("flag --%s: %v", name, err)
-	}
-	if *ttl <= 0 || *ttl > maxTokenTTL {
-		return usagef("flag --ttl: want a duration from 1s to %s, got %s", maxTokenTTL, *ttl)
 	}
 	_, keys, err := fleetAuthKeys(ctx, openKeyStore(st), false)
 	if err != nil {
 		return err
 	}
-	tok, err := relay.NewToken([]byte(keys[0].Secret), *pub, *sub, set["publish"], set["subscribe"], *ttl)
+	tok, err := relay.NewToken([]byte(keys[0].Secret), pub, sub, publish, subscribe, ttl)
 	if err != nil {
 		return err
 	}
-	fmt.Fprintln(stdout, tok)
+	fmt.Fprintln(ios.Out, tok)
 	return nil
 }
 
-// runAuth is fleet auth rotate | show | export.
-func runAuth(ctx context.Context, args []string, ios *cli.IOStreams) error {
-	stdout := ios.Out
-	if len(args) == 0 {
-		return usagef("want rotate, show or export, as in: fleet auth show --inventory FILE")
+// authCommand is fleet auth rotate | show | export.
+func authCommand(ios *cli.IOStreams) *cobra.Command {
+	return cli.Group("auth", "the fleet's relay auth key: rotate [--overlap 24h] | show (key ids) | export --out FILE (for origins)",
+		authRotateCommand(ios), authShowCommand(ios), authExportCommand(ios))
+}
+
+// authShowCommand is fleet auth show.
+func authShowCommand(ios *cli.IOStreams) *cobra.Command {
+	var s stackFlags
+	cmd := &cobra.Command{
+		Use:   "show",
+		Short: "print the fleet's key ids (a SHA-256 prefix), never keys",
+		Args:  cli.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return runAuthShow(cmd.Context(), &s, ios.Out)
+		},
 	}
-	switch args[0] {
-	case "rotate":
-		return runAuthRotate(ctx, args[1:], stdout, ios.ErrOut)
-	case "show":
-		return runAuthShow(ctx, args[1:], stdout)
-	case "export":
-		return runAuthExport(ctx, args[1:], stdout)
-	}
-	return usagef("unknown auth command %q (want rotate, show or export)", args[0])
+	s.add(cmd.Flags(), false)
+	return cmd
 }
 
 // runAuthShow prints the fleet's key ids (a SHA-256 prefix), never keys.
-func runAuthShow(ctx context.Context, args []string, stdout io.Writer) error {
-	s := newStackFlags("auth show", stdout, false)
-	st, err := s.parse(args, io.Discard)
+func runAuthShow(ctx context.Context, s *stackFlags, stdout io.Writer) error {
+	st, err := s.load(io.Discard)
 	if err != nil {
 		return err
 	}
@@ -125,55 +142,83 @@ func writeKeys(w io.Writer, keys []provision.AuthKey) {
 	}
 }
 
+// authExportCommand is fleet auth export.
+func authExportCommand(ios *cli.IOStreams) *cobra.Command {
+	var s stackFlags
+	var out string
+	cmd := &cobra.Command{
+		Use:   "export",
+		Short: "write the fleet's key file for origin relays run outside the fleet (relay serve --auth-key FILE)",
+		Args:  cli.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return runAuthExport(cmd.Context(), &s, out, ios.Out)
+		},
+	}
+	s.add(cmd.Flags(), false)
+	cmd.Flags().StringVar(&out, "out", "", "file to write the key file to, mode 0600 (required)")
+	return cmd
+}
+
 // runAuthExport writes the fleet's key file for the origin relays that
 // ops run outside the fleet (relay serve --auth-key FILE): to the file
 // --out names, mode 0600, never to a terminal or stdout.
-func runAuthExport(ctx context.Context, args []string, stdout io.Writer) error {
-	s := newStackFlags("auth export", stdout, false)
-	out := s.fs.String("out", "", "file to write the key file to, mode 0600 (required)")
-	st, err := s.parse(args, io.Discard)
+func runAuthExport(ctx context.Context, s *stackFlags, out string, stdout io.Writer) error {
+	st, err := s.load(io.Discard)
 	if err != nil {
 		return err
 	}
-	if *out == "" {
+	if out == "" {
 		return usagef("flag --out: required; the key file is written to a file (mode 0600), never to a terminal")
 	}
-	if fi, err := os.Stat(*out); err == nil && !fi.Mode().IsRegular() {
-		return usagef("flag --out: %s is not a regular file", *out)
+	if fi, err := os.Stat(out); err == nil && !fi.Mode().IsRegular() {
+		return usagef("flag --out: %s is not a regular file", out)
 	}
-	if fi, err := os.Stat(filepath.Dir(*out)); err != nil || !fi.IsDir() {
-		return usagef("flag --out: no directory %s", filepath.Dir(*out))
+	if fi, err := os.Stat(filepath.Dir(out)); err != nil || !fi.IsDir() {
+		return usagef("flag --out: no directory %s", filepath.Dir(out))
 	}
 	text, keys, err := fleetAuthKeys(ctx, openKeyStore(st), false)
 	if err != nil {
 		return err
 	}
-	if err := atomicfile.Write(*out, []byte(text), 0o600); err != nil {
+	if err := atomicfile.Write(out, []byte(text), 0o600); err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "wrote %s (mode 0600): %s; run the origin with relay serve --auth-key %s, and export again after each rotation\n", *out, plural(len(keys), "key", "keys"), *out)
+	fmt.Fprintf(stdout, "wrote %s (mode 0600): %s; run the origin with relay serve --auth-key %s, and export again after each rotation\n", out, plural(len(keys), "key", "keys"), out)
 	writeKeys(stdout, keys)
 	return nil
 }
 
+// authRotateCommand is fleet auth rotate.
+func authRotateCommand(ios *cli.IOStreams) *cobra.Command {
+	var s stackFlags
+	var overlap time.Duration
+	var parallel int
+	cmd := &cobra.Command{
+		Use:   "rotate",
+		Short: "make a new signing key, keep the old one verifying for --overlap, and converge the fleet's boxes onto both",
+		Args:  cli.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return runAuthRotate(cmd.Context(), &s, overlap, parallel, ios.Out, ios.ErrOut)
+		},
+	}
+	fs := cmd.Flags()
+	s.add(fs, true)
+	fs.DurationVar(&overlap, "overlap", 24*time.Hour, "how long the old key keeps verifying (tokens it signed keep working)")
+	cli.Ranged(fs, "overlap", cli.Durations(0, maxTokenTTL))
+	fs.IntVar(&parallel, "parallel", 16, "hosts converged at once")
+	cli.Ranged(fs, "parallel", parallelRange)
+	return cmd
+}
+
 // runAuthRotate makes a new signing key, keeps the old one verifying for
-// --overlap, stores both in the stack and converges the fleet's boxes so
+// overlap, stores both in the stack and converges the fleet's boxes so
 // every relay takes them.
-func runAuthRotate(ctx context.Context, args []string, stdout, errOut io.Writer) error {
-	s := newStackFlags("auth rotate", stdout, true)
-	overlap := s.fs.Duration("overlap", 24*time.Hour, "how long the old key keeps verifying (tokens it signed keep working)")
-	parallel := s.fs.Int("parallel", 16, "hosts converged at once")
-	st, err := s.parse(args, stdout)
+func runAuthRotate(ctx context.Context, s *stackFlags, overlap time.Duration, parallel int, stdout, errOut io.Writer) error {
+	st, err := s.load(stdout)
 	if err != nil {
 		return err
 	}
-	if *overlap < 0 || *overlap > maxTokenTTL {
-		return usagef("flag --overlap: want a duration from 0 to %s, got %s", maxTokenTTL, *overlap)
-	}
-	if *parallel <= 0 {
-		return usagef("flag --parallel: must be positive, got %d", *parallel)
-	}
-	text, keys, until, err := program.RotateFleetAuthKeys(ctx, openKeyStore(st), clock(), *overlap)
+	text, keys, until, err := program.RotateFleetAuthKeys(ctx, openKeyStore(st), clock(), overlap)
 	if err != nil {
 		return err
 	}
@@ -185,7 +230,7 @@ func runAuthRotate(ctx context.Context, args []string, stdout, errOut io.Writer)
 	}
 	writeKeys(stdout, keys)
 	st.Program.AuthKeys = text
-	if err := convergeRotation(ctx, s, st, text, *parallel, stdout, errOut); err != nil {
+	if err := convergeRotation(ctx, s, st, text, parallel, stdout, errOut); err != nil {
 		return err
 	}
 	fmt.Fprintf(stdout, "every relay of the fleet verifies with the new keys; event boxes take them at the next fleet events reconcile; origins run outside the fleet need fleet auth export again\n")
@@ -195,7 +240,7 @@ func runAuthRotate(ctx context.Context, args []string, stdout, errOut io.Writer)
 // convergeRotation brings the steady boxes the stack lists onto the
 // rotated keys through the converge path, on every backend.
 func convergeRotation(ctx context.Context, s *stackFlags, st *program.Stack, keys string, parallel int, stdout, errOut io.Writer) error {
-	binary, err := relayBinary(*s.relay)
+	_, binary, err := relayBinary(*s.relay)
 	if err != nil {
 		return err
 	}
@@ -226,11 +271,11 @@ func (k *keyFlags) add(fs *pflag.FlagSet) {
 
 // stackFor is the fleet's stack as the flags name it.
 func (k *keyFlags) stackFor(f *inventories.Fleet) (*program.Stack, error) {
-	if k.stack != "" && !stackNameRE.MatchString(k.stack) {
-		return nil, usagef("flag --stack: want letters, digits, '-', '_' or '.', got %q", k.stack)
+	if err := program.CheckStackName(k.stack); err != nil {
+		return nil, usagef("flag --stack: %v", err)
 	}
-	if k.backend != "" && !strings.Contains(k.backend, "://") {
-		return nil, usagef("flag --backend: want a URL such as file:///var/lib/relayfleet/state or s3://bucket, got %q", k.backend)
+	if err := program.CheckBackendURL(k.backend); err != nil {
+		return nil, usagef("flag --backend: %v", err)
 	}
 	st := &program.Stack{Fleet: f, Name: k.stack, BackendURL: k.backend, Pulumi: k.pulumi}
 	if k.stateDir != "" {

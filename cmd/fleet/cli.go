@@ -38,37 +38,23 @@ type command struct {
 
 func commands() []command {
 	return []command{
-		{"converge", "converge the steady boxes: sysctl, relay units per core, the relay release", runConverge},
-		{"rollout", "roll a new relay build through the steady boxes, one process at a time, rolling back on failure", runRollout},
-		{"hosts", "the fleet's hosts as its stacks list them (steady and events, any backend): stack, group, tier, address, host key, processes", runHosts},
-		{"status", "per relay process: listeners, headroom, memory against its ceiling, restarts; per box: release and sysctl drift", runStatus},
-		{"up", "bring the fleet to the inventory through Pulumi (boxes, converged hosts) and write the router's relays file", runUp},
-		{"preview", "show what fleet up would change, drift included", runPreview},
-		{"secret", "keep a cloud token encrypted in the fleet's stack: set hcloud-token | digitalocean-token (value on stdin)", runSecret},
-		{"token", "mint a relay token signed with the fleet's key: --publish PREFIX | --subscribe PREFIX [--ttl D]", runToken},
-		{"auth", "the fleet's relay auth key: rotate [--overlap 24h] | show (key ids) | export --out FILE (for origins)", runAuth},
-		{"destroy", "destroy the stack's boxes (static servers are left as they are)", runDestroy},
 		{"events", "burst capacity for scheduled events: reconcile (every minute) | status | report | install", runEvents},
 		{"burst", "bring an event's burst boxes up or down now, or size it again: up | down | resize --event NAME", runBurst},
 	}
 }
 
-// cobraCommands are the commands that are cobra commands of their own:
-// cobra parses their flags and finds their subcommands.
+// cobraCommands are the commands built as cobra commands: each declares
+// its own flags and subcommands, and cobra parses them.
 func cobraCommands(ios *cli.IOStreams) []*cobra.Command {
 	return []*cobra.Command{
-		labCommand(ios),
-		planCommand(ios),
-		providersCommand(ios),
-		loadtestCommand(ios),
-		monitorCommand(ios),
+		planCommand(ios), convergeCommand(ios), rolloutCommand(ios), hostsCommand(ios), statusCommand(ios),
+		providersCommand(ios), upCommand(ios), previewCommand(ios), secretCommand(ios), tokenCommand(ios),
+		authCommand(ios), destroyCommand(ios), loadtestCommand(ios), monitorCommand(ios), labCommand(ios),
 	}
 }
 
 // subcommands are the words that may follow a command, for completion.
 var subcommands = map[string][]string{
-	"secret": {"set"},
-	"auth":   {"rotate", "show", "export"},
 	"events": {"reconcile", "status", "report", "install"},
 	"burst":  {"up", "down", "resize"},
 }
@@ -83,6 +69,7 @@ func execute(ctx context.Context, args []string, ios *cli.IOStreams) int {
 // and cobra's help and completion.
 func rootCommand(ios *cli.IOStreams) *cobra.Command {
 	root := cli.NewRoot("fleet", "relayfleet's operator tool", version.String(), ios)
+	root.AddCommand(cobraCommands(ios)...)
 	for _, c := range commands() {
 		root.AddCommand(&cobra.Command{
 			Use:                c.name,

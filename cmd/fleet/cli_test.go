@@ -139,13 +139,13 @@ func TestBadFlags(t *testing.T) {
 		{[]string{"up", "--refresh=perhaps"}, 2, `fleet up: flag --refresh: invalid value "perhaps": invalid syntax`},
 		{[]string{"preview", "--bogus"}, 2, "fleet preview: flag --bogus: unknown flag"},
 		{[]string{"destroy", "--stack"}, 2, "fleet destroy: flag --stack: needs a value"},
-		{[]string{"secret", "set", "hcloud-token", "--bogus"}, 2, "fleet secret: flag --bogus: unknown flag"},
+		{[]string{"secret", "set", "hcloud-token", "--bogus"}, 2, "fleet secret set: flag --bogus: unknown flag"},
 		{[]string{"token", "--ttl", "0s"}, 2, "fleet token: flag --ttl: 0s is out of range: want 1s to 720h"},
 		{[]string{"token", "--ttl", "721h"}, 2, "fleet token: flag --ttl: 721h0m0s is out of range: want 1s to 720h"},
-		{[]string{"auth", "rotate", "--overlap", "800h"}, 2, "fleet auth: flag --overlap: 800h0m0s is out of range: want 0s to 720h"},
-		{[]string{"auth", "rotate", "--parallel", "5000"}, 2, "fleet auth: flag --parallel: 5000 is out of range: want 1 to 1024"},
-		{[]string{"auth", "show", "--bogus"}, 2, "fleet auth: flag --bogus: unknown flag"},
-		{[]string{"auth", "export", "--out"}, 2, "fleet auth: flag --out: needs a value"},
+		{[]string{"auth", "rotate", "--overlap", "800h"}, 2, "fleet auth rotate: flag --overlap: 800h0m0s is out of range: want 0s to 720h"},
+		{[]string{"auth", "rotate", "--parallel", "5000"}, 2, "fleet auth rotate: flag --parallel: 5000 is out of range: want 1 to 1024"},
+		{[]string{"auth", "show", "--bogus"}, 2, "fleet auth show: flag --bogus: unknown flag"},
+		{[]string{"auth", "export", "--out"}, 2, "fleet auth export: flag --out: needs a value"},
 		{[]string{"events", "reconcile", "--now"}, 2, "fleet events: flag --now: needs a value"},
 		{[]string{"events", "status", "--bogus"}, 2, "fleet events: flag --bogus: unknown flag"},
 		{[]string{"events", "report", "--json=2"}, 2, `fleet events: flag --json: invalid value "2": invalid syntax`},
@@ -233,6 +233,9 @@ func TestCompletion(t *testing.T) {
 		{[]string{"__complete", "lab", ""}, []string{"up", "down", "status", "ssh"}, "--dir"},
 		{[]string{"__complete", "lab", "up", "--"}, []string{"--dir\t", "--shape\t"}, "--listeners"},
 		{[]string{"__complete", "rollout", "--rebalance"}, []string{"--rebalance\t", "--rebalance-rate\t", "--rebalance-wait\t"}, "--boxes"},
+		{[]string{"__complete", "auth", ""}, []string{"rotate\t", "show\t", "export\t"}, "--inventory"},
+		{[]string{"__complete", "secret", "set", ""}, []string{"hcloud-token", "digitalocean-token"}, "--inventory"},
+		{[]string{"__complete", "auth", "rotate", "--ov"}, []string{"--overlap\t"}, "--out"},
 	} {
 		out, errOut, code := fleet(t, tc.args...)
 		if code != exitOK || !strings.HasPrefix(errOut, "Completion ended with directive") {

@@ -1,19 +1,20 @@
 package main
 
 import (
-	"github.com/spf13/pflag"
-
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"sort"
 	"strings"
 	"sync"
 	"text/tabwriter"
 	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/relayfleet/relayfleet/infra/lab"
 	"github.com/relayfleet/relayfleet/internal/cli"
@@ -31,29 +32,45 @@ const (
 	exitHostsFailed = 3 // some hosts failed; the others were converged
 )
 
-func runConverge(ctx context.Context, args []string, ios *cli.IOStreams) error {
-	stdout := ios.Out
-	fs := newFlags("converge", stdout)
-	var hf hostFlags
-	hf.add(fs.FlagSet)
-	check := fs.Bool("check", false, "print what would change and exit 1 if anything would")
-	asJSON := fs.Bool("json", false, "print JSON lines: progress events, one result per host, a summary")
-	binaryPath := fs.String("relay-binary", "", "the relay build to release (default: relay beside the fleet binary)")
-	parallel := fs.Int("parallel", 16, "hosts converged at once")
-	if err := fs.parse(args); err != nil {
-		return err
+// convergeCommand is fleet converge.
+func convergeCommand(ios *cli.IOStreams) *cobra.Command {
+	var o convergeOptions
+	cmd := &cobra.Command{
+		Use:   "converge",
+		Short: "converge the steady boxes: sysctl, relay units per core, the relay release",
+		Args:  cli.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return runConverge(cmd.Context(), &o, ios)
+		},
 	}
+	fs := cmd.Flags()
+	o.hf.add(fs)
+	fs.BoolVar(&o.check, "check", false, "print what would change and exit 1 if anything would")
+	fs.BoolVar(&o.asJSON, "json", false, "print JSON lines: progress events, one result per host, a summary")
+	fs.StringVar(&o.binaryPath, "relay-binary", "", "the relay build to release (default: relay beside the fleet binary)")
+	fs.IntVar(&o.parallel, "parallel", 16, "hosts converged at once")
+	cli.Ranged(fs, "parallel", parallelRange)
+	return cmd
+}
+
+// convergeOptions are fleet converge's flags.
+type convergeOptions struct {
+	hf            hostFlags
+	check, asJSON bool
+	binaryPath    string
+	parallel      int
+}
+
+func runConverge(ctx context.Context, o *convergeOptions, ios *cli.IOStreams) error {
+	hf := &o.hf
 	if err := hf.check(); err != nil {
 		return err
-	}
-	if *parallel <= 0 {
-		return usagef("flag --parallel: must be positive, got %d", *parallel)
 	}
 	fleet, err := loadFleet(hf.inventory)
 	if err != nil {
 		return err
 	}
-	binary, err := relayBinary(*binaryPath)
+	_, binary, err := relayBinary(o.binaryPath)
 	if err != nil {
 		return err
 	}
@@ -63,7 +80,7 @@ func runConverge(ctx context.Context, args []string, ios *cli.IOStreams) error {
 	}
 	// The relays verify tokens with the fleet's key, kept in its stack: a
 	// fleet converged for the first time gets its first key.
-	keys, _, err := fleetAuthKeys(ctx, openKeyStore(st), !*check)
+	keys, _, err := fleetAuthKeys(ctx, openKeyStore(st), !o.check)
 	if err != nil {
 		return err
 	}
@@ -76,7 +93,7 @@ func runConverge(ctx context.Context, args []string, ios *cli.IOStreams) error {
 		targets[i].AuthKeys = []byte(keys)
 		targets[i].PublicListen = fleet.Access.PublicListen
 	}
-	return convergeTargets(ctx, stdout, targets, binary, *check, *asJSON, *parallel)
+	return convergeTargets(ctx, ios.Out, targets, binary, o.check, o.asJSON, o.parallel)
 }
 
 // convergeTargets converges targets and reports per host, as text or
@@ -116,19 +133,11 @@ func convergeTargets(ctx context.Context, stdout io.Writer, targets []provision.
 	} else {
 		writeConvergeText(stdout, results, check)
 	}
-	failed, changed := 0, 0
-	for _, r := range results {
-		if r.Err != nil {
-			failed++
-		} else if len(r.Report.Changes) > 0 {
-			changed++
-		}
-	}
-	switch {
-	case failed > 0:
-		return &exitError{Code: exitHostsFailed, Msg: fmt.Sprintf("%d of %s failed: %s", failed, plural(len(results), "host", "hosts"), oneLine(provision.Failed(results)))}
-	case check && changed > 0:
-		return &exitError{Code: exitChanges, Msg: fmt.Sprintf("%d of %s would change", changed, plural(len(results), "host", "hosts"))}
+	switch tally := provision.TallyResults(results); {
+	case tally.Failed > 0:
+		return &exitError{Code: exitHostsFailed, Msg: fmt.Sprintf("%d of %s failed: %s", tally.Failed, plural(len(results), "host", "hosts"), oneLine(provision.Failed(results)))}
+	case check && tally.Changed > 0:
+		return &exitError{Code: exitChanges, Msg: fmt.Sprintf("%d of %s would change", tally.Changed, plural(len(results), "host", "hosts"))}
 	}
 	return nil
 }
@@ -179,34 +188,27 @@ func loadFleet(path string) (*inventories.Fleet, error) {
 	return inventories.LoadFleet(path, cat)
 }
 
-// relayBinary reads the relay build to release.
-func relayBinary(path string) ([]byte, error) {
-	if path == "" {
-		exe, err := os.Executable()
-		if err != nil {
-			return nil, err
-		}
-		path = filepath.Join(filepath.Dir(exe), "relay")
-		if _, err := os.Stat(path); err != nil {
-			return nil, usagef("flag --relay-binary: no relay beside %s; build it with make build or give --relay-binary", exe)
-		}
+// relayBinary finds the relay build the --relay-binary flag names
+// (provision.RelayBinary: the flag, else relay beside the fleet binary)
+// and reads it.
+func relayBinary(flagValue string) (path string, data []byte, err error) {
+	path, err = provision.RelayBinary(flagValue)
+	if errors.Is(err, provision.ErrNoRelay) {
+		return "", nil, usagef("flag --relay-binary: %v; build it with make build or give --relay-binary", err)
 	}
-	data, err := os.ReadFile(path)
 	if err != nil {
-		return nil, usagef("flag --relay-binary: %v", err)
+		return "", nil, usagef("flag --relay-binary: %v", err)
 	}
-	if len(data) < 4 || string(data[:4]) != "\x7fELF" {
-		return nil, usagef("flag --relay-binary: %s is not a Linux executable", path)
+	if data, err = os.ReadFile(path); err != nil {
+		return "", nil, usagef("flag --relay-binary: %v", err)
 	}
-	return data, nil
+	return path, data, nil
 }
 
 func writeConvergeText(w io.Writer, rs []provision.HostResult, check bool) {
-	changed, unchanged, failed := 0, 0, 0
 	for _, r := range rs {
 		fmt.Fprintln(w)
 		if r.Err != nil {
-			failed++
 			fmt.Fprintf(w, "== %s: FAILED after %.1fs: %s\n", r.Host, r.Elapsed.Seconds(), oneLine(r.Err))
 			if r.Report == nil {
 				continue
@@ -220,13 +222,10 @@ func writeConvergeText(w io.Writer, rs []provision.HostResult, check bool) {
 		switch {
 		case r.Err != nil:
 		case len(rep.Changes) == 0:
-			unchanged++
 			fmt.Fprintf(w, "== %s%s: converged, nothing to change (%.1fs)\n", r.Host, procs, r.Elapsed.Seconds())
 		case check:
-			changed++
 			fmt.Fprintf(w, "== %s%s: %s to make\n", r.Host, procs, plural(len(rep.Changes), "change", "changes"))
 		default:
-			changed++
 			fmt.Fprintf(w, "== %s%s: %s applied in %.1fs\n", r.Host, procs, plural(len(rep.Changes), "change", "changes"), r.Elapsed.Seconds())
 		}
 		for _, c := range rep.Changes {
@@ -263,7 +262,8 @@ func writeConvergeText(w io.Writer, rs []provision.HostResult, check bool) {
 		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\t%.1f\n", r.Host, result, n, restarted, release, r.Elapsed.Seconds())
 	}
 	tw.Flush()
-	fmt.Fprintf(w, "\nsummary: %s: %d changed, %d unchanged, %d failed\n", plural(len(rs), "host", "hosts"), changed, unchanged, failed)
+	tally := provision.TallyResults(rs)
+	fmt.Fprintf(w, "\nsummary: %s: %d changed, %d unchanged, %d failed\n", plural(len(rs), "host", "hosts"), tally.Changed, tally.Unchanged, tally.Failed)
 }
 
 func sysctlNote(s sysctl.Result) string {
@@ -300,17 +300,10 @@ type sysctlJSON struct {
 }
 
 func writeConvergeJSON(enc *json.Encoder, rs []provision.HostResult) error {
-	summary := map[string]any{"event": "summary", "hosts": len(rs), "changed": 0, "unchanged": 0, "failed": 0}
 	for _, r := range rs {
 		h := hostJSON{Event: "result", Host: r.Host, Cores: r.Facts.Cores, RAMBytes: r.Facts.RAM, Seconds: r.Elapsed.Seconds(), Changes: []string{}, Sysctl: []sysctlJSON{}, Restarted: []string{}}
-		switch {
-		case r.Err != nil:
+		if r.Err != nil {
 			h.Error = oneLine(r.Err)
-			summary["failed"] = summary["failed"].(int) + 1
-		case len(r.Report.Changes) > 0:
-			summary["changed"] = summary["changed"].(int) + 1
-		default:
-			summary["unchanged"] = summary["unchanged"].(int) + 1
 		}
 		if rep := r.Report; rep != nil {
 			for _, c := range rep.Changes {
@@ -327,5 +320,6 @@ func writeConvergeJSON(enc *json.Encoder, rs []provision.HostResult) error {
 			return err
 		}
 	}
-	return enc.Encode(summary)
+	tally := provision.TallyResults(rs)
+	return enc.Encode(map[string]any{"event": "summary", "hosts": len(rs), "changed": tally.Changed, "unchanged": tally.Unchanged, "failed": tally.Failed})
 }

@@ -4,14 +4,15 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"github.com/relayfleet/relayfleet/internal/cli"
 	"io"
 	"strings"
-	"sync"
 	"text/tabwriter"
+
+	"github.com/spf13/cobra"
 
 	"github.com/relayfleet/relayfleet/infra/fleethosts"
 	"github.com/relayfleet/relayfleet/infra/program"
+	"github.com/relayfleet/relayfleet/internal/cli"
 	"github.com/relayfleet/relayfleet/provision"
 )
 
@@ -64,16 +65,27 @@ type hostJSONEntry struct {
 	Error   string `json:"error,omitempty"`
 }
 
-func runHosts(ctx context.Context, args []string, ios *cli.IOStreams) error {
-	stdout := ios.Out
-	fs := newFlags("hosts", stdout)
+// hostsCommand is fleet hosts.
+func hostsCommand(ios *cli.IOStreams) *cobra.Command {
 	var hf hostFlags
-	hf.add(fs.FlagSet)
-	asJSON := fs.Bool("json", false, "print JSON: every host with its stack, tier, event, addresses, host key and ports")
-	release := fs.Bool("release", false, "read each box's current relay release over SSH (default: the stacks alone, no connection)")
-	if err := fs.parse(args); err != nil {
-		return err
+	var asJSON, release bool
+	cmd := &cobra.Command{
+		Use:   "hosts",
+		Short: "the fleet's hosts as its stacks list them (steady and events, any backend): stack, group, tier, address, host key, processes",
+		Args:  cli.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return runHosts(cmd.Context(), &hf, asJSON, release, ios)
+		},
 	}
+	fs := cmd.Flags()
+	hf.add(fs)
+	fs.BoolVar(&asJSON, "json", false, "print JSON: every host with its stack, tier, event, addresses, host key and ports")
+	fs.BoolVar(&release, "release", false, "read each box's current relay release over SSH (default: the stacks alone, no connection)")
+	return cmd
+}
+
+func runHosts(ctx context.Context, hf *hostFlags, asJSON, release bool, ios *cli.IOStreams) error {
+	stdout := ios.Out
 	if err := hf.check(); err != nil {
 		return err
 	}
@@ -94,38 +106,30 @@ func runHosts(ctx context.Context, args []string, ios *cli.IOStreams) error {
 		rows[i].Host = h
 	}
 	failed := 0
-	if *release && len(set.Hosts) > 0 {
+	if release && len(set.Hosts) > 0 {
 		targets, cleanup, err := hostTargets(ctx, st, set.Hosts, hf.sshKey, hf.labDir)
 		if err != nil {
 			return err
 		}
 		defer cleanup()
-		var wg sync.WaitGroup
-		for i, t := range targets {
-			wg.Go(func() {
-				cur, _, err := provision.Releases{}.Current(ctx, t.Run)
-				if err != nil {
-					rows[i].Error = oneLine(err)
-					return
-				}
-				rows[i].Release = cur
-			})
-		}
-		wg.Wait()
-		for _, r := range rows {
-			if r.Error != "" {
+		current, errs := provision.CurrentReleases(ctx, targets, provision.Releases{})
+		for i := range rows {
+			if errs[i] != nil {
+				rows[i].Error = oneLine(errs[i])
 				failed++
+				continue
 			}
+			rows[i].Release = current[i]
 		}
 	}
-	if *asJSON {
+	if asJSON {
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
 		warnings := append([]string{}, set.Warnings...)
 		if err := enc.Encode(map[string]any{"fleet": set.Fleet, "stack": set.Steady, "hosts": rows, "warnings": warnings}); err != nil {
 			return err
 		}
-	} else if err := writeHostsText(stdout, set, rows, *release); err != nil {
+	} else if err := writeHostsText(stdout, set, rows, release); err != nil {
 		return err
 	}
 	if failed > 0 {

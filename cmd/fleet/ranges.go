@@ -4,7 +4,6 @@ import (
 	"time"
 
 	"github.com/relayfleet/relayfleet/internal/cli"
-	"github.com/relayfleet/relayfleet/relay"
 	"github.com/relayfleet/relayfleet/units"
 )
 
@@ -14,21 +13,6 @@ import (
 // count it cannot serve or waits for ever; TestEveryNumericFlagHasARange
 // holds every numeric flag of every command to having one.
 var flagRanges = map[string]map[string]cli.Range{
-	"converge": {"parallel": parallelRange},
-	"rollout": {
-		"boxes":          cli.Ints(1, 1000),
-		"listener-wait":  cli.Durations(time.Second, time.Hour),
-		"router-poll":    cli.Durations(100*time.Millisecond, time.Minute),
-		"shed-rate":      cli.Ints(1, relay.MaxShedRate),
-		"shed-wait":      cli.Durations(time.Second, time.Hour),
-		"rebalance-rate": cli.Ints(1, relay.MaxShedRate),
-		"rebalance-wait": cli.Durations(time.Second, time.Hour),
-	},
-	"token": {"ttl": cli.Durations(time.Second, maxTokenTTL)},
-	"auth rotate": {
-		"overlap":  cli.Durations(0, maxTokenTTL),
-		"parallel": parallelRange,
-	},
 	"events install":   {"interval": cli.Durations(units.MinReconcileInterval, 24*time.Hour)},
 	"events reconcile": {"lease-ttl": leaseRange},
 	"burst up":         {"drain-time": drainRange, "lease-ttl": leaseRange},

@@ -11,8 +11,11 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/spf13/cobra"
+
 	"github.com/relayfleet/relayfleet/internal/cli"
 	"github.com/relayfleet/relayfleet/provision"
+	"github.com/relayfleet/relayfleet/relay"
 )
 
 // urlList is a repeatable URL flag.
@@ -41,45 +44,61 @@ func (l *lockedWriter) Write(p []byte) (int, error) {
 	return l.w.Write(p)
 }
 
-func runRollout(ctx context.Context, args []string, ios *cli.IOStreams) error {
-	stdout := ios.Out
-	fs := newFlags("rollout", stdout)
-	var hf hostFlags
-	hf.add(fs.FlagSet)
-	binaryPath := fs.String("relay-binary", "", "the new relay build (required)")
-	boxes := fs.Int("boxes", 1, "boxes rolled at once (each rolls one process at a time)")
-	listenerWait := fs.Duration("listener-wait", 30*time.Second, "how long listeners get to come back after each restart (90% of the box's)")
-	var routers urlList
-	fs.Var(&routers, "router", "a router whose GET /relays tells when it stops routing to a draining process (repeatable; default: wait two --router-poll intervals)")
-	routerPoll := fs.Duration("router-poll", time.Second, "the routers' poll interval (relay router --poll)")
-	shedRate := fs.Int("shed-rate", provision.DefaultShedRate, "sessions a second a drained process tells to reconnect elsewhere (going-away) before it restarts")
-	shedWait := fs.Duration("shed-wait", 30*time.Second, "how long a drained process's sessions get to leave before it restarts anyway")
-	rebalance := fs.Bool("rebalance", true, "after the rollout, processes above the fleet's mean by more than 20% shed the excess")
-	rebalanceRate := fs.Int("rebalance-rate", 20, "sessions a second a process sheds to rebalance")
-	rebalanceWait := fs.Duration("rebalance-wait", time.Minute, "how long the fleet gets to even out after the rebalancing shed")
-	if err := fs.parse(args); err != nil {
-		return err
+// rolloutCommand is fleet rollout.
+func rolloutCommand(ios *cli.IOStreams) *cobra.Command {
+	var o rolloutOptions
+	cmd := &cobra.Command{
+		Use:   "rollout",
+		Short: "roll a new relay build through the steady boxes, one process at a time, rolling back on failure",
+		Args:  cli.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return runRollout(cmd.Context(), &o, ios)
+		},
 	}
+	fs := cmd.Flags()
+	o.hf.add(fs)
+	fs.StringVar(&o.binaryPath, "relay-binary", "", "the new relay build (required)")
+	fs.IntVar(&o.boxes, "boxes", 1, "boxes rolled at once (each rolls one process at a time)")
+	cli.Ranged(fs, "boxes", cli.Ints(1, 1000))
+	fs.DurationVar(&o.listenerWait, "listener-wait", 30*time.Second, "how long listeners get to come back after each restart (90% of the box's)")
+	cli.Ranged(fs, "listener-wait", cli.Durations(time.Second, time.Hour))
+	fs.Var(cli.GoValue(&o.routers), "router", "a router whose GET /relays tells when it stops routing to a draining process (repeatable; default: wait two --router-poll intervals)")
+	fs.DurationVar(&o.routerPoll, "router-poll", time.Second, "the routers' poll interval (relay router --poll)")
+	cli.Ranged(fs, "router-poll", cli.Durations(100*time.Millisecond, time.Minute))
+	fs.IntVar(&o.shedRate, "shed-rate", provision.DefaultShedRate, "sessions a second a drained process tells to reconnect elsewhere (going-away) before it restarts")
+	cli.Ranged(fs, "shed-rate", cli.Ints(1, relay.MaxShedRate))
+	fs.DurationVar(&o.shedWait, "shed-wait", 30*time.Second, "how long a drained process's sessions get to leave before it restarts anyway")
+	cli.Ranged(fs, "shed-wait", cli.Durations(time.Second, time.Hour))
+	fs.BoolVar(&o.rebalance, "rebalance", true, "after the rollout, processes above the fleet's mean by more than 20% shed the excess")
+	fs.IntVar(&o.rebalanceRate, "rebalance-rate", 20, "sessions a second a process sheds to rebalance")
+	cli.Ranged(fs, "rebalance-rate", cli.Ints(1, relay.MaxShedRate))
+	fs.DurationVar(&o.rebalanceWait, "rebalance-wait", time.Minute, "how long the fleet gets to even out after the rebalancing shed")
+	cli.Ranged(fs, "rebalance-wait", cli.Durations(time.Second, time.Hour))
+	return cmd
+}
+
+// rolloutOptions are fleet rollout's flags.
+type rolloutOptions struct {
+	hf                       hostFlags
+	binaryPath               string
+	boxes, shedRate          int
+	rebalanceRate            int
+	listenerWait, routerPoll time.Duration
+	shedWait, rebalanceWait  time.Duration
+	routers                  urlList
+	rebalance                bool
+}
+
+func runRollout(ctx context.Context, o *rolloutOptions, ios *cli.IOStreams) error {
+	stdout := ios.Out
+	hf := &o.hf
 	if err := hf.check(); err != nil {
 		return err
 	}
-	switch {
-	case *binaryPath == "":
+	if o.binaryPath == "" {
 		return usagef("flag --relay-binary: required")
-	case *boxes <= 0:
-		return usagef("flag --boxes: must be positive, got %d", *boxes)
-	case *routerPoll <= 0:
-		return usagef("flag --router-poll: must be positive, got %v", *routerPoll)
-	case *shedRate <= 0:
-		return usagef("flag --shed-rate: must be positive, got %d", *shedRate)
-	case *shedWait <= 0:
-		return usagef("flag --shed-wait: must be positive, got %v", *shedWait)
-	case *rebalanceRate <= 0:
-		return usagef("flag --rebalance-rate: must be positive, got %d", *rebalanceRate)
-	case *rebalanceWait <= 0:
-		return usagef("flag --rebalance-wait: must be positive, got %v", *rebalanceWait)
 	}
-	binary, err := relayBinary(*binaryPath)
+	_, binary, err := relayBinary(o.binaryPath)
 	if err != nil {
 		return err
 	}
@@ -95,16 +114,16 @@ func runRollout(ctx context.Context, args []string, ios *cli.IOStreams) error {
 	}
 	fr := &provision.FleetRollout{
 		Binary:             binary,
-		Boxes:              *boxes,
-		ListenerWait:       *listenerWait,
-		Routers:            routers,
-		RouterPoll:         *routerPoll,
-		ShedRate:           *shedRate,
-		ShedWait:           *shedWait,
-		Rebalance:          *rebalance,
+		Boxes:              o.boxes,
+		ListenerWait:       o.listenerWait,
+		Routers:            o.routers,
+		RouterPoll:         o.routerPoll,
+		ShedRate:           o.shedRate,
+		ShedWait:           o.shedWait,
+		Rebalance:          o.rebalance,
 		RebalanceTolerance: rebalanceTolerance,
-		RebalanceRate:      *rebalanceRate,
-		RebalanceWait:      *rebalanceWait,
+		RebalanceRate:      o.rebalanceRate,
+		RebalanceWait:      o.rebalanceWait,
 		Log:                logf,
 		Done: func(o provision.BoxRollout) {
 			switch {
@@ -132,7 +151,7 @@ func runRollout(ctx context.Context, args []string, ios *cli.IOStreams) error {
 		return err
 	}
 	if rep.Rebalanced && !rep.Balanced {
-		logf("the fleet is still more than 20%% off its mean after %v", *rebalanceWait)
+		logf("the fleet is still more than 20%% off its mean after %v", o.rebalanceWait)
 	}
 	return nil
 }

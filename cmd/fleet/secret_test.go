@@ -12,11 +12,11 @@ func TestSecretBadInput(t *testing.T) {
 		args     []string
 		want     string
 	}{
-		{"no name", "", []string{"secret", "set"}, "fleet secret: want set NAME"},
-		{"unknown name", "", []string{"secret", "set", "aws-token"}, `fleet secret: unknown secret "aws-token"`},
-		{"no inventory", "tok\n", []string{"secret", "set", "hcloud-token"}, "fleet secret: flag --inventory: required"},
-		{"empty", "\n", []string{"secret", "set", "hcloud-token", "--inventory", "../../inventories/lab.yaml"}, "fleet secret: stdin: empty hcloud-token"},
-		{"spaces", "two words\n", []string{"secret", "set", "hcloud-token", "--inventory", "../../inventories/lab.yaml"}, "fleet secret: stdin: the hcloud-token has spaces"},
+		{"no name", "", []string{"secret", "set"}, "fleet secret set: want NAME"},
+		{"unknown name", "", []string{"secret", "set", "aws-token"}, `fleet secret set: unknown secret "aws-token"`},
+		{"no inventory", "tok\n", []string{"secret", "set", "hcloud-token"}, "fleet secret set: flag --inventory: required"},
+		{"empty", "\n", []string{"secret", "set", "hcloud-token", "--inventory", "../../inventories/lab.yaml"}, "fleet secret set: stdin: empty hcloud-token"},
+		{"spaces", "two words\n", []string{"secret", "set", "hcloud-token", "--inventory", "../../inventories/lab.yaml"}, "fleet secret set: stdin: the hcloud-token has spaces"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			out, errOut, code := fleetIn(t, strings.NewReader(tc.in), tc.args...)
@@ -39,7 +39,7 @@ func TestSecretFromDevNull(t *testing.T) {
 	}
 	defer null.Close()
 	_, errOut, code := fleetIn(t, null, "secret", "set", "hcloud-token", "--inventory", "../../inventories/lab.yaml")
-	if want := "fleet secret: stdin: empty hcloud-token\n"; code != exitUsage || errOut != want {
+	if want := "fleet secret set: stdin: empty hcloud-token\n"; code != exitUsage || errOut != want {
 		t.Errorf("exit %d, stderr %q; want %d and %q", code, errOut, exitUsage, want)
 	}
 }

@@ -183,15 +183,15 @@ func interrupt(t *testing.T, bin string, args, env []string, busy func(pid int) 
 	took := time.Since(sent)
 	code := cmd.ProcessState.ExitCode()
 	errOut := stderr.String()
-	// The error is one line, the last (progress lines may come before).
-	// It names the command: its path in the tree (fleet lab up).
+	// The error is one line, the last (progress lines may come before),
+	// naming the command's path (fleet auth rotate).
 	path := "fleet " + args[0]
 	if c, _, err := rootCommand(outStreams(io.Discard)).Find(args); err == nil {
 		path = c.CommandPath()
 	}
 	want := fmt.Sprintf("%s: interrupted by %s", path, sigName(sig))
 	lines := strings.Split(strings.TrimSuffix(errOut, "\n"), "\n")
-	t.Logf("fleet %s: %s, exit %d %.1fs later: %s", args[0], sigName(sig), code, took.Seconds(), lines[len(lines)-1])
+	t.Logf("%s: %s, exit %d %.1fs later: %s", path, sigName(sig), code, took.Seconds(), lines[len(lines)-1])
 	if code != 128+int(sig) || !strings.HasSuffix(errOut, "\n") || !strings.HasPrefix(lines[len(lines)-1], want) || strings.Count(errOut, path+": ") != 1 {
 		t.Errorf("exit %d, stderr %q; want exit %d and its last line, the only error line, starting %q", code, errOut, 128+int(sig), want)
 	}

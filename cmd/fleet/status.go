@@ -6,8 +6,9 @@ import (
 	"fmt"
 	"io"
 	"strings"
-	"sync"
 	"text/tabwriter"
+
+	"github.com/spf13/cobra"
 
 	"github.com/relayfleet/relayfleet/internal/cli"
 	"github.com/relayfleet/relayfleet/inventories"
@@ -15,15 +16,25 @@ import (
 	"github.com/relayfleet/relayfleet/sysctl"
 )
 
-func runStatus(ctx context.Context, args []string, ios *cli.IOStreams) error {
-	stdout := ios.Out
-	fs := newFlags("status", stdout)
+// statusCommand is fleet status.
+func statusCommand(ios *cli.IOStreams) *cobra.Command {
 	var hf hostFlags
-	hf.add(fs.FlagSet)
-	asJSON := fs.Bool("json", false, "print JSON")
-	if err := fs.parse(args); err != nil {
-		return err
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "status",
+		Short: "per relay process: listeners, headroom, memory against its ceiling, restarts; per box: release and sysctl drift",
+		Args:  cli.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return runStatus(cmd.Context(), &hf, asJSON, ios)
+		},
 	}
+	hf.add(cmd.Flags())
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	return cmd
+}
+
+func runStatus(ctx context.Context, hf *hostFlags, asJSON bool, ios *cli.IOStreams) error {
+	stdout := ios.Out
 	if err := hf.check(); err != nil {
 		return err
 	}
@@ -32,25 +43,17 @@ func runStatus(ctx context.Context, args []string, ios *cli.IOStreams) error {
 		return err
 	}
 	defer cleanup()
-	boxes := make([]boxJSON, len(targets))
-	var wg sync.WaitGroup
-	for i, t := range targets {
-		wg.Go(func() {
-			st, err := provision.Status(ctx, t.Run, sysctl.Relay(), provision.Releases{})
-			boxes[i] = boxJSON{Host: t.Host.String(), BoxStatus: st}
-			if err != nil {
-				boxes[i].Error = oneLine(err)
-			}
-		})
-	}
-	wg.Wait()
+	statuses := provision.FleetStatus(ctx, targets, sysctl.Relay())
+	boxes := make([]boxJSON, len(statuses))
 	failed := 0
-	for _, b := range boxes {
-		if b.Error != "" {
+	for i, st := range statuses {
+		boxes[i] = boxJSON{Host: st.Host, BoxStatus: st.BoxStatus}
+		if st.Err != nil {
+			boxes[i].Error = oneLine(st.Err)
 			failed++
 		}
 	}
-	if *asJSON {
+	if asJSON {
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
 		if err := enc.Encode(map[string]any{"boxes": boxes}); err != nil {
@@ -81,11 +84,7 @@ type boxJSON struct {
 func writeStatusText(stdout io.Writer, boxes []boxJSON) error {
 	dropping := 0
 	for _, b := range boxes {
-		for _, p := range b.Processes {
-			if p.Drops > 0 {
-				dropping++
-			}
-		}
+		dropping += b.Dropping()
 	}
 	if dropping > 0 {
 		fmt.Fprintf(stdout, "DROPS: %s dropped UDP datagrams at a full receive buffer (raise --udp-buffer / net.core.rmem_max, or add processes)\n\n", plural(dropping, "relay process", "relay processes"))
@@ -131,7 +130,7 @@ func writeStatusText(stdout io.Writer, boxes []boxJSON) error {
 		if len(b.SysctlRefused) > 0 {
 			drift += fmt.Sprintf(" (%s refused by this kernel, as inside a container)", plural(len(b.SysctlRefused), "key", "keys"))
 		}
-		fmt.Fprintf(stdout, "%s: release %s, %s, %s%s\n", b.Host, short(b.Release), plural(len(b.Processes), "process", "processes"), drift, leftBehind(b.Processes))
+		fmt.Fprintf(stdout, "%s: release %s, %s, %s%s\n", b.Host, short(b.Release), plural(len(b.Processes), "process", "processes"), drift, leftBehind(b.BoxStatus))
 	}
 	return nil
 }
@@ -150,16 +149,8 @@ func runsColumn(p provision.ProcessStatus) string {
 
 // leftBehind says how many processes run another release than current,
 // or are draining, and what finishes the job.
-func leftBehind(ps []provision.ProcessStatus) string {
-	stale, draining := 0, 0
-	for _, p := range ps {
-		if p.Stale {
-			stale++
-		}
-		if p.Draining {
-			draining++
-		}
-	}
+func leftBehind(b provision.BoxStatus) string {
+	stale, draining := b.Behind()
 	if stale == 0 && draining == 0 {
 		return ""
 	}

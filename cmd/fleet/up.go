@@ -1,17 +1,17 @@
 package main
 
 import (
-	"github.com/spf13/pflag"
-
 	"context"
 	"fmt"
 	"io"
 	"net/netip"
 	"os"
 	"path/filepath"
-	"regexp"
 	"sort"
 	"strings"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/relayfleet/relayfleet/infra/lab"
 	"github.com/relayfleet/relayfleet/infra/program"
@@ -21,12 +21,12 @@ import (
 	"github.com/relayfleet/relayfleet/provision"
 )
 
-// stackFlags are the flags of fleet up, preview and destroy.
+// stackFlags are the flags of fleet up, preview and destroy (and of
+// the commands that work on the stack: secret, token, auth).
 type stackFlags struct {
-	fs        flags
-	inventory *string
-	stack     *string
-	refresh   *bool
+	inventory string
+	stack     string
+	refresh   bool
 	pulumiFlags
 }
 
@@ -46,14 +46,12 @@ type pulumiFlags struct {
 	needsRelay bool
 }
 
-func newStackFlags(name string, stdout io.Writer, needsRelay bool) *stackFlags {
-	fs := newFlags(name, stdout)
-	s := &stackFlags{fs: fs}
-	s.inventory = fs.String("inventory", "", "fleet file (required)")
-	s.stack = fs.String("stack", "", "stack name (default: the fleet's name)")
-	s.refresh = fs.Bool("refresh", true, "read every box's real state first, so drift shows and is repaired")
-	s.pulumiFlags.register(fs.FlagSet, needsRelay)
-	return s
+// add declares the stack flags on fs; needsRelay adds --relay-binary.
+func (s *stackFlags) add(fs *pflag.FlagSet, needsRelay bool) {
+	fs.StringVar(&s.inventory, "inventory", "", "fleet file (required)")
+	fs.StringVar(&s.stack, "stack", "", "stack name (default: the fleet's name)")
+	fs.BoolVar(&s.refresh, "refresh", true, "read every box's real state first, so drift shows and is repaired")
+	s.pulumiFlags.register(fs, needsRelay)
 }
 
 func (p *pulumiFlags) register(fs *pflag.FlagSet, needsRelay bool) {
@@ -72,27 +70,22 @@ func (p *pulumiFlags) register(fs *pflag.FlagSet, needsRelay bool) {
 	p.monitorDir = fs.String("monitor-dir", "", "fleet monitor's directory: rewrite its targets after the change (default $"+MonitorDirEnv+"; none if unset)")
 }
 
-var stackNameRE = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,100}$`)
-
-// parse parses args and builds the stack they describe.
-func (s *stackFlags) parse(args []string, progress io.Writer) (*program.Stack, error) {
-	if err := s.fs.parse(args); err != nil {
-		return nil, err
-	}
-	if *s.inventory == "" {
+// load checks the flags and builds the stack they describe.
+func (s *stackFlags) load(progress io.Writer) (*program.Stack, error) {
+	if s.inventory == "" {
 		return nil, usagef("flag --inventory: required")
 	}
-	if *s.stack != "" && !stackNameRE.MatchString(*s.stack) {
-		return nil, usagef("flag --stack: want letters, digits, '-', '_' or '.', got %q", *s.stack)
+	if err := program.CheckStackName(s.stack); err != nil {
+		return nil, usagef("flag --stack: %v", err)
 	}
 	if err := s.check(); err != nil {
 		return nil, err
 	}
-	cat, err := inventories.LoadCatalogue(inventories.Beside(*s.inventory, inventories.ProvidersFile))
+	cat, err := inventories.LoadCatalogue(inventories.Beside(s.inventory, inventories.ProvidersFile))
 	if err != nil {
 		return nil, err
 	}
-	fleet, err := inventories.LoadFleet(*s.inventory, cat)
+	fleet, err := inventories.LoadFleet(s.inventory, cat)
 	if err != nil {
 		return nil, err
 	}
@@ -100,14 +93,14 @@ func (s *stackFlags) parse(args []string, progress io.Writer) (*program.Stack, e
 	if err != nil {
 		return nil, err
 	}
-	st.Name, st.Refresh = *s.stack, *s.refresh
+	st.Name, st.Refresh = s.stack, s.refresh
 	return st, nil
 }
 
 // check validates the flags that need no file.
 func (p *pulumiFlags) check() error {
-	if *p.backend != "" && !strings.Contains(*p.backend, "://") {
-		return usagef("flag --backend: want a URL such as file:///var/lib/relayfleet/state or s3://bucket, got %q", *p.backend)
+	if err := program.CheckBackendURL(*p.backend); err != nil {
+		return usagef("flag --backend: %v", err)
 	}
 	if *p.labSubnet != "" {
 		if _, err := netip.ParsePrefix(*p.labSubnet); err != nil {
@@ -155,11 +148,7 @@ func (p *pulumiFlags) template(fleet *inventories.Fleet, cat *inventories.Catalo
 		st.Config[key] = v
 	}
 	if p.needsRelay {
-		path, err := relayPath(*p.relay)
-		if err != nil {
-			return nil, err
-		}
-		data, err := relayBinary(path)
+		path, data, err := relayBinary(*p.relay)
 		if err != nil {
 			return nil, err
 		}
@@ -173,24 +162,26 @@ func (p *pulumiFlags) labConfig(st *program.Stack) provider.Config {
 	return provider.Config{LabDir: st.Config["labDir"], LabImages: st.Config["labImages"], LabBridge: st.Config["labBridge"], LabSubnet: st.Config["labSubnet"], SSHKeyFile: st.Config["sshKeyFile"]}
 }
 
-// relayPath is the relay build's absolute path: the flag, else relay
-// beside the fleet binary.
-func relayPath(flagValue string) (string, error) {
-	if flagValue == "" {
-		exe, err := os.Executable()
-		if err != nil {
-			return "", err
-		}
-		flagValue = filepath.Join(filepath.Dir(exe), "relay")
+// upCommand is fleet up.
+func upCommand(ios *cli.IOStreams) *cobra.Command {
+	var s stackFlags
+	var yes bool
+	cmd := &cobra.Command{
+		Use:   "up",
+		Short: "bring the fleet to the inventory through Pulumi (boxes, converged hosts) and write the router's relays file",
+		Args:  cli.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return runUp(cmd.Context(), &s, yes, ios)
+		},
 	}
-	return filepath.Abs(flagValue)
+	s.add(cmd.Flags(), true)
+	cmd.Flags().BoolVar(&yes, "yes", false, "replace or destroy boxes that serve listeners without asking")
+	return cmd
 }
 
-func runUp(ctx context.Context, args []string, ios *cli.IOStreams) error {
+func runUp(ctx context.Context, s *stackFlags, yes bool, ios *cli.IOStreams) error {
 	stdout := ios.Out
-	s := newStackFlags("up", stdout, true)
-	yes := s.fs.Bool("yes", false, "replace or destroy boxes that serve listeners without asking")
-	st, err := s.parse(args, stdout)
+	st, err := s.load(stdout)
 	if err != nil {
 		return err
 	}
@@ -201,7 +192,7 @@ func runUp(ctx context.Context, args []string, ios *cli.IOStreams) error {
 	}
 	// Boxes the up would replace or destroy, and the listeners on them:
 	// asked for on a terminal, else --yes, before any goes.
-	if err := guardUp(ctx, s, st, *yes, ios); err != nil {
+	if err := guardUp(ctx, s, st, yes, ios); err != nil {
 		return err
 	}
 	res, err := st.Up(ctx)
@@ -217,10 +208,24 @@ func runUp(ctx context.Context, args []string, ios *cli.IOStreams) error {
 	return nil
 }
 
-func runPreview(ctx context.Context, args []string, ios *cli.IOStreams) error {
+// previewCommand is fleet preview.
+func previewCommand(ios *cli.IOStreams) *cobra.Command {
+	var s stackFlags
+	cmd := &cobra.Command{
+		Use:   "preview",
+		Short: "show what fleet up would change, drift included",
+		Args:  cli.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return runPreview(cmd.Context(), &s, ios)
+		},
+	}
+	s.add(cmd.Flags(), true)
+	return cmd
+}
+
+func runPreview(ctx context.Context, s *stackFlags, ios *cli.IOStreams) error {
 	stdout := ios.Out
-	s := newStackFlags("preview", stdout, true)
-	st, err := s.parse(args, stdout)
+	st, err := s.load(stdout)
 	if err != nil {
 		return err
 	}
@@ -235,17 +240,32 @@ func runPreview(ctx context.Context, args []string, ios *cli.IOStreams) error {
 	return nil
 }
 
-func runDestroy(ctx context.Context, args []string, ios *cli.IOStreams) error {
+// destroyCommand is fleet destroy.
+func destroyCommand(ios *cli.IOStreams) *cobra.Command {
+	var s stackFlags
+	var yes bool
+	cmd := &cobra.Command{
+		Use:   "destroy",
+		Short: "destroy the stack's boxes (static servers are left as they are)",
+		Args:  cli.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return runDestroy(cmd.Context(), &s, yes, ios)
+		},
+	}
+	s.add(cmd.Flags(), false)
+	cmd.Flags().BoolVar(&yes, "yes", false, "destroy boxes that serve listeners without asking")
+	return cmd
+}
+
+func runDestroy(ctx context.Context, s *stackFlags, yes bool, ios *cli.IOStreams) error {
 	stdout := ios.Out
-	s := newStackFlags("destroy", stdout, false)
-	yes := s.fs.Bool("yes", false, "destroy boxes that serve listeners without asking")
-	st, err := s.parse(args, stdout)
+	st, err := s.load(stdout)
 	if err != nil {
 		return err
 	}
 	// The boxes it would destroy, and the listeners on them: asked for on
 	// a terminal, else --yes.
-	if err := guardDestroy(ctx, s, st, *yes, ios); err != nil {
+	if err := guardDestroy(ctx, s, st, yes, ios); err != nil {
 		return err
 	}
 	changes, err := st.Destroy(ctx)

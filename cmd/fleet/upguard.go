@@ -5,26 +5,12 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"slices"
 	"strings"
-	"time"
 
 	"github.com/relayfleet/relayfleet/infra/events"
 	"github.com/relayfleet/relayfleet/infra/program"
-	"github.com/relayfleet/relayfleet/infra/provider"
 	"github.com/relayfleet/relayfleet/internal/cli"
 )
-
-// doomedBox is a box an up would replace or destroy, with the listeners
-// its relays serve (err: they could not be read).
-type doomedBox struct {
-	program.Doomed
-	listeners int64
-	err       error
-}
-
-// probeWait bounds reading the listeners of the boxes that would go.
-const probeWait = time.Minute
 
 // guardUp previews the up and, when it would replace or destroy boxes,
 // shows them with their listeners and asks before going ahead (or needs
@@ -47,7 +33,7 @@ func guardDestroy(ctx context.Context, s *stackFlags, st *program.Stack, yes boo
 	if err != nil {
 		return err
 	}
-	doomed = slices.DeleteFunc(doomed, func(d program.Doomed) bool { return d.Backend == provider.BackendStatic })
+	doomed = program.DestroyedBoxes(doomed)
 	if len(doomed) == 0 {
 		return nil
 	}
@@ -56,73 +42,50 @@ func guardDestroy(ctx context.Context, s *stackFlags, st *program.Stack, yes boo
 }
 
 // doomedListeners reads the listeners of each doomed box from its relays'
-// /stats over SSH, finding the box in the stack's hosts output (the
-// backend's record: an empty state dir pointed at the backend finds it
-// too).
-func doomedListeners(ctx context.Context, s *stackFlags, st *program.Stack, doomed []program.Doomed) []doomedBox {
-	ctx, cancel := context.WithTimeout(ctx, probeWait)
-	defer cancel()
-	known := map[string]program.HostEntry{}
-	if outs, err := st.ReadOutputs(ctx, nil); err == nil && len(outs) > 0 {
-		hosts, _ := outs[0].Hosts()
-		for _, h := range hosts {
-			known[h.Name] = h
-		}
-	}
-	probes := map[string]*events.SSHProbe{} // one per backend: each logs in its own way
+// /stats over SSH (program.DoomedListeners), one prober per backend:
+// each logs in its own way.
+func doomedListeners(ctx context.Context, s *stackFlags, st *program.Stack, doomed []program.Doomed) []program.DoomedBox {
+	probes := map[string]*events.SSHProbe{}
 	defer func() {
 		for _, p := range probes {
 			p.Close()
 		}
 	}()
-	out := make([]doomedBox, len(doomed))
-	for i, d := range doomed {
-		out[i].Doomed = d
-		h, ok := known[d.Name]
-		if !ok {
-			out[i].err = fmt.Errorf("not among the stack's recorded hosts")
-			continue
-		}
-		p := probes[h.Backend]
+	return st.DoomedListeners(ctx, doomed, func(backend string) program.ListenerProber {
+		p := probes[backend]
 		if p == nil {
 			cfg := s.labConfig(st)
 			p = &events.SSHProbe{Lab: cfg, KeyFile: cfg.SSHKeyFile}
-			probes[h.Backend] = p
+			probes[backend] = p
 		}
-		out[i].listeners, out[i].err = p.Listeners(ctx, []program.HostEntry{h})
-	}
-	return out
+		return p
+	})
 }
 
 // confirmDoomed shows the boxes an up would replace or destroy and the
 // listeners they serve. Boxes that serve none (read, not guessed) go
 // without a question; otherwise yes goes ahead, a terminal is asked, and
 // without either the up is refused.
-func confirmDoomed(w io.Writer, in io.Reader, terminal, yes bool, boxes []doomedBox) error {
+func confirmDoomed(w io.Writer, in io.Reader, terminal, yes bool, boxes []program.DoomedBox) error {
 	return confirmGoing(w, in, terminal, yes, boxes, "up", "replace or destroy")
 }
 
 // confirmGoing is confirmDoomed for command cmd, which would verb the
 // boxes.
-func confirmGoing(w io.Writer, in io.Reader, terminal, yes bool, boxes []doomedBox, cmd, verb string) error {
+func confirmGoing(w io.Writer, in io.Reader, terminal, yes bool, boxes []program.DoomedBox, cmd, verb string) error {
 	fmt.Fprintf(w, "%s would %s %s:\n", cmd, verb, plural(len(boxes), "box", "boxes"))
-	var serving []string
-	var total int64
 	for _, b := range boxes {
 		what := b.Op
 		if len(b.Keys) > 0 {
 			what += " (" + strings.Join(b.Keys, ", ") + ")"
 		}
-		held := plural(int(b.listeners), "listener", "listeners")
-		if b.err != nil {
-			held = "listeners unknown: " + oneLine(b.err)
+		held := plural(int(b.Listeners), "listener", "listeners")
+		if b.Err != nil {
+			held = "listeners unknown: " + oneLine(b.Err)
 		}
 		fmt.Fprintf(w, "  %-16s %-28s %s\n", b.Name, what, held)
-		if b.err != nil || b.listeners > 0 {
-			serving = append(serving, b.Name)
-			total += b.listeners
-		}
 	}
+	serving, total := program.Serving(boxes)
 	if len(serving) == 0 {
 		fmt.Fprintln(w, "none serves listeners: going ahead")
 		return nil

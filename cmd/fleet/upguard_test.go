@@ -2,33 +2,30 @@ package main
 
 import (
 	"bytes"
-	"context"
 	"errors"
-	"io"
 	"os"
 	"strings"
 	"testing"
 
 	"github.com/relayfleet/relayfleet/infra/program"
 	"github.com/relayfleet/relayfleet/internal/cli"
-	"github.com/relayfleet/relayfleet/internal/testutil"
 )
 
-func doomed(name, op string, listeners int64, err error, keys ...string) doomedBox {
-	return doomedBox{Doomed: program.Doomed{Name: name, Op: op, Keys: keys}, listeners: listeners, err: err}
+func doomed(name, op string, listeners int64, err error, keys ...string) program.DoomedBox {
+	return program.DoomedBox{Doomed: program.Doomed{Name: name, Op: op, Keys: keys}, Listeners: listeners, Err: err}
 }
 
 // TestConfirmDoomed: fleet up goes ahead by itself only when the boxes it
 // replaces or destroys serve nobody; otherwise it needs --yes or a yes
 // typed on a terminal, and without a terminal it refuses in one line.
 func TestConfirmDoomed(t *testing.T) {
-	serving := []doomedBox{
+	serving := []program.DoomedBox{
 		doomed("lab-steady-1", program.OpReplace, 3, nil, "shape"),
 		doomed("lab-steady-2", program.OpReplace, 0, nil, "shape"),
 	}
 	for _, tc := range []struct {
 		name     string
-		boxes    []doomedBox
+		boxes    []program.DoomedBox
 		terminal bool
 		yes      bool
 		typed    string
@@ -40,8 +37,8 @@ func TestConfirmDoomed(t *testing.T) {
 		{"terminal, y typed", serving, true, false, "y\n", ""},
 		{"terminal, no typed", serving, true, false, "no\n", "not confirmed"},
 		{"terminal, nothing typed", serving, true, false, "", "not confirmed"},
-		{"no listeners anywhere", []doomedBox{doomed("a-1", program.OpDelete, 0, nil)}, false, false, "", ""},
-		{"listeners unknown count as serving", []doomedBox{doomed("a-1", program.OpDelete, 0, errors.New("ssh: no route"))}, false, false, "", "(a-1, 0 listeners)"},
+		{"no listeners anywhere", []program.DoomedBox{doomed("a-1", program.OpDelete, 0, nil)}, false, false, "", ""},
+		{"listeners unknown count as serving", []program.DoomedBox{doomed("a-1", program.OpDelete, 0, errors.New("ssh: no route"))}, false, false, "", "(a-1, 0 listeners)"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var out bytes.Buffer
@@ -59,7 +56,7 @@ func TestConfirmDoomed(t *testing.T) {
 					t.Errorf("output does not show %s:\n%s", b.Name, out.String())
 				}
 			}
-			if tc.boxes[0].err == nil && !strings.Contains(out.String(), " listeners") {
+			if tc.boxes[0].Err == nil && !strings.Contains(out.String(), " listeners") {
 				t.Errorf("output does not show the listeners:\n%s", out.String())
 			}
 			if asked := strings.Contains(out.String(), "Type yes"); asked != (tc.terminal && !tc.yes) {
@@ -94,7 +91,7 @@ func TestStdinTerminal(t *testing.T) {
 // their listeners and, when any serves listeners, asks on a terminal or
 // needs --yes; without either it refuses in one line.
 func TestConfirmDestroy(t *testing.T) {
-	boxes := []doomedBox{doomed("lab-s-a-1", program.OpDelete, 4, nil), doomed("lab-s-a-2", program.OpDelete, 0, nil)}
+	boxes := []program.DoomedBox{doomed("lab-s-a-1", program.OpDelete, 4, nil), doomed("lab-s-a-2", program.OpDelete, 0, nil)}
 	var out bytes.Buffer
 	err := confirmGoing(&out, strings.NewReader(""), false, false, boxes, "destroy", "destroy")
 	if err == nil || err.Error() != "flag --yes: destroy would destroy 1 box serving listeners or whose listeners could not be read (lab-s-a-1, 4 listeners): confirm on a terminal or give --yes" {
@@ -112,34 +109,5 @@ func TestConfirmDestroy(t *testing.T) {
 	}
 	if err := confirmGoing(&out, strings.NewReader(""), false, true, boxes, "destroy", "destroy"); err != nil {
 		t.Errorf("--yes: %v", err)
-	}
-}
-
-// TestDoomedListenersReadTheStack: the boxes an up or destroy would take
-// down are found in the stack's hosts output, so a state dir that holds
-// only the backend (a second machine, a lost cache) still probes them
-// instead of calling every box "not among the stack's recorded hosts".
-// The box's sshd is a closed port: the probe is tried and fails on it.
-func TestDoomedListenersReadTheStack(t *testing.T) {
-	testutil.Short(t, "make test-long (runs the Pulumi CLI)")
-	f, _, state := cloudFleetFiles(t)
-	closed := "127.0.0.1:" + testutil.FreePort(t)
-	putStack(t, state, f, "cloud", map[string]any{"fleet": "cloud", "hosts": []any{map[string]any{
-		"name": "cloud-s-fsn-1", "group": "fsn", "backend": "hcloud", "address": "127.0.0.1",
-		"sshAddress": closed, "hostKey": "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOMqqnkVzrm0SdG6UOoqKLsabgH5C9okWi0dh2l9GKJl", "user": "root", "ports": []int{4443}}}})
-	s := newStackFlags("destroy", io.Discard, true)
-	st := &program.Stack{Fleet: f, Name: "cloud", StateDir: state}
-	boxes := doomedListeners(context.Background(), s, st, []program.Doomed{
-		{Name: "cloud-s-fsn-1", Op: "delete", Backend: "hcloud"},
-		{Name: "cloud-s-fsn-9", Op: "delete", Backend: "hcloud"},
-	})
-	if len(boxes) != 2 {
-		t.Fatalf("%d boxes, want 2", len(boxes))
-	}
-	if boxes[0].err == nil || strings.Contains(boxes[0].err.Error(), "not among") {
-		t.Errorf("the stack's box: %v, want the probe's failure on its closed ssh port", boxes[0].err)
-	}
-	if boxes[1].err == nil || !strings.Contains(boxes[1].err.Error(), "not among") {
-		t.Errorf("a box the stack does not list: %v, want not among the stack's hosts", boxes[1].err)
 	}
 }

@@ -1,0 +1,95 @@
+package provision
+
+import (
+	"context"
+	"sync"
+
+	"github.com/relayfleet/relayfleet/sysctl"
+)
+
+// HostStatus is one target's status (Status), or why it could not be
+// read.
+type HostStatus struct {
+	Host string
+	BoxStatus
+	Err error
+}
+
+// FleetStatus reads the status of every target at once (Status against
+// profile prof and the default releases), in the targets' order. A host
+// that cannot be read does not stop the others: its Err says why.
+func FleetStatus(ctx context.Context, targets []Target, prof sysctl.Profile) []HostStatus {
+	out := make([]HostStatus, len(targets))
+	var wg sync.WaitGroup
+	for i, t := range targets {
+		wg.Go(func() {
+			st, err := Status(ctx, t.Run, prof, Releases{})
+			out[i] = HostStatus{Host: t.Host.String(), BoxStatus: st, Err: err}
+		})
+	}
+	wg.Wait()
+	return out
+}
+
+// CurrentReleases reads every target's current release at once
+// (Releases.Current), in the targets' order; errs[i], when not nil, says
+// why target i's could not be read.
+func CurrentReleases(ctx context.Context, targets []Target, rel Releases) (current []string, errs []error) {
+	current, errs = make([]string, len(targets)), make([]error, len(targets))
+	var wg sync.WaitGroup
+	for i, t := range targets {
+		wg.Go(func() { current[i], _, errs[i] = rel.Current(ctx, t.Run) })
+	}
+	wg.Wait()
+	return current, errs
+}
+
+// Dropping is how many of the box's relay processes dropped datagrams at
+// a full receive buffer since they started.
+func (b BoxStatus) Dropping() int {
+	n := 0
+	for _, p := range b.Processes {
+		if p.Drops > 0 {
+			n++
+		}
+	}
+	return n
+}
+
+// Behind is how many of the box's processes run another release than
+// its current one (a rollout was cut off), and how many are draining:
+// fleet converge, or the rollout run again, finishes the job.
+func (b BoxStatus) Behind() (stale, draining int) {
+	for _, p := range b.Processes {
+		if p.Stale {
+			stale++
+		}
+		if p.Draining {
+			draining++
+		}
+	}
+	return stale, draining
+}
+
+// Tally counts the outcomes of ConvergeFleet: hosts that failed, hosts
+// that changed (or, checked, would change), and hosts that had nothing
+// to change.
+type Tally struct {
+	Changed, Unchanged, Failed int
+}
+
+// TallyResults counts rs.
+func TallyResults(rs []HostResult) Tally {
+	var t Tally
+	for _, r := range rs {
+		switch {
+		case r.Err != nil:
+			t.Failed++
+		case r.Report != nil && len(r.Report.Changes) > 0:
+			t.Changed++
+		default:
+			t.Unchanged++
+		}
+	}
+	return t
+}

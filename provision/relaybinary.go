@@ -1,0 +1,41 @@
+package provision
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+)
+
+// ErrNoRelay is RelayBinary's error when no path was given and no relay
+// build lies beside the running binary.
+var ErrNoRelay = errors.New("no relay")
+
+// RelayBinary finds the relay build a command releases or runs: path, or,
+// when path is "", relay beside the running binary (where make build puts
+// both). It returns the build's absolute path once it has checked that
+// the file is a Linux executable (an ELF file); a missing default wraps
+// ErrNoRelay.
+func RelayBinary(path string) (string, error) {
+	if path == "" {
+		exe, err := os.Executable()
+		if err != nil {
+			return "", fmt.Errorf("find the running binary: %w", err)
+		}
+		path = filepath.Join(filepath.Dir(exe), "relay")
+		if _, err := os.Stat(path); err != nil {
+			return "", fmt.Errorf("%w beside %s", ErrNoRelay, exe)
+		}
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	magic := make([]byte, 4)
+	if _, err := io.ReadFull(f, magic); err != nil || string(magic) != "\x7fELF" {
+		return "", fmt.Errorf("%s is not a Linux executable", path)
+	}
+	return filepath.Abs(path)
+}
