@@ -71,6 +71,7 @@ func acksFor10Packets(t *testing.T, ctx context.Context, srv, cli *Conn) uint64 
 // half the ACKs; one that does not, or one not asked, acknowledges each
 // packet. The server's probe timeout allows for the delay it asked.
 func TestRelayfleetAckFrequencyHalvesAcks(t *testing.T) {
+	waitTransportsClosed(t) // before the pairs' cleanups, so it runs after them
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	for _, tc := range []struct {
@@ -98,6 +99,7 @@ func TestRelayfleetAckFrequencyHalvesAcks(t *testing.T) {
 // min_ack_delay advertised, or at 2^14 ms or above, is a protocol
 // violation.
 func TestRelayfleetAckFrequencyBadRequest(t *testing.T) {
+	waitTransportsClosed(t) // before the pairs' cleanups, so it runs after them
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	_, cli := ackFrequencyPair(t, ctx, 0, true)
