@@ -81,7 +81,9 @@ func TestRelayfleetAckFrequencyHalvesAcks(t *testing.T) {
 		lo, hi    uint64
 		ptoDelay  time.Duration
 	}{
-		{"asked, honoured", 100 * time.Millisecond, true, 4, 6, 100 * time.Millisecond},
+		// 4-6 on an idle machine; 7 seen under load (load average 10 on 2
+		// cores), still short of the 9 of a client that does not honour it
+		{"asked, honoured", 100 * time.Millisecond, true, 4, 7, 100 * time.Millisecond},
 		{"asked, not honoured", 100 * time.Millisecond, false, 9, 11, protocol.DefaultMaxAckDelay + protocol.TimerGranularity},
 		{"honoured, not asked", 0, true, 9, 11, protocol.DefaultMaxAckDelay + protocol.TimerGranularity},
 	} {
