@@ -24,7 +24,16 @@ test: ## unit tests with the race detector, plus the architecture rules; as root
 	@if [ "$$CI" = true ]; then $(MAKE) --no-print-directory pulumi; fi
 	$(GO) test -race -short ./...
 	$(GO) -C third_party/quic-go test -race -run TestRelayfleet . ./internal/ackhandler/
+	$(MAKE) --no-print-directory quic-go-test
 	@if [ "$$CI" = true ]; then $(MAKE) --no-print-directory test-long; fi
+
+.PHONY: quic-go-test build-stockquic
+
+quic-go-test: ## quic-go's own tests and the patch's, -short, in the patched copy (third_party/quic-go; docs/quic-go-patch.md), integration tests' timings x5 (TIMESCALE_FACTOR), 1-2 minutes
+	TIMESCALE_FACTOR=$${TIMESCALE_FACTOR:-5} $(GO) -C third_party/quic-go test -short ./...
+
+build-stockquic: ## build everything against the quic-go release instead of the patched copy (go.stock.mod, tag stockquic: the patch's features off)
+	$(GO) build -modfile=go.stock.mod -tags stockquic ./...
 
 test-long: ## the tests -short skips, except make test-hostile's and make test-listen's: the relay binary, the heavy mass-disconnect test, the tests that run the Pulumi CLI, SIGINT/SIGTERM to every long-running fleet command (a few minutes)
 	$(GO) test -race -count=1 -timeout 10m -run 'TestServePublishListen|TestRestartedProcessResetsAndSIGTERMSheds' ./cmd/relay/

@@ -263,18 +263,7 @@ func (cfg *Config) budget(logger *slog.Logger) int64 {
 // own loop (one goroutine fewer per listener) and ACKs wait for the next
 // audio packet.
 func (cfg *Config) quicConfig() *quic.Config {
-	return &quic.Config{
-		MaxAckDelay:           cmp.Or(cfg.AckDelay, DefaultAckDelay),
-		AckElicitingThreshold: cmp.Or(cfg.AckThreshold, DefaultAckThreshold),
-		SendSynchronously:     !cfg.SendQueue,
-		PTOAckDelay:           cfg.PTOAckDelay,
-		// Listeners that support the ACK frequency extension are asked to
-		// acknowledge every other audio packet.
-		PeerMaxAckDelay:           max(0, cmp.Or(cfg.ListenerAckDelay, DefaultListenerAckDelay)),
-		PeerAckElicitingThreshold: cmp.Or(cfg.ListenerAckThreshold, DefaultListenerAckThreshold),
-		// A publisher's group streams get credit in batches.
-		BatchMaxStreams: true,
-		PTOAfterReads:   !cfg.PTOIgnoresReads,
+	qc := &quic.Config{
 		// A listener opens a handful of bidi streams (setup, subscribe,
 		// announce); an edge relay opens one per track it pulls.
 		MaxIncomingStreams:    100,
@@ -290,6 +279,8 @@ func (cfg *Config) quicConfig() *quic.Config {
 		EnableDatagrams:                  true, // required by WebTransport
 		EnableStreamResetPartialDelivery: true, // required by WebTransport
 	}
+	cfg.patchedQUIC(qc)
+	return qc
 }
 
 // DefaultGCPercent is the Go GC target Run sets unless GOGC is in the

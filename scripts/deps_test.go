@@ -1,6 +1,6 @@
 // Package scripts_test tests the shell scripts make runs: deps.sh, which
-// installs what make test and make demo need, and quic-go-patch.sh, which
-// prints the quic-go patch docs/quic-go-patch.md quotes.
+// installs what make test and make demo need, and quic-go-apply.sh, which
+// rebuilds and checks the quic-go copy from the release and the patch series.
 package scripts_test
 
 import (

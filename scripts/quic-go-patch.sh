@@ -1,7 +1,7 @@
 #!/bin/sh
 # Prints the relayfleet patch: every file of third_party/quic-go that is not
 # the release's (go.mod's quic-go version), as a unified diff against it
-# (docs/quic-go-patch.md quotes it; TestQuicGoCopyIsThePatch checks the list).
+# (the combined effect of the series third_party/quic-go-patches; scripts/quic-go-apply.sh --check holds the copy to it).
 # Usage: scripts/quic-go-patch.sh [--list]   (--list: the files only;
 # without it, the diff, our own new test files named but not printed)
 set -eu

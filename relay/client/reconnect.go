@@ -223,14 +223,14 @@ func KeepAlivePeriod(silence time.Duration) time.Duration {
 // router asked for another). Callers that dial QUIC themselves and hand
 // the connection to NewSession should start from it.
 func QUICConfig(silence time.Duration) *quic.Config {
-	return &quic.Config{
+	c := &quic.Config{
 		HandshakeIdleTimeout: 3 * time.Second,
 		MaxIdleTimeout:       30 * time.Second,
 		KeepAlivePeriod:      KeepAlivePeriod(silence),
 		EnableDatagrams:      true,
-		EnableAckFrequency:   true,
-		BatchMaxStreams:      true,
 	}
+	SetAckFrequency(c, true)
+	return c
 }
 
 // quicConfig is the QUIC configuration Dial uses.

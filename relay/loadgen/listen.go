@@ -465,7 +465,7 @@ func connect(ctx context.Context, o Options, res *client.Resolver, sh *shard, si
 	// probe halfway through a silence is what a relay restarted on the
 	// same port answers with a stateless reset.
 	qc := client.QUICConfig(o.Silence)
-	qc.EnableAckFrequency = !o.NoAckFrequency
+	client.SetAckFrequency(qc, !o.NoAckFrequency)
 	if o.TuneQUIC != nil {
 		o.TuneQUIC(qc)
 	}

@@ -1,3 +1,8 @@
+//go:build !stockquic
+
+// The patched quic-go's ACK and probe-timeout features are what this
+// file measures: not built with the stockquic tag (docs/quic-go-patch.md).
+
 package loadgen_test
 
 import (

@@ -111,12 +111,6 @@ func (s quicSession) OpenUniStream(ctx context.Context) (SendStream, error) {
 	return quicSend{st}, nil
 }
 
-// HoldLoop takes the connection's loop (quic.Conn.HoldLoop).
-func (s quicSession) HoldLoop() bool { return s.c.HoldLoop() }
-
-// ReleaseLoop sends what was written while held and gives the loop back.
-func (s quicSession) ReleaseLoop() { s.c.ReleaseLoop() }
-
 // TryOpenUniStream opens a stream if the peer's limit allows one now.
 func (s quicSession) TryOpenUniStream() (SendStream, error) {
 	st, err := s.c.OpenUniStream()

@@ -993,7 +993,7 @@ func (c *Conn) maybeResetTimer() {
 		deadline = t
 	}
 	if t := c.sentPacketHandler.GetLossDetectionTimeout(); !t.IsZero() {
-		if t.Before(c.ptoNotBefore) && c.ptoArmed() {
+		if !c.ptoNotBefore.IsZero() && t.Before(c.ptoNotBefore) && c.ptoArmed() {
 			t = c.ptoNotBefore // held back (Config.PTOAfterReads)
 		}
 		if t.Before(deadline) {
@@ -1045,7 +1045,9 @@ func (c *Conn) ptoHeld(deadline, now monotime.Time) bool {
 	if !c.ptoArmed() {
 		return false
 	}
-	return c.ptoNotBefore.After(now) || c.holdPTO(deadline, now)
+	// (a zero ptoNotBefore is no hold: monotime can be negative, under
+	// testing/synctest's clock)
+	return (!c.ptoNotBefore.IsZero() && c.ptoNotBefore.After(now)) || c.holdPTO(deadline, now)
 }
 
 // ptoArmed reports whether the loss detection timer is a probe timeout.

@@ -71,6 +71,7 @@ func acksFor10Packets(t *testing.T, ctx context.Context, srv, cli *Conn) uint64 
 // half the ACKs; one that does not, or one not asked, acknowledges each
 // packet. The server's probe timeout allows for the delay it asked.
 func TestRelayfleetAckFrequencyHalvesAcks(t *testing.T) {
+	waitTransportsClosed(t) // before the pairs' cleanups, so it runs after them
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	for _, tc := range []struct {
@@ -80,7 +81,9 @@ func TestRelayfleetAckFrequencyHalvesAcks(t *testing.T) {
 		lo, hi    uint64
 		ptoDelay  time.Duration
 	}{
-		{"asked, honoured", 100 * time.Millisecond, true, 4, 6, 100 * time.Millisecond},
+		// 4-6 on an idle machine; 7 seen under load (load average 10 on 2
+		// cores), still short of the 9 of a client that does not honour it
+		{"asked, honoured", 100 * time.Millisecond, true, 4, 7, 100 * time.Millisecond},
 		{"asked, not honoured", 100 * time.Millisecond, false, 9, 11, protocol.DefaultMaxAckDelay + protocol.TimerGranularity},
 		{"honoured, not asked", 0, true, 9, 11, protocol.DefaultMaxAckDelay + protocol.TimerGranularity},
 	} {
@@ -98,6 +101,7 @@ func TestRelayfleetAckFrequencyHalvesAcks(t *testing.T) {
 // min_ack_delay advertised, or at 2^14 ms or above, is a protocol
 // violation.
 func TestRelayfleetAckFrequencyBadRequest(t *testing.T) {
+	waitTransportsClosed(t) // before the pairs' cleanups, so it runs after them
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	_, cli := ackFrequencyPair(t, ctx, 0, true)

@@ -67,8 +67,11 @@ func TestRelayfleetHoldLoopSendsOnRelease(t *testing.T) {
 		t.Fatalf("%d packets sent while the loop was held, want none", n)
 	}
 	srv.ReleaseLoop()
-	if n := gc.sent.Load() - before; n != 1 {
-		t.Fatalf("ReleaseLoop returned with %d packets sent, want the stream's one", n)
+	// the stream's packet, and on a loaded machine maybe an ACK or a
+	// probe that came due meanwhile (3 seen at load average 9); none if
+	// ReleaseLoop left the sending to the loop
+	if n := gc.sent.Load() - before; n < 1 {
+		t.Fatalf("ReleaseLoop returned with %d packets sent, want the stream's", n)
 	}
 	rs, err := cli.AcceptUniStream(ctx)
 	if err != nil {

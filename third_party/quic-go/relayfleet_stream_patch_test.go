@@ -192,6 +192,7 @@ func TestRelayfleetSendStreamWriteWaits(t *testing.T) {
 // connection closed from another goroutine ends at once, and its peer
 // hears the close.
 func TestRelayfleetSyncLoopWakes(t *testing.T) {
+	waitTransportsClosed(t)
 	ln, err := ListenAddr("127.0.0.1:0", &tls.Config{
 		Certificates: []tls.Certificate{selfSigned(t)}, NextProtos: []string{"t"},
 	}, &Config{SendSynchronously: true, MaxAckDelay: 200 * time.Millisecond})
@@ -319,6 +320,7 @@ func TestRelayfleetPTOAckDelay(t *testing.T) {
 // with AckElicitingThreshold 10 (the server's max ack delay is long, so
 // its timer sends none meanwhile).
 func TestRelayfleetAckElicitingThreshold(t *testing.T) {
+	waitTransportsClosed(t)
 	const writes = 40
 	sent := map[int]uint64{}
 	for _, threshold := range []int{0, 10} {
@@ -375,4 +377,16 @@ func TestRelayfleetAckElicitingThreshold(t *testing.T) {
 	if sent[0] < 16 || 2*sent[10] > sent[0] {
 		t.Fatalf("packets the server sent for %d ack-eliciting ones: %d with the default threshold (want 16 or more), %d with 10 (want at most half the default's)", writes, sent[0], sent[10])
 	}
+}
+
+// waitTransportsClosed makes the test wait at its end, up to 2 s, for the
+// transports that ListenAddr and DialAddr made to stop: they stop after
+// their listener or connection closes, on goroutines of their own, and
+// upstream's TestMain (quic_test.go) fails on one still running.
+func waitTransportsClosed(t *testing.T) {
+	t.Cleanup(func() {
+		for deadline := time.Now().Add(2 * time.Second); areTransportsRunning() && time.Now().Before(deadline); {
+			time.Sleep(10 * time.Millisecond)
+		}
+	})
 }

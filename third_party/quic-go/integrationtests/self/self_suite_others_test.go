@@ -1,0 +1,7 @@
+//go:build !linux
+
+package self_test
+
+func isPermissionError(err error) bool {
+	return false
+}
