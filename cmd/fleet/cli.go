@@ -50,11 +50,17 @@ func commands() []command {
 		{"token", "mint a relay token signed with the fleet's key: --publish PREFIX | --subscribe PREFIX [--ttl D]", runToken},
 		{"auth", "the fleet's relay auth key: rotate [--overlap 24h] | show (key ids) | export --out FILE (for origins)", runAuth},
 		{"destroy", "destroy the stack's boxes (static servers are left as they are)", runDestroy},
-		{"events", "burst capacity for scheduled events: reconcile (every minute) | status | report | install", runEvents},
-		{"burst", "bring an event's burst boxes up or down now, or size it again: up | down | resize --event NAME", runBurst},
 		{"loadtest", "measure a box or a relay process: the load curve (listeners against CPU, RSS, drops), calibration.yaml for plan, loadtest.svg", runLoadtest},
 		{"monitor", "Prometheus targets (every relay process of every stack), rules and alerts, and the Grafana dashboard: --out DIR", runMonitor},
 		{"lab", "boxes on this machine for the demo and tests: up N | down | status | ssh BOX (root)", runLab},
+	}
+}
+
+// cobraCommands are the commands built as cobra commands: each declares
+// its own flags and subcommands, and cobra parses them.
+func cobraCommands(ios *cli.IOStreams) []*cobra.Command {
+	return []*cobra.Command{
+		eventsCommand(ios), burstCommand(ios),
 	}
 }
 
@@ -62,8 +68,6 @@ func commands() []command {
 var subcommands = map[string][]string{
 	"secret": {"set"},
 	"auth":   {"rotate", "show", "export"},
-	"events": {"reconcile", "status", "report", "install"},
-	"burst":  {"up", "down", "resize"},
 	"lab":    {"up", "down", "status", "ssh"},
 }
 
@@ -77,6 +81,7 @@ func execute(ctx context.Context, args []string, ios *cli.IOStreams) int {
 // and cobra's help and completion.
 func rootCommand(ios *cli.IOStreams) *cobra.Command {
 	root := cli.NewRoot("fleet", "relayfleet's operator tool", version.String(), ios)
+	root.AddCommand(cobraCommands(ios)...)
 	for _, c := range commands() {
 		root.AddCommand(&cobra.Command{
 			Use:                c.name,

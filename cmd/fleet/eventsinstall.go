@@ -12,6 +12,9 @@ import (
 	"path/filepath"
 	"strings"
 	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
 
 	"github.com/relayfleet/relayfleet/infra/program"
 	"github.com/relayfleet/relayfleet/internal/atomicfile"
@@ -33,27 +36,54 @@ var reconcilerFlags = map[string]string{
 	"EnvironmentFile": "--environment-file",
 }
 
-// runEventsInstall writes the systemd service and timer that run fleet
-// events reconcile every --interval on this host, then enables the timer.
-func runEventsInstall(ctx context.Context, args []string, stdout io.Writer) error {
-	fs := newFlags("events install", stdout)
-	events := fs.String("events", "", "events file the reconciler follows (required)")
-	stateDir := fs.String("state-dir", "", "state directory the reconciler uses (default $"+program.StateDirEnv+", else ~/.local/state/relayfleet of the user running install)")
-	fleetBinary := fs.String("fleet-binary", "", "the fleet binary the timer runs (default: this one)")
-	interval := fs.Duration("interval", units.DefaultReconcileInterval, "how often the reconciler runs (at least "+units.MinReconcileInterval.String()+")")
-	userName := fs.String("user", "", "user the reconciler runs as (default root; lab events need root)")
-	envFile := fs.String("environment-file", "", "file with HCLOUD_TOKEN=, DIGITALOCEAN_TOKEN=, PULUMI_CONFIG_PASSPHRASE= lines: root's, mode 0600, in directories only root can write (systemd reads it for a service run as root)")
-	unitDir := fs.String("unit-dir", units.ReconcilerDir, "where the unit files are written")
-	noEnable := fs.Bool("no-enable", false, "write the unit files only: no systemctl daemon-reload, no enable --now")
-	extra, err := parseInstallArgs(fs, args)
-	if err != nil {
-		return err
-	}
+// installFlags are the flags of fleet events install.
+type installFlags struct {
+	events, stateDir, fleetBinary, user, envFile, unitDir string
+	interval                                              time.Duration
+	noEnable                                              bool
+}
 
-	if *events == "" {
+// eventsInstallCommand is fleet events install [-- RECONCILE-FLAGS].
+func eventsInstallCommand(ios *cli.IOStreams) *cobra.Command {
+	var f installFlags
+	cmd := &cobra.Command{
+		Use:   "install",
+		Short: "the systemd timer that runs reconcile every minute",
+		Long: `Write the systemd service and timer that run fleet events reconcile every
+--interval on this host, then enable the timer. Arguments after -- are
+further reconcile flags (such as --lab-dir DIR), passed as they are.`,
+		Args: func(cmd *cobra.Command, args []string) error {
+			if len(args) > 0 && cmd.ArgsLenAtDash() != 0 {
+				return usagef("unexpected argument %q (reconcile flags go after --)", args[0])
+			}
+			return nil
+		},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return runEventsInstall(cmd.Context(), &f, args, ios.Out)
+		},
+	}
+	fs := cmd.Flags()
+	fs.StringVar(&f.events, "events", "", "events file the reconciler follows (required)")
+	fs.StringVar(&f.stateDir, "state-dir", "", "state directory the reconciler uses (default $"+program.StateDirEnv+", else ~/.local/state/relayfleet of the user running install)")
+	fs.StringVar(&f.fleetBinary, "fleet-binary", "", "the fleet binary the timer runs (default: this one)")
+	fs.DurationVar(&f.interval, "interval", units.DefaultReconcileInterval, "how often the reconciler runs (at least "+units.MinReconcileInterval.String()+")")
+	cli.Ranged(fs, "interval", cli.Durations(units.MinReconcileInterval, 24*time.Hour))
+	fs.StringVar(&f.user, "user", "", "user the reconciler runs as (default root; lab events need root)")
+	fs.StringVar(&f.envFile, "environment-file", "", "file with HCLOUD_TOKEN=, DIGITALOCEAN_TOKEN=, PULUMI_CONFIG_PASSPHRASE= lines: root's, mode 0600, in directories only root can write (systemd reads it for a service run as root)")
+	fs.StringVar(&f.unitDir, "unit-dir", units.ReconcilerDir, "where the unit files are written")
+	fs.BoolVar(&f.noEnable, "no-enable", false, "write the unit files only: no systemctl daemon-reload, no enable --now")
+	return cmd
+}
+
+// runEventsInstall writes the systemd service and timer that run fleet
+// events reconcile every --interval on this host, then enables the timer;
+// extra are the arguments after --.
+func runEventsInstall(ctx context.Context, f *installFlags, extra []string, stdout io.Writer) error {
+	var err error
+	if f.events == "" {
 		return usagef("flag --events: required")
 	}
-	eventsPath, err := installPath("--events", *events)
+	eventsPath, err := installPath("--events", f.events)
 	if err != nil {
 		return err
 	}
@@ -65,7 +95,7 @@ func runEventsInstall(ctx context.Context, args []string, stdout io.Writer) erro
 		return err
 	}
 
-	state := *stateDir
+	state := f.stateDir
 	if state == "" {
 		if state, err = program.DefaultStateDir(); err != nil {
 			return usagef("flag --state-dir: %v", err)
@@ -75,7 +105,7 @@ func runEventsInstall(ctx context.Context, args []string, stdout io.Writer) erro
 		return usagef("flag --state-dir: %v", err)
 	}
 
-	fleetPath := *fleetBinary
+	fleetPath := f.fleetBinary
 	if fleetPath == "" {
 		if fleetPath, err = os.Executable(); err != nil {
 			return usagef("flag --fleet-binary: %v; give the fleet binary's path", err)
@@ -88,17 +118,17 @@ func runEventsInstall(ctx context.Context, args []string, stdout io.Writer) erro
 		return usagef("flag --fleet-binary: %s is not executable", fleetPath)
 	}
 
-	if *interval < units.MinReconcileInterval {
-		return usagef("flag --interval: at least %s, got %s", units.MinReconcileInterval, *interval)
+	if f.interval < units.MinReconcileInterval {
+		return usagef("flag --interval: at least %s, got %s", units.MinReconcileInterval, f.interval)
 	}
 
-	if *userName != "" && !*noEnable {
-		if _, err := user.Lookup(*userName); err != nil {
+	if f.user != "" && !f.noEnable {
+		if _, err := user.Lookup(f.user); err != nil {
 			return usagef("flag --user: %v", err)
 		}
 	}
 
-	env := *envFile
+	env := f.envFile
 	if env != "" {
 		if env, err = installPath("--environment-file", env); err != nil {
 			return err
@@ -108,15 +138,15 @@ func runEventsInstall(ctx context.Context, args []string, stdout io.Writer) erro
 		}
 	}
 
-	if fi, err := os.Stat(*unitDir); err != nil {
+	if fi, err := os.Stat(f.unitDir); err != nil {
 		return usagef("flag --unit-dir: %v", err)
 	} else if !fi.IsDir() {
-		return usagef("flag --unit-dir: %s is not a directory", *unitDir)
+		return usagef("flag --unit-dir: %s is not a directory", f.unitDir)
 	}
 
 	files, err := units.RenderReconciler(units.Reconciler{
-		Fleet: fleetPath, Events: eventsPath, StateDir: state, Interval: *interval,
-		User: *userName, EnvironmentFile: env, ExtraArgs: extra,
+		Fleet: fleetPath, Events: eventsPath, StateDir: state, Interval: f.interval,
+		User: f.user, EnvironmentFile: env, ExtraArgs: extra,
 	})
 	var fe *units.FieldError
 	if errors.As(err, &fe) {
@@ -132,14 +162,14 @@ func runEventsInstall(ctx context.Context, args []string, stdout io.Writer) erro
 		return err
 	}
 
-	for _, f := range files {
-		path := filepath.Join(*unitDir, filepath.Base(f.Path))
-		if err := atomicfile.Write(path, f.Data, 0o644); err != nil {
+	for _, file := range files {
+		path := filepath.Join(f.unitDir, filepath.Base(file.Path))
+		if err := atomicfile.Write(path, file.Data, 0o644); err != nil {
 			return err
 		}
 		fmt.Fprintf(stdout, "wrote %s\n", path)
 	}
-	if *noEnable {
+	if f.noEnable {
 		fmt.Fprintf(stdout, "not enabled (--no-enable); to start it: systemctl daemon-reload && systemctl enable --now %s\n", units.ReconcilerTimer)
 	} else {
 		for _, args := range [][]string{{"daemon-reload"}, {"enable", "--now", units.ReconcilerTimer}} {
@@ -147,7 +177,7 @@ func runEventsInstall(ctx context.Context, args []string, stdout io.Writer) erro
 				return err
 			}
 		}
-		fmt.Fprintf(stdout, "enabled and started %s: fleet events reconcile runs every %s\n", units.ReconcilerTimer, *interval)
+		fmt.Fprintf(stdout, "enabled and started %s: fleet events reconcile runs every %s\n", units.ReconcilerTimer, f.interval)
 	}
 	fmt.Fprintf(stdout, "watch it: systemctl list-timers %s\n", units.ReconcilerTimer)
 	fmt.Fprintf(stdout, "its runs: journalctl -u %s\n", units.ReconcilerService)
@@ -204,22 +234,6 @@ func fileOwner(fi os.FileInfo) uint32 {
 		return st.Uid
 	}
 	return ^uint32(0)
-}
-
-// parseInstallArgs parses args and returns the arguments after "--", which
-// fleet events install passes through to the reconciler.
-func parseInstallArgs(fs flags, args []string) ([]string, error) {
-	if err := fs.Parse(args); err != nil {
-		return nil, fs.parse(args) // again, for parse's help text and one-line errors
-	}
-	if err := cli.CheckRanges(fs.FlagSet, flagRanges[fs.Name()]); err != nil {
-		return nil, err
-	}
-	rest := fs.Args()
-	if n := len(args) - len(rest); len(rest) > 0 && (n == 0 || args[n-1] != "--") {
-		return nil, usagef("unexpected argument %q (reconcile flags go after --)", rest[0])
-	}
-	return rest, nil
 }
 
 // installPath checks that path names a file (not a directory) and returns

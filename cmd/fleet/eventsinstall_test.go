@@ -18,7 +18,9 @@ const installEventsFile = "../../inventories/events.yaml"
 func installEvents(t *testing.T, args ...string) (string, error) {
 	t.Helper()
 	var out bytes.Buffer
-	err := runEventsInstall(context.Background(), args, &out)
+	root := rootCommand(outStreams(&out))
+	root.SetArgs(append([]string{"events", "install"}, args...))
+	_, err := root.ExecuteContextC(context.Background())
 	return out.String(), err
 }
 

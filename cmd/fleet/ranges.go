@@ -6,7 +6,6 @@ import (
 	"github.com/relayfleet/relayfleet/internal/cli"
 	"github.com/relayfleet/relayfleet/inventories"
 	"github.com/relayfleet/relayfleet/relay"
-	"github.com/relayfleet/relayfleet/units"
 )
 
 // flagRanges are the values the commands' numeric flags accept, keyed by
@@ -34,11 +33,6 @@ var flagRanges = map[string]map[string]cli.Range{
 		"overlap":  cli.Durations(0, maxTokenTTL),
 		"parallel": parallelRange,
 	},
-	"events install":   {"interval": cli.Durations(units.MinReconcileInterval, 24*time.Hour)},
-	"events reconcile": {"lease-ttl": leaseRange},
-	"burst up":         {"drain-time": drainRange, "lease-ttl": leaseRange},
-	"burst down":       {"drain-time": drainRange, "lease-ttl": leaseRange},
-	"burst resize":     {"drain-time": drainRange, "lease-ttl": leaseRange},
 	"lab cloud hcloud|digitalocean --listen ADDR": {"ram-scale": cli.Floats(0.01, 1)},
 	"loadtest": {
 		"step-duration": cli.Durations(2*time.Second, time.Hour),
