@@ -10,17 +10,14 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
-	"github.com/relayfleet/relayfleet/infra/backend"
 	"github.com/relayfleet/relayfleet/infra/events"
 	"github.com/relayfleet/relayfleet/infra/program"
-	"github.com/relayfleet/relayfleet/infra/provider"
 	"github.com/relayfleet/relayfleet/internal/cli"
 	"github.com/relayfleet/relayfleet/inventories"
 )
@@ -56,87 +53,44 @@ func (e *eventsFlags) add(fs *pflag.FlagSet) {
 	e.pulumiFlags.register(fs, true)
 }
 
-// reconciler builds the reconciler and its clock from the parsed flags;
-// validate, when not nil, checks the command's own flags before anything
-// is looked up (the Pulumi CLI, the files).
-func (e *eventsFlags) reconciler(ctx context.Context, stdout io.Writer, validate func() error) (*events.Reconciler, time.Time, func(), error) {
+// open builds the reconciler from the parsed flags (events.Open), and
+// the time to reconcile for. Its log and Pulumi's progress go to stdout,
+// or nowhere when quiet (--json: stdout holds only the JSON). validate,
+// when not nil, checks the command's own flags before anything is looked
+// up (the Pulumi CLI, the files).
+func (e *eventsFlags) open(ctx context.Context, stdout io.Writer, quiet bool, validate func() error) (*events.Reconciler, time.Time, error) {
 	if e.events == "" {
-		return nil, time.Time{}, nil, usagef("flag --events: required")
+		return nil, time.Time{}, usagef("flag --events: required")
 	}
 	now := time.Now()
 	if e.now != "" {
 		t, err := time.Parse(time.RFC3339, e.now)
 		if err != nil {
-			return nil, time.Time{}, nil, usagef("flag --now: want an RFC 3339 time such as 2026-12-05T19:00:00Z, got %q", e.now)
+			return nil, time.Time{}, usagef("flag --now: want an RFC 3339 time such as 2026-12-05T19:00:00Z, got %q", e.now)
 		}
 		now = t
 	}
 	if validate != nil {
 		if err := validate(); err != nil {
-			return nil, time.Time{}, nil, err
+			return nil, time.Time{}, err
 		}
 	}
 	if err := e.check(); err != nil {
-		return nil, time.Time{}, nil, err
+		return nil, time.Time{}, err
 	}
-	cat, err := inventories.LoadCatalogue(inventories.Beside(e.events, inventories.ProvidersFile))
+	out := stdout
+	if quiet {
+		out = io.Discard
+	}
+	st, err := e.template(nil, nil, out)
 	if err != nil {
-		return nil, time.Time{}, nil, err
+		return nil, time.Time{}, err
 	}
-	evs, fleet, err := inventories.LoadEvents(e.events, cat)
-	if err != nil {
-		return nil, time.Time{}, nil, err
-	}
-	cal, err := inventories.LoadCalibration(inventories.Beside(evs.FleetPath, inventories.CalibrationFile))
-	if err != nil {
-		return nil, time.Time{}, nil, err
-	}
-	st, err := e.template(fleet, cat, stdout)
-	if err != nil {
-		return nil, time.Time{}, nil, err
-	}
-	if st.StateDir == "" {
-		if st.StateDir, err = program.DefaultStateDir(); err != nil {
-			return nil, time.Time{}, nil, err
-		}
-	}
-	// Cloud tokens kept as secrets in the fleet's stack (fleet secret
-	// set) go to each event's stack and to the sweep.
-	for _, ev := range evs.Events {
-		if ev.Burst.Provider != provider.BackendHcloud && ev.Burst.Provider != provider.BackendDigitalOcean {
-			continue
-		}
-		steady := *st
-		steady.Name = fleet.Name
-		secrets, err := steady.ReadSecrets(ctx)
-		if err != nil {
-			return nil, time.Time{}, nil, err
-		}
-		delete(secrets, program.RelayAuthKeysKey) // a Host input, not provider config
-		st.Secrets = secrets
-		break
-	}
-
-	cfg := e.labConfig(st)
-	cfg.HcloudToken, cfg.DigitalOceanToken = st.Secrets[program.HcloudTokenKey], st.Secrets[program.DigitalOceanTokenKey]
-	// The records and the lease live in the Pulumi backend, beside the
-	// stacks: the state dir only caches them.
-	ws, err := st.ProjectWorkspace(ctx, events.StoreProject)
-	if err != nil {
-		return nil, time.Time{}, nil, err
-	}
-	probe := &events.SSHProbe{Lab: cfg, KeyFile: cfg.SSHKeyFile}
-	r := &events.Reconciler{
-		Events: evs, Fleet: fleet, Catalogue: cat, Calibration: cal,
-		Store:       &events.PulumiStore{WS: ws, Fleet: fleet.Name, TTL: e.leaseTTL},
-		SteadyHosts: fleetStackOf(st, fleet.Name).ReadHostsOutput,
-		StateDir:    st.StateDir, Release: st.Program.Release,
-		Stacks:   &keyedStacks{PulumiStacks: events.PulumiStacks{Template: *st}, fleetStack: fleetStackOf(st, fleet.Name)},
-		Probe:    probe,
-		Backends: func(name string) (backend.Backend, error) { return provider.OpenBackend(name, cfg) },
-		Log:      slog.New(slog.NewTextHandler(stdout, nil)),
-	}
-	return r, now, func() { probe.Close() }, nil
+	r, err := events.Open(ctx, events.Options{
+		EventsFile: e.events, Stack: *st, Lab: e.labConfig(st), LeaseTTL: e.leaseTTL,
+		Log: slog.New(slog.NewTextHandler(out, nil)),
+	})
+	return r, now, err
 }
 
 // eventsReconcileCommand is fleet events reconcile.
@@ -158,14 +112,11 @@ func eventsReconcileCommand(ios *cli.IOStreams) *cobra.Command {
 }
 
 func runEventsReconcile(ctx context.Context, e *eventsFlags, asJSON bool, stdout io.Writer) error {
-	r, now, done, err := e.reconciler(ctx, stdout, nil)
+	r, now, err := e.open(ctx, stdout, asJSON, nil)
 	if err != nil {
 		return err
 	}
-	defer done()
-	if asJSON {
-		jsonOnly(r)
-	}
+	defer r.Close()
 	results, err := r.Reconcile(ctx, now)
 	if errors.Is(err, events.ErrLocked) {
 		return err
@@ -202,16 +153,6 @@ func printResults(w io.Writer, r *events.Reconciler, now time.Time, results []ev
 		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\n", res.Event, res.Phase, boxes, next)
 	}
 	tw.Flush()
-}
-
-// jsonOnly keeps the reconciler's log and Pulumi's progress off stdout,
-// which then holds only the JSON; the log's lines are the outcomes'
-// actions.
-func jsonOnly(r *events.Reconciler) {
-	r.Log = slog.New(slog.DiscardHandler)
-	if ks, ok := r.Stacks.(*keyedStacks); ok {
-		ks.Template.Progress = io.Discard
-	}
 }
 
 // eventOutcome is one event after a reconcile, as fleet events reconcile
@@ -287,11 +228,11 @@ func runBurst(ctx context.Context, e *eventsFlags, mode, event string, drain tim
 		}
 		return nil
 	}
-	r, now, done, err := e.reconciler(ctx, stdout, validate)
+	r, now, err := e.open(ctx, stdout, false, validate)
 	if err != nil {
 		return err
 	}
-	defer done()
+	defer r.Close()
 	var res events.Result
 	if mode == "resize" {
 		res, err = r.Resize(ctx, now, event)
@@ -482,38 +423,4 @@ func stateDirOr(flagValue string) (string, error) {
 		return flagValue, nil
 	}
 	return program.DefaultStateDir()
-}
-
-// keyedStacks are event stacks whose relays verify tokens with the
-// fleet's key: it is read from the fleet's stack when a burst stack first
-// goes up in this run (so a rotation reaches burst boxes at the next
-// reconcile), and handed to its Hosts as a secret input.
-type keyedStacks struct {
-	events.PulumiStacks
-	fleetStack *program.Stack
-
-	mu   sync.Mutex
-	keys string
-}
-
-func fleetStackOf(st *program.Stack, name string) *program.Stack {
-	s := *st
-	s.Name, s.Burst, s.Secrets = name, nil, nil
-	return &s
-}
-
-// Up implements events.Stacks.
-func (k *keyedStacks) Up(ctx context.Context, stack string, b program.Burst) ([]program.HostEntry, error) {
-	k.mu.Lock()
-	if k.keys == "" {
-		keys, _, err := fleetAuthKeys(ctx, openKeyStore(k.fleetStack), true)
-		if err != nil {
-			k.mu.Unlock()
-			return nil, err
-		}
-		// Set once, before any Up reads the template.
-		k.keys, k.Template.Program.AuthKeys = keys, keys
-	}
-	k.mu.Unlock()
-	return k.PulumiStacks.Up(ctx, stack, b)
 }

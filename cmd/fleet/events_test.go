@@ -154,13 +154,12 @@ func TestEventsReconcileJSONKeepsPulumiOffStdout(t *testing.T) {
 		"--state-dir", t.TempDir(), "--relay-binary", exe, "--pulumi", pulumiCLI}); err != nil {
 		t.Fatal(err)
 	}
-	r, _, done, err := e.reconciler(context.Background(), &stdout, nil)
+	r, _, err := e.open(context.Background(), &stdout, true, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer done()
-	jsonOnly(r)
-	ks, ok := r.Stacks.(*keyedStacks)
+	defer r.Close()
+	ks, ok := r.Stacks.(*events.KeyedStacks)
 	if !ok {
 		t.Fatalf("stacks are a %T", r.Stacks)
 	}
