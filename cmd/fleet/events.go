@@ -7,8 +7,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"os"
-	"path/filepath"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -133,64 +131,26 @@ func runEventsReconcile(ctx context.Context, e *eventsFlags, asJSON bool, stdout
 	return err
 }
 
+// printResults prints the outcome of each event: phase, boxes, the next
+// step or the error.
 func printResults(w io.Writer, r *events.Reconciler, now time.Time, results []events.Result) {
 	fmt.Fprintf(w, "\nreconciled at %s:\n", now.UTC().Format(time.RFC3339))
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "EVENT\tPHASE\tBOXES\tNEXT")
-	for _, res := range results {
-		rec, _, _ := events.ReadRecord(r.StateDir, res.Event)
-		boxes := 0
-		if rec != nil {
-			boxes = len(rec.Hosts)
+	for _, o := range r.Outcomes(now, results) {
+		next := o.Next
+		if o.Error != "" {
+			next = "FAILED: " + o.Error
 		}
-		next := ""
-		if ev, ok := r.Events.Event(res.Event); ok {
-			next = events.NextStep(ev, rec, now)
-		}
-		if res.Err != nil {
-			next = "FAILED: " + oneLine(res.Err)
-		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\n", res.Event, res.Phase, boxes, next)
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\n", o.Event, o.Phase, o.Boxes, next)
 	}
 	tw.Flush()
 }
 
-// eventOutcome is one event after a reconcile, as fleet events reconcile
-// --json prints it: what printResults shows, and the actions this run
-// took (the entries of the event's log stamped with this run's time).
-type eventOutcome struct {
-	Event   string         `json:"event"`
-	Phase   events.Phase   `json:"phase"`
-	Boxes   int            `json:"boxes"`
-	Next    string         `json:"next,omitempty"`
-	Error   string         `json:"error,omitempty"`
-	Actions []events.Entry `json:"actions"`
-}
-
 func printResultsJSON(w io.Writer, r *events.Reconciler, now time.Time, results []events.Result) error {
-	out := []eventOutcome{}
-	for _, res := range results {
-		o := eventOutcome{Event: res.Event, Phase: res.Phase, Actions: []events.Entry{}}
-		rec, _, _ := events.ReadRecord(r.StateDir, res.Event)
-		if rec != nil {
-			o.Boxes = len(rec.Hosts)
-			for _, l := range rec.Log {
-				if l.At.Equal(now.UTC()) {
-					o.Actions = append(o.Actions, l)
-				}
-			}
-		}
-		if ev, ok := r.Events.Event(res.Event); ok {
-			o.Next = events.NextStep(ev, rec, now)
-		}
-		if res.Err != nil {
-			o.Error = oneLine(res.Err)
-		}
-		out = append(out, o)
-	}
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
-	return enc.Encode(out)
+	return enc.Encode(r.Outcomes(now, results))
 }
 
 // burstModeCommand is fleet burst up, down or resize (mode).
@@ -267,29 +227,12 @@ func newStoreFlags(fs *pflag.FlagSet) *storeFlags {
 	}
 }
 
-// records reads the records from the Pulumi backend.
+// records reads the records from the Pulumi backend (events.ReadRecords).
 func (f *storeFlags) records(ctx context.Context) ([]*events.Record, string, error) {
 	if *f.backend != "" && !strings.Contains(*f.backend, "://") {
 		return nil, "", usagef("flag --backend: want a URL such as file:///var/lib/relayfleet/state or s3://bucket, got %q", *f.backend)
 	}
-	dir, err := stateDirOr(*f.stateDir)
-	if err != nil {
-		return nil, "", err
-	}
-	st := &program.Stack{StateDir: dir, BackendURL: *f.backend, Pulumi: *f.pulumi}
-	ws, err := st.ProjectWorkspace(ctx, events.StoreProject)
-	if err != nil {
-		return nil, "", err
-	}
-	where := *f.backend
-	if where == "" {
-		where = os.Getenv(program.BackendEnv)
-	}
-	if where == "" {
-		where = "file://" + filepath.Join(dir, "backend")
-	}
-	recs, err := events.StoredRecords(ctx, ws, *f.fleet)
-	return recs, where, err
+	return events.ReadRecords(ctx, events.StoreOptions{StateDir: *f.stateDir, BackendURL: *f.backend, Pulumi: *f.pulumi, Fleet: *f.fleet})
 }
 
 // eventsStatusCommand is fleet events status.

@@ -103,11 +103,11 @@ func TestEventsReconcileJSON(t *testing.T) {
 	state := t.TempDir()
 	args := []string{"events", "reconcile", "--events", "../../inventories/lab-events.yaml",
 		"--state-dir", state, "--relay-binary", exe, "--pulumi", pulumiCLI, "--json"}
-	decode := func(out string) []eventOutcome {
+	decode := func(out string) []events.Outcome {
 		t.Helper()
 		dec := json.NewDecoder(strings.NewReader(out))
 		dec.DisallowUnknownFields()
-		var got []eventOutcome
+		var got []events.Outcome
 		if err := dec.Decode(&got); err != nil || dec.More() {
 			t.Fatalf("stdout is not one JSON document (%v):\n%s", err, out)
 		}
