@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"os/exec"
@@ -183,10 +184,15 @@ func interrupt(t *testing.T, bin string, args, env []string, busy func(pid int) 
 	code := cmd.ProcessState.ExitCode()
 	errOut := stderr.String()
 	// The error is one line, the last (progress lines may come before).
-	want := fmt.Sprintf("fleet %s: interrupted by %s", args[0], sigName(sig))
+	// It names the command: its path in the tree (fleet lab up).
+	path := "fleet " + args[0]
+	if c, _, err := rootCommand(outStreams(io.Discard)).Find(args); err == nil {
+		path = c.CommandPath()
+	}
+	want := fmt.Sprintf("%s: interrupted by %s", path, sigName(sig))
 	lines := strings.Split(strings.TrimSuffix(errOut, "\n"), "\n")
 	t.Logf("fleet %s: %s, exit %d %.1fs later: %s", args[0], sigName(sig), code, took.Seconds(), lines[len(lines)-1])
-	if code != 128+int(sig) || !strings.HasSuffix(errOut, "\n") || !strings.HasPrefix(lines[len(lines)-1], want) || strings.Count(errOut, "fleet "+args[0]+": ") != 1 {
+	if code != 128+int(sig) || !strings.HasSuffix(errOut, "\n") || !strings.HasPrefix(lines[len(lines)-1], want) || strings.Count(errOut, path+": ") != 1 {
 		t.Errorf("exit %d, stderr %q; want exit %d and its last line, the only error line, starting %q", code, errOut, 128+int(sig), want)
 	}
 	if !testutil.Poll(5*time.Second, func() bool { return len(markedProcesses(marker)) == 0 }) {
