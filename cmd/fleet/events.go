@@ -1,180 +1,125 @@
 package main
 
 import (
-	"github.com/spf13/pflag"
-
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
-	"os"
-	"path/filepath"
 	"strings"
-	"sync"
 	"text/tabwriter"
 	"time"
 
-	"github.com/relayfleet/relayfleet/infra/backend"
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
 	"github.com/relayfleet/relayfleet/infra/events"
 	"github.com/relayfleet/relayfleet/infra/program"
-	"github.com/relayfleet/relayfleet/infra/provider"
 	"github.com/relayfleet/relayfleet/internal/cli"
 	"github.com/relayfleet/relayfleet/inventories"
 )
 
-func runEvents(ctx context.Context, args []string, ios *cli.IOStreams) error {
-	stdout := ios.Out
-	if len(args) == 0 {
-		return usagef("want a subcommand: reconcile, status, report or install")
-	}
-	switch args[0] {
-	case "reconcile":
-		return runEventsReconcile(ctx, args[1:], stdout)
-	case "status":
-		return runEventsStatus(ctx, args[1:], stdout)
-	case "report":
-		return runEventsReport(ctx, args[1:], stdout)
-	case "install":
-		return runEventsInstall(ctx, args[1:], stdout)
-	case "-h", "--help", "help":
-		fmt.Fprintln(stdout, "usage: fleet events reconcile|status|report|install [flags]")
-		fmt.Fprintln(stdout, "  reconcile  bring each event's burst boxes up before it and back to zero after it (idempotent; run it every minute)")
-		fmt.Fprintln(stdout, "  status     each event's phase, boxes, listeners and last action")
-		fmt.Fprintln(stdout, "  report     an event's cost: box-hours, egress, against the plan")
-		fmt.Fprintln(stdout, "  install    the systemd timer that runs reconcile every minute")
-		return nil
-	}
-	return usagef("unknown subcommand %q (want reconcile, status, report or install)", args[0])
+// eventsCommand is fleet events reconcile | status | report | install.
+func eventsCommand(ios *cli.IOStreams) *cobra.Command {
+	return cli.Group("events", "burst capacity for scheduled events: reconcile (every minute) | status | report | install",
+		eventsReconcileCommand(ios), eventsStatusCommand(ios), eventsReportCommand(ios), eventsInstallCommand(ios))
+}
+
+// burstCommand is fleet burst up | down | resize.
+func burstCommand(ios *cli.IOStreams) *cobra.Command {
+	return cli.Group("burst", "bring an event's burst boxes up or down now, or size it again: up | down | resize --event NAME",
+		burstModeCommand(ios, events.ManualUp, "bring the event's boxes up now and keep them until it ends"),
+		burstModeCommand(ios, events.ManualDown, "drain the event's boxes and remove them now"),
+		burstModeCommand(ios, "resize", "size a running event from the files again: a smaller size drains the boxes that go and removes each once empty"))
 }
 
 // eventsFlags are the flags of fleet events reconcile and fleet burst.
 type eventsFlags struct {
-	fs     flags
-	events *string
-	now    *string
+	events, now string
 	// leaseTTL is the reconcile lease's life without a renewal.
-	leaseTTL *time.Duration
-	// validate, when set, checks the command's own flags before anything
-	// is looked up (the Pulumi CLI, the files).
-	validate func() error
+	leaseTTL time.Duration
 	pulumiFlags
 }
 
-func newEventsFlags(name string, stdout io.Writer) *eventsFlags {
-	fs := newFlags(name, stdout)
-	e := &eventsFlags{fs: fs}
-	e.events = fs.String("events", "", "events file (required)")
-	e.now = fs.String("now", "", "the time to reconcile for, RFC 3339 (default: the clock); for rehearsals and tests")
-	e.leaseTTL = fs.Duration("lease-ttl", events.DefaultLeaseTTL, "how long the reconcile lease in the Pulumi backend outlives a holder that stopped renewing it (30s to 1h)")
-	e.pulumiFlags.register(fs.FlagSet, true)
-	return e
+// add declares the flags on fs.
+func (e *eventsFlags) add(fs *pflag.FlagSet) {
+	fs.StringVar(&e.events, "events", "", "events file (required)")
+	fs.StringVar(&e.now, "now", "", "the time to reconcile for, RFC 3339 (default: the clock); for rehearsals and tests")
+	fs.DurationVar(&e.leaseTTL, "lease-ttl", events.DefaultLeaseTTL, "how long the reconcile lease in the Pulumi backend outlives a holder that stopped renewing it (30s to 1h)")
+	cli.Ranged(fs, "lease-ttl", leaseRange)
+	e.pulumiFlags.register(fs, true)
 }
 
-// reconciler parses the flags and builds the reconciler and its clock.
-func (e *eventsFlags) reconciler(ctx context.Context, args []string, stdout io.Writer) (*events.Reconciler, time.Time, func(), error) {
-	if err := e.fs.parse(args); err != nil {
-		return nil, time.Time{}, nil, err
-	}
-	if *e.events == "" {
-		return nil, time.Time{}, nil, usagef("flag --events: required")
+// open builds the reconciler from the parsed flags (events.Open), and
+// the time to reconcile for. Its log and Pulumi's progress go to stdout,
+// or nowhere when quiet (--json: stdout holds only the JSON). validate,
+// when not nil, checks the command's own flags before anything is looked
+// up (the Pulumi CLI, the files).
+func (e *eventsFlags) open(ctx context.Context, stdout io.Writer, quiet bool, validate func() error) (*events.Reconciler, time.Time, error) {
+	if e.events == "" {
+		return nil, time.Time{}, usagef("flag --events: required")
 	}
 	now := time.Now()
-	if *e.now != "" {
-		t, err := time.Parse(time.RFC3339, *e.now)
+	if e.now != "" {
+		t, err := time.Parse(time.RFC3339, e.now)
 		if err != nil {
-			return nil, time.Time{}, nil, usagef("flag --now: want an RFC 3339 time such as 2026-12-05T19:00:00Z, got %q", *e.now)
+			return nil, time.Time{}, usagef("flag --now: want an RFC 3339 time such as 2026-12-05T19:00:00Z, got %q", e.now)
 		}
 		now = t
 	}
-	if *e.leaseTTL < 30*time.Second || *e.leaseTTL > time.Hour {
-		return nil, time.Time{}, nil, usagef("flag --lease-ttl: want between 30s and 1h, got %s", *e.leaseTTL)
-	}
-	if e.validate != nil {
-		if err := e.validate(); err != nil {
-			return nil, time.Time{}, nil, err
+	if validate != nil {
+		if err := validate(); err != nil {
+			return nil, time.Time{}, err
 		}
 	}
 	if err := e.check(); err != nil {
-		return nil, time.Time{}, nil, err
+		return nil, time.Time{}, err
 	}
-	cat, err := inventories.LoadCatalogue(inventories.Beside(*e.events, inventories.ProvidersFile))
+	out := stdout
+	if quiet {
+		out = io.Discard
+	}
+	st, err := e.template(nil, nil, out)
 	if err != nil {
-		return nil, time.Time{}, nil, err
+		return nil, time.Time{}, err
 	}
-	evs, fleet, err := inventories.LoadEvents(*e.events, cat)
-	if err != nil {
-		return nil, time.Time{}, nil, err
-	}
-	cal, err := inventories.LoadCalibration(inventories.Beside(evs.FleetPath, inventories.CalibrationFile))
-	if err != nil {
-		return nil, time.Time{}, nil, err
-	}
-	st, err := e.template(fleet, cat, stdout)
-	if err != nil {
-		return nil, time.Time{}, nil, err
-	}
-	if st.StateDir == "" {
-		if st.StateDir, err = program.DefaultStateDir(); err != nil {
-			return nil, time.Time{}, nil, err
-		}
-	}
-	// Cloud tokens kept as secrets in the fleet's stack (fleet secret
-	// set) go to each event's stack and to the sweep.
-	for _, ev := range evs.Events {
-		if ev.Burst.Provider != provider.BackendHcloud && ev.Burst.Provider != provider.BackendDigitalOcean {
-			continue
-		}
-		steady := *st
-		steady.Name = fleet.Name
-		secrets, err := steady.ReadSecrets(ctx)
-		if err != nil {
-			return nil, time.Time{}, nil, err
-		}
-		delete(secrets, program.RelayAuthKeysKey) // a Host input, not provider config
-		st.Secrets = secrets
-		break
-	}
-
-	cfg := e.labConfig(st)
-	cfg.HcloudToken, cfg.DigitalOceanToken = st.Secrets[program.HcloudTokenKey], st.Secrets[program.DigitalOceanTokenKey]
-	// The records and the lease live in the Pulumi backend, beside the
-	// stacks: the state dir only caches them.
-	ws, err := st.ProjectWorkspace(ctx, events.StoreProject)
-	if err != nil {
-		return nil, time.Time{}, nil, err
-	}
-	probe := &events.SSHProbe{Lab: cfg, KeyFile: cfg.SSHKeyFile}
-	r := &events.Reconciler{
-		Events: evs, Fleet: fleet, Catalogue: cat, Calibration: cal,
-		Store:       &events.PulumiStore{WS: ws, Fleet: fleet.Name, TTL: *e.leaseTTL},
-		SteadyHosts: fleetStackOf(st, fleet.Name).ReadHostsOutput,
-		StateDir:    st.StateDir, Release: st.Program.Release,
-		Stacks:   &keyedStacks{PulumiStacks: events.PulumiStacks{Template: *st}, fleetStack: fleetStackOf(st, fleet.Name)},
-		Probe:    probe,
-		Backends: func(name string) (backend.Backend, error) { return provider.OpenBackend(name, cfg) },
-		Log:      slog.New(slog.NewTextHandler(stdout, nil)),
-	}
-	return r, now, func() { probe.Close() }, nil
+	r, err := events.Open(ctx, events.Options{
+		EventsFile: e.events, Stack: *st, Lab: e.labConfig(st), LeaseTTL: e.leaseTTL,
+		Log: slog.New(slog.NewTextHandler(out, nil)),
+	})
+	return r, now, err
 }
 
-func runEventsReconcile(ctx context.Context, args []string, stdout io.Writer) error {
-	e := newEventsFlags("events reconcile", stdout)
-	asJSON := e.fs.Bool("json", false, "print each event's phase, boxes, next step and this run's actions as JSON, instead of the log and the table")
-	r, now, done, err := e.reconciler(ctx, args, stdout)
+// eventsReconcileCommand is fleet events reconcile.
+func eventsReconcileCommand(ios *cli.IOStreams) *cobra.Command {
+	var e eventsFlags
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "reconcile",
+		Short: "bring each event's burst boxes up before it and back to zero after it (idempotent; run it every minute)",
+		Args:  cli.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return runEventsReconcile(cmd.Context(), &e, asJSON, ios.Out)
+		},
+	}
+	fs := cmd.Flags()
+	e.add(fs)
+	fs.BoolVar(&asJSON, "json", false, "print each event's phase, boxes, next step and this run's actions as JSON, instead of the log and the table")
+	return cmd
+}
+
+func runEventsReconcile(ctx context.Context, e *eventsFlags, asJSON bool, stdout io.Writer) error {
+	r, now, err := e.open(ctx, stdout, asJSON, nil)
 	if err != nil {
 		return err
 	}
-	defer done()
-	if *asJSON {
-		jsonOnly(r)
-	}
+	defer r.Close()
 	results, err := r.Reconcile(ctx, now)
 	if errors.Is(err, events.ErrLocked) {
 		return err
 	}
-	if *asJSON {
+	if asJSON {
 		if jerr := printResultsJSON(stdout, r, now, results); jerr != nil {
 			return errors.Join(err, jerr)
 		}
@@ -186,128 +131,79 @@ func runEventsReconcile(ctx context.Context, args []string, stdout io.Writer) er
 	return err
 }
 
+// printResults prints the outcome of each event: phase, boxes, the next
+// step or the error.
 func printResults(w io.Writer, r *events.Reconciler, now time.Time, results []events.Result) {
 	fmt.Fprintf(w, "\nreconciled at %s:\n", now.UTC().Format(time.RFC3339))
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "EVENT\tPHASE\tBOXES\tNEXT")
-	for _, res := range results {
-		rec, _, _ := events.ReadRecord(r.StateDir, res.Event)
-		boxes := 0
-		if rec != nil {
-			boxes = len(rec.Hosts)
+	for _, o := range r.Outcomes(now, results) {
+		next := o.Next
+		if o.Error != "" {
+			next = "FAILED: " + o.Error
 		}
-		next := ""
-		if ev, ok := r.Events.Event(res.Event); ok {
-			next = events.NextStep(ev, rec, now)
-		}
-		if res.Err != nil {
-			next = "FAILED: " + oneLine(res.Err)
-		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\n", res.Event, res.Phase, boxes, next)
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\n", o.Event, o.Phase, o.Boxes, next)
 	}
 	tw.Flush()
 }
 
-// jsonOnly keeps the reconciler's log and Pulumi's progress off stdout,
-// which then holds only the JSON; the log's lines are the outcomes'
-// actions.
-func jsonOnly(r *events.Reconciler) {
-	r.Log = slog.New(slog.DiscardHandler)
-	if ks, ok := r.Stacks.(*keyedStacks); ok {
-		ks.Template.Progress = io.Discard
-	}
-}
-
-// eventOutcome is one event after a reconcile, as fleet events reconcile
-// --json prints it: what printResults shows, and the actions this run
-// took (the entries of the event's log stamped with this run's time).
-type eventOutcome struct {
-	Event   string         `json:"event"`
-	Phase   events.Phase   `json:"phase"`
-	Boxes   int            `json:"boxes"`
-	Next    string         `json:"next,omitempty"`
-	Error   string         `json:"error,omitempty"`
-	Actions []events.Entry `json:"actions"`
-}
-
 func printResultsJSON(w io.Writer, r *events.Reconciler, now time.Time, results []events.Result) error {
-	out := []eventOutcome{}
-	for _, res := range results {
-		o := eventOutcome{Event: res.Event, Phase: res.Phase, Actions: []events.Entry{}}
-		rec, _, _ := events.ReadRecord(r.StateDir, res.Event)
-		if rec != nil {
-			o.Boxes = len(rec.Hosts)
-			for _, l := range rec.Log {
-				if l.At.Equal(now.UTC()) {
-					o.Actions = append(o.Actions, l)
-				}
-			}
-		}
-		if ev, ok := r.Events.Event(res.Event); ok {
-			o.Next = events.NextStep(ev, rec, now)
-		}
-		if res.Err != nil {
-			o.Error = oneLine(res.Err)
-		}
-		out = append(out, o)
-	}
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
-	return enc.Encode(out)
+	return enc.Encode(r.Outcomes(now, results))
 }
 
-func runBurst(ctx context.Context, args []string, ios *cli.IOStreams) error {
-	stdout := ios.Out
-	if len(args) == 0 || (args[0] != "up" && args[0] != "down" && args[0] != "resize") {
-		if len(args) > 0 && (args[0] == "-h" || args[0] == "--help") {
-			fmt.Fprintln(stdout, "usage: fleet burst up|down|resize --event NAME --events FILE [flags]")
-			fmt.Fprintln(stdout, "  up      bring the event's boxes up now and keep them until it ends")
-			fmt.Fprintln(stdout, "  down    drain the event's boxes and remove them now")
-			fmt.Fprintln(stdout, "  resize  size a running event from the files again: a smaller size drains the boxes that go and removes each once empty")
-			return nil
-		}
-		return usagef("want up, down or resize, as in fleet burst up --event NAME --events FILE")
+// burstModeCommand is fleet burst up, down or resize (mode).
+func burstModeCommand(ios *cli.IOStreams, mode, short string) *cobra.Command {
+	var e eventsFlags
+	var event string
+	var drain time.Duration
+	cmd := &cobra.Command{
+		Use:   mode,
+		Short: short,
+		Args:  cli.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return runBurst(cmd.Context(), &e, mode, event, drain, ios.Out)
+		},
 	}
-	mode := args[0]
-	e := newEventsFlags("burst "+mode, stdout)
-	event := e.fs.String("event", "", "the event (required)")
-	drain := e.fs.Duration("drain-time", -1, "down: how long listeners get to leave (default: the event's drain time)")
-	e.validate = func() error {
+	fs := cmd.Flags()
+	e.add(fs)
+	fs.StringVar(&event, "event", "", "the event (required)")
+	fs.DurationVar(&drain, "drain-time", -1, "down: how long listeners get to leave (default: the event's drain time)")
+	cli.Ranged(fs, "drain-time", drainRange)
+	return cmd
+}
+
+// runBurst brings event's boxes up or down now (mode), or sizes it again;
+// drain < 0 is the event's drain time.
+func runBurst(ctx context.Context, e *eventsFlags, mode, event string, drain time.Duration, stdout io.Writer) error {
+	validate := func() error {
 		switch {
-		case *event == "":
+		case event == "":
 			return usagef("flag --event: required")
-		case mode == "resize" && *drain >= 0:
+		case mode == "resize" && drain >= 0:
 			return usagef("flag --drain-time: resize drains for the event's drain time")
-		case mode == events.ManualUp && *drain >= 0:
+		case mode == events.ManualUp && drain >= 0:
 			return usagef("flag --drain-time: only burst down drains")
 		}
 		return nil
 	}
-	if mode == "resize" {
-		r, now, done, err := e.reconciler(ctx, args[1:], stdout)
-		if err != nil {
-			return err
-		}
-		defer done()
-		res, err := r.Resize(ctx, now, *event)
-		if err != nil {
-			return err
-		}
-		printResults(stdout, r, now, []events.Result{res})
-		refreshMonitor(stdout, monitorDir(e.monitorDir), r.StateDir, r.Events)
-		return nil
-	}
-	r, now, done, err := e.reconciler(ctx, args[1:], stdout)
+	r, now, err := e.open(ctx, stdout, false, validate)
 	if err != nil {
 		return err
 	}
-	defer done()
-	if mode == events.ManualDown && *drain < 0 {
-		if ev, ok := r.Events.Event(*event); ok {
-			*drain = ev.DrainTime.D()
+	defer r.Close()
+	var res events.Result
+	if mode == "resize" {
+		res, err = r.Resize(ctx, now, event)
+	} else {
+		if mode == events.ManualDown && drain < 0 {
+			if ev, ok := r.Events.Event(event); ok {
+				drain = ev.DrainTime.D()
+			}
 		}
+		res, err = r.Manual(ctx, now, event, mode, drain)
 	}
-	res, err := r.Manual(ctx, now, *event, mode, *drain)
 	if err != nil {
 		return err
 	}
@@ -331,43 +227,38 @@ func newStoreFlags(fs *pflag.FlagSet) *storeFlags {
 	}
 }
 
-// records reads the records from the Pulumi backend.
+// records reads the records from the Pulumi backend (events.ReadRecords).
 func (f *storeFlags) records(ctx context.Context) ([]*events.Record, string, error) {
 	if *f.backend != "" && !strings.Contains(*f.backend, "://") {
 		return nil, "", usagef("flag --backend: want a URL such as file:///var/lib/relayfleet/state or s3://bucket, got %q", *f.backend)
 	}
-	dir, err := stateDirOr(*f.stateDir)
-	if err != nil {
-		return nil, "", err
-	}
-	st := &program.Stack{StateDir: dir, BackendURL: *f.backend, Pulumi: *f.pulumi}
-	ws, err := st.ProjectWorkspace(ctx, events.StoreProject)
-	if err != nil {
-		return nil, "", err
-	}
-	where := *f.backend
-	if where == "" {
-		where = os.Getenv(program.BackendEnv)
-	}
-	if where == "" {
-		where = "file://" + filepath.Join(dir, "backend")
-	}
-	recs, err := events.StoredRecords(ctx, ws, *f.fleet)
-	return recs, where, err
+	return events.ReadRecords(ctx, events.StoreOptions{StateDir: *f.stateDir, BackendURL: *f.backend, Pulumi: *f.pulumi, Fleet: *f.fleet})
 }
 
-func runEventsStatus(ctx context.Context, args []string, stdout io.Writer) error {
-	fs := newFlags("events status", stdout)
-	sf := newStoreFlags(fs.FlagSet)
-	asJSON := fs.Bool("json", false, "print the records as JSON")
-	if err := fs.parse(args); err != nil {
-		return err
+// eventsStatusCommand is fleet events status.
+func eventsStatusCommand(ios *cli.IOStreams) *cobra.Command {
+	var sf *storeFlags
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "status",
+		Short: "each event's phase, boxes, listeners and last action",
+		Args:  cli.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return runEventsStatus(cmd.Context(), sf, asJSON, ios.Out)
+		},
 	}
+	fs := cmd.Flags()
+	sf = newStoreFlags(fs)
+	fs.BoolVar(&asJSON, "json", false, "print the records as JSON")
+	return cmd
+}
+
+func runEventsStatus(ctx context.Context, sf *storeFlags, asJSON bool, stdout io.Writer) error {
 	recs, dir, err := sf.records(ctx)
 	if err != nil {
 		return err
 	}
-	if *asJSON {
+	if asJSON {
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
 		return enc.Encode(recs)
@@ -397,15 +288,28 @@ func runEventsStatus(ctx context.Context, args []string, stdout io.Writer) error
 	return tw.Flush()
 }
 
-func runEventsReport(ctx context.Context, args []string, stdout io.Writer) error {
-	fs := newFlags("events report", stdout)
-	sf := newStoreFlags(fs.FlagSet)
-	event := fs.String("event", "", "the event (required)")
-	asJSON := fs.Bool("json", false, "print the report as JSON")
-	if err := fs.parse(args); err != nil {
-		return err
+// eventsReportCommand is fleet events report.
+func eventsReportCommand(ios *cli.IOStreams) *cobra.Command {
+	var sf *storeFlags
+	var event string
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "report",
+		Short: "an event's cost: box-hours, egress, against the plan",
+		Args:  cli.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return runEventsReport(cmd.Context(), sf, event, asJSON, ios.Out)
+		},
 	}
-	if *event == "" {
+	fs := cmd.Flags()
+	sf = newStoreFlags(fs)
+	fs.StringVar(&event, "event", "", "the event (required)")
+	fs.BoolVar(&asJSON, "json", false, "print the report as JSON")
+	return cmd
+}
+
+func runEventsReport(ctx context.Context, sf *storeFlags, event string, asJSON bool, stdout io.Writer) error {
+	if event == "" {
 		return usagef("flag --event: required")
 	}
 	recs, dir, err := sf.records(ctx)
@@ -414,21 +318,21 @@ func runEventsReport(ctx context.Context, args []string, stdout io.Writer) error
 	}
 	var rec *events.Record
 	for _, r := range recs {
-		if r.Event == *event {
+		if r.Event == event {
 			if rec != nil {
-				return usagef("flag --event: %q is an event of several fleets in %s: give --fleet", *event, dir)
+				return usagef("flag --event: %q is an event of several fleets in %s: give --fleet", event, dir)
 			}
 			rec = r
 		}
 	}
 	if rec == nil {
-		return usagef("flag --event: no record of %q in %s", *event, dir)
+		return usagef("flag --event: no record of %q in %s", event, dir)
 	}
 	if rec.Report == nil {
-		return fmt.Errorf("event %s is %s: its report is written once its boxes are gone", *event, rec.Phase)
+		return fmt.Errorf("event %s is %s: its report is written once its boxes are gone", event, rec.Phase)
 	}
 	rep := rec.Report
-	if *asJSON {
+	if asJSON {
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
 		return enc.Encode(rep)
@@ -462,38 +366,4 @@ func stateDirOr(flagValue string) (string, error) {
 		return flagValue, nil
 	}
 	return program.DefaultStateDir()
-}
-
-// keyedStacks are event stacks whose relays verify tokens with the
-// fleet's key: it is read from the fleet's stack when a burst stack first
-// goes up in this run (so a rotation reaches burst boxes at the next
-// reconcile), and handed to its Hosts as a secret input.
-type keyedStacks struct {
-	events.PulumiStacks
-	fleetStack *program.Stack
-
-	mu   sync.Mutex
-	keys string
-}
-
-func fleetStackOf(st *program.Stack, name string) *program.Stack {
-	s := *st
-	s.Name, s.Burst, s.Secrets = name, nil, nil
-	return &s
-}
-
-// Up implements events.Stacks.
-func (k *keyedStacks) Up(ctx context.Context, stack string, b program.Burst) ([]program.HostEntry, error) {
-	k.mu.Lock()
-	if k.keys == "" {
-		keys, _, err := fleetAuthKeys(ctx, openKeyStore(k.fleetStack), true)
-		if err != nil {
-			k.mu.Unlock()
-			return nil, err
-		}
-		// Set once, before any Up reads the template.
-		k.keys, k.Template.Program.AuthKeys = keys, keys
-	}
-	k.mu.Unlock()
-	return k.PulumiStacks.Up(ctx, stack, b)
 }

@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/spf13/pflag"
+
 	"github.com/relayfleet/relayfleet/infra/events"
 	"github.com/relayfleet/relayfleet/infra/program"
 	"github.com/relayfleet/relayfleet/internal/testutil"
@@ -24,20 +26,21 @@ func TestEventsBadInput(t *testing.T) {
 		args []string
 		want string
 	}{
-		{"no subcommand", []string{"events"}, "fleet events: want a subcommand: reconcile, status, report or install\n"},
-		{"unknown subcommand", []string{"events", "sync"}, "fleet events: unknown subcommand \"sync\" (want reconcile, status, report or install)\n"},
-		{"no events file", []string{"events", "reconcile"}, "fleet events: flag --events: required\n"},
-		{"bad now", []string{"events", "reconcile", "--events", ev, "--now", "noon"}, "fleet events: flag --now: want an RFC 3339 time such as 2026-12-05T19:00:00Z, got \"noon\"\n"},
-		{"missing file", []string{"events", "reconcile", "--events", "nope.yaml", "--relay-binary", exe}, "fleet events: nope.yaml: no such file\n"},
-		{"burst without mode", []string{"burst", "--event", "x"}, "fleet burst: want up, down or resize, as in fleet burst up --event NAME --events FILE\n"},
-		{"resize without event", []string{"burst", "resize", "--events", ev, "--relay-binary", exe}, "fleet burst: flag --event: required\n"},
-		{"drain time on resize", []string{"burst", "resize", "--events", ev, "--relay-binary", exe, "--event", "lab-show", "--drain-time", "1m"}, "fleet burst: flag --drain-time: resize drains for the event's drain time\n"},
-		{"burst without event", []string{"burst", "up", "--events", ev, "--relay-binary", exe}, "fleet burst: flag --event: required\n"},
-		{"drain time on up", []string{"burst", "up", "--events", ev, "--relay-binary", exe, "--event", "lab-show", "--drain-time", "1m"}, "fleet burst: flag --drain-time: only burst down drains\n"},
-		{"report without event", []string{"events", "report"}, "fleet events: flag --event: required\n"},
-		{"short lease", []string{"events", "reconcile", "--events", ev, "--lease-ttl", "5s"}, "fleet events: flag --lease-ttl: 5s is out of range: want 30s to 1h\n"},
-		{"long lease", []string{"burst", "up", "--events", ev, "--event", "lab-show", "--lease-ttl", "2h"}, "fleet burst: flag --lease-ttl: 2h0m0s is out of range: want 30s to 1h\n"},
-		{"status backend not a URL", []string{"events", "status", "--backend", "/srv/state"}, "fleet events: flag --backend: want a URL such as file:///var/lib/relayfleet/state or s3://bucket, got \"/srv/state\"\n"},
+		{"no subcommand", []string{"events"}, "fleet events: want a subcommand: install, reconcile, report or status\n"},
+		{"unknown subcommand", []string{"events", "sync"}, "fleet events: unknown subcommand \"sync\" (want install, reconcile, report or status)\n"},
+		{"no events file", []string{"events", "reconcile"}, "fleet events reconcile: flag --events: required\n"},
+		{"bad now", []string{"events", "reconcile", "--events", ev, "--now", "noon"}, "fleet events reconcile: flag --now: want an RFC 3339 time such as 2026-12-05T19:00:00Z, got \"noon\"\n"},
+		{"missing file", []string{"events", "reconcile", "--events", "nope.yaml", "--relay-binary", exe}, "fleet events reconcile: nope.yaml: no such file\n"},
+		{"burst without mode", []string{"burst"}, "fleet burst: want a subcommand: down, resize or up\n"},
+		{"burst unknown mode", []string{"burst", "sideways"}, "fleet burst: unknown subcommand \"sideways\" (want down, resize or up)\n"},
+		{"resize without event", []string{"burst", "resize", "--events", ev, "--relay-binary", exe}, "fleet burst resize: flag --event: required\n"},
+		{"drain time on resize", []string{"burst", "resize", "--events", ev, "--relay-binary", exe, "--event", "lab-show", "--drain-time", "1m"}, "fleet burst resize: flag --drain-time: resize drains for the event's drain time\n"},
+		{"burst without event", []string{"burst", "up", "--events", ev, "--relay-binary", exe}, "fleet burst up: flag --event: required\n"},
+		{"drain time on up", []string{"burst", "up", "--events", ev, "--relay-binary", exe, "--event", "lab-show", "--drain-time", "1m"}, "fleet burst up: flag --drain-time: only burst down drains\n"},
+		{"report without event", []string{"events", "report"}, "fleet events report: flag --event: required\n"},
+		{"short lease", []string{"events", "reconcile", "--events", ev, "--lease-ttl", "5s"}, "fleet events reconcile: flag --lease-ttl: 5s is out of range: want 30s to 1h\n"},
+		{"long lease", []string{"burst", "up", "--events", ev, "--event", "lab-show", "--lease-ttl", "2h"}, "fleet burst up: flag --lease-ttl: 2h0m0s is out of range: want 30s to 1h\n"},
+		{"status backend not a URL", []string{"events", "status", "--backend", "/srv/state"}, "fleet events status: flag --backend: want a URL such as file:///var/lib/relayfleet/state or s3://bucket, got \"/srv/state\"\n"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			out, errOut, code := fleet(t, tc.args...)
@@ -100,11 +103,11 @@ func TestEventsReconcileJSON(t *testing.T) {
 	state := t.TempDir()
 	args := []string{"events", "reconcile", "--events", "../../inventories/lab-events.yaml",
 		"--state-dir", state, "--relay-binary", exe, "--pulumi", pulumiCLI, "--json"}
-	decode := func(out string) []eventOutcome {
+	decode := func(out string) []events.Outcome {
 		t.Helper()
 		dec := json.NewDecoder(strings.NewReader(out))
 		dec.DisallowUnknownFields()
-		var got []eventOutcome
+		var got []events.Outcome
 		if err := dec.Decode(&got); err != nil || dec.More() {
 			t.Fatalf("stdout is not one JSON document (%v):\n%s", err, out)
 		}
@@ -144,15 +147,19 @@ func TestEventsReconcileJSONKeepsPulumiOffStdout(t *testing.T) {
 	}
 	t.Setenv(program.PassphraseEnv, "")
 	var stdout bytes.Buffer
-	e := newEventsFlags("events reconcile", &stdout)
-	r, _, done, err := e.reconciler(context.Background(), []string{"--events", "../../inventories/lab-events.yaml",
-		"--state-dir", t.TempDir(), "--relay-binary", exe, "--pulumi", pulumiCLI}, &stdout)
+	var e eventsFlags
+	fs := pflag.NewFlagSet("reconcile", pflag.ContinueOnError)
+	e.add(fs)
+	if err := fs.Parse([]string{"--events", "../../inventories/lab-events.yaml",
+		"--state-dir", t.TempDir(), "--relay-binary", exe, "--pulumi", pulumiCLI}); err != nil {
+		t.Fatal(err)
+	}
+	r, _, err := e.open(context.Background(), &stdout, true, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer done()
-	jsonOnly(r)
-	ks, ok := r.Stacks.(*keyedStacks)
+	defer r.Close()
+	ks, ok := r.Stacks.(*events.KeyedStacks)
 	if !ok {
 		t.Fatalf("stacks are a %T", r.Stacks)
 	}

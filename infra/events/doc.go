@@ -37,4 +37,10 @@
 // relays file written from them. The steady fleet's stack is never opened. Each event
 // gets a cost report: box-hours, estimated egress from the listener counts
 // sampled on every run, and both against the plan.
+//
+// Open builds a Reconciler from Options (what fleet events reconcile and
+// fleet burst take on their command line); Outcomes and ReadRecords are
+// what those commands and fleet events status and report print.
+// InstallTimer puts the reconciler's systemd service and timer, rendered
+// by units.RenderReconciler, on the ops host and enables the timer.
 package events

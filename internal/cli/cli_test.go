@@ -62,12 +62,7 @@ func TestFlagError(t *testing.T) {
 	}
 }
 
-func TestCheckRanges(t *testing.T) {
-	ranges := map[string]Range{
-		"n": Ints(1, 10),
-		"f": Floats(0, 1),
-		"d": Durations(time.Second, time.Hour),
-	}
+func TestCheckFlagRanges(t *testing.T) {
 	for _, tc := range []struct {
 		args []string
 		want string // "" passes
@@ -80,20 +75,23 @@ func TestCheckRanges(t *testing.T) {
 		{[]string{"--f", "NaN"}, "flag --f: NaN is out of range: want 0 to 1"},
 		{[]string{"--d", "0s"}, "flag --d: 0s is out of range: want 1s to 1h"},
 		{[]string{"--d", "2h"}, "flag --d: 2h0m0s is out of range: want 1s to 1h"},
-		{[]string{"--u", "3"}, ""}, // no range: Unranged's to find
+		{[]string{"--u", "3"}, ""}, // no range: UnrangedFlags's to find
 	} {
 		fs := NewFlagSet("t")
 		fs.Int("n", 0, "")
 		fs.Float64("f", 0, "")
 		fs.Duration("d", 0, "")
 		fs.Uint("u", 0, "")
+		Ranged(fs, "n", Ints(1, 10))
+		Ranged(fs, "f", Floats(0, 1))
+		Ranged(fs, "d", Durations(time.Second, time.Hour))
 		if err := fs.Parse(tc.args); err != nil {
 			t.Fatal(err)
 		}
-		if u := Unranged(fs, ranges); len(u) != 1 || u[0] != "--u" {
-			t.Errorf("Unranged = %q, want [--u]", u)
+		if u := UnrangedFlags(fs); len(u) != 1 || u[0] != "--u" {
+			t.Errorf("UnrangedFlags = %q, want [--u]", u)
 		}
-		err := CheckRanges(fs, ranges)
+		err := CheckFlagRanges(fs)
 		switch {
 		case tc.want == "" && err != nil:
 			t.Errorf("%q: %v", tc.args, err)

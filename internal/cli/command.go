@@ -3,7 +3,6 @@ package cli
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"slices"
@@ -152,7 +151,7 @@ func Execute(ctx context.Context, root *cobra.Command, args []string, ios *IOStr
 	})
 	root.SetArgs(args)
 	c, err := root.ExecuteContextC(ctx)
-	if err == nil || errors.Is(err, pflag.ErrHelp) || errors.Is(err, flag.ErrHelp) {
+	if err == nil || errors.Is(err, pflag.ErrHelp) {
 		return ExitOK
 	}
 	name := root.Name()
@@ -192,11 +191,6 @@ func Walk(c *cobra.Command, fn func(*cobra.Command)) {
 // for a group, its subcommands; for a command, its usage line, its long
 // text and its flags, each spelled --name.
 func Help(w io.Writer, cmd *cobra.Command) {
-	if cmd.DisableFlagParsing && cmd.RunE != nil {
-		// A command that parses its own flags prints its own -h.
-		_ = cmd.RunE(cmd, []string{"-h"})
-		return
-	}
 	list := func(title string) {
 		fmt.Fprintf(w, "%s:\n", title)
 		for _, c := range cmd.Commands() {

@@ -32,31 +32,6 @@ func Numeric(f *pflag.Flag) bool {
 	return false
 }
 
-// CheckRanges checks every numeric flag given on the command line against
-// its range in ranges (keyed by flag name). A flag left at its default is
-// not checked, so that a default may mean "not given"; one without a range
-// is not checked either (Unranged finds those, for a test).
-func CheckRanges(fs *pflag.FlagSet, ranges map[string]Range) error {
-	var err error
-	fs.Visit(func(f *pflag.Flag) {
-		if r, ok := ranges[f.Name]; ok && err == nil && Numeric(f) {
-			err = r.check(f)
-		}
-	})
-	return err
-}
-
-// Unranged are the numeric flags of fs that have no range in ranges.
-func Unranged(fs *pflag.FlagSet, ranges map[string]Range) []string {
-	var out []string
-	fs.VisitAll(func(f *pflag.Flag) {
-		if _, ok := ranges[f.Name]; !ok && Numeric(f) {
-			out = append(out, "--"+f.Name)
-		}
-	})
-	return out
-}
-
 // check checks one flag's value.
 func (r Range) check(f *pflag.Flag) error {
 	if f.Value.Type() == "duration" {

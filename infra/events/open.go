@@ -1,0 +1,145 @@
+package events
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/relayfleet/relayfleet/infra/backend"
+	"github.com/relayfleet/relayfleet/infra/program"
+	"github.com/relayfleet/relayfleet/infra/provider"
+	"github.com/relayfleet/relayfleet/inventories"
+)
+
+// Options are what Open builds a Reconciler from: what fleet events
+// reconcile and fleet burst take on their command line.
+type Options struct {
+	// EventsFile is the events file; the fleet file it names, and the
+	// providers and calibration files beside them, are read with it.
+	EventsFile string
+	// Stack is the template of every stack: the Pulumi backend and CLI,
+	// the state dir ("" = program.DefaultStateDir), provider config, the
+	// relay build (Program.RelayBinary, Program.Release) and where
+	// Pulumi's progress goes. Open sets its Fleet and Catalogue, and the
+	// cloud tokens kept as secrets in the fleet's stack.
+	Stack program.Stack
+	// Lab is how boxes are reached: the lab's settings and the SSH key
+	// for static servers. Open adds the cloud tokens.
+	Lab provider.Config
+	// LeaseTTL is how long the reconcile lease outlives a holder that
+	// stopped renewing it (DefaultLeaseTTL when 0).
+	LeaseTTL time.Duration
+	// Log receives one line per action (nothing when nil).
+	Log *slog.Logger
+}
+
+// Open reads the files and builds the Reconciler they describe: the
+// event stacks (their relays verify tokens with the fleet's key), the
+// records and the lease in the Pulumi backend, the SSH prober and the
+// backends for the sweep. Close it when done.
+func Open(ctx context.Context, o Options) (*Reconciler, error) {
+	cat, err := inventories.LoadCatalogue(inventories.Beside(o.EventsFile, inventories.ProvidersFile))
+	if err != nil {
+		return nil, err
+	}
+	evs, fleet, err := inventories.LoadEvents(o.EventsFile, cat)
+	if err != nil {
+		return nil, err
+	}
+	cal, err := inventories.LoadCalibration(inventories.Beside(evs.FleetPath, inventories.CalibrationFile))
+	if err != nil {
+		return nil, err
+	}
+	st := o.Stack
+	st.Fleet, st.Catalogue = fleet, cat
+	if st.StateDir == "" {
+		if st.StateDir, err = program.DefaultStateDir(); err != nil {
+			return nil, err
+		}
+	}
+	// Cloud tokens kept as secrets in the fleet's stack (fleet secret
+	// set) go to each event's stack and to the sweep.
+	for _, ev := range evs.Events {
+		if ev.Burst.Provider != provider.BackendHcloud && ev.Burst.Provider != provider.BackendDigitalOcean {
+			continue
+		}
+		steady := st
+		steady.Name = fleet.Name
+		secrets, err := steady.ReadSecrets(ctx)
+		if err != nil {
+			return nil, err
+		}
+		delete(secrets, program.RelayAuthKeysKey) // a Host input, not provider config
+		st.Secrets = secrets
+		break
+	}
+	cfg := o.Lab
+	cfg.HcloudToken, cfg.DigitalOceanToken = st.Secrets[program.HcloudTokenKey], st.Secrets[program.DigitalOceanTokenKey]
+	// The records and the lease live in the Pulumi backend, beside the
+	// stacks: the state dir only caches them.
+	ws, err := st.ProjectWorkspace(ctx, StoreProject)
+	if err != nil {
+		return nil, err
+	}
+	ttl := o.LeaseTTL
+	if ttl == 0 {
+		ttl = DefaultLeaseTTL
+	}
+	fleetStack := fleetStackOf(&st, fleet.Name)
+	return &Reconciler{
+		Events: evs, Fleet: fleet, Catalogue: cat, Calibration: cal,
+		Store:       &PulumiStore{WS: ws, Fleet: fleet.Name, TTL: ttl},
+		SteadyHosts: fleetStack.ReadHostsOutput,
+		StateDir:    st.StateDir, Release: st.Program.Release,
+		Stacks:   &KeyedStacks{PulumiStacks: PulumiStacks{Template: st}, FleetStack: fleetStack},
+		Probe:    &SSHProbe{Lab: cfg, KeyFile: cfg.SSHKeyFile},
+		Backends: func(name string) (backend.Backend, error) { return provider.OpenBackend(name, cfg) },
+		Log:      o.Log,
+	}, nil
+}
+
+// Close closes what the Reconciler holds open: its prober's SSH
+// connections.
+func (r *Reconciler) Close() error {
+	if c, ok := r.Probe.(io.Closer); ok {
+		return c.Close()
+	}
+	return nil
+}
+
+// fleetStackOf is the fleet's own stack, as st's template sees it.
+func fleetStackOf(st *program.Stack, name string) *program.Stack {
+	s := *st
+	s.Name, s.Burst, s.Secrets = name, nil, nil
+	return &s
+}
+
+// KeyedStacks are event stacks whose relays verify tokens with the
+// fleet's key: it is read from the fleet's stack when a burst stack first
+// goes up in this run (so a rotation reaches burst boxes at the next
+// reconcile), and handed to its Hosts as a secret input.
+type KeyedStacks struct {
+	PulumiStacks
+	FleetStack *program.Stack
+
+	mu   sync.Mutex
+	keys string
+}
+
+// Up implements Stacks.
+func (k *KeyedStacks) Up(ctx context.Context, stack string, b program.Burst) ([]program.HostEntry, error) {
+	k.mu.Lock()
+	if k.keys == "" {
+		keys, _, err := program.FleetAuthKeys(ctx, k.FleetStack, time.Now(), true)
+		if err != nil {
+			k.mu.Unlock()
+			return nil, err
+		}
+		// Set once, before any Up reads the template.
+		k.keys, k.Template.Program.AuthKeys = keys, keys
+	}
+	k.mu.Unlock()
+	return k.PulumiStacks.Up(ctx, stack, b)
+}

@@ -1,0 +1,71 @@
+package events
+
+import (
+	"bytes"
+	"context"
+	"log/slog"
+	"strings"
+	"testing"
+
+	"github.com/relayfleet/relayfleet/infra/program"
+	"github.com/relayfleet/relayfleet/internal/testutil"
+)
+
+const labEventsFile = "../../inventories/lab-events.yaml"
+
+func TestOpenMissingFile(t *testing.T) {
+	_, err := Open(context.Background(), Options{EventsFile: "nope.yaml"})
+	if err == nil || !strings.Contains(err.Error(), "nope.yaml") {
+		t.Fatalf("Open of a missing events file: %v", err)
+	}
+}
+
+// TestOpen builds the reconciler of the lab's events file: the files
+// read, the state dir's default, the lease's default, the stacks keyed
+// with the fleet's stack, Pulumi's progress and the log where the options
+// say.
+func TestOpen(t *testing.T) {
+	pulumiCLI, err := program.FindPulumi("")
+	if err != nil {
+		testutil.Skipf(t, "%v (make pulumi)", err)
+	}
+	t.Setenv(program.PassphraseEnv, "")
+	state := t.TempDir()
+	t.Setenv(program.StateDirEnv, state)
+	var progress, log bytes.Buffer
+	r, err := Open(context.Background(), Options{
+		EventsFile: labEventsFile,
+		Stack:      program.Stack{Pulumi: pulumiCLI, Progress: &progress, Program: program.Options{Release: "r1"}},
+		Log:        slog.New(slog.NewTextHandler(&log, nil)),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	if _, ok := r.Events.Event("lab-show"); !ok || r.Fleet == nil || r.Catalogue == nil || r.Calibration == nil {
+		t.Fatalf("files not read: %+v", r)
+	}
+	if r.StateDir != state || r.Release != "r1" {
+		t.Errorf("state dir %q, release %q; want %q, r1", r.StateDir, r.Release, state)
+	}
+	if s, ok := r.Store.(*PulumiStore); !ok || s.TTL != DefaultLeaseTTL || s.Fleet != r.Fleet.Name {
+		t.Errorf("store %#v: want a PulumiStore of fleet %s with the default lease", r.Store, r.Fleet.Name)
+	}
+	ks, ok := r.Stacks.(*KeyedStacks)
+	if !ok {
+		t.Fatalf("stacks are a %T", r.Stacks)
+	}
+	if tpl := ks.Template; tpl.Fleet != r.Fleet || tpl.Catalogue != r.Catalogue || tpl.StateDir != state || tpl.Progress != &progress {
+		t.Errorf("stack template %+v", tpl)
+	}
+	if fs := ks.FleetStack; fs.Name != r.Fleet.Name || fs.Burst != nil || fs.Secrets != nil {
+		t.Errorf("fleet stack %+v", fs)
+	}
+	if _, ok := r.Probe.(*SSHProbe); !ok || r.Backends == nil || r.SteadyHosts == nil {
+		t.Errorf("probe %T, backends %v, steady hosts %v", r.Probe, r.Backends != nil, r.SteadyHosts != nil)
+	}
+	r.Log.Info("a log line")
+	if !strings.Contains(log.String(), "a log line") {
+		t.Errorf("log got %q", log.String())
+	}
+}

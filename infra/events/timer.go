@@ -1,0 +1,227 @@
+package events
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"os/user"
+	"path/filepath"
+	"strings"
+	"syscall"
+
+	"github.com/relayfleet/relayfleet/infra/program"
+	"github.com/relayfleet/relayfleet/internal/atomicfile"
+	"github.com/relayfleet/relayfleet/inventories"
+	"github.com/relayfleet/relayfleet/units"
+)
+
+// TimerOptions are how InstallTimer puts the reconciler's systemd service
+// and timer (units.RenderReconciler) on this host.
+type TimerOptions struct {
+	// Reconciler is the units' input as given: its paths may be
+	// relative; Fleet "" is the running binary, StateDir "" is
+	// program.DefaultStateDir.
+	units.Reconciler
+	// UnitDir is where the unit files go ("" = units.ReconcilerDir).
+	UnitDir string
+	// Enable runs systemctl daemon-reload and enable --now on the timer.
+	Enable bool
+	// Systemctl is the systemctl binary ("" = systemctl on $PATH).
+	Systemctl string
+	// EnvFileOwner is the uid that must own the environment file and
+	// every directory above it: 0, root, whom systemd reads it as.
+	// Tests that cannot chown give their own.
+	EnvFileOwner uint32
+}
+
+// TimerFieldError is a TimerOptions field that is bad input: Field is a
+// units.Reconciler field's name or UnitDir. RenderReconciler's refusals
+// come as *units.FieldError.
+type TimerFieldError struct {
+	Field string
+	Err   error
+}
+
+func (e *TimerFieldError) Error() string { return "reconciler " + e.Field + ": " + e.Err.Error() }
+
+func (e *TimerFieldError) Unwrap() error { return e.Err }
+
+func timerErr(field string, format string, args ...any) error {
+	return &TimerFieldError{Field: field, Err: fmt.Errorf(format, args...)}
+}
+
+// InstallTimer checks o against this host (the files exist, the fleet
+// binary is executable, the environment file is root's alone, the user
+// exists when the timer is enabled), writes the service and the timer
+// into o.UnitDir and, with o.Enable, reloads systemd and enables the
+// timer. It returns the paths written, also when a later step fails.
+func InstallTimer(ctx context.Context, o TimerOptions) ([]string, error) {
+	r := o.Reconciler
+	var err error
+	if r.Events, err = installPath("Events", r.Events); err != nil {
+		return nil, err
+	}
+	cat, err := inventories.LoadCatalogue(inventories.Beside(r.Events, inventories.ProvidersFile))
+	if err != nil {
+		return nil, err
+	}
+	if _, _, err := inventories.LoadEvents(r.Events, cat); err != nil {
+		return nil, err
+	}
+
+	if r.StateDir == "" {
+		if r.StateDir, err = program.DefaultStateDir(); err != nil {
+			return nil, &TimerFieldError{"StateDir", err}
+		}
+	}
+	if r.StateDir, err = filepath.Abs(r.StateDir); err != nil {
+		return nil, &TimerFieldError{"StateDir", err}
+	}
+
+	if r.Fleet == "" {
+		if r.Fleet, err = os.Executable(); err != nil {
+			return nil, timerErr("Fleet", "%v; give the fleet binary's path", err)
+		}
+	}
+	if r.Fleet, err = installPath("Fleet", r.Fleet); err != nil {
+		return nil, err
+	}
+	if fi, err := os.Stat(r.Fleet); err != nil || fi.Mode().Perm()&0o111 == 0 {
+		return nil, timerErr("Fleet", "%s is not executable", r.Fleet)
+	}
+
+	if r.Interval != 0 && r.Interval < units.MinReconcileInterval {
+		return nil, timerErr("Interval", "at least %s, got %s", units.MinReconcileInterval, r.Interval)
+	}
+
+	if r.User != "" && o.Enable {
+		if _, err := user.Lookup(r.User); err != nil {
+			return nil, &TimerFieldError{"User", err}
+		}
+	}
+
+	if r.EnvironmentFile != "" {
+		if r.EnvironmentFile, err = installPath("EnvironmentFile", r.EnvironmentFile); err != nil {
+			return nil, err
+		}
+		if err := rootOnly(r.EnvironmentFile, o.EnvFileOwner); err != nil {
+			return nil, &TimerFieldError{"EnvironmentFile", err}
+		}
+	}
+
+	dir := o.UnitDir
+	if dir == "" {
+		dir = units.ReconcilerDir
+	}
+	if fi, err := os.Stat(dir); err != nil {
+		return nil, &TimerFieldError{"UnitDir", err}
+	} else if !fi.IsDir() {
+		return nil, timerErr("UnitDir", "%s is not a directory", dir)
+	}
+
+	files, err := units.RenderReconciler(r)
+	if err != nil {
+		return nil, err
+	}
+	var written []string
+	for _, f := range files {
+		path := filepath.Join(dir, filepath.Base(f.Path))
+		if err := atomicfile.Write(path, f.Data, 0o644); err != nil {
+			return written, err
+		}
+		written = append(written, path)
+	}
+	if o.Enable {
+		for _, args := range [][]string{{"daemon-reload"}, {"enable", "--now", units.ReconcilerTimer}} {
+			if err := systemctl(ctx, o.Systemctl, args...); err != nil {
+				return written, err
+			}
+		}
+	}
+	return written, nil
+}
+
+// rootOnly checks that the reconciler's environment file is owner's
+// (root's) and mode 0600 or tighter, and that no one else can replace it:
+// every directory above it is owner's and writable by no one else, unless
+// sticky (as /tmp is: others cannot rename or delete root's entries).
+// Whoever can write the file chooses the environment of a service that
+// runs as root, PATH and the Pulumi binary with it.
+func rootOnly(path string, owner uint32) error {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return err
+	}
+	if !fi.Mode().IsRegular() {
+		return fmt.Errorf("%s is not a regular file", path)
+	}
+	uid := fileOwner(fi)
+	switch {
+	case uid != owner:
+		return fmt.Errorf("%s is owned by uid %d, not %d (root); whoever owns it chooses what the root service runs: chown root:root %s && chmod 600 %s", path, uid, owner, path, path)
+	case fi.Mode().Perm()&0o077 != 0:
+		return fmt.Errorf("%s is mode %#o, readable beyond its owner; it holds tokens: chmod 600 %s", path, fi.Mode().Perm(), path)
+	}
+	for dir := filepath.Dir(path); ; dir = filepath.Dir(dir) {
+		di, err := os.Stat(dir)
+		if err != nil {
+			return err
+		}
+		sticky := di.Mode()&os.ModeSticky != 0
+		switch {
+		case fileOwner(di) != owner:
+			return fmt.Errorf("%s is in %s, owned by uid %d, not %d (root), who could replace it: keep it in a directory of root's, such as /etc/relayfleet", path, dir, fileOwner(di), owner)
+		case di.Mode().Perm()&0o022 != 0 && !sticky:
+			return fmt.Errorf("%s is in %s, mode %#o, writable by others, who could replace it: chmod go-w %s", path, dir, di.Mode().Perm(), dir)
+		}
+		if dir == filepath.Dir(dir) {
+			return nil
+		}
+	}
+}
+
+// fileOwner is the uid that owns a file.
+func fileOwner(fi os.FileInfo) uint32 {
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+		return st.Uid
+	}
+	return ^uint32(0)
+}
+
+// installPath checks that path names a file (not a directory) and returns
+// it absolute; errors name the field.
+func installPath(field, path string) (string, error) {
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return "", &TimerFieldError{field, err}
+	}
+	fi, err := os.Stat(abs)
+	if err != nil {
+		return "", &TimerFieldError{field, err}
+	}
+	if fi.IsDir() {
+		return "", timerErr(field, "%s is a directory", abs)
+	}
+	return abs, nil
+}
+
+// systemctl runs systemctl ARGS; a failure carries its output, on one
+// line.
+func systemctl(ctx context.Context, path string, args ...string) error {
+	if path == "" {
+		path = "systemctl"
+	}
+	cmd := exec.CommandContext(ctx, path, args...)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Run(); err != nil {
+		msg := strings.Join(strings.Fields(out.String()), " ")
+		if msg != "" {
+			return fmt.Errorf("systemctl %s: %v: %s", strings.Join(args, " "), err, msg)
+		}
+		return fmt.Errorf("systemctl %s: %v", strings.Join(args, " "), err)
+	}
+	return nil
+}
