@@ -15,8 +15,8 @@ var ErrNoRelay = errors.New("no relay")
 // RelayBinary finds the relay build a command releases or runs: path, or,
 // when path is "", relay beside the running binary (where make build puts
 // both). It returns the build's absolute path once it has checked that
-// the file is a Linux executable (an ELF file); a missing default wraps
-// ErrNoRelay.
+// the file is a Linux executable (an ELF file with an execute bit); a
+// missing default wraps ErrNoRelay.
 func RelayBinary(path string) (string, error) {
 	if path == "" {
 		exe, err := os.Executable()
@@ -27,6 +27,13 @@ func RelayBinary(path string) (string, error) {
 		if _, err := os.Stat(path); err != nil {
 			return "", fmt.Errorf("%w beside %s", ErrNoRelay, exe)
 		}
+	}
+	st, err := os.Stat(path)
+	if err != nil {
+		return "", err
+	}
+	if st.IsDir() || st.Mode()&0o111 == 0 {
+		return "", fmt.Errorf("%s is not an executable", path)
 	}
 	f, err := os.Open(path)
 	if err != nil {

@@ -23,6 +23,10 @@ func TestRelayBinary(t *testing.T) {
 	elf := write("relay", "\x7fELF\x02\x01\x01rest of the build")
 	script := write("script", "#!/bin/sh\n")
 	short := write("short", "\x7fE")
+	noExec := write("noexec", "\x7fELF\x02\x01\x01rest of the build")
+	if err := os.Chmod(noExec, 0o644); err != nil {
+		t.Fatal(err)
+	}
 	for _, tc := range []struct {
 		name, path string
 		want       string // the path returned, or the error's text
@@ -32,8 +36,9 @@ func TestRelayBinary(t *testing.T) {
 		{"an ELF file", elf, elf, nil, true},
 		{"a script", script, script + " is not a Linux executable", nil, false},
 		{"shorter than the magic", short, short + " is not a Linux executable", nil, false},
-		{"a directory", dir, dir + " is not a Linux executable", nil, false},
-		{"missing", filepath.Join(dir, "nope"), "open " + filepath.Join(dir, "nope") + ": no such file or directory", fs.ErrNotExist, false},
+		{"a directory", dir, dir + " is not an executable", nil, false},
+		{"no execute bit", noExec, noExec + " is not an executable", nil, false},
+		{"missing", filepath.Join(dir, "nope"), "stat " + filepath.Join(dir, "nope") + ": no such file or directory", fs.ErrNotExist, false},
 		// go test's binary has no relay beside it.
 		{"none beside the running binary", "", "no relay beside ", ErrNoRelay, false},
 	} {

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"github.com/relayfleet/relayfleet/internal/text"
 	"io"
 	"os"
 	"path/filepath"
@@ -176,14 +177,14 @@ func runAuthExport(ctx context.Context, s *stackFlags, out string, stdout io.Wri
 	if fi, err := os.Stat(filepath.Dir(out)); err != nil || !fi.IsDir() {
 		return usagef("flag --out: no directory %s", filepath.Dir(out))
 	}
-	text, keys, err := fleetAuthKeys(ctx, openKeyStore(st), false)
+	keyFile, keys, err := fleetAuthKeys(ctx, openKeyStore(st), false)
 	if err != nil {
 		return err
 	}
-	if err := atomicfile.Write(out, []byte(text), 0o600); err != nil {
+	if err := atomicfile.Write(out, []byte(keyFile), 0o600); err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "wrote %s (mode 0600): %s; run the origin with relay serve --auth-key %s, and export again after each rotation\n", out, plural(len(keys), "key", "keys"), out)
+	fmt.Fprintf(stdout, "wrote %s (mode 0600): %s; run the origin with relay serve --auth-key %s, and export again after each rotation\n", out, text.Plural(len(keys), "key", "keys"), out)
 	writeKeys(stdout, keys)
 	return nil
 }

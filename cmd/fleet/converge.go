@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/relayfleet/relayfleet/internal/text"
 	"io"
 	"os"
 	"sort"
@@ -135,9 +136,9 @@ func convergeTargets(ctx context.Context, stdout io.Writer, targets []provision.
 	}
 	switch tally := provision.TallyResults(results); {
 	case tally.Failed > 0:
-		return &exitError{Code: exitHostsFailed, Msg: fmt.Sprintf("%d of %s failed: %s", tally.Failed, plural(len(results), "host", "hosts"), oneLine(provision.Failed(results)))}
+		return &exitError{Code: exitHostsFailed, Msg: fmt.Sprintf("%d of %s failed: %s", tally.Failed, text.Plural(len(results), "host", "hosts"), oneLine(provision.Failed(results)))}
 	case check && tally.Changed > 0:
-		return &exitError{Code: exitChanges, Msg: fmt.Sprintf("%d of %s would change", tally.Changed, plural(len(results), "host", "hosts"))}
+		return &exitError{Code: exitChanges, Msg: fmt.Sprintf("%d of %s would change", tally.Changed, text.Plural(len(results), "host", "hosts"))}
 	}
 	return nil
 }
@@ -192,17 +193,26 @@ func loadFleet(path string) (*inventories.Fleet, error) {
 // (provision.RelayBinary: the flag, else relay beside the fleet binary)
 // and reads it.
 func relayBinary(flagValue string) (path string, data []byte, err error) {
-	path, err = provision.RelayBinary(flagValue)
-	if errors.Is(err, provision.ErrNoRelay) {
-		return "", nil, usagef("flag --relay-binary: %v; build it with make build or give --relay-binary", err)
-	}
-	if err != nil {
-		return "", nil, usagef("flag --relay-binary: %v", err)
+	if path, err = findRelay(flagValue); err != nil {
+		return "", nil, err
 	}
 	if data, err = os.ReadFile(path); err != nil {
 		return "", nil, usagef("flag --relay-binary: %v", err)
 	}
 	return path, data, nil
+}
+
+// findRelay is --relay-binary's build (provision.RelayBinary), its
+// errors naming the flag.
+func findRelay(flagValue string) (string, error) {
+	path, err := provision.RelayBinary(flagValue)
+	if errors.Is(err, provision.ErrNoRelay) {
+		return "", usagef("flag --relay-binary: %v; build it with make build or give --relay-binary", err)
+	}
+	if err != nil {
+		return "", usagef("flag --relay-binary: %v", err)
+	}
+	return path, nil
 }
 
 func writeConvergeText(w io.Writer, rs []provision.HostResult, check bool) {
@@ -224,9 +234,9 @@ func writeConvergeText(w io.Writer, rs []provision.HostResult, check bool) {
 		case len(rep.Changes) == 0:
 			fmt.Fprintf(w, "== %s%s: converged, nothing to change (%.1fs)\n", r.Host, procs, r.Elapsed.Seconds())
 		case check:
-			fmt.Fprintf(w, "== %s%s: %s to make\n", r.Host, procs, plural(len(rep.Changes), "change", "changes"))
+			fmt.Fprintf(w, "== %s%s: %s to make\n", r.Host, procs, text.Plural(len(rep.Changes), "change", "changes"))
 		default:
-			fmt.Fprintf(w, "== %s%s: %s applied in %.1fs\n", r.Host, procs, plural(len(rep.Changes), "change", "changes"), r.Elapsed.Seconds())
+			fmt.Fprintf(w, "== %s%s: %s applied in %.1fs\n", r.Host, procs, text.Plural(len(rep.Changes), "change", "changes"), r.Elapsed.Seconds())
 		}
 		for _, c := range rep.Changes {
 			fmt.Fprintf(w, "   %s\n", c)
@@ -249,7 +259,7 @@ func writeConvergeText(w io.Writer, rs []provision.HostResult, check bool) {
 	for _, r := range rs {
 		result, n, restarted, release := "converged", 0, 0, ""
 		if r.Report != nil {
-			n, restarted, release = len(r.Report.Changes), len(r.Report.Restarted), short(r.Report.Release)
+			n, restarted, release = len(r.Report.Changes), len(r.Report.Restarted), text.ShortSHA(r.Report.Release)
 		}
 		switch {
 		case r.Err != nil:
@@ -263,7 +273,7 @@ func writeConvergeText(w io.Writer, rs []provision.HostResult, check bool) {
 	}
 	tw.Flush()
 	tally := provision.TallyResults(rs)
-	fmt.Fprintf(w, "\nsummary: %s: %d changed, %d unchanged, %d failed\n", plural(len(rs), "host", "hosts"), tally.Changed, tally.Unchanged, tally.Failed)
+	fmt.Fprintf(w, "\nsummary: %s: %d changed, %d unchanged, %d failed\n", text.Plural(len(rs), "host", "hosts"), tally.Changed, tally.Unchanged, tally.Failed)
 }
 
 func sysctlNote(s sysctl.Result) string {

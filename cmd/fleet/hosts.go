@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/relayfleet/relayfleet/internal/text"
 	"io"
 	"strings"
 	"text/tabwriter"
@@ -133,7 +134,7 @@ func runHosts(ctx context.Context, hf *hostFlags, asJSON, release bool, ios *cli
 		return err
 	}
 	if failed > 0 {
-		return &exitError{Code: exitHostsFailed, Msg: fmt.Sprintf("%d of %s could not be read", failed, plural(len(rows), "host", "hosts"))}
+		return &exitError{Code: exitHostsFailed, Msg: fmt.Sprintf("%d of %s could not be read", failed, text.Plural(len(rows), "host", "hosts"))}
 	}
 	return nil
 }
@@ -149,7 +150,7 @@ func writeHostsText(w io.Writer, set *fleethosts.Set, rows []hostJSONEntry, rele
 		case r.Error != "":
 			rel = "FAILED"
 		case release:
-			rel = short(r.Release)
+			rel = text.ShortSHA(r.Release)
 		}
 		ports := make([]string, len(r.Ports))
 		for i, p := range r.Ports {
@@ -162,7 +163,7 @@ func writeHostsText(w io.Writer, set *fleethosts.Set, rows []hostJSONEntry, rele
 		return err
 	}
 	steady := len(set.SteadyHosts())
-	fmt.Fprintf(w, "\n%s in stack %s, %d in event stacks\n", plural(steady, "steady host", "steady hosts"), set.Steady, len(rows)-steady)
+	fmt.Fprintf(w, "\n%s in stack %s, %d in event stacks\n", text.Plural(steady, "steady host", "steady hosts"), set.Steady, len(rows)-steady)
 	for _, r := range rows {
 		if r.Error != "" {
 			fmt.Fprintf(w, "%s: FAILED: %s\n", r.Name, r.Error)

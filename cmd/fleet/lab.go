@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/relayfleet/relayfleet/internal/text"
 	"io"
 	"net/netip"
 	"os"
@@ -124,7 +125,7 @@ func labUpCommand(ios *cli.IOStreams) *cobra.Command {
 				if r.WasRunning {
 					how = "already running"
 				}
-				fmt.Fprintf(ios.Out, "%s\t%s\t%s\t%d MiB\t%s\n", r.Box.Name, r.Box.Address, plural(r.Box.Cores, "core", "cores"), r.Box.RAM>>20, how)
+				fmt.Fprintf(ios.Out, "%s\t%s\t%s\t%d MiB\t%s\n", r.Box.Name, r.Box.Address, text.Plural(r.Box.Cores, "core", "cores"), r.Box.RAM>>20, how)
 			}
 			return err
 		},

@@ -19,29 +19,6 @@ import (
 	"github.com/relayfleet/relayfleet/relay"
 )
 
-// loadtestRelayBinary finds the relay binary that runs the load generator and the
-// publisher here.
-func loadtestRelayBinary(path string) (string, error) {
-	if path == "" {
-		exe, err := os.Executable()
-		if err != nil {
-			return "", err
-		}
-		path = filepath.Join(filepath.Dir(exe), "relay")
-		if _, err := os.Stat(path); err != nil {
-			return "", usagef("flag --relay-binary: no relay beside %s; build it with make build or give --relay-binary", exe)
-		}
-	}
-	st, err := os.Stat(path)
-	if err != nil {
-		return "", usagef("flag --relay-binary: %v", err)
-	}
-	if st.IsDir() || st.Mode()&0o111 == 0 {
-		return "", usagef("flag --relay-binary: %s is not an executable", path)
-	}
-	return filepath.Abs(path)
-}
-
 // loadtestOpts are fleet loadtest's flags.
 type loadtestOpts struct {
 	hf                                 hostFlags
@@ -88,7 +65,7 @@ func runLoadtest(ctx context.Context, o *loadtestOpts, ios *cli.IOStreams) error
 	if err != nil {
 		return usagef("flag --steps: %v", err)
 	}
-	bin, err := loadtestRelayBinary(o.relayBinary)
+	bin, err := findRelay(o.relayBinary)
 	if err != nil {
 		return err
 	}

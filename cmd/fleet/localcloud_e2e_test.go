@@ -20,6 +20,7 @@ import (
 	"encoding/json"
 	"encoding/pem"
 	"fmt"
+	"github.com/relayfleet/relayfleet/internal/text"
 	"io"
 	"net"
 	"net/http"
@@ -468,7 +469,7 @@ steady:
 		for _, p := range b.Processes {
 			procs++
 			if p.Active != "active" || p.Release != e.digestV1 {
-				t.Errorf("status of %s %s: %s, release %s; want active on %s", b.Host, p.Unit, p.Active, short(p.Release), short(e.digestV1))
+				t.Errorf("status of %s %s: %s, release %s; want active on %s", b.Host, p.Unit, p.Active, text.ShortSHA(p.Release), text.ShortSHA(e.digestV1))
 			}
 		}
 	}
@@ -538,11 +539,11 @@ steady:
 	keepRolloutLogs(t, e, work, c.provider, ro.out)
 	for _, b := range statusJSON() {
 		if b.Release != e.digestV2 {
-			t.Errorf("after the rollout %s is on release %s, want %s", b.Host, short(b.Release), short(e.digestV2))
+			t.Errorf("after the rollout %s is on release %s, want %s", b.Host, text.ShortSHA(b.Release), text.ShortSHA(e.digestV2))
 		}
 		for _, p := range b.Processes {
 			if p.Active != "active" || p.Release != e.digestV2 || p.Draining {
-				t.Errorf("after the rollout %s %s: %s, release %s, draining %v", b.Host, p.Unit, p.Active, short(p.Release), p.Draining)
+				t.Errorf("after the rollout %s %s: %s, release %s, draining %v", b.Host, p.Unit, p.Active, text.ShortSHA(p.Release), p.Draining)
 			}
 		}
 	}
@@ -643,7 +644,7 @@ events:
 	for _, h := range hosts.Hosts {
 		tiers[h.Tier+"/"+h.Event]++
 		if h.Backend != c.provider || h.Release != e.digestV2 || h.Error != "" {
-			t.Errorf("fleet hosts: %s (%s): backend %s, release %s, error %q; want %s on %s", h.Name, h.Tier, h.Backend, short(h.Release), h.Error, c.provider, short(e.digestV2))
+			t.Errorf("fleet hosts: %s (%s): backend %s, release %s, error %q; want %s on %s", h.Name, h.Tier, h.Backend, text.ShortSHA(h.Release), h.Error, c.provider, text.ShortSHA(e.digestV2))
 		}
 	}
 	if tiers["steady/"] != 2 || tiers["burst/"+lcxEvent] != 1 || len(hosts.Hosts) != 3 {

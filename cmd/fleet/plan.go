@@ -1,6 +1,9 @@
 package main
 
 import (
+	"github.com/relayfleet/relayfleet/internal/text"
+)
+import (
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -159,7 +162,7 @@ func writePlanTable(w io.Writer, p *capacity.Plan, def *namedCalibration, perSha
 	if p.EventHours > 0 {
 		window = fmt.Sprintf("an event of %s h", num(p.EventHours))
 	}
-	fmt.Fprintf(w, "Plan for %s, %s\n", plural(p.Listeners, "listener", "listeners"), window)
+	fmt.Fprintf(w, "Plan for %s, %s\n", text.Plural(p.Listeners, "listener", "listeners"), window)
 	fmt.Fprintf(w, "calibration: %s\n", def.Describe())
 	for _, ref := range slices.Sorted(maps.Keys(perShape)) {
 		fmt.Fprintf(w, "calibration for %s: %s\n", ref, perShape[ref].Describe())
@@ -181,7 +184,7 @@ func writePlanTable(w io.Writer, p *capacity.Plan, def *namedCalibration, perSha
 	if p.Capacity > 0 {
 		spare = 100 * float64(p.Capacity-p.Listeners) / float64(p.Capacity)
 	}
-	fmt.Fprintf(w, "\ntotal: %s, capacity %s (%.1f%% spare)\n", plural(p.Boxes, "box", "boxes"), capacity.Count(p.Capacity), spare)
+	fmt.Fprintf(w, "\ntotal: %s, capacity %s (%.1f%% spare)\n", text.Plural(p.Boxes, "box", "boxes"), capacity.Count(p.Capacity), spare)
 	if c := p.Cost; c != nil {
 		fmt.Fprintf(w, "cost (%s): %s per hour, %s per month", c.Currency, money(c.PerHour), money(c.PerMonth))
 		if c.Overage > 0 {
@@ -195,7 +198,7 @@ func writePlanTable(w io.Writer, p *capacity.Plan, def *namedCalibration, perSha
 		fmt.Fprintln(w, "cost: unknown for a --box plan (no price); use --shape for prices and egress terms")
 	}
 	fmt.Fprintf(w, "egress: %s per listener-hour, %s per hour at %s\n",
-		inventories.Bytes(p.EgressPerListenerHour), inventories.Bytes(p.EgressPerHourAtListeners), plural(p.Listeners, "listener", "listeners"))
+		inventories.Bytes(p.EgressPerListenerHour), inventories.Bytes(p.EgressPerHourAtListeners), text.Plural(p.Listeners, "listener", "listeners"))
 
 	var egress []capacity.Group
 	for _, g := range p.Groups {
@@ -261,14 +264,6 @@ func money(v float64) string {
 }
 
 func num(v float64) string { return strconv.FormatFloat(v, 'f', -1, 64) }
-
-// plural writes a count with the noun that fits it: 1 box, 2 boxes.
-func plural(n int, one, many string) string {
-	if n == 1 {
-		return "1 " + one
-	}
-	return capacity.Count(n) + " " + many
-}
 
 // namedCalibration is a calibration and how a plan names it.
 type namedCalibration = loadtest.PlanCalibration

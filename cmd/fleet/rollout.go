@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/relayfleet/relayfleet/internal/text"
 	"io"
 	"net/url"
 	"strings"
@@ -132,17 +133,17 @@ func runRollout(ctx context.Context, o *rolloutOptions, ios *cli.IOStreams) erro
 			case o.Err != nil:
 				logf("%s: FAILED: %s", o.Host, oneLine(o.Err))
 			case o.Result.From == o.Result.To:
-				logf("%s: already on %s, every process runs it", o.Host, short(o.Result.To))
+				logf("%s: already on %s, every process runs it", o.Host, text.ShortSHA(o.Result.To))
 			case o.Result.Resumed:
-				logf("%s: resumed %s -> %s (current pointed at it already): %s still on another release restarted one at a time", o.Host, short(o.Result.From), short(o.Result.To), plural(len(o.Result.Restarted), "process", "processes"))
+				logf("%s: resumed %s -> %s (current pointed at it already): %s still on another release restarted one at a time", o.Host, text.ShortSHA(o.Result.From), text.ShortSHA(o.Result.To), text.Plural(len(o.Result.Restarted), "process", "processes"))
 			default:
-				logf("%s: %s -> %s, %s restarted one at a time", o.Host, short(o.Result.From), short(o.Result.To), plural(len(o.Result.Restarted), "process", "processes"))
+				logf("%s: %s -> %s, %s restarted one at a time", o.Host, text.ShortSHA(o.Result.From), text.ShortSHA(o.Result.To), text.Plural(len(o.Result.Restarted), "process", "processes"))
 			}
 		},
 	}
 	rep, err := fr.Run(ctx, targets)
 	if errors.Is(err, provision.ErrBoxesFailed) {
-		return &exitError{Code: exitHostsFailed, Msg: fmt.Sprintf("%d of %s failed and rolled back, %d not started", rep.Failed, plural(len(targets), "box", "boxes"), rep.Skipped)}
+		return &exitError{Code: exitHostsFailed, Msg: fmt.Sprintf("%d of %s failed and rolled back, %d not started", rep.Failed, text.Plural(len(targets), "box", "boxes"), rep.Skipped)}
 	}
 	if rep != nil && rep.Rebalanced {
 		printBalance(out, rep.Before, rep.After)
@@ -182,14 +183,4 @@ func printBalance(w io.Writer, before, after []provision.ProcLoad) {
 	}
 	fmt.Fprintf(tw, "mean\t\t%.1f\t%.1f\n", mean(before), mean(after))
 	tw.Flush()
-}
-
-func short(sha string) string {
-	if len(sha) > 12 {
-		return sha[:12]
-	}
-	if sha == "" {
-		return "(none)"
-	}
-	return sha
 }

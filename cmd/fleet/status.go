@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/relayfleet/relayfleet/internal/text"
 	"io"
 	"strings"
 	"text/tabwriter"
@@ -65,7 +66,7 @@ func runStatus(ctx context.Context, hf *hostFlags, asJSON bool, ios *cli.IOStrea
 		}
 	}
 	if failed > 0 {
-		return &exitError{Code: exitHostsFailed, Msg: fmt.Sprintf("%d of %s could not be read", failed, plural(len(boxes), "box", "boxes"))}
+		return &exitError{Code: exitHostsFailed, Msg: fmt.Sprintf("%d of %s could not be read", failed, text.Plural(len(boxes), "box", "boxes"))}
 	}
 	return nil
 }
@@ -87,7 +88,7 @@ func writeStatusText(stdout io.Writer, boxes []boxJSON) error {
 		dropping += b.Dropping()
 	}
 	if dropping > 0 {
-		fmt.Fprintf(stdout, "DROPS: %s dropped UDP datagrams at a full receive buffer (raise --udp-buffer / net.core.rmem_max, or add processes)\n\n", plural(dropping, "relay process", "relay processes"))
+		fmt.Fprintf(stdout, "DROPS: %s dropped UDP datagrams at a full receive buffer (raise --udp-buffer / net.core.rmem_max, or add processes)\n\n", text.Plural(dropping, "relay process", "relay processes"))
 	}
 	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
 	row := func(drops string, cols ...string) {
@@ -128,9 +129,9 @@ func writeStatusText(stdout io.Writer, boxes []boxJSON) error {
 			drift = "sysctl drift: " + strings.Join(b.SysctlDrift, "; ")
 		}
 		if len(b.SysctlRefused) > 0 {
-			drift += fmt.Sprintf(" (%s refused by this kernel, as inside a container)", plural(len(b.SysctlRefused), "key", "keys"))
+			drift += fmt.Sprintf(" (%s refused by this kernel, as inside a container)", text.Plural(len(b.SysctlRefused), "key", "keys"))
 		}
-		fmt.Fprintf(stdout, "%s: release %s, %s, %s%s\n", b.Host, short(b.Release), plural(len(b.Processes), "process", "processes"), drift, leftBehind(b.BoxStatus))
+		fmt.Fprintf(stdout, "%s: release %s, %s, %s%s\n", b.Host, text.ShortSHA(b.Release), text.Plural(len(b.Processes), "process", "processes"), drift, leftBehind(b.BoxStatus))
 	}
 	return nil
 }
@@ -142,9 +143,9 @@ func runsColumn(p provision.ProcessStatus) string {
 	case p.Release == "":
 		return "-"
 	case p.Stale:
-		return short(p.Release) + " STALE"
+		return text.ShortSHA(p.Release) + " STALE"
 	}
-	return short(p.Release)
+	return text.ShortSHA(p.Release)
 }
 
 // leftBehind says how many processes run another release than current,
@@ -154,5 +155,5 @@ func leftBehind(b provision.BoxStatus) string {
 	if stale == 0 && draining == 0 {
 		return ""
 	}
-	return fmt.Sprintf("; %s not on the current release, %d draining (fleet converge or a re-run of fleet rollout finishes it)", plural(stale, "process", "processes"), draining)
+	return fmt.Sprintf("; %s not on the current release, %d draining (fleet converge or a re-run of fleet rollout finishes it)", text.Plural(stale, "process", "processes"), draining)
 }

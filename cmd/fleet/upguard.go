@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"github.com/relayfleet/relayfleet/internal/text"
 	"io"
 	"strings"
 
@@ -73,13 +74,13 @@ func confirmDoomed(w io.Writer, in io.Reader, terminal, yes bool, boxes []progra
 // confirmGoing is confirmDoomed for command cmd, which would verb the
 // boxes.
 func confirmGoing(w io.Writer, in io.Reader, terminal, yes bool, boxes []program.DoomedBox, cmd, verb string) error {
-	fmt.Fprintf(w, "%s would %s %s:\n", cmd, verb, plural(len(boxes), "box", "boxes"))
+	fmt.Fprintf(w, "%s would %s %s:\n", cmd, verb, text.Plural(len(boxes), "box", "boxes"))
 	for _, b := range boxes {
 		what := b.Op
 		if len(b.Keys) > 0 {
 			what += " (" + strings.Join(b.Keys, ", ") + ")"
 		}
-		held := plural(int(b.Listeners), "listener", "listeners")
+		held := text.Plural(int(b.Listeners), "listener", "listeners")
 		if b.Err != nil {
 			held = "listeners unknown: " + oneLine(b.Err)
 		}
@@ -91,14 +92,14 @@ func confirmGoing(w io.Writer, in io.Reader, terminal, yes bool, boxes []program
 		return nil
 	}
 	if yes {
-		fmt.Fprintf(w, "--yes: going ahead with %s serving listeners\n", plural(len(serving), "box", "boxes"))
+		fmt.Fprintf(w, "--yes: going ahead with %s serving listeners\n", text.Plural(len(serving), "box", "boxes"))
 		return nil
 	}
 	if !terminal {
 		return fmt.Errorf("flag --yes: %s would %s %s serving listeners or whose listeners could not be read (%s, %s): confirm on a terminal or give --yes",
-			cmd, verb, plural(len(serving), "box", "boxes"), strings.Join(serving, ", "), plural(int(total), "listener", "listeners"))
+			cmd, verb, text.Plural(len(serving), "box", "boxes"), strings.Join(serving, ", "), text.Plural(int(total), "listener", "listeners"))
 	}
-	fmt.Fprintf(w, "%s %s serving listeners (%s)? Type yes to go ahead: ", strings.ToUpper(verb[:1])+verb[1:], plural(len(serving), "box", "boxes"), strings.Join(serving, ", "))
+	fmt.Fprintf(w, "%s %s serving listeners (%s)? Type yes to go ahead: ", strings.ToUpper(verb[:1])+verb[1:], text.Plural(len(serving), "box", "boxes"), strings.Join(serving, ", "))
 	line, _ := bufio.NewReader(in).ReadString('\n')
 	if a := strings.ToLower(strings.TrimSpace(line)); a != "yes" && a != "y" {
 		return fmt.Errorf("not confirmed: nothing changed")

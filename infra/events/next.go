@@ -2,6 +2,7 @@ package events
 
 import (
 	"fmt"
+	"github.com/relayfleet/relayfleet/internal/text"
 	"time"
 
 	"github.com/relayfleet/relayfleet/inventories"
@@ -22,10 +23,10 @@ func NextStep(ev *inventories.Event, rec *Record, now time.Time) string {
 		return "up at " + at(ev.UpAt())
 	case Up:
 		if rec.Shrink != nil {
-			return fmt.Sprintf("resize down to %s: remove each box that goes once it holds no listener; drain at %s", plural(rec.Shrink.To, "box", "boxes"), at(ev.End.Time))
+			return fmt.Sprintf("resize down to %s: remove each box that goes once it holds no listener; drain at %s", text.Plural(rec.Shrink.To, "box", "boxes"), at(ev.End.Time))
 		}
 		if rec.Suggested != nil {
-			return fmt.Sprintf("drain at %s (the files size it at %s: fleet burst resize to shrink)", at(ev.End.Time), plural(*rec.Suggested, "box", "boxes"))
+			return fmt.Sprintf("drain at %s (the files size it at %s: fleet burst resize to shrink)", at(ev.End.Time), text.Plural(*rec.Suggested, "box", "boxes"))
 		}
 		return "drain at " + at(ev.End.Time)
 	case Draining:

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/relayfleet/relayfleet/internal/text"
 	"io"
 	"log/slog"
 	"math"
@@ -278,9 +279,9 @@ func (r *Reconciler) up(ctx context.Context, now time.Time, ev *inventories.Even
 		rec.Report, rec.Orphans, rec.DestroyedAt, rec.Samples, rec.BoxSeconds = nil, nil, time.Time{}, nil, 0
 	}
 	detail := fmt.Sprintf("bringing up %s (%s listeners each) for a peak of %s over the steady fleet's %s",
-		plural(size.Boxes, size.Shape+" box", size.Shape+" boxes"), capacity.Count(size.PerBox), capacity.Count(size.Peak), capacity.Count(size.SteadyCapacity))
+		text.Plural(size.Boxes, size.Shape+" box", size.Shape+" boxes"), capacity.Count(size.PerBox), capacity.Count(size.Peak), capacity.Count(size.SteadyCapacity))
 	if grow {
-		detail = fmt.Sprintf("changing to %s (plan or relay release changed)", plural(size.Boxes, "box", "boxes"))
+		detail = fmt.Sprintf("changing to %s (plan or relay release changed)", text.Plural(size.Boxes, "box", "boxes"))
 	}
 	r.note(rec, now, "up", detail)
 	if s := size.Short(); s != "" {
@@ -332,7 +333,7 @@ func (r *Reconciler) up(ctx context.Context, now time.Time, ev *inventories.Even
 		when = "LATE: the event started " + now.Sub(ev.Start.Time).Round(time.Second).String() + " ago"
 	}
 	r.note(rec, now, "ready", fmt.Sprintf("%s converged, %s in the router's list (%s); %s",
-		plural(len(hosts), "box", "boxes"), plural(relays, "relay process", "relay processes"), strings.Join(names, ", "), when))
+		text.Plural(len(hosts), "box", "boxes"), text.Plural(relays, "relay process", "relay processes"), strings.Join(names, ", "), when))
 	return r.save(ctx, rec)
 }
 
@@ -361,7 +362,7 @@ func (r *Reconciler) hold(now time.Time, rec *Record, size *Sizing) (*Sizing, bo
 	if rec.Suggested == nil || *rec.Suggested != size.Boxes {
 		rec.Suggested = &size.Boxes
 		r.note(rec, now, "hold", fmt.Sprintf("the files now size the event at %s; it keeps its %d while it runs (fleet burst resize --event %s drains the others and removes them once empty)",
-			plural(size.Boxes, "box", "boxes"), have, rec.Event))
+			text.Plural(size.Boxes, "box", "boxes"), have, rec.Event))
 		noted = true
 	}
 	kept := *size
@@ -402,7 +403,7 @@ func (r *Reconciler) Resize(ctx context.Context, now time.Time, event string) (R
 		have := len(rec.Hosts)
 		rec.Suggested = nil
 		if size.Boxes >= have {
-			r.note(rec, now, "resize", fmt.Sprintf("fleet burst resize: the files size the event at %s; it has %d", plural(size.Boxes, "box", "boxes"), have))
+			r.note(rec, now, "resize", fmt.Sprintf("fleet burst resize: the files size the event at %s; it has %d", text.Plural(size.Boxes, "box", "boxes"), have))
 		} else {
 			var going []string
 			for _, h := range rec.Hosts {
@@ -416,7 +417,7 @@ func (r *Reconciler) Resize(ctx context.Context, now time.Time, event string) (R
 			}
 			rec.Shrink = &Shrink{To: size.Boxes, Plan: size, Going: going, Since: now}
 			r.note(rec, now, "resize", fmt.Sprintf("fleet burst resize: from %s down to %d; %s drain first and go once empty",
-				plural(have, "box", "boxes"), size.Boxes, strings.Join(going, ", ")))
+				text.Plural(have, "box", "boxes"), size.Boxes, strings.Join(going, ", ")))
 		}
 		if err := r.save(ctx, rec); err != nil {
 			return Result{}, err
@@ -468,7 +469,7 @@ func (r *Reconciler) shrink(ctx context.Context, now time.Time, ev *inventories.
 		}
 		sh.Deadline = now.Add(drain)
 		r.note(rec, now, "resize-drain", fmt.Sprintf("%s marked draining in the router's list; their listeners are told to move to the boxes that stay (drain time until %s)",
-			plural(len(going), "box", "boxes"), sh.Deadline.UTC().Format(time.RFC3339)))
+			text.Plural(len(going), "box", "boxes"), sh.Deadline.UTC().Format(time.RFC3339)))
 		if err := r.save(ctx, rec); err != nil {
 			return err
 		}
@@ -540,7 +541,7 @@ func (r *Reconciler) shrink(ctx context.Context, now time.Time, ev *inventories.
 		return r.fail(ctx, rec, now, "route", err)
 	}
 	rec.Shrink, rec.Plan = nil, sh.Plan
-	r.note(rec, now, "resized", fmt.Sprintf("the event now has %s", plural(len(hosts), "box", "boxes")))
+	r.note(rec, now, "resized", fmt.Sprintf("the event now has %s", text.Plural(len(hosts), "box", "boxes")))
 	return r.save(ctx, rec)
 }
 
@@ -650,7 +651,7 @@ func (r *Reconciler) waitDrain(ctx context.Context, now time.Time, rec *Record) 
 func (r *Reconciler) destroy(ctx context.Context, now time.Time, rec *Record) error {
 	resume := rec.Phase == Destroying || rec.Phase == Creating
 	rec.Phase = Destroying
-	r.note(rec, now, "destroy", fmt.Sprintf("destroying stack %s (%s)", rec.Stack, plural(len(rec.Hosts), "box", "boxes")))
+	r.note(rec, now, "destroy", fmt.Sprintf("destroying stack %s (%s)", rec.Stack, text.Plural(len(rec.Hosts), "box", "boxes")))
 	if err := r.save(ctx, rec); err != nil {
 		return err
 	}

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/relayfleet/relayfleet/internal/text"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -431,8 +432,8 @@ func TestSweepFailureKeepsTheEventDestroying(t *testing.T) {
 
 func TestPlural(t *testing.T) {
 	for n, want := range map[int]string{0: "0 boxes", 1: "1 box", 2: "2 boxes", 1200: "1,200 boxes"} {
-		if got := plural(n, "box", "boxes"); got != want {
-			t.Errorf("plural(%d) = %q, want %q", n, got, want)
+		if got := text.Plural(n, "box", "boxes"); got != want {
+			t.Errorf("text.Plural(%d) = %q, want %q", n, got, want)
 		}
 	}
 	s := Sizing{Needed: 1, Boxes: 0, PerBox: 10}

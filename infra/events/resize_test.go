@@ -3,6 +3,7 @@ package events
 import (
 	"context"
 	"fmt"
+	"github.com/relayfleet/relayfleet/internal/text"
 	"strings"
 	"testing"
 	"time"
@@ -108,7 +109,7 @@ func TestCalibrationChangeMidEventKeepsTheSize(t *testing.T) {
 	for _, e := range rec.Log {
 		if e.Action == "hold" {
 			holds++
-			if !strings.Contains(e.Detail, fmt.Sprintf("at %s; it keeps its 3", plural(smaller, "box", "boxes"))) || !strings.Contains(e.Detail, "fleet burst resize --event "+h.ev.Name) {
+			if !strings.Contains(e.Detail, fmt.Sprintf("at %s; it keeps its 3", text.Plural(smaller, "box", "boxes"))) || !strings.Contains(e.Detail, "fleet burst resize --event "+h.ev.Name) {
 				t.Errorf("hold note %q", e.Detail)
 			}
 		}

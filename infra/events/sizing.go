@@ -3,6 +3,7 @@ package events
 import (
 	"errors"
 	"fmt"
+	"github.com/relayfleet/relayfleet/internal/text"
 
 	"github.com/relayfleet/relayfleet/inventories"
 	"github.com/relayfleet/relayfleet/inventories/capacity"
@@ -98,5 +99,5 @@ func (s *Sizing) Short() string {
 		return ""
 	}
 	return fmt.Sprintf("the peak needs %s but the event's max is %d: about %s listeners will find no room",
-		plural(s.Needed, "box", "boxes"), s.Boxes, capacity.Count((s.Needed-s.Boxes)*s.PerBox))
+		text.Plural(s.Needed, "box", "boxes"), s.Boxes, capacity.Count((s.Needed-s.Boxes)*s.PerBox))
 }

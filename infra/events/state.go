@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/relayfleet/relayfleet/internal/text"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -116,7 +117,7 @@ func (r *Reconciler) load(ctx context.Context) (map[string]*Record, error) {
 				if _, err := program.PutStackHosts(r.StateDir, program.StackHosts{Stack: r.Fleet.Name, Hosts: hosts}); err != nil {
 					return nil, err
 				}
-				r.log().Info(fmt.Sprintf("the router's list gets the steady fleet's %s from stack %s", plural(len(hosts), "host", "hosts"), r.Fleet.Name),
+				r.log().Info(fmt.Sprintf("the router's list gets the steady fleet's %s from stack %s", text.Plural(len(hosts), "host", "hosts"), r.Fleet.Name),
 					"action", "steady-hosts")
 			}
 		}

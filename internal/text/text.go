@@ -5,16 +5,37 @@
 package text
 
 import (
-	"fmt"
+	"strconv"
 	"strings"
 )
 
-// Plural writes a count with the noun that fits it: 1 box, 2 boxes.
+// Plural writes a count, with comma separators, and the noun that fits
+// it: 1 box, 2 boxes, 10,000 listeners.
 func Plural(n int, one, many string) string {
 	if n == 1 {
 		return "1 " + one
 	}
-	return fmt.Sprintf("%d %s", n, many)
+	return Count(n) + " " + many
+}
+
+// Count writes a listener count with comma separators: 100,000.
+func Count(n int) string {
+	s := strconv.Itoa(n)
+	neg := n < 0
+	if neg {
+		s = s[1:]
+	}
+	out := make([]byte, 0, len(s)+len(s)/3+1)
+	if neg {
+		out = append(out, '-')
+	}
+	for i := range len(s) {
+		if i > 0 && (len(s)-i)%3 == 0 {
+			out = append(out, ',')
+		}
+		out = append(out, s[i])
+	}
+	return string(out)
 }
 
 // ShortSHA is a release's SHA-256 shortened to 12 hex digits, "(none)"

@@ -10,7 +10,7 @@ func TestPlural(t *testing.T) {
 	for _, tc := range []struct {
 		n    int
 		want string
-	}{{0, "0 boxes"}, {1, "1 box"}, {2, "2 boxes"}} {
+	}{{0, "0 boxes"}, {1, "1 box"}, {2, "2 boxes"}, {1000, "1,000 boxes"}, {-1234567, "-1,234,567 boxes"}} {
 		if got := Plural(tc.n, "box", "boxes"); got != tc.want {
 			t.Errorf("Plural(%d) = %q, want %q", tc.n, got, tc.want)
 		}

@@ -7,8 +7,8 @@
 package capacity
 
 import (
+	"github.com/relayfleet/relayfleet/internal/text"
 	"math"
-	"strconv"
 
 	"github.com/relayfleet/relayfleet/inventories"
 )
@@ -83,25 +83,12 @@ func EgressPerListenerHour(c *inventories.Calibration) inventories.Bytes {
 	return inventories.Bytes(math.Round(c.BitratePerListener.BytesPerSecond() * 3600))
 }
 
+// Plural writes a count, with comma separators, and the noun that fits
+// it: 1 box, 2 boxes, 10,000 listeners.
+var Plural = text.Plural
+
 // Count writes a listener count with comma separators: 100,000.
-func Count(n int) string {
-	s := strconv.Itoa(n)
-	neg := n < 0
-	if neg {
-		s = s[1:]
-	}
-	out := make([]byte, 0, len(s)+len(s)/3+1)
-	if neg {
-		out = append(out, '-')
-	}
-	for i := range len(s) {
-		if i > 0 && (len(s)-i)%3 == 0 {
-			out = append(out, ',')
-		}
-		out = append(out, s[i])
-	}
-	return string(out)
-}
+var Count = text.Count
 
 // roundMoney keeps four decimals: enough for hourly prices of a cent.
 func roundMoney(v float64) float64 { return math.Round(v*1e4) / 1e4 }

@@ -362,3 +362,14 @@ func TestGroupCalibration(t *testing.T) {
 }
 
 func near(a, b float64) bool { return math.Abs(a-b) < 1e-6*math.Max(1, math.Abs(b)) }
+
+func TestPlural(t *testing.T) {
+	for _, tc := range []struct {
+		n    int
+		want string
+	}{{0, "0 boxes"}, {1, "1 box"}, {2, "2 boxes"}, {10000, "10,000 boxes"}} {
+		if got := Plural(tc.n, "box", "boxes"); got != tc.want {
+			t.Errorf("Plural(%d) = %q, want %q", tc.n, got, tc.want)
+		}
+	}
+}
