@@ -26,7 +26,7 @@ import (
 )
 
 // The set-up the end-to-end tests share: the Pulumi CLI, fleet and relay
-// built into a fresh work directory, and e2eLab, one test's own lab with
+// built once for all the tests, a fresh work directory per test, and e2eLab, one test's own lab with
 // the fleet command pointed at it.
 
 // built is the one build of fleet and relay the tests share (e2eBuild).
@@ -92,8 +92,8 @@ func e2eBuildSetup(t *testing.T) (cli, work, fleetBin, relayBin string) {
 	return cli, work, fleetBin, relayBin
 }
 
-// e2eSetup checks for root and the Pulumi CLI and builds fleet and relay
-// into a fresh work directory.
+// e2eSetup checks for root and the Pulumi CLI, builds fleet and relay
+// (once) and makes a fresh work directory.
 func e2eSetup(t *testing.T) (cli, images, work, fleetBin, relayBin string) {
 	t.Helper()
 	if os.Geteuid() != 0 {
