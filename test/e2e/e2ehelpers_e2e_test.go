@@ -26,8 +26,8 @@ import (
 )
 
 // The set-up the end-to-end tests share: the Pulumi CLI, fleet and relay
-// built once for all the tests, a fresh work directory per test, and e2eLab, one test's own lab with
-// the fleet command pointed at it.
+// built once for all the tests, a fresh work directory per test, and
+// e2eLab, one test's own lab with the fleet command pointed at it.
 
 // built is the one build of fleet and relay the tests share (e2eBuild).
 var built struct {
