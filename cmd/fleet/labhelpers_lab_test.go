@@ -1,4 +1,4 @@
-//go:build lab || e2e
+//go:build lab
 
 package main
 

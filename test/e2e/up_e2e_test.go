@@ -8,7 +8,7 @@
 //
 //	RELAYFLEET_PULUMI      the Pulumi CLI (default: the make pulumi build)
 //	RELAYFLEET_LAB_IMAGES  image cache (default /var/lib/relayfleet/lab/images)
-package main
+package e2e
 
 import (
 	"bytes"

@@ -10,7 +10,7 @@
 // listeners, an event's burst box up (events reconcile) and down (burst
 // down), and destroy. Every request the backends send and every answer
 // is checked against the vendor's published API description.
-package main
+package e2e
 
 import (
 	"bytes"

@@ -1,6 +1,6 @@
 //go:build e2e
 
-package main
+package e2e
 
 import (
 	"bytes"
@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -25,26 +26,61 @@ import (
 )
 
 // The set-up the end-to-end tests share: the Pulumi CLI, fleet and relay
-// built into a fresh work directory, and e2eLab, one test's own lab with
-// the fleet command pointed at it.
+// built once for all the tests, a fresh work directory per test, and
+// e2eLab, one test's own lab with the fleet command pointed at it.
 
-func e2eBuild(t *testing.T, dir string) (fleetBin, relayBin string) {
-	t.Helper()
-	for _, b := range []struct{ out, pkg string }{
-		{filepath.Join(dir, "fleet"), "github.com/relayfleet/relayfleet/cmd/fleet"},
-		{filepath.Join(dir, "relay"), "github.com/relayfleet/relayfleet/cmd/relay"},
-	} {
-		cmd := exec.Command("go", "build", "-o", b.out, b.pkg)
-		cmd.Stderr = os.Stderr
-		if err := cmd.Run(); err != nil {
-			t.Fatalf("build %s: %v", b.pkg, err)
-		}
-	}
-	return filepath.Join(dir, "fleet"), filepath.Join(dir, "relay")
+// built is the one build of fleet and relay the tests share (e2eBuild).
+var built struct {
+	once         sync.Once
+	dir          string
+	fleet, relay string
+	err          error
 }
 
-// e2eBuildSetup finds the Pulumi CLI and builds fleet and relay into a
-// fresh work directory; it needs no root.
+// TestMain removes the shared build when the tests end, and unsets what
+// would point fleet elsewhere than the tests' own state: their stacks use
+// the passphrase generated in their state dirs, and their boxes are
+// reached with key files, never an ssh-agent.
+func TestMain(m *testing.M) {
+	os.Unsetenv(program.PassphraseEnv)
+	os.Unsetenv("SSH_AUTH_SOCK")
+	code := m.Run()
+	if built.dir != "" {
+		os.RemoveAll(built.dir)
+	}
+	os.Exit(code)
+}
+
+// e2eBuild builds fleet and relay (cmd/fleet, cmd/relay) once for all the
+// tests, and returns the binaries.
+func e2eBuild(t *testing.T) (fleetBin, relayBin string) {
+	t.Helper()
+	built.once.Do(func() {
+		built.dir, built.err = os.MkdirTemp("", "relayfleet-e2e-bin-")
+		if built.err != nil {
+			return
+		}
+		for _, b := range []struct{ out, pkg string }{
+			{filepath.Join(built.dir, "fleet"), "github.com/relayfleet/relayfleet/cmd/fleet"},
+			{filepath.Join(built.dir, "relay"), "github.com/relayfleet/relayfleet/cmd/relay"},
+		} {
+			cmd := exec.Command("go", "build", "-o", b.out, b.pkg)
+			cmd.Stderr = os.Stderr
+			if err := cmd.Run(); err != nil {
+				built.err = fmt.Errorf("build %s: %v", b.pkg, err)
+				return
+			}
+		}
+		built.fleet, built.relay = filepath.Join(built.dir, "fleet"), filepath.Join(built.dir, "relay")
+	})
+	if built.err != nil {
+		t.Fatal(built.err)
+	}
+	return built.fleet, built.relay
+}
+
+// e2eBuildSetup finds the Pulumi CLI, builds fleet and relay (once) and
+// makes a fresh work directory; it needs no root.
 func e2eBuildSetup(t *testing.T) (cli, work, fleetBin, relayBin string) {
 	t.Helper()
 	cli, err := program.FindPulumi("")
@@ -52,12 +88,12 @@ func e2eBuildSetup(t *testing.T) (cli, work, fleetBin, relayBin string) {
 		t.Fatalf("%v (make pulumi)", err)
 	}
 	work = t.TempDir()
-	fleetBin, relayBin = e2eBuild(t, work)
+	fleetBin, relayBin = e2eBuild(t)
 	return cli, work, fleetBin, relayBin
 }
 
-// e2eSetup checks for root and the Pulumi CLI and builds fleet and relay
-// into a fresh work directory.
+// e2eSetup checks for root and the Pulumi CLI, builds fleet and relay
+// (once) and makes a fresh work directory.
 func e2eSetup(t *testing.T) (cli, images, work, fleetBin, relayBin string) {
 	t.Helper()
 	if os.Geteuid() != 0 {

@@ -7,7 +7,7 @@
 // one no longer does. It runs on its own lab (bridge rfsafc0, subnet
 // 10.231.105.0/24, dir /var/lib/relayfleet/lab-safc) and state directory,
 // sharing the image cache, and leaves no box behind.
-package main
+package e2e
 
 import (
 	"bytes"

@@ -10,7 +10,7 @@
 // on its own lab (bridge rfsafe0, subnet 10.231.115.0/24, dir
 // /var/lib/relayfleet/lab-safe) and state directory, sharing the image
 // cache, and leaves no box behind.
-package main
+package e2e
 
 import (
 	"context"
