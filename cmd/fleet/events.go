@@ -2,13 +2,11 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -17,7 +15,6 @@ import (
 	"github.com/relayfleet/relayfleet/infra/events"
 	"github.com/relayfleet/relayfleet/infra/program"
 	"github.com/relayfleet/relayfleet/internal/cli"
-	"github.com/relayfleet/relayfleet/inventories"
 )
 
 // eventsCommand is fleet events reconcile | status | report | install.
@@ -120,37 +117,15 @@ func runEventsReconcile(ctx context.Context, e *eventsFlags, asJSON bool, stdout
 		return err
 	}
 	if asJSON {
-		if jerr := printResultsJSON(stdout, r, now, results); jerr != nil {
+		if jerr := events.WriteJSON(stdout, r.Outcomes(now, results)); jerr != nil {
 			return errors.Join(err, jerr)
 		}
 		refreshMonitor(io.Discard, monitorDir(e.monitorDir), r.StateDir, r.Events)
 		return err
 	}
-	printResults(stdout, r, now, results)
+	events.WriteOutcomes(stdout, now, r.Outcomes(now, results))
 	refreshMonitor(stdout, monitorDir(e.monitorDir), r.StateDir, r.Events)
 	return err
-}
-
-// printResults prints the outcome of each event: phase, boxes, the next
-// step or the error.
-func printResults(w io.Writer, r *events.Reconciler, now time.Time, results []events.Result) {
-	fmt.Fprintf(w, "\nreconciled at %s:\n", now.UTC().Format(time.RFC3339))
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "EVENT\tPHASE\tBOXES\tNEXT")
-	for _, o := range r.Outcomes(now, results) {
-		next := o.Next
-		if o.Error != "" {
-			next = "FAILED: " + o.Error
-		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\n", o.Event, o.Phase, o.Boxes, next)
-	}
-	tw.Flush()
-}
-
-func printResultsJSON(w io.Writer, r *events.Reconciler, now time.Time, results []events.Result) error {
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	return enc.Encode(r.Outcomes(now, results))
 }
 
 // burstModeCommand is fleet burst up, down or resize (mode).
@@ -207,7 +182,7 @@ func runBurst(ctx context.Context, e *eventsFlags, mode, event string, drain tim
 	if err != nil {
 		return err
 	}
-	printResults(stdout, r, now, []events.Result{res})
+	events.WriteOutcomes(stdout, now, r.Outcomes(now, []events.Result{res}))
 	refreshMonitor(stdout, monitorDir(e.monitorDir), r.StateDir, r.Events)
 	return nil
 }
@@ -259,33 +234,9 @@ func runEventsStatus(ctx context.Context, sf *storeFlags, asJSON bool, stdout io
 		return err
 	}
 	if asJSON {
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", "  ")
-		return enc.Encode(recs)
+		return events.WriteJSON(stdout, recs)
 	}
-	if len(recs) == 0 {
-		fmt.Fprintf(stdout, "no events reconciled yet in %s\n", dir)
-		return nil
-	}
-	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "EVENT\tPHASE\tMANUAL\tBOXES\tLISTENERS\tORPHANS\tLAST ACTION")
-	for _, rec := range recs {
-		listeners := "-"
-		if n := len(rec.Samples); n > 0 {
-			listeners = fmt.Sprint(rec.Samples[n-1].Listeners)
-		}
-		last := ""
-		if n := len(rec.Log); n > 0 {
-			l := rec.Log[n-1]
-			last = l.At.Format(time.RFC3339) + " " + l.Action + ": " + l.Detail
-		}
-		manual := rec.Manual
-		if manual == "" {
-			manual = "-"
-		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%d\t%s\n", rec.Event, rec.Phase, manual, len(rec.Hosts), listeners, len(rec.Orphans), last)
-	}
-	return tw.Flush()
+	return events.WriteRecords(stdout, recs, dir)
 }
 
 // eventsReportCommand is fleet events report.
@@ -331,34 +282,10 @@ func runEventsReport(ctx context.Context, sf *storeFlags, event string, asJSON b
 	if rec.Report == nil {
 		return fmt.Errorf("event %s is %s: its report is written once its boxes are gone", event, rec.Phase)
 	}
-	rep := rec.Report
 	if asJSON {
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", "  ")
-		return enc.Encode(rep)
+		return events.WriteJSON(stdout, rec.Report)
 	}
-	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
-	fmt.Fprintf(tw, "event %s: %d x %s, up %s, gone %s, %d orphans\n\n", rep.Event, rep.Boxes, rep.Shape, rep.UpAt, rep.DestroyedAt, rep.Orphans)
-	fmt.Fprintln(tw, "\tACTUAL\tPLAN\tOVER PLAN")
-	fmt.Fprintf(tw, "box-hours\t%.2f\t%.2f\t%+.2f\n", rep.BoxHours, rep.PlannedBoxHours, rep.OverBoxHours)
-	fmt.Fprintf(tw, "billed hours\t%.0f\t\t\n", rep.BilledHours)
-	fmt.Fprintf(tw, "cost (%s)\t%.2f\t%.2f\t%+.2f\n", rep.Currency, rep.Cost, rep.PlannedCost, rep.OverCost)
-	fmt.Fprintf(tw, "peak listeners\t%d\t%d\t\n", rep.PeakListeners, rep.PlannedPeak)
-	fmt.Fprintf(tw, "egress\t%s\t%s\t%s\n", inventories.Bytes(rep.EgressBytes), inventories.Bytes(rep.PlannedEgressBytes), signedBytes(rep.OverEgressBytes))
-	fmt.Fprintf(tw, "egress overage (%s)\t\t%.2f\t\n", rep.Currency, rep.PlannedOverage)
-	if err := tw.Flush(); err != nil {
-		return err
-	}
-	fmt.Fprintf(stdout, "\nlistener-hours %.2f, sampled once per reconcile; egress = listener-hours x %s per listener-hour (calibration)\n",
-		rep.ListenerHours, inventories.Bytes(rep.EgressPerListenerHour))
-	return nil
-}
-
-func signedBytes(b int64) string {
-	if b < 0 {
-		return "-" + inventories.Bytes(-b).String()
-	}
-	return "+" + inventories.Bytes(b).String()
+	return rec.Report.WriteText(stdout)
 }
 
 func stateDirOr(flagValue string) (string, error) {

@@ -86,12 +86,6 @@ func runEventsInstall(ctx context.Context, o events.TimerOptions, stdout io.Writ
 	case err != nil:
 		return err
 	}
-	if !o.Enable {
-		fmt.Fprintf(stdout, "not enabled (--no-enable); to start it: systemctl daemon-reload && systemctl enable --now %s\n", units.ReconcilerTimer)
-	} else {
-		fmt.Fprintf(stdout, "enabled and started %s: fleet events reconcile runs every %s\n", units.ReconcilerTimer, o.Interval)
-	}
-	fmt.Fprintf(stdout, "watch it: systemctl list-timers %s\n", units.ReconcilerTimer)
-	fmt.Fprintf(stdout, "its runs: journalctl -u %s\n", units.ReconcilerService)
+	events.WriteInstalled(stdout, o)
 	return nil
 }

@@ -2,19 +2,14 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/relayfleet/relayfleet/internal/text"
 	"io"
 	"net/netip"
 	"os"
 	"os/exec"
 	"strconv"
 	"strings"
-	"sync"
-	"text/tabwriter"
-	"time"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
@@ -117,16 +112,7 @@ func labUpCommand(ios *cli.IOStreams) *cobra.Command {
 				return err
 			}
 			results, err := lab.Up(cmd.Context(), l, n, shape)
-			for _, r := range results {
-				if r.Err != nil {
-					continue
-				}
-				how := fmt.Sprintf("ready in %.1fs", r.Took.Seconds())
-				if r.WasRunning {
-					how = "already running"
-				}
-				fmt.Fprintf(ios.Out, "%s\t%s\t%s\t%d MiB\t%s\n", r.Box.Name, r.Box.Address, text.Plural(r.Box.Cores, "core", "cores"), r.Box.RAM>>20, how)
-			}
+			lab.WriteStarted(ios.Out, results)
 			return err
 		},
 	}
@@ -158,21 +144,6 @@ func labDownCommand(ios *cli.IOStreams) *cobra.Command {
 	return cmd
 }
 
-// labBoxJSON is one box in `fleet lab status --json`.
-type labBoxJSON struct {
-	Name       string            `json:"name"`
-	Address    string            `json:"address"`
-	State      string            `json:"state"`
-	Cores      int               `json:"cores"`
-	CPUs       string            `json:"cpus"`
-	RAM        int64             `json:"ram"`
-	MemoryUsed int64             `json:"memory_used"`
-	SSH        bool              `json:"ssh"`
-	HostKey    string            `json:"host_key"`
-	Labels     map[string]string `json:"labels,omitempty"`
-	PID        int               `json:"pid,omitempty"`
-}
-
 func labStatusCommand(ios *cli.IOStreams) *cobra.Command {
 	var o labOpts
 	var asJSON bool
@@ -195,46 +166,11 @@ func labStatus(ctx context.Context, o *labOpts, asJSON bool, ios *cli.IOStreams)
 	if err != nil {
 		return err
 	}
-	boxes, err := l.List(ctx, nil)
+	boxes, err := l.Status(ctx)
 	if err != nil {
 		return err
 	}
-	signer, err := l.Signer()
-	if err != nil {
-		return err
-	}
-	out := make([]labBoxJSON, len(boxes))
-	var wg sync.WaitGroup
-	for i, b := range boxes {
-		out[i] = labBoxJSON{b.Name, b.Address.String(), b.State, b.Cores, b.CPUs, b.RAM, b.MemoryUsed, false, b.HostKey, b.Labels, b.PID}
-		if b.State != lab.StateRunning {
-			continue
-		}
-		wg.Go(func() {
-			hk, err := lab.ParseHostKey(b.HostKey)
-			out[i].SSH = err == nil && lab.WaitSSH(ctx, b.SSHAddr(), signer, hk, 2*time.Second) == nil
-		})
-	}
-	wg.Wait()
-	if asJSON {
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", "  ")
-		return enc.Encode(out)
-	}
-	if len(out) == 0 {
-		fmt.Fprintln(stdout, "no lab boxes (fleet lab up N makes some)")
-		return nil
-	}
-	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "BOX\tADDRESS\tSTATE\tCORES\tCPUS\tMEMORY\tSSH")
-	for _, b := range out {
-		ok := "no"
-		if b.SSH {
-			ok = "ok"
-		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%d/%d MiB\t%s\n", b.Name, b.Address, b.State, b.Cores, b.CPUs, b.MemoryUsed>>20, b.RAM>>20, ok)
-	}
-	return tw.Flush()
+	return lab.WriteStatus(stdout, boxes, asJSON)
 }
 
 func labSSHCommand(ios *cli.IOStreams) *cobra.Command {
@@ -314,9 +250,7 @@ func interactiveSSH(ctx context.Context, l *lab.Lab, b lab.Box, ios *cli.IOStrea
 	if err != nil {
 		return usagef("give a command (fleet lab ssh %s -- CMD): an interactive shell needs the ssh client", b.Name)
 	}
-	cmd := exec.CommandContext(ctx, client, "-i", l.AdminKeyPath(),
-		"-o", "UserKnownHostsFile="+l.KnownHostsPath(), "-o", "StrictHostKeyChecking=yes",
-		"-o", "LogLevel=ERROR", "root@"+b.Address.String())
+	cmd := l.SSHCommand(ctx, client, b)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = ios.In, ios.Out, ios.ErrOut
 	if err := cmd.Run(); err != nil {
 		return fmt.Errorf("ssh %s: %w", b.Name, err)

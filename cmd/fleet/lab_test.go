@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+
+	"github.com/relayfleet/relayfleet/infra/lab"
 )
 
 func asUser(t *testing.T, uid int) {
@@ -90,7 +92,7 @@ func TestLabStatusEmpty(t *testing.T) {
 		t.Errorf("exit %d, stderr %q, stdout %q", code, errOut, out)
 	}
 	out, _, code = fleet(t, "lab", "status", "--json", "--dir", dir)
-	var boxes []labBoxJSON
+	var boxes []lab.BoxStatus
 	if code != exitOK || json.Unmarshal([]byte(out), &boxes) != nil || boxes == nil || len(boxes) != 0 {
 		t.Errorf("--json: exit %d, %q; want []", code, out)
 	}

@@ -2,57 +2,16 @@ package main
 
 import (
 	"context"
-	"fmt"
-	"io"
-	"maps"
-	"net"
-	"net/http"
 	"path/filepath"
-	"slices"
 	"strings"
 
 	"github.com/spf13/cobra"
 
 	"github.com/relayfleet/relayfleet/infra/lab"
 	"github.com/relayfleet/relayfleet/infra/localcloud"
-	lcdigitalocean "github.com/relayfleet/relayfleet/infra/localcloud/digitalocean"
-	lchcloud "github.com/relayfleet/relayfleet/infra/localcloud/hcloud"
+	"github.com/relayfleet/relayfleet/infra/localcloud/providers"
 	"github.com/relayfleet/relayfleet/internal/cli"
 )
-
-// localCloudAPI is one provider API `fleet lab cloud` serves.
-type localCloudAPI struct {
-	mount string // the API's base path
-	env   string // the variable that points fleet at it
-	url   string // its value, with %s for the listen address
-	token string // the variable or secret that holds the token
-	new   func(localcloud.Machines, localcloud.Config) (http.Handler, io.Closer, error)
-}
-
-// localCloudAPIs are the APIs `fleet lab cloud` serves.
-var localCloudAPIs = map[string]localCloudAPI{
-	"hcloud": {"/v1", "HCLOUD_ENDPOINT", "http://%s/v1", "HCLOUD_TOKEN (or fleet secret set hcloud-token)",
-		func(m localcloud.Machines, c localcloud.Config) (http.Handler, io.Closer, error) {
-			s, err := lchcloud.New(m, c)
-			if err != nil {
-				return nil, nil, err
-			}
-			return s, s, nil
-		}},
-	"digitalocean": {"/v2", "DIGITALOCEAN_API_URL", "http://%s/", "DIGITALOCEAN_TOKEN (or fleet secret set digitalocean-token)",
-		func(m localcloud.Machines, c localcloud.Config) (http.Handler, io.Closer, error) {
-			s, err := lcdigitalocean.New(m, c)
-			if err != nil {
-				return nil, nil, err
-			}
-			return s, s, nil
-		}},
-}
-
-// localCloudNames are the providers `fleet lab cloud` serves, sorted.
-func localCloudNames() []string {
-	return slices.Sorted(maps.Keys(localCloudAPIs))
-}
 
 // labCloudOpts are the flags of `fleet lab cloud`.
 type labCloudOpts struct {
@@ -68,13 +27,13 @@ func labCloudCommand(ios *cli.IOStreams) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:       "cloud hcloud|digitalocean --listen ADDR",
 		Short:     "a cloud provider's API on this machine, its servers lab boxes",
-		ValidArgs: localCloudNames(),
+		ValidArgs: providers.Names(),
 		Args: func(cmd *cobra.Command, args []string) error {
 			if err := oneArg("a provider (hcloud or digitalocean)")(cmd, args); err != nil {
 				return err
 			}
-			if _, ok := localCloudAPIs[args[0]]; !ok {
-				names := localCloudNames()
+			if _, ok := providers.APIs[args[0]]; !ok {
+				names := providers.Names()
 				if args[0] == "digitalocean" {
 					return usagef("fleet lab cloud digitalocean: not in this build yet (served: %s)", strings.Join(names, ", "))
 				}
@@ -98,8 +57,6 @@ func labCloudCommand(ios *cli.IOStreams) *cobra.Command {
 
 // labCloud serves provider's API until ctx ends.
 func labCloud(ctx context.Context, provider string, o *labCloudOpts, ios *cli.IOStreams) error {
-	stdout := ios.Out
-	api := localCloudAPIs[provider]
 	if o.listen == "" {
 		return usagef("flag --listen: want HOST:PORT, for example 127.0.0.1:8780")
 	}
@@ -120,22 +77,9 @@ func labCloud(ctx context.Context, provider string, o *labCloudOpts, ios *cli.IO
 	if err != nil {
 		return usagef("flag --token-file: %s", err)
 	}
-	logf := func(format string, args ...any) { fmt.Fprintf(ios.ErrOut, format+"\n", args...) }
-	m := &localcloud.LabMachines{Lab: l, RAMScale: o.ramScale, Logf: logf}
-	h, closer, err := api.new(m, localcloud.Config{StateFile: o.stateFile, Token: token, Logf: logf})
-	if err != nil {
-		return err
-	}
-	defer closer.Close()
-	ln, err := net.Listen("tcp", o.listen)
-	if err != nil {
-		return fmt.Errorf("listen %s: %w (the lab bridge's address exists once a lab box runs)", o.listen, err)
-	}
-	how := "read from"
-	if created {
-		how = "new, in"
-	}
-	fmt.Fprintf(stdout, "local %s API on %s (lab %s, state %s); token %s %s\n", provider, fmt.Sprintf(api.url, ln.Addr()), l.Dir(), o.stateFile, how, o.tokenFile)
-	fmt.Fprintf(stdout, "point fleet at it:\n  export %s=%s\n  token: %s = the contents of %s\n", api.env, fmt.Sprintf(api.url, ln.Addr()), api.token, o.tokenFile)
-	return localcloud.Serve(ctx, ln, api.mount, h)
+	return providers.Serve(ctx, provider, providers.Options{
+		Lab: l, Listen: o.listen, RAMScale: o.ramScale,
+		StateFile: o.stateFile, TokenFile: o.tokenFile, Token: token, Created: created,
+		Out: ios.Out, Log: ios.ErrOut,
+	})
 }

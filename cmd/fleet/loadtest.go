@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"net"
 	"os"
@@ -170,18 +169,8 @@ func runLoadtest(ctx context.Context, o *loadtestOpts, ios *cli.IOStreams) error
 	if runErr != nil && fitErr == nil {
 		fitErr = runErr
 	}
-	if o.asJSON {
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", "  ")
-		if err := enc.Encode(doc); err != nil {
-			return err
-		}
-	} else {
-		if fitErr == nil {
-			fmt.Fprintf(stdout, "\n%s\n", doc.Fit.Summary())
-			fmt.Fprintf(stdout, "wrote %s (fleet plan reads calibration.yaml beside the inventory)\n", doc.Files["calibration"])
-		}
-		fmt.Fprintf(stdout, "wrote %s\nwrote %s\n", doc.Files["json"], doc.Files["svg"])
+	if err := doc.WriteResult(stdout, o.asJSON, fitErr); err != nil {
+		return err
 	}
 	if fitErr != nil {
 		return fmt.Errorf("no calibration written: %w", fitErr)

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -118,11 +117,7 @@ func runMonitor(ctx context.Context, mo *monitorOpts, ios *cli.IOStreams) error 
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "monitor: %d relay targets from stacks %s, %d routers, written to %s\n",
-		res.Relays, strings.Join(res.Stacks, ", "), res.Routers, res.Dir)
-	fmt.Fprintf(stdout, "  prometheus --config.file=%s   (or copy its jobs and rule_files into yours)\n", filepath.Join(res.Dir, monitoring.ConfigFile))
-	fmt.Fprintf(stdout, "  grafana: provisioning in %s\n", filepath.Join(res.Dir, "grafana/provisioning"))
-	return nil
+	return res.WriteSummary(stdout)
 }
 
 // monitorDir is --monitor-dir, else $RELAYFLEET_MONITOR_DIR; "" means none.
@@ -134,16 +129,7 @@ func monitorDir(flagValue *string) string {
 }
 
 // refreshMonitor rewrites the monitor directory's targets after the stacks
-// changed, when one is configured. A failure is reported, not fatal: the
-// fleet change itself went through.
+// changed, when one is configured (monitoring.RefreshAndSay).
 func refreshMonitor(stdout io.Writer, dir, stateDir string, evs *inventories.Events) {
-	if dir == "" {
-		return
-	}
-	res, err := monitoring.Refresh(dir, monitoring.Options{StateDir: stateDir, Events: evs})
-	if err != nil {
-		fmt.Fprintf(stdout, "monitor: targets in %s NOT updated: %s\n", dir, oneLine(err))
-		return
-	}
-	fmt.Fprintf(stdout, "monitor: %d relay targets written to %s\n", res.Relays, filepath.Join(dir, monitoring.RelayTargetsFile))
+	monitoring.RefreshAndSay(stdout, dir, monitoring.Options{StateDir: stateDir, Events: evs})
 }

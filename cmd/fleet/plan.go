@@ -1,19 +1,10 @@
 package main
 
 import (
-	"github.com/relayfleet/relayfleet/internal/text"
-)
-import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"maps"
-	"math"
-	"slices"
-	"strconv"
 	"strings"
-	"text/tabwriter"
 
 	"github.com/spf13/cobra"
 
@@ -123,155 +114,15 @@ func runPlan(o *planOpts, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
+	r := &capacity.Report{Plan: plan, Calibration: def, PerShape: o.cals.perShape, Catalogue: o.providers}
 	if o.asJSON {
-		return writePlanJSON(stdout, plan, def, o.cals.perShape, o.providers)
+		return r.WriteJSON(stdout)
 	}
-	return writePlanTable(stdout, plan, def, o.cals.perShape)
+	return r.WriteText(stdout)
 }
-
-// planJSON is the --json document; its fields are described in docs/planning.md.
-type planJSON struct {
-	*capacity.Plan
-	Calibration calibrationJSON `json:"calibration"`
-	// Calibrations are the ones given for one shape, by shape.
-	Calibrations map[string]calibrationJSON `json:"calibrations,omitempty"`
-	Catalogue    string                     `json:"providers"`
-}
-
-type calibrationJSON struct {
-	Name string `json:"name"`
-	File string `json:"file"`
-	*inventories.Calibration
-}
-
-func writePlanJSON(w io.Writer, p *capacity.Plan, def *namedCalibration, perShape map[string]*namedCalibration, catFile string) error {
-	doc := planJSON{Plan: p, Calibration: calibrationJSONOf(def), Catalogue: catFile}
-	for ref, nc := range perShape {
-		if doc.Calibrations == nil {
-			doc.Calibrations = map[string]calibrationJSON{}
-		}
-		doc.Calibrations[ref] = calibrationJSONOf(nc)
-	}
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	return enc.Encode(doc)
-}
-
-func writePlanTable(w io.Writer, p *capacity.Plan, def *namedCalibration, perShape map[string]*namedCalibration) error {
-	window := "a month of steady load"
-	if p.EventHours > 0 {
-		window = fmt.Sprintf("an event of %s h", num(p.EventHours))
-	}
-	fmt.Fprintf(w, "Plan for %s, %s\n", text.Plural(p.Listeners, "listener", "listeners"), window)
-	fmt.Fprintf(w, "calibration: %s\n", def.Describe())
-	for _, ref := range slices.Sorted(maps.Keys(perShape)) {
-		fmt.Fprintf(w, "calibration for %s: %s\n", ref, perShape[ref].Describe())
-	}
-	fmt.Fprintln(w)
-
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "GROUP\tROLE\tSHAPE\tCALIBRATION\tBOXES\tLISTENERS\tCORES\tRAM\tPROCS\tPER BOX\tLIMITED BY\tCPU\tSOCKET\tMEMORY\tBANDWIDTH")
-	for _, g := range p.Groups {
-		b := g.PerBox
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%d\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\n",
-			g.Name, g.Role, g.Shape, g.Calibration, g.Boxes, capacity.Count(g.Listeners), b.Cores, inventories.Bytes(b.RAMBytes).IEC(), b.Processes,
-			capacity.Count(b.Capacity), b.LimitedBy, capacity.Count(b.Terms.CPU), capacity.Count(b.Terms.Socket), capacity.Count(b.Terms.Memory), capacity.Count(b.Terms.Bandwidth))
-	}
-	if err := tw.Flush(); err != nil {
-		return err
-	}
-	spare := 0.0
-	if p.Capacity > 0 {
-		spare = 100 * float64(p.Capacity-p.Listeners) / float64(p.Capacity)
-	}
-	fmt.Fprintf(w, "\ntotal: %s, capacity %s (%.1f%% spare)\n", text.Plural(p.Boxes, "box", "boxes"), capacity.Count(p.Capacity), spare)
-	if c := p.Cost; c != nil {
-		fmt.Fprintf(w, "cost (%s): %s per hour, %s per month", c.Currency, money(c.PerHour), money(c.PerMonth))
-		if c.Overage > 0 {
-			fmt.Fprintf(w, ", plus %s egress overage over %s h", money(c.Overage), num(windowHours(p)))
-		}
-		if p.EventHours > 0 {
-			fmt.Fprintf(w, "; %s per event (burst boxes and overage)", money(c.PerEvent))
-		}
-		fmt.Fprintln(w)
-	} else {
-		fmt.Fprintln(w, "cost: unknown for a --box plan (no price); use --shape for prices and egress terms")
-	}
-	fmt.Fprintf(w, "egress: %s per listener-hour, %s per hour at %s\n",
-		inventories.Bytes(p.EgressPerListenerHour), inventories.Bytes(p.EgressPerHourAtListeners), text.Plural(p.Listeners, "listener", "listeners"))
-
-	var egress []capacity.Group
-	for _, g := range p.Groups {
-		if g.Egress != nil {
-			egress = append(egress, g)
-		}
-	}
-	if len(egress) > 0 {
-		fmt.Fprintln(w)
-		tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-		fmt.Fprintf(tw, "EGRESS\tPROVIDER\tPER BOX-HOUR\tINCLUDED\tACCRUES\tPAST IT\tEXHAUSTED AFTER\tOVERAGE (%s h)\tOVERAGE COST\n", num(windowHours(p)))
-		for _, g := range egress {
-			e := g.Egress
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", g.Name, e.Provider, inventories.Bytes(e.PerBoxHourBytes),
-				included(e), e.Accrues, e.Past, exhausted(e), inventories.Bytes(e.OverageBytes), money(e.OverageCost))
-		}
-		if err := tw.Flush(); err != nil {
-			return err
-		}
-	}
-	if len(p.Warnings) > 0 {
-		fmt.Fprintln(w, "\nwarnings:")
-		for _, s := range p.Warnings {
-			fmt.Fprintf(w, "  %s\n", s)
-		}
-	}
-	return nil
-}
-
-func windowHours(p *capacity.Plan) float64 {
-	if p.EventHours > 0 {
-		return p.EventHours
-	}
-	return capacity.HoursPerMonth
-}
-
-func included(e *capacity.EgressPlan) string {
-	if e.Accrues == inventories.AccrueUnmetered {
-		return "unmetered"
-	}
-	return inventories.Bytes(e.IncludedBytes).String()
-}
-
-func exhausted(e *capacity.EgressPlan) string {
-	switch {
-	case e.ExhaustedAfterHours == nil:
-		return "never"
-	case *e.ExhaustedAfterHours == 0:
-		return "at once (spends faster than it accrues)"
-	case e.Accrues == inventories.AccrueDay:
-		return fmt.Sprintf("%.1f h into each day", *e.ExhaustedAfterHours)
-	}
-	return fmt.Sprintf("%.1f h", *e.ExhaustedAfterHours)
-}
-
-func money(v float64) string {
-	whole := int(v)
-	cents := int(math.Round((v - float64(whole)) * 100))
-	if cents == 100 {
-		whole, cents = whole+1, 0
-	}
-	return fmt.Sprintf("%s.%02d", capacity.Count(whole), cents)
-}
-
-func num(v float64) string { return strconv.FormatFloat(v, 'f', -1, 64) }
 
 // namedCalibration is a calibration and how a plan names it.
 type namedCalibration = loadtest.PlanCalibration
-
-// calibrationJSONOf is a calibration as --json shows it.
-func calibrationJSONOf(nc *namedCalibration) calibrationJSON {
-	return calibrationJSON{Name: nc.Name, File: nc.File, Calibration: nc.Cal}
-}
 
 // calibrationFlag is --calibration, repeatable: NAME|FILE for every box
 // (the last one given), SHAPE=NAME|FILE for the boxes of one shape.

@@ -1,46 +1,16 @@
 package main
 
 import (
-	"fmt"
 	"io"
-	"sync"
-	"time"
+
+	"github.com/relayfleet/relayfleet/internal/cli"
 )
 
-// liveLines keeps one line per host on a terminal and rewrites it in place
-// as the host moves through its steps.
-type liveLines struct {
-	mu    sync.Mutex
-	w     io.Writer
-	start time.Time
-	order []string
-	state map[string]string
-	drawn int
-}
+// liveLines is cli.LiveLines under the names converge.go uses.
+type liveLines struct{ *cli.LiveLines }
 
 func newLiveLines(w io.Writer, hosts []string) *liveLines {
-	l := &liveLines{w: w, start: time.Now(), order: hosts, state: map[string]string{}}
-	for _, h := range hosts {
-		l.state[h] = "waiting"
-	}
-	l.draw()
-	return l
+	return &liveLines{cli.NewLiveLines(w, hosts)}
 }
 
-// set records a host's step and redraws.
-func (l *liveLines) set(host, step string) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.state[host] = fmt.Sprintf("%-10s %5.1fs", step, time.Since(l.start).Seconds())
-	l.draw()
-}
-
-func (l *liveLines) draw() {
-	if l.drawn > 0 {
-		fmt.Fprintf(l.w, "\033[%dA", l.drawn) // back to the first line
-	}
-	for _, h := range l.order {
-		fmt.Fprintf(l.w, "\r\033[K  %-20s %s\n", h, l.state[h])
-	}
-	l.drawn = len(l.order)
-}
+func (l *liveLines) set(host, step string) { l.Set(host, step) }

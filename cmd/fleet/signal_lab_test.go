@@ -10,6 +10,7 @@ import (
 	"syscall"
 	"testing"
 
+	infralab "github.com/relayfleet/relayfleet/infra/lab"
 	"github.com/relayfleet/relayfleet/internal/testutil"
 )
 
@@ -46,7 +47,7 @@ func TestLabUpSignal(t *testing.T) {
 	if err != nil {
 		t.Fatalf("fleet lab status: %v", err)
 	}
-	var boxes []labBoxJSON
+	var boxes []infralab.BoxStatus
 	if err := json.Unmarshal(out, &boxes); err != nil {
 		t.Fatalf("fleet lab status --json: %v: %s", err, out)
 	}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"os/user"
@@ -224,4 +225,16 @@ func systemctl(ctx context.Context, path string, args ...string) error {
 		return fmt.Errorf("systemctl %s: %v", strings.Join(args, " "), err)
 	}
 	return nil
+}
+
+// WriteInstalled says, after InstallTimer(o) succeeded, whether the timer
+// runs and how to watch it.
+func WriteInstalled(w io.Writer, o TimerOptions) {
+	if !o.Enable {
+		fmt.Fprintf(w, "not enabled (--no-enable); to start it: systemctl daemon-reload && systemctl enable --now %s\n", units.ReconcilerTimer)
+	} else {
+		fmt.Fprintf(w, "enabled and started %s: fleet events reconcile runs every %s\n", units.ReconcilerTimer, o.Interval)
+	}
+	fmt.Fprintf(w, "watch it: systemctl list-timers %s\n", units.ReconcilerTimer)
+	fmt.Fprintf(w, "its runs: journalctl -u %s\n", units.ReconcilerService)
 }

@@ -262,3 +262,16 @@ func TestInstallTimerEnables(t *testing.T) {
 		t.Errorf("written %q, want the two units", written)
 	}
 }
+
+func TestWriteInstalled(t *testing.T) {
+	var b strings.Builder
+	WriteInstalled(&b, TimerOptions{Reconciler: units.Reconciler{Interval: time.Minute}, Enable: true})
+	if !strings.Contains(b.String(), "enabled and started "+units.ReconcilerTimer+": fleet events reconcile runs every 1m0s\n") {
+		t.Errorf("enabled: %q", b.String())
+	}
+	b.Reset()
+	WriteInstalled(&b, TimerOptions{})
+	if !strings.HasPrefix(b.String(), "not enabled (--no-enable)") || !strings.Contains(b.String(), "journalctl -u "+units.ReconcilerService) {
+		t.Errorf("not enabled: %q", b.String())
+	}
+}

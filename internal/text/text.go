@@ -63,3 +63,11 @@ func Squash(s string) string { return strings.Join(strings.Fields(s), " ") }
 func ShellQuote(s string) string {
 	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
+
+// Dash is s, or "-" when s is empty: a table's empty cell.
+func Dash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}

@@ -43,3 +43,12 @@ func TestShellQuote(t *testing.T) {
 		}
 	}
 }
+
+func TestDash(t *testing.T) {
+	if got := Dash(""); got != "-" {
+		t.Errorf("Dash(\"\") = %q", got)
+	}
+	if got := Dash("x"); got != "x" {
+		t.Errorf("Dash(\"x\") = %q", got)
+	}
+}

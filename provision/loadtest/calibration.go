@@ -13,22 +13,8 @@ import (
 )
 
 // PlanCalibration is a calibration a capacity plan uses, and how the plan
-// names it: Name is a shipped calibration's name or the file given, File
-// the file it was read from.
-type PlanCalibration struct {
-	Name, File string
-	Cal        *inventories.Calibration
-}
-
-// Describe is the plan's line about a calibration: its name, file, where
-// it comes from and its coefficients.
-func (c *PlanCalibration) Describe() string {
-	s := c.Name
-	if c.File != c.Name {
-		s += " (" + c.File + ")"
-	}
-	return s + ", " + c.Cal.Describe() + ": " + c.Cal.String()
-}
+// names it (capacity.NamedCalibration).
+type PlanCalibration = capacity.NamedCalibration
 
 // UnknownCalibrationError is ResolveCalibration's error for a value that
 // is neither a shipped calibration's name nor a file.

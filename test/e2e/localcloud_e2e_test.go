@@ -41,6 +41,7 @@ import (
 	"github.com/relayfleet/relayfleet/infra/lab"
 	"github.com/relayfleet/relayfleet/infra/localcloud"
 	"github.com/relayfleet/relayfleet/infra/localcloud/apicheck"
+	"github.com/relayfleet/relayfleet/infra/localcloud/providers"
 	"github.com/relayfleet/relayfleet/infra/program"
 	"github.com/relayfleet/relayfleet/internal/testutil"
 	"github.com/relayfleet/relayfleet/provision"
@@ -278,8 +279,8 @@ func lcStory(t *testing.T, e *lcEnv, c lcCloud) string {
 	// The local cloud, on loopback, checked against the vendor's
 	// description.
 	token := "e2e-" + fmt.Sprint(time.Now().UnixNano())
-	api := localCloudAPIs[c.provider]
-	h, closer, err := api.new(&localcloud.LabMachines{Lab: e.lab, RAMScale: 0.125, Logf: t.Logf},
+	api := providers.APIs[c.provider]
+	h, closer, err := api.New(&localcloud.LabMachines{Lab: e.lab, RAMScale: 0.125, Logf: t.Logf},
 		localcloud.Config{StateFile: filepath.Join(work, "cloud.json"), Token: token, Logf: t.Logf})
 	if err != nil {
 		t.Fatal(err)
@@ -299,7 +300,7 @@ func lcStory(t *testing.T, e *lcEnv, c lcCloud) string {
 		t.Fatal(err)
 	}
 	mux := http.NewServeMux()
-	mux.Handle(api.mount+"/", http.StripPrefix(api.mount, h)) // as fleet lab cloud serves it
+	mux.Handle(api.Mount+"/", http.StripPrefix(api.Mount, h)) // as fleet lab cloud serves it
 	hs := &http.Server{Handler: check.Wrap(mux)}
 	go hs.Serve(ln)
 	defer hs.Close()

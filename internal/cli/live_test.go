@@ -1,17 +1,15 @@
-package main
+package cli
 
 import (
 	"bytes"
 	"strings"
 	"testing"
-
-	"github.com/relayfleet/relayfleet/internal/cli"
 )
 
 func TestLiveLinesRewriteInPlace(t *testing.T) {
 	var b bytes.Buffer
-	l := newLiveLines(&b, []string{"box1", "box2"})
-	l.set("box2", "converge")
+	l := NewLiveLines(&b, []string{"box1", "box2"})
+	l.Set("box2", "converge")
 	out := b.String()
 	// Two lines drawn, then the cursor goes up two lines and both are
 	// drawn again, box2 with its new step.
@@ -22,7 +20,7 @@ func TestLiveLinesRewriteInPlace(t *testing.T) {
 	if !strings.Contains(last, "box1") || !strings.Contains(last, "waiting") || !strings.Contains(last, "converge") {
 		t.Errorf("redraw %q", last)
 	}
-	if cli.IsTerminal(&b) {
+	if IsTerminal(&b) {
 		t.Error("a buffer is not a terminal")
 	}
 }

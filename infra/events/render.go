@@ -1,0 +1,90 @@
+package events
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"text/tabwriter"
+	"time"
+
+	"github.com/relayfleet/relayfleet/inventories"
+)
+
+// WriteOutcomes writes the outcome of a reconcile at now as a table: each
+// event's phase, boxes, and next step or error.
+func WriteOutcomes(w io.Writer, now time.Time, outcomes []Outcome) error {
+	fmt.Fprintf(w, "\nreconciled at %s:\n", now.UTC().Format(time.RFC3339))
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "EVENT\tPHASE\tBOXES\tNEXT")
+	for _, o := range outcomes {
+		next := o.Next
+		if o.Error != "" {
+			next = "FAILED: " + o.Error
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\n", o.Event, o.Phase, o.Boxes, next)
+	}
+	return tw.Flush()
+}
+
+// WriteJSON writes v as an indented JSON document: the outcomes, records
+// or report that fleet events prints with --json.
+func WriteJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+// WriteRecords writes the records read from dir as a table: each event's
+// phase, manual mode, boxes, last listener count, orphans and last action.
+func WriteRecords(w io.Writer, recs []*Record, dir string) error {
+	if len(recs) == 0 {
+		_, err := fmt.Fprintf(w, "no events reconciled yet in %s\n", dir)
+		return err
+	}
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "EVENT\tPHASE\tMANUAL\tBOXES\tLISTENERS\tORPHANS\tLAST ACTION")
+	for _, rec := range recs {
+		listeners := "-"
+		if n := len(rec.Samples); n > 0 {
+			listeners = fmt.Sprint(rec.Samples[n-1].Listeners)
+		}
+		last := ""
+		if n := len(rec.Log); n > 0 {
+			l := rec.Log[n-1]
+			last = l.At.Format(time.RFC3339) + " " + l.Action + ": " + l.Detail
+		}
+		manual := rec.Manual
+		if manual == "" {
+			manual = "-"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%d\t%s\n", rec.Event, rec.Phase, manual, len(rec.Hosts), listeners, len(rec.Orphans), last)
+	}
+	return tw.Flush()
+}
+
+// WriteText writes the report as a table of actual against planned
+// box-hours, cost, peak listeners and egress.
+func (rep *Report) WriteText(w io.Writer) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintf(tw, "event %s: %d x %s, up %s, gone %s, %d orphans\n\n", rep.Event, rep.Boxes, rep.Shape, rep.UpAt, rep.DestroyedAt, rep.Orphans)
+	fmt.Fprintln(tw, "\tACTUAL\tPLAN\tOVER PLAN")
+	fmt.Fprintf(tw, "box-hours\t%.2f\t%.2f\t%+.2f\n", rep.BoxHours, rep.PlannedBoxHours, rep.OverBoxHours)
+	fmt.Fprintf(tw, "billed hours\t%.0f\t\t\n", rep.BilledHours)
+	fmt.Fprintf(tw, "cost (%s)\t%.2f\t%.2f\t%+.2f\n", rep.Currency, rep.Cost, rep.PlannedCost, rep.OverCost)
+	fmt.Fprintf(tw, "peak listeners\t%d\t%d\t\n", rep.PeakListeners, rep.PlannedPeak)
+	fmt.Fprintf(tw, "egress\t%s\t%s\t%s\n", inventories.Bytes(rep.EgressBytes), inventories.Bytes(rep.PlannedEgressBytes), signedBytes(rep.OverEgressBytes))
+	fmt.Fprintf(tw, "egress overage (%s)\t\t%.2f\t\n", rep.Currency, rep.PlannedOverage)
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	_, err := fmt.Fprintf(w, "\nlistener-hours %.2f, sampled once per reconcile; egress = listener-hours x %s per listener-hour (calibration)\n",
+		rep.ListenerHours, inventories.Bytes(rep.EgressPerListenerHour))
+	return err
+}
+
+func signedBytes(b int64) string {
+	if b < 0 {
+		return "-" + inventories.Bytes(-b).String()
+	}
+	return "+" + inventories.Bytes(b).String()
+}

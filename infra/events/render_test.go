@@ -1,0 +1,51 @@
+package events
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestWriteOutcomes(t *testing.T) {
+	var b bytes.Buffer
+	now := time.Date(2026, 12, 5, 19, 0, 0, 0, time.UTC)
+	if err := WriteOutcomes(&b, now, []Outcome{{Event: "gala", Phase: Up, Boxes: 3, Next: "drain at 22:00"}, {Event: "cup", Phase: Scheduled, Error: "boom"}}); err != nil {
+		t.Fatal(err)
+	}
+	want := "\nreconciled at 2026-12-05T19:00:00Z:\n" +
+		"EVENT  PHASE      BOXES  NEXT\n" +
+		"gala   up         3      drain at 22:00\n" +
+		"cup    scheduled  0      FAILED: boom\n"
+	if b.String() != want {
+		t.Errorf("got\n%q\nwant\n%q", b.String(), want)
+	}
+}
+
+func TestWriteRecords(t *testing.T) {
+	var b bytes.Buffer
+	if err := WriteRecords(&b, nil, "/state"); err != nil {
+		t.Fatal(err)
+	}
+	if want := "no events reconciled yet in /state\n"; b.String() != want {
+		t.Errorf("got %q, want %q", b.String(), want)
+	}
+	b.Reset()
+	at := time.Date(2026, 12, 5, 19, 0, 0, 0, time.UTC)
+	recs := []*Record{{Event: "gala", Phase: Up, Samples: []Sample{{At: at, Listeners: 42}}, Log: []Entry{{At: at, Action: "up", Detail: "3 boxes"}}}}
+	if err := WriteRecords(&b, recs, "/state"); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(b.String(), "gala   up     -       0      42         0        2026-12-05T19:00:00Z up: 3 boxes\n") {
+		t.Errorf("got\n%s", b.String())
+	}
+}
+
+func TestSignedBytes(t *testing.T) {
+	if got := signedBytes(-1000); !strings.HasPrefix(got, "-") {
+		t.Errorf("signedBytes(-1000) = %q", got)
+	}
+	if got := signedBytes(1000); !strings.HasPrefix(got, "+") {
+		t.Errorf("signedBytes(1000) = %q", got)
+	}
+}
