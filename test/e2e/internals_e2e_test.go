@@ -3,12 +3,9 @@
 package e2e
 
 import (
-	"io"
-	"net/http"
 	"os"
 
 	"github.com/relayfleet/relayfleet/infra/fleethosts"
-	"github.com/relayfleet/relayfleet/infra/localcloud"
 	lcdigitalocean "github.com/relayfleet/relayfleet/infra/localcloud/digitalocean"
 	lchcloud "github.com/relayfleet/relayfleet/infra/localcloud/hcloud"
 	"github.com/relayfleet/relayfleet/provision"
@@ -36,30 +33,4 @@ type hostJSONEntry struct {
 	fleethosts.Host
 	Release string `json:"release,omitempty"`
 	Error   string `json:"error,omitempty"`
-}
-
-// localCloudAPI is one provider API the local cloud test serves in
-// process, as `fleet lab cloud` serves it: the handler of its
-// infra/localcloud package under its base path.
-type localCloudAPI struct {
-	mount string // the API's base path
-	new   func(localcloud.Machines, localcloud.Config) (http.Handler, io.Closer, error)
-}
-
-// localCloudAPIs are the APIs `fleet lab cloud` serves.
-var localCloudAPIs = map[string]localCloudAPI{
-	"hcloud": {"/v1", func(m localcloud.Machines, c localcloud.Config) (http.Handler, io.Closer, error) {
-		s, err := lchcloud.New(m, c)
-		if err != nil {
-			return nil, nil, err
-		}
-		return s, s, nil
-	}},
-	"digitalocean": {"/v2", func(m localcloud.Machines, c localcloud.Config) (http.Handler, io.Closer, error) {
-		s, err := lcdigitalocean.New(m, c)
-		if err != nil {
-			return nil, nil, err
-		}
-		return s, s, nil
-	}},
 }
