@@ -6,8 +6,6 @@ import (
 	"os"
 
 	"github.com/relayfleet/relayfleet/infra/fleethosts"
-	lcdigitalocean "github.com/relayfleet/relayfleet/infra/localcloud/digitalocean"
-	lchcloud "github.com/relayfleet/relayfleet/infra/localcloud/hcloud"
 	"github.com/relayfleet/relayfleet/provision"
 )
 
