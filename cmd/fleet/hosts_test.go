@@ -19,6 +19,7 @@ import (
 	"github.com/relayfleet/relayfleet/infra/program/programtest"
 	"github.com/relayfleet/relayfleet/internal/testutil"
 	"github.com/relayfleet/relayfleet/inventories"
+	"github.com/relayfleet/relayfleet/provision"
 )
 
 // putStack makes stack name in the state dir's file backend with outputs
@@ -155,7 +156,7 @@ func TestHostsStatusConvergeOnCloudStack(t *testing.T) {
 	// status reads every host of the stacks, over SSH, with --ssh-key.
 	out, errOut, code = fleet(t, append([]string{"status", "--json", "--ssh-key", keyFile}, base...)...)
 	var sj struct {
-		Boxes []boxJSON `json:"boxes"`
+		Boxes []provision.BoxReport `json:"boxes"`
 	}
 	if err := json.Unmarshal([]byte(out), &sj); err != nil || code != 0 {
 		t.Fatalf("fleet status: exit %d, %v: %s%s", code, err, out, errOut)

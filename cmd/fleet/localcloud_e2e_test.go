@@ -452,10 +452,10 @@ steady:
 	if n := strings.Count(st.out, "release "+e.digestV1[:12]); n != 2 {
 		t.Errorf("fleet status shows release %s on %d boxes, want 2", e.digestV1[:12], n)
 	}
-	statusJSON := func() []boxJSON {
+	statusJSON := func() []provision.BoxReport {
 		t.Helper()
 		r := must(fleet(append([]string{"status", "--json"}, hostFlags...)...), "status --json")
-		var doc struct{ Boxes []boxJSON }
+		var doc struct{ Boxes []provision.BoxReport }
 		if err := json.Unmarshal([]byte(r.out), &doc); err != nil {
 			t.Fatalf("fleet status --json: %v", err)
 		}
