@@ -15,6 +15,7 @@ import (
 
 	"golang.org/x/crypto/ssh"
 
+	"github.com/relayfleet/relayfleet/infra/fleethosts"
 	"github.com/relayfleet/relayfleet/infra/program"
 	"github.com/relayfleet/relayfleet/infra/program/programtest"
 	"github.com/relayfleet/relayfleet/internal/testutil"
@@ -144,7 +145,7 @@ func TestHostsStatusConvergeOnCloudStack(t *testing.T) {
 	}
 	out, errOut, code = fleet(t, append([]string{"hosts", "--json"}, base...)...)
 	var hj struct {
-		Hosts []hostJSONEntry `json:"hosts"`
+		Hosts []fleethosts.Row `json:"hosts"`
 	}
 	if err := json.Unmarshal([]byte(out), &hj); err != nil || code != 0 {
 		t.Fatalf("fleet hosts --json: exit %d, %v: %s%s", code, err, out, errOut)

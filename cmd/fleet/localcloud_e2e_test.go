@@ -38,6 +38,7 @@ import (
 	"github.com/getkin/kin-openapi/openapi3"
 	"golang.org/x/crypto/ssh"
 
+	"github.com/relayfleet/relayfleet/infra/fleethosts"
 	"github.com/relayfleet/relayfleet/infra/lab"
 	"github.com/relayfleet/relayfleet/infra/localcloud"
 	"github.com/relayfleet/relayfleet/infra/localcloud/apicheck"
@@ -636,7 +637,7 @@ events:
 	// fleet hosts --release: the steady stack's boxes and the event's,
 	// each read over SSH with the fleet's key, all on the second build.
 	hr := must(fleet("hosts", "--release", "--json", "--inventory", inv), "hosts --release")
-	var hosts struct{ Hosts []hostJSONEntry }
+	var hosts struct{ Hosts []fleethosts.Row }
 	if err := json.Unmarshal([]byte(hr.out), &hosts); err != nil {
 		t.Fatalf("fleet hosts --json: %v", err)
 	}
