@@ -15,10 +15,12 @@ import (
 
 	"golang.org/x/crypto/ssh"
 
+	"github.com/relayfleet/relayfleet/infra/fleethosts"
 	"github.com/relayfleet/relayfleet/infra/program"
 	"github.com/relayfleet/relayfleet/infra/program/programtest"
 	"github.com/relayfleet/relayfleet/internal/testutil"
 	"github.com/relayfleet/relayfleet/inventories"
+	"github.com/relayfleet/relayfleet/provision"
 )
 
 // putStack makes stack name in the state dir's file backend with outputs
@@ -143,7 +145,7 @@ func TestHostsStatusConvergeOnCloudStack(t *testing.T) {
 	}
 	out, errOut, code = fleet(t, append([]string{"hosts", "--json"}, base...)...)
 	var hj struct {
-		Hosts []hostJSONEntry `json:"hosts"`
+		Hosts []fleethosts.Row `json:"hosts"`
 	}
 	if err := json.Unmarshal([]byte(out), &hj); err != nil || code != 0 {
 		t.Fatalf("fleet hosts --json: exit %d, %v: %s%s", code, err, out, errOut)
@@ -155,7 +157,7 @@ func TestHostsStatusConvergeOnCloudStack(t *testing.T) {
 	// status reads every host of the stacks, over SSH, with --ssh-key.
 	out, errOut, code = fleet(t, append([]string{"status", "--json", "--ssh-key", keyFile}, base...)...)
 	var sj struct {
-		Boxes []boxJSON `json:"boxes"`
+		Boxes []provision.BoxReport `json:"boxes"`
 	}
 	if err := json.Unmarshal([]byte(out), &sj); err != nil || code != 0 {
 		t.Fatalf("fleet status: exit %d, %v: %s%s", code, err, out, errOut)

@@ -9,7 +9,6 @@ import (
 	"net/url"
 	"strings"
 	"sync"
-	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -122,31 +121,18 @@ func runRollout(ctx context.Context, o *rolloutOptions, ios *cli.IOStreams) erro
 		ShedRate:           o.shedRate,
 		ShedWait:           o.shedWait,
 		Rebalance:          o.rebalance,
-		RebalanceTolerance: rebalanceTolerance,
+		RebalanceTolerance: provision.DefaultRebalanceTolerance,
 		RebalanceRate:      o.rebalanceRate,
 		RebalanceWait:      o.rebalanceWait,
 		Log:                logf,
-		Done: func(o provision.BoxRollout) {
-			switch {
-			case o.Skipped:
-				logf("%s: skipped, the rollout stopped after a failure", o.Host)
-			case o.Err != nil:
-				logf("%s: FAILED: %s", o.Host, oneLine(o.Err))
-			case o.Result.From == o.Result.To:
-				logf("%s: already on %s, every process runs it", o.Host, text.ShortSHA(o.Result.To))
-			case o.Result.Resumed:
-				logf("%s: resumed %s -> %s (current pointed at it already): %s still on another release restarted one at a time", o.Host, text.ShortSHA(o.Result.From), text.ShortSHA(o.Result.To), text.Plural(len(o.Result.Restarted), "process", "processes"))
-			default:
-				logf("%s: %s -> %s, %s restarted one at a time", o.Host, text.ShortSHA(o.Result.From), text.ShortSHA(o.Result.To), text.Plural(len(o.Result.Restarted), "process", "processes"))
-			}
-		},
+		Done:               func(o provision.BoxRollout) { logf("%s", o.Summary()) },
 	}
 	rep, err := fr.Run(ctx, targets)
 	if errors.Is(err, provision.ErrBoxesFailed) {
 		return &exitError{Code: exitHostsFailed, Msg: fmt.Sprintf("%d of %s failed and rolled back, %d not started", rep.Failed, text.Plural(len(targets), "box", "boxes"), rep.Skipped)}
 	}
 	if rep != nil && rep.Rebalanced {
-		printBalance(out, rep.Before, rep.After)
+		provision.WriteBalance(out, rep.Before, rep.After, provision.DefaultRebalanceTolerance)
 	}
 	if err != nil {
 		return err
@@ -155,32 +141,4 @@ func runRollout(ctx context.Context, o *rolloutOptions, ios *cli.IOStreams) erro
 		logf("the fleet is still more than 20%% off its mean after %v", o.rebalanceWait)
 	}
 	return nil
-}
-
-// rebalanceTolerance is how far above the fleet's mean a process may stay.
-const rebalanceTolerance = 0.2
-
-// printBalance shows each process's sessions before and after the
-// rebalancing, with the fleet's mean.
-func printBalance(w io.Writer, before, after []provision.ProcLoad) {
-	mean := func(ps []provision.ProcLoad) float64 {
-		m, _ := provision.PlanRebalance(ps, rebalanceTolerance)
-		return m
-	}
-	got := map[string]int64{}
-	for _, p := range after {
-		got[p.Box+" "+p.Unit] = p.Sessions
-	}
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "box\tprocess\tsessions before\tafter")
-	for _, p := range before {
-		a, ok := got[p.Box+" "+p.Unit]
-		after := "?"
-		if ok {
-			after = fmt.Sprint(a)
-		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\n", p.Box, p.Unit, p.Sessions, after)
-	}
-	fmt.Fprintf(tw, "mean\t\t%.1f\t%.1f\n", mean(before), mean(after))
-	tw.Flush()
 }

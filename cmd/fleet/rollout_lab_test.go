@@ -237,7 +237,7 @@ steady:
 	}
 	out, _, code := fleet(t, append([]string{"status", "--json"}, lf.args()...)...)
 	var st struct {
-		Boxes []boxJSON `json:"boxes"`
+		Boxes []provision.BoxReport `json:"boxes"`
 	}
 	if err := json.Unmarshal([]byte(out), &st); err != nil || code != 0 || len(st.Boxes) != 1 {
 		t.Fatalf("fleet status --json: exit %d, %v\n%s", code, err, out)

@@ -1,11 +1,7 @@
 package main
 
 import (
-	"bytes"
-	"strings"
 	"testing"
-
-	"github.com/relayfleet/relayfleet/provision"
 )
 
 func TestRolloutBadInput(t *testing.T) {
@@ -26,19 +22,5 @@ func TestRolloutBadInput(t *testing.T) {
 				t.Errorf("exit %d, stdout %q, stderr %q; want 2, nothing, %q", code, out, errOut, tc.want)
 			}
 		})
-	}
-}
-
-func TestPrintBalance(t *testing.T) {
-	var b bytes.Buffer
-	printBalance(&b, []provision.ProcLoad{{Box: "a", Unit: "relay@4443.service", Sessions: 230}, {Box: "b", Unit: "relay@4443.service", Sessions: 10}},
-		[]provision.ProcLoad{{Box: "a", Unit: "relay@4443.service", Sessions: 121}, {Box: "b", Unit: "relay@4443.service", Sessions: 119}})
-	var rows []string
-	for line := range strings.SplitSeq(strings.TrimSpace(b.String()), "\n") {
-		rows = append(rows, strings.Join(strings.Fields(line), " "))
-	}
-	want := []string{"box process sessions before after", "a relay@4443.service 230 121", "b relay@4443.service 10 119", "mean 120.0 120.0"}
-	if strings.Join(rows, "\n") != strings.Join(want, "\n") {
-		t.Errorf("table:\n%s\nwant rows\n%s", b.String(), strings.Join(want, "\n"))
 	}
 }

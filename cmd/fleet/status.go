@@ -5,14 +5,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"github.com/relayfleet/relayfleet/internal/text"
-	"io"
-	"strings"
-	"text/tabwriter"
 
 	"github.com/spf13/cobra"
 
 	"github.com/relayfleet/relayfleet/internal/cli"
-	"github.com/relayfleet/relayfleet/inventories"
 	"github.com/relayfleet/relayfleet/provision"
 	"github.com/relayfleet/relayfleet/sysctl"
 )
@@ -45,15 +41,7 @@ func runStatus(ctx context.Context, hf *hostFlags, asJSON bool, ios *cli.IOStrea
 	}
 	defer cleanup()
 	statuses := provision.FleetStatus(ctx, targets, sysctl.Relay())
-	boxes := make([]boxJSON, len(statuses))
-	failed := 0
-	for i, st := range statuses {
-		boxes[i] = boxJSON{Host: st.Host, BoxStatus: st.BoxStatus}
-		if st.Err != nil {
-			boxes[i].Error = oneLine(st.Err)
-			failed++
-		}
-	}
+	boxes, failed := provision.StatusReports(statuses)
 	if asJSON {
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
@@ -61,7 +49,7 @@ func runStatus(ctx context.Context, hf *hostFlags, asJSON bool, ios *cli.IOStrea
 			return err
 		}
 	} else {
-		if err := writeStatusText(stdout, boxes); err != nil {
+		if err := provision.WriteStatusText(stdout, boxes); err != nil {
 			return err
 		}
 	}
@@ -69,91 +57,4 @@ func runStatus(ctx context.Context, hf *hostFlags, asJSON bool, ios *cli.IOStrea
 		return &exitError{Code: exitHostsFailed, Msg: fmt.Sprintf("%d of %s could not be read", failed, text.Plural(len(boxes), "box", "boxes"))}
 	}
 	return nil
-}
-
-// boxJSON is one box in fleet status's output.
-type boxJSON struct {
-	Host  string `json:"host"`
-	Error string `json:"error,omitempty"`
-	provision.BoxStatus
-}
-
-// writeStatusText writes fleet status's table. DROPS (datagrams the
-// kernel dropped at a process's UDP socket since it started) comes first
-// when any process has dropped some, with a line saying how many did: the
-// story's whole fault was that number, unwatched.
-func writeStatusText(stdout io.Writer, boxes []boxJSON) error {
-	dropping := 0
-	for _, b := range boxes {
-		dropping += b.Dropping()
-	}
-	if dropping > 0 {
-		fmt.Fprintf(stdout, "DROPS: %s dropped UDP datagrams at a full receive buffer (raise --udp-buffer / net.core.rmem_max, or add processes)\n\n", text.Plural(dropping, "relay process", "relay processes"))
-	}
-	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
-	row := func(drops string, cols ...string) {
-		if dropping > 0 {
-			cols = append([]string{drops}, cols...)
-		} else {
-			cols = append(cols, drops)
-		}
-		fmt.Fprintln(tw, strings.Join(cols, "\t"))
-	}
-	row("DROPS", "BOX", "PROCESS", "STATE", "LISTENERS", "HEADROOM", "MEMORY / CEILING", "RESTARTS", "RUNS")
-	for _, b := range boxes {
-		for _, p := range b.Processes {
-			state := p.Active
-			switch {
-			case p.Error != "":
-				state += " (" + p.Error + ")"
-			case p.Draining:
-				state += ", draining"
-			case !p.Admitting:
-				state += ", refusing listeners"
-			}
-			row(fmt.Sprint(p.Drops), b.Host, p.Unit, state, fmt.Sprint(p.Listeners), fmt.Sprint(p.Headroom),
-				inventories.Bytes(p.MemoryCur).IEC()+" / "+inventories.Bytes(p.MemoryMax).IEC(), fmt.Sprint(p.Restarts), runsColumn(p))
-		}
-	}
-	if err := tw.Flush(); err != nil {
-		return err
-	}
-	fmt.Fprintln(stdout)
-	for _, b := range boxes {
-		if b.Error != "" {
-			fmt.Fprintf(stdout, "%s: FAILED: %s\n", b.Host, b.Error)
-			continue
-		}
-		drift := "no sysctl drift"
-		if len(b.SysctlDrift) > 0 {
-			drift = "sysctl drift: " + strings.Join(b.SysctlDrift, "; ")
-		}
-		if len(b.SysctlRefused) > 0 {
-			drift += fmt.Sprintf(" (%s refused by this kernel, as inside a container)", text.Plural(len(b.SysctlRefused), "key", "keys"))
-		}
-		fmt.Fprintf(stdout, "%s: release %s, %s, %s%s\n", b.Host, text.ShortSHA(b.Release), text.Plural(len(b.Processes), "process", "processes"), drift, leftBehind(b.BoxStatus))
-	}
-	return nil
-}
-
-// runsColumn is what a process runs: its release, marked STALE when it is
-// not the box's current one (a rollout was cut off).
-func runsColumn(p provision.ProcessStatus) string {
-	switch {
-	case p.Release == "":
-		return "-"
-	case p.Stale:
-		return text.ShortSHA(p.Release) + " STALE"
-	}
-	return text.ShortSHA(p.Release)
-}
-
-// leftBehind says how many processes run another release than current,
-// or are draining, and what finishes the job.
-func leftBehind(b provision.BoxStatus) string {
-	stale, draining := b.Behind()
-	if stale == 0 && draining == 0 {
-		return ""
-	}
-	return fmt.Sprintf("; %s not on the current release, %d draining (fleet converge or a re-run of fleet rollout finishes it)", text.Plural(stale, "process", "processes"), draining)
 }

@@ -38,6 +38,7 @@ import (
 	"github.com/getkin/kin-openapi/openapi3"
 	"golang.org/x/crypto/ssh"
 
+	"github.com/relayfleet/relayfleet/infra/fleethosts"
 	"github.com/relayfleet/relayfleet/infra/lab"
 	"github.com/relayfleet/relayfleet/infra/localcloud"
 	"github.com/relayfleet/relayfleet/infra/localcloud/apicheck"
@@ -453,10 +454,10 @@ steady:
 	if n := strings.Count(st.out, "release "+e.digestV1[:12]); n != 2 {
 		t.Errorf("fleet status shows release %s on %d boxes, want 2", e.digestV1[:12], n)
 	}
-	statusJSON := func() []boxJSON {
+	statusJSON := func() []provision.BoxReport {
 		t.Helper()
 		r := must(fleet(append([]string{"status", "--json"}, hostFlags...)...), "status --json")
-		var doc struct{ Boxes []boxJSON }
+		var doc struct{ Boxes []provision.BoxReport }
 		if err := json.Unmarshal([]byte(r.out), &doc); err != nil {
 			t.Fatalf("fleet status --json: %v", err)
 		}
@@ -637,7 +638,7 @@ events:
 	// fleet hosts --release: the steady stack's boxes and the event's,
 	// each read over SSH with the fleet's key, all on the second build.
 	hr := must(fleet("hosts", "--release", "--json", "--inventory", inv), "hosts --release")
-	var hosts struct{ Hosts []hostJSONEntry }
+	var hosts struct{ Hosts []fleethosts.Row }
 	if err := json.Unmarshal([]byte(hr.out), &hosts); err != nil {
 		t.Fatalf("fleet hosts --json: %v", err)
 	}

@@ -1,4 +1,4 @@
-package main
+package provision_test
 
 import (
 	"encoding/json"
@@ -12,9 +12,9 @@ func TestStatusShowsDropsFirstWhenAny(t *testing.T) {
 	proc := func(unit string, drops int64) provision.ProcessStatus {
 		return provision.ProcessStatus{Unit: unit, Active: "active", Admitting: true, Listeners: 10, Headroom: 90, Drops: drops}
 	}
-	boxes := []boxJSON{{Host: "box-1", BoxStatus: provision.BoxStatus{Processes: []provision.ProcessStatus{proc("relay@4443.service", 0), proc("relay@4444.service", 0)}}}}
+	boxes := []provision.BoxReport{{Host: "box-1", BoxStatus: provision.BoxStatus{Processes: []provision.ProcessStatus{proc("relay@4443.service", 0), proc("relay@4444.service", 0)}}}}
 	var b strings.Builder
-	if err := writeStatusText(&b, boxes); err != nil {
+	if err := provision.WriteStatusText(&b, boxes); err != nil {
 		t.Fatal(err)
 	}
 	lines := strings.Split(b.String(), "\n")
@@ -24,7 +24,7 @@ func TestStatusShowsDropsFirstWhenAny(t *testing.T) {
 
 	boxes[0].Processes[1].Drops = 1270000
 	b.Reset()
-	if err := writeStatusText(&b, boxes); err != nil {
+	if err := provision.WriteStatusText(&b, boxes); err != nil {
 		t.Fatal(err)
 	}
 	lines = strings.Split(b.String(), "\n")
@@ -38,10 +38,10 @@ func TestStatusShowsDropsFirstWhenAny(t *testing.T) {
 	if !strings.Contains(b.String(), "box-1: release (none), 2 processes,") {
 		t.Errorf("want the box's line to count 2 processes:\n%s", b.String())
 	}
-	one := []boxJSON{boxes[0]}
+	one := []provision.BoxReport{boxes[0]}
 	one[0].Processes = boxes[0].Processes[1:]
 	b.Reset()
-	if err := writeStatusText(&b, one); err != nil {
+	if err := provision.WriteStatusText(&b, one); err != nil {
 		t.Fatal(err)
 	}
 	if !strings.Contains(b.String(), "box-1: release (none), 1 process,") {
@@ -59,12 +59,12 @@ func TestStatusShowsDropsFirstWhenAny(t *testing.T) {
 // and the draining ones, saying what finishes the job.
 func TestStatusShowsProcessesLeftBehind(t *testing.T) {
 	cur, old := strings.Repeat("a", 64), strings.Repeat("b", 64)
-	boxes := []boxJSON{{Host: "box-1", BoxStatus: provision.BoxStatus{Release: cur, Processes: []provision.ProcessStatus{
+	boxes := []provision.BoxReport{{Host: "box-1", BoxStatus: provision.BoxStatus{Release: cur, Processes: []provision.ProcessStatus{
 		{Unit: "relay@4443.service", Active: "active", Admitting: true, Release: cur},
 		{Unit: "relay@4444.service", Active: "active", Draining: true, Release: old, Stale: true},
 	}}}}
 	var b strings.Builder
-	if err := writeStatusText(&b, boxes); err != nil {
+	if err := provision.WriteStatusText(&b, boxes); err != nil {
 		t.Fatal(err)
 	}
 	out := b.String()
