@@ -10,7 +10,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/relayfleet/relayfleet/internal/cli"
-	"github.com/relayfleet/relayfleet/internal/text"
 	"github.com/relayfleet/relayfleet/inventories"
 	"github.com/relayfleet/relayfleet/inventories/pricing"
 )
@@ -62,6 +61,3 @@ func runProviders(ctx context.Context, file string, stdout io.Writer) error {
 	}
 	return pricing.WriteDifferences(stdout, cat, file, live, checked)
 }
-
-// dash is text.Dash; hosts.go uses it.
-func dash(s string) string { return text.Dash(s) }
