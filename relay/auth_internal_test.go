@@ -8,7 +8,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -195,27 +194,10 @@ func TestUpstreamDialURLCarriesToken(t *testing.T) {
 	}
 }
 
-type lockedLog struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedLog) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedLog) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 // TestRefusalLogIsRateLimited: a flood of refusals is counted in full but
 // logs at most refusalLogsPerSecond lines a second, then one summary.
 func TestRefusalLogIsRateLimited(t *testing.T) {
-	var out lockedLog
+	var out testutil.SyncBuffer
 	r := &refusals{logger: slog.New(slog.NewTextHandler(&out, nil))}
 	const flood = 1000
 	for range flood {

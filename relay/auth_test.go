@@ -1,7 +1,6 @@
 package relay_test
 
 import (
-	"bytes"
 	"context"
 	"crypto/tls"
 	"encoding/json"
@@ -11,7 +10,6 @@ import (
 	"log/slog"
 	"net/http"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -30,27 +28,10 @@ var transportLogName = map[string]string{
 	client.TransportWebTransport: "webtransport",
 }
 
-type syncLog struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *syncLog) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *syncLog) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 // startLoggedRelay starts a relay whose Info log the test reads.
-func startLoggedRelay(t *testing.T, cfg relay.Config) (*relay.Relay, *syncLog) {
+func startLoggedRelay(t *testing.T, cfg relay.Config) (*relay.Relay, *testutil.SyncBuffer) {
 	t.Helper()
-	log := &syncLog{}
+	log := &testutil.SyncBuffer{}
 	cfg.Listen = "127.0.0.1:0"
 	cfg.Logger = slog.New(slog.NewTextHandler(log, nil))
 	r, err := relay.Start(context.Background(), cfg)

@@ -189,7 +189,7 @@ func TestListenFollowsShed(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	out := &lockedBuffer{}
+	out := &testutil.SyncBuffer{}
 	lctx, lcancel := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	const silence = 10 * time.Second // so that only the going-away can move it soon
@@ -232,25 +232,6 @@ func TestListenFollowsShed(t *testing.T) {
 	if !slices.Equal(last, []string{urlOf(relays[0])}) {
 		t.Errorf("the router was asked to avoid %q, want A", last)
 	}
-}
-
-// lockedBuffer is an io.Writer safe for a writer and a reader.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  []byte
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	b.b = append(b.b, p...)
-	return len(p), nil
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return string(b.b)
 }
 
 // TestShedReasonOnEveryTransport: a listener shed by the relay reads
@@ -345,7 +326,7 @@ func TestListenMovesBeforeBreak(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	out := &lockedBuffer{}
+	out := &testutil.SyncBuffer{}
 	lctx, lcancel := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() {

@@ -21,7 +21,7 @@ import (
 // token.
 func TestWebTransportTokenNotLogged(t *testing.T) {
 	a := testAuth(t, "0123456789abcdef0123456789abcdef")
-	var log syncLog
+	var log testutil.SyncBuffer
 	r, err := relay.Start(context.Background(), relay.Config{Listen: "127.0.0.1:0", Auth: a,
 		Logger: slog.New(slog.NewTextHandler(&log, &slog.HandlerOptions{Level: slog.LevelDebug}))})
 	if err != nil {

@@ -6,10 +6,10 @@
 // (NoLeaks), and child processes in the background that end with the test
 // and die with the test binary (Start).
 //
-// It lives under relay/ so that the relay's own tests may use it and still
-// import nothing of the module outside relay/ (relay/deps_test.go,
-// internal/archtest); the rest of the module's tests import it too. Only
-// _test.go files import it (internal/archtest holds that line).
+// It imports nothing else of the module, so the relay's own tests may use
+// it too (internal/archtest: relay imports only such internal leaves).
+// Only _test.go files import it (internal/archtest holds that line).
+// SyncBuffer is a buffer a child process writes while the test reads it.
 package testutil
 
 import (

@@ -1,7 +1,6 @@
 package client_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"net/http"
@@ -17,24 +16,6 @@ import (
 	"github.com/relayfleet/relayfleet/relay/client"
 	"github.com/relayfleet/relayfleet/relay/moqlite"
 )
-
-// syncBuffer is an io.Writer safe for a writer and a reader.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.String()
-}
 
 // fakeRouter answers /route with the first relay not avoided, and
 // records the avoid= lists it was sent.
@@ -67,13 +48,13 @@ func startRouter(t *testing.T, relays ...*coreRelay) *fakeRouter {
 var reconnectLine = regexp.MustCompile(`reconnected \(([a-z-]+)\) from (\S+) to (\S+): no audio for ([0-9.]+) s`)
 
 // runListener runs client.Listen through the router until the test ends.
-func runListener(t *testing.T, ctx context.Context, router string, silence time.Duration) *syncBuffer {
+func runListener(t *testing.T, ctx context.Context, router string, silence time.Duration) *testutil.SyncBuffer {
 	t.Helper()
 	res, err := client.NewResolver(client.ResolverOptions{Router: router, Broadcast: "b"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	out := &syncBuffer{}
+	out := &testutil.SyncBuffer{}
 	lctx, cancel := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() {
@@ -91,7 +72,7 @@ func runListener(t *testing.T, ctx context.Context, router string, silence time.
 }
 
 // waitLine waits for re in out and returns its submatches.
-func waitLine(t *testing.T, out *syncBuffer, re *regexp.Regexp, within time.Duration) []string {
+func waitLine(t *testing.T, out *testutil.SyncBuffer, re *regexp.Regexp, within time.Duration) []string {
 	t.Helper()
 	var m []string
 	if !testutil.Poll(within, func() bool { m = re.FindStringSubmatch(out.String()); return m != nil }) {
@@ -100,7 +81,7 @@ func waitLine(t *testing.T, out *syncBuffer, re *regexp.Regexp, within time.Dura
 	return m
 }
 
-func groupCount(out *syncBuffer) int {
+func groupCount(out *testutil.SyncBuffer) int {
 	return len(regexp.MustCompile(`(?m)^group \d+:`).FindAllString(out.String(), -1))
 }
 

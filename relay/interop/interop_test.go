@@ -12,7 +12,6 @@ import (
 	"os"
 	"os/exec"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -74,14 +73,14 @@ type nodeProc struct {
 	proc   *testutil.Proc
 	stdin  io.WriteCloser
 	events chan event
-	stderr bytes.Buffer
+	stderr testutil.SyncBuffer
 }
 
 func startNode(t *testing.T, ctx context.Context, name, script string, args ...string) *nodeProc {
 	t.Helper()
 	cmd := exec.CommandContext(ctx, "node", append([]string{script}, args...)...)
 	p := &nodeProc{name: name, events: make(chan event, 16)}
-	cmd.Stderr = &syncWriter{w: &p.stderr}
+	cmd.Stderr = &p.stderr
 	var err error
 	if p.stdin, err = cmd.StdinPipe(); err != nil {
 		t.Fatal(err)
@@ -139,17 +138,6 @@ func (p *nodeProc) wait(t *testing.T, ctx context.Context) {
 	case <-ctx.Done():
 		t.Fatalf("%s: timed out waiting for exit", p.name)
 	}
-}
-
-type syncWriter struct {
-	mu sync.Mutex
-	w  io.Writer
-}
-
-func (s *syncWriter) Write(b []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.w.Write(b)
 }
 
 // until is the time left before ctx's deadline (a minute if it has none).

@@ -14,7 +14,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -100,27 +99,10 @@ func packets(t *testing.T, ogg []byte) (ps [][]byte, total time.Duration) {
 	}
 }
 
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // browser is one headless Chromium page with its console collected.
 type browser struct {
 	ctx     context.Context
-	console syncBuffer
+	console testutil.SyncBuffer
 }
 
 func newBrowser(t *testing.T, ctx context.Context, autoplay bool) *browser {
@@ -213,7 +195,7 @@ func newPublisher(t *testing.T, ctx context.Context, url, name, token string) *p
 type setup struct {
 	relay   *relay.Relay
 	auth    *relay.Authenticator
-	relayLg *syncBuffer
+	relayLg *testutil.SyncBuffer
 	ogg     []byte
 }
 
@@ -225,7 +207,7 @@ func startRelay(t *testing.T, ctx context.Context) *setup {
 	if err != nil {
 		t.Fatal(err)
 	}
-	lg := &syncBuffer{}
+	lg := &testutil.SyncBuffer{}
 	r, err := relay.Start(ctx, relay.Config{
 		Listen: "127.0.0.1:0",
 		Auth:   auth.WithPublicListen([]string{"live"}),
@@ -385,7 +367,7 @@ func (s *setup) goingAway(t *testing.T, ctx context.Context, br *browser, base s
 func relayRestart(t *testing.T, ctx context.Context, br *browser, ps [][]byte) {
 	const half = 25
 	name := "room-restart"
-	var restartLog syncBuffer
+	var restartLog testutil.SyncBuffer
 	defer func() {
 		if t.Failed() {
 			t.Logf("relay logs:\n%s", restartLog.String())
