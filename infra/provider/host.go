@@ -292,22 +292,19 @@ func hostDiff(old HostState, in HostArgs) (p.DiffResponse, error) {
 		return d, err
 	}
 	if want != old.DesiredHash {
-		d.HasChanges = true
-		d.DetailedDiff["desiredHash"] = p.PropertyDiff{Kind: p.Update}
-		for k, changed := range map[string]bool{
-			"sshAddress": in.SSHAddress != old.SSHAddress,
-			"hostKey":    strings.TrimSpace(in.HostKey) != strings.TrimSpace(old.HostKey),
-			"cores":      in.Cores != old.Cores,
-			"ram":        in.RAM != old.RAM,
-			"processes":  in.Processes != old.Processes,
-			"basePort":   in.BasePort != old.BasePort,
-			"release":    in.Release != old.Release,
-			"authKeys":   in.AuthKeys != old.AuthKeys,
-		} {
-			if changed {
-				d.DetailedDiff[k] = p.PropertyDiff{Kind: p.Update, InputDiff: true}
-			}
+		// The inputs that differ, read from HostArgs' tags (diffInputs); the
+		// build's path alone changes nothing on the box (below), and a host
+		// key differs only if more than its surrounding space does.
+		was, now := old.HostArgs, in
+		was.RelayBinary, was.HostKey = now.RelayBinary, strings.TrimSpace(was.HostKey)
+		now.HostKey = strings.TrimSpace(now.HostKey)
+		changed, err := diffInputs(was, now)
+		if err != nil {
+			return d, err
 		}
+		d.HasChanges = true
+		d.DetailedDiff = changed.DetailedDiff
+		d.DetailedDiff["desiredHash"] = p.PropertyDiff{Kind: p.Update}
 	}
 	if len(old.Drift) > 0 {
 		d.HasChanges = true

@@ -252,6 +252,16 @@ func TestHostDiff(t *testing.T) {
 			t.Errorf("%s: %s, a host is updated (converged), never replaced", k, v.Kind)
 		}
 	}
+	if len(d.DetailedDiff) != 2 { // release and the hash
+		t.Errorf("new release: diff names %v, want release and desiredHash", d.DetailedDiff)
+	}
+	// Every input the hash covers is named when it changes, read from
+	// HostArgs' tags; the build's path alone is not a change of the box.
+	c := a
+	c.Upstream, c.HostKey = []string{"https://origin.example:4443"}, "\n"+a.HostKey+"\n"
+	if d, _ := hostDiff(old, c); d.DetailedDiff["upstream"].Kind != p.Update || len(d.DetailedDiff) != 2 {
+		t.Errorf("new upstream (host key re-spaced): diff names %v, want upstream and desiredHash", d.DetailedDiff)
+	}
 	drifted := old
 	drifted.Drift = []string{"update /etc/sysctl.d/60-relayfleet.conf"}
 	if d, _ := hostDiff(drifted, a); !d.HasChanges || d.DetailedDiff["drift"].Kind != p.Update {
