@@ -154,7 +154,8 @@ func TestEventsReconcileJSONKeepsPulumiOffStdout(t *testing.T) {
 		"--state-dir", t.TempDir(), "--relay-binary", exe, "--pulumi", pulumiCLI}); err != nil {
 		t.Fatal(err)
 	}
-	r, _, err := e.open(context.Background(), &stdout, true, nil)
+	o := e.options()
+	r, _, err := o.Open(context.Background(), &stdout, true, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

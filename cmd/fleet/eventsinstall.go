@@ -1,10 +1,6 @@
 package main
 
 import (
-	"context"
-	"errors"
-	"fmt"
-	"io"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -14,17 +10,6 @@ import (
 	"github.com/relayfleet/relayfleet/internal/cli"
 	"github.com/relayfleet/relayfleet/units"
 )
-
-// installFlags names the flag behind each field of events.TimerOptions.
-var installFlags = map[string]string{
-	"Fleet":           "--fleet-binary",
-	"Events":          "--events",
-	"StateDir":        "--state-dir",
-	"Interval":        "--interval",
-	"User":            "--user",
-	"EnvironmentFile": "--environment-file",
-	"UnitDir":         "--unit-dir",
-}
 
 // eventsInstallCommand is fleet events install [-- RECONCILE-FLAGS].
 func eventsInstallCommand(ios *cli.IOStreams) *cobra.Command {
@@ -44,7 +29,7 @@ further reconcile flags (such as --lab-dir DIR), passed as they are.`,
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
 			f.Enable, f.ExtraArgs = !noEnable, args
-			return runEventsInstall(cmd.Context(), f, ios.Out)
+			return events.Install(cmd.Context(), ios.Out, f)
 		},
 	}
 	fs := cmd.Flags()
@@ -58,34 +43,4 @@ further reconcile flags (such as --lab-dir DIR), passed as they are.`,
 	fs.StringVar(&f.UnitDir, "unit-dir", units.ReconcilerDir, "where the unit files are written")
 	fs.BoolVar(&noEnable, "no-enable", false, "write the unit files only: no systemctl daemon-reload, no enable --now")
 	return cmd
-}
-
-// runEventsInstall installs the reconciler's timer (events.InstallTimer)
-// and says what it did; errors in what the flags gave name the flag.
-func runEventsInstall(ctx context.Context, o events.TimerOptions, stdout io.Writer) error {
-	if o.Events == "" {
-		return usagef("flag --events: required")
-	}
-	written, err := events.InstallTimer(ctx, o)
-	for _, path := range written {
-		fmt.Fprintf(stdout, "wrote %s\n", path)
-	}
-	var fe *units.FieldError
-	var te *events.TimerFieldError
-	switch {
-	case errors.As(err, &fe):
-		name, ok := installFlags[fe.Field]
-		if !ok {
-			name = "arguments after --" // ExtraArgs[i]
-		} else {
-			name = "flag " + name
-		}
-		return usagef("%s: %s: %s", name, fe.Value, fe.Reason)
-	case errors.As(err, &te):
-		return usagef("flag %s: %v", installFlags[te.Field], te.Err)
-	case err != nil:
-		return err
-	}
-	events.WriteInstalled(stdout, o)
-	return nil
 }

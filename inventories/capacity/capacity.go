@@ -3,7 +3,8 @@
 // what they cost, and what the providers' egress terms do at that load.
 //
 // It is pure arithmetic over the inventories' data; nothing here touches a
-// network or a file.
+// network, and only WritePlan (fleet plan's body) reads the files it is
+// given.
 package capacity
 
 import (

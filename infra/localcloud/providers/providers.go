@@ -1,6 +1,7 @@
 // Package providers is the cloud provider APIs fleet lab cloud serves on
 // this machine, by name, each backed by lab boxes (package
-// infra/localcloud), and Serve, which serves one.
+// infra/localcloud), and Serve, which serves one; ServeLab is fleet lab
+// cloud's body.
 package providers
 
 import (
