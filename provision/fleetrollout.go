@@ -4,13 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/relayfleet/relayfleet/internal/text"
 	"net"
 	"net/http"
+	"net/url"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/relayfleet/relayfleet/internal/ctxtime"
+	"github.com/relayfleet/relayfleet/internal/text"
 )
 
 // FleetRollout is the fleet-wide rollout policy around the per-box
@@ -41,7 +43,7 @@ type FleetRollout struct {
 	ListenerFrac float64
 	// Routers are routers whose GET /relays says when they stop routing
 	// to a draining process; none: the move waits two RouterPoll blind.
-	Routers []string
+	Routers RouterURLs
 	// RouterPoll is the routers' poll interval.
 	RouterPoll time.Duration
 	// ShedRate is the sessions a second a drained process tells to
@@ -65,6 +67,22 @@ type FleetRollout struct {
 	Done func(BoxRollout)
 	// poll is how often the listener count is read (0: 500 ms).
 	poll time.Duration
+}
+
+// RouterURLs are routers' http:// or https:// URLs. As a flag value
+// (flag.Value) each Set adds one, and refuses anything else.
+type RouterURLs []string
+
+func (l *RouterURLs) String() string { return strings.Join(*l, ",") }
+
+// Set adds s, an http:// or https:// URL with a host.
+func (l *RouterURLs) Set(s string) error {
+	u, err := url.Parse(s)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return fmt.Errorf("want an http:// or https:// URL, got %q", s)
+	}
+	*l = append(*l, s)
+	return nil
 }
 
 // BoxRollout is one box's part in a fleet rollout.

@@ -1,8 +1,7 @@
 package provision
 
 import (
-	"github.com/relayfleet/relayfleet/internal/text"
-
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -15,13 +14,16 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"regexp"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/relayfleet/relayfleet/internal/cli"
 	"github.com/relayfleet/relayfleet/internal/testutil"
+	"github.com/relayfleet/relayfleet/internal/text"
 	"github.com/relayfleet/relayfleet/relay/router"
 )
 
@@ -579,4 +581,67 @@ func TestRoutersRoute(t *testing.T) {
 	if _, _, err := RoutersRoute(ctx, nil, []string{"http://127.0.0.1:1"}, host, inst); err == nil {
 		t.Fatal("an unreachable router gave no error")
 	}
+}
+
+// TestRunRollout: fleet rollout's output is a line per box as it ends,
+// the seconds since the start first, then the balance table when it
+// rebalanced; a failed box ends it with exit 3 and one line.
+func TestRunRollout(t *testing.T) {
+	lineRE := regexp.MustCompile(`^ +\d+\.\ds `)
+	t.Run("a box failed", func(t *testing.T) {
+		fewHealthTries(t)
+		a := newFleetBox(t, "a", map[int]int{4443: 0}, nil)
+		b := newFleetBox(t, "b", map[int]int{4443: 0}, nil)
+		b.intercept = func(_ context.Context, cmd string) ([]byte, error, bool) {
+			if m := onBoxRE.FindStringSubmatch(cmd); m != nil && m[3] == "/healthz" && b.proc(4443).release == Digest(newBuild) {
+				return []byte("down\n"), nil, true
+			}
+			return nil, nil, false
+		}
+		var out bytes.Buffer
+		err := RunRollout(context.Background(), &out, fleetTargets(a, b), *testFleetRollout())
+		var ee *cli.ExitError
+		if !errors.As(err, &ee) || ee.Code != ExitHostsFailed || ee.Msg != "1 of 2 boxes failed and rolled back, 0 not started" {
+			t.Fatalf("err %#v; want exit %d, 1 of 2 boxes failed", err, ExitHostsFailed)
+		}
+		var moved, failed bool
+		for line := range strings.SplitSeq(strings.TrimSuffix(out.String(), "\n"), "\n") {
+			if !lineRE.MatchString(line) {
+				t.Errorf("line %q lacks the seconds", line)
+			}
+			s := lineRE.ReplaceAllString(line, "")
+			moved = moved || s == "a: "+text.ShortSHA(Digest(oldBuild))+" -> "+text.ShortSHA(Digest(newBuild))+", 1 process restarted one at a time"
+			failed = failed || strings.HasPrefix(s, "b: FAILED: ")
+		}
+		if !moved || !failed {
+			t.Errorf("want a line for a moved and one for b failed:\n%s", out.String())
+		}
+	})
+	t.Run("rebalanced", func(t *testing.T) {
+		a := newFleetBox(t, "a", map[int]int{4443: 0}, nil)
+		b := newFleetBox(t, "b", map[int]int{4443: 30}, nil)
+		rel := Releases{Root: sharedRoot}
+		if _, _, err := rel.Install(context.Background(), b, newBuild); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := rel.Activate(context.Background(), b, Digest(newBuild)); err != nil {
+			t.Fatal(err)
+		}
+		b.procs[4443].release = Digest(newBuild)
+		b.onShed = func(n int) { a.mu.Lock(); a.procs[4443].sessions += n; a.mu.Unlock() }
+		fr := testFleetRollout()
+		fr.Rebalance, fr.RebalanceTolerance, fr.RebalanceRate, fr.RebalanceWait = true, DefaultRebalanceTolerance, 20, 5*time.Second
+		var out bytes.Buffer
+		if err := RunRollout(context.Background(), &out, fleetTargets(a, b), *fr); err != nil {
+			t.Fatal(err)
+		}
+		for _, want := range []string{"s rebalancing: processes above the mean by more than 20% shed the excess, 20 sessions a second\n", "sessions before", "\nmean "} {
+			if !strings.Contains(out.String(), want) {
+				t.Errorf("output lacks %q:\n%s", want, out.String())
+			}
+		}
+		if strings.Contains(out.String(), "still more than") {
+			t.Errorf("the fleet evened out, yet:\n%s", out.String())
+		}
+	})
 }

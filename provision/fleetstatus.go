@@ -2,8 +2,13 @@ package provision
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
+	"io"
 	"sync"
 
+	"github.com/relayfleet/relayfleet/internal/cli"
+	"github.com/relayfleet/relayfleet/internal/text"
 	"github.com/relayfleet/relayfleet/sysctl"
 )
 
@@ -92,4 +97,26 @@ func TallyResults(rs []HostResult) Tally {
 		}
 	}
 	return t
+}
+
+// RunStatus is fleet status over targets: it reads each one's status
+// (FleetStatus against the relay sysctl profile) and writes the boxes on
+// w, as indented JSON ({"boxes": [...]}) when asJSON, else as
+// WriteStatusText. When a box could not be read its error is a
+// cli.ExitError with ExitHostsFailed.
+func RunStatus(ctx context.Context, w io.Writer, targets []Target, asJSON bool) error {
+	boxes, failed := StatusReports(FleetStatus(ctx, targets, sysctl.Relay()))
+	if asJSON {
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(map[string]any{"boxes": boxes}); err != nil {
+			return err
+		}
+	} else if err := WriteStatusText(w, boxes); err != nil {
+		return err
+	}
+	if failed > 0 {
+		return &cli.ExitError{Code: ExitHostsFailed, Msg: fmt.Sprintf("%d of %s could not be read", failed, text.Plural(len(boxes), "box", "boxes"))}
+	}
+	return nil
 }

@@ -6,6 +6,8 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+
+	"github.com/relayfleet/relayfleet/internal/cli"
 )
 
 // ErrNoRelay is RelayBinary's error when no path was given and no relay
@@ -45,4 +47,29 @@ func RelayBinary(path string) (string, error) {
 		return "", fmt.Errorf("%s is not a Linux executable", path)
 	}
 	return filepath.Abs(path)
+}
+
+// FindRelay is RelayBinary for a command's --relay-binary flag: its
+// errors are usage errors naming the flag, and a missing default says how
+// to build one.
+func FindRelay(flagValue string) (string, error) {
+	path, err := RelayBinary(flagValue)
+	if errors.Is(err, ErrNoRelay) {
+		return "", cli.Usagef("flag --relay-binary: %v; build it with make build or give --relay-binary", err)
+	}
+	if err != nil {
+		return "", cli.Usagef("flag --relay-binary: %v", err)
+	}
+	return path, nil
+}
+
+// ReadRelay is FindRelay's build and its bytes.
+func ReadRelay(flagValue string) (path string, data []byte, err error) {
+	if path, err = FindRelay(flagValue); err != nil {
+		return "", nil, err
+	}
+	if data, err = os.ReadFile(path); err != nil {
+		return "", nil, cli.Usagef("flag --relay-binary: %v", err)
+	}
+	return path, data, nil
 }

@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/relayfleet/relayfleet/internal/cli"
 )
 
 // TestRelayBinary: a relay build is an ELF file, named or beside the
@@ -62,4 +64,37 @@ func TestRelayBinary(t *testing.T) {
 			t.Errorf("RelayBinary(relay) in its directory = %q, %v; want %q", got, err, elf)
 		}
 	})
+}
+
+// TestFindRelayNamesTheFlag: a command's relay build is refused as bad
+// usage, in one line naming --relay-binary; ReadRelay reads a good one.
+func TestFindRelayNamesTheFlag(t *testing.T) {
+	dir := t.TempDir()
+	elf := filepath.Join(dir, "relay")
+	if err := os.WriteFile(elf, []byte("\x7fELF\x02\x01\x01rest"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	script := filepath.Join(dir, "script")
+	if err := os.WriteFile(script, []byte("#!/bin/sh\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct{ name, path, want string }{
+		{"not a build", script, "flag --relay-binary: " + script + " is not a Linux executable"},
+		{"none beside", "", "flag --relay-binary: no relay beside "},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := FindRelay(tc.path)
+			var ue *cli.UsageError
+			if !errors.As(err, &ue) || !strings.HasPrefix(err.Error(), tc.want) {
+				t.Errorf("FindRelay(%q): %v; want a usage error %q", tc.path, err, tc.want)
+			}
+		})
+	}
+	if _, err := FindRelay(""); err == nil || !strings.HasSuffix(err.Error(), "; build it with make build or give --relay-binary") {
+		t.Errorf("FindRelay(\"\"): %v; want it to say how to get one", err)
+	}
+	path, data, err := ReadRelay(elf)
+	if err != nil || path != elf || string(data) != "\x7fELF\x02\x01\x01rest" {
+		t.Errorf("ReadRelay(%q) = %q, %q, %v", elf, path, data, err)
+	}
 }

@@ -1,10 +1,15 @@
 package provision
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"io"
+	"sync"
 	"text/tabwriter"
+	"time"
 
+	"github.com/relayfleet/relayfleet/internal/cli"
 	"github.com/relayfleet/relayfleet/internal/text"
 )
 
@@ -51,4 +56,45 @@ func WriteBalance(w io.Writer, before, after []ProcLoad, tolerance float64) {
 	}
 	fmt.Fprintf(tw, "mean\t\t%.1f\t%.1f\n", mean(before), mean(after))
 	tw.Flush()
+}
+
+// RunRollout is fleet rollout over targets: f.Run, with each progress
+// line and each box's Summary written to w as they come, the seconds since
+// the start first, then the balance table when it rebalanced and a line
+// when the fleet stayed off its mean. When a box failed (and rolled back)
+// its error is a cli.ExitError with ExitHostsFailed. f's Log and Done are
+// replaced.
+func RunRollout(ctx context.Context, w io.Writer, targets []Target, f FleetRollout) error {
+	out := &lockedWriter{w: w}
+	start := time.Now()
+	f.Log = func(format string, args ...any) {
+		fmt.Fprintf(out, "%6.1fs "+format+"\n", append([]any{time.Since(start).Seconds()}, args...)...)
+	}
+	f.Done = func(b BoxRollout) { f.Log("%s", b.Summary()) }
+	rep, err := f.Run(ctx, targets)
+	if errors.Is(err, ErrBoxesFailed) {
+		return &cli.ExitError{Code: ExitHostsFailed, Msg: fmt.Sprintf("%d of %s failed and rolled back, %d not started", rep.Failed, text.Plural(len(targets), "box", "boxes"), rep.Skipped)}
+	}
+	if rep != nil && rep.Rebalanced {
+		WriteBalance(out, rep.Before, rep.After, f.RebalanceTolerance)
+	}
+	if err != nil {
+		return err
+	}
+	if rep.Rebalanced && !rep.Balanced {
+		f.Log("the fleet is still more than %.0f%% off its mean after %v", f.RebalanceTolerance*100, f.RebalanceWait)
+	}
+	return nil
+}
+
+// lockedWriter serialises the lines of boxes rolled at once.
+type lockedWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
 }

@@ -39,3 +39,22 @@ func TestBoxRolloutSummary(t *testing.T) {
 		}
 	}
 }
+
+// TestRouterURLs: --router takes http:// and https:// URLs, one a time,
+// and refuses anything else in one line.
+func TestRouterURLs(t *testing.T) {
+	var l provision.RouterURLs
+	for _, s := range []string{"http://10.0.0.1:8080", "https://router.example/"} {
+		if err := l.Set(s); err != nil {
+			t.Errorf("Set(%q): %v", s, err)
+		}
+	}
+	for _, s := range []string{"localhost:8080", "ftp://x/", "http://", "http://a b/"} {
+		if err := l.Set(s); err == nil || err.Error() != `want an http:// or https:// URL, got "`+s+`"` {
+			t.Errorf("Set(%q): %v", s, err)
+		}
+	}
+	if l.String() != "http://10.0.0.1:8080,https://router.example/" {
+		t.Errorf("String() = %q", l.String())
+	}
+}

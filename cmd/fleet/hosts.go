@@ -2,8 +2,6 @@ package main
 
 import (
 	"context"
-	"fmt"
-	"github.com/relayfleet/relayfleet/internal/text"
 	"io"
 
 	"github.com/spf13/cobra"
@@ -14,34 +12,14 @@ import (
 	"github.com/relayfleet/relayfleet/provision"
 )
 
-// readHosts lists the fleet's hosts from its stacks (the steady stack st
-// and its events'); what differs from the inventory is a warning on
-// errOut (the command's stderr).
+// readHosts lists the stacks' hosts, warnings to errOut (Fleet.ReadHosts).
 func readHosts(ctx context.Context, st *program.Stack, errOut io.Writer) (*fleethosts.Set, error) {
-	set, err := fleethosts.Read(ctx, st)
-	if err != nil {
-		return nil, err
-	}
-	for _, w := range set.Warnings {
-		fmt.Fprintf(errOut, "fleet: warning: %s\n", w)
-	}
-	return set, nil
+	return (&fleethosts.Fleet{Stack: st, Warnings: errOut}).ReadHosts(ctx)
 }
 
-// hostTargets are the provision targets for hosts
-// (fleethosts.StackTargets).
-func hostTargets(ctx context.Context, st *program.Stack, hosts []fleethosts.Host, sshKey, labDir string) ([]provision.Target, func(), error) {
-	return fleethosts.StackTargets(ctx, st, hosts, fleethosts.Access{LabDir: labDir, SSHKey: sshKey})
-}
-
-// steadyTargets are the targets of the steady stack's hosts; warnings go
-// to errOut.
+// steadyTargets are the steady stack's hosts' targets; warnings to errOut.
 func steadyTargets(ctx context.Context, st *program.Stack, sshKey, labDir string, errOut io.Writer) ([]provision.Target, func(), error) {
-	set, err := readHosts(ctx, st, errOut)
-	if err != nil {
-		return nil, nil, err
-	}
-	return hostTargets(ctx, st, set.SteadyHosts(), sshKey, labDir)
+	return (&fleethosts.Fleet{Stack: st, Access: fleethosts.Access{LabDir: labDir, SSHKey: sshKey}, Warnings: errOut}).SteadyTargets(ctx)
 }
 
 // hostsCommand is fleet hosts.
@@ -53,7 +31,11 @@ func hostsCommand(ios *cli.IOStreams) *cobra.Command {
 		Short: "the fleet's hosts as its stacks list them (steady and events, any backend): stack, group, tier, address, host key, processes",
 		Args:  cli.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return runHosts(cmd.Context(), &hf, asJSON, release, ios)
+			f, err := hf.openFleet(ios.ErrOut)
+			if err != nil {
+				return err
+			}
+			return f.List(cmd.Context(), ios.Out, asJSON, release)
 		},
 	}
 	fs := cmd.Flags()
@@ -61,62 +43,4 @@ func hostsCommand(ios *cli.IOStreams) *cobra.Command {
 	fs.BoolVar(&asJSON, "json", false, "print JSON: every host with its stack, tier, event, addresses, host key and ports")
 	fs.BoolVar(&release, "release", false, "read each box's current relay release over SSH (default: the stacks alone, no connection)")
 	return cmd
-}
-
-func runHosts(ctx context.Context, hf *hostFlags, asJSON, release bool, ios *cli.IOStreams) error {
-	stdout := ios.Out
-	if err := hf.check(); err != nil {
-		return err
-	}
-	fleet, err := loadFleet(hf.inventory)
-	if err != nil {
-		return err
-	}
-	st, err := hf.stackFor(fleet)
-	if err != nil {
-		return err
-	}
-	set, err := fleethosts.Read(ctx, st)
-	if err != nil {
-		return err
-	}
-	rows := set.Rows()
-	failed := 0
-	if release && len(set.Hosts) > 0 {
-		targets, cleanup, err := hostTargets(ctx, st, set.Hosts, hf.sshKey, hf.labDir)
-		if err != nil {
-			return err
-		}
-		defer cleanup()
-		failed = fleethosts.ReadReleases(ctx, targets, rows)
-	}
-	if asJSON {
-		if err := fleethosts.WriteJSON(stdout, set, rows); err != nil {
-			return err
-		}
-	} else if err := fleethosts.WriteText(stdout, set, rows, release); err != nil {
-		return err
-	}
-	if failed > 0 {
-		return &exitError{Code: exitHostsFailed, Msg: fmt.Sprintf("%d of %s could not be read", failed, text.Plural(len(rows), "host", "hosts"))}
-	}
-	return nil
-}
-
-// allTargets loads the inventory and resolves every box of its stacks:
-// the steady stack's and its events'. Warnings go to errOut.
-func (h *hostFlags) allTargets(ctx context.Context, errOut io.Writer) ([]provision.Target, func(), error) {
-	fleet, err := loadFleet(h.inventory)
-	if err != nil {
-		return nil, nil, err
-	}
-	st, err := h.stackFor(fleet)
-	if err != nil {
-		return nil, nil, err
-	}
-	set, err := readHosts(ctx, st, errOut)
-	if err != nil {
-		return nil, nil, err
-	}
-	return hostTargets(ctx, st, set.Hosts, h.sshKey, h.labDir)
 }

@@ -1,8 +1,6 @@
 package main
 
 import (
-	"bytes"
-	"context"
 	"encoding/json"
 	"fmt"
 	"net"
@@ -169,8 +167,8 @@ func TestHostsStatusConvergeOnCloudStack(t *testing.T) {
 	// this machine, no relay box) instead of refusing the hcloud group.
 	exe, _ := os.Executable()
 	out, errOut, code = fleet(t, append([]string{"converge", "--check", "--json", "--relay-binary", exe, "--ssh-key", keyFile}, base...)...)
-	if code != exitChanges || !strings.Contains(out, `"host":"cloud-s-fsn-1"`) || strings.Contains(out, "cloud-e-final-1") || strings.Contains(out, `"error"`) {
-		t.Errorf("fleet converge --check: exit %d, want %d (changes to make on the steady box only):\n%s%s", code, exitChanges, out, errOut)
+	if code != provision.ExitChanges || !strings.Contains(out, `"host":"cloud-s-fsn-1"`) || strings.Contains(out, "cloud-e-final-1") || strings.Contains(out, `"error"`) {
+		t.Errorf("fleet converge --check: exit %d, want %d (changes to make on the steady box only):\n%s%s", code, provision.ExitChanges, out, errOut)
 	}
 
 	// An event stack pins another key than its box's: nothing is trusted.
@@ -178,14 +176,14 @@ func TestHostsStatusConvergeOnCloudStack(t *testing.T) {
 	wrong["sshAddress"] = "127.0.0.2:" + port
 	putStack(t, state, f, "cloud-event-wrong", map[string]any{"fleet": "cloud", "event": "wrong", "hosts": []any{wrong}})
 	out, errOut, code = fleet(t, append([]string{"status", "--ssh-key", keyFile}, base...)...)
-	if code != exitHostsFailed || !strings.Contains(errOut, "1 of 3 boxes could not be read") || !strings.Contains(out, "cloud-e-wrong-1: FAILED") {
-		t.Errorf("status with a host key that is not the stack's: exit %d, stderr %q; want %d, one box unread:\n%s", code, errOut, exitHostsFailed, out)
+	if code != provision.ExitHostsFailed || !strings.Contains(errOut, "1 of 3 boxes could not be read") || !strings.Contains(out, "cloud-e-wrong-1: FAILED") {
+		t.Errorf("status with a host key that is not the stack's: exit %d, stderr %q; want %d, one box unread:\n%s", code, errOut, provision.ExitHostsFailed, out)
 	}
 	// fleet hosts --release reads each box over SSH, the same way.
 	out, errOut, code = fleet(t, append([]string{"hosts", "--release", "--ssh-key", keyFile}, base...)...)
-	if code != exitHostsFailed || !strings.Contains(errOut, "1 of 3 hosts could not be read") || !strings.Contains(out, "cloud-e-wrong-1: FAILED") ||
+	if code != provision.ExitHostsFailed || !strings.Contains(errOut, "1 of 3 hosts could not be read") || !strings.Contains(out, "cloud-e-wrong-1: FAILED") ||
 		strings.Contains(out, "cloud-s-fsn-1: FAILED") {
-		t.Errorf("hosts --release with a host key that is not the stack's: exit %d, stderr %q; want %d, that host alone failed:\n%s", code, errOut, exitHostsFailed, out)
+		t.Errorf("hosts --release with a host key that is not the stack's: exit %d, stderr %q; want %d, that host alone failed:\n%s", code, errOut, provision.ExitHostsFailed, out)
 	}
 }
 
@@ -206,28 +204,5 @@ func TestHostsNeedsAStack(t *testing.T) {
 		if code != 1 || !strings.Contains(errOut, want) {
 			t.Errorf("fleet %s without a stack: exit %d, stderr %q; want 1, %q", cmd, code, errOut, want)
 		}
-	}
-}
-
-// TestHostWarningsGoToTheCommandsStderr: where the stacks and the
-// inventory differ (two steady boxes where the inventory wants one), the
-// warning goes to the command's error stream, not the process's.
-func TestHostWarningsGoToTheCommandsStderr(t *testing.T) {
-	testutil.Short(t, "make test-long (runs the Pulumi CLI)")
-	withKeys(t, signingKey+"\n", testNow)
-	f, _, state := cloudFleetFiles(t)
-	host := func(name string) map[string]any {
-		return map[string]any{"name": name, "group": "fsn", "backend": "hcloud", "address": "127.0.0.1",
-			"sshAddress": "127.0.0.1:22", "hostKey": "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOMqqnkVzrm0SdG6UOoqKLsabgH5C9okWi0dh2l9GKJl", "user": "root", "ports": []int{4443}}
-	}
-	putStack(t, state, f, "cloud", map[string]any{"fleet": "cloud", "hosts": []any{host("cloud-s-fsn-1"), host("cloud-s-fsn-2")}})
-	var errOut bytes.Buffer
-	set, err := readHosts(context.Background(), &program.Stack{Fleet: f, Name: "cloud", StateDir: state}, &errOut)
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := "fleet: warning: steady group fsn: 2 boxes in stack cloud, the inventory wants 1 (fleet up)\n"
-	if len(set.Hosts) != 2 || errOut.String() != want {
-		t.Errorf("%d hosts, warnings %q; want 2, %q", len(set.Hosts), errOut.String(), want)
 	}
 }
