@@ -54,7 +54,8 @@ type ApplyOptions struct {
 	Yes bool
 	// Prober reads the listeners of the boxes of one backend, given the
 	// stack's provider configuration (events.SSHProbe); one is made per
-	// backend and closed after when it is an io.Closer.
+	// backend and closed after when it is an io.Closer. Required by
+	// FleetUp and FleetDestroy.
 	Prober func(provider.Config) ListenerProber
 	// Changed, when set, is called with the state dir once an up or a
 	// destroy changed the stacks (fleet monitor's targets follow).
