@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"strings"
 	"time"
 )
@@ -138,4 +139,20 @@ func RotateAuthKeys(text string, now time.Time, overlap time.Duration) (keys []A
 		keys = append(keys, k)
 	}
 	return keys, until, nil
+}
+
+// WriteKeys writes one line per key, never the key itself: its ID, what
+// it does (the first signs), and until when it verifies.
+func WriteKeys(w io.Writer, keys []AuthKey) {
+	for i, k := range keys {
+		role := "verifies"
+		if i == 0 {
+			role = "signs and verifies"
+		}
+		until := "until rotated"
+		if !k.Until.IsZero() {
+			until = "until " + k.Until.UTC().Format(time.RFC3339)
+		}
+		fmt.Fprintf(w, "key %s  %s, %s\n", k.ID(), role, until)
+	}
 }

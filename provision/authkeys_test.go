@@ -191,3 +191,15 @@ func TestWritePrivate(t *testing.T) {
 		t.Errorf("the key reached a command or its output:\n%s", run.log.String())
 	}
 }
+
+// TestWriteKeys: the first key signs, a key with an end says when, and
+// no line holds the secret.
+func TestWriteKeys(t *testing.T) {
+	keys := []AuthKey{{Secret: "s3cret-new"}, {Secret: "s3cret-old", Until: time.Date(2026, 12, 4, 10, 0, 0, 0, time.UTC)}}
+	var b strings.Builder
+	WriteKeys(&b, keys)
+	want := "key " + keys[0].ID() + "  signs and verifies, until rotated\nkey " + keys[1].ID() + "  verifies, until 2026-12-04T10:00:00Z\n"
+	if b.String() != want || strings.Contains(b.String(), "s3cret") {
+		t.Errorf("WriteKeys:\n%s\nwant:\n%s", b.String(), want)
+	}
+}

@@ -13,7 +13,7 @@ import (
 	"github.com/relayfleet/relayfleet/relay"
 )
 
-// memStore is a keyStore in memory: the stack's secrets.
+// memStore is a program.KeyStore in memory: the stack's secrets.
 type memStore struct{ secrets map[string]string }
 
 func (m *memStore) ReadSecrets(context.Context) (map[string]string, error) {
@@ -38,7 +38,7 @@ func withKeys(t *testing.T, text string, now time.Time) *memStore {
 		m.secrets[program.RelayAuthKeysKey] = text
 	}
 	oldStore, oldClock := openKeyStore, clock
-	openKeyStore = func(*program.Stack) keyStore { return m }
+	openKeyStore = func(*program.Stack) program.KeyStore { return m }
 	clock = func() time.Time { return now }
 	t.Cleanup(func() { openKeyStore, clock = oldStore, oldClock })
 	return m

@@ -13,4 +13,10 @@
 // The resources' inputs are the provider's own args structs
 // (provider.BoxArgs, HostArgs, FirewallArgs), turned into inputs by their
 // pulumi tags (argsInput): a new input is a field there, not a list here.
+//
+// The bodies of the fleet commands that work on the fleet's stack live
+// here too, taking their flags as plain options: Settings (the stack
+// flags, checked and loaded), FleetUp, FleetPreview and FleetDestroy
+// (with Confirm before boxes that serve listeners go), SetSecret,
+// MintToken, ShowAuthKeys, ExportAuthKeys and RotateAuth.
 package program

@@ -1,0 +1,183 @@
+package program
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/relayfleet/relayfleet/infra/provider"
+	"github.com/relayfleet/relayfleet/internal/cli"
+	"github.com/relayfleet/relayfleet/provision"
+)
+
+// Env is what every command on a fleet's stack is given besides its own
+// options: its settings, its streams and the fleet's relay auth key.
+type Env struct {
+	Settings
+	// IO are the command's streams: Out takes its output and the engine's
+	// progress; a person at In (a terminal) is asked to confirm.
+	IO *cli.IOStreams
+	// Keys is the store of the fleet's relay auth key for a stack; nil is
+	// the stack itself. Clock is the time keys are read and rotated at;
+	// nil is time.Now.
+	Keys  func(*Stack) KeyStore
+	Clock func() time.Time
+}
+
+func (e Env) keyStore(st *Stack) KeyStore {
+	if e.Keys == nil {
+		return st
+	}
+	return e.Keys(st)
+}
+
+func (e Env) now() time.Time {
+	if e.Clock == nil {
+		return time.Now()
+	}
+	return e.Clock()
+}
+
+// authKeys is FleetAuthKeys for st's store at e's time.
+func (e Env) authKeys(ctx context.Context, st *Stack, create bool) (string, []provision.AuthKey, error) {
+	return FleetAuthKeys(ctx, e.keyStore(st), e.now(), create)
+}
+
+// ApplyOptions are the options of fleet up, preview and destroy.
+type ApplyOptions struct {
+	Env
+	// Yes goes ahead without asking when boxes that serve listeners would
+	// be replaced or destroyed (--yes).
+	Yes bool
+	// Prober reads the listeners of the boxes of one backend, given the
+	// stack's provider configuration (events.SSHProbe); one is made per
+	// backend and closed after when it is an io.Closer. Required by
+	// FleetUp and FleetDestroy.
+	Prober func(provider.Config) ListenerProber
+	// Changed, when set, is called with the state dir once an up or a
+	// destroy changed the stacks (fleet monitor's targets follow).
+	Changed func(stateDir string)
+}
+
+func (o ApplyOptions) changed(stateDir string) {
+	if o.Changed != nil {
+		o.Changed(stateDir)
+	}
+}
+
+// FleetUp is fleet up: it brings the fleet to the inventory through
+// Pulumi and writes the router's relays file. The fleet's relay auth key
+// is made on the first up, kept encrypted in the stack and handed to
+// every Host as a secret input. Boxes the up would replace or destroy,
+// and the listeners on them, are shown and confirmed first (Confirm).
+func FleetUp(ctx context.Context, o ApplyOptions) error {
+	stdout := o.IO.Out
+	st, err := o.Load(stdout)
+	if err != nil {
+		return err
+	}
+	if st.Program.AuthKeys, _, err = o.authKeys(ctx, st, true); err != nil {
+		return err
+	}
+	_, doomed, err := st.PreviewDoomed(ctx)
+	if err != nil {
+		return err
+	}
+	if len(doomed) > 0 {
+		if err := o.confirm(ctx, st, doomed, "up", "replace or destroy"); err != nil {
+			return err
+		}
+	}
+	res, err := st.Up(ctx)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "\nup: stack %s: %s\n", st.Name, ChangeSummary(res.Changes))
+	for _, h := range res.Hosts {
+		fmt.Fprintf(stdout, "  %-14s %-8s %-16s ports %s\n", h.Name, h.Backend, h.Address, ports(h.Ports))
+	}
+	fmt.Fprintf(stdout, "relays file: %s\n", res.RelaysFile)
+	o.changed(filepath.Dir(res.RelaysFile))
+	return nil
+}
+
+// FleetPreview is fleet preview: what fleet up would change, drift
+// included.
+func FleetPreview(ctx context.Context, o ApplyOptions) error {
+	stdout := o.IO.Out
+	st, err := o.Load(stdout)
+	if err != nil {
+		return err
+	}
+	if st.Program.AuthKeys, _, err = o.authKeys(ctx, st, true); err != nil {
+		return err
+	}
+	changes, err := st.Preview(ctx)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "\npreview: stack %s: %s\n", st.Name, ChangeSummary(changes))
+	return nil
+}
+
+// FleetDestroy is fleet destroy: it destroys the stack's boxes. The boxes
+// it would delete are shown with their listeners and confirmed first, as
+// FleetUp's; static servers are left as they are (their relays run on)
+// and not asked about.
+func FleetDestroy(ctx context.Context, o ApplyOptions) error {
+	stdout := o.IO.Out
+	st, err := o.Load(stdout)
+	if err != nil {
+		return err
+	}
+	doomed, err := st.PreviewDestroyDoomed(ctx)
+	if err != nil {
+		return err
+	}
+	if doomed = DestroyedBoxes(doomed); len(doomed) > 0 {
+		if err := o.confirm(ctx, st, doomed, "destroy", "destroy"); err != nil {
+			return err
+		}
+	}
+	changes, err := st.Destroy(ctx)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "\ndestroy: stack %s: %s\n", st.Name, ChangeSummary(changes))
+	o.changed(st.StateDir)
+	return nil
+}
+
+// confirm reads the listeners of the doomed boxes over SSH
+// (DoomedListeners, one prober per backend: each logs in its own way)
+// and asks (Confirm) before cmd goes ahead.
+func (o ApplyOptions) confirm(ctx context.Context, st *Stack, doomed []Doomed, cmd, verb string) error {
+	probes := map[string]ListenerProber{}
+	defer func() {
+		for _, p := range probes {
+			if c, ok := p.(io.Closer); ok {
+				c.Close()
+			}
+		}
+	}()
+	boxes := st.DoomedListeners(ctx, doomed, func(backend string) ListenerProber {
+		p := probes[backend]
+		if p == nil {
+			p = o.Prober(st.ProviderConfig())
+			probes[backend] = p
+		}
+		return p
+	})
+	return Confirm(o.IO.Out, cli.ContextReader(ctx, o.IO.In), o.IO.InTerminal(), o.Yes, boxes, cmd, verb)
+}
+
+func ports(ps []int) string {
+	var s []string
+	for _, p := range ps {
+		s = append(s, fmt.Sprint(p))
+	}
+	return strings.Join(s, ",")
+}
