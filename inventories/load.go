@@ -101,6 +101,18 @@ func LoadFleet(path string, cat *Catalogue) (*Fleet, error) {
 	return loadChecked(path, func(f *Fleet) error { return f.validate(cat) })
 }
 
+// LoadFleetFile reads a fleet file and validates it against the catalogue
+// beside it (Beside: its directory's providers.yaml, else the shipped one),
+// which it returns too.
+func LoadFleetFile(path string) (*Fleet, *Catalogue, error) {
+	cat, err := LoadCatalogue(Beside(path, ProvidersFile))
+	if err != nil {
+		return nil, nil, err
+	}
+	f, err := LoadFleet(path, cat)
+	return f, cat, err
+}
+
 // Beside returns the file name next to path when it exists there, and the
 // shipped file otherwise. It is how a fleet file's directory can carry its
 // own providers.yaml and calibration.yaml (fleet loadtest writes the

@@ -71,11 +71,7 @@ func WriteDir(ctx context.Context, w io.Writer, co CommandOptions) error {
 	}
 	switch {
 	case co.Inventory != "":
-		cat, err := inventories.LoadCatalogue(inventories.Beside(co.Inventory, inventories.ProvidersFile))
-		if err != nil {
-			return err
-		}
-		f, err := inventories.LoadFleet(co.Inventory, cat)
+		f, _, err := inventories.LoadFleetFile(co.Inventory)
 		if err != nil {
 			return err
 		}

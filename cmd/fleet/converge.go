@@ -26,7 +26,7 @@ func convergeCommand(ios *cli.IOStreams) *cobra.Command {
 		Args:  cli.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			f, err := hf.openFleet(ios.ErrOut, func() (err error) {
-				_, o.Binary, err = relayBinary(binaryPath)
+				_, o.Binary, err = provision.ReadRelay(binaryPath)
 				return err
 			})
 			if err != nil {
@@ -98,12 +98,6 @@ func (h *hostFlags) open(f *inventories.Fleet, errOut io.Writer) (*fleethosts.Fl
 
 // loadFleet reads a fleet file with the catalogue beside it (or shipped).
 func loadFleet(path string) (*inventories.Fleet, error) {
-	cat, err := inventories.LoadCatalogue(inventories.Beside(path, inventories.ProvidersFile))
-	if err != nil {
-		return nil, err
-	}
-	return inventories.LoadFleet(path, cat)
+	f, _, err := inventories.LoadFleetFile(path)
+	return f, err
 }
-
-// relayBinary is --relay-binary's build and its bytes (provision.ReadRelay).
-var relayBinary = provision.ReadRelay

@@ -27,7 +27,7 @@ func rolloutCommand(ios *cli.IOStreams) *cobra.Command {
 				return usagef("flag --relay-binary: required")
 			}
 			var err error
-			if _, fr.Binary, err = relayBinary(binaryPath); err != nil {
+			if _, fr.Binary, err = provision.ReadRelay(binaryPath); err != nil {
 				return err
 			}
 			f, err := hf.openFleet(ios.ErrOut)

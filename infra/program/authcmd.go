@@ -147,7 +147,7 @@ func RotateAuth(ctx context.Context, o RotateOptions) error {
 	}
 	provision.WriteKeys(stdout, keys)
 	st.Program.AuthKeys = keyFile
-	_, binary, err := ReadRelayBinary(o.RelayBinary)
+	_, binary, err := provision.ReadRelay(o.RelayBinary)
 	if err != nil {
 		return err
 	}

@@ -1,7 +1,6 @@
 package program
 
 import (
-	"errors"
 	"io"
 	"net/netip"
 	"os"
@@ -27,7 +26,7 @@ type Settings struct {
 	// BackendURL, StateDir and Pulumi are --backend, --state-dir and
 	// --pulumi (Stack's fields of the same names).
 	BackendURL, StateDir, Pulumi string
-	// RelayBinary is --relay-binary (ReadRelayBinary); NeedsRelay says the
+	// RelayBinary is --relay-binary (provision.ReadRelay); NeedsRelay says the
 	// command takes it, and its stack carries the build.
 	RelayBinary string
 	NeedsRelay  bool
@@ -73,11 +72,7 @@ func (o Settings) Load(progress io.Writer) (*Stack, error) {
 	if err := o.Check(); err != nil {
 		return nil, err
 	}
-	cat, err := inventories.LoadCatalogue(inventories.Beside(o.Inventory, inventories.ProvidersFile))
-	if err != nil {
-		return nil, err
-	}
-	fleet, err := inventories.LoadFleet(o.Inventory, cat)
+	fleet, cat, err := inventories.LoadFleetFile(o.Inventory)
 	if err != nil {
 		return nil, err
 	}
@@ -119,7 +114,7 @@ func (o Settings) Template(fleet *inventories.Fleet, cat *inventories.Catalogue,
 		st.Config[key] = v
 	}
 	if o.NeedsRelay {
-		path, data, err := ReadRelayBinary(o.RelayBinary)
+		path, data, err := provision.ReadRelay(o.RelayBinary)
 		if err != nil {
 			return nil, err
 		}
@@ -154,21 +149,4 @@ func (o Settings) StackFor(fleet *inventories.Fleet) (*Stack, error) {
 // (the lab and SSH settings Template put there).
 func (s *Stack) ProviderConfig() provider.Config {
 	return provider.Config{LabDir: s.Config["labDir"], LabImages: s.Config["labImages"], LabBridge: s.Config["labBridge"], LabSubnet: s.Config["labSubnet"], SSHKeyFile: s.Config["sshKeyFile"]}
-}
-
-// ReadRelayBinary finds the relay build the --relay-binary flag names
-// (provision.RelayBinary: the flag, else relay beside the fleet binary)
-// and reads it; its errors name the flag.
-func ReadRelayBinary(flagValue string) (path string, data []byte, err error) {
-	path, err = provision.RelayBinary(flagValue)
-	if errors.Is(err, provision.ErrNoRelay) {
-		return "", nil, cli.Usagef("flag --relay-binary: %v; build it with make build or give --relay-binary", err)
-	}
-	if err != nil {
-		return "", nil, cli.Usagef("flag --relay-binary: %v", err)
-	}
-	if data, err = os.ReadFile(path); err != nil {
-		return "", nil, cli.Usagef("flag --relay-binary: %v", err)
-	}
-	return path, data, nil
 }

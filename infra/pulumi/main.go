@@ -32,11 +32,7 @@ func main() {
 		if err != nil {
 			return fmt.Errorf("config relayBinary: %w", err)
 		}
-		cat, err := inventories.LoadCatalogue(inventories.Beside(inv, inventories.ProvidersFile))
-		if err != nil {
-			return err
-		}
-		f, err := inventories.LoadFleet(inv, cat)
+		f, cat, err := inventories.LoadFleetFile(inv)
 		if err != nil {
 			return err
 		}

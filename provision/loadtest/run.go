@@ -79,11 +79,7 @@ func Run(ctx context.Context, o Options) error {
 	if st, err := os.Stat(o.OutDir); err != nil || !st.IsDir() {
 		return cli.Usagef("flag --out: %s is not a directory", o.OutDir)
 	}
-	cat, err := inventories.LoadCatalogue(inventories.Beside(o.Inventory, inventories.ProvidersFile))
-	if err != nil {
-		return err
-	}
-	fleet, err := inventories.LoadFleet(o.Inventory, cat)
+	fleet, _, err := inventories.LoadFleetFile(o.Inventory)
 	if err != nil {
 		return err
 	}
