@@ -262,6 +262,9 @@ hands out), started --ramp per second, measures what they receive for --duration
 	return cmd
 }
 
-const tokenFileHelp = "file holding the token to present (?jwt=), as from fleet token or relay token: keeps it off the command line"
-const trustHTTPHashHelp = "for an http:// URL on another host, fetch its certificate hash over plain HTTP and pin it: this trusts every network between here and the relay (anyone on the path can swap the hash); prefer URL#spki=HEX or --router"
-const insecureRouterHelp = "allow an http:// router that is not on loopback: its answers, relay certificate hashes included, come in clear text, so this trusts every network between here and the router"
+// Help texts of flags that several commands declare.
+const (
+	tokenFileHelp      = "file holding the token to present (?jwt=), as from fleet token or relay token: keeps it off the command line"
+	trustHTTPHashHelp  = "for an http:// URL on another host, fetch its certificate hash over plain HTTP and pin it: this trusts every network between here and the relay (anyone on the path can swap the hash); prefer URL#spki=HEX or --router"
+	insecureRouterHelp = "allow an http:// router that is not on loopback: its answers, relay certificate hashes included, come in clear text, so this trusts every network between here and the router"
+)
