@@ -44,5 +44,11 @@
 // listener, package loadgen generates listener load, and command bench
 // (relay/bench, `make bench-relay`) measures a relay process with them.
 //
-// The relay imports nothing else of the relayfleet module.
+// relay serve, token, keygen and pin (cmd/relay) are ServeFlags, TokenFlags,
+// Keygen and PrintPin: the command declares the flags and binds their
+// values; checking them, with errors naming the flag, is done here
+// (serveflags.go).
+//
+// The relay imports nothing else of the relayfleet module but leaves of
+// internal/ (internal/cli: usage errors, the --log-level logger).
 package relay

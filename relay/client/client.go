@@ -9,6 +9,10 @@
 // (Route, DialRoute: the relay URL and its certificate hash, over TLS), or
 // the SHA-256 of the relay's public key as the URL fragment #spki=HEX
 // (trust.go).
+//
+// relay listen (cmd/relay) is ListenFlags.Run; the checks of the relay's
+// command-line URLs, routers and token files, with errors naming the flag,
+// are in flags.go.
 package client
 
 import (

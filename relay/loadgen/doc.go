@@ -41,4 +41,8 @@
 // group is either received or counted lost, across reconnects too, except
 // when the publisher's group sequence goes back (the publisher restarted):
 // then the count restarts at the new sequence, as for a first group.
+//
+// relay loadgen and relay publish (cmd/relay) are Flags and PublishFlags:
+// the flags' values, checked with errors naming the flag, then Run or
+// Publish (flags.go).
 package loadgen

@@ -57,6 +57,9 @@
 // router command does on SIGHUP); a file that fails to load leaves the
 // previous one in force. Run also reloads it when the file changes (within
 // one poll). GET /relays shows the state as JSON.
+//
+// relay router (cmd/relay) is Flags.Run: the flags checked, then the
+// router served over HTTP or TLS until its context ends (flags.go).
 package router
 
 import (

@@ -1,0 +1,331 @@
+package relay
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/url"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/relayfleet/relayfleet/internal/cli"
+)
+
+// ServeFlags are the values of relay serve's flags, as given: Config
+// checks them and makes the Config they ask for, Run serves it.
+type ServeFlags struct {
+	Listen                                             string // --listen HOST:PORT
+	CertFile, KeyFile                                  string // --cert, --key
+	TLSKeyFile                                         string // --tls-key
+	ACMEDomain, ACMEEmail, ACMECA, ACMECARoot, ACMEDir string // --acme-*
+	AuthKeyFile                                        string // --auth-key
+	PublicListen                                       PrefixList
+	UDPBuffer                                          string // --udp-buffer: bytes, suffixes KiB, MiB, GiB
+	MemoryBudget                                       string // --memory-budget: "" means the cgroup's limit
+	LogLevel                                           string
+	ResetSecretFile                                    string // --stateless-reset-secret
+	Upstream                                           string // --upstream: comma-separated relay URLs
+
+	SendBatch, AckThreshold, ListenerAckThreshold, MaxListeners int
+	PTOAckDelay, AckDelay, ListenerAckDelay                     time.Duration
+	ReapAfter, ShutdownGrace, NoticeGrace                       time.Duration
+	ShedRate                                                    float64
+	PTOWaitsForReads, SendQueue, Pprof                          bool
+}
+
+// Config checks the flags, in the order relay serve always has, and makes
+// the relay's Config, its Logger writing to stderr: bad flag values are
+// cli usage errors naming the flag; files that cannot be used (--tls-key,
+// --acme-ca-root, --auth-key) are errors.
+func (f *ServeFlags) Config(stderr io.Writer) (Config, error) {
+	var upstreams []string
+	if f.Upstream != "" {
+		for _, u := range strings.Split(f.Upstream, ",") {
+			if !strings.HasPrefix(u, "https://") && !strings.HasPrefix(u, "http://") {
+				return Config{}, cli.Usagef("--upstream %q: want http:// or https:// URLs, comma-separated", f.Upstream)
+			}
+			if err := CheckUpstream(u); err != nil {
+				return Config{}, cli.Usagef("--upstream: %v", err)
+			}
+			upstreams = append(upstreams, u)
+		}
+	}
+	if f.Listen == "" {
+		return Config{}, cli.Usagef("--listen is required (HOST:PORT)")
+	}
+	if _, port, err := net.SplitHostPort(f.Listen); err != nil {
+		return Config{}, cli.Usagef("--listen %q: want HOST:PORT", f.Listen)
+	} else if n, err := strconv.Atoi(port); err != nil || n < 0 || n > 65535 {
+		return Config{}, cli.Usagef("--listen %q: port must be a number from 0 to 65535", f.Listen)
+	}
+	if len(f.PublicListen) > 0 && f.AuthKeyFile == "" {
+		return Config{}, cli.Usagef("--public-listen needs --auth-key (without a key everything is public)")
+	}
+	if err := f.checkCert(); err != nil {
+		return Config{}, err
+	}
+	buf, err := cli.ParseBytes(f.UDPBuffer, 1<<31-1)
+	if err != nil || buf <= 0 {
+		return Config{}, cli.Usagef("--udp-buffer %q: want a positive number of bytes", f.UDPBuffer)
+	}
+	var budget int64
+	if f.MemoryBudget != "" {
+		b, err := cli.ParseBytes(f.MemoryBudget, 1<<62)
+		if err != nil || b <= 0 {
+			return Config{}, cli.Usagef("--memory-budget %q: want a positive number of bytes", f.MemoryBudget)
+		}
+		budget = b
+	}
+	logger, err := cli.NewLogger(stderr, f.LogLevel)
+	if err != nil {
+		return Config{}, err
+	}
+	cfg := Config{
+		Listen: f.Listen, UDPBuffer: int(buf), Upstreams: upstreams, Logger: logger,
+		MemoryBudget: budget, MaxSessions: f.MaxListeners, ReapAfter: f.ReapAfter, Pprof: f.Pprof,
+		ShedRate: f.ShedRate, ShutdownGrace: f.ShutdownGrace, NoticeGrace: f.NoticeGrace, SendBatch: f.SendBatch,
+		AckDelay: f.AckDelay, AckThreshold: f.AckThreshold, PTOAckDelay: f.PTOAckDelay, PTOIgnoresReads: !f.PTOWaitsForReads, SendQueue: f.SendQueue,
+		ListenerAckDelay: f.ListenerAckDelay, ListenerAckThreshold: f.ListenerAckThreshold,
+		CertFile: f.CertFile, KeyFile: f.KeyFile,
+	}
+	// Config: negative asks nothing, or means none; the flags' 0 does.
+	if f.ListenerAckDelay == 0 {
+		cfg.ListenerAckDelay = -1
+	}
+	if f.NoticeGrace == 0 {
+		cfg.NoticeGrace = -1
+	}
+	if f.ShutdownGrace == 0 {
+		cfg.ShutdownGrace = -1
+	}
+	if f.ResetSecretFile != "" {
+		if cfg.ResetSecret, err = LoadResetSecret(f.ResetSecretFile); err != nil {
+			return Config{}, cli.Usagef("--stateless-reset-secret: %v", err)
+		}
+	}
+	if f.TLSKeyFile != "" {
+		if cfg.TLSKey, err = LoadTLSKey(f.TLSKeyFile); err != nil {
+			return Config{}, fmt.Errorf("--tls-key: %w", err)
+		}
+	}
+	if f.ACMEDomain != "" {
+		cfg.ACME = &ACMEConfig{Domain: f.ACMEDomain, Email: f.ACMEEmail, CA: f.ACMECA, Dir: f.ACMEDir}
+		if f.ACMECARoot != "" {
+			if cfg.ACME.CARoots, err = LoadCertPool(f.ACMECARoot); err != nil {
+				return Config{}, fmt.Errorf("--acme-ca-root: %w", err)
+			}
+		}
+	}
+	if f.AuthKeyFile != "" {
+		auth, err := LoadAuthenticator(f.AuthKeyFile)
+		if err != nil {
+			return Config{}, err
+		}
+		cfg.Auth = auth.WithPublicListen(f.PublicListen)
+	}
+	return cfg, nil
+}
+
+// checkCert checks the certificate flags: --cert with --key; --tls-key
+// and --acme-domain exclude each other and them; the other --acme- flags
+// need --acme-domain.
+func (f *ServeFlags) checkCert() error {
+	if (f.CertFile == "") != (f.KeyFile == "") {
+		return cli.Usagef("--cert and --key must be given together")
+	}
+	var modes []string
+	if f.CertFile != "" {
+		modes = append(modes, "--cert/--key")
+	}
+	if f.TLSKeyFile != "" {
+		modes = append(modes, "--tls-key")
+	}
+	if f.ACMEDomain != "" {
+		modes = append(modes, "--acme-domain")
+	}
+	if len(modes) > 1 {
+		return cli.Usagef("%s exclude each other: give certificate files, a key for self-signed certificates, or an ACME domain", strings.Join(modes, " and "))
+	}
+	for _, a := range []struct{ name, val string }{
+		{"acme-email", f.ACMEEmail}, {"acme-ca", f.ACMECA}, {"acme-ca-root", f.ACMECARoot}, {"acme-dir", f.ACMEDir},
+	} {
+		if a.val != "" && f.ACMEDomain == "" {
+			return cli.Usagef("--%s needs --acme-domain", a.name)
+		}
+	}
+	if d := f.ACMEDomain; d != "" {
+		if strings.ContainsAny(d, "/:*@ ") || strings.HasPrefix(d, ".") || strings.HasSuffix(d, ".") || !strings.Contains(d, ".") {
+			return cli.Usagef("--acme-domain %q: want a DNS name such as relay.example.com", d)
+		}
+	}
+	if ca := f.ACMECA; ca != "" {
+		if u, err := url.Parse(ca); err != nil || u.Scheme != "https" || u.Host == "" {
+			return cli.Usagef("--acme-ca %q: want the https:// URL of an ACME directory", ca)
+		}
+	}
+	return nil
+}
+
+// Run is relay serve: the relay of f.Config, logging to stderr, until ctx
+// ends; SIGHUP re-reads the certificate files.
+func (f *ServeFlags) Run(ctx context.Context, stderr io.Writer) error {
+	cfg, err := f.Config(stderr)
+	if err != nil {
+		return err
+	}
+	logger := cfg.Logger
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+	return Run(ctx, cfg, func(r *Relay) {
+		go func() {
+			for {
+				select {
+				case <-ctx.Done():
+					return
+				case <-hup:
+					if cfg.CertFile == "" {
+						logger.Info("SIGHUP: no certificate files to re-read")
+						continue
+					}
+					if err := r.ReloadCertificate(); err == nil {
+						logger.Info("SIGHUP: certificate files re-read", "certificate_sha256", r.CertificateHash())
+					}
+				}
+			}
+		}()
+	})
+}
+
+// PrefixList is the value of a repeatable flag of comma-separated
+// broadcast path prefixes (relay serve --public-listen): a pflag.Value.
+type PrefixList []string
+
+func (p *PrefixList) String() string { return strings.Join(*p, ",") }
+
+// Type names the value in help text.
+func (p *PrefixList) Type() string { return "prefixes" }
+
+// Set adds the comma-separated prefixes of v; an empty one is an error.
+func (p *PrefixList) Set(v string) error {
+	for _, s := range strings.Split(v, ",") {
+		s = strings.TrimSpace(s)
+		if s == "" {
+			return errors.New("empty prefix (to make everything public, give \"/\")")
+		}
+		*p = append(*p, s)
+	}
+	return nil
+}
+
+// LoadAuthenticator reads a key file (LoadAuthKeys) into an
+// Authenticator; a file whose every key is past its until is an error,
+// since no token could then verify.
+func LoadAuthenticator(file string) (*Authenticator, error) {
+	keys, err := LoadAuthKeys(file)
+	if err != nil {
+		return nil, err
+	}
+	now := time.Now()
+	live := false
+	for _, k := range keys {
+		live = live || k.Until.IsZero() || now.Before(k.Until)
+	}
+	if !live {
+		return nil, fmt.Errorf("auth key %s: every key is past its until time", file)
+	}
+	return NewAuthenticatorKeys(keys)
+}
+
+// LoadCertPool reads the PEM certificates of a file into a pool; a file
+// without any is an error.
+func LoadCertPool(path string) (*x509.CertPool, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(data) {
+		return nil, fmt.Errorf("%s: no PEM certificates in it", path)
+	}
+	return pool, nil
+}
+
+// TokenFlags are the values of relay token's flags; Changed says which
+// were given (pflag.FlagSet.Changed).
+type TokenFlags struct {
+	KeyFile, Publish, Subscribe string
+	TTL                         time.Duration
+	Changed                     func(flag string) bool
+}
+
+// Run is relay token: it prints to w a token signed with the first live
+// key of KeyFile that may publish under Publish or subscribe under
+// Subscribe, whichever was given.
+func (f *TokenFlags) Run(w io.Writer) error {
+	if f.KeyFile == "" {
+		return cli.Usagef("--key is required")
+	}
+	pub, sub := f.Changed("publish"), f.Changed("subscribe")
+	if pub == sub {
+		return cli.Usagef("give exactly one of --publish PREFIX or --subscribe PREFIX")
+	}
+	auth, err := LoadAuthenticator(f.KeyFile)
+	if err != nil {
+		return err
+	}
+	tok, err := auth.NewToken(f.Publish, f.Subscribe, pub, sub, f.TTL)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintln(w, tok)
+	return nil
+}
+
+// Keygen is relay keygen --out FILE: it writes a new ECDSA P-256 key to
+// out (WriteTLSKey) and prints its SPKI pin to w.
+func Keygen(out string, w io.Writer) error {
+	if out == "" {
+		return cli.Usagef("--out is required (the FILE to write the key to)")
+	}
+	key, err := WriteTLSKey(out)
+	if err != nil {
+		return fmt.Errorf("--out: %w", err)
+	}
+	return WritePin(w, key)
+}
+
+// PrintPin is relay pin --tls-key FILE: it prints to w the SPKI pin of
+// the key in keyFile.
+func PrintPin(keyFile string, w io.Writer) error {
+	if keyFile == "" {
+		return cli.Usagef("--tls-key is required (the key FILE)")
+	}
+	key, err := LoadTLSKey(keyFile)
+	if err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return fmt.Errorf("--tls-key: %s does not exist", keyFile)
+		}
+		return fmt.Errorf("--tls-key: %w", err)
+	}
+	return WritePin(w, key)
+}
+
+// WritePin writes the SPKI pin of key (SPKIHash), as serve logs it
+// (spki_sha256), on a line to w.
+func WritePin(w io.Writer, key *ecdsa.PrivateKey) error {
+	spki, err := SPKIHash(&key.PublicKey)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintln(w, spki)
+	return nil
+}
