@@ -43,8 +43,6 @@ func rootCommand(ios *cli.IOStreams) *cobra.Command {
 	return root
 }
 
-var oneLine = cli.OneLine
-
 // Ranges shared by several commands' flags.
 var (
 	parallelRange = cli.Ints(1, 1024)                        // hosts at once

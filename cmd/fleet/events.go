@@ -147,11 +147,3 @@ func eventsReportCommand(ios *cli.IOStreams) *cobra.Command {
 	fs.BoolVar(&asJSON, "json", false, "print the report as JSON")
 	return cmd
 }
-
-// stateDirOr is flagValue, else program.DefaultStateDir.
-func stateDirOr(flagValue string) (string, error) {
-	if flagValue != "" {
-		return flagValue, nil
-	}
-	return program.DefaultStateDir()
-}
