@@ -282,7 +282,10 @@ func TestBoxShape(t *testing.T) {
 	src := filepath.Join(t.TempDir(), "main.go")
 	testutil.WriteFile(t, src, []byte("package main\n\nimport (\n\t\"fmt\"\n\t\"runtime\"\n)\n\nfunc main() { fmt.Println(runtime.NumCPU()) }\n"), 0o644)
 	bin := filepath.Join(t.TempDir(), "numcpu")
-	gobin := filepath.Join(runtime.GOROOT(), "bin", "go")
+	gobin, err := exec.LookPath("go")
+	if err != nil {
+		t.Fatalf("go is not on PATH: %v", err)
+	}
 	build := exec.CommandContext(ctx, gobin, "build", "-o", bin, src)
 	build.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOARCH="+runtime.GOARCH)
 	if out, err := build.CombinedOutput(); err != nil {
