@@ -79,7 +79,8 @@ func Output(t testing.TB, cmd *exec.Cmd) (stdout, stderr string, code int) {
 	t.Helper()
 	var out, errOut bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errOut
-	return out.String(), errOut.String(), exit(t, cmd)
+	code = exit(t, cmd)
+	return out.String(), errOut.String(), code
 }
 
 // Combined runs cmd and returns its stdout and stderr together, as a
