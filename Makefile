@@ -86,22 +86,22 @@ test-hostile: ## the relay binary under hostile input (frame-header flood over W
 
 lab-test: pulumi ## lab boxes (root, systemd-container, debootstrap): SSH, MemoryMax isolation, restarts, cleanup, converge, and the fault tests (make lab-faults)
 	$(GO) test -tags lab -count=1 -timeout 30m -v ./infra/lab/
-	$(GO) test -tags lab -count=1 -timeout 30m -v ./provision/ ./cmd/fleet/
+	$(GO) test -tags lab -count=1 -timeout 30m -v ./provision/ ./test/lab/
 
 .PHONY: lab-faults
 
 lab-faults: pulumi ## fault tests on two lab boxes under listeners through the router (root; 2 to 7 minutes): kill -9, OOM kill, SIGSTOP, fleet rollout; prints one FAULT line each
-	$(GO) test -tags lab -count=1 -timeout 20m -v -run TestFaults ./cmd/fleet/
+	$(GO) test -tags lab -count=1 -timeout 20m -v -run TestFaults ./test/lab/
 
 lab-monitor: pulumi ## Debian's prometheus scrapes a lab box through fleet monitor's files; a relay forced into drops fires the alert; bin/monitor-dashboard.svg (root, prometheus; a few minutes)
 	@mkdir -p $(BIN)
-	RELAYFLEET_MONITOR_KEEP=$(abspath $(BIN)) RELAYFLEET_PULUMI=$(PULUMI) $(GO) test -tags lab,monitor -count=1 -timeout 20m -v -run TestMonitorLab ./cmd/fleet/
+	RELAYFLEET_MONITOR_KEEP=$(abspath $(BIN)) RELAYFLEET_PULUMI=$(PULUMI) $(GO) test -tags lab,monitor -count=1 -timeout 20m -v -run TestMonitorLab ./test/lab/
 
 .PHONY: lab-calibrate
 
 lab-calibrate: pulumi ## the planner against a measurement: fleet plan sizes a small lab box with the shipped calibration, then listeners through a router until the relay refuses or loses frames; prints predicted, measured and the error (root; about 5 minutes; bin/calibrate.json)
 	@mkdir -p $(BIN)
-	RELAYFLEET_CALIB_KEEP=$(abspath $(BIN)) RELAYFLEET_PULUMI=$(PULUMI) $(GO) test -tags lab,calib -count=1 -timeout 30m -v -run TestCalibrateLab ./cmd/fleet/
+	RELAYFLEET_CALIB_KEEP=$(abspath $(BIN)) RELAYFLEET_PULUMI=$(PULUMI) $(GO) test -tags lab,calib -count=1 -timeout 30m -v -run TestCalibrateLab ./test/lab/
 
 lab-qemu: ## the real-kernel lab flavour under qemu (root, qemu-system-x86; slow): net.core buffer sysctls
 	$(GO) test -tags labqemu -count=1 -timeout 60m -v -run TestQEMU ./infra/lab/

@@ -20,9 +20,10 @@ type Package struct {
 // relay's tests may use it too.
 const TestUtil = Module + "/internal/testutil"
 
-// TestHelpers are the packages only _test.go files import: TestUtil, and
-// programtest, which makes Pulumi stacks for tests.
-var TestHelpers = []string{TestUtil, Module + "/infra/program/programtest"}
+// TestHelpers are the packages only _test.go files import: TestUtil;
+// programtest, which makes Pulumi stacks for tests; and systest, what the
+// system tests (test/e2e, test/lab) share.
+var TestHelpers = []string{TestUtil, Module + "/infra/program/programtest", Module + "/test/systest"}
 
 // relayForbidden are the forbidden dependencies of the relay binary: it
 // must stay small and free of the operator tooling.
@@ -43,9 +44,10 @@ var RelayShared = []string{
 
 // layer orders the module's top-level folders: a package may import only
 // packages of a lower layer (or its own folder). relay is apart: it imports
-// nothing else of the module. test (the system tests, test/e2e) sits on
-// top: it may import anything but cmd (nothing imports cmd), and runs the
-// commands as binaries.
+// nothing else of the module. test (the system tests, test/e2e and
+// test/lab, and their helpers, test/systest) sits on top: it may import
+// anything but cmd (nothing imports cmd), and runs the commands as
+// binaries.
 var layer = map[string]int{
 	"inventories": 0,
 	"sysctl":      0,

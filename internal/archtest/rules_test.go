@@ -34,6 +34,7 @@ func TestCheckCatchesViolations(t *testing.T) {
 		{"relay imports an internal package that is no leaf", Package{ImportPath: m + "relay"}, "but internal leaves"},
 		{"code imports testutil", Package{ImportPath: m + "relay/client", Imports: []string{TestUtil}}, "only tests import it"},
 		{"code imports programtest", Package{ImportPath: m + "infra/fleethosts", Imports: []string{m + "infra/program/programtest"}}, "only tests import it"},
+		{"code imports systest", Package{ImportPath: m + "test/e2e", Imports: []string{m + "test/systest"}}, "only tests import it"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			pkgs := []Package{tc.pkg}
@@ -60,6 +61,8 @@ func TestCheckCatchesViolations(t *testing.T) {
 		{ImportPath: m + "provision/loadtest", Imports: []string{m + "relay/loadgen", m + "provision", m + "inventories"}},
 		{ImportPath: m + "provision", TestImports: []string{TestUtil}},
 		{ImportPath: m + "infra/fleethosts", TestImports: []string{m + "infra/program/programtest"}},
+		{ImportPath: m + "test/lab", TestImports: []string{m + "test/systest", TestUtil}},
+		{ImportPath: m + "test/systest", Imports: []string{m + "infra/program"}},
 		{ImportPath: m + "relay/client", TestImports: []string{TestUtil, m + "relay/moqlite"}},
 		{ImportPath: m + "cmd/relay", Imports: []string{m + "relay", m + "internal/cli"}},
 		{ImportPath: m + "internal/cli", Imports: []string{"github.com/spf13/pflag"}},

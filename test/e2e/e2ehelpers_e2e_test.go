@@ -3,7 +3,6 @@
 package e2e
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -12,7 +11,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -23,60 +21,17 @@ import (
 	"github.com/relayfleet/relayfleet/internal/testutil"
 	"github.com/relayfleet/relayfleet/inventories"
 	"github.com/relayfleet/relayfleet/inventories/capacity"
+	"github.com/relayfleet/relayfleet/test/systest"
 )
 
 // The set-up the end-to-end tests share: the Pulumi CLI, fleet and relay
 // built once for all the tests, a fresh work directory per test, and
 // e2eLab, one test's own lab with the fleet command pointed at it.
 
-// built is the one build of fleet and relay the tests share (e2eBuild).
-var built struct {
-	once         sync.Once
-	dir          string
-	fleet, relay string
-	err          error
-}
-
-// TestMain removes the shared build when the tests end, and unsets what
-// would point fleet elsewhere than the tests' own state: their stacks use
-// the passphrase generated in their state dirs, and their boxes are
-// reached with key files, never an ssh-agent.
+// TestMain runs the tests (systest.Main): no passphrase or ssh-agent
+// from the environment, the shared build removed at the end.
 func TestMain(m *testing.M) {
-	os.Unsetenv(program.PassphraseEnv)
-	os.Unsetenv("SSH_AUTH_SOCK")
-	code := m.Run()
-	if built.dir != "" {
-		os.RemoveAll(built.dir)
-	}
-	os.Exit(code)
-}
-
-// e2eBuild builds fleet and relay (cmd/fleet, cmd/relay) once for all the
-// tests, and returns the binaries.
-func e2eBuild(t *testing.T) (fleetBin, relayBin string) {
-	t.Helper()
-	built.once.Do(func() {
-		built.dir, built.err = os.MkdirTemp("", "relayfleet-e2e-bin-")
-		if built.err != nil {
-			return
-		}
-		for _, b := range []struct{ out, pkg string }{
-			{filepath.Join(built.dir, "fleet"), "github.com/relayfleet/relayfleet/cmd/fleet"},
-			{filepath.Join(built.dir, "relay"), "github.com/relayfleet/relayfleet/cmd/relay"},
-		} {
-			cmd := exec.Command("go", "build", "-o", b.out, b.pkg)
-			cmd.Stderr = os.Stderr
-			if err := cmd.Run(); err != nil {
-				built.err = fmt.Errorf("build %s: %v", b.pkg, err)
-				return
-			}
-		}
-		built.fleet, built.relay = filepath.Join(built.dir, "fleet"), filepath.Join(built.dir, "relay")
-	})
-	if built.err != nil {
-		t.Fatal(built.err)
-	}
-	return built.fleet, built.relay
+	os.Exit(systest.Main(m))
 }
 
 // e2eBuildSetup finds the Pulumi CLI, builds fleet and relay (once) and
@@ -88,7 +43,7 @@ func e2eBuildSetup(t *testing.T) (cli, work, fleetBin, relayBin string) {
 		t.Fatalf("%v (make pulumi)", err)
 	}
 	work = t.TempDir()
-	fleetBin, relayBin = e2eBuild(t)
+	fleetBin, relayBin = systest.Build(t)
 	return cli, work, fleetBin, relayBin
 }
 
@@ -100,7 +55,7 @@ func e2eSetup(t *testing.T) (cli, images, work, fleetBin, relayBin string) {
 		t.Fatal("e2e: root is needed for lab boxes")
 	}
 	cli, work, fleetBin, relayBin = e2eBuildSetup(t)
-	return cli, labImages(), work, fleetBin, relayBin
+	return cli, systest.LabImages(), work, fleetBin, relayBin
 }
 
 func writeInventory(t *testing.T, path string, count int, shape string) {
@@ -119,13 +74,8 @@ func writeInventory(t *testing.T, path string, count int, shape string) {
 	}
 }
 
-func lastLine(s string) string {
-	s = strings.TrimSpace(s)
-	if i := strings.LastIndexByte(s, '\n'); i >= 0 {
-		return s[i+1:]
-	}
-	return s
-}
+// lastLine is a fleet command's one-line error (systest.LastLine).
+func lastLine(s string) string { return systest.LastLine(s) }
 
 // e2eLab is one end-to-end test's world: e2eSetup's binaries and work
 // directory, a state directory in it, the test's own lab (its own
@@ -179,7 +129,7 @@ func (e *e2eLab) boxes(labels map[string]string) []lab.Box {
 
 // labFlags point fleet at the lab.
 func (e *e2eLab) labFlags() []string {
-	return []string{"--lab-dir", e.labDir, "--lab-images", e.images, "--lab-bridge", e.bridge, "--lab-subnet", e.subnet}
+	return systest.LabFlags(e.labDir, e.images, e.bridge, e.subnet)
 }
 
 // withFlags is args with the flags that point fleet at this test's state,
@@ -220,18 +170,10 @@ func (e *e2eLab) run(stdin io.Reader, args ...string) (string, int) {
 	defer cancel()
 	cmd := e.cmd(ctx, e.withFlags(args...)...)
 	cmd.Stdin = stdin
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
 	start := time.Now()
-	err := cmd.Run()
-	code := 0
-	if ee, ok := err.(*exec.ExitError); ok {
-		code = ee.ExitCode()
-	} else if err != nil {
-		e.t.Fatal(err)
-	}
-	e.t.Logf("fleet %s: exit %d after %.1fs\n%s", strings.Join(args[:min(len(args), 5)], " "), code, time.Since(start).Seconds(), out.String())
-	return out.String(), code
+	out, code := systest.Combined(e.t, cmd)
+	e.t.Logf("fleet %s: exit %d after %.1fs\n%s", strings.Join(args[:min(len(args), 5)], " "), code, time.Since(start).Seconds(), out)
+	return out, code
 }
 
 // fleet is run without stdin; an exit other than 0 fails the test.

@@ -46,6 +46,7 @@ import (
 	"github.com/relayfleet/relayfleet/infra/program"
 	"github.com/relayfleet/relayfleet/internal/testutil"
 	"github.com/relayfleet/relayfleet/provision"
+	"github.com/relayfleet/relayfleet/test/systest"
 )
 
 const (
@@ -375,16 +376,10 @@ steady:
 		defer cancel()
 		cmd := exec.CommandContext(cctx, e.fleetBin, args...)
 		cmd.Env = append(os.Environ(), "PULUMI_CONFIG_PASSPHRASE=", c.envURL+"="+c.endpoint(addr), c.envToken+"="+token)
-		var out bytes.Buffer
-		cmd.Stdout, cmd.Stderr = &out, &out
 		start := time.Now()
-		err := cmd.Run()
-		r := fleetRun{out: out.String(), took: time.Since(start)}
-		if ee, ok := err.(*exec.ExitError); ok {
-			r.code = ee.ExitCode()
-		} else if err != nil {
-			t.Fatal(err)
-		}
+		var r fleetRun
+		r.out, r.code = systest.Combined(t, cmd)
+		r.took = time.Since(start)
 		t.Logf("fleet %s: exit %d after %.1fs\n%s", strings.Join(args[:min(3, len(args))], " "), r.code, r.took.Seconds(), r.out)
 		if strings.Contains(r.out, token) {
 			t.Errorf("fleet %s printed the API token", args[0])

@@ -1,6 +1,6 @@
 //go:build lab && calib
 
-package main
+package labtest
 
 import (
 	"bytes"
@@ -13,13 +13,13 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/relayfleet/relayfleet/internal/testutil"
 	"github.com/relayfleet/relayfleet/inventories"
 	"github.com/relayfleet/relayfleet/provision/loadtest"
-	"github.com/relayfleet/relayfleet/relay"
 )
 
 // TestCalibrateLab (make lab-calibrate) is the planner's prediction against
@@ -78,27 +78,16 @@ steady:
 
 	// The measurement: tokens from the fleet's key, a router on this
 	// machine in front of the box's relay, and the load tester's steps.
-	f, err := loadFleet(inv)
-	if err != nil {
-		t.Fatal(err)
+	// fleet token signs them with the fleet's current key.
+	token := func(kind string) string {
+		t.Helper()
+		out, errOut, code := fleet(t, "token", "--inventory", inv, "--state-dir", state, "--"+kind, loadtest.Prefix, "--ttl", loadtest.TokenTTL.String())
+		if code != 0 {
+			t.Fatalf("fleet token --%s: exit %d: %s", kind, code, errOut)
+		}
+		return strings.TrimSpace(out)
 	}
-	kf := keyFlags{stateDir: state}
-	st, err := kf.stackFor(f)
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, keys, err := fleetAuthKeys(ctx, openKeyStore(st), false)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pubTok, err := relay.NewToken([]byte(keys[0].Secret), loadtest.Prefix, "", true, false, loadtest.TokenTTL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	subTok, err := relay.NewToken([]byte(keys[0].Secret), "", loadtest.Prefix, false, true, loadtest.TokenTTL)
-	if err != nil {
-		t.Fatal(err)
-	}
+	pubTok, subTok := token("publish"), token("subscribe")
 	pubFile, subFile := filepath.Join(dir, "publish.jwt"), filepath.Join(dir, "subscribe.jwt")
 	os.WriteFile(pubFile, []byte(pubTok+"\n"), 0o600)
 	os.WriteFile(subFile, []byte(subTok+"\n"), 0o600)
@@ -107,6 +96,7 @@ steady:
 	var report bytes.Buffer
 	lt := &loadtest.Tester{Bin: relayBin, Box: targets[0], Dur: 10 * time.Second, Ramp: 200, Out: &report,
 		PubTokenFile: pubFile, SubTokenFile: subFile, NoAckFrequency: true}
+	var err error
 	if lt.Addr, _, err = net.SplitHostPort(targets[0].Host.Addr()); err != nil {
 		t.Fatal(err)
 	}

@@ -1,10 +1,11 @@
 //go:build lab
 
-package main
+package labtest
 
 import (
 	"context"
-	"io"
+	"crypto/ed25519"
+	"crypto/rand"
 	"net/netip"
 	"os"
 	"os/exec"
@@ -18,10 +19,17 @@ import (
 	"github.com/relayfleet/relayfleet/infra/fleethosts"
 	"github.com/relayfleet/relayfleet/infra/lab"
 	"github.com/relayfleet/relayfleet/infra/program"
-	"github.com/relayfleet/relayfleet/infra/provider"
 	"github.com/relayfleet/relayfleet/internal/testutil"
+	"github.com/relayfleet/relayfleet/inventories"
 	"github.com/relayfleet/relayfleet/provision"
+	"github.com/relayfleet/relayfleet/test/systest"
 )
+
+// TestMain runs the tests (systest.Main): no passphrase or ssh-agent from
+// the environment, the shared build of fleet and relay removed at the end.
+func TestMain(m *testing.M) {
+	os.Exit(systest.Main(m))
+}
 
 func mustPrefix(t *testing.T, s string) netip.Prefix {
 	t.Helper()
@@ -37,28 +45,32 @@ func must(b []byte, err error) []byte {
 
 func sshPublic(s ssh.Signer) []byte { return ssh.MarshalAuthorizedKey(s.PublicKey()) }
 
-// labImages is the lab image cache the tests share: $RELAYFLEET_LAB_IMAGES,
-// else the default lab's.
-func labImages() string {
-	if d := os.Getenv("RELAYFLEET_LAB_IMAGES"); d != "" {
-		return d
+// testKey is a fresh Ed25519 key.
+func testKey(t *testing.T) ssh.Signer {
+	t.Helper()
+	_, priv, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
 	}
-	return "/var/lib/relayfleet/lab/images"
+	s, err := ssh.NewSignerFromKey(priv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
 }
 
-// TestMain lets the test binary serve as the relayfleet provider plugin:
-// fleet up run in-process (upLabFleet) links it as
-// pulumi-resource-relayfleet, and the Pulumi CLI starts it under that name.
-// The tests' stacks use the passphrase generated in their state dirs, and
-// their boxes are reached with key files, never an ssh-agent (set here,
-// once: parallel tests cannot t.Setenv).
-func TestMain(m *testing.M) {
-	if provider.IsPlugin(os.Args[0]) {
-		os.Exit(provider.Main(context.Background()))
-	}
-	os.Unsetenv(program.PassphraseEnv)
-	os.Unsetenv("SSH_AUTH_SOCK")
-	os.Exit(m.Run())
+// labImages is the lab image cache the tests share (systest.LabImages).
+func labImages() string { return systest.LabImages() }
+
+// tail is the last n lines of s.
+func tail(s string, n int) string { return systest.Tail(s, n) }
+
+// fleet runs the fleet binary (systest.Build) with args, and returns its
+// stdout, its stderr and its exit code.
+func fleet(t *testing.T, args ...string) (stdout, stderr string, code int) {
+	t.Helper()
+	bin, _ := systest.Build(t)
+	return systest.Output(t, exec.Command(bin, args...))
 }
 
 // labFleetSpec is a fleet a lab test brings up with fleet up, on a lab of
@@ -70,7 +82,8 @@ type labFleetSpec struct {
 	// (they are reached with the lab's admin key as --ssh-key).
 	Inventory string
 	Static    func(t *testing.T, l *lab.Lab) string
-	// Relay is the relay build the boxes run; "" builds this checkout's.
+	// Relay is the relay build the boxes run; "" is this checkout's
+	// (systest.Build).
 	Relay string
 }
 
@@ -125,12 +138,7 @@ func upLabFleet(t *testing.T, spec labFleetSpec) *labFleet {
 	}
 	testutil.WriteFile(t, f.Inv, []byte(spec.Inventory), 0o644)
 	if f.Relay == "" {
-		f.Relay = filepath.Join(f.Dir, "relay")
-		build := exec.Command("go", "build", "-o", f.Relay, "github.com/relayfleet/relayfleet/cmd/relay")
-		build.Stderr = os.Stderr
-		if err := build.Run(); err != nil {
-			t.Fatal(err)
-		}
+		_, f.Relay = systest.Build(t)
 	}
 	f.pulumi = cli
 	if out, errOut, code := f.up(t); code != 0 {
@@ -140,7 +148,7 @@ func upLabFleet(t *testing.T, spec labFleetSpec) *labFleet {
 }
 
 // up runs fleet up on the fleet as it stands (its fleet file may have
-// changed), in-process.
+// changed).
 func (f *labFleet) up(t *testing.T) (stdout, stderr string, code int) {
 	t.Helper()
 	start := time.Now()
@@ -163,10 +171,15 @@ func (f *labFleet) args(more ...string) []string {
 	return append(a, more...)
 }
 
-// stack is the fleet's steady stack.
+// stack is the fleet's steady stack, as fleet loads it: the fleet file
+// with the provider catalogue beside it.
 func (f *labFleet) stack(t *testing.T) *program.Stack {
 	t.Helper()
-	fl, err := loadFleet(f.Inv)
+	cat, err := inventories.LoadCatalogue(inventories.Beside(f.Inv, inventories.ProvidersFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	fl, err := inventories.LoadFleet(f.Inv, cat)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -186,7 +199,12 @@ func (f *labFleet) hosts(t *testing.T) []fleethosts.Host {
 // targets are the steady boxes, reached as fleet converge reaches them.
 func (f *labFleet) targets(t *testing.T) ([]provision.Target, func()) {
 	t.Helper()
-	ts, done, err := steadyTargets(context.Background(), f.stack(t), "", f.LabDir, io.Discard)
+	ctx, st := context.Background(), f.stack(t)
+	set, err := fleethosts.Read(ctx, st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts, done, err := fleethosts.StackTargets(ctx, st, set.SteadyHosts(), fleethosts.Access{LabDir: f.LabDir})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,6 +1,6 @@
 //go:build lab
 
-package main
+package labtest
 
 import (
 	"context"
@@ -53,7 +53,7 @@ steady:
 		t.Errorf("status: exit %d\n%s%s", code, out, errOut)
 	}
 	// A wrong pinned key in the inventory is refused before anything runs.
-	other, _ := testKey(t)
+	other := testKey(t)
 	testutil.WriteFile(t, lf.Inv, []byte(strings.Replace(string(must(os.ReadFile(lf.Inv))), strings.Fields(box.HostKey)[1], strings.Fields(strings.TrimSpace(string(sshPublic(other))))[1], 1)), 0o644)
 	out, errOut, code = lf.up(t)
 	if code == 0 || !strings.Contains(out+errOut, "host key") {

@@ -1,6 +1,6 @@
 //go:build lab
 
-package main
+package labtest
 
 import (
 	"bytes"
@@ -41,17 +41,16 @@ steady:
 	dir, inv, relay := lf.Dir, lf.Inv, lf.Relay
 	box := lf.hosts(t)[0]
 
-	var stdout bytes.Buffer
-	err := runLoadtestCommand(ctx, lf.args("--target", box.Name, "--steps", "50,100,150", "--step-duration", "6s",
-		"--relay-binary", relay), outStreams(&stdout))
-	t.Logf("fleet loadtest:\n%s", stdout.String())
-	if err != nil {
+	stdout, errOut, code := loadtestCLI(t, lf.args("--target", box.Name, "--steps", "50,100,150", "--step-duration", "6s",
+		"--relay-binary", relay)...)
+	t.Logf("fleet loadtest:\n%s", stdout)
+	if code != 0 {
 		// What the sampler reads on the box, to see why.
 		ts, done := lf.targets(t)
 		raw, rerr := ts[0].Run.Run(ctx, loadtest.SampleScript([]int{4443})+"systemctl show -p ControlGroup relay@4443.service; cat /proc/self/cgroup; ls /sys/fs/cgroup", nil)
 		t.Logf("sample on the box (%v):\n%s", rerr, raw)
 		done()
-		t.Fatalf("fleet loadtest: %v", err)
+		t.Fatalf("fleet loadtest: exit %d: %s", code, errOut)
 	}
 
 	cal, err := inventories.LoadCalibration(filepath.Join(dir, inventories.CalibrationFile))
@@ -117,30 +116,26 @@ steady:
 	// machine once gave a falling CPU fit (0.13 cores at 150 listeners is
 	// the scale of what is measured).
 	one := t.TempDir()
-	stdout.Reset()
-	err = runLoadtestCommand(ctx, lf.args("--target", box.Name+":4443", "--steps", "200,300,400", "--step-duration", "4s",
-		"--relay-binary", relay, "--out", one, "--json"), outStreams(&stdout))
-	if err != nil {
-		t.Fatalf("--target %s:4443: %v\n%s", box.Name, err, stdout.String())
+	stdout, errOut, code = loadtestCLI(t, lf.args("--target", box.Name+":4443", "--steps", "200,300,400", "--step-duration", "4s",
+		"--relay-binary", relay, "--out", one, "--json")...)
+	if code != 0 {
+		t.Fatalf("--target %s:4443: exit %d: %s\n%s", box.Name, code, errOut, stdout)
 	}
 	var doc1 loadtest.Doc
-	if err := json.Unmarshal(stdout.Bytes(), &doc1); err != nil || len(doc1.Steps) != 3 || doc1.Fit == nil || doc1.Files["calibration"] != filepath.Join(one, inventories.CalibrationFile) {
-		t.Errorf("--json: %v\n%s", err, stdout.String())
+	if err := json.Unmarshal([]byte(stdout), &doc1); err != nil || len(doc1.Steps) != 3 || doc1.Fit == nil || doc1.Files["calibration"] != filepath.Join(one, inventories.CalibrationFile) {
+		t.Errorf("--json: %v\n%s", err, stdout)
 	}
 	if _, err := inventories.LoadCalibration(filepath.Join(one, inventories.CalibrationFile)); err != nil {
 		t.Error(err)
 	}
-	_, errOut, code := loadtestCLI(t, lf.args("--target", box.Name+":4999", "--steps", "20,40,60", "--relay-binary", relay)...)
-	if code != exitUsage || !strings.Contains(errOut, "flag --target: "+box.Name+" has no active relay@4999.service (active: relay@4443.service)") {
+	_, errOut, code = loadtestCLI(t, lf.args("--target", box.Name+":4999", "--steps", "20,40,60", "--relay-binary", relay)...)
+	if code != cli.ExitUsage || !strings.Contains(errOut, "flag --target: "+box.Name+" has no active relay@4999.service (active: relay@4443.service)") {
 		t.Errorf("--target %s:4999: exit %d, %s", box.Name, code, errOut)
 	}
 }
 
-// runLoadtestCommand runs fleet loadtest args through its command and
-// returns its error.
-func runLoadtestCommand(ctx context.Context, args []string, ios *cli.IOStreams) error {
-	cmd := loadtestCommand(ios)
-	cmd.SetArgs(args)
-	cmd.SilenceErrors, cmd.SilenceUsage = true, true
-	return cmd.ExecuteContext(ctx)
+// loadtestCLI runs fleet loadtest args.
+func loadtestCLI(t *testing.T, args ...string) (stdout, stderr string, code int) {
+	t.Helper()
+	return fleet(t, append([]string{"loadtest"}, args...)...)
 }

@@ -1,6 +1,6 @@
 //go:build lab
 
-package main
+package labtest
 
 import (
 	"context"
@@ -17,6 +17,7 @@ import (
 	"github.com/relayfleet/relayfleet/internal/testutil"
 	"github.com/relayfleet/relayfleet/provision"
 	"github.com/relayfleet/relayfleet/sysctl"
+	"github.com/relayfleet/relayfleet/test/systest"
 )
 
 // The lab of TestRolloutInterruptedLab: its own directory, bridge and
@@ -47,18 +48,7 @@ func TestRolloutInterruptedLab(t *testing.T) {
 		t.Fatal("lab tests need root")
 	}
 	dir := t.TempDir()
-	build := func(out, pkg string) {
-		t.Helper()
-		cmd := exec.Command("go", "build", "-o", out, pkg)
-		cmd.Stderr = os.Stderr
-		if err := cmd.Run(); err != nil {
-			t.Fatal(err)
-		}
-	}
-	v1 := filepath.Join(dir, "relay")
-	build(v1, "github.com/relayfleet/relayfleet/cmd/relay")
-	fleetBin := filepath.Join(dir, "fleet")
-	build(fleetBin, "github.com/relayfleet/relayfleet/cmd/fleet")
+	fleetBin, v1 := systest.Build(t)
 	// Other builds: the same relay with a marker after its ELF sections.
 	data, err := os.ReadFile(v1)
 	if err != nil {

@@ -1,13 +1,12 @@
 //go:build lab
 
-package main
+package labtest
 
 import (
 	"bytes"
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -17,6 +16,7 @@ import (
 	"github.com/relayfleet/relayfleet/infra/lab"
 	"github.com/relayfleet/relayfleet/infra/program"
 	"github.com/relayfleet/relayfleet/internal/testutil"
+	"github.com/relayfleet/relayfleet/test/systest"
 )
 
 // TestEventsInstallUnderSystemd installs the reconciler's timer on a lab
@@ -39,14 +39,7 @@ func TestEventsInstallUnderSystemd(t *testing.T) {
 	}
 	t.Cleanup(func() { l.Delete(context.Background(), box.Name); l.Cleanup(context.Background()) })
 
-	dir := t.TempDir()
-	for _, b := range []struct{ out, pkg string }{{"fleet", "./"}, {"relay", "../relay"}} {
-		cmd := exec.Command("go", "build", "-o", filepath.Join(dir, b.out), b.pkg)
-		cmd.Stderr = os.Stderr
-		if err := cmd.Run(); err != nil {
-			t.Fatal(err)
-		}
-	}
+	fleetBin, relayBin := systest.Build(t)
 	run := func(cmd string, stdin []byte) string {
 		t.Helper()
 		var out, errOut bytes.Buffer
@@ -63,8 +56,8 @@ func TestEventsInstallUnderSystemd(t *testing.T) {
 	}
 	for name, src := range map[string]string{
 		"/usr/local/bin/pulumi":           cli,
-		"/usr/local/bin/fleet":            filepath.Join(dir, "fleet"),
-		"/usr/local/bin/relay":            filepath.Join(dir, "relay"),
+		"/usr/local/bin/fleet":            fleetBin,
+		"/usr/local/bin/relay":            relayBin,
 		"/etc/relayfleet/lab-events.yaml": "../../inventories/lab-events.yaml",
 		"/etc/relayfleet/lab.yaml":        "../../inventories/lab.yaml",
 	} {

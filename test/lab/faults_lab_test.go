@@ -1,12 +1,12 @@
 //go:build lab
 
-package main
+package labtest
 
 // Fault tests (issue 14): a relay process killed (kill -9), OOM-killed
 // past its MemoryMax, hung (SIGSTOP), and a fleet rollout, each with
 // listeners attached through the router (relay router, relay loadgen
 // --router --reconnect --json) on a lab box converged with this
-// checkout's relay. Each prints its figures (t.Logf, and one line
+// checkout's relay, with fleet and relay run as processes. Each prints its figures (t.Logf, and one line
 // starting FAULT) and checks the issue's bounds. make lab-faults runs
 // them.
 
@@ -31,6 +31,7 @@ import (
 
 	"github.com/relayfleet/relayfleet/infra/lab"
 	"github.com/relayfleet/relayfleet/internal/testutil"
+	"github.com/relayfleet/relayfleet/test/systest"
 )
 
 // The fault tests' own lab, apart from the default one, the demo's and
@@ -114,12 +115,7 @@ func newFaultFleet(t *testing.T) *faultFleet {
 	// checkout's.
 	f.relay = os.Getenv("RELAYFLEET_FAULTS_RELAY")
 	if f.relay == "" {
-		f.relay = filepath.Join(f.dir, "relay")
-		build := exec.Command("go", "build", "-o", f.relay, "github.com/relayfleet/relayfleet/cmd/relay")
-		build.Stderr = os.Stderr
-		if err := build.Run(); err != nil {
-			t.Fatal(err)
-		}
+		_, f.relay = systest.Build(t)
 	}
 	// A loadgen without --silence says the flag is not defined.
 	probe, _ := exec.Command(f.relay, "loadgen", "--silence", "960ms").CombinedOutput()
@@ -217,14 +213,6 @@ steady:
 func (f *faultFleet) background(name, prog string, args ...string) *testutil.Proc {
 	f.t.Helper()
 	return testutil.StartLog(f.t, filepath.Join(f.dir, name+".log"), exec.Command(prog, args...))
-}
-
-func tail(s string, n int) string {
-	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return strings.Join(lines, "\n")
 }
 
 // onBox runs a shell command on a box as root and returns its output.

@@ -1,6 +1,6 @@
 //go:build lab && monitor
 
-package main
+package labtest
 
 import (
 	"context"
@@ -23,7 +23,7 @@ import (
 	"github.com/relayfleet/relayfleet/internal/plot"
 	"github.com/relayfleet/relayfleet/internal/testutil"
 	"github.com/relayfleet/relayfleet/monitoring"
-	"github.com/relayfleet/relayfleet/relay"
+	"github.com/relayfleet/relayfleet/relay/wire"
 )
 
 // TestMonitorLab: Debian's Prometheus scrapes a lab box's two relay
@@ -69,8 +69,8 @@ cat $d/tiny-buffer.conf`
 	} else {
 		t.Logf("drop-in:\n%s", raw)
 	}
-	statsOf := func(port int) (relay.Stats, error) {
-		var st relay.Stats
+	statsOf := func(port int) (wire.Stats, error) {
+		var st wire.Stats
 		resp, err := http.Get(fmt.Sprintf("http://%s/stats", net.JoinHostPort(box.Address.String(), fmt.Sprint(port))))
 		if err != nil {
 			return st, err
