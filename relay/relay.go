@@ -119,8 +119,8 @@ type Config struct {
 	// SPKI pin stays the same across rotations and restarts; nil means a
 	// new key at each start.
 	TLSKey *ecdsa.PrivateKey
-	// Now is the clock certificates are made and rotated by; nil means
-	// time.Now. Tests move it forward.
+	// Now is the clock certificates are made and rotated by, and /metrics
+	// snapshots cached by; nil means time.Now. Tests move it forward.
 	Now func() time.Time
 	// AuthKey, when set, requires clients to present ?jwt= tokens signed
 	// with it.
@@ -312,6 +312,9 @@ type Relay struct {
 	// that its drops cannot be read.
 	sendErrs sendErrors
 	dropsErr sync.Once
+	// snapshots counts the Stats calls (each reads /proc and /proc/sys):
+	// what a /metrics scrape costs, for its test.
+	snapshots atomic.Int64
 
 	shedRate    float64       // Config.ShedRate, resolved
 	grace       time.Duration // Config.ShutdownGrace, resolved
