@@ -61,6 +61,7 @@ func (s *Server) Stats() Stats {
 	st.BytesOut = c.bytesOut.Load()
 	st.GroupsDropped = c.groupsDropped.Load()
 	st.SessionsOverloaded = c.sessionsOverloaded.Load()
+	st.StreamsRefused, st.StreamsTimedOut = c.streamsRefused.Load(), c.streamsTimedOut.Load()
 	st.AnnouncesRefused = c.announcesRefused.Load()
 	st.ShedTotal = c.sessionsShed.Load()
 	st.SessionsByTransport = s.transports.byTransport()
@@ -156,6 +157,8 @@ func (r *Relay) registry() *prometheus.Registry {
 	counter("sessions_reaped_total", "Silent sessions ended by the reaper.", func(s Stats) float64 { return float64(s.Reaped) })
 	counter("announces_refused_total", "Announces refused: too many broadcasts on one session, or a path too long.", func(s Stats) float64 { return float64(s.AnnouncesRefused) })
 	counter("sessions_overloaded_total", "Sessions closed for holding more buffered frame bytes than their budget.", func(s Stats) float64 { return float64(s.SessionsOverloaded) })
+	counter("streams_refused_total", "Streams reset as they opened, under memory pressure.", func(s Stats) float64 { return float64(s.StreamsRefused) })
+	counter("streams_timed_out_total", "Streams reset for carrying no request within the first-message deadline.", func(s Stats) float64 { return float64(s.StreamsTimedOut) })
 	counter("sessions_shed_total", "Sessions closed with going-away (POST /shed, graceful stop).", func(s Stats) float64 { return float64(s.ShedTotal) })
 	gauge("udp_receive_buffer_bytes", "UDP receive buffer granted by the kernel (SO_RCVBUF).", func(s Stats) float64 { return float64(s.UDPReceiveBuffer) })
 	gauge("udp_send_buffer_bytes", "UDP send buffer granted by the kernel (SO_SNDBUF).", func(s Stats) float64 { return float64(s.UDPSendBuffer) })
@@ -252,16 +255,17 @@ func (r *Relay) serveSession(w http.ResponseWriter, req *http.Request) {
 		}
 	}
 	admitted := false
+	from := addressKey(req.RemoteAddr)
 	if isWT || isWS {
-		if !r.srv.admit() {
-			r.srv.refused.refuse(r.srv.admissionRefusal(), via, req.RemoteAddr)
+		if cause := r.srv.admit(from); cause != "" {
+			r.srv.refuseAdmission(cause, via, req.RemoteAddr)
 			http.Error(w, "relay full", http.StatusServiceUnavailable)
 			return
 		}
 		admitted = true
 		defer func() {
 			if admitted { // the upgrade failed: never served
-				r.srv.abandon()
+				r.srv.abandon(from)
 			}
 		}()
 	}
@@ -287,7 +291,7 @@ func (r *Relay) serveSession(w http.ResponseWriter, req *http.Request) {
 		return
 	}
 	admitted = false // serveSession ends the admission
-	if err := r.srv.serveSession(r.ctx, sess, req.URL, via, true); err != nil {
+	if err := r.srv.serveSession(r.ctx, sess, req.URL, via, true, from); err != nil {
 		r.logger.Debug("session", "err", err)
 	}
 }

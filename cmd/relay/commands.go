@@ -121,7 +121,9 @@ SIGHUP), self-signed certificates for a key (--tls-key), or certificates from an
 	memBudget := fs.String("memory-budget", "", "memory budget in bytes (suffixes KiB, MiB, GiB); default: the cgroup memory limit")
 	maxListeners := fs.Int("max-listeners", 0, "cap on open sessions; 0 means none")
 	cli.Ranged(fs, "max-listeners", cli.Ints(0, 10_000_000))
-	reapAfter := fs.Duration("reap-after", relay.DefaultReapAfter, "end a QUIC session that received nothing for this long")
+	maxPerAddress := fs.Int("max-sessions-per-address", relay.DefaultMaxSessionsPerAddress, "cap on sessions open from one source address (an IPv4 address, an IPv6 /64), on every transport; 0 means none (behind a proxy, or for a load generator)")
+	cli.Ranged(fs, "max-sessions-per-address", cli.Ints(0, 10_000_000))
+	reapAfter := fs.Duration("reap-after", relay.DefaultReapAfter, "end a QUIC or WebSocket session that received nothing for this long (a WebSocket one is pinged first)")
 	cli.Ranged(fs, "reap-after", cli.Durations(time.Second, 24*time.Hour))
 	withPprof := fs.Bool("pprof", false, "serve /debug/pprof/ on the TCP port")
 	resetSecret := fs.String("stateless-reset-secret", "", "file with at least 32 random bytes (mode 0600 or 0400, e.g. %d/reset-secret under systemd): the QUIC stateless reset key for the port derives from it, so a restarted relay resets its predecessor's connections at once")
@@ -178,7 +180,7 @@ SIGHUP), self-signed certificates for a key (--tls-key), or certificates from an
 		}
 		cfg := relay.Config{
 			Listen: *listenAddr, UDPBuffer: buf, Upstreams: upstreams, Logger: logger,
-			MemoryBudget: budget, MaxSessions: *maxListeners, ReapAfter: *reapAfter, Pprof: *withPprof,
+			MemoryBudget: budget, MaxSessions: *maxListeners, MaxSessionsPerAddress: *maxPerAddress, ReapAfter: *reapAfter, Pprof: *withPprof,
 			ShedRate: *shedRate, ShutdownGrace: *shutdownGrace, NoticeGrace: *noticeGrace, SendBatch: *sendBatch,
 			AckDelay: *ackDelay, AckThreshold: *ackThreshold, PTOAckDelay: *ptoAckDelay, PTOIgnoresReads: !*ptoWaits, SendQueue: *sendQueue,
 			ListenerAckDelay: *listenerAckDelay, ListenerAckThreshold: *listenerAckThreshold,
@@ -188,6 +190,9 @@ SIGHUP), self-signed certificates for a key (--tls-key), or certificates from an
 		}
 		if *noticeGrace == 0 {
 			cfg.NoticeGrace = -1 // Config: negative means none
+		}
+		if *maxPerAddress == 0 {
+			cfg.MaxSessionsPerAddress = -1 // Config: negative means no cap
 		}
 		if *shutdownGrace == 0 {
 			cfg.ShutdownGrace = -1 // Config: negative means none
