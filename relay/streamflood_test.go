@@ -88,9 +88,21 @@ func (w *rawWS) waitFrame(ctx context.Context, match func(typ byte, id uint64) b
 	}
 }
 
+// discard reads and drops everything the relay sends from now on (pongs
+// answered), so that a session the relay closes fails the next write.
+func (w *rawWS) discard(ctx context.Context) {
+	go func() {
+		for {
+			if _, _, err := w.c.Read(ctx); err != nil {
+				return
+			}
+		}
+	}()
+}
+
 // openSilent opens n bidirectional streams, client indexes first to
 // first+n-1, each with one empty STREAM frame and nothing more. It paces
-// itself (a millisecond every 32 streams) so that the relay's accept
+// itself (a millisecond every 8 streams) so that the relay's accept
 // backlog, not its budget, never decides. It returns how many it opened
 // before the session ended.
 func (w *rawWS) openSilent(ctx context.Context, first, n int) int {
@@ -98,7 +110,7 @@ func (w *rawWS) openSilent(ctx context.Context, first, n int) int {
 		if err := w.frame(ctx, rawStream, uint64(first+i)<<2, nil); err != nil {
 			return i
 		}
-		if i%32 == 31 {
+		if i%8 == 7 {
 			time.Sleep(time.Millisecond)
 		}
 	}
@@ -114,8 +126,9 @@ const envFloodBudget = "RELAY_FLOOD_BUDGET"
 // them. The relay, a process of its own with a 256 MiB memory budget (the
 // Go soft limit as relay serve sets it), stays alive and under its budget,
 // and still serves a new listener. (Before, each silent stream held a
-// goroutine blocked in its first read, 4,096 per session: the process grew
-// past its budget, and past a MemoryMax the kernel kills it.)
+// goroutine blocked in its first read, 4,096 per session: the process
+// grew to its Go soft limit, 225 of 256 MiB, and refused every new
+// session; past a MemoryMax the kernel kills it.)
 func TestStreamFloodStaysUnderBudget(t *testing.T) {
 	const sessions, streams = 32, 4096
 	const budget = 256 << 20
@@ -177,6 +190,7 @@ func TestStreamFloodStaysUnderBudget(t *testing.T) {
 		if err != nil {
 			t.Fatalf("flood session %d: %v", i, err)
 		}
+		w.discard(ctx)
 		flood = append(flood, w)
 	}
 	var st relay.Stats
@@ -190,9 +204,9 @@ func TestStreamFloodStaysUnderBudget(t *testing.T) {
 	}
 	t.Logf("%d sessions sent %d of %d stream openings in %v; relay RSS peak %d MiB so far",
 		sessions, opened.Load(), sessions*(streams-1), time.Since(start).Round(time.Millisecond), peak.Load()>>20)
-	// Past the first-message deadline, the silent streams still open are
-	// gone; the sessions that overstepped are closed.
-	time.Sleep(6 * time.Second)
+	// The sessions that overstepped are closed, and past the
+	// first-message deadline no silent stream is left.
+	testutil.Poll(6*time.Second, func() bool { return getJSON(ctx, url+"stats", &st) == nil && st.Sessions == 1 })
 
 	if p.Exited() {
 		t.Fatalf("the relay process exited:\n%s", p.Tail(20))
@@ -207,6 +221,9 @@ func TestStreamFloodStaysUnderBudget(t *testing.T) {
 	}
 	if st.MemoryUsed >= budget {
 		t.Errorf("relay holds %d MiB, over its %d MiB budget", st.MemoryUsed>>20, budget>>20)
+	}
+	if !st.Admitting {
+		t.Errorf("relay stopped admitting: it holds %d MiB, above its high-water mark %d MiB", st.MemoryUsed>>20, st.MemoryHighWater>>20)
 	}
 
 	// A new listener, from another address, is served.
