@@ -438,7 +438,7 @@ func (sess *session) handleBidi(ctx context.Context, st transport.Stream) error 
 	case *moqlite.Subscribe:
 		return sess.serveSubscribe(ctx, st, m)
 	}
-	panic("unreachable")
+	return fmt.Errorf("request %T not served", msg) // readRequest returns none other
 }
 
 // readRequest reads a bidirectional stream's type and first message; bad
