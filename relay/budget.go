@@ -2,6 +2,7 @@ package relay
 
 import (
 	"context"
+	"net/netip"
 	"runtime/metrics"
 	"sync/atomic"
 	"time"
@@ -17,14 +18,21 @@ import (
 // before the kernel kills. Admission control refuses new sessions while the
 // memory the Go runtime holds (the quantity the soft limit governs) is above
 // highWaterFraction of the budget, until it falls below lowWaterFraction,
-// and while MaxSessions are open. Refused raw-QUIC sessions are closed with
-// codeOverloaded, WebSocket and WebTransport requests get 503.
+// while MaxSessions are open, and while MaxSessionsPerAddress are open from
+// the session's source address (addressKey). Refused raw-QUIC sessions are
+// closed with codeOverloaded, WebSocket and WebTransport requests get 503.
+// Open sessions' new bidirectional streams are refused (reset with
+// codeOverloaded) while memory is above the high-water mark, until it
+// falls below the low one (acceptBidi).
 //
 // The reaper is one goroutine on a ticker. Each sweep reads every QUIC
-// session's received-packet counter (an atomic in quic-go) and cancels a
-// session that received nothing for ReapAfter (a third of that under memory
-// pressure). A live peer always sends something within the keep-alive
-// period: ACKs of the audio, or of the relay's keep-alive PINGs. The sweep
+// and WebSocket session's received-packet counter (an atomic in quic-go;
+// messages and pongs for WebSocket) and cancels a session that received
+// nothing for ReapAfter (a third of that under memory pressure). A live
+// QUIC peer always sends something within the keep-alive period: ACKs of
+// the audio, or of the relay's keep-alive PINGs. A WebSocket listener
+// sends nothing of its own, so a session silent for a third of ReapAfter
+// is pinged (keepAliver), and a live peer's pong arrives in time. The sweep
 // needs no per-session goroutine to run to find a dead session, costs a few
 // atomic loads per session, and cancelling is non-blocking: it drops the
 // session's subscriptions and queued groups at once, while the session's
@@ -63,9 +71,12 @@ type admission struct {
 	highWater   int64
 	lowWater    int64
 	maxSessions int
-	perListener int64
-	reapAfter   time.Duration
-	usage       func() uint64
+	// maxPerAddress caps the sessions admitted from one source address
+	// (addressKey); 0 means no cap.
+	maxPerAddress int
+	perListener   int64
+	reapAfter     time.Duration
+	usage         func() uint64
 
 	used atomic.Int64
 	// base is the memory in use when the relay started, before any
@@ -83,8 +94,8 @@ type admission struct {
 	reaped   atomic.Int64
 }
 
-func newAdmission(budget int64, maxSessions int, reapAfter time.Duration, usage func() uint64) *admission {
-	a := &admission{budget: budget, maxSessions: maxSessions, perListener: DefaultListenerBytes, reapAfter: reapAfter, usage: usage}
+func newAdmission(budget int64, maxSessions, maxPerAddress int, reapAfter time.Duration, usage func() uint64) *admission {
+	a := &admission{budget: budget, maxSessions: maxSessions, maxPerAddress: maxPerAddress, perListener: DefaultListenerBytes, reapAfter: reapAfter, usage: usage}
 	if a.reapAfter <= 0 {
 		a.reapAfter = DefaultReapAfter
 	}
@@ -129,17 +140,34 @@ func (a *admission) sample() {
 	}
 }
 
+// Causes of an admission refusal, as logged (cause=); admissionReason
+// turns them into the counted reasons.
+const (
+	causeDraining = "draining"
+	causeSessions = "session cap"
+	causeMemory   = "memory"
+	causeAddress  = "sessions per address"
+)
+
+// refusal says why a new session may not start now ("" when it may),
+// given how many are open or admitted and still in their handshake.
+func (a *admission) refusal(sessions int) string {
+	switch {
+	case a.draining.Load():
+		return causeDraining
+	case a.maxSessions > 0 && sessions >= a.maxSessions:
+		return causeSessions
+	case a.budget > 0 && a.used.Load()+(a.fresh.Load()+1)*a.perListener > a.highWater:
+		return causeMemory
+	case a.pressure.Load():
+		return causeMemory
+	}
+	return ""
+}
+
 // admit reports whether a new session may start, given how many are open
 // or admitted and still in their handshake.
-func (a *admission) admit(sessions int) bool {
-	if a.draining.Load() || a.maxSessions > 0 && sessions >= a.maxSessions {
-		return false
-	}
-	if a.budget > 0 && a.used.Load()+(a.fresh.Load()+1)*a.perListener > a.highWater {
-		return false
-	}
-	return !a.pressure.Load()
-}
+func (a *admission) admit(sessions int) bool { return a.refusal(sessions) == "" }
 
 // headroom is how many more listeners the relay expects to take.
 func (a *admission) headroom(sessions int) int {
@@ -170,34 +198,82 @@ func (a *admission) perSession(sessions int) int64 {
 	return per
 }
 
-// admit is called for every new session before it is served. An admitted
-// session counts against the cap from here: the caller must end it with
-// exactly one of setUp (registered) or abandon (gone before that). A
-// refused session is the caller's to count (admissionRefusal says why).
-func (s *Server) admit() bool {
+// admit is called for every new session, from source address addr (see
+// addressKey), before it is served; it returns why the session is
+// refused, or "" when it is admitted. An admitted session counts against
+// the caps from here: the caller must end it with exactly one of setUp
+// (registered) or abandon (gone before that), and a registered one with
+// leave. A refused session is the caller's to count (refuseAdmission).
+func (s *Server) admit(addr netip.Addr) string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if !s.adm.admit(len(s.sessions) + s.pending) {
-		return false
+	if cause := s.adm.refusal(len(s.sessions) + s.pending); cause != "" {
+		return cause
+	}
+	if m := s.adm.maxPerAddress; m > 0 && addr.IsValid() && s.perAddress[addr] >= m {
+		return causeAddress
 	}
 	s.pending++
 	s.adm.fresh.Add(1)
-	return true
+	if addr.IsValid() {
+		s.perAddress[addr]++
+	}
+	return ""
 }
 
 // abandon ends an admission whose session never got registered.
-func (s *Server) abandon() {
+func (s *Server) abandon(addr netip.Addr) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.pending--
 	if s.adm.fresh.Load() > 0 {
 		s.adm.fresh.Add(-1)
 	}
+	s.leaveLocked(addr)
+}
+
+// leave gives back the place of an admitted session from addr that ended.
+func (s *Server) leave(addr netip.Addr) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.leaveLocked(addr)
+}
+
+func (s *Server) leaveLocked(addr netip.Addr) {
+	if !addr.IsValid() {
+		return
+	}
+	if s.perAddress[addr]--; s.perAddress[addr] <= 0 {
+		delete(s.perAddress, addr)
+	}
+}
+
+// addressKey is the source address sessions are counted by for
+// MaxSessionsPerAddress, from a remote address as HOST:PORT: the IPv4
+// address, or the /64 an IPv6 address is in (what one subscriber line
+// is commonly given); the zero Addr, counted by no cap, when it does not
+// parse.
+func addressKey(remote string) netip.Addr {
+	ap, err := netip.ParseAddrPort(remote)
+	if err != nil {
+		return netip.Addr{}
+	}
+	a := ap.Addr().Unmap()
+	if a.Is6() {
+		p, _ := a.WithZone("").Prefix(64)
+		return p.Addr()
+	}
+	return a
 }
 
 // packetCounter is implemented by transports that count received packets
-// (raw QUIC).
+// (raw QUIC; WebSocket counts messages).
 type packetCounter interface{ PacketsReceived() uint64 }
+
+// keepAliver is implemented by transports whose peer sends nothing of its
+// own while it listens (WebSocket): KeepAlive asks it for something (a
+// ping, whose pong counts in PacketsReceived) without waiting.
+type keepAliver interface{ KeepAlive() }
 
 var _ packetCounter = transport.NewQUIC(nil).(packetCounter)
 
@@ -245,7 +321,11 @@ func (s *Server) sweep(now time.Time, list []*session) []*session {
 			sess.sweepPackets, sess.sweepSeen = n, now
 			continue
 		}
-		if now.Sub(sess.sweepSeen) >= after {
+		silent := now.Sub(sess.sweepSeen)
+		if ka, ok := sess.t.(keepAliver); ok && silent >= after/3 && silent < after {
+			ka.KeepAlive() // a live peer answers before the reaper's turn
+		}
+		if silent >= after {
 			sess.reaped = true
 			a.reaped.Add(1)
 			sess.log.Info("reaping silent session", "silent", now.Sub(sess.sweepSeen).Round(time.Millisecond))

@@ -33,8 +33,12 @@
 // Memory budget (budget.go): the budget comes from Config.MemoryBudget or
 // the cgroup's memory limit (CgroupMemoryLimit); Run sets the Go soft
 // memory limit below it, admission control refuses new sessions above a
-// high-water mark or a session cap, and a reaper that needs no per-session
-// goroutine to run ends sessions that went silent. /stats reports the
+// high-water mark, a session cap or a cap per source address (and open
+// sessions' new streams above the high-water mark), and a reaper that
+// needs no per-session goroutine to run ends QUIC and WebSocket sessions
+// that went silent. A session holds at most transport.MaxIncomingStreams
+// bidirectional streams, each reset unless its request arrives within
+// firstMessageTimeout (server.go). /stats reports the
 // budget, the memory in use, whether sessions are admitted and the
 // headroom that package router compares across processes. Per-session
 // QUIC state is sized for one audio track: small stream limits and

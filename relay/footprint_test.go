@@ -74,7 +74,7 @@ func TestListenerFootprint(t *testing.T) {
 	runtime.MemProfileRate = footprintProfileRate // every allocation, near enough
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	r := startRelay(t, relay.Config{})
+	r := startRelay(t, relay.Config{MaxSessionsPerAddress: -1}) // every listener from 127.0.0.1
 	pubCtx, stopPub := context.WithCancel(ctx)
 	pubDone := make(chan error, 1)
 	go func() {

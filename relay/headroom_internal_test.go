@@ -13,7 +13,7 @@ func TestHeadroomFollowsMeasuredMemory(t *testing.T) {
 	const budget = 1000 << 20
 	var used atomic.Int64
 	used.Store(20 << 20) // at start, no session
-	a := newAdmission(budget, 0, 0, func() uint64 { return uint64(used.Load()) })
+	a := newAdmission(budget, 0, 0, 0, func() uint64 { return uint64(used.Load()) })
 	highWater := int64(budget * highWaterFraction)
 
 	// 200 sessions of 300 KiB each.

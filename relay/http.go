@@ -61,6 +61,7 @@ func (s *Server) Stats() Stats {
 	st.BytesOut = c.bytesOut.Load()
 	st.GroupsDropped = c.groupsDropped.Load()
 	st.SessionsOverloaded = c.sessionsOverloaded.Load()
+	st.StreamsRefused, st.StreamsTimedOut = c.streamsRefused.Load(), c.streamsTimedOut.Load()
 	st.AnnouncesRefused = c.announcesRefused.Load()
 	st.ShedTotal = c.sessionsShed.Load()
 	st.SessionsByTransport = s.transports.byTransport()
@@ -69,6 +70,7 @@ func (s *Server) Stats() Stats {
 
 // Stats returns a snapshot including the UDP buffers granted.
 func (r *Relay) Stats() Stats {
+	r.snapshots.Add(1)
 	st := r.srv.Stats()
 	st.UDPBufferRequested = r.bufAsked
 	st.UDPReceiveBuffer = r.bufRcv
@@ -86,15 +88,44 @@ func (r *Relay) Stats() Stats {
 	return st
 }
 
+// metricsMaxAge is how long a /metrics snapshot serves: every metric of
+// a scrape, and of scrapes within it, reads the same one.
+const metricsMaxAge = time.Second
+
+// snapshotCache hands out one Stats snapshot for up to metricsMaxAge.
+type snapshotCache struct {
+	take func() Stats
+	now  func() time.Time
+
+	mu    sync.Mutex
+	taken time.Time
+	st    Stats
+}
+
+// get returns the cached snapshot, taking a new one when it is older than
+// metricsMaxAge. Callers must not modify its maps.
+func (c *snapshotCache) get() Stats {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if now := c.now(); c.taken.IsZero() || now.Sub(c.taken) >= metricsMaxAge {
+		c.st, c.taken = c.take(), now
+	}
+	return c.st
+}
+
+// registry is the /metrics registry: every metric reads one snapshot per
+// scrape (a Stats reads sysctls and /proc/self/net/udp*), cached for
+// metricsMaxAge of the relay's clock (Config.Now).
 func (r *Relay) registry() *prometheus.Registry {
 	reg := prometheus.NewRegistry()
+	snap := (&snapshotCache{take: r.Stats, now: r.certs.now}).get
 	gauge := func(name, help string, f func(Stats) float64) {
 		reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: "relay", Name: name, Help: help},
-			func() float64 { return f(r.Stats()) }))
+			func() float64 { return f(snap()) }))
 	}
 	counter := func(name, help string, f func(Stats) float64) {
 		reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Namespace: "relay", Name: name, Help: help},
-			func() float64 { return f(r.Stats()) }))
+			func() float64 { return f(snap()) }))
 	}
 	gauge("sessions", "Open client sessions.", func(s Stats) float64 { return float64(s.Sessions) })
 	gauge("publishers", "Sessions publishing at least one broadcast.", func(s Stats) float64 { return float64(s.Publishers) })
@@ -121,11 +152,13 @@ func (r *Relay) registry() *prometheus.Registry {
 		return 0
 	})
 	gauge("headroom", "Listeners the relay expects to take still.", func(s Stats) float64 { return float64(s.Headroom) })
-	reg.MustRegister(newRefusedCollector(r.Stats))
-	r.registerSocketMetrics(reg)
+	reg.MustRegister(newRefusedCollector(snap))
+	r.registerSocketMetrics(reg, snap)
 	counter("sessions_reaped_total", "Silent sessions ended by the reaper.", func(s Stats) float64 { return float64(s.Reaped) })
 	counter("announces_refused_total", "Announces refused: too many broadcasts on one session, or a path too long.", func(s Stats) float64 { return float64(s.AnnouncesRefused) })
 	counter("sessions_overloaded_total", "Sessions closed for holding more buffered frame bytes than their budget.", func(s Stats) float64 { return float64(s.SessionsOverloaded) })
+	counter("streams_refused_total", "Streams reset as they opened, under memory pressure.", func(s Stats) float64 { return float64(s.StreamsRefused) })
+	counter("streams_timed_out_total", "Streams reset for carrying no request within the first-message deadline.", func(s Stats) float64 { return float64(s.StreamsTimedOut) })
 	counter("sessions_shed_total", "Sessions closed with going-away (POST /shed, graceful stop).", func(s Stats) float64 { return float64(s.ShedTotal) })
 	gauge("udp_receive_buffer_bytes", "UDP receive buffer granted by the kernel (SO_RCVBUF).", func(s Stats) float64 { return float64(s.UDPReceiveBuffer) })
 	gauge("udp_send_buffer_bytes", "UDP send buffer granted by the kernel (SO_SNDBUF).", func(s Stats) float64 { return float64(s.UDPSendBuffer) })
@@ -222,16 +255,17 @@ func (r *Relay) serveSession(w http.ResponseWriter, req *http.Request) {
 		}
 	}
 	admitted := false
+	from := addressKey(req.RemoteAddr)
 	if isWT || isWS {
-		if !r.srv.admit() {
-			r.srv.refused.refuse(r.srv.admissionRefusal(), via, req.RemoteAddr)
+		if cause := r.srv.admit(from); cause != "" {
+			r.srv.refuseAdmission(cause, via, req.RemoteAddr)
 			http.Error(w, "relay full", http.StatusServiceUnavailable)
 			return
 		}
 		admitted = true
 		defer func() {
 			if admitted { // the upgrade failed: never served
-				r.srv.abandon()
+				r.srv.abandon(from)
 			}
 		}()
 	}
@@ -257,7 +291,7 @@ func (r *Relay) serveSession(w http.ResponseWriter, req *http.Request) {
 		return
 	}
 	admitted = false // serveSession ends the admission
-	if err := r.srv.serveSession(r.ctx, sess, req.URL, via, true); err != nil {
+	if err := r.srv.serveSession(r.ctx, sess, req.URL, via, true, from); err != nil {
 		r.logger.Debug("session", "err", err)
 	}
 }

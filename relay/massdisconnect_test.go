@@ -36,6 +36,7 @@ func TestMassDisconnect(t *testing.T) {
 	defer cancel()
 	r, err := relay.Start(ctx, relay.Config{
 		Listen: "127.0.0.1:0", Logger: quietLogger(), MemoryBudget: budget, ReapAfter: 3 * time.Second,
+		MaxSessionsPerAddress: -1, // every listener from 127.0.0.1
 	})
 	if err != nil {
 		t.Fatal(err)

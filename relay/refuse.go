@@ -110,12 +110,15 @@ func (r *refusals) byReason() (map[string]int64, int64) {
 	return m, sum
 }
 
-// admissionRefusal is the reason admission control refuses a session now.
-func (s *Server) admissionRefusal() string {
-	if s.adm.draining.Load() {
-		return ReasonDraining
+// refuseAdmission counts and logs a session admit refused for cause:
+// ReasonDraining while draining, ReasonOverloaded otherwise (memory, the
+// session cap, the cap per address), the cause in the log line.
+func (s *Server) refuseAdmission(cause, via, remote string) {
+	reason := ReasonOverloaded
+	if cause == causeDraining {
+		reason = ReasonDraining
 	}
-	return ReasonOverloaded
+	s.refused.refuse(reason, via, remote, "cause", cause)
 }
 
 // refusedCollector exports relay_sessions_refused_total{reason}.

@@ -96,6 +96,13 @@ const (
 	DefaultMaxConns    = 10000
 )
 
+// DefaultMaxSessionsPerAddress is Config.MaxSessionsPerAddress's default:
+// a household or an office behind one address has a few listeners, and
+// 64 sessions of silent streams hold little (each at most
+// transport.MaxIncomingStreams streams, each silent one for
+// firstMessageTimeout).
+const DefaultMaxSessionsPerAddress = 64
+
 // Config configures a relay process. The zero value listens on a random
 // loopback port with a self-signed certificate and no authentication.
 type Config struct {
@@ -119,8 +126,8 @@ type Config struct {
 	// SPKI pin stays the same across rotations and restarts; nil means a
 	// new key at each start.
 	TLSKey *ecdsa.PrivateKey
-	// Now is the clock certificates are made and rotated by; nil means
-	// time.Now. Tests move it forward.
+	// Now is the clock certificates are made and rotated by, and /metrics
+	// snapshots cached by; nil means time.Now. Tests move it forward.
 	Now func() time.Time
 	// AuthKey, when set, requires clients to present ?jwt= tokens signed
 	// with it.
@@ -198,8 +205,15 @@ type Config struct {
 	MemoryBudget int64
 	// MaxSessions caps open sessions (admission control); 0 means no cap.
 	MaxSessions int
-	// ReapAfter is how long a QUIC session may receive nothing before the
-	// reaper ends it; 0 means DefaultReapAfter.
+	// MaxSessionsPerAddress caps the sessions open from one source address
+	// (an IPv4 address; an IPv6 /64), on every transport: past it a new
+	// one is refused as overloaded. 0 means DefaultMaxSessionsPerAddress;
+	// negative means no cap (a relay behind a proxy, a load generator's
+	// target).
+	MaxSessionsPerAddress int
+	// ReapAfter is how long a QUIC or WebSocket session may receive
+	// nothing before the reaper ends it (a WebSocket one is pinged
+	// first); 0 means DefaultReapAfter.
 	ReapAfter time.Duration
 	// MemoryUsage reports the memory in use; nil means the Go runtime's
 	// count. Tests use it to simulate memory pressure.
@@ -242,6 +256,17 @@ type Config struct {
 	NoticeGrace time.Duration
 }
 
+// maxPerAddress resolves Config.MaxSessionsPerAddress (0: no cap).
+func (cfg *Config) maxPerAddress() int {
+	switch {
+	case cfg.MaxSessionsPerAddress == 0:
+		return DefaultMaxSessionsPerAddress
+	case cfg.MaxSessionsPerAddress < 0:
+		return 0
+	}
+	return cfg.MaxSessionsPerAddress
+}
+
 // budget resolves Config.MemoryBudget against the cgroup limit.
 func (cfg *Config) budget(logger *slog.Logger) int64 {
 	if cfg.MemoryBudget < 0 {
@@ -266,7 +291,7 @@ func (cfg *Config) quicConfig() *quic.Config {
 	qc := &quic.Config{
 		// A listener opens a handful of bidi streams (setup, subscribe,
 		// announce); an edge relay opens one per track it pulls.
-		MaxIncomingStreams:    100,
+		MaxIncomingStreams:    transport.MaxIncomingStreams,
 		MaxIncomingUniStreams: 64, // a publisher's groups in flight
 		// Listeners send next to nothing; publishers' windows grow.
 		InitialStreamReceiveWindow:     16 << 10,
@@ -312,6 +337,9 @@ type Relay struct {
 	// that its drops cannot be read.
 	sendErrs sendErrors
 	dropsErr sync.Once
+	// snapshots counts the Stats calls (each reads /proc and /proc/sys):
+	// what a /metrics scrape costs, for its test.
+	snapshots atomic.Int64
 
 	shedRate    float64       // Config.ShedRate, resolved
 	grace       time.Duration // Config.ShutdownGrace, resolved
@@ -387,7 +415,7 @@ func Start(ctx context.Context, cfg Config) (*Relay, error) {
 	r := &Relay{
 		srv: NewServer(ServerOptions{
 			Logger: logger, Auth: auth, Upstreams: cfg.Upstreams, MemoryBudget: budget,
-			MaxSessions: cfg.MaxSessions, ReapAfter: cfg.ReapAfter, MemoryUsage: cfg.MemoryUsage,
+			MaxSessions: cfg.MaxSessions, MaxSessionsPerAddress: cfg.maxPerAddress(), ReapAfter: cfg.ReapAfter, MemoryUsage: cfg.MemoryUsage,
 		}),
 		logger:   logger,
 		certs:    certs,
@@ -531,7 +559,7 @@ func Start(ctx context.Context, cfg Config) (*Relay, error) {
 		return nil, err
 	}
 	logger.Info("relay listening", "addr", r.Addr().String(), "certificate_sha256", r.CertificateHash(), "spki_sha256", r.SPKIHash(),
-		"memory_budget", budget, "max_sessions", cfg.MaxSessions)
+		"memory_budget", budget, "max_sessions", cfg.MaxSessions, "max_sessions_per_address", cfg.maxPerAddress())
 	return r, nil
 }
 
@@ -569,8 +597,10 @@ func (r *Relay) acceptQUIC() {
 		switch conn.ConnectionState().TLS.NegotiatedProtocol {
 		case moqlite.ALPN:
 			r.srv.wg.Add(1)
-			if !r.srv.admit() {
-				r.srv.refused.refuse(r.srv.admissionRefusal(), viaQUIC, conn.RemoteAddr().String())
+			remote := conn.RemoteAddr().String()
+			from := addressKey(remote)
+			if cause := r.srv.admit(from); cause != "" {
+				r.srv.refuseAdmission(cause, viaQUIC, remote)
 				go func() { // CloseWithError waits for the connection to end
 					defer r.srv.wg.Done()
 					_ = conn.CloseWithError(codeOverloaded, "relay full")
@@ -579,7 +609,7 @@ func (r *Relay) acceptQUIC() {
 			}
 			go func() {
 				defer r.srv.wg.Done()
-				if err := r.srv.serveSession(r.ctx, transport.NewQUIC(conn), nil, viaQUIC, true); err != nil {
+				if err := r.srv.serveSession(r.ctx, transport.NewQUIC(conn), nil, viaQUIC, true, from); err != nil {
 					r.logger.Debug("quic session", "err", err)
 				}
 			}()

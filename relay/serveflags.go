@@ -35,6 +35,7 @@ type ServeFlags struct {
 	Upstream                                           string // --upstream: comma-separated relay URLs
 
 	SendBatch, AckThreshold, ListenerAckThreshold, MaxListeners int
+	MaxSessionsPerAddress                                       int // --max-sessions-per-address: 0 means no cap
 	PTOAckDelay, AckDelay, ListenerAckDelay                     time.Duration
 	ReapAfter, ShutdownGrace, NoticeGrace                       time.Duration
 	ShedRate                                                    float64
@@ -90,7 +91,7 @@ func (f *ServeFlags) Config(stderr io.Writer) (Config, error) {
 	}
 	cfg := Config{
 		Listen: f.Listen, UDPBuffer: int(buf), Upstreams: upstreams, Logger: logger,
-		MemoryBudget: budget, MaxSessions: f.MaxListeners, ReapAfter: f.ReapAfter, Pprof: f.Pprof,
+		MemoryBudget: budget, MaxSessions: f.MaxListeners, MaxSessionsPerAddress: f.MaxSessionsPerAddress, ReapAfter: f.ReapAfter, Pprof: f.Pprof,
 		ShedRate: f.ShedRate, ShutdownGrace: f.ShutdownGrace, NoticeGrace: f.NoticeGrace, SendBatch: f.SendBatch,
 		AckDelay: f.AckDelay, AckThreshold: f.AckThreshold, PTOAckDelay: f.PTOAckDelay, PTOIgnoresReads: !f.PTOWaitsForReads, SendQueue: f.SendQueue,
 		ListenerAckDelay: f.ListenerAckDelay, ListenerAckThreshold: f.ListenerAckThreshold,
@@ -105,6 +106,9 @@ func (f *ServeFlags) Config(stderr io.Writer) (Config, error) {
 	}
 	if f.ShutdownGrace == 0 {
 		cfg.ShutdownGrace = -1
+	}
+	if f.MaxSessionsPerAddress == 0 {
+		cfg.MaxSessionsPerAddress = -1
 	}
 	if f.ResetSecretFile != "" {
 		if cfg.ResetSecret, err = LoadResetSecret(f.ResetSecretFile); err != nil {

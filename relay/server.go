@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/netip"
 	"net/url"
 	"sync"
 	"sync/atomic"
@@ -30,6 +31,12 @@ const (
 )
 
 const setupTimeout = 10 * time.Second
+
+// firstMessageTimeout is how long a bidirectional stream the peer opened
+// may take to carry its request (the stream type and its first message):
+// one that sends nothing by then is reset, so that silent streams do not
+// hold a goroutine each.
+const firstMessageTimeout = 5 * time.Second
 
 // sessionBufferBudget bounds the frame bytes one session's group streams
 // hold at once: frames being received (allocated as their bytes arrive)
@@ -63,6 +70,8 @@ type Server struct {
 	// pending counts sessions admitted and not yet registered in
 	// sessions (in their handshake); admission counts them too.
 	pending int
+	// perAddress counts the admitted sessions by source (addressKey).
+	perAddress map[netip.Addr]int
 
 	link *upstreamLink // nil without upstreams
 	adm  *admission
@@ -93,6 +102,11 @@ type counters struct {
 	announcesRefused   atomic.Int64
 
 	sessionsShed atomic.Int64 // closed with going-away (shed.go)
+
+	// bidirectional streams reset: opened under memory pressure, or
+	// silent past firstMessageTimeout
+	streamsRefused  atomic.Int64
+	streamsTimedOut atomic.Int64
 }
 
 // ServerOptions configures a Server.
@@ -112,6 +126,9 @@ type ServerOptions struct {
 	MemoryBudget int64
 	// MaxSessions caps open sessions; 0 means no cap.
 	MaxSessions int
+	// MaxSessionsPerAddress caps the sessions open from one source
+	// address (an IPv4 address, an IPv6 /64); 0 means no cap.
+	MaxSessionsPerAddress int
 	// ReapAfter is how long a session may receive no packet before the
 	// reaper ends it; 0 means DefaultReapAfter.
 	ReapAfter time.Duration
@@ -135,7 +152,8 @@ func NewServer(opts ServerOptions) *Server {
 		upstreamAnnounced: make(map[string]bool),
 		watchers:          make(map[*watcher]struct{}),
 		sessions:          make(map[*session]struct{}),
-		adm:               newAdmission(opts.MemoryBudget, opts.MaxSessions, opts.ReapAfter, opts.MemoryUsage),
+		perAddress:        make(map[netip.Addr]int),
+		adm:               newAdmission(opts.MemoryBudget, opts.MaxSessions, opts.MaxSessionsPerAddress, opts.ReapAfter, opts.MemoryUsage),
 	}
 	s.refused.logger = l
 	if len(opts.Upstreams) > 0 {
@@ -198,16 +216,19 @@ func (s *Server) ServeSession(ctx context.Context, t transport.Session, u *url.U
 	if u != nil {
 		via = viaWebTransport
 	}
-	return s.serveSession(ctx, t, u, via, false)
+	return s.serveSession(ctx, t, u, via, false, netip.Addr{})
 }
 
 // serveSession is ServeSession over the transport named via; admitted says
-// the session went through admit, which it ends with setUp or abandon.
-func (s *Server) serveSession(ctx context.Context, t transport.Session, u *url.URL, via string, admitted bool) error {
+// the session went through admit from address from, which it ends with
+// abandon, or with leave once registered.
+func (s *Server) serveSession(ctx context.Context, t transport.Session, u *url.URL, via string, admitted bool, from netip.Addr) error {
 	if admitted {
 		defer func() {
 			if admitted {
-				s.abandon()
+				s.abandon(from)
+			} else {
+				s.leave(from)
 			}
 		}()
 	}
@@ -373,6 +394,14 @@ func (sess *session) acceptBidi(ctx context.Context, spawn func(func())) {
 			sess.cancel()
 			return
 		}
+		if sess.srv.adm.pressure.Load() {
+			// Memory above the high-water mark: no new streams, as no
+			// new sessions (budget.go).
+			st.CancelRead(codeOverloaded)
+			st.CancelWrite(codeOverloaded)
+			sess.srv.counters.streamsRefused.Add(1)
+			continue
+		}
 		spawn(func() {
 			if err := sess.handleBidi(ctx, st); err != nil && ctx.Err() == nil {
 				sess.log.Debug("stream ended", "err", err)
@@ -387,30 +416,51 @@ func (sess *session) handleBidi(ctx context.Context, st transport.Stream) error 
 		st.CancelWrite(codeCancelled)
 	})
 	defer stop()
+	deadline := time.AfterFunc(firstMessageTimeout, func() {
+		st.CancelRead(codeProtocol)
+		st.CancelWrite(codeProtocol)
+	})
+	msg, bad, err := readRequest(st)
+	if !deadline.Stop() {
+		sess.srv.counters.streamsTimedOut.Add(1)
+		return fmt.Errorf("no request within %v", firstMessageTimeout)
+	}
+	if err != nil {
+		if bad {
+			st.CancelRead(codeProtocol)
+			st.CancelWrite(codeProtocol)
+		}
+		return err
+	}
+	switch m := msg.(type) {
+	case *moqlite.AnnounceInterest:
+		return sess.serveAnnounce(ctx, st, bpath.Clean(m.Prefix))
+	case *moqlite.Subscribe:
+		return sess.serveSubscribe(ctx, st, m)
+	}
+	return fmt.Errorf("request %T not served", msg) // readRequest returns none other
+}
+
+// readRequest reads a bidirectional stream's type and first message; bad
+// says an error is the peer's fault (a type or message that does not
+// parse): the stream is to be reset.
+func readRequest(st transport.Stream) (m moqlite.Message, bad bool, err error) {
 	typ, err := moqlite.ReadVarint(st)
 	if err != nil {
-		return fmt.Errorf("read stream type: %w", err)
+		return nil, false, fmt.Errorf("read stream type: %w", err)
 	}
 	switch typ {
 	case moqlite.StreamAnnounce:
-		var m moqlite.AnnounceInterest
-		if err := moqlite.ReadMessage(st, &m); err != nil {
-			st.CancelWrite(codeProtocol)
-			return err
-		}
-		return sess.serveAnnounce(ctx, st, bpath.Clean(m.Prefix))
+		m = &moqlite.AnnounceInterest{}
 	case moqlite.StreamSubscribe:
-		var m moqlite.Subscribe
-		if err := moqlite.ReadMessage(st, &m); err != nil {
-			st.CancelWrite(codeProtocol)
-			return err
-		}
-		return sess.serveSubscribe(ctx, st, &m)
+		m = &moqlite.Subscribe{}
 	default:
-		st.CancelRead(codeProtocol)
-		st.CancelWrite(codeProtocol)
-		return fmt.Errorf("unsupported stream type %d", typ)
+		return nil, true, fmt.Errorf("unsupported stream type %d", typ)
 	}
+	if err := moqlite.ReadMessage(st, m); err != nil {
+		return nil, true, err
+	}
+	return m, false, nil
 }
 
 // startAcceptUni starts the session's uni-stream accept loop (the

@@ -166,27 +166,27 @@ func (c *labelledCollector) Collect(ch chan<- prometheus.Metric) {
 // (process_cpu_seconds_total, process_resident_memory_bytes,
 // process_start_time_seconds: CPU per listener, memory against the
 // ceiling, restarts).
-func (r *Relay) registerSocketMetrics(reg *prometheus.Registry) {
+func (r *Relay) registerSocketMetrics(reg *prometheus.Registry, snap func() Stats) {
 	reg.MustRegister(collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Namespace: "relay", Name: "udp_receive_drops_total",
 		Help: "Datagrams the kernel dropped at this process's UDP socket (its receive buffer full): the drops column of /proc/net/udp for this socket."},
-		func() float64 { return float64(r.udpDrops()) }))
+		func() float64 { return float64(snap().UDPDrops) }))
 	reg.MustRegister(&labelledCollector{
 		desc: prometheus.NewDesc("relay_udp_send_errors_total", "UDP writes that failed, by kind (eagain, enobufs, other).",
 			[]string{"kind"}, nil),
-		typ: prometheus.CounterValue, labels: SendErrorKinds, stats: r.Stats,
+		typ: prometheus.CounterValue, labels: SendErrorKinds, stats: snap,
 		values: func(s Stats) map[string]int64 { return s.UDPSendErrors },
 	})
 	reg.MustRegister(&labelledCollector{
 		desc: prometheus.NewDesc("relay_transport_sessions", "Open client sessions by transport (quic, webtransport, websocket).",
 			[]string{"transport"}, nil),
-		typ: prometheus.GaugeValue, labels: Transports, stats: r.Stats,
+		typ: prometheus.GaugeValue, labels: Transports, stats: snap,
 		values: func(s Stats) map[string]int64 { return s.SessionsByTransport },
 	})
 	reg.MustRegister(&labelledCollector{
 		desc: prometheus.NewDesc("relay_sysctl", "Kernel settings as the relay reads them in /proc/sys (the fleet's profile sets them).",
 			[]string{"key"}, nil),
-		typ: prometheus.GaugeValue, labels: SysctlKeys, stats: r.Stats,
+		typ: prometheus.GaugeValue, labels: SysctlKeys, stats: snap,
 		values: func(s Stats) map[string]int64 { return s.Sysctl },
 	})
 }

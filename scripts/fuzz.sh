@@ -6,7 +6,10 @@
 # go test runs.
 #
 # Targets are found with go list, so a new FuzzXxx in any package's
-# default-build test files is run without being listed here. Each package's
+# default-build test files is run without being listed here; so are the
+# FuzzRelayfleet targets of the patched quic-go copy (third_party/quic-go,
+# a module of its own: patch 0008, docs/quic-go-patch.md), not upstream's
+# own fuzz targets there. Each package's
 # test binary is built once, instrumented for fuzzing, and run once per
 # target (what go test -fuzz does, less the rebuild per target).
 # FUZZ='regexp' keeps only the targets whose "IMPORTPATH FuzzName" matches.
@@ -22,14 +25,18 @@ cache=$($GO env GOCACHE)/fuzz
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 
-# "IMPORTPATH DIR FuzzName" for every fuzz target.
-targets=$($GO list -f '{{.ImportPath}} {{.Dir}}{{range .TestGoFiles}} {{$.Dir}}/{{.}}{{end}}{{range .XTestGoFiles}} {{$.Dir}}/{{.}}{{end}}' ./... |
-	while read -r pkg dir files; do
-		[ -n "$files" ] || continue
-		# shellcheck disable=SC2086
-		grep -ho '^func Fuzz[A-Za-z0-9_]*(f \*testing\.F)' $files | sed 's/^func \(Fuzz[A-Za-z0-9_]*\).*/\1/' | sort -u |
-			while read -r name; do echo "$pkg $dir $name"; done
-	done | grep -E -- "$only")
+# "IMPORTPATH DIR FuzzName MODULEDIR" for every fuzz target of the module
+# in MODULEDIR whose name matches the pattern.
+list_targets() {
+	$GO -C "$1" list -f '{{.ImportPath}} {{.Dir}}{{range .TestGoFiles}} {{$.Dir}}/{{.}}{{end}}{{range .XTestGoFiles}} {{$.Dir}}/{{.}}{{end}}' ./... |
+		while read -r pkg dir files; do
+			[ -n "$files" ] || continue
+			# shellcheck disable=SC2086
+			grep -ho '^func Fuzz[A-Za-z0-9_]*(f \*testing\.F)' $files | sed 's/^func \(Fuzz[A-Za-z0-9_]*\).*/\1/' | sort -u |
+				grep -E -- "$2" | while read -r name; do echo "$pkg $dir $name $1"; done
+		done
+}
+targets=$({ list_targets . '.'; list_targets third_party/quic-go '^FuzzRelayfleet'; } | grep -E -- "$only")
 if [ -z "$targets" ]; then
 	echo "fuzz: no fuzz targets found" >&2
 	exit 1
@@ -41,12 +48,12 @@ results=()
 failed=0
 start=$(date +%s)
 built=""
-while read -r pkg dir name; do
+while read -r pkg dir name mod; do
 	t0=$(date +%s)
 	bin=$work/$(echo "$pkg" | tr / _).test
 	if [ "$built" != "$pkg" ]; then
 		built=$pkg
-		if ! $GO test -c -fuzz . -o "$bin" "$pkg" >"$work/build.log" 2>&1; then
+		if ! $GO -C "$mod" test -c -fuzz . -o "$bin" "$pkg" >"$work/build.log" 2>&1; then
 			cat "$work/build.log"
 			rm -f "$bin"
 		fi

@@ -427,7 +427,7 @@ func step(ctx context.Context, pins *cpupin.Pinning, bin string, v variant, n in
 		return result{}, fmt.Errorf("kernel floor: %w", err)
 	}
 	began := time.Now()
-	args := []string{"serve", "--listen", "127.0.0.1:0", "--udp-buffer", strconv.Itoa(v.buffer), "--send-batch", strconv.Itoa(v.sendBatch), "--pprof", "--log-level", "info"}
+	args := []string{"serve", "--listen", "127.0.0.1:0", "--max-sessions-per-address", "0", "--udp-buffer", strconv.Itoa(v.buffer), "--send-batch", strconv.Itoa(v.sendBatch), "--pprof", "--log-level", "info"}
 	cmd := exec.Command(bin, append(args, v.flags...)...)
 	cmd.Env = append(os.Environ(), "QUIC_GO_DISABLE_RECEIVE_BUFFER_WARNING=1")
 	errPipe, err := cmd.StderrPipe()

@@ -41,7 +41,10 @@ const (
 	wsMaxMessage         = 1 << 17
 	wsAcceptBacklog      = 64
 	wsWriteTimeout       = 10 * time.Second
-	wsMaxPeerStreams     = 4096 // concurrently open, per direction
+	// wsMaxPeerUniStreams is how many unidirectional streams the peer may
+	// hold open at once (group streams: few at a time in practice);
+	// bidirectional ones are capped at MaxIncomingStreams.
+	wsMaxPeerUniStreams = 4096
 	// wsMaxSkipped bounds the stream indexes a peer may skip (open later,
 	// out of order) per direction: each costs a map entry, and a peer
 	// that jumps ahead by thousands with a few bytes must not buy that
@@ -51,14 +54,24 @@ const (
 	wsErrFlowExceeded = 0x3
 )
 
+// MaxIncomingStreams is how many bidirectional streams a peer may hold
+// open at once in one session: the relay's QUIC MaxIncomingStreams, and
+// the cap on a WebSocket session, which has no flow control to say so (a
+// peer that opens one more is closed, as QUIC closes a connection with
+// STREAM_LIMIT_ERROR). A listener opens a handful (setup, announce, a
+// subscribe per track); an edge relay one per track it pulls.
+const MaxIncomingStreams = 100
+
 // AcceptWebSocket upgrades an HTTP request to a WebSocket session with the
 // "webtransport" subprotocol. It writes an error response and returns an
 // error when the client did not offer that subprotocol.
 func AcceptWebSocket(w http.ResponseWriter, r *http.Request) (Session, error) {
+	received := new(atomic.Uint64)
 	c, err := websocket.Accept(w, r, &websocket.AcceptOptions{
 		Subprotocols: []string{WebSocketSubprotocol},
 		// Browsers on other origins are legitimate clients of a relay.
 		InsecureSkipVerify: true,
+		OnPongReceived:     func(context.Context, []byte) { received.Add(1) },
 	})
 	if err != nil {
 		return nil, fmt.Errorf("accept websocket: %w", err)
@@ -67,7 +80,7 @@ func AcceptWebSocket(w http.ResponseWriter, r *http.Request) (Session, error) {
 		c.Close(websocket.StatusProtocolError, "subprotocol webtransport required")
 		return nil, errors.New("accept websocket: client did not offer subprotocol webtransport")
 	}
-	return newWSSession(c, true, remoteAddr(r.RemoteAddr)), nil
+	return newWSSession(c, true, remoteAddr(r.RemoteAddr), received), nil
 }
 
 // DialWebSocket connects to a ws:// or wss:// URL with the "webtransport"
@@ -84,7 +97,7 @@ func DialWebSocket(ctx context.Context, url string, client *http.Client) (Sessio
 		c.Close(websocket.StatusProtocolError, "subprotocol webtransport required")
 		return nil, errors.New("dial websocket: server did not choose subprotocol webtransport")
 	}
-	return newWSSession(c, false, nil), nil
+	return newWSSession(c, false, nil, new(atomic.Uint64)), nil
 }
 
 type addr string
@@ -123,9 +136,16 @@ type wsSession struct {
 
 	// buffered is the bytes received and not read yet, over all streams.
 	buffered atomic.Int64
+	// received counts the messages and pongs received; pinging is set
+	// while a KeepAlive ping waits for its pong.
+	received *atomic.Uint64
+	pinging  atomic.Bool
+	// handshaking is set once the read loop closes the connection with a
+	// close handshake (a protocol violation).
+	handshaking atomic.Bool
 }
 
-func newWSSession(c *websocket.Conn, isServer bool, remote net.Addr) *wsSession {
+func newWSSession(c *websocket.Conn, isServer bool, remote net.Addr, received *atomic.Uint64) *wsSession {
 	c.SetReadLimit(wsMaxMessage)
 	ctx, cancel := context.WithCancelCause(context.Background())
 	s := &wsSession{
@@ -137,6 +157,7 @@ func newWSSession(c *websocket.Conn, isServer bool, remote net.Addr) *wsSession 
 		acceptBidi: make(chan *wsStream, wsAcceptBacklog),
 		acceptUni:  make(chan *wsStream, wsAcceptBacklog),
 		streams:    make(map[uint64]*wsStream),
+		received:   received,
 	}
 	if remote == nil {
 		s.remote = addr("websocket")
@@ -154,20 +175,34 @@ func (s *wsSession) readLoop() {
 		if err != nil {
 			break
 		}
+		s.received.Add(1)
 		if typ != websocket.MessageBinary || len(b) == 0 {
 			continue
 		}
 		if err = s.handleFrame(b); err != nil {
+			// The session and its streams end now; the close handshake
+			// after it waits up to 5 s for a peer that does not read,
+			// and nobody waits for it (shutdown).
+			s.handshaking.Store(true)
+			s.end(readError(err))
 			s.conn.Close(websocket.StatusProtocolError, "protocol violation")
-			break
+			return
 		}
 	}
 	s.shutdown(readError(err))
 }
 
 func (s *wsSession) shutdown(cause error) {
+	s.end(cause)
+	if !s.handshaking.Load() { // CloseNow would wait for the handshake
+		s.conn.CloseNow()
+	}
+}
+
+// end ends the session and its streams with cause, leaving the
+// connection to the caller.
+func (s *wsSession) end(cause error) {
 	s.cancel(cause)
-	s.conn.CloseNow()
 	s.mu.Lock()
 	streams := s.streams
 	s.streams = map[uint64]*wsStream{}
@@ -257,8 +292,8 @@ func (s *wsSession) streamFor(id uint64) (*wsStream, error) {
 		}
 		s.peerMax[dir] = index + 1
 	}
-	if s.peerOpen[dir] >= wsMaxPeerStreams {
-		return nil, errors.New("stream limit exceeded")
+	if limit := [2]int{MaxIncomingStreams, wsMaxPeerUniStreams}[dir]; s.peerOpen[dir] >= limit {
+		return nil, fmt.Errorf("stream limit exceeded: %d open", s.peerOpen[dir])
 	}
 	s.peerOpen[dir]++
 	st := newWSStream(s, id, !uni, true)
@@ -352,6 +387,28 @@ func (s *wsSession) CloseWithError(code uint64, reason string) error {
 	}
 	s.shutdown(fmt.Errorf("%w: closed locally: code %d: %s", ErrSessionClosed, code, reason))
 	return nil
+}
+
+// PacketsReceived counts the WebSocket messages received, pongs to
+// KeepAlive's pings included (on the accepting side): the relay's reaper
+// watches it as it watches a QUIC connection's packets.
+func (s *wsSession) PacketsReceived() uint64 { return s.received.Load() }
+
+// KeepAlive pings the peer unless a ping is waiting for its pong already;
+// it does not wait. A live peer's pong counts in PacketsReceived (the
+// accepting side: AcceptWebSocket). The relay's reaper calls it for a
+// session that has been silent a while: a listener over WebSocket sends
+// nothing of its own once subscribed.
+func (s *wsSession) KeepAlive() {
+	if s.ctx.Err() != nil || !s.pinging.CompareAndSwap(false, true) {
+		return
+	}
+	go func() {
+		defer s.pinging.Store(false)
+		ctx, cancel := context.WithTimeout(s.ctx, wsWriteTimeout)
+		defer cancel()
+		_ = s.conn.Ping(ctx)
+	}()
 }
 
 func (s *wsSession) Done() <-chan struct{} { return s.ctx.Done() }

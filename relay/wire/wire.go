@@ -55,6 +55,11 @@ type Stats struct {
 	// SessionsOverloaded counts sessions closed for holding more buffered
 	// frame bytes than their budget.
 	SessionsOverloaded int64 `json:"sessions_overloaded_total"`
+	// StreamsRefused counts bidirectional streams reset as they opened,
+	// under memory pressure; StreamsTimedOut those reset for carrying no
+	// request within the first-message deadline.
+	StreamsRefused  int64 `json:"streams_refused_total"`
+	StreamsTimedOut int64 `json:"streams_timed_out_total"`
 	// AnnouncesRefused counts announces refused for passing the
 	// per-session broadcast cap or the path length cap.
 	AnnouncesRefused int64 `json:"announces_refused_total"`

@@ -32,9 +32,11 @@ func parseAckFrequencyFrame(b []byte, _ protocol.Version) (*AckFrequencyFrame, i
 		return nil, 0, replaceUnexpectedEOF(err)
 	}
 	// prevents overflows if the peer sends a very large value
-	maxAckDelay := time.Duration(mad) * time.Microsecond
-	if maxAckDelay < 0 {
-		maxAckDelay = math.MaxInt64
+	// relayfleet patch: saturate; the product wrapped, to a small positive
+	// delay for some values (fuzzing found it: relayfleet_fuzz_test.go)
+	maxAckDelay := time.Duration(math.MaxInt64)
+	if mad <= uint64(math.MaxInt64/int64(time.Microsecond)) {
+		maxAckDelay = time.Duration(mad) * time.Microsecond
 	}
 	b = b[l:]
 	rth, l, err := quicvarint.Parse(b)

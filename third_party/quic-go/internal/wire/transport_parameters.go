@@ -343,9 +343,11 @@ func (p *TransportParameters) readNumericTransportParameter(b []byte, paramID tr
 	case maxDatagramFrameSizeParameterID:
 		p.MaxDatagramFrameSize = protocol.ByteCount(val)
 	case minAckDelayParameterID:
-		mad := time.Duration(val) * time.Microsecond
-		if mad < 0 {
-			mad = math.MaxInt64
+		// relayfleet patch: saturate; the product wrapped, to a small
+		// positive delay for some values (relayfleet_fuzz_test.go)
+		mad := time.Duration(math.MaxInt64)
+		if val <= uint64(math.MaxInt64/int64(time.Microsecond)) {
+			mad = time.Duration(val) * time.Microsecond
 		}
 		p.MinAckDelay = &mad
 	default:
