@@ -22,7 +22,7 @@ func serveDefaults() relay.ServeFlags {
 		SendBatch: relay.DefaultSendBatch, AckThreshold: relay.DefaultAckThreshold, AckDelay: relay.DefaultAckDelay,
 		ListenerAckDelay: relay.DefaultListenerAckDelay, ListenerAckThreshold: relay.DefaultListenerAckThreshold,
 		ReapAfter: relay.DefaultReapAfter, ShedRate: relay.DefaultShedRate, ShutdownGrace: relay.DefaultShutdownGrace,
-		NoticeGrace: relay.DefaultNoticeGrace, PTOWaitsForReads: true,
+		NoticeGrace: relay.DefaultNoticeGrace, PTOWaitsForReads: true, MaxSessionsPerAddress: relay.DefaultMaxSessionsPerAddress,
 	}
 }
 
@@ -88,7 +88,7 @@ func TestServeFlagsConfig(t *testing.T) {
 	f := serveDefaults()
 	f.Upstream = "http://127.0.0.1:1/,https://b.example:443/"
 	f.UDPBuffer, f.MemoryBudget, f.MaxListeners = "4MiB", "3GiB", 7
-	f.PTOWaitsForReads, f.ListenerAckDelay, f.NoticeGrace, f.ShutdownGrace = false, 0, 0, 0
+	f.PTOWaitsForReads, f.ListenerAckDelay, f.NoticeGrace, f.ShutdownGrace, f.MaxSessionsPerAddress = false, 0, 0, 0, 0
 	f.AuthKeyFile, f.PublicListen = writeTemp(t, "key", liveKey+"\n"), relay.PrefixList{"/open"}
 	cfg, err := f.Config(&log)
 	if err != nil {
@@ -96,7 +96,7 @@ func TestServeFlagsConfig(t *testing.T) {
 	}
 	if cfg.Listen != f.Listen || cfg.UDPBuffer != 4<<20 || cfg.MemoryBudget != 3<<30 || cfg.MaxSessions != 7 ||
 		len(cfg.Upstreams) != 2 || cfg.Upstreams[1] != "https://b.example:443/" || !cfg.PTOIgnoresReads ||
-		cfg.ListenerAckDelay != -1 || cfg.NoticeGrace != -1 || cfg.ShutdownGrace != -1 || cfg.Auth == nil || cfg.TLSKey != nil || cfg.ACME != nil {
+		cfg.ListenerAckDelay != -1 || cfg.NoticeGrace != -1 || cfg.ShutdownGrace != -1 || cfg.MaxSessionsPerAddress != -1 || cfg.Auth == nil || cfg.TLSKey != nil || cfg.ACME != nil {
 		t.Errorf("Config: %+v", cfg)
 	}
 	cfg.Logger.Info("hello")
@@ -105,7 +105,7 @@ func TestServeFlagsConfig(t *testing.T) {
 	}
 	f = serveDefaults()
 	if cfg, err = f.Config(&log); err != nil || cfg.ListenerAckDelay != relay.DefaultListenerAckDelay || cfg.NoticeGrace != relay.DefaultNoticeGrace ||
-		cfg.PTOIgnoresReads || cfg.MemoryBudget != 0 || cfg.Auth != nil {
+		cfg.PTOIgnoresReads || cfg.MemoryBudget != 0 || cfg.Auth != nil || cfg.MaxSessionsPerAddress != relay.DefaultMaxSessionsPerAddress {
 		t.Errorf("defaults: %v %+v", err, cfg)
 	}
 }

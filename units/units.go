@@ -182,7 +182,11 @@ func Render(l Layout) ([]File, error) {
 		// keep trying, not give up after five attempts.
 		opt("Unit", "StartLimitIntervalSec", "0"),
 		opt("Service", "Type", "notify"),
-		opt("Service", "ExecStart", l.Binary+" serve --listen [::]:%i --stateless-reset-secret %d/"+ResetSecretName+upstreamArg(l.Upstream)+authArgs(l)),
+		// No cap on sessions per source address yet: fleet loadtest and
+		// make demo open thousands of sessions from one address. The fleet
+		// file will carry the cap and exempt the fleet's own load generators
+		// (issue 34); relay serve alone caps at 64.
+		opt("Service", "ExecStart", l.Binary+" serve --listen [::]:%i --stateless-reset-secret %d/"+ResetSecretName+" --max-sessions-per-address 0"+upstreamArg(l.Upstream)+authArgs(l)),
 		opt("Service", "Restart", "always"),
 		opt("Service", "RestartSec", "1s"),
 		// A hung process (stopped, deadlocked) is killed and restarted

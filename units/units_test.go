@@ -96,7 +96,7 @@ func TestUpstreamInExecStart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(string(files[0].Data), "ExecStart=/opt/relay serve --listen [::]:%i --stateless-reset-secret %d/reset-secret --upstream http://10.0.0.1:4443/,http://10.0.0.2:4443/\n") {
+	if !strings.Contains(string(files[0].Data), "ExecStart=/opt/relay serve --listen [::]:%i --stateless-reset-secret %d/reset-secret --max-sessions-per-address 0 --upstream http://10.0.0.1:4443/,http://10.0.0.2:4443/\n") {
 		t.Errorf("template:\n%s", files[0].Data)
 	}
 	l.Upstream = nil
@@ -135,7 +135,7 @@ func TestAuthFlags(t *testing.T) {
 	tmpl := string(files[0].Data)
 	for _, want := range []string{
 		"\nLoadCredential=relay-auth:/etc/relayfleet/credentials/relay-auth\n",
-		"\nExecStart=/opt/relay serve --listen [::]:%i --stateless-reset-secret %d/reset-secret --auth-key %d/relay-auth\n",
+		"\nExecStart=/opt/relay serve --listen [::]:%i --stateless-reset-secret %d/reset-secret --max-sessions-per-address 0 --auth-key %d/relay-auth\n",
 		"\nDynamicUser=yes\n",
 	} {
 		if !strings.Contains(tmpl, want) {
