@@ -38,6 +38,35 @@ func publishGroups(t *testing.T, ctx context.Context, url, broadcast string, fir
 	return s
 }
 
+// hear subscribes to live/audio on r and counts the groups it hears in
+// groups, and in last the time the last came (unix nanoseconds), until
+// ctx ends; the session is closed at the test's end.
+func hear(t *testing.T, ctx context.Context, r *Relay) (groups, last *atomic.Int64) {
+	t.Helper()
+	lis, err := client.Dial(ctx, fmt.Sprintf("http://%s/", r.Addr()), &client.Options{Logger: testLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { lis.Close() })
+	sub, err := lis.Subscribe(ctx, "live", "audio")
+	if err != nil {
+		t.Fatal(err)
+	}
+	groups, last = new(atomic.Int64), new(atomic.Int64)
+	go func() {
+		for {
+			g, err := sub.NextGroup(ctx)
+			if err != nil {
+				return
+			}
+			groups.Add(1)
+			last.Store(time.Now().UnixNano())
+			g.Abort()
+		}
+	}()
+	return groups, last
+}
+
 // TestEdgeLinkSurvivesOriginRestart: the origin relay process crashes
 // under an edge that pulls a track from it for a listener, and a new
 // origin process starts on its port with the same reset secret. The
@@ -62,28 +91,7 @@ func TestEdgeLinkSurvivesOriginRestart(t *testing.T) {
 	if !testutil.Poll(15*time.Second, func() bool { return origin.Stats().Publishers == 1 }) {
 		t.Fatal("the broadcast was not announced on the origin")
 	}
-	lis, err := client.Dial(ctx, fmt.Sprintf("http://%s/", edge.Addr()), &client.Options{Logger: testLogger()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer lis.Close()
-	sub, err := lis.Subscribe(ctx, "live", "audio")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var groups atomic.Int64
-	var last atomic.Int64 // unix nanoseconds of the last group
-	go func() {
-		for {
-			g, err := sub.NextGroup(ctx)
-			if err != nil {
-				return
-			}
-			groups.Add(1)
-			last.Store(time.Now().UnixNano())
-			g.Abort()
-		}
-	}()
+	groups, last := hear(t, ctx, edge)
 	testutil.WaitFor(t, 15*time.Second, "groups on the edge's listener", func() bool { return groups.Load() >= 5 })
 	// Past the link's first moments, whose path MTU probes are large
 	// enough to draw a reset by themselves.
@@ -133,26 +141,7 @@ func TestEdgeLinkFailsOverFromDeadOrigin(t *testing.T) {
 	if !testutil.Poll(15*time.Second, func() bool { return first.Stats().Publishers == 1 && second.Stats().Publishers == 1 }) {
 		t.Fatal("the broadcast was not announced on both origins")
 	}
-	lis, err := client.Dial(ctx, fmt.Sprintf("http://%s/", edge.Addr()), &client.Options{Logger: testLogger()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer lis.Close()
-	sub, err := lis.Subscribe(ctx, "live", "audio")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var groups atomic.Int64
-	go func() {
-		for {
-			g, err := sub.NextGroup(ctx)
-			if err != nil {
-				return
-			}
-			groups.Add(1)
-			g.Abort()
-		}
-	}()
+	groups, _ := hear(t, ctx, edge)
 	testutil.WaitFor(t, 15*time.Second, "groups on the edge's listener", func() bool { return groups.Load() >= 5 })
 	if first.Stats().Subscribers != 1 || second.Stats().Subscribers != 0 {
 		t.Fatalf("the edge pulls from the second upstream already (subscribers %d and %d)",
