@@ -179,12 +179,18 @@ func TestFirewallParams(t *testing.T) {
 	}
 }
 
-func TestCloudReadKeepsThePrivateKeySecret(t *testing.T) {
-	fc := &fakeCloud{}
-	b, _ := fc.Create(t.Context(), backend.Spec{Name: "f-fsn-1"})
+// useCloud makes fc the cloud of every backend until the test ends.
+func useCloud(t *testing.T, fc *fakeCloud) {
+	t.Helper()
 	old := newCloud
 	newCloud = func(string, Config) (cloudAPI, error) { return fc, nil }
 	t.Cleanup(func() { newCloud = old })
+}
+
+func TestCloudReadKeepsThePrivateKeySecret(t *testing.T) {
+	fc := &fakeCloud{}
+	b, _ := fc.Create(t.Context(), backend.Spec{Name: "f-fsn-1"})
+	useCloud(t, fc)
 	s := newServer(t)
 	state := property.NewMap(map[string]property.Value{
 		"backend": property.New(BackendHcloud), "name": property.New("f-fsn-1"), "fleet": property.New("f"), "tier": property.New(TierSteady),
@@ -217,13 +223,13 @@ func TestCloudReadKeepsThePrivateKeySecret(t *testing.T) {
 
 func TestCloudCreateOutputsThePrivateKeyAsSecret(t *testing.T) {
 	fc := &fakeCloud{}
-	oldCloud, oldFacts := newCloud, readCloudFacts
-	newCloud = func(string, Config) (cloudAPI, error) { return fc, nil }
+	useCloud(t, fc)
+	oldFacts := readCloudFacts
 	readCloudFacts = func(_ context.Context, _ cloudBackend, _ BoxArgs, m *machine, _ time.Duration) error {
 		m.Cores, m.RAM = 4, 8<<30
 		return nil
 	}
-	t.Cleanup(func() { newCloud, readCloudFacts = oldCloud, oldFacts })
+	t.Cleanup(func() { readCloudFacts = oldFacts })
 	s := newServer(t)
 	in := boxInputs(map[string]string{"backend": "hcloud", "name": "f-fsn-1", "fleet": "f", "tier": "steady", "shape": "cpx32", "location": "fsn1"})
 	in = in.Set("authorizedKeys", property.New(property.NewArray([]property.Value{property.New(testKey + " admin")})))
@@ -286,9 +292,7 @@ func TestCloudCreateRefusesAnExistingServer(t *testing.T) {
 func TestCloudReadKeepsThePinnedHostKey(t *testing.T) {
 	fc := &fakeCloud{}
 	b, _ := fc.Create(t.Context(), backend.Spec{Name: "f-fsn-1"})
-	old := newCloud
-	newCloud = func(string, Config) (cloudAPI, error) { return fc, nil }
-	t.Cleanup(func() { newCloud = old })
+	useCloud(t, fc)
 	s := newServer(t)
 	state := property.NewMap(map[string]property.Value{
 		"backend": property.New(BackendHcloud), "name": property.New("f-fsn-1"), "fleet": property.New("f"), "tier": property.New(TierSteady),

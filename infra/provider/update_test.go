@@ -111,9 +111,7 @@ func TestCloudUpdateLabelsInPlace(t *testing.T) {
 			old := testBox(be)
 			b, _ := fc.Create(t.Context(), backend.Spec{Name: old.Name, Labels: old.AllLabels()})
 			fc.created = nil
-			orig := newCloud
-			newCloud = func(string, Config) (cloudAPI, error) { return fc, nil }
-			t.Cleanup(func() { newCloud = orig })
+			useCloud(t, fc)
 			s := newServer(t)
 			n := old
 			n.Labels = map[string]string{"group": "fsn", "team": "audio"}
@@ -158,9 +156,7 @@ func TestCloudUpdateLabelsInPlace(t *testing.T) {
 // everyone out: refused before any SSH.
 func TestUpdateRefusesNoAdminKeys(t *testing.T) {
 	fc := &fakeCloud{}
-	orig := newCloud
-	newCloud = func(string, Config) (cloudAPI, error) { return fc, nil }
-	t.Cleanup(func() { newCloud = orig })
+	useCloud(t, fc)
 	s := newServer(t)
 	old := testBox(BackendHcloud)
 	n := old
@@ -348,9 +344,7 @@ func TestDeleteOfAnUnreachableBoxStillDeletes(t *testing.T) {
 	fc := &fakeCloud{}
 	a := testBox(BackendHcloud)
 	b, _ := fc.Create(t.Context(), backend.Spec{Name: a.Name, Labels: a.AllLabels()})
-	orig := newCloud
-	newCloud = func(string, Config) (cloudAPI, error) { return fc, nil }
-	t.Cleanup(func() { newCloud = orig })
+	useCloud(t, fc)
 	s := newServer(t)
 	st := stateProps(a, b.ID).Set("sshAddress", property.New("127.0.0.1:1"))
 	if err := s.Delete(p.DeleteRequest{ID: "hcloud/" + b.ID, Urn: urn(BoxType, "fsn-1"), Properties: st}); err != nil {
