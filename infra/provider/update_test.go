@@ -1,11 +1,9 @@
 package provider
 
 import (
-	"context"
 	"maps"
 	"strings"
 	"testing"
-	"time"
 
 	p "github.com/pulumi/pulumi-go-provider"
 	"github.com/pulumi/pulumi/sdk/v3/go/property"
@@ -316,12 +314,7 @@ func TestServerName(t *testing.T) {
 // server (which the engine then deletes).
 func TestCloudReplacementGetsItsOwnServer(t *testing.T) {
 	fc := &fakeCloud{}
-	oldFacts := readCloudFacts
-	readCloudFacts = func(_ context.Context, _ cloudBackend, _ BoxArgs, m *machine, _ time.Duration) error {
-		m.Cores, m.RAM = 2, 4<<30
-		return nil
-	}
-	t.Cleanup(func() { readCloudFacts = oldFacts })
+	useCloudFacts(t, 2, 4<<30)
 	a := testBox(BackendHcloud)
 	a.Generation = 1
 	m, err := cloudBackend{api: fc}.create(t.Context(), a)
