@@ -334,24 +334,16 @@ func TestRunReconnectsThroughRouter(t *testing.T) {
 		fmt.Fprintf(w, `{"url": "http://%s/", "certificate_sha256": %q}`, r2.Addr(), r2.CertificateHash())
 	}))
 	defer srv.Close()
-	done := make(chan struct{})
+	window, faulted := faultMidWindow(300*time.Millisecond, func() {
+		current.Store(b) // drained: the router sends new listeners elsewhere
+		stopA()
+	})
 	rep, err := loadgen.Run(context.Background(), loadgen.Options{
 		Router: srv.URL, Broadcast: "live", Listeners: 20, Shards: 4, Duration: 6 * time.Second, Late: time.Hour,
 		Reconnect: true, IdleTimeout: idleTimeout, Silence: 3 * time.Second, Logger: quietLogger(),
-		Window: func(start bool) {
-			if !start {
-				return
-			}
-			go func() {
-				defer close(done)
-				// The fault comes mid-window.
-				time.Sleep(300 * time.Millisecond)
-				current.Store(b) // drained: the router sends new listeners elsewhere
-				stopA()
-			}()
-		},
+		Window: window,
 	})
-	<-done
+	faulted()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -364,6 +356,23 @@ func TestRunReconnectsThroughRouter(t *testing.T) {
 	}
 }
 
+// faultMidWindow is a Window hook that, once the window starts, waits d
+// and calls fault, in a goroutine of its own; faulted waits until fault
+// returned.
+func faultMidWindow(d time.Duration, fault func()) (window func(start bool), faulted func()) {
+	done := make(chan struct{})
+	window = func(start bool) {
+		if start {
+			go func() {
+				defer close(done)
+				time.Sleep(d)
+				fault()
+			}()
+		}
+	}
+	return window, func() { <-done }
+}
+
 // TestRunReconnectGivesUpAtEnd: listeners of a relay that never comes back
 // keep trying until the run ends, which it does on time; they are lost,
 // silent at the end for at least as long as the relay has been gone, and
@@ -371,24 +380,18 @@ func TestRunReconnectsThroughRouter(t *testing.T) {
 func TestRunReconnectGivesUpAtEnd(t *testing.T) {
 	origin := startRelayAndPublisher(t, 1)
 	edge, stopEdge := startEdge(t, "127.0.0.1:0", origin)
-	done := make(chan struct{})
 	var stopped time.Time // when the edge was gone: no frame after this
+	window, faulted := faultMidWindow(200*time.Millisecond, func() {
+		stopEdge()
+		stopped = time.Now()
+	})
 	start := time.Now()
 	rep, err := loadgen.Run(context.Background(), loadgen.Options{
 		URL: fmt.Sprintf("http://%s/", edge.Addr()), Broadcast: "live", Listeners: 5, Duration: 2500 * time.Millisecond,
 		Late: time.Hour, Reconnect: true, IdleTimeout: idleTimeout, Logger: quietLogger(),
-		Window: func(start bool) {
-			if start {
-				go func() {
-					defer close(done)
-					time.Sleep(200 * time.Millisecond) // the fault comes mid-window
-					stopEdge()
-					stopped = time.Now()
-				}()
-			}
-		},
+		Window: window,
 	})
-	<-done
+	faulted()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -500,21 +503,13 @@ func TestRunReconnectAvoidsTheFailedRelay(t *testing.T) {
 	b, _ := startEdge(t, "127.0.0.1:0", origin)
 	var avoided atomic.Int64
 	srv := startAvoidRouter(t, fmt.Sprintf("http://%s/", a.Addr()), a.CertificateHash(), b, &avoided)
-	done := make(chan struct{})
+	window, faulted := faultMidWindow(300*time.Millisecond, stopA)
 	rep, err := loadgen.Run(context.Background(), loadgen.Options{
 		Router: srv.URL, Broadcast: "live", Listeners: 10, Shards: 2, Duration: 3 * time.Second, Late: time.Hour,
 		Reconnect: true, IdleTimeout: idleTimeout, Logger: quietLogger(),
-		Window: func(start bool) {
-			if start {
-				go func() {
-					defer close(done)
-					time.Sleep(300 * time.Millisecond) // the fault comes mid-window
-					stopA()
-				}()
-			}
-		},
+		Window: window,
 	})
-	<-done
+	faulted()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -640,22 +635,16 @@ func TestRunCountsARelayGoneSilent(t *testing.T) {
 	p := startUDPProxy(t, r.Addr())
 	var cut time.Time
 	start := time.Now()
-	done := make(chan struct{})
+	window, faulted := faultMidWindow(300*time.Millisecond, func() {
+		p.dead.Store(true)
+		cut = time.Now()
+	})
 	rep, err := loadgen.Run(context.Background(), loadgen.Options{
 		URL: fmt.Sprintf("http://%s/", p.conn.LocalAddr()), CertificateHash: r.CertificateHash(), Broadcast: "live",
 		Listeners: 6, Shards: 2, Duration: 2500 * time.Millisecond, Late: time.Hour, Logger: quietLogger(),
-		Window: func(start bool) {
-			if start {
-				go func() {
-					defer close(done)
-					time.Sleep(300 * time.Millisecond) // the fault comes mid-window
-					p.dead.Store(true)
-					cut = time.Now()
-				}()
-			}
-		},
+		Window: window,
 	})
-	<-done
+	faulted()
 	if err != nil {
 		t.Fatal(err)
 	}
