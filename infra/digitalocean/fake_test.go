@@ -27,27 +27,20 @@ type fakeAPI struct {
 	droplets  map[int]map[string]any
 	deleted   map[int]int // droplet id -> GETs it still answers after DELETE
 	userData  map[string]string
-	actions   map[int]*fakeAction
+	actions   map[int]*backendtest.Action
 	firewalls map[string]map[string]any
 	tags      map[string]bool
 	sizes     []string
-}
-
-type fakeAction struct {
-	obj    map[string]any
-	polls  int
-	onDone func()
 }
 
 func newFakeAPI(t *testing.T) (*fakeAPI, *httptest.Server) {
 	f := &fakeAPI{
 		nextID:   3164400,
 		droplets: map[int]map[string]any{}, deleted: map[int]int{}, userData: map[string]string{},
-		actions: map[int]*fakeAction{}, firewalls: map[string]map[string]any{}, tags: map[string]bool{},
+		actions: map[int]*backendtest.Action{}, firewalls: map[string]map[string]any{}, tags: map[string]bool{},
 		sizes: []string{"s-1vcpu-1gb", "s-2vcpu-4gb", "c-2"},
 	}
-	f.API = backendtest.API{T: t, Token: testToken, Serve: f.serve}
-	return f, backendtest.NewServer(t, f)
+	return f, f.Start(t, testToken, f.serve)
 }
 
 func (f *fakeAPI) newID() int { f.nextID++; return f.nextID }
@@ -68,7 +61,7 @@ func (f *fakeAPI) newAction(typ string, resID int, onDone func()) map[string]any
 	a := f.Object("action.json")
 	id := f.newID()
 	a["id"], a["type"], a["resource_id"] = id, typ, resID
-	f.actions[id] = &fakeAction{obj: a, onDone: onDone}
+	f.actions[id] = &backendtest.Action{Obj: a, OnDone: onDone}
 	return a
 }
 
@@ -175,11 +168,8 @@ func (f *fakeAPI) serve(w http.ResponseWriter, r *http.Request, body []byte) {
 		// Time passes between looks: a new droplet's create action ends.
 		if d["status"] == "new" {
 			for _, a := range f.actions {
-				if a.obj["resource_id"] == id && a.obj["status"] == "in-progress" {
-					a.obj["status"] = "completed"
-					if a.onDone != nil {
-						a.onDone()
-					}
+				if a.Obj["resource_id"] == id && a.Obj["status"] == "in-progress" {
+					a.Finish(map[string]any{"status": "completed"})
 				}
 			}
 		}
@@ -200,13 +190,8 @@ func (f *fakeAPI) serve(w http.ResponseWriter, r *http.Request, body []byte) {
 			return
 		}
 		// In progress at the first poll, completed at the second.
-		if a.polls++; a.polls > 1 && a.obj["status"] == "in-progress" {
-			a.obj["status"], a.obj["completed_at"] = "completed", time.Now().UTC().Format(time.RFC3339)
-			if a.onDone != nil {
-				a.onDone()
-			}
-		}
-		backendtest.Reply(w, 200, map[string]any{"action": a.obj})
+		a.Poll("in-progress", map[string]any{"status": "completed", "completed_at": time.Now().UTC().Format(time.RFC3339)})
+		backendtest.Reply(w, 200, map[string]any{"action": a.Obj})
 	case r.Method == http.MethodGet && kind == "tags" && len(parts) == 3:
 		if !f.tags[parts[2]] {
 			f.Fail(w, http.StatusNotFound, "error_not_found.json")

@@ -28,26 +28,19 @@ type fakeAPI struct {
 	servers     map[int64]map[string]any
 	serverGets  map[int64]int // GETs of a server since it started
 	userData    map[string]string
-	actions     map[int64]*fakeAction
+	actions     map[int64]*backendtest.Action
 	firewalls   map[int64]map[string]any
 	serverTypes []string
-}
-
-type fakeAction struct {
-	obj    map[string]any
-	polls  int
-	onDone func()
 }
 
 func newFakeAPI(t *testing.T) (*fakeAPI, *httptest.Server) {
 	f := &fakeAPI{
 		nextID:  100,
 		servers: map[int64]map[string]any{}, serverGets: map[int64]int{}, userData: map[string]string{},
-		actions: map[int64]*fakeAction{}, firewalls: map[int64]map[string]any{},
+		actions: map[int64]*backendtest.Action{}, firewalls: map[int64]map[string]any{},
 		serverTypes: []string{"cpx22", "cx22", "ccx13"},
 	}
-	f.API = backendtest.API{T: t, Token: testToken, Serve: f.serve}
-	return f, backendtest.NewServer(t, f)
+	return f, f.Start(t, testToken, f.serve)
 }
 
 // addServer stores a server as the API would show it, running.
@@ -75,7 +68,7 @@ func (f *fakeAPI) newAction(command string, resID int64, resType string, onDone 
 	id := f.newID()
 	a["id"], a["command"] = id, command
 	a["resources"] = []any{map[string]any{"id": resID, "type": resType}}
-	f.actions[id] = &fakeAction{obj: a, onDone: onDone}
+	f.actions[id] = &backendtest.Action{Obj: a, OnDone: onDone}
 	return a
 }
 
@@ -183,12 +176,9 @@ func (f *fakeAPI) serve(w http.ResponseWriter, r *http.Request, body []byte) {
 		// finish, and a started server runs from the second look on.
 		if s["status"] == "initializing" {
 			for _, a := range f.actions {
-				if a.obj["status"] == "running" && a.obj["resources"].([]any)[0].(map[string]any)["id"] == id {
-					a.polls = 1
-					a.obj["status"] = "success"
-					if a.onDone != nil {
-						a.onDone()
-					}
+				if a.Obj["status"] == "running" && a.Obj["resources"].([]any)[0].(map[string]any)["id"] == id {
+					a.Polls = 1
+					a.Finish(map[string]any{"status": "success"})
 				}
 			}
 		}
@@ -232,13 +222,8 @@ func (f *fakeAPI) serve(w http.ResponseWriter, r *http.Request, body []byte) {
 				continue
 			}
 			// Running at the first poll, done at the second.
-			if a.polls++; a.polls > 1 && a.obj["status"] == "running" {
-				a.obj["status"], a.obj["progress"], a.obj["finished"] = "success", 100, time.Now().Format(time.RFC3339)
-				if a.onDone != nil {
-					a.onDone()
-				}
-			}
-			out = append(out, a.obj)
+			a.Poll("running", map[string]any{"status": "success", "progress": 100, "finished": time.Now().Format(time.RFC3339)})
+			out = append(out, a.Obj)
 		}
 		backendtest.Reply(w, 200, list("actions", out))
 	case r.Method == http.MethodGet && r.URL.Path == "/firewalls":
