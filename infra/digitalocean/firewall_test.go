@@ -17,11 +17,10 @@ import (
 
 func TestFirewall(t *testing.T) {
 	b, f := newTestBackend(t)
-	admin, ports := backendtest.Admin, backendtest.Ports
 	fleet := map[string]string{"fleet": "demo"}
 
 	// The tag is made first: a firewall cannot name a tag that does not exist.
-	id := backendtest.EnsureFirewall(t, b, &f.API, "relayfleet-demo", fleet, ports, admin, "POST /v2/tags", "POST /v2/firewalls")
+	id := backendtest.EnsureFirewall(t, b, &f.API, "relayfleet-demo", fleet, backendtest.Ports, backendtest.Admin, "POST /v2/tags", "POST /v2/firewalls")
 	fw := f.firewalls[id]
 	type rule struct {
 		Protocol string
@@ -48,12 +47,12 @@ func TestFirewall(t *testing.T) {
 	}
 
 	// Again, the same (the API spells all ports "0"): nothing is written.
-	if id2 := backendtest.EnsureFirewall(t, b, &f.API, "relayfleet-demo", fleet, ports, admin); id2 != id {
+	if id2 := backendtest.EnsureFirewall(t, b, &f.API, "relayfleet-demo", fleet, backendtest.Ports, backendtest.Admin); id2 != id {
 		t.Fatalf("second Ensure = %s, want %s", id2, id)
 	}
 
 	// Other relay ports: one update.
-	backendtest.EnsureFirewall(t, b, &f.API, "relayfleet-demo", fleet, [2]uint16{5000, 5001}, admin, "PUT /v2/firewalls/"+id)
+	backendtest.EnsureFirewall(t, b, &f.API, "relayfleet-demo", fleet, [2]uint16{5000, 5001}, backendtest.Admin, "PUT /v2/firewalls/"+id)
 	if got := inbound()[0].Ports; got != "5000-5001" {
 		t.Errorf("relay ports now %s", got)
 	}

@@ -13,10 +13,9 @@ import (
 
 func TestFirewall(t *testing.T) {
 	b, f := newTestBackend(t)
-	admin, ports := backendtest.Admin, backendtest.Ports
 	fleet := map[string]string{"fleet": "demo"}
 
-	id := backendtest.EnsureFirewall(t, b, &f.API, "relayfleet-demo", fleet, ports, admin, "POST /firewalls")
+	id := backendtest.EnsureFirewall(t, b, &f.API, "relayfleet-demo", fleet, backendtest.Ports, backendtest.Admin, "POST /firewalls")
 	fw := f.firewalls[mustID(t, id)]
 	type rule struct {
 		Direction, Protocol, Port string
@@ -37,13 +36,13 @@ func TestFirewall(t *testing.T) {
 	}
 
 	// Again, the same: nothing is written.
-	if id2 := backendtest.EnsureFirewall(t, b, &f.API, "relayfleet-demo", fleet, ports, admin); id2 != id {
+	if id2 := backendtest.EnsureFirewall(t, b, &f.API, "relayfleet-demo", fleet, backendtest.Ports, backendtest.Admin); id2 != id {
 		t.Fatalf("second Ensure = %s, want %s", id2, id)
 	}
 
 	// Another admin range: the rules are set again, and only they.
-	admin2 := append(slices.Clone(admin), netip.MustParsePrefix("2001:db8:7::/48"))
-	backendtest.EnsureFirewall(t, b, &f.API, "relayfleet-demo", fleet, ports, admin2, "POST /firewalls/"+id+"/actions/set_rules")
+	admin2 := append(slices.Clone(backendtest.Admin), netip.MustParsePrefix("2001:db8:7::/48"))
+	backendtest.EnsureFirewall(t, b, &f.API, "relayfleet-demo", fleet, backendtest.Ports, admin2, "POST /firewalls/"+id+"/actions/set_rules")
 	if got := rulesOf()[2].SourceIPs; !reflect.DeepEqual(got, []string{"198.51.100.0/24", "2001:db8:7::/48"}) {
 		t.Errorf("ssh sources %v", got)
 	}
@@ -51,7 +50,7 @@ func TestFirewall(t *testing.T) {
 	// Other labels of the same fleet, tier and event: the firewall's
 	// labels change, the old selector goes, the new one comes.
 	fleet2 := map[string]string{"fleet": "demo", "group": "fsn"}
-	backendtest.EnsureFirewall(t, b, &f.API, "relayfleet-demo", fleet2, ports, admin2,
+	backendtest.EnsureFirewall(t, b, &f.API, "relayfleet-demo", fleet2, backendtest.Ports, admin2,
 		"PUT /firewalls/"+id, "POST /firewalls/"+id+"/actions/remove_from_resources", "POST /firewalls/"+id+"/actions/apply_to_resources")
 	applied, _ = json.Marshal(fw["applied_to"])
 	if string(applied) != `[{"applied_to_resources":[],"label_selector":{"selector":"fleet=demo,group=fsn"},"type":"label_selector"}]` {
