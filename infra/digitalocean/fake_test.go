@@ -1,7 +1,6 @@
 package digitalocean
 
 import (
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -120,9 +119,7 @@ func (f *fakeAPI) serve(w http.ResponseWriter, r *http.Request, body []byte) {
 			UserData           string   `json:"user_data"`
 			Tags               []string `json:"tags"`
 		}
-		if err := json.Unmarshal(body, &req); err != nil {
-			f.T.Errorf("POST /v2/droplets: %v", err)
-		}
+		f.Decode(r, body, &req)
 		if !slices.Contains(f.sizes, req.Size) {
 			f.Fail(w, http.StatusUnprocessableEntity, "error_invalid_size.json")
 			return
@@ -208,9 +205,7 @@ func (f *fakeAPI) serve(w http.ResponseWriter, r *http.Request, body []byte) {
 			return
 		}
 		var req godo.TagResourcesRequest
-		if err := json.Unmarshal(body, &req); err != nil {
-			f.T.Errorf("%s %s: %v", r.Method, r.URL.Path, err)
-		}
+		f.Decode(r, body, &req)
 		for _, res := range req.Resources {
 			did, _ := strconv.Atoi(res.ID)
 			d, ok := f.droplets[did]
@@ -228,7 +223,7 @@ func (f *fakeAPI) serve(w http.ResponseWriter, r *http.Request, body []byte) {
 		w.WriteHeader(http.StatusNoContent)
 	case r.Method == http.MethodPost && r.URL.Path == "/v2/tags":
 		var req godo.TagCreateRequest
-		json.Unmarshal(body, &req)
+		f.Decode(r, body, &req)
 		f.tags[req.Name] = true
 		t := f.Object("tag.json")
 		t["name"] = req.Name
@@ -242,7 +237,7 @@ func (f *fakeAPI) serve(w http.ResponseWriter, r *http.Request, body []byte) {
 	case r.Method == http.MethodPost && r.URL.Path == "/v2/firewalls":
 		fw := f.Object("firewall.json")
 		fw["id"] = fmt.Sprintf("bb4b2611-3d72-467b-8602-%012d", f.newID())
-		if !f.setFirewall(w, fw, body) {
+		if !f.setFirewall(w, r, fw, body) {
 			return
 		}
 		f.firewalls[fw["id"].(string)] = fw
@@ -255,7 +250,7 @@ func (f *fakeAPI) serve(w http.ResponseWriter, r *http.Request, body []byte) {
 		}
 		switch r.Method {
 		case http.MethodPut:
-			if f.setFirewall(w, fw, body) {
+			if f.setFirewall(w, r, fw, body) {
 				backendtest.Reply(w, 200, map[string]any{"firewall": fw})
 			}
 		case http.MethodDelete:
@@ -272,11 +267,9 @@ func (f *fakeAPI) serve(w http.ResponseWriter, r *http.Request, body []byte) {
 
 // setFirewall stores a firewall request as the API shows it: all ports
 // as "0", ICMP always "0"; a tag that does not exist is refused.
-func (f *fakeAPI) setFirewall(w http.ResponseWriter, fw map[string]any, body []byte) bool {
+func (f *fakeAPI) setFirewall(w http.ResponseWriter, r *http.Request, fw map[string]any, body []byte) bool {
 	var req godo.FirewallRequest
-	if err := json.Unmarshal(body, &req); err != nil {
-		f.T.Errorf("firewall request: %v", err)
-	}
+	f.Decode(r, body, &req)
 	for _, t := range req.Tags {
 		if !f.tags[t] {
 			backendtest.Reply(w, http.StatusUnprocessableEntity, map[string]any{"id": "unprocessable_entity", "message": "tag " + t + " does not exist"})

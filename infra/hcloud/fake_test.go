@@ -6,6 +6,7 @@ import (
 	"maps"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"slices"
 	"strconv"
 	"strings"
@@ -86,6 +87,18 @@ func list(key string, items []map[string]any) map[string]any {
 	}}}
 }
 
+// listNamed is list of key with the objects of objs named as the query's
+// name says (all when it says none) that keep, when not nil, keeps.
+func listNamed(key string, objs map[int64]map[string]any, q url.Values, keep func(map[string]any) bool) map[string]any {
+	var out []map[string]any
+	for _, o := range objs {
+		if (q.Get("name") == "" || o["name"] == q.Get("name")) && (keep == nil || keep(o)) {
+			out = append(out, o)
+		}
+	}
+	return list(key, out)
+}
+
 // selects reports whether labels match an hcloud label selector of
 // k=v terms.
 func selects(sel string, labels map[string]any) bool {
@@ -124,18 +137,12 @@ func (f *fakeAPI) serve(w http.ResponseWriter, r *http.Request, body []byte) {
 	}
 	switch {
 	case r.Method == http.MethodGet && r.URL.Path == "/servers":
-		var out []map[string]any
-		for _, s := range f.servers {
-			if (q.Get("name") == "" || s["name"] == q.Get("name")) && selects(q.Get("label_selector"), labelsOf(s)) {
-				out = append(out, s)
-			}
-		}
-		backendtest.Reply(w, 200, list("servers", out))
+		backendtest.Reply(w, 200, listNamed("servers", f.servers, q, func(s map[string]any) bool {
+			return selects(q.Get("label_selector"), labelsOf(s))
+		}))
 	case r.Method == http.MethodPost && r.URL.Path == "/servers":
 		var req schema.ServerCreateRequest
-		if err := json.Unmarshal(body, &req); err != nil {
-			f.T.Errorf("POST /servers: %v", err)
-		}
+		f.Decode(r, body, &req)
 		if !slices.Contains(f.serverTypes, req.ServerType.Name) {
 			w.Header().Set("Content-Type", "application/json")
 			w.WriteHeader(http.StatusBadRequest)
@@ -195,9 +202,7 @@ func (f *fakeAPI) serve(w http.ResponseWriter, r *http.Request, body []byte) {
 			return
 		}
 		var req schema.ServerUpdateRequest
-		if err := json.Unmarshal(body, &req); err != nil {
-			f.T.Errorf("PUT /servers/%d: %v", id, err)
-		}
+		f.Decode(r, body, &req)
 		if req.Name != "" {
 			s["name"] = req.Name
 		}
@@ -227,18 +232,10 @@ func (f *fakeAPI) serve(w http.ResponseWriter, r *http.Request, body []byte) {
 		}
 		backendtest.Reply(w, 200, list("actions", out))
 	case r.Method == http.MethodGet && r.URL.Path == "/firewalls":
-		var out []map[string]any
-		for _, fw := range f.firewalls {
-			if q.Get("name") == "" || fw["name"] == q.Get("name") {
-				out = append(out, fw)
-			}
-		}
-		backendtest.Reply(w, 200, list("firewalls", out))
+		backendtest.Reply(w, 200, listNamed("firewalls", f.firewalls, q, nil))
 	case r.Method == http.MethodPost && r.URL.Path == "/firewalls":
 		var req schema.FirewallCreateRequest
-		if err := json.Unmarshal(body, &req); err != nil {
-			f.T.Errorf("POST /firewalls: %v", err)
-		}
+		f.Decode(r, body, &req)
 		fid := f.newID()
 		fw := f.Object("firewall.json")
 		fw["id"], fw["name"] = fid, req.Name
@@ -264,7 +261,7 @@ func (f *fakeAPI) serve(w http.ResponseWriter, r *http.Request, body []byte) {
 			backendtest.Reply(w, 200, map[string]any{"firewall": fw})
 		case r.Method == http.MethodPut && len(parts) == 2:
 			var req schema.FirewallUpdateRequest
-			json.Unmarshal(body, &req)
+			f.Decode(r, body, &req)
 			if req.Labels != nil {
 				fw["labels"] = *req.Labels
 			}
@@ -278,17 +275,17 @@ func (f *fakeAPI) serve(w http.ResponseWriter, r *http.Request, body []byte) {
 			w.WriteHeader(http.StatusNoContent)
 		case r.Method == http.MethodPost && len(parts) == 4 && parts[3] == "set_rules":
 			var req schema.FirewallActionSetRulesRequest
-			json.Unmarshal(body, &req)
+			f.Decode(r, body, &req)
 			fw["rules"] = rulesOut(req.Rules)
 			backendtest.Reply(w, 201, map[string]any{"actions": []any{f.newAction("set_firewall_rules", id, "firewall", nil)}})
 		case r.Method == http.MethodPost && len(parts) == 4 && parts[3] == "apply_to_resources":
 			var req schema.FirewallActionApplyToResourcesRequest
-			json.Unmarshal(body, &req)
+			f.Decode(r, body, &req)
 			fw["applied_to"] = append(fw["applied_to"].([]any), appliedOut(req.ApplyTo)...)
 			backendtest.Reply(w, 201, map[string]any{"actions": []any{f.newAction("apply_firewall", id, "firewall", nil)}})
 		case r.Method == http.MethodPost && len(parts) == 4 && parts[3] == "remove_from_resources":
 			var req schema.FirewallActionRemoveFromResourcesRequest
-			json.Unmarshal(body, &req)
+			f.Decode(r, body, &req)
 			gone := map[string]bool{}
 			for _, x := range appliedOut(req.RemoveFrom) {
 				gone[resKey(x)] = true

@@ -172,6 +172,14 @@ func (a *API) Object(name string) map[string]any {
 	return m
 }
 
+// Decode decodes body, the JSON body of request r, into v; a body that
+// does not decode fails the test, naming the request.
+func (a *API) Decode(r *http.Request, body []byte, v any) {
+	if err := json.Unmarshal(body, v); err != nil {
+		a.T.Errorf("%s %s: %v", r.Method, r.URL.Path, err)
+	}
+}
+
 // Fail answers with status and the body in testdata/name.
 func (a *API) Fail(w http.ResponseWriter, status int, name string) {
 	w.Header().Set("Content-Type", "application/json")
