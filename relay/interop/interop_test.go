@@ -8,7 +8,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"log/slog"
 	"os"
 	"os/exec"
 	"strings"
@@ -44,13 +43,6 @@ func requireNode(t *testing.T) {
 	if _, err := fmt.Sscanf(string(out), "v%d", &major); err != nil || major < 20 {
 		t.Fatalf("node %s: Node 20 or newer is required", strings.TrimSpace(string(out)))
 	}
-}
-
-func logger() *slog.Logger {
-	if os.Getenv("RELAY_TEST_LOG") != "" {
-		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	}
-	return slog.New(slog.DiscardHandler)
 }
 
 type event struct {
@@ -150,7 +142,7 @@ func until(ctx context.Context) time.Duration {
 
 // goSubscribe reads every group with our Go client and checks each frame.
 func goSubscribe(ctx context.Context, url, name string, subscribed chan<- struct{}) error {
-	s, err := client.Dial(ctx, url, &client.Options{Logger: logger()})
+	s, err := client.Dial(ctx, url, &client.Options{Logger: testutil.Logger()})
 	if err != nil {
 		return err
 	}
@@ -217,7 +209,7 @@ func nodeArgs(url, name string) []string {
 
 func startRelay(t *testing.T, ctx context.Context) *relay.Relay {
 	t.Helper()
-	r, err := relay.Start(ctx, relay.Config{Listen: "127.0.0.1:0", Logger: logger()})
+	r, err := relay.Start(ctx, relay.Config{Listen: "127.0.0.1:0", Logger: testutil.Logger()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -294,7 +286,7 @@ func TestMoqLitePublisherToMoqLiteAndGoSubscribers(t *testing.T) {
 func TestGoPublisherToMoqLiteSubscribers(t *testing.T) {
 	ctx, r := startInterop(t)
 	url := fmt.Sprintf("http://%s/", r.Addr())
-	pub, err := client.Dial(ctx, url, &client.Options{Logger: logger()})
+	pub, err := client.Dial(ctx, url, &client.Options{Logger: testutil.Logger()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -376,7 +368,7 @@ func TestMoqLiteLateJoinerStartsAtNewestGroup(t *testing.T) {
 // frame every 40 ms on r over raw QUIC, until the test ends.
 func goPublish(t *testing.T, ctx context.Context, r *relay.Relay, name string) {
 	t.Helper()
-	s, err := client.Dial(ctx, fmt.Sprintf("http://%s/", r.Addr()), &client.Options{Logger: logger()})
+	s, err := client.Dial(ctx, fmt.Sprintf("http://%s/", r.Addr()), &client.Options{Logger: testutil.Logger()})
 	if err != nil {
 		t.Fatal(err)
 	}
