@@ -119,12 +119,7 @@ func TestCutOffRolloutIsFinishedByConverge(t *testing.T) {
 	box.root = rel.Root
 	ctx := context.Background()
 	old, newer := []byte("#!/bin/sh\necho old\n"), []byte("#!/bin/sh\necho new\n")
-	if _, _, err := rel.Install(ctx, box, old); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := rel.Activate(ctx, box, Digest(old)); err != nil {
-		t.Fatal(err)
-	}
+	installCurrent(t, rel, box, old)
 	for _, p := range box.procs {
 		p.release = Digest(old)
 	}

@@ -11,10 +11,16 @@ import (
 	"github.com/relayfleet/relayfleet/sysctl"
 )
 
+// sshRunner is a Runner over SSH to a test sshd on this machine.
+func sshRunner(t *testing.T) Runner {
+	t.Helper()
+	f := newFixture(t, sshdOpts{})
+	return f.pool.Runner(f.host)
+}
+
 func TestWriteFile(t *testing.T) {
 	t.Parallel()
-	f := newFixture(t, sshdOpts{})
-	run := f.pool.Runner(f.host)
+	run := sshRunner(t)
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "etc", "it's here.conf") // a quote and a space survive
 	wrote, err := WriteFile(ctx, run, path, []byte("a = 1\n"), 0o640)
@@ -43,8 +49,7 @@ func TestWriteFile(t *testing.T) {
 
 func TestApplySysctlReadsBack(t *testing.T) {
 	t.Parallel()
-	f := newFixture(t, sshdOpts{})
-	run := f.pool.Runner(f.host)
+	run := sshRunner(t)
 	// The sshd is this machine: the profile holds only a key at its current
 	// value and one the kernel lacks, so applying it changes nothing here.
 	// Lab boxes exercise keys that change.

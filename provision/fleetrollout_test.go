@@ -84,14 +84,7 @@ func newFleetBox(t *testing.T, name string, sessions map[int]int, log *fleetLog)
 	t.Helper()
 	b := &fleetBox{simBox: newSimBox(sessions), name: name, fleet: log}
 	b.root = t.TempDir()
-	rel := Releases{Root: sharedRoot}
-	ctx := context.Background()
-	if _, _, err := rel.Install(ctx, b, oldBuild); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := rel.Activate(ctx, b, Digest(oldBuild)); err != nil {
-		t.Fatal(err)
-	}
+	installCurrent(t, Releases{Root: sharedRoot}, b, oldBuild)
 	for _, p := range b.procs {
 		p.release = Digest(oldBuild)
 	}
@@ -419,12 +412,7 @@ func TestFleetRolloutResumes(t *testing.T) {
 	b := newFleetBox(t, "b", map[int]int{4443: 0}, log)
 	rel := Releases{Root: sharedRoot}
 	ctx := context.Background()
-	if _, _, err := rel.Install(ctx, a, newBuild); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := rel.Activate(ctx, a, Digest(newBuild)); err != nil {
-		t.Fatal(err)
-	}
+	installCurrent(t, rel, a, newBuild)
 	a.procs[4443].release = Digest(newBuild)
 	a.procs[4444].draining = true
 	if err := rel.MarkRolloutDrain(ctx, a, "relay@4444.service"); err != nil {
@@ -486,6 +474,19 @@ func TestFleetRolloutCancelled(t *testing.T) {
 	}
 }
 
+// unbalancedFleet is box a, on the old build with no listeners, and box
+// b, already on the new build and holding the fleet's 30 listeners; the
+// sessions b sheds land on a.
+func unbalancedFleet(t *testing.T) (a, b *fleetBox) {
+	t.Helper()
+	a = newFleetBox(t, "a", map[int]int{4443: 0}, nil)
+	b = newFleetBox(t, "b", map[int]int{4443: 30}, nil)
+	installCurrent(t, Releases{Root: sharedRoot}, b, newBuild)
+	b.procs[4443].release = Digest(newBuild)
+	b.onShed = func(n int) { a.mu.Lock(); a.procs[4443].sessions += n; a.mu.Unlock() }
+	return a, b
+}
+
 // TestFleetRolloutRebalances: after a rollout that moved a box, the
 // process holding more than the mean by over the tolerance sheds the
 // excess, which lands on the restarted one; the report has the sessions
@@ -494,18 +495,7 @@ func TestFleetRolloutCancelled(t *testing.T) {
 func TestFleetRolloutRebalances(t *testing.T) {
 	for _, rebalance := range []bool{true, false} {
 		t.Run(fmt.Sprint("rebalance=", rebalance), func(t *testing.T) {
-			a := newFleetBox(t, "a", map[int]int{4443: 0}, nil)
-			// b already runs the new build and holds the fleet's listeners.
-			b := newFleetBox(t, "b", map[int]int{4443: 30}, nil)
-			rel := Releases{Root: sharedRoot}
-			if _, _, err := rel.Install(context.Background(), b, newBuild); err != nil {
-				t.Fatal(err)
-			}
-			if _, err := rel.Activate(context.Background(), b, Digest(newBuild)); err != nil {
-				t.Fatal(err)
-			}
-			b.procs[4443].release = Digest(newBuild)
-			b.onShed = func(n int) { a.mu.Lock(); a.procs[4443].sessions += n; a.mu.Unlock() }
+			a, b := unbalancedFleet(t)
 			fr := testFleetRollout()
 			fr.Rebalance, fr.RebalanceTolerance, fr.RebalanceRate, fr.RebalanceWait = rebalance, 0.2, 20, 5*time.Second
 			var lines []string
@@ -618,17 +608,7 @@ func TestRunRollout(t *testing.T) {
 		}
 	})
 	t.Run("rebalanced", func(t *testing.T) {
-		a := newFleetBox(t, "a", map[int]int{4443: 0}, nil)
-		b := newFleetBox(t, "b", map[int]int{4443: 30}, nil)
-		rel := Releases{Root: sharedRoot}
-		if _, _, err := rel.Install(context.Background(), b, newBuild); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := rel.Activate(context.Background(), b, Digest(newBuild)); err != nil {
-			t.Fatal(err)
-		}
-		b.procs[4443].release = Digest(newBuild)
-		b.onShed = func(n int) { a.mu.Lock(); a.procs[4443].sessions += n; a.mu.Unlock() }
+		a, b := unbalancedFleet(t)
 		fr := testFleetRollout()
 		fr.Rebalance, fr.RebalanceTolerance, fr.RebalanceRate, fr.RebalanceWait = true, DefaultRebalanceTolerance, 20, 5*time.Second
 		var out bytes.Buffer

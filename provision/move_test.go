@@ -52,6 +52,18 @@ func newSimBox(sessions map[int]int) *simBox {
 	return b
 }
 
+// installCurrent installs binary on box with rel and makes it current.
+func installCurrent(t *testing.T, rel Releases, box Runner, binary []byte) {
+	t.Helper()
+	ctx := context.Background()
+	if _, _, err := rel.Install(ctx, box, binary); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := rel.Activate(ctx, box, Digest(binary)); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func (b *simBox) event(format string, args ...any) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -277,12 +289,7 @@ func TestRolloutMakeBeforeBreak(t *testing.T) {
 	rel := Releases{Root: t.TempDir()}
 	ctx := context.Background()
 	old := []byte("#!/bin/sh\necho old\n")
-	if _, _, err := rel.Install(ctx, box, old); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := rel.Activate(ctx, box, Digest(old)); err != nil {
-		t.Fatal(err)
-	}
+	installCurrent(t, rel, box, old)
 	m := Move{Run: box, Routed: router.routed, ShedRate: 50, Poll: time.Millisecond, RouterWait: time.Minute, EmptyWait: time.Minute}
 	var reports []MoveReport
 	drain := func(ctx context.Context, inst string) error {
@@ -357,12 +364,7 @@ func TestRolloutInterruptedRollsBackOnAFreshContext(t *testing.T) {
 	box := newSimBox(map[int]int{4443: 3, 4444: 3})
 	rel := Releases{Root: t.TempDir()}
 	old := []byte("#!/bin/sh\necho old\n")
-	if _, _, err := rel.Install(context.Background(), box, old); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := rel.Activate(context.Background(), box, Digest(old)); err != nil {
-		t.Fatal(err)
-	}
+	installCurrent(t, rel, box, old)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	drain := func(ctx context.Context, inst string) error {

@@ -15,8 +15,7 @@ import (
 
 func TestReleaseInstallActivateRollbackPrune(t *testing.T) {
 	t.Parallel()
-	f := newFixture(t, sshdOpts{})
-	run := f.pool.Runner(f.host)
+	run := sshRunner(t)
 	ctx := context.Background()
 	r := Releases{Root: t.TempDir()}
 
@@ -109,8 +108,7 @@ func (s *stallingReader) Read(p []byte) (int, error) {
 
 func TestReleaseCutMidUploadLeavesNothingHalfWritten(t *testing.T) {
 	t.Parallel()
-	f := newFixture(t, sshdOpts{})
-	run := f.pool.Runner(f.host)
+	run := sshRunner(t)
 	r := Releases{Root: t.TempDir()}
 	binary := make([]byte, 4<<20)
 	for i := range binary {
@@ -162,8 +160,7 @@ func TestReleaseRootIsChecked(t *testing.T) {
 
 func TestReleaseCorruptUploadIsRefused(t *testing.T) {
 	t.Parallel()
-	f := newFixture(t, sshdOpts{})
-	run := f.pool.Runner(f.host)
+	run := sshRunner(t)
 	r := Releases{Root: t.TempDir()}
 	binary := []byte("#!/bin/sh\necho good\n")
 	_, _, err := r.Install(context.Background(), stallRunner{run, strings.NewReader("#!/bin/sh\necho evil\n")}, binary)

@@ -6,7 +6,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"net"
 	"os/exec"
 	"reflect"
 	"strings"
@@ -80,12 +79,7 @@ func simCutOff(t *testing.T) (box *simBox, rel Releases, oldRel, newRel string, 
 	ctx := context.Background()
 	old, newer := []byte("#!/bin/sh\necho old\n"), []byte("#!/bin/sh\necho new\n")
 	for _, b := range [][]byte{old, newer} {
-		if _, _, err := rel.Install(ctx, box, b); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := rel.Activate(ctx, box, Digest(b)); err != nil {
-			t.Fatal(err)
-		}
+		installCurrent(t, rel, box, b)
 	}
 	oldRel, newRel = Digest(old), Digest(newer)
 	box.procs[4443].release = newRel
@@ -180,12 +174,7 @@ func TestDrainingInstances(t *testing.T) {
 		defer r.Close()
 		insts = append(insts, fmt.Sprintf("relay@%d.service", r.Addr().Port))
 	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	closed := fmt.Sprintf("relay@%d.service", l.Addr().(*net.TCPAddr).Port)
-	l.Close()
+	closed := fmt.Sprintf("relay@%d.service", freePort(t))
 	if err := DrainOnBox(ctx, localRunner{}, insts[1], true); err != nil {
 		t.Fatal(err)
 	}

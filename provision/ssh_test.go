@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"path/filepath"
@@ -173,29 +174,40 @@ func TestRunCancelled(t *testing.T) {
 	}
 }
 
-func TestDialCancelledWhileHostIsSilent(t *testing.T) {
-	testutil.NoLeaks(t)
-	// A listener that accepts and never speaks: the handshake hangs.
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+// serveConns listens on network and address until the test ends and
+// serves each connection with serve, in a goroutine of its own.
+func serveConns(t *testing.T, network, address string, serve func(net.Conn)) net.Listener {
+	t.Helper()
+	l, err := net.Listen(network, address)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer l.Close()
+	t.Cleanup(func() { l.Close() })
 	go func() {
 		for {
 			c, err := l.Accept()
 			if err != nil {
 				return
 			}
-			defer c.Close()
+			go serve(c)
 		}
 	}()
+	return l
+}
+
+func TestDialCancelledWhileHostIsSilent(t *testing.T) {
+	testutil.NoLeaks(t)
+	// A listener that accepts and never speaks: the handshake hangs.
+	l := serveConns(t, "tcp", "127.0.0.1:0", func(c net.Conn) {
+		io.Copy(io.Discard, c) // until the client hangs up
+		c.Close()
+	})
 	signer, _ := newKey(t)
 	pool := &Pool{Auth: []ssh.AuthMethod{ssh.PublicKeys(signer)}, Keys: &HostKeys{File: filepath.Join(t.TempDir(), "k")}, DialTimeout: time.Minute, RetryFor: time.Minute}
 	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
 	defer cancel()
 	start := time.Now()
-	_, err = pool.Run(ctx, Host{Address: l.Addr().String(), User: "root"}, "true", nil)
+	_, err := pool.Run(ctx, Host{Address: l.Addr().String(), User: "root"}, "true", nil)
 	if !errors.Is(err, context.DeadlineExceeded) || time.Since(start) > 5*time.Second {
 		t.Errorf("err = %v after %v", err, time.Since(start))
 	}
@@ -204,31 +216,19 @@ func TestDialCancelledWhileHostIsSilent(t *testing.T) {
 
 func TestDialsCappedAcrossTheFleet(t *testing.T) {
 	var inFlight, peak atomic.Int32
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	go func() {
+	l := serveConns(t, "tcp", "127.0.0.1:0", func(c net.Conn) {
+		n := inFlight.Add(1)
 		for {
-			c, err := l.Accept()
-			if err != nil {
-				return
+			p := peak.Load()
+			if n <= p || peak.CompareAndSwap(p, n) {
+				break
 			}
-			n := inFlight.Add(1)
-			for {
-				p := peak.Load()
-				if n <= p || peak.CompareAndSwap(p, n) {
-					break
-				}
-			}
-			go func() { // hold the handshake (the load under test), then hang up
-				time.Sleep(300 * time.Millisecond)
-				inFlight.Add(-1)
-				c.Close()
-			}()
 		}
-	}()
+		// Hold the handshake (the load under test), then hang up.
+		time.Sleep(300 * time.Millisecond)
+		inFlight.Add(-1)
+		c.Close()
+	})
 	signer, _ := newKey(t)
 	pool := &Pool{Auth: []ssh.AuthMethod{ssh.PublicKeys(signer)}, Keys: &HostKeys{File: filepath.Join(t.TempDir(), "k")}, MaxDials: 3, RetryFor: time.Millisecond}
 	defer pool.Close()
@@ -274,20 +274,7 @@ func TestAgentAuth(t *testing.T) {
 		keyring.Add(agent.AddedKey{PrivateKey: priv})
 	}
 	sock := filepath.Join(t.TempDir(), "agent.sock")
-	l, err := net.Listen("unix", sock)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	go func() {
-		for {
-			c, err := l.Accept()
-			if err != nil {
-				return
-			}
-			go agent.ServeAgent(keyring, c)
-		}
-	}()
+	serveConns(t, "unix", sock, func(c net.Conn) { agent.ServeAgent(keyring, c) })
 	t.Setenv("SSH_AUTH_SOCK", sock)
 	methods, closer, err := Auth("")
 	if err != nil {

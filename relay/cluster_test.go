@@ -12,31 +12,11 @@ import (
 	"github.com/relayfleet/relayfleet/relay/client"
 )
 
-// publishLoop publishes broadcast/audio on url and writes one-frame groups
-// numbered from first on, every 20 ms, until ctx ends or the session dies.
+// publishLoop publishes broadcast/audio on url (relay.PublishGroups)
+// until ctx ends or the session dies; the channel is closed then.
 func publishLoop(ctx context.Context, t *testing.T, url, broadcast string, first uint64) <-chan struct{} {
-	done := make(chan struct{})
-	s, err := client.Dial(ctx, url, &client.Options{Logger: quietLogger()})
-	if err != nil {
-		t.Fatalf("dial publisher: %v", err)
-	}
-	tw := s.Publish(broadcast).Track("audio")
-	go func() {
-		defer close(done)
-		defer s.Close()
-		tick := time.NewTicker(20 * time.Millisecond)
-		defer tick.Stop()
-		for seq := first; ; seq++ {
-			_ = tw.WriteGroup(ctx, seq, [][]byte{client.Pattern(seq, 0, 64)})
-			select {
-			case <-tick.C:
-			case <-ctx.Done():
-				return
-			case <-s.Done():
-				return
-			}
-		}
-	}()
+	t.Helper()
+	_, done := relay.PublishGroups(t, ctx, url, broadcast, first)
 	return done
 }
 

@@ -11,17 +11,21 @@ import (
 	"github.com/relayfleet/relayfleet/relay/client"
 )
 
-// publishGroups publishes broadcast/audio on url, one 64-byte frame per
+// PublishGroups publishes broadcast/audio on url, one 64-byte frame per
 // group every 20 ms, sequences from first on, until ctx ends or the
-// session does; it returns the session.
-func publishGroups(t *testing.T, ctx context.Context, url, broadcast string, first uint64) *client.Session {
+// session does; then it closes the session, and done. Package relay_test
+// publishes with it too (publishLoop).
+func PublishGroups(t *testing.T, ctx context.Context, url, broadcast string, first uint64) (s *client.Session, done <-chan struct{}) {
 	t.Helper()
 	s, err := client.Dial(ctx, url, &client.Options{Logger: testLogger()})
 	if err != nil {
 		t.Fatalf("dial publisher: %v", err)
 	}
 	tw := s.Publish(broadcast).Track("audio")
+	stopped := make(chan struct{})
 	go func() {
+		defer close(stopped)
+		defer s.Close()
 		tick := time.NewTicker(20 * time.Millisecond)
 		defer tick.Stop()
 		for seq := first; ; seq++ {
@@ -35,7 +39,36 @@ func publishGroups(t *testing.T, ctx context.Context, url, broadcast string, fir
 			}
 		}
 	}()
-	return s
+	return s, stopped
+}
+
+// hear subscribes to live/audio on r and counts the groups it hears in
+// groups, and in last the time the last came (unix nanoseconds), until
+// ctx ends; the session is closed at the test's end.
+func hear(t *testing.T, ctx context.Context, r *Relay) (groups, last *atomic.Int64) {
+	t.Helper()
+	lis, err := client.Dial(ctx, fmt.Sprintf("http://%s/", r.Addr()), &client.Options{Logger: testLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { lis.Close() })
+	sub, err := lis.Subscribe(ctx, "live", "audio")
+	if err != nil {
+		t.Fatal(err)
+	}
+	groups, last = new(atomic.Int64), new(atomic.Int64)
+	go func() {
+		for {
+			g, err := sub.NextGroup(ctx)
+			if err != nil {
+				return
+			}
+			groups.Add(1)
+			last.Store(time.Now().UnixNano())
+			g.Abort()
+		}
+	}()
+	return groups, last
 }
 
 // TestEdgeLinkSurvivesOriginRestart: the origin relay process crashes
@@ -58,32 +91,11 @@ func TestEdgeLinkSurvivesOriginRestart(t *testing.T) {
 	edge := startTestRelay(t, Config{Upstreams: []string{"http://" + addr + "/"}})
 
 	pctx, pcancel := context.WithCancel(ctx)
-	pub := publishGroups(t, pctx, "http://"+addr+"/", "live", 0)
+	pub, _ := PublishGroups(t, pctx, "http://"+addr+"/", "live", 0)
 	if !testutil.Poll(15*time.Second, func() bool { return origin.Stats().Publishers == 1 }) {
 		t.Fatal("the broadcast was not announced on the origin")
 	}
-	lis, err := client.Dial(ctx, fmt.Sprintf("http://%s/", edge.Addr()), &client.Options{Logger: testLogger()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer lis.Close()
-	sub, err := lis.Subscribe(ctx, "live", "audio")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var groups atomic.Int64
-	var last atomic.Int64 // unix nanoseconds of the last group
-	go func() {
-		for {
-			g, err := sub.NextGroup(ctx)
-			if err != nil {
-				return
-			}
-			groups.Add(1)
-			last.Store(time.Now().UnixNano())
-			g.Abort()
-		}
-	}()
+	groups, last := hear(t, ctx, edge)
 	testutil.WaitFor(t, 15*time.Second, "groups on the edge's listener", func() bool { return groups.Load() >= 5 })
 	// Past the link's first moments, whose path MTU probes are large
 	// enough to draw a reset by themselves.
@@ -100,7 +112,7 @@ func TestEdgeLinkSurvivesOriginRestart(t *testing.T) {
 	}
 	defer next.Close()
 	before := groups.Load()
-	pub2 := publishGroups(t, ctx, "http://"+addr+"/", "live", 1000)
+	pub2, _ := PublishGroups(t, ctx, "http://"+addr+"/", "live", 1000)
 	defer pub2.Close()
 	if !testutil.Poll(10*time.Second, func() bool { return groups.Load() >= before+5 }) {
 		t.Fatalf("the listener on the edge heard nothing from the new origin in 10 s (edge: %+v)", edge.Stats())
@@ -126,33 +138,14 @@ func TestEdgeLinkFailsOverFromDeadOrigin(t *testing.T) {
 	edge := startTestRelay(t, Config{Upstreams: []string{
 		fmt.Sprintf("http://%s/", first.Addr()), fmt.Sprintf("http://%s/", second.Addr()),
 	}})
-	pub1 := publishGroups(t, ctx, fmt.Sprintf("http://%s/", first.Addr()), "live", 0)
+	pub1, _ := PublishGroups(t, ctx, fmt.Sprintf("http://%s/", first.Addr()), "live", 0)
 	defer pub1.Close()
-	pub2 := publishGroups(t, ctx, fmt.Sprintf("http://%s/", second.Addr()), "live", 0)
+	pub2, _ := PublishGroups(t, ctx, fmt.Sprintf("http://%s/", second.Addr()), "live", 0)
 	defer pub2.Close()
 	if !testutil.Poll(15*time.Second, func() bool { return first.Stats().Publishers == 1 && second.Stats().Publishers == 1 }) {
 		t.Fatal("the broadcast was not announced on both origins")
 	}
-	lis, err := client.Dial(ctx, fmt.Sprintf("http://%s/", edge.Addr()), &client.Options{Logger: testLogger()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer lis.Close()
-	sub, err := lis.Subscribe(ctx, "live", "audio")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var groups atomic.Int64
-	go func() {
-		for {
-			g, err := sub.NextGroup(ctx)
-			if err != nil {
-				return
-			}
-			groups.Add(1)
-			g.Abort()
-		}
-	}()
+	groups, _ := hear(t, ctx, edge)
 	testutil.WaitFor(t, 15*time.Second, "groups on the edge's listener", func() bool { return groups.Load() >= 5 })
 	if first.Stats().Subscribers != 1 || second.Stats().Subscribers != 0 {
 		t.Fatalf("the edge pulls from the second upstream already (subscribers %d and %d)",

@@ -85,6 +85,75 @@ func listenTo(t *testing.T, ctx context.Context, r *Relay, tr string) (*client.S
 	return s, sub
 }
 
+// nextError reads sub's groups, each within d, until a read fails, and
+// returns that error.
+func nextError(ctx context.Context, sub *client.Subscription, d time.Duration) error {
+	for {
+		g, err := sub.NextGroupWithin(ctx, d)
+		if err != nil {
+			return err
+		}
+		g.Close()
+	}
+}
+
+// httpsURL is the URL a router names r by.
+func httpsURL(r *Relay) string { return "https://" + r.Addr().String() + "/" }
+
+// routeAmong is a resolver for broadcast "b" whose router (a fake, closed
+// at the test's end) answers with the first of relays not avoided; asked
+// returns the avoid lists it was asked with so far.
+func routeAmong(t *testing.T, relays []*Relay) (res *client.Resolver, asked func() [][]string) {
+	t.Helper()
+	var (
+		mu     sync.Mutex
+		avoids [][]string
+	)
+	router := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		avoid := req.URL.Query()["avoid"]
+		mu.Lock()
+		avoids = append(avoids, avoid)
+		mu.Unlock()
+		for _, r := range relays {
+			if !slices.Contains(avoid, httpsURL(r)) {
+				_ = json.NewEncoder(w).Encode(client.Destination{URL: httpsURL(r), CertificateHash: r.CertificateHash()})
+				return
+			}
+		}
+		http.Error(w, "no relay", http.StatusServiceUnavailable)
+	}))
+	t.Cleanup(router.Close)
+	res, err := client.NewResolver(client.ResolverOptions{Router: router.URL, Broadcast: "b"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res, func() [][]string {
+		mu.Lock()
+		defer mu.Unlock()
+		return slices.Clone(avoids)
+	}
+}
+
+// listenVerbose runs client.Listen (relay listen's loop) on res for
+// track "t" with a silence timeout and reconnects, its verbose lines in
+// out; stop ends it and checks that it returned no error.
+func listenVerbose(t *testing.T, ctx context.Context, res *client.Resolver, silence time.Duration) (out *testutil.SyncBuffer, stop func()) {
+	out = &testutil.SyncBuffer{}
+	lctx, lcancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() {
+		done <- client.Listen(lctx, res, &client.Options{Logger: testLogger()}, client.ListenOptions{
+			Broadcast: "b", Track: "t", Silence: silence, Reconnect: true, Verbose: true,
+		}, out)
+	}()
+	return out, func() {
+		lcancel()
+		if err := <-done; err != nil {
+			t.Errorf("Listen: %v", err)
+		}
+	}
+}
+
 // TestListenerProbeDrawsStatelessReset: a listener reading with a silence
 // timeout learns of a relay crashed and restarted on its port with the
 // same secret by a stateless reset, drawn by its probe at half the
@@ -130,13 +199,7 @@ func TestListenerProbeDrawsStatelessReset(t *testing.T) {
 				t.Fatalf("start B on A's port: %v", err)
 			}
 			defer b.Close()
-			var gotErr error
-			for gotErr == nil {
-				var g *client.GroupReader
-				if g, gotErr = sub.NextGroupWithin(ctx, silence); gotErr == nil {
-					g.Close()
-				}
-			}
+			gotErr := nextError(ctx, sub, silence)
 			took := time.Since(crashed)
 			reason, ok := client.ReconnectReason(gotErr)
 			t.Logf("%s after %v (%v)", reason, took, gotErr)
@@ -158,52 +221,14 @@ func TestListenFollowsShed(t *testing.T) {
 	defer cancel()
 	var relays []*Relay
 	for range 2 {
-		r, err := Start(ctx, Config{Listen: "127.0.0.1:0", Logger: testLogger()})
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer r.Close()
+		r := startTestRelay(t, Config{})
 		publishTo(t, ctx, r)
 		relays = append(relays, r)
 	}
-	urlOf := func(r *Relay) string { return "https://" + r.Addr().String() + "/" }
-	var (
-		mu     sync.Mutex
-		avoids [][]string
-	)
-	router := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
-		avoid := req.URL.Query()["avoid"]
-		mu.Lock()
-		avoids = append(avoids, avoid)
-		mu.Unlock()
-		for _, r := range relays {
-			if !slices.Contains(avoid, urlOf(r)) {
-				_ = json.NewEncoder(w).Encode(client.Destination{URL: urlOf(r), CertificateHash: r.CertificateHash()})
-				return
-			}
-		}
-		http.Error(w, "no relay", http.StatusServiceUnavailable)
-	}))
-	defer router.Close()
-	res, err := client.NewResolver(client.ResolverOptions{Router: router.URL, Broadcast: "b"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	out := &testutil.SyncBuffer{}
-	lctx, lcancel := context.WithCancel(ctx)
-	done := make(chan error, 1)
+	res, asked := routeAmong(t, relays)
 	const silence = 10 * time.Second // so that only the going-away can move it soon
-	go func() {
-		done <- client.Listen(lctx, res, &client.Options{Logger: testLogger()}, client.ListenOptions{
-			Broadcast: "b", Track: "t", Silence: silence, Reconnect: true, Verbose: true,
-		}, out)
-	}()
-	defer func() {
-		lcancel()
-		if err := <-done; err != nil {
-			t.Errorf("Listen: %v", err)
-		}
-	}()
+	out, stop := listenVerbose(t, ctx, res, silence)
+	defer stop()
 	groups := regexp.MustCompile(`(?m)^group \d+:`)
 	if !testutil.Poll(20*time.Second, func() bool { return len(groups.FindAllString(out.String(), -1)) >= 5 }) {
 		t.Fatalf("no groups from A: %s", out.String())
@@ -220,16 +245,15 @@ func TestListenFollowsShed(t *testing.T) {
 	}
 	took := time.Since(shed)
 	t.Logf("%s; %v after the shed", m[0], took)
-	if m[1] != "going-away" || m[2] != urlOf(relays[0]) || m[3] != urlOf(relays[1]) {
+	if m[1] != "going-away" || m[2] != httpsURL(relays[0]) || m[3] != httpsURL(relays[1]) {
 		t.Errorf("reconnect line %q: want going-away from A to B", m[0])
 	}
 	if took >= silence/2 {
 		t.Errorf("back %v after the shed: not immediate", took)
 	}
-	mu.Lock()
+	avoids := asked()
 	last := avoids[len(avoids)-1]
-	mu.Unlock()
-	if !slices.Equal(last, []string{urlOf(relays[0])}) {
+	if !slices.Equal(last, []string{httpsURL(relays[0])}) {
 		t.Errorf("the router was asked to avoid %q, want A", last)
 	}
 }
@@ -242,11 +266,7 @@ func TestShedReasonOnEveryTransport(t *testing.T) {
 		t.Run(tr, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 			defer cancel()
-			r, err := Start(ctx, Config{Listen: "127.0.0.1:0", Logger: testLogger()})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer r.Close()
+			r := startTestRelay(t, Config{})
 			publishTo(t, ctx, r)
 			s, sub := listenTo(t, ctx, r, tr)
 			for range 3 {
@@ -260,13 +280,7 @@ func TestShedReasonOnEveryTransport(t *testing.T) {
 			if n := r.Server().Shed(ctx, 1, 100); n != 1 {
 				t.Fatalf("shed %d sessions, want 1", n)
 			}
-			var gotErr error
-			for gotErr == nil {
-				var g *client.GroupReader
-				if g, gotErr = sub.NextGroupWithin(ctx, 10*time.Second); gotErr == nil {
-					g.Close()
-				}
-			}
+			gotErr := nextError(ctx, sub, 10*time.Second)
 			took := time.Since(shed)
 			if reason, ok := client.ReconnectReason(gotErr); reason != "going-away" || !ok {
 				t.Errorf("ReconnectReason(%v) = %q, %v; want going-away", gotErr, reason, ok)
@@ -295,51 +309,15 @@ func TestShedReasonOnEveryTransport(t *testing.T) {
 func TestListenMovesBeforeBreak(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	origin, err := Start(ctx, Config{Listen: "127.0.0.1:0", Logger: testLogger()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer origin.Close()
+	origin := startTestRelay(t, Config{})
 	publishTo(t, ctx, origin)
 	var relays []*Relay
 	for range 2 {
-		r, err := Start(ctx, Config{Listen: "127.0.0.1:0", Logger: testLogger(), Upstreams: []string{"http://" + origin.Addr().String() + "/"}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer r.Close()
-		relays = append(relays, r)
+		relays = append(relays, startTestRelay(t, Config{Upstreams: []string{"http://" + origin.Addr().String() + "/"}}))
 	}
-	urlOf := func(r *Relay) string { return "https://" + r.Addr().String() + "/" }
-	router := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
-		avoid := req.URL.Query()["avoid"]
-		for _, r := range relays {
-			if !slices.Contains(avoid, urlOf(r)) {
-				_ = json.NewEncoder(w).Encode(client.Destination{URL: urlOf(r), CertificateHash: r.CertificateHash()})
-				return
-			}
-		}
-		http.Error(w, "no relay", http.StatusServiceUnavailable)
-	}))
-	defer router.Close()
-	res, err := client.NewResolver(client.ResolverOptions{Router: router.URL, Broadcast: "b"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	out := &testutil.SyncBuffer{}
-	lctx, lcancel := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() {
-		done <- client.Listen(lctx, res, &client.Options{Logger: testLogger()}, client.ListenOptions{
-			Broadcast: "b", Track: "t", Silence: 10 * time.Second, Reconnect: true, Verbose: true,
-		}, out)
-	}()
-	defer func() {
-		lcancel()
-		if err := <-done; err != nil {
-			t.Errorf("Listen: %v", err)
-		}
-	}()
+	res, _ := routeAmong(t, relays)
+	out, stop := listenVerbose(t, ctx, res, 10*time.Second)
+	defer stop()
 	groups := regexp.MustCompile(`(?m)^group (\d+):`)
 	deadline := time.Now().Add(20 * time.Second)
 	if !testutil.Poll(time.Until(deadline), func() bool { return len(groups.FindAllString(out.String(), -1)) >= 5 }) {
@@ -355,7 +333,7 @@ func TestListenMovesBeforeBreak(t *testing.T) {
 		t.Fatalf("no reconnect line: %s", out.String())
 	}
 	t.Logf("%s", m[0])
-	if m[1] != "moved" || m[2] != "going-away" || m[3] != urlOf(relays[0]) || m[4] != urlOf(relays[1]) {
+	if m[1] != "moved" || m[2] != "going-away" || m[3] != httpsURL(relays[0]) || m[4] != httpsURL(relays[1]) {
 		t.Fatalf("line %q: want moved (going-away) from A to B", m[0])
 	}
 	// Groups come every 40 ms: a move leaves no gap near the issue's

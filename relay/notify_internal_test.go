@@ -8,22 +8,30 @@ import (
 	"time"
 )
 
+// FakeNotifySocket is systemd's side of sd_notify for a test:
+// NOTIFY_SOCKET names a datagram socket that the test reads, and the
+// watchdog is 100 ms (a ping every 50 ms). Package relay_test uses it too.
+func FakeNotifySocket(t *testing.T) *net.UnixConn {
+	t.Helper()
+	sock := filepath.Join(t.TempDir(), "notify")
+	conn, err := net.ListenUnixgram("unixgram", &net.UnixAddr{Name: sock, Net: "unixgram"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	t.Setenv("NOTIFY_SOCKET", sock)
+	t.Setenv("WATCHDOG_USEC", "100000")
+	t.Setenv("WATCHDOG_PID", "")
+	return conn
+}
+
 // TestWatchdogStopsWhenCoreWedged: the watchdog pings only while the
 // relay's core answers. With the core's lock held (a wedged core) no
 // WATCHDOG=1 goes out for 20 intervals, so systemd's WatchdogSec restarts
 // the process; once the lock is free the pings come back. A stopped
 // process (SIGSTOP) sends nothing at all, the same to systemd.
 func TestWatchdogStopsWhenCoreWedged(t *testing.T) {
-	sock := filepath.Join(t.TempDir(), "notify")
-	conn, err := net.ListenUnixgram("unixgram", &net.UnixAddr{Name: sock, Net: "unixgram"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	t.Setenv("NOTIFY_SOCKET", sock)
-	t.Setenv("WATCHDOG_USEC", "100000") // pings every 50 ms
-	t.Setenv("WATCHDOG_PID", "")
-
+	conn := FakeNotifySocket(t)
 	r, err := Start(context.Background(), Config{Listen: "127.0.0.1:0", Logger: testLogger()})
 	if err != nil {
 		t.Fatal(err)

@@ -2,8 +2,6 @@ package relay_test
 
 import (
 	"context"
-	"net"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -14,15 +12,7 @@ import (
 // TestRunNotifiesSystemd runs the relay with a fake NOTIFY_SOCKET and checks
 // the READY, WATCHDOG and STOPPING messages.
 func TestRunNotifiesSystemd(t *testing.T) {
-	sock := filepath.Join(t.TempDir(), "notify")
-	conn, err := net.ListenUnixgram("unixgram", &net.UnixAddr{Name: sock, Net: "unixgram"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	t.Setenv("NOTIFY_SOCKET", sock)
-	t.Setenv("WATCHDOG_USEC", "100000") // 100 ms: pings every 50 ms
-	t.Setenv("WATCHDOG_PID", "")
+	conn := relay.FakeNotifySocket(t)
 
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)

@@ -9,7 +9,6 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
-	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -22,12 +21,8 @@ import (
 	"github.com/relayfleet/relayfleet/relay/moqlite"
 )
 
-func quietLogger() *slog.Logger {
-	if os.Getenv("RELAY_TEST_LOG") != "" {
-		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	}
-	return slog.New(slog.DiscardHandler)
-}
+// quietLogger is the relay tests' logger (testutil.Logger).
+func quietLogger() *slog.Logger { return testutil.Logger() }
 
 func startRelay(t *testing.T, cfg relay.Config) *relay.Relay {
 	t.Helper()

@@ -1,7 +1,6 @@
 package digitalocean
 
 import (
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -27,27 +26,20 @@ type fakeAPI struct {
 	droplets  map[int]map[string]any
 	deleted   map[int]int // droplet id -> GETs it still answers after DELETE
 	userData  map[string]string
-	actions   map[int]*fakeAction
+	actions   map[int]*backendtest.Action
 	firewalls map[string]map[string]any
 	tags      map[string]bool
 	sizes     []string
-}
-
-type fakeAction struct {
-	obj    map[string]any
-	polls  int
-	onDone func()
 }
 
 func newFakeAPI(t *testing.T) (*fakeAPI, *httptest.Server) {
 	f := &fakeAPI{
 		nextID:   3164400,
 		droplets: map[int]map[string]any{}, deleted: map[int]int{}, userData: map[string]string{},
-		actions: map[int]*fakeAction{}, firewalls: map[string]map[string]any{}, tags: map[string]bool{},
+		actions: map[int]*backendtest.Action{}, firewalls: map[string]map[string]any{}, tags: map[string]bool{},
 		sizes: []string{"s-1vcpu-1gb", "s-2vcpu-4gb", "c-2"},
 	}
-	f.API = backendtest.API{T: t, Token: testToken, Serve: f.serve}
-	return f, backendtest.NewServer(t, f)
+	return f, f.Start(t, testToken, f.serve)
 }
 
 func (f *fakeAPI) newID() int { f.nextID++; return f.nextID }
@@ -68,7 +60,7 @@ func (f *fakeAPI) newAction(typ string, resID int, onDone func()) map[string]any
 	a := f.Object("action.json")
 	id := f.newID()
 	a["id"], a["type"], a["resource_id"] = id, typ, resID
-	f.actions[id] = &fakeAction{obj: a, onDone: onDone}
+	f.actions[id] = &backendtest.Action{Obj: a, OnDone: onDone}
 	return a
 }
 
@@ -127,9 +119,7 @@ func (f *fakeAPI) serve(w http.ResponseWriter, r *http.Request, body []byte) {
 			UserData           string   `json:"user_data"`
 			Tags               []string `json:"tags"`
 		}
-		if err := json.Unmarshal(body, &req); err != nil {
-			f.T.Errorf("POST /v2/droplets: %v", err)
-		}
+		f.Decode(r, body, &req)
 		if !slices.Contains(f.sizes, req.Size) {
 			f.Fail(w, http.StatusUnprocessableEntity, "error_invalid_size.json")
 			return
@@ -175,11 +165,8 @@ func (f *fakeAPI) serve(w http.ResponseWriter, r *http.Request, body []byte) {
 		// Time passes between looks: a new droplet's create action ends.
 		if d["status"] == "new" {
 			for _, a := range f.actions {
-				if a.obj["resource_id"] == id && a.obj["status"] == "in-progress" {
-					a.obj["status"] = "completed"
-					if a.onDone != nil {
-						a.onDone()
-					}
+				if a.Obj["resource_id"] == id && a.Obj["status"] == "in-progress" {
+					a.Finish(map[string]any{"status": "completed"})
 				}
 			}
 		}
@@ -200,13 +187,8 @@ func (f *fakeAPI) serve(w http.ResponseWriter, r *http.Request, body []byte) {
 			return
 		}
 		// In progress at the first poll, completed at the second.
-		if a.polls++; a.polls > 1 && a.obj["status"] == "in-progress" {
-			a.obj["status"], a.obj["completed_at"] = "completed", time.Now().UTC().Format(time.RFC3339)
-			if a.onDone != nil {
-				a.onDone()
-			}
-		}
-		backendtest.Reply(w, 200, map[string]any{"action": a.obj})
+		a.Poll("in-progress", map[string]any{"status": "completed", "completed_at": time.Now().UTC().Format(time.RFC3339)})
+		backendtest.Reply(w, 200, map[string]any{"action": a.Obj})
 	case r.Method == http.MethodGet && kind == "tags" && len(parts) == 3:
 		if !f.tags[parts[2]] {
 			f.Fail(w, http.StatusNotFound, "error_not_found.json")
@@ -223,9 +205,7 @@ func (f *fakeAPI) serve(w http.ResponseWriter, r *http.Request, body []byte) {
 			return
 		}
 		var req godo.TagResourcesRequest
-		if err := json.Unmarshal(body, &req); err != nil {
-			f.T.Errorf("%s %s: %v", r.Method, r.URL.Path, err)
-		}
+		f.Decode(r, body, &req)
 		for _, res := range req.Resources {
 			did, _ := strconv.Atoi(res.ID)
 			d, ok := f.droplets[did]
@@ -243,7 +223,7 @@ func (f *fakeAPI) serve(w http.ResponseWriter, r *http.Request, body []byte) {
 		w.WriteHeader(http.StatusNoContent)
 	case r.Method == http.MethodPost && r.URL.Path == "/v2/tags":
 		var req godo.TagCreateRequest
-		json.Unmarshal(body, &req)
+		f.Decode(r, body, &req)
 		f.tags[req.Name] = true
 		t := f.Object("tag.json")
 		t["name"] = req.Name
@@ -257,7 +237,7 @@ func (f *fakeAPI) serve(w http.ResponseWriter, r *http.Request, body []byte) {
 	case r.Method == http.MethodPost && r.URL.Path == "/v2/firewalls":
 		fw := f.Object("firewall.json")
 		fw["id"] = fmt.Sprintf("bb4b2611-3d72-467b-8602-%012d", f.newID())
-		if !f.setFirewall(w, fw, body) {
+		if !f.setFirewall(w, r, fw, body) {
 			return
 		}
 		f.firewalls[fw["id"].(string)] = fw
@@ -270,7 +250,7 @@ func (f *fakeAPI) serve(w http.ResponseWriter, r *http.Request, body []byte) {
 		}
 		switch r.Method {
 		case http.MethodPut:
-			if f.setFirewall(w, fw, body) {
+			if f.setFirewall(w, r, fw, body) {
 				backendtest.Reply(w, 200, map[string]any{"firewall": fw})
 			}
 		case http.MethodDelete:
@@ -287,11 +267,9 @@ func (f *fakeAPI) serve(w http.ResponseWriter, r *http.Request, body []byte) {
 
 // setFirewall stores a firewall request as the API shows it: all ports
 // as "0", ICMP always "0"; a tag that does not exist is refused.
-func (f *fakeAPI) setFirewall(w http.ResponseWriter, fw map[string]any, body []byte) bool {
+func (f *fakeAPI) setFirewall(w http.ResponseWriter, r *http.Request, fw map[string]any, body []byte) bool {
 	var req godo.FirewallRequest
-	if err := json.Unmarshal(body, &req); err != nil {
-		f.T.Errorf("firewall request: %v", err)
-	}
+	f.Decode(r, body, &req)
 	for _, t := range req.Tags {
 		if !f.tags[t] {
 			backendtest.Reply(w, http.StatusUnprocessableEntity, map[string]any{"id": "unprocessable_entity", "message": "tag " + t + " does not exist"})

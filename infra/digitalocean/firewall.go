@@ -155,34 +155,36 @@ func ports(p string) string {
 // firewallKey is a firewall's rules and targets in a canonical form.
 func firewallKey(in []godo.InboundRule, out []godo.OutboundRule, tags []string, droplets []int) string {
 	var keys []string
-	addrs := func(a []string) string {
-		a = slices.Clone(a)
-		slices.Sort(a)
-		return strings.Join(a, ",")
-	}
 	for _, r := range in {
-		var s []string
-		if r.Sources != nil {
-			s = r.Sources.Addresses
-			if len(r.Sources.Tags)+len(r.Sources.DropletIDs)+len(r.Sources.LoadBalancerUIDs)+len(r.Sources.KubernetesIDs) > 0 {
-				s = append(slices.Clone(s), "other-sources")
-			}
-		}
-		keys = append(keys, fmt.Sprintf("in %s %s %s %s", r.Protocol, ports(r.PortRange), addrs(s), actionOf(r.Action)))
+		keys = append(keys, ruleKey("in", r.Protocol, r.PortRange, r.Sources, r.Action))
 	}
 	for _, r := range out {
-		var d []string
-		if r.Destinations != nil {
-			d = r.Destinations.Addresses
-			if len(r.Destinations.Tags)+len(r.Destinations.DropletIDs)+len(r.Destinations.LoadBalancerUIDs)+len(r.Destinations.KubernetesIDs) > 0 {
-				d = append(slices.Clone(d), "other-destinations")
-			}
-		}
-		keys = append(keys, fmt.Sprintf("out %s %s %s %s", r.Protocol, ports(r.PortRange), addrs(d), actionOf(r.Action)))
+		keys = append(keys, ruleKey("out", r.Protocol, r.PortRange, (*godo.Sources)(r.Destinations), r.Action))
 	}
 	slices.Sort(keys)
 	ids := slices.Sorted(slices.Values(droplets))
-	return fmt.Sprintf("%s|tags=%s|droplets=%v", strings.Join(keys, ";"), addrs(tags), ids)
+	return fmt.Sprintf("%s|tags=%s|droplets=%v", strings.Join(keys, ";"), sortedList(tags), ids)
+}
+
+// ruleKey is a rule in a canonical form. peers are its sources (dir "in")
+// or destinations ("out"); a rule whose peers are more than addresses is
+// none of the fleet's, and its key says so.
+func ruleKey(dir, protocol, portRange string, peers *godo.Sources, action godo.FirewallRuleAction) string {
+	var a []string
+	if peers != nil {
+		a = peers.Addresses
+		if len(peers.Tags)+len(peers.DropletIDs)+len(peers.LoadBalancerUIDs)+len(peers.KubernetesIDs) > 0 {
+			a = append(slices.Clone(a), "other-peers")
+		}
+	}
+	return fmt.Sprintf("%s %s %s %s %s", dir, protocol, ports(portRange), sortedList(a), actionOf(action))
+}
+
+// sortedList is a, sorted, joined by commas.
+func sortedList(a []string) string {
+	a = slices.Clone(a)
+	slices.Sort(a)
+	return strings.Join(a, ",")
 }
 
 func actionOf(a godo.FirewallRuleAction) godo.FirewallRuleAction {

@@ -17,31 +17,17 @@ import (
 
 func TestFirewall(t *testing.T) {
 	b, f := newTestBackend(t)
-	c := backendtest.Ctx(t)
-	admin := []netip.Prefix{netip.MustParsePrefix("198.51.100.0/24")}
 	fleet := map[string]string{"fleet": "demo"}
-	ports := [2]uint16{4443, 4446}
 
-	id, err := b.EnsureFirewall(c, "relayfleet-demo", fleet, ports, admin)
-	if err != nil {
-		t.Fatal(err)
-	}
 	// The tag is made first: a firewall cannot name a tag that does not exist.
-	if w := f.Writes(); !reflect.DeepEqual(w, []string{"POST /v2/tags", "POST /v2/firewalls"}) {
-		t.Errorf("first Ensure wrote %v", w)
-	}
+	id := backendtest.EnsureFirewall(t, b, &f.API, "relayfleet-demo", fleet, backendtest.Ports, backendtest.Admin, "POST /v2/tags", "POST /v2/firewalls")
 	fw := f.firewalls[id]
 	type rule struct {
 		Protocol string
 		Ports    string
 		Sources  struct{ Addresses []string }
 	}
-	inbound := func() []rule {
-		var rs []rule
-		b, _ := json.Marshal(fw["inbound_rules"])
-		json.Unmarshal(b, &rs)
-		return rs
-	}
+	inbound := func() []rule { return backendtest.Recode[[]rule](fw["inbound_rules"]) }
 	want := []rule{
 		{"udp", "4443-4446", struct{ Addresses []string }{[]string{"0.0.0.0/0", "::/0"}}},
 		{"tcp", "4443-4446", struct{ Addresses []string }{[]string{"0.0.0.0/0", "::/0"}}},
@@ -61,76 +47,40 @@ func TestFirewall(t *testing.T) {
 	}
 
 	// Again, the same (the API spells all ports "0"): nothing is written.
-	n := len(f.Writes())
-	id2, err := b.EnsureFirewall(c, "relayfleet-demo", fleet, ports, admin)
-	if err != nil || id2 != id {
-		t.Fatalf("second Ensure = %s, %v; want %s", id2, err, id)
-	}
-	if w := f.Writes()[n:]; len(w) != 0 {
-		t.Errorf("second Ensure wrote %v", w)
+	if id2 := backendtest.EnsureFirewall(t, b, &f.API, "relayfleet-demo", fleet, backendtest.Ports, backendtest.Admin); id2 != id {
+		t.Fatalf("second Ensure = %s, want %s", id2, id)
 	}
 
 	// Other relay ports: one update.
-	n = len(f.Writes())
-	if _, err := b.EnsureFirewall(c, "relayfleet-demo", fleet, [2]uint16{5000, 5001}, admin); err != nil {
-		t.Fatal(err)
-	}
-	if w := f.Writes()[n:]; !reflect.DeepEqual(w, []string{"PUT /v2/firewalls/" + id}) {
-		t.Errorf("port change wrote %v", w)
-	}
+	backendtest.EnsureFirewall(t, b, &f.API, "relayfleet-demo", fleet, [2]uint16{5000, 5001}, backendtest.Admin, "PUT /v2/firewalls/"+id)
 	if got := inbound()[0].Ports; got != "5000-5001" {
 		t.Errorf("relay ports now %s", got)
 	}
 
-	if err := b.DeleteFirewall(c, id); err != nil {
-		t.Fatal(err)
-	}
-	if len(f.firewalls) != 0 {
-		t.Error("firewall not deleted")
-	}
-	if err := b.DeleteFirewall(c, id); err != nil {
-		t.Errorf("second DeleteFirewall: %v", err)
-	}
+	backendtest.DeleteFirewall(t, b, id, func() bool { return len(f.firewalls) != 0 })
 }
 
 func TestFirewallRefused(t *testing.T) {
 	b, f := newTestBackend(t)
-	admin := []netip.Prefix{netip.MustParsePrefix("198.51.100.0/24")}
-	for _, tc := range []struct {
-		name   string
-		labels map[string]string
-		admin  []netip.Prefix
-		want   string
-	}{
-		{"ssh from anywhere", map[string]string{"fleet": "demo"}, []netip.Prefix{netip.MustParsePrefix("::/0")}, "digitalocean firewall fw: admin range ::/0: opens SSH to everyone"},
-		{"no labels", nil, admin, "digitalocean firewall fw: no labels: a firewall for every droplet is not what a fleet wants"},
-		{"set tag too long", map[string]string{"fleet": strings.Repeat("f", 63), "tier": strings.Repeat("t", 63), "event": strings.Repeat("e", 63), "group": strings.Repeat("g", 63)}, admin,
-			"set tag is 289 characters, DigitalOcean takes at most 255"},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			_, err := b.EnsureFirewall(backendtest.Ctx(t), "fw", tc.labels, [2]uint16{4443, 4443}, tc.admin)
-			if err == nil || !strings.HasSuffix(err.Error(), tc.want) || !strings.HasPrefix(err.Error(), "digitalocean firewall fw: ") {
-				t.Errorf("err = %v, want %q", err, tc.want)
-			}
-		})
-	}
-	if l := f.Requests(""); len(l) != 0 {
-		t.Errorf("requests sent for a refused firewall: %v", l)
-	}
+	admin := backendtest.Admin
+	long := map[string]string{"fleet": strings.Repeat("f", 63), "tier": strings.Repeat("t", 63), "event": strings.Repeat("e", 63), "group": strings.Repeat("g", 63)}
+	backendtest.FirewallRefusals(t, b, &f.API, []backendtest.FirewallRefusal{
+		{Name: "ssh from anywhere", Labels: map[string]string{"fleet": "demo"}, Admin: []netip.Prefix{netip.MustParsePrefix("::/0")}, Want: "digitalocean firewall fw: admin range ::/0: opens SSH to everyone"},
+		{Name: "no labels", Labels: nil, Admin: admin, Want: "digitalocean firewall fw: no labels: a firewall for every droplet is not what a fleet wants"},
+		{Name: "set tag too long", Labels: long, Admin: admin,
+			Want: fmt.Sprintf("digitalocean firewall fw: labels %v: their set tag is 289 characters, DigitalOcean takes at most 255", long)},
+	})
 }
 
 // TestFirewallRefusesAnotherTagsFirewall: a firewall of the name applied to
 // other droplets' tag is refused, and left as it was.
 func TestFirewallRefusesAnotherTagsFirewall(t *testing.T) {
 	b, f := newTestBackend(t)
-	c := backendtest.Ctx(t)
-	admin := []netip.Prefix{netip.MustParsePrefix("198.51.100.0/24")}
-	ports := [2]uint16{4443, 4446}
-	if _, err := b.EnsureFirewall(c, "demo-fsn", map[string]string{"group": "fsn"}, ports, admin); err != nil {
+	if _, err := b.EnsureFirewall(backendtest.Ctx(t), "demo-fsn", map[string]string{"group": "fsn"}, backendtest.Ports, backendtest.Admin); err != nil {
 		t.Fatal(err)
 	}
 	n := len(f.Writes())
-	_, err := b.EnsureFirewall(c, "demo-fsn", map[string]string{"event": "fsn"}, ports, admin)
+	_, err := b.EnsureFirewall(backendtest.Ctx(t), "demo-fsn", map[string]string{"event": "fsn"}, backendtest.Ports, backendtest.Admin)
 	if err == nil || !strings.Contains(err.Error(), "firewall demo-fsn") || !strings.Contains(err.Error(), "relayfleet:group:fsn, not relayfleet:event:fsn") {
 		t.Errorf("Ensure over another tag's firewall: %v", err)
 	}
@@ -147,7 +97,7 @@ func TestFirewallRefusesAnotherTagsFirewall(t *testing.T) {
 // needs must be in the request, each with its ports: an empty or short
 // list fails as surely as a rule without ports.
 func TestFirewallRulesHavePorts(t *testing.T) {
-	rules, err := backend.FirewallRules([2]uint16{4443, 4446}, []netip.Prefix{netip.MustParsePrefix("198.51.100.0/24")})
+	rules, err := backend.FirewallRules(backendtest.Ports, backendtest.Admin)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -183,7 +133,6 @@ func TestFirewallRulesHavePorts(t *testing.T) {
 func TestFirewallAppliesToOneSetOnly(t *testing.T) {
 	b, f := newTestBackend(t)
 	c := backendtest.Ctx(t)
-	admin := []netip.Prefix{netip.MustParsePrefix("198.51.100.0/24")}
 	steady := map[string]string{"fleet": "demo", "tier": "steady", "event": "none", "group": "fsn"}
 	others := []map[string]string{
 		{"fleet": "demo", "tier": "burst", "event": "fsn", "group": "fsn"},
@@ -203,7 +152,7 @@ func TestFirewallAppliesToOneSetOnly(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	id, err := b.EnsureFirewall(c, "demo-s-fsn", steady, [2]uint16{4443, 4446}, admin)
+	id, err := b.EnsureFirewall(c, "demo-s-fsn", steady, backendtest.Ports, backendtest.Admin)
 	if err != nil {
 		t.Fatalf("a firewall of four labels: %v", err)
 	}

@@ -6,6 +6,7 @@ import (
 	"maps"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"slices"
 	"strconv"
 	"strings"
@@ -28,26 +29,19 @@ type fakeAPI struct {
 	servers     map[int64]map[string]any
 	serverGets  map[int64]int // GETs of a server since it started
 	userData    map[string]string
-	actions     map[int64]*fakeAction
+	actions     map[int64]*backendtest.Action
 	firewalls   map[int64]map[string]any
 	serverTypes []string
-}
-
-type fakeAction struct {
-	obj    map[string]any
-	polls  int
-	onDone func()
 }
 
 func newFakeAPI(t *testing.T) (*fakeAPI, *httptest.Server) {
 	f := &fakeAPI{
 		nextID:  100,
 		servers: map[int64]map[string]any{}, serverGets: map[int64]int{}, userData: map[string]string{},
-		actions: map[int64]*fakeAction{}, firewalls: map[int64]map[string]any{},
+		actions: map[int64]*backendtest.Action{}, firewalls: map[int64]map[string]any{},
 		serverTypes: []string{"cpx22", "cx22", "ccx13"},
 	}
-	f.API = backendtest.API{T: t, Token: testToken, Serve: f.serve}
-	return f, backendtest.NewServer(t, f)
+	return f, f.Start(t, testToken, f.serve)
 }
 
 // addServer stores a server as the API would show it, running.
@@ -75,7 +69,7 @@ func (f *fakeAPI) newAction(command string, resID int64, resType string, onDone 
 	id := f.newID()
 	a["id"], a["command"] = id, command
 	a["resources"] = []any{map[string]any{"id": resID, "type": resType}}
-	f.actions[id] = &fakeAction{obj: a, onDone: onDone}
+	f.actions[id] = &backendtest.Action{Obj: a, OnDone: onDone}
 	return a
 }
 
@@ -91,6 +85,18 @@ func list(key string, items []map[string]any) map[string]any {
 	return map[string]any{key: items, "meta": map[string]any{"pagination": map[string]any{
 		"page": 1, "per_page": 50, "previous_page": nil, "next_page": nil, "last_page": 1, "total_entries": len(items),
 	}}}
+}
+
+// listNamed is list of key with the objects of objs named as the query's
+// name says (all when it says none) that keep, when not nil, keeps.
+func listNamed(key string, objs map[int64]map[string]any, q url.Values, keep func(map[string]any) bool) map[string]any {
+	var out []map[string]any
+	for _, o := range objs {
+		if (q.Get("name") == "" || o["name"] == q.Get("name")) && (keep == nil || keep(o)) {
+			out = append(out, o)
+		}
+	}
+	return list(key, out)
 }
 
 // selects reports whether labels match an hcloud label selector of
@@ -131,18 +137,12 @@ func (f *fakeAPI) serve(w http.ResponseWriter, r *http.Request, body []byte) {
 	}
 	switch {
 	case r.Method == http.MethodGet && r.URL.Path == "/servers":
-		var out []map[string]any
-		for _, s := range f.servers {
-			if (q.Get("name") == "" || s["name"] == q.Get("name")) && selects(q.Get("label_selector"), labelsOf(s)) {
-				out = append(out, s)
-			}
-		}
-		backendtest.Reply(w, 200, list("servers", out))
+		backendtest.Reply(w, 200, listNamed("servers", f.servers, q, func(s map[string]any) bool {
+			return selects(q.Get("label_selector"), labelsOf(s))
+		}))
 	case r.Method == http.MethodPost && r.URL.Path == "/servers":
 		var req schema.ServerCreateRequest
-		if err := json.Unmarshal(body, &req); err != nil {
-			f.T.Errorf("POST /servers: %v", err)
-		}
+		f.Decode(r, body, &req)
 		if !slices.Contains(f.serverTypes, req.ServerType.Name) {
 			w.Header().Set("Content-Type", "application/json")
 			w.WriteHeader(http.StatusBadRequest)
@@ -183,12 +183,9 @@ func (f *fakeAPI) serve(w http.ResponseWriter, r *http.Request, body []byte) {
 		// finish, and a started server runs from the second look on.
 		if s["status"] == "initializing" {
 			for _, a := range f.actions {
-				if a.obj["status"] == "running" && a.obj["resources"].([]any)[0].(map[string]any)["id"] == id {
-					a.polls = 1
-					a.obj["status"] = "success"
-					if a.onDone != nil {
-						a.onDone()
-					}
+				if a.Obj["status"] == "running" && a.Obj["resources"].([]any)[0].(map[string]any)["id"] == id {
+					a.Polls = 1
+					a.Finish(map[string]any{"status": "success"})
 				}
 			}
 		}
@@ -205,9 +202,7 @@ func (f *fakeAPI) serve(w http.ResponseWriter, r *http.Request, body []byte) {
 			return
 		}
 		var req schema.ServerUpdateRequest
-		if err := json.Unmarshal(body, &req); err != nil {
-			f.T.Errorf("PUT /servers/%d: %v", id, err)
-		}
+		f.Decode(r, body, &req)
 		if req.Name != "" {
 			s["name"] = req.Name
 		}
@@ -232,28 +227,15 @@ func (f *fakeAPI) serve(w http.ResponseWriter, r *http.Request, body []byte) {
 				continue
 			}
 			// Running at the first poll, done at the second.
-			if a.polls++; a.polls > 1 && a.obj["status"] == "running" {
-				a.obj["status"], a.obj["progress"], a.obj["finished"] = "success", 100, time.Now().Format(time.RFC3339)
-				if a.onDone != nil {
-					a.onDone()
-				}
-			}
-			out = append(out, a.obj)
+			a.Poll("running", map[string]any{"status": "success", "progress": 100, "finished": time.Now().Format(time.RFC3339)})
+			out = append(out, a.Obj)
 		}
 		backendtest.Reply(w, 200, list("actions", out))
 	case r.Method == http.MethodGet && r.URL.Path == "/firewalls":
-		var out []map[string]any
-		for _, fw := range f.firewalls {
-			if q.Get("name") == "" || fw["name"] == q.Get("name") {
-				out = append(out, fw)
-			}
-		}
-		backendtest.Reply(w, 200, list("firewalls", out))
+		backendtest.Reply(w, 200, listNamed("firewalls", f.firewalls, q, nil))
 	case r.Method == http.MethodPost && r.URL.Path == "/firewalls":
 		var req schema.FirewallCreateRequest
-		if err := json.Unmarshal(body, &req); err != nil {
-			f.T.Errorf("POST /firewalls: %v", err)
-		}
+		f.Decode(r, body, &req)
 		fid := f.newID()
 		fw := f.Object("firewall.json")
 		fw["id"], fw["name"] = fid, req.Name
@@ -279,7 +261,7 @@ func (f *fakeAPI) serve(w http.ResponseWriter, r *http.Request, body []byte) {
 			backendtest.Reply(w, 200, map[string]any{"firewall": fw})
 		case r.Method == http.MethodPut && len(parts) == 2:
 			var req schema.FirewallUpdateRequest
-			json.Unmarshal(body, &req)
+			f.Decode(r, body, &req)
 			if req.Labels != nil {
 				fw["labels"] = *req.Labels
 			}
@@ -293,17 +275,17 @@ func (f *fakeAPI) serve(w http.ResponseWriter, r *http.Request, body []byte) {
 			w.WriteHeader(http.StatusNoContent)
 		case r.Method == http.MethodPost && len(parts) == 4 && parts[3] == "set_rules":
 			var req schema.FirewallActionSetRulesRequest
-			json.Unmarshal(body, &req)
+			f.Decode(r, body, &req)
 			fw["rules"] = rulesOut(req.Rules)
 			backendtest.Reply(w, 201, map[string]any{"actions": []any{f.newAction("set_firewall_rules", id, "firewall", nil)}})
 		case r.Method == http.MethodPost && len(parts) == 4 && parts[3] == "apply_to_resources":
 			var req schema.FirewallActionApplyToResourcesRequest
-			json.Unmarshal(body, &req)
+			f.Decode(r, body, &req)
 			fw["applied_to"] = append(fw["applied_to"].([]any), appliedOut(req.ApplyTo)...)
 			backendtest.Reply(w, 201, map[string]any{"actions": []any{f.newAction("apply_firewall", id, "firewall", nil)}})
 		case r.Method == http.MethodPost && len(parts) == 4 && parts[3] == "remove_from_resources":
 			var req schema.FirewallActionRemoveFromResourcesRequest
-			json.Unmarshal(body, &req)
+			f.Decode(r, body, &req)
 			gone := map[string]bool{}
 			for _, x := range appliedOut(req.RemoveFrom) {
 				gone[resKey(x)] = true

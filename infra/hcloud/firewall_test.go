@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"net/netip"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -12,29 +13,15 @@ import (
 
 func TestFirewall(t *testing.T) {
 	b, f := newTestBackend(t)
-	c := backendtest.Ctx(t)
-	admin := []netip.Prefix{netip.MustParsePrefix("198.51.100.0/24")}
 	fleet := map[string]string{"fleet": "demo"}
-	ports := [2]uint16{4443, 4446}
 
-	id, err := b.EnsureFirewall(c, "relayfleet-demo", fleet, ports, admin)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if w := f.Writes(); !reflect.DeepEqual(w, []string{"POST /firewalls"}) {
-		t.Errorf("first Ensure wrote %v", w)
-	}
+	id := backendtest.EnsureFirewall(t, b, &f.API, "relayfleet-demo", fleet, backendtest.Ports, backendtest.Admin, "POST /firewalls")
 	fw := f.firewalls[mustID(t, id)]
 	type rule struct {
 		Direction, Protocol, Port string
 		SourceIPs                 []string `json:"source_ips"`
 	}
-	rulesOf := func() []rule {
-		var rs []rule
-		b, _ := json.Marshal(fw["rules"])
-		json.Unmarshal(b, &rs)
-		return rs
-	}
+	rulesOf := func() []rule { return backendtest.Recode[[]rule](fw["rules"]) }
 	wantRules := []rule{
 		{"in", "udp", "4443-4446", []string{"0.0.0.0/0", "::/0"}},
 		{"in", "tcp", "4443-4446", []string{"0.0.0.0/0", "::/0"}},
@@ -49,24 +36,13 @@ func TestFirewall(t *testing.T) {
 	}
 
 	// Again, the same: nothing is written.
-	n := len(f.Writes())
-	id2, err := b.EnsureFirewall(c, "relayfleet-demo", fleet, ports, admin)
-	if err != nil || id2 != id {
-		t.Fatalf("second Ensure = %s, %v; want %s", id2, err, id)
-	}
-	if w := f.Writes()[n:]; len(w) != 0 {
-		t.Errorf("second Ensure wrote %v", w)
+	if id2 := backendtest.EnsureFirewall(t, b, &f.API, "relayfleet-demo", fleet, backendtest.Ports, backendtest.Admin); id2 != id {
+		t.Fatalf("second Ensure = %s, want %s", id2, id)
 	}
 
 	// Another admin range: the rules are set again, and only they.
-	admin2 := append(admin, netip.MustParsePrefix("2001:db8:7::/48"))
-	n = len(f.Writes())
-	if _, err := b.EnsureFirewall(c, "relayfleet-demo", fleet, ports, admin2); err != nil {
-		t.Fatal(err)
-	}
-	if w := f.Writes()[n:]; !reflect.DeepEqual(w, []string{"POST /firewalls/" + id + "/actions/set_rules"}) {
-		t.Errorf("rule change wrote %v", w)
-	}
+	admin2 := append(slices.Clone(backendtest.Admin), netip.MustParsePrefix("2001:db8:7::/48"))
+	backendtest.EnsureFirewall(t, b, &f.API, "relayfleet-demo", fleet, backendtest.Ports, admin2, "POST /firewalls/"+id+"/actions/set_rules")
 	if got := rulesOf()[2].SourceIPs; !reflect.DeepEqual(got, []string{"198.51.100.0/24", "2001:db8:7::/48"}) {
 		t.Errorf("ssh sources %v", got)
 	}
@@ -74,52 +50,23 @@ func TestFirewall(t *testing.T) {
 	// Other labels of the same fleet, tier and event: the firewall's
 	// labels change, the old selector goes, the new one comes.
 	fleet2 := map[string]string{"fleet": "demo", "group": "fsn"}
-	n = len(f.Writes())
-	if _, err := b.EnsureFirewall(c, "relayfleet-demo", fleet2, ports, admin2); err != nil {
-		t.Fatal(err)
-	}
-	want := []string{"PUT /firewalls/" + id, "POST /firewalls/" + id + "/actions/remove_from_resources", "POST /firewalls/" + id + "/actions/apply_to_resources"}
-	if w := f.Writes()[n:]; !reflect.DeepEqual(w, want) {
-		t.Errorf("label change wrote %v, want %v", w, want)
-	}
+	backendtest.EnsureFirewall(t, b, &f.API, "relayfleet-demo", fleet2, backendtest.Ports, admin2,
+		"PUT /firewalls/"+id, "POST /firewalls/"+id+"/actions/remove_from_resources", "POST /firewalls/"+id+"/actions/apply_to_resources")
 	applied, _ = json.Marshal(fw["applied_to"])
 	if string(applied) != `[{"applied_to_resources":[],"label_selector":{"selector":"fleet=demo,group=fsn"},"type":"label_selector"}]` {
 		t.Errorf("applied_to %s", applied)
 	}
 
-	if err := b.DeleteFirewall(c, id); err != nil {
-		t.Fatal(err)
-	}
-	if len(f.firewalls) != 0 {
-		t.Errorf("firewall not deleted")
-	}
-	if err := b.DeleteFirewall(c, id); err != nil {
-		t.Errorf("second DeleteFirewall: %v", err)
-	}
+	backendtest.DeleteFirewall(t, b, id, func() bool { return len(f.firewalls) != 0 })
 }
 
 func TestFirewallRefusesOpenSSH(t *testing.T) {
 	b, f := newTestBackend(t)
-	for _, tc := range []struct {
-		name   string
-		labels map[string]string
-		admin  []netip.Prefix
-		want   string
-	}{
-		{"ssh from anywhere", map[string]string{"fleet": "demo"}, []netip.Prefix{netip.MustParsePrefix("0.0.0.0/0")}, "hcloud firewall fw: admin range 0.0.0.0/0: opens SSH to everyone"},
-		{"no admin", map[string]string{"fleet": "demo"}, nil, "hcloud firewall fw: no admin ranges: SSH would be closed to everyone"},
-		{"no labels", nil, []netip.Prefix{netip.MustParsePrefix("198.51.100.0/24")}, "hcloud firewall fw: no labels: a firewall for every server is not what a fleet wants"},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			_, err := b.EnsureFirewall(backendtest.Ctx(t), "fw", tc.labels, [2]uint16{4443, 4443}, tc.admin)
-			if err == nil || err.Error() != tc.want {
-				t.Errorf("err = %v, want %q", err, tc.want)
-			}
-		})
-	}
-	if l := f.Requests(""); len(l) != 0 {
-		t.Errorf("requests sent for a refused firewall: %v", l)
-	}
+	backendtest.FirewallRefusals(t, b, &f.API, []backendtest.FirewallRefusal{
+		{Name: "ssh from anywhere", Labels: map[string]string{"fleet": "demo"}, Admin: []netip.Prefix{netip.MustParsePrefix("0.0.0.0/0")}, Want: "hcloud firewall fw: admin range 0.0.0.0/0: opens SSH to everyone"},
+		{Name: "no admin", Labels: map[string]string{"fleet": "demo"}, Admin: nil, Want: "hcloud firewall fw: no admin ranges: SSH would be closed to everyone"},
+		{Name: "no labels", Labels: nil, Admin: backendtest.Admin, Want: "hcloud firewall fw: no labels: a firewall for every server is not what a fleet wants"},
+	})
 }
 
 func mustID(t *testing.T, id string) int64 {
@@ -135,16 +82,11 @@ func mustID(t *testing.T, id string) int64 {
 // steady firewall is left as it was.
 func TestFirewallRefusesAnotherTiersFirewall(t *testing.T) {
 	b, f := newTestBackend(t)
-	c := backendtest.Ctx(t)
-	admin := []netip.Prefix{netip.MustParsePrefix("198.51.100.0/24")}
-	ports := [2]uint16{4443, 4446}
 	steady := map[string]string{"fleet": "demo", "tier": "steady", "event": "none", "group": "fsn"}
-	if _, err := b.EnsureFirewall(c, "demo-fsn", steady, ports, admin); err != nil {
-		t.Fatal(err)
-	}
+	backendtest.EnsureFirewall(t, b, &f.API, "demo-fsn", steady, backendtest.Ports, backendtest.Admin, "POST /firewalls")
 	n := len(f.Writes())
 	event := map[string]string{"fleet": "demo", "tier": "burst", "event": "fsn", "group": "fsn"}
-	_, err := b.EnsureFirewall(c, "demo-fsn", event, ports, admin)
+	_, err := b.EnsureFirewall(backendtest.Ctx(t), "demo-fsn", event, backendtest.Ports, backendtest.Admin)
 	if err == nil || !strings.Contains(err.Error(), "firewall demo-fsn") || !strings.Contains(err.Error(), `label tier "steady", not "burst"`) || strings.Contains(err.Error(), "\n") {
 		t.Errorf("Ensure over the steady firewall: %v; want one line naming it and its tier", err)
 	}

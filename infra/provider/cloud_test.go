@@ -179,20 +179,53 @@ func TestFirewallParams(t *testing.T) {
 	}
 }
 
-func TestCloudReadKeepsThePrivateKeySecret(t *testing.T) {
-	fc := &fakeCloud{}
-	b, _ := fc.Create(t.Context(), backend.Spec{Name: "f-fsn-1"})
+// useCloud makes fc the cloud of every backend until the test ends.
+func useCloud(t *testing.T, fc *fakeCloud) {
+	t.Helper()
 	old := newCloud
 	newCloud = func(string, Config) (cloudAPI, error) { return fc, nil }
 	t.Cleanup(func() { newCloud = old })
+}
+
+// useCloudFacts has every cloud box read as cores and ram bytes, without
+// SSH, until the test ends.
+func useCloudFacts(t *testing.T, cores int, ram int64) {
+	t.Helper()
+	old := readCloudFacts
+	readCloudFacts = func(_ context.Context, _ cloudBackend, _ BoxArgs, m *machine, _ time.Duration) error {
+		m.Cores, m.RAM = cores, ram
+		return nil
+	}
+	t.Cleanup(func() { readCloudFacts = old })
+}
+
+// cloudBoxReader is a cloud holding hcloud box f-fsn-1 of fleet f, the
+// box's ID, and read, which reads the box as a refresh does, from a state
+// of its name, ID and host public key and the properties in more.
+func cloudBoxReader(t *testing.T, more map[string]property.Value) (fc *fakeCloud, id string, read func() (p.ReadResponse, error)) {
+	t.Helper()
+	fc = &fakeCloud{}
+	b, _ := fc.Create(t.Context(), backend.Spec{Name: "f-fsn-1"})
+	useCloud(t, fc)
 	s := newServer(t)
 	state := property.NewMap(map[string]property.Value{
 		"backend": property.New(BackendHcloud), "name": property.New("f-fsn-1"), "fleet": property.New("f"), "tier": property.New(TierSteady),
 		"backendId": property.New(b.ID), "hostPublicKey": property.New(testKey),
-		// The engine hands the state back with the key as the secret Create made it.
+	})
+	for k, v := range more {
+		state = state.Set(k, v)
+	}
+	return fc, b.ID, func() (p.ReadResponse, error) {
+		return s.Read(p.ReadRequest{ID: "hcloud/" + b.ID, Urn: urn(BoxType, "f-fsn-1"), Properties: state})
+	}
+}
+
+func TestCloudReadKeepsThePrivateKeySecret(t *testing.T) {
+	// The engine hands the state back with the key as the secret Create made it.
+	fc, id, read := cloudBoxReader(t, map[string]property.Value{
 		"hostPrivateKey": property.New("-----BEGIN OPENSSH PRIVATE KEY-----\nx\n-----END OPENSSH PRIVATE KEY-----\n").WithSecret(true),
 	})
-	resp, err := s.Read(p.ReadRequest{ID: "hcloud/" + b.ID, Urn: urn(BoxType, "f-fsn-1"), Properties: state})
+	resp, err := read()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -208,8 +241,8 @@ func TestCloudReadKeepsThePrivateKeySecret(t *testing.T) {
 	}
 
 	// A box the cloud no longer has reads as gone.
-	fc.Delete(t.Context(), b.ID)
-	resp, err = s.Read(p.ReadRequest{ID: "hcloud/" + b.ID, Urn: urn(BoxType, "f-fsn-1"), Properties: state})
+	fc.Delete(t.Context(), id)
+	resp, err = read()
 	if err != nil || resp.ID != "" {
 		t.Fatalf("read of a deleted server: id %q %v, want gone", resp.ID, err)
 	}
@@ -217,13 +250,8 @@ func TestCloudReadKeepsThePrivateKeySecret(t *testing.T) {
 
 func TestCloudCreateOutputsThePrivateKeyAsSecret(t *testing.T) {
 	fc := &fakeCloud{}
-	oldCloud, oldFacts := newCloud, readCloudFacts
-	newCloud = func(string, Config) (cloudAPI, error) { return fc, nil }
-	readCloudFacts = func(_ context.Context, _ cloudBackend, _ BoxArgs, m *machine, _ time.Duration) error {
-		m.Cores, m.RAM = 4, 8<<30
-		return nil
-	}
-	t.Cleanup(func() { newCloud, readCloudFacts = oldCloud, oldFacts })
+	useCloud(t, fc)
+	useCloudFacts(t, 4, 8<<30)
 	s := newServer(t)
 	in := boxInputs(map[string]string{"backend": "hcloud", "name": "f-fsn-1", "fleet": "f", "tier": "steady", "shape": "cpx32", "location": "fsn1"})
 	in = in.Set("authorizedKeys", property.New(property.NewArray([]property.Value{property.New(testKey + " admin")})))
@@ -284,17 +312,8 @@ func TestCloudCreateRefusesAnExistingServer(t *testing.T) {
 // cloud, which knows neither its host key nor its cores and RAM; the
 // state's are kept (before, the pinned key was emptied).
 func TestCloudReadKeepsThePinnedHostKey(t *testing.T) {
-	fc := &fakeCloud{}
-	b, _ := fc.Create(t.Context(), backend.Spec{Name: "f-fsn-1"})
-	old := newCloud
-	newCloud = func(string, Config) (cloudAPI, error) { return fc, nil }
-	t.Cleanup(func() { newCloud = old })
-	s := newServer(t)
-	state := property.NewMap(map[string]property.Value{
-		"backend": property.New(BackendHcloud), "name": property.New("f-fsn-1"), "fleet": property.New("f"), "tier": property.New(TierSteady),
-		"backendId": property.New(b.ID), "hostPublicKey": property.New(testKey), "cores": property.New(4.0), "ram": property.New(float64(8 << 30)),
-	})
-	resp, err := s.Read(p.ReadRequest{ID: "hcloud/" + b.ID, Urn: urn(BoxType, "f-fsn-1"), Properties: state})
+	_, _, read := cloudBoxReader(t, map[string]property.Value{"cores": property.New(4.0), "ram": property.New(float64(8 << 30))})
+	resp, err := read()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -53,20 +53,28 @@ func buildRelay(t *testing.T) (string, string) {
 	return out, provision.Digest(data)
 }
 
-func TestLabBoxAndHostLifecycle(t *testing.T) {
+// openTestLab opens the lab of cfg (the tests need root); box is deleted
+// and the lab cleaned up when the test ends.
+func openTestLab(t *testing.T, cfg Config, box string) *lab.Lab {
+	t.Helper()
 	if os.Geteuid() != 0 {
 		t.Fatal("lab tests need root")
 	}
-	ctx := context.Background()
-	cfg := testLabConfig()
 	l, err := openLab(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		l.Delete(context.Background(), "pt1")
+		l.Delete(context.Background(), box)
 		l.Cleanup(context.Background())
 	})
+	return l
+}
+
+func TestLabBoxAndHostLifecycle(t *testing.T) {
+	ctx := context.Background()
+	cfg := testLabConfig()
+	l := openTestLab(t, cfg, "pt1")
 	s := newServer(t)
 	if err := s.Configure(p.ConfigureRequest{Args: configMap(cfg)}); err != nil {
 		t.Fatal(err)
@@ -186,19 +194,9 @@ func TestLabBoxAndHostLifecycle(t *testing.T) {
 // cores and RAM are read over SSH with its pinned key, a wrong key is
 // refused, and deleting the static Box leaves the server running.
 func TestLabStaticBoxAdoptsAServer(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Fatal("lab tests need root")
-	}
 	ctx := context.Background()
 	cfg := testLabConfig()
-	l, err := openLab(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		l.Delete(context.Background(), "pt2")
-		l.Cleanup(context.Background())
-	})
+	l := openTestLab(t, cfg, "pt2")
 	b, err := l.Create(ctx, lab.Spec{Name: "pt2", Shape: lab.Small, Labels: map[string]string{"fleet": "provider-test"}})
 	if err != nil {
 		t.Fatal(err)

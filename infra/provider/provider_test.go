@@ -41,25 +41,40 @@ func boxInputs(kv map[string]string) property.Map {
 	return property.NewMap(vs)
 }
 
-func TestSchemaMarksPrivateKeySecret(t *testing.T) {
-	s := newServer(t)
+// schemaProperty is what the tests read of a property in the provider's
+// schema.
+type schemaProperty struct {
+	Secret           bool `json:"secret"`
+	ReplaceOnChanges bool `json:"replaceOnChanges"`
+}
+
+// schemaResource is what the tests read of a resource in the schema.
+type schemaResource struct {
+	Properties      map[string]schemaProperty `json:"properties"`
+	InputProperties map[string]schemaProperty `json:"inputProperties"`
+}
+
+// schemaResources is the resources of the schema s serves, by type.
+func schemaResources(t *testing.T, s integration.Server) map[string]schemaResource {
+	t.Helper()
 	resp, err := s.GetSchema(p.GetSchemaRequest{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	var spec struct {
-		Resources map[string]struct {
-			Properties map[string]struct {
-				Secret bool `json:"secret"`
-			} `json:"properties"`
-		} `json:"resources"`
+		Resources map[string]schemaResource `json:"resources"`
 	}
 	if err := json.Unmarshal([]byte(resp.Schema), &spec); err != nil {
 		t.Fatal(err)
 	}
-	box, ok := spec.Resources[BoxType]
+	return spec.Resources
+}
+
+func TestSchemaMarksPrivateKeySecret(t *testing.T) {
+	resources := schemaResources(t, newServer(t))
+	box, ok := resources[BoxType]
 	if !ok {
-		t.Fatalf("schema has no %s; resources: %v", BoxType, spec.Resources)
+		t.Fatalf("schema has no %s; resources: %v", BoxType, resources)
 	}
 	if !box.Properties["hostPrivateKey"].Secret {
 		t.Errorf("hostPrivateKey is not marked secret")
@@ -67,7 +82,7 @@ func TestSchemaMarksPrivateKeySecret(t *testing.T) {
 	if box.Properties["hostPublicKey"].Secret {
 		t.Errorf("hostPublicKey is marked secret")
 	}
-	if _, ok := spec.Resources[HostType]; !ok {
+	if _, ok := resources[HostType]; !ok {
 		t.Errorf("schema has no %s", HostType)
 	}
 }
@@ -301,21 +316,7 @@ func TestHostValidate(t *testing.T) {
 // provider's outputs keep it secret while ports and the hash stay plain.
 func TestHostAuthKeysStaySecret(t *testing.T) {
 	s := newServer(t)
-	resp, err := s.GetSchema(p.GetSchemaRequest{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var spec struct {
-		Resources map[string]struct {
-			InputProperties map[string]struct {
-				Secret bool `json:"secret"`
-			} `json:"inputProperties"`
-		} `json:"resources"`
-	}
-	if err := json.Unmarshal([]byte(resp.Schema), &spec); err != nil {
-		t.Fatal(err)
-	}
-	if !spec.Resources[HostType].InputProperties["authKeys"].Secret {
+	if !schemaResources(t, s)[HostType].InputProperties["authKeys"].Secret {
 		t.Errorf("the Host input authKeys is not marked secret")
 	}
 	a := hostArgs()

@@ -1,7 +1,6 @@
 package provider
 
 import (
-	"encoding/json"
 	"fmt"
 	"reflect"
 	"strings"
@@ -110,27 +109,13 @@ func TestDiffInputsFollowsTheTags(t *testing.T) {
 // TestSchemaMarksReplaceOnChanges: the tags reach the schema, where
 // pulumi-go-provider puts replaceOnChanges, for the Box's inputs alone.
 func TestSchemaMarksReplaceOnChanges(t *testing.T) {
-	s := newServer(t)
-	resp, err := s.GetSchema(p.GetSchemaRequest{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var spec struct {
-		Resources map[string]struct {
-			InputProperties map[string]struct {
-				ReplaceOnChanges bool `json:"replaceOnChanges"`
-			} `json:"inputProperties"`
-		} `json:"resources"`
-	}
-	if err := json.Unmarshal([]byte(resp.Schema), &spec); err != nil {
-		t.Fatal(err)
-	}
+	resources := schemaResources(t, newServer(t))
 	for typ, at := range resourceArgs {
 		ins, err := inputsOf(at)
 		if err != nil {
 			t.Fatal(err)
 		}
-		props := spec.Resources[typ].InputProperties
+		props := resources[typ].InputProperties
 		if len(props) != len(ins) {
 			t.Errorf("%s: %d inputs in the schema, %d in the struct", typ, len(props), len(ins))
 		}

@@ -1,11 +1,9 @@
 package provider
 
 import (
-	"context"
 	"maps"
 	"strings"
 	"testing"
-	"time"
 
 	p "github.com/pulumi/pulumi-go-provider"
 	"github.com/pulumi/pulumi/sdk/v3/go/property"
@@ -111,9 +109,7 @@ func TestCloudUpdateLabelsInPlace(t *testing.T) {
 			old := testBox(be)
 			b, _ := fc.Create(t.Context(), backend.Spec{Name: old.Name, Labels: old.AllLabels()})
 			fc.created = nil
-			orig := newCloud
-			newCloud = func(string, Config) (cloudAPI, error) { return fc, nil }
-			t.Cleanup(func() { newCloud = orig })
+			useCloud(t, fc)
 			s := newServer(t)
 			n := old
 			n.Labels = map[string]string{"group": "fsn", "team": "audio"}
@@ -158,9 +154,7 @@ func TestCloudUpdateLabelsInPlace(t *testing.T) {
 // everyone out: refused before any SSH.
 func TestUpdateRefusesNoAdminKeys(t *testing.T) {
 	fc := &fakeCloud{}
-	orig := newCloud
-	newCloud = func(string, Config) (cloudAPI, error) { return fc, nil }
-	t.Cleanup(func() { newCloud = orig })
+	useCloud(t, fc)
 	s := newServer(t)
 	old := testBox(BackendHcloud)
 	n := old
@@ -320,12 +314,7 @@ func TestServerName(t *testing.T) {
 // server (which the engine then deletes).
 func TestCloudReplacementGetsItsOwnServer(t *testing.T) {
 	fc := &fakeCloud{}
-	oldFacts := readCloudFacts
-	readCloudFacts = func(_ context.Context, _ cloudBackend, _ BoxArgs, m *machine, _ time.Duration) error {
-		m.Cores, m.RAM = 2, 4<<30
-		return nil
-	}
-	t.Cleanup(func() { readCloudFacts = oldFacts })
+	useCloudFacts(t, 2, 4<<30)
 	a := testBox(BackendHcloud)
 	a.Generation = 1
 	m, err := cloudBackend{api: fc}.create(t.Context(), a)
@@ -348,9 +337,7 @@ func TestDeleteOfAnUnreachableBoxStillDeletes(t *testing.T) {
 	fc := &fakeCloud{}
 	a := testBox(BackendHcloud)
 	b, _ := fc.Create(t.Context(), backend.Spec{Name: a.Name, Labels: a.AllLabels()})
-	orig := newCloud
-	newCloud = func(string, Config) (cloudAPI, error) { return fc, nil }
-	t.Cleanup(func() { newCloud = orig })
+	useCloud(t, fc)
 	s := newServer(t)
 	st := stateProps(a, b.ID).Set("sshAddress", property.New("127.0.0.1:1"))
 	if err := s.Delete(p.DeleteRequest{ID: "hcloud/" + b.ID, Urn: urn(BoxType, "fsn-1"), Properties: st}); err != nil {

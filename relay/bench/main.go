@@ -271,10 +271,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 // printPairs compares --relay's defaults with --before's run by run: each
 // pair ran one after the other.
 func printPairs(w io.Writer, after, before [][]result) {
-	fmt.Fprintln(w, "### --relay against --before, run by run (each pair ran in turn)")
-	fmt.Fprintln(w)
-	fmt.Fprintln(w, "| listeners | run | listeners per core: before | after | after / before | RSS per listener (KiB): before | after | frame latency p50 / max (ms): before | after |")
-	fmt.Fprintln(w, "|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+	printHead(w, "### --relay against --before, run by run (each pair ran in turn)",
+		"| listeners | run | listeners per core: before | after | after / before | RSS per listener (KiB): before | after | frame latency p50 / max (ms): before | after |",
+		"|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
 	for s := range min(len(after), len(before)) {
 		for i := range min(len(after[s]), len(before[s])) {
 			a, b := after[s][i], before[s][i]
@@ -373,11 +372,19 @@ func printSummary(w io.Writer, all [][]result, fl floorResult) {
 	fmt.Fprintln(w)
 }
 
-func printRuns(w io.Writer, all [][]result) {
-	fmt.Fprintln(w, "Every run:")
+// printHead starts a Markdown table: a title line, a blank line, the
+// header row and the row that aligns the columns.
+func printHead(w io.Writer, title, header, align string) {
+	fmt.Fprintln(w, title)
 	fmt.Fprintln(w)
-	fmt.Fprintln(w, "| listeners | run | connected | relay CPU (% of a core) | listeners per core | packets sent | system calls | CPU per packet (us) | RSS growth (MiB) | RSS per listener (KiB) | RcvbufErrors | SndbufErrors | bitrate per listener (kbit/s) | frames received | frames lost | late (>1 s) | frame latency p50 / max (ms) | UDP buffer granted (B) | load average (1 min) | floor before the run, sendmsg / sendmmsg (us) |")
-	fmt.Fprintln(w, "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|")
+	fmt.Fprintln(w, header)
+	fmt.Fprintln(w, align)
+}
+
+func printRuns(w io.Writer, all [][]result) {
+	printHead(w, "Every run:",
+		"| listeners | run | connected | relay CPU (% of a core) | listeners per core | packets sent | system calls | CPU per packet (us) | RSS growth (MiB) | RSS per listener (KiB) | RcvbufErrors | SndbufErrors | bitrate per listener (kbit/s) | frames received | frames lost | late (>1 s) | frame latency p50 / max (ms) | UDP buffer granted (B) | load average (1 min) | floor before the run, sendmsg / sendmmsg (us) |",
+		"|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|")
 	for _, rs := range all {
 		for i, r := range rs {
 			if r.err != "" {
@@ -580,46 +587,34 @@ func step(ctx context.Context, pins *cpupin.Pinning, bin string, v variant, n in
 }
 
 func getJSON(ctx context.Context, url string, v any) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-	if err != nil {
-		return err
-	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := get(ctx, url)
 	if err != nil {
 		return err
 	}
 	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("%s: %s", url, resp.Status)
-	}
 	return json.NewDecoder(resp.Body).Decode(v)
 }
 
-func fetchProfile(ctx context.Context, base, path string, d time.Duration) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, fmt.Sprintf("%s/debug/pprof/profile?seconds=%d", base, max(int(d.Seconds()), 1)), nil)
+// get sends a GET to url; any status but 200 OK is an error. The caller
+// closes the body.
+func get(ctx context.Context, url string) (*http.Response, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("profile: %s", resp.Status)
+		resp.Body.Close()
+		return nil, fmt.Errorf("%s: %s", url, resp.Status)
 	}
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		return err
-	}
-	f, err := os.Create(path)
-	if err != nil {
-		return err
-	}
-	if _, err := io.Copy(f, resp.Body); err != nil {
-		f.Close()
-		return err
-	}
-	return f.Close()
+	return resp, nil
+}
+
+func fetchProfile(ctx context.Context, base, path string, d time.Duration) error {
+	return fetchTo(ctx, fmt.Sprintf("%s/debug/pprof/profile?seconds=%d", base, max(int(d.Seconds()), 1)), path)
 }
 
 // read measures the relay process (package relay/procstat); a failed

@@ -5,7 +5,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -64,18 +63,11 @@ func relayMem(ctx context.Context, base string) (memStats, error) {
 }
 
 func pprofText(ctx context.Context, url string) (string, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-	if err != nil {
-		return "", err
-	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := get(ctx, url)
 	if err != nil {
 		return "", err
 	}
 	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return "", fmt.Errorf("%s: %s", url, resp.Status)
-	}
 	b, err := io.ReadAll(resp.Body)
 	return string(b), err
 }
@@ -101,10 +93,9 @@ func memPer(before, after memStats, n int) memPerListener {
 // beside the Go runtime's own figures, so that a change in RSS can be told
 // apart (heap, stacks, or what the runtime holds from the system).
 func printMemory(w io.Writer, all [][]result) {
-	fmt.Fprintln(w, "Memory per listener (growth from before the listeners to the end of the window; the Go runtime's figures just after a GC, RSS just before it):")
-	fmt.Fprintln(w)
-	fmt.Fprintln(w, "| listeners | run | RSS per listener (KiB) | heap in use (KiB) | live heap (KiB) | goroutine stacks (KiB) | goroutines | load average (1 min) |")
-	fmt.Fprintln(w, "|---:|---:|---:|---:|---:|---:|---:|---:|")
+	printHead(w, "Memory per listener (growth from before the listeners to the end of the window; the Go runtime's figures just after a GC, RSS just before it):",
+		"| listeners | run | RSS per listener (KiB) | heap in use (KiB) | live heap (KiB) | goroutine stacks (KiB) | goroutines | load average (1 min) |",
+		"|---:|---:|---:|---:|---:|---:|---:|---:|")
 	for _, rs := range all {
 		for i, r := range rs {
 			if r.err != "" {
@@ -124,19 +115,13 @@ func fetchHeapProfile(ctx context.Context, base, path string) error {
 	return fetchTo(ctx, base+"/debug/pprof/heap", path)
 }
 
+// fetchTo saves the body of a GET of url at path.
 func fetchTo(ctx context.Context, url, path string) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-	if err != nil {
-		return err
-	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := get(ctx, url)
 	if err != nil {
 		return err
 	}
 	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("%s: %s", url, resp.Status)
-	}
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return err
 	}

@@ -8,7 +8,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"log/slog"
 	"os"
 	"os/exec"
 	"strings"
@@ -44,13 +43,6 @@ func requireNode(t *testing.T) {
 	if _, err := fmt.Sscanf(string(out), "v%d", &major); err != nil || major < 20 {
 		t.Fatalf("node %s: Node 20 or newer is required", strings.TrimSpace(string(out)))
 	}
-}
-
-func logger() *slog.Logger {
-	if os.Getenv("RELAY_TEST_LOG") != "" {
-		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	}
-	return slog.New(slog.DiscardHandler)
 }
 
 type event struct {
@@ -150,7 +142,7 @@ func until(ctx context.Context) time.Duration {
 
 // goSubscribe reads every group with our Go client and checks each frame.
 func goSubscribe(ctx context.Context, url, name string, subscribed chan<- struct{}) error {
-	s, err := client.Dial(ctx, url, &client.Options{Logger: logger()})
+	s, err := client.Dial(ctx, url, &client.Options{Logger: testutil.Logger()})
 	if err != nil {
 		return err
 	}
@@ -198,9 +190,26 @@ func goSubscribe(ctx context.Context, url, name string, subscribed chan<- struct
 	return nil
 }
 
+// startInterop starts a relay for an interop test, which needs node and
+// has 90 s; the context ends with the test.
+func startInterop(t *testing.T) (context.Context, *relay.Relay) {
+	t.Helper()
+	requireNode(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	t.Cleanup(cancel)
+	return ctx, startRelay(t, ctx)
+}
+
+// nodeArgs are the arguments of a node publisher or subscriber of
+// broadcast name on url: the test's groups, frames and frame size.
+func nodeArgs(url, name string) []string {
+	return []string{"--url", url, "--name", name, "--groups", fmt.Sprint(groups),
+		"--frames", fmt.Sprint(framesPer), "--size", fmt.Sprint(frameSize)}
+}
+
 func startRelay(t *testing.T, ctx context.Context) *relay.Relay {
 	t.Helper()
-	r, err := relay.Start(ctx, relay.Config{Listen: "127.0.0.1:0", Logger: logger()})
+	r, err := relay.Start(ctx, relay.Config{Listen: "127.0.0.1:0", Logger: testutil.Logger()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -212,13 +221,9 @@ func startRelay(t *testing.T, ctx context.Context) *relay.Relay {
 // publisher, three @moq/lite subscribers (WebSocket, qmux "webtransport"
 // framing) and our Go subscriber (raw QUIC) through one relay.
 func TestMoqLitePublisherToMoqLiteAndGoSubscribers(t *testing.T) {
-	requireNode(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
-	defer cancel()
-	r := startRelay(t, ctx)
+	ctx, r := startInterop(t)
 	url := fmt.Sprintf("http://%s/interop", r.Addr())
-	common := []string{"--url", url, "--name", "room", "--groups", fmt.Sprint(groups),
-		"--frames", fmt.Sprint(framesPer), "--size", fmt.Sprint(frameSize)}
+	common := nodeArgs(url, "room")
 
 	pub := startNode(t, ctx, "publisher", "publisher.mjs", append(common, "--interval", "20")...)
 	if e := pub.expect(t, ctx, "connected"); e.Version != "moq-lite-02" {
@@ -279,19 +284,15 @@ func TestMoqLitePublisherToMoqLiteAndGoSubscribers(t *testing.T) {
 // TestGoPublisherToMoqLiteSubscribers runs our Go publisher (raw QUIC) to
 // @moq/lite subscribers.
 func TestGoPublisherToMoqLiteSubscribers(t *testing.T) {
-	requireNode(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
-	defer cancel()
-	r := startRelay(t, ctx)
+	ctx, r := startInterop(t)
 	url := fmt.Sprintf("http://%s/", r.Addr())
-	pub, err := client.Dial(ctx, url, &client.Options{Logger: logger()})
+	pub, err := client.Dial(ctx, url, &client.Options{Logger: testutil.Logger()})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer pub.Close()
 	tw := pub.Publish("gopub").Track("audio")
-	common := []string{"--url", url, "--name", "gopub", "--groups", fmt.Sprint(groups),
-		"--frames", fmt.Sprint(framesPer), "--size", fmt.Sprint(frameSize)}
+	common := nodeArgs(url, "gopub")
 	var subs []*nodeProc
 	for i := 0; i < 2; i++ {
 		s := startNode(t, ctx, fmt.Sprintf("subscriber %d", i), "subscriber.mjs", common...)
@@ -327,13 +328,9 @@ func TestGoPublisherToMoqLiteSubscribers(t *testing.T) {
 // first group is group 9 (the newest, complete from its first frame) and
 // that every later group follows.
 func TestMoqLiteLateJoinerStartsAtNewestGroup(t *testing.T) {
-	requireNode(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
-	defer cancel()
-	r := startRelay(t, ctx)
+	ctx, r := startInterop(t)
 	url := fmt.Sprintf("http://%s/", r.Addr())
-	common := []string{"--url", url, "--name", "late", "--groups", fmt.Sprint(groups),
-		"--frames", fmt.Sprint(framesPer), "--size", fmt.Sprint(frameSize)}
+	common := nodeArgs(url, "late")
 	pub := startNode(t, ctx, "publisher", "publisher.mjs", append(common, "--interval", "10", "--pause-at", "10")...)
 	pub.expect(t, ctx, "connected")
 	testutil.WaitFor(t, until(ctx), "the broadcast to be announced", func() bool { return r.Stats().Broadcasts == 1 })
@@ -371,7 +368,7 @@ func TestMoqLiteLateJoinerStartsAtNewestGroup(t *testing.T) {
 // frame every 40 ms on r over raw QUIC, until the test ends.
 func goPublish(t *testing.T, ctx context.Context, r *relay.Relay, name string) {
 	t.Helper()
-	s, err := client.Dial(ctx, fmt.Sprintf("http://%s/", r.Addr()), &client.Options{Logger: logger()})
+	s, err := client.Dial(ctx, fmt.Sprintf("http://%s/", r.Addr()), &client.Options{Logger: testutil.Logger()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -407,10 +404,7 @@ func goPublish(t *testing.T, ctx context.Context, r *relay.Relay, name string) {
 // (Connection.Reload) does not reconnect after such a clean close. What a
 // browser client must do instead is in docs/clients.md.
 func TestMoqLiteSubscriberSeesGoingAway(t *testing.T) {
-	requireNode(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
-	defer cancel()
-	r := startRelay(t, ctx)
+	ctx, r := startInterop(t)
 	goPublish(t, ctx, r, "away")
 	url := fmt.Sprintf("http://%s/", r.Addr())
 

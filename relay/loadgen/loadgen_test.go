@@ -3,7 +3,6 @@ package loadgen_test
 import (
 	"context"
 	"fmt"
-	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -22,13 +21,6 @@ import (
 	"github.com/relayfleet/relayfleet/relay/loadgen"
 	"github.com/relayfleet/relayfleet/relay/router"
 )
-
-func quietLogger() *slog.Logger {
-	if os.Getenv("RELAY_TEST_LOG") != "" {
-		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	}
-	return slog.New(slog.DiscardHandler)
-}
 
 func TestFrameRoundTrip(t *testing.T) {
 	fi := loadgen.FrameInfo{Group: 1 << 40, Index: 3, Count: 6, SentNs: 1234567890123}
@@ -49,14 +41,14 @@ func TestFrameRoundTrip(t *testing.T) {
 func startRelayAndPublisher(t *testing.T, framesPerGroup int) *relay.Relay {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	r, err := relay.Start(ctx, relay.Config{Listen: "127.0.0.1:0", Logger: quietLogger()})
+	r, err := relay.Start(ctx, relay.Config{Listen: "127.0.0.1:0", Logger: testutil.Logger()})
 	if err != nil {
 		t.Fatal(err)
 	}
 	done := make(chan error, 1)
 	go func() {
 		done <- loadgen.Publish(ctx, fmt.Sprintf("http://%s/", r.Addr()), loadgen.PublishOptions{
-			Broadcast: "live", FrameTime: 20 * time.Millisecond, FramesPerGroup: framesPerGroup, FrameSize: 100, Logger: quietLogger(),
+			Broadcast: "live", FrameTime: 20 * time.Millisecond, FramesPerGroup: framesPerGroup, FrameSize: 100, Logger: testutil.Logger(),
 		})
 	}()
 	t.Cleanup(func() {
@@ -81,7 +73,7 @@ func TestRunCountsWhatArrives(t *testing.T) {
 			// in flight, not lost, and its listener not silent.
 			rep, err := loadgen.Run(context.Background(), loadgen.Options{
 				URL: fmt.Sprintf("http://%s/", r.Addr()), Broadcast: "live", Listeners: 20, Shards: 4,
-				Duration: time.Second, Late: time.Hour, Silence: 5 * time.Second, Logger: quietLogger(),
+				Duration: time.Second, Late: time.Hour, Silence: 5 * time.Second, Logger: testutil.Logger(),
 			})
 			if err != nil {
 				t.Fatal(err)
@@ -112,7 +104,7 @@ func TestRunFreezes(t *testing.T) {
 	r := startRelayAndPublisher(t, 1)
 	rep, err := loadgen.Run(context.Background(), loadgen.Options{
 		URL: fmt.Sprintf("http://%s/", r.Addr()), Broadcast: "live", Listeners: 8, Shards: 4,
-		Duration: time.Second, Freeze: 0.5, FreezeAt: 200 * time.Millisecond, Late: time.Hour, Logger: quietLogger(),
+		Duration: time.Second, Freeze: 0.5, FreezeAt: 200 * time.Millisecond, Late: time.Hour, Logger: testutil.Logger(),
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -131,7 +123,7 @@ func TestRunReportsFailures(t *testing.T) {
 	r := startRelayAndPublisher(t, 1)
 	rep, err := loadgen.Run(context.Background(), loadgen.Options{
 		URL: fmt.Sprintf("http://%s/", r.Addr()), Broadcast: "nope", Listeners: 3,
-		Duration: 100 * time.Millisecond, Logger: quietLogger(),
+		Duration: 100 * time.Millisecond, Logger: testutil.Logger(),
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -159,7 +151,7 @@ func TestRunThroughRouter(t *testing.T) {
 	if err := os.WriteFile(path, []byte(file), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	rt, err := router.New(router.Options{File: path, Logger: quietLogger()})
+	rt, err := router.New(router.Options{File: path, Logger: testutil.Logger()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -167,7 +159,7 @@ func TestRunThroughRouter(t *testing.T) {
 	srv := httptest.NewServer(rt)
 	defer srv.Close()
 	rep, err := loadgen.Run(context.Background(), loadgen.Options{
-		Router: srv.URL, Broadcast: "live", Listeners: 5, Duration: 500 * time.Millisecond, Late: time.Hour, Logger: quietLogger(),
+		Router: srv.URL, Broadcast: "live", Listeners: 5, Duration: 500 * time.Millisecond, Late: time.Hour, Logger: testutil.Logger(),
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -187,7 +179,7 @@ func TestRunLeavesNoGoroutines(t *testing.T) {
 	func() {
 		ctx, cancel := context.WithCancel(context.Background())
 		defer cancel()
-		r, err := relay.Start(ctx, relay.Config{Listen: "127.0.0.1:0", Logger: quietLogger()})
+		r, err := relay.Start(ctx, relay.Config{Listen: "127.0.0.1:0", Logger: testutil.Logger()})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -195,13 +187,13 @@ func TestRunLeavesNoGoroutines(t *testing.T) {
 		url := fmt.Sprintf("http://%s/", r.Addr())
 		done := make(chan error, 1)
 		go func() {
-			done <- loadgen.Publish(ctx, url, loadgen.PublishOptions{Broadcast: "live", FrameTime: 20 * time.Millisecond, FramesPerGroup: 1, FrameSize: 64, Logger: quietLogger()})
+			done <- loadgen.Publish(ctx, url, loadgen.PublishOptions{Broadcast: "live", FrameTime: 20 * time.Millisecond, FramesPerGroup: 1, FrameSize: 64, Logger: testutil.Logger()})
 		}()
 		defer func() { cancel(); <-done }()
 		testutil.WaitFor(t, 10*time.Second, "the broadcast", func() bool { return r.Stats().Broadcasts > 0 })
 		if _, err := loadgen.Run(ctx, loadgen.Options{
 			URL: url, Broadcast: "live", Listeners: 6, Shards: 2, Duration: 300 * time.Millisecond,
-			Freeze: 0.5, FreezeAt: 100 * time.Millisecond, Reconnect: true, Progress: func(loadgen.Snapshot) {}, Logger: quietLogger(),
+			Freeze: 0.5, FreezeAt: 100 * time.Millisecond, Reconnect: true, Progress: func(loadgen.Snapshot) {}, Logger: testutil.Logger(),
 		}); err != nil {
 			t.Fatal(err)
 		}
@@ -218,7 +210,7 @@ const idleTimeout = 1500 * time.Millisecond
 func startEdge(t *testing.T, addr string, origin *relay.Relay) (*relay.Relay, func()) {
 	t.Helper()
 	edge, err := relay.Start(context.Background(), relay.Config{
-		Listen: addr, Upstreams: []string{fmt.Sprintf("http://%s/", origin.Addr())}, Logger: quietLogger(),
+		Listen: addr, Upstreams: []string{fmt.Sprintf("http://%s/", origin.Addr())}, Logger: testutil.Logger(),
 	})
 	if err != nil {
 		t.Fatalf("start edge on %s: %v", addr, err)
@@ -253,7 +245,7 @@ func runAcrossEdgeRestart(t *testing.T, reconnect bool, progress func(loadgen.Sn
 		// 6 s: time after the restart for 20 new dials on a loaded
 		// machine (with 3.5 s one listener was still dialling at the end).
 		Duration: 6 * time.Second, Late: time.Hour, Reconnect: reconnect, Window: window, Progress: progress,
-		IdleTimeout: idleTimeout, Logger: quietLogger(),
+		IdleTimeout: idleTimeout, Logger: testutil.Logger(),
 	})
 	<-restarted
 	if err != nil {
@@ -334,24 +326,16 @@ func TestRunReconnectsThroughRouter(t *testing.T) {
 		fmt.Fprintf(w, `{"url": "http://%s/", "certificate_sha256": %q}`, r2.Addr(), r2.CertificateHash())
 	}))
 	defer srv.Close()
-	done := make(chan struct{})
+	window, faulted := faultMidWindow(300*time.Millisecond, func() {
+		current.Store(b) // drained: the router sends new listeners elsewhere
+		stopA()
+	})
 	rep, err := loadgen.Run(context.Background(), loadgen.Options{
 		Router: srv.URL, Broadcast: "live", Listeners: 20, Shards: 4, Duration: 6 * time.Second, Late: time.Hour,
-		Reconnect: true, IdleTimeout: idleTimeout, Silence: 3 * time.Second, Logger: quietLogger(),
-		Window: func(start bool) {
-			if !start {
-				return
-			}
-			go func() {
-				defer close(done)
-				// The fault comes mid-window.
-				time.Sleep(300 * time.Millisecond)
-				current.Store(b) // drained: the router sends new listeners elsewhere
-				stopA()
-			}()
-		},
+		Reconnect: true, IdleTimeout: idleTimeout, Silence: 3 * time.Second, Logger: testutil.Logger(),
+		Window: window,
 	})
-	<-done
+	faulted()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -364,6 +348,23 @@ func TestRunReconnectsThroughRouter(t *testing.T) {
 	}
 }
 
+// faultMidWindow is a Window hook that, once the window starts, waits d
+// and calls fault, in a goroutine of its own; faulted waits until fault
+// returned.
+func faultMidWindow(d time.Duration, fault func()) (window func(start bool), faulted func()) {
+	done := make(chan struct{})
+	window = func(start bool) {
+		if start {
+			go func() {
+				defer close(done)
+				time.Sleep(d)
+				fault()
+			}()
+		}
+	}
+	return window, func() { <-done }
+}
+
 // TestRunReconnectGivesUpAtEnd: listeners of a relay that never comes back
 // keep trying until the run ends, which it does on time; they are lost,
 // silent at the end for at least as long as the relay has been gone, and
@@ -371,24 +372,18 @@ func TestRunReconnectsThroughRouter(t *testing.T) {
 func TestRunReconnectGivesUpAtEnd(t *testing.T) {
 	origin := startRelayAndPublisher(t, 1)
 	edge, stopEdge := startEdge(t, "127.0.0.1:0", origin)
-	done := make(chan struct{})
 	var stopped time.Time // when the edge was gone: no frame after this
+	window, faulted := faultMidWindow(200*time.Millisecond, func() {
+		stopEdge()
+		stopped = time.Now()
+	})
 	start := time.Now()
 	rep, err := loadgen.Run(context.Background(), loadgen.Options{
 		URL: fmt.Sprintf("http://%s/", edge.Addr()), Broadcast: "live", Listeners: 5, Duration: 2500 * time.Millisecond,
-		Late: time.Hour, Reconnect: true, IdleTimeout: idleTimeout, Logger: quietLogger(),
-		Window: func(start bool) {
-			if start {
-				go func() {
-					defer close(done)
-					time.Sleep(200 * time.Millisecond) // the fault comes mid-window
-					stopEdge()
-					stopped = time.Now()
-				}()
-			}
-		},
+		Late: time.Hour, Reconnect: true, IdleTimeout: idleTimeout, Logger: testutil.Logger(),
+		Window: window,
 	})
-	<-done
+	faulted()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -425,7 +420,7 @@ func TestRunReportsFrozenGap(t *testing.T) {
 			rep, err := loadgen.Run(context.Background(), loadgen.Options{
 				URL: fmt.Sprintf("http://%s/", r.Addr()), Broadcast: "live", Listeners: 8, Shards: 4,
 				Duration: 3 * time.Second, Freeze: 0.5, FreezeAt: 300 * time.Millisecond, FreezeFor: freezeFor,
-				Late: time.Hour, Reconnect: reconnect, Logger: quietLogger(),
+				Late: time.Hour, Reconnect: reconnect, Logger: testutil.Logger(),
 			})
 			if err != nil {
 				t.Fatal(err)
@@ -500,21 +495,13 @@ func TestRunReconnectAvoidsTheFailedRelay(t *testing.T) {
 	b, _ := startEdge(t, "127.0.0.1:0", origin)
 	var avoided atomic.Int64
 	srv := startAvoidRouter(t, fmt.Sprintf("http://%s/", a.Addr()), a.CertificateHash(), b, &avoided)
-	done := make(chan struct{})
+	window, faulted := faultMidWindow(300*time.Millisecond, stopA)
 	rep, err := loadgen.Run(context.Background(), loadgen.Options{
 		Router: srv.URL, Broadcast: "live", Listeners: 10, Shards: 2, Duration: 3 * time.Second, Late: time.Hour,
-		Reconnect: true, IdleTimeout: idleTimeout, Logger: quietLogger(),
-		Window: func(start bool) {
-			if start {
-				go func() {
-					defer close(done)
-					time.Sleep(300 * time.Millisecond) // the fault comes mid-window
-					stopA()
-				}()
-			}
-		},
+		Reconnect: true, IdleTimeout: idleTimeout, Logger: testutil.Logger(),
+		Window: window,
 	})
-	<-done
+	faulted()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -640,22 +627,16 @@ func TestRunCountsARelayGoneSilent(t *testing.T) {
 	p := startUDPProxy(t, r.Addr())
 	var cut time.Time
 	start := time.Now()
-	done := make(chan struct{})
+	window, faulted := faultMidWindow(300*time.Millisecond, func() {
+		p.dead.Store(true)
+		cut = time.Now()
+	})
 	rep, err := loadgen.Run(context.Background(), loadgen.Options{
 		URL: fmt.Sprintf("http://%s/", p.conn.LocalAddr()), CertificateHash: r.CertificateHash(), Broadcast: "live",
-		Listeners: 6, Shards: 2, Duration: 2500 * time.Millisecond, Late: time.Hour, Logger: quietLogger(),
-		Window: func(start bool) {
-			if start {
-				go func() {
-					defer close(done)
-					time.Sleep(300 * time.Millisecond) // the fault comes mid-window
-					p.dead.Store(true)
-					cut = time.Now()
-				}()
-			}
-		},
+		Listeners: 6, Shards: 2, Duration: 2500 * time.Millisecond, Late: time.Hour, Logger: testutil.Logger(),
+		Window: window,
 	})
-	<-done
+	faulted()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -696,7 +677,7 @@ func testRunReconnectsWhenSilent(t *testing.T, fpg int) {
 		// listeners' new dials on a loaded machine (with 4 s, some were
 		// still dialling at the end: "dial: context canceled").
 		Router: srv.URL, Broadcast: "live", Listeners: 6, Shards: 2, Duration: 8 * time.Second, Late: time.Hour,
-		Reconnect: true, Logger: quietLogger(),
+		Reconnect: true, Logger: testutil.Logger(),
 		Window: func(start bool) {
 			if start {
 				// 1.5 s: after the first 1 s group began (a publisher with
@@ -733,7 +714,7 @@ func TestRunFirstConnectAvoidsADeadRelay(t *testing.T) {
 	p.dead.Store(true)
 	srv := startAvoidRouter(t, fmt.Sprintf("http://%s/", p.conn.LocalAddr()), a.CertificateHash(), b, nil)
 	rep, err := loadgen.Run(context.Background(), loadgen.Options{
-		Router: srv.URL, Broadcast: "live", Listeners: 4, Duration: 500 * time.Millisecond, Late: time.Hour, Logger: quietLogger(),
+		Router: srv.URL, Broadcast: "live", Listeners: 4, Duration: 500 * time.Millisecond, Late: time.Hour, Logger: testutil.Logger(),
 	})
 	if err != nil {
 		t.Fatal(err)

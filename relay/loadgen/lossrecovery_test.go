@@ -67,7 +67,7 @@ func TestLossRecoveryWithPTOAllowance(t *testing.T) {
 	reports := make([]*loadgen.Report, len(cases))
 	for i, c := range cases {
 		ctx, cancel := context.WithCancel(context.Background())
-		cfg := relay.Config{Listen: "127.0.0.1:0", Logger: quietLogger(), PTOAckDelay: c.allow, PTOIgnoresReads: c.ignores, ListenerAckDelay: -1}
+		cfg := relay.Config{Listen: "127.0.0.1:0", Logger: testutil.Logger(), PTOAckDelay: c.allow, PTOIgnoresReads: c.ignores, ListenerAckDelay: -1}
 		tune := func(q *quic.Config) { q.BatchMaxStreams = false }
 		if c.askAcks {
 			cfg.ListenerAckDelay, tune = 0, nil
@@ -79,7 +79,7 @@ func TestLossRecoveryWithPTOAllowance(t *testing.T) {
 		done := make(chan error, 1)
 		go func() {
 			done <- loadgen.Publish(ctx, fmt.Sprintf("http://%s/", r.Addr()), loadgen.PublishOptions{
-				Broadcast: "live", FrameTime: frameTime, FramesPerGroup: 1, FrameSize: frameSize, Logger: quietLogger(),
+				Broadcast: "live", FrameTime: frameTime, FramesPerGroup: 1, FrameSize: frameSize, Logger: testutil.Logger(),
 			})
 		}()
 		testutil.WaitFor(t, 10*time.Second, "the publisher's announce", func() bool { return r.Stats().Broadcasts > 0 })
@@ -102,7 +102,7 @@ func TestLossRecoveryWithPTOAllowance(t *testing.T) {
 		rep, err := loadgen.Run(context.Background(), loadgen.Options{
 			URL: fmt.Sprintf("http://%s/", p.conn.LocalAddr()), CertificateHash: r.CertificateHash(), Broadcast: "live",
 			Listeners: listeners, Shards: listeners, Duration: 5 * time.Second, Late: time.Hour, Silence: 5 * time.Second,
-			Logger: quietLogger(), TuneQUIC: tune,
+			Logger: testutil.Logger(), TuneQUIC: tune,
 		})
 		cancel()
 		if perr := <-done; perr != nil {

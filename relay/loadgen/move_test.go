@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/relayfleet/relayfleet/internal/testutil"
 	"github.com/relayfleet/relayfleet/relay"
 	"github.com/relayfleet/relayfleet/relay/client"
 	"github.com/relayfleet/relayfleet/relay/loadgen"
@@ -34,7 +35,7 @@ func runShed(t *testing.T, grace time.Duration) (*loadgen.Report, *relay.Relay) 
 		// (960 ms) a loaded machine, starving the test's relays and
 		// listeners for a second, made some reconnect as silent, some
 		// before the shed (A then shed fewer than 20).
-		Reconnect: true, Silence: 5 * time.Second, IdleTimeout: idleTimeout, Logger: quietLogger(),
+		Reconnect: true, Silence: 5 * time.Second, IdleTimeout: idleTimeout, Logger: testutil.Logger(),
 		Window: func(start bool) {
 			if start {
 				go func() {

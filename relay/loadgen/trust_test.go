@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/relayfleet/relayfleet/internal/testutil"
 	"github.com/relayfleet/relayfleet/relay/client"
 	"github.com/relayfleet/relayfleet/relay/loadgen"
 )
@@ -18,7 +19,7 @@ import (
 // clear text from another host, or a router answering in clear text from
 // another host, is refused before any listener starts.
 func TestRunRefusesClearTextTrust(t *testing.T) {
-	base := loadgen.Options{Broadcast: "live", Listeners: 1, Duration: time.Second, Logger: quietLogger()}
+	base := loadgen.Options{Broadcast: "live", Listeners: 1, Duration: time.Second, Logger: testutil.Logger()}
 	o := base
 	o.URL = "http://192.0.2.10:4443/"
 	if _, err := loadgen.Run(context.Background(), o); !errors.Is(err, client.ErrHashOverHTTP) {
@@ -41,7 +42,7 @@ func TestRunPinsTheRoutersHash(t *testing.T) {
 	}))
 	defer srv.Close()
 	rep, err := loadgen.Run(context.Background(), loadgen.Options{
-		Router: srv.URL, Broadcast: "live", Listeners: 3, Duration: 200 * time.Millisecond, Late: time.Hour, Logger: quietLogger(),
+		Router: srv.URL, Broadcast: "live", Listeners: 3, Duration: 200 * time.Millisecond, Late: time.Hour, Logger: testutil.Logger(),
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -3,66 +3,16 @@ package router_test
 import (
 	"context"
 	"encoding/json"
-	"fmt"
-	"io"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"net/url"
 	"path/filepath"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/relayfleet/relayfleet/internal/testutil"
 	"github.com/relayfleet/relayfleet/relay/router"
 )
-
-// countingRelay is a fake relay that counts its /stats polls and can hang.
-type countingRelay struct {
-	*fakeRelay
-	polls atomic.Int64
-	hang  chan struct{} // closed at cleanup; while hanging, /stats waits on it
-	hung  atomic.Bool
-}
-
-func newCountingRelay(t *testing.T, headroom int) *countingRelay {
-	c := &countingRelay{fakeRelay: &fakeRelay{}, hang: make(chan struct{})}
-	c.headroom.Store(int64(headroom))
-	c.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-		c.polls.Add(1)
-		if c.hung.Load() {
-			<-c.hang
-		}
-		if c.down.Load() {
-			http.Error(w, "down", http.StatusInternalServerError)
-			return
-		}
-		fmt.Fprintf(w, `{"sessions": 3, "headroom": %d}`, c.headroom.Load())
-	}))
-	t.Cleanup(func() { close(c.hang); c.srv.Close() })
-	return c
-}
-
-func routeAvoid(t *testing.T, srv *httptest.Server, avoid ...string) (int, string) {
-	t.Helper()
-	q := url.Values{"broadcast": {"live"}, "avoid": avoid}
-	resp, err := http.Get(srv.URL + "/route?" + q.Encode())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	if resp.StatusCode != http.StatusOK {
-		return resp.StatusCode, strings.TrimSpace(string(b))
-	}
-	var rt router.Route
-	if err := json.Unmarshal(b, &rt); err != nil {
-		t.Fatalf("/route answered %q: %v", b, err)
-	}
-	return resp.StatusCode, rt.URL
-}
 
 // relayState reads one relay's entry from GET /relays.
 func relayState(t *testing.T, srv *httptest.Server, u string) (healthy bool, headroom int) {
@@ -95,36 +45,27 @@ func relayState(t *testing.T, srv *httptest.Server, u string) (healthy bool, hea
 // client spells its URL (query, #spki= pin, trailing slash), and answers
 // 503 when every relay with headroom is avoided.
 func TestRouteAvoid(t *testing.T) {
-	a, b := newFakeRelay(t, 10), newFakeRelay(t, 5)
-	path := filepath.Join(t.TempDir(), "relays.json")
-	writeFile(t, path, a.entry(false), b.entry(false))
-	r, srv := newRouter(t, path)
-	r.PollOnce(context.Background())
+	a, b, r, srv := twoRelays(t, 0)
 	au, bu := a.entry(false).URL, b.entry(false).URL
-	if _, got := routeAvoid(t, srv); got != au {
+	if _, got := route(t, srv); got != au {
 		t.Fatalf("without avoid: %q, want a (most headroom)", got)
 	}
 	for _, spelling := range []string{au, strings.TrimSuffix(au, "/"), au + "?jwt=x#spki=" + strings.Repeat("ab", 32), strings.ToUpper(au[:8]) + au[8:]} {
 		for range 20 { // past every reservation: a still has the most headroom
-			if code, got := routeAvoid(t, srv, spelling); code != http.StatusOK || got != bu {
+			if code, got := route(t, srv, spelling); code != http.StatusOK || got != bu {
 				t.Fatalf("avoid=%s: %d %q, want b", spelling, code, got)
 			}
 		}
 	}
-	if code, _ := routeAvoid(t, srv, au, bu); code != http.StatusServiceUnavailable {
+	if code, _ := route(t, srv, au, bu); code != http.StatusServiceUnavailable {
 		t.Fatalf("every relay avoided: status %d, want 503", code)
 	}
 	if _, err := r.Pick(au); err != nil {
 		t.Fatal(err)
 	}
 	q := "?broadcast=live" + strings.Repeat("&avoid=x", 9)
-	resp, err := http.Get(srv.URL + "/route" + q)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusBadRequest {
-		t.Fatalf("9 avoid parameters: status %d, want 400", resp.StatusCode)
+	if code := status(t, srv.URL+"/route"+q); code != http.StatusBadRequest {
+		t.Fatalf("9 avoid parameters: status %d, want 400", code)
 	}
 }
 
@@ -132,22 +73,13 @@ func TestRouteAvoid(t *testing.T) {
 // avoid=URL; the router polls that relay at once, finds it dead, and stops
 // routing anyone there long before its next poll (an hour away here).
 func TestAvoidRepollsTheDeadRelay(t *testing.T) {
-	a, b := newCountingRelay(t, 10), newCountingRelay(t, 5)
-	path := filepath.Join(t.TempDir(), "relays.json")
-	writeFile(t, path, a.entry(false), b.entry(false))
-	r, err := router.New(router.Options{File: path, Poll: time.Hour, Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(r)
-	t.Cleanup(srv.Close)
-	r.PollOnce(context.Background())
+	a, b, r, srv := twoRelays(t, time.Hour)
 	au, bu := a.entry(false).URL, b.entry(false).URL
-	if _, got := routeAvoid(t, srv); got != au {
+	if _, got := route(t, srv); got != au {
 		t.Fatalf("before: %q, want a", got)
 	}
 	a.down.Store(true)
-	if _, got := routeAvoid(t, srv, au); got != bu {
+	if _, got := route(t, srv, au); got != bu {
 		t.Fatalf("avoid=a: %q, want b", got)
 	}
 	testutil.WaitFor(t, 10*time.Second, "a out of the pool after a listener avoided it and its /stats failed", func() bool {
@@ -155,13 +87,13 @@ func TestAvoidRepollsTheDeadRelay(t *testing.T) {
 		return !healthy
 	})
 	// Everyone, not only the listener that avoided it, now goes to b.
-	if _, got := routeAvoid(t, srv); got != bu {
+	if _, got := route(t, srv); got != bu {
 		t.Fatalf("after the re-poll: %q, want b", got)
 	}
 	// One good poll brings a back.
 	a.down.Store(false)
 	r.PollOnce(context.Background())
-	if _, got := routeAvoid(t, srv); got != au {
+	if _, got := route(t, srv); got != au {
 		t.Fatalf("after a good poll: %q, want a back", got)
 	}
 	if b.polls.Load() != 2 {
@@ -172,19 +104,10 @@ func TestAvoidRepollsTheDeadRelay(t *testing.T) {
 // TestAvoidRepollIsRateLimited: /route is anonymous, so avoid= may not
 // make the router poll a relay more often than once per RepollEvery.
 func TestAvoidRepollIsRateLimited(t *testing.T) {
-	a, b := newCountingRelay(t, 10), newCountingRelay(t, 5)
-	path := filepath.Join(t.TempDir(), "relays.json")
-	writeFile(t, path, a.entry(false), b.entry(false))
-	r, err := router.New(router.Options{File: path, Poll: time.Hour, Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(r)
-	t.Cleanup(srv.Close)
-	r.PollOnce(context.Background())
+	a, _, r, srv := twoRelays(t, time.Hour)
 	start := time.Now()
 	for range 300 {
-		routeAvoid(t, srv, a.entry(false).URL)
+		route(t, srv, a.entry(false).URL)
 	}
 	elapsed := time.Since(start)
 	// Every re-poll started while the answers went out (the flag is set
@@ -202,16 +125,7 @@ func TestAvoidRepollIsRateLimited(t *testing.T) {
 // PollTimeout, not after the poll interval, and leaves the pool.
 func TestHungRelayLeavesWithinPollTimeout(t *testing.T) {
 	testutil.NoLeaks(t)
-	a, b := newCountingRelay(t, 10), newCountingRelay(t, 5)
-	path := filepath.Join(t.TempDir(), "relays.json")
-	writeFile(t, path, a.entry(false), b.entry(false))
-	r, err := router.New(router.Options{File: path, Poll: 20 * time.Second, Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(r)
-	t.Cleanup(srv.Close)
-	r.PollOnce(context.Background())
+	a, b, r, srv := twoRelays(t, 20*time.Second)
 	a.hung.Store(true)
 	start := time.Now()
 	r.PollOnce(context.Background())
@@ -223,7 +137,7 @@ func TestHungRelayLeavesWithinPollTimeout(t *testing.T) {
 	if healthy, _ := relayState(t, srv, a.entry(false).URL); healthy {
 		t.Fatal("a hung relay stayed healthy")
 	}
-	if _, got := routeAvoid(t, srv); got != b.entry(false).URL {
+	if _, got := route(t, srv); got != b.entry(false).URL {
 		t.Fatalf("with a hung: %q, want b", got)
 	}
 }
@@ -259,33 +173,24 @@ func TestNewListenersGoWhereTheRoomIs(t *testing.T) {
 // believes the timeouts. One hung relay among answering ones still
 // leaves at once (TestHungRelayLeavesWithinPollTimeout).
 func TestEveryRelayTimingOutKeepsTheLastState(t *testing.T) {
-	a, b := newCountingRelay(t, 10), newCountingRelay(t, 5)
-	path := filepath.Join(t.TempDir(), "relays.json")
-	writeFile(t, path, a.entry(false), b.entry(false))
-	r, err := router.New(router.Options{File: path, Poll: 20 * time.Second, Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(r)
-	t.Cleanup(srv.Close)
-	r.PollOnce(context.Background())
+	a, b, r, srv := twoRelays(t, 20*time.Second)
 	a.hung.Store(true)
 	b.hung.Store(true)
 	for i := range router.MaxStarvedPolls {
 		r.PollOnce(context.Background())
-		if code, got := routeAvoid(t, srv); code != http.StatusOK || got != a.entry(false).URL {
+		if code, got := route(t, srv); code != http.StatusOK || got != a.entry(false).URL {
 			t.Fatalf("poll %d with every relay timing out: %d %q, want the last state's best relay", i+1, code, got)
 		}
 	}
 	r.PollOnce(context.Background())
-	if code, got := routeAvoid(t, srv); code == http.StatusOK {
+	if code, got := route(t, srv); code == http.StatusOK {
 		t.Fatalf("after %d starved polls the router still routes to %q", router.MaxStarvedPolls+1, got)
 	}
 	// Answers again: back at once, and the count starts over.
 	a.hung.Store(false)
 	b.hung.Store(false)
 	r.PollOnce(context.Background())
-	if code, _ := routeAvoid(t, srv); code != http.StatusOK {
+	if code, _ := route(t, srv); code != http.StatusOK {
 		t.Fatalf("relays answering again: %d", code)
 	}
 }

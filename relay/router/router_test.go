@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -21,24 +22,32 @@ import (
 	"github.com/relayfleet/relayfleet/relay/router"
 )
 
-// fakeRelay serves /stats with a settable headroom; 0 status means 500.
+// fakeRelay serves /stats with a settable headroom, counts the polls, and
+// can be down (500) or hung (the poll waits until the test ends).
 type fakeRelay struct {
 	srv      *httptest.Server
 	headroom atomic.Int64
 	down     atomic.Bool
+	polls    atomic.Int64
+	hung     atomic.Bool
+	hang     chan struct{} // closed at cleanup; while hung, /stats waits on it
 }
 
 func newFakeRelay(t *testing.T, headroom int) *fakeRelay {
-	f := &fakeRelay{}
+	f := &fakeRelay{hang: make(chan struct{})}
 	f.headroom.Store(int64(headroom))
 	f.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		f.polls.Add(1)
+		if f.hung.Load() {
+			<-f.hang
+		}
 		if f.down.Load() {
 			http.Error(w, "down", http.StatusInternalServerError)
 			return
 		}
 		fmt.Fprintf(w, `{"sessions": 3, "headroom": %d}`, f.headroom.Load())
 	}))
-	t.Cleanup(f.srv.Close)
+	t.Cleanup(func() { close(f.hang); f.srv.Close() })
 	return f
 }
 
@@ -59,7 +68,17 @@ func writeFile(t *testing.T, path string, relays ...router.Relay) {
 
 func newRouter(t *testing.T, path string) (*router.Router, *httptest.Server) {
 	t.Helper()
-	r, err := router.New(router.Options{File: path, Logger: slog.New(slog.DiscardHandler)})
+	return newRouterOpts(t, router.Options{File: path})
+}
+
+// newRouterOpts is a router with o (a nil Logger discards) and a server
+// of its handler.
+func newRouterOpts(t *testing.T, o router.Options) (*router.Router, *httptest.Server) {
+	t.Helper()
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	r, err := router.New(o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -68,22 +87,61 @@ func newRouter(t *testing.T, path string) (*router.Router, *httptest.Server) {
 	return r, srv
 }
 
-func route(t *testing.T, srv *httptest.Server) (int, string) {
+// twoRelays is a router polling every poll (0: the default) and polled
+// once, with fake relays a (headroom 10) and b (headroom 5) in its file.
+func twoRelays(t *testing.T, poll time.Duration) (a, b *fakeRelay, r *router.Router, srv *httptest.Server) {
 	t.Helper()
-	resp, err := http.Get(srv.URL + "/route?broadcast=live")
+	a, b = newFakeRelay(t, 10), newFakeRelay(t, 5)
+	path := filepath.Join(t.TempDir(), "relays.json")
+	writeFile(t, path, a.entry(false), b.entry(false))
+	r, srv = newRouterOpts(t, router.Options{File: path, Poll: poll})
+	r.PollOnce(context.Background())
+	return a, b, r, srv
+}
+
+// routeAnswer asks srv's /route for broadcast live, avoiding avoid: the
+// status, the route of a 200 answer (which must be JSON) and the body.
+func routeAnswer(t *testing.T, srv *httptest.Server, avoid ...string) (int, router.Route, string) {
+	t.Helper()
+	q := url.Values{"broadcast": {"live"}, "avoid": avoid}
+	resp, err := http.Get(srv.URL + "/route?" + q.Encode())
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
-	if resp.StatusCode != http.StatusOK {
-		return resp.StatusCode, strings.TrimSpace(string(b))
-	}
 	var rt router.Route
-	if err := json.Unmarshal(b, &rt); err != nil {
-		t.Fatalf("/route answered %q: %v", b, err)
+	if resp.StatusCode == http.StatusOK {
+		if ct := resp.Header.Get("Content-Type"); ct != "application/json" {
+			t.Fatalf("/route Content-Type %q, want application/json", ct)
+		}
+		if err := json.Unmarshal(b, &rt); err != nil {
+			t.Fatalf("/route answered %q: %v", b, err)
+		}
 	}
-	return resp.StatusCode, rt.URL
+	return resp.StatusCode, rt, string(b)
+}
+
+// route is routeAnswer's status, and the relay's URL of a 200 answer or
+// the body of another.
+func route(t *testing.T, srv *httptest.Server, avoid ...string) (int, string) {
+	t.Helper()
+	code, rt, body := routeAnswer(t, srv, avoid...)
+	if code != http.StatusOK {
+		return code, strings.TrimSpace(body)
+	}
+	return code, rt.URL
+}
+
+// status is the status of a GET of u.
+func status(t *testing.T, u string) int {
+	t.Helper()
+	resp, err := http.Get(u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	return resp.StatusCode
 }
 
 func TestRouteMostHeadroom(t *testing.T) {
@@ -116,13 +174,8 @@ func TestRouteMostHeadroom(t *testing.T) {
 	if code, got := route(t, srv); code != http.StatusOK || got != a.entry(false).URL {
 		t.Fatalf("with b down: %d %q, want a", code, got)
 	}
-	resp, err := http.Get(srv.URL + "/route")
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusBadRequest {
-		t.Fatalf("/route without broadcast: %d, want 400", resp.StatusCode)
+	if code := status(t, srv.URL+"/route"); code != http.StatusBadRequest {
+		t.Fatalf("/route without broadcast: %d, want 400", code)
 	}
 }
 
@@ -226,12 +279,7 @@ func TestRunReloadsAChangedFile(t *testing.T) {
 	path := filepath.Join(dir, "relays.json")
 	writeFile(t, path, a.entry(false))
 	logs, warned := newLoadWarnings()
-	r, err := router.New(router.Options{File: path, Poll: 20 * time.Millisecond, Logger: slog.New(logs)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(r)
-	t.Cleanup(srv.Close)
+	r, srv := newRouterOpts(t, router.Options{File: path, Poll: 20 * time.Millisecond, Logger: slog.New(logs)})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { defer close(done); r.Run(ctx) }()

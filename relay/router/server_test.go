@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"context"
 	"errors"
-	"log/slog"
 	"net"
 	"net/http"
 	"os"
@@ -23,10 +22,7 @@ func serveRouter(t *testing.T, lim router.Limits) (string, *router.Router) {
 	f := newFakeRelay(t, 100)
 	path := filepath.Join(t.TempDir(), "relays.json")
 	writeFile(t, path, f.entry(false))
-	r, err := router.New(router.Options{File: path, Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
+	r, _ := newRouter(t, path)
 	r.PollOnce(context.Background())
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

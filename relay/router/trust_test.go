@@ -3,7 +3,6 @@ package router_test
 import (
 	"context"
 	"crypto/x509"
-	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
@@ -26,26 +25,6 @@ func startRealRelay(t *testing.T) *relay.Relay {
 	}
 	t.Cleanup(func() { r.Close() })
 	return r
-}
-
-func routeAnswer(t *testing.T, srv *httptest.Server) (int, router.Route, string) {
-	t.Helper()
-	resp, err := http.Get(srv.URL + "/route?broadcast=live")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	var rt router.Route
-	if resp.StatusCode == http.StatusOK {
-		if ct := resp.Header.Get("Content-Type"); ct != "application/json" {
-			t.Fatalf("/route Content-Type %q, want application/json", ct)
-		}
-		if err := json.Unmarshal(b, &rt); err != nil {
-			t.Fatalf("/route answered %q: %v", b, err)
-		}
-	}
-	return resp.StatusCode, rt, string(b)
 }
 
 // TestRouteAnswersURLAndCertificateHash: /route names the relay and the

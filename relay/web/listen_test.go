@@ -170,6 +170,25 @@ func (b *browser) waitStats(t *testing.T, ctx context.Context, what string, cond
 	}
 }
 
+// open opens page and waits, within ctx, until it subscribes to pub's
+// track.
+func (b *browser) open(t *testing.T, ctx context.Context, pub *publisher, page string) {
+	t.Helper()
+	if err := chromedp.Do(b.ctx, chromedp.Navigate(page)); err != nil {
+		t.Fatalf("open %s: %v", page, err)
+	}
+	b.waitSubscribed(t, ctx, pub, "subscribed")
+}
+
+// waitSubscribed waits until the page subscribes to pub's track; what
+// says how in the error ("subscribed again").
+func (b *browser) waitSubscribed(t *testing.T, ctx context.Context, pub *publisher, what string) {
+	t.Helper()
+	if err := pub.tw.WaitSubscribers(ctx, 1); err != nil {
+		t.Fatalf("the page never %s: %v: %s\nconsole:\n%s", what, err, b.stats(t), b.console.String())
+	}
+}
+
 // publisher publishes one broadcast's audio track into the relay.
 type publisher struct {
 	s  *client.Session
@@ -190,6 +209,24 @@ func newPublisher(t *testing.T, ctx context.Context, url, name, token string) *p
 	t.Cleanup(func() { s.Close() })
 	b := s.Publish(name)
 	return &publisher{s: s, b: b, tw: b.Track("audio")}
+}
+
+// paced publishes ps[:n] on pub, a group every 120 ms as a live
+// publisher, and then sends the outcome; a group sent while nobody
+// subscribes is no error.
+func (p *publisher) paced(ctx context.Context, ps [][]byte, n int) <-chan error {
+	done := make(chan error, 1)
+	go func() {
+		for seq := 0; seq < n; seq++ {
+			if err := p.tw.WriteGroup(ctx, uint64(seq), [][]byte{ps[seq]}); err != nil && !errors.Is(err, client.ErrNoSubscribers) {
+				done <- fmt.Errorf("publish group %d: %w", seq, err)
+				return
+			}
+			time.Sleep(120 * time.Millisecond)
+		}
+		done <- nil
+	}()
+	return done
 }
 
 type setup struct {
@@ -307,26 +344,10 @@ func TestListenPage(t *testing.T) {
 func (s *setup) goingAway(t *testing.T, ctx context.Context, br *browser, base string, ps [][]byte, transport string) {
 	name := "live/room-away-" + transport
 	pub := newPublisher(t, ctx, base+"/", name, s.token(t, name, ""))
-	if err := chromedp.Do(br.ctx, chromedp.Navigate(base+"/listen?broadcast="+name+"&transport="+transport)); err != nil {
-		t.Fatal(err)
-	}
 	wctx, cancel := context.WithTimeout(ctx, 60*time.Second)
 	defer cancel()
-	if err := pub.tw.WaitSubscribers(wctx, 1); err != nil {
-		t.Fatalf("the page never subscribed: %v: %s\nconsole:\n%s", err, br.stats(t), br.console.String())
-	}
-	const n = 60
-	done := make(chan error, 1)
-	go func() {
-		for seq := 0; seq < n; seq++ {
-			if err := pub.tw.WriteGroup(wctx, uint64(seq), [][]byte{ps[seq]}); err != nil && !errors.Is(err, client.ErrNoSubscribers) {
-				done <- fmt.Errorf("publish group %d: %w", seq, err)
-				return
-			}
-			time.Sleep(120 * time.Millisecond) // a group every 120 ms, as a live publisher
-		}
-		done <- nil
-	}()
+	br.open(t, wctx, pub, base+"/listen?broadcast="+name+"&transport="+transport)
+	done := pub.paced(wctx, ps, 60)
 	before := br.waitStats(t, wctx, "audio before the shed", func(p pageStats) bool { return p.Frames >= 10 })
 	resp, err := http.Post(base+"/shed?n=1", "text/plain", nil)
 	if err != nil {
@@ -406,12 +427,7 @@ func relayRestart(t *testing.T, ctx context.Context, br *browser, ps [][]byte) {
 	wctx, cancel := context.WithTimeout(ctx, 60*time.Second)
 	defer cancel()
 	pub1 := newPublisher(t, ctx, base+"/", name, "")
-	if err := chromedp.Do(br.ctx, chromedp.Navigate(base+"/listen?broadcast="+name)); err != nil {
-		t.Fatal(err)
-	}
-	if err := pub1.tw.WaitSubscribers(wctx, 1); err != nil {
-		t.Fatalf("the page never subscribed: %v: %s\nconsole:\n%s", err, br.stats(t), br.console.String())
-	}
+	br.open(t, wctx, pub1, base+"/listen?broadcast="+name)
 	send(pub1, 0, half)
 	br.waitStats(t, wctx, "the first half to arrive", func(p pageStats) bool { return p.Frames >= half })
 	pub1.s.Close()
@@ -421,9 +437,7 @@ func relayRestart(t *testing.T, ctx context.Context, br *browser, ps [][]byte) {
 		t.Fatalf("the new relay serves the old certificate %s", hash1)
 	}
 	pub2 := newPublisher(t, ctx, base+"/", name, "")
-	if err := pub2.tw.WaitSubscribers(wctx, 1); err != nil {
-		t.Fatalf("the page never came back: %v: %s\nconsole:\n%s", err, br.stats(t), br.console.String())
-	}
+	br.waitSubscribed(t, wctx, pub2, "came back")
 	send(pub2, half, 2*half)
 	got := br.waitStats(t, wctx, "the second half to play", func(p pageStats) bool {
 		return p.Frames >= 2*half && p.PlayedSeconds >= p.ScheduledSeconds-0.001
@@ -450,14 +464,9 @@ func (s *setup) corrupt(t *testing.T, ctx context.Context, br *browser, base str
 	name := "live/room-corrupt"
 	pub := newPublisher(t, ctx, base+"/", name, s.token(t, name, ""))
 	page := fmt.Sprintf("%s/listen?broadcast=%s", base, name)
-	if err := chromedp.Do(br.ctx, chromedp.Navigate(page)); err != nil {
-		t.Fatalf("open %s: %v", page, err)
-	}
 	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	if err := pub.tw.WaitSubscribers(wctx, 1); err != nil {
-		t.Fatalf("the page never subscribed: %v: %s\nconsole:\n%s", err, br.stats(t), br.console.String())
-	}
+	br.open(t, wctx, pub, page)
 	// Code 3 (a frame count byte must follow) with nothing after it.
 	bad := []byte{ps[0][0] | 3}
 	for seq := 0; seq < 22; seq++ {
@@ -494,14 +503,9 @@ func (s *setup) play(t *testing.T, ctx context.Context, br *browser, base, name,
 	if tok != "" {
 		page += "#jwt=" + tok
 	}
-	if err := chromedp.Do(br.ctx, chromedp.Navigate(page)); err != nil {
-		t.Fatalf("open %s: %v", page, err)
-	}
 	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	if err := pub.tw.WaitSubscribers(wctx, 1); err != nil {
-		t.Fatalf("the page never subscribed: %v: %s\nconsole:\n%s", err, br.stats(t), br.console.String())
-	}
+	br.open(t, wctx, pub, page)
 	st, err := client.PublishOgg(ctx, pub.tw, client.NewOggOpusReader(bytes.NewReader(s.ogg)), true)
 	if err != nil {
 		t.Fatalf("publish: %v (%s)", err, st)
@@ -558,9 +562,6 @@ func (s *setup) silence(t *testing.T, ctx context.Context, br *browser, base str
 	name := "live/room-silence"
 	pub := newPublisher(t, ctx, base+"/", name, s.token(t, name, ""))
 	page := fmt.Sprintf("%s/listen?broadcast=%s", base, name)
-	if err := chromedp.Do(br.ctx, chromedp.Navigate(page)); err != nil {
-		t.Fatalf("open %s: %v", page, err)
-	}
 	send := func(from, to int) {
 		start := time.Now()
 		var at time.Duration
@@ -575,17 +576,13 @@ func (s *setup) silence(t *testing.T, ctx context.Context, br *browser, base str
 	}
 	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	if err := pub.tw.WaitSubscribers(wctx, 1); err != nil {
-		t.Fatalf("the page never subscribed: %v: %s\nconsole:\n%s", err, br.stats(t), br.console.String())
-	}
+	br.open(t, wctx, pub, page)
 	send(0, before)
 	time.Sleep(pause)
 	// The page reconnects after 1 s of silence; wait until it has
 	// subscribed again so the rest is not sent to nobody.
 	br.waitStats(t, wctx, "a reconnect after the silence", func(p pageStats) bool { return p.Reconnects > 0 })
-	if err := pub.tw.WaitSubscribers(wctx, 1); err != nil {
-		t.Fatalf("the page never subscribed again: %v: %s\nconsole:\n%s", err, br.stats(t), br.console.String())
-	}
+	br.waitSubscribed(t, wctx, pub, "subscribed again")
 	send(before, before+after)
 	got := br.waitStats(t, ctx, "the audio after the silence to play", func(p pageStats) bool {
 		return p.Decoded >= before+after && p.PlayedSeconds >= p.ScheduledSeconds-0.001
@@ -638,26 +635,10 @@ func (s *setup) autoplayBlocked(t *testing.T, ctx context.Context, base string, 
 	br := newBrowser(t, ctx, false)
 	name := "live/room-click"
 	pub := newPublisher(t, ctx, base+"/", name, s.token(t, name, ""))
-	if err := chromedp.Do(br.ctx, chromedp.Navigate(base+"/listen?broadcast="+name)); err != nil {
-		t.Fatal(err)
-	}
 	wctx, cancel := context.WithTimeout(ctx, 60*time.Second)
 	defer cancel()
-	if err := pub.tw.WaitSubscribers(wctx, 1); err != nil {
-		t.Fatalf("the page never subscribed: %v: %s\nconsole:\n%s", err, br.stats(t), br.console.String())
-	}
-	const n = 80
-	done := make(chan error, 1)
-	go func() {
-		for seq := 0; seq < n; seq++ {
-			if err := pub.tw.WriteGroup(wctx, uint64(seq), [][]byte{ps[seq]}); err != nil && !errors.Is(err, client.ErrNoSubscribers) {
-				done <- fmt.Errorf("publish group %d: %w", seq, err)
-				return
-			}
-			time.Sleep(120 * time.Millisecond) // a group every 120 ms, as a live publisher
-		}
-		done <- nil
-	}()
+	br.open(t, wctx, pub, base+"/listen?broadcast="+name)
+	done := pub.paced(wctx, ps, 80)
 	held := br.waitStats(t, wctx, "packets held back", func(p pageStats) bool { return p.HeldBack >= 15 })
 	if held.Audio != "suspended" || held.PlayedSeconds != 0 || held.ScheduledSeconds != 0 {
 		t.Fatalf("before a click: %s; want audio suspended, nothing scheduled or played", held)

@@ -13,6 +13,7 @@ import (
 	"encoding/json"
 	"encoding/pem"
 	"io"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -52,6 +53,39 @@ type API struct {
 	Mu     sync.Mutex // guards Faults, Log and the embedding fake's state
 	Faults []Fault    // not yet served
 	Log    []string   // "METHOD /path?query" of every request
+}
+
+// Action is an action of a fake cloud (a create, a start, a delete) that
+// finishes after some polls: its JSON object as the API shows it, the
+// polls it had, and what finishing it does to the fake's state.
+type Action struct {
+	Obj    map[string]any
+	Polls  int
+	OnDone func()
+}
+
+// Finish sets fields of the action's object (its status, when it
+// finished) and runs OnDone.
+func (a *Action) Finish(fields map[string]any) {
+	maps.Copy(a.Obj, fields)
+	if a.OnDone != nil {
+		a.OnDone()
+	}
+}
+
+// Poll counts a poll of the action: one whose status is running finishes
+// at its second poll, with fields.
+func (a *Action) Poll(running string, fields map[string]any) {
+	if a.Polls++; a.Polls > 1 && a.Obj["status"] == running {
+		a.Finish(fields)
+	}
+}
+
+// Start makes a the fake API of token that answers with serve, and starts
+// its server, closed when the test ends.
+func (a *API) Start(t *testing.T, token string, serve func(w http.ResponseWriter, r *http.Request, body []byte)) *httptest.Server {
+	a.T, a.Token, a.Serve = t, token, serve
+	return NewServer(t, a)
 }
 
 // NewServer starts an httptest server for h, closed when the test ends.
@@ -136,6 +170,14 @@ func (a *API) Object(name string) map[string]any {
 		a.T.Fatal(err)
 	}
 	return m
+}
+
+// Decode decodes body, the JSON body of request r, into v; a body that
+// does not decode fails the test, naming the request.
+func (a *API) Decode(r *http.Request, body []byte, v any) {
+	if err := json.Unmarshal(body, v); err != nil {
+		a.T.Errorf("%s %s: %v", r.Method, r.URL.Path, err)
+	}
 }
 
 // Fail answers with status and the body in testdata/name.

@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"io"
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
@@ -33,27 +32,11 @@ import (
 // noAuth, and returns the status, headers and body.
 func (c *localCloud) call(t *testing.T, method, path, body string, noAuth bool) (int, http.Header, []byte) {
 	t.Helper()
-	var rd io.Reader
-	if body != "" {
-		rd = strings.NewReader(body)
+	token := testToken
+	if noAuth {
+		token = ""
 	}
-	req, err := http.NewRequest(method, c.url+path, rd)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !noAuth {
-		req.Header.Set("Authorization", "Bearer "+testToken)
-	}
-	if body != "" {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, resp.Header, b
+	return testutil.Request(t, method, c.url+path, token, body)
 }
 
 func apiError(t *testing.T, body []byte) apiErr {
@@ -116,16 +99,7 @@ func TestValidatorCatchesFaults(t *testing.T) {
 	}))
 	hs := httptest.NewServer(wrong)
 	defer hs.Close()
-	send := func(method, path, body string) {
-		req, _ := http.NewRequest(method, hs.URL+path, strings.NewReader(body))
-		req.Header.Set("Authorization", "Bearer "+testToken)
-		req.Header.Set("Content-Type", "application/json")
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		resp.Body.Close()
-	}
+	send := func(method, path, body string) { testutil.Request(t, method, hs.URL+path, testToken, body) }
 	send(http.MethodGet, "/v2/droplets/"+strconv.Itoa(id), "")
 	f := v.Findings()
 	if len(f) != 1 || !strings.Contains(f[0], "response 200 to GET /v2/droplets/") || !strings.Contains(f[0], "networks") || !strings.Contains(f[0], "/droplet/id") {

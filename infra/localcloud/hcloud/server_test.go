@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
@@ -215,23 +214,8 @@ func get(t *testing.T, base, path string) string {
 
 func do(t *testing.T, method, url, token, body string) (int, string) {
 	t.Helper()
-	req, err := http.NewRequest(method, url, strings.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if token != "" {
-		req.Header.Set("Authorization", "Bearer "+token)
-	}
-	if body != "" {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, string(b)
+	code, _, b := testutil.Request(t, method, url, token, body)
+	return code, string(b)
 }
 
 func createBody(name, typ string) string {
@@ -292,20 +276,13 @@ func TestRateLimit(t *testing.T) {
 	s, _ := newTestServer(t)
 	base, _ := serve(t, s)
 	s.SetRateLimit(2, 200*time.Millisecond)
-	var last *http.Response
+	var code int
+	var header http.Header
 	for range 3 {
-		req, _ := http.NewRequest("GET", base+"/servers", nil)
-		req.Header.Set("Authorization", "Bearer "+testToken)
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		io.Copy(io.Discard, resp.Body)
-		resp.Body.Close()
-		last = resp
+		code, header, _ = testutil.Request(t, http.MethodGet, base+"/servers", testToken, "")
 	}
-	if last.StatusCode != 429 || last.Header.Get("RateLimit-Limit") != "2" || last.Header.Get("RateLimit-Remaining") != "0" || last.Header.Get("RateLimit-Reset") == "" {
-		t.Errorf("third request: %d %v", last.StatusCode, last.Header)
+	if code != 429 || header.Get("RateLimit-Limit") != "2" || header.Get("RateLimit-Remaining") != "0" || header.Get("RateLimit-Reset") == "" {
+		t.Errorf("third request: %d %v", code, header)
 	}
 	b := newBackend(t, base, testToken)
 	b2, err := hcloudbackend.New(hcloudbackend.Config{Token: testToken, Endpoint: base, PollInterval: 5 * time.Millisecond,

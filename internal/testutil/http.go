@@ -1,0 +1,41 @@
+package testutil
+
+import (
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+)
+
+// Request sends method to url with body, as JSON when there is one, and
+// with "Authorization: Bearer token" unless token is "". It returns the
+// answer's status, headers and body; a request that gets no answer fails
+// the test, naming the request.
+func Request(t testing.TB, method, url, token, body string) (int, http.Header, []byte) {
+	t.Helper()
+	code, header, b, err := request(method, url, token, body)
+	if err != nil {
+		t.Fatalf("%s %s: %v", method, url, err)
+	}
+	return code, header, b
+}
+
+func request(method, url, token, body string) (int, http.Header, []byte, error) {
+	req, err := http.NewRequest(method, url, strings.NewReader(body))
+	if err != nil {
+		return 0, nil, nil, err
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, nil, nil, err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	return resp.StatusCode, resp.Header, b, err
+}
