@@ -8,7 +8,6 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -57,24 +56,6 @@ func TestLabCloudTokenFileMode(t *testing.T) {
 	}
 }
 
-// syncBuffer is a buffer written by one goroutine and read by another.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // TestLabCloudServes starts `fleet lab cloud hcloud` and `fleet lab cloud
 // digitalocean` on loopback: each makes a 0600 token file, prints where the
 // API is and where the token is (not the token), answers with the token
@@ -89,7 +70,7 @@ func TestLabCloudServes(t *testing.T) {
 			dir := t.TempDir()
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
-			var out syncBuffer
+			var out testutil.SyncBuffer
 			done := make(chan int, 1)
 			ios := &cli.IOStreams{In: strings.NewReader(""), Out: &out, ErrOut: io.Discard}
 			go func() {

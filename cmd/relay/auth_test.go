@@ -92,7 +92,7 @@ func TestServeAuthFlags(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	addr := "127.0.0.1:" + testutil.FreePort(t)
-	stderr := &lockedBuffer{}
+	stderr := &testutil.SyncBuffer{}
 	served := make(chan int, 1)
 	go func() {
 		served <- run(ctx, []string{"serve", "--listen", addr, "--udp-buffer", "1MiB", "--auth-key", keys, "--public-listen", "live", "--public-listen", "radio,news"}, &bytes.Buffer{}, stderr)
@@ -179,7 +179,7 @@ func TestTokenFile(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	addr := "127.0.0.1:" + testutil.FreePort(t)
-	stderr := &lockedBuffer{}
+	stderr := &testutil.SyncBuffer{}
 	served := make(chan int, 1)
 	go func() {
 		served <- run(ctx, []string{"serve", "--listen", addr, "--udp-buffer", "1MiB", "--auth-key", keys}, &bytes.Buffer{}, stderr)
@@ -201,7 +201,7 @@ func TestTokenFile(t *testing.T) {
 	pubCtx, stopPub := context.WithCancel(ctx)
 	defer stopPub()
 	pubDone := make(chan int, 1)
-	pubErr := &lockedBuffer{}
+	pubErr := &testutil.SyncBuffer{}
 	go func() {
 		pubDone <- run(pubCtx, []string{"publish", url, "--name", "private/room", "--interval", "20ms", "--token-file", pubFile}, io.Discard, pubErr)
 	}()

@@ -126,7 +126,7 @@ func serveInProcess(t *testing.T, args ...string) (base string, stop func()) {
 	t.Helper()
 	addr := "127.0.0.1:" + testutil.FreePort(t)
 	ctx, cancel := context.WithCancel(context.Background())
-	logs := &lockedBuffer{}
+	logs := &testutil.SyncBuffer{}
 	done := make(chan int, 1)
 	go func() { done <- run(ctx, append([]string{"serve", "--listen", addr}, args...), io.Discard, logs) }()
 	stop = func() {

@@ -36,7 +36,7 @@ func startRelayProcess(t *testing.T, ctx context.Context, bin string, args ...st
 	t.Helper()
 	addr := "127.0.0.1:" + testutil.FreePort(t)
 	serve := exec.CommandContext(ctx, bin, append([]string{"serve", "--listen", addr, "--udp-buffer", "1MiB"}, args...)...)
-	serveErr := &lockedBuffer{}
+	serveErr := &testutil.SyncBuffer{}
 	serve.Stderr = serveErr
 	p := testutil.Start(t, "relay", serve)
 	waitHealthy(t, addr, serveErr)

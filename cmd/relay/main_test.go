@@ -7,7 +7,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -28,7 +27,7 @@ func TestServePublishListen(t *testing.T) {
 	port := testutil.FreePort(t)
 	addr := "127.0.0.1:" + port
 	serve := exec.CommandContext(ctx, bin, "serve", "--listen", addr, "--udp-buffer", "1MiB")
-	serveErr := &lockedBuffer{}
+	serveErr := &testutil.SyncBuffer{}
 	serve.Stderr = serveErr
 	testutil.Start(t, "relay", serve)
 	if !testutil.Poll(10*time.Second, func() bool { return strings.Contains(serveErr.String(), "relay listening") }) {
@@ -47,23 +46,6 @@ func TestServePublishListen(t *testing.T) {
 	if !strings.Contains(listenOut.String(), "received 10 groups, 20 frames") {
 		t.Fatalf("listen output %q", listenOut.String())
 	}
-}
-
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }
 
 // TestVersionStamped builds the binary as make build does, with the
@@ -96,7 +78,7 @@ func TestVersionStamped(t *testing.T) {
 		{os.Interrupt, []string{"serve", "--listen", "127.0.0.1:0", "--udp-buffer", "1MiB", "--shutdown-grace", "1s"}, "relay listening"},
 	} {
 		cmd := exec.Command(bin, tc.args...)
-		out := &lockedBuffer{}
+		out := &testutil.SyncBuffer{}
 		cmd.Stdout, cmd.Stderr = out, out
 		done := testutil.Start(t, tc.args[0], cmd).Done()
 		if !testutil.Poll(30*time.Second, func() bool { return strings.Contains(out.String(), tc.up) }) {

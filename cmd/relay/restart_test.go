@@ -26,7 +26,7 @@ import (
 func startServeOn(t *testing.T, bin, addr string, args ...string) *testutil.Proc {
 	t.Helper()
 	cmd := exec.Command(bin, append([]string{"serve", "--listen", addr, "--udp-buffer", "1MiB"}, args...)...)
-	logs := &lockedBuffer{}
+	logs := &testutil.SyncBuffer{}
 	cmd.Stderr = logs
 	p := testutil.Start(t, "relay", cmd)
 	waitHealthy(t, addr, logs)
@@ -35,7 +35,7 @@ func startServeOn(t *testing.T, bin, addr string, args ...string) *testutil.Proc
 
 // waitHealthy waits up to 20 s for the relay on addr to answer /healthz,
 // failing the test with its log otherwise.
-func waitHealthy(t *testing.T, addr string, logs *lockedBuffer) {
+func waitHealthy(t *testing.T, addr string, logs *testutil.SyncBuffer) {
 	t.Helper()
 	if !testutil.Poll(20*time.Second, func() bool {
 		resp, err := http.Get("http://" + addr + "/healthz")

@@ -58,9 +58,6 @@ func TestClearTextTrustNeedsOptIn(t *testing.T) {
 	}
 }
 
-// syncBuffer is a bytes.Buffer safe for a writer and a reader.
-type syncBuffer struct{ lockedBuffer }
-
 // TestListenThroughTLSRouterPinnedBySPKI runs `relay router --tls-key`
 // and `relay listen --router https://... --router-spki`: the listener gets
 // the relay and its certificate hash over TLS checked against the router's
@@ -92,7 +89,7 @@ func TestListenThroughTLSRouterPinnedBySPKI(t *testing.T) {
 	}
 
 	rctx, stopRouter := context.WithCancel(ctx)
-	routerErr := &syncBuffer{}
+	routerErr := &testutil.SyncBuffer{}
 	routerDone := make(chan int, 1)
 	go func() {
 		routerDone <- run(rctx, []string{"router", "--listen", "127.0.0.1:0", "--relays", relaysFile, "--tls-key", keyFile, "--poll", "100ms"}, &bytes.Buffer{}, routerErr)
