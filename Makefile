@@ -39,7 +39,7 @@ test-long: ## the tests -short skips, except make test-hostile's and make test-l
 	$(GO) test -race -count=1 -timeout 10m -run 'TestServePublishListen|TestRestartedProcessResetsAndSIGTERMSheds' ./cmd/relay/
 	$(GO) test -count=1 -timeout 10m -tags heavy -run TestMassDisconnect -v ./relay/
 	$(GO) test -race -count=1 -timeout 10m -run 'TestPulumiStore|TestReadOutputsWithoutUp|TestConfigComesBackFromTheBackend|TestHostsStatusConvergeOnCloudStack|TestReadHostsWarns|TestDoomedListenersReadTheStack' ./infra/events/ ./infra/program/ ./infra/fleethosts/ ./cmd/fleet/
-	$(GO) test -count=1 -timeout 10m -run TestSignalsEndCommands -v ./cmd/fleet/
+	$(GO) test -count=1 -timeout 10m -run TestSignalsEndCommands -v ./test/cli/
 
 lint: staticcheck ## gofmt, go vet, go mod tidy -diff and staticcheck (pinned, staticcheck.conf) must be clean
 	@out=$$(gofmt -l .); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi

@@ -4,8 +4,6 @@ package labtest
 
 import (
 	"context"
-	"crypto/ed25519"
-	"crypto/rand"
 	"net/netip"
 	"os"
 	"os/exec"
@@ -45,17 +43,9 @@ func must(b []byte, err error) []byte {
 
 func sshPublic(s ssh.Signer) []byte { return ssh.MarshalAuthorizedKey(s.PublicKey()) }
 
-// testKey is a fresh Ed25519 key.
+// testKey is a fresh Ed25519 key (systest.TestKey).
 func testKey(t *testing.T) ssh.Signer {
-	t.Helper()
-	_, priv, err := ed25519.GenerateKey(rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := ssh.NewSignerFromKey(priv)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s, _ := systest.TestKey(t)
 	return s
 }
 

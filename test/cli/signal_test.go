@@ -1,14 +1,14 @@
-package main
+// Package clitest holds the fleet binary's system tests that need no lab
+// boxes: SIGINT and SIGTERM end every long-running command, with cleanup.
+// They run the built binary as a process (test/systest).
+package clitest
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -22,13 +22,11 @@ import (
 
 	"github.com/relayfleet/relayfleet/infra/events"
 	"github.com/relayfleet/relayfleet/infra/program"
+	"github.com/relayfleet/relayfleet/infra/program/programtest"
 	"github.com/relayfleet/relayfleet/internal/testutil"
+	"github.com/relayfleet/relayfleet/inventories"
+	"github.com/relayfleet/relayfleet/test/systest"
 )
-
-// signalBound is how long a command may take to end after SIGINT or
-// SIGTERM: generous, for a loaded machine; a command that ignores the
-// signal runs on for minutes.
-const signalBound = 10 * time.Second
 
 // blackhole is a loopback TCP server that accepts connections and never
 // answers: an SSH server that never sends its banner, an HTTP API (a
@@ -95,126 +93,6 @@ func readingStdin(pid int) bool {
 	return false
 }
 
-// buildFleet builds the fleet binary into a test directory.
-func buildFleet(t *testing.T) string {
-	t.Helper()
-	bin := filepath.Join(t.TempDir(), "fleet")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-	return bin
-}
-
-// markedProcesses lists the live processes whose environment holds
-// marker: the command and everything it started, wherever they were
-// reparented to. Zombies are dead and not listed.
-func markedProcesses(marker string) []string {
-	var found []string
-	ents, _ := os.ReadDir("/proc")
-	for _, e := range ents {
-		if e.Name()[0] < '0' || e.Name()[0] > '9' {
-			continue
-		}
-		env, err := os.ReadFile(filepath.Join("/proc", e.Name(), "environ"))
-		if err != nil || !bytes.Contains(env, []byte(marker)) {
-			continue
-		}
-		stat, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
-		if i := bytes.LastIndexByte(stat, ')'); i > 0 && len(stat) > i+2 && stat[i+2] == 'Z' {
-			continue
-		}
-		cmdline, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
-		found = append(found, e.Name()+" "+strings.ReplaceAll(strings.TrimSpace(string(cmdline)), "\x00", " "))
-	}
-	return found
-}
-
-// interrupt starts the fleet binary with args (stdin: a pipe that stays
-// open), waits until busy says it is at work (a connection it cannot
-// finish, a read of stdin), sends sig and checks that
-// it ends within signalBound, with exit status 128+sig and one line on
-// stderr saying which signal stopped it, and that it leaves no process
-// and no temporary file behind. It returns stdout.
-func interrupt(t *testing.T, bin string, args, env []string, busy func(pid int) bool, sig syscall.Signal) string {
-	t.Helper()
-	tmp := t.TempDir()
-	marker := fmt.Sprintf("RELAYFLEET_SIGNAL_TEST=%d-%d", os.Getpid(), time.Now().UnixNano())
-	cmd := exec.Command(bin, args...)
-	cmd.Env = append(append(os.Environ(), "TMPDIR="+tmp, marker, "PULUMI_SKIP_UPDATE_CHECK=true"), env...)
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	stdin, feed, err := os.Pipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer feed.Close()
-	cmd.Stdin = stdin
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	stdin.Close()
-	exited := make(chan struct{})
-	go func() { cmd.Wait(); close(exited) }()
-	t.Cleanup(func() {
-		cmd.Process.Kill()
-		<-exited
-	})
-	gone := func() bool {
-		select {
-		case <-exited:
-			return true
-		default:
-			return false
-		}
-	}
-	testutil.WaitFor(t, 3*time.Minute, "fleet "+args[0]+" to get busy", func() bool { return busy(cmd.Process.Pid) || gone() })
-	if gone() {
-		t.Fatalf("fleet %s ended (%v) before it was busy: the test's set-up is wrong\n%s%s", strings.Join(args, " "), cmd.ProcessState, stdout.String(), stderr.String())
-	}
-	sent := time.Now()
-	if err := cmd.Process.Signal(sig); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case <-exited:
-	case <-time.After(signalBound):
-		t.Fatalf("fleet %s still runs %v after %s\nstdout:\n%s\nstderr:\n%s", args[0], signalBound, sigName(sig), stdout.String(), stderr.String())
-	}
-	took := time.Since(sent)
-	code := cmd.ProcessState.ExitCode()
-	errOut := stderr.String()
-	// The error is one line, the last (progress lines may come before),
-	// naming the command's path (fleet auth rotate).
-	path := "fleet " + args[0]
-	if c, _, err := rootCommand(outStreams(io.Discard)).Find(args); err == nil {
-		path = c.CommandPath()
-	}
-	want := fmt.Sprintf("%s: interrupted by %s", path, sigName(sig))
-	lines := strings.Split(strings.TrimSuffix(errOut, "\n"), "\n")
-	t.Logf("%s: %s, exit %d %.1fs later: %s", path, sigName(sig), code, took.Seconds(), lines[len(lines)-1])
-	if code != 128+int(sig) || !strings.HasSuffix(errOut, "\n") || !strings.HasPrefix(lines[len(lines)-1], want) || strings.Count(errOut, path+": ") != 1 {
-		t.Errorf("exit %d, stderr %q; want exit %d and its last line, the only error line, starting %q", code, errOut, 128+int(sig), want)
-	}
-	if !testutil.Poll(5*time.Second, func() bool { return len(markedProcesses(marker)) == 0 }) {
-		t.Errorf("processes left behind:\n%s", strings.Join(markedProcesses(marker), "\n"))
-	}
-	if left, _ := os.ReadDir(tmp); len(left) > 0 {
-		var names []string
-		for _, e := range left {
-			names = append(names, e.Name())
-		}
-		t.Errorf("temporary files left behind in TMPDIR: %s", strings.Join(names, ", "))
-	}
-	return stdout.String()
-}
-
-func sigName(s syscall.Signal) string {
-	if s == syscall.SIGINT {
-		return "SIGINT"
-	}
-	return "SIGTERM"
-}
-
 // emptyDir fails the test when dir holds anything: a command a signal
 // stopped leaves no half-written output.
 func emptyDir(t *testing.T, dir string) {
@@ -239,6 +117,11 @@ func noPulumiLocks(t *testing.T, state string) {
 		return nil
 	})
 }
+
+// signingKey is the fleet's relay auth key in the stack the test imports.
+const signingKey = "TmV3U2lnbmluZ0tleU5ld1NpZ25pbmdLZXlOZXdTaWc"
+
+func TestMain(m *testing.M) { os.Exit(systest.Main(m)) }
 
 const signalFleet = `version: 1
 name: sig
@@ -286,9 +169,9 @@ func TestSignalsEndCommands(t *testing.T) {
 	if _, err := program.FindPulumi(""); err != nil {
 		testutil.Skipf(t, "%v (make pulumi)", err)
 	}
-	bin := buildFleet(t)
+	bin, _ := systest.Build(t)
 	dir := t.TempDir()
-	signer, pemKey := testKey(t)
+	signer, pemKey := systest.TestKey(t)
 	keyFile := filepath.Join(dir, "id")
 	testutil.WriteFile(t, keyFile, pemKey, 0o600)
 	hostKey := strings.TrimSpace(string(ssh.MarshalAuthorizedKey(signer.PublicKey())))
@@ -297,35 +180,35 @@ func TestSignalsEndCommands(t *testing.T) {
 	sshd := newBlackhole(t)
 	inv := filepath.Join(dir, "fleet.yaml")
 	testutil.WriteFile(t, inv, fmt.Appendf(nil, signalFleet, hostKey, sshd.addr(), hostKey), 0o644)
-	f, err := loadFleet(inv)
+	f, _, err := inventories.LoadFleetFile(inv)
 	if err != nil {
 		t.Fatal(err)
 	}
 	state := filepath.Join(dir, "state")
-	putStack(t, state, f, "sig", map[string]any{"fleet": "sig", "hosts": []any{map[string]any{
+	programtest.ImportStack(t, &program.Stack{Fleet: f, Name: "sig", StateDir: state}, signingKey+"\n", map[string]any{"fleet": "sig", "hosts": []any{map[string]any{
 		"name": "sig-s-roots-1", "group": "roots", "backend": "static", "address": "127.0.0.1",
 		"sshAddress": sshd.addr(), "hostKey": hostKey, "user": "root", "ports": []int{4443, 4444}}}})
 	base := []string{"--inventory", inv, "--state-dir", state, "--ssh-key", keyFile}
 
 	t.Run("converge", func(t *testing.T) {
-		interrupt(t, bin, append([]string{"converge", "--relay-binary", bin}, base...), nil, sshd.reached(), syscall.SIGTERM)
+		systest.Interrupt(t, bin, "fleet converge", append([]string{"converge", "--relay-binary", bin}, base...), nil, sshd.reached(), syscall.SIGTERM)
 	})
 	t.Run("status", func(t *testing.T) {
-		interrupt(t, bin, append([]string{"status"}, base...), nil, sshd.reached(), syscall.SIGINT)
+		systest.Interrupt(t, bin, "fleet status", append([]string{"status"}, base...), nil, sshd.reached(), syscall.SIGINT)
 	})
 	t.Run("hosts", func(t *testing.T) {
 		// fleet hosts reads each host's release over SSH.
-		interrupt(t, bin, append([]string{"hosts", "--release"}, base...), nil, sshd.reached(), syscall.SIGTERM)
+		systest.Interrupt(t, bin, "fleet hosts", append([]string{"hosts", "--release"}, base...), nil, sshd.reached(), syscall.SIGTERM)
 	})
 	t.Run("rollout", func(t *testing.T) {
-		interrupt(t, bin, append([]string{"rollout", "--relay-binary", bin}, base...), nil, sshd.reached(), syscall.SIGINT)
+		systest.Interrupt(t, bin, "fleet rollout", append([]string{"rollout", "--relay-binary", bin}, base...), nil, sshd.reached(), syscall.SIGINT)
 	})
 	t.Run("loadtest", func(t *testing.T) {
 		out := filepath.Join(t.TempDir(), "out")
 		if err := os.Mkdir(out, 0o755); err != nil {
 			t.Fatal(err)
 		}
-		interrupt(t, bin, append([]string{"loadtest", "--target", "sig-s-roots-1", "--relay-binary", bin, "--out", out}, base...), nil, sshd.reached(), syscall.SIGTERM)
+		systest.Interrupt(t, bin, "fleet loadtest", append([]string{"loadtest", "--target", "sig-s-roots-1", "--relay-binary", bin, "--out", out}, base...), nil, sshd.reached(), syscall.SIGTERM)
 		emptyDir(t, out)
 	})
 	t.Run("monitor", func(t *testing.T) {
@@ -333,7 +216,7 @@ func TestSignalsEndCommands(t *testing.T) {
 		// the Pulumi CLI, reading the stack's hosts.
 		api := newBlackhole(t)
 		out := filepath.Join(t.TempDir(), "monitor")
-		interrupt(t, bin, []string{"monitor", "--inventory", inv, "--state-dir", state, "--backend", "http://" + api.addr(), "--out", out},
+		systest.Interrupt(t, bin, "fleet monitor", []string{"monitor", "--inventory", inv, "--state-dir", state, "--backend", "http://" + api.addr(), "--out", out},
 			[]string{"PULUMI_ACCESS_TOKEN=pul-0000000000000000000000000000000000000000"}, api.reached(), syscall.SIGINT)
 		emptyDir(t, out)
 	})
@@ -342,28 +225,28 @@ func TestSignalsEndCommands(t *testing.T) {
 		// plugin, which waits on the box's sshd for its cores and RAM.
 		upState := filepath.Join(t.TempDir(), "state")
 		up := []string{"up", "--yes", "--inventory", inv, "--state-dir", upState, "--ssh-key", keyFile, "--relay-binary", bin}
-		interrupt(t, bin, up, nil, sshd.reached(), syscall.SIGTERM)
+		systest.Interrupt(t, bin, "fleet up", up, nil, sshd.reached(), syscall.SIGTERM)
 		noPulumiLocks(t, upState)
 		// The stack is usable: the next up gets as far (no lock, no
 		// pending operation refuses it).
-		interrupt(t, bin, up, nil, sshd.reached(), syscall.SIGINT)
+		systest.Interrupt(t, bin, "fleet up", up, nil, sshd.reached(), syscall.SIGINT)
 		noPulumiLocks(t, upState)
 	})
 	t.Run("secret set", func(t *testing.T) {
 		// Waiting for the token on stdin, which never comes.
-		interrupt(t, bin, []string{"secret", "set", "hcloud-token", "--inventory", inv, "--state-dir", state}, nil, readingStdin, syscall.SIGINT)
+		systest.Interrupt(t, bin, "fleet secret set", []string{"secret", "set", "hcloud-token", "--inventory", inv, "--state-dir", state}, nil, readingStdin, syscall.SIGINT)
 	})
 	t.Run("auth rotate", func(t *testing.T) {
 		// The new key goes to the stack and every box, through Pulumi's
 		// run of the fleet's provider, over SSH.
-		interrupt(t, bin, append([]string{"auth", "rotate", "--relay-binary", bin}, base...), nil, sshd.reached(), syscall.SIGTERM)
+		systest.Interrupt(t, bin, "fleet auth rotate", append([]string{"auth", "rotate", "--relay-binary", bin}, base...), nil, sshd.reached(), syscall.SIGTERM)
 		noPulumiLocks(t, state)
 	})
 	t.Run("burst up", func(t *testing.T) {
 		api := newBlackhole(t)
 		evs := filepath.Join(dir, "events.yaml")
 		testutil.WriteFile(t, evs, []byte(signalEvents), 0o644)
-		interrupt(t, bin, []string{"burst", "up", "--event", "final", "--events", evs, "--state-dir", state, "--now", "2026-12-13T18:30:00Z", "--relay-binary", bin},
+		systest.Interrupt(t, bin, "fleet burst up", []string{"burst", "up", "--event", "final", "--events", evs, "--state-dir", state, "--now", "2026-12-13T18:30:00Z", "--relay-binary", bin},
 			[]string{"HCLOUD_TOKEN=sig-test-token", "HCLOUD_ENDPOINT=http://" + api.addr()}, api.reached(), syscall.SIGTERM)
 		noPulumiLocks(t, state)
 	})
@@ -375,9 +258,9 @@ func TestSignalsEndCommands(t *testing.T) {
 		testutil.WriteFile(t, evs, []byte(signalEvents), 0o644)
 		reconcile := []string{"events", "reconcile", "--events", evs, "--state-dir", state, "--now", "2026-12-13T18:30:00Z", "--relay-binary", bin}
 		env := []string{"HCLOUD_TOKEN=sig-test-token", "HCLOUD_ENDPOINT=http://" + api.addr()}
-		interrupt(t, bin, reconcile, env, api.reached(), syscall.SIGTERM)
+		systest.Interrupt(t, bin, "fleet events reconcile", reconcile, env, api.reached(), syscall.SIGTERM)
 		// The lease is free: the next reconcile gets as far.
-		interrupt(t, bin, reconcile, env, api.reached(), syscall.SIGINT)
+		systest.Interrupt(t, bin, "fleet events reconcile", reconcile, env, api.reached(), syscall.SIGINT)
 		noPulumiLocks(t, state)
 		lease := filepath.Join(state, "backend", ".pulumi", "stacks", events.StoreProject, events.LeaseStack("sig")+".json")
 		if _, err := os.Stat(lease); err == nil {
