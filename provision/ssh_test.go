@@ -33,7 +33,7 @@ type fixture struct {
 
 func newFixture(t *testing.T, o sshdOpts) *fixture {
 	t.Helper()
-	signer, pemKey := newKey(t)
+	signer, pemKey := testutil.SSHKey(t)
 	srv := startSSHD(t, signer.PublicKey(), o)
 	known := filepath.Join(t.TempDir(), "known_hosts")
 	if err := PinKey(known, srv.addr, srv.hostKey); err != nil {
@@ -66,7 +66,7 @@ func TestRunWithPinnedKey(t *testing.T) {
 
 func TestWrongPinnedKeyIsRefused(t *testing.T) {
 	f := newFixture(t, sshdOpts{})
-	other, _ := newKey(t)
+	other, _ := testutil.SSHKey(t)
 	known := filepath.Join(t.TempDir(), "known_hosts")
 	if err := PinKey(known, f.srv.addr, other.PublicKey()); err != nil {
 		t.Fatal(err)
@@ -134,7 +134,7 @@ func TestSessionsCappedPerConnection(t *testing.T) {
 }
 
 func TestRetriesUntilTheBoxAnswers(t *testing.T) {
-	signer, _ := newKey(t)
+	signer, _ := testutil.SSHKey(t)
 	srv := startSSHD(t, signer.PublicKey(), sshdOpts{})
 	// The key is pinned before the first connection, as for the lab's
 	// boxes; then the box goes down and comes back while we dial.
@@ -202,7 +202,7 @@ func TestDialCancelledWhileHostIsSilent(t *testing.T) {
 		io.Copy(io.Discard, c) // until the client hangs up
 		c.Close()
 	})
-	signer, _ := newKey(t)
+	signer, _ := testutil.SSHKey(t)
 	pool := &Pool{Auth: []ssh.AuthMethod{ssh.PublicKeys(signer)}, Keys: &HostKeys{File: filepath.Join(t.TempDir(), "k")}, DialTimeout: time.Minute, RetryFor: time.Minute}
 	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
 	defer cancel()
@@ -229,7 +229,7 @@ func TestDialsCappedAcrossTheFleet(t *testing.T) {
 		inFlight.Add(-1)
 		c.Close()
 	})
-	signer, _ := newKey(t)
+	signer, _ := testutil.SSHKey(t)
 	pool := &Pool{Auth: []ssh.AuthMethod{ssh.PublicKeys(signer)}, Keys: &HostKeys{File: filepath.Join(t.TempDir(), "k")}, MaxDials: 3, RetryFor: time.Millisecond}
 	defer pool.Close()
 	var wg sync.WaitGroup
@@ -296,7 +296,7 @@ func TestAuthKeyFile(t *testing.T) {
 	if _, _, err := Auth(filepath.Join(t.TempDir(), "missing")); err == nil {
 		t.Error("missing key file accepted")
 	}
-	_, pemKey := newKey(t)
+	_, pemKey := testutil.SSHKey(t)
 	p := filepath.Join(t.TempDir(), "id")
 	os.WriteFile(p, pemKey, 0o600)
 	m, c, err := Auth(p)
@@ -307,7 +307,7 @@ func TestAuthKeyFile(t *testing.T) {
 }
 
 func mustNewPEM(t *testing.T) []byte {
-	_, p := newKey(t)
+	_, p := testutil.SSHKey(t)
 	return p
 }
 
@@ -335,7 +335,7 @@ func TestRedialsAfterTheConnectionDies(t *testing.T) {
 // for the pinned key's algorithm), and a key of a type not pinned is not
 // accepted in its place.
 func TestStockSSHDPinnedToEachKey(t *testing.T) {
-	signer, _ := newKey(t)
+	signer, _ := testutil.SSHKey(t)
 	srv := startSSHD(t, signer.PublicKey(), sshdOpts{stock: true})
 	h := Host{Name: "stock", Address: srv.addr, User: currentUser(t)}
 	if len(srv.hostKeys) != 3 {

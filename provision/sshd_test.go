@@ -57,23 +57,6 @@ func freePort(t *testing.T) int {
 	return l.Addr().(*net.TCPAddr).Port
 }
 
-func newKey(t *testing.T) (ssh.Signer, []byte) {
-	t.Helper()
-	_, priv, err := ed25519.GenerateKey(rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	block, err := ssh.MarshalPrivateKey(priv, "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	signer, err := ssh.NewSignerFromKey(priv)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return signer, pem.EncodeToMemory(block)
-}
-
 func newRSA(t *testing.T) crypto.Signer {
 	t.Helper()
 	k, err := rsa.GenerateKey(rand.Reader, 2048)
@@ -107,7 +90,7 @@ func startSSHD(t *testing.T, clientKey ssh.PublicKey, o sshdOpts) *sshd {
 		}
 		return p
 	}
-	host, hostPEM := newKey(t)
+	host, hostPEM := testutil.SSHKey(t)
 	hostKey := host.PublicKey()
 	hostKeys := map[string]ssh.PublicKey{hostKey.Type(): hostKey}
 	hostKeyLines := "HostKey " + write("host_key", hostPEM) + "\n"

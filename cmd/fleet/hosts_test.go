@@ -41,7 +41,7 @@ func loopbackSSHD(t *testing.T, key ssh.PublicKey) (addr, hostKey string) {
 		testutil.Skipf(t, "needs root and openssh-server (make test installs it as root)")
 	}
 	dir := t.TempDir()
-	host, hostPEM := testKey(t)
+	host, hostPEM := testutil.SSHKey(t)
 	testutil.WriteFile(t, filepath.Join(dir, "host_key"), hostPEM, 0o600)
 	testutil.WriteFile(t, filepath.Join(dir, "authorized_keys"), ssh.MarshalAuthorizedKey(key), 0o600)
 	l, err := net.Listen("tcp", "127.0.0.1:0")
@@ -105,11 +105,11 @@ burst:
 func TestHostsStatusConvergeOnCloudStack(t *testing.T) {
 	testutil.Short(t, "make test-long (runs the Pulumi CLI and sshd)")
 	withKeys(t, signingKey+"\n", testNow)
-	signer, pemKey := testKey(t)
+	signer, pemKey := testutil.SSHKey(t)
 	keyFile := filepath.Join(t.TempDir(), "id")
 	testutil.WriteFile(t, keyFile, pemKey, 0o600)
 	addr, hostKey := loopbackSSHD(t, signer.PublicKey())
-	_, otherPEM := testKey(t)
+	_, otherPEM := testutil.SSHKey(t)
 	other, _ := ssh.ParsePrivateKey(otherPEM)
 	otherKey := strings.TrimSpace(string(ssh.MarshalAuthorizedKey(other.PublicKey())))
 

@@ -171,7 +171,7 @@ func TestSignalsEndCommands(t *testing.T) {
 	}
 	bin, _ := systest.Build(t)
 	dir := t.TempDir()
-	signer, pemKey := systest.TestKey(t)
+	signer, pemKey := testutil.SSHKey(t)
 	keyFile := filepath.Join(dir, "id")
 	testutil.WriteFile(t, keyFile, pemKey, 0o600)
 	hostKey := strings.TrimSpace(string(ssh.MarshalAuthorizedKey(signer.PublicKey())))

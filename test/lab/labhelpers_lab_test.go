@@ -43,9 +43,9 @@ func must(b []byte, err error) []byte {
 
 func sshPublic(s ssh.Signer) []byte { return ssh.MarshalAuthorizedKey(s.PublicKey()) }
 
-// testKey is a fresh Ed25519 key (systest.TestKey).
+// testKey is a fresh Ed25519 key (testutil.SSHKey).
 func testKey(t *testing.T) ssh.Signer {
-	s, _ := systest.TestKey(t)
+	s, _ := testutil.SSHKey(t)
 	return s
 }
 

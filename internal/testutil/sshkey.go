@@ -1,4 +1,4 @@
-package main
+package testutil
 
 import (
 	"crypto/ed25519"
@@ -9,7 +9,9 @@ import (
 	"golang.org/x/crypto/ssh"
 )
 
-func testKey(t *testing.T) (ssh.Signer, []byte) {
+// SSHKey is a fresh Ed25519 SSH key: its signer and its private key in
+// OpenSSH PEM, for a key file.
+func SSHKey(t testing.TB) (ssh.Signer, []byte) {
 	t.Helper()
 	_, priv, err := ed25519.GenerateKey(rand.Reader)
 	if err != nil {
