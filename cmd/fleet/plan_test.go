@@ -23,6 +23,28 @@ func fleet(t *testing.T, args ...string) (stdout, stderr string, code int) {
 	return out.String(), errb.String(), code
 }
 
+// usageCase is a fleet command line, args, that is a usage error: want
+// is all it writes.
+type usageCase struct {
+	name string
+	args []string
+	want string
+}
+
+// usageErrors runs each case as a subtest: it must exit 2, print nothing
+// and write its want to stderr.
+func usageErrors(t *testing.T, cases []usageCase) {
+	t.Helper()
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			out, errOut, code := fleet(t, tc.args...)
+			if code != 2 || out != "" || errOut != tc.want {
+				t.Errorf("exit %d, stdout %q, stderr %q; want 2, nothing, %q", code, out, errOut, tc.want)
+			}
+		})
+	}
+}
+
 // golden compares got with testdata/name (testutil.Golden: -update or
 // UPDATE_GOLDEN=1 rewrites it).
 func golden(t *testing.T, name, got string) {
