@@ -3,7 +3,6 @@ package relay_test
 import (
 	"context"
 	"crypto/tls"
-	"encoding/json"
 	"fmt"
 	"github.com/relayfleet/relayfleet/internal/testutil"
 	"io"
@@ -63,15 +62,8 @@ func mintToken(t *testing.T, a *relay.Authenticator, pub, sub string) string {
 // httpStats reads /stats as a client would.
 func httpStats(t *testing.T, r *relay.Relay) relay.Stats {
 	t.Helper()
-	resp, err := http.Get(fmt.Sprintf("http://%s/stats", r.Addr()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
 	var st relay.Stats
-	if err := json.NewDecoder(resp.Body).Decode(&st); err != nil {
-		t.Fatal(err)
-	}
+	testutil.GetJSON(t, fmt.Sprintf("http://%s/stats", r.Addr()), &st)
 	return st
 }
 

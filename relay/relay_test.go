@@ -556,15 +556,8 @@ func TestDrainStopsAdmittingUntilUndrained(t *testing.T) {
 	}
 	stats := func() relay.Stats {
 		t.Helper()
-		resp, err := http.Get(base + "/stats")
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
 		var st relay.Stats
-		if err := json.NewDecoder(resp.Body).Decode(&st); err != nil {
-			t.Fatal(err)
-		}
+		testutil.GetJSON(t, base+"/stats", &st)
 		return st
 	}
 	if st := stats(); st.Draining || !st.Admitting || st.Headroom == 0 {

@@ -5,11 +5,9 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
-	"encoding/json"
 	"encoding/pem"
 	"io"
 	"log"
-	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
@@ -160,15 +158,8 @@ func serveInProcessLogs(t *testing.T, args ...string) (base string, logs *testut
 
 func getStats(t *testing.T, base string) relay.Stats {
 	t.Helper()
-	resp, err := http.Get(base + "/stats")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
 	var st relay.Stats
-	if err := json.NewDecoder(resp.Body).Decode(&st); err != nil {
-		t.Fatal(err)
-	}
+	testutil.GetJSON(t, base+"/stats", &st)
 	return st
 }
 
