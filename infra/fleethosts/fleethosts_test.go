@@ -164,21 +164,15 @@ func TestIsEventStack(t *testing.T) {
 // returns its address and host key line.
 func startSSHD(t *testing.T, keys ...ssh.PublicKey) (addr, hostKey string) {
 	t.Helper()
-	_, priv, err := ed25519.GenerateKey(rand.Reader)
+	hostPEM, hostKey, err := lab.NewKey("")
 	if err != nil {
 		t.Fatal(err)
 	}
-	block, err := ssh.MarshalPrivateKey(priv, "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	pub, _ := ssh.NewPublicKey(priv.Public())
 	var auth []byte
 	for _, k := range keys {
 		auth = append(auth, ssh.MarshalAuthorizedKey(k)...)
 	}
-	addr = testutil.StartSSHD(t, pem.EncodeToMemory(block), auth)
-	return addr, strings.TrimSpace(string(ssh.MarshalAuthorizedKey(pub)))
+	return testutil.StartSSHD(t, hostPEM, auth), hostKey
 }
 
 // TestTargetsPinStackKeys reaches a real sshd as a lab box (the lab's
