@@ -55,3 +55,14 @@ func GetJSON(t testing.TB, url string, v any) {
 		t.Fatalf("GET %s: %v", url, err)
 	}
 }
+
+// Get GETs url and returns the body of its answer, which must be 200 OK;
+// anything else fails the test.
+func Get(t testing.TB, url string) []byte {
+	t.Helper()
+	code, _, b := Request(t, http.MethodGet, url, "", "")
+	if code != http.StatusOK {
+		t.Fatalf("GET %s: %d %s", url, code, b)
+	}
+	return b
+}
