@@ -38,7 +38,7 @@ func ParseBytes(s string) (Bytes, error) {
 
 // String writes the size with the largest decimal unit that keeps it readable.
 func (b Bytes) String() string {
-	return humanize(float64(b), []string{"B", "kB", "MB", "GB", "TB", "PB"})
+	return humanize(float64(b), 1000, []string{"B", "kB", "MB", "GB", "TB", "PB"})
 }
 
 // UnmarshalYAML reads a size written with a unit.
@@ -73,7 +73,7 @@ func ParseBitRate(s string) (BitRate, error) {
 
 // String writes the rate with the largest unit that keeps it readable.
 func (r BitRate) String() string {
-	return humanize(float64(r), []string{"bit", "kbit", "Mbit", "Gbit", "Tbit"}) + "/s"
+	return humanize(float64(r), 1000, []string{"bit", "kbit", "Mbit", "Gbit", "Tbit"}) + "/s"
 }
 
 // UnmarshalYAML reads a rate written with a unit.
@@ -117,10 +117,12 @@ func parseWithUnit(s string, units []unit) (float64, error) {
 	return f * mult, nil
 }
 
-func humanize(v float64, units []string) string {
+// humanize writes v in the largest of units (each base times the one
+// before) that leaves it at least 1, to two decimals at most.
+func humanize(v, base float64, units []string) string {
 	i := 0
-	for v >= 1000 && i < len(units)-1 {
-		v /= 1000
+	for v >= base && i < len(units)-1 {
+		v /= base
 		i++
 	}
 	s := strconv.FormatFloat(v, 'f', 2, 64)
@@ -180,14 +182,5 @@ func (p Processes) MarshalYAML() (any, error) {
 
 // IEC writes the size in binary units (KiB, MiB, GiB, TiB), as RAM is sold.
 func (b Bytes) IEC() string {
-	v := float64(b)
-	units := []string{"B", "KiB", "MiB", "GiB", "TiB"}
-	i := 0
-	for v >= 1024 && i < len(units)-1 {
-		v /= 1024
-		i++
-	}
-	s := strconv.FormatFloat(v, 'f', 2, 64)
-	s = strings.TrimRight(strings.TrimRight(s, "0"), ".")
-	return s + " " + units[i]
+	return humanize(float64(b), 1024, []string{"B", "KiB", "MiB", "GiB", "TiB"})
 }

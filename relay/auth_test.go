@@ -3,10 +3,8 @@ package relay_test
 import (
 	"context"
 	"crypto/tls"
-	"encoding/json"
 	"fmt"
 	"github.com/relayfleet/relayfleet/internal/testutil"
-	"io"
 	"log/slog"
 	"net/http"
 	"strings"
@@ -63,27 +61,9 @@ func mintToken(t *testing.T, a *relay.Authenticator, pub, sub string) string {
 // httpStats reads /stats as a client would.
 func httpStats(t *testing.T, r *relay.Relay) relay.Stats {
 	t.Helper()
-	resp, err := http.Get(fmt.Sprintf("http://%s/stats", r.Addr()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
 	var st relay.Stats
-	if err := json.NewDecoder(resp.Body).Decode(&st); err != nil {
-		t.Fatal(err)
-	}
+	testutil.GetJSON(t, fmt.Sprintf("http://%s/stats", r.Addr()), &st)
 	return st
-}
-
-func httpMetrics(t *testing.T, r *relay.Relay) string {
-	t.Helper()
-	resp, err := http.Get(fmt.Sprintf("http://%s/metrics", r.Addr()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return string(b)
 }
 
 // refusedOnConnect dials and reports whether the relay refused the
@@ -145,7 +125,7 @@ func TestUntokenedSessionsRefusedOnEveryTransport(t *testing.T) {
 			}
 		}
 	}
-	if m := httpMetrics(t, r); !strings.Contains(m, `relay_sessions_refused_total{reason="unauthorized"} 6`) ||
+	if m := getText(t, r, "/metrics"); !strings.Contains(m, `relay_sessions_refused_total{reason="unauthorized"} 6`) ||
 		!strings.Contains(m, `relay_sessions_refused_total{reason="overloaded"} 0`) {
 		t.Errorf("/metrics lacks the refusals by reason:\n%s", m)
 	}
@@ -234,7 +214,7 @@ func TestPublicListen(t *testing.T) {
 	if st.Refused != 12 {
 		t.Errorf("refused_total %d, want the sum 12", st.Refused)
 	}
-	if m := httpMetrics(t, r); !strings.Contains(m, `relay_sessions_refused_total{reason="forbidden"} 6`) {
+	if m := getText(t, r, "/metrics"); !strings.Contains(m, `relay_sessions_refused_total{reason="forbidden"} 6`) {
 		t.Errorf("/metrics lacks forbidden 6")
 	}
 	for _, why := range []string{"token expired", "bad signature"} {

@@ -7,7 +7,6 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
-	"encoding/json"
 	"encoding/pem"
 	"fmt"
 	"github.com/relayfleet/relayfleet/internal/testutil"
@@ -16,7 +15,6 @@ import (
 	"log/slog"
 	"math/big"
 	"net"
-	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
@@ -100,20 +98,6 @@ func checkValidAt(t *testing.T, leaf *x509.Certificate, now time.Time) {
 	}
 }
 
-func httpGet(t *testing.T, url string) string {
-	t.Helper()
-	resp, err := http.Get(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil || resp.StatusCode != http.StatusOK {
-		t.Fatalf("GET %s: %s %v", url, resp.Status, err)
-	}
-	return string(b)
-}
-
 // metricValue finds a metric's value in a Prometheus text exposition.
 func metricValue(t *testing.T, text, name string) float64 {
 	t.Helper()
@@ -170,7 +154,7 @@ func TestSelfSignedCertificateRotates(t *testing.T) {
 			const step, total = 6 * time.Hour, 30 * 24 * time.Hour
 			for elapsed := time.Duration(0); elapsed <= total; elapsed += step {
 				now := clock.Now()
-				hash := httpGet(t, base+"/certificate.sha256")
+				hash := string(testutil.Get(t, base+"/certificate.sha256"))
 				hashes[hash] = true
 				leaf := tcpPeerCertificate(t, r, "localhost")
 				checkValidAt(t, leaf, now)
@@ -190,14 +174,12 @@ func TestSelfSignedCertificateRotates(t *testing.T) {
 						t.Fatalf("day %.2f: QUIC and TCP serve different certificates", elapsed.Hours()/24)
 					}
 					var st relay.Stats
-					if err := json.Unmarshal([]byte(httpGet(t, base+"/stats")), &st); err != nil {
-						t.Fatal(err)
-					}
+					testutil.GetJSON(t, base+"/stats", &st)
 					if st.CertificateSHA256 != hash || st.SPKISHA256 != spki || !st.CertificateNotAfter.Equal(leaf.NotAfter) {
 						t.Fatalf("day %.2f: /stats says %s %s %s; served %s %s %s", elapsed.Hours()/24,
 							st.CertificateSHA256, st.SPKISHA256, st.CertificateNotAfter, hash, spki, leaf.NotAfter)
 					}
-					m := httpGet(t, base+"/metrics")
+					m := string(testutil.Get(t, base+"/metrics"))
 					if v := metricValue(t, m, "relay_certificate_expiry_timestamp_seconds"); int64(v) != leaf.NotAfter.Unix() {
 						t.Fatalf("day %.2f: expiry gauge %v, want %d", elapsed.Hours()/24, v, leaf.NotAfter.Unix())
 					}

@@ -475,14 +475,7 @@ func (s *Server) pullRemote(t *track, sess *client.Session) (ok bool, err error)
 					gr.Abort()
 					return
 				}
-				c.framesIn.Add(1)
-				c.bytesIn.Add(int64(len(frame)))
-				if !started {
-					started = true
-					t.startGroup(g)
-				} else {
-					t.wakeAll()
-				}
+				c.frameIn(t, g, len(frame), &started)
 			}
 		}()
 	}

@@ -69,15 +69,7 @@ func listenTo(t *testing.T, ctx context.Context, r *Relay, tr string) (*client.S
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { s.Close() })
-	ann, err := s.Announced(ctx, "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ann.Close()
-	if err := ann.WaitFor(ctx, "b"); err != nil {
-		t.Fatal(err)
-	}
-	sub, err := s.Subscribe(ctx, "b", "t")
+	sub, err := s.SubscribeAnnounced(ctx, "b", "t")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -389,20 +389,7 @@ func testFreeEverything(t *testing.T, tr string) {
 func TestHTTPEndpoints(t *testing.T) {
 	r := startRelay(t, relay.Config{UDPBuffer: 1 << 20})
 	base := fmt.Sprintf("http://%s", r.Addr())
-	get := func(path string) string {
-		t.Helper()
-		resp, err := http.Get(base + path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		b, err := io.ReadAll(resp.Body)
-		if err != nil || resp.StatusCode != http.StatusOK {
-			t.Fatalf("GET %s: %s %v", path, resp.Status, err)
-		}
-		return string(b)
-	}
-	hash := get("/certificate.sha256")
+	hash := getText(t, r, "/certificate.sha256")
 	if hash != r.CertificateHash() || len(hash) != 64 {
 		t.Fatalf("certificate.sha256 = %q, want %q", hash, r.CertificateHash())
 	}
@@ -416,17 +403,17 @@ func TestHTTPEndpoints(t *testing.T) {
 	if leaf.PublicKeyAlgorithm != x509.ECDSA {
 		t.Fatalf("certificate key %v, want ECDSA", leaf.PublicKeyAlgorithm)
 	}
-	if got := get("/healthz"); !strings.HasPrefix(got, "ok") {
+	if got := getText(t, r, "/healthz"); !strings.HasPrefix(got, "ok") {
 		t.Fatalf("healthz = %q", got)
 	}
 	var st relay.Stats
-	if err := json.Unmarshal([]byte(get("/stats")), &st); err != nil {
+	if err := json.Unmarshal([]byte(getText(t, r, "/stats")), &st); err != nil {
 		t.Fatal(err)
 	}
 	if st.UDPBufferRequested != 1<<20 || st.UDPReceiveBuffer <= 0 || st.UDPSendBuffer <= 0 {
 		t.Fatalf("stats UDP buffers = %+v", st)
 	}
-	m := get("/metrics")
+	m := getText(t, r, "/metrics")
 	for _, want := range []string{"relay_sessions ", "relay_frames_sent_total ", "relay_udp_receive_buffer_bytes "} {
 		if !strings.Contains(m, want) {
 			t.Fatalf("metrics lack %q:\n%s", want, m)
@@ -556,15 +543,8 @@ func TestDrainStopsAdmittingUntilUndrained(t *testing.T) {
 	}
 	stats := func() relay.Stats {
 		t.Helper()
-		resp, err := http.Get(base + "/stats")
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
 		var st relay.Stats
-		if err := json.NewDecoder(resp.Body).Decode(&st); err != nil {
-			t.Fatal(err)
-		}
+		testutil.GetJSON(t, base+"/stats", &st)
 		return st
 	}
 	if st := stats(); st.Draining || !st.Admitting || st.Headroom == 0 {

@@ -109,6 +109,19 @@ type counters struct {
 	streamsTimedOut atomic.Int64
 }
 
+// frameIn counts a frame of size bytes appended to g, and hands g to t's
+// writers with its first frame (started) or wakes them for the next.
+func (c *counters) frameIn(t *track, g *group, size int, started *bool) {
+	c.framesIn.Add(1)
+	c.bytesIn.Add(int64(size))
+	if !*started {
+		*started = true
+		t.startGroup(g)
+	} else {
+		t.wakeAll()
+	}
+}
+
 // ServerOptions configures a Server.
 type ServerOptions struct {
 	// Logger receives the relay's logs; nil means slog.Default().
@@ -548,14 +561,7 @@ func (sess *session) readGroup(ctx context.Context, st transport.ReceiveStream) 
 			t.wakeAll() // its writers reset the listeners' streams
 			return errGroupTooLarge
 		}
-		c.framesIn.Add(1)
-		c.bytesIn.Add(int64(len(frame)))
-		if !started {
-			started = true
-			t.startGroup(g)
-		} else {
-			t.wakeAll()
-		}
+		c.frameIn(t, g, len(frame), &started)
 	}
 }
 

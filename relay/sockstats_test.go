@@ -3,9 +3,7 @@ package relay_test
 import (
 	"encoding/json"
 	"fmt"
-	"io"
 	"net"
-	"net/http"
 	"regexp"
 	"runtime"
 	"strconv"
@@ -19,16 +17,7 @@ import (
 // getText fetches a relay endpoint over its TCP port.
 func getText(t *testing.T, r *relay.Relay, path string) string {
 	t.Helper()
-	resp, err := http.Get(fmt.Sprintf("http://%s%s", r.Addr(), path))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil || resp.StatusCode != http.StatusOK {
-		t.Fatalf("GET %s: %s %v", path, resp.Status, err)
-	}
-	return string(b)
+	return string(testutil.Get(t, fmt.Sprintf("http://%s%s", r.Addr(), path)))
 }
 
 // seriesValue is a sample's value in a /metrics text; -1 when absent.

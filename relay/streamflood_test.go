@@ -36,6 +36,18 @@ const (
 // answered (it reads only when told to).
 type rawWS struct{ c *websocket.Conn }
 
+// rawWSTo is dialRawWS to r from 127.0.0.1; the connection closes when
+// the test ends.
+func rawWSTo(t *testing.T, ctx context.Context, r *relay.Relay) *rawWS {
+	t.Helper()
+	w, err := dialRawWS(ctx, r.Addr().String(), "127.0.0.1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = w.c.CloseNow() })
+	return w
+}
+
 // dialRawWS opens a WebSocket session to the relay at addr from the local
 // address from (127.0.0.1, 127.0.0.2: any loopback address) and does the
 // SETUP exchange on stream 0.
@@ -324,11 +336,7 @@ func TestSessionsPerAddressCap(t *testing.T) {
 func TestSilentStreamIsReset(t *testing.T) {
 	ctx := testContext(t)
 	r := startRelay(t, relay.Config{MemoryBudget: -1})
-	w, err := dialRawWS(ctx, r.Addr().String(), "127.0.0.1")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer w.c.CloseNow()
+	w := rawWSTo(t, ctx, r)
 	start := time.Now()
 	if w.openSilent(ctx, 1, 1) != 1 {
 		t.Fatal("could not open the stream")
@@ -352,11 +360,7 @@ func TestSilentStreamIsReset(t *testing.T) {
 func TestWebSocketStreamCap(t *testing.T) {
 	ctx := testContext(t)
 	r := startRelay(t, relay.Config{MemoryBudget: -1})
-	w, err := dialRawWS(ctx, r.Addr().String(), "127.0.0.1")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer w.c.CloseNow()
+	w := rawWSTo(t, ctx, r)
 	// The SETUP stream is one of the 100.
 	if n := w.openSilent(ctx, 1, 99); n != 99 {
 		t.Fatalf("opened %d of 99 streams", n)
@@ -402,11 +406,7 @@ func TestIdleWebSocketSessionReaped(t *testing.T) {
 	ctx := testContext(t)
 	r := startRelay(t, relay.Config{ReapAfter: 2 * time.Second, MemoryBudget: -1})
 	live := dial(t, ctx, relayURL(r, ""), &client.Options{Transport: client.TransportWebSocket})
-	dead, err := dialRawWS(ctx, r.Addr().String(), "127.0.0.1")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer dead.c.CloseNow()
+	rawWSTo(t, ctx, r) // a peer that answers nothing
 	testutil.WaitFor(t, 10*time.Second, "two sessions", func() bool { return r.Stats().Sessions == 2 })
 	testutil.WaitFor(t, 15*time.Second, "the silent session to be reaped", func() bool { return r.Stats().Reaped == 1 })
 	testutil.WaitFor(t, 10*time.Second, "its state to go", func() bool { return r.Stats().Sessions == 1 })

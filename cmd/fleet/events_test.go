@@ -21,11 +21,7 @@ import (
 func TestEventsBadInput(t *testing.T) {
 	exe, _ := os.Executable()
 	ev := "../../inventories/lab-events.yaml"
-	for _, tc := range []struct {
-		name string
-		args []string
-		want string
-	}{
+	usageErrors(t, []usageCase{
 		{"no subcommand", []string{"events"}, "fleet events: want a subcommand: install, reconcile, report or status\n"},
 		{"unknown subcommand", []string{"events", "sync"}, "fleet events: unknown subcommand \"sync\" (want install, reconcile, report or status)\n"},
 		{"no events file", []string{"events", "reconcile"}, "fleet events reconcile: flag --events: required\n"},
@@ -41,14 +37,7 @@ func TestEventsBadInput(t *testing.T) {
 		{"short lease", []string{"events", "reconcile", "--events", ev, "--lease-ttl", "5s"}, "fleet events reconcile: flag --lease-ttl: 5s is out of range: want 30s to 1h\n"},
 		{"long lease", []string{"burst", "up", "--events", ev, "--event", "lab-show", "--lease-ttl", "2h"}, "fleet burst up: flag --lease-ttl: 2h0m0s is out of range: want 30s to 1h\n"},
 		{"status backend not a URL", []string{"events", "status", "--backend", "/srv/state"}, "fleet events status: flag --backend: want a URL such as file:///var/lib/relayfleet/state or s3://bucket, got \"/srv/state\"\n"},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			out, errOut, code := fleet(t, tc.args...)
-			if code != 2 || out != "" || errOut != tc.want {
-				t.Errorf("exit %d, stdout %q, stderr %q; want 2, nothing, %q", code, out, errOut, tc.want)
-			}
-		})
-	}
+	})
 }
 
 // TestEventsReconcileBeforeTheLeadTime runs the real command with a clock

@@ -2,14 +2,11 @@ package main
 
 import (
 	"encoding/json"
-	"fmt"
 	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"golang.org/x/crypto/ssh"
 
@@ -40,30 +37,8 @@ func loopbackSSHD(t *testing.T, key ssh.PublicKey) (addr, hostKey string) {
 	if _, err := os.Stat("/usr/sbin/sshd"); err != nil || os.Getuid() != 0 {
 		testutil.Skipf(t, "needs root and openssh-server (make test installs it as root)")
 	}
-	dir := t.TempDir()
 	host, hostPEM := testutil.SSHKey(t)
-	testutil.WriteFile(t, filepath.Join(dir, "host_key"), hostPEM, 0o600)
-	testutil.WriteFile(t, filepath.Join(dir, "authorized_keys"), ssh.MarshalAuthorizedKey(key), 0o600)
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr = l.Addr().String()
-	l.Close()
-	_, port, _ := net.SplitHostPort(addr)
-	conf := fmt.Sprintf("Port %s\nListenAddress 127.0.0.1\nListenAddress 127.0.0.2\nHostKey %s\nAuthorizedKeysFile %s\nPidFile %s\nStrictModes no\nUsePAM no\n"+
-		"PasswordAuthentication no\nKbdInteractiveAuthentication no\nPermitRootLogin prohibit-password\nLogLevel ERROR\n",
-		port, filepath.Join(dir, "host_key"), filepath.Join(dir, "authorized_keys"), filepath.Join(dir, "sshd.pid"))
-	testutil.WriteFile(t, filepath.Join(dir, "sshd_config"), []byte(conf), 0o600)
-	os.MkdirAll("/run/sshd", 0o755)
-	testutil.Start(t, "sshd", exec.Command("/usr/sbin/sshd", "-D", "-e", "-f", filepath.Join(dir, "sshd_config")))
-	testutil.WaitFor(t, 20*time.Second, "sshd to listen on "+addr, func() bool {
-		c, err := net.Dial("tcp", addr)
-		if err == nil {
-			c.Close()
-		}
-		return err == nil
-	})
+	addr = testutil.StartSSHD(t, hostPEM, ssh.MarshalAuthorizedKey(key), "127.0.0.2")
 	return addr, strings.TrimSpace(string(ssh.MarshalAuthorizedKey(host.PublicKey())))
 }
 

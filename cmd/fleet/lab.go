@@ -43,77 +43,69 @@ func oneArg(what string) cobra.PositionalArgs {
 	}
 }
 
-func labUpCommand(ios *cli.IOStreams) *cobra.Command {
+// labSubcommand is a lab subcommand that takes the lab flags (addLabFlags)
+// and runs run with the options they set.
+func labSubcommand(use, short string, args cobra.PositionalArgs, run func(cmd *cobra.Command, args []string, o lab.Options) error) *cobra.Command {
 	var o lab.Options
-	var shape string
 	cmd := &cobra.Command{
-		Use:   "up N",
-		Short: "start boxes box1..boxN (those running stay as they are)",
-		Args: func(cmd *cobra.Command, args []string) error {
+		Use:   use,
+		Short: short,
+		Args:  args,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return run(cmd, args, o)
+		},
+	}
+	addLabFlags(cmd.Flags(), &o)
+	return cmd
+}
+
+func labUpCommand(ios *cli.IOStreams) *cobra.Command {
+	var shape string
+	cmd := labSubcommand("up N", "start boxes box1..boxN (those running stay as they are)",
+		func(cmd *cobra.Command, args []string) error {
 			if err := oneArg("the number of boxes: fleet lab up N")(cmd, args); err != nil {
 				return err
 			}
 			_, err := lab.ParseCount(args[0])
 			return err
 		},
-		RunE: func(cmd *cobra.Command, args []string) error {
+		func(cmd *cobra.Command, args []string, o lab.Options) error {
 			return lab.UpBoxes(cmd.Context(), o, args[0], shape, ios)
-		},
-	}
-	addLabFlags(cmd.Flags(), &o)
+		})
 	cmd.Flags().StringVar(&shape, "shape", "small", "box shape: small (1 core, 1 GiB) or medium (2 cores, 2 GiB)")
 	return cmd
 }
 
 func labDownCommand(ios *cli.IOStreams) *cobra.Command {
-	var o lab.Options
-	cmd := &cobra.Command{
-		Use:   "down",
-		Short: "delete every lab box, then the bridge",
-		Args:  cli.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
+	return labSubcommand("down", "delete every lab box, then the bridge", cli.NoArgs,
+		func(cmd *cobra.Command, _ []string, o lab.Options) error {
 			return lab.DownBoxes(cmd.Context(), o, ios)
-		},
-	}
-	addLabFlags(cmd.Flags(), &o)
-	return cmd
+		})
 }
 
 func labStatusCommand(ios *cli.IOStreams) *cobra.Command {
-	var o lab.Options
 	var asJSON bool
-	cmd := &cobra.Command{
-		Use:   "status",
-		Short: "the lab boxes: address, state, cores, memory, whether SSH answers",
-		Args:  cli.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
+	cmd := labSubcommand("status", "the lab boxes: address, state, cores, memory, whether SSH answers", cli.NoArgs,
+		func(cmd *cobra.Command, _ []string, o lab.Options) error {
 			return lab.ShowStatus(cmd.Context(), o, asJSON, ios)
-		},
-	}
-	addLabFlags(cmd.Flags(), &o)
+		})
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the boxes as JSON")
 	return cmd
 }
 
 func labSSHCommand(ios *cli.IOStreams) *cobra.Command {
-	var o lab.Options
-	cmd := &cobra.Command{
-		Use:   "ssh BOX [-- CMD]",
-		Short: "a root shell on a box, or CMD run there",
-		Args: func(cmd *cobra.Command, args []string) error {
+	return labSubcommand("ssh BOX [-- CMD]", "a root shell on a box, or CMD run there",
+		func(cmd *cobra.Command, args []string) error {
 			if d := cmd.ArgsLenAtDash(); d >= 0 {
 				args = args[:d]
 			}
 			return oneArg("a box: fleet lab ssh BOX [-- CMD]")(cmd, args)
 		},
-		RunE: func(cmd *cobra.Command, args []string) error {
+		func(cmd *cobra.Command, args []string, o lab.Options) error {
 			var command []string
 			if d := cmd.ArgsLenAtDash(); d >= 0 {
 				command = args[d:]
 			}
 			return lab.SSH(cmd.Context(), o, args[0], command, ios)
-		},
-	}
-	addLabFlags(cmd.Flags(), &o)
-	return cmd
+		})
 }

@@ -23,6 +23,41 @@ func fleet(t *testing.T, args ...string) (stdout, stderr string, code int) {
 	return out.String(), errb.String(), code
 }
 
+// fleetJSON runs fleet with args, which must succeed, and decodes the
+// JSON it prints into v.
+func fleetJSON(t *testing.T, v any, args ...string) {
+	t.Helper()
+	out, errOut, code := fleet(t, args...)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	if err := json.Unmarshal([]byte(out), v); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// usageCase is a fleet command line, args, that is a usage error: want
+// is all it writes.
+type usageCase struct {
+	name string
+	args []string
+	want string
+}
+
+// usageErrors runs each case as a subtest: it must exit 2, print nothing
+// and write its want to stderr.
+func usageErrors(t *testing.T, cases []usageCase) {
+	t.Helper()
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			out, errOut, code := fleet(t, tc.args...)
+			if code != 2 || out != "" || errOut != tc.want {
+				t.Errorf("exit %d, stdout %q, stderr %q; want 2, nothing, %q", code, out, errOut, tc.want)
+			}
+		})
+	}
+}
+
 // golden compares got with testdata/name (testutil.Golden: -update or
 // UPDATE_GOLDEN=1 rewrites it).
 func golden(t *testing.T, name, got string) {
@@ -77,14 +112,8 @@ func TestPlanStory(t *testing.T) {
 		} `json:"per_box"`
 	}
 	plan := func(box string) doc {
-		out, errOut, code := fleet(t, "plan", "--listeners", "100000", "--box", box, "--calibration", "story", "--json")
-		if code != 0 {
-			t.Fatalf("exit %d: %s", code, errOut)
-		}
 		var d doc
-		if err := json.Unmarshal([]byte(out), &d); err != nil {
-			t.Fatal(err)
-		}
+		fleetJSON(t, &d, "plan", "--listeners", "100000", "--box", box, "--calibration", "story", "--json")
 		return d
 	}
 	one := plan("cores=12,ram=64GiB,processes=1")
@@ -138,14 +167,8 @@ func TestPlanDefaultCalibration(t *testing.T) {
 	}
 	plan := func(args ...string) doc {
 		t.Helper()
-		out, errOut, code := fleet(t, append(append([]string{"plan"}, args...), "--json")...)
-		if code != 0 {
-			t.Fatalf("exit %d: %s", code, errOut)
-		}
 		var d doc
-		if err := json.Unmarshal([]byte(out), &d); err != nil {
-			t.Fatal(err)
-		}
+		fleetJSON(t, &d, append(append([]string{"plan"}, args...), "--json")...)
 		return d
 	}
 	path, _ := inventories.NamedCalibration(inventories.CalibrationRelayfleet)

@@ -14,11 +14,7 @@ func TestStackCommandsBadInput(t *testing.T) {
 	notELF := filepath.Join(dir, "relay")
 	testutil.WriteFile(t, notELF, []byte("#!/bin/sh\n"), 0o755)
 	lab := "../../inventories/lab.yaml"
-	for _, tc := range []struct {
-		name string
-		args []string
-		want string
-	}{
+	usageErrors(t, []usageCase{
 		{"up without inventory", []string{"up"}, "fleet up: flag --inventory: required\n"},
 		{"preview without inventory", []string{"preview"}, "fleet preview: flag --inventory: required\n"},
 		{"destroy without inventory", []string{"destroy"}, "fleet destroy: flag --inventory: required\n"},
@@ -28,14 +24,7 @@ func TestStackCommandsBadInput(t *testing.T) {
 		{"bad subnet", []string{"preview", "--inventory", lab, "--lab-subnet", "10.1.2.3"}, "fleet preview: flag --lab-subnet: want a CIDR, got \"10.1.2.3\"\n"},
 		{"not a relay", []string{"up", "--inventory", lab, "--relay-binary", notELF}, "fleet up: flag --relay-binary: " + notELF + " is not a Linux executable\n"},
 		{"unknown flag", []string{"destroy", "--inventory", lab, "--relay-binary", notELF}, "fleet destroy: flag --relay-binary: unknown flag\n"},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			out, errOut, code := fleet(t, tc.args...)
-			if code != 2 || out != "" || errOut != tc.want {
-				t.Errorf("exit %d, stdout %q, stderr %q; want 2, nothing, %q", code, out, errOut, tc.want)
-			}
-		})
-	}
+	})
 }
 
 func TestStackCommandsNeedPulumi(t *testing.T) {

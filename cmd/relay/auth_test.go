@@ -91,20 +91,9 @@ func TestServeAuthFlags(t *testing.T) {
 	keys := writeFile(t, "keys", newKey+"\n"+oldKey+" until="+future+"\n")
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	addr := "127.0.0.1:" + testutil.FreePort(t)
-	stderr := &testutil.SyncBuffer{}
-	served := make(chan int, 1)
-	go func() {
-		served <- run(ctx, []string{"serve", "--listen", addr, "--udp-buffer", "1MiB", "--auth-key", keys, "--public-listen", "live", "--public-listen", "radio,news"}, &bytes.Buffer{}, stderr)
-	}()
-	defer func() {
-		cancel()
-		<-served
-	}()
-	if !testutil.Poll(20*time.Second, func() bool { return strings.Contains(stderr.String(), "relay listening") }) {
-		t.Fatalf("relay did not start: %s", stderr.String())
-	}
-	url := "http://" + addr + "/"
+	base, stderr, stop := serveInProcessLogs(t, "--udp-buffer", "1MiB", "--auth-key", keys, "--public-listen", "live", "--public-listen", "radio,news")
+	defer stop()
+	url := base + "/"
 	dial := func(q string) *client.Session {
 		t.Helper()
 		s, err := client.Dial(ctx, url+q, nil)
@@ -178,20 +167,9 @@ func TestTokenFile(t *testing.T) {
 	keys := writeFile(t, "keys", newKey+"\n")
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	addr := "127.0.0.1:" + testutil.FreePort(t)
-	stderr := &testutil.SyncBuffer{}
-	served := make(chan int, 1)
-	go func() {
-		served <- run(ctx, []string{"serve", "--listen", addr, "--udp-buffer", "1MiB", "--auth-key", keys}, &bytes.Buffer{}, stderr)
-	}()
-	defer func() {
-		cancel()
-		<-served
-	}()
-	if !testutil.Poll(20*time.Second, func() bool { return strings.Contains(stderr.String(), "relay listening") }) {
-		t.Fatalf("relay did not start: %s", stderr.String())
-	}
-	url := "http://" + addr + "/"
+	base, _, stop := serveInProcessLogs(t, "--udp-buffer", "1MiB", "--auth-key", keys)
+	defer stop()
+	url := base + "/"
 	auth := mustAuth(t, newKey)
 	pubTok, err := auth.NewToken("private/", "", true, false, time.Hour)
 	if err != nil {

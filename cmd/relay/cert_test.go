@@ -5,11 +5,9 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
-	"encoding/json"
 	"encoding/pem"
 	"io"
 	"log"
-	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
@@ -124,9 +122,16 @@ func TestKeygenAndPin(t *testing.T) {
 // returns its base URL.
 func serveInProcess(t *testing.T, args ...string) (base string, stop func()) {
 	t.Helper()
+	base, _, stop = serveInProcessLogs(t, args...)
+	return base, stop
+}
+
+// serveInProcessLogs is serveInProcess that also returns what serve logs.
+func serveInProcessLogs(t *testing.T, args ...string) (base string, logs *testutil.SyncBuffer, stop func()) {
+	t.Helper()
 	addr := "127.0.0.1:" + testutil.FreePort(t)
 	ctx, cancel := context.WithCancel(context.Background())
-	logs := &testutil.SyncBuffer{}
+	logs = &testutil.SyncBuffer{}
 	done := make(chan int, 1)
 	go func() { done <- run(ctx, append([]string{"serve", "--listen", addr}, args...), io.Discard, logs) }()
 	stop = func() {
@@ -148,20 +153,13 @@ func serveInProcess(t *testing.T, args ...string) (base string, stop func()) {
 	if exited >= 0 {
 		t.Fatalf("serve exited %d: %s", exited, logs.String())
 	}
-	return "http://" + addr, stop
+	return "http://" + addr, logs, stop
 }
 
 func getStats(t *testing.T, base string) relay.Stats {
 	t.Helper()
-	resp, err := http.Get(base + "/stats")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
 	var st relay.Stats
-	if err := json.NewDecoder(resp.Body).Decode(&st); err != nil {
-		t.Fatal(err)
-	}
+	testutil.GetJSON(t, base+"/stats", &st)
 	return st
 }
 

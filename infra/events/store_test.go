@@ -284,14 +284,21 @@ func TestPulumiStoreKeepsRecords(t *testing.T) {
 	}
 }
 
+// twoHolders is two machines' stores, owners machine-a and machine-b,
+// on one backend.
+func twoHolders(t *testing.T) (a, b *PulumiStore) {
+	t.Helper()
+	be := sharedBackend(t)
+	a, b = pulumiStore(t, t.TempDir(), be), pulumiStore(t, t.TempDir(), be)
+	a.Owner, b.Owner = "machine-a", "machine-b"
+	return a, b
+}
+
 // TestPulumiStoreLeaseTwoHolders: while one machine holds the lease a
 // second gets ErrLocked naming it; once released the second takes it.
 func TestPulumiStoreLeaseTwoHolders(t *testing.T) {
 	testutil.Short(t, "make test-long (runs the Pulumi CLI)")
-	be := sharedBackend(t)
-	a := pulumiStore(t, t.TempDir(), be)
-	b := pulumiStore(t, t.TempDir(), be)
-	a.Owner, b.Owner = "machine-a", "machine-b"
+	a, b := twoHolders(t)
 	ctx := context.Background()
 	_, unlockA, err := a.Lock(ctx)
 	if err != nil {
@@ -322,10 +329,7 @@ func TestPulumiStoreLeaseTwoHolders(t *testing.T) {
 // between creating and tagging it) is taken over after the grace time.
 func TestPulumiStoreLeaseExpires(t *testing.T) {
 	testutil.Short(t, "make test-long (runs the Pulumi CLI)")
-	be := sharedBackend(t)
-	a := pulumiStore(t, t.TempDir(), be)
-	b := pulumiStore(t, t.TempDir(), be)
-	a.Owner, b.Owner = "machine-a", "machine-b"
+	a, b := twoHolders(t)
 	a.TTL, b.TTL = time.Hour, time.Hour // no renewal during the test
 	ctx := context.Background()
 	heldA, _, err := a.Lock(ctx) // never unlocked: a dies

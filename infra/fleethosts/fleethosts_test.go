@@ -5,14 +5,10 @@ import (
 	"crypto/rand"
 	"encoding/json"
 	"encoding/pem"
-	"fmt"
-	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"golang.org/x/crypto/ssh"
 
@@ -168,49 +164,15 @@ func TestIsEventStack(t *testing.T) {
 // returns its address and host key line.
 func startSSHD(t *testing.T, keys ...ssh.PublicKey) (addr, hostKey string) {
 	t.Helper()
-	if _, err := os.Stat("/usr/sbin/sshd"); err != nil {
-		testutil.Skipf(t, "needs openssh-server (/usr/sbin/sshd; make test installs it as root)")
-	}
-	dir := t.TempDir()
-	_, priv, err := ed25519.GenerateKey(rand.Reader)
+	hostPEM, hostKey, err := lab.NewKey("")
 	if err != nil {
 		t.Fatal(err)
 	}
-	block, err := ssh.MarshalPrivateKey(priv, "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	pub, _ := ssh.NewPublicKey(priv.Public())
 	var auth []byte
 	for _, k := range keys {
 		auth = append(auth, ssh.MarshalAuthorizedKey(k)...)
 	}
-	write := func(name string, data []byte) string {
-		p := filepath.Join(dir, name)
-		if err := os.WriteFile(p, data, 0o600); err != nil {
-			t.Fatal(err)
-		}
-		return p
-	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr = l.Addr().String()
-	l.Close()
-	_, port, _ := net.SplitHostPort(addr)
-	conf := write("sshd_config", fmt.Appendf(nil, "Port %s\nListenAddress 127.0.0.1\nHostKey %s\nAuthorizedKeysFile %s\nPidFile %s\nStrictModes no\nUsePAM no\nPasswordAuthentication no\nKbdInteractiveAuthentication no\nPermitRootLogin prohibit-password\nLogLevel ERROR\n",
-		port, write("host_key", pem.EncodeToMemory(block)), write("authorized_keys", auth), filepath.Join(dir, "sshd.pid")))
-	os.MkdirAll("/run/sshd", 0o755)
-	testutil.Start(t, "sshd", exec.Command("/usr/sbin/sshd", "-D", "-e", "-f", conf))
-	testutil.WaitFor(t, 20*time.Second, "sshd to listen on "+addr, func() bool {
-		c, err := net.Dial("tcp", addr)
-		if err == nil {
-			c.Close()
-		}
-		return err == nil
-	})
-	return addr, strings.TrimSpace(string(ssh.MarshalAuthorizedKey(pub)))
+	return testutil.StartSSHD(t, hostPEM, auth), hostKey
 }
 
 // TestTargetsPinStackKeys reaches a real sshd as a lab box (the lab's

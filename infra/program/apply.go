@@ -68,6 +68,19 @@ func (o ApplyOptions) changed(stateDir string) {
 	}
 }
 
+// loadWithKeys loads the stack, progress to Out, and gives its program
+// the fleet's relay auth keys, made on the first up.
+func (o ApplyOptions) loadWithKeys(ctx context.Context) (*Stack, error) {
+	st, err := o.Load(o.IO.Out)
+	if err != nil {
+		return nil, err
+	}
+	if st.Program.AuthKeys, _, err = o.authKeys(ctx, st, true); err != nil {
+		return nil, err
+	}
+	return st, nil
+}
+
 // FleetUp is fleet up: it brings the fleet to the inventory through
 // Pulumi and writes the router's relays file. The fleet's relay auth key
 // is made on the first up, kept encrypted in the stack and handed to
@@ -75,11 +88,8 @@ func (o ApplyOptions) changed(stateDir string) {
 // and the listeners on them, are shown and confirmed first (Confirm).
 func FleetUp(ctx context.Context, o ApplyOptions) error {
 	stdout := o.IO.Out
-	st, err := o.Load(stdout)
+	st, err := o.loadWithKeys(ctx)
 	if err != nil {
-		return err
-	}
-	if st.Program.AuthKeys, _, err = o.authKeys(ctx, st, true); err != nil {
 		return err
 	}
 	_, doomed, err := st.PreviewDoomed(ctx)
@@ -107,19 +117,15 @@ func FleetUp(ctx context.Context, o ApplyOptions) error {
 // FleetPreview is fleet preview: what fleet up would change, drift
 // included.
 func FleetPreview(ctx context.Context, o ApplyOptions) error {
-	stdout := o.IO.Out
-	st, err := o.Load(stdout)
+	st, err := o.loadWithKeys(ctx)
 	if err != nil {
-		return err
-	}
-	if st.Program.AuthKeys, _, err = o.authKeys(ctx, st, true); err != nil {
 		return err
 	}
 	changes, err := st.Preview(ctx)
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "\npreview: stack %s: %s\n", st.Name, ChangeSummary(changes))
+	fmt.Fprintf(o.IO.Out, "\npreview: stack %s: %s\n", st.Name, ChangeSummary(changes))
 	return nil
 }
 

@@ -75,31 +75,19 @@ func TestRelaysComposeStacksAndDraining(t *testing.T) {
 	dir := t.TempDir()
 	steady := []HostEntry{{Name: "s1", Address: "10.0.0.1", Ports: []int{4443, 4444}}}
 	event := []HostEntry{{Name: "e1", Address: "10.0.0.9", Ports: []int{4443}}}
-	read := func() []Relay {
-		t.Helper()
-		data, err := os.ReadFile(filepath.Join(dir, RelaysFile))
-		if err != nil {
-			t.Fatal(err)
-		}
-		var f struct{ Relays []Relay }
-		if err := json.Unmarshal(data, &f); err != nil {
-			t.Fatal(err)
-		}
-		return f.Relays
-	}
 	if _, err := SetStackHosts(dir, "lab", steady); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := SetStackHosts(dir, "lab-event-final", event); err != nil {
 		t.Fatal(err)
 	}
-	if rs := read(); len(rs) != 3 || rs[0].Draining || rs[2].Draining {
+	if rs := readRelays(t, dir); len(rs) != 3 || rs[0].Draining || rs[2].Draining {
 		t.Fatalf("relays %+v: want 2 steady and 1 event relay, none draining", rs)
 	}
 	if _, err := SetDraining(dir, "lab-event-final", true); err != nil {
 		t.Fatal(err)
 	}
-	rs := read()
+	rs := readRelays(t, dir)
 	var draining []string
 	for _, r := range rs {
 		if r.Draining {
@@ -113,13 +101,13 @@ func TestRelaysComposeStacksAndDraining(t *testing.T) {
 	if _, err := SetStackHosts(dir, "lab", steady); err != nil {
 		t.Fatal(err)
 	}
-	if rs := read(); len(rs) != 3 || !rs[2].Draining {
+	if rs := readRelays(t, dir); len(rs) != 3 || !rs[2].Draining {
 		t.Fatalf("relays %+v after a steady up", rs)
 	}
 	if _, err := SetStackHosts(dir, "lab-event-final", nil); err != nil {
 		t.Fatal(err)
 	}
-	if rs := read(); len(rs) != 2 {
+	if rs := readRelays(t, dir); len(rs) != 2 {
 		t.Fatalf("relays %+v: want the event's gone", rs)
 	}
 	if sh, _ := ReadStackHosts(dir, "lab-event-final"); len(sh.Hosts) != 0 || sh.Draining {
@@ -141,6 +129,14 @@ func TestRelaysDrainingHosts(t *testing.T) {
 	if _, err := SetHostsDraining(dir, "lab-event-final", []string{"e-2"}); err != nil {
 		t.Fatal(err)
 	}
+	if rs := readRelays(t, dir); len(rs) != 3 || rs[0].Draining || rs[1].Draining || !rs[2].Draining || rs[2].URL != "http://10.0.0.10:4443/" {
+		t.Fatalf("relays %+v: want only e-2's relay draining", rs)
+	}
+}
+
+// readRelays reads the relays of dir's relays file.
+func readRelays(t *testing.T, dir string) []Relay {
+	t.Helper()
 	data, err := os.ReadFile(filepath.Join(dir, RelaysFile))
 	if err != nil {
 		t.Fatal(err)
@@ -149,7 +145,5 @@ func TestRelaysDrainingHosts(t *testing.T) {
 	if err := json.Unmarshal(data, &f); err != nil {
 		t.Fatal(err)
 	}
-	if len(f.Relays) != 3 || f.Relays[0].Draining || f.Relays[1].Draining || !f.Relays[2].Draining || f.Relays[2].URL != "http://10.0.0.10:4443/" {
-		t.Fatalf("relays %+v: want only e-2's relay draining", f.Relays)
-	}
+	return f.Relays
 }

@@ -42,25 +42,31 @@ type cloudAPI interface {
 var newCloud = func(name string, c Config) (cloudAPI, error) {
 	switch name {
 	case BackendHcloud:
-		tok := c.HcloudToken
-		if tok == "" {
-			tok = os.Getenv(HcloudTokenEnv)
-		}
-		if tok == "" {
-			return nil, fmt.Errorf("backend hcloud: no token: fleet secret set hcloud-token, or set %s", HcloudTokenEnv)
+		tok, err := cloudToken(name, c.HcloudToken, "hcloud-token", HcloudTokenEnv)
+		if err != nil {
+			return nil, err
 		}
 		return hcloud.New(hcloud.Config{Token: tok, Endpoint: os.Getenv(HcloudEndpointEnv)})
 	case BackendDigitalOcean:
-		tok := c.DigitalOceanToken
-		if tok == "" {
-			tok = os.Getenv(DOTokenEnv)
-		}
-		if tok == "" {
-			return nil, fmt.Errorf("backend digitalocean: no token: fleet secret set digitalocean-token, or set %s", DOTokenEnv)
+		tok, err := cloudToken(name, c.DigitalOceanToken, "digitalocean-token", DOTokenEnv)
+		if err != nil {
+			return nil, err
 		}
 		return digitalocean.New(digitalocean.Config{Token: tok, Endpoint: os.Getenv(DOEndpointEnv)})
 	}
 	return nil, fmt.Errorf("backend %q: %w", name, ErrBackendMissing)
+}
+
+// cloudToken is backend's API token: the stack secret's, else the
+// environment variable env's.
+func cloudToken(backend, secret, secretName, env string) (string, error) {
+	if secret != "" {
+		return secret, nil
+	}
+	if tok := os.Getenv(env); tok != "" {
+		return tok, nil
+	}
+	return "", fmt.Errorf("backend %s: no token: fleet secret set %s, or set %s", backend, secretName, env)
 }
 
 // cloudBackend makes boxes at a cloud: it generates the box's host key,

@@ -1,6 +1,7 @@
 package testutil
 
 import (
+	"encoding/json"
 	"io"
 	"net/http"
 	"strings"
@@ -38,4 +39,30 @@ func request(method, url, token, body string) (int, http.Header, []byte, error) 
 	defer resp.Body.Close()
 	b, err := io.ReadAll(resp.Body)
 	return resp.StatusCode, resp.Header, b, err
+}
+
+// GetJSON GETs url and decodes the JSON of its answer into v; a request
+// that gets no answer, or an answer that is not JSON for v, fails the
+// test.
+func GetJSON(t testing.TB, url string, v any) {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if err := json.NewDecoder(resp.Body).Decode(v); err != nil {
+		t.Fatalf("GET %s: %v", url, err)
+	}
+}
+
+// Get GETs url and returns the body of its answer, which must be 200 OK;
+// anything else fails the test.
+func Get(t testing.TB, url string) []byte {
+	t.Helper()
+	code, _, b := Request(t, http.MethodGet, url, "", "")
+	if code != http.StatusOK {
+		t.Fatalf("GET %s: %d %s", url, code, b)
+	}
+	return b
 }

@@ -18,6 +18,16 @@ func shipped(t *testing.T) *inventories.Catalogue {
 	return cat
 }
 
+// shippedProvider is the shipped catalogue's provider name.
+func shippedProvider(t *testing.T, name string) *inventories.Provider {
+	t.Helper()
+	p, ok := shipped(t).Provider(name)
+	if !ok {
+		t.Fatalf("no %s provider", name)
+	}
+	return p
+}
+
 func TestShippedCatalogueLoads(t *testing.T) {
 	cat := shipped(t)
 	if _, err := inventories.LoadFleet(inventories.Embedded("example.yaml"), cat); err != nil {
@@ -41,11 +51,7 @@ func TestShippedCatalogueLoads(t *testing.T) {
 }
 
 func TestShippedHcloud(t *testing.T) {
-	cat := shipped(t)
-	p, ok := cat.Provider("hcloud")
-	if !ok {
-		t.Fatal("no hcloud provider")
-	}
+	p := shippedProvider(t, "hcloud")
 	if p.Kind != inventories.KindCloud || p.API != "hcloud" {
 		t.Errorf("hcloud kind %q api %q", p.Kind, p.API)
 	}
@@ -91,11 +97,7 @@ func TestShippedHcloud(t *testing.T) {
 }
 
 func TestShippedHetznerRobot(t *testing.T) {
-	cat := shipped(t)
-	p, ok := cat.Provider("hetzner-robot")
-	if !ok {
-		t.Fatal("no hetzner-robot provider")
-	}
+	p := shippedProvider(t, "hetzner-robot")
 	if p.Kind != inventories.KindDedicated || p.API != "" {
 		t.Errorf("hetzner-robot kind %q api %q", p.Kind, p.API)
 	}
@@ -111,11 +113,7 @@ func TestShippedHetznerRobot(t *testing.T) {
 }
 
 func TestShippedDigitalOcean(t *testing.T) {
-	cat := shipped(t)
-	p, ok := cat.Provider("digitalocean")
-	if !ok {
-		t.Fatal("no digitalocean provider")
-	}
+	p := shippedProvider(t, "digitalocean")
 	if r, ok := p.RegionOf("ams3"); !ok || len(p.Regions) != 1 {
 		t.Errorf("ams3 -> %q, %d regions; want one region holding ams3", r, len(p.Regions))
 	}

@@ -66,6 +66,16 @@ func TestLoadtestFit(t *testing.T) {
 	}
 }
 
+// steps3 is three steps with these listeners, CPU and memory, each
+// receiving at bps.
+func steps3(listeners [3]int, cpu [3]float64, rss [3]int64, bps float64) []Step {
+	steps := make([]Step, 3)
+	for i := range steps {
+		steps[i] = Step{Listeners: listeners[i], CPUCores: cpu[i], RSSBytes: rss[i], BitrateBps: bps}
+	}
+	return steps
+}
+
 func TestLoadtestFitRefuses(t *testing.T) {
 	good := syntheticSteps()
 	failed := func(s Step) Step { s.Error = "no listener connected"; return s }
@@ -79,31 +89,11 @@ func TestLoadtestFitRefuses(t *testing.T) {
 		{"two of four succeeded", []Step{good[0], failed(good[1]), good[2], failed(good[3])}, "only 2 of 4 steps succeeded"},
 		{"no listeners", []Step{good[0], good[1], {Target: 900}}, "only 2 of 3 steps succeeded"},
 		{"same listeners", []Step{good[0], good[0], good[0]}, "degenerate fit: every step measured the same listener count"},
-		{"cpu falls", []Step{
-			{Listeners: 100, CPUCores: 0.3, RSSBytes: 1, BitrateBps: 1},
-			{Listeners: 200, CPUCores: 0.2, RSSBytes: 2, BitrateBps: 1},
-			{Listeners: 300, CPUCores: 0.1, RSSBytes: 3, BitrateBps: 1},
-		}, "degenerate fit: CPU does not rise with listeners"},
-		{"cpu flat", []Step{
-			{Listeners: 100, CPUCores: 0.2, RSSBytes: 1, BitrateBps: 1},
-			{Listeners: 200, CPUCores: 0.2, RSSBytes: 2, BitrateBps: 1},
-			{Listeners: 300, CPUCores: 0.2, RSSBytes: 3, BitrateBps: 1},
-		}, "degenerate fit: CPU does not rise with listeners (slope 0 cores per listener)"},
-		{"memory falls", []Step{
-			{Listeners: 100, CPUCores: 0.1, RSSBytes: 3, BitrateBps: 1},
-			{Listeners: 200, CPUCores: 0.2, RSSBytes: 2, BitrateBps: 1},
-			{Listeners: 300, CPUCores: 0.3, RSSBytes: 1, BitrateBps: 1},
-		}, "degenerate fit: memory does not rise with listeners"},
-		{"more than a core per listener", []Step{
-			{Listeners: 1, CPUCores: 1, RSSBytes: 1, BitrateBps: 1},
-			{Listeners: 2, CPUCores: 3, RSSBytes: 2, BitrateBps: 1},
-			{Listeners: 3, CPUCores: 5, RSSBytes: 3, BitrateBps: 1},
-		}, "less than one listener per core"},
-		{"nothing received", []Step{
-			{Listeners: 100, CPUCores: 0.1, RSSBytes: 1},
-			{Listeners: 200, CPUCores: 0.2, RSSBytes: 2},
-			{Listeners: 300, CPUCores: 0.3, RSSBytes: 3},
-		}, "the listeners received nothing"},
+		{"cpu falls", steps3([3]int{100, 200, 300}, [3]float64{0.3, 0.2, 0.1}, [3]int64{1, 2, 3}, 1), "degenerate fit: CPU does not rise with listeners"},
+		{"cpu flat", steps3([3]int{100, 200, 300}, [3]float64{0.2, 0.2, 0.2}, [3]int64{1, 2, 3}, 1), "degenerate fit: CPU does not rise with listeners (slope 0 cores per listener)"},
+		{"memory falls", steps3([3]int{100, 200, 300}, [3]float64{0.1, 0.2, 0.3}, [3]int64{3, 2, 1}, 1), "degenerate fit: memory does not rise with listeners"},
+		{"more than a core per listener", steps3([3]int{1, 2, 3}, [3]float64{1, 3, 5}, [3]int64{1, 2, 3}, 1), "less than one listener per core"},
+		{"nothing received", steps3([3]int{100, 200, 300}, [3]float64{0.1, 0.2, 0.3}, [3]int64{1, 2, 3}, 0), "the listeners received nothing"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := FitSteps(tc.steps)

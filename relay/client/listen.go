@@ -88,23 +88,27 @@ func connectListener(ctx context.Context, res *Resolver, since time.Time, avoid 
 	if err != nil {
 		return nil, tg, err
 	}
-	ann, err := s.Announced(ctx, "")
-	if err != nil {
-		s.Close()
-		return nil, tg, err
-	}
-	err = ann.WaitFor(ctx, o.Broadcast)
-	ann.Close()
-	if err != nil {
-		s.Close()
-		return nil, tg, fmt.Errorf("wait for broadcast %q: %w", o.Broadcast, err)
-	}
-	sub, err := s.Subscribe(ctx, o.Broadcast, o.Track)
+	sub, err := s.SubscribeAnnounced(ctx, o.Broadcast, o.Track)
 	if err != nil {
 		s.Close()
 		return nil, tg, err
 	}
 	return &listening{tg: tg, sess: s, sub: sub}, tg, nil
+}
+
+// SubscribeAnnounced waits until broadcast is announced on s, then
+// subscribes to its track.
+func (s *Session) SubscribeAnnounced(ctx context.Context, broadcast, track string) (*Subscription, error) {
+	ann, err := s.Announced(ctx, "")
+	if err != nil {
+		return nil, err
+	}
+	err = ann.WaitFor(ctx, broadcast)
+	ann.Close()
+	if err != nil {
+		return nil, fmt.Errorf("wait for broadcast %q: %w", broadcast, err)
+	}
+	return s.Subscribe(ctx, broadcast, track)
 }
 
 // nextGroup is l's next group: from its pump once moved, else from the

@@ -265,15 +265,7 @@ func dialWithoutPMTUD(t *testing.T, ctx context.Context, c *coreRelay) *client.S
 func subscribeOn(t *testing.T, ctx context.Context, s *client.Session) *client.Subscription {
 	t.Helper()
 	t.Cleanup(func() { s.Close() })
-	ann, err := s.Announced(ctx, "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ann.Close()
-	if err := ann.WaitFor(ctx, "b"); err != nil {
-		t.Fatal(err)
-	}
-	sub, err := s.Subscribe(ctx, "b", "t")
+	sub, err := s.SubscribeAnnounced(ctx, "b", "t")
 	if err != nil {
 		t.Fatal(err)
 	}

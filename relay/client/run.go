@@ -18,23 +18,45 @@ type PublishOptions struct {
 	Groups         int // how many groups; 0 means until ctx ends
 }
 
+// PacedTrack is one track published on a session of its own, with the
+// ticker that paces its writes: RunPublish's and loadgen's publishers.
+type PacedTrack struct {
+	Session *Session
+	Track   *TrackWriter
+	Tick    *time.Ticker
+	b       *Broadcast
+}
+
+// PublishPaced connects to url (with dial) and publishes track of
+// broadcast, ticking every interval. Close stops it all.
+func PublishPaced(ctx context.Context, url string, dial *Options, broadcast, track string, interval time.Duration) (*PacedTrack, error) {
+	s, err := Dial(ctx, url, dial)
+	if err != nil {
+		return nil, err
+	}
+	b := s.Publish(broadcast)
+	return &PacedTrack{Session: s, Track: b.Track(track), Tick: time.NewTicker(interval), b: b}, nil
+}
+
+// Close stops the ticker, ends the broadcast and closes the session.
+func (p *PacedTrack) Close() {
+	p.Tick.Stop()
+	p.b.Close()
+	_ = p.Session.Close()
+}
+
 // RunPublish connects to url, publishes a broadcast with one track and
 // writes Pattern frames at a steady pace until done. It prints a summary
 // line to out.
 func RunPublish(ctx context.Context, url string, dial *Options, o PublishOptions, out io.Writer) error {
-	s, err := Dial(ctx, url, dial)
+	p, err := PublishPaced(ctx, url, dial, o.Broadcast, o.Track, o.Interval)
 	if err != nil {
 		return err
 	}
-	defer s.Close()
-	b := s.Publish(o.Broadcast)
-	defer b.Close()
-	tw := b.Track(o.Track)
-	tick := time.NewTicker(o.Interval)
-	defer tick.Stop()
+	defer p.Close()
 	var sent, skipped, frames int
 	for g := uint64(0); o.Groups == 0 || g < uint64(o.Groups); g++ {
-		gw, err := tw.OpenGroup(ctx, g)
+		gw, err := p.Track.OpenGroup(ctx, g)
 		switch {
 		case errors.Is(err, ErrNoSubscribers):
 			skipped++
@@ -51,11 +73,11 @@ func RunPublish(ctx context.Context, url string, dial *Options, o PublishOptions
 			sent++
 		}
 		select {
-		case <-tick.C:
+		case <-p.Tick.C:
 		case <-ctx.Done():
 			fmt.Fprintf(out, "published %d groups (%d frames), %d groups without subscribers\n", sent, frames, skipped)
 			return nil
-		case <-s.Done():
+		case <-p.Session.Done():
 			return errors.New("publish: session closed by relay")
 		}
 	}

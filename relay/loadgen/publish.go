@@ -34,16 +34,11 @@ func Publish(ctx context.Context, url string, o PublishOptions) error {
 	if o.FrameTime <= 0 || o.FramesPerGroup < 1 {
 		return errors.New("publish: frame time and frames per group must be positive")
 	}
-	s, err := client.Dial(ctx, url, &client.Options{Logger: o.Logger, TrustHTTPHash: o.TrustHTTPHash})
+	p, err := client.PublishPaced(ctx, url, &client.Options{Logger: o.Logger, TrustHTTPHash: o.TrustHTTPHash}, o.Broadcast, o.Track, o.FrameTime)
 	if err != nil {
 		return err
 	}
-	defer s.Close()
-	b := s.Publish(o.Broadcast)
-	defer b.Close()
-	tw := b.Track(o.Track)
-	tick := time.NewTicker(o.FrameTime)
-	defer tick.Stop()
+	defer p.Close()
 	var gw *client.GroupWriter
 	defer func() {
 		if gw != nil {
@@ -51,7 +46,7 @@ func Publish(ctx context.Context, url string, o PublishOptions) error {
 		}
 	}()
 	for seq := uint64(0); ; seq++ {
-		gw, err = tw.OpenGroup(ctx, seq)
+		gw, err = p.Track.OpenGroup(ctx, seq)
 		if err != nil && ctx.Err() != nil {
 			return nil // stopped: the normal end of a publisher
 		}
@@ -66,10 +61,10 @@ func Publish(ctx context.Context, url string, o PublishOptions) error {
 				}
 			}
 			select {
-			case <-tick.C:
+			case <-p.Tick.C:
 			case <-ctx.Done():
 				return nil
-			case <-s.Done():
+			case <-p.Session.Done():
 				return errors.New("publish: session closed by relay")
 			}
 		}

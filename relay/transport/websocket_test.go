@@ -18,24 +18,33 @@ import (
 	"github.com/relayfleet/relayfleet/relay/transport"
 )
 
-// wsPair starts a server that accepts one WebSocket session and returns it
-// with a raw client connection that speaks the frames by hand, as
-// @moq/qmux 0.0.6 does.
-func wsPair(t *testing.T) (transport.Session, *websocket.Conn) {
+// wsServer starts a server, closed when the test ends, that hands each
+// WebSocket session it accepts to got and holds it until it ends; url is
+// its ws:// address.
+func wsServer(t *testing.T) (url string, got <-chan transport.Session) {
 	t.Helper()
-	got := make(chan transport.Session, 1)
+	sessions := make(chan transport.Session, 1)
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		s, err := transport.AcceptWebSocket(w, r)
 		if err != nil {
 			return
 		}
-		got <- s
+		sessions <- s
 		<-s.Done()
 	}))
 	t.Cleanup(srv.Close)
+	return "ws" + strings.TrimPrefix(srv.URL, "http"), sessions
+}
+
+// wsPair starts a server that accepts one WebSocket session and returns it
+// with a raw client connection that speaks the frames by hand, as
+// @moq/qmux 0.0.6 does.
+func wsPair(t *testing.T) (transport.Session, *websocket.Conn) {
+	t.Helper()
+	url, got := wsServer(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	t.Cleanup(cancel)
-	c, _, err := websocket.Dial(ctx, "ws"+strings.TrimPrefix(srv.URL, "http"), &websocket.DialOptions{
+	c, _, err := websocket.Dial(ctx, url, &websocket.DialOptions{
 		Subprotocols: []string{"qmux-00", "webtransport"},
 	})
 	if err != nil {
@@ -208,19 +217,10 @@ func TestWebSocketRejectsOtherSubprotocols(t *testing.T) {
 func TestWebSocketSessionStreams(t *testing.T) {
 	testutil.NoLeaks(t)
 	// Two Go ends: large writes are split into frames and reassembled.
-	got := make(chan transport.Session, 1)
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		s, err := transport.AcceptWebSocket(w, r)
-		if err != nil {
-			return
-		}
-		got <- s
-		<-s.Done()
-	}))
-	defer srv.Close()
+	url, got := wsServer(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	cli, err := transport.DialWebSocket(ctx, "ws"+strings.TrimPrefix(srv.URL, "http"), nil)
+	cli, err := transport.DialWebSocket(ctx, url, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

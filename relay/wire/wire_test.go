@@ -5,9 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"log/slog"
-	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
@@ -15,24 +13,11 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/relayfleet/relayfleet/internal/testutil"
 	"github.com/relayfleet/relayfleet/relay"
 	"github.com/relayfleet/relayfleet/relay/router"
 	"github.com/relayfleet/relayfleet/relay/wire"
 )
-
-func get(t *testing.T, url string) []byte {
-	t.Helper()
-	resp, err := http.Get(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil || resp.StatusCode != http.StatusOK {
-		t.Fatalf("GET %s: %s %v", url, resp.Status, err)
-	}
-	return b
-}
 
 // roundTrip decodes data into v strictly (a field the type lacks is an
 // error, so none is silently dropped), encodes v again and checks that
@@ -74,7 +59,7 @@ func startRelay(t *testing.T) *relay.Relay {
 // wire.Stats with no field unknown, and encodes back to the same JSON.
 func TestStatsRoundTrips(t *testing.T) {
 	r := startRelay(t)
-	data := get(t, fmt.Sprintf("http://%s/stats", r.Addr()))
+	data := testutil.Get(t, fmt.Sprintf("http://%s/stats", r.Addr()))
 	var st wire.Stats
 	roundTrip(t, "/stats", data, &st)
 	if st.MaxSessions != 7 || st.Headroom != 7 || st.CertificateSHA256 != r.CertificateHash() {
@@ -108,12 +93,12 @@ func TestRouterAnswersRoundTrip(t *testing.T) {
 	t.Cleanup(srv.Close)
 
 	var route wire.Route
-	roundTrip(t, "/route", get(t, srv.URL+"/route?broadcast=x"), &route)
+	roundTrip(t, "/route", testutil.Get(t, srv.URL+"/route?broadcast=x"), &route)
 	if route.URL != base || route.CertificateSHA256 != r.CertificateHash() {
 		t.Fatalf("route %+v, want %s with the relay's certificate hash", route, base)
 	}
 	var state wire.RelaysState
-	roundTrip(t, "/relays", get(t, srv.URL+"/relays"), &state)
+	roundTrip(t, "/relays", testutil.Get(t, srv.URL+"/relays"), &state)
 	if len(state.Relays) != 1 || !state.Relays[0].Healthy || state.Relays[0].Headroom != 7 || state.Relays[0].URL != base {
 		t.Fatalf("relays %+v, want the one relay healthy with headroom 7", state)
 	}
