@@ -444,8 +444,9 @@ func kernelOOMKills(t *testing.T, ctx context.Context, box, unit string, since f
 	}
 	needle := "oom_memcg=/" + testLab.cgroupRel(box) + "/system.slice/"
 	for line := range strings.Lines(string(out)) {
-		stamp, ok := strings.CutPrefix(line, "[")
-		if stamp, _, ok = strings.Cut(stamp, "]"); !ok {
+		rest, ok := strings.CutPrefix(line, "[")
+		stamp, _, closed := strings.Cut(rest, "]")
+		if !ok || !closed {
 			continue
 		}
 		at, err := strconv.ParseFloat(strings.TrimSpace(stamp), 64)
