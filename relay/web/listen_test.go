@@ -588,8 +588,12 @@ func (s *setup) silence(t *testing.T, ctx context.Context, br *browser, base str
 		return p.Decoded >= before+after && p.PlayedSeconds >= p.ScheduledSeconds-0.001
 	})
 	t.Logf("%s", got)
-	if got.Gaps < 1 || got.LongestGapMs < float64(pause/time.Millisecond) || got.Underruns < 1 {
-		t.Errorf("page: %d gaps (longest %.0f ms), %d underruns; want at least one gap of %v and an underrun", got.Gaps, got.LongestGapMs, got.Underruns, pause)
+	// The page stamps arrivals: the last group before the pause may come a
+	// few ms late (CI saw 2,497 ms), so the gap wanted is the pause less
+	// a frame; without the pause the longest gap is about one frame.
+	const frame = 120 * time.Millisecond
+	if got.Gaps < 1 || got.LongestGapMs < float64((pause-frame)/time.Millisecond) || got.Underruns < 1 {
+		t.Errorf("page: %d gaps (longest %.0f ms), %d underruns; want at least one gap of %v (less a frame) and an underrun", got.Gaps, got.LongestGapMs, got.Underruns, pause)
 	}
 	if got.Reconnects < 1 || !strings.Contains(got.LastReason, "silent") {
 		t.Errorf("page: %d reconnects, last reason %q; want a reconnect for silence", got.Reconnects, got.LastReason)
