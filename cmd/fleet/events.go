@@ -47,17 +47,17 @@ func (e *eventsFlags) add(fs *pflag.FlagSet) {
 func (e *eventsFlags) options() events.RunOptions {
 	o := e.o
 	o.Stack = func(progress io.Writer) (*program.Stack, provider.Config, error) {
-		if err := e.check(); err != nil {
+		if err := e.set.Check(); err != nil {
 			return nil, provider.Config{}, err
 		}
-		st, err := e.template(nil, nil, progress)
+		st, err := e.set.Template(nil, nil, progress)
 		if err != nil {
 			return nil, provider.Config{}, err
 		}
-		return st, e.labConfig(st), nil
+		return st, st.ProviderConfig(), nil
 	}
 	o.Refresh = func(w io.Writer, stateDir string, evs *inventories.Events) {
-		refreshMonitor(w, monitorDir(e.monitorDir), stateDir, evs)
+		refreshMonitor(w, e.monitorDir, stateDir, evs)
 	}
 	return o
 }

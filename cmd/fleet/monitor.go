@@ -14,9 +14,6 @@ import (
 	"github.com/relayfleet/relayfleet/monitoring"
 )
 
-// MonitorDirEnv is monitoring.DirEnv, which --monitor-dir defaults to.
-const MonitorDirEnv = monitoring.DirEnv
-
 // stringList is a repeatable string flag.
 type stringList []string
 
@@ -60,16 +57,9 @@ func monitorCommand(ios *cli.IOStreams) *cobra.Command {
 	return cmd
 }
 
-// monitorDir is --monitor-dir (monitoring.DirFrom); "" means none.
-func monitorDir(flagValue *string) string {
-	if flagValue == nil {
-		return monitoring.DirFrom("")
-	}
-	return monitoring.DirFrom(*flagValue)
-}
-
-// refreshMonitor rewrites the monitor directory's targets after the stacks
-// changed, when one is configured (monitoring.RefreshAndSay).
-func refreshMonitor(stdout io.Writer, dir, stateDir string, evs *inventories.Events) {
-	monitoring.RefreshAndSay(stdout, dir, monitoring.Options{StateDir: stateDir, Events: evs})
+// refreshMonitor rewrites, after the stacks changed, the targets of the
+// monitor directory --monitor-dir names (flagValue, else monitoring.DirEnv:
+// monitoring.DirFrom); with none, it does nothing (monitoring.RefreshAndSay).
+func refreshMonitor(stdout io.Writer, flagValue, stateDir string, evs *inventories.Events) {
+	monitoring.RefreshAndSay(stdout, monitoring.DirFrom(flagValue), monitoring.Options{StateDir: stateDir, Events: evs})
 }

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"io"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
@@ -12,7 +11,7 @@ import (
 	"github.com/relayfleet/relayfleet/infra/program"
 	"github.com/relayfleet/relayfleet/infra/provider"
 	"github.com/relayfleet/relayfleet/internal/cli"
-	"github.com/relayfleet/relayfleet/inventories"
+	"github.com/relayfleet/relayfleet/monitoring"
 )
 
 // stackFlags are the flags of the stack commands: up, preview, destroy, secret, token, auth.
@@ -22,7 +21,7 @@ type stackFlags struct{ pulumiFlags }
 // shared by fleet up, preview, destroy, events and burst.
 type pulumiFlags struct {
 	set        program.Settings
-	monitorDir *string
+	monitorDir string
 }
 
 // add declares the stack flags on fs; needsRelay adds --relay-binary.
@@ -46,15 +45,8 @@ func (p *pulumiFlags) register(fs *pflag.FlagSet, needsRelay bool) {
 	fs.StringVar(&p.set.LabImages, "lab-images", "", "lab image cache (default LAB-DIR/images)")
 	fs.StringVar(&p.set.LabBridge, "lab-bridge", "", "lab bridge (default "+lab.DefaultBridge+")")
 	fs.StringVar(&p.set.LabSubnet, "lab-subnet", "", "lab subnet (default "+lab.DefaultSubnet.String()+")")
-	p.monitorDir = fs.String("monitor-dir", "", "fleet monitor's directory: rewrite its targets after the change (default $"+MonitorDirEnv+"; none if unset)")
+	fs.StringVar(&p.monitorDir, "monitor-dir", "", "fleet monitor's directory: rewrite its targets after the change (default $"+monitoring.DirEnv+"; none if unset)")
 }
-
-// check, template and labConfig are program.Settings's and Stack's.
-func (p *pulumiFlags) check() error { return p.set.Check() }
-func (p *pulumiFlags) template(f *inventories.Fleet, c *inventories.Catalogue, w io.Writer) (*program.Stack, error) {
-	return p.set.Template(f, c, w)
-}
-func (p *pulumiFlags) labConfig(st *program.Stack) provider.Config { return st.ProviderConfig() }
 
 // env binds the flags into the stack commands' program.Env.
 func (s *stackFlags) env(ios *cli.IOStreams) program.Env {
@@ -67,7 +59,7 @@ func applyCommand(ios *cli.IOStreams, use, short string, needsRelay bool, yes st
 	var s stackFlags
 	o := program.ApplyOptions{Prober: func(c provider.Config) program.ListenerProber { return &events.SSHProbe{Lab: c, KeyFile: c.SSHKeyFile} }}
 	cmd := &cobra.Command{Use: use, Short: short, Args: cli.NoArgs, RunE: func(cmd *cobra.Command, _ []string) error {
-		o.Env, o.Changed = s.env(ios), func(stateDir string) { refreshMonitor(ios.Out, monitorDir(s.monitorDir), stateDir, nil) }
+		o.Env, o.Changed = s.env(ios), func(stateDir string) { refreshMonitor(ios.Out, s.monitorDir, stateDir, nil) }
 		return run(cmd.Context(), o)
 	}}
 	s.add(cmd.Flags(), needsRelay)
