@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"io"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -20,6 +21,10 @@ var openKeyStore = func(st *program.Stack) program.KeyStore { return st }
 
 // clock is the time the auth commands work with; tests replace it.
 var clock = time.Now
+
+// useRelease points a stack's program at the fleet's release (nil:
+// program.Stack.UseRelease); tests replace it.
+var useRelease func(ctx context.Context, st *program.Stack, relayFlag string, first bool, notes io.Writer) error
 
 // fleetAuthKeys is program.FleetAuthKeys at the auth commands' clock.
 func fleetAuthKeys(ctx context.Context, ks program.KeyStore, create bool) (string, []provision.AuthKey, error) {

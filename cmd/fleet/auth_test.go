@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -37,10 +38,19 @@ func withKeys(t *testing.T, text string, now time.Time) *memStore {
 	if text != "" {
 		m.secrets[program.RelayAuthKeysKey] = text
 	}
-	oldStore, oldClock := openKeyStore, clock
+	oldStore, oldClock, oldRelease := openKeyStore, clock, useRelease
 	openKeyStore = func(*program.Stack) program.KeyStore { return m }
 	clock = func() time.Time { return now }
-	t.Cleanup(func() { openKeyStore, clock = oldStore, oldClock })
+	// The fleet's release is the --relay-binary build: no backend.
+	useRelease = func(_ context.Context, st *program.Stack, relayFlag string, _ bool, _ io.Writer) error {
+		path, data, err := provision.ReadRelay(relayFlag)
+		if err != nil {
+			return err
+		}
+		st.Program.RelayBinary, st.Program.Release = path, provision.Digest(data)
+		return nil
+	}
+	t.Cleanup(func() { openKeyStore, clock, useRelease = oldStore, oldClock, oldRelease })
 	return m
 }
 

@@ -35,7 +35,7 @@ func execute(ctx context.Context, args []string, ios *cli.IOStreams) int {
 func rootCommand(ios *cli.IOStreams) *cobra.Command {
 	root := cli.NewRoot("fleet", "relayfleet's operator tool", version.String(), ios)
 	root.AddCommand(
-		planCommand(ios), convergeCommand(ios), rolloutCommand(ios), hostsCommand(ios), statusCommand(ios),
+		planCommand(ios), convergeCommand(ios), rolloutCommand(ios), rollbackCommand(ios), releasesCommand(ios), hostsCommand(ios), statusCommand(ios),
 		providersCommand(ios), upCommand(ios), previewCommand(ios), secretCommand(ios), tokenCommand(ios),
 		authCommand(ios), destroyCommand(ios), eventsCommand(ios), burstCommand(ios), loadtestCommand(ios),
 		monitorCommand(ios), labCommand(ios),

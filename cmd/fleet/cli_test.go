@@ -37,7 +37,7 @@ func outStreams(out io.Writer) *cli.IOStreams {
 // leaves are every command with its subcommand words: each has one flag
 // set.
 var leaves = [][]string{
-	{"plan"}, {"converge"}, {"rollout"}, {"status"}, {"providers"}, {"up"}, {"preview"},
+	{"plan"}, {"converge"}, {"rollout"}, {"rollback"}, {"releases"}, {"status"}, {"providers"}, {"up"}, {"preview"},
 	{"secret", "set", "hcloud-token"}, {"token"}, {"auth", "rotate"}, {"auth", "show"}, {"auth", "export"},
 	{"destroy"}, {"events", "reconcile"}, {"events", "status"}, {"events", "report"}, {"events", "install"},
 	{"burst", "up"}, {"burst", "down"}, {"burst", "resize"}, {"loadtest"}, {"monitor"},
@@ -113,6 +113,7 @@ func TestBadFlags(t *testing.T) {
 		{[]string{"rollout", "--shed-rate", "1000000"}, 2, "fleet rollout: flag --shed-rate: 1000000 is out of range: want 1 to 100000"},
 		{[]string{"rollout", "--router-poll", "0s"}, 2, "fleet rollout: flag --router-poll: 0s is out of range: want 100ms to 1m"},
 		{[]string{"rollout", "--listener-wait", "2h"}, 2, "fleet rollout: flag --listener-wait: 2h0m0s is out of range: want 1s to 1h"},
+		{[]string{"rollback", "--to", "abc"}, 2, "fleet rollback: flag --to: want at least 6 hex digits of a release's digest (fleet releases lists them), got \"abc\""},
 		{[]string{"rollout", "--shed-wait", "soon"}, 2, `fleet rollout: flag --shed-wait: invalid value "soon": want a duration such as 500ms, 30s, 5m or 1h`},
 		{[]string{"rollout", "--rebalance-rate", "0"}, 2, "fleet rollout: flag --rebalance-rate: 0 is out of range: want 1 to 100000"},
 		{[]string{"rollout", "--rebalance-wait", "0s"}, 2, "fleet rollout: flag --rebalance-wait: 0s is out of range: want 1s to 1h"},

@@ -25,21 +25,24 @@ func convergeCommand(ios *cli.IOStreams) *cobra.Command {
 		Short: "converge the steady boxes: sysctl, relay units per core, the relay release",
 		Args:  cli.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			f, err := hf.openFleet(ios.ErrOut, func() (err error) {
-				_, o.Binary, err = provision.ReadRelay(binaryPath)
+			f, err := hf.openFleet(ios.ErrOut, func() error {
+				if binaryPath == "" {
+					return nil
+				}
+				_, err := provision.FindRelay(binaryPath)
 				return err
 			})
 			if err != nil {
 				return err
 			}
-			return f.Converge(cmd.Context(), ios.Out, o, asJSON)
+			return f.Converge(cmd.Context(), ios.Out, o, binaryPath, asJSON)
 		},
 	}
 	fs := cmd.Flags()
 	hf.add(fs)
 	fs.BoolVar(&o.Check, "check", false, "print what would change and exit 1 if anything would")
 	fs.BoolVar(&asJSON, "json", false, "print JSON lines: progress events, one result per host, a summary")
-	fs.StringVar(&binaryPath, "relay-binary", "", "the relay build to release (default: relay beside the fleet binary)")
+	fs.StringVar(&binaryPath, "relay-binary", "", "the fleet's release, or a fleet's first (default: the recorded release; for a fleet without one, relay beside the fleet binary); a new build goes through fleet rollout")
 	fs.IntVar(&o.Parallel, "parallel", 16, "hosts converged at once")
 	cli.Ranged(fs, "parallel", parallelRange)
 	return cmd

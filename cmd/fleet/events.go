@@ -46,6 +46,7 @@ func (e *eventsFlags) add(fs *pflag.FlagSet) {
 // Pulumi flags give them, the monitor directory refreshed after a change.
 func (e *eventsFlags) options() events.RunOptions {
 	o := e.o
+	o.RelayBinary = e.set.RelayBinary
 	o.Stack = func(progress io.Writer) (*program.Stack, provider.Config, error) {
 		if err := e.set.Check(); err != nil {
 			return nil, provider.Config{}, err

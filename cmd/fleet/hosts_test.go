@@ -167,7 +167,7 @@ func TestHostsNeedsAStack(t *testing.T) {
 	dir := t.TempDir()
 	inv := filepath.Join(dir, "fleet.yaml")
 	testutil.WriteFile(t, inv, []byte(cloudFleet), 0o644)
-	for _, cmd := range []string{"hosts", "status", "rollout", "converge"} {
+	for _, cmd := range []string{"hosts", "status", "rollout", "converge", "rollback", "releases"} {
 		args := []string{cmd, "--inventory", inv, "--state-dir", filepath.Join(dir, "state")}
 		exe, _ := os.Executable()
 		if cmd == "rollout" || cmd == "converge" {

@@ -4,7 +4,9 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
+	"github.com/relayfleet/relayfleet/infra/fleethosts"
 	"github.com/relayfleet/relayfleet/internal/cli"
 	"github.com/relayfleet/relayfleet/provision"
 	"github.com/relayfleet/relayfleet/relay"
@@ -26,20 +28,70 @@ func rolloutCommand(ios *cli.IOStreams) *cobra.Command {
 			if binaryPath == "" {
 				return usagef("flag --relay-binary: required")
 			}
-			var err error
-			if _, fr.Binary, err = provision.ReadRelay(binaryPath); err != nil {
+			f, err := hf.openFleet(ios.ErrOut, func() error {
+				_, err := provision.FindRelay(binaryPath)
 				return err
+			})
+			if err != nil {
+				return err
+			}
+			return f.Rollout(cmd.Context(), ios.Out, fr, binaryPath)
+		},
+	}
+	fs := cmd.Flags()
+	fs.StringVar(&binaryPath, "relay-binary", "", "the new relay build (required); recorded as the fleet's release once every process runs it")
+	addRolloutFlags(fs, &hf, &fr)
+	return cmd
+}
+
+// rollbackCommand is fleet rollback.
+func rollbackCommand(ios *cli.IOStreams) *cobra.Command {
+	var hf hostFlags
+	var to string
+	fr := provision.FleetRollout{RebalanceTolerance: provision.DefaultRebalanceTolerance}
+	cmd := &cobra.Command{
+		Use:   "rollback",
+		Short: "roll the steady boxes back to the fleet's previous release (its build from the backend), as a rollout does",
+		Args:  cli.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := fleethosts.CheckReleaseArg(to); err != nil {
+				return usagef("flag --to: %v", err)
 			}
 			f, err := hf.openFleet(ios.ErrOut)
 			if err != nil {
 				return err
 			}
-			return f.Rollout(cmd.Context(), ios.Out, fr)
+			return f.Rollback(cmd.Context(), ios.Out, fr, to)
 		},
 	}
 	fs := cmd.Flags()
+	fs.StringVar(&to, "to", "", "a release listed by fleet releases (6 or more digits of its digest; default: the one before the fleet's release)")
+	addRolloutFlags(fs, &hf, &fr)
+	return cmd
+}
+
+// releasesCommand is fleet releases.
+func releasesCommand(ios *cli.IOStreams) *cobra.Command {
+	var hf hostFlags
+	cmd := &cobra.Command{
+		Use:   "releases",
+		Short: "list the fleet's recorded releases and failed rollouts, with how many relay processes run each",
+		Args:  cli.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			f, err := hf.openFleet(ios.ErrOut)
+			if err != nil {
+				return err
+			}
+			return f.Releases(cmd.Context(), ios.Out)
+		},
+	}
+	hf.add(cmd.Flags())
+	return cmd
+}
+
+// addRolloutFlags declares the flags fleet rollout and rollback share.
+func addRolloutFlags(fs *pflag.FlagSet, hf *hostFlags, fr *provision.FleetRollout) {
 	hf.add(fs)
-	fs.StringVar(&binaryPath, "relay-binary", "", "the new relay build (required)")
 	fs.IntVar(&fr.Boxes, "boxes", 1, "boxes rolled at once (each rolls one process at a time)")
 	cli.Ranged(fs, "boxes", cli.Ints(1, 1000))
 	fs.DurationVar(&fr.ListenerWait, "listener-wait", 30*time.Second, "how long listeners get to come back after each restart (90% of the box's)")
@@ -56,5 +108,4 @@ func rolloutCommand(ios *cli.IOStreams) *cobra.Command {
 	cli.Ranged(fs, "rebalance-rate", cli.Ints(1, relay.MaxShedRate))
 	fs.DurationVar(&fr.RebalanceWait, "rebalance-wait", time.Minute, "how long the fleet gets to even out after the rebalancing shed")
 	cli.Ranged(fs, "rebalance-wait", cli.Durations(time.Second, time.Hour))
-	return cmd
 }

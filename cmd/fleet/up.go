@@ -38,7 +38,7 @@ func (p *pulumiFlags) register(fs *pflag.FlagSet, needsRelay bool) {
 	fs.StringVar(&p.set.StateDir, "state-dir", "", "state directory: file backend, passphrase, relays file (default $"+program.StateDirEnv+", else ~/.local/state/relayfleet)")
 	fs.StringVar(&p.set.Pulumi, "pulumi", "", "the Pulumi CLI (default $"+program.PulumiEnv+", else the make pulumi build, else pulumi on $PATH)")
 	if needsRelay {
-		fs.StringVar(&p.set.RelayBinary, "relay-binary", "", "the relay build the hosts run (default: relay beside the fleet binary)")
+		fs.StringVar(&p.set.RelayBinary, "relay-binary", "", "the fleet's release, or a fleet's first (default: the recorded release; for a fleet without one, relay beside the fleet binary); a new build goes through fleet rollout")
 	}
 	fs.StringVar(&p.set.SSHKey, "ssh-key", "", "private key for static servers (default: ssh-agent at SSH_AUTH_SOCK)")
 	fs.StringVar(&p.set.LabDir, "lab-dir", "", "lab state directory (default $"+lab.DirEnv+", else "+lab.DefaultDir+")")
@@ -50,7 +50,7 @@ func (p *pulumiFlags) register(fs *pflag.FlagSet, needsRelay bool) {
 
 // env binds the flags into the stack commands' program.Env.
 func (s *stackFlags) env(ios *cli.IOStreams) program.Env {
-	return program.Env{Settings: s.set, IO: ios, Keys: openKeyStore, Clock: clock}
+	return program.Env{Settings: s.set, IO: ios, Keys: openKeyStore, Clock: clock, Release: useRelease}
 }
 
 // applyCommand is fleet up, preview or destroy (run); yes, when not "",

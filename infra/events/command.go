@@ -26,8 +26,9 @@ type RunOptions struct {
 	EventsFile string
 	// Now is the time to reconcile for, RFC 3339 ("": the clock).
 	Now string
-	// LeaseTTL is Options's.
-	LeaseTTL time.Duration
+	// LeaseTTL and RelayBinary are Options's.
+	LeaseTTL    time.Duration
+	RelayBinary string
 	// Stack checks the Pulumi flags, then makes the stacks' template and
 	// says how boxes are reached (Options's Stack and Lab); Pulumi's
 	// progress goes to progress.
@@ -69,7 +70,7 @@ func (o *RunOptions) Open(ctx context.Context, stdout io.Writer, quiet bool, val
 		return nil, time.Time{}, err
 	}
 	r, err := Open(ctx, Options{
-		EventsFile: o.EventsFile, Stack: *st, Lab: cfg, LeaseTTL: o.LeaseTTL,
+		EventsFile: o.EventsFile, Stack: *st, Lab: cfg, LeaseTTL: o.LeaseTTL, RelayBinary: o.RelayBinary,
 		Log: slog.New(slog.NewTextHandler(out, nil)),
 	})
 	return r, now, err

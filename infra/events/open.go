@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"log/slog"
+	"strings"
 	"sync"
 	"time"
 
@@ -25,6 +26,11 @@ type Options struct {
 	// Pulumi's progress goes. Open sets its Fleet and Catalogue, and the
 	// cloud tokens kept as secrets in the fleet's stack.
 	Stack program.Stack
+	// RelayBinary is --relay-binary: the fleet's recorded release, which
+	// every burst box runs, may only be repeated; a fleet without one
+	// takes it (or the build beside the fleet binary) as its first
+	// (program.Stack.UseRelease).
+	RelayBinary string
 	// Lab is how boxes are reached: the lab's settings and the SSH key
 	// for static servers. Open adds the cloud tokens.
 	Lab provider.Config
@@ -58,6 +64,15 @@ func Open(ctx context.Context, o Options) (*Reconciler, error) {
 		if st.StateDir, err = program.DefaultStateDir(); err != nil {
 			return nil, err
 		}
+	}
+	// Every burst box runs the fleet's release, whatever build lies
+	// beside the binary running the reconcile.
+	var notes strings.Builder
+	if err := st.UseRelease(ctx, o.RelayBinary, true, &notes); err != nil {
+		return nil, err
+	}
+	if o.Log != nil && notes.Len() > 0 {
+		o.Log.Info(strings.TrimSpace(notes.String()))
 	}
 	// Cloud tokens kept as secrets in the fleet's stack (fleet secret
 	// set) go to each event's stack and to the sweep.

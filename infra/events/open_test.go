@@ -4,11 +4,14 @@ import (
 	"bytes"
 	"context"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/relayfleet/relayfleet/infra/program"
 	"github.com/relayfleet/relayfleet/internal/testutil"
+	"github.com/relayfleet/relayfleet/provision"
 )
 
 const labEventsFile = "../../inventories/lab-events.yaml"
@@ -33,10 +36,16 @@ func TestOpen(t *testing.T) {
 	state := t.TempDir()
 	t.Setenv(program.StateDirEnv, state)
 	var progress, log bytes.Buffer
+	// The fleet has no release yet: the build given is its first, and
+	// every burst box runs it.
+	relay := filepath.Join(t.TempDir(), "relay")
+	if err := os.WriteFile(relay, []byte("\x7fELF a relay"), 0o755); err != nil {
+		t.Fatal(err)
+	}
 	r, err := Open(context.Background(), Options{
-		EventsFile: labEventsFile,
-		Stack:      program.Stack{Pulumi: pulumiCLI, Progress: &progress, Program: program.Options{Release: "r1"}},
-		Log:        slog.New(slog.NewTextHandler(&log, nil)),
+		EventsFile: labEventsFile, RelayBinary: relay,
+		Stack: program.Stack{Pulumi: pulumiCLI, Progress: &progress},
+		Log:   slog.New(slog.NewTextHandler(&log, nil)),
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -45,8 +54,11 @@ func TestOpen(t *testing.T) {
 	if _, ok := r.Events.Event("lab-show"); !ok || r.Fleet == nil || r.Catalogue == nil || r.Calibration == nil {
 		t.Fatalf("files not read: %+v", r)
 	}
-	if r.StateDir != state || r.Release != "r1" {
-		t.Errorf("state dir %q, release %q; want %q, r1", r.StateDir, r.Release, state)
+	if want := provision.Digest([]byte("\x7fELF a relay")); r.StateDir != state || r.Release != want {
+		t.Errorf("state dir %q, release %q; want %q, %s", r.StateDir, r.Release, state, want)
+	}
+	if !strings.Contains(log.String(), "first release") {
+		t.Errorf("the log does not say the build became the fleet's first release:\n%s", log.String())
 	}
 	if s, ok := r.Store.(*PulumiStore); !ok || s.TTL != DefaultLeaseTTL || s.Fleet != r.Fleet.Name {
 		t.Errorf("store %#v: want a PulumiStore of fleet %s with the default lease", r.Store, r.Fleet.Name)

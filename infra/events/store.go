@@ -16,7 +16,8 @@ import (
 
 	"github.com/pulumi/pulumi/sdk/v3/go/auto"
 	"github.com/pulumi/pulumi/sdk/v3/go/auto/optremove"
-	"github.com/pulumi/pulumi/sdk/v3/go/common/apitype"
+
+	"github.com/relayfleet/relayfleet/infra/outputstack"
 )
 
 // Store keeps what the reconciler needs to resume: every event's record
@@ -98,8 +99,7 @@ type PulumiStore struct {
 
 	mu      sync.Mutex
 	loaded  bool
-	exists  bool
-	header  map[string]json.RawMessage // the records stack's deployment, less its resources
+	stack   *outputstack.Stack
 	records map[string]json.RawMessage
 	lost    func() bool
 }
@@ -364,64 +364,33 @@ func (s *PulumiStore) Load(ctx context.Context) (map[string]*Record, error) {
 	return out, nil
 }
 
+// recordsStack is the records stack as an OutputStack.
+func (s *PulumiStore) recordsStack() *outputstack.Stack {
+	if s.stack == nil {
+		s.stack = &outputstack.Stack{WS: s.WS, Project: StoreProject, Stack: RecordsStack(s.Fleet)}
+	}
+	return s.stack
+}
+
 func (s *PulumiStore) load(ctx context.Context) error {
-	name := RecordsStack(s.Fleet)
-	dep, err := s.WS.ExportStack(ctx, name)
-	if isNotFound(err) {
-		s.loaded, s.exists, s.records, s.header = true, false, map[string]json.RawMessage{}, nil
-		return nil
-	}
+	outputs, _, err := s.recordsStack().Load(ctx)
 	if err != nil {
-		return fmt.Errorf("event records: stack %s/%s: %s", StoreProject, name, lastLine(err))
+		return fmt.Errorf("event records: %w", err)
 	}
-	header, records, err := parseRecords(dep)
-	if err != nil {
-		return fmt.Errorf("event records: stack %s/%s: %w", StoreProject, name, err)
+	records := map[string]json.RawMessage{}
+	if raw, ok := outputs[recordsOutput]; ok {
+		if err := json.Unmarshal(raw, &records); err != nil {
+			return fmt.Errorf("event records: stack %s/%s: records output: %w", StoreProject, RecordsStack(s.Fleet), err)
+		}
 	}
-	s.loaded, s.exists, s.header, s.records = true, true, header, records
+	s.loaded, s.records = true, records
 	return nil
 }
 
-// parseRecords splits an exported deployment into its header (what an
-// import keeps) and the root stack resource's records output.
-func parseRecords(dep apitype.UntypedDeployment) (map[string]json.RawMessage, map[string]json.RawMessage, error) {
-	header := map[string]json.RawMessage{}
-	records := map[string]json.RawMessage{}
-	if len(dep.Deployment) == 0 {
-		return header, records, nil
-	}
-	if err := json.Unmarshal(dep.Deployment, &header); err != nil {
-		return nil, nil, fmt.Errorf("deployment: %w", err)
-	}
-	var res []struct {
-		Type    string                     `json:"type"`
-		Outputs map[string]json.RawMessage `json:"outputs"`
-	}
-	if raw, ok := header["resources"]; ok {
-		if err := json.Unmarshal(raw, &res); err != nil {
-			return nil, nil, fmt.Errorf("deployment resources: %w", err)
-		}
-	}
-	delete(header, "resources")
-	delete(header, "pending_operations")
-	for _, r := range res {
-		if r.Type != rootStackType {
-			continue
-		}
-		if raw, ok := r.Outputs[recordsOutput]; ok {
-			if err := json.Unmarshal(raw, &records); err != nil {
-				return nil, nil, fmt.Errorf("records output: %w", err)
-			}
-		}
-	}
-	return header, records, nil
-}
-
-const rootStackType = "pulumi:pulumi:Stack"
-
 // Save implements Store: the records output is written whole, through
 // the CLI's stack import (under the backend's own stack lock). Only the
-// lease's holder saves.
+// lease's holder saves, so a stack lock left by a save killed mid-way is
+// stale and cleared.
 func (s *PulumiStore) Save(ctx context.Context, rec *Record) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -433,94 +402,19 @@ func (s *PulumiStore) Save(ctx context.Context, rec *Record) error {
 			return err
 		}
 	}
-	name := RecordsStack(s.Fleet)
-	if !s.exists {
-		if err := s.WS.CreateStack(ctx, name); err != nil && !isExists(err) {
-			return fmt.Errorf("event records: stack %s/%s: %s", StoreProject, name, lastLine(err))
-		}
-		dep, err := s.WS.ExportStack(ctx, name)
-		if err != nil {
-			return fmt.Errorf("event records: stack %s/%s: %s", StoreProject, name, lastLine(err))
-		}
-		header, records, err := parseRecords(dep)
-		if err != nil {
-			return err
-		}
-		for k, v := range records {
-			if _, ok := s.records[k]; !ok {
-				s.records[k] = v
-			}
-		}
-		s.header, s.exists = header, true
-	}
 	data, err := json.Marshal(rec)
 	if err != nil {
 		return err
 	}
 	s.records[rec.Event] = data
-	dep, err := s.deployment()
-	if err != nil {
-		return err
-	}
-	err = s.WS.ImportStack(ctx, name, dep)
-	if err != nil && strings.Contains(err.Error(), "currently locked") {
-		// A save killed mid-way left the backend's stack lock; the lease
-		// says no other reconcile runs, so it is stale.
-		if st, serr := auto.SelectStack(ctx, name, s.WS); serr == nil {
-			st.Cancel(ctx)
-		}
-		err = s.WS.ImportStack(ctx, name, dep)
-	}
-	if err != nil {
-		return fmt.Errorf("event record %s: stack %s/%s: %s", rec.Event, StoreProject, name, lastLine(err))
+	if err := s.recordsStack().Save(ctx, map[string]any{recordsOutput: s.records, "version": 1}, true); err != nil {
+		return fmt.Errorf("event record %s: %w", rec.Event, err)
 	}
 	return nil
 }
 
-// deployment is the records stack's deployment: its header and one root
-// stack resource whose records output holds every record.
-func (s *PulumiStore) deployment() (apitype.UntypedDeployment, error) {
-	stack := RecordsStack(s.Fleet)
-	names := make([]string, 0, len(s.records))
-	for n := range s.records {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	recs := make(map[string]json.RawMessage, len(names))
-	for _, n := range names {
-		recs[n] = s.records[n]
-	}
-	root := map[string]any{
-		"urn":     fmt.Sprintf("urn:pulumi:%s::%s::%s::%s-%s", stack, StoreProject, rootStackType, StoreProject, stack),
-		"custom":  false,
-		"type":    rootStackType,
-		"outputs": map[string]any{recordsOutput: recs, "version": 1},
-	}
-	d := map[string]any{}
-	for k, v := range s.header {
-		d[k] = v
-	}
-	d["resources"] = []any{root}
-	data, err := json.Marshal(d)
-	if err != nil {
-		return apitype.UntypedDeployment{}, err
-	}
-	return apitype.UntypedDeployment{Version: 3, Deployment: data}, nil
-}
-
 // lastLine keeps a CLI error short: its last non-empty lines say why.
-func lastLine(err error) string {
-	var keep []string
-	for _, l := range strings.Split(strings.TrimSpace(err.Error()), "\n") {
-		if l = strings.TrimSpace(l); l != "" {
-			keep = append(keep, l)
-		}
-	}
-	if len(keep) > 3 {
-		keep = keep[len(keep)-3:]
-	}
-	return strings.Join(keep, "; ")
-}
+func lastLine(err error) string { return outputstack.LastLines(err.Error()) }
 
 // StoredRecords reads the records the Pulumi backend holds for a fleet,
 // or for every fleet when fleet is empty, by fleet and event name.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"os"
 	"time"
 
 	"github.com/relayfleet/relayfleet/infra/program"
@@ -79,19 +80,28 @@ func (f *Fleet) AuthKeys(ctx context.Context, create bool) (string, []provision.
 }
 
 // Converge is fleet converge: the steady hosts brought to the fleet's
-// relay auth keys, its public listen prefixes and o's build
+// relay auth keys, its public listen prefixes and its recorded release
+// (program.Stack.UseRelease with relayFlag, --relay-binary)
 // (provision.RunConverge, reporting on w). A fleet converged for the
-// first time gets its first key, unless o.Check.
-func (f *Fleet) Converge(ctx context.Context, w io.Writer, o provision.Options, asJSON bool) error {
-	keys, _, err := f.AuthKeys(ctx, !o.Check)
-	if err != nil {
-		return err
-	}
+// first time gets its first key and release, unless o.Check.
+func (f *Fleet) Converge(ctx context.Context, w io.Writer, o provision.Options, relayFlag string, asJSON bool) error {
 	targets, cleanup, err := f.SteadyTargets(ctx)
 	if err != nil {
 		return err
 	}
 	defer cleanup()
+	if err := f.Stack.UseRelease(ctx, relayFlag, !o.Check, f.Warnings); err != nil {
+		return err
+	}
+	binary, err := os.ReadFile(f.Stack.Program.RelayBinary)
+	if err != nil {
+		return err
+	}
+	o.Binary = binary
+	keys, _, err := f.AuthKeys(ctx, !o.Check)
+	if err != nil {
+		return err
+	}
 	for i := range targets {
 		targets[i].AuthKeys = []byte(keys)
 		targets[i].PublicListen = f.Stack.Fleet.Access.PublicListen
@@ -108,17 +118,6 @@ func (f *Fleet) Status(ctx context.Context, w io.Writer, asJSON bool) error {
 	}
 	defer cleanup()
 	return provision.RunStatus(ctx, w, targets, asJSON)
-}
-
-// Rollout is fleet rollout: fr over the steady hosts
-// (provision.RunRollout, reporting on w).
-func (f *Fleet) Rollout(ctx context.Context, w io.Writer, fr provision.FleetRollout) error {
-	targets, cleanup, err := f.SteadyTargets(ctx)
-	if err != nil {
-		return err
-	}
-	defer cleanup()
-	return provision.RunRollout(ctx, w, targets, fr)
 }
 
 // List is fleet hosts: the stacks' hosts as a table on w (WriteText), or

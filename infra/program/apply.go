@@ -25,6 +25,17 @@ type Env struct {
 	// nil is time.Now.
 	Keys  func(*Stack) KeyStore
 	Clock func() time.Time
+	// Release points a stack's program at the fleet's release, given the
+	// --relay-binary value (Stack.UseRelease, which nil is).
+	Release func(ctx context.Context, st *Stack, relayFlag string, first bool, notes io.Writer) error
+}
+
+// useRelease is e.Release, or st.UseRelease.
+func (e Env) useRelease(ctx context.Context, st *Stack, first bool) error {
+	if e.Release != nil {
+		return e.Release(ctx, st, e.RelayBinary, first, e.IO.ErrOut)
+	}
+	return st.UseRelease(ctx, e.RelayBinary, first, e.IO.ErrOut)
 }
 
 func (e Env) keyStore(st *Stack) KeyStore {
@@ -69,11 +80,17 @@ func (o ApplyOptions) changed(stateDir string) {
 }
 
 // loadWithKeys loads the stack, progress to Out, and gives its program
-// the fleet's relay auth keys, made on the first up.
-func (o ApplyOptions) loadWithKeys(ctx context.Context) (*Stack, error) {
+// the fleet's relay auth keys, made on the first up, and the fleet's
+// release (recorded as its first when record is set and it has none).
+func (o ApplyOptions) loadWithKeys(ctx context.Context, record bool) (*Stack, error) {
 	st, err := o.Load(o.IO.Out)
 	if err != nil {
 		return nil, err
+	}
+	if o.NeedsRelay {
+		if err := o.useRelease(ctx, st, record); err != nil {
+			return nil, err
+		}
 	}
 	if st.Program.AuthKeys, _, err = o.authKeys(ctx, st, true); err != nil {
 		return nil, err
@@ -88,7 +105,7 @@ func (o ApplyOptions) loadWithKeys(ctx context.Context) (*Stack, error) {
 // and the listeners on them, are shown and confirmed first (Confirm).
 func FleetUp(ctx context.Context, o ApplyOptions) error {
 	stdout := o.IO.Out
-	st, err := o.loadWithKeys(ctx)
+	st, err := o.loadWithKeys(ctx, true)
 	if err != nil {
 		return err
 	}
@@ -117,7 +134,7 @@ func FleetUp(ctx context.Context, o ApplyOptions) error {
 // FleetPreview is fleet preview: what fleet up would change, drift
 // included.
 func FleetPreview(ctx context.Context, o ApplyOptions) error {
-	st, err := o.loadWithKeys(ctx)
+	st, err := o.loadWithKeys(ctx, false)
 	if err != nil {
 		return err
 	}

@@ -135,6 +135,15 @@ func RotateAuth(ctx context.Context, o RotateOptions) error {
 	if err != nil {
 		return err
 	}
+	// The fleet's release, before anything changes: the converge below
+	// must not move any box to the build beside this command.
+	if err := o.useRelease(ctx, st, true); err != nil {
+		return err
+	}
+	binary, err := os.ReadFile(st.Program.RelayBinary)
+	if err != nil {
+		return err
+	}
 	keyFile, keys, until, err := RotateFleetAuthKeys(ctx, o.keyStore(st), o.now(), o.Overlap)
 	if err != nil {
 		return err
@@ -147,10 +156,6 @@ func RotateAuth(ctx context.Context, o RotateOptions) error {
 	}
 	provision.WriteKeys(stdout, keys)
 	st.Program.AuthKeys = keyFile
-	_, binary, err := provision.ReadRelay(o.RelayBinary)
-	if err != nil {
-		return err
-	}
 	targets, cleanup, err := o.Targets(ctx, st, o.SSHKey, o.LabDir, o.IO.ErrOut)
 	if err != nil {
 		return err

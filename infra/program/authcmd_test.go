@@ -33,7 +33,19 @@ func testEnv(t *testing.T, text string, out *strings.Builder) (Env, *memKeys) {
 		IO:       &cli.IOStreams{In: strings.NewReader(""), Out: out, ErrOut: out},
 		Keys:     func(*Stack) KeyStore { return m },
 		Clock:    func() time.Time { return cmdNow },
+		Release:  flagRelease,
 	}, m
+}
+
+// flagRelease is an Env.Release for tests without a backend: the fleet's
+// release is the --relay-binary build.
+func flagRelease(_ context.Context, st *Stack, relayFlag string, _ bool, _ io.Writer) error {
+	path, data, err := provision.ReadRelay(relayFlag)
+	if err != nil {
+		return err
+	}
+	st.Program.RelayBinary, st.Program.Release = path, provision.Digest(data)
+	return nil
 }
 
 // TestMintToken: the token is signed with the first key for the one

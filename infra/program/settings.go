@@ -26,8 +26,9 @@ type Settings struct {
 	// BackendURL, StateDir and Pulumi are --backend, --state-dir and
 	// --pulumi (Stack's fields of the same names).
 	BackendURL, StateDir, Pulumi string
-	// RelayBinary is --relay-binary (provision.ReadRelay); NeedsRelay says the
-	// command takes it, and its stack carries the build.
+	// RelayBinary is --relay-binary; NeedsRelay says the command takes it,
+	// and its stack carries the fleet's recorded release (Stack.UseRelease),
+	// which the flag may only repeat, or give a fleet without one.
 	RelayBinary string
 	NeedsRelay  bool
 	// SSHKey, LabDir, LabImages, LabBridge and LabSubnet are --ssh-key and
@@ -86,8 +87,8 @@ func (o Settings) Load(progress io.Writer) (*Stack, error) {
 
 // Template is a stack for fleet with everything the settings say but its
 // Name and Refresh, left to the caller: paths made absolute, the lab and
-// SSH settings as provider configuration, and the relay build when
-// NeedsRelay.
+// SSH settings as provider configuration, and --relay-binary checked
+// when NeedsRelay (the caller's Stack.UseRelease takes it).
 func (o Settings) Template(fleet *inventories.Fleet, cat *inventories.Catalogue, progress io.Writer) (*Stack, error) {
 	st := &Stack{
 		Fleet: fleet, Catalogue: cat, BackendURL: o.BackendURL,
@@ -113,12 +114,12 @@ func (o Settings) Template(fleet *inventories.Fleet, cat *inventories.Catalogue,
 		}
 		st.Config[key] = v
 	}
-	if o.NeedsRelay {
-		path, data, err := provision.ReadRelay(o.RelayBinary)
-		if err != nil {
+	if o.NeedsRelay && o.RelayBinary != "" {
+		// Checked here, taken by UseRelease: a build other than the
+		// fleet's recorded release is refused there.
+		if _, err := provision.FindRelay(o.RelayBinary); err != nil {
 			return nil, err
 		}
-		st.Program = Options{RelayBinary: path, Release: provision.Digest(data)}
 	}
 	return st, nil
 }

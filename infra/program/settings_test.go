@@ -9,7 +9,6 @@ import (
 
 	"github.com/relayfleet/relayfleet/infra/provider"
 	"github.com/relayfleet/relayfleet/internal/cli"
-	"github.com/relayfleet/relayfleet/provision"
 )
 
 // TestSettingsLoadBadInput: each bad setting is a usage error, one line
@@ -74,9 +73,15 @@ func TestSettingsLoad(t *testing.T) {
 	if st.Fleet.Name != "mixed" || st.Name != "s1" || !st.Refresh || st.StateDir != filepath.Join(wd, "state") {
 		t.Errorf("stack %q refresh %v state %q (fleet %q)", st.Name, st.Refresh, st.StateDir, st.Fleet.Name)
 	}
-	data, _ := os.ReadFile(exe)
-	if st.Program.RelayBinary != exe || st.Program.Release != provision.Digest(data) {
-		t.Errorf("program options %+v", st.Program)
+	// The build is the fleet's recorded release, which Stack.UseRelease
+	// reads from the backend: Load only checks the flag.
+	if st.Program.RelayBinary != "" || st.Program.Release != "" {
+		t.Errorf("program options %+v: Load took the --relay-binary build without asking the fleet's release", st.Program)
+	}
+	bad := set
+	bad.RelayBinary = key
+	if _, err := bad.Load(nil); err == nil || !strings.Contains(err.Error(), "flag --relay-binary") {
+		t.Errorf("a --relay-binary that is no executable: %v, want it named", err)
 	}
 	want := provider.Config{LabDir: filepath.Join(wd, "lab"), LabBridge: "br9", LabSubnet: "10.9.0.0/24", SSHKeyFile: key}
 	if got := st.ProviderConfig(); got != want {

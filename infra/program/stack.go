@@ -161,6 +161,34 @@ func ExistingNames(deployment json.RawMessage) (map[string]string, error) {
 	return names, nil
 }
 
+// Backend is the stack's Pulumi backend URL: BackendURL, else
+// $PULUMI_BACKEND_URL, else file://STATEDIR/backend (made). It fills
+// StateDir with DefaultStateDir when empty, and makes it.
+func (s *Stack) Backend() (string, error) {
+	if s.StateDir == "" {
+		d, err := DefaultStateDir()
+		if err != nil {
+			return "", err
+		}
+		s.StateDir = d
+	}
+	if err := os.MkdirAll(s.StateDir, 0o700); err != nil {
+		return "", fmt.Errorf("state dir: %w", err)
+	}
+	backend := s.BackendURL
+	if backend == "" {
+		backend = os.Getenv(BackendEnv)
+	}
+	if backend == "" {
+		dir := filepath.Join(s.StateDir, "backend")
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			return "", fmt.Errorf("state dir: %w", err)
+		}
+		backend = "file://" + dir
+	}
+	return backend, nil
+}
+
 // DefaultStateDir is $RELAYFLEET_STATE_DIR, else $XDG_STATE_HOME/relayfleet,
 // else ~/.local/state/relayfleet.
 func DefaultStateDir() (string, error) {
@@ -294,26 +322,9 @@ func (s *Stack) openStack(ctx context.Context, create bool) (auto.Stack, error) 
 	if s.Name == "" {
 		s.Name = s.Fleet.Name
 	}
-	if s.StateDir == "" {
-		d, err := DefaultStateDir()
-		if err != nil {
-			return auto.Stack{}, err
-		}
-		s.StateDir = d
-	}
-	if err := os.MkdirAll(s.StateDir, 0o700); err != nil {
-		return auto.Stack{}, fmt.Errorf("state dir: %w", err)
-	}
-	backend := s.BackendURL
-	if backend == "" {
-		backend = os.Getenv(BackendEnv)
-	}
-	if backend == "" {
-		dir := filepath.Join(s.StateDir, "backend")
-		if err := os.MkdirAll(dir, 0o700); err != nil {
-			return auto.Stack{}, fmt.Errorf("state dir: %w", err)
-		}
-		backend = "file://" + dir
+	backend, err := s.Backend()
+	if err != nil {
+		return auto.Stack{}, err
 	}
 	pass, passFile, err := passphrase(s.StateDir)
 	if err != nil {

@@ -24,26 +24,9 @@ func (s *Stack) ProjectWorkspace(ctx context.Context, project string) (auto.Work
 	if project == "" || project == Project {
 		return nil, fmt.Errorf("workspace: want a project other than %s", Project)
 	}
-	if s.StateDir == "" {
-		d, err := DefaultStateDir()
-		if err != nil {
-			return nil, err
-		}
-		s.StateDir = d
-	}
-	if err := os.MkdirAll(s.StateDir, 0o700); err != nil {
-		return nil, fmt.Errorf("state dir: %w", err)
-	}
-	backend := s.BackendURL
-	if backend == "" {
-		backend = os.Getenv(BackendEnv)
-	}
-	if backend == "" {
-		dir := filepath.Join(s.StateDir, "backend")
-		if err := os.MkdirAll(dir, 0o700); err != nil {
-			return nil, fmt.Errorf("state dir: %w", err)
-		}
-		backend = "file://" + dir
+	backend, err := s.Backend()
+	if err != nil {
+		return nil, err
 	}
 	_, passFile, err := passphrase(s.StateDir)
 	if err != nil {

@@ -310,11 +310,10 @@ func hostDiff(old HostState, in HostArgs) (p.DiffResponse, error) {
 		d.HasChanges = true
 		d.DetailedDiff["drift"] = p.PropertyDiff{Kind: p.Update}
 	}
-	if in.RelayBinary != old.RelayBinary && !d.HasChanges {
-		// Another path to the same build changes nothing on the box, but
-		// the state should hold the new path.
-		d.HasChanges = true
-		d.DetailedDiff["relayBinary"] = p.PropertyDiff{Kind: p.Update, InputDiff: true}
-	}
+	// Another path to the same build (each machine caches the fleet's
+	// release in its own state dir) changes nothing on the box: no
+	// update. The state keeps the old path until a real change; nothing
+	// reads it there (a refresh only probes, an update is handed the new
+	// inputs).
 	return d, nil
 }

@@ -256,6 +256,13 @@ func TestHostDiff(t *testing.T) {
 	if d, err := hostDiff(old, a); err != nil || d.HasChanges {
 		t.Fatalf("unchanged inputs: %+v %v, want no changes", d, err)
 	}
+	// The same build at another path (another machine's cache of the
+	// fleet's release) is no change: fleet up plans no Host update.
+	moved := a
+	moved.RelayBinary = "/var/lib/elsewhere/releases/" + a.Release + "/relay"
+	if d, err := hostDiff(old, moved); err != nil || d.HasChanges {
+		t.Fatalf("the same build at another path: %+v %v, want no changes", d, err)
+	}
 	b := a
 	b.Release = strings.Repeat("cd", 32)
 	d, err := hostDiff(old, b)

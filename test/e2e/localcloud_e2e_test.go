@@ -29,6 +29,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -369,9 +370,11 @@ steady:
 		code int
 		took time.Duration
 	}
-	fleet := func(args ...string) fleetRun {
+	// fleetIn runs fleet with stateDir as its state dir; fleet with the
+	// story's.
+	fleetIn := func(stateDir string, args ...string) fleetRun {
 		t.Helper()
-		args = append(args, "--state-dir", state, "--pulumi", e.cli, "--ssh-key", e.adminKey)
+		args = append(args, "--state-dir", stateDir, "--pulumi", e.cli, "--ssh-key", e.adminKey)
 		cctx, cancel := context.WithTimeout(ctx, 12*time.Minute)
 		defer cancel()
 		cmd := exec.CommandContext(cctx, e.fleetBin, args...)
@@ -386,6 +389,7 @@ steady:
 		}
 		return r
 	}
+	fleet := func(args ...string) fleetRun { t.Helper(); return fleetIn(state, args...) }
 	must := func(r fleetRun, what string) fleetRun {
 		t.Helper()
 		if r.code != 0 {
@@ -557,6 +561,37 @@ steady:
 	}
 	stopListen()
 
+	// The rollout's build is the fleet's release now: a preview and an
+	// up (both with refresh) plan no Host update and leave every process
+	// on it, although the fleet binary has the first build beside it;
+	// the first build given by hand is refused, pointing to fleet
+	// rollout; and another machine (an empty state dir on the same
+	// backend) reads the same release.
+	noUpdate := func(r fleetRun, prefix string) {
+		t.Helper()
+		sum := summary(r.out, prefix)
+		if sum == "" || strings.Contains(sum, "update") || strings.Contains(sum, "replace") || strings.Contains(sum, "create") || strings.Contains(sum, "delete") {
+			t.Errorf("%s after the rollout plans %q, want no change", strings.TrimSuffix(prefix, ": "), sum)
+		}
+	}
+	noUpdate(must(fleet("preview", "--inventory", inv), "preview after the rollout"), "preview: stack "+name+": ")
+	noUpdate(must(fleet("up", "--inventory", inv), "up after the rollout"), "up: stack "+name+": ")
+	for _, b := range statusJSON() {
+		for _, p := range b.Processes {
+			if p.Release != e.digestV2 {
+				t.Errorf("after rollout then up, %s %s runs %s, want the rollout's %s", b.Host, p.Unit, text.ShortSHA(p.Release), text.ShortSHA(e.digestV2))
+			}
+		}
+	}
+	if r := fleet("preview", "--inventory", inv, "--relay-binary", e.relayV1); r.code != 2 || !strings.Contains(lastLine(r.out), "fleet rollout") {
+		t.Errorf("preview with the old build by hand: exit %d, %q; want exit 2 and a line pointing to fleet rollout", r.code, lastLine(r.out))
+	}
+	backend := "file://" + filepath.Join(state, "backend")
+	elsewhere := must(fleetIn(filepath.Join(work, "state-elsewhere"), "releases", "--inventory", inv, "--backend", backend), "releases from another state dir")
+	if !releaseListed(elsewhere.out, e.digestV2, true) || !releaseListed(elsewhere.out, e.digestV1, false) {
+		t.Errorf("fleet releases from another state dir on the same backend does not show %s as the release and %s before it:\n%s", text.ShortSHA(e.digestV2), text.ShortSHA(e.digestV1), elsewhere.out)
+	}
+
 	// 5. Two events: one whose window starts now, one later in the day.
 	// fleet events reconcile brings the first's burst box up on the
 	// cloud, converged and serving; a reconcile after its end drains it
@@ -627,7 +662,7 @@ events:
 			t.Errorf("the relays file still lists the burst box's relay %s", stats)
 		}
 	}
-	reconcileUp := must(fleet("events", "reconcile", "--events", evPath, "--relay-binary", e.relayV2), "events reconcile")
+	reconcileUp := must(fleet("events", "reconcile", "--events", evPath), "events reconcile")
 	stats := burstUp(lcxEvent)
 
 	// fleet hosts --release: the steady stack's boxes and the event's,
@@ -652,7 +687,7 @@ events:
 	var reconcileGone fleetRun
 	for i := range 3 {
 		at := end.Add(time.Duration(2+i) * time.Minute).Format(time.RFC3339)
-		r := must(fleet("events", "reconcile", "--events", evPath, "--now", at, "--relay-binary", e.relayV2), "events reconcile after the end")
+		r := must(fleet("events", "reconcile", "--events", evPath, "--now", at), "events reconcile after the end")
 		reconcileGone.took += r.took
 		if !slices.ContainsFunc(servers(), func(s lcServer) bool { return s.Labels["event"] == lcxEvent }) {
 			break
@@ -662,12 +697,30 @@ events:
 
 	// 6. fleet burst up and down, by hand, for the later event: its box
 	// comes now, then drains (no listener) and goes.
-	manualUp := must(fleet("burst", "up", "--event", lcxEncore, "--events", evPath, "--relay-binary", e.relayV2), "burst up")
+	manualUp := must(fleet("burst", "up", "--event", lcxEncore, "--events", evPath), "burst up")
 	stats = burstUp(lcxEncore)
-	burstDown := must(fleet("burst", "down", "--event", lcxEncore, "--events", evPath, "--drain-time", "10s", "--relay-binary", e.relayV2), "burst down")
+	burstDown := must(fleet("burst", "down", "--event", lcxEncore, "--events", evPath, "--drain-time", "10s"), "burst down")
 	burstGone(lcxEncore, stats)
 
-	// 7. fleet destroy: no server, no firewall, no lab box left.
+	// 7. fleet rollback: the steady boxes back on the first build, its
+	// bytes from the backend; fleet releases lists both with the
+	// processes on each.
+	rb := must(fleet(append([]string{"rollback", "--router", routerURL, "--router-poll", "200ms", "--listener-wait", "45s"}, hostFlags...)...), "rollback")
+	procs := 0
+	for _, b := range statusJSON() {
+		for _, p := range b.Processes {
+			procs++
+			if p.Release != e.digestV1 {
+				t.Errorf("after the rollback %s %s runs %s, want %s", b.Host, p.Unit, text.ShortSHA(p.Release), text.ShortSHA(e.digestV1))
+			}
+		}
+	}
+	rels := must(fleet(append([]string{"releases"}, hostFlags...)...), "releases")
+	if !releaseListed(rels.out, e.digestV1, true) || !releaseListed(rels.out, e.digestV2, false) || releaseProcs(rels.out, e.digestV1) != procs || releaseProcs(rels.out, e.digestV2) != 0 {
+		t.Errorf("fleet releases after the rollback: want %s current on %d processes and %s on none:\n%s", text.ShortSHA(e.digestV1), procs, text.ShortSHA(e.digestV2), rels.out)
+	}
+
+	// 8. fleet destroy: no server, no firewall, no lab box left.
 	destroy := must(fleet("destroy", "--inventory", inv, "--yes"), "destroy")
 	if s := servers(); len(s) != 0 {
 		t.Errorf("servers after destroy: %v", s)
@@ -687,9 +740,37 @@ events:
 			t.Errorf("fleet never sent %s: the check did not cover it", route)
 		}
 	}
-	return fmt.Sprintf("LOCALCLOUD %s: fleet_up_s=%.1f rollout_s=%.1f listeners=%d listeners_max_gap_ms=%.0f silent_reconnects=%d silent_at_end=%d fewest_subscribed=%d reconcile_burst_up_s=%.1f reconcile_burst_gone_s=%.1f burst_up_s=%.1f burst_down_s=%.1f destroy_s=%.1f requests_validated=%d openapi_failures=%d",
-		c.provider, up.took.Seconds(), ro.took.Seconds(), lcxListen, lg.GapMs.Max, lg.ByReason["silent"], lg.SilentAtEnd, fewest,
+	return fmt.Sprintf("LOCALCLOUD %s: fleet_up_s=%.1f rollout_s=%.1f rollback_s=%.1f listeners=%d listeners_max_gap_ms=%.0f silent_reconnects=%d silent_at_end=%d fewest_subscribed=%d reconcile_burst_up_s=%.1f reconcile_burst_gone_s=%.1f burst_up_s=%.1f burst_down_s=%.1f destroy_s=%.1f requests_validated=%d openapi_failures=%d",
+		c.provider, up.took.Seconds(), ro.took.Seconds(), rb.took.Seconds(), lcxListen, lg.GapMs.Max, lg.ByReason["silent"], lg.SilentAtEnd, fewest,
 		reconcileUp.took.Seconds(), reconcileGone.took.Seconds(), manualUp.took.Seconds(), burstDown.took.Seconds(), destroy.took.Seconds(), check.Checked(), len(fails))
+}
+
+// releaseListed says fleet releases' table lists digest, marked as the
+// fleet's release (current) or not.
+func releaseListed(out, digest string, current bool) bool {
+	for _, line := range strings.Split(out, "\n") {
+		f := strings.Fields(line)
+		if len(f) > 0 && f[0] == text.ShortSHA(digest) {
+			return (len(f) > 1 && f[1] == "*") == current
+		}
+	}
+	return false
+}
+
+// releaseProcs is the process count fleet releases gives digest (-1: not
+// listed).
+func releaseProcs(out, digest string) int {
+	for _, line := range strings.Split(out, "\n") {
+		f := strings.Fields(line)
+		if len(f) > 0 && f[0] == text.ShortSHA(digest) {
+			n, err := strconv.Atoi(f[len(f)-1])
+			if err != nil {
+				return -1
+			}
+			return n
+		}
+	}
+	return -1
 }
 
 // readRelays is the relays file fleet keeps in state.
