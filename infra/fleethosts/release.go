@@ -47,7 +47,7 @@ func (f *Fleet) Rollout(ctx context.Context, w io.Writer, fr provision.FleetRoll
 	version := releases.BuildVersion(path)
 	fmt.Fprintf(w, "release %s (%s) kept in the backend; the fleet's release is %s\n", text.ShortSHA(sha), orUnknown(version), describe(h, h.Current()))
 	fr.Binary = data
-	return rollTo(ctx, w, targets, store, fr, sha, version, releases.HowRollout)
+	return rollTo(ctx, w, targets, store, f.Stack.RefreshState, fr, sha, version, releases.HowRollout)
 }
 
 // Rollback is fleet rollback: the steady hosts moved back to the release
@@ -80,7 +80,7 @@ func (f *Fleet) Rollback(ctx context.Context, w io.Writer, fr provision.FleetRol
 	}
 	fmt.Fprintf(w, "rollback: from %s to %s\n", describe(h, h.Current()), describe(h, target.Digest))
 	fr.Binary = data
-	return rollTo(ctx, w, targets, store, fr, target.Digest, target.Version, releases.HowRollback)
+	return rollTo(ctx, w, targets, store, f.Stack.RefreshState, fr, target.Digest, target.Version, releases.HowRollback)
 }
 
 // CheckReleaseArg checks a release named by hand (fleet rollback --to):
@@ -126,7 +126,7 @@ func rollbackTarget(h *releases.History, to string) (releases.Release, error) {
 }
 
 // rollTo rolls the targets to sha and records the outcome.
-func rollTo(ctx context.Context, w io.Writer, targets []provision.Target, store *releases.Store, fr provision.FleetRollout, sha, version, how string) error {
+func rollTo(ctx context.Context, w io.Writer, targets []provision.Target, store *releases.Store, refresh func(context.Context) error, fr provision.FleetRollout, sha, version, how string) error {
 	err := provision.RunRollout(ctx, w, targets, fr)
 	// Recorded on a context of its own: a rollout cut off by Ctrl-C
 	// still says what happened.
@@ -143,6 +143,11 @@ func rollTo(ctx context.Context, w io.Writer, targets []provision.Target, store 
 		return fmt.Errorf("every process runs %s, but recording it as the fleet's release failed (run the same command again to record it): %w", text.ShortSHA(sha), err)
 	}
 	fmt.Fprintf(w, "the fleet's release is now %s (%s), recorded in the backend; before it: %s\n", text.ShortSHA(sha), how, describe(h, h.Releases[0].Previous))
+	// The stack's Hosts learn the release their boxes run (Host.Read), so
+	// that an up without refresh plans no update either.
+	if err := refresh(rctx); err != nil {
+		fmt.Fprintf(w, "warning: the stack was not refreshed (%v): fleet up will refresh it\n", err)
+	}
 	return nil
 }
 

@@ -634,7 +634,22 @@ func (s *Stack) Repair(ctx context.Context) error {
 	if err := st.Cancel(ctx); err != nil && !strings.Contains(err.Error(), "no update") {
 		return fmt.Errorf("cancel stack %s: %s", s.Name, lastLines(err.Error()))
 	}
-	_, err = st.Refresh(ctx, optrefresh.ClearPendingCreates(),
+	return s.refresh(ctx, st)
+}
+
+// RefreshState reads every resource's real state into the stack (pulumi
+// refresh): after a fleet rollout, the Hosts learn the release their
+// boxes run.
+func (s *Stack) RefreshState(ctx context.Context) error {
+	st, err := s.open(ctx)
+	if err != nil {
+		return err
+	}
+	return s.refresh(ctx, st)
+}
+
+func (s *Stack) refresh(ctx context.Context, st auto.Stack) error {
+	_, err := st.Refresh(ctx, optrefresh.ClearPendingCreates(),
 		optrefresh.ProgressStreams(s.progress()), optrefresh.ErrorProgressStreams(s.progress()))
 	if err != nil {
 		return fmt.Errorf("refresh stack %s: %s", s.Name, lastLines(err.Error()))

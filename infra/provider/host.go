@@ -256,14 +256,61 @@ func (*Host) Read(ctx context.Context, req infer.ReadRequest[HostArgs, HostState
 	if a.SSHAddress == "" {
 		a = req.Inputs
 	}
+	// A release every process of the box runs (a fleet rollout or
+	// rollback moved it) is the host's release now: the state learns it,
+	// so an up with the fleet's recorded release plans no update.
+	inputs := req.Inputs
+	rel, err := settledRelease(ctx, a)
+	if err != nil {
+		return infer.ReadResponse[HostArgs, HostState]{}, err
+	}
+	adopted := rel != "" && rel != a.Release
+	if adopted {
+		a.Release, inputs.Release = rel, rel
+	}
 	st, err := converge(ctx, a, true)
 	if err != nil {
 		return infer.ReadResponse[HostArgs, HostState]{}, err
 	}
-	// The hash stays the one converged: drift shows in Drift, and Diff
-	// turns drift into an update.
-	st.DesiredHash = req.State.DesiredHash
-	return infer.ReadResponse[HostArgs, HostState]{ID: req.ID, Inputs: req.Inputs, State: st}, nil
+	// Otherwise the hash stays the one converged: drift shows in Drift,
+	// and Diff turns drift into an update.
+	if !adopted {
+		st.DesiredHash = req.State.DesiredHash
+	}
+	return infer.ReadResponse[HostArgs, HostState]{ID: req.ID, Inputs: inputs, State: st}, nil
+}
+
+// settledRelease is the release the box's current points at when every
+// relay process runs it, else "" (a rollout under way or cut off: drift,
+// which converge repairs).
+func settledRelease(ctx context.Context, a HostArgs) (string, error) {
+	var rel string
+	h := provision.Host{Name: a.Box, Address: a.SSHAddress, User: userOr(a.User)}
+	err := withRunner(ctx, a.Backend, config(ctx).SSHKeyFile, h, a.HostKey, func(run provision.Runner) error {
+		cur, _, err := provision.Releases{}.Current(ctx, run)
+		if err != nil || cur == "" {
+			return err
+		}
+		insts, err := provision.ActiveInstances(ctx, run)
+		if err != nil || len(insts) == 0 {
+			return err
+		}
+		runs, err := provision.Releases{}.Running(ctx, run, insts)
+		if err != nil {
+			return err
+		}
+		for _, inst := range insts {
+			if runs[inst] != cur {
+				return nil
+			}
+		}
+		rel = cur
+		return nil
+	})
+	if err != nil {
+		return "", fmt.Errorf("host %s: %w", a.Box, err)
+	}
+	return rel, nil
 }
 
 // Delete leaves the box as it is: a lab or cloud box goes with its Box,

@@ -706,18 +706,18 @@ events:
 	// bytes from the backend; fleet releases lists both with the
 	// processes on each.
 	rb := must(fleet(append([]string{"rollback", "--router", routerURL, "--router-poll", "200ms", "--listener-wait", "45s"}, hostFlags...)...), "rollback")
-	procs := 0
+	steadyProcs := 0
 	for _, b := range statusJSON() {
 		for _, p := range b.Processes {
-			procs++
+			steadyProcs++
 			if p.Release != e.digestV1 {
 				t.Errorf("after the rollback %s %s runs %s, want %s", b.Host, p.Unit, text.ShortSHA(p.Release), text.ShortSHA(e.digestV1))
 			}
 		}
 	}
 	rels := must(fleet(append([]string{"releases"}, hostFlags...)...), "releases")
-	if !releaseListed(rels.out, e.digestV1, true) || !releaseListed(rels.out, e.digestV2, false) || releaseProcs(rels.out, e.digestV1) != procs || releaseProcs(rels.out, e.digestV2) != 0 {
-		t.Errorf("fleet releases after the rollback: want %s current on %d processes and %s on none:\n%s", text.ShortSHA(e.digestV1), procs, text.ShortSHA(e.digestV2), rels.out)
+	if !releaseListed(rels.out, e.digestV1, true) || !releaseListed(rels.out, e.digestV2, false) || releaseProcs(rels.out, e.digestV1) != steadyProcs || releaseProcs(rels.out, e.digestV2) != 0 {
+		t.Errorf("fleet releases after the rollback: want %s current on %d processes and %s on none:\n%s", text.ShortSHA(e.digestV1), steadyProcs, text.ShortSHA(e.digestV2), rels.out)
 	}
 
 	// 8. fleet destroy: no server, no firewall, no lab box left.

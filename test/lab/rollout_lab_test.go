@@ -255,15 +255,22 @@ steady:
 	}
 	allOn("after the resumed rollout", "v3")
 
-	// 3. The same cut, repaired by converge.
+	// 3. The same cut, repaired by converge: the cut rollout recorded
+	// nothing, so converge puts the fleet's release (v3, the last
+	// rollout that completed) back on every process, the one the cut
+	// moved to v4 included; v4 given by hand is refused.
 	rolloutCut("v4", syscall.SIGINT, true)
 	out, errOut, code := fleet(t, append([]string{"converge"}, lf.args("--relay-binary", builds["v4"])...)...)
-	t.Logf("fleet converge after the cut: exit %d\n%s%s", code, out, errOut)
-	if code != 0 || !strings.Contains(out, "not the current release") {
-		t.Errorf("converge after the cut: exit %d, want it to restart the stale process", code)
+	if code != 2 || !strings.Contains(errOut, "fleet rollout") {
+		t.Errorf("converge to the cut rollout's build by hand: exit %d, %q; want 2, pointing to fleet rollout", code, errOut)
 	}
-	allOn("after converge", "v4")
-	out, _, code = fleet(t, append([]string{"converge", "--check"}, lf.args("--relay-binary", builds["v4"])...)...)
+	out, errOut, code = fleet(t, append([]string{"converge"}, lf.args()...)...)
+	t.Logf("fleet converge after the cut: exit %d\n%s%s", code, out, errOut)
+	if code != 0 {
+		t.Errorf("converge after the cut: exit %d, want it to restart the process the cut moved", code)
+	}
+	allOn("after converge", "v3")
+	out, _, code = fleet(t, append([]string{"converge", "--check"}, lf.args()...)...)
 	if code != 0 {
 		t.Errorf("converge --check after the repair: exit %d\n%s", code, out)
 	}
