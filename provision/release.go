@@ -67,9 +67,6 @@ func (r Releases) InstallFrom(ctx context.Context, run Runner, sha string, fetch
 	if err != nil {
 		return false, err
 	}
-	if !shaRE.MatchString(sha) {
-		return false, fmt.Errorf("release %q: not a sha256", sha)
-	}
 	// The lock makes every .upload.* directory found while holding it a
 	// leftover of a cut connection: it is removed.
 	script := fmt.Sprintf(`set -eu
@@ -93,12 +90,8 @@ sync "$root/releases"
 echo uploaded
 `, root, sha)
 	// Only send the bytes when the box lacks them: ask first.
-	out, err := run.Run(ctx, fmt.Sprintf(`test -x '%s/releases/%s/relay' && echo present || echo missing`, root, sha), nil)
-	if err != nil {
-		return false, fmt.Errorf("release %s: %w", text.ShortSHA(sha), err)
-	}
-	if strings.TrimSpace(string(out)) == "present" {
-		return false, nil
+	if has, err := r.Has(ctx, run, sha); err != nil || has {
+		return false, err
 	}
 	if fetch == nil {
 		return false, fmt.Errorf("release %s: the box lacks it and there is nothing to fetch it from", text.ShortSHA(sha))
@@ -107,11 +100,27 @@ echo uploaded
 	if err != nil {
 		return false, fmt.Errorf("release %s: fetch: %w", text.ShortSHA(sha), err)
 	}
-	out, err = run.Run(ctx, script, bytes.NewReader(binary))
+	out, err := run.Run(ctx, script, bytes.NewReader(binary))
 	if err != nil {
 		return false, fmt.Errorf("release %s: upload: %w", text.ShortSHA(sha), err)
 	}
 	return strings.TrimSpace(string(out)) == "uploaded", nil
+}
+
+// Has reports whether the box keeps release sha.
+func (r Releases) Has(ctx context.Context, run Runner, sha string) (bool, error) {
+	root, err := r.root()
+	if err != nil {
+		return false, err
+	}
+	if !shaRE.MatchString(sha) {
+		return false, fmt.Errorf("release %q: not a sha256", sha)
+	}
+	out, err := run.Run(ctx, fmt.Sprintf(`test -x '%s/releases/%s/relay' && echo present || echo missing`, root, sha), nil)
+	if err != nil {
+		return false, fmt.Errorf("release %s: %w", text.ShortSHA(sha), err)
+	}
+	return strings.TrimSpace(string(out)) == "present", nil
 }
 
 // Activate points current at the release, keeping the old one as

@@ -45,7 +45,11 @@ type CheckError struct {
 	Check          string
 	Host, Instance string
 	Figure         string
+	err            error // what the figure came from, if an error
 }
+
+// Unwrap is the error the figure came from, if any.
+func (e *CheckError) Unwrap() error { return e.err }
 
 func (e *CheckError) Error() string {
 	where := strings.TrimSpace(e.Host + " " + e.Instance)
@@ -55,15 +59,20 @@ func (e *CheckError) Error() string {
 	return e.Check + " failed on " + where + ": " + e.Figure
 }
 
-// checkFailed is err as a CheckError of the instance on host: one of
-// check's own with the place filled in, or a new one named check.
+// checkFailed is err as a CheckError of the instance on host: one of the
+// check's own with the place filled in, or, when check is set, a new one
+// named check whose figure is err's text (less the instance's name in
+// front). Any other error is returned as it is.
 func checkFailed(err error, check, host, inst string) error {
 	if err == nil {
 		return nil
 	}
 	var ce *CheckError
 	if !errors.As(err, &ce) {
-		return &CheckError{Check: check, Host: host, Instance: inst, Figure: err.Error()}
+		if check == "" {
+			return err
+		}
+		return &CheckError{Check: check, Host: host, Instance: inst, Figure: strings.TrimPrefix(err.Error(), inst+" "), err: err}
 	}
 	c := *ce
 	if c.Host == "" {
@@ -170,22 +179,8 @@ func (b *boxRoll) roll(ctx context.Context, to string, fetch func(context.Contex
 	if err != nil {
 		return r, err
 	}
-	var todo []string
-	for _, inst := range instances {
-		if runs[inst] == to {
-			r.already = append(r.already, inst)
-		} else {
-			todo = append(todo, inst)
-		}
-	}
-	// While current points at the old release, the box's first restart is
-	// a canary on the new one. When every process runs the new one already
-	// (a rollout cut off before its canary passed, a rollback cut off),
-	// the first is restarted as the canary again: nothing says it passed.
-	canary := from != to
-	if canary && len(todo) == 0 && len(r.already) > 0 {
-		todo, r.already = r.already[:1], r.already[1:]
-	}
+	todo, already, canary := rolloutOrder(instances, runs, from, to)
+	r.already = already
 	if len(todo) == 0 {
 		r.From = to
 		return r, nil
@@ -244,6 +239,27 @@ func (b *boxRoll) roll(ctx context.Context, to string, fetch func(context.Contex
 		return r, err
 	}
 	return r, nil
+}
+
+// rolloutOrder splits a box's instances into those a rollout from -> to
+// restarts, in order, and those already on to, which it leaves; canary is
+// set when the first restart is a canary (current points elsewhere).
+// When every process runs to already while current points elsewhere (a
+// rollout cut off before its canary passed, a rollback cut off), the
+// first is restarted as the canary again: nothing says it passed.
+func rolloutOrder(instances []string, runs map[string]string, from, to string) (todo, already []string, canary bool) {
+	for _, inst := range instances {
+		if runs[inst] == to {
+			already = append(already, inst)
+		} else {
+			todo = append(todo, inst)
+		}
+	}
+	canary = from != to
+	if canary && len(todo) == 0 && len(already) > 0 {
+		todo, already = already[:1], already[1:]
+	}
+	return todo, already, canary
 }
 
 // stage is how far step got with a process.
