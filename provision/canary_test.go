@@ -295,6 +295,27 @@ func TestFleetRolloutByDigest(t *testing.T) {
 	}
 }
 
+// cutOffCanary is what a rollout cut off while its canary ran leaves on
+// box a: relay@4443 on the new build through a drop-in, current on the
+// old build.
+func cutOffCanary(t *testing.T, a *fleetBox) {
+	t.Helper()
+	rel := Releases{Root: sharedRoot}
+	ctx := context.Background()
+	if _, _, err := rel.Install(ctx, a, newBuild); err != nil {
+		t.Fatal(err)
+	}
+	if err := rel.tryRelease(ctx, a, "relay@4443.service", Digest(newBuild)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.Run(ctx, "systemctl restart 'relay@4443.service'", nil); err != nil {
+		t.Fatal(err)
+	}
+	if a.proc(4443).release != Digest(newBuild) || a.dropIn(4443) == "" || a.current(t) != Digest(oldBuild) {
+		t.Fatalf("the cut-off canary: %+v, drop-in %q", *a.proc(4443), a.dropIn(4443))
+	}
+}
+
 // TestRolloutClearsALeftDropIn: a rollout cut off while its canary ran
 // on a drop-in left relay@4443 on the new build and the drop-in in /run.
 // The next rollout removes it first and tries relay@4444 as its canary;
@@ -304,20 +325,8 @@ func TestRolloutClearsALeftDropIn(t *testing.T) {
 	for _, back := range []bool{false, true} {
 		t.Run(map[bool]string{false: "rollout", true: "rollback"}[back], func(t *testing.T) {
 			a := newFleetBox(t, "a", map[int]int{4443: 0, 4444: 0}, nil)
-			rel := Releases{Root: sharedRoot}
 			ctx := context.Background()
-			if _, _, err := rel.Install(ctx, a, newBuild); err != nil {
-				t.Fatal(err)
-			}
-			if err := rel.tryRelease(ctx, a, "relay@4443.service", Digest(newBuild)); err != nil {
-				t.Fatal(err)
-			}
-			if _, err := a.Run(ctx, "systemctl restart 'relay@4443.service'", nil); err != nil {
-				t.Fatal(err)
-			}
-			if a.proc(4443).release != Digest(newBuild) || a.dropIn(4443) == "" {
-				t.Fatalf("the cut-off canary: %+v, drop-in %q", *a.proc(4443), a.dropIn(4443))
-			}
+			cutOffCanary(t, a)
 			want := Digest(newBuild)
 			fr := testFleetRollout()
 			if back {
@@ -349,15 +358,7 @@ func TestApplyClearsALeftDropIn(t *testing.T) {
 	a := newFleetBox(t, "a", map[int]int{4443: 0}, nil)
 	rel := Releases{Root: sharedRoot}
 	ctx := context.Background()
-	if _, _, err := rel.Install(ctx, a, newBuild); err != nil {
-		t.Fatal(err)
-	}
-	if err := rel.tryRelease(ctx, a, "relay@4443.service", Digest(newBuild)); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := a.Run(ctx, "systemctl restart 'relay@4443.service'", nil); err != nil {
-		t.Fatal(err)
-	}
+	cutOffCanary(t, a)
 	changes := []Change{{Kind: ChangeStale, What: "relay@4443.service", From: Digest(newBuild), To: Digest(oldBuild)}}
 	if _, err := Apply(ctx, a, &Plan{State: HostState{Release: Digest(oldBuild)}}, changes, rel, nil); err != nil {
 		t.Fatal(err)

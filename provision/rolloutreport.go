@@ -63,9 +63,11 @@ func WriteBalance(w io.Writer, before, after []ProcLoad, tolerance float64) {
 // RunRollout is fleet rollout over targets: f.Run, with each progress
 // line and each box's Summary written to w as they come, the seconds since
 // the start first, then the balance table when it rebalanced and a line
-// when the fleet stayed off its mean. When a box failed (and rolled back)
-// its error is a cli.ExitError with ExitHostsFailed. f's Log and Done are
-// replaced.
+// when the fleet stayed off its mean. When a box failed (and the fleet
+// rolled back) its error is a cli.ExitError with ExitHostsFailed whose
+// message, the last line, names what failed (the check and its figure
+// when a check failed) and where the processes went back to. f's Log and
+// Done are replaced.
 func RunRollout(ctx context.Context, w io.Writer, targets []Target, f FleetRollout) error {
 	out := &lockedWriter{w: w}
 	start := time.Now()
