@@ -135,10 +135,11 @@ type FleetRolloutReport struct {
 	// Boxes are the boxes' outcomes in the order they ended.
 	Boxes                  []BoxRollout
 	Failed, Skipped, Moved int
-	// RolledBack are the boxes that had finished on the new build and
-	// were moved back to what they ran before after another box failed,
-	// in the order they were; each one's Result says RolledBack, and
-	// RollbackErr when its rollback did not finish.
+	// RolledBack are the boxes moved back to what they ran before after
+	// a box failed: those that had finished on the new build, and a failed
+	// one that had not rolled itself back (it failed after its last
+	// restart), in the order they were; each one's Result says
+	// RolledBack, and RollbackErr when its rollback did not finish.
 	RolledBack []string
 	// Rebalanced is set when the rebalancing ran; Before and After are
 	// the processes' sessions around it, Balanced whether After is within
