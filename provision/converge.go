@@ -275,6 +275,11 @@ func restartMoved(ctx context.Context, run Runner, rel Releases, inst string, ma
 		}
 		return fmt.Errorf("move %s out: %w", inst, err)
 	}
+	// A release drop-in a cut-off rollout left would restart it on that
+	// release again, not on current.
+	if _, err := clearReleaseDropIns(ctx, run); err != nil {
+		return err
+	}
 	if err := restartChecked(ctx, run, inst, HealthzOnBox); err != nil {
 		return err
 	}

@@ -9,6 +9,7 @@ import (
 	"net/url"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/relayfleet/relayfleet/internal/ctxtime"
@@ -25,13 +26,39 @@ import (
 // listeners moved to the other processes first (Move.Out, make before
 // break), and after its restart it must answer /healthz and the fleet
 // must serve ListenerFrac of the listeners it served before the drain
-// again within ListenerWait. A box that fails rolls back (Rollout does,
-// on a fresh context, so a cancelled rollout still puts it back); boxes
-// not yet started are then skipped, so that a build that fails one box
-// is not pushed onto the next; boxes already rolling finish.
+// again within ListenerWait, then pass Gate. The rollout's first restarted
+// process (the fleet's canary) is then baked (Bake) before anything else
+// moves. On each box the first process restarted runs the new build
+// through a runtime drop-in while current still points at the old one
+// (Rollout). A box that fails rolls back (Rollout does, on a fresh
+// context, so a cancelled rollout still puts it back); boxes not yet
+// started are then skipped, so that a build that fails one box is not
+// pushed onto the next; boxes already rolling finish or fail; then every
+// box that moved to the new build is moved back to what it ran before,
+// make before break.
 type FleetRollout struct {
-	// Binary is the new relay build.
+	// Binary is the new relay build. When nil, the release is Digest.
 	Binary []byte
+	// Digest names the release to roll out when Binary is nil (its
+	// SHA-256, hex): a box that keeps releases/Digest/relay already (the
+	// last Releases.Keep) needs no bytes, so a rollback to a recent
+	// release works from any machine; a box that lacks it gets Fetch's.
+	Digest string
+	// Fetch gives the bytes of release sha for a box that lacks it; they
+	// are checked against sha on the box. Nil: such a box fails.
+	Fetch func(ctx context.Context, sha string) ([]byte, error)
+	// Gate, when set, judges every process restarted on the new build
+	// after its /healthz and the fleet's listeners passed, before it
+	// admits again: its error fails the process (a *CheckError, or one
+	// made of it, names the check and the figure).
+	Gate func(ctx context.Context, t Target, inst string) error
+	// Bake, when set, is called once per rollout, on its first restarted
+	// process (the fleet's canary) once it admits again, before any other
+	// process moves (boxes start one at a time until it returned). It
+	// blocks for the bake and returns an error when the canary did worse
+	// than the rest of the fleet, which fails the rollout like a failed
+	// process.
+	Bake func(ctx context.Context, t Target, inst string) error
 	// Releases is where the boxes keep their releases (zero: the default
 	// root).
 	Releases Releases
@@ -93,12 +120,14 @@ type BoxRollout struct {
 	// Skipped: the rollout stopped after another box failed before this
 	// one started; it was not touched.
 	Skipped bool
+	// roll is the box's rollout, which a fleet-wide rollback reverses.
+	roll *boxRoll
 }
 
 // Moved reports whether the box changed release (or finished a rollout
-// cut off before).
+// cut off before) and stayed there.
 func (b BoxRollout) Moved() bool {
-	return !b.Skipped && b.Err == nil && b.Result != nil && b.Result.From != b.Result.To
+	return !b.Skipped && b.Err == nil && b.Result != nil && b.Result.From != b.Result.To && !b.Result.RolledBack
 }
 
 // FleetRolloutReport is what Run did.
@@ -106,6 +135,12 @@ type FleetRolloutReport struct {
 	// Boxes are the boxes' outcomes in the order they ended.
 	Boxes                  []BoxRollout
 	Failed, Skipped, Moved int
+	// RolledBack are the boxes moved back to what they ran before after
+	// a box failed: those that had finished on the new build, and a failed
+	// one that had not rolled itself back (it failed after its last
+	// restart), in the order they were; each one's Result says
+	// RolledBack, and RollbackErr when its rollback did not finish.
+	RolledBack []string
 	// Rebalanced is set when the rebalancing ran; Before and After are
 	// the processes' sessions around it, Balanced whether After is within
 	// the tolerance.
@@ -124,11 +159,31 @@ func (f *FleetRollout) logf(format string, args ...any) {
 	}
 }
 
+// release is the release to roll out and where its bytes come from.
+func (f *FleetRollout) release() (string, func(context.Context, string) ([]byte, error), error) {
+	if f.Binary == nil {
+		if !shaRE.MatchString(f.Digest) {
+			return "", nil, fmt.Errorf("fleet rollout: no binary, and the digest %q is not a sha256", f.Digest)
+		}
+		return f.Digest, f.Fetch, nil
+	}
+	sha := Digest(f.Binary)
+	if f.Digest != "" && f.Digest != sha {
+		return "", nil, fmt.Errorf("fleet rollout: the binary is %s, the digest says %s", text.ShortSHA(sha), text.ShortSHA(f.Digest))
+	}
+	return sha, func(context.Context, string) ([]byte, error) { return f.Binary, nil }, nil
+}
+
 // Run rolls the build out over targets. Its error wraps ErrBoxesFailed
-// when a box failed (the report tells which), or is the rebalancing's.
+// when a box failed (the report tells which, and which boxes were rolled
+// back after it), or is the rebalancing's.
 func (f *FleetRollout) Run(ctx context.Context, targets []Target) (*FleetRolloutReport, error) {
 	if f.Boxes <= 0 {
 		return nil, fmt.Errorf("fleet rollout: boxes must be positive, got %d", f.Boxes)
+	}
+	to, fetch, err := f.release()
+	if err != nil {
+		return nil, err
 	}
 	hc := f.HTTP
 	if hc == nil {
@@ -148,6 +203,9 @@ func (f *FleetRollout) Run(ctx context.Context, targets []Target) (*FleetRollout
 	stop := make(chan struct{})
 	sem := make(chan struct{}, f.Boxes)
 	var wg sync.WaitGroup
+	// The fleet's canary: the first box to restart a process claims the
+	// bake; until it passed, boxes start one at a time.
+	var bakeClaimed, baked atomic.Bool
 	for _, t := range targets {
 		sem <- struct{}{}
 		select {
@@ -159,14 +217,32 @@ func (f *FleetRollout) Run(ctx context.Context, targets []Target) (*FleetRollout
 			continue
 		default:
 		}
+		settled := make(chan struct{}) // the bake passed, or the box ended
+		var settle sync.Once
+		bake := func(ctx context.Context, host, inst string) error {
+			if f.Bake == nil || !bakeClaimed.CompareAndSwap(false, true) {
+				return nil
+			}
+			f.logf("%s: %s is the fleet's canary: baking", t.Host, inst)
+			if err := f.Bake(ctx, t, inst); err != nil {
+				return checkFailed(err, "bake", host, inst)
+			}
+			baked.Store(true)
+			settle.Do(func() { close(settled) })
+			return nil
+		}
 		wg.Go(func() {
 			defer func() { <-sem }()
-			r, err := f.box(ctx, hc, t, targets)
+			defer settle.Do(func() { close(settled) })
+			b, err := f.box(ctx, hc, t, targets, to, fetch, bake)
 			if err != nil {
 				stopped.Do(func() { close(stop) })
 			}
-			done(BoxRollout{Host: t.Host.String(), Result: r, Err: err})
+			done(BoxRollout{Host: t.Host.String(), Result: b.r, Err: err, roll: b})
 		})
+		if f.Bake != nil && !baked.Load() {
+			<-settled
+		}
 	}
 	wg.Wait()
 	for _, o := range rep.Boxes {
@@ -180,7 +256,8 @@ func (f *FleetRollout) Run(ctx context.Context, targets []Target) (*FleetRollout
 		}
 	}
 	if rep.Failed > 0 {
-		return rep, fmt.Errorf("%d of %s failed and rolled back, %d not started: %w", rep.Failed, text.Plural(len(targets), "box", "boxes"), rep.Skipped, ErrBoxesFailed)
+		rep.Moved = 0 // each box that moved is rolled back (Moved says no)
+		return rep, f.rollBack(ctx, rep, len(targets))
 	}
 	if !f.Rebalance || rep.Moved == 0 {
 		return rep, nil
@@ -191,7 +268,6 @@ func (f *FleetRollout) Run(ctx context.Context, targets []Target) (*FleetRollout
 	}
 	f.logf("rebalancing: processes above the mean by more than %.0f%% shed the excess, %d sessions a second", f.RebalanceTolerance*100, f.RebalanceRate)
 	rep.Rebalanced = true
-	var err error
 	rep.Before, rep.After, err = Rebalance(ctx, bs, f.RebalanceTolerance, f.RebalanceRate, f.RebalanceWait, f.poll)
 	if err != nil {
 		return rep, fmt.Errorf("rebalance: %w", err)
@@ -200,15 +276,59 @@ func (f *FleetRollout) Run(ctx context.Context, targets []Target) (*FleetRollout
 	return rep, nil
 }
 
-// box rolls one box: each process moved out, restarted, checked.
-func (f *FleetRollout) box(ctx context.Context, hc *http.Client, t Target, fleet []Target) (*RolloutResult, error) {
-	insts, err := ActiveInstances(ctx, t.Run)
-	if err != nil {
-		return nil, err
+// rollBack moves every box on which processes moved to the new build and
+// stayed there (a box that finished, or one that failed after its last
+// restart) back to what it ran before, after a box failed, at most Boxes
+// at once, each process make before break (boxRoll.undo). Its error wraps
+// ErrBoxesFailed.
+func (f *FleetRollout) rollBack(ctx context.Context, rep *FleetRolloutReport, boxes int) error {
+	var undo []BoxRollout
+	for _, o := range rep.Boxes {
+		if r := o.Result; r != nil && !r.RolledBack && r.From != r.To && len(r.Restarted)+len(r.already) > 0 {
+			undo = append(undo, o)
+		}
 	}
+	var mu sync.Mutex
+	var errs []error
+	sem := make(chan struct{}, f.Boxes)
+	var wg sync.WaitGroup
+	for _, o := range undo {
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			f.logf("%s: rolling back %s -> %s, one process at a time, after the failure", o.Host, text.ShortSHA(o.Result.To), text.ShortSHA(o.Result.From))
+			err := o.roll.undo(ctx)
+			mu.Lock()
+			defer mu.Unlock()
+			rep.RolledBack = append(rep.RolledBack, o.Host)
+			if err != nil {
+				errs = append(errs, fmt.Errorf("%s: %w", o.Host, err))
+				f.logf("%s: rollback FAILED: %v", o.Host, err)
+				return
+			}
+			f.logf("%s: rolled back to %s", o.Host, text.ShortSHA(o.Result.From))
+		})
+	}
+	wg.Wait()
+	err := fmt.Errorf("%d of %s failed, %d rolled back after it, %d not started: %w", rep.Failed, text.Plural(boxes, "box", "boxes"), len(rep.RolledBack), rep.Skipped, ErrBoxesFailed)
+	if len(errs) > 0 {
+		return fmt.Errorf("%w; rollback failed on %w", err, errors.Join(errs...))
+	}
+	return err
+}
+
+// box rolls one box: each process moved out, restarted, checked; bake is
+// asked once its first process admits again. The boxRoll it returns is
+// never nil.
+func (f *FleetRollout) box(ctx context.Context, hc *http.Client, t Target, fleet []Target, to string, fetch func(context.Context, string) ([]byte, error), bake func(ctx context.Context, host, inst string) error) (*boxRoll, error) {
 	host, _, err := net.SplitHostPort(t.Host.Addr())
 	if err != nil {
 		host = t.Host.Addr()
+	}
+	b := &boxRoll{run: t.Run, rel: f.Releases}
+	insts, err := ActiveInstances(ctx, t.Run)
+	if err != nil {
+		return b, err
 	}
 	move := Move{
 		Run:       t.Run,
@@ -231,7 +351,7 @@ func (f *FleetRollout) box(ctx context.Context, hc *http.Client, t Target, fleet
 		frac = 0.9
 	}
 	var before int64
-	drain := func(ctx context.Context, inst string) error {
+	b.drain = func(ctx context.Context, inst string) error {
 		n, err := FleetListeners(ctx, fleet)
 		if err != nil {
 			return err
@@ -240,19 +360,29 @@ func (f *FleetRollout) box(ctx context.Context, hc *http.Client, t Target, fleet
 		_, err = move.Out(ctx, inst)
 		return err
 	}
-	health := func(ctx context.Context, run Runner, inst string) error {
+	b.health = func(ctx context.Context, run Runner, inst string) error {
 		if err := HealthzOnBox(ctx, run, inst); err != nil {
-			return err
+			if ctx.Err() != nil {
+				return err
+			}
+			return checkFailed(err, "healthz", host, inst)
 		}
 		// ListenersReturn waits ListenerWait itself: asking again would
 		// multiply it.
 		if err := ListenersReturn(ctx, fleet, before, frac, f.ListenerWait, f.poll); err != nil {
-			return &FinalHealthError{Err: err}
+			return &FinalHealthError{Err: checkFailed(err, "", host, inst)}
 		}
 		return nil
 	}
-	undrain := func(ctx context.Context, inst string) error { return DrainOnBox(ctx, t.Run, inst, false) }
-	return Rollout(ctx, t.Run, f.Releases, f.Binary, insts, health, drain, undrain)
+	b.undrain = func(ctx context.Context, inst string) error { return DrainOnBox(ctx, t.Run, inst, false) }
+	if f.Gate != nil {
+		b.gate = func(ctx context.Context, inst string) error {
+			return checkFailed(f.Gate(ctx, t, inst), "gate", host, inst)
+		}
+	}
+	b.passed = func(ctx context.Context, inst string) error { return bake(ctx, host, inst) }
+	_, err = b.roll(ctx, to, fetch, insts)
+	return b, err
 }
 
 // RoutersRoute asks every router whether it still routes new listeners
@@ -310,7 +440,7 @@ func ListenersReturn(ctx context.Context, targets []Target, want int64, frac flo
 			if err != nil {
 				return err
 			}
-			return fmt.Errorf("listeners did not come back: the fleet serves %d of the %d before the restart after %v", got, want, limit)
+			return &CheckError{Check: "listener check", Figure: fmt.Sprintf("listeners did not come back: the fleet serves %d of the %d before the restart after %v", got, want, limit)}
 		}
 		if err := ctxtime.Sleep(ctx, poll); err != nil {
 			return err

@@ -274,7 +274,8 @@ func TestFleetRolloutBoxesAtOnce(t *testing.T) {
 
 // TestFleetRolloutStopsAfterAFailure: the second box's new build fails
 // its health check: that box rolls back to the old build, the third is
-// not touched, the first stays on the new one.
+// not touched, and the first, which had finished, is moved back to the
+// old build after it, make before break.
 func TestFleetRolloutStopsAfterAFailure(t *testing.T) {
 	testutil.NoLeaks(t) // Run returns once every box it started has ended
 	fewHealthTries(t)
@@ -292,17 +293,27 @@ func TestFleetRolloutStopsAfterAFailure(t *testing.T) {
 	var outcomes []BoxRollout
 	fr.Done = func(o BoxRollout) { outcomes = append(outcomes, o) }
 	rep, err := fr.Run(context.Background(), fleetTargets(a, b, c))
-	if !errors.Is(err, ErrBoxesFailed) || !strings.Contains(err.Error(), "1 of 3 boxes failed and rolled back, 1 not started") {
+	if !errors.Is(err, ErrBoxesFailed) || !strings.Contains(err.Error(), "1 of 3 boxes failed, 1 rolled back after it, 1 not started") {
 		t.Fatalf("err %v, want 1 of 3 failed", err)
 	}
-	if rep.Failed != 1 || rep.Skipped != 1 || rep.Moved != 1 {
+	if rep.Failed != 1 || rep.Skipped != 1 || rep.Moved != 0 || !reflect.DeepEqual(rep.RolledBack, []string{"a"}) {
 		t.Errorf("report %+v", rep)
 	}
 	if len(outcomes) != 3 || outcomes[1].Host != "b" || !outcomes[1].Result.RolledBack || !strings.Contains(outcomes[1].Err.Error(), `/healthz answered "down"`) || !outcomes[2].Skipped {
 		t.Errorf("outcomes %+v", outcomes)
 	}
-	if cur := a.current(t); cur != Digest(newBuild) || !a.runs(Digest(newBuild)) {
-		t.Errorf("box a: current %s; want it left on the new build", text.ShortSHA(cur))
+	if cur := a.current(t); cur != Digest(oldBuild) || !a.runs(Digest(oldBuild)) || !outcomes[0].Result.RolledBack {
+		t.Errorf("box a: current %s; want it rolled back to the old build", text.ShortSHA(cur))
+	}
+	// Box a's processes went back one at a time, each drained first.
+	var aEvents []string
+	for _, e := range a.log() {
+		if strings.HasPrefix(e, "POST /drain") || strings.HasPrefix(e, "restart") {
+			aEvents = append(aEvents, e)
+		}
+	}
+	if want := []string{"POST /drain 4443", "restart 4443 with 0 sessions", "POST /drain 4444", "restart 4444 with 0 sessions"}; !reflect.DeepEqual(aEvents[len(aEvents)-4:], want) {
+		t.Errorf("box a's rollback: %q, want %q at the end", aEvents, want)
 	}
 	if cur := b.current(t); cur != Digest(oldBuild) || !b.runs(Digest(oldBuild)) {
 		t.Errorf("box b: current %s; want it back on the old build", text.ShortSHA(cur))
@@ -370,7 +381,7 @@ func TestFleetRolloutOneBoxFailedSaysBox(t *testing.T) {
 		return nil, nil, false
 	}
 	_, err := testFleetRollout().Run(context.Background(), fleetTargets(a))
-	if !errors.Is(err, ErrBoxesFailed) || !strings.HasPrefix(err.Error(), "1 of 1 box failed and rolled back, 0 not started: ") {
+	if !errors.Is(err, ErrBoxesFailed) || !strings.HasPrefix(err.Error(), "1 of 1 box failed, 0 rolled back after it, 0 not started: ") {
 		t.Fatalf("err %v, want 1 of 1 box failed", err)
 	}
 }
@@ -437,8 +448,8 @@ func TestFleetRolloutResumes(t *testing.T) {
 
 // TestFleetRolloutCancelled: Ctrl-C while the second box drains its
 // process: that box rolls back on a fresh context (its process admits
-// again, on the old build), the third is not started, the first keeps
-// the new build.
+// again, on the old build), the third is not started, and the first is
+// moved back to the old build, on a fresh context too.
 func TestFleetRolloutCancelled(t *testing.T) {
 	testutil.NoLeaks(t) // Run returns once every box it started has ended
 	a := newFleetBox(t, "a", map[int]int{4443: 0}, nil)
@@ -469,8 +480,8 @@ func TestFleetRolloutCancelled(t *testing.T) {
 	if cur := c.current(t); cur != Digest(oldBuild) || !rep.Boxes[2].Skipped {
 		t.Errorf("box c: current %s, outcome %+v; want it untouched", text.ShortSHA(cur), rep.Boxes[2])
 	}
-	if cur := a.current(t); cur != Digest(newBuild) {
-		t.Errorf("box a: current %s; want the new build", text.ShortSHA(cur))
+	if cur := a.current(t); cur != Digest(oldBuild) || !a.runs(Digest(oldBuild)) || !reflect.DeepEqual(rep.RolledBack, []string{"a"}) {
+		t.Errorf("box a: current %s, rolled back %v; want the old build back", text.ShortSHA(cur), rep.RolledBack)
 	}
 }
 
@@ -591,7 +602,8 @@ func TestRunRollout(t *testing.T) {
 		var out bytes.Buffer
 		err := RunRollout(context.Background(), &out, fleetTargets(a, b), *testFleetRollout())
 		var ee *cli.ExitError
-		if !errors.As(err, &ee) || ee.Code != ExitHostsFailed || ee.Msg != "1 of 2 boxes failed and rolled back, 0 not started" {
+		want := `rollout failed: healthz failed on 10.0.0.2 relay@4443.service: /healthz answered "down"; every process rolled back to ` + text.ShortSHA(Digest(oldBuild)) + ` (1 of 2 boxes failed, 1 rolled back after it, 0 not started)`
+		if !errors.As(err, &ee) || ee.Code != ExitHostsFailed || ee.Msg != want {
 			t.Fatalf("err %#v; want exit %d, 1 of 2 boxes failed", err, ExitHostsFailed)
 		}
 		var moved, failed bool

@@ -13,6 +13,7 @@ import (
 	"net/url"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -34,8 +35,12 @@ type simBox struct {
 	// the box's lock is released): their listeners reconnect.
 	onShed func(n int)
 	// root, when set, is the release root: a restart runs what current
-	// points at, and Releases.Running reads it.
+	// points at, or the release its drop-in names (runtimeUnitDir is
+	// root/run, read at daemon-reload), and Releases.Running reads it.
 	root string
+	// loaded are the release drop-ins systemd read at the last
+	// daemon-reload, by port.
+	loaded map[int]string
 }
 
 type simProc struct {
@@ -108,6 +113,9 @@ func (b *simBox) Run(ctx context.Context, cmd string, stdin io.Reader) ([]byte, 
 			cur = strings.TrimPrefix(link, "releases/")
 		}
 		b.mu.Lock()
+		if m := dropInReleaseRE.FindStringSubmatch(b.loaded[port]); m != nil {
+			cur = m[1]
+		}
 		p := b.procs[port]
 		if p != nil {
 			b.events = append(b.events, fmt.Sprintf("restart %d with %d sessions", port, p.sessions))
@@ -133,6 +141,27 @@ func (b *simBox) Run(ctx context.Context, cmd string, stdin io.Reader) ([]byte, 
 		}
 		b.mu.Unlock()
 		return []byte(out.String()), nil
+	case cmd == "systemctl daemon-reload":
+		loaded := map[int]string{}
+		files, _ := filepath.Glob(b.root + "/run/relay@*.service.d/" + releaseDropIn)
+		for _, f := range files {
+			port, _ := strconv.Atoi(unitArgRE.FindStringSubmatch(f)[1])
+			data, _ := os.ReadFile(f)
+			loaded[port] = string(data)
+		}
+		b.mu.Lock()
+		b.loaded = loaded
+		b.mu.Unlock()
+		return nil, nil
+	case strings.HasPrefix(cmd, "systemctl cat "):
+		// The template as units renders it, then a loaded drop-in.
+		out := "# /etc/systemd/system/relay@.service\n[Unit]\nDescription=relay\n\n[Service]\nType=notify\nExecStart=" + b.root + "/current/relay serve --listen [::]:%i --stateless-reset-secret %d/reset-secret --max-sessions-per-address 0\n"
+		b.mu.Lock()
+		if d, ok := b.loaded[unitPort()]; ok {
+			out += "\n# " + releaseDropInPath(fmt.Sprintf("relay@%d.service", unitPort())) + "\n" + d
+		}
+		b.mu.Unlock()
+		return []byte(out), nil
 	case strings.HasPrefix(cmd, "systemctl is-active "):
 		return []byte("active\n"), nil
 	case strings.HasPrefix(cmd, "systemctl show "):
@@ -167,14 +196,26 @@ func (b *simBox) Run(ctx context.Context, cmd string, stdin io.Reader) ([]byte, 
 		}
 		return []byte(out), nil
 	}
+	if strings.Contains(cmd, runtimeUnitDir) {
+		if b.root == "" {
+			return nil, errors.New("simBox: runtime units without a root")
+		}
+		cmd = strings.ReplaceAll(cmd, runtimeUnitDir, b.root+"/run")
+	}
 	c := exec.CommandContext(ctx, "bash", "-c", cmd)
 	c.Stdin = stdin
 	out, err := c.Output()
+	if b.root != "" {
+		out = []byte(strings.ReplaceAll(string(out), b.root+"/run/", runtimeUnitDir+"/"))
+	}
 	if err != nil {
 		return out, fmt.Errorf("%q: %w", firstLine(cmd, nil), err)
 	}
 	return out, nil
 }
+
+// dropInReleaseRE finds the release a release drop-in runs.
+var dropInReleaseRE = regexp.MustCompile(`(?m)^ExecStart=\S*/releases/([0-9a-f]{64})/relay`)
 
 func (b *simBox) total() int {
 	b.mu.Lock()
@@ -287,6 +328,7 @@ func TestRolloutMakeBeforeBreak(t *testing.T) {
 	box := newSimBox(map[int]int{4443: 60, 4444: 40})
 	router := newFakeRouter(t, box, 3)
 	rel := Releases{Root: t.TempDir()}
+	box.root = rel.Root // the canary's drop-in lives there
 	ctx := context.Background()
 	old := []byte("#!/bin/sh\necho old\n")
 	installCurrent(t, rel, box, old)
@@ -363,6 +405,7 @@ func TestRolloutInterruptedRollsBackOnAFreshContext(t *testing.T) {
 	t.Parallel()
 	box := newSimBox(map[int]int{4443: 3, 4444: 3})
 	rel := Releases{Root: t.TempDir()}
+	box.root = rel.Root // the canary's drop-in lives there
 	old := []byte("#!/bin/sh\necho old\n")
 	installCurrent(t, rel, box, old)
 	ctx, cancel := context.WithCancel(context.Background())

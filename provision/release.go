@@ -53,11 +53,20 @@ func (r Releases) root() (string, error) {
 // Install uploads the binary as a release unless the box has it already.
 // It reports whether it uploaded.
 func (r Releases) Install(ctx context.Context, run Runner, binary []byte) (sha string, uploaded bool, err error) {
+	sha = Digest(binary)
+	uploaded, err = r.InstallFrom(ctx, run, sha, func(context.Context, string) ([]byte, error) { return binary, nil })
+	return sha, uploaded, err
+}
+
+// InstallFrom makes the release sha present on the box: a box that keeps
+// it already needs no bytes, and fetch is not called; otherwise fetch's
+// bytes are uploaded, checked against sha on the box. It reports whether
+// it uploaded.
+func (r Releases) InstallFrom(ctx context.Context, run Runner, sha string, fetch func(ctx context.Context, sha string) ([]byte, error)) (uploaded bool, err error) {
 	root, err := r.root()
 	if err != nil {
-		return "", false, err
+		return false, err
 	}
-	sha = Digest(binary)
 	// The lock makes every .upload.* directory found while holding it a
 	// leftover of a cut connection: it is removed.
 	script := fmt.Sprintf(`set -eu
@@ -81,18 +90,37 @@ sync "$root/releases"
 echo uploaded
 `, root, sha)
 	// Only send the bytes when the box lacks them: ask first.
+	if has, err := r.Has(ctx, run, sha); err != nil || has {
+		return false, err
+	}
+	if fetch == nil {
+		return false, fmt.Errorf("release %s: the box lacks it and there is nothing to fetch it from", text.ShortSHA(sha))
+	}
+	binary, err := fetch(ctx, sha)
+	if err != nil {
+		return false, fmt.Errorf("release %s: fetch: %w", text.ShortSHA(sha), err)
+	}
+	out, err := run.Run(ctx, script, bytes.NewReader(binary))
+	if err != nil {
+		return false, fmt.Errorf("release %s: upload: %w", text.ShortSHA(sha), err)
+	}
+	return strings.TrimSpace(string(out)) == "uploaded", nil
+}
+
+// Has reports whether the box keeps release sha.
+func (r Releases) Has(ctx context.Context, run Runner, sha string) (bool, error) {
+	root, err := r.root()
+	if err != nil {
+		return false, err
+	}
+	if !shaRE.MatchString(sha) {
+		return false, fmt.Errorf("release %q: not a sha256", sha)
+	}
 	out, err := run.Run(ctx, fmt.Sprintf(`test -x '%s/releases/%s/relay' && echo present || echo missing`, root, sha), nil)
 	if err != nil {
-		return sha, false, fmt.Errorf("release %s: %w", text.ShortSHA(sha), err)
+		return false, fmt.Errorf("release %s: %w", text.ShortSHA(sha), err)
 	}
-	if strings.TrimSpace(string(out)) == "present" {
-		return sha, false, nil
-	}
-	out, err = run.Run(ctx, script, bytes.NewReader(binary))
-	if err != nil {
-		return sha, false, fmt.Errorf("release %s: upload: %w", text.ShortSHA(sha), err)
-	}
-	return sha, strings.TrimSpace(string(out)) == "uploaded", nil
+	return strings.TrimSpace(string(out)) == "present", nil
 }
 
 // Activate points current at the release, keeping the old one as

@@ -37,14 +37,64 @@ func HealthzOnBox(ctx context.Context, run Runner, instance string) error {
 	return nil
 }
 
+// CheckError is a restarted process that failed a check: the check's
+// name, where, and the figure that failed it, for the line a rollout
+// ends with ("heartbeat gate failed on 10.0.0.2 relay@4443.service: 0
+// groups in 3s, want 20").
+type CheckError struct {
+	Check          string
+	Host, Instance string
+	Figure         string
+	err            error // what the figure came from, if an error
+}
+
+// Unwrap is the error the figure came from, if any.
+func (e *CheckError) Unwrap() error { return e.err }
+
+func (e *CheckError) Error() string {
+	where := strings.TrimSpace(e.Host + " " + e.Instance)
+	if where == "" {
+		return e.Check + " failed: " + e.Figure
+	}
+	return e.Check + " failed on " + where + ": " + e.Figure
+}
+
+// checkFailed is err as a CheckError of the instance on host: one of the
+// check's own with the place filled in, or, when check is set, a new one
+// named check whose figure is err's text (less the instance's name in
+// front). Any other error is returned as it is.
+func checkFailed(err error, check, host, inst string) error {
+	if err == nil {
+		return nil
+	}
+	var ce *CheckError
+	if !errors.As(err, &ce) {
+		if check == "" {
+			return err
+		}
+		return &CheckError{Check: check, Host: host, Instance: inst, Figure: strings.TrimPrefix(err.Error(), inst+" "), err: err}
+	}
+	c := *ce
+	if c.Host == "" {
+		c.Host = host
+	}
+	if c.Instance == "" {
+		c.Instance = inst
+	}
+	return &c
+}
+
 // RolloutResult is one box's rollout.
 type RolloutResult struct {
 	From, To string
 	// Restarted are the instances restarted on the new release, in order.
 	Restarted []string
-	// RolledBack is set when an instance failed its check and the box went
-	// back to From.
+	// RolledBack is set when the box went back to From: an instance
+	// failed its check, or another box failed in a fleet rollout.
 	RolledBack bool
+	// RollbackErr is why the rollback did not finish (nil when it did or
+	// none ran): processes may still run To.
+	RollbackErr error
 	// Resumed is set when current already pointed at To but processes
 	// still ran another release (a rollout cut off before): those were
 	// restarted, and From is the release current pointed at before To.
@@ -58,31 +108,70 @@ type RolloutResult struct {
 }
 
 // Rollout moves one box to a new relay build, one process at a time: it
-// uploads the release, switches current to it, then restarts each
-// instance whose process does not run it yet (Releases.Running: a re-run
-// after a rollout was cut off resumes where it stopped, even though
-// current already points at the new release) and waits until systemd has
-// its READY and health says it serves, before the next. The other processes keep serving throughout.
-// When an instance fails, the box switches back to the previous release,
-// restarts the instances already moved, and Rollout returns the error.
-// drain, when set, is called before each restart: mark it draining and
-// move its listeners elsewhere (Move.Out), make before break; undrain
-// after it passed its check. The rollback, and the undrain of an instance
-// drained but not restarted, run on a fresh context: a rollout cut off by
-// Ctrl-C (ctx cancelled) still puts the box back as it was.
+// uploads the release, then restarts each instance whose process does not
+// run it yet (Releases.Running: a re-run after a rollout was cut off
+// resumes where it stopped, even though current already points at the
+// new release) and waits until systemd has its READY and health says it
+// serves, before the next. The other processes keep serving throughout.
+//
+// The first instance restarted (the box's canary) runs the new release
+// through a runtime drop-in (/run/systemd/system/INSTANCE.d/50-release.conf)
+// while current still points at the old one: a crash or a reboot of
+// another process meanwhile starts the old build. Only once the canary
+// passed its checks does current move to the new release and the drop-in
+// go. A drop-in left by a cut-off rollout is removed first.
+//
+// When an instance fails, the box goes back to the previous release: the
+// drop-in removed, current back, the failed instance restarted, and the
+// instances already moved moved back one at a time as they were moved
+// (make before break); Rollout returns the error. drain, when set, is
+// called before each restart: mark it draining and move its listeners
+// elsewhere (Move.Out), make before break; undrain after it passed its
+// check. The rollback, and the undrain of an instance drained but not
+// restarted, run on a fresh context: a rollout cut off by Ctrl-C (ctx
+// cancelled) still puts the box back as it was.
 func Rollout(ctx context.Context, run Runner, rel Releases, binary []byte, instances []string, health Health, drain, undrain func(ctx context.Context, instance string) error) (*RolloutResult, error) {
-	if health == nil {
-		health = HealthzOnBox
+	b := &boxRoll{run: run, rel: rel, health: health, drain: drain, undrain: undrain}
+	return b.roll(ctx, Digest(binary), func(context.Context, string) ([]byte, error) { return binary, nil }, instances)
+}
+
+// boxRoll is one box's rollout: the box, how its processes are moved and
+// checked, and once it ran, its result, which a rollback reverses.
+type boxRoll struct {
+	run            Runner
+	rel            Releases
+	health         Health
+	drain, undrain func(ctx context.Context, instance string) error
+	// gate, when set, is asked after a process restarted on the new
+	// release passed health, before it admits again: its error fails it.
+	gate func(ctx context.Context, instance string) error
+	// passed, when set, is called once the box's first restarted process
+	// admits again, before current moves: its error fails that process.
+	passed func(ctx context.Context, instance string) error
+	r      *RolloutResult
+}
+
+// roll is Rollout to the release to, whose bytes fetch gives when the box
+// lacks them.
+func (b *boxRoll) roll(ctx context.Context, to string, fetch func(context.Context, string) ([]byte, error), instances []string) (*RolloutResult, error) {
+	run, rel := b.run, b.rel
+	if b.health == nil {
+		b.health = HealthzOnBox
 	}
 	from, _, err := rel.Current(ctx, run)
 	if err != nil {
 		return nil, err
 	}
-	to, _, err := rel.Install(ctx, run, binary)
-	if err != nil {
+	if _, err := rel.InstallFrom(ctx, run, to, fetch); err != nil {
 		return nil, err
 	}
 	r := &RolloutResult{From: from, To: to}
+	b.r = r
+	// A drop-in left by a rollout cut off before its canary passed goes
+	// first: from here on a restart runs current, or this rollout's canary.
+	if _, err := clearReleaseDropIns(ctx, run); err != nil {
+		return r, err
+	}
 	// What each process runs, not only where current points, decides what
 	// is left to do: a rollout cut off after the switch left processes on
 	// the old release (and maybe one draining), which this one finishes.
@@ -90,78 +179,145 @@ func Rollout(ctx context.Context, run Runner, rel Releases, binary []byte, insta
 	if err != nil {
 		return r, err
 	}
-	var todo []string
-	for _, inst := range instances {
-		if runs[inst] == to {
-			r.already = append(r.already, inst)
-		} else {
-			todo = append(todo, inst)
-		}
-	}
+	todo, already, canary := rolloutOrder(instances, runs, from, to)
+	r.already = already
 	if len(todo) == 0 {
-		if from != to {
-			// Every process runs to already (a rollback cut off after
-			// the switch back): point current at it again.
-			_, err = rel.Activate(ctx, run, to)
-		}
 		r.From = to
-		return r, err
+		return r, nil
 	}
-	if from == to {
+	if !canary {
 		r.Resumed = true
 		if _, r.From, err = rel.Current(ctx, run); err != nil {
 			return r, err
 		}
 	}
-	if drain != nil {
+	if b.drain != nil {
 		if r.kept, err = drainedOnPurpose(ctx, run, rel, todo); err != nil {
 			return r, err
 		}
 	}
-	if _, err := rel.Activate(ctx, run, to); err != nil {
-		return r, err
-	}
-	for _, inst := range todo {
-		if drain != nil {
-			// The mark first: a rollout cut off after its drain is
-			// finished by converge, which undrains only what a rollout
-			// marked (drainmark.go). One drained on purpose keeps no
-			// mark: it stays draining.
-			if !r.kept[inst] {
-				if err := rel.MarkRolloutDrain(ctx, run, inst); err != nil {
-					return r, r.rollback(ctx, run, rel, health, "", undrain, err)
-				}
-			}
-			if err := drain(ctx, inst); err != nil {
-				return r, r.rollback(ctx, run, rel, health, r.undrainable(inst), undrain, fmt.Errorf("drain %s: %w", inst, err))
+	for i, inst := range todo {
+		if i == 0 && canary {
+			if err := rel.tryRelease(ctx, run, inst, to); err != nil {
+				return r, b.rollback(ctx, "", "", err)
 			}
 		}
-		err := restartChecked(ctx, run, inst, health)
-		r.Restarted = append(r.Restarted, inst)
-		if err != nil {
-			return r, r.rollback(ctx, run, rel, health, "", undrain, err)
+		stage, err := b.step(ctx, inst, true)
+		if stage >= stepRestart {
+			r.Restarted = append(r.Restarted, inst)
 		}
-		switch {
-		case r.kept[inst]:
-			if err := DrainOnBox(ctx, run, inst, true); err != nil {
-				return r, fmt.Errorf("drain %s again (drained on purpose before the rollout): %w", inst, err)
-			}
-			continue
-		case undrain != nil:
-			if err := undrain(ctx, inst); err != nil {
-				return r, fmt.Errorf("undrain %s: %w", inst, err)
-			}
-		}
-		// Restarted and admitting: no rollout drain of it (this one's,
-		// or a cut-off one's) is left to finish.
-		if err := rel.ClearRolloutDrain(ctx, run, inst); err != nil {
+		switch stage {
+		case stepMark:
+			return r, b.rollback(ctx, "", "", err)
+		case stepDrain:
+			return r, b.rollback(ctx, r.undrainable(inst), "", err)
+		case stepRestart:
+			return r, b.rollback(ctx, "", inst, err)
+		case stepAdmit:
 			return r, err
+		}
+		if i > 0 {
+			continue
+		}
+		if b.passed != nil {
+			if err := b.passed(ctx, inst); err != nil {
+				return r, b.rollback(ctx, "", "", err)
+			}
+		}
+		if canary {
+			// The canary passed: current moves, the drop-in goes (its
+			// process runs on, its executable releases/TO/relay either way).
+			if _, err := rel.Activate(ctx, run, to); err != nil {
+				return r, b.rollback(ctx, "", "", err)
+			}
+			if _, err := clearReleaseDropIns(ctx, run); err != nil {
+				return r, b.rollback(ctx, "", "", err)
+			}
 		}
 	}
 	if _, err := rel.Prune(ctx, run); err != nil {
 		return r, err
 	}
 	return r, nil
+}
+
+// rolloutOrder splits a box's instances into those a rollout from -> to
+// restarts, in order, and those already on to, which it leaves; canary is
+// set when the first restart is a canary (current points elsewhere).
+// When every process runs to already while current points elsewhere (a
+// rollout cut off before its canary passed, a rollback cut off), the
+// first is restarted as the canary again: nothing says it passed.
+func rolloutOrder(instances []string, runs map[string]string, from, to string) (todo, already []string, canary bool) {
+	for _, inst := range instances {
+		if runs[inst] == to {
+			already = append(already, inst)
+		} else {
+			todo = append(todo, inst)
+		}
+	}
+	canary = from != to
+	if canary && len(todo) == 0 && len(already) > 0 {
+		todo, already = already[:1], already[1:]
+	}
+	return todo, already, canary
+}
+
+// stage is how far step got with a process.
+type stage int
+
+const (
+	stepMark    stage = iota // marking its drain failed: nothing changed
+	stepDrain                // draining or moving it out failed
+	stepRestart              // its restart or a check failed
+	stepAdmit                // it passed; admitting again failed
+	stepDone
+)
+
+// step moves one process make before break: its drain marked (one drained
+// on purpose gets no mark), drained and moved out (drain), restarted and
+// checked (health, and the gate when forward), then admitting again (one
+// drained on purpose draining again) and its mark cleared. Without drain
+// it is restarted and checked as it is.
+func (b *boxRoll) step(ctx context.Context, inst string, forward bool) (stage, error) {
+	r := b.r
+	if b.drain != nil {
+		// The mark first: a rollout cut off after its drain is finished
+		// by converge, which undrains only what a rollout marked
+		// (drainmark.go).
+		if !r.kept[inst] {
+			if err := b.rel.MarkRolloutDrain(ctx, b.run, inst); err != nil {
+				return stepMark, err
+			}
+		}
+		if err := b.drain(ctx, inst); err != nil {
+			return stepDrain, fmt.Errorf("drain %s: %w", inst, err)
+		}
+	}
+	if err := restartChecked(ctx, b.run, inst, b.health); err != nil {
+		return stepRestart, err
+	}
+	if forward && b.gate != nil {
+		if err := b.gate(ctx, inst); err != nil {
+			return stepRestart, err
+		}
+	}
+	switch {
+	case r.kept[inst]:
+		if err := DrainOnBox(ctx, b.run, inst, true); err != nil {
+			return stepAdmit, fmt.Errorf("drain %s again (drained on purpose before the rollout): %w", inst, err)
+		}
+		return stepDone, nil
+	case b.undrain != nil:
+		if err := b.undrain(ctx, inst); err != nil {
+			return stepAdmit, fmt.Errorf("undrain %s: %w", inst, err)
+		}
+	}
+	// Restarted and admitting: no rollout drain of it (this one's, or a
+	// cut-off one's) is left to finish.
+	if err := b.rel.ClearRolloutDrain(ctx, b.run, inst); err != nil {
+		return stepAdmit, err
+	}
+	return stepDone, nil
 }
 
 func restartChecked(ctx context.Context, run Runner, inst string, health Health) error {
@@ -227,45 +383,79 @@ func drainedOnPurpose(ctx context.Context, run Runner, rel Releases, instances [
 // RollbackTimeout bounds a rollback, which runs on a context of its own.
 const RollbackTimeout = 5 * time.Minute
 
-// rollback returns the box to r.From and restarts what was moved; drained,
-// when set, is an instance drained but not restarted, made admitting
-// again. It runs on a fresh context (ctx's values, not its cancellation).
-func (r *RolloutResult) rollback(ctx context.Context, run Runner, rel Releases, health Health, drained string, undrain func(context.Context, string) error, cause error) error {
+// rollback returns the box to r.From after cause; drained, when set, is
+// an instance drained but not restarted, made admitting again; failed,
+// when set, the instance that failed its check, restarted at once. It
+// runs on a fresh context (ctx's values, not its cancellation).
+func (b *boxRoll) rollback(ctx context.Context, drained, failed string, cause error) error {
+	r := b.r
 	r.RolledBack = true
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), RollbackTimeout)
 	defer cancel()
-	if drained != "" && undrain != nil {
-		if err := undrain(ctx, drained); err != nil {
+	if drained != "" && b.undrain != nil {
+		if err := b.undrain(ctx, drained); err != nil {
 			cause = fmt.Errorf("%w; undrain %s: %v", cause, drained, err)
-		} else if err := rel.ClearRolloutDrain(ctx, run, drained); err != nil {
+		} else if err := b.rel.ClearRolloutDrain(ctx, b.run, drained); err != nil {
 			cause = fmt.Errorf("%w; %v", cause, err)
 		}
 	}
-	if r.From == "" {
-		return fmt.Errorf("%w; no previous release to roll back to", cause)
+	if err := b.back(ctx, failed); err != nil {
+		return fmt.Errorf("%w; %v", cause, err)
 	}
-	if _, err := rel.Activate(ctx, run, r.From); err != nil {
-		return fmt.Errorf("%w; rollback failed: %v", cause, err)
+	return fmt.Errorf("%w; rolled back to %s", cause, text.ShortSHA(r.From))
+}
+
+// undo rolls a box that finished back to r.From, as rollback does, after
+// another box failed.
+func (b *boxRoll) undo(ctx context.Context) error {
+	b.r.RolledBack = true
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), RollbackTimeout)
+	defer cancel()
+	return b.back(ctx, "")
+}
+
+// back puts the box on r.From: no release drop-in, current back, and each
+// process found on or moved to r.To restarted on it, failed at once, the
+// others moved out first, one at a time (step). Its error is set as
+// r.RollbackErr.
+func (b *boxRoll) back(ctx context.Context, failed string) (err error) {
+	r := b.r
+	defer func() { r.RollbackErr = err }()
+	if r.From == "" {
+		return errors.New("no previous release to roll back to")
+	}
+	if _, err := clearReleaseDropIns(ctx, b.run); err != nil {
+		return fmt.Errorf("rollback failed: %v", err)
+	}
+	if _, err := b.rel.Activate(ctx, b.run, r.From); err != nil {
+		return fmt.Errorf("rollback failed: %v", err)
 	}
 	for _, inst := range append(append([]string(nil), r.already...), r.Restarted...) {
-		if err := restartChecked(ctx, run, inst, health); err != nil {
-			return fmt.Errorf("%w; rolled back, but %v", cause, err)
-		}
-	}
-	// Restarted, each admits again: no rollout drain is left to finish;
-	// one drained on purpose is drained again.
-	for _, inst := range r.Restarted {
-		if r.kept[inst] {
-			if err := DrainOnBox(ctx, run, inst, true); err != nil {
-				return fmt.Errorf("%w; rolled back, but drain %s again: %v", cause, inst, err)
+		if inst != failed && b.drain != nil {
+			if _, err := b.step(ctx, inst, false); err != nil {
+				return fmt.Errorf("rolled back, but %v", err)
 			}
 			continue
 		}
-		if err := rel.ClearRolloutDrain(ctx, run, inst); err != nil {
-			return fmt.Errorf("%w; rolled back, but %v", cause, err)
+		if err := restartChecked(ctx, b.run, inst, b.health); err != nil {
+			return fmt.Errorf("rolled back, but %v", err)
+		}
+		if !slices.Contains(r.Restarted, inst) {
+			continue
+		}
+		// Restarted, it admits again: no rollout drain is left to
+		// finish; one drained on purpose is drained again.
+		if r.kept[inst] {
+			if err := DrainOnBox(ctx, b.run, inst, true); err != nil {
+				return fmt.Errorf("rolled back, but drain %s again: %v", inst, err)
+			}
+			continue
+		}
+		if err := b.rel.ClearRolloutDrain(ctx, b.run, inst); err != nil {
+			return fmt.Errorf("rolled back, but %v", err)
 		}
 	}
-	return fmt.Errorf("%w; rolled back to %s", cause, text.ShortSHA(r.From))
+	return nil
 }
 
 // ActiveInstances lists the relay instances active on a box.

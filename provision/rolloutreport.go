@@ -1,10 +1,12 @@
 package provision
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 	"sync"
 	"text/tabwriter"
 	"time"
@@ -61,9 +63,11 @@ func WriteBalance(w io.Writer, before, after []ProcLoad, tolerance float64) {
 // RunRollout is fleet rollout over targets: f.Run, with each progress
 // line and each box's Summary written to w as they come, the seconds since
 // the start first, then the balance table when it rebalanced and a line
-// when the fleet stayed off its mean. When a box failed (and rolled back)
-// its error is a cli.ExitError with ExitHostsFailed. f's Log and Done are
-// replaced.
+// when the fleet stayed off its mean. When a box failed (and the fleet
+// rolled back) its error is a cli.ExitError with ExitHostsFailed whose
+// message, the last line, names what failed (the check and its figure
+// when a check failed) and where the processes went back to. f's Log and
+// Done are replaced.
 func RunRollout(ctx context.Context, w io.Writer, targets []Target, f FleetRollout) error {
 	out := &lockedWriter{w: w}
 	start := time.Now()
@@ -73,7 +77,7 @@ func RunRollout(ctx context.Context, w io.Writer, targets []Target, f FleetRollo
 	f.Done = func(b BoxRollout) { f.Log("%s", b.Summary()) }
 	rep, err := f.Run(ctx, targets)
 	if errors.Is(err, ErrBoxesFailed) {
-		return &cli.ExitError{Code: ExitHostsFailed, Msg: fmt.Sprintf("%d of %s failed and rolled back, %d not started", rep.Failed, text.Plural(len(targets), "box", "boxes"), rep.Skipped)}
+		return &cli.ExitError{Code: ExitHostsFailed, Msg: rep.failure(len(targets))}
 	}
 	if rep != nil && rep.Rebalanced {
 		WriteBalance(out, rep.Before, rep.After, f.RebalanceTolerance)
@@ -85,6 +89,48 @@ func RunRollout(ctx context.Context, w io.Writer, targets []Target, f FleetRollo
 		f.Log("the fleet is still more than %.0f%% off its mean after %v", f.RebalanceTolerance*100, f.RebalanceWait)
 	}
 	return nil
+}
+
+// failure is the last line of a rollout that failed: what failed first
+// (the check and its figure when a check failed), where every process
+// went back to, and the boxes counted: "rollout failed: heartbeat gate
+// failed on 10.0.0.2 relay@4443.service: 0 groups in 3s, want 20; every
+// process rolled back to abcdef012345 (1 of 2 boxes failed, 1 rolled back
+// after it, 0 not started)".
+func (rep *FleetRolloutReport) failure(boxes int) string {
+	var cause, check string
+	froms := map[string]bool{}
+	var left []string
+	for _, o := range rep.Boxes {
+		var ce *CheckError
+		switch {
+		case o.Err == nil:
+		case errors.As(o.Err, &ce):
+			check = cmp.Or(check, ce.Error())
+		default:
+			cause = cmp.Or(cause, o.Host+": "+text.OneLine(o.Err))
+		}
+		if o.Result == nil || !o.Result.RolledBack {
+			continue
+		}
+		if o.Result.RollbackErr != nil {
+			left = append(left, fmt.Sprintf("%s: %s", o.Host, text.OneLine(o.Result.RollbackErr)))
+			continue
+		}
+		froms[o.Result.From] = true
+	}
+	back := "every process rolled back"
+	switch {
+	case len(left) > 0:
+		back = "rollback failed on " + strings.Join(left, "; ")
+	case len(froms) == 1:
+		for from := range froms {
+			back += " to " + text.ShortSHA(from)
+		}
+	case len(froms) > 1:
+		back += " to the release it ran before"
+	}
+	return fmt.Sprintf("rollout failed: %s; %s (%d of %s failed, %d rolled back after it, %d not started)", cmp.Or(check, cause), back, rep.Failed, text.Plural(boxes, "box", "boxes"), len(rep.RolledBack), rep.Skipped)
 }
 
 // lockedWriter serialises the lines of boxes rolled at once.
