@@ -443,6 +443,11 @@ func (s *Server) pullRemote(t *track, sess *client.Session) (ok bool, err error)
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	c := &s.counters
+	// Each group is handed to the track once the one before it was
+	// (handed: closed then), so that listeners get them in the order the
+	// upstream sent them, though each is read by a goroutine of its own.
+	handed := make(chan struct{})
+	close(handed)
 	for {
 		gr, err := s.nextUpstreamGroup(t, sub, sess)
 		if err != nil {
@@ -450,15 +455,25 @@ func (s *Server) pullRemote(t *track, sess *client.Session) (ok bool, err error)
 		}
 		c.groupsIn.Add(1)
 		g := newGroup(gr.Sequence)
+		prev, mine := handed, make(chan struct{})
+		handed = mine
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			stop := context.AfterFunc(t.ctx, gr.Abort)
 			defer stop()
 			started := false // as in readGroup: hand over with the first frame
+			afterPrev := func() {
+				select {
+				case <-prev:
+				case <-t.ctx.Done():
+				}
+			}
 			defer func() {
 				if !started {
+					afterPrev()
 					t.startGroup(g)
+					close(mine)
 				}
 				t.wakeAll()
 			}()
@@ -474,6 +489,12 @@ func (s *Server) pullRemote(t *track, sess *client.Session) (ok bool, err error)
 				if !g.append(frame) {
 					gr.Abort()
 					return
+				}
+				if !started {
+					afterPrev()
+					c.frameIn(t, g, len(frame), &started)
+					close(mine)
+					continue
 				}
 				c.frameIn(t, g, len(frame), &started)
 			}

@@ -90,6 +90,9 @@ type track struct {
 	upstreamID uint64
 	ctx        context.Context // ends when the track ends
 	cancel     context.CancelFunc
+	// local: the relay makes the track itself (the heartbeat); it lives
+	// on without subscribers.
+	local bool
 
 	mu     sync.Mutex
 	subs   map[*subscriber]struct{}

@@ -254,6 +254,23 @@ type Config struct {
 	// to move first (make-before-break). 0 means DefaultNoticeGrace;
 	// negative means no notice (sessions are closed at once).
 	NoticeGrace time.Duration
+	// HeartbeatInterval is how often a relay without Upstreams (an origin)
+	// publishes a group of the fleet heartbeat, HeartbeatPath
+	// (heartbeat.go); a relay with upstreams pulls it from them instead.
+	// 0 means DefaultHeartbeatInterval; negative means none. At least
+	// MinHeartbeatInterval.
+	HeartbeatInterval time.Duration
+}
+
+// heartbeatInterval resolves Config.HeartbeatInterval (0: none).
+func (cfg *Config) heartbeatInterval() time.Duration {
+	switch {
+	case cfg.HeartbeatInterval == 0:
+		return DefaultHeartbeatInterval
+	case cfg.HeartbeatInterval < 0:
+		return 0
+	}
+	return cfg.HeartbeatInterval
 }
 
 // maxPerAddress resolves Config.MaxSessionsPerAddress (0: no cap).
@@ -381,6 +398,9 @@ func Start(ctx context.Context, cfg Config) (*Relay, error) {
 	if cfg.ListenerAckThreshold < 0 || cfg.ListenerAckThreshold > MaxAckThreshold {
 		return nil, fmt.Errorf("listener ack threshold %d: want 0 (the default, %d) up to %d", cfg.ListenerAckThreshold, DefaultListenerAckThreshold, MaxAckThreshold)
 	}
+	if hb := cfg.HeartbeatInterval; hb > 0 && hb < MinHeartbeatInterval {
+		return nil, fmt.Errorf("heartbeat interval %s: want at least %s (0: the default, %s; negative: none)", hb, MinHeartbeatInterval, DefaultHeartbeatInterval)
+	}
 	for _, u := range cfg.Upstreams {
 		if err := CheckUpstream(u); err != nil {
 			return nil, err
@@ -416,6 +436,7 @@ func Start(ctx context.Context, cfg Config) (*Relay, error) {
 		srv: NewServer(ServerOptions{
 			Logger: logger, Auth: auth, Upstreams: cfg.Upstreams, MemoryBudget: budget,
 			MaxSessions: cfg.MaxSessions, MaxSessionsPerAddress: cfg.maxPerAddress(), ReapAfter: cfg.ReapAfter, MemoryUsage: cfg.MemoryUsage,
+			HeartbeatInterval: cfg.heartbeatInterval(),
 		}),
 		logger:   logger,
 		certs:    certs,
@@ -526,10 +547,14 @@ func Start(ctx context.Context, cfg Config) (*Relay, error) {
 		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelDebug),
 		BaseContext:       func(net.Listener) context.Context { return r.ctx },
 	}
-	r.wg.Add(6)
+	r.wg.Add(7)
 	go func() {
 		defer r.wg.Done()
 		certs.run(r.ctx)
+	}()
+	go func() {
+		defer r.wg.Done()
+		r.srv.RunHeartbeat(r.ctx)
 	}()
 	go func() {
 		defer r.wg.Done()
