@@ -379,6 +379,10 @@ func (s *Server) remoteBroadcastLocked(path string) *broadcast {
 
 // runRemote keeps t's upstream subscription alive until t ends.
 func (s *Server) runRemote(t *track) {
+	if fault() == FaultNoForward { // a bad build (fault.go): pulls nothing
+		<-t.ctx.Done()
+		return
+	}
 	log := s.logger.With("broadcast", t.b.path, "track", t.name)
 	delay := upstreamBackoffMin
 	everOK := false

@@ -398,6 +398,12 @@ func Start(ctx context.Context, cfg Config) (*Relay, error) {
 	if cfg.ListenerAckThreshold < 0 || cfg.ListenerAckThreshold > MaxAckThreshold {
 		return nil, fmt.Errorf("listener ack threshold %d: want 0 (the default, %d) up to %d", cfg.ListenerAckThreshold, DefaultListenerAckThreshold, MaxAckThreshold)
 	}
+	if err := checkFault(); err != nil {
+		return nil, err
+	}
+	if m := fault(); m != "" {
+		logger.Warn("FAULT BUILD: this relay misbehaves on purpose, for tests; never deploy it", "fault", m)
+	}
 	if hb := cfg.HeartbeatInterval; hb > 0 && hb < MinHeartbeatInterval {
 		return nil, fmt.Errorf("heartbeat interval %s: want at least %s (0: the default, %s; negative: none)", hb, MinHeartbeatInterval, DefaultHeartbeatInterval)
 	}
@@ -728,6 +734,9 @@ func (r *Relay) ReloadCertificate() error { return r.certs.reload() }
 // Server is the relay core.
 func (r *Relay) Server() *Server { return r.srv }
 
+// errFaultExit is what Run returns in a FaultExit build.
+var errFaultExit = errors.New("fault build " + FaultExit + ": exiting right after the start")
+
 // Run starts a relay and serves until ctx ends, then stops gracefully: it
 // stops admitting, sends every session going-away (moqlite.CodeGoingAway)
 // within Config.ShutdownGrace, and closes. ready, if not nil, is called
@@ -750,6 +759,10 @@ func Run(ctx context.Context, cfg Config, ready func(*Relay)) error {
 	}
 	if !abort() { // ctx ended during the start
 		return r.Close()
+	}
+	if fault() == FaultExit {
+		r.Close()
+		return errFaultExit
 	}
 	if os.Getenv("GOGC") == "" {
 		debug.SetGCPercent(DefaultGCPercent)
