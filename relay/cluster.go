@@ -53,6 +53,12 @@ const (
 
 var errLinkClosed = errors.New("upstream link closed")
 
+// handOrderWait bounds how long a pulled group whose first frame came
+// waits for the group before it to be handed to the listeners first
+// (pullRemote): a group the upstream sent earlier whose first frame is
+// stuck holds the ones after it back no longer than this.
+const handOrderWait = 500 * time.Millisecond
+
 // upstreamLink is the shared client session towards the upstream relays.
 // The mutex guards its fields only and is never held across a dial: a dial
 // to a blackholed upstream takes upstreamDialWait, and /stats and the
@@ -448,8 +454,9 @@ func (s *Server) pullRemote(t *track, sess *client.Session) (ok bool, err error)
 	defer wg.Wait()
 	c := &s.counters
 	// Each group is handed to the track once the one before it was
-	// (handed: closed then), so that listeners get them in the order the
-	// upstream sent them, though each is read by a goroutine of its own.
+	// (handed: closed then), or handOrderWait after its first frame came,
+	// so that listeners get them in the order the upstream sent them,
+	// though each is read by a goroutine of its own.
 	handed := make(chan struct{})
 	close(handed)
 	for {
@@ -470,7 +477,15 @@ func (s *Server) pullRemote(t *track, sess *client.Session) (ok bool, err error)
 			afterPrev := func() {
 				select {
 				case <-prev:
+					return
+				default:
+				}
+				tm := time.NewTimer(handOrderWait)
+				defer tm.Stop()
+				select {
+				case <-prev:
 				case <-t.ctx.Done():
+				case <-tm.C: // the one before is stuck: not this one too
 				}
 			}
 			defer func() {
