@@ -18,7 +18,9 @@ const faultFlag = "-X github.com/relayfleet/relayfleet/relay.faultMode="
 // TestFaultBuilds links relay binaries as make build-faults does: with
 // the relayfault tag and -X faultMode=exit, serve exits 1 right after the
 // start and never tells systemd READY; a release build given the same -X
-// serves as ever (its fault mode is a constant) and sends READY.
+// serves as ever (its fault mode is a constant) and sends READY; relay
+// probe hears that release build as an origin, and nothing through a
+// noforward build as its edge (exit 1).
 func TestFaultBuilds(t *testing.T) {
 	testutil.Short(t, "make test-long (builds two relay binaries)")
 	dir := t.TempDir()
@@ -32,6 +34,7 @@ func TestFaultBuilds(t *testing.T) {
 	}
 	faulty := build("relay-exit", "-tags", "relayfault", "-ldflags", faultFlag+"exit")
 	release := build("relay-release", "-ldflags", faultFlag+"exit")
+	noforward := build("relay-noforward", "-tags", "relayfault", "-ldflags", faultFlag+"noforward")
 
 	// serve runs each with NOTIFY_SOCKET set, and reports whether READY
 	// came, and the exit status (-1: still running after 3 s, then
@@ -80,5 +83,33 @@ func TestFaultBuilds(t *testing.T) {
 	}
 	if ready, code, log := serve(release); code != -1 || !ready || strings.Contains(log, "FAULT") {
 		t.Errorf("release build with -X faultMode=exit: exit %d, READY %v; want it serving, READY sent:\n%s", code, ready, log)
+	}
+
+	// relay probe hears the release origin, and nothing through a
+	// noforward edge pulling from it.
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	start := func(bin string, args ...string) string {
+		addr := "127.0.0.1:" + testutil.FreePort(t)
+		cmd := exec.CommandContext(ctx, bin, append([]string{"serve", "--listen", addr, "--udp-buffer", "1MiB", "--shutdown-grace", "0s"}, args...)...)
+		out := &testutil.SyncBuffer{}
+		cmd.Stdout, cmd.Stderr = out, out
+		testutil.Start(t, filepath.Base(bin), cmd)
+		if !testutil.Poll(20*time.Second, func() bool { return strings.Contains(out.String(), "relay listening") }) {
+			t.Fatalf("%s did not start: %s", bin, out.String())
+		}
+		return "http://" + addr + "/"
+	}
+	origin := start(release, "--heartbeat-interval", "50ms")
+	edge := start(noforward, "--upstream", origin)
+	var out, errb strings.Builder
+	if code := run(ctx, []string{"probe", origin, "--window", "500ms"}, &out, &errb); code != 0 || !strings.Contains(out.String(), "groups in 500ms") {
+		t.Errorf("probe of the origin: exit %d: %s%s", code, out.String(), errb.String())
+	}
+	out.Reset()
+	errb.Reset()
+	if code := run(ctx, []string{"probe", edge, "--window", "500ms"}, &out, &errb); code != 1 || !strings.Contains(out.String(), ": 0 groups") ||
+		!strings.Contains(errb.String(), "no heartbeat group received") {
+		t.Errorf("probe through the noforward edge: exit %d, want 1: %s%s", code, out.String(), errb.String())
 	}
 }
