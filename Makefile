@@ -19,13 +19,28 @@ LDFLAGS := -X github.com/relayfleet/relayfleet/internal/version.stamp=$(VERSION)
 build: ## build bin/fleet and bin/relay, -trimpath, with the version from git describe stamped in
 	$(GO) build $(GOFLAGS) -trimpath -ldflags "$(LDFLAGS)" -o $(BIN)/ ./cmd/...
 
-test: ## unit tests with the race detector, plus the architecture rules; as root installs what they need (scripts/deps.sh test); with CI=true also builds the Pulumi CLI (make pulumi) and runs make test-long, and a skip fails
+test: ## unit tests with the race detector, plus the architecture rules and the bad builds' faults (-tags relayfault); as root installs what they need (scripts/deps.sh test); with CI=true also builds the Pulumi CLI (make pulumi) and runs make test-long, and a skip fails
 	scripts/deps.sh test
 	@if [ "$$CI" = true ]; then $(MAKE) --no-print-directory pulumi; fi
 	$(GO) test -race -short ./...
+	$(GO) test -race -short -tags relayfault -run 'Fault' ./relay/
 	$(GO) -C third_party/quic-go test -race -run TestRelayfleet . ./internal/ackhandler/
 	$(MAKE) --no-print-directory quic-go-test
 	@if [ "$$CI" = true ]; then $(MAKE) --no-print-directory test-long; fi
+
+.PHONY: build-faults
+
+# FAULTS are the bad relay builds' modes (relay/fault.go).
+FAULTS := exit noforward drop5
+
+build-faults: ## bad relay builds for the rollout gate's tests, one per fault: bin/faults/relay-exit (exits 1 before READY), relay-noforward (serves, forwards nothing), relay-drop5 (drops every 20th group); tag relayfault, never deployable
+	@mkdir -p $(BIN)/faults
+	@for m in $(FAULTS); do \
+		echo "$(GO) build ... -tags relayfault -o $(BIN)/faults/relay-$$m ./cmd/relay"; \
+		$(GO) build $(GOFLAGS) -trimpath -tags relayfault \
+			-ldflags "$(LDFLAGS) -X github.com/relayfleet/relayfleet/relay.faultMode=$$m" \
+			-o $(BIN)/faults/relay-$$m ./cmd/relay || exit 1; \
+	done
 
 .PHONY: quic-go-test build-stockquic
 
@@ -35,8 +50,8 @@ quic-go-test: ## quic-go's own tests and the patch's, -short, in the patched cop
 build-stockquic: ## build everything against the quic-go release instead of the patched copy (go.stock.mod, tag stockquic: the patch's features off)
 	$(GO) build -modfile=go.stock.mod -tags stockquic ./...
 
-test-long: ## the tests -short skips, except make test-hostile's and make test-listen's: the relay binary, the heavy mass-disconnect test, the tests that run the Pulumi CLI, SIGINT/SIGTERM to every long-running fleet command (a few minutes)
-	$(GO) test -race -count=1 -timeout 10m -run 'TestServePublishListen|TestRestartedProcessResetsAndSIGTERMSheds' ./cmd/relay/
+test-long: ## the tests -short skips, except make test-hostile's and make test-listen's: the relay binary (and its bad builds), the heavy mass-disconnect test, the tests that run the Pulumi CLI, SIGINT/SIGTERM to every long-running fleet command (a few minutes)
+	$(GO) test -race -count=1 -timeout 10m -run 'TestServePublishListen|TestRestartedProcessResetsAndSIGTERMSheds|TestFaultBuilds' ./cmd/relay/
 	$(GO) test -count=1 -timeout 10m -tags heavy -run TestMassDisconnect -v ./relay/
 	$(GO) test -race -count=1 -timeout 10m -run 'TestPulumiStore|TestBookInTheBackend|TestReadOutputsWithoutUp|TestConfigComesBackFromTheBackend|TestHostsStatusConvergeOnCloudStack|TestReadHostsWarns|TestDoomedListenersReadTheStack' ./infra/events/ ./infra/releases/ ./infra/program/ ./infra/fleethosts/ ./cmd/fleet/
 	$(GO) test -count=1 -timeout 10m -run TestSignalsEndCommands -v ./test/cli/

@@ -176,11 +176,17 @@ type Permissions struct {
 	subscribe []string
 }
 
-// CanPublish reports whether the session may publish broadcast path.
-func (p Permissions) CanPublish(path string) bool { return p.all || anyPrefix(p.publish, path) }
+// CanPublish reports whether the session may publish broadcast path;
+// nobody may under ReservedPrefix.
+func (p Permissions) CanPublish(path string) bool {
+	return !Reserved(path) && (p.all || anyPrefix(p.publish, path))
+}
 
-// CanSubscribe reports whether the session may subscribe to broadcast path.
-func (p Permissions) CanSubscribe(path string) bool { return p.all || anyPrefix(p.subscribe, path) }
+// CanSubscribe reports whether the session may subscribe to broadcast
+// path; everyone may to HeartbeatPath.
+func (p Permissions) CanSubscribe(path string) bool {
+	return p.all || path == HeartbeatPath || anyPrefix(p.subscribe, path)
+}
 
 // CanPublishAny reports whether the session may publish anything.
 func (p Permissions) CanPublishAny() bool { return p.all || len(p.publish) > 0 }
@@ -198,6 +204,8 @@ func anyPrefix(prefixes []string, path string) bool {
 // the public listen prefixes. Without a token a session gets the public
 // prefixes alone, or ErrUnauthorized when there are none; a token that is
 // present but does not verify is refused, never downgraded to public.
+// A session without a token whose root (u's path) is under ReservedPrefix
+// is admitted too, to subscribe to HeartbeatPath (CanSubscribe).
 func (a *Authenticator) Authorize(u *url.URL) (Permissions, error) {
 	if a == nil {
 		return Permissions{all: true}, nil
@@ -205,7 +213,7 @@ func (a *Authenticator) Authorize(u *url.URL) (Permissions, error) {
 	p := Permissions{subscribe: append([]string(nil), a.public...)}
 	tok := u.Query().Get("jwt")
 	if tok == "" {
-		if !u.Query().Has("jwt") && len(a.public) > 0 {
+		if !u.Query().Has("jwt") && (len(a.public) > 0 || Reserved(u.Path)) {
 			return p, nil
 		}
 		return Permissions{}, fmt.Errorf("%w: no token", ErrUnauthorized)

@@ -53,6 +53,12 @@ const (
 
 var errLinkClosed = errors.New("upstream link closed")
 
+// handOrderWait bounds how long a pulled group whose first frame came
+// waits for the group before it to be handed to the listeners first
+// (pullRemote): a group the upstream sent earlier whose first frame is
+// stuck holds the ones after it back no longer than this.
+const handOrderWait = 500 * time.Millisecond
+
 // upstreamLink is the shared client session towards the upstream relays.
 // The mutex guards its fields only and is never held across a dial: a dial
 // to a blackholed upstream takes upstreamDialWait, and /stats and the
@@ -379,6 +385,10 @@ func (s *Server) remoteBroadcastLocked(path string) *broadcast {
 
 // runRemote keeps t's upstream subscription alive until t ends.
 func (s *Server) runRemote(t *track) {
+	if fault() == FaultNoForward { // a bad build (fault.go): pulls nothing
+		<-t.ctx.Done()
+		return
+	}
 	log := s.logger.With("broadcast", t.b.path, "track", t.name)
 	delay := upstreamBackoffMin
 	everOK := false
@@ -443,6 +453,12 @@ func (s *Server) pullRemote(t *track, sess *client.Session) (ok bool, err error)
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	c := &s.counters
+	// Each group is handed to the track once the one before it was
+	// (handed: closed then), or handOrderWait after its first frame came,
+	// so that listeners get them in the order the upstream sent them,
+	// though each is read by a goroutine of its own.
+	handed := make(chan struct{})
+	close(handed)
 	for {
 		gr, err := s.nextUpstreamGroup(t, sub, sess)
 		if err != nil {
@@ -450,15 +466,33 @@ func (s *Server) pullRemote(t *track, sess *client.Session) (ok bool, err error)
 		}
 		c.groupsIn.Add(1)
 		g := newGroup(gr.Sequence)
+		prev, mine := handed, make(chan struct{})
+		handed = mine
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			stop := context.AfterFunc(t.ctx, gr.Abort)
 			defer stop()
 			started := false // as in readGroup: hand over with the first frame
+			afterPrev := func() {
+				select {
+				case <-prev:
+					return
+				default:
+				}
+				tm := time.NewTimer(handOrderWait)
+				defer tm.Stop()
+				select {
+				case <-prev:
+				case <-t.ctx.Done():
+				case <-tm.C: // the one before is stuck: not this one too
+				}
+			}
 			defer func() {
 				if !started {
+					afterPrev()
 					t.startGroup(g)
+					close(mine)
 				}
 				t.wakeAll()
 			}()
@@ -474,6 +508,12 @@ func (s *Server) pullRemote(t *track, sess *client.Session) (ok bool, err error)
 				if !g.append(frame) {
 					gr.Abort()
 					return
+				}
+				if !started {
+					afterPrev()
+					c.frameIn(t, g, len(frame), &started)
+					close(mine)
+					continue
 				}
 				c.frameIn(t, g, len(frame), &started)
 			}

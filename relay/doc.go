@@ -30,6 +30,13 @@
 // listeners stay connected; the upstream's announcements are mirrored to
 // local announce watchers (cluster.go).
 //
+// The fleet heartbeat (heartbeat.go): nobody publishes under
+// ReservedPrefix (".fleet/"); a relay without upstreams publishes
+// HeartbeatPath, a 16-byte group every Config.HeartbeatInterval, which an
+// edge pulls like any broadcast and anyone may subscribe to without a
+// token (package client's ProbeHeartbeat, `relay probe`). Bad builds for
+// tests (fault.go, tag relayfault) exit, forward nothing or drop groups.
+//
 // Memory budget (budget.go): the budget comes from Config.MemoryBudget or
 // the cgroup's memory limit (CgroupMemoryLimit); Run sets the Go soft
 // memory limit below it, admission control refuses new sessions above a

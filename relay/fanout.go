@@ -90,6 +90,9 @@ type track struct {
 	upstreamID uint64
 	ctx        context.Context // ends when the track ends
 	cancel     context.CancelFunc
+	// local: the relay makes the track itself (the heartbeat); it lives
+	// on without subscribers.
+	local bool
 
 	mu     sync.Mutex
 	subs   map[*subscriber]struct{}
@@ -128,6 +131,9 @@ func (t *track) removeSubscriber(sub *subscriber) bool {
 // startGroup records a group arriving from the publisher and hands it to
 // every subscriber.
 func (t *track) startGroup(g *group) {
+	if faultDrops(g.seq) { // a bad build (fault.go)
+		return
+	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.latest == nil || g.seq >= t.latest.seq {

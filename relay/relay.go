@@ -254,6 +254,23 @@ type Config struct {
 	// to move first (make-before-break). 0 means DefaultNoticeGrace;
 	// negative means no notice (sessions are closed at once).
 	NoticeGrace time.Duration
+	// HeartbeatInterval is how often a relay without Upstreams (an origin)
+	// publishes a group of the fleet heartbeat, HeartbeatPath
+	// (heartbeat.go); a relay with upstreams pulls it from them instead.
+	// 0 means DefaultHeartbeatInterval; negative means none. At least
+	// MinHeartbeatInterval.
+	HeartbeatInterval time.Duration
+}
+
+// heartbeatInterval resolves Config.HeartbeatInterval (0: none).
+func (cfg *Config) heartbeatInterval() time.Duration {
+	switch {
+	case cfg.HeartbeatInterval == 0:
+		return DefaultHeartbeatInterval
+	case cfg.HeartbeatInterval < 0:
+		return 0
+	}
+	return cfg.HeartbeatInterval
 }
 
 // maxPerAddress resolves Config.MaxSessionsPerAddress (0: no cap).
@@ -381,6 +398,15 @@ func Start(ctx context.Context, cfg Config) (*Relay, error) {
 	if cfg.ListenerAckThreshold < 0 || cfg.ListenerAckThreshold > MaxAckThreshold {
 		return nil, fmt.Errorf("listener ack threshold %d: want 0 (the default, %d) up to %d", cfg.ListenerAckThreshold, DefaultListenerAckThreshold, MaxAckThreshold)
 	}
+	if err := checkFault(); err != nil {
+		return nil, err
+	}
+	if m := fault(); m != "" {
+		logger.Warn("FAULT BUILD: this relay misbehaves on purpose, for tests; never deploy it", "fault", m)
+	}
+	if hb := cfg.HeartbeatInterval; hb > 0 && hb < MinHeartbeatInterval {
+		return nil, fmt.Errorf("heartbeat interval %s: want at least %s (0: the default, %s; negative: none)", hb, MinHeartbeatInterval, DefaultHeartbeatInterval)
+	}
 	for _, u := range cfg.Upstreams {
 		if err := CheckUpstream(u); err != nil {
 			return nil, err
@@ -416,6 +442,7 @@ func Start(ctx context.Context, cfg Config) (*Relay, error) {
 		srv: NewServer(ServerOptions{
 			Logger: logger, Auth: auth, Upstreams: cfg.Upstreams, MemoryBudget: budget,
 			MaxSessions: cfg.MaxSessions, MaxSessionsPerAddress: cfg.maxPerAddress(), ReapAfter: cfg.ReapAfter, MemoryUsage: cfg.MemoryUsage,
+			HeartbeatInterval: cfg.heartbeatInterval(),
 		}),
 		logger:   logger,
 		certs:    certs,
@@ -526,10 +553,14 @@ func Start(ctx context.Context, cfg Config) (*Relay, error) {
 		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelDebug),
 		BaseContext:       func(net.Listener) context.Context { return r.ctx },
 	}
-	r.wg.Add(6)
+	r.wg.Add(7)
 	go func() {
 		defer r.wg.Done()
 		certs.run(r.ctx)
+	}()
+	go func() {
+		defer r.wg.Done()
+		r.srv.RunHeartbeat(r.ctx)
 	}()
 	go func() {
 		defer r.wg.Done()
@@ -703,6 +734,9 @@ func (r *Relay) ReloadCertificate() error { return r.certs.reload() }
 // Server is the relay core.
 func (r *Relay) Server() *Server { return r.srv }
 
+// errFaultExit is what Run returns in a FaultExit build.
+var errFaultExit = errors.New("fault build " + FaultExit + ": exiting right after the start")
+
 // Run starts a relay and serves until ctx ends, then stops gracefully: it
 // stops admitting, sends every session going-away (moqlite.CodeGoingAway)
 // within Config.ShutdownGrace, and closes. ready, if not nil, is called
@@ -725,6 +759,10 @@ func Run(ctx context.Context, cfg Config, ready func(*Relay)) error {
 	}
 	if !abort() { // ctx ended during the start
 		return r.Close()
+	}
+	if fault() == FaultExit {
+		r.Close()
+		return errFaultExit
 	}
 	if os.Getenv("GOGC") == "" {
 		debug.SetGCPercent(DefaultGCPercent)

@@ -38,6 +38,7 @@ type ServeFlags struct {
 	MaxSessionsPerAddress                                       int // --max-sessions-per-address: 0 means no cap
 	PTOAckDelay, AckDelay, ListenerAckDelay                     time.Duration
 	ReapAfter, ShutdownGrace, NoticeGrace                       time.Duration
+	HeartbeatInterval                                           time.Duration // --heartbeat-interval: 0 means none
 	ShedRate                                                    float64
 	PTOWaitsForReads, SendQueue, Pprof                          bool
 }
@@ -95,7 +96,7 @@ func (f *ServeFlags) Config(stderr io.Writer) (Config, error) {
 		ShedRate: f.ShedRate, ShutdownGrace: f.ShutdownGrace, NoticeGrace: f.NoticeGrace, SendBatch: f.SendBatch,
 		AckDelay: f.AckDelay, AckThreshold: f.AckThreshold, PTOAckDelay: f.PTOAckDelay, PTOIgnoresReads: !f.PTOWaitsForReads, SendQueue: f.SendQueue,
 		ListenerAckDelay: f.ListenerAckDelay, ListenerAckThreshold: f.ListenerAckThreshold,
-		CertFile: f.CertFile, KeyFile: f.KeyFile,
+		CertFile: f.CertFile, KeyFile: f.KeyFile, HeartbeatInterval: f.HeartbeatInterval,
 	}
 	// Config: negative asks nothing, or means none; the flags' 0 does.
 	if f.ListenerAckDelay == 0 {
@@ -103,6 +104,12 @@ func (f *ServeFlags) Config(stderr io.Writer) (Config, error) {
 	}
 	if f.NoticeGrace == 0 {
 		cfg.NoticeGrace = -1
+	}
+	switch hb := f.HeartbeatInterval; {
+	case hb == 0:
+		cfg.HeartbeatInterval = -1
+	case hb < MinHeartbeatInterval:
+		return Config{}, cli.Usagef("--heartbeat-interval %s: want 0 (none) or at least %s", hb, MinHeartbeatInterval)
 	}
 	if f.ShutdownGrace == 0 {
 		cfg.ShutdownGrace = -1

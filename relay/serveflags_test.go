@@ -23,6 +23,7 @@ func serveDefaults() relay.ServeFlags {
 		ListenerAckDelay: relay.DefaultListenerAckDelay, ListenerAckThreshold: relay.DefaultListenerAckThreshold,
 		ReapAfter: relay.DefaultReapAfter, ShedRate: relay.DefaultShedRate, ShutdownGrace: relay.DefaultShutdownGrace,
 		NoticeGrace: relay.DefaultNoticeGrace, PTOWaitsForReads: true, MaxSessionsPerAddress: relay.DefaultMaxSessionsPerAddress,
+		HeartbeatInterval: relay.DefaultHeartbeatInterval,
 	}
 }
 
@@ -64,6 +65,7 @@ func TestServeFlagsConfigErrors(t *testing.T) {
 		{"udp-buffer 0", func(f *relay.ServeFlags) { f.UDPBuffer = "0" }, `--udp-buffer "0": want a positive number of bytes`, true},
 		{"memory-budget", func(f *relay.ServeFlags) { f.MemoryBudget = "-1" }, `--memory-budget "-1": want a positive number of bytes`, true},
 		{"log-level", func(f *relay.ServeFlags) { f.LogLevel = "loud" }, `flag --log-level: "loud" is not debug, info, warn or error`, true},
+		{"heartbeat-interval", func(f *relay.ServeFlags) { f.HeartbeatInterval = 500 * time.Microsecond }, "--heartbeat-interval 500µs: want 0 (none) or at least 1ms", true},
 		{"reset secret", func(f *relay.ServeFlags) { f.ResetSecretFile = filepath.Join(t.TempDir(), "none") }, "--stateless-reset-secret: ", true},
 		{"tls-key", func(f *relay.ServeFlags) { f.TLSKeyFile = notPEM }, "--tls-key: " + notPEM + `: no PEM block; want a PEM PKCS #8 "PRIVATE KEY"`, false},
 		{"acme-ca-root", func(f *relay.ServeFlags) { f.ACMEDomain, f.ACMECARoot = "a.b", notPEM }, "--acme-ca-root: " + notPEM + ": no PEM certificates in it", false},
@@ -81,14 +83,15 @@ func TestServeFlagsConfigErrors(t *testing.T) {
 	}
 }
 
-// TestServeFlagsConfig: the flags' values land in Config; their 0 graces
-// and listener ACK delay are Config's negative "none".
+// TestServeFlagsConfig: the flags' values land in Config; their 0 graces,
+// listener ACK delay and heartbeat interval are Config's negative "none".
 func TestServeFlagsConfig(t *testing.T) {
 	var log bytes.Buffer
 	f := serveDefaults()
 	f.Upstream = "http://127.0.0.1:1/,https://b.example:443/"
 	f.UDPBuffer, f.MemoryBudget, f.MaxListeners = "4MiB", "3GiB", 7
 	f.PTOWaitsForReads, f.ListenerAckDelay, f.NoticeGrace, f.ShutdownGrace, f.MaxSessionsPerAddress = false, 0, 0, 0, 0
+	f.HeartbeatInterval = 0
 	f.AuthKeyFile, f.PublicListen = writeTemp(t, "key", liveKey+"\n"), relay.PrefixList{"/open"}
 	cfg, err := f.Config(&log)
 	if err != nil {
@@ -96,7 +99,8 @@ func TestServeFlagsConfig(t *testing.T) {
 	}
 	if cfg.Listen != f.Listen || cfg.UDPBuffer != 4<<20 || cfg.MemoryBudget != 3<<30 || cfg.MaxSessions != 7 ||
 		len(cfg.Upstreams) != 2 || cfg.Upstreams[1] != "https://b.example:443/" || !cfg.PTOIgnoresReads ||
-		cfg.ListenerAckDelay != -1 || cfg.NoticeGrace != -1 || cfg.ShutdownGrace != -1 || cfg.MaxSessionsPerAddress != -1 || cfg.Auth == nil || cfg.TLSKey != nil || cfg.ACME != nil {
+		cfg.ListenerAckDelay != -1 || cfg.NoticeGrace != -1 || cfg.ShutdownGrace != -1 || cfg.MaxSessionsPerAddress != -1 || cfg.Auth == nil || cfg.TLSKey != nil || cfg.ACME != nil ||
+		cfg.HeartbeatInterval != -1 {
 		t.Errorf("Config: %+v", cfg)
 	}
 	cfg.Logger.Info("hello")
@@ -105,7 +109,8 @@ func TestServeFlagsConfig(t *testing.T) {
 	}
 	f = serveDefaults()
 	if cfg, err = f.Config(&log); err != nil || cfg.ListenerAckDelay != relay.DefaultListenerAckDelay || cfg.NoticeGrace != relay.DefaultNoticeGrace ||
-		cfg.PTOIgnoresReads || cfg.MemoryBudget != 0 || cfg.Auth != nil || cfg.MaxSessionsPerAddress != relay.DefaultMaxSessionsPerAddress {
+		cfg.PTOIgnoresReads || cfg.MemoryBudget != 0 || cfg.Auth != nil || cfg.MaxSessionsPerAddress != relay.DefaultMaxSessionsPerAddress ||
+		cfg.HeartbeatInterval != relay.DefaultHeartbeatInterval {
 		t.Errorf("defaults: %v %+v", err, cfg)
 	}
 }

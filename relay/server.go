@@ -74,7 +74,12 @@ type Server struct {
 	perAddress map[netip.Addr]int
 
 	link *upstreamLink // nil without upstreams
-	adm  *admission
+	// heartbeat is the fleet heartbeat's track (heartbeat.go), nil when
+	// the server publishes none; RunHeartbeat feeds it every
+	// heartbeatEvery.
+	heartbeat      *track
+	heartbeatEvery time.Duration
+	adm            *admission
 
 	counters counters
 	refused  refusals
@@ -148,6 +153,10 @@ type ServerOptions struct {
 	// MemoryUsage reports the memory in use; nil means the Go runtime's
 	// own count (what the soft memory limit governs).
 	MemoryUsage func() uint64
+	// HeartbeatInterval, when positive and without Upstreams, makes the
+	// server publish the fleet heartbeat (HeartbeatPath) once
+	// RunHeartbeat runs, a group every HeartbeatInterval; 0 means none.
+	HeartbeatInterval time.Duration
 }
 
 // NewServer returns a relay core with no sessions.
@@ -171,6 +180,8 @@ func NewServer(opts ServerOptions) *Server {
 	s.refused.logger = l
 	if len(opts.Upstreams) > 0 {
 		s.link = &upstreamLink{urls: append([]string(nil), opts.Upstreams...), logger: l, auth: opts.Auth}
+	} else if opts.HeartbeatInterval > 0 {
+		s.heartbeat, s.heartbeatEvery = newHeartbeat(), max(opts.HeartbeatInterval, MinHeartbeatInterval)
 	}
 	return s
 }

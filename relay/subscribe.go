@@ -88,6 +88,12 @@ func (sess *session) serveSubscribe(ctx context.Context, st transport.Stream, m 
 func (s *Server) attach(path, name string, priority uint8, sub *subscriber) (*track, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if hb := s.heartbeat; hb != nil && path == HeartbeatPath {
+		if name != HeartbeatTrack || !hb.addSubscriber(sub) {
+			return nil, errNotFound
+		}
+		return hb, nil
+	}
 	b := s.broadcasts[path]
 	if b == nil {
 		if s.link == nil {
@@ -134,7 +140,7 @@ func (s *Server) attach(path, name string, priority uint8, sub *subscriber) (*tr
 func (s *Server) detach(t *track, sub *subscriber) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if t.removeSubscriber(sub) {
+	if t.removeSubscriber(sub) && !t.local {
 		s.forgetTrackLocked(t)
 		t.cancel()
 	}

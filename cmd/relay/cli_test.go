@@ -55,8 +55,8 @@ func commandsOf(t *testing.T) []*cobra.Command {
 			out = append(out, c)
 		}
 	}
-	if len(out) != 8 {
-		t.Fatalf("%d commands besides version, want 8", len(out))
+	if len(out) != 9 {
+		t.Fatalf("%d commands besides version, want 9", len(out))
 	}
 	return out
 }

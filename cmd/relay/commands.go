@@ -2,8 +2,9 @@
 // runs the moq-lite relay (cluster-linked with --upstream, under a memory
 // budget), `relay router` hands new listeners the relay process with the
 // most headroom, `relay token` signs access tokens, `relay publish` and
-// `relay listen` are test clients, `relay loadgen` generates and measures
-// listener load, `relay keygen` and `relay pin` make a TLS key and print
+// `relay listen` are test clients, `relay probe` hears the fleet
+// heartbeat through one relay process, `relay loadgen` generates and
+// measures listener load, `relay keygen` and `relay pin` make a TLS key and print
 // its SPKI pin, and `relay version` prints the build's version. main
 // (main.go) only wires Execute to the process: signals, arguments, streams.
 package main
@@ -54,7 +55,7 @@ func newRoot(ios *cli.IOStreams) *cobra.Command {
 	root := cli.NewRoot("relay", "the relayfleet relay", version.String(), ios)
 	root.Long = rootLong
 	root.AddCommand(serveCmd(ios), routerCmd(ios), tokenCmd(ios), publishCmd(ios), listenCmd(ios),
-		loadgenCmd(ios), keygenCmd(ios), pinCmd(ios))
+		probeCmd(ios), loadgenCmd(ios), keygenCmd(ios), pinCmd(ios))
 	return root
 }
 
@@ -110,6 +111,8 @@ SIGHUP), self-signed certificates for a key (--tls-key), or certificates from an
 	cli.Ranged(fs, "shutdown-grace", cli.Durations(0, 10*time.Minute))
 	fs.DurationVar(&f.NoticeGrace, "notice-grace", relay.DefaultNoticeGrace, "POST /shed and a graceful stop (within half of --shutdown-grace) send each session a going-away notice datagram and serve it this long before closing it, so that clients move first; 0s closes at once")
 	cli.Ranged(fs, "notice-grace", cli.Durations(0, relay.MaxNoticeGrace))
+	fs.DurationVar(&f.HeartbeatInterval, "heartbeat-interval", relay.DefaultHeartbeatInterval, "without --upstream, publish the fleet heartbeat (.fleet/heartbeat, for relay probe) a group this often; 0 publishes none (with --upstream it is pulled from the upstream)")
+	cli.Ranged(fs, "heartbeat-interval", cli.Durations(0, time.Minute))
 	fs.StringVar(&f.Upstream, "upstream", "", "comma-separated relay URLs to pull broadcasts from that are not published here; URL#spki=HEX pins the origin's key (needed for an http:// origin not on loopback)")
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error { return f.Run(cmd.Context(), ios.ErrOut) }
 	return cmd
@@ -211,6 +214,32 @@ or at the relay a router hands out (and, when it goes silent, another), and chec
 		if len(args) > 0 {
 			f.URL = args[0]
 		}
+		return f.Run(cmd.Context(), ios.Out, ios.ErrOut)
+	}
+	return cmd
+}
+
+// probeCmd is relay probe: the fleet heartbeat, heard through one relay
+// process.
+func probeCmd(ios *cli.IOStreams) *cobra.Command {
+	var f client.ProbeFlags
+	cmd := &cobra.Command{Use: "probe URL", Short: "hear the fleet heartbeat through one relay process and report it",
+		Args: func(_ *cobra.Command, args []string) error { _, err := client.CheckURLArg(args); return err },
+		Long: `relay probe URL subscribes to the fleet heartbeat (.fleet/heartbeat, no token needed) at the relay
+process at URL for --window and prints one line (--json: an object): groups received, time to the
+first, lost, largest and 99th percentile gap, duplicates and reordered. Through an edge the heartbeat
+comes from its origin, so hearing it shows the process forwards. Exits 1 when no group came.`}
+	fs := cmd.Flags()
+	fs.DurationVar(&f.Window, "window", client.DefaultProbeWindow, "how long to receive")
+	cli.Ranged(fs, "window", cli.Durations(10*time.Millisecond, time.Hour))
+	fs.BoolVar(&f.JSON, "json", false, "print the result as JSON")
+	fs.StringVar(&f.CertSHA256, "cert-sha256", "", "SHA-256 (hex) the relay's certificate must have, known from a trusted channel (checked instead of the CAs; nothing is fetched)")
+	fs.StringVar(&f.CAFile, "ca", "", "PEM file with the CA certificates that verify an https:// relay (default: the system's)")
+	fs.StringVar(&f.Transport, "transport", client.TransportQUIC, "quic, websocket or webtransport")
+	fs.BoolVar(&f.TrustHTTPHash, "trust-http-hash", false, trustHTTPHashHelp)
+	fs.StringVar(&f.TokenFile, "token-file", "", tokenFileHelp+" (the heartbeat needs none)")
+	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+		f.URL = args[0]
 		return f.Run(cmd.Context(), ios.Out, ios.ErrOut)
 	}
 	return cmd
