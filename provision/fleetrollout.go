@@ -59,6 +59,13 @@ type FleetRollout struct {
 	// than the rest of the fleet, which fails the rollout like a failed
 	// process.
 	Bake func(ctx context.Context, t Target, inst string) error
+	// Probe, when set, is the Gate and (with its BakeFor) the Bake where
+	// those are unset: the fleet heartbeat through each restarted
+	// process. Its Log is the rollout's and its Baseline a process of the
+	// targets on the old build. When no process of the fleet hears the
+	// heartbeat before anything moves (an origin that publishes none),
+	// the rollout says so and goes on without it.
+	Probe *ServiceProbe
 	// Releases is where the boxes keep their releases (zero: the default
 	// root).
 	Releases Releases
@@ -185,6 +192,7 @@ func (f *FleetRollout) Run(ctx context.Context, targets []Target) (*FleetRollout
 	if err != nil {
 		return nil, err
 	}
+	f.useProbe(ctx, targets)
 	hc := f.HTTP
 	if hc == nil {
 		hc = &http.Client{Timeout: 5 * time.Second}
@@ -445,5 +453,35 @@ func ListenersReturn(ctx context.Context, targets []Target, want int64, frac flo
 		if err := ctxtime.Sleep(ctx, poll); err != nil {
 			return err
 		}
+	}
+}
+
+// useProbe makes Probe the Gate and Bake, once a process of the targets
+// was heard on the heartbeat.
+func (f *FleetRollout) useProbe(ctx context.Context, targets []Target) {
+	if f.Probe == nil {
+		return
+	}
+	sp := *f.Probe
+	if sp.Log == nil {
+		sp.Log = f.logf
+	}
+	if sp.Baseline == nil {
+		sp.Baseline = OldBuildBaseline(ctx, targets)
+	}
+	if len(targets) > 0 {
+		if bt, inst, ok := sp.Baseline(targets[0], ""); ok {
+			res, err := sp.Hear(ctx, bt, inst, 2*time.Second)
+			if err != nil || res.Groups == 0 {
+				f.logf("warning: no fleet heartbeat through %s %s (%v, %d groups): its origin publishes none (a relay build older than the heartbeat?); this rollout is judged on /healthz and listeners alone", bt.Host, inst, err, res.Groups)
+				return
+			}
+		}
+	}
+	if f.Gate == nil {
+		f.Gate = sp.Gate
+	}
+	if f.Bake == nil && sp.BakeFor > 0 {
+		f.Bake = sp.Bake
 	}
 }

@@ -16,7 +16,8 @@ import (
 func rolloutCommand(ios *cli.IOStreams) *cobra.Command {
 	var hf hostFlags
 	var binaryPath string
-	fr := provision.FleetRollout{RebalanceTolerance: provision.DefaultRebalanceTolerance}
+	var dryRun bool
+	fr := provision.FleetRollout{RebalanceTolerance: provision.DefaultRebalanceTolerance, Probe: &provision.ServiceProbe{}}
 	cmd := &cobra.Command{
 		Use:   "rollout",
 		Short: "roll a new relay build through the steady boxes, one process at a time, rolling back on failure",
@@ -35,11 +36,12 @@ func rolloutCommand(ios *cli.IOStreams) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return f.Rollout(cmd.Context(), ios.Out, fr, binaryPath)
+			return f.Rollout(cmd.Context(), ios.Out, fr, binaryPath, dryRun)
 		},
 	}
 	fs := cmd.Flags()
 	fs.StringVar(&binaryPath, "relay-binary", "", "the new relay build (required); recorded as the fleet's release once every process runs it")
+	fs.BoolVar(&dryRun, "dry-run", false, "print the plan (each box's processes, from and to, the canary) and change nothing")
 	addRolloutFlags(fs, &hf, &fr)
 	return cmd
 }
@@ -48,7 +50,7 @@ func rolloutCommand(ios *cli.IOStreams) *cobra.Command {
 func rollbackCommand(ios *cli.IOStreams) *cobra.Command {
 	var hf hostFlags
 	var to string
-	fr := provision.FleetRollout{RebalanceTolerance: provision.DefaultRebalanceTolerance}
+	fr := provision.FleetRollout{RebalanceTolerance: provision.DefaultRebalanceTolerance, Probe: &provision.ServiceProbe{}}
 	cmd := &cobra.Command{
 		Use:   "rollback",
 		Short: "roll the steady boxes back to the fleet's previous release (its build from the backend), as a rollout does",
@@ -92,6 +94,10 @@ func releasesCommand(ios *cli.IOStreams) *cobra.Command {
 // addRolloutFlags declares the flags fleet rollout and rollback share.
 func addRolloutFlags(fs *pflag.FlagSet, hf *hostFlags, fr *provision.FleetRollout) {
 	hf.add(fs)
+	fs.DurationVar(&fr.Probe.Window, "gate-window", 3*time.Second, "each restarted process must pass on 80% of the fleet heartbeat's groups through it for this long before it is undrained")
+	cli.Ranged(fs, "gate-window", cli.Durations(time.Second, 5*time.Minute))
+	fs.DurationVar(&fr.Probe.BakeFor, "canary-bake", 2*time.Minute, "how long the first process on the new build is heard beside one on the old build before any other moves (0: no bake)")
+	cli.Ranged(fs, "canary-bake", cli.Durations(0, 24*time.Hour))
 	fs.IntVar(&fr.Boxes, "boxes", 1, "boxes rolled at once (each rolls one process at a time)")
 	cli.Ranged(fs, "boxes", cli.Ints(1, 1000))
 	fs.DurationVar(&fr.ListenerWait, "listener-wait", 30*time.Second, "how long listeners get to come back after each restart (90% of the box's)")

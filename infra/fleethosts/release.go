@@ -17,11 +17,11 @@ import (
 )
 
 // Rollout is fleet rollout: the build at binaryPath rolled over the
-// steady hosts (fr, provision.RunRollout, reporting on w), kept in the
-// backend first, and recorded as the fleet's release once every process
+// steady hosts (fr, provision.RunRollout, reporting on w; with dryRun
+// only its plan printed), kept in the backend first, and recorded as the fleet's release once every process
 // runs it; a rollout that failed and rolled back is recorded as a failed
 // attempt, with why, and the fleet's release stays.
-func (f *Fleet) Rollout(ctx context.Context, w io.Writer, fr provision.FleetRollout, binaryPath string) error {
+func (f *Fleet) Rollout(ctx context.Context, w io.Writer, fr provision.FleetRollout, binaryPath string, dryRun bool) error {
 	path, data, err := provision.ReadRelay(binaryPath)
 	if err != nil {
 		return err
@@ -31,6 +31,15 @@ func (f *Fleet) Rollout(ctx context.Context, w io.Writer, fr provision.FleetRoll
 		return err
 	}
 	defer cleanup()
+	if dryRun {
+		fr.Binary = data
+		plan, err := fr.Plan(ctx, targets)
+		if err != nil {
+			return err
+		}
+		provision.WritePlan(w, plan)
+		return nil
+	}
 	store, err := f.Stack.Releases(ctx)
 	if err != nil {
 		return err
@@ -74,12 +83,10 @@ func (f *Fleet) Rollback(ctx context.Context, w io.Writer, fr provision.FleetRol
 	if err != nil {
 		return err
 	}
-	data, err := store.Blobs.Bytes(ctx, target.Digest)
-	if err != nil {
-		return err
-	}
 	fmt.Fprintf(w, "rollback: from %s to %s\n", describe(h, h.Current()), describe(h, target.Digest))
-	fr.Binary = data
+	// Boxes keep their last releases: only one that lacks it gets the
+	// build, from the backend.
+	fr.Binary, fr.Digest, fr.Fetch = nil, target.Digest, store.Blobs.Bytes
 	return rollTo(ctx, w, targets, store, f.Stack.RefreshState, fr, target.Digest, target.Version, releases.HowRollback)
 }
 

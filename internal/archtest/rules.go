@@ -33,13 +33,14 @@ var relayForbidden = []string{
 }
 
 // RelayShared are the relay packages the fleet side may import too: the
-// relay's wire types, the one way to measure a relay process, and the
-// load generator. Like all of relay/ they import nothing else of the
+// relay's wire types, the one way to measure a relay process, the
+// load generator, and the client (the rollout's heartbeat probe). Like all of relay/ they import nothing else of the
 // module, so importing them pulls no operator tooling into the relay.
 var RelayShared = []string{
 	Module + "/relay/wire",
 	Module + "/relay/procstat",
 	Module + "/relay/loadgen",
+	Module + "/relay/client",
 }
 
 // layer orders the module's top-level folders: a package may import only

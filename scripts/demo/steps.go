@@ -428,7 +428,7 @@ func (d *demo) eventDown(ctx context.Context) error {
 func (d *demo) rollout(ctx context.Context) error {
 	d.mark("rollout")
 	_, err := d.sh(ctx, -1, d.fleetBin(), append([]string{"rollout", "--inventory", d.path("demo.yaml"), "--lab-dir", labDir,
-		"--relay-binary", d.path("relay-v2"), "--listener-wait", "45s"}, d.keyArgs()...)...)
+		"--relay-binary", d.path("relay-v2"), "--listener-wait", "45s", "--canary-bake", "15s"}, d.keyArgs()...)...)
 	if err != nil {
 		return err
 	}

@@ -526,7 +526,7 @@ steady:
 			time.Sleep(300 * time.Millisecond)
 		}
 	}()
-	ro := fleet(append([]string{"rollout", "--relay-binary", e.relayV2, "--router", routerURL, "--router-poll", "200ms", "--listener-wait", "45s"}, hostFlags...)...)
+	ro := fleet(append([]string{"rollout", "--relay-binary", e.relayV2, "--router", routerURL, "--router-poll", "200ms", "--listener-wait", "45s", "--canary-bake", "10s"}, hostFlags...)...)
 	stopWatch()
 	<-watched
 	if ro.code != 0 {
@@ -586,8 +586,16 @@ steady:
 	if r := fleet("preview", "--inventory", inv, "--relay-binary", e.relayV1); r.code != 2 || !strings.Contains(lastLine(r.out), "fleet rollout") {
 		t.Errorf("preview with the old build by hand: exit %d, %q; want exit 2 and a line pointing to fleet rollout", r.code, lastLine(r.out))
 	}
+	// Another machine: its own state dir, the backend and the passphrase
+	// shared (as a team shares them).
 	backend := "file://" + filepath.Join(state, "backend")
-	elsewhere := must(fleetIn(filepath.Join(work, "state-elsewhere"), "releases", "--inventory", inv, "--backend", backend), "releases from another state dir")
+	other := filepath.Join(work, "state-elsewhere")
+	pass, err := os.ReadFile(filepath.Join(state, "passphrase"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	testutil.WriteFile(t, filepath.Join(other, "passphrase"), pass, 0o600)
+	elsewhere := must(fleetIn(other, "releases", "--inventory", inv, "--backend", backend), "releases from another state dir")
 	if !releaseListed(elsewhere.out, e.digestV2, true) || !releaseListed(elsewhere.out, e.digestV1, false) {
 		t.Errorf("fleet releases from another state dir on the same backend does not show %s as the release and %s before it:\n%s", text.ShortSHA(e.digestV2), text.ShortSHA(e.digestV1), elsewhere.out)
 	}
@@ -705,7 +713,7 @@ events:
 	// 7. fleet rollback: the steady boxes back on the first build, its
 	// bytes from the backend; fleet releases lists both with the
 	// processes on each.
-	rb := must(fleet(append([]string{"rollback", "--router", routerURL, "--router-poll", "200ms", "--listener-wait", "45s"}, hostFlags...)...), "rollback")
+	rb := must(fleet(append([]string{"rollback", "--router", routerURL, "--router-poll", "200ms", "--listener-wait", "45s", "--canary-bake", "5s"}, hostFlags...)...), "rollback")
 	steadyProcs := 0
 	for _, b := range statusJSON() {
 		for _, p := range b.Processes {

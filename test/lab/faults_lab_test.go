@@ -747,7 +747,7 @@ func (f *faultFleet) testRollout(t *testing.T) {
 	attached := time.Now()
 	time.Sleep(2 * time.Second) // paces the run: listeners served before the rollout
 	_, perBefore := sessionsOf(f.snapshot())
-	args := []string{"rollout", "--inventory", f.inv, "--lab-dir", faultLabDir, "--state-dir", f.stateDir, "--relay-binary", v2, "--listener-wait", "45s"}
+	args := []string{"rollout", "--inventory", f.inv, "--lab-dir", faultLabDir, "--state-dir", f.stateDir, "--relay-binary", v2, "--listener-wait", "45s", "--canary-bake", "10s"}
 	// A make-before-break rollout asks the router when it stops routing
 	// to a draining process.
 	if help, _, _ := fleet(t, "rollout", "-h"); strings.Contains(help, "-router-poll") {

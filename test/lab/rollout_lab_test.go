@@ -168,7 +168,7 @@ steady:
 	// run). It returns the rollout's output.
 	rolloutCut := func(v string, sig syscall.Signal, kill bool) string {
 		t.Helper()
-		p := testutil.Start(t, "rollout-"+v, exec.Command(fleetBin, append([]string{"rollout"}, lf.args("--relay-binary", builds[v],
+		p := testutil.Start(t, "rollout-"+v, exec.Command(fleetBin, append([]string{"rollout"}, lf.args("--relay-binary", builds[v], "--canary-bake", "0s",
 			"--router-poll", "3s", "--rebalance=false")...)...)) // no router: each drained process waits 6 s before its shed
 		deadline := time.Now().Add(3 * time.Minute)
 		for {
@@ -201,7 +201,7 @@ steady:
 	}
 	rollout := func(v string) string {
 		t.Helper()
-		out, errOut, code := fleet(t, append([]string{"rollout"}, lf.args("--relay-binary", builds[v], "--router-poll", "500ms", "--rebalance=false")...)...)
+		out, errOut, code := fleet(t, append([]string{"rollout"}, lf.args("--relay-binary", builds[v], "--canary-bake", "0s", "--router-poll", "500ms", "--rebalance=false")...)...)
 		t.Logf("fleet rollout %s: exit %d\n%s%s", v, code, out, errOut)
 		if code != 0 {
 			t.Fatalf("re-run of the rollout to %s: exit %d", v, code)
@@ -260,7 +260,7 @@ steady:
 	// rollout that completed) back on every process, the one the cut
 	// moved to v4 included; v4 given by hand is refused.
 	rolloutCut("v4", syscall.SIGINT, true)
-	out, errOut, code := fleet(t, append([]string{"converge"}, lf.args("--relay-binary", builds["v4"])...)...)
+	_, errOut, code := fleet(t, append([]string{"converge"}, lf.args("--relay-binary", builds["v4"])...)...)
 	if code != 2 || !strings.Contains(errOut, "fleet rollout") {
 		t.Errorf("converge to the cut rollout's build by hand: exit %d, %q; want 2, pointing to fleet rollout", code, errOut)
 	}

@@ -1,0 +1,197 @@
+package provision
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/relayfleet/relayfleet/internal/text"
+	"github.com/relayfleet/relayfleet/relay/client"
+	"github.com/relayfleet/relayfleet/relay/wire"
+)
+
+// ServiceProbe judges a relay process by what a listener gets through it:
+// the fleet's heartbeat broadcast (a small group every 120 ms that every
+// origin publishes under a reserved path), received through the process
+// from this machine over the relay's own port, its certificate pinned by
+// the hash the process reports on the box (read over SSH). A process
+// that answers /healthz but pulls nothing from its origin hears nothing.
+//
+// Gate and Bake are a FleetRollout's: Gate after each restart, before the
+// undrain; Bake on the rollout's first process, against a process still
+// on the old build heard at the same time.
+type ServiceProbe struct {
+	// Window is how long Gate listens (0: 3s); MinShare the share of the
+	// beats due it must hear (0: 0.8).
+	Window   time.Duration
+	MinShare float64
+	// BakeFor is how long Bake listens (0: no bake).
+	BakeFor time.Duration
+	// Baseline is the process Bake compares the canary with: one still
+	// on the old build (Baseline picks one when nil).
+	Baseline func(t Target, inst string) (Target, string, bool)
+	// Log gets one line per judgement (nil: none).
+	Log func(format string, args ...any)
+	// probe replaces client.ProbeHeartbeat in tests.
+	probe func(ctx context.Context, o client.ProbeOptions) (client.ProbeResult, error)
+}
+
+func (s ServiceProbe) logf(format string, args ...any) {
+	if s.Log != nil {
+		s.Log(format, args...)
+	}
+}
+
+// Hear probes the heartbeat through inst on t's box for window.
+func (s ServiceProbe) Hear(ctx context.Context, t Target, inst string, window time.Duration) (client.ProbeResult, error) {
+	port, err := InstancePort(inst)
+	if err != nil {
+		return client.ProbeResult{}, err
+	}
+	out, err := t.Run.Run(ctx, onBox(inst, "GET", "/stats", `sed '1,/^\r$/d'`), nil)
+	if err != nil {
+		return client.ProbeResult{}, fmt.Errorf("%s /stats: %w", inst, err)
+	}
+	doc, err := wire.ParseStats(out)
+	if err != nil || doc.CertificateSHA256 == "" {
+		return client.ProbeResult{}, fmt.Errorf("%s /stats: no certificate hash to pin (%v)", inst, err)
+	}
+	host, _, err := net.SplitHostPort(t.Host.Addr())
+	if err != nil {
+		host = t.Host.Addr()
+	}
+	probe := s.probe
+	if probe == nil {
+		probe = client.ProbeHeartbeat
+	}
+	return probe(ctx, client.ProbeOptions{
+		URL:    "https://" + net.JoinHostPort(host, strconv.Itoa(port)) + "/",
+		Window: window,
+		Dial:   client.Options{CertificateHash: doc.CertificateSHA256},
+	})
+}
+
+// due is how many heartbeat groups a window holds.
+func due(window time.Duration) int {
+	return int(window / client.DefaultHeartbeatInterval)
+}
+
+// Gate is FleetRollout.Gate: the process must pass on at least MinShare
+// of the heartbeat groups due in Window, the first of them within it.
+func (s ServiceProbe) Gate(ctx context.Context, t Target, inst string) error {
+	window := s.Window
+	if window <= 0 {
+		window = 3 * time.Second
+	}
+	share := s.MinShare
+	if share <= 0 {
+		share = 0.8
+	}
+	res, err := s.Hear(ctx, t, inst, window)
+	if err != nil {
+		return &CheckError{Check: "heartbeat gate", Figure: err.Error(), err: err}
+	}
+	want := int(float64(due(window)) * share)
+	s.logf("%s: %s heartbeat gate: %d groups in %v (want %d), first after %v, lost %d", t.Host, inst, res.Groups, window, want, res.FirstGroup.Round(time.Millisecond), res.Lost)
+	if res.Groups < want {
+		return &CheckError{Check: "heartbeat gate", Figure: fmt.Sprintf("%d heartbeat groups in %v through it, want at least %d", res.Groups, window, want)}
+	}
+	return nil
+}
+
+// Bake is FleetRollout.Bake: for BakeFor the canary and a process still
+// on the old build are heard at once; the canary fails when it loses
+// more groups (beyond 1% of those due, and at least 2), hears none, has
+// a p99 gap more than 250 ms above the other's, or its unit restarted.
+func (s ServiceProbe) Bake(ctx context.Context, t Target, inst string) error {
+	if s.BakeFor <= 0 {
+		return nil
+	}
+	pick := s.Baseline
+	if pick == nil {
+		pick = func(Target, string) (Target, string, bool) { return Target{}, "", false }
+	}
+	bt, binst, hasBase := pick(t, inst)
+	restartsBefore := unitRestarts(ctx, t.Run, inst)
+	s.logf("%s: %s bakes for %v beside %s", t.Host, inst, s.BakeFor, baseName(bt, binst, hasBase))
+	var canary, base client.ProbeResult
+	var cerr, berr error
+	var wg sync.WaitGroup
+	wg.Go(func() { canary, cerr = s.Hear(ctx, t, inst, s.BakeFor) })
+	if hasBase {
+		wg.Go(func() { base, berr = s.Hear(ctx, bt, binst, s.BakeFor) })
+	}
+	wg.Wait()
+	if cerr != nil {
+		return &CheckError{Check: "canary bake", Figure: cerr.Error(), err: cerr}
+	}
+	if berr != nil {
+		s.logf("%s: the baseline %s could not be heard (%v): the canary is judged alone", bt.Host, binst, berr)
+		hasBase = false
+	}
+	n := due(s.BakeFor)
+	allowed := max(2, n/100)
+	figure := fmt.Sprintf("%d of %d heartbeat groups lost, p99 gap %v", canary.Lost, n, canary.P99Gap.Round(time.Millisecond))
+	if hasBase {
+		allowed += base.Lost
+		figure += fmt.Sprintf(" (a process on the old build: %d lost, p99 gap %v)", base.Lost, base.P99Gap.Round(time.Millisecond))
+	}
+	s.logf("%s: %s bake: %s", t.Host, inst, figure)
+	switch {
+	case canary.Groups == 0:
+		return &CheckError{Check: "canary bake", Figure: fmt.Sprintf("no heartbeat group in %v", s.BakeFor)}
+	case canary.Lost > allowed:
+		return &CheckError{Check: "canary bake", Figure: figure + fmt.Sprintf(", want at most %d lost", allowed)}
+	case hasBase && canary.P99Gap > base.P99Gap+250*time.Millisecond:
+		return &CheckError{Check: "canary bake", Figure: figure + ", want a p99 gap within 250ms of the old build's"}
+	}
+	if after := unitRestarts(ctx, t.Run, inst); after > restartsBefore {
+		return &CheckError{Check: "canary bake", Figure: fmt.Sprintf("the unit restarted %s during the bake", text.Plural(after-restartsBefore, "time", "times"))}
+	}
+	return nil
+}
+
+func baseName(t Target, inst string, ok bool) string {
+	if !ok {
+		return "no process on the old build (judged alone)"
+	}
+	return t.Host.String() + " " + inst + " (old build)"
+}
+
+// unitRestarts is systemd's NRestarts of the unit (-1 when unread).
+func unitRestarts(ctx context.Context, run Runner, unit string) int {
+	out, err := run.Run(ctx, "systemctl show -p NRestarts --value "+text.ShellQuote(unit), nil)
+	if err != nil {
+		return -1
+	}
+	n, err := strconv.Atoi(strings.TrimSpace(string(out)))
+	if err != nil {
+		return -1
+	}
+	return n
+}
+
+// OldBuildBaseline picks, for a canary, another relay process of the
+// fleet that is not on the new release: the next instance on the canary's
+// box, else the first of another box.
+func OldBuildBaseline(ctx context.Context, targets []Target) func(t Target, inst string) (Target, string, bool) {
+	return func(t Target, inst string) (Target, string, bool) {
+		for _, o := range append([]Target{t}, targets...) {
+			insts, err := ActiveInstances(ctx, o.Run)
+			if err != nil {
+				continue
+			}
+			for _, i := range insts {
+				if o.Host.String() == t.Host.String() && i == inst {
+					continue
+				}
+				return o, i, true
+			}
+		}
+		return Target{}, "", false
+	}
+}

@@ -1,0 +1,88 @@
+package provision
+
+import (
+	"context"
+	"errors"
+	"io"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/relayfleet/relayfleet/relay/client"
+)
+
+// statsBox answers /stats with a certificate hash and NRestarts with n.
+type statsBox struct{ restarts *int }
+
+func (b statsBox) Run(_ context.Context, cmd string, _ io.Reader) ([]byte, error) {
+	if strings.Contains(cmd, "NRestarts") {
+		return []byte(strconv.Itoa(*b.restarts) + "\n"), nil
+	}
+	if strings.Contains(cmd, "/stats") {
+		return []byte(`{"certificate_sha256":"` + strings.Repeat("ab", 32) + `"}`), nil
+	}
+	return nil, errors.New("unexpected command " + cmd)
+}
+
+// TestServiceProbeGate: a process that passes on the heartbeat passes; one
+// that hears nothing (a build that pulls nothing from its origin) fails
+// with the figure; the probe dials the box's address and the port of the
+// instance, pinned by the hash the box reported.
+func TestServiceProbeGate(t *testing.T) {
+	n := 0
+	target := Target{Host: Host{Name: "b1", Address: "10.0.0.2:22"}, Run: statsBox{restarts: &n}}
+	var dialed client.ProbeOptions
+	groups := 25
+	s := ServiceProbe{probe: func(_ context.Context, o client.ProbeOptions) (client.ProbeResult, error) {
+		dialed = o
+		return client.ProbeResult{Groups: groups}, nil
+	}}
+	if err := s.Gate(context.Background(), target, "relay@4444.service"); err != nil {
+		t.Fatalf("a process passing on the heartbeat: %v", err)
+	}
+	if dialed.URL != "https://10.0.0.2:4444/" || dialed.Dial.CertificateHash != strings.Repeat("ab", 32) || dialed.Window != 3*time.Second {
+		t.Errorf("probe dialed %+v", dialed)
+	}
+	groups = 0
+	err := s.Gate(context.Background(), target, "relay@4444.service")
+	var ce *CheckError
+	if !errors.As(err, &ce) || ce.Check != "heartbeat gate" || !strings.Contains(ce.Figure, "0 heartbeat groups in 3s through it, want at least 20") {
+		t.Fatalf("a silent process: %v, want a heartbeat gate failure with the figure", err)
+	}
+}
+
+// TestServiceProbeBake: the canary is judged against a process on the old
+// build heard at the same time: as good passes, 5% more groups lost
+// fails, a restart during the bake fails.
+func TestServiceProbeBake(t *testing.T) {
+	n := 0
+	canary := Target{Host: Host{Name: "b1", Address: "10.0.0.2:22"}, Run: statsBox{restarts: &n}}
+	old := Target{Host: Host{Name: "b2", Address: "10.0.0.3:22"}, Run: statsBox{restarts: new(int)}}
+	lost := map[string]int{}
+	s := ServiceProbe{BakeFor: 24 * time.Second,
+		Baseline: func(Target, string) (Target, string, bool) { return old, "relay@4443.service", true },
+		probe: func(_ context.Context, o client.ProbeOptions) (client.ProbeResult, error) {
+			return client.ProbeResult{Groups: 200 - lost[o.URL], Lost: lost[o.URL]}, nil
+		}}
+	ctx := context.Background()
+	lost["https://10.0.0.3:4443/"] = 1
+	if err := s.Bake(ctx, canary, "relay@4443.service"); err != nil {
+		t.Fatalf("a canary as good as the old build: %v", err)
+	}
+	lost["https://10.0.0.2:4443/"] = 10 // 5% of 200
+	err := s.Bake(ctx, canary, "relay@4443.service")
+	if err == nil || !strings.Contains(err.Error(), "canary bake failed") || !strings.Contains(err.Error(), "10 of 200 heartbeat groups lost") || !strings.Contains(err.Error(), "old build: 1 lost") {
+		t.Fatalf("a canary dropping 5%%: %v", err)
+	}
+	lost["https://10.0.0.2:4443/"] = 0
+	s.probe = func(_ context.Context, o client.ProbeOptions) (client.ProbeResult, error) {
+		if strings.Contains(o.URL, "10.0.0.2") {
+			n++ // the canary's unit restarted meanwhile
+		}
+		return client.ProbeResult{Groups: 200}, nil
+	}
+	if err := s.Bake(ctx, canary, "relay@4443.service"); err == nil || !strings.Contains(err.Error(), "restarted 1 time") {
+		t.Fatalf("a canary that restarted during its bake: %v", err)
+	}
+}
