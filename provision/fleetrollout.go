@@ -390,6 +390,10 @@ func (f *FleetRollout) box(ctx context.Context, hc *http.Client, t Target, fleet
 	}
 	b.passed = func(ctx context.Context, inst string) error { return bake(ctx, host, inst) }
 	_, err = b.roll(ctx, to, fetch, insts)
+	var ce *CheckError
+	if errors.As(err, &ce) && ce.Host == "" {
+		ce.Host = host // a start check names the instance only
+	}
 	return b, err
 }
 

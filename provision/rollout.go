@@ -321,11 +321,19 @@ func (b *boxRoll) step(ctx context.Context, inst string, forward bool) (stage, e
 }
 
 func restartChecked(ctx context.Context, run Runner, inst string, health Health) error {
+	// A build that exits before systemd's READY fails the restart
+	// itself, or leaves the unit failed: the start check.
 	if _, err := run.Run(ctx, "systemctl restart "+text.ShellQuote(inst), nil); err != nil {
-		return fmt.Errorf("restart %s: %w", inst, err)
+		if ctx.Err() != nil {
+			return fmt.Errorf("restart %s: %w", inst, err)
+		}
+		return &CheckError{Check: "start", Instance: inst, Figure: "systemctl restart failed: " + text.OneLine(err), err: err}
 	}
 	if err := waitActive(ctx, run, inst, 20*time.Second); err != nil {
-		return err
+		if ctx.Err() != nil {
+			return err
+		}
+		return &CheckError{Check: "start", Instance: inst, Figure: err.Error(), err: err}
 	}
 	var err error
 	for range healthTries { // READY came first; give the HTTP side a moment

@@ -594,6 +594,9 @@ steady:
 	if err != nil {
 		t.Fatal(err)
 	}
+	if err := os.MkdirAll(other, 0o700); err != nil {
+		t.Fatal(err)
+	}
 	testutil.WriteFile(t, filepath.Join(other, "passphrase"), pass, 0o600)
 	elsewhere := must(fleetIn(other, "releases", "--inventory", inv, "--backend", backend), "releases from another state dir")
 	if !releaseListed(elsewhere.out, e.digestV2, true) || !releaseListed(elsewhere.out, e.digestV1, false) {

@@ -31,6 +31,7 @@ import (
 
 	"github.com/relayfleet/relayfleet/infra/lab"
 	"github.com/relayfleet/relayfleet/internal/testutil"
+	"github.com/relayfleet/relayfleet/provision"
 	"github.com/relayfleet/relayfleet/test/systest"
 )
 
@@ -351,6 +352,7 @@ type loadgenResult struct {
 	Listeners      int     `json:"listeners"`
 	Connected      int     `json:"connected"`
 	Failed         int     `json:"failed"`
+	ListenersLost  int     `json:"listeners_lost"`
 	FramesReceived int64   `json:"frames_received"`
 	FramesLost     int64   `json:"frames_lost"`
 	Reconnects     int64   `json:"reconnects"`
@@ -714,7 +716,90 @@ func TestFaults(t *testing.T) {
 		})
 	})
 
+	t.Run("bad builds", func(t *testing.T) { f.testBadBuilds(t) })
 	t.Run("rollout", func(t *testing.T) { f.testRollout(t) })
+}
+
+// badBuild is a relay build that fails in one way (tag relayfault) and
+// the check a rollout must stop it at.
+type badBuild struct {
+	mode, check, figure string
+}
+
+// badBuilds are the three the rollout gate must stop on the first process:
+// one that exits at start, one that serves /healthz and /stats but
+// forwards no audio, one that drops 5% of the groups.
+var badBuilds = []badBuild{
+	{"exit", "start failed", "failed"},
+	{"noforward", "gate failed", "heartbeat groups in"},
+	{"drop5", "bake failed", "heartbeat groups lost"},
+}
+
+// testBadBuilds rolls each bad build out under 200 listeners through the
+// router: each is rolled back on its first process, the rollout exits
+// non-zero and its last line names the failed check and its figure, the
+// fleet stays on its release, and no listener is lost (longest gap at
+// most 1 s).
+func (f *faultFleet) testBadBuilds(t *testing.T) {
+	const listeners = 200
+	dir := filepath.Join(f.dir, "faults")
+	build := exec.Command("make", "-C", "../..", "build-faults", "BIN="+dir)
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("make build-faults: %v\n%s", err, out)
+	}
+	f.waitIdle(t)
+	runs := func() map[string]string {
+		t.Helper()
+		out, _, code := fleet(t, "status", "--json", "--inventory", f.inv, "--lab-dir", faultLabDir, "--state-dir", f.stateDir)
+		var st struct {
+			Boxes []provision.BoxReport `json:"boxes"`
+		}
+		if err := json.Unmarshal([]byte(out), &st); err != nil || code != 0 {
+			t.Fatalf("fleet status --json: exit %d, %v", code, err)
+		}
+		m := map[string]string{}
+		for _, b := range st.Boxes {
+			for _, p := range b.Processes {
+				m[b.Host+" "+p.Unit] = p.Release
+			}
+		}
+		return m
+	}
+	before := runs()
+	g := f.startLoadgen(t, "bad-builds", listeners, 60)
+	if _, err := f.waitFleet(90*time.Second, func(s []procSnap) bool { n, _ := sessionsOf(s); return n >= listeners }); err != nil {
+		g.stop(t)
+		t.Fatalf("listeners attaching: %v", err)
+	}
+	for _, b := range badBuilds {
+		args := []string{"rollout", "--inventory", f.inv, "--lab-dir", faultLabDir, "--state-dir", f.stateDir,
+			"--relay-binary", filepath.Join(dir, "relay-"+b.mode), "--listener-wait", "45s", "--canary-bake", "20s",
+			"--router", f.routerURL, "--router-poll", faultRouterPoll.String(), "--rebalance=false"}
+		start := time.Now()
+		out, errOut, code := fleet(t, args...)
+		last := systest.LastLine(errOut)
+		t.Logf("fleet rollout of the %s build (%.1fs): exit %d\n%s%s", b.mode, time.Since(start).Seconds(), code, tail(out, 25), errOut)
+		fmt.Printf("FAULT bad-build %s: rollout exit %d after %.1fs; last line: %s\n", b.mode, code, time.Since(start).Seconds(), last)
+		if code == 0 || !strings.Contains(last, b.check) || !strings.Contains(last, b.figure) || !strings.Contains(last, "rolled back") {
+			t.Errorf("the %s build: exit %d, last line %q; want non-zero, naming %q with its figure (%q) and the rollback", b.mode, code, last, b.check, b.figure)
+		}
+		if after := runs(); fmt.Sprint(after) != fmt.Sprint(before) {
+			t.Errorf("after the %s build's rollout the processes run %v, want the release they ran before: %v", b.mode, after, before)
+		}
+	}
+	r := g.stop(t)
+	t.Logf("bad builds: loadgen %s", r.summary())
+	var gap float64 = -1
+	if r.GapMs != nil {
+		gap = r.GapMs.Max
+	}
+	fmt.Printf("FAULT bad-builds: listeners=%d listeners_lost=%d gap_max_ms=%.0f (bound 1000) frames_lost=%d %s\n", listeners, r.ListenersLost, gap, r.FramesLost, r.summary())
+	if r.ListenersLost != 0 || r.Connected < listeners {
+		t.Errorf("bad builds: %d listeners lost, %d of %d connected at the end", r.ListenersLost, r.Connected, listeners)
+	}
+	if gap < 0 || gap > 1000 {
+		t.Errorf("bad builds: longest gap %.0f ms, want at most 1000", gap)
+	}
 }
 
 // testRollout rolls the fleet to a new build under 240 listeners.
