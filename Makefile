@@ -105,7 +105,7 @@ lab-test: pulumi ## lab boxes (root, systemd-container, debootstrap): SSH, Memor
 
 .PHONY: lab-faults
 
-lab-faults: pulumi ## fault tests on two lab boxes under listeners through the router (root; 2 to 7 minutes): kill -9, OOM kill, SIGSTOP, fleet rollout; prints one FAULT line each
+lab-faults: pulumi ## fault tests on two lab boxes under listeners through the router (root; 4 to 10 minutes): kill -9, OOM kill, SIGSTOP, three bad builds (make build-faults) stopped by the rollout gate, fleet rollout; prints one FAULT line each
 	$(GO) test -tags lab -count=1 -timeout 20m -v -run TestFaults ./test/lab/
 
 lab-monitor: pulumi ## Debian's prometheus scrapes a lab box through fleet monitor's files; a relay forced into drops fires the alert; bin/monitor-dashboard.svg (root, prometheus; a few minutes)

@@ -742,8 +742,9 @@ var badBuilds = []badBuild{
 // most 1 s).
 func (f *faultFleet) testBadBuilds(t *testing.T) {
 	const listeners = 200
+	// make build-faults puts them in BIN/faults.
 	dir := filepath.Join(f.dir, "faults")
-	build := exec.Command("make", "-C", "../..", "build-faults", "BIN="+dir)
+	build := exec.Command("make", "-C", "../..", "build-faults", "BIN="+f.dir)
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("make build-faults: %v\n%s", err, out)
 	}
