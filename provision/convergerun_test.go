@@ -73,7 +73,7 @@ func TestRunStatusUnreadBoxes(t *testing.T) {
 	}
 	for _, asJSON := range []bool{false, true} {
 		var out bytes.Buffer
-		err := RunStatus(context.Background(), &out, targets, asJSON)
+		err := RunStatus(context.Background(), &out, targets, asJSON, 0)
 		var ee *cli.ExitError
 		if !errors.As(err, &ee) || ee.Code != ExitHostsFailed || ee.Msg != "2 of 2 boxes could not be read" {
 			t.Errorf("json=%v: err %#v; want exit %d, 2 of 2 boxes could not be read", asJSON, err, ExitHostsFailed)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"sync"
+	"time"
 
 	"github.com/relayfleet/relayfleet/internal/cli"
 	"github.com/relayfleet/relayfleet/internal/text"
@@ -99,13 +100,48 @@ func TallyResults(rs []HostResult) Tally {
 	return t
 }
 
+// ProbeHeartbeats listens to the fleet heartbeat through every active
+// process of the statuses for window (ServiceProbe.Hear), at most 64 at
+// once, and records what each heard. statuses are targets' (FleetStatus).
+func ProbeHeartbeats(ctx context.Context, targets []Target, statuses []HostStatus, window time.Duration) {
+	sem := make(chan struct{}, 64)
+	var wg sync.WaitGroup
+	for i, t := range targets {
+		if statuses[i].Err != nil {
+			continue
+		}
+		for j := range statuses[i].Processes {
+			p := &statuses[i].Processes[j]
+			if p.Active != "active" {
+				continue
+			}
+			wg.Go(func() {
+				sem <- struct{}{}
+				defer func() { <-sem }()
+				res, err := ServiceProbe{}.Hear(ctx, t, p.Unit, window)
+				hb := &Heartbeat{Groups: res.Groups, Due: due(window)}
+				if err != nil {
+					hb.Error = text.OneLine(err)
+				}
+				p.Heartbeat = hb
+			})
+		}
+	}
+	wg.Wait()
+}
+
 // RunStatus is fleet status over targets: it reads each one's status
-// (FleetStatus against the relay sysctl profile) and writes the boxes on
-// w, as indented JSON ({"boxes": [...]}) when asJSON, else as
-// WriteStatusText. When a box could not be read its error is a
-// cli.ExitError with ExitHostsFailed.
-func RunStatus(ctx context.Context, w io.Writer, targets []Target, asJSON bool) error {
-	boxes, failed := StatusReports(FleetStatus(ctx, targets, sysctl.Relay()))
+// (FleetStatus against the relay sysctl profile), with heartbeat > 0
+// listens to the fleet heartbeat through every process for that long
+// (ProbeHeartbeats), and writes the boxes on w, as indented JSON
+// ({"boxes": [...]}) when asJSON, else as WriteStatusText. When a box
+// could not be read its error is a cli.ExitError with ExitHostsFailed.
+func RunStatus(ctx context.Context, w io.Writer, targets []Target, asJSON bool, heartbeat time.Duration) error {
+	statuses := FleetStatus(ctx, targets, sysctl.Relay())
+	if heartbeat > 0 {
+		ProbeHeartbeats(ctx, targets, statuses, heartbeat)
+	}
+	boxes, failed := StatusReports(statuses)
 	if asJSON {
 		enc := json.NewEncoder(w)
 		enc.SetIndent("", "  ")

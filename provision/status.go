@@ -40,6 +40,22 @@ type ProcessStatus struct {
 	// rollout was cut off); fleet converge or a re-run of the rollout
 	// moves it.
 	Stale bool `json:"stale"`
+	// Heartbeat is what a probe through the process heard of the fleet
+	// heartbeat (ProbeHeartbeats); nil when not probed.
+	Heartbeat *Heartbeat `json:"heartbeat,omitempty"`
+}
+
+// Heartbeat is one probe of the fleet heartbeat through a process: the
+// groups heard of those due in the window, or why it could not listen.
+type Heartbeat struct {
+	Groups int    `json:"groups"`
+	Due    int    `json:"due"`
+	Error  string `json:"error,omitempty"`
+}
+
+// Passes says the process passed on most (80%) of the groups due.
+func (h *Heartbeat) Passes() bool {
+	return h != nil && h.Error == "" && float64(h.Groups) >= 0.8*float64(h.Due)
 }
 
 // BoxStatus is one box's relays, release and sysctl drift.

@@ -39,7 +39,32 @@ func WriteStatusText(stdout io.Writer, boxes []BoxReport) error {
 		}
 		fmt.Fprintln(tw, strings.Join(cols, "\t"))
 	}
-	row("DROPS", "BOX", "PROCESS", "STATE", "LISTENERS", "HEADROOM", "MEMORY / CEILING", "RESTARTS", "RUNS")
+	probed := false
+	for _, b := range boxes {
+		for _, p := range b.Processes {
+			probed = probed || p.Heartbeat != nil
+		}
+	}
+	heartbeat := func(cols []string, p ProcessStatus) []string {
+		if !probed {
+			return cols
+		}
+		switch h := p.Heartbeat; {
+		case h == nil:
+			return append(cols, "-")
+		case h.Error != "":
+			return append(cols, "unheard")
+		case !h.Passes():
+			return append(cols, fmt.Sprintf("%d/%d SILENT", h.Groups, h.Due))
+		default:
+			return append(cols, fmt.Sprintf("%d/%d", h.Groups, h.Due))
+		}
+	}
+	head := []string{"BOX", "PROCESS", "STATE", "LISTENERS", "HEADROOM", "MEMORY / CEILING", "RESTARTS", "RUNS"}
+	if probed {
+		head = append(head, "HEARTBEAT")
+	}
+	row("DROPS", head...)
 	for _, b := range boxes {
 		for _, p := range b.Processes {
 			state := p.Active
@@ -51,8 +76,8 @@ func WriteStatusText(stdout io.Writer, boxes []BoxReport) error {
 			case !p.Admitting:
 				state += ", refusing listeners"
 			}
-			row(fmt.Sprint(p.Drops), b.Host, p.Unit, state, fmt.Sprint(p.Listeners), fmt.Sprint(p.Headroom),
-				inventories.Bytes(p.MemoryCur).IEC()+" / "+inventories.Bytes(p.MemoryMax).IEC(), fmt.Sprint(p.Restarts), runsColumn(p))
+			row(fmt.Sprint(p.Drops), heartbeat([]string{b.Host, p.Unit, state, fmt.Sprint(p.Listeners), fmt.Sprint(p.Headroom),
+				inventories.Bytes(p.MemoryCur).IEC() + " / " + inventories.Bytes(p.MemoryMax).IEC(), fmt.Sprint(p.Restarts), runsColumn(p)}, p)...)
 		}
 	}
 	if err := tw.Flush(); err != nil {
@@ -71,7 +96,7 @@ func WriteStatusText(stdout io.Writer, boxes []BoxReport) error {
 		if len(b.SysctlRefused) > 0 {
 			drift += fmt.Sprintf(" (%s refused by this kernel, as inside a container)", text.Plural(len(b.SysctlRefused), "key", "keys"))
 		}
-		fmt.Fprintf(stdout, "%s: release %s, %s, %s%s\n", b.Host, text.ShortSHA(b.Release), text.Plural(len(b.Processes), "process", "processes"), drift, leftBehind(b.BoxStatus))
+		fmt.Fprintf(stdout, "%s: release %s, %s, %s%s%s\n", b.Host, text.ShortSHA(b.Release), text.Plural(len(b.Processes), "process", "processes"), drift, leftBehind(b.BoxStatus), silent(b.BoxStatus))
 	}
 	return nil
 }
@@ -96,6 +121,21 @@ func leftBehind(b BoxStatus) string {
 		return ""
 	}
 	return fmt.Sprintf("; %s not on the current release, %d draining (fleet converge or a re-run of fleet rollout finishes it)", text.Plural(stale, "process", "processes"), draining)
+}
+
+// silent says how many probed processes passed too little of the fleet
+// heartbeat on: they answer /stats but would serve listeners silence.
+func silent(b BoxStatus) string {
+	n := 0
+	for _, p := range b.Processes {
+		if p.Heartbeat != nil && !p.Heartbeat.Passes() {
+			n++
+		}
+	}
+	if n == 0 {
+		return ""
+	}
+	return fmt.Sprintf("; %s not passing the fleet heartbeat on (no audio from the origin through it)", text.Plural(n, "process", "processes"))
 }
 
 // StatusReports are fleet status's boxes for statuses, with how many

@@ -80,3 +80,41 @@ func TestStatusShowsProcessesLeftBehind(t *testing.T) {
 		t.Errorf("JSON lacks the process's release and stale: %s", data)
 	}
 }
+
+// TestStatusShowsTheHeartbeat: probed processes get a HEARTBEAT column,
+// one passing too little on is SILENT (a build that forwards nothing
+// answers /stats as well as any), and the box's line counts them; JSON
+// carries the figures. Unprobed, the column is not there.
+func TestStatusShowsTheHeartbeat(t *testing.T) {
+	cur := strings.Repeat("a", 64)
+	boxes := []provision.BoxReport{{Host: "box-1", BoxStatus: provision.BoxStatus{Release: cur, Processes: []provision.ProcessStatus{
+		{Unit: "relay@4443.service", Active: "active", Admitting: true, Release: cur, Heartbeat: &provision.Heartbeat{Groups: 8, Due: 8}},
+		{Unit: "relay@4444.service", Active: "active", Admitting: true, Release: cur, Heartbeat: &provision.Heartbeat{Groups: 0, Due: 8}},
+		{Unit: "relay@4445.service", Active: "active", Admitting: true, Release: cur, Heartbeat: &provision.Heartbeat{Due: 8, Error: "no certificate hash"}},
+	}}}}
+	var b strings.Builder
+	if err := provision.WriteStatusText(&b, boxes); err != nil {
+		t.Fatal(err)
+	}
+	out := b.String()
+	lines := strings.Split(out, "\n")
+	if !strings.Contains(lines[0], "RUNS          HEARTBEAT") || !strings.Contains(lines[1], " 8/8 ") ||
+		!strings.Contains(lines[2], " 0/8 SILENT ") || !strings.Contains(lines[3], " unheard ") {
+		t.Errorf("want a HEARTBEAT column, the silent process marked:\n%s", out)
+	}
+	if !strings.Contains(out, "box-1: release aaaaaaaaaaaa, 3 processes, no sysctl drift; 2 processes not passing the fleet heartbeat on") {
+		t.Errorf("box line does not count the silent processes:\n%s", out)
+	}
+	data, _ := json.Marshal(boxes[0])
+	if !strings.Contains(string(data), `"heartbeat":{"groups":0,"due":8}`) {
+		t.Errorf("JSON lacks the heartbeat: %s", data)
+	}
+	for i := range boxes[0].Processes {
+		boxes[0].Processes[i].Heartbeat = nil
+	}
+	b.Reset()
+	provision.WriteStatusText(&b, boxes)
+	if strings.Contains(b.String(), "HEARTBEAT") || strings.Contains(b.String(), "heartbeat") {
+		t.Errorf("unprobed, the heartbeat shows:\n%s", b.String())
+	}
+}

@@ -109,15 +109,16 @@ func (f *Fleet) Converge(ctx context.Context, w io.Writer, o provision.Options, 
 	return provision.RunConverge(ctx, w, targets, o, asJSON)
 }
 
-// Status is fleet status: every host of the stacks read over SSH
-// (provision.RunStatus, reporting on w).
-func (f *Fleet) Status(ctx context.Context, w io.Writer, asJSON bool) error {
+// Status is fleet status: every host of the stacks read over SSH, and
+// with heartbeat > 0 the fleet heartbeat heard through every process for
+// that long (provision.RunStatus, reporting on w).
+func (f *Fleet) Status(ctx context.Context, w io.Writer, asJSON bool, heartbeat time.Duration) error {
 	targets, cleanup, err := f.AllTargets(ctx)
 	if err != nil {
 		return err
 	}
 	defer cleanup()
-	return provision.RunStatus(ctx, w, targets, asJSON)
+	return provision.RunStatus(ctx, w, targets, asJSON, heartbeat)
 }
 
 // List is fleet hosts: the stacks' hosts as a table on w (WriteText), or
