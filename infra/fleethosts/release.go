@@ -145,11 +145,17 @@ func rollTo(ctx context.Context, w io.Writer, targets []provision.Target, store 
 		}
 		return err
 	}
-	h, err := store.Record(rctx, sha, version, how)
-	if err != nil {
-		return fmt.Errorf("every process runs %s, but recording it as the fleet's release failed (run the same command again to record it): %w", text.ShortSHA(sha), err)
+	if cur, err := store.Book.Load(rctx); err == nil && cur.Current() == sha {
+		// A re-run (or one that finished a cut-off rollout): the release
+		// is recorded already.
+		fmt.Fprintf(w, "every process runs %s, the fleet's release already\n", text.ShortSHA(sha))
+	} else {
+		h, err := store.Record(rctx, sha, version, how)
+		if err != nil {
+			return fmt.Errorf("every process runs %s, but recording it as the fleet's release failed (run the same command again to record it): %w", text.ShortSHA(sha), err)
+		}
+		fmt.Fprintf(w, "the fleet's release is now %s (%s), recorded in the backend; before it: %s\n", text.ShortSHA(sha), how, describe(h, h.Releases[0].Previous))
 	}
-	fmt.Fprintf(w, "the fleet's release is now %s (%s), recorded in the backend; before it: %s\n", text.ShortSHA(sha), how, describe(h, h.Releases[0].Previous))
 	// The stack's Hosts learn the release their boxes run (Host.Read), so
 	// that an up without refresh plans no update either.
 	if err := refresh(rctx); err != nil {
