@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/relayfleet/relayfleet/internal/text"
+	"github.com/relayfleet/relayfleet/inventories"
 	"github.com/relayfleet/relayfleet/relay/client"
 	"github.com/relayfleet/relayfleet/relay/wire"
 )
@@ -117,6 +118,11 @@ func (s ServiceProbe) Bake(ctx context.Context, t Target, inst string) error {
 	}
 	bt, binst, hasBase := pick(t, inst)
 	restartsBefore := unitRestarts(ctx, t.Run, inst)
+	memBefore := unitMemory(ctx, t.Run, inst)
+	var baseMemBefore int64 = -1
+	if hasBase {
+		baseMemBefore = unitMemory(ctx, bt.Run, binst)
+	}
 	s.logf("%s: %s bakes for %v beside %s", t.Host, inst, s.BakeFor, baseName(bt, binst, hasBase))
 	var canary, base client.ProbeResult
 	var cerr, berr error
@@ -152,7 +158,38 @@ func (s ServiceProbe) Bake(ctx context.Context, t Target, inst string) error {
 	if after := unitRestarts(ctx, t.Run, inst); after > restartsBefore {
 		return &CheckError{Check: "canary bake", Figure: fmt.Sprintf("the unit restarted %s during the bake", text.Plural(after-restartsBefore, "time", "times"))}
 	}
+	// Memory: a canary that grows far beyond the old build over the same
+	// time (a leak) fails; growth with its listeners is fine.
+	if memBefore >= 0 {
+		grew := unitMemory(ctx, t.Run, inst) - memBefore
+		var baseGrew int64
+		if hasBase && baseMemBefore >= 0 {
+			baseGrew = max(0, unitMemory(ctx, bt.Run, binst)-baseMemBefore)
+		}
+		s.logf("%s: %s bake: memory grew %s (the old build's: %s)", t.Host, inst, inventories.Bytes(max(0, grew)).IEC(), inventories.Bytes(baseGrew).IEC())
+		if grew > baseGrew+LeakAllowance && grew > 2*baseGrew {
+			return &CheckError{Check: "canary bake", Figure: fmt.Sprintf("memory grew %s in %v, the old build's %s: want at most %s more", inventories.Bytes(grew).IEC(), s.BakeFor, inventories.Bytes(baseGrew).IEC(), inventories.Bytes(LeakAllowance).IEC())}
+		}
+	}
 	return nil
+}
+
+// LeakAllowance is how much more than a process on the old build a
+// baking canary may grow (cgroup MemoryCurrent) before it counts as a
+// leak.
+const LeakAllowance = 64 << 20
+
+// unitMemory is systemd's MemoryCurrent of the unit (-1 when unread).
+func unitMemory(ctx context.Context, run Runner, unit string) int64 {
+	out, err := run.Run(ctx, "systemctl show -p MemoryCurrent --value "+text.ShellQuote(unit), nil)
+	if err != nil {
+		return -1
+	}
+	n, err := strconv.ParseInt(strings.TrimSpace(string(out)), 10, 64)
+	if err != nil {
+		return -1
+	}
+	return n
 }
 
 func baseName(t Target, inst string, ok bool) string {

@@ -12,10 +12,21 @@ import (
 	"github.com/relayfleet/relayfleet/relay/client"
 )
 
-// statsBox answers /stats with a certificate hash and NRestarts with n.
-type statsBox struct{ restarts *int }
+// statsBox answers /stats with a certificate hash, NRestarts with
+// *restarts and MemoryCurrent with *memory (0 when nil).
+type statsBox struct {
+	restarts *int
+	memory   *int64
+}
 
 func (b statsBox) Run(_ context.Context, cmd string, _ io.Reader) ([]byte, error) {
+	if strings.Contains(cmd, "MemoryCurrent") {
+		var m int64
+		if b.memory != nil {
+			m = *b.memory
+		}
+		return []byte(strconv.FormatInt(m, 10) + "\n"), nil
+	}
 	if strings.Contains(cmd, "NRestarts") {
 		return []byte(strconv.Itoa(*b.restarts) + "\n"), nil
 	}
@@ -84,5 +95,34 @@ func TestServiceProbeBake(t *testing.T) {
 	}
 	if err := s.Bake(ctx, canary, "relay@4443.service"); err == nil || !strings.Contains(err.Error(), "restarted 1 time") {
 		t.Fatalf("a canary that restarted during its bake: %v", err)
+	}
+}
+
+// TestServiceProbeBakeMemory: a canary that grows far more than the old
+// build over the bake (a leak) fails with both figures; growing like it
+// passes.
+func TestServiceProbeBakeMemory(t *testing.T) {
+	var mem, baseMem int64 = 100 << 20, 100 << 20
+	canary := Target{Host: Host{Name: "b1", Address: "10.0.0.2:22"}, Run: statsBox{restarts: new(int), memory: &mem}}
+	old := Target{Host: Host{Name: "b2", Address: "10.0.0.3:22"}, Run: statsBox{restarts: new(int), memory: &baseMem}}
+	grow := int64(0)
+	s := ServiceProbe{BakeFor: 24 * time.Second,
+		Baseline: func(Target, string) (Target, string, bool) { return old, "relay@4443.service", true },
+		probe: func(_ context.Context, o client.ProbeOptions) (client.ProbeResult, error) {
+			if strings.Contains(o.URL, "10.0.0.2") {
+				mem += grow
+			} else {
+				baseMem += 10 << 20
+			}
+			return client.ProbeResult{Groups: 200}, nil
+		}}
+	grow = 20 << 20
+	if err := s.Bake(context.Background(), canary, "relay@4443.service"); err != nil {
+		t.Fatalf("a canary growing about as the old build: %v", err)
+	}
+	grow = 200 << 20
+	err := s.Bake(context.Background(), canary, "relay@4443.service")
+	if err == nil || !strings.Contains(err.Error(), "memory grew 200 MiB") || !strings.Contains(err.Error(), "the old build's 10 MiB") {
+		t.Fatalf("a leaking canary: %v", err)
 	}
 }
