@@ -53,6 +53,7 @@ build-stockquic: ## build everything against the quic-go release instead of the 
 test-long: ## the tests -short skips, except make test-hostile's and make test-listen's: the relay binary (and its bad builds), the heavy mass-disconnect test, the tests that run the Pulumi CLI, SIGINT/SIGTERM to every long-running fleet command (a few minutes)
 	$(GO) test -race -count=1 -timeout 10m -run 'TestServePublishListen|TestRestartedProcessResetsAndSIGTERMSheds|TestFaultBuilds' ./cmd/relay/
 	$(GO) test -count=1 -timeout 10m -tags heavy -run TestMassDisconnect -v ./relay/
+	$(GO) test -count=1 -timeout 10m -run TestLossRecoveryWithPTOAllowance -v ./relay/loadgen/
 	$(GO) test -race -count=1 -timeout 10m -run 'TestPulumiStore|TestBookInTheBackend|TestReadOutputsWithoutUp|TestConfigComesBackFromTheBackend|TestHostsStatusConvergeOnCloudStack|TestReadHostsWarns|TestDoomedListenersReadTheStack' ./infra/events/ ./infra/releases/ ./infra/program/ ./infra/fleethosts/ ./cmd/fleet/
 	$(GO) test -count=1 -timeout 10m -run TestSignalsEndCommands -v ./test/cli/
 

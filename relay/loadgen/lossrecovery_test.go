@@ -44,6 +44,12 @@ import (
 // measures what that costs a dropped frame, bounded by the next frame
 // as the allowance is.
 func TestLossRecoveryWithPTOAllowance(t *testing.T) {
+	// It compares the latest a dropped frame came between runs: under
+	// the race detector beside other packages' tests, the machine's own
+	// stalls reach those figures (a CI run saw 160 ms with the defaults
+	// against 172 ms with the allowance). make test-long runs it alone,
+	// without the race detector.
+	testutil.Short(t, "make test-long (a timing comparison: alone, without -race)")
 	const (
 		frameTime = 120 * time.Millisecond
 		frameSize = 300
