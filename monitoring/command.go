@@ -35,6 +35,8 @@ type CommandOptions struct {
 	// StateDir holds the stacks ("": program.DefaultStateDir).
 	StateDir string
 	Routers  []string
+	// Prober is --prober, a relay prober's HOST:PORT ("": none).
+	Prober string
 	// ScrapeInterval and EvaluationInterval are whole milliseconds (0:
 	// 15s); their ranges are the flags' to check.
 	ScrapeInterval, EvaluationInterval time.Duration
@@ -62,7 +64,12 @@ func WriteDir(ctx context.Context, w io.Writer, co CommandOptions) error {
 	if _, err := RouterTargets(co.Routers); err != nil {
 		return cli.Usagef("flag --router: %v", err)
 	}
-	o := Options{StateDir: co.StateDir, Routers: co.Routers, ScrapeInterval: co.ScrapeInterval, EvaluationInterval: co.EvaluationInterval}
+	if co.Prober != "" {
+		if _, err := RouterTargets([]string{co.Prober}); err != nil {
+			return cli.Usagef("flag --prober: %v", err)
+		}
+	}
+	o := Options{StateDir: co.StateDir, Routers: co.Routers, Prober: co.Prober, ScrapeInterval: co.ScrapeInterval, EvaluationInterval: co.EvaluationInterval}
 	var err error
 	if o.StateDir == "" {
 		if o.StateDir, err = program.DefaultStateDir(); err != nil {

@@ -18,6 +18,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/relayfleet/relayfleet/relay"
+	"github.com/relayfleet/relayfleet/relay/client"
 	"github.com/relayfleet/relayfleet/relay/router"
 )
 
@@ -112,6 +113,20 @@ func exported(t *testing.T) map[string]bool {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The relay prober's, asked to hear this relay (an origin: it
+	// publishes the heartbeat itself).
+	prober := httptest.NewServer(&client.Prober{})
+	defer prober.Close()
+	presp, err := http.Get(prober.URL + "/probe?window=300ms&target=" + r.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	pbody, _ := io.ReadAll(presp.Body)
+	presp.Body.Close()
+	if !strings.Contains(string(pbody), "relayfleet_heartbeat_groups ") {
+		t.Fatalf("the prober heard nothing of the relay:\n%s", pbody)
+	}
+	body = append(body, pbody...)
 	relays := filepath.Join(t.TempDir(), "relays.json")
 	if err := os.WriteFile(relays, []byte(`{"relays": []}`), 0o600); err != nil {
 		t.Fatal(err)

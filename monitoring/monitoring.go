@@ -23,8 +23,9 @@ import (
 
 // Jobs, as the scrape config names them and the rules select them.
 const (
-	RelayJob  = "relayfleet-relay"
-	RouterJob = "relayfleet-router"
+	RelayJob     = "relayfleet-relay"
+	RouterJob    = "relayfleet-router"
+	HeartbeatJob = "relayfleet-heartbeat"
 )
 
 // Files written under the output directory.
@@ -85,6 +86,11 @@ type Options struct {
 	Hosts map[string][]program.HostEntry
 	// Routers are HOST:PORT of the routers to scrape (their /metrics).
 	Routers []string
+	// Prober, when set, is the HOST:PORT of a relay prober: Prometheus
+	// asks it to hear the fleet heartbeat through every relay target
+	// (job HeartbeatJob, /probe?target=), and the RelaySilent alert fires
+	// for a process that passes too little of it on.
+	Prober string
 	// Profile is the sysctl profile the boxes should meet; its settings
 	// become relayfleet:sysctl_wanted. Zero: sysctl.Relay().
 	Profile sysctl.Profile
@@ -343,7 +349,32 @@ scrape_configs:
     metrics_path: /metrics
     file_sd_configs:
       - files: [targets/routers.json]
-`, promDuration(si), promDuration(ei), RelayJob, RouterJob)
+%s`, promDuration(si), promDuration(ei), RelayJob, RouterJob, heartbeatJob(o.Prober))
+}
+
+// heartbeatJob is the scrape job that has the relay prober at prober hear
+// the fleet heartbeat through every relay target ("" without a prober).
+func heartbeatJob(prober string) string {
+	if prober == "" {
+		return ""
+	}
+	return fmt.Sprintf(`  # relay prober hears the fleet heartbeat through each relay process
+  # (GET /probe?target=HOST:PORT), end to end from where it runs.
+  - job_name: %s
+    metrics_path: /probe
+    # Each probe listens a second: its own interval and timeout.
+    scrape_interval: 15s
+    scrape_timeout: 5s
+    file_sd_configs:
+      - files: [targets/relays.json]
+    relabel_configs:
+      - source_labels: [__address__]
+        target_label: __param_target
+      - source_labels: [__param_target]
+        target_label: instance
+      - target_label: __address__
+        replacement: %q
+`, HeartbeatJob, prober)
 }
 
 // promDuration writes d as Prometheus reads durations (whole ms at least).

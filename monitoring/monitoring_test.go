@@ -136,6 +136,22 @@ func TestWriteTargetsAndRules(t *testing.T) {
 
 	runPromtool(t, "check", "rules", filepath.Join(out, RulesFile), filepath.Join(out, FleetRulesFile))
 	runPromtool(t, "check", "config", filepath.Join(out, ConfigFile))
+	if cfg, _ := os.ReadFile(filepath.Join(out, ConfigFile)); strings.Contains(string(cfg), HeartbeatJob) {
+		t.Errorf("a heartbeat job without a prober:\n%s", cfg)
+	}
+
+	// With a prober: a job that asks it for every relay target.
+	if _, err := Write(out, Options{StateDir: state, Prober: "127.0.0.1:9799"}); err != nil {
+		t.Fatal(err)
+	}
+	cfg, _ := os.ReadFile(filepath.Join(out, ConfigFile))
+	for _, want := range []string{"job_name: " + HeartbeatJob + "\n    metrics_path: /probe\n", "scrape_timeout: 5s\n    file_sd_configs:\n      - files: [targets/relays.json]",
+		"target_label: __param_target", "replacement: \"127.0.0.1:9799\""} {
+		if !strings.Contains(string(cfg), want) {
+			t.Errorf("prometheus.yml with a prober lacks %q:\n%s", want, cfg)
+		}
+	}
+	runPromtool(t, "check", "config", filepath.Join(out, ConfigFile))
 }
 
 func end(t *testing.T) time.Time {

@@ -55,7 +55,7 @@ func newRoot(ios *cli.IOStreams) *cobra.Command {
 	root := cli.NewRoot("relay", "the relayfleet relay", version.String(), ios)
 	root.Long = rootLong
 	root.AddCommand(serveCmd(ios), routerCmd(ios), tokenCmd(ios), publishCmd(ios), listenCmd(ios),
-		probeCmd(ios), loadgenCmd(ios), keygenCmd(ios), pinCmd(ios))
+		probeCmd(ios), proberCmd(ios), loadgenCmd(ios), keygenCmd(ios), pinCmd(ios))
 	return root
 }
 
@@ -241,6 +241,30 @@ comes from its origin, so hearing it shows the process forwards. Exits 1 when no
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
 		f.URL = args[0]
 		return f.Run(cmd.Context(), ios.Out, ios.ErrOut)
+	}
+	return cmd
+}
+
+// proberCmd is relay prober: the heartbeat probe, served to Prometheus.
+func proberCmd(ios *cli.IOStreams) *cobra.Command {
+	var f client.ProberFlags
+	var logLevel string
+	cmd := &cobra.Command{Use: "prober --listen HOST:PORT", Short: "serve the fleet heartbeat probe to Prometheus (GET /probe?target=HOST:PORT)", Args: cli.NoArgs,
+		Long: `relay prober serves GET /probe?target=HOST:PORT: each scrape hears the fleet heartbeat through that
+relay process for --window and answers relayfleet_heartbeat_* metrics, as the blackbox exporter does.
+fleet monitor's prometheus.yml scrapes it for every relay target (--prober), and its rules alert on a
+process that passes too little of the heartbeat on (RelaySilent).`}
+	fs := cmd.Flags()
+	fs.StringVar(&f.Listen, "listen", "127.0.0.1:9799", "address to serve on")
+	fs.DurationVar(&f.Window, "window", client.DefaultProberWindow, "how long each probe listens (a scrape's ?window= may ask for up to 10s)")
+	cli.Ranged(fs, "window", cli.Durations(100*time.Millisecond, client.MaxProberWindow))
+	fs.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
+	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
+		logger, err := cli.NewLogger(ios.ErrOut, logLevel)
+		if err != nil {
+			return err
+		}
+		return f.Run(cmd.Context(), logger)
 	}
 	return cmd
 }

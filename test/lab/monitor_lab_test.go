@@ -86,7 +86,11 @@ cat $d/tiny-buffer.conf`
 	mon := filepath.Join(dir, "monitor")
 	// No stack: fleet monitor finds the lab box as fleet status does, and
 	// its relay@ units over SSH.
-	out, errOut, code := fleet(t, "monitor", "--out", mon, "--inventory", lf.Inv, "--state-dir", lf.State, "--scrape-interval", "1s", "--evaluation-interval", "1s")
+	// relay prober, which Prometheus asks to hear the fleet heartbeat
+	// through each process (each relay here is its own origin).
+	proberAddr := freeAddr(t)
+	testutil.StartLog(t, filepath.Join(dir, "prober.log"), exec.CommandContext(ctx, lf.Relay, "prober", "--listen", proberAddr))
+	out, errOut, code := fleet(t, "monitor", "--out", mon, "--inventory", lf.Inv, "--state-dir", lf.State, "--scrape-interval", "1s", "--evaluation-interval", "1s", "--prober", proberAddr)
 	if code != 0 {
 		t.Fatalf("fleet monitor: exit %d\n%s%s", code, out, errOut)
 	}
@@ -118,7 +122,7 @@ cat $d/tiny-buffer.conf`
 	}
 
 	// Every target up.
-	poll(t, ctx, 90*time.Second, "both relay targets up", func() (bool, string) {
+	poll(t, ctx, 90*time.Second, "both relay targets and their heartbeat probes up", func() (bool, string) {
 		var d struct {
 			ActiveTargets []struct {
 				ScrapeURL string `json:"scrapeUrl"`
@@ -135,7 +139,24 @@ cat $d/tiny-buffer.conf`
 				up++
 			}
 		}
-		return up == 2 && len(d.ActiveTargets) == 2, fmt.Sprintf("%+v", d.ActiveTargets)
+		return up == 4 && len(d.ActiveTargets) == 4, fmt.Sprintf("%+v", d.ActiveTargets)
+	})
+	// The heartbeat through relay@4443 (relay@4444 is about to be blasted).
+	poll(t, ctx, 60*time.Second, "relay@4443's heartbeat heard through the prober", func() (bool, string) {
+		var res struct {
+			Result []struct {
+				Value []any `json:"value"`
+			} `json:"result"`
+		}
+		q := fmt.Sprintf(`relayfleet_heartbeat_groups{instance="%s"}`, net.JoinHostPort(box.Address.String(), "4443"))
+		if err := api("/api/v1/query", url.Values{"query": {q}}, &res); err != nil {
+			return false, err.Error()
+		}
+		if len(res.Result) != 1 || len(res.Result[0].Value) != 2 {
+			return false, fmt.Sprintf("%+v", res)
+		}
+		n, _ := strconv.Atoi(fmt.Sprint(res.Result[0].Value[1]))
+		return n >= 6, fmt.Sprintf("%d groups", n)
 	})
 
 	// Blast relay@4444 until the alert fires.
