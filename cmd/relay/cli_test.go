@@ -55,8 +55,8 @@ func commandsOf(t *testing.T) []*cobra.Command {
 			out = append(out, c)
 		}
 	}
-	if len(out) != 9 {
-		t.Fatalf("%d commands besides version, want 9", len(out))
+	if len(out) != 10 {
+		t.Fatalf("%d commands besides version, want 10", len(out))
 	}
 	return out
 }
@@ -102,6 +102,8 @@ func TestBadFlags(t *testing.T) {
 		{[]string{"loadgen", "--url", "http://127.0.0.1:1/", "--broadcast", "x", "--listeners", "1", "--duration", "1s", "--late", "2h"}, "relay loadgen: flag --late: 2h0m0s is out of range: want 1ms to 1h"},
 		{[]string{"keygen", "--out"}, "relay keygen: flag --out: needs a value"},
 		{[]string{"pin", "--bogus"}, "relay pin: flag --bogus: unknown flag"},
+		{[]string{"prober", "--window", "1m"}, "relay prober: flag --window: 1m0s is out of range: want 100ms to 10s"},
+		{[]string{"prober", "extra"}, `relay prober: unexpected argument "extra"`},
 		{[]string{"--bogus"}, "relay: flag --bogus: unknown flag"},
 		{[]string{"nope"}, `relay: unknown command "nope" (try relay help)`},
 		{[]string{"completion", "tcsh"}, `relay completion: unknown shell "tcsh" (want bash, zsh, fish or powershell)`},
