@@ -4,7 +4,9 @@ import (
 	"fmt"
 	"path/filepath"
 	"regexp"
+	"strings"
 	"time"
+	"unicode"
 
 	"gopkg.in/yaml.v3"
 )
@@ -96,6 +98,9 @@ func LoadEvents(path string, cat *Catalogue) (*Events, *Fleet, error) {
 	}
 	if e.Fleet == "" {
 		return nil, nil, d.errorAt(fieldErr("fleet", "missing; name the fleet file, relative to this file"))
+	}
+	if strings.ContainsFunc(e.Fleet, unicode.IsControl) {
+		return nil, nil, d.errorAt(fieldErr("fleet", "%q: want a file name without line breaks or control characters", e.Fleet))
 	}
 	e.FleetPath = e.Fleet
 	if _, embedded := cutEmbedded(path); embedded {
