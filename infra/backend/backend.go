@@ -79,6 +79,15 @@ type Backend interface {
 	Delete(ctx context.Context, id string) error
 }
 
+// Namer is implemented by the cloud backends: the server of a name, in
+// one or two API calls whatever the fleet's size (the name is unique per
+// fleet).
+type Namer interface {
+	// Named returns the server called name that carries the fleet label
+	// fleet, and false when there is none.
+	Named(ctx context.Context, name, fleet string) (Box, bool, error)
+}
+
 // Labeler is implemented by the cloud backends: a box's labels change in
 // place (a key rotation or a new label does not replace a box).
 type Labeler interface {

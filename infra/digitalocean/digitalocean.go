@@ -289,21 +289,41 @@ func postMayRetry(resp *godo.Response, err error) bool {
 	return errors.As(err, &ne)
 }
 
-// existing is the droplet called spec.Name with spec's fleet tag, or nil;
-// one whose tier or event tag differs from spec's is an error
-// (backend.CheckAdopt): it is another box of the fleet, never adopted.
-func (b *Backend) existing(ctx context.Context, spec backend.Spec) (*godo.Droplet, error) {
-	fleet := Tag(backend.LabelFleet, spec.Labels[backend.LabelFleet])
+// Named implements backend.Namer: the droplets listed by name (one page
+// unless the name is shared by more than 200).
+func (b *Backend) Named(ctx context.Context, name, fleet string) (backend.Box, bool, error) {
+	d, err := b.named(ctx, name, fleet)
+	if err != nil || d == nil {
+		return backend.Box{}, false, err
+	}
+	return toBox(d), true, nil
+}
+
+// named is the droplet called name with the fleet's tag (the oldest when
+// several), or nil.
+func (b *Backend) named(ctx context.Context, name, fleet string) (*godo.Droplet, error) {
+	tag := Tag(backend.LabelFleet, fleet)
 	var found *godo.Droplet
 	err := b.pages(func(lo *godo.ListOptions) ([]godo.Droplet, *godo.Response, error) {
-		return b.c.Droplets.ListByName(ctx, spec.Name, lo)
+		return b.c.Droplets.ListByName(ctx, name, lo)
 	}, func(d godo.Droplet) {
-		if d.Name == spec.Name && slices.Contains(d.Tags, fleet) && (found == nil || d.ID < found.ID) {
+		if d.Name == name && slices.Contains(d.Tags, tag) && (found == nil || d.ID < found.ID) {
 			found = &d
 		}
 	})
 	if err != nil {
-		return nil, fmt.Errorf("list droplets named %s: %w", spec.Name, apiError(err))
+		return nil, fmt.Errorf("list droplets named %s: %w", name, apiError(err))
+	}
+	return found, nil
+}
+
+// existing is the droplet called spec.Name with spec's fleet tag, or nil;
+// one whose tier or event tag differs from spec's is an error
+// (backend.CheckAdopt): it is another box of the fleet, never adopted.
+func (b *Backend) existing(ctx context.Context, spec backend.Spec) (*godo.Droplet, error) {
+	found, err := b.named(ctx, spec.Name, spec.Labels[backend.LabelFleet])
+	if err != nil {
+		return nil, err
 	}
 	if found != nil {
 		if err := backend.CheckAdopt("droplet", found.Name, fmt.Sprint(found.ID), Labels(found.Tags), spec.Labels); err != nil {

@@ -3,6 +3,7 @@ package digitalocean
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/netip"
 	"net/url"
@@ -140,6 +141,30 @@ func TestCreateIdempotentByName(t *testing.T) {
 	}
 	if p := f.Requests("POST /v2/droplets"); len(p) != 1 || box.Labels["fleet"] != "prod" {
 		t.Errorf("Create in fleet prod: posts %v, box %+v", p, box)
+	}
+}
+
+// TestNamed: the droplet of a name in the fleet, listed by name, in one
+// request however many droplets the account has (the fake serves two a
+// page); another fleet's droplet of the name is not found.
+func TestNamed(t *testing.T) {
+	b, f := newTestBackend(t)
+	c := backendtest.Ctx(t)
+	for i := range 60 {
+		f.addDroplet(fmt.Sprintf("relay-%d", i+2), "fleet:demo")
+	}
+	f.addDroplet("relay-1", "fleet:other")
+	id := f.addDroplet("relay-1", "fleet:demo", "event:gig")
+	before := len(f.Requests("GET /v2/droplets"))
+	box, ok, err := b.Named(c, "relay-1", "demo")
+	if err != nil || !ok || box.ID != strconv.Itoa(id) || box.Labels["event"] != "gig" {
+		t.Fatalf("Named(relay-1, demo) = %+v, %v, %v; want droplet %d", box, ok, err, id)
+	}
+	if n := len(f.Requests("GET /v2/droplets")) - before; n != 1 {
+		t.Errorf("Named made %d list requests, want 1", n)
+	}
+	if _, ok, err := b.Named(c, "relay-1", "prod"); ok || err != nil {
+		t.Errorf("Named(relay-1, prod) found %v (%v)", ok, err)
 	}
 }
 

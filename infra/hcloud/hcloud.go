@@ -169,6 +169,18 @@ func postMayRetry(resp *hcloud.Response, err error) bool {
 	return errors.As(err, &ne)
 }
 
+// Named implements backend.Namer: one GET by name.
+func (b *Backend) Named(ctx context.Context, name, fleet string) (backend.Box, bool, error) {
+	srv, _, err := b.c.Server.GetByName(ctx, name)
+	if err != nil {
+		return backend.Box{}, false, fmt.Errorf("hcloud server named %s: %w", name, apiError(err))
+	}
+	if srv == nil || srv.Labels[backend.LabelFleet] != fleet {
+		return backend.Box{}, false, nil
+	}
+	return toBox(srv), true, nil
+}
+
 // existing is the server called spec.Name, if there is one; one whose
 // fleet, tier or event label differs from spec's is an error
 // (backend.CheckAdopt): it is another box, never to be adopted.

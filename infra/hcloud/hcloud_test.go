@@ -146,6 +146,32 @@ func TestCreateIdempotentByName(t *testing.T) {
 	}
 }
 
+// TestNamed: the server of a name in the fleet, in one request however
+// many servers the project has; another fleet's server of the name is
+// not found.
+func TestNamed(t *testing.T) {
+	b, f := newTestBackend(t)
+	c := backendtest.Ctx(t)
+	for i := range 60 {
+		f.addServer(fmt.Sprintf("relay-%d", i+2), map[string]string{"fleet": "demo"})
+	}
+	id := f.addServer("relay-1", map[string]string{"fleet": "demo", "event": "gig"})
+	before := len(f.Requests("GET /servers"))
+	box, ok, err := b.Named(c, "relay-1", "demo")
+	if err != nil || !ok || box.ID != strconv.FormatInt(id, 10) || box.Labels["event"] != "gig" {
+		t.Fatalf("Named(relay-1, demo) = %+v, %v, %v; want server %d", box, ok, err, id)
+	}
+	if n := len(f.Requests("GET /servers")) - before; n != 1 {
+		t.Errorf("Named made %d list requests, want 1", n)
+	}
+	if _, ok, err := b.Named(c, "relay-1", "prod"); ok || err != nil {
+		t.Errorf("Named(relay-1, prod) found %v (%v): the server is fleet demo's", ok, err)
+	}
+	if _, ok, err := b.Named(c, "relay-99", "demo"); ok || err != nil {
+		t.Errorf("Named(relay-99) found %v (%v)", ok, err)
+	}
+}
+
 // TestCreateRefusesAnotherTiersServer: an event's box named like a steady
 // box of the same fleet is not adopted (its host key would fail and its
 // clean-up delete the steady server): Create refuses, naming the server

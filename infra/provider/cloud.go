@@ -11,6 +11,8 @@ import (
 	"strings"
 	"time"
 
+	p "github.com/pulumi/pulumi-go-provider"
+
 	"github.com/relayfleet/relayfleet/infra/backend"
 	"github.com/relayfleet/relayfleet/infra/digitalocean"
 	"github.com/relayfleet/relayfleet/infra/hcloud"
@@ -34,6 +36,7 @@ var cloudBootTimeout = 5 * time.Minute
 // cloudAPI is a cloud's box backend, with its firewalls.
 type cloudAPI interface {
 	backend.Backend
+	backend.Namer
 	backend.Firewaller
 }
 
@@ -92,7 +95,7 @@ func (c cloudBackend) create(ctx context.Context, a BoxArgs) (machine, error) {
 	if len(a.AuthorizedKeys) == 0 {
 		return machine{}, errors.New("no authorized keys: list the admin's keys in the inventory (admin.ssh_keys)")
 	}
-	if err := c.refuseAdoption(ctx, a); err != nil {
+	if err := c.clearInterrupted(ctx, a); err != nil {
 		return machine{}, err
 	}
 	priv, pub, err := lab.NewKey("root@" + a.ServerName())
@@ -121,22 +124,40 @@ func (c cloudBackend) create(ctx context.Context, a BoxArgs) (machine, error) {
 	return m, nil
 }
 
-// refuseAdoption refuses a box whose server exists already in the fleet
-// (left by an interrupted create, or made by hand). The backends would
-// adopt it by name, but its host key is the one its own cloud-init was
-// given, which no state holds: a fresh key would be pinned that the
-// server does not have, and the box would fail its SSH check and be
-// deleted while it may serve listeners. Nothing is made or deleted.
-func (c cloudBackend) refuseAdoption(ctx context.Context, a BoxArgs) error {
+// clearInterrupted deals with a server of the box's name that exists
+// already in the fleet: one that no state holds, since Create is asked
+// only for a box the state does not have. Its host key is the one its own
+// cloud-init was given, which no state holds either: a fresh key would be
+// pinned that the server does not have. One lookup by name, whatever the
+// fleet's size.
+//
+// An event's box (its fleet, tier and event labels all this box's) was
+// left by a reconcile cut off after the create request, as a reboot or
+// the unit's timeout cuts one: nothing routes to it (the router's list
+// comes from the stack) and one reconciler holds the event's lease, so it
+// is deleted and made again, and the event still comes up. A steady box's
+// server may be another operator's (a state on another disk): it is
+// refused in one line naming it, and nothing is made or deleted; so is a
+// server whose labels say it is another box.
+func (c cloudBackend) clearInterrupted(ctx context.Context, a BoxArgs) error {
 	name := a.ServerName()
-	boxes, err := c.api.List(ctx, map[string]string{backend.LabelFleet: a.Fleet})
+	b, found, err := c.api.Named(ctx, name, a.Fleet)
 	if err != nil {
 		return fmt.Errorf("looking for a server named %s already: %w", name, err)
 	}
-	for _, b := range boxes {
-		if b.Name == name {
-			return fmt.Errorf("server %s (id %s) exists already and its host key is in no state, so it cannot be pinned: delete the server (it may be left by an interrupted fleet up) and run again", name, b.ID)
-		}
+	if !found {
+		return nil
+	}
+	want := a.AllLabels()
+	if err := backend.CheckAdopt("server", name, b.ID, b.Labels, want); err != nil {
+		return err
+	}
+	if a.Event == "" || a.Event == NoEvent {
+		return fmt.Errorf("server %s (id %s) exists already and its host key is in no state, so it cannot be pinned: delete the server (it may be left by an interrupted fleet up) and run again", name, b.ID)
+	}
+	p.GetLogger(ctx).Warningf("server %s (id %s) of event %s was left by a cut-off create (its labels are this box's, no state holds its host key): deleting it and making it again", name, b.ID, a.Event)
+	if err := c.api.Delete(ctx, b.ID); err != nil && !errors.Is(err, backend.ErrNotFound) {
+		return fmt.Errorf("server %s (id %s), left by a cut-off create: delete: %w", name, b.ID, err)
 	}
 	return nil
 }

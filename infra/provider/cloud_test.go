@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/ed25519"
 	"errors"
+	"fmt"
 	"net/netip"
 	"strings"
 	"sync"
@@ -25,6 +26,7 @@ type fakeCloud struct {
 	created []backend.Spec
 	deleted []string
 	labeled []string // "ID k=v,k2=v2" of every SetLabels
+	lookups int      // Named calls
 }
 
 func (f *fakeCloud) Create(_ context.Context, s backend.Spec) (backend.Box, error) {
@@ -60,6 +62,18 @@ func (f *fakeCloud) List(_ context.Context, labels map[string]string) ([]backend
 		}
 	}
 	return boxes, nil
+}
+
+func (f *fakeCloud) Named(_ context.Context, name, fleet string) (backend.Box, bool, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.lookups++
+	for id, s := range f.servers {
+		if s.Name == name && s.Labels[backend.LabelFleet] == fleet {
+			return backend.Box{ID: id, Name: s.Name, Labels: s.Labels}, true, nil
+		}
+	}
+	return backend.Box{}, false, nil
 }
 
 func (f *fakeCloud) Delete(_ context.Context, id string) error {
@@ -305,6 +319,54 @@ func TestCloudCreateRefusesAnExistingServer(t *testing.T) {
 	b.Name = "f-s-fsn-2"
 	if _, err := (cloudBackend{api: fc}).create(t.Context(), b); err != nil && strings.Contains(err.Error(), "exists already") {
 		t.Fatalf("another fleet's server of the name refused the create: %v", err)
+	}
+}
+
+// TestCloudCreateReplacesAnEventsCutOffServer: a reconcile cut off after
+// its create request left the event's server, which no state holds. The
+// next create finds it by name in one lookup, whatever the fleet's size,
+// deletes it (its labels prove it is this event's box, its host key
+// unknown) and makes the box again. A server of the name whose event
+// label differs is another box: refused, left alone.
+func TestCloudCreateReplacesAnEventsCutOffServer(t *testing.T) {
+	t.Setenv("SSH_AUTH_SOCK", "")
+	old := cloudBootTimeout
+	cloudBootTimeout = time.Second
+	t.Cleanup(func() { cloudBootTimeout = old })
+	oldRead := readCloudFacts
+	readCloudFacts = func(context.Context, cloudBackend, BoxArgs, *machine, time.Duration) error { return nil }
+	t.Cleanup(func() { readCloudFacts = oldRead })
+	a := BoxArgs{Backend: BackendHcloud, Name: "f-b-gig-1", Fleet: "f", Tier: TierBurst, Event: "gig", Shape: "cpx22",
+		AuthorizedKeys: []string{testKey + " admin"}}
+	fc := &fakeCloud{}
+	left, _ := fc.Create(t.Context(), backend.Spec{Name: a.ServerName(), Labels: a.AllLabels()})
+	for i := range 120 { // a large fleet: the lookup must not list it
+		fc.Create(t.Context(), backend.Spec{Name: fmt.Sprintf("f-s-fsn-%d", i+1), Labels: map[string]string{"fleet": "f", "tier": TierSteady, "event": NoEvent}})
+	}
+	fc.created = nil
+
+	if _, err := (cloudBackend{api: fc}).create(t.Context(), a); err != nil {
+		t.Fatalf("create over the event's cut-off server: %v", err)
+	}
+	if len(fc.deleted) != 1 || fc.deleted[0] != left.ID || len(fc.created) != 1 || fc.created[0].Name != a.ServerName() {
+		t.Fatalf("deleted %v, created %d: want %s deleted and the box made again", fc.deleted, len(fc.created), left.ID)
+	}
+	if fc.lookups != 1 {
+		t.Errorf("%d lookups by name for one create, want 1", fc.lookups)
+	}
+
+	// Another event's server of the name: not this box, never deleted.
+	other := a
+	other.Event = "other"
+	fc2 := &fakeCloud{}
+	theirs, _ := fc2.Create(t.Context(), backend.Spec{Name: a.ServerName(), Labels: other.AllLabels()})
+	fc2.created = nil
+	_, err := cloudBackend{api: fc2}.create(t.Context(), a)
+	if err == nil || !strings.Contains(err.Error(), theirs.ID) || !strings.Contains(err.Error(), "event") || strings.Contains(err.Error(), "\n") {
+		t.Fatalf("create over another event's server: %v; want one line naming it and the label", err)
+	}
+	if len(fc2.created) != 0 || len(fc2.deleted) != 0 {
+		t.Fatalf("created %v, deleted %v: another event's server must be left alone", fc2.created, fc2.deleted)
 	}
 }
 
