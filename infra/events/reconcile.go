@@ -262,7 +262,7 @@ func (r *Reconciler) up(ctx context.Context, now time.Time, ev *inventories.Even
 		return r.fail(ctx, rec, now, "size", err)
 	}
 	size, held := r.hold(now, rec, size)
-	if rec.Phase == Up && rec.Plan != nil && rec.Plan.Boxes == size.Boxes && rec.Release == r.Release {
+	if rec.Phase == Up && rec.Plan != nil && rec.Plan.Boxes == size.Boxes && rec.Release == r.Release && len(rec.Hosts) >= size.Boxes {
 		if held {
 			if err := r.save(ctx, rec); err != nil {
 				return err
@@ -272,6 +272,7 @@ func (r *Reconciler) up(ctx context.Context, now time.Time, ev *inventories.Even
 	}
 	resume := rec.Phase == Creating || rec.Phase == Destroying
 	grow := rec.Phase == Up
+	short := grow && len(rec.Hosts) < size.Boxes && rec.Plan != nil && rec.Plan.Boxes == size.Boxes && rec.Release == r.Release
 	again := rec.Phase == Gone || rec.Phase == Missed // rescheduled, or burst up after a down
 	rec.Phase, rec.Plan = Creating, size
 	if rec.CreatingSince.IsZero() || again {
@@ -280,7 +281,10 @@ func (r *Reconciler) up(ctx context.Context, now time.Time, ev *inventories.Even
 	}
 	detail := fmt.Sprintf("bringing up %s (%s listeners each) for a peak of %s over the steady fleet's %s",
 		text.Plural(size.Boxes, size.Shape+" box", size.Shape+" boxes"), capacity.Count(size.PerBox), capacity.Count(size.Peak), capacity.Count(size.SteadyCapacity))
-	if grow {
+	switch {
+	case short:
+		detail = fmt.Sprintf("trying again for the %s missing: %d of %d routed", text.Plural(size.Boxes-len(rec.Hosts), "box", "boxes"), len(rec.Hosts), size.Boxes)
+	case grow:
 		detail = fmt.Sprintf("changing to %s (plan or relay release changed)", text.Plural(size.Boxes, "box", "boxes"))
 	}
 	r.note(rec, now, "up", detail)
@@ -301,13 +305,25 @@ func (r *Reconciler) up(ctx context.Context, now time.Time, ev *inventories.Even
 		}
 	}
 	var hosts []program.HostEntry
+	var upErr error
 	if size.Boxes > 0 || rec.StackMade {
 		rec.StackMade = true
 		if err := r.save(ctx, rec); err != nil {
 			return err
 		}
 		hosts, err = r.Stacks.Up(ctx, rec.Stack, r.burst(rec, size.Boxes))
-		if err != nil {
+		rec.Created, rec.Converged = len(hosts), len(hosts)
+		var part *program.PartialError
+		switch {
+		case errors.As(err, &part) && len(part.Hosts) > 0:
+			// Serve what is up: the boxes that converged are routed now;
+			// the next run tries the rest again.
+			hosts, upErr = part.Hosts, err
+			rec.Created, rec.Converged = part.Boxes, len(part.Hosts)
+		case errors.As(err, &part):
+			rec.Created, rec.Converged = part.Boxes, 0
+			return r.failShort(ctx, ev, rec, now, err)
+		case err != nil:
 			return r.fail(ctx, rec, now, "up", err)
 		}
 	}
@@ -317,7 +333,7 @@ func (r *Reconciler) up(ctx context.Context, now time.Time, ev *inventories.Even
 	if err := r.setDraining(ctx, rec, false); err != nil {
 		return r.fail(ctx, rec, now, "route", err)
 	}
-	rec.account(now, len(hosts))
+	rec.account(now, max(len(hosts), rec.Created))
 	rec.Hosts, rec.Release, rec.Phase, rec.UpSince = hosts, r.Release, Up, now
 	rec.DrainingSince, rec.DrainDeadline = time.Time{}, time.Time{}
 	relays := 0
@@ -334,7 +350,32 @@ func (r *Reconciler) up(ctx context.Context, now time.Time, ev *inventories.Even
 	}
 	r.note(rec, now, "ready", fmt.Sprintf("%s converged, %s in the router's list (%s); %s",
 		text.Plural(len(hosts), "box", "boxes"), text.Plural(relays, "relay process", "relay processes"), strings.Join(names, ", "), when))
+	if upErr != nil {
+		return r.failShort(ctx, ev, rec, now, upErr)
+	}
 	return r.save(ctx, rec)
+}
+
+// failShort records an up that left the event short of its plan: how
+// many boxes are wanted, made, converged and routed, and the error; past
+// the event's start it says SHORT, loudly. The next run tries again.
+func (r *Reconciler) failShort(ctx context.Context, ev *inventories.Event, rec *Record, now time.Time, err error) error {
+	wanted := 0
+	if rec.Plan != nil {
+		wanted = rec.Plan.Boxes
+	}
+	detail := fmt.Sprintf("%d of %d boxes routed (%d made, %d converged); the rest are tried again on the next run: %v",
+		len(rec.Hosts), wanted, rec.Created, rec.Converged, err)
+	action := "up-partial"
+	if ev != nil && !now.Before(ev.Start.Time) {
+		action = "short"
+		detail = fmt.Sprintf("SHORT at its start: %s", detail)
+	}
+	r.note(rec, now, action, detail)
+	if serr := r.save(ctx, rec); serr != nil {
+		return errors.Join(err, serr)
+	}
+	return fmt.Errorf("%d of %d boxes routed: %w", len(rec.Hosts), wanted, err)
 }
 
 // running reports whether the event's boxes may hold listeners: they are

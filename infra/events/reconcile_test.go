@@ -27,6 +27,7 @@ type fakeStacks struct {
 	calls   []string
 	failUp  int // fail this many Up calls
 	failDel int // fail this many Destroy calls
+	refuse  int // every Up: this many boxes refused, the rest converged
 	cloud   *fakeCloud
 	// beforeUp, when set, runs at the start of every Up (with the lock
 	// held): what the router's list says as Pulumi starts.
@@ -55,6 +56,12 @@ func (f *fakeStacks) Up(_ context.Context, stack string, b program.Burst) ([]pro
 	if f.failUp > 0 {
 		f.failUp--
 		return nil, errors.New("killed mid-up")
+	}
+	if f.refuse > 0 {
+		// The last boxes refused (a capacity refusal): the others made
+		// and converged, one more made but not converged.
+		keep := max(len(hosts)-f.refuse, 0)
+		return nil, &program.PartialError{Hosts: hosts[:keep], Boxes: min(keep+1, len(hosts)), Err: errors.New("resource_unavailable")}
 	}
 	return hosts, nil
 }
@@ -332,6 +339,86 @@ func TestLifecycle(t *testing.T) {
 		if strings.Contains(line, "action=") && !strings.Contains(line, "event=lab-show") {
 			t.Errorf("log line without the event: %s", line)
 		}
+	}
+}
+
+// TestServeWhatIsUp: an up that made some of an event's boxes and was
+// refused the rest routes those that converged at once, says how many
+// are wanted, made, converged and routed, exits non-zero, and tries the
+// rest on every run until they come; still short at the event's start,
+// it says SHORT.
+func TestServeWhatIsUp(t *testing.T) {
+	h := newHarness(t)
+	s, err := Size(h.ev, h.r.Fleet, h.r.Catalogue, h.r.Calibration)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.ev.PeakListeners = s.SteadyCapacity + 3*s.PerBox - 1
+	h.ev.Burst.Max = 5
+	h.stacks.refuse = 1
+	at := h.ev.UpAt()
+	_, err = h.r.Reconcile(t.Context(), at)
+	if err == nil || !strings.Contains(err.Error(), "2 of 3 boxes routed") || !strings.Contains(err.Error(), "resource_unavailable") {
+		t.Fatalf("a partial up: %v; want an error saying 2 of 3 boxes routed and why", err)
+	}
+	rec, _, _ := ReadRecord(h.r.StateDir, h.ev.Name)
+	if rec.Phase != Up || len(rec.Hosts) != 2 || rec.Created != 3 || rec.Converged != 2 || rec.Routed() != 2 || rec.Plan.Boxes != 3 {
+		t.Fatalf("after a partial up: phase %s hosts %d made %d converged %d routed %d", rec.Phase, len(rec.Hosts), rec.Created, rec.Converged, rec.Routed())
+	}
+	if rs := h.relays(t); len(rs) != 2 {
+		t.Fatalf("router's list %+v: want the two converged boxes", rs)
+	}
+	if !strings.Contains(h.log.String(), "action=up-partial") || strings.Contains(h.log.String(), "SHORT") {
+		t.Errorf("log after a partial up before the start:\n%s", h.log.String())
+	}
+	var b bytes.Buffer
+	if err := WriteRecords(&b, []*Record{rec}, ""); err != nil || !strings.Contains(b.String(), "lab-show  up     -       3       3     2          2") {
+		t.Errorf("status:\n%s", b.String())
+	}
+
+	// Still refused at the start: SHORT, and the run fails again.
+	h.stacks.took()
+	_, err = h.r.Reconcile(t.Context(), h.ev.Start.Time)
+	if err == nil || !strings.Contains(h.log.String(), "SHORT at its start: 2 of 3 boxes routed") {
+		t.Fatalf("short at the start: %v\n%s", err, h.log.String())
+	}
+	if got := h.stacks.took(); len(got) != 1 || got[0] != "up lab-event-lab-show 3" {
+		t.Fatalf("calls %q: want the up tried again", got)
+	}
+
+	// Capacity comes back: the next run brings the event to its size, and
+	// the one after runs no Pulumi.
+	h.stacks.refuse = 0
+	if _, err := h.r.Reconcile(t.Context(), h.ev.Start.Add(time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	rec, _, _ = ReadRecord(h.r.StateDir, h.ev.Name)
+	if len(rec.Hosts) != 3 || rec.Routed() != 3 || len(h.relays(t)) != 3 {
+		t.Fatalf("after capacity came back: hosts %d routed %d relays %d", len(rec.Hosts), rec.Routed(), len(h.relays(t)))
+	}
+	h.stacks.took()
+	if _, err := h.r.Reconcile(t.Context(), h.ev.Start.Add(2*time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	if got := h.stacks.took(); len(got) != 0 {
+		t.Fatalf("calls %q once the event has its size", got)
+	}
+}
+
+// TestNothingConvergedStaysCreating: an up refused every box routes
+// nothing and is resumed (repaired, then tried again) by the next run.
+func TestNothingConvergedStaysCreating(t *testing.T) {
+	h := newHarness(t)
+	h.stacks.refuse = 5
+	_, err := h.r.Reconcile(t.Context(), h.ev.UpAt())
+	rec, _, _ := ReadRecord(h.r.StateDir, h.ev.Name)
+	if err == nil || rec.Phase != Creating || len(rec.Hosts) != 0 || rec.Created != 1 || len(h.relays(t)) != 0 {
+		t.Fatalf("nothing converged: %v, phase %s hosts %d made %d", err, rec.Phase, len(rec.Hosts), rec.Created)
+	}
+	h.stacks.refuse = 0
+	rec = h.run(t, h.ev.UpAt().Add(time.Minute))
+	if rec.Phase != Up || len(rec.Hosts) != 1 {
+		t.Fatalf("after capacity came back: phase %s hosts %d", rec.Phase, len(rec.Hosts))
 	}
 }
 

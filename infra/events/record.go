@@ -64,6 +64,11 @@ type Record struct {
 	Shrink  *Shrink             `json:"shrink,omitempty"`
 	Release string              `json:"release,omitempty"`
 	Hosts   []program.HostEntry `json:"hosts,omitempty"`
+	// Created and Converged are the boxes the event's stack held made and
+	// converged after the last up (an up that failed part way routes the
+	// converged ones; Hosts are those routed).
+	Created   int `json:"created"`
+	Converged int `json:"converged"`
 	// Route is what the event put in the router's relay list: its hosts
 	// there and which of them are draining. The state dir's relays file is
 	// written from it (and the steady fleet's stack), so a reconcile on

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"slices"
 	"text/tabwriter"
 	"time"
 
@@ -42,7 +43,7 @@ func WriteRecords(w io.Writer, recs []*Record, dir string) error {
 		return err
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "EVENT\tPHASE\tMANUAL\tBOXES\tLISTENERS\tORPHANS\tLAST ACTION")
+	fmt.Fprintln(tw, "EVENT\tPHASE\tMANUAL\tWANTED\tMADE\tCONVERGED\tROUTED\tLISTENERS\tORPHANS\tLAST ACTION")
 	for _, rec := range recs {
 		listeners := "-"
 		if n := len(rec.Samples); n > 0 {
@@ -57,9 +58,46 @@ func WriteRecords(w io.Writer, recs []*Record, dir string) error {
 		if manual == "" {
 			manual = "-"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%d\t%s\n", rec.Event, rec.Phase, manual, len(rec.Hosts), listeners, len(rec.Orphans), last)
+		wanted := "-"
+		if rec.Plan != nil && rec.Phase != Gone && rec.Phase != Missed && rec.Phase != Scheduled {
+			wanted = fmt.Sprint(rec.Plan.Boxes)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\t%d\t%s\t%d\t%s\n", rec.Event, rec.Phase, manual, wanted, rec.made(), rec.converged(), rec.Routed(), listeners, len(rec.Orphans), last)
 	}
 	return tw.Flush()
+}
+
+// made is how many of the event's boxes exist: those the last up left in
+// its stack, and at least those routed (a record from before the count).
+func (rec *Record) made() int {
+	if rec.Phase == Gone || rec.Phase == Missed || rec.Phase == Scheduled {
+		return 0
+	}
+	return max(rec.Created, len(rec.Hosts))
+}
+
+// converged is how many of the event's boxes converged (at least those
+// routed).
+func (rec *Record) converged() int {
+	if rec.Phase == Gone || rec.Phase == Missed || rec.Phase == Scheduled {
+		return 0
+	}
+	return max(rec.Converged, len(rec.Hosts))
+}
+
+// Routed is how many of the event's boxes the router's list gives new
+// listeners to: those in the list, less those draining.
+func (rec *Record) Routed() int {
+	if rec.Route == nil || rec.Route.Draining {
+		return 0
+	}
+	n := 0
+	for _, h := range rec.Route.Hosts {
+		if !slices.Contains(rec.Route.DrainingHosts, h.Name) {
+			n++
+		}
+	}
+	return n
 }
 
 // WriteText writes the report as a table of actual against planned

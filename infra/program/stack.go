@@ -494,9 +494,19 @@ func (s *Stack) Up(ctx context.Context) (*UpResult, error) {
 	if s.Refresh {
 		opts = append(opts, optup.Refresh())
 	}
+	if s.Burst != nil {
+		// An event's boxes are independent: one refused (capacity, a
+		// quota) must not stop the others, which serve as soon as they
+		// converged.
+		opts = append(opts, optup.ContinueOnError())
+	}
 	res, err := st.Up(ctx, opts...)
 	if err != nil {
-		return nil, fmt.Errorf("up: %s", lastLines(err.Error()))
+		err = fmt.Errorf("up: %s", lastLines(err.Error()))
+		if s.Burst == nil {
+			return nil, err
+		}
+		return nil, s.partial(ctx, st, err)
 	}
 	hosts, err := HostsFromOutputs(res.Outputs)
 	if err != nil {
@@ -513,6 +523,111 @@ func (s *Stack) Up(ctx context.Context) (*UpResult, error) {
 		}
 	}
 	return out, nil
+}
+
+// PartialError is an event stack's Up that failed with some of its boxes
+// made and converged: Hosts are those the state holds converged (each a
+// Host over its Box), Boxes the Boxes it holds, made or not converged.
+// The hosts may be routed; the rest is tried again by the next Up.
+type PartialError struct {
+	Hosts []HostEntry
+	Boxes int
+	Err   error
+}
+
+func (e *PartialError) Error() string { return e.Err.Error() }
+
+func (e *PartialError) Unwrap() error { return e.Err }
+
+// partial is the PartialError of an event stack's failed up (err): what
+// its state holds now, read back from the backend. When that cannot be
+// read, err is returned with why.
+func (s *Stack) partial(ctx context.Context, st auto.Stack, err error) error {
+	dep, xerr := st.Export(ctx)
+	if xerr != nil {
+		return fmt.Errorf("%w (and reading what it made: %s)", err, lastLines(xerr.Error()))
+	}
+	hosts, boxes, herr := HostsFromDeployment(dep.Deployment)
+	if herr != nil {
+		return fmt.Errorf("%w (and reading what it made: %v)", err, herr)
+	}
+	return &PartialError{Hosts: hosts, Boxes: boxes, Err: err}
+}
+
+// HostsFromDeployment reads a stack's exported deployment and returns the
+// hosts it holds converged, as the "hosts" output would list them (by
+// name), and how many Boxes it holds. Resources pending deletion are left
+// out; a Host whose Box is not in the state is too.
+func HostsFromDeployment(deployment json.RawMessage) ([]HostEntry, int, error) {
+	if len(deployment) == 0 {
+		return nil, 0, nil
+	}
+	var d struct {
+		Resources []struct {
+			URN     string          `json:"urn"`
+			Type    string          `json:"type"`
+			Delete  bool            `json:"delete"`
+			Inputs  json.RawMessage `json:"inputs"`
+			Outputs json.RawMessage `json:"outputs"`
+		} `json:"resources"`
+	}
+	if err := json.Unmarshal(deployment, &d); err != nil {
+		return nil, 0, fmt.Errorf("deployment: %w", err)
+	}
+	type box struct {
+		Name          string            `json:"name"`
+		Backend       string            `json:"backend"`
+		Addresses     []string          `json:"addresses"`
+		SSHAddress    string            `json:"sshAddress"`
+		HostPublicKey string            `json:"hostPublicKey"`
+		Labels        map[string]string `json:"labels"`
+	}
+	type host struct {
+		User  string `json:"user"`
+		Ports []int  `json:"ports"`
+	}
+	boxes := map[string]box{}
+	hosts := map[string]host{}
+	for _, r := range d.Resources {
+		if r.Delete || (r.Type != provider.BoxType && r.Type != provider.HostType) {
+			continue
+		}
+		i := strings.LastIndex(r.URN, "::")
+		if i < 0 {
+			continue
+		}
+		logical := r.URN[i+2:]
+		if r.Type == provider.BoxType {
+			var b box
+			if err := json.Unmarshal(r.Outputs, &b); err != nil {
+				return nil, 0, fmt.Errorf("deployment: box %s: %w", logical, err)
+			}
+			boxes[logical] = b
+			continue
+		}
+		var h host
+		if err := json.Unmarshal(r.Outputs, &h); err != nil {
+			return nil, 0, fmt.Errorf("deployment: host %s: %w", logical, err)
+		}
+		hosts[logical] = h
+	}
+	var out []HostEntry
+	for logical, h := range hosts {
+		b, ok := boxes[logical]
+		if !ok || len(b.Addresses) == 0 || len(h.Ports) == 0 {
+			continue
+		}
+		user := h.User
+		if user == "" {
+			user = "root"
+		}
+		out = append(out, HostEntry{
+			Name: b.Name, Group: b.Labels["group"], Backend: b.Backend, Address: b.Addresses[0],
+			SSHAddress: b.SSHAddress, HostKey: b.HostPublicKey, User: user, Ports: h.Ports,
+		})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out, len(boxes), nil
 }
 
 // Preview reports what Up would change, by operation.
