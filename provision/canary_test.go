@@ -368,6 +368,55 @@ func TestApplyClearsALeftDropIn(t *testing.T) {
 	}
 }
 
+// cutOffBeforeRestart is what a rollout cut off between writing its
+// canary's drop-in and restarting it leaves on box a: the drop-in for
+// relay@4443 (loaded), the process still on current, the old build.
+func cutOffBeforeRestart(t *testing.T, a *fleetBox) {
+	t.Helper()
+	rel := Releases{Root: sharedRoot}
+	ctx := context.Background()
+	if _, _, err := rel.Install(ctx, a, newBuild); err != nil {
+		t.Fatal(err)
+	}
+	if err := rel.tryRelease(ctx, a, "relay@4443.service", Digest(newBuild)); err != nil {
+		t.Fatal(err)
+	}
+	if a.proc(4443).release != Digest(oldBuild) || a.dropIn(4443) == "" || a.current(t) != Digest(oldBuild) {
+		t.Fatalf("the cut-off rollout: %+v, drop-in %q", *a.proc(4443), a.dropIn(4443))
+	}
+}
+
+// TestApplyStartsOnCurrent: an instance converge restarts (a changed
+// unit) or starts (it was stopped or crashed) while a release drop-in
+// is left on it comes up on current: the drop-in goes first.
+func TestApplyStartsOnCurrent(t *testing.T) {
+	for _, kind := range []string{ChangeRestart, ChangeStart} {
+		t.Run(kind, func(t *testing.T) {
+			a := newFleetBox(t, "a", map[int]int{4443: 0}, nil)
+			cutOffBeforeRestart(t, a)
+			// systemctl enable --now relay.target relay@4443.service starts
+			// it as a restart does in the simulation.
+			a.intercept = func(ctx context.Context, cmd string) ([]byte, error, bool) {
+				if !strings.HasPrefix(cmd, "systemctl enable --now ") {
+					return nil, nil, false
+				}
+				out, err := a.simBox.Run(ctx, "systemctl restart 'relay@4443.service'", nil)
+				return out, err, true
+			}
+			plan := &Plan{State: HostState{Release: Digest(oldBuild), Instances: []string{"relay@4443.service"}}}
+			changes := []Change{{Kind: kind, What: "relay@4443.service"}}
+			rep, err := Apply(context.Background(), a, plan, changes, Releases{Root: sharedRoot}, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(rep.Restarted, []string{"relay@4443.service"}) || a.proc(4443).release != Digest(oldBuild) || len(a.dropIns(t)) != 0 {
+				t.Errorf("after %s: restarted %v, %+v, drop-ins %v; want it on current %s, no drop-in",
+					kind, rep.Restarted, *a.proc(4443), a.dropIns(t), text.ShortSHA(Digest(oldBuild)))
+			}
+		})
+	}
+}
+
 // TestFleetRolloutPlan: the dry run reads each box and says what would
 // move, which process is the canary, what is on the release already; it
 // changes nothing on the boxes.
