@@ -72,6 +72,9 @@ systemctl list-units --type=service --all --plain --no-legend --no-pager 'relay@
 	if st.Running, err = rel.Running(ctx, run, st.Instances); err != nil {
 		return HostState{}, fmt.Errorf("probe: %w", err)
 	}
+	if st.ReleaseDropIns, err = releaseDropInReleases(ctx, run); err != nil {
+		return HostState{}, fmt.Errorf("probe: %w", err)
+	}
 	if st.Draining, err = DrainingInstances(ctx, run, st.Instances); err != nil {
 		return HostState{}, fmt.Errorf("probe: %w", err)
 	}
@@ -130,8 +133,9 @@ type Report struct {
 // directory before they replace the old ones, then daemon-reload), sysctl
 // (applied and read back), the release switch, and instance starts,
 // restarts (one at a time, each waited for) and stops. An instance it
-// starts or restarts loses its release drop-in first (dropin.go). binary
-// is the relay build the plan's release names.
+// starts or restarts loses its release drop-in first (dropin.go), and a
+// ChangeDropIn removes one without a restart. binary is the relay build
+// the plan's release names.
 func Apply(ctx context.Context, run Runner, plan *Plan, changes []Change, rel Releases, binary []byte) (*Report, error) {
 	r := &Report{Changes: changes, Release: plan.State.Release}
 	has := func(kind string) bool {
@@ -186,11 +190,11 @@ func Apply(ctx context.Context, run Runner, plan *Plan, changes []Change, rel Re
 	var dropInsOf []string
 	for _, c := range changes {
 		switch c.Kind {
-		case ChangeStart, ChangeRestart:
+		case ChangeDropIn, ChangeStart, ChangeRestart:
 			dropInsOf = append(dropInsOf, c.What)
 		}
 	}
-	reload := len(unitFiles) > 0 || has(ChangeRemove)
+	reload := len(unitFiles) > 0 || has(ChangeRemove) || has(ChangeDropIn)
 	if len(dropInsOf) > 0 {
 		removed, err := removeReleaseDropIns(ctx, run, dropInsOf)
 		if err != nil {

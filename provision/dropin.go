@@ -106,6 +106,25 @@ func clearReleaseDropIns(ctx context.Context, run Runner) ([]string, error) {
 	return insts, daemonReload(ctx, run)
 }
 
+// releaseDropInReleases maps each instance with a release drop-in to the
+// release the drop-in runs: the sha its ExecStart= names under releases/,
+// "" when it names none.
+func releaseDropInReleases(ctx context.Context, run Runner) (map[string]string, error) {
+	out, err := run.Run(ctx, `for f in `+runtimeUnitDir+`/relay@*.service.d/`+releaseDropIn+`; do [ -e "$f" ] || continue; `+
+		`printf '%s\t%s\n' "$f" "$(sed -n 's|^ExecStart=.*/releases/\([0-9a-f]\{64\}\)/relay.*|\1|p' "$f" | head -n1)"; done`, nil)
+	if err != nil {
+		return nil, fmt.Errorf("release drop-ins: %w", err)
+	}
+	m := map[string]string{}
+	for line := range strings.SplitSeq(strings.TrimSpace(string(out)), "\n") {
+		f, sha, _ := strings.Cut(line, "\t")
+		if inst, ok := dropInInstance(f); ok {
+			m[inst] = sha
+		}
+	}
+	return m, nil
+}
+
 // removeReleaseDropIns removes the release drop-ins of the instances
 // given, where there is one, and returns the instances that had one. It
 // does not reload systemd: the caller does, once.
