@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -365,6 +366,141 @@ func TestApplyClearsALeftDropIn(t *testing.T) {
 	}
 	if a.proc(4443).release != Digest(oldBuild) || len(a.dropIns(t)) != 0 {
 		t.Errorf("after converge: %+v, drop-ins %v", *a.proc(4443), a.dropIns(t))
+	}
+}
+
+// cutOffBeforeRestart is what a rollout cut off between writing its
+// canary's drop-in and restarting it leaves on box a: the drop-in for
+// relay@4443 (loaded), the process still on current, the old build.
+func cutOffBeforeRestart(t *testing.T, a *fleetBox) {
+	t.Helper()
+	rel := Releases{Root: sharedRoot}
+	ctx := context.Background()
+	if _, _, err := rel.Install(ctx, a, newBuild); err != nil {
+		t.Fatal(err)
+	}
+	if err := rel.tryRelease(ctx, a, "relay@4443.service", Digest(newBuild)); err != nil {
+		t.Fatal(err)
+	}
+	if a.proc(4443).release != Digest(oldBuild) || a.dropIn(4443) == "" || a.current(t) != Digest(oldBuild) {
+		t.Fatalf("the cut-off rollout: %+v, drop-in %q", *a.proc(4443), a.dropIn(4443))
+	}
+}
+
+// probeFleetBox is Probe on box a for a plan of its processes on the
+// release current points at, managing no file: the box's unit list is
+// the simulated one (the probe's first command reads it with the file
+// hashes, which stay the test machine's own otherwise).
+func probeFleetBox(t *testing.T, a *fleetBox, plan *Plan) HostState {
+	t.Helper()
+	a.intercept = func(ctx context.Context, cmd string) ([]byte, error, bool) {
+		if !strings.Contains(cmd, "echo '== units'") {
+			return nil, nil, false
+		}
+		out, err := a.simBox.Run(ctx, "systemctl list-units", nil)
+		return append([]byte("== units\n"), out...), err, true
+	}
+	defer func() { a.intercept = nil }()
+	st, err := Probe(context.Background(), a, plan, Releases{Root: sharedRoot})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st
+}
+
+// TestConvergeRemovesALeftDropIn: a rollout cut off between writing its
+// canary's drop-in and restarting it (or a rollback that put the process
+// back on current by other means) left relay@4443 on current with the
+// drop-in: its next start (systemd's Restart= after a crash) would run
+// the new build. Converge finds it, removes it and reloads systemd, and
+// restarts nothing; once done it finds nothing, and a crash of the
+// process brings it back on current.
+func TestConvergeRemovesALeftDropIn(t *testing.T) {
+	a := newFleetBox(t, "a", map[int]int{4443: 0, 4444: 0}, nil)
+	ctx := context.Background()
+	rel := Releases{Root: sharedRoot}
+	cutOffBeforeRestart(t, a)
+	oldSHA, newSHA := Digest(oldBuild), Digest(newBuild)
+	plan := &Plan{State: HostState{Release: oldSHA, Instances: []string{"relay@4443.service", "relay@4444.service"}}}
+
+	changes := Diff(plan.State, probeFleetBox(t, a, plan))
+	want := []Change{{Kind: ChangeDropIn, What: "relay@4443.service", From: newSHA, To: oldSHA}}
+	if !reflect.DeepEqual(changes, want) {
+		t.Fatalf("changes %v, want %v", changes, want)
+	}
+	wantText := "remove relay@4443.service's release drop-in (left by a cut-off rollout: its next start would run release " + text.ShortSHA(newSHA) + ", not current)"
+	if got := changes[0].String(); got != wantText {
+		t.Errorf("the change reads %q, want %q", got, wantText)
+	}
+	var cmds []string
+	a.intercept = func(_ context.Context, cmd string) ([]byte, error, bool) {
+		cmds = append(cmds, cmd)
+		return nil, nil, false
+	}
+	rep, err := Apply(ctx, a, plan, changes, rel, nil)
+	a.intercept = nil
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(a.dropIns(t)) != 0 || len(rep.Restarted) != 0 {
+		t.Errorf("after apply: drop-ins %v, restarted %v; want no drop-in, nothing restarted", a.dropIns(t), rep.Restarted)
+	}
+	for _, c := range cmds {
+		if strings.Contains(c, "systemctl restart") || strings.Contains(c, "systemctl start") || strings.Contains(c, "/drain") {
+			t.Errorf("apply ran %q; want no restart", c)
+		}
+	}
+	if !slices.Contains(cmds, "systemctl daemon-reload") {
+		t.Errorf("apply did not reload systemd: %q", cmds)
+	}
+	if ev := a.log(); len(ev) != 0 {
+		t.Errorf("events on the box: %v; want none", ev)
+	}
+	if left := Diff(plan.State, probeFleetBox(t, a, plan)); len(left) != 0 {
+		t.Errorf("second converge would do %v", left)
+	}
+	// Applied again (a converge that probed before the first): nothing
+	// to remove, still no restart.
+	if rep, err := Apply(ctx, a, plan, changes, rel, nil); err != nil || len(rep.Restarted) != 0 || len(a.log()) != 0 {
+		t.Errorf("applied twice: %+v, %v, events %v", rep, err, a.log())
+	}
+	// relay@4443 crashes and systemd starts it again: current.
+	if _, err := a.Run(ctx, "systemctl restart 'relay@4443.service'", nil); err != nil {
+		t.Fatal(err)
+	}
+	if !a.runs(oldSHA) {
+		t.Errorf("after a crash: %+v, %+v; want both on current", *a.proc(4443), *a.proc(4444))
+	}
+}
+
+// TestApplyStartsOnCurrent: an instance converge restarts (a changed
+// unit) or starts (it was stopped or crashed) while a release drop-in
+// is left on it comes up on current: the drop-in goes first.
+func TestApplyStartsOnCurrent(t *testing.T) {
+	for _, kind := range []string{ChangeRestart, ChangeStart} {
+		t.Run(kind, func(t *testing.T) {
+			a := newFleetBox(t, "a", map[int]int{4443: 0}, nil)
+			cutOffBeforeRestart(t, a)
+			// systemctl enable --now relay.target relay@4443.service starts
+			// it as a restart does in the simulation.
+			a.intercept = func(ctx context.Context, cmd string) ([]byte, error, bool) {
+				if !strings.HasPrefix(cmd, "systemctl enable --now ") {
+					return nil, nil, false
+				}
+				out, err := a.simBox.Run(ctx, "systemctl restart 'relay@4443.service'", nil)
+				return out, err, true
+			}
+			plan := &Plan{State: HostState{Release: Digest(oldBuild), Instances: []string{"relay@4443.service"}}}
+			changes := []Change{{Kind: kind, What: "relay@4443.service"}}
+			rep, err := Apply(context.Background(), a, plan, changes, Releases{Root: sharedRoot}, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(rep.Restarted, []string{"relay@4443.service"}) || a.proc(4443).release != Digest(oldBuild) || len(a.dropIns(t)) != 0 {
+				t.Errorf("after %s: restarted %v, %+v, drop-ins %v; want it on current %s, no drop-in",
+					kind, rep.Restarted, *a.proc(4443), a.dropIns(t), text.ShortSHA(Digest(oldBuild)))
+			}
+		})
 	}
 }
 

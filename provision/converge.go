@@ -72,6 +72,9 @@ systemctl list-units --type=service --all --plain --no-legend --no-pager 'relay@
 	if st.Running, err = rel.Running(ctx, run, st.Instances); err != nil {
 		return HostState{}, fmt.Errorf("probe: %w", err)
 	}
+	if st.ReleaseDropIns, err = releaseDropInReleases(ctx, run); err != nil {
+		return HostState{}, fmt.Errorf("probe: %w", err)
+	}
 	if st.Draining, err = DrainingInstances(ctx, run, st.Instances); err != nil {
 		return HostState{}, fmt.Errorf("probe: %w", err)
 	}
@@ -129,8 +132,10 @@ type Report struct {
 // release upload, unit files (verified by systemd-analyze in a staging
 // directory before they replace the old ones, then daemon-reload), sysctl
 // (applied and read back), the release switch, and instance starts,
-// restarts (one at a time, each waited for) and stops. binary is the relay
-// build the plan's release names.
+// restarts (one at a time, each waited for) and stops. An instance it
+// starts or restarts loses its release drop-in first (dropin.go), and a
+// ChangeDropIn removes one without a restart. binary is the relay build
+// the plan's release names.
 func Apply(ctx context.Context, run Runner, plan *Plan, changes []Change, rel Releases, binary []byte) (*Report, error) {
 	r := &Report{Changes: changes, Release: plan.State.Release}
 	has := func(kind string) bool {
@@ -179,9 +184,27 @@ func Apply(ctx context.Context, run Runner, plan *Plan, changes []Change, rel Re
 			}
 		}
 	}
-	if len(unitFiles) > 0 || has(ChangeRemove) {
-		if _, err := run.Run(ctx, "systemctl daemon-reload", nil); err != nil {
-			return r, fmt.Errorf("daemon-reload: %w", err)
+	// Release drop-ins go before any instance starts: a start or restart
+	// would run the drop-in's release (a cut-off rollout's), not current.
+	// (restartMoved clears them itself, after its move.)
+	var dropInsOf []string
+	for _, c := range changes {
+		switch c.Kind {
+		case ChangeDropIn, ChangeStart, ChangeRestart:
+			dropInsOf = append(dropInsOf, c.What)
+		}
+	}
+	reload := len(unitFiles) > 0 || has(ChangeRemove) || has(ChangeDropIn)
+	if len(dropInsOf) > 0 {
+		removed, err := removeReleaseDropIns(ctx, run, dropInsOf)
+		if err != nil {
+			return r, err
+		}
+		reload = reload || len(removed) > 0
+	}
+	if reload {
+		if err := daemonReload(ctx, run); err != nil {
+			return r, err
 		}
 	}
 	if has(ChangeSysctl) {

@@ -28,6 +28,9 @@ func probeSim(t *testing.T, box *simBox, rel Releases, insts []string) HostState
 	if st.RolloutDrained, err = rel.RolloutDrained(ctx, box); err != nil {
 		t.Fatal(err)
 	}
+	if st.ReleaseDropIns, err = releaseDropInReleases(ctx, box); err != nil {
+		t.Fatal(err)
+	}
 	return st
 }
 

@@ -106,6 +106,46 @@ func clearReleaseDropIns(ctx context.Context, run Runner) ([]string, error) {
 	return insts, daemonReload(ctx, run)
 }
 
+// releaseDropInReleases maps each instance with a release drop-in to the
+// release the drop-in runs: the sha its ExecStart= names under releases/,
+// "" when it names none.
+func releaseDropInReleases(ctx context.Context, run Runner) (map[string]string, error) {
+	out, err := run.Run(ctx, `for f in `+runtimeUnitDir+`/relay@*.service.d/`+releaseDropIn+`; do [ -e "$f" ] || continue; `+
+		`printf '%s\t%s\n' "$f" "$(sed -n 's|^ExecStart=.*/releases/\([0-9a-f]\{64\}\)/relay.*|\1|p' "$f" | head -n1)"; done`, nil)
+	if err != nil {
+		return nil, fmt.Errorf("release drop-ins: %w", err)
+	}
+	m := map[string]string{}
+	for line := range strings.SplitSeq(strings.TrimSpace(string(out)), "\n") {
+		f, sha, _ := strings.Cut(line, "\t")
+		if inst, ok := dropInInstance(f); ok {
+			m[inst] = sha
+		}
+	}
+	return m, nil
+}
+
+// removeReleaseDropIns removes the release drop-ins of the instances
+// given, where there is one, and returns the instances that had one. It
+// does not reload systemd: the caller does, once.
+func removeReleaseDropIns(ctx context.Context, run Runner, instances []string) ([]string, error) {
+	var files []string
+	for _, inst := range instances {
+		if !unitArg(inst) {
+			return nil, fmt.Errorf("remove the release drop-in of %q: want relay@PORT.service", inst)
+		}
+		files = append(files, text.ShellQuote(releaseDropInPath(inst)))
+	}
+	if len(files) == 0 {
+		return nil, nil
+	}
+	out, err := run.Run(ctx, `for f in `+strings.Join(files, " ")+`; do [ -e "$f" ] || continue; rm -f "$f" && rmdir --ignore-fail-on-non-empty "${f%/*}" || exit 1; echo "$f"; done`, nil)
+	if err != nil {
+		return nil, fmt.Errorf("remove the release drop-ins of %s: %w", strings.Join(instances, ", "), err)
+	}
+	return dropInInstances(string(out)), nil
+}
+
 // ReleaseDropIns lists the instances whose next start runs a release
 // other than current through a release drop-in: a rollout's canary, or
 // one left by a rollout cut off before its canary passed.
@@ -120,13 +160,28 @@ func releaseDropIns(ctx context.Context, run Runner, do string) ([]string, error
 	if err != nil {
 		return nil, fmt.Errorf("release drop-ins: %w", err)
 	}
+	return dropInInstances(string(out)), nil
+}
+
+// dropInInstances reads the instances of release drop-in paths, one a
+// line.
+func dropInInstances(out string) []string {
 	var insts []string
-	for line := range strings.SplitSeq(strings.TrimSpace(string(out)), "\n") {
-		if inst, ok := strings.CutPrefix(line, runtimeUnitDir+"/"); ok {
-			insts = append(insts, strings.TrimSuffix(inst, ".d/"+releaseDropIn))
+	for line := range strings.SplitSeq(strings.TrimSpace(out), "\n") {
+		if inst, ok := dropInInstance(line); ok {
+			insts = append(insts, inst)
 		}
 	}
-	return insts, nil
+	return insts
+}
+
+// dropInInstance is the instance whose release drop-in is at path f.
+func dropInInstance(f string) (string, bool) {
+	inst, ok := strings.CutPrefix(f, runtimeUnitDir+"/")
+	if !ok {
+		return "", false
+	}
+	return strings.CutSuffix(inst, ".d/"+releaseDropIn)
 }
 
 func daemonReload(ctx context.Context, run Runner) error {

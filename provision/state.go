@@ -48,6 +48,12 @@ type HostState struct {
 	// it and did not finish (drainmark.go): converge undrains these, and
 	// only these. Probe sets it; a desired state has none.
 	RolloutDrained []string `json:",omitempty"`
+	// ReleaseDropIns maps each instance found with a release drop-in
+	// (dropin.go) to the release the drop-in runs: a rollout cut off
+	// before its canary passed left it, and the instance's next start
+	// runs that release, not current. Probe sets it; a desired state has
+	// none.
+	ReleaseDropIns map[string]string `json:",omitempty"`
 }
 
 // Plan is a host's desired state with the bytes to write.
@@ -172,6 +178,11 @@ const (
 	// ChangeDrain drains again an instance drained on purpose, after
 	// the restart before it in the list (a restart admits).
 	ChangeDrain = "drain"
+	// ChangeDropIn removes the release drop-in a cut-off rollout left on
+	// an instance that this converge does not restart, From being the
+	// release the drop-in runs and To current's. Nothing restarts: the
+	// process runs current already (or is stopped).
+	ChangeDropIn = "dropin"
 )
 
 // Change is one difference between desired and actual.
@@ -207,6 +218,11 @@ func (c Change) String() string {
 		return "undrain " + c.What + " (left draining by a cut-off rollout)"
 	case ChangeDrain:
 		return "drain " + c.What + " again after its restart (drained on purpose)"
+	case ChangeDropIn:
+		if c.From != "" && c.From != c.To {
+			return fmt.Sprintf("remove %s's release drop-in (left by a cut-off rollout: its next start would run release %s, not current)", c.What, text.ShortSHA(c.From))
+		}
+		return "remove " + c.What + "'s release drop-in (left by a cut-off rollout)"
 	}
 	return c.Kind + " " + c.What
 }
@@ -222,7 +238,10 @@ func orNone(s string) string {
 // is applied: files, sysctl, release, then units. It restarts only what a
 // change touches: a new template or release restarts every instance that
 // keeps running; a changed drop-in restarts its instance; new instances
-// start, instances no longer wanted stop and lose their drop-in.
+// start, instances no longer wanted stop and lose their drop-in. A
+// release drop-in a cut-off rollout left goes with the files; an instance
+// that starts or restarts here loses it on the way (Apply), one that does
+// not keeps its process.
 // managed is the set of paths relayfleet owns on the box (files of the
 // desired state plus drop-ins of instances found running).
 func Diff(desired, actual HostState) []Change {
@@ -251,6 +270,7 @@ func Diff(desired, actual HostState) []Change {
 	for _, p := range stale {
 		cs = append(cs, Change{Kind: ChangeRemove, What: p})
 	}
+	dropInsAt := len(cs) // after the files, as Apply removes them
 	// A new reset secret restarts nothing: each relay process loads it
 	// at its next start (a changed template restarts them below).
 	if desired.ResetSecret != "" && actual.ResetSecret != desired.ResetSecret {
@@ -291,6 +311,7 @@ func Diff(desired, actual HostState) []Change {
 	for _, u := range actual.RolloutDrained {
 		rolloutDrained[u] = true
 	}
+	started := map[string]bool{} // started or restarted here
 	for _, u := range desired.Instances {
 		dropIn := "/etc/systemd/system/" + strings.TrimSuffix(u, ".service") + ".service.d/10-relayfleet.conf"
 		runs := actual.Running[u]
@@ -298,6 +319,7 @@ func Diff(desired, actual HostState) []Change {
 		switch {
 		case !running[u]:
 			cs = append(cs, Change{Kind: ChangeStart, What: u})
+			started[u] = true
 			continue
 		case templateChanged || releaseChanged || changed[dropIn]:
 			cs = append(cs, Change{Kind: ChangeRestart, What: u})
@@ -307,6 +329,7 @@ func Diff(desired, actual HostState) []Change {
 		default:
 			restarts = false
 		}
+		started[u] = restarts
 		// Who drained it decides (drainmark.go): a rollout that was cut
 		// off is finished; a drain on purpose stays, through a restart.
 		switch {
@@ -321,5 +344,19 @@ func Diff(desired, actual HostState) []Change {
 			cs = append(cs, Change{Kind: ChangeStop, What: u})
 		}
 	}
-	return cs
+	// A release drop-in makes the instance's next start (systemd's
+	// Restart= after a crash, an operator's restart) run the release being
+	// tried when the rollout was cut off, not current: it goes, on
+	// instances that run current, are stopped or are no longer wanted.
+	current := desired.Release
+	if current == "" {
+		current = actual.Release
+	}
+	var dropIns []Change
+	for _, u := range slices.Sorted(maps.Keys(actual.ReleaseDropIns)) {
+		if !started[u] {
+			dropIns = append(dropIns, Change{Kind: ChangeDropIn, What: u, From: actual.ReleaseDropIns[u], To: current})
+		}
+	}
+	return slices.Insert(cs, dropInsAt, dropIns...)
 }

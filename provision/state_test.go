@@ -25,6 +25,17 @@ func kinds(cs []Change) string {
 	return strings.Join(b, "\n")
 }
 
+// withDropIns is s with a release drop-in of release bbbb on each
+// instance given.
+func withDropIns(s HostState, insts ...string) HostState {
+	s = clone(s)
+	s.ReleaseDropIns = map[string]string{}
+	for _, u := range insts {
+		s.ReleaseDropIns[u] = "bbbb"
+	}
+	return s
+}
+
 func TestDiff(t *testing.T) {
 	two, err := Desired(layout(2), "aaaa")
 	if err != nil {
@@ -105,6 +116,32 @@ func TestDiff(t *testing.T) {
 			s.Instances = []string{"relay@4443.service"}
 			return s
 		}(), []string{"start relay@4444.service"}},
+		{"a release drop-in left on a process on current goes, no restart", two.State, withDropIns(converged, "relay@4443.service"), []string{
+			"dropin relay@4443.service",
+		}},
+		{"a restarted process loses its drop-in on the way", newRelease.State, withDropIns(converged, "relay@4443.service"), []string{
+			"release relay", "restart relay@4443.service", "restart relay@4444.service",
+		}},
+		{"a process on its drop-in's release is restarted, moved out", two.State, func() HostState {
+			s := withDropIns(converged, "relay@4443.service")
+			s.Running = map[string]string{"relay@4443.service": "bbbb", "relay@4444.service": "aaaa"}
+			return s
+		}(), []string{"stale relay@4443.service"}},
+		{"a crashed process starts on current", two.State, func() HostState {
+			s := withDropIns(converged, "relay@4443.service")
+			s.Instances = []string{"relay@4444.service"}
+			return s
+		}(), []string{"start relay@4443.service"}},
+		{"a stopped process's drop-in goes, with the files", two.State, withDropIns(clone(three.State), "relay@4445.service"), []string{
+			"file /etc/systemd/system/relay.target",
+			"file /etc/systemd/system/relay@.service",
+			"remove /etc/systemd/system/relay@4445.service.d/10-relayfleet.conf",
+			"dropin relay@4445.service",
+			"restart relay@4443.service", "restart relay@4444.service", "stop relay@4445.service",
+		}},
+		{"the drop-in of an instance neither wanted nor running goes", two.State, withDropIns(converged, "relay@4446.service", "relay@4443.service"), []string{
+			"dropin relay@4443.service", "dropin relay@4446.service",
+		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got := kinds(Diff(tc.desired, tc.actual))
@@ -125,6 +162,12 @@ func TestChangeString(t *testing.T) {
 		{Change{Kind: ChangeSysctl, What: "k", To: "1"}, "sysctl k: (none) -> 1"},
 		{Change{Kind: ChangeRelease, From: strings.Repeat("a", 64), To: strings.Repeat("b", 64)}, "release aaaaaaaaaaaa -> bbbbbbbbbbbb"},
 		{Change{Kind: ChangeRestart, What: "relay@1.service"}, "restart relay@1.service"},
+		{Change{Kind: ChangeDropIn, What: "relay@1.service", From: strings.Repeat("b", 64), To: strings.Repeat("a", 64)},
+			"remove relay@1.service's release drop-in (left by a cut-off rollout: its next start would run release bbbbbbbbbbbb, not current)"},
+		{Change{Kind: ChangeDropIn, What: "relay@1.service", From: strings.Repeat("a", 64), To: strings.Repeat("a", 64)},
+			"remove relay@1.service's release drop-in (left by a cut-off rollout)"},
+		{Change{Kind: ChangeDropIn, What: "relay@1.service", To: strings.Repeat("a", 64)},
+			"remove relay@1.service's release drop-in (left by a cut-off rollout)"},
 	} {
 		if got := tc.c.String(); got != tc.want {
 			t.Errorf("%+v: %q, want %q", tc.c, got, tc.want)
