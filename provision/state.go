@@ -242,8 +242,6 @@ func orNone(s string) string {
 // release drop-in a cut-off rollout left goes with the files; an instance
 // that starts or restarts here loses it on the way (Apply), one that does
 // not keeps its process.
-// managed is the set of paths relayfleet owns on the box (files of the
-// desired state plus drop-ins of instances found running).
 func Diff(desired, actual HostState) []Change {
 	var cs []Change
 	paths := make([]string, 0, len(desired.Files))
