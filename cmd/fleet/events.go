@@ -1,6 +1,8 @@
 package main
 
 import (
+	"time"
+
 	"io"
 
 	"github.com/spf13/cobra"
@@ -39,6 +41,8 @@ func (e *eventsFlags) add(fs *pflag.FlagSet) {
 	fs.StringVar(&e.o.Now, "now", "", "the time to reconcile for, RFC 3339 (default: the clock); for rehearsals and tests")
 	fs.DurationVar(&e.o.LeaseTTL, "lease-ttl", events.DefaultLeaseTTL, "how long the reconcile lease in the Pulumi backend outlives a holder that stopped renewing it (30s to 1h)")
 	cli.Ranged(fs, "lease-ttl", leaseRange)
+	fs.DurationVar(&e.o.Retention, "keep-records", events.DefaultRetention, "how long the record (and cost report) of an event that is gone and no longer in the events file is kept after its last action (1h to 10 years)")
+	cli.Ranged(fs, "keep-records", cli.Durations(time.Hour, 10*365*24*time.Hour))
 	e.pulumiFlags.register(fs, true)
 }
 

@@ -26,8 +26,9 @@ type RunOptions struct {
 	EventsFile string
 	// Now is the time to reconcile for, RFC 3339 ("": the clock).
 	Now string
-	// LeaseTTL and RelayBinary are Options's.
+	// LeaseTTL, Retention and RelayBinary are Options's.
 	LeaseTTL    time.Duration
+	Retention   time.Duration
 	RelayBinary string
 	// Stack checks the Pulumi flags, then makes the stacks' template and
 	// says how boxes are reached (Options's Stack and Lab); Pulumi's
@@ -70,7 +71,7 @@ func (o *RunOptions) Open(ctx context.Context, stdout io.Writer, quiet bool, val
 		return nil, time.Time{}, err
 	}
 	r, err := Open(ctx, Options{
-		EventsFile: o.EventsFile, Stack: *st, Lab: cfg, LeaseTTL: o.LeaseTTL, RelayBinary: o.RelayBinary,
+		EventsFile: o.EventsFile, Stack: *st, Lab: cfg, LeaseTTL: o.LeaseTTL, Retention: o.Retention, RelayBinary: o.RelayBinary,
 		Log: slog.New(slog.NewTextHandler(out, nil)),
 	})
 	return r, now, err

@@ -37,6 +37,8 @@ type Options struct {
 	// LeaseTTL is how long the reconcile lease outlives a holder that
 	// stopped renewing it (DefaultLeaseTTL when 0).
 	LeaseTTL time.Duration
+	// Retention is the Reconciler's (DefaultRetention when 0).
+	Retention time.Duration
 	// Log receives one line per action (nothing when nil).
 	Log *slog.Logger
 }
@@ -111,7 +113,7 @@ func Open(ctx context.Context, o Options) (*Reconciler, error) {
 		Stacks:   &KeyedStacks{PulumiStacks: PulumiStacks{Template: st}, FleetStack: fleetStack},
 		Probe:    &SSHProbe{Lab: cfg, KeyFile: cfg.SSHKeyFile},
 		Backends: func(name string) (backend.Backend, error) { return provider.OpenBackend(name, cfg) },
-		Log:      o.Log,
+		Log:      o.Log, Retention: o.Retention,
 	}, nil
 }
 

@@ -68,7 +68,15 @@ type Reconciler struct {
 	Backends func(name string) (backend.Backend, error)
 	// Log receives one line per action, with the event's name.
 	Log *slog.Logger
+	// Retention is how long the record of an event that is gone (or was
+	// missed) and no longer in the events file is kept after its last
+	// action (DefaultRetention when 0); then a reconcile forgets it.
+	Retention time.Duration
 }
+
+// DefaultRetention keeps a finished event's record, its cost report with
+// it, for 90 days after the event left the file.
+const DefaultRetention = 90 * 24 * time.Hour
 
 // StackName is an event's stack: FLEET-event-NAME.
 func StackName(fleet, event string) string { return fleet + "-event-" + event }
@@ -117,6 +125,12 @@ func (r *Reconciler) Reconcile(ctx context.Context, now time.Time) ([]Result, er
 		if _, gone := known[rec.Event]; !gone {
 			continue
 		}
+		if r.expired(rec, now) {
+			if err := r.forget(ctx, rec, now); err != nil {
+				errs = append(errs, fmt.Errorf("event %s: %w", rec.Event, err))
+			}
+			continue
+		}
 		res := r.one(ctx, now, nil, rec)
 		results = append(results, res)
 		if res.Err != nil {
@@ -124,6 +138,41 @@ func (r *Reconciler) Reconcile(ctx context.Context, now time.Time) ([]Result, er
 		}
 	}
 	return results, errors.Join(errs...)
+}
+
+// expired reports whether the record of an event no longer in the file
+// has outlived the retention: gone or missed, its last action older.
+func (r *Reconciler) expired(rec *Record, now time.Time) bool {
+	if rec.Phase != Gone && rec.Phase != Missed {
+		return false
+	}
+	keep := r.Retention
+	if keep <= 0 {
+		keep = DefaultRetention
+	}
+	last := rec.lastAction()
+	return !last.IsZero() && now.Sub(last) > keep
+}
+
+// lastAction is when the record last changed: its last log entry, or its
+// destroy.
+func (rec *Record) lastAction() time.Time {
+	last := rec.DestroyedAt
+	if n := len(rec.Log); n > 0 && rec.Log[n-1].At.After(last) {
+		last = rec.Log[n-1].At
+	}
+	return last
+}
+
+// forget removes an expired record from the store and the state dir's
+// cache, and says so.
+func (r *Reconciler) forget(ctx context.Context, rec *Record, now time.Time) error {
+	if err := r.Store.Remove(ctx, rec.Event); err != nil {
+		return err
+	}
+	r.log().Info(fmt.Sprintf("record forgotten: the event left the events file and has been %s since %s, longer than the retention", rec.Phase, rec.lastAction().Format(time.RFC3339)),
+		"event", rec.Event, "action", "forget", "phase", string(rec.Phase))
+	return uncache(r.StateDir, rec.Event)
 }
 
 // Manual sets an event's manual override (ManualUp or ManualDown, "" to

@@ -422,6 +422,47 @@ func TestNothingConvergedStaysCreating(t *testing.T) {
 	}
 }
 
+// TestRecordsPrunedAfterRetention: the record of an event that is gone
+// and no longer in the file is forgotten once the retention has passed
+// since its last action, from the store and the cache; within it, or
+// while the event is still in the file, it stays.
+func TestRecordsPrunedAfterRetention(t *testing.T) {
+	h := newHarness(t)
+	h.r.Retention = 48 * time.Hour
+	h.run(t, h.ev.Start.Time)
+	h.probe.listeners = 0
+	if rec := h.run(t, h.ev.End.Time); rec.Phase != Gone {
+		t.Fatalf("phase %s, want gone", rec.Phase)
+	}
+	last := h.ev.End.Time
+	// Still in the file, long after: kept.
+	if rec := h.run(t, last.Add(72*time.Hour)); rec.Phase != Gone {
+		t.Fatalf("an event in the file lost its record: phase %s", rec.Phase)
+	}
+	evs := h.r.Events.Events
+	h.r.Events.Events = nil
+	t.Cleanup(func() { h.r.Events.Events = evs })
+	store := h.r.Store.(*memStore)
+	if _, err := h.r.Reconcile(t.Context(), last.Add(47*time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := store.recs[h.ev.Name]; !ok {
+		t.Fatal("the record went within the retention")
+	}
+	if _, err := h.r.Reconcile(t.Context(), last.Add(73*time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := store.recs[h.ev.Name]; ok {
+		t.Fatal("the record outlived the retention in the store")
+	}
+	if _, ok, err := ReadRecord(h.r.StateDir, h.ev.Name); ok || err != nil {
+		t.Fatalf("the record outlived the retention in the cache (%v)", err)
+	}
+	if !strings.Contains(h.log.String(), "action=forget") {
+		t.Errorf("no forget in the log:\n%s", h.log.String())
+	}
+}
+
 func TestDrainEndsEarlyWhenListenersLeave(t *testing.T) {
 	h := newHarness(t)
 	h.run(t, h.ev.Start.Time)

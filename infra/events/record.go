@@ -219,6 +219,15 @@ func readRecordDir(dir string) ([]*Record, error) {
 	return recs, nil
 }
 
+// uncache removes the record from the state dir's cache.
+func uncache(stateDir, event string) error {
+	err := os.Remove(filepath.Join(stateDir, recordsDir, event+".json"))
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("event record cache: %w", err)
+	}
+	return nil
+}
+
 // cache writes the record into the state dir's cache, through a
 // temporary file and a rename.
 func (r *Record) cache(stateDir string) error {

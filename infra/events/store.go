@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"sort"
 	"strings"
@@ -34,6 +35,8 @@ type Store interface {
 	Load(ctx context.Context) (map[string]*Record, error)
 	// Save keeps one record (the others stay as they are).
 	Save(ctx context.Context, rec *Record) error
+	// Remove forgets one event's record (the others stay as they are).
+	Remove(ctx context.Context, event string) error
 }
 
 // ErrLocked is returned when another reconcile holds the lease.
@@ -410,6 +413,30 @@ func (s *PulumiStore) Save(ctx context.Context, rec *Record) error {
 	if err := s.recordsStack().Save(ctx, map[string]any{recordsOutput: s.records, "version": 1}, true); err != nil {
 		return fmt.Errorf("event record %s: %w", rec.Event, err)
 	}
+	return nil
+}
+
+// Remove implements Store.
+func (s *PulumiStore) Remove(ctx context.Context, event string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.lost != nil && s.lost() {
+		return fmt.Errorf("event record %s: not removed: %w", event, ErrLeaseLost)
+	}
+	if !s.loaded {
+		if err := s.load(ctx); err != nil {
+			return err
+		}
+	}
+	if _, ok := s.records[event]; !ok {
+		return nil
+	}
+	kept := maps.Clone(s.records)
+	delete(kept, event)
+	if err := s.recordsStack().Save(ctx, map[string]any{recordsOutput: kept, "version": 1}, true); err != nil {
+		return fmt.Errorf("event record %s: remove: %w", event, err)
+	}
+	s.records = kept
 	return nil
 }
 

@@ -37,6 +37,13 @@ func (m *memStore) Lock(ctx context.Context) (context.Context, func(), error) {
 	return ctx, func() { m.mu.Lock(); m.held = false; m.mu.Unlock() }, nil
 }
 
+func (m *memStore) Remove(_ context.Context, event string) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	delete(m.recs, event)
+	return nil
+}
+
 func (m *memStore) Load(context.Context) (map[string]*Record, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
