@@ -20,7 +20,14 @@ func eventsInstallCommand(ios *cli.IOStreams) *cobra.Command {
 		Short: "the systemd timer that runs reconcile every minute",
 		Long: `Write the systemd service and timer that run fleet events reconcile every
 --interval on this host, then enable the timer. Arguments after -- are
-further reconcile flags (such as --lab-dir DIR), passed as they are.`,
+further reconcile flags (such as --lab-dir DIR), passed as they are.
+
+The service runs as root (or --user): every file it runs or reads (the
+fleet binary, the events, fleet and providers files, the state dir and
+what is in it, the environment file, paths after -- such as --pulumi)
+must be root's (or --user's), in directories no one else can write, or
+install refuses it. Install the binary first:
+install -o root -g root -m 0755 bin/fleet /usr/local/bin/`,
 		Args: func(cmd *cobra.Command, args []string) error {
 			if len(args) > 0 && cmd.ArgsLenAtDash() != 0 {
 				return usagef("unexpected argument %q (reconcile flags go after --)", args[0])
@@ -35,7 +42,7 @@ further reconcile flags (such as --lab-dir DIR), passed as they are.`,
 	fs := cmd.Flags()
 	fs.StringVar(&f.Events, "events", "", "events file the reconciler follows (required)")
 	fs.StringVar(&f.StateDir, "state-dir", "", "state directory the reconciler uses (default $"+program.StateDirEnv+", else ~/.local/state/relayfleet of the user running install)")
-	fs.StringVar(&f.Fleet, "fleet-binary", "", "the fleet binary the timer runs (default: this one)")
+	fs.StringVar(&f.Fleet, "fleet-binary", "", "the fleet binary the timer runs, root's (default: this one)")
 	fs.DurationVar(&f.Interval, "interval", units.DefaultReconcileInterval, "how often the reconciler runs (at least "+units.MinReconcileInterval.String()+")")
 	cli.Ranged(fs, "interval", cli.Durations(units.MinReconcileInterval, 24*time.Hour))
 	fs.StringVar(&f.User, "user", "", "user the reconciler runs as (default root; lab events need root)")

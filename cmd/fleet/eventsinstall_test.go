@@ -117,3 +117,47 @@ func TestEventsInstallBadInput(t *testing.T) {
 		t.Errorf("bad input wrote files: %v", entries)
 	}
 }
+
+// TestEventsInstallRefusesUsersFiles: a binary, events file or state dir
+// another user owns, which could change what the root service runs, is
+// refused in one line naming the flag, the path and its owner.
+func TestEventsInstallRefusesUsersFiles(t *testing.T) {
+	if os.Getuid() != 0 {
+		testutil.Skipf(t, "needs root: the files it makes are given to another user")
+	}
+	dir := t.TempDir()
+	fleetBin := installFakeExe(t, dir, "fleet", "exit 0\n")
+	events := filepath.Join(dir, "events.yaml")
+	for dst, src := range map[string]string{events: installEventsFile, filepath.Join(dir, "example.yaml"): "../../inventories/example.yaml"} {
+		data, err := os.ReadFile(src)
+		if err != nil {
+			t.Fatal(err)
+		}
+		testutil.WriteFile(t, dst, data, 0o644)
+	}
+	state := filepath.Join(dir, "state")
+	if err := os.Mkdir(state, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	unitDir := filepath.Join(dir, "units")
+	if err := os.Mkdir(unitDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	args := []string{"--events", events, "--state-dir", state, "--fleet-binary", fleetBin, "--unit-dir", unitDir, "--no-enable"}
+	if _, err := installEvents(t, args...); err != nil {
+		t.Fatalf("all root's: %v", err)
+	}
+	for _, tc := range []struct{ path, flag string }{{fleetBin, "--fleet-binary"}, {events, "--events"}, {state, "--state-dir"}} {
+		if err := os.Chown(tc.path, 65534, 65534); err != nil {
+			t.Fatal(err)
+		}
+		_, err := installEvents(t, args...)
+		var ue *usageError
+		if want := "flag " + tc.flag + ": " + tc.path + " is owned by uid 65534"; !errors.As(err, &ue) || !strings.HasPrefix(err.Error(), want) || strings.Contains(err.Error(), "\n") {
+			t.Errorf("%s another user's: error %v, want a one-line usage error starting %q", tc.flag, err, want)
+		}
+		if err := os.Chown(tc.path, 0, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+}

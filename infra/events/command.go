@@ -228,6 +228,21 @@ var timerFlags = map[string]string{
 	"UnitDir":         "--unit-dir",
 }
 
+// timerFieldName names what the user gave behind a TimerFieldError's
+// field: the flag, the arguments after -- (ExtraArgs[i]), or a file
+// install found by itself.
+func timerFieldName(field string) string {
+	switch {
+	case timerFlags[field] != "":
+		return "flag " + timerFlags[field]
+	case field == "Relay":
+		return "the relay build beside the fleet binary"
+	case field == "Pulumi":
+		return "the Pulumi CLI the service finds"
+	}
+	return "arguments after --"
+}
+
 // Install is fleet events install: it installs the reconciler's timer
 // (InstallTimer) and says on w what it did. Errors in what the flags gave
 // are cli usage errors naming the flag, or the arguments after --
@@ -252,7 +267,7 @@ func Install(ctx context.Context, w io.Writer, o TimerOptions) error {
 		}
 		return cli.Usagef("%s: %s: %s", name, fe.Value, fe.Reason)
 	case errors.As(err, &te):
-		return cli.Usagef("flag %s: %v", timerFlags[te.Field], te.Err)
+		return cli.Usagef("%s: %v", timerFieldName(te.Field), te.Err)
 	case err != nil:
 		return err
 	}

@@ -31,10 +31,11 @@ type TimerOptions struct {
 	Enable bool
 	// Systemctl is the systemctl binary ("" = systemctl on $PATH).
 	Systemctl string
-	// EnvFileOwner is the uid that must own the environment file and
-	// every directory above it: 0, root, whom systemd reads it as.
-	// Tests that cannot chown give their own.
-	EnvFileOwner uint32
+	// Owner is a uid trusted, besides root and User, to own what the
+	// service runs or reads and every directory above it (checkFiles):
+	// 0 for a real install, where root alone is. Tests that cannot
+	// chown to root give their own uid.
+	Owner uint32
 }
 
 // TimerFieldError is a TimerOptions field that is bad input: Field is a
@@ -54,10 +55,13 @@ func timerErr(field string, format string, args ...any) error {
 }
 
 // InstallTimer checks o against this host (the files exist, the fleet
-// binary is executable, the environment file is root's alone, the user
-// exists when the timer is enabled), writes the service and the timer
-// into o.UnitDir and, with o.Enable, reloads systemd and enables the
-// timer. It returns the paths written, also when a later step fails.
+// binary is executable, the user exists when the timer is enabled, and
+// what the service runs or reads is root's alone, or its User's:
+// checkFiles), writes the service and the timer into o.UnitDir and, with
+// o.Enable, reloads systemd and enables the timer. It returns the paths
+// written, also when a later step fails. A state dir that does not exist
+// yet is left for the service to make, once checked that no one else can
+// make it first.
 func InstallTimer(ctx context.Context, o TimerOptions) ([]string, error) {
 	r := o.Reconciler
 	var err error
@@ -68,11 +72,13 @@ func InstallTimer(ctx context.Context, o TimerOptions) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	if _, _, err := inventories.LoadEvents(r.Events, cat); err != nil {
+	evs, _, err := inventories.LoadEvents(r.Events, cat)
+	if err != nil {
 		return nil, err
 	}
 
-	if r.StateDir == "" {
+	stateDefault := r.StateDir == ""
+	if stateDefault {
 		if r.StateDir, err = program.DefaultStateDir(); err != nil {
 			return nil, &TimerFieldError{"StateDir", err}
 		}
@@ -81,7 +87,8 @@ func InstallTimer(ctx context.Context, o TimerOptions) ([]string, error) {
 		return nil, &TimerFieldError{"StateDir", err}
 	}
 
-	if r.Fleet == "" {
+	fleetDefault := r.Fleet == ""
+	if fleetDefault {
 		if r.Fleet, err = os.Executable(); err != nil {
 			return nil, timerErr("Fleet", "%v; give the fleet binary's path", err)
 		}
@@ -107,9 +114,14 @@ func InstallTimer(ctx context.Context, o TimerOptions) ([]string, error) {
 		if r.EnvironmentFile, err = installPath("EnvironmentFile", r.EnvironmentFile); err != nil {
 			return nil, err
 		}
-		if err := rootOnly(r.EnvironmentFile, o.EnvFileOwner); err != nil {
-			return nil, &TimerFieldError{"EnvironmentFile", err}
-		}
+	}
+
+	files, err := units.RenderReconciler(r)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkFiles(r, evs.FleetPath, newTrust(o.Owner, r.User), fleetDefault, stateDefault); err != nil {
+		return nil, err
 	}
 
 	dir := o.UnitDir
@@ -122,10 +134,6 @@ func InstallTimer(ctx context.Context, o TimerOptions) ([]string, error) {
 		return nil, timerErr("UnitDir", "%s is not a directory", dir)
 	}
 
-	files, err := units.RenderReconciler(r)
-	if err != nil {
-		return nil, err
-	}
 	var written []string
 	for _, f := range files {
 		path := filepath.Join(dir, filepath.Base(f.Path))
@@ -142,45 +150,6 @@ func InstallTimer(ctx context.Context, o TimerOptions) ([]string, error) {
 		}
 	}
 	return written, nil
-}
-
-// rootOnly checks that the reconciler's environment file is owner's
-// (root's) and mode 0600 or tighter, and that no one else can replace it:
-// every directory above it is owner's and writable by no one else, unless
-// sticky (as /tmp is: others cannot rename or delete root's entries).
-// Whoever can write the file chooses the environment of a service that
-// runs as root, PATH and the Pulumi binary with it.
-func rootOnly(path string, owner uint32) error {
-	fi, err := os.Stat(path)
-	if err != nil {
-		return err
-	}
-	if !fi.Mode().IsRegular() {
-		return fmt.Errorf("%s is not a regular file", path)
-	}
-	uid := fileOwner(fi)
-	switch {
-	case uid != owner:
-		return fmt.Errorf("%s is owned by uid %d, not %d (root); whoever owns it chooses what the root service runs: chown root:root %s && chmod 600 %s", path, uid, owner, path, path)
-	case fi.Mode().Perm()&0o077 != 0:
-		return fmt.Errorf("%s is mode %#o, readable beyond its owner; it holds tokens: chmod 600 %s", path, fi.Mode().Perm(), path)
-	}
-	for dir := filepath.Dir(path); ; dir = filepath.Dir(dir) {
-		di, err := os.Stat(dir)
-		if err != nil {
-			return err
-		}
-		sticky := di.Mode()&os.ModeSticky != 0
-		switch {
-		case fileOwner(di) != owner:
-			return fmt.Errorf("%s is in %s, owned by uid %d, not %d (root), who could replace it: keep it in a directory of root's, such as /etc/relayfleet", path, dir, fileOwner(di), owner)
-		case di.Mode().Perm()&0o022 != 0 && !sticky:
-			return fmt.Errorf("%s is in %s, mode %#o, writable by others, who could replace it: chmod go-w %s", path, dir, di.Mode().Perm(), dir)
-		}
-		if dir == filepath.Dir(dir) {
-			return nil
-		}
-	}
 }
 
 // fileOwner is the uid that owns a file.

@@ -26,8 +26,8 @@ func fakeExe(t *testing.T, dir, name, script string) string {
 	return path
 }
 
-// myUID is the owner a test that is not root gives its environment
-// files: InstallTimer wants them EnvFileOwner's.
+// myUID is the Owner a test gives InstallTimer: run by a user other than
+// root, the files it makes are that user's.
 func myUID() uint32 { return uint32(os.Getuid()) }
 
 func TestInstallTimerWritesUnits(t *testing.T) {
@@ -45,7 +45,7 @@ func TestInstallTimerWritesUnits(t *testing.T) {
 	written, err := InstallTimer(context.Background(), TimerOptions{
 		Reconciler: units.Reconciler{Events: timerEventsFile, StateDir: state, Fleet: fleetBin, Interval: 30 * time.Second,
 			EnvironmentFile: env, ExtraArgs: []string{"--lab-dir", "/srv/relay fleet/lab"}},
-		UnitDir: unitDir, EnvFileOwner: myUID(),
+		UnitDir: unitDir, Owner: myUID(),
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -113,7 +113,7 @@ func TestInstallTimerBadInput(t *testing.T) {
 		t.Fatal(err)
 	}
 	base := func(edit func(*TimerOptions)) TimerOptions {
-		o := TimerOptions{Reconciler: units.Reconciler{Events: timerEventsFile, StateDir: dir, Fleet: fleetBin}, UnitDir: dir, EnvFileOwner: myUID()}
+		o := TimerOptions{Reconciler: units.Reconciler{Events: timerEventsFile, StateDir: dir, Fleet: fleetBin}, UnitDir: dir, Owner: myUID()}
 		edit(&o)
 		return o
 	}
@@ -162,15 +162,15 @@ func TestInstallTimerBadInput(t *testing.T) {
 // chooses what that service runs (PATH, the Pulumi binary).
 func TestInstallTimerEnvFileOwner(t *testing.T) {
 	root := os.Getuid() == 0
-	dir := t.TempDir()
+	dir, state := t.TempDir(), t.TempDir() // the state dir holds none of the files made here
 	fleetBin := fakeExe(t, dir, "fleet", "exit 0\n")
 	unitDir := filepath.Join(dir, "units")
 	os.Mkdir(unitDir, 0o755)
 	owner := myUID()
 	install := func(env string) error {
 		_, err := InstallTimer(context.Background(), TimerOptions{
-			Reconciler: units.Reconciler{Events: timerEventsFile, StateDir: dir, Fleet: fleetBin, EnvironmentFile: env},
-			UnitDir:    unitDir, EnvFileOwner: owner,
+			Reconciler: units.Reconciler{Events: timerEventsFile, StateDir: state, Fleet: fleetBin, EnvironmentFile: env},
+			UnitDir:    unitDir, Owner: owner,
 		})
 		return err
 	}

@@ -212,7 +212,13 @@ func CachedPulumi() string {
 	if err != nil {
 		return ""
 	}
-	return filepath.Join(dir, "relayfleet", "pulumi-"+PulumiVersion, "bin", "pulumi")
+	return CachedPulumiIn(dir)
+}
+
+// CachedPulumiIn is where `make pulumi` puts the CLI for a user whose
+// cache directory is cacheDir (~/.cache).
+func CachedPulumiIn(cacheDir string) string {
+	return filepath.Join(cacheDir, "relayfleet", "pulumi-"+PulumiVersion, "bin", "pulumi")
 }
 
 // ErrNoPulumi is returned when no Pulumi CLI can be found.
