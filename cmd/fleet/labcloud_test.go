@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/relayfleet/relayfleet/infra/localcloud"
 	"github.com/relayfleet/relayfleet/internal/cli"
 	"github.com/relayfleet/relayfleet/internal/testutil"
 )
@@ -32,6 +33,8 @@ func TestLabCloudUsageErrors(t *testing.T) {
 		{[]string{"lab", "cloud", "hcloud", "--listen", "127.0.0.1:1", "--ram-scale", "0"}, "flag --ram-scale: 0 is out of range: want 0.01 to 1"},
 		{[]string{"lab", "cloud", "hcloud", "--listen", "127.0.0.1:1", "--ram-scale", "2"}, "flag --ram-scale"},
 		{[]string{"lab", "cloud", "hcloud", "--port", "1"}, "flag --port: unknown flag"},
+		{[]string{"lab", "cloud", "hcloud", "--listen", "127.0.0.1:1", "--faults", "/nonexistent/faults.json"}, "flag --faults: faults file /nonexistent/faults.json: no such file or directory"},
+		{[]string{"lab", "cloud", "digitalocean", "--listen", "127.0.0.1:1", "--requests", "/nonexistent/requests.json"}, "flag --requests /nonexistent/requests.json: no directory /nonexistent to write it in"},
 		{[]string{"lab", "cloud", "hcloud", "--listen", "127.0.0.1:1"}, "root is needed"},
 	} {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
@@ -128,5 +131,62 @@ func TestLabCloudServes(t *testing.T) {
 				t.Errorf("state file: %v", err)
 			}
 		})
+	}
+}
+
+// TestLabCloudFaultsFlag: `fleet lab cloud --faults F --requests R` answers
+// as F says, F rewritten while it serves is read again, and R counts the
+// requests: what a test running the command as a process reads.
+func TestLabCloudFaultsFlag(t *testing.T) {
+	asUser(t, 0) // no box is made
+	dir := t.TempDir()
+	ff, rf := filepath.Join(dir, "faults.json"), filepath.Join(dir, "requests.json")
+	if err := os.WriteFile(ff, []byte(`{"version": 1, "rate_limited": {"retry_after_seconds": 3}}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var out, errOut testutil.SyncBuffer
+	done := make(chan int, 1)
+	go func() {
+		done <- execute(ctx, []string{"lab", "cloud", "hcloud", "--listen", "127.0.0.1:0", "--dir", dir, "--faults", ff, "--requests", rf},
+			&cli.IOStreams{In: strings.NewReader(""), Out: &out, ErrOut: &errOut})
+	}()
+	re := regexp.MustCompile(`export HCLOUD_ENDPOINT=(http://127\.0\.0\.1:\d+/v1)\n`)
+	var base string
+	testutil.Poll(30*time.Second, func() bool {
+		if m := re.FindStringSubmatch(out.String()); m != nil {
+			base = m[1]
+		}
+		return base != ""
+	})
+	if base == "" {
+		t.Fatalf("no endpoint printed: %q", out.String())
+	}
+	data, _ := os.ReadFile(filepath.Join(dir, "localcloud-hcloud.token"))
+	token := strings.TrimSpace(string(data))
+	if code, h, _ := testutil.Request(t, http.MethodGet, base+"/servers", token, ""); code != http.StatusTooManyRequests || h.Get("Retry-After") != "3" {
+		t.Errorf("with every request rate limited: %d, Retry-After %q", code, h.Get("Retry-After"))
+	}
+	if err := os.WriteFile(ff, []byte(`{"version": 1}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if code, _, body := testutil.Request(t, http.MethodGet, base+"/servers", token, ""); code != http.StatusOK {
+		t.Errorf("with the faults cleared: %d %s", code, body)
+	}
+	if counts, err := localcloud.ReadRequests(rf); err != nil || counts.Total != 2 || counts.Statuses["429"] != 1 || counts.Routes["GET /servers"] != 2 {
+		t.Errorf("requests file: %+v %v, want two GET /servers, one 429", counts, err)
+	}
+	if !strings.Contains(errOut.String(), "faults file "+ff+": read: no faults") {
+		t.Errorf("log %q: want the faults file read again", errOut.String())
+	}
+	cancel()
+	select {
+	case code := <-done:
+		if code != exitOK {
+			t.Errorf("after the context ended: exit %d", code)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("still serving after the context ended")
 	}
 }

@@ -111,6 +111,13 @@ type Firewaller interface {
 // ErrNotFound is wrapped by Get for a box that does not exist.
 var ErrNotFound = errors.New("box not found")
 
+// ErrCapacity is matched (errors.Is) by Create's error when the cloud
+// refused the box for want of capacity: its shape is not to be had in its
+// location now (Hetzner: resource_unavailable; DigitalOcean: 422 "Size is
+// not available in this region."). Nothing was made and the create is not
+// retried: another location or shape, or a later try, may succeed.
+var ErrCapacity = errors.New("no capacity for the shape in the location")
+
 // LabelFleet is the label every box carries; Create's idempotence is by
 // name within a fleet.
 const LabelFleet = "fleet"

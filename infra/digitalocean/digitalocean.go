@@ -118,16 +118,33 @@ func (t errorIDTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	return resp, nil
 }
 
-// Error is an error the API returned, as one line.
+// Error is an error the API returned, as one line. It matches
+// backend.ErrCapacity (errors.Is) when it is a capacity refusal (see
+// capacityRefusal).
 type Error struct {
-	Status int    // HTTP status
-	ID     string // the API's error id, e.g. "unprocessable_entity"
-	msg    string
-	err    error
+	Status   int    // HTTP status
+	ID       string // the API's error id, e.g. "unprocessable_entity"
+	msg      string
+	err      error
+	capacity bool
 }
 
 func (e *Error) Error() string { return e.msg }
 func (e *Error) Unwrap() error { return e.err }
+
+// Is reports whether e is a capacity refusal when target is
+// backend.ErrCapacity.
+func (e *Error) Is(target error) bool { return target == backend.ErrCapacity && e.capacity }
+
+// capacityRefusal reports whether an error answer says that what was asked
+// for is not to be had where it was asked for. DigitalOcean has no error id
+// of its own for it: a droplet create is refused 422 unprocessable_entity
+// with "Size is not available in this region." or "Region is not
+// available", while what is wrong in the request reads "You specified an
+// invalid ...".
+func capacityRefusal(status int, message string) bool {
+	return status == http.StatusUnprocessableEntity && strings.Contains(strings.ToLower(message), "is not available")
+}
 
 // apiError turns a godo error into one line: the HTTP status, the API's
 // error id and message, and the request id.
@@ -142,7 +159,7 @@ func apiError(err error) error {
 	if er.RequestID != "" {
 		msg += fmt.Sprintf(" (request %s)", er.RequestID)
 	}
-	return &Error{Status: status, ID: id, msg: msg, err: err}
+	return &Error{Status: status, ID: id, msg: msg, err: err, capacity: capacityRefusal(status, er.Message)}
 }
 
 func isNotFound(err error) bool {

@@ -247,6 +247,37 @@ func TestErrors(t *testing.T) {
 	}
 }
 
+// TestCreateCapacity: a 422 that says the size or the region is not
+// available fails Create at once, one POST, with an error that is
+// backend.ErrCapacity; a 422 for an invalid size is not.
+func TestCreateCapacity(t *testing.T) {
+	for _, tc := range []struct {
+		name, fixture string
+		want          string
+		capacity      bool
+	}{
+		{"size not available", "error_capacity.json",
+			"digitalocean create droplet relay-1: 422 unprocessable_entity: Size is not available in this region. (request 94739105-b2bb-4bf4-90f3-e23974f4a74d)", true},
+		{"region not available", "error_region_unavailable.json",
+			"digitalocean create droplet relay-1: 422 unprocessable_entity: Region is not available", true},
+		{"invalid size", "error_invalid_size.json",
+			"digitalocean create droplet relay-1: 422 unprocessable_entity: You specified an invalid size for Droplet creation. (request 4d9d8375-3c56-4925-a3e7-eceeefbe9ad8)", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b, f := newTestBackend(t)
+			f.AddFault(backendtest.Fault{Method: "POST", Path: "/v2/droplets", Status: http.StatusUnprocessableEntity, Fixture: tc.fixture})
+			_, err := b.Create(backendtest.Ctx(t), testSpec(t, "relay-1", map[string]string{"fleet": "demo"}))
+			backendtest.CheckError(t, &f.API, err, tc.want, 0)
+			if errors.Is(err, backend.ErrCapacity) != tc.capacity {
+				t.Errorf("errors.Is(%v, ErrCapacity) = %v, want %v", err, !tc.capacity, tc.capacity)
+			}
+			if p := f.Requests("POST /v2/droplets"); len(p) != 1 {
+				t.Errorf("%d POSTs, want 1: a refused create is not retried", len(p))
+			}
+		})
+	}
+}
+
 func TestTagsAndLabels(t *testing.T) {
 	labels := map[string]string{"fleet": "demo", "tier": "burst", "event": "nye-2026"}
 	tags := Tags(labels)

@@ -95,7 +95,10 @@ func apiError(err error) error {
 	return &Error{Code: string(he.Code), msg: b.String(), err: err}
 }
 
-// Error is an error the API returned, as one line.
+// Error is an error the API returned, as one line. It matches
+// backend.ErrCapacity (errors.Is) when its code is resource_unavailable:
+// the API's answer (412) when the server type cannot be placed in the
+// location now.
 type Error struct {
 	Code string // the API's error code, e.g. "invalid_input", "not_found"
 	msg  string
@@ -104,6 +107,12 @@ type Error struct {
 
 func (e *Error) Error() string { return e.msg }
 func (e *Error) Unwrap() error { return e.err }
+
+// Is reports whether e is a capacity refusal when target is
+// backend.ErrCapacity.
+func (e *Error) Is(target error) bool {
+	return target == backend.ErrCapacity && e.Code == string(hcloud.ErrorCodeResourceUnavailable)
+}
 
 // Create makes the server and returns it once its create actions have
 // succeeded and it runs. A server called spec.Name with spec's fleet, tier

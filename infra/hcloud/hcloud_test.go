@@ -261,6 +261,37 @@ func TestErrors(t *testing.T) {
 	}
 }
 
+// TestCreateCapacity: a 412 resource_unavailable (the API's answer when
+// the server type cannot be placed in the location) fails Create at once,
+// one POST, with an error that is backend.ErrCapacity; other refusals of
+// the create are not.
+func TestCreateCapacity(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		fault    backendtest.Fault
+		want     string
+		capacity bool
+	}{
+		{"resource_unavailable", backendtest.Fault{Method: "POST", Path: "/servers", Status: 412, Fixture: "error_capacity.json"},
+			"hcloud create server relay-1: 412 resource_unavailable: error during placement", true},
+		{"forbidden", backendtest.Fault{Method: "POST", Path: "/servers", Status: 403, Fixture: "error_forbidden.json"},
+			"hcloud create server relay-1: 403 forbidden: insufficient permissions for this request", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b, f := newTestBackend(t)
+			f.AddFault(tc.fault)
+			_, err := b.Create(backendtest.Ctx(t), testSpec(t, "relay-1", map[string]string{"fleet": "demo"}))
+			backendtest.CheckError(t, &f.API, err, tc.want, 0)
+			if errors.Is(err, backend.ErrCapacity) != tc.capacity {
+				t.Errorf("errors.Is(%v, ErrCapacity) = %v, want %v", err, !tc.capacity, tc.capacity)
+			}
+			if p := f.Requests("POST /servers"); len(p) != 1 {
+				t.Errorf("%d POSTs, want 1: a refused create is not retried", len(p))
+			}
+		})
+	}
+}
+
 func TestNew(t *testing.T) {
 	if _, err := New(Config{}); err == nil || !strings.Contains(err.Error(), "no API token") {
 		t.Errorf("New without a token: %v", err)

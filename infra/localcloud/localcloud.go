@@ -14,6 +14,8 @@ import (
 	"context"
 	"net/netip"
 	"time"
+
+	"github.com/relayfleet/relayfleet/infra/localcloud/faults"
 )
 
 // MachineSpec is what a create-server request asks for, in terms that do
@@ -66,4 +68,11 @@ type Config struct {
 	// Logf, when set, gets one line per request (method, path, status):
 	// never the token or the user data.
 	Logf func(format string, args ...any)
+	// Faults, when set, are what the server gets wrong (package faults):
+	// creates refused for capacity, 429s, creates that never finish,
+	// servers without an address. Nil: none.
+	Faults *faults.File
+	// RequestsFile, when set, gets the counts of the requests the server
+	// answered (RequestCounts), written after each one (Requests).
+	RequestsFile string
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"net/http/httptest"
 	"net/netip"
 	"path/filepath"
@@ -37,21 +38,34 @@ type logLines struct {
 
 func startCloud(t *testing.T, stateFile string, m *localcloud.MemMachines) *localCloud {
 	t.Helper()
+	return startCloudConfig(t, localcloud.Config{StateFile: stateFile}, m, nil)
+}
+
+// startCloudConfig is startCloud with cfg (its Token and Logf set here),
+// and front, when set, between the validator and the server.
+func startCloudConfig(t *testing.T, cfg localcloud.Config, m *localcloud.MemMachines, front func(http.Handler) http.Handler) *localCloud {
+	t.Helper()
 	if m == nil {
 		m = localcloud.NewMemMachines()
 	}
 	logs := &logLines{lines: make(chan string, 10000)}
-	srv, err := New(m, localcloud.Config{StateFile: stateFile, Token: testToken, Logf: func(f string, a ...any) {
+	cfg.Token = testToken
+	cfg.Logf = func(f string, a ...any) {
 		select {
 		case logs.lines <- strings.TrimSpace(fmt.Sprintf(f, a...)):
 		default:
 		}
-	}})
+	}
+	srv, err := New(m, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	v := newValidator(t, true)
-	hs := httptest.NewServer(v.wrap(srv))
+	var h http.Handler = srv
+	if front != nil {
+		h = front(srv)
+	}
+	hs := httptest.NewServer(v.wrap(h))
 	t.Cleanup(func() { hs.Close(); srv.Close() })
 	return &localCloud{srv: srv, m: m, v: v, url: hs.URL, log: logs}
 }

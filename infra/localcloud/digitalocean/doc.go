@@ -27,6 +27,16 @@
 //   - pagination (page, per_page; links.pages, meta.total), the bearer
 //     token (401 otherwise), rate limits (ratelimit-* headers, 429 past
 //     5000 requests an hour), and errors as {id, message, request_id}.
+//   - faults (localcloud.Config.Faults, package localcloud/faults), as
+//     DigitalOcean answers them: a create refused for capacity is 422
+//     unprocessable_entity "Size is not available in this region." (a
+//     rule without a shape: "Region is not available"); a request rate
+//     limited is 429 too_many_requests with Retry-After and
+//     ratelimit-remaining 0; a hung create leaves the droplet "new" and
+//     its create action "in-progress"; a droplet without an address is
+//     active with networks.v4 empty.
+//   - the requests answered, counted by route and status (Requests;
+//     localcloud.Config.RequestsFile).
 //
 // Unlike DigitalOcean, droplet names are unique (each is a box's name),
 // one droplet is created a request (no "names"), and SSH keys are not

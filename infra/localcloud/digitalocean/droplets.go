@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/relayfleet/relayfleet/infra/localcloud"
+	"github.com/relayfleet/relayfleet/infra/localcloud/faults"
 )
 
 // The API's patterns (DigitalOcean-public.v2.yaml): droplet and tag names.
@@ -131,6 +132,16 @@ func (s *Server) createDroplet(q *request) reply {
 			return fail(http.StatusUnprocessableEntity, "a droplet named %s exists (id %d): the local cloud keeps droplet names unique", d.Name, d.ID)
 		}
 	}
+	fc := faults.Create{Name: req.Name, Shape: sz.Slug, Location: req.Region}
+	if rule, refused := s.cfg.Faults.Unavailable(fc); refused {
+		s.logf("droplet %s: %s in %s refused as unavailable (faults file)", req.Name, sz.Slug, req.Region)
+		// DigitalOcean's answers when it has no room for the size there,
+		// or takes no droplets in the region.
+		if rule.Shape == "" {
+			return fail(http.StatusUnprocessableEntity, "Region is not available")
+		}
+		return fail(http.StatusUnprocessableEntity, "Size is not available in this region.")
+	}
 	for _, t := range req.Tags {
 		s.st.Tags[t] = true
 	}
@@ -138,6 +149,7 @@ func (s *Server) createDroplet(q *request) reply {
 	d := &droplet{
 		ID: s.st.newID(), Name: req.Name, Size: sz.Slug, Region: req.Region, Image: image,
 		Tags: slices.Compact(slices.Clone(req.Tags)), Status: statusNew, Created: now,
+		NoIPv4: s.cfg.Faults.NoAddress(fc),
 	}
 	if d.Tags == nil {
 		d.Tags = []string{}
@@ -154,7 +166,7 @@ func (s *Server) createDroplet(q *request) reply {
 		s.logf("%v", err)
 		return fail(http.StatusInternalServerError, "the local cloud could not save its state; see its log")
 	}
-	s.boot(d.ID, spec)
+	s.boot(d.ID, spec, fc)
 	return ok(http.StatusAccepted, map[string]any{
 		"droplet": s.dropletJSON(d),
 		"links": map[string]any{"actions": []any{map[string]any{
@@ -200,15 +212,26 @@ func (s *Server) finishAction(resource int, typ, status string) {
 
 // boot creates the droplet's machine in the background; the droplet turns
 // active and its create action completed once the machine is up, or the
-// action errored and the droplet goes if it fails.
-func (s *Server) boot(id int, spec localcloud.MachineSpec) {
+// action errored and the droplet goes if it fails. While the faults file
+// says the create hangs, it waits first.
+func (s *Server) boot(id int, spec localcloud.MachineSpec, fc faults.Create) {
 	if s.ctx.Err() != nil {
 		return // closed: the next New errors and deletes it
 	}
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
-		m, err := s.m.Create(s.ctx, spec)
+		gone := func() bool {
+			s.mu.Lock()
+			defer s.mu.Unlock()
+			d := s.st.Droplets[id]
+			return d == nil || d.Deleting
+		}
+		var m localcloud.Machine
+		err := s.cfg.Faults.Hold(s.ctx, fc, gone)
+		if err == nil {
+			m, err = s.m.Create(s.ctx, spec)
+		}
 		s.mu.Lock()
 		defer s.mu.Unlock()
 		d := s.st.Droplets[id]
@@ -286,7 +309,7 @@ func (s *Server) creating(id int) bool {
 func (s *Server) dropletJSON(d *droplet) map[string]any {
 	sz, _ := sizeOf(d.Size)
 	v4 := []any{}
-	if a, err := netip.ParseAddr(d.IPv4); err == nil && d.Status == statusActive {
+	if a, err := netip.ParseAddr(d.IPv4); err == nil && d.Status == statusActive && !d.NoIPv4 {
 		gw := a.As4()
 		gw[3] = 1
 		v4 = append(v4, map[string]any{"ip_address": a.String(), "netmask": "255.255.255.0", "gateway": netip.AddrFrom4(gw).String(), "type": "public"})

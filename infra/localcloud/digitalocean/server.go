@@ -34,8 +34,9 @@ const (
 // same and still writes /v2 links.) Point godo, and so our backend, at the
 // server's root: DIGITALOCEAN_API_URL=http://ADDR/.
 type Server struct {
-	m   localcloud.Machines
-	cfg localcloud.Config
+	m        localcloud.Machines
+	cfg      localcloud.Config
+	requests *localcloud.Requests
 
 	ctx    context.Context // cancelled by Close: in-flight creates and deletes stop
 	cancel context.CancelFunc
@@ -62,8 +63,12 @@ func New(m localcloud.Machines, cfg localcloud.Config) (*Server, error) {
 	if strings.TrimSpace(cfg.Token) == "" {
 		return nil, errors.New("digitalocean local cloud: no token (Config.Token): every request must carry one")
 	}
+	requests, err := localcloud.NewRequests(cfg.RequestsFile, cfg.Logf)
+	if err != nil {
+		return nil, fmt.Errorf("digitalocean local cloud: %w", err)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
-	s := &Server{m: m, cfg: cfg, ctx: ctx, cancel: cancel, limit: defaultLimit, window: defaultWindow, now: time.Now}
+	s := &Server{m: m, cfg: cfg, requests: requests, ctx: ctx, cancel: cancel, limit: defaultLimit, window: defaultWindow, now: time.Now}
 	s.st = newState()
 	if cfg.StateFile != "" {
 		if err := s.st.load(cfg.StateFile); err != nil {
@@ -103,6 +108,9 @@ func (s *Server) Close() error {
 	s.wg.Wait()
 	return nil
 }
+
+// Requests are the counts of the requests answered so far.
+func (s *Server) Requests() localcloud.RequestCounts { return s.requests.Counts() }
 
 // apiErr is DigitalOcean's error body.
 type apiErr struct {
@@ -151,6 +159,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if s.cfg.Logf != nil {
 		s.cfg.Logf("digitalocean: %s %s %d", r.Method, path, status)
 	}
+	s.requests.Add(localcloud.Route(r.Method, path, 2), status)
 }
 
 func (s *Server) serve(w http.ResponseWriter, r *http.Request, path, rid string) int {
@@ -170,6 +179,9 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, path, rid string)
 	}
 	if !s.authorized(r) {
 		return write(fail(http.StatusUnauthorized, "Unable to authenticate you"))
+	}
+	if wait, limited := s.cfg.Faults.RateLimited(); limited {
+		return write(s.rateLimited(w, wait))
 	}
 	if rp, limited := s.rateLimit(w); limited {
 		return write(rp)
@@ -215,6 +227,19 @@ func (s *Server) rateLimit(w http.ResponseWriter) (reply, bool) {
 		return fail(http.StatusTooManyRequests, "API Rate limit exceeded."), true
 	}
 	return reply{}, false
+}
+
+// rateLimited is the 429 of a request the faults file limits: headers as
+// if the hour's requests were spent, back in full after wait.
+func (s *Server) rateLimited(w http.ResponseWriter, wait time.Duration) reply {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	h := w.Header()
+	h.Set("Ratelimit-Limit", strconv.Itoa(s.limit))
+	h.Set("Ratelimit-Remaining", "0")
+	h.Set("Ratelimit-Reset", strconv.FormatInt(s.now().Add(wait).Unix(), 10))
+	h.Set("Retry-After", strconv.Itoa(int(wait/time.Second)))
+	return fail(http.StatusTooManyRequests, "API Rate limit exceeded.")
 }
 
 // request is one API request: parts is the path after /v2, split.

@@ -76,6 +76,9 @@ type droplet struct {
 	IPv4     string    `json:"ipv4,omitempty"`
 	Created  time.Time `json:"created"`
 	Deleting bool      `json:"deleting,omitempty"` // deleted; its machine is being removed
+	// NoIPv4: the faults file said the droplet gets no address; IPv4 is
+	// its machine's, not shown.
+	NoIPv4 bool `json:"no_ipv4,omitempty"`
 }
 
 // action is an action's record.

@@ -15,6 +15,15 @@
 // rebuilds, volumes, networks, primary IPs, SSH keys, placement groups;
 // firewalls are recorded and listed but not enforced on the boxes.
 //
+// With localcloud.Config.Faults it gets wrong what the faults file says
+// (package localcloud/faults), as Hetzner does: a create refused for
+// capacity is 412 resource_unavailable "error during placement"; a
+// request rate limited is 429 rate_limit_exceeded with Retry-After and
+// RateLimit-Remaining 0; a hung create leaves its create_server and
+// start_server actions running and the server initializing; a server
+// without an address runs with public_net.ipv4 null. It counts the
+// requests it answers (Requests; localcloud.Config.RequestsFile).
+//
 // Requests and responses are checked against Hetzner's published OpenAPI
 // description (testdata/, see SOURCE) in the tests.
 package hcloud
@@ -38,6 +47,7 @@ import (
 	"time"
 
 	"github.com/relayfleet/relayfleet/infra/localcloud"
+	"github.com/relayfleet/relayfleet/infra/localcloud/faults"
 	"github.com/relayfleet/relayfleet/internal/atomicfile"
 )
 
@@ -46,9 +56,10 @@ const MaxUserData = 32 << 10
 
 // Server is the local Hetzner Cloud API: an http.Handler to mount at /v1.
 type Server struct {
-	m     localcloud.Machines
-	cfg   localcloud.Config
-	types []serverType
+	m        localcloud.Machines
+	cfg      localcloud.Config
+	types    []serverType
+	requests *localcloud.Requests
 
 	ctx    context.Context // cancelled by Close: boots and deletions in flight stop
 	cancel context.CancelFunc
@@ -81,6 +92,9 @@ type server struct {
 	Location   string            `json:"location"`
 	Image      string            `json:"image"`
 	IPv4       string            `json:"ipv4,omitempty"`
+	// NoIPv4: the faults file said the server gets no address; IPv4 is
+	// its machine's, not shown.
+	NoIPv4 bool `json:"no_ipv4,omitempty"`
 }
 
 type action struct {
@@ -136,9 +150,13 @@ func New(m localcloud.Machines, cfg localcloud.Config) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("hcloud: %w", err)
 	}
+	requests, err := localcloud.NewRequests(cfg.RequestsFile, cfg.Logf)
+	if err != nil {
+		return nil, fmt.Errorf("hcloud: %w", err)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &Server{
-		m: m, cfg: cfg, types: types, ctx: ctx, cancel: cancel, now: time.Now,
+		m: m, cfg: cfg, types: types, requests: requests, ctx: ctx, cancel: cancel, now: time.Now,
 		st:    state{Version: stateVersion, NextID: 1000, Servers: map[int64]*server{}, Actions: map[int64]*action{}, Firewalls: map[int64]*firewall{}},
 		limit: rateLimit{limit: 3600, every: time.Second},
 	}
@@ -207,6 +225,9 @@ func (s *Server) SetRateLimit(limit int, every time.Duration) {
 	s.limit = rateLimit{limit: limit, left: limit, every: every}
 }
 
+// Requests are the counts of the requests answered so far.
+func (s *Server) Requests() localcloud.RequestCounts { return s.requests.Counts() }
+
 // ServerCount is the number of servers the API lists.
 func (s *Server) ServerCount() int {
 	s.mu.Lock()
@@ -270,7 +291,10 @@ func (w *statusWriter) WriteHeader(code int) {
 // ServeHTTP serves the API; paths are relative to /v1.
 func (s *Server) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 	w := &statusWriter{ResponseWriter: rw, status: http.StatusOK}
-	defer func() { s.logf("hcloud: %s %s %d", r.Method, r.URL.Path, w.status) }()
+	defer func() {
+		s.logf("hcloud: %s %s %d", r.Method, r.URL.Path, w.status)
+		s.requests.Add(localcloud.Route(r.Method, r.URL.Path, 1), w.status)
+	}()
 	const prefix = "Bearer "
 	auth := r.Header.Get("Authorization")
 	if !strings.HasPrefix(auth, prefix) || subtle.ConstantTimeCompare([]byte(auth[len(prefix):]), []byte(s.cfg.Token)) != 1 {
@@ -279,6 +303,16 @@ func (s *Server) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if wait, limited := s.cfg.Faults.RateLimited(); limited {
+		// As the limit spent: none remaining, back in full after the wait.
+		h := w.Header()
+		h.Set("RateLimit-Limit", strconv.Itoa(s.limit.limit))
+		h.Set("RateLimit-Remaining", "0")
+		h.Set("RateLimit-Reset", strconv.FormatInt(s.now().Add(wait).Unix(), 10))
+		h.Set("Retry-After", strconv.Itoa(int(wait/time.Second)))
+		writeError(w, &apiError{http.StatusTooManyRequests, "rate_limit_exceeded", fmt.Sprintf("limit of %d requests per hour reached", s.limit.limit), nil})
+		return
+	}
 	ok := s.limit.take(s.now(), w.Header())
 	if !ok {
 		writeError(w, &apiError{http.StatusTooManyRequests, "rate_limit_exceeded", fmt.Sprintf("limit of %d requests per hour reached", s.limit.limit), nil})
@@ -592,7 +626,7 @@ func (s *Server) serverJSON(srv *server) map[string]any {
 	t, _ := s.serverType(srv.ServerType)
 	loc, _ := locationNamed(srv.Location)
 	var ipv4 any
-	if srv.IPv4 != "" {
+	if srv.IPv4 != "" && !srv.NoIPv4 {
 		ipv4 = map[string]any{"id": srv.ID, "ip": srv.IPv4, "blocked": false, "dns_ptr": "static." + srv.IPv4 + ".clients.your-server.de"}
 	}
 	var img any
@@ -742,9 +776,16 @@ func (s *Server) createServer(body []byte) (int, any, *apiError) {
 			return 0, nil, errUnique("server", "name")
 		}
 	}
+	fc := faults.Create{Name: req.Name, Shape: t.Name, Location: loc.Name}
+	if _, refused := s.cfg.Faults.Unavailable(fc); refused {
+		s.logf("hcloud: server %s: %s in %s refused as unavailable (faults file)", req.Name, t.Name, loc.Name)
+		// Hetzner's answer when it cannot place the server type there.
+		return 0, nil, &apiError{http.StatusPreconditionFailed, "resource_unavailable", "error during placement", nil}
+	}
 	srv := &server{
 		ID: s.newID(), Name: req.Name, Status: "initializing", Created: s.now().UTC().Truncate(time.Second),
 		Labels: maps.Clone(labels), ServerType: t.Name, Location: loc.Name, Image: img,
+		NoIPv4: s.cfg.Faults.NoAddress(fc),
 	}
 	s.st.Servers[srv.ID] = srv
 	ref := resRef{srv.ID, "server"}
@@ -752,16 +793,27 @@ func (s *Server) createServer(body []byte) (int, any, *apiError) {
 	start := s.newAction("start_server", false, ref)
 	spec := localcloud.MachineSpec{Name: srv.Name, Cores: t.Cores, RAM: t.RAM, Labels: maps.Clone(labels), UserData: []byte(req.UserData)}
 	s.wg.Add(1)
-	go s.boot(srv.ID, spec, create, start)
+	go s.boot(srv.ID, spec, fc, create, start)
 	return http.StatusCreated, map[string]any{
 		"server": s.serverJSON(srv), "action": create.json(), "next_actions": []any{start.json()}, "root_password": nil,
 	}, nil
 }
 
-// boot creates the machine behind a new server and ends its actions.
-func (s *Server) boot(id int64, spec localcloud.MachineSpec, create, start *action) {
+// boot creates the machine behind a new server and ends its actions;
+// first, while the faults file says the create hangs, it waits.
+func (s *Server) boot(id int64, spec localcloud.MachineSpec, fc faults.Create, create, start *action) {
 	defer s.wg.Done()
-	m, err := s.m.Create(s.ctx, spec)
+	gone := func() bool {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		_, ok := s.st.Servers[id]
+		return !ok
+	}
+	var m localcloud.Machine
+	err := s.cfg.Faults.Hold(s.ctx, fc, gone)
+	if err == nil {
+		m, err = s.m.Create(s.ctx, spec)
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	defer func() {
@@ -790,7 +842,11 @@ func (s *Server) boot(id int64, spec localcloud.MachineSpec, create, start *acti
 	srv.Status = "running"
 	s.finish(create, "", "")
 	s.finish(start, "", "")
-	s.logf("hcloud: server %s (%d): running at %s", srv.Name, id, srv.IPv4)
+	hidden := ""
+	if srv.NoIPv4 {
+		hidden = " (not shown: faults file)"
+	}
+	s.logf("hcloud: server %s (%d): running at %s%s", srv.Name, id, srv.IPv4, hidden)
 }
 
 // startDelete marks the server deleting and removes its machine in the

@@ -50,6 +50,12 @@ func newTestServer(t *testing.T) (*Server, *localcloud.MemoryMachines) {
 // against the API description; the check's failures fail the test.
 func serve(t *testing.T, s *Server) (base string, v *apicheck.Checker) {
 	t.Helper()
+	return serveHandler(t, s)
+}
+
+// serveHandler is serve for a handler in front of a Server.
+func serveHandler(t *testing.T, s http.Handler) (base string, v *apicheck.Checker) {
+	t.Helper()
 	mux := http.NewServeMux()
 	var h http.Handler = http.StripPrefix("/v1", s)
 	ts := httptest.NewUnstartedServer(nil)

@@ -2,11 +2,14 @@ package providers
 
 import (
 	"context"
+	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 
 	"github.com/relayfleet/relayfleet/infra/lab"
 	"github.com/relayfleet/relayfleet/infra/localcloud"
+	"github.com/relayfleet/relayfleet/infra/localcloud/faults"
 	"github.com/relayfleet/relayfleet/internal/cli"
 )
 
@@ -33,6 +36,13 @@ type LabOptions struct {
 	// named after the provider); the token is made when the file is missing.
 	StateFile, TokenFile string
 	RAMScale             float64
+	// FaultsFile ("": none) is the faults the API injects (package
+	// faults), read again whenever it changes; it must exist and be good
+	// at the start.
+	FaultsFile string
+	// RequestsFile ("": none) gets the counts of the requests answered
+	// (localcloud.RequestCounts), after each one.
+	RequestsFile string
 }
 
 // ServeLab is fleet lab cloud PROVIDER: it checks o, opens the lab and
@@ -45,6 +55,19 @@ func ServeLab(ctx context.Context, provider string, o LabOptions, ios *cli.IOStr
 	}
 	if err := localcloud.CheckListen(o.Listen, lab.DefaultSubnet.Addr().Next()); err != nil {
 		return cli.Usagef("%s", err)
+	}
+	var ff *faults.File
+	if o.FaultsFile != "" {
+		var err error
+		ff, err = faults.Open(o.FaultsFile, func(format string, args ...any) { fmt.Fprintf(ios.ErrOut, format+"\n", args...) })
+		if err != nil {
+			return cli.Usagef("flag --faults: %s", err)
+		}
+	}
+	if o.RequestsFile != "" {
+		if st, err := os.Stat(filepath.Dir(o.RequestsFile)); err != nil || !st.IsDir() {
+			return cli.Usagef("flag --requests %s: no directory %s to write it in", o.RequestsFile, filepath.Dir(o.RequestsFile))
+		}
 	}
 	l, err := lab.Open(o.Lab, ios.ErrOut)
 	if err != nil {
@@ -63,6 +86,7 @@ func ServeLab(ctx context.Context, provider string, o LabOptions, ios *cli.IOStr
 	return Serve(ctx, provider, Options{
 		Lab: l, Listen: o.Listen, RAMScale: o.RAMScale,
 		StateFile: o.StateFile, TokenFile: o.TokenFile, Token: token, Created: created,
+		Faults: ff, RequestsFile: o.RequestsFile,
 		Out: ios.Out, Log: ios.ErrOut,
 	})
 }

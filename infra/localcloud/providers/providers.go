@@ -16,6 +16,7 @@ import (
 	"github.com/relayfleet/relayfleet/infra/lab"
 	"github.com/relayfleet/relayfleet/infra/localcloud"
 	lcdigitalocean "github.com/relayfleet/relayfleet/infra/localcloud/digitalocean"
+	"github.com/relayfleet/relayfleet/infra/localcloud/faults"
 	lchcloud "github.com/relayfleet/relayfleet/infra/localcloud/hcloud"
 )
 
@@ -63,6 +64,10 @@ type Options struct {
 	// which Created says was made just now.
 	StateFile, TokenFile, Token string
 	Created                     bool
+	// Faults (nil: none) and RequestsFile ("": none) are
+	// localcloud.Config's.
+	Faults       *faults.File
+	RequestsFile string
 	// Out gets where the API is and how to point fleet at it; Log the
 	// API's log.
 	Out, Log io.Writer
@@ -76,7 +81,7 @@ func Serve(ctx context.Context, provider string, o Options) error {
 	}
 	logf := func(format string, args ...any) { fmt.Fprintf(o.Log, format+"\n", args...) }
 	m := &localcloud.LabMachines{Lab: o.Lab, RAMScale: o.RAMScale, Logf: logf}
-	h, closer, err := api.New(m, localcloud.Config{StateFile: o.StateFile, Token: o.Token, Logf: logf})
+	h, closer, err := api.New(m, localcloud.Config{StateFile: o.StateFile, Token: o.Token, Logf: logf, Faults: o.Faults, RequestsFile: o.RequestsFile})
 	if err != nil {
 		return err
 	}
@@ -91,5 +96,11 @@ func Serve(ctx context.Context, provider string, o Options) error {
 	}
 	fmt.Fprintf(o.Out, "local %s API on %s (lab %s, state %s); token %s %s\n", provider, fmt.Sprintf(api.URL, ln.Addr()), o.Lab.Dir(), o.StateFile, how, o.TokenFile)
 	fmt.Fprintf(o.Out, "point fleet at it:\n  export %s=%s\n  token: %s = the contents of %s\n", api.Env, fmt.Sprintf(api.URL, ln.Addr()), api.Token, o.TokenFile)
+	if o.Faults != nil {
+		fmt.Fprintf(o.Out, "faults from %s (%s), read again when it changes\n", o.Faults.Path(), o.Faults.Current())
+	}
+	if o.RequestsFile != "" {
+		fmt.Fprintf(o.Out, "request counts in %s\n", o.RequestsFile)
+	}
 	return localcloud.Serve(ctx, ln, api.Mount, h)
 }
