@@ -1,12 +1,14 @@
 package backend
 
 import (
+	"context"
 	"errors"
 	"io"
 	"math/rand/v2"
 	"net"
 	"net/http"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/relayfleet/relayfleet/internal/ctxtime"
@@ -68,6 +70,12 @@ func RetryStatus(code int) bool {
 // honouring Retry-After (seconds or a date) and, on a 429, hcloud's
 // RateLimit-Reset, both capped at r.Max.
 //
+// It also keeps the API's request budget from running out: when an
+// answer's rate-limit headers (RateLimit-Limit, -Remaining, -Reset, as
+// Hetzner and DigitalOcean send them) say that less than a tenth of the
+// budget is left, the next requests are spaced so that what is left lasts
+// until the reset (Pace).
+//
 // A 429 is retried for every method: the API did not act on the request.
 // A 5xx or a network error is retried only for GET, HEAD, PUT, DELETE and
 // OPTIONS; a POST that failed that way may have created something, so the
@@ -76,12 +84,58 @@ func (r Retry) Transport(base http.RoundTripper) http.RoundTripper {
 	if base == nil {
 		base = http.DefaultTransport
 	}
-	return &retryTransport{policy: r.withDefaults(), base: base}
+	return &retryTransport{policy: r.withDefaults(), base: base, sleep: ctxtime.Sleep, now: time.Now}
 }
 
 type retryTransport struct {
 	policy Retry
 	base   http.RoundTripper
+	// sleep and now are ctxtime.Sleep and time.Now; tests replace them.
+	sleep func(context.Context, time.Duration) error
+	now   func() time.Time
+
+	mu   sync.Mutex
+	next time.Time // no request before this (the budget's pace)
+}
+
+// Pace is the gap to keep between requests after an answer with these
+// headers: 0 while a tenth of the budget or more is left, else the time
+// to the reset shared out over what is left, capped at most.
+func Pace(h http.Header, now time.Time, most time.Duration) time.Duration {
+	limit, err1 := strconv.Atoi(h.Get("Ratelimit-Limit"))
+	remaining, err2 := strconv.Atoi(h.Get("Ratelimit-Remaining"))
+	reset, err3 := strconv.ParseInt(h.Get("Ratelimit-Reset"), 10, 64)
+	if err1 != nil || err2 != nil || err3 != nil || limit <= 0 || remaining*10 >= limit {
+		return 0
+	}
+	left := time.Unix(reset, 0).Sub(now)
+	if left <= 0 {
+		return 0
+	}
+	return min(left/time.Duration(max(remaining, 1)), most)
+}
+
+// paced waits until the budget's pace lets the next request go.
+func (t *retryTransport) paced(ctx context.Context) error {
+	t.mu.Lock()
+	wait := t.next.Sub(t.now())
+	t.mu.Unlock()
+	if wait <= 0 {
+		return nil
+	}
+	return t.sleep(ctx, wait)
+}
+
+// learn sets the pace from an answer's rate-limit headers.
+func (t *retryTransport) learn(resp *http.Response) {
+	if resp == nil {
+		return
+	}
+	now := t.now()
+	gap := Pace(resp.Header, now, t.policy.Max)
+	t.mu.Lock()
+	t.next = now.Add(gap)
+	t.mu.Unlock()
 }
 
 func idempotent(method string) bool {
@@ -95,7 +149,11 @@ func idempotent(method string) bool {
 func (t *retryTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	ctx := req.Context()
 	for retry := 0; ; retry++ {
+		if err := t.paced(ctx); err != nil {
+			return nil, err
+		}
 		resp, err := t.base.RoundTrip(req)
+		t.learn(resp)
 		if retry+1 >= t.policy.Attempts || ctx.Err() != nil {
 			return resp, err
 		}
@@ -129,7 +187,7 @@ func (t *retryTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 			io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
 			resp.Body.Close()
 		}
-		if serr := ctxtime.Sleep(ctx, wait); serr != nil {
+		if serr := t.sleep(ctx, wait); serr != nil {
 			return nil, serr
 		}
 	}

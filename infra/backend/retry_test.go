@@ -5,6 +5,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -139,5 +140,73 @@ func TestBackoff(t *testing.T) {
 	}
 	if got := (Retry{}).MaxAttempts(); got != DefaultAttempts {
 		t.Errorf("default attempts %d", got)
+	}
+}
+
+// TestPace: the gap between requests once less than a tenth of the
+// budget is left, as both clouds' headers say it.
+func TestPace(t *testing.T) {
+	now := time.Unix(1_000_000, 0)
+	h := func(limit, remaining int, resetIn time.Duration) http.Header {
+		hd := http.Header{}
+		hd.Set("RateLimit-Limit", strconv.Itoa(limit)) // Hetzner's spelling
+		hd.Set("Ratelimit-Remaining", strconv.Itoa(remaining))
+		hd.Set("Ratelimit-Reset", strconv.FormatInt(now.Add(resetIn).Unix(), 10))
+		return hd
+	}
+	for _, c := range []struct {
+		name string
+		h    http.Header
+		want time.Duration
+	}{
+		{"plenty left", h(3600, 3000, time.Hour), 0},
+		{"a tenth left", h(3600, 360, time.Hour), 0},
+		{"under a tenth", h(3600, 100, 100*time.Second), time.Second},
+		{"none left", h(3600, 0, 10*time.Second), 10 * time.Second},
+		{"capped", h(5000, 1, time.Hour), 30 * time.Second},
+		{"reset past", h(3600, 10, -time.Second), 0},
+		{"no headers", http.Header{}, 0},
+	} {
+		if got := Pace(c.h, now, 30*time.Second); got != c.want {
+			t.Errorf("%s: Pace = %v, want %v", c.name, got, c.want)
+		}
+	}
+}
+
+// TestTransportPacesTheBudget: after an answer that says the budget is
+// nearly gone, the next request waits its share of the time to the reset;
+// after one with budget to spare, none does.
+func TestTransportPacesTheBudget(t *testing.T) {
+	remaining := "5"
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Ratelimit-Limit", "100")
+		w.Header().Set("Ratelimit-Remaining", remaining)
+		w.Header().Set("Ratelimit-Reset", strconv.FormatInt(time.Now().Add(10*time.Second).Unix(), 10))
+	}))
+	defer srv.Close()
+	tr := Retry{}.Transport(nil).(*retryTransport)
+	var waits []time.Duration
+	tr.sleep = func(_ context.Context, d time.Duration) error { waits = append(waits, d); return nil }
+	c := &http.Client{Transport: tr}
+	get := func() {
+		t.Helper()
+		resp, err := c.Get(srv.URL)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+	}
+	get()
+	if len(waits) != 0 {
+		t.Fatalf("the first request waited %v", waits)
+	}
+	remaining = "50"
+	get() // paced by the first answer: 10s over 5 requests left
+	if len(waits) != 1 || waits[0] < time.Second || waits[0] > 2*time.Second {
+		t.Fatalf("waits %v: want one of about 2s (10s to the reset over 5 requests)", waits)
+	}
+	get() // the second answer left half the budget: no wait
+	if len(waits) != 1 {
+		t.Fatalf("waits %v after an answer with budget to spare", waits)
 	}
 }
