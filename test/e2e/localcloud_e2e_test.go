@@ -14,6 +14,7 @@ package e2e
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/ed25519"
 	"crypto/rand"
@@ -43,6 +44,7 @@ import (
 	"github.com/relayfleet/relayfleet/infra/lab"
 	"github.com/relayfleet/relayfleet/infra/localcloud"
 	"github.com/relayfleet/relayfleet/infra/localcloud/apicheck"
+	"github.com/relayfleet/relayfleet/infra/localcloud/faults"
 	"github.com/relayfleet/relayfleet/infra/localcloud/providers"
 	"github.com/relayfleet/relayfleet/infra/program"
 	"github.com/relayfleet/relayfleet/internal/testutil"
@@ -74,6 +76,7 @@ const (
 
 // lcServer is a server as a local cloud's API lists it.
 type lcServer struct {
+	ID     string
 	Name   string
 	IP     netip.Addr
 	Status string
@@ -118,7 +121,7 @@ var lcClouds = []lcCloud{
 					labels[k] = fmt.Sprint(v)
 				}
 			}
-			return lcServer{Name: fmt.Sprint(s["name"]), IP: ip, Status: fmt.Sprint(s["status"]), Labels: labels}
+			return lcServer{ID: fmt.Sprint(s["id"]), Name: fmt.Sprint(s["name"]), IP: ip, Status: fmt.Sprint(s["status"]), Labels: labels}
 		},
 		routes: []string{"POST /servers", "GET /servers/{id}", "DELETE /servers/{id}", "GET /actions", "POST /firewalls", "DELETE /firewalls/{id}"},
 	},
@@ -151,7 +154,7 @@ var lcClouds = []lcCloud{
 			if status == "active" {
 				status = "running"
 			}
-			return lcServer{Name: fmt.Sprint(s["name"]), IP: ip, Status: status, Labels: labels}
+			return lcServer{ID: fmt.Sprint(s["id"]), Name: fmt.Sprint(s["name"]), IP: ip, Status: status, Labels: labels}
 		},
 		routes: []string{"POST /v2/droplets", "GET /v2/droplets/{droplet_id}", "DELETE /v2/droplets/{droplet_id}", "GET /v2/actions/{action_id}", "POST /v2/firewalls", "DELETE /v2/firewalls/{firewall_id}"},
 	},
@@ -283,8 +286,29 @@ func lcStory(t *testing.T, e *lcEnv, c lcCloud) string {
 	// description.
 	token := "e2e-" + fmt.Sprint(time.Now().UnixNano())
 	api := providers.APIs[c.provider]
+	// Its faults, set by the story as it goes, and its request counts.
+	faultsPath, requestsPath := filepath.Join(work, "faults.json"), filepath.Join(work, "requests.json")
+	setFaults := func(f faults.Faults) {
+		t.Helper()
+		if err := faults.Write(faultsPath, f); err != nil {
+			t.Fatal(err)
+		}
+	}
+	setFaults(faults.Faults{})
+	ff, err := faults.Open(faultsPath, t.Logf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	requests := func() int {
+		t.Helper()
+		rc, err := localcloud.ReadRequests(requestsPath)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return rc.Total
+	}
 	h, closer, err := api.New(&localcloud.LabMachines{Lab: e.lab, RAMScale: 0.125, Logf: t.Logf},
-		localcloud.Config{StateFile: filepath.Join(work, "cloud.json"), Token: token, Logf: t.Logf})
+		localcloud.Config{StateFile: filepath.Join(work, "cloud.json"), Token: token, Logf: t.Logf, Faults: ff, RequestsFile: requestsPath})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -372,13 +396,17 @@ steady:
 	}
 	// fleetIn runs fleet with stateDir as its state dir; fleet with the
 	// story's.
-	fleetIn := func(stateDir string, args ...string) fleetRun {
-		t.Helper()
+	fleetCmd := func(cctx context.Context, stateDir string, args ...string) *exec.Cmd {
 		args = append(args, "--state-dir", stateDir, "--pulumi", e.cli, "--ssh-key", e.adminKey)
-		cctx, cancel := context.WithTimeout(ctx, 12*time.Minute)
-		defer cancel()
 		cmd := exec.CommandContext(cctx, e.fleetBin, args...)
 		cmd.Env = append(os.Environ(), "PULUMI_CONFIG_PASSPHRASE=", c.envURL+"="+c.endpoint(addr), c.envToken+"="+token)
+		return cmd
+	}
+	fleetIn := func(stateDir string, args ...string) fleetRun {
+		t.Helper()
+		cctx, cancel := context.WithTimeout(ctx, 12*time.Minute)
+		defer cancel()
+		cmd := fleetCmd(cctx, stateDir, args...)
 		start := time.Now()
 		var r fleetRun
 		r.out, r.code = systest.Combined(t, cmd)
@@ -625,7 +653,7 @@ events:
     end: %[5]s
     peak_listeners: 100000
     broadcast: live/show
-    burst: {provider: %[6]s, shape: %[7]s, location: %[8]s, max: 1}
+    burst: {provider: %[6]s, shape: %[7]s, location: %[8]s, max: 2}
     lead_time: 10m
     drain_time: 1m
 `, lcxEvent, start.Format(time.RFC3339), end.Format(time.RFC3339), start.Add(3*time.Hour).Format(time.RFC3339), start.Add(4*time.Hour).Format(time.RFC3339),
@@ -635,33 +663,44 @@ events:
 	}
 	// burstUp checks that event's burst box is up: a third server, with
 	// the event's labels, its relay answering and in the relays file.
-	burstUp := func(event string) string {
+	eventServers := func(event string) []lcServer {
 		t.Helper()
-		all := servers()
 		var burst []lcServer
-		for _, s := range all {
+		for _, s := range servers() {
 			if s.Labels["event"] == event {
 				burst = append(burst, s)
 			}
 		}
-		if len(all) != 3 || len(burst) != 1 {
-			t.Fatalf("%s up: %d servers, %d of the event; want 3 and 1", event, len(all), len(burst))
-		}
-		if b := burst[0]; b.Status != "running" || !subnet.Contains(b.IP) || b.Labels["tier"] != "burst" || b.Labels["fleet"] != name {
-			t.Errorf("burst server %s: status %s, ip %v, labels %v", b.Name, b.Status, b.IP, b.Labels)
-		}
-		stats := fmt.Sprintf("http://%s:4443/stats", burst[0].IP)
-		if code := httpStatus(stats); code != 200 {
-			t.Errorf("the burst box's relay %s: %d", stats, code)
-		}
-		if !slices.ContainsFunc(readRelays(t, state), func(r program.Relay) bool { return r.Stats == stats }) {
-			t.Errorf("the relays file does not list the burst box's relay %s", stats)
-		}
-		if bs := e.labBoxes(t); len(bs) != 3 {
-			t.Errorf("%d lab boxes with the burst box, want 3", len(bs))
-		}
-		return stats
+		return burst
 	}
+	// burstUp checks that n burst boxes of the event are up, each
+	// answering and in the relays file, and returns the first's stats.
+	burstUpN := func(event string, n int) string {
+		t.Helper()
+		all, burst := servers(), eventServers(event)
+		if len(all) != 2+n || len(burst) != n {
+			t.Fatalf("%s up: %d servers, %d of the event; want %d and %d", event, len(all), len(burst), 2+n, n)
+		}
+		var first string
+		for _, b := range burst {
+			if b.Status != "running" || !subnet.Contains(b.IP) || b.Labels["tier"] != "burst" || b.Labels["fleet"] != name {
+				t.Errorf("burst server %s: status %s, ip %v, labels %v", b.Name, b.Status, b.IP, b.Labels)
+			}
+			stats := fmt.Sprintf("http://%s:4443/stats", b.IP)
+			if code := httpStatus(stats); code != 200 {
+				t.Errorf("the burst box's relay %s: %d", stats, code)
+			}
+			if !slices.ContainsFunc(readRelays(t, state), func(r program.Relay) bool { return r.Stats == stats }) {
+				t.Errorf("the relays file does not list the burst box's relay %s", stats)
+			}
+			first = cmp.Or(first, stats)
+		}
+		if bs := e.labBoxes(t); len(bs) != 2+n {
+			t.Errorf("%d lab boxes with the burst boxes, want %d", len(bs), 2+n)
+		}
+		return first
+	}
+	burstUp := func(event string) string { t.Helper(); return burstUpN(event, 1) }
 	// burstGone checks that the burst box is gone, its relay with it.
 	burstGone := func(event, stats string) {
 		t.Helper()
@@ -673,8 +712,44 @@ events:
 			t.Errorf("the relays file still lists the burst box's relay %s", stats)
 		}
 	}
-	reconcileUp := must(fleet("events", "reconcile", "--events", evPath), "events reconcile")
+	// The first reconcile is killed (with Pulumi and its plugin, as a
+	// reboot or the unit's timeout kills them) just after the cloud took
+	// the burst server's create: its create action hangs (faults file).
+	// The server exists, in no state, its host key with it.
+	setFaults(faults.Faults{HangActions: []faults.Rule{{}}})
+	killed, _ := testutil.StartLines(t, "killed-reconcile", fleetCmd(ctx, state, "events", "reconcile", "--events", evPath))
+	var left lcServer
+	testutil.WaitFor(t, 3*time.Minute, "the burst server's create taken by the cloud", func() bool {
+		if s := eventServers(lcxEvent); len(s) == 1 {
+			left = s[0]
+			return true
+		}
+		return killed.Exited()
+	})
+	if left.ID == "" {
+		t.Fatalf("the reconcile ended before it asked for the burst server:\n%s", killed.Tail(20))
+	}
+	killed.Kill()
+	// The next reconcile finds the server by name, its labels the box's,
+	// deletes it and makes the box again. The create hangs until the left
+	// server is gone (so that its machine is never made), then goes on.
+	next, _ := testutil.StartLines(t, "next-reconcile", fleetCmd(ctx, state, "events", "reconcile", "--events", evPath))
+	started := time.Now()
+	testutil.WaitFor(t, 5*time.Minute, "the left server deleted", func() bool {
+		return !slices.ContainsFunc(servers(), func(s lcServer) bool { return s.ID == left.ID }) || next.Exited()
+	})
+	setFaults(faults.Faults{})
+	if err := next.Wait(); err != nil {
+		t.Fatalf("the reconcile after the kill: %v\n%s", err, next.Tail(30))
+	}
+	reconcileUp := fleetRun{out: next.Log(), took: time.Since(started)}
+	if !strings.Contains(reconcileUp.out, "cut-off create") {
+		t.Errorf("the reconcile after the kill did not say it replaced the left server:\n%s", next.Tail(30))
+	}
 	stats := burstUp(lcxEvent)
+	if b := eventServers(lcxEvent); len(b) == 1 && b[0].ID == left.ID {
+		t.Errorf("the burst server is the one the killed run left (%s): it should have been made again", left.ID)
+	}
 
 	// fleet hosts --release: the steady stack's boxes and the event's,
 	// each read over SSH with the fleet's key, all on the second build.
@@ -708,8 +783,40 @@ events:
 
 	// 6. fleet burst up and down, by hand, for the later event: its box
 	// comes now, then drains (no listener) and goes.
+	// Its two boxes meet a cloud that refuses one create for capacity:
+	// the other is routed at once, burst up says so and exits non-zero,
+	// status counts them; the next burst up brings the second.
+	setFaults(faults.Faults{Unavailable: []faults.Unavailable{{Count: 1}}})
+	before := requests()
+	partial := fleet("burst", "up", "--event", lcxEncore, "--events", evPath)
+	if partial.code == 0 || !strings.Contains(partial.out, "1 of 2 boxes routed") {
+		t.Fatalf("burst up with one box refused: exit %d, want non-zero saying 1 of 2 boxes routed:\n%s", partial.code, partial.out)
+	}
+	if b := eventServers(lcxEncore); len(b) != 1 || !slices.ContainsFunc(readRelays(t, state), func(r program.Relay) bool { return strings.Contains(r.Stats, b[0].IP.String()) }) {
+		t.Fatalf("after one of two boxes was refused: servers %v; want one, routed", b)
+	}
+	type evRec struct {
+		Event     string
+		Created   int
+		Converged int
+		Hosts     []program.HostEntry
+		Plan      *struct{ Boxes int }
+	}
+	var recs []evRec
+	stCmd := fleetCmd(ctx, state, "events", "status", "--json", "--fleet", name)
+	stCmd.Args = stCmd.Args[:len(stCmd.Args)-2] // it reaches no box: no --ssh-key
+	stOut, stCode := systest.Combined(t, stCmd)
+	if err := json.Unmarshal([]byte(stOut), &recs); err != nil || stCode != 0 {
+		t.Fatalf("events status --json: exit %d, %v\n%s", stCode, err, stOut)
+	}
+	if i := slices.IndexFunc(recs, func(r evRec) bool { return r.Event == lcxEncore }); i < 0 || recs[i].Plan == nil || recs[i].Plan.Boxes != 2 || recs[i].Created != 1 || recs[i].Converged != 1 || len(recs[i].Hosts) != 1 {
+		t.Errorf("events status for %s: want 2 wanted, 1 made, 1 converged, 1 routed:\n%s", lcxEncore, stOut)
+	}
+	setFaults(faults.Faults{})
 	manualUp := must(fleet("burst", "up", "--event", lcxEncore, "--events", evPath), "burst up")
-	stats = burstUp(lcxEncore)
+	manualUp.took += partial.took
+	reqPerBox := float64(requests()-before) / 2
+	stats = burstUpN(lcxEncore, 2)
 	burstDown := must(fleet("burst", "down", "--event", lcxEncore, "--events", evPath, "--drain-time", "10s"), "burst down")
 	burstGone(lcxEncore, stats)
 
@@ -751,9 +858,9 @@ events:
 			t.Errorf("fleet never sent %s: the check did not cover it", route)
 		}
 	}
-	return fmt.Sprintf("LOCALCLOUD %s: fleet_up_s=%.1f rollout_s=%.1f rollback_s=%.1f listeners=%d listeners_max_gap_ms=%.0f silent_reconnects=%d silent_at_end=%d fewest_subscribed=%d reconcile_burst_up_s=%.1f reconcile_burst_gone_s=%.1f burst_up_s=%.1f burst_down_s=%.1f destroy_s=%.1f requests_validated=%d openapi_failures=%d",
+	return fmt.Sprintf("LOCALCLOUD %s: fleet_up_s=%.1f rollout_s=%.1f rollback_s=%.1f listeners=%d listeners_max_gap_ms=%.0f silent_reconnects=%d silent_at_end=%d fewest_subscribed=%d reconcile_after_kill_burst_up_s=%.1f reconcile_burst_gone_s=%.1f burst_up_partial_then_full_s=%.1f burst_requests_per_box=%.0f burst_down_s=%.1f destroy_s=%.1f requests_validated=%d openapi_failures=%d",
 		c.provider, up.took.Seconds(), ro.took.Seconds(), rb.took.Seconds(), lcxListen, lg.GapMs.Max, lg.ByReason["silent"], lg.SilentAtEnd, fewest,
-		reconcileUp.took.Seconds(), reconcileGone.took.Seconds(), manualUp.took.Seconds(), burstDown.took.Seconds(), destroy.took.Seconds(), check.Checked(), len(fails))
+		reconcileUp.took.Seconds(), reconcileGone.took.Seconds(), manualUp.took.Seconds(), reqPerBox, burstDown.took.Seconds(), destroy.took.Seconds(), check.Checked(), len(fails))
 }
 
 // releaseListed says fleet releases' table lists digest, marked as the
