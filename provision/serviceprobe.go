@@ -2,6 +2,7 @@ package provision
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"strconv"
@@ -124,6 +125,12 @@ func (s ServiceProbe) Bake(ctx context.Context, t Target, inst string) error {
 		baseMemBefore = unitMemory(ctx, bt.Run, binst)
 	}
 	s.logf("%s: %s bakes for %v beside %s", t.Host, inst, s.BakeFor, baseName(bt, binst, hasBase))
+	canaryBefore, cerrBefore := instanceStats(ctx, t.Run, inst)
+	var baseBefore wire.Stats
+	var berrBefore error = errors.New("no baseline")
+	if hasBase {
+		baseBefore, berrBefore = instanceStats(ctx, bt.Run, binst)
+	}
 	var canary, base client.ProbeResult
 	var cerr, berr error
 	var wg sync.WaitGroup
@@ -155,6 +162,24 @@ func (s ServiceProbe) Bake(ctx context.Context, t Target, inst string) error {
 	case hasBase && canary.P99Gap > base.P99Gap+250*time.Millisecond:
 		return &CheckError{Check: "canary bake", Figure: figure + ", want a p99 gap within 250ms of the old build's"}
 	}
+	// What its own listeners got, from its counters: how many sessions
+	// ended per listener (a listener that loses its session reconnects)
+	// and the share of groups it dropped, against the old build's.
+	if cerrBefore == nil {
+		if after, err := instanceStats(ctx, t.Run, inst); err == nil {
+			c := listenerFigures(canaryBefore, after)
+			var b listenerFigure
+			if berrBefore == nil {
+				if bafter, err := instanceStats(ctx, bt.Run, binst); err == nil {
+					b = listenerFigures(baseBefore, bafter)
+				}
+			}
+			s.logf("%s: %s bake: its listeners: %s (the old build's: %s)", t.Host, inst, c, b)
+			if err := c.worseThan(b); err != nil {
+				return &CheckError{Check: "canary bake", Figure: err.Error()}
+			}
+		}
+	}
 	if after := unitRestarts(ctx, t.Run, inst); after > restartsBefore {
 		return &CheckError{Check: "canary bake", Figure: fmt.Sprintf("the unit restarted %s during the bake", text.Plural(after-restartsBefore, "time", "times"))}
 	}
@@ -170,6 +195,73 @@ func (s ServiceProbe) Bake(ctx context.Context, t Target, inst string) error {
 		if grew > baseGrew+LeakAllowance && grew > 2*baseGrew {
 			return &CheckError{Check: "canary bake", Figure: fmt.Sprintf("memory grew %s in %v, the old build's %s: want at most %s more", inventories.Bytes(grew).IEC(), s.BakeFor, inventories.Bytes(baseGrew).IEC(), inventories.Bytes(LeakAllowance).IEC())}
 		}
+	}
+	return nil
+}
+
+// instanceStats reads an instance's /stats on its box.
+func instanceStats(ctx context.Context, run Runner, inst string) (wire.Stats, error) {
+	out, err := run.Run(ctx, onBox(inst, "GET", "/stats", `sed '1,/^\r$/d'`), nil)
+	if err != nil {
+		return wire.Stats{}, err
+	}
+	doc, err := wire.ParseStats(out)
+	if err != nil {
+		return wire.Stats{}, err
+	}
+	return doc, nil
+}
+
+// listenerFigure is what a process's listeners got over a bake, from its
+// counters.
+type listenerFigure struct {
+	listeners float64 // sessions, the mean of before and after
+	// endedPerListener is the sessions that ended (the probe's own left
+	// out) per listener: each is a listener that had to reconnect, or
+	// left.
+	endedPerListener float64
+	dropped          float64 // groups dropped, as a share of those due
+}
+
+func (f listenerFigure) String() string {
+	return fmt.Sprintf("%.0f listeners, %.2f sessions ended per listener, %.1f%% of groups dropped", f.listeners, f.endedPerListener, 100*f.dropped)
+}
+
+// listenerFigures compares two /stats readings of one process.
+func listenerFigures(before, after wire.Stats) listenerFigure {
+	f := listenerFigure{listeners: float64(before.Sessions+after.Sessions) / 2}
+	ended := (after.SessionsTotal - before.SessionsTotal) - int64(after.Sessions-before.Sessions) - 1 // the heartbeat probe's
+	if f.listeners >= 1 && ended > 0 {
+		f.endedPerListener = float64(ended) / f.listeners
+	}
+	out, dropped := after.GroupsOut-before.GroupsOut, after.GroupsDropped-before.GroupsDropped
+	if out+dropped > 0 && dropped > 0 {
+		f.dropped = float64(dropped) / float64(out+dropped)
+	}
+	return f
+}
+
+// Listener judgement: a canary with at least MinBakeListeners listeners
+// fails when, over the bake, its sessions ended more often than the old
+// build's by more than MaxExtraEnded per listener, or it dropped a share
+// of groups more than MaxExtraDropped above the old build's.
+const (
+	MinBakeListeners = 10
+	MaxExtraEnded    = 0.2
+	MaxExtraDropped  = 0.01
+)
+
+// worseThan is nil when the canary's listeners fared about as well as the
+// old build's (base; zero when unread), else why not.
+func (f listenerFigure) worseThan(base listenerFigure) error {
+	if f.listeners < MinBakeListeners {
+		return nil
+	}
+	switch {
+	case f.endedPerListener > base.endedPerListener+MaxExtraEnded:
+		return fmt.Errorf("its listeners: %.2f sessions ended per listener (%.0f listeners), the old build's %.2f: want at most %.2f more", f.endedPerListener, f.listeners, base.endedPerListener, MaxExtraEnded)
+	case f.dropped > base.dropped+MaxExtraDropped:
+		return fmt.Errorf("its listeners: %.1f%% of groups dropped, the old build's %.1f%%: want at most %.0f points more", 100*f.dropped, 100*base.dropped, 100*MaxExtraDropped)
 	}
 	return nil
 }

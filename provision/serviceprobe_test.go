@@ -3,6 +3,7 @@ package provision
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"strconv"
 	"strings"
@@ -17,6 +18,9 @@ import (
 type statsBox struct {
 	restarts *int
 	memory   *int64
+	// stats, when set, gives the /stats counters (a JSON object's
+	// fields, without braces).
+	stats func() string
 }
 
 func (b statsBox) Run(_ context.Context, cmd string, _ io.Reader) ([]byte, error) {
@@ -31,7 +35,11 @@ func (b statsBox) Run(_ context.Context, cmd string, _ io.Reader) ([]byte, error
 		return []byte(strconv.Itoa(*b.restarts) + "\n"), nil
 	}
 	if strings.Contains(cmd, "/stats") {
-		return []byte(`{"certificate_sha256":"` + strings.Repeat("ab", 32) + `"}`), nil
+		more := ""
+		if b.stats != nil {
+			more = "," + b.stats()
+		}
+		return []byte(`{"certificate_sha256":"` + strings.Repeat("ab", 32) + `"` + more + `}`), nil
 	}
 	return nil, errors.New("unexpected command " + cmd)
 }
@@ -124,5 +132,59 @@ func TestServiceProbeBakeMemory(t *testing.T) {
 	err := s.Bake(context.Background(), canary, "relay@4443.service")
 	if err == nil || !strings.Contains(err.Error(), "memory grew 200 MiB") || !strings.Contains(err.Error(), "the old build's 10 MiB") {
 		t.Fatalf("a leaking canary: %v", err)
+	}
+}
+
+// TestServiceProbeBakeListeners: the canary's own listeners are judged
+// from its counters against the old build's over the same bake: sessions
+// that ended (listeners that had to reconnect) and groups dropped. A
+// canary whose listeners keep losing their sessions fails with both
+// figures, one that drops 5% of groups fails, one like the old build
+// passes, and one with too few listeners to judge passes on them.
+func TestServiceProbeBakeListeners(t *testing.T) {
+	type counters struct{ sessions, total, out, dropped int }
+	after := false
+	box := func(before, then *counters) statsBox {
+		return statsBox{restarts: new(int), stats: func() string {
+			c := before
+			if after {
+				c = then
+			}
+			return fmt.Sprintf(`"sessions":%d,"sessions_total":%d,"groups_out":%d,"groups_dropped":%d`, c.sessions, c.total, c.out, c.dropped)
+		}}
+	}
+	cb, ca := &counters{}, &counters{}
+	bb, ba := &counters{}, &counters{}
+	canary := Target{Host: Host{Name: "b1", Address: "10.0.0.2:22"}, Run: box(cb, ca)}
+	old := Target{Host: Host{Name: "b2", Address: "10.0.0.3:22"}, Run: box(bb, ba)}
+	s := ServiceProbe{BakeFor: 24 * time.Second,
+		Baseline: func(Target, string) (Target, string, bool) { return old, "relay@4443.service", true },
+		probe: func(context.Context, client.ProbeOptions) (client.ProbeResult, error) {
+			after = true // the bake's window passes
+			return client.ProbeResult{Groups: 200}, nil
+		}}
+	bake := func() error {
+		after = false
+		return s.Bake(context.Background(), canary, "relay@4443.service")
+	}
+	// The old build: 50 listeners, 2 sessions ended (and the probe's).
+	*bb, *ba = counters{50, 100, 1000, 0}, counters{50, 103, 2000, 0}
+	*cb, *ca = counters{50, 100, 1000, 0}, counters{50, 104, 2000, 0}
+	if err := bake(); err != nil {
+		t.Fatalf("a canary whose listeners fare as on the old build: %v", err)
+	}
+	*ca = counters{50, 141, 2000, 0} // 40 sessions ended: 0.8 per listener
+	err := bake()
+	var ce *CheckError
+	if !errors.As(err, &ce) || !strings.Contains(ce.Figure, "0.80 sessions ended per listener (50 listeners), the old build's 0.04") {
+		t.Fatalf("a canary whose listeners keep reconnecting: %v", err)
+	}
+	*ca = counters{50, 104, 1950, 50} // 5% of groups dropped
+	if err := bake(); err == nil || !strings.Contains(err.Error(), "5.0% of groups dropped, the old build's 0.0%") {
+		t.Fatalf("a canary dropping 5%% of its listeners' groups: %v", err)
+	}
+	*cb, *ca = counters{5, 10, 100, 0}, counters{5, 20, 150, 10} // 5 listeners: too few to judge
+	if err := bake(); err != nil {
+		t.Fatalf("a canary with 5 listeners judged on them: %v", err)
 	}
 }
