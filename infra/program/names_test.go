@@ -184,3 +184,18 @@ func TestHostsFromDeployment(t *testing.T) {
 		t.Errorf("no deployment: %v, %d, %v", h, n, err)
 	}
 }
+
+// TestLastLines: a failed run's message keeps the resources' own errors
+// when Pulumi printed them, else its last lines.
+func TestLastLines(t *testing.T) {
+	out := "failed to run update: exit status 255\ncode: 255\nstdout: Updating (e):\n  +  relayfleet:index:Box gig-1 creating (0s)\n" +
+		"  +  relayfleet:index:Box gig-1 creating (0s) error: box gig-1: hcloud create server f-e-gig-1: 412 resource_unavailable: error during placement\n" +
+		"Diagnostics:\n  relayfleet:index:Box (gig-1):\n    error: box gig-1: hcloud create server f-e-gig-1: 412 resource_unavailable: error during placement\n" +
+		"  pulumi:pulumi:Stack (e):\n    error: update failed\nOutputs:\n  + event: \"gig\"\nResources:\n    3 unchanged\n    2 errored\n\nDuration: 2s\n\nstderr: \n"
+	if got, want := lastLines(out), "box gig-1: hcloud create server f-e-gig-1: 412 resource_unavailable: error during placement"; got != want {
+		t.Errorf("lastLines = %q, want %q", got, want)
+	}
+	if got := lastLines("a\nb\n\nc\nd\ne\nf\ng\n"); got != "b; c; d; e; f; g" {
+		t.Errorf("lastLines without errors = %q", got)
+	}
+}

@@ -11,6 +11,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 
@@ -781,11 +782,19 @@ func (s *Stack) refresh(ctx context.Context, st auto.Stack) error {
 // lastLines keeps the engine's error short: its last few lines say why.
 func lastLines(s string) string {
 	lines := strings.Split(strings.TrimSpace(s), "\n")
-	var keep []string
+	var keep, errs []string
 	for _, l := range lines {
 		if l = strings.TrimSpace(l); l != "" {
 			keep = append(keep, l)
 		}
+		// The resources' own errors (Pulumi's diagnostics) say why, where
+		// the last lines may hold only the summary.
+		if e, ok := strings.CutPrefix(l, "error: "); ok && !slices.Contains(errs, e) && !strings.HasPrefix(e, "update failed") {
+			errs = append(errs, e)
+		}
+	}
+	if len(errs) > 0 {
+		return strings.Join(errs[:min(len(errs), 4)], "; ")
 	}
 	if len(keep) > 6 {
 		keep = keep[len(keep)-6:]

@@ -390,5 +390,10 @@ func (f *File) Hold(ctx context.Context, c Create, gone func() bool) error {
 		case <-t.C:
 		}
 	}
+	// A server deleted while it was held, its rule cleared since, gets no
+	// machine either: a new server of its name may be booting one.
+	if gone() {
+		return ErrGone
+	}
 	return nil
 }

@@ -286,4 +286,9 @@ func TestHold(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("Hold went on after the rule was cleared")
 	}
+	// A server deleted while held, its rule cleared after: no machine
+	// (a new server of the name may be making one).
+	if err := file.Hold(context.Background(), c, func() bool { return true }); !errors.Is(err, ErrGone) {
+		t.Errorf("a server deleted, the rule cleared since: %v, want ErrGone", err)
+	}
 }
