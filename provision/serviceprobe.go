@@ -167,6 +167,13 @@ func (s ServiceProbe) Bake(ctx context.Context, t Target, inst string) error {
 	// and the share of groups it dropped, against the old build's.
 	if cerrBefore == nil {
 		if after, err := instanceStats(ctx, t.Run, inst); err == nil {
+			// Undrained, it must take sessions from the router, which
+			// sends new listeners only to a relay that admits (a full
+			// one has taken its share).
+			full := after.MaxSessions > 0 && after.Sessions >= after.MaxSessions
+			if (!after.Admitting && !full) || after.Draining {
+				return &CheckError{Check: "canary bake", Figure: fmt.Sprintf("after its undrain it does not admit new sessions (admitting %v, draining %v): the router sends it no listener", after.Admitting, after.Draining)}
+			}
 			c := listenerFigures(canaryBefore, after)
 			var b listenerFigure
 			if berrBefore == nil {

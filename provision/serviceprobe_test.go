@@ -35,7 +35,7 @@ func (b statsBox) Run(_ context.Context, cmd string, _ io.Reader) ([]byte, error
 		return []byte(strconv.Itoa(*b.restarts) + "\n"), nil
 	}
 	if strings.Contains(cmd, "/stats") {
-		more := ""
+		more := `,"admitting":true`
 		if b.stats != nil {
 			more = "," + b.stats()
 		}
@@ -142,7 +142,10 @@ func TestServiceProbeBakeMemory(t *testing.T) {
 // figures, one that drops 5% of groups fails, one like the old build
 // passes, and one with too few listeners to judge passes on them.
 func TestServiceProbeBakeListeners(t *testing.T) {
-	type counters struct{ sessions, total, out, dropped int }
+	type counters struct {
+		sessions, total, out, dropped int
+		refusing                      bool
+	}
 	after := false
 	box := func(before, then *counters) statsBox {
 		return statsBox{restarts: new(int), stats: func() string {
@@ -150,7 +153,7 @@ func TestServiceProbeBakeListeners(t *testing.T) {
 			if after {
 				c = then
 			}
-			return fmt.Sprintf(`"sessions":%d,"sessions_total":%d,"groups_out":%d,"groups_dropped":%d`, c.sessions, c.total, c.out, c.dropped)
+			return fmt.Sprintf(`"sessions":%d,"sessions_total":%d,"groups_out":%d,"groups_dropped":%d,"admitting":%v`, c.sessions, c.total, c.out, c.dropped, !c.refusing)
 		}}
 	}
 	cb, ca := &counters{}, &counters{}
@@ -168,23 +171,27 @@ func TestServiceProbeBakeListeners(t *testing.T) {
 		return s.Bake(context.Background(), canary, "relay@4443.service")
 	}
 	// The old build: 50 listeners, 2 sessions ended (and the probe's).
-	*bb, *ba = counters{50, 100, 1000, 0}, counters{50, 103, 2000, 0}
-	*cb, *ca = counters{50, 100, 1000, 0}, counters{50, 104, 2000, 0}
+	*bb, *ba = counters{50, 100, 1000, 0, false}, counters{50, 103, 2000, 0, false}
+	*cb, *ca = counters{50, 100, 1000, 0, false}, counters{50, 104, 2000, 0, false}
 	if err := bake(); err != nil {
 		t.Fatalf("a canary whose listeners fare as on the old build: %v", err)
 	}
-	*ca = counters{50, 141, 2000, 0} // 40 sessions ended: 0.8 per listener
+	*ca = counters{50, 141, 2000, 0, false} // 40 sessions ended: 0.8 per listener
 	err := bake()
 	var ce *CheckError
 	if !errors.As(err, &ce) || !strings.Contains(ce.Figure, "0.80 sessions ended per listener (50 listeners), the old build's 0.04") {
 		t.Fatalf("a canary whose listeners keep reconnecting: %v", err)
 	}
-	*ca = counters{50, 104, 1950, 50} // 5% of groups dropped
+	*ca = counters{50, 104, 1950, 50, false} // 5% of groups dropped
 	if err := bake(); err == nil || !strings.Contains(err.Error(), "5.0% of groups dropped, the old build's 0.0%") {
 		t.Fatalf("a canary dropping 5%% of its listeners' groups: %v", err)
 	}
-	*cb, *ca = counters{5, 10, 100, 0}, counters{5, 20, 150, 10} // 5 listeners: too few to judge
+	*cb, *ca = counters{5, 10, 100, 0, false}, counters{5, 20, 150, 10, false} // 5 listeners: too few to judge
 	if err := bake(); err != nil {
 		t.Fatalf("a canary with 5 listeners judged on them: %v", err)
+	}
+	ca.refusing = true // undrained, yet it admits nobody: the router sends it nothing
+	if err := bake(); err == nil || !strings.Contains(err.Error(), "does not admit new sessions") {
+		t.Fatalf("a canary that admits nobody after its undrain: %v", err)
 	}
 }
