@@ -1,6 +1,7 @@
 package provision
 
 import (
+	"cmp"
 	"github.com/relayfleet/relayfleet/internal/text"
 
 	"fmt"
@@ -319,8 +320,13 @@ func Diff(desired, actual HostState) []Change {
 			cs = append(cs, Change{Kind: ChangeStart, What: u})
 			started[u] = true
 			continue
-		case templateChanged || releaseChanged || changed[dropIn]:
+		case templateChanged || changed[dropIn]:
 			cs = append(cs, Change{Kind: ChangeRestart, What: u})
+		case releaseChanged:
+			// A new release reaches a process that may hold listeners
+			// (an event's burst box after a fleet rollout): moved out
+			// first, one at a time, as a rollout moves them.
+			cs = append(cs, Change{Kind: ChangeStale, What: u, From: cmp.Or(runs, actual.Release), To: desired.Release})
 		case desired.Release != "" && runs != "" && runs != desired.Release:
 			// current is right, the process is not: a rollout was cut off.
 			cs = append(cs, Change{Kind: ChangeStale, What: u, From: runs, To: desired.Release})

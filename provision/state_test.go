@@ -80,8 +80,8 @@ func TestDiff(t *testing.T) {
 			"remove /etc/systemd/system/relay@4445.service.d/10-relayfleet.conf",
 			"restart relay@4443.service", "restart relay@4444.service", "stop relay@4445.service",
 		}},
-		{"new release restarts all", newRelease.State, converged, []string{
-			"release relay", "restart relay@4443.service", "restart relay@4444.service",
+		{"a new release moves each process out and restarts it", newRelease.State, converged, []string{
+			"release relay", "stale relay@4443.service", "stale relay@4444.service",
 		}},
 		{"template parameter", bigger.State, converged, []string{
 			"file /etc/systemd/system/relay@.service", "restart relay@4443.service", "restart relay@4444.service",
@@ -119,8 +119,11 @@ func TestDiff(t *testing.T) {
 		{"a release drop-in left on a process on current goes, no restart", two.State, withDropIns(converged, "relay@4443.service"), []string{
 			"dropin relay@4443.service",
 		}},
-		{"a restarted process loses its drop-in on the way", newRelease.State, withDropIns(converged, "relay@4443.service"), []string{
-			"release relay", "restart relay@4443.service", "restart relay@4444.service",
+		{"a restarted process loses its drop-in on the way", bigger.State, withDropIns(converged, "relay@4443.service"), []string{
+			"file /etc/systemd/system/relay@.service", "restart relay@4443.service", "restart relay@4444.service",
+		}},
+		{"a process moved to a new release loses its drop-in on the way", newRelease.State, withDropIns(converged, "relay@4443.service"), []string{
+			"release relay", "stale relay@4443.service", "stale relay@4444.service",
 		}},
 		{"a process on its drop-in's release is restarted, moved out", two.State, func() HostState {
 			s := withDropIns(converged, "relay@4443.service")
