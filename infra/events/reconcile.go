@@ -252,7 +252,7 @@ func (r *Reconciler) one(ctx context.Context, now time.Time, ev *inventories.Eve
 		rec = r.newRecord(ev)
 	}
 	if ev != nil {
-		rec.Pool = ev.Burst // the file is the truth while the event is in it
+		r.followFile(now, ev, rec)
 	}
 	var err error
 	switch desired(ev, rec, now) {
@@ -273,6 +273,34 @@ func (r *Reconciler) one(ctx context.Context, now time.Time, ev *inventories.Eve
 		}
 	}
 	return Result{Event: rec.Event, Phase: rec.Phase, Err: err}
+}
+
+// followFile takes the event's burst pool from the file, which is the
+// truth while the event is in it, with one exception: boxes that exist
+// (its stack was made and not yet destroyed) keep their provider, shape
+// and location until the event is down; a move in the file is noted once
+// and applies to its next bring-up. The record's backend, which the
+// proof of teardown lists, is always the one its boxes are on.
+func (r *Reconciler) followFile(now time.Time, ev *inventories.Event, rec *Record) {
+	p := rec.Pool
+	moved := p.Provider != "" && (p.Provider != ev.Burst.Provider || p.Shape != ev.Burst.Shape || p.Location != ev.Burst.Location)
+	if rec.StackMade && moved {
+		want := ev.Burst.Provider + "/" + ev.Burst.Shape + "@" + ev.Burst.Location
+		if rec.PoolHeld != want {
+			rec.PoolHeld = want
+			r.note(rec, now, "hold", fmt.Sprintf("the events file moves the event to %s; its boxes stay on %s/%s@%s until it is down (a move under listeners would replace every box)",
+				want, p.Provider, p.Shape, p.Location))
+		}
+		// Its size and the rest follow the file.
+		keep := p
+		rec.Pool = ev.Burst
+		rec.Pool.Provider, rec.Pool.Shape, rec.Pool.Location = keep.Provider, keep.Shape, keep.Location
+		return
+	}
+	rec.Pool, rec.PoolHeld = ev.Burst, ""
+	if !rec.StackMade {
+		rec.Backend = ev.Burst.Provider
+	}
 }
 
 // note logs an action with the event's name and keeps it in the record.
@@ -484,7 +512,7 @@ func (r *Reconciler) Resize(ctx context.Context, now time.Time, event string) (R
 		}
 		return Result{}, fmt.Errorf("event %q is %s: fleet burst resize changes an event whose boxes are up (a reconcile sizes the others from the files)", event, phase)
 	}
-	rec.Pool = ev.Burst
+	r.followFile(now, ev, rec)
 	if rec.Shrink == nil {
 		size, err := Size(ev, r.Fleet, r.Catalogue, r.Calibration)
 		if err != nil {

@@ -463,6 +463,51 @@ func TestRecordsPrunedAfterRetention(t *testing.T) {
 	}
 }
 
+// TestProviderMovedInTheFile: an event moved to another provider in the
+// events file while its boxes exist keeps them where they are (a hold,
+// noted once; no Pulumi run replaces them under listeners), and its
+// teardown's proof lists the backend its boxes are on. An event moved
+// before its boxes came up follows the file.
+func TestProviderMovedInTheFile(t *testing.T) {
+	h := newHarness(t)
+	var listed []string
+	h.r.Backends = func(name string) (backend.Backend, error) { listed = append(listed, name); return h.cloud, nil }
+	was := h.ev.Burst.Provider
+	h.run(t, h.ev.Start.Time)
+	h.stacks.took()
+	h.ev.Burst.Provider, h.ev.Burst.Shape = "hcloud", "cx33"
+	rec := h.run(t, h.ev.Start.Add(time.Minute))
+	if got := h.stacks.took(); len(got) != 0 {
+		t.Fatalf("calls %q after the file moved a running event: want none", got)
+	}
+	if rec.Pool.Provider != was || rec.Backend != was || !strings.Contains(rec.PoolHeld, "hcloud/cx33") {
+		t.Fatalf("record pool %+v backend %s held %q: want the boxes' provider kept and the move noted", rec.Pool, rec.Backend, rec.PoolHeld)
+	}
+	h.run(t, h.ev.Start.Add(2*time.Minute))
+	if n := strings.Count(h.log.String(), "the events file moves the event"); n != 1 {
+		t.Errorf("the move noted %d times, want once", n)
+	}
+	h.probe.listeners = 0
+	if rec = h.run(t, h.ev.End.Time); rec.Phase != Gone {
+		t.Fatalf("phase %s after the end, want gone", rec.Phase)
+	}
+	if len(listed) == 0 || listed[len(listed)-1] != was {
+		t.Errorf("the teardown's proof listed %v, want %s (where the boxes were)", listed, was)
+	}
+}
+
+// TestProviderMovedBeforeTheBoxes: moved before its bring-up, an event
+// follows the file, its record's backend with it.
+func TestProviderMovedBeforeTheBoxes(t *testing.T) {
+	h := newHarness(t)
+	h.run(t, h.ev.UpAt().Add(-time.Hour))
+	h.ev.Burst.Shape = "medium"
+	rec := h.run(t, h.ev.UpAt())
+	if rec.Pool.Shape != "medium" || rec.PoolHeld != "" || rec.Phase != Up {
+		t.Fatalf("pool %+v held %q: a scheduled event follows the file", rec.Pool, rec.PoolHeld)
+	}
+}
+
 func TestDrainEndsEarlyWhenListenersLeave(t *testing.T) {
 	h := newHarness(t)
 	h.run(t, h.ev.Start.Time)

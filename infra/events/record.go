@@ -47,8 +47,12 @@ type Record struct {
 	Phase   Phase  `json:"phase"`
 	Manual  string `json:"manual,omitempty"`
 	// Pool is the event's burst shape as last read from the events file,
-	// so that an event removed from the file can still be torn down.
+	// so that an event removed from the file can still be torn down; while
+	// its boxes exist they keep their provider, shape and location.
 	Pool inventories.Pool `json:"pool"`
+	// PoolHeld is where the events file moved the event while its boxes
+	// existed (noted once; "" when the file and the boxes agree).
+	PoolHeld string `json:"pool_held,omitempty"`
 	// StackMade is true once a Pulumi up of the event's stack started and
 	// until its destroy finished.
 	StackMade bool `json:"stack_made"`
