@@ -7,6 +7,7 @@ import (
 	"io"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -146,11 +147,11 @@ func TestServiceProbeBakeListeners(t *testing.T) {
 		sessions, total, out, dropped int
 		refusing                      bool
 	}
-	after := false
+	var after atomic.Bool // the probes of both run at once
 	box := func(before, then *counters) statsBox {
 		return statsBox{restarts: new(int), stats: func() string {
 			c := before
-			if after {
+			if after.Load() {
 				c = then
 			}
 			return fmt.Sprintf(`"sessions":%d,"sessions_total":%d,"groups_out":%d,"groups_dropped":%d,"admitting":%v`, c.sessions, c.total, c.out, c.dropped, !c.refusing)
@@ -163,11 +164,11 @@ func TestServiceProbeBakeListeners(t *testing.T) {
 	s := ServiceProbe{BakeFor: 24 * time.Second,
 		Baseline: func(Target, string) (Target, string, bool) { return old, "relay@4443.service", true },
 		probe: func(context.Context, client.ProbeOptions) (client.ProbeResult, error) {
-			after = true // the bake's window passes
+			after.Store(true) // the bake's window passes
 			return client.ProbeResult{Groups: 200}, nil
 		}}
 	bake := func() error {
-		after = false
+		after.Store(false)
 		return s.Bake(context.Background(), canary, "relay@4443.service")
 	}
 	// The old build: 50 listeners, 2 sessions ended (and the probe's).
