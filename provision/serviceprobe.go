@@ -54,13 +54,12 @@ func (s ServiceProbe) Hear(ctx context.Context, t Target, inst string, window ti
 	if err != nil {
 		return client.ProbeResult{}, err
 	}
-	out, err := t.Run.Run(ctx, onBox(inst, "GET", "/stats", `sed '1,/^\r$/d'`), nil)
+	doc, err := instanceStats(ctx, t.Run, inst)
 	if err != nil {
 		return client.ProbeResult{}, fmt.Errorf("%s /stats: %w", inst, err)
 	}
-	doc, err := wire.ParseStats(out)
-	if err != nil || doc.CertificateSHA256 == "" {
-		return client.ProbeResult{}, fmt.Errorf("%s /stats: no certificate hash to pin (%v)", inst, err)
+	if doc.CertificateSHA256 == "" {
+		return client.ProbeResult{}, fmt.Errorf("%s /stats: no certificate hash to pin", inst)
 	}
 	host, _, err := net.SplitHostPort(t.Host.Addr())
 	if err != nil {
