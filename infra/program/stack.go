@@ -135,31 +135,54 @@ func (s *Stack) readExisting(ctx context.Context, st auto.Stack) error {
 // name.
 func ExistingNames(deployment json.RawMessage) (map[string]string, error) {
 	names := map[string]string{}
+	res, err := deployedResources(deployment)
+	if err != nil {
+		return nil, err
+	}
+	for _, r := range res {
+		if r.Type != provider.BoxType && r.Type != provider.FirewallType {
+			continue
+		}
+		var in struct {
+			Name *string `json:"name"`
+		}
+		if json.Unmarshal(r.Inputs, &in) != nil || in.Name == nil || r.logical == "" {
+			continue
+		}
+		names[r.logical] = *in.Name
+	}
+	return names, nil
+}
+
+// deployedResource is one resource of an exported deployment, its
+// logical name (the URN's last part) beside it.
+type deployedResource struct {
+	URN     string          `json:"urn"`
+	Type    string          `json:"type"`
+	Delete  bool            `json:"delete"`
+	Inputs  json.RawMessage `json:"inputs"`
+	Outputs json.RawMessage `json:"outputs"`
+	logical string
+}
+
+// deployedResources reads an exported deployment's resources (none when
+// it is empty).
+func deployedResources(deployment json.RawMessage) ([]deployedResource, error) {
 	if len(deployment) == 0 {
-		return names, nil
+		return nil, nil
 	}
 	var d struct {
-		Resources []struct {
-			URN    string         `json:"urn"`
-			Type   string         `json:"type"`
-			Inputs map[string]any `json:"inputs"`
-		} `json:"resources"`
+		Resources []deployedResource `json:"resources"`
 	}
 	if err := json.Unmarshal(deployment, &d); err != nil {
 		return nil, fmt.Errorf("deployment: %w", err)
 	}
-	for _, r := range d.Resources {
-		if r.Type != provider.BoxType && r.Type != provider.FirewallType {
-			continue
+	for i := range d.Resources {
+		if j := strings.LastIndex(d.Resources[i].URN, "::"); j >= 0 {
+			d.Resources[i].logical = d.Resources[i].URN[j+2:]
 		}
-		i := strings.LastIndex(r.URN, "::")
-		name, ok := r.Inputs["name"].(string)
-		if i < 0 || !ok {
-			continue
-		}
-		names[r.URN[i+2:]] = name
 	}
-	return names, nil
+	return d.Resources, nil
 }
 
 // Backend is the stack's Pulumi backend URL: BackendURL, else
@@ -566,20 +589,9 @@ func (s *Stack) partial(ctx context.Context, st auto.Stack, err error) error {
 // name), and how many Boxes it holds. Resources pending deletion are left
 // out; a Host whose Box is not in the state is too.
 func HostsFromDeployment(deployment json.RawMessage) ([]HostEntry, int, error) {
-	if len(deployment) == 0 {
-		return nil, 0, nil
-	}
-	var d struct {
-		Resources []struct {
-			URN     string          `json:"urn"`
-			Type    string          `json:"type"`
-			Delete  bool            `json:"delete"`
-			Inputs  json.RawMessage `json:"inputs"`
-			Outputs json.RawMessage `json:"outputs"`
-		} `json:"resources"`
-	}
-	if err := json.Unmarshal(deployment, &d); err != nil {
-		return nil, 0, fmt.Errorf("deployment: %w", err)
+	res, err := deployedResources(deployment)
+	if err != nil {
+		return nil, 0, err
 	}
 	type box struct {
 		Name          string            `json:"name"`
@@ -595,28 +607,23 @@ func HostsFromDeployment(deployment json.RawMessage) ([]HostEntry, int, error) {
 	}
 	boxes := map[string]box{}
 	hosts := map[string]host{}
-	for _, r := range d.Resources {
-		if r.Delete || (r.Type != provider.BoxType && r.Type != provider.HostType) {
+	for _, r := range res {
+		if r.Delete || r.logical == "" || (r.Type != provider.BoxType && r.Type != provider.HostType) {
 			continue
 		}
-		i := strings.LastIndex(r.URN, "::")
-		if i < 0 {
-			continue
-		}
-		logical := r.URN[i+2:]
 		if r.Type == provider.BoxType {
 			var b box
 			if err := json.Unmarshal(r.Outputs, &b); err != nil {
-				return nil, 0, fmt.Errorf("deployment: box %s: %w", logical, err)
+				return nil, 0, fmt.Errorf("deployment: box %s: %w", r.logical, err)
 			}
-			boxes[logical] = b
+			boxes[r.logical] = b
 			continue
 		}
 		var h host
 		if err := json.Unmarshal(r.Outputs, &h); err != nil {
-			return nil, 0, fmt.Errorf("deployment: host %s: %w", logical, err)
+			return nil, 0, fmt.Errorf("deployment: host %s: %w", r.logical, err)
 		}
-		hosts[logical] = h
+		hosts[r.logical] = h
 	}
 	var out []HostEntry
 	for logical, h := range hosts {
