@@ -170,6 +170,9 @@ func (e *Events) validate(cat *Catalogue, f *Fleet) error {
 		} else if b.Name != ev.Name {
 			return fieldErr(p+".burst.name", "leave it out: the event's boxes are named after the event")
 		}
+		if err := b.validateCandidates(cat, p+".burst"); err != nil {
+			return err
+		}
 		if b.Provider == ProviderStatic {
 			return fieldErr(p+".burst.provider", "an event creates boxes on demand; static servers belong in the fleet's steady groups")
 		}
@@ -180,6 +183,48 @@ func (e *Events) validate(cat *Catalogue, f *Fleet) error {
 			return fieldErr(p+".burst.max", "must not be negative, got %d", b.Max)
 		}
 	}
+	return nil
+}
+
+// validateCandidates checks an event burst's candidates, each a box of
+// the pool's processes and base port, and makes the first the pool's own
+// provider, shape, location and image (which the pool then leaves out, or
+// gives as the first's).
+func (b *Pool) validateCandidates(cat *Catalogue, p string) error {
+	if len(b.Candidates) == 0 {
+		return nil
+	}
+	if len(b.Candidates) > MaxCandidates {
+		return fieldErr(p+".candidates", "want at most %d candidates, got %d", MaxCandidates, len(b.Candidates))
+	}
+	first := b.Candidates[0]
+	for _, f := range []struct{ name, own, cand string }{
+		{"provider", b.Provider, first.Provider}, {"shape", b.Shape, first.Shape},
+		{"location", b.Location, first.Location}, {"image", b.Image, first.Image},
+	} {
+		if f.own != "" && f.own != f.cand {
+			return fieldErr(p+"."+f.name, "%q is not candidates[0]'s %q: with candidates, leave it out (the first candidate is the pool's)", f.own, f.cand)
+		}
+	}
+	seen := map[string]int{}
+	for i, c := range b.Candidates {
+		cp := fmt.Sprintf("%s.candidates[%d]", p, i)
+		if c.Provider == ProviderStatic {
+			return fieldErr(cp+".provider", "an event creates boxes on demand; static servers belong in the fleet's steady groups")
+		}
+		box := b.CandidateBox(i)
+		if err := box.validate(cat, cp); err != nil {
+			return err
+		}
+		if c.Max < 0 {
+			return fieldErr(cp+".max", "must not be negative, got %d", c.Max)
+		}
+		if j, ok := seen[c.Ref()]; ok {
+			return fieldErr(cp, "%s is candidates[%d] already", c.Ref(), j)
+		}
+		seen[c.Ref()] = i
+	}
+	b.Provider, b.Shape, b.Location, b.Image = first.Provider, first.Shape, first.Location, first.Image
 	return nil
 }
 

@@ -76,6 +76,28 @@ func TestShippedEventsLoad(t *testing.T) {
 	}
 }
 
+// candidates is goodEvents with its burst given as candidates (list: the
+// flow sequence's items).
+func candidates(list string) string {
+	return strings.Replace(goodEvents, "      provider: lab\n      shape: small\n", "      candidates: ["+list+"]\n", 1)
+}
+
+// TestLoadEventsCandidates: a burst's candidates make the first the
+// pool's provider, shape and location; the others keep their own.
+func TestLoadEventsCandidates(t *testing.T) {
+	e, _, err := LoadEvents(writeEvents(t, candidates("{provider: lab, shape: medium, max: 2}, {provider: lab, shape: small}")), shippedCatalogue(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := e.Events[0].Burst
+	if b.Provider != "lab" || b.Shape != "medium" || len(b.Choices()) != 2 || b.Choices()[1].Ref() != "lab/small@" || b.Choices()[0].Max != 2 {
+		t.Errorf("burst = %+v", b)
+	}
+	if box := b.CandidateBox(1); box.Shape != "small" || box.BasePort != DefaultBasePort {
+		t.Errorf("candidate 1's box = %+v", box)
+	}
+}
+
 func TestLoadEventsErrors(t *testing.T) {
 	cat := shippedCatalogue(t)
 	rep := func(old, new string) string { return strings.Replace(goodEvents, old, new, 1) }
@@ -96,6 +118,12 @@ func TestLoadEventsErrors(t *testing.T) {
 		{"unknown shape", rep("shape: small", "shape: huge"), 11, "events[0].burst.shape", `no shape "huge"`},
 		{"negative max", rep("max: 3", "max: -1"), 12, "events[0].burst.max", "negative"},
 		{"unknown key", rep("    burst:", "    burts: 1\n    burst:"), 9, "events[0].burts", "unknown key"},
+		{"candidate shape", candidates("{provider: lab, shape: small}, {provider: lab, shape: huge}"), 0, "events[0].burst.candidates[1].shape", `no shape "huge"`},
+		{"candidate twice", candidates("{provider: lab, shape: small}, {provider: lab, shape: small}"), 0, "events[0].burst.candidates[1]", "lab/small@ is candidates[0] already"},
+		{"candidate static", candidates("{provider: lab, shape: small}, {provider: static, shape: small}"), 0, "events[0].burst.candidates[1].provider", "static servers"},
+		{"candidate max", candidates("{provider: lab, shape: small, max: -2}"), 0, "events[0].burst.candidates[0].max", "negative"},
+		{"pool not the first", strings.Replace(candidates("{provider: lab, shape: medium}"), "      max: 3\n", "      shape: small\n", 1), 0, "events[0].burst.shape", `"small" is not candidates[0]'s "medium"`},
+		{"too many", candidates(strings.Repeat("{provider: lab, shape: small}, ", MaxCandidates)+"{provider: lab, shape: medium}"), 0, "events[0].burst.candidates", "at most 8"},
 		{"no fleet", rep("fleet: fleet.yaml\n", ""), 0, "fleet", "missing"},
 		{"named like a steady group", rep("name: final", "name: a"), 4, "events[0].name", `event "a" is named like steady group "a" (steady[0] of fleet file fleet.yaml)`},
 		{"duplicate", goodEvents + strings.Join(strings.SplitAfter(goodEvents, "\n")[3:], ""), 13, "events[1].name", "already the name"},

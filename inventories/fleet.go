@@ -89,6 +89,47 @@ type Pool struct {
 	Box  `yaml:",inline"`
 	// Max caps how many boxes the pool may hold at once; 0 means no cap.
 	Max int `yaml:"max"`
+	// Candidates, for an event's burst only, are where its boxes may come
+	// from, in order of preference: the first carries the plan; boxes a
+	// candidate cannot make (a capacity or quota refusal, an action that
+	// never finishes, a server without an address) are planned again on
+	// the next. The pool's own provider, shape and location are the
+	// first's.
+	Candidates []Candidate `yaml:"candidates"`
+}
+
+// Candidate is one place an event's burst boxes may come from.
+type Candidate struct {
+	Provider string `yaml:"provider"`
+	Shape    string `yaml:"shape"`
+	Location string `yaml:"location"`
+	Image    string `yaml:"image"`
+	// Max caps the boxes this candidate may hold (a quota); 0: no cap.
+	Max int `yaml:"max"`
+}
+
+// Ref is the candidate as PROVIDER/SHAPE@LOCATION.
+func (c Candidate) Ref() string { return c.Provider + "/" + c.Shape + "@" + c.Location }
+
+// MaxCandidates is the most candidates an event may list.
+const MaxCandidates = 8
+
+// Choices is the pool's candidates: those it lists, or its own provider,
+// shape and location as the only one.
+func (p *Pool) Choices() []Candidate {
+	if len(p.Candidates) > 0 {
+		return p.Candidates
+	}
+	return []Candidate{{Provider: p.Provider, Shape: p.Shape, Location: p.Location, Image: p.Image}}
+}
+
+// CandidateBox is the box candidate i of the pool makes: its provider,
+// shape, location and image, with the pool's processes and base port.
+func (p *Pool) CandidateBox(i int) Box {
+	c := p.Choices()[i]
+	b := p.Box
+	b.Provider, b.Shape, b.Location, b.Image = c.Provider, c.Shape, c.Location, c.Image
+	return b
 }
 
 // StaticHost is an existing server given by address.
@@ -216,6 +257,9 @@ func (f *Fleet) validate(cat *Catalogue) error {
 		}
 		if b.Max > MaxBoxes {
 			return fieldErr(p+".max", "want at most %d boxes, got %d", MaxBoxes, b.Max)
+		}
+		if len(b.Candidates) > 0 {
+			return fieldErr(p+".candidates", "only an event's burst lists candidates (in the events file)")
 		}
 	}
 	return nil

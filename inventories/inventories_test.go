@@ -141,6 +141,7 @@ func TestLoadFleetErrors(t *testing.T) {
 		{"too many processes", strings.Replace(goodFleet, "count: 2", "count: 2\n    processes: 99999999999999", 1), 8, "steady[0].processes", "want auto or an integer from 1 to 1024"},
 		{"huge count", strings.Replace(goodFleet, "count: 2", "count: 99999999999", 1), 7, "steady[0].count", "want at most 100000 boxes"},
 		{"huge max", strings.Replace(goodFleet, "max: 3", "max: 100001", 1), 12, "burst[0].max", "want at most 100000 boxes"},
+		{"fleet burst candidates", strings.Replace(goodFleet, "max: 3", "max: 3\n    candidates: [{provider: lab, shape: small}]", 1), 13, "burst[0].candidates", "only an event's burst lists candidates"},
 		{"bad port", strings.Replace(goodFleet, "count: 2", "count: 2\n    base_port: 70000", 1), 8, "steady[0].base_port", "between 1 and 65535"},
 		{"privileged port", strings.Replace(goodFleet, "count: 2", "count: 2\n    base_port: 443", 1), 8, "steady[0].base_port", "want 1024 or above"},
 		{"duplicate name", strings.Replace(goodFleet, "name: b", "name: a", 1), 9, "burst[0].name", "already the name of steady[0]"},

@@ -4,10 +4,13 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 
+	"github.com/relayfleet/relayfleet/infra/backend"
 	"github.com/relayfleet/relayfleet/infra/lab"
 	"github.com/relayfleet/relayfleet/infra/provider"
 	"github.com/relayfleet/relayfleet/inventories"
@@ -49,6 +52,81 @@ func TestDeployBurstLabelsEveryBoxWithItsEvent(t *testing.T) {
 		if up := h.Inputs["upstream"].ArrayValue(); len(up) != 1 || up[0].StringValue() != f.Origin[0] {
 			t.Errorf("host %s: upstream %v, want the fleet's origin", h.Name, up)
 		}
+	}
+}
+
+// TestDeployBurstSpillsOntoLaterCandidates: an event's boxes on later
+// candidates are their own set: their provider, shape and location, names
+// ending cK, group label EVENT_cK, and a firewall of their own on their
+// cloud; a spill onto a candidate the burst does not list is refused.
+func TestDeployBurstSpillsOntoLaterCandidates(t *testing.T) {
+	f, cat := loadFleet(t, "testdata/mixed.yaml")
+	pool := inventories.Pool{Name: "final", Box: inventories.Box{Provider: "hcloud", Shape: "ccx33", Location: "fsn1", BasePort: 4443},
+		Candidates: []inventories.Candidate{
+			{Provider: "hcloud", Shape: "ccx33", Location: "fsn1"},
+			{Provider: "hcloud", Shape: "ccx33", Location: "nbg1"},
+			{Provider: "digitalocean", Shape: "c-8", Location: "fra1"},
+		}}
+	run := func(b Burst) (*mocks, error) {
+		m := &mocks{}
+		err := pulumi.RunErr(func(ctx *pulumi.Context) error {
+			_, err := DeployBurst(ctx, f, cat, b, Options{RelayBinary: "/opt/relay", Release: "r", AuthKeys: testAuthKeys})
+			return err
+		}, pulumi.WithMocks("relayfleet", "final", m))
+		return m, err
+	}
+	m, err := run(Burst{Event: "final", Pool: pool, Boxes: 1, Spill: []Spill{{Candidate: 2, Boxes: 2}, {Candidate: 1, Boxes: 0}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	type box struct{ backend, name, location, group string }
+	var got []box
+	for _, b := range m.ofType(provider.BoxType) {
+		in := b.Inputs
+		got = append(got, box{in["backend"].StringValue(), in["name"].StringValue(), in["location"].StringValue(), in["labels"].ObjectValue()["group"].StringValue()})
+		if in["event"].StringValue() != "final" || in["tier"].StringValue() != provider.TierBurst {
+			t.Errorf("box %s: tier %v event %v", b.Name, in["tier"], in["event"])
+		}
+	}
+	want := []box{
+		{"hcloud", "mixed-e-final-1", "fsn1", "final"},
+		{"digitalocean", "mixed-e-final-1-c2", "fra1", "final_c2"},
+		{"digitalocean", "mixed-e-final-2-c2", "fra1", "final_c2"},
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("boxes %v, want %v", got, want)
+	}
+	var fws []string
+	for _, fw := range m.ofType(provider.FirewallType) {
+		fws = append(fws, fw.Inputs["backend"].StringValue()+" "+fw.Inputs["name"].StringValue())
+	}
+	if want := []string{"hcloud mixed-e-final", "digitalocean mixed-e-final.c2"}; !reflect.DeepEqual(fws, want) {
+		t.Errorf("firewalls %v, want %v", fws, want)
+	}
+	if _, err := run(Burst{Event: "final", Pool: pool, Boxes: 1, Spill: []Spill{{Candidate: 3, Boxes: 1}}}); err == nil || !strings.Contains(err.Error(), "spill onto candidate 3, but its burst lists 3") {
+		t.Errorf("a spill onto a candidate not listed: %v", err)
+	}
+}
+
+func TestSpillNames(t *testing.T) {
+	if got := SpillBoxName("demo", "final", provider.BackendHcloud, 1, 2); got != "demo-e-final-2-c1" {
+		t.Errorf("cloud name %q", got)
+	}
+	seen := map[string]bool{BurstBoxName("lab", "cup-final-2026", provider.BackendLab, 1): true}
+	for k := 1; k <= inventories.MaxCandidates; k++ {
+		for n := 1; n <= 12; n++ {
+			name := SpillBoxName("lab", "cup-final-2026", provider.BackendLab, k, n)
+			if err := lab.ValidName(name); err != nil {
+				t.Errorf("%q: %v", name, err)
+			}
+			if seen[name] {
+				t.Errorf("lab name %q twice", name)
+			}
+			seen[name] = true
+		}
+	}
+	if err := backend.ValidLabels(map[string]string{"group": SpillGroup("cup-final-2026-at-the-stadium-in-berlin", inventories.MaxCandidates)}); err != nil {
+		t.Errorf("spill group label: %v", err)
 	}
 }
 

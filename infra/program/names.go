@@ -76,6 +76,41 @@ func BurstBoxName(fleet, event, backend string, n int) string {
 	return name
 }
 
+// SpillBoxName is an event's box n on its candidate k (k >= 1: not the
+// first, whose boxes are BurstBoxName's): FLEET-e-EVENT-N-cK on clouds,
+// which no event's first-candidate box (ending in -N) and no other
+// candidate's box can be called; within the lab's 11 characters as
+// BurstBoxName, with cK after the number.
+func SpillBoxName(fleet, event, backend string, k, n int) string {
+	if backend != provider.BackendLab {
+		return fmt.Sprintf("%s-%s-%s-%d-c%d", fleet, eventMark, event, n, k)
+	}
+	sum := sha256.Sum256([]byte(fleet + "/" + event))
+	suffix := fmt.Sprintf("%02x-%dc%d", sum[0], n, k)
+	base := strings.ToLower(event)
+	if max := 11 - len(suffix); len(base) > max {
+		base = base[:max]
+	}
+	name := base + suffix
+	if lab.ValidName(name) != nil {
+		name = "e" + suffix
+	}
+	return name
+}
+
+// SpillGroup is the group label (and the resources' logical names' stem)
+// of an event's boxes on its candidate k >= 1: EVENT_cK, which no event
+// (lowercase letters, digits and '-') is called; the first candidate's
+// group is the event's name.
+func SpillGroup(event string, k int) string { return fmt.Sprintf("%s_c%d", event, k) }
+
+// SpillFirewallName is the cloud firewall of an event's boxes on its
+// candidate k >= 1: FLEET-e-EVENT.cK, which no event's firewall (no dot)
+// and no other candidate's is called.
+func SpillFirewallName(fleet, event string, k int) string {
+	return fmt.Sprintf("%s.c%d", FirewallName(fleet, provider.TierBurst, event), k)
+}
+
 // FirewallName is a steady group's (tier steady, name the group) or an
 // event's (tier burst, name the event) cloud firewall: FLEET-s-GROUP or
 // FLEET-e-EVENT.
@@ -179,10 +214,11 @@ func steadySets(f *inventories.Fleet, o Options) ([]boxSet, error) {
 	return sets, nil
 }
 
-// burstSet is an event's box set. It refuses a name that any steady box of
-// the fleet has or had (steady names, new and legacy): two boxes of one
-// name would be one box to the backends.
-func burstSet(f *inventories.Fleet, b Burst, o Options) (boxSet, error) {
+// burstSets are an event's box sets: its first candidate's, then one for
+// each later candidate it spills onto. It refuses a name that any steady
+// box of the fleet has or had (steady names, new and legacy): two boxes of
+// one name would be one box to the backends.
+func burstSets(f *inventories.Fleet, b Burst, o Options) ([]boxSet, error) {
 	steady := map[string]string{}
 	for _, g := range f.Steady {
 		backend := steadyBackend(&g)
@@ -193,23 +229,55 @@ func burstSet(f *inventories.Fleet, b Burst, o Options) (boxSet, error) {
 		steady[FirewallName(f.Name, provider.TierSteady, g.Name)] = g.Name
 		steady[LegacyFirewallName(f.Name, g.Name)] = g.Name
 	}
+	check := func(backend, name, what string) error {
+		if err := checkName(backend, name); err != nil {
+			return fmt.Errorf("event %s: %s: %w", b.Event, what, err)
+		}
+		if g, ok := steady[name]; ok {
+			return fmt.Errorf("event %s: %s is named %s like a box of steady group %s: rename the event", b.Event, what, name, g)
+		}
+		return nil
+	}
 	names := make([]string, b.Boxes)
 	for i := range names {
 		n := BurstBoxName(f.Name, b.Event, b.Pool.Provider, i+1)
 		names[i] = keep(o, boxResource(b.Event, i+1), n, LegacyBurstBoxName(f.Name, b.Event, b.Pool.Provider, i+1))
-		if err := checkName(b.Pool.Provider, names[i]); err != nil {
-			return boxSet{}, fmt.Errorf("event %s: box %d: %w", b.Event, i+1, err)
-		}
-		if g, ok := steady[names[i]]; ok {
-			return boxSet{}, fmt.Errorf("event %s: box %d is named %s like a box of steady group %s: rename the event", b.Event, i+1, names[i], g)
+		if err := check(b.Pool.Provider, names[i], fmt.Sprintf("box %d", i+1)); err != nil {
+			return nil, err
 		}
 	}
 	fw := keep(o, firewallResource(b.Event), FirewallName(f.Name, provider.TierBurst, b.Event), LegacyFirewallName(f.Name, b.Event))
 	if g, ok := steady[fw]; ok {
-		return boxSet{}, fmt.Errorf("event %s: its firewall is named %s like steady group %s's: rename the event", b.Event, fw, g)
+		return nil, fmt.Errorf("event %s: its firewall is named %s like steady group %s's: rename the event", b.Event, fw, g)
 	}
-	return boxSet{
+	sets := []boxSet{{
 		group: b.Event, box: b.Pool.Box, backend: b.Pool.Provider, names: names,
 		tier: provider.TierBurst, event: b.Event, firewall: fw,
-	}, nil
+	}}
+	choices := b.Pool.Choices()
+	for _, sp := range b.Spill {
+		if sp.Candidate < 1 || sp.Candidate >= len(choices) {
+			return nil, fmt.Errorf("event %s: spill onto candidate %d, but its burst lists %d", b.Event, sp.Candidate, len(choices))
+		}
+		if sp.Boxes <= 0 {
+			continue
+		}
+		box := b.Pool.CandidateBox(sp.Candidate)
+		if box.Provider == inventories.ProviderStatic {
+			return nil, fmt.Errorf("event %s: static servers cannot burst", b.Event)
+		}
+		group := SpillGroup(b.Event, sp.Candidate)
+		names := make([]string, sp.Boxes)
+		for i := range names {
+			names[i] = SpillBoxName(f.Name, b.Event, box.Provider, sp.Candidate, i+1)
+			if err := check(box.Provider, names[i], fmt.Sprintf("box %d on candidate %s", i+1, choices[sp.Candidate].Ref())); err != nil {
+				return nil, err
+			}
+		}
+		sets = append(sets, boxSet{
+			group: group, box: box, backend: box.Provider, names: names,
+			tier: provider.TierBurst, event: b.Event, firewall: SpillFirewallName(f.Name, b.Event, sp.Candidate),
+		})
+	}
+	return sets, nil
 }

@@ -160,28 +160,30 @@ func TestExistingNames(t *testing.T) {
 // TestHostsFromDeployment: an event stack's up that failed part way holds
 // some Boxes, and Hosts over some of them; the converged ones are read
 // back as the hosts output would list them, a Box without its Host (made,
-// not converged) only counted, and resources pending deletion left out.
+// not converged) only counted, by its group (a later candidate's too), and
+// resources pending deletion left out.
 func TestHostsFromDeployment(t *testing.T) {
 	dep := json.RawMessage(`{"manifest":{},"resources":[
 	 {"urn":"urn:pulumi:e::relayfleet-infra::pulumi:providers:relayfleet::default","type":"pulumi:providers:relayfleet","outputs":{}},
 	 {"urn":"urn:pulumi:e::relayfleet-infra::relayfleet:index:Box::gig-1","type":"relayfleet:index:Box","outputs":{"name":"f-e-gig-1","backend":"hcloud","addresses":["192.0.2.1","2001:db8::1"],"sshAddress":"192.0.2.1:22","hostPublicKey":"ssh-ed25519 AAAA1","labels":{"group":"gig"},"hostPrivateKey":{"4dabf18193072939515e22adb298388d":"1b47061264138c4ac30d75fd1eb44270","ciphertext":"x"}}},
 	 {"urn":"urn:pulumi:e::relayfleet-infra::relayfleet:index:Host::gig-1","type":"relayfleet:index:Host","outputs":{"box":"f-e-gig-1","ports":[4443,4444]}},
 	 {"urn":"urn:pulumi:e::relayfleet-infra::relayfleet:index:Box::gig-2","type":"relayfleet:index:Box","outputs":{"name":"f-e-gig-2","backend":"hcloud","addresses":["192.0.2.2"],"sshAddress":"192.0.2.2:22","hostPublicKey":"ssh-ed25519 AAAA2","labels":{"group":"gig"}}},
+	 {"urn":"urn:pulumi:e::relayfleet-infra::relayfleet:index:Box::gig_c1-1","type":"relayfleet:index:Box","outputs":{"name":"f-e-gig-1-c1","backend":"digitalocean","addresses":[],"labels":{"group":"gig_c1"}}},
 	 {"urn":"urn:pulumi:e::relayfleet-infra::relayfleet:index:Box::gig-3","type":"relayfleet:index:Box","delete":true,"outputs":{"name":"f-e-gig-3","addresses":["192.0.2.3"]}},
 	 {"urn":"urn:pulumi:e::relayfleet-infra::relayfleet:index:Host::gig-3","type":"relayfleet:index:Host","delete":true,"outputs":{"ports":[4443]}}]}`)
-	hosts, boxes, err := HostsFromDeployment(dep)
+	hosts, made, err := HostsFromDeployment(dep)
 	if err != nil {
 		t.Fatal(err)
 	}
 	want := []HostEntry{{Name: "f-e-gig-1", Group: "gig", Backend: "hcloud", Address: "192.0.2.1", SSHAddress: "192.0.2.1:22", HostKey: "ssh-ed25519 AAAA1", User: "root", Ports: []int{4443, 4444}}}
-	if !reflect.DeepEqual(hosts, want) || boxes != 2 {
-		t.Errorf("HostsFromDeployment = %+v, %d boxes; want %+v, 2 boxes", hosts, boxes, want)
+	if !reflect.DeepEqual(hosts, want) || !reflect.DeepEqual(made, map[string]int{"gig": 2, "gig_c1": 1}) {
+		t.Errorf("HostsFromDeployment = %+v, %v made; want %+v, gig 2 and gig_c1 1", hosts, made, want)
 	}
 	if _, _, err := HostsFromDeployment(json.RawMessage(`{"resources":[{"urn":"a::b","type":"relayfleet:index:Host","outputs":{"ports":"x"}}]}`)); err == nil || !strings.Contains(err.Error(), "host b") {
 		t.Errorf("a host with bad outputs: %v", err)
 	}
-	if h, n, err := HostsFromDeployment(nil); err != nil || h != nil || n != 0 {
-		t.Errorf("no deployment: %v, %d, %v", h, n, err)
+	if h, n, err := HostsFromDeployment(nil); err != nil || h != nil || len(n) != 0 {
+		t.Errorf("no deployment: %v, %v, %v", h, n, err)
 	}
 }
 

@@ -125,11 +125,20 @@ func Deploy(ctx *pulumi.Context, f *inventories.Fleet, cat *inventories.Catalogu
 	return d, nil
 }
 
-// Burst is one event's burst boxes: Boxes boxes of the event's pool.
+// Burst is one event's burst boxes: Boxes boxes of the event's pool (its
+// first candidate), and the boxes it spills onto later candidates.
 type Burst struct {
 	Event string
 	Pool  inventories.Pool
 	Boxes int
+	Spill []Spill
+}
+
+// Spill is an event's boxes on one of its pool's later candidates.
+type Spill struct {
+	// Candidate indexes the pool's Choices (1 or more).
+	Candidate int `json:"candidate"`
+	Boxes     int `json:"boxes"`
 }
 
 // DeployBurst registers one event's burst boxes (its own stack: the steady
@@ -143,13 +152,17 @@ func DeployBurst(ctx *pulumi.Context, f *inventories.Fleet, cat *inventories.Cat
 	if err != nil {
 		return nil, err
 	}
-	set, err := burstSet(f, b, o)
+	sets, err := burstSets(f, b, o)
 	if err != nil {
 		return nil, err
 	}
-	hosts, err := d.boxes(ctx, f, cat, o, set)
-	if err != nil {
-		return nil, fmt.Errorf("event %s: %w", b.Event, err)
+	var hosts pulumi.Array
+	for _, set := range sets {
+		hs, err := d.boxes(ctx, f, cat, o, set)
+		if err != nil {
+			return nil, fmt.Errorf("event %s: %w", b.Event, err)
+		}
+		hosts = append(hosts, hs...)
 	}
 	ctx.Export("fleet", pulumi.String(f.Name))
 	ctx.Export("event", pulumi.String(b.Event))

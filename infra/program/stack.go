@@ -561,7 +561,11 @@ func (s *Stack) Up(ctx context.Context) (*UpResult, error) {
 // The hosts may be routed; the rest is tried again by the next Up.
 type PartialError struct {
 	Hosts []HostEntry
+	// Boxes is how many Boxes the state holds; Made counts them by their
+	// group label (an event's first candidate's is the event's name, a
+	// later candidate's SpillGroup).
 	Boxes int
+	Made  map[string]int
 	Err   error
 }
 
@@ -577,21 +581,26 @@ func (s *Stack) partial(ctx context.Context, st auto.Stack, err error) error {
 	if xerr != nil {
 		return fmt.Errorf("%w (and reading what it made: %s)", err, lastLines(xerr.Error()))
 	}
-	hosts, boxes, herr := HostsFromDeployment(dep.Deployment)
+	hosts, made, herr := HostsFromDeployment(dep.Deployment)
 	if herr != nil {
 		return fmt.Errorf("%w (and reading what it made: %v)", err, herr)
 	}
-	return &PartialError{Hosts: hosts, Boxes: boxes, Err: err}
+	boxes := 0
+	for _, n := range made {
+		boxes += n
+	}
+	return &PartialError{Hosts: hosts, Boxes: boxes, Made: made, Err: err}
 }
 
 // HostsFromDeployment reads a stack's exported deployment and returns the
 // hosts it holds converged, as the "hosts" output would list them (by
-// name), and how many Boxes it holds. Resources pending deletion are left
-// out; a Host whose Box is not in the state is too.
-func HostsFromDeployment(deployment json.RawMessage) ([]HostEntry, int, error) {
+// name), and how many Boxes it holds by their group label. Resources
+// pending deletion are left out; a Host whose Box is not in the state is
+// too.
+func HostsFromDeployment(deployment json.RawMessage) ([]HostEntry, map[string]int, error) {
 	res, err := deployedResources(deployment)
 	if err != nil {
-		return nil, 0, err
+		return nil, nil, err
 	}
 	type box struct {
 		Name          string            `json:"name"`
@@ -614,14 +623,14 @@ func HostsFromDeployment(deployment json.RawMessage) ([]HostEntry, int, error) {
 		if r.Type == provider.BoxType {
 			var b box
 			if err := json.Unmarshal(r.Outputs, &b); err != nil {
-				return nil, 0, fmt.Errorf("deployment: box %s: %w", r.logical, err)
+				return nil, nil, fmt.Errorf("deployment: box %s: %w", r.logical, err)
 			}
 			boxes[r.logical] = b
 			continue
 		}
 		var h host
 		if err := json.Unmarshal(r.Outputs, &h); err != nil {
-			return nil, 0, fmt.Errorf("deployment: host %s: %w", r.logical, err)
+			return nil, nil, fmt.Errorf("deployment: host %s: %w", r.logical, err)
 		}
 		hosts[r.logical] = h
 	}
@@ -641,7 +650,11 @@ func HostsFromDeployment(deployment json.RawMessage) ([]HostEntry, int, error) {
 		})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
-	return out, len(boxes), nil
+	made := map[string]int{}
+	for _, b := range boxes {
+		made[b.Labels["group"]]++
+	}
+	return out, made, nil
 }
 
 // Preview reports what Up would change, by operation.
