@@ -283,24 +283,34 @@ func (r *Reconciler) one(ctx context.Context, now time.Time, ev *inventories.Eve
 // proof of teardown lists, is always the one its boxes are on.
 func (r *Reconciler) followFile(now time.Time, ev *inventories.Event, rec *Record) {
 	p := rec.Pool
-	moved := p.Provider != "" && (p.Provider != ev.Burst.Provider || p.Shape != ev.Burst.Shape || p.Location != ev.Burst.Location)
+	moved := p.Provider != "" && choiceRefs(&p) != choiceRefs(&ev.Burst)
 	if rec.StackMade && moved {
-		want := ev.Burst.Provider + "/" + ev.Burst.Shape + "@" + ev.Burst.Location
+		want := choiceRefs(&ev.Burst)
 		if rec.PoolHeld != want {
 			rec.PoolHeld = want
-			r.note(rec, now, "hold", fmt.Sprintf("the events file moves the event to %s; its boxes stay on %s/%s@%s until it is down (a move under listeners would replace every box)",
-				want, p.Provider, p.Shape, p.Location))
+			r.note(rec, now, "hold", fmt.Sprintf("the events file moves the event to %s; its boxes stay on %s until it is down (a move under listeners would replace every box)",
+				want, choiceRefs(&p)))
 		}
 		// Its size and the rest follow the file.
 		keep := p
 		rec.Pool = ev.Burst
-		rec.Pool.Provider, rec.Pool.Shape, rec.Pool.Location = keep.Provider, keep.Shape, keep.Location
+		rec.Pool.Provider, rec.Pool.Shape, rec.Pool.Location, rec.Pool.Candidates = keep.Provider, keep.Shape, keep.Location, keep.Candidates
 		return
 	}
 	rec.Pool, rec.PoolHeld = ev.Burst, ""
 	if !rec.StackMade {
 		rec.Backend = ev.Burst.Provider
 	}
+}
+
+// choiceRefs is where a pool's boxes come from: its candidates, in order,
+// as PROVIDER/SHAPE@LOCATION, joined by ", then ".
+func choiceRefs(p *inventories.Pool) string {
+	var refs []string
+	for _, c := range p.Choices() {
+		refs = append(refs, c.Ref())
+	}
+	return strings.Join(refs, ", then ")
 }
 
 // note logs an action with the event's name and keeps it in the record.
@@ -315,10 +325,6 @@ func (r *Reconciler) fail(ctx context.Context, rec *Record, now time.Time, actio
 		return errors.Join(err, serr)
 	}
 	return err
-}
-
-func (r *Reconciler) burst(rec *Record, boxes int) program.Burst {
-	return program.Burst{Event: rec.Event, Pool: rec.Pool, Boxes: boxes}
 }
 
 // account adds the life of the boxes that exist to BoxSeconds and
@@ -338,8 +344,22 @@ func (r *Reconciler) up(ctx context.Context, now time.Time, ev *inventories.Even
 	if err != nil {
 		return r.fail(ctx, rec, now, "size", err)
 	}
-	size, held := r.hold(now, rec, size)
-	if rec.Phase == Up && rec.Plan != nil && rec.Plan.Boxes == size.Boxes && rec.Release == r.Release && len(rec.Hosts) >= size.Boxes {
+	again := rec.Phase == Gone || rec.Phase == Missed // rescheduled, or burst up after a down
+	held := false
+	if len(rec.Pool.Choices()) < 2 {
+		size, held = r.hold(now, rec, size)
+	}
+	if again {
+		rec.Candidates = nil // refusals are forgotten with the boxes
+	}
+	if err := r.planCandidates(rec, size); err != nil {
+		return r.fail(ctx, rec, now, "size", err)
+	}
+	wanted := size.Boxes
+	if rec.multi() {
+		wanted = rec.wanted()
+	}
+	if rec.Phase == Up && rec.Plan != nil && rec.Plan.Boxes == size.Boxes && rec.Release == r.Release && len(rec.Hosts) >= wanted {
 		if held {
 			if err := r.save(ctx, rec); err != nil {
 				return err
@@ -349,8 +369,7 @@ func (r *Reconciler) up(ctx context.Context, now time.Time, ev *inventories.Even
 	}
 	resume := rec.Phase == Creating || rec.Phase == Destroying
 	grow := rec.Phase == Up
-	short := grow && len(rec.Hosts) < size.Boxes && rec.Plan != nil && rec.Plan.Boxes == size.Boxes && rec.Release == r.Release
-	again := rec.Phase == Gone || rec.Phase == Missed // rescheduled, or burst up after a down
+	short := grow && len(rec.Hosts) < wanted && rec.Plan != nil && rec.Plan.Boxes == size.Boxes && rec.Release == r.Release
 	rec.Phase, rec.Plan = Creating, size
 	if rec.CreatingSince.IsZero() || again {
 		rec.CreatingSince = now
@@ -360,9 +379,12 @@ func (r *Reconciler) up(ctx context.Context, now time.Time, ev *inventories.Even
 		text.Plural(size.Boxes, size.Shape+" box", size.Shape+" boxes"), capacity.Count(size.PerBox), capacity.Count(size.Peak), capacity.Count(size.SteadyCapacity))
 	switch {
 	case short:
-		detail = fmt.Sprintf("trying again for the %s missing: %d of %d routed", text.Plural(size.Boxes-len(rec.Hosts), "box", "boxes"), len(rec.Hosts), size.Boxes)
+		detail = fmt.Sprintf("trying again for the %s missing: %d of %d routed", text.Plural(wanted-len(rec.Hosts), "box", "boxes"), len(rec.Hosts), wanted)
 	case grow:
-		detail = fmt.Sprintf("changing to %s (plan or relay release changed)", text.Plural(size.Boxes, "box", "boxes"))
+		detail = fmt.Sprintf("changing to %s (plan or relay release changed)", text.Plural(wanted, "box", "boxes"))
+	}
+	if rec.multi() {
+		detail += "; candidates: " + rec.candidatePlan(0)
 	}
 	r.note(rec, now, "up", detail)
 	if s := size.Short(); s != "" {
@@ -370,7 +392,7 @@ func (r *Reconciler) up(ctx context.Context, now time.Time, ev *inventories.Even
 	}
 	// The boxes bill from the start of the run that makes them.
 	if rec.Boxes == 0 {
-		rec.account(now, size.Boxes)
+		rec.account(now, wanted)
 	}
 	if err := r.save(ctx, rec); err != nil {
 		return err
@@ -381,28 +403,9 @@ func (r *Reconciler) up(ctx context.Context, now time.Time, ev *inventories.Even
 			return r.fail(ctx, rec, now, "repair", err)
 		}
 	}
-	var hosts []program.HostEntry
-	var upErr error
-	if size.Boxes > 0 || rec.StackMade {
-		rec.StackMade = true
-		if err := r.save(ctx, rec); err != nil {
-			return err
-		}
-		hosts, err = r.Stacks.Up(ctx, rec.Stack, r.burst(rec, size.Boxes))
-		rec.Created, rec.Converged = len(hosts), len(hosts)
-		var part *program.PartialError
-		switch {
-		case errors.As(err, &part) && len(part.Hosts) > 0:
-			// Serve what is up: the boxes that converged are routed now;
-			// the next run tries the rest again.
-			hosts, upErr = part.Hosts, err
-			rec.Created, rec.Converged = part.Boxes, len(part.Hosts)
-		case errors.As(err, &part):
-			rec.Created, rec.Converged = part.Boxes, 0
-			return r.failShort(ctx, ev, rec, now, err)
-		case err != nil:
-			return r.fail(ctx, rec, now, "up", err)
-		}
+	hosts, upErr, err := r.upStack(ctx, now, ev, rec, size)
+	if err != nil {
+		return err
 	}
 	if err := r.setHosts(ctx, rec, hosts); err != nil {
 		return r.fail(ctx, rec, now, "route", err)
@@ -437,10 +440,7 @@ func (r *Reconciler) up(ctx context.Context, now time.Time, ev *inventories.Even
 // many boxes are wanted, made, converged and routed, and the error; past
 // the event's start it says SHORT, loudly. The next run tries again.
 func (r *Reconciler) failShort(ctx context.Context, ev *inventories.Event, rec *Record, now time.Time, err error) error {
-	wanted := 0
-	if rec.Plan != nil {
-		wanted = rec.Plan.Boxes
-	}
+	wanted := rec.wanted()
 	detail := fmt.Sprintf("%d of %d boxes routed (%d made, %d converged); the rest are tried again on the next run: %v",
 		len(rec.Hosts), wanted, rec.Created, rec.Converged, err)
 	action := "up-partial"
@@ -520,6 +520,14 @@ func (r *Reconciler) Resize(ctx context.Context, now time.Time, event string) (R
 		}
 		have := len(rec.Hosts)
 		rec.Suggested = nil
+		if rec.multi() {
+			for k := 1; k < len(rec.Candidates); k++ {
+				if c := rec.Candidates[k]; len(c.Made) > 0 && size.Boxes < have {
+					return Result{}, fmt.Errorf("event %q holds %s on candidate %s besides its first: fleet burst resize does not shrink an event spread over candidates (its boxes go at its end, or with fleet burst down)",
+						event, text.Plural(len(c.Made), "box", "boxes"), c.Ref)
+				}
+			}
+		}
 		if size.Boxes >= have {
 			r.note(rec, now, "resize", fmt.Sprintf("fleet burst resize: the files size the event at %s; it has %d", text.Plural(size.Boxes, "box", "boxes"), have))
 		} else {
@@ -668,12 +676,13 @@ func (r *Reconciler) sample(ctx context.Context, now time.Time, rec *Record) err
 	if len(rec.Hosts) == 0 {
 		return nil
 	}
-	n, err := r.Probe.Listeners(ctx, rec.Hosts)
+	sample, err := r.count(ctx, rec)
 	if err != nil {
 		r.log().Warn("listener count failed", "event", rec.Event, "err", err)
 		return nil
 	}
-	rec.Samples = append(rec.Samples, Sample{At: now.UTC(), Listeners: n})
+	sample.At = now.UTC()
+	rec.Samples = append(rec.Samples, sample)
 	return r.save(ctx, rec)
 }
 
@@ -789,26 +798,36 @@ func (r *Reconciler) destroy(ctx context.Context, now time.Time, rec *Record) er
 		return r.fail(ctx, rec, now, "route", err)
 	}
 	rec.Hosts, rec.Shrink, rec.Suggested = nil, nil, nil
-	// Prove it: ask the backend itself for boxes of the event.
-	be, err := r.Backends(rec.Backend)
-	if err != nil {
-		return r.fail(ctx, rec, now, "sweep", err)
-	}
+	// Prove it: ask each backend the event's boxes were on for boxes of
+	// the event.
 	labels := map[string]string{"fleet": r.Fleet.Name, "tier": provider.TierBurst, "event": rec.Event}
-	found, err := backend.Sweep(ctx, be, labels)
-	for _, b := range found {
-		rec.Orphans = append(rec.Orphans, b.Name)
-		r.note(rec, now, "orphan", fmt.Sprintf("box %s (id %s) of the event was still at %s after the stack was destroyed: deleted", b.Name, b.ID, rec.Backend))
-	}
-	if err != nil {
-		rec.Remaining = len(found)
-		return r.fail(ctx, rec, now, "sweep", err)
+	backends := rec.sweepBackends()
+	orphans := 0
+	for _, name := range backends {
+		be, err := r.Backends(name)
+		if err != nil {
+			return r.fail(ctx, rec, now, "sweep", err)
+		}
+		found, err := backend.Sweep(ctx, be, labels)
+		for _, b := range found {
+			rec.Orphans = append(rec.Orphans, b.Name)
+			r.note(rec, now, "orphan", fmt.Sprintf("box %s (id %s) of the event was still at %s after the stack was destroyed: deleted", b.Name, b.ID, name))
+		}
+		orphans += len(found)
+		if err != nil {
+			rec.Remaining = len(found)
+			return r.fail(ctx, rec, now, "sweep", err)
+		}
 	}
 	rec.Remaining = 0
 	rec.Phase, rec.DestroyedAt, rec.StackMade = Gone, now, false
 	rec.Report = r.report(rec)
-	r.note(rec, now, "gone", fmt.Sprintf("stack removed; %s lists 0 boxes labelled %s (%d orphans deleted); %s",
-		rec.Backend, backend.Selector(labels), len(found), rec.Report.Summary()))
+	verb := "lists"
+	if len(backends) > 1 {
+		verb = "list"
+	}
+	r.note(rec, now, "gone", fmt.Sprintf("stack removed; %s %s 0 boxes labelled %s (%d orphans deleted); %s",
+		strings.Join(backends, " and "), verb, backend.Selector(labels), orphans, rec.Report.Summary()))
 	return r.save(ctx, rec)
 }
 

@@ -68,6 +68,9 @@ type Record struct {
 	Shrink  *Shrink             `json:"shrink,omitempty"`
 	Release string              `json:"release,omitempty"`
 	Hosts   []program.HostEntry `json:"hosts,omitempty"`
+	// Candidates, when the event's burst lists more than one, are how its
+	// boxes are planned over them and what each made (nil otherwise).
+	Candidates []CandidateState `json:"candidates,omitempty"`
 	// Created and Converged are the boxes the event's stack held made and
 	// converged after the last up (an up that failed part way routes the
 	// converged ones; Hosts are those routed).
@@ -123,6 +126,9 @@ type Shrink struct {
 type Sample struct {
 	At        time.Time `json:"at"`
 	Listeners int64     `json:"listeners"`
+	// Candidates are the listeners on each candidate's boxes, when the
+	// event's burst lists more than one.
+	Candidates []int64 `json:"candidates,omitempty"`
 }
 
 // Entry is one action in an event's log.

@@ -115,6 +115,21 @@ func (rep *Report) WriteText(w io.Writer) error {
 	if err := tw.Flush(); err != nil {
 		return err
 	}
+	if len(rep.Candidates) > 0 {
+		fmt.Fprintf(w, "\nby candidate:\n")
+		tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+		fmt.Fprintf(tw, "CANDIDATE\tBOXES\tCARRIES\tPEAK LISTENERS\tCOST (%s)\tREFUSED\n", rep.Currency)
+		for _, c := range rep.Candidates {
+			refused := "-"
+			if c.Refused != "" {
+				refused = "refused: " + c.Refused
+			}
+			fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%.2f\t%s\n", c.Ref, c.Boxes, c.Capacity, c.PeakListeners, c.Cost, refused)
+		}
+		if err := tw.Flush(); err != nil {
+			return err
+		}
+	}
 	_, err := fmt.Fprintf(w, "\nlistener-hours %.2f, sampled once per reconcile; egress = listener-hours x %s per listener-hour (calibration)\n",
 		rep.ListenerHours, inventories.Bytes(rep.EgressPerListenerHour))
 	return err

@@ -41,6 +41,21 @@ type Report struct {
 	UpAt                  string  `json:"up_at,omitempty"`
 	DestroyedAt           string  `json:"destroyed_at,omitempty"`
 	EgressPerListenerHour int64   `json:"egress_per_listener_hour_bytes"`
+	// Candidates, when the event's burst lists more than one, say what
+	// each carried: the most boxes it held, the listeners they carry
+	// (the calibration) and the most they served at once (sampled), and
+	// their cost, each box billed for the event's mean box life.
+	Candidates []CandidateReport `json:"candidates,omitempty"`
+}
+
+// CandidateReport is one candidate's share of an event.
+type CandidateReport struct {
+	Ref           string  `json:"ref"`
+	Boxes         int     `json:"boxes"`
+	Capacity      int     `json:"capacity"`
+	PeakListeners int64   `json:"peak_listeners"`
+	Cost          float64 `json:"cost"`
+	Refused       string  `json:"refused,omitempty"`
 }
 
 func (r *Reconciler) report(rec *Record) *Report {
@@ -53,7 +68,9 @@ func (r *Reconciler) report(rec *Record) *Report {
 		rep.PlannedOverage = rec.Plan.Overage
 	}
 	rep.BoxHours = round2(rec.BoxSeconds / 3600)
-	if rep.Boxes > 0 {
+	if rec.multi() {
+		r.reportCandidates(rec, rep)
+	} else if rep.Boxes > 0 {
 		perBox := rec.BoxSeconds / 3600 / float64(rep.Boxes)
 		rep.BilledHours = float64(rep.Boxes) * math.Ceil(perBox-1e-9)
 		if p, s, err := rec.Pool.ShapeRef(r.Catalogue); err == nil {
@@ -87,4 +104,34 @@ func (rep *Report) Summary() string {
 	return fmt.Sprintf("%.2f box-hours (plan %.2f), %.2f %s (plan %.2f), peak %d listeners, egress about %s (plan %s)",
 		rep.BoxHours, rep.PlannedBoxHours, rep.Cost, rep.Currency, rep.PlannedCost, rep.PeakListeners,
 		inventories.Bytes(rep.EgressBytes), inventories.Bytes(rep.PlannedEgressBytes))
+}
+
+// reportCandidates fills the report's boxes, billed hours and cost from
+// what each candidate held, and its Candidates.
+func (r *Reconciler) reportCandidates(rec *Record, rep *Report) {
+	rep.Boxes = 0
+	for _, c := range rec.Candidates {
+		rep.Boxes += c.Held
+	}
+	perBox := 0.0
+	if rep.Boxes > 0 {
+		perBox = rec.BoxSeconds / 3600 / float64(rep.Boxes)
+		rep.BilledHours = float64(rep.Boxes) * math.Ceil(perBox-1e-9)
+	}
+	rep.Cost = 0
+	for k, c := range rec.Candidates {
+		cr := CandidateReport{Ref: c.Ref, Boxes: c.Held, Capacity: c.Held * c.PerBox, Refused: c.Refused}
+		for _, s := range rec.Samples {
+			if k < len(s.Candidates) {
+				cr.PeakListeners = max(cr.PeakListeners, s.Candidates[k])
+			}
+		}
+		box := rec.Pool.CandidateBox(k)
+		if p, sh, err := box.ShapeRef(r.Catalogue); err == nil && c.Held > 0 {
+			cr.Cost = round2(float64(c.Held) * capacity.EventPrice(r.Catalogue, p, sh, perBox))
+		}
+		rep.Cost += cr.Cost
+		rep.Candidates = append(rep.Candidates, cr)
+	}
+	rep.Cost = round2(rep.Cost)
 }
