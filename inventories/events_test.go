@@ -90,7 +90,7 @@ func TestLoadEventsCandidates(t *testing.T) {
 		t.Fatal(err)
 	}
 	b := e.Events[0].Burst
-	if b.Provider != "lab" || b.Shape != "medium" || len(b.Choices()) != 2 || b.Choices()[1].Ref() != "lab/small@" || b.Choices()[0].Max != 2 {
+	if b.Provider != "lab" || b.Shape != "medium" || len(b.Choices()) != 2 || b.Choices()[1].Ref() != "lab/small" || b.Choices()[0].Max != 2 {
 		t.Errorf("burst = %+v", b)
 	}
 	if box := b.CandidateBox(1); box.Shape != "small" || box.BasePort != DefaultBasePort {
@@ -119,7 +119,7 @@ func TestLoadEventsErrors(t *testing.T) {
 		{"negative max", rep("max: 3", "max: -1"), 12, "events[0].burst.max", "negative"},
 		{"unknown key", rep("    burst:", "    burts: 1\n    burst:"), 9, "events[0].burts", "unknown key"},
 		{"candidate shape", candidates("{provider: lab, shape: small}, {provider: lab, shape: huge}"), 0, "events[0].burst.candidates[1].shape", `no shape "huge"`},
-		{"candidate twice", candidates("{provider: lab, shape: small}, {provider: lab, shape: small}"), 0, "events[0].burst.candidates[1]", "lab/small@ is candidates[0] already"},
+		{"candidate twice", candidates("{provider: lab, shape: small}, {provider: lab, shape: small}"), 0, "events[0].burst.candidates[1]", "lab/small is candidates[0] already"},
 		{"candidate static", candidates("{provider: lab, shape: small}, {provider: static, shape: small}"), 0, "events[0].burst.candidates[1].provider", "static servers"},
 		{"candidate max", candidates("{provider: lab, shape: small, max: -2}"), 0, "events[0].burst.candidates[0].max", "negative"},
 		{"pool not the first", strings.Replace(candidates("{provider: lab, shape: medium}"), "      max: 3\n", "      shape: small\n", 1), 0, "events[0].burst.shape", `"small" is not candidates[0]'s "medium"`},

@@ -108,8 +108,14 @@ type Candidate struct {
 	Max int `yaml:"max"`
 }
 
-// Ref is the candidate as PROVIDER/SHAPE@LOCATION.
-func (c Candidate) Ref() string { return c.Provider + "/" + c.Shape + "@" + c.Location }
+// Ref is the candidate as PROVIDER/SHAPE@LOCATION (PROVIDER/SHAPE with no
+// location).
+func (c Candidate) Ref() string {
+	if c.Location == "" {
+		return c.Provider + "/" + c.Shape
+	}
+	return c.Provider + "/" + c.Shape + "@" + c.Location
+}
 
 // MaxCandidates is the most candidates an event may list.
 const MaxCandidates = 8

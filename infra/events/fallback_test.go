@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -140,6 +141,14 @@ func TestFallbackPlansTheRestOnTheNextCandidate(t *testing.T) {
 	}
 	if rs := h.relays(t); len(rs) != 1+wantBig {
 		t.Errorf("%d relays routed, want %d", len(rs), 1+wantBig)
+	}
+	var status strings.Builder
+	if err := WriteRecords(&status, []*Record{rec}, "dir"); err != nil {
+		t.Fatal(err)
+	}
+	if out := status.String(); !strings.Contains(out, "lab-show by candidate") || !regexp.MustCompile(`(?m)^lab/small\s+1\s+1\s.*412 resource_unavailable`).MatchString(out) ||
+		!regexp.MustCompile(fmt.Sprintf(`(?m)^hcloud/ccx33@fsn1\s+%d\s+%d\s+%s\s+\d+\.\d\d\s+-$`, wantBig, wantBig, regexp.QuoteMeta(capacity.Count(wantBig*big)))).MatchString(out) {
+		t.Errorf("status without the plan by candidate:\n%s", out)
 	}
 	// Up and full: the next reconcile runs no Pulumi and asks the first
 	// candidate again for nothing.

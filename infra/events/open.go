@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -79,7 +80,9 @@ func Open(ctx context.Context, o Options) (*Reconciler, error) {
 	// Cloud tokens kept as secrets in the fleet's stack (fleet secret
 	// set) go to each event's stack and to the sweep.
 	for _, ev := range evs.Events {
-		if ev.Burst.Provider != provider.BackendHcloud && ev.Burst.Provider != provider.BackendDigitalOcean {
+		if !slices.ContainsFunc(ev.Burst.Choices(), func(c inventories.Candidate) bool {
+			return c.Provider == provider.BackendHcloud || c.Provider == provider.BackendDigitalOcean
+		}) {
 			continue
 		}
 		steady := st

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/relayfleet/relayfleet/inventories"
+	"github.com/relayfleet/relayfleet/inventories/capacity"
 )
 
 // WriteOutcomes writes the outcome of a reconcile at now as a table: each
@@ -60,11 +61,38 @@ func WriteRecords(w io.Writer, recs []*Record, dir string) error {
 		}
 		wanted := "-"
 		if rec.Plan != nil && rec.Phase != Gone && rec.Phase != Missed && rec.Phase != Scheduled {
-			wanted = fmt.Sprint(rec.Plan.Boxes)
+			wanted = fmt.Sprint(rec.wanted())
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\t%d\t%s\t%d\t%s\n", rec.Event, rec.Phase, manual, wanted, rec.made(), rec.converged(), rec.Routed(), listeners, len(rec.Orphans), last)
 	}
-	return tw.Flush()
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	return writeCandidates(w, recs)
+}
+
+// writeCandidates writes, for each event whose burst lists candidates
+// and has a plan, what each candidate is asked for, carries and costs.
+func writeCandidates(w io.Writer, recs []*Record) error {
+	for _, rec := range recs {
+		if !rec.multi() || rec.Plan == nil {
+			continue
+		}
+		fmt.Fprintf(w, "\n%s by candidate (plan for %s listeners over the steady fleet's):\n", rec.Event, capacity.Count(rec.Plan.Boxes*rec.Plan.PerBox))
+		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+		fmt.Fprintf(tw, "CANDIDATE\tBOXES\tMADE\tCARRIES\tPRICE/BOX (%s)\tREFUSED\n", rec.Plan.Currency)
+		for _, c := range rec.Candidates {
+			refused := "-"
+			if c.Refused != "" {
+				refused = c.RefusedAt.Format(time.RFC3339) + " " + c.Refused
+			}
+			fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%.2f\t%s\n", c.Ref, c.asked(), len(c.Made), capacity.Count(c.listens()), c.Price, refused)
+		}
+		if err := tw.Flush(); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // made is how many of the event's boxes exist: those the last up left in

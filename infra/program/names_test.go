@@ -176,8 +176,8 @@ func TestHostsFromDeployment(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := []HostEntry{{Name: "f-e-gig-1", Group: "gig", Backend: "hcloud", Address: "192.0.2.1", SSHAddress: "192.0.2.1:22", HostKey: "ssh-ed25519 AAAA1", User: "root", Ports: []int{4443, 4444}}}
-	if !reflect.DeepEqual(hosts, want) || !reflect.DeepEqual(made, map[string]int{"gig": 2, "gig_c1": 1}) {
-		t.Errorf("HostsFromDeployment = %+v, %v made; want %+v, gig 2 and gig_c1 1", hosts, made, want)
+	if !reflect.DeepEqual(hosts, want) || !reflect.DeepEqual(made, map[string][]int{"gig": {1, 2}, "gig_c1": {1}}) {
+		t.Errorf("HostsFromDeployment = %+v, %v made; want %+v, gig 1 and 2, gig_c1 1", hosts, made, want)
 	}
 	if _, _, err := HostsFromDeployment(json.RawMessage(`{"resources":[{"urn":"a::b","type":"relayfleet:index:Host","outputs":{"ports":"x"}}]}`)); err == nil || !strings.Contains(err.Error(), "host b") {
 		t.Errorf("a host with bad outputs: %v", err)

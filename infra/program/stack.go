@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 
 	"github.com/pulumi/pulumi/sdk/v3/go/auto"
@@ -561,11 +562,12 @@ func (s *Stack) Up(ctx context.Context) (*UpResult, error) {
 // The hosts may be routed; the rest is tried again by the next Up.
 type PartialError struct {
 	Hosts []HostEntry
-	// Boxes is how many Boxes the state holds; Made counts them by their
-	// group label (an event's first candidate's is the event's name, a
-	// later candidate's SpillGroup).
+	// Boxes is how many Boxes the state holds; Made lists their numbers
+	// (the N of the resource GROUP-N) by their group label, sorted (an
+	// event's first candidate's group is the event's name, a later
+	// candidate's SpillGroup).
 	Boxes int
-	Made  map[string]int
+	Made  map[string][]int
 	Err   error
 }
 
@@ -587,17 +589,17 @@ func (s *Stack) partial(ctx context.Context, st auto.Stack, err error) error {
 	}
 	boxes := 0
 	for _, n := range made {
-		boxes += n
+		boxes += len(n)
 	}
 	return &PartialError{Hosts: hosts, Boxes: boxes, Made: made, Err: err}
 }
 
 // HostsFromDeployment reads a stack's exported deployment and returns the
 // hosts it holds converged, as the "hosts" output would list them (by
-// name), and how many Boxes it holds by their group label. Resources
-// pending deletion are left out; a Host whose Box is not in the state is
-// too.
-func HostsFromDeployment(deployment json.RawMessage) ([]HostEntry, map[string]int, error) {
+// name), and the numbers of the Boxes it holds (resource GROUP-N) by their
+// group label, sorted. Resources pending deletion are left out; a Host
+// whose Box is not in the state is too.
+func HostsFromDeployment(deployment json.RawMessage) ([]HostEntry, map[string][]int, error) {
 	res, err := deployedResources(deployment)
 	if err != nil {
 		return nil, nil, err
@@ -650,9 +652,17 @@ func HostsFromDeployment(deployment json.RawMessage) ([]HostEntry, map[string]in
 		})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
-	made := map[string]int{}
-	for _, b := range boxes {
-		made[b.Labels["group"]]++
+	made := map[string][]int{}
+	for logical, b := range boxes {
+		g := b.Labels["group"]
+		n, err := strconv.Atoi(strings.TrimPrefix(logical, g+"-"))
+		if err != nil || !strings.HasPrefix(logical, g+"-") {
+			return nil, nil, fmt.Errorf("deployment: box %s: not named GROUP-N after its group label %q", logical, g)
+		}
+		made[g] = append(made[g], n)
+	}
+	for _, ns := range made {
+		slices.Sort(ns)
 	}
 	return out, made, nil
 }

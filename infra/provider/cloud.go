@@ -33,6 +33,30 @@ const (
 // cloudBootTimeout bounds Create's wait for a new cloud box's SSH.
 var cloudBootTimeout = 5 * time.Minute
 
+// CreateTimeoutEnv, a Go duration, bounds a cloud create's wait for its
+// server to run (the create's actions), DefaultCreateTimeout when unset: a
+// create whose action never finishes fails instead of hanging the run, and
+// its server is deleted, so that an event plans the box on its next
+// candidate.
+const CreateTimeoutEnv = "RELAYFLEET_CLOUD_CREATE_TIMEOUT"
+
+// DefaultCreateTimeout is ten times the minute or so a Hetzner or
+// DigitalOcean server takes to run.
+const DefaultCreateTimeout = 10 * time.Minute
+
+// createTimeout is CreateTimeoutEnv's duration, or DefaultCreateTimeout.
+func createTimeout() (time.Duration, error) {
+	v := os.Getenv(CreateTimeoutEnv)
+	if v == "" {
+		return DefaultCreateTimeout, nil
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil || d <= 0 {
+		return 0, fmt.Errorf("%s=%q: want a positive Go duration such as 10m", CreateTimeoutEnv, v)
+	}
+	return d, nil
+}
+
 // cloudAPI is a cloud's box backend, with its firewalls.
 type cloudAPI interface {
 	backend.Backend
@@ -102,7 +126,7 @@ func (c cloudBackend) create(ctx context.Context, a BoxArgs) (machine, error) {
 	if err != nil {
 		return machine{}, fmt.Errorf("host key: %w", err)
 	}
-	b, err := c.api.Create(ctx, backend.Spec{
+	b, err := c.createWithin(ctx, a, backend.Spec{
 		Name: a.ServerName(), Shape: a.Shape, Location: a.Location, Image: a.Image,
 		Labels: a.AllLabels(), HostKey: priv, AuthorizedKeys: a.AuthorizedKeys,
 	})
@@ -122,6 +146,41 @@ func (c cloudBackend) create(ctx context.Context, a BoxArgs) (machine, error) {
 		return machine{}, err
 	}
 	return m, nil
+}
+
+// createWithin asks the cloud for the server and waits at most
+// createTimeout for it to run. A create that did not finish by then (an
+// action that never finishes) fails, and the server it made, found by
+// name and its labels this box's, is deleted: nothing bills that the state
+// does not hold.
+func (c cloudBackend) createWithin(ctx context.Context, a BoxArgs, spec backend.Spec) (backend.Box, error) {
+	limit, err := createTimeout()
+	if err != nil {
+		return backend.Box{}, err
+	}
+	cctx, cancel := context.WithTimeout(ctx, limit)
+	defer cancel()
+	b, err := c.api.Create(cctx, spec)
+	if err == nil || ctx.Err() != nil || cctx.Err() == nil {
+		return b, err
+	}
+	err = fmt.Errorf("server %s not running after %s (%s): %w", spec.Name, limit, CreateTimeoutEnv, err)
+	dctx, dcancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+	defer dcancel()
+	left, found, ferr := c.api.Named(dctx, spec.Name, a.Fleet)
+	switch {
+	case ferr != nil:
+		return backend.Box{}, fmt.Errorf("%w; looking for it to delete it failed: %v", err, ferr)
+	case !found:
+		return backend.Box{}, err
+	}
+	if aerr := backend.CheckAdopt("server", spec.Name, left.ID, left.Labels, spec.Labels); aerr != nil {
+		return backend.Box{}, fmt.Errorf("%w; not deleted: %v", err, aerr)
+	}
+	if derr := c.api.Delete(dctx, left.ID); derr != nil && !errors.Is(derr, backend.ErrNotFound) {
+		return backend.Box{}, fmt.Errorf("%w; deleting server %s failed too: %v", err, left.ID, derr)
+	}
+	return backend.Box{}, fmt.Errorf("%w; server %s deleted", err, left.ID)
 }
 
 // clearInterrupted deals with a server of the box's name that exists

@@ -386,3 +386,36 @@ func TestCloudReadKeepsThePinnedHostKey(t *testing.T) {
 		t.Errorf("cores after a refresh %v, want 4", got)
 	}
 }
+
+// hangingCloud takes a create and never finishes it (its action hangs):
+// the server exists and runs nothing until the create's context ends.
+type hangingCloud struct{ *fakeCloud }
+
+func (h hangingCloud) Create(ctx context.Context, s backend.Spec) (backend.Box, error) {
+	h.fakeCloud.Create(ctx, s)
+	<-ctx.Done()
+	return backend.Box{}, fmt.Errorf("waiting for action: %w", ctx.Err())
+}
+
+// TestCloudCreateThatNeverFinishesFailsAndDeletesItsServer: past
+// RELAYFLEET_CLOUD_CREATE_TIMEOUT the create fails, and the server it made
+// (found by name, its labels this box's) is deleted; a bad value of the
+// variable is refused in one line naming it.
+func TestCloudCreateThatNeverFinishesFailsAndDeletesItsServer(t *testing.T) {
+	t.Setenv(CreateTimeoutEnv, "50ms")
+	a := BoxArgs{Backend: BackendHcloud, Name: "f-e-gig-1", Fleet: "f", Tier: TierBurst, Event: "gig", Shape: "cpx22",
+		AuthorizedKeys: []string{testKey + " admin"}}
+	fc := &fakeCloud{}
+	_, err := cloudBackend{api: hangingCloud{fc}}.create(t.Context(), a)
+	if err == nil || !strings.Contains(err.Error(), "not running after 50ms") || !strings.Contains(err.Error(), "srv1 deleted") {
+		t.Fatalf("create that never finished: %v", err)
+	}
+	if len(fc.servers) != 0 || len(fc.deleted) != 1 {
+		t.Fatalf("servers %v, deleted %v: want the hung server deleted", fc.servers, fc.deleted)
+	}
+	t.Setenv(CreateTimeoutEnv, "soon")
+	_, err = cloudBackend{api: hangingCloud{&fakeCloud{}}}.create(t.Context(), a)
+	if err == nil || !strings.Contains(err.Error(), CreateTimeoutEnv+`="soon"`) {
+		t.Fatalf("bad timeout: %v", err)
+	}
+}
