@@ -123,7 +123,7 @@ func TestLoadEventsErrors(t *testing.T) {
 		{"candidate static", candidates("{provider: lab, shape: small}, {provider: static, shape: small}"), 0, "events[0].burst.candidates[1].provider", "static servers"},
 		{"candidate max", candidates("{provider: lab, shape: small, max: -2}"), 0, "events[0].burst.candidates[0].max", "negative"},
 		{"pool not the first", strings.Replace(candidates("{provider: lab, shape: medium}"), "      max: 3\n", "      shape: small\n", 1), 0, "events[0].burst.shape", `"small" is not candidates[0]'s "medium"`},
-		{"too many", candidates(strings.Repeat("{provider: lab, shape: small}, ", MaxCandidates)+"{provider: lab, shape: medium}"), 0, "events[0].burst.candidates", "at most 8"},
+		{"too many", candidates(strings.Repeat("{provider: lab, shape: small}, ", MaxCandidates) + "{provider: lab, shape: medium}"), 0, "events[0].burst.candidates", "at most 8"},
 		{"no fleet", rep("fleet: fleet.yaml\n", ""), 0, "fleet", "missing"},
 		{"named like a steady group", rep("name: final", "name: a"), 4, "events[0].name", `event "a" is named like steady group "a" (steady[0] of fleet file fleet.yaml)`},
 		{"duplicate", goodEvents + strings.Join(strings.SplitAfter(goodEvents, "\n")[3:], ""), 13, "events[1].name", "already the name"},
