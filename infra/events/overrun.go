@@ -33,6 +33,10 @@ type Overrun struct {
 	Shed      int64 `json:"shed"`
 	Listeners int64 `json:"listeners"`
 	Room      int64 `json:"room"`
+	// AtEndListeners and AtEndRoom are the same as the first run that
+	// read them saw them, before it shed any (-1: not read yet).
+	AtEndListeners int64 `json:"at_end_listeners"`
+	AtEndRoom      int64 `json:"at_end_room"`
 	// Forced is set once Until passed and the old drain took over.
 	Forced bool `json:"forced,omitempty"`
 }
@@ -94,7 +98,7 @@ func (r *Reconciler) startOverrun(ctx context.Context, now time.Time, ev *invent
 	}
 	rec.Phase, rec.DrainingSince = Draining, now
 	rec.DrainDeadline = until.Add(drainTime(ev))
-	rec.Overrun = &Overrun{Since: now, Until: until, Listeners: -1, Room: -1}
+	rec.Overrun = &Overrun{Since: now, Until: until, Listeners: -1, Room: -1, AtEndListeners: -1, AtEndRoom: -1}
 	if err := r.setLastResort(ctx, rec); err != nil {
 		return r.fail(ctx, rec, now, "drain", err)
 	}
@@ -114,6 +118,9 @@ func (r *Reconciler) overrun(ctx context.Context, now time.Time, ev *inventories
 	}
 	var told int64
 	n, room, steady, err := r.overrunLook(ctx, rec)
+	if err == nil && ov.AtEndListeners < 0 {
+		ov.AtEndListeners, ov.AtEndRoom = n, room
+	}
 	margin := shedMargin(room)
 	for stop := time.Now().Add(overrunFor); err == nil && n > 0 && time.Now().Before(stop); {
 		k := min(n, room-margin)

@@ -82,6 +82,9 @@ func TestOverrunShedsOnlyIntoRoom(t *testing.T) {
 	if rs := h.burstRelays(t); len(rs) != 1 || rs[0].Draining || !rs[0].LastResort {
 		t.Fatalf("burst relays %+v: want one, last resort, not draining", rs)
 	}
+	if rec.Overrun.AtEndListeners != 100 || rec.Overrun.AtEndRoom != 30 {
+		t.Errorf("at the end: %+v, want 100 listeners and room 30", rec.Overrun)
+	}
 	if d := lastLog(rec, "overrun"); !strings.HasPrefix(d, "overrunning: 73 listeners left on burst boxes, steady room 3, cost so far ") || !strings.Contains(d, "27 told to move this run") {
 		t.Fatalf("overrun log %q", d)
 	}

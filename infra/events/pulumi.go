@@ -151,13 +151,7 @@ func (s *SSHProbe) Listeners(ctx context.Context, hosts []program.HostEntry) (in
 // told to send its listeners away (provision.BurstDrain), so they move to
 // the boxes that stay while these still serve.
 func (s *SSHProbe) Drain(ctx context.Context, hosts []program.HostEntry) error {
-	var boxes []provision.Box
-	i := 0
-	err := s.each(ctx, hosts, func(run provision.Runner) error {
-		boxes = append(boxes, provision.Box{Name: hosts[i].Name, Run: run})
-		i++
-		return nil
-	})
+	boxes, err := s.boxes(ctx, hosts)
 	if err != nil {
 		return err
 	}
@@ -191,13 +185,7 @@ func (s *SSHProbe) Room(ctx context.Context, hosts []program.HostEntry) (int64, 
 // Shed implements Prober: at most n listeners on the hosts told to move,
 // at the shed rate (provision.ShedListeners); the relays stay admitting.
 func (s *SSHProbe) Shed(ctx context.Context, hosts []program.HostEntry, n int64) (int64, error) {
-	var boxes []provision.Box
-	i := 0
-	err := s.each(ctx, hosts, func(run provision.Runner) error {
-		boxes = append(boxes, provision.Box{Name: hosts[i].Name, Run: run})
-		i++
-		return nil
-	})
+	boxes, err := s.boxes(ctx, hosts)
 	if err != nil {
 		return 0, err
 	}
@@ -206,4 +194,16 @@ func (s *SSHProbe) Shed(ctx context.Context, hosts []program.HostEntry, n int64)
 		rate = provision.DefaultShedRate
 	}
 	return provision.ShedListeners(ctx, boxes, n, rate)
+}
+
+// boxes are the hosts as provision.Boxes, each with its SSH runner.
+func (s *SSHProbe) boxes(ctx context.Context, hosts []program.HostEntry) ([]provision.Box, error) {
+	var boxes []provision.Box
+	i := 0
+	err := s.each(ctx, hosts, func(run provision.Runner) error {
+		boxes = append(boxes, provision.Box{Name: hosts[i].Name, Run: run})
+		i++
+		return nil
+	})
+	return boxes, err
 }
