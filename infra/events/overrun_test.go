@@ -1,6 +1,7 @@
 package events
 
 import (
+	"context"
 	"strings"
 	"testing"
 	"time"
@@ -203,5 +204,24 @@ func TestOverrunZeroIsTheOldDrain(t *testing.T) {
 	rec := h.run(t, h.ev.End.Time)
 	if rec.Phase != Draining || rec.Overrun != nil || h.probe.drained != 1 || len(h.probe.sheds) != 0 {
 		t.Fatalf("max_overrun 0: phase %s overrun %+v drained %d sheds %v", rec.Phase, rec.Overrun, h.probe.drained, h.probe.sheds)
+	}
+}
+
+// TestOverrunBurstDown: fleet burst down during an overrun drains at once,
+// for its --drain-time, whatever the steady fleet's room.
+func TestOverrunBurstDown(t *testing.T) {
+	h := newOverrunHarness(t, 0)
+	h.run(t, h.ev.Start.Time)
+	h.probe.listeners = 50
+	at := h.ev.End.Add(time.Minute)
+	if rec := h.run(t, at); rec.Phase != Draining || rec.Overrun == nil {
+		t.Fatalf("phase %s overrun %+v, want overrunning", rec.Phase, rec.Overrun)
+	}
+	res, err := h.r.Manual(context.Background(), at.Add(time.Minute), h.ev.Name, ManualDown, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Phase != Gone || h.probe.drained != 1 || len(h.probe.sheds) != 0 {
+		t.Fatalf("burst down with no drain time during an overrun: phase %s drained %d sheds %v", res.Phase, h.probe.drained, h.probe.sheds)
 	}
 }

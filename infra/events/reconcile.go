@@ -210,6 +210,14 @@ func (r *Reconciler) Manual(ctx context.Context, now time.Time, event, mode stri
 		// Set below by drain(); remember the override for it.
 		rec.DrainDeadline = now.Add(drain)
 	}
+	if mode == ManualDown && rec.Phase == Draining && rec.Overrun != nil && !rec.Overrun.Forced {
+		// The overrun ends now: drain() sets the deadline from drain,
+		// else the event's drain time.
+		rec.DrainDeadline = time.Time{}
+		if drain >= 0 {
+			rec.DrainDeadline = now.Add(drain)
+		}
+	}
 	r.note(rec, now, "manual", "fleet burst "+mode)
 	if err := r.save(ctx, rec); err != nil {
 		return Result{}, err
@@ -706,6 +714,10 @@ func (r *Reconciler) down(ctx context.Context, now time.Time, ev *inventories.Ev
 		return r.drain(ctx, now, ev, rec)
 	case Draining:
 		if rec.Overrun != nil && !rec.Overrun.Forced {
+			if rec.Manual == ManualDown {
+				rec.Overrun.Forced = true
+				return r.drain(ctx, now, ev, rec)
+			}
 			return r.overrun(ctx, now, ev, rec)
 		}
 		return r.waitDrain(ctx, now, rec)
