@@ -18,7 +18,10 @@ import (
 // headroom, so the router refuses no one); each reconcile reads the
 // steady relays' headroom (the room), tells at most the room less a
 // margin of the burst boxes' listeners to move, and destroys the boxes
-// once none is left and the steady fleet has room. At Until (the event's
+// once none is left and the steady fleet has room (or lists no steady
+// relay: empty boxes stay while it is full, the router's last resort). A
+// reconcile that first runs late (the timer was down) does the same,
+// with at least the drain time from then. At Until (the event's
 // end plus its max_overrun) the old drain takes over, loudly: every relay
 // draining, every listener told to move, the boxes destroyed at the drain
 // deadline.
@@ -37,7 +40,8 @@ type Overrun struct {
 	// read them saw them, before it shed any (-1: not read yet).
 	AtEndListeners int64 `json:"at_end_listeners"`
 	AtEndRoom      int64 `json:"at_end_room"`
-	// Forced is set once Until passed and the old drain took over.
+	// Forced is set once Until passed (or fleet burst down asked) and the
+	// old drain took over.
 	Forced bool `json:"forced,omitempty"`
 }
 
