@@ -49,12 +49,22 @@ type Event struct {
 	// DrainTime is how long listeners get to leave after End before the
 	// boxes are destroyed whether or not listeners remain.
 	DrainTime Duration `yaml:"drain_time"`
+	// MaxOverrun is how long after End the burst boxes may stay while the
+	// steady fleet has no room for their listeners: until then they move
+	// only as fast as the steady fleet takes them; from then on they are
+	// all told to move and the boxes go after DrainTime. Left out:
+	// DefaultMaxOverrun; 0: no overrun (every listener told to move at
+	// End, the boxes gone by End plus DrainTime).
+	MaxOverrun *Duration `yaml:"max_overrun"`
 }
 
 // Defaults for an event's lead and drain times.
 const (
 	DefaultLeadTime  = 30 * time.Minute
 	DefaultDrainTime = 15 * time.Minute
+	// DefaultMaxOverrun is an event's max_overrun when the file leaves it
+	// out.
+	DefaultMaxOverrun = time.Hour
 )
 
 // Time is an RFC 3339 instant such as 2026-12-05T19:00:00Z.
@@ -157,12 +167,18 @@ func (e *Events) validate(cat *Catalogue, f *Fleet) error {
 			return fieldErr(p+".lead_time", "must not be negative")
 		case ev.DrainTime < 0:
 			return fieldErr(p+".drain_time", "must not be negative")
+		case ev.MaxOverrun != nil && *ev.MaxOverrun < 0:
+			return fieldErr(p+".max_overrun", "must not be negative, got %s (0: no overrun)", ev.MaxOverrun.D())
 		}
 		if ev.LeadTime == 0 {
 			ev.LeadTime = Duration(DefaultLeadTime)
 		}
 		if ev.DrainTime == 0 {
 			ev.DrainTime = Duration(DefaultDrainTime)
+		}
+		if ev.MaxOverrun == nil {
+			d := Duration(DefaultMaxOverrun)
+			ev.MaxOverrun = &d
 		}
 		b := &ev.Burst
 		if b.Name == "" {
@@ -245,3 +261,11 @@ func (ev *Event) UpAt() time.Time { return ev.Start.Add(-ev.LeadTime.D()) }
 // GoneBy is when the event's boxes are destroyed at the latest: its end
 // plus its drain time.
 func (ev *Event) GoneBy() time.Time { return ev.End.Add(ev.DrainTime.D()) }
+
+// Overrun is the event's max_overrun (DefaultMaxOverrun when left out).
+func (ev *Event) Overrun() time.Duration {
+	if ev.MaxOverrun == nil {
+		return DefaultMaxOverrun
+	}
+	return ev.MaxOverrun.D()
+}

@@ -49,8 +49,16 @@ func TestLoadEvents(t *testing.T) {
 	if !ok {
 		t.Fatal("no event final")
 	}
-	if ev.LeadTime.D() != DefaultLeadTime || ev.DrainTime.D() != DefaultDrainTime {
-		t.Errorf("defaults: lead %v drain %v", ev.LeadTime.D(), ev.DrainTime.D())
+	if ev.LeadTime.D() != DefaultLeadTime || ev.DrainTime.D() != DefaultDrainTime || ev.Overrun() != DefaultMaxOverrun {
+		t.Errorf("defaults: lead %v drain %v max overrun %v", ev.LeadTime.D(), ev.DrainTime.D(), ev.Overrun())
+	}
+	// max_overrun: 0 is no overrun, not the default.
+	e, _, err = LoadEvents(writeEvents(t, strings.Replace(goodEvents, "    burst:", "    max_overrun: 0s\n    burst:", 1)), cat)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ev, _ := e.Event("final"); ev.Overrun() != 0 {
+		t.Errorf("max_overrun: 0s read as %v", ev.Overrun())
 	}
 	if ev.Burst.Name != "final" || ev.Burst.BasePort != DefaultBasePort || ev.Burst.Max != 3 {
 		t.Errorf("burst = %+v", ev.Burst)
@@ -114,6 +122,8 @@ func TestLoadEventsErrors(t *testing.T) {
 		{"no peak", rep("peak_listeners: 5000", "peak_listeners: 0"), 7, "events[0].peak_listeners", "positive"},
 		{"no broadcast", rep("    broadcast: live/final\n", ""), 0, "events[0].broadcast", "missing"},
 		{"bad lead", rep("    burst:", "    lead_time: soon\n    burst:"), 9, "events[0].lead_time", "duration"},
+		{"bad max overrun", rep("    burst:", "    max_overrun: long\n    burst:"), 9, "events[0].max_overrun", "duration"},
+		{"negative max overrun", rep("    burst:", "    max_overrun: -1h\n    burst:"), 0, "events[0].max_overrun", "must not be negative"},
 		{"static burst", rep("provider: lab", "provider: static"), 10, "events[0].burst.provider", "static servers"},
 		{"unknown shape", rep("shape: small", "shape: huge"), 11, "events[0].burst.shape", `no shape "huge"`},
 		{"negative max", rep("max: 3", "max: -1"), 12, "events[0].burst.max", "negative"},

@@ -109,6 +109,7 @@ type eventOut struct {
 	Burst         Pool   `yaml:"burst"`
 	LeadTime      string `yaml:"lead_time"`
 	DrainTime     string `yaml:"drain_time"`
+	MaxOverrun    string `yaml:"max_overrun"`
 }
 
 func marshalEvents(t *testing.T, e *Events) []byte {
@@ -118,7 +119,7 @@ func marshalEvents(t *testing.T, e *Events) []byte {
 		o.Events = append(o.Events, eventOut{
 			Name: ev.Name, Start: ev.Start.Format(time.RFC3339Nano), End: ev.End.Format(time.RFC3339Nano),
 			PeakListeners: ev.PeakListeners, Broadcast: ev.Broadcast, Burst: ev.Burst,
-			LeadTime: ev.LeadTime.D().String(), DrainTime: ev.DrainTime.D().String(),
+			LeadTime: ev.LeadTime.D().String(), DrainTime: ev.DrainTime.D().String(), MaxOverrun: ev.Overrun().String(),
 		})
 	}
 	b, err := yaml.Marshal(o)
@@ -136,6 +137,7 @@ func FuzzLoadEvents(f *testing.F) {
 	f.Add([]byte(strings.Replace(string(shippedSeed(f, "lab-events.yaml")), "fleet: lab.yaml", "fleet: fleet.yaml", 1)))
 	f.Add([]byte(strings.Replace(goodEvents, "2026-12-05T22:00:00Z", "2026-12-05T18:00:00+01:00", 1)))
 	f.Add([]byte(strings.Replace(goodEvents, "max: 3", "max: 3\n    lead_time: 1h30m0.5s\n    drain_time: -1s", 1)))
+	f.Add([]byte(strings.Replace(goodEvents, "max: 3", "max: 3\n    max_overrun: 0s", 1)))
 	f.Add([]byte("version: 1\nfleet: missing.yaml\n"))
 	f.Add([]byte("version: 1\nfleet: events.yaml\n"))
 	f.Add([]byte("version: 1\nfleet: fleet.yaml\nevents: [{name: A}]\n"))

@@ -306,7 +306,10 @@ func FleetRules(o Options) ([]byte, error) {
 			if drain == 0 {
 				drain = inventories.DefaultDrainTime
 			}
-			rule("relayfleet:event_destroy_by_timestamp_seconds", float64(ev.End.Add(drain).Unix()), "event", ev.Name)
+			// The latest its boxes may live: an end whose listeners the
+			// steady fleet has no room for keeps them up to max_overrun,
+			// then drains them.
+			rule("relayfleet:event_destroy_by_timestamp_seconds", float64(ev.End.Add(ev.Overrun()+drain).Unix()), "event", ev.Name)
 			if r := recs[ev.Name]; r != nil && r.Plan != nil && r.Plan.Boxes > 0 && r.Plan.WindowHours > 0 {
 				price := (r.Plan.Cost - r.Plan.Overage) / (float64(r.Plan.Boxes) * r.Plan.WindowHours)
 				if price > 0 {

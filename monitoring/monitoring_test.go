@@ -99,7 +99,8 @@ func TestWriteTargetsAndRules(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	destroyBy := end(t).Add(15 * time.Minute).Unix()
+	// End + the default max overrun + drain time.
+	destroyBy := end(t).Add(time.Hour + 15*time.Minute).Unix()
 	for _, want := range []string{
 		"record: relayfleet:sysctl_wanted\n        expr: vector(16777216)\n        labels:\n          key: \"net.core.rmem_max\"",
 		"record: relayfleet:event_destroy_by_timestamp_seconds\n        expr: vector(" + strconv.FormatInt(destroyBy, 10) + ")\n        labels:\n          event: \"final\"",

@@ -481,3 +481,60 @@ func BurstDrain(ctx context.Context, boxes []Box, wait time.Duration, rate int) 
 	wg.Wait()
 	return errors.Join(errs...)
 }
+
+// BoxHeadroom sums what the relay processes on a box still admit: each
+// one's /stats headroom (0 while it is draining or its admission control
+// refuses), the figure every router polls and routes by.
+func BoxHeadroom(ctx context.Context, run Runner) (int64, error) {
+	insts, err := ActiveInstances(ctx, run)
+	if err != nil {
+		return 0, err
+	}
+	var total int64
+	for _, inst := range insts {
+		p := processStatus(ctx, run, inst)
+		if p.Error != "" {
+			return 0, fmt.Errorf("%s: %s", inst, p.Error)
+		}
+		if !p.Draining {
+			total += int64(p.Headroom)
+		}
+	}
+	return total, nil
+}
+
+// ShedListeners tells at most n listeners on the boxes' relay processes
+// to move (the going-away close), one process after another at rate a
+// second in all: each process sheds what it holds until n are told. It
+// returns how many were; the processes stay as they are (not draining).
+func ShedListeners(ctx context.Context, boxes []Box, n int64, rate int) (int64, error) {
+	var shed int64
+	for _, b := range boxes {
+		if shed >= n {
+			break
+		}
+		insts, err := ActiveInstances(ctx, b.Run)
+		if err != nil {
+			return shed, fmt.Errorf("%s: %w", b.Name, err)
+		}
+		for _, inst := range insts {
+			if shed >= n {
+				break
+			}
+			p := processStatus(ctx, b.Run, inst)
+			if p.Error != "" {
+				return shed, fmt.Errorf("%s: %s: %s", b.Name, inst, p.Error)
+			}
+			k := min(n-shed, p.Listeners)
+			if k <= 0 {
+				continue
+			}
+			res, err := ShedOnBox(ctx, b.Run, inst, strconv.FormatInt(k, 10), rate)
+			if err != nil {
+				return shed, fmt.Errorf("%s: %w", b.Name, err)
+			}
+			shed += int64(res.Shed)
+		}
+	}
+	return shed, nil
+}

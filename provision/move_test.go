@@ -602,3 +602,30 @@ func TestRebalanceAgain(t *testing.T) {
 		t.Errorf("%d sheds, want a second pass: %v", sheds, a.log())
 	}
 }
+
+// TestShedListeners: at most n listeners are told to move, across the
+// boxes' processes, none of which is marked draining; BoxHeadroom sums
+// the processes' headroom, a draining one's as 0.
+func TestShedListeners(t *testing.T) {
+	a, b := newSimBox(map[int]int{4443: 5}), newSimBox(map[int]int{4443: 7})
+	shed, err := ShedListeners(context.Background(), []Box{{"a", a}, {"b", b}}, 8, 50)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if left := a.proc(4443).sessions + b.proc(4443).sessions; shed != 8 || left != 4 {
+		t.Fatalf("shed %d, %d left; want 8 and 4", shed, left)
+	}
+	for _, bx := range []*simBox{a, b} {
+		if bx.proc(4443).draining {
+			t.Errorf("a process was marked draining: %v", bx.log())
+		}
+	}
+	if got := strings.Join(b.log(), "\n"); got != "shed 4443: 3 at rate 50" {
+		t.Errorf("b's events:\n%s", got)
+	}
+	c := newSimBox(map[int]int{4443: 30, 4444: 10})
+	c.proc(4444).draining = true
+	if room, err := BoxHeadroom(context.Background(), c); err != nil || room != 70 {
+		t.Fatalf("headroom %d, %v; want 70 (the draining process counts 0)", room, err)
+	}
+}

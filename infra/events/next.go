@@ -30,6 +30,9 @@ func NextStep(ev *inventories.Event, rec *Record, now time.Time) string {
 		}
 		return "drain at " + at(ev.End.Time)
 	case Draining:
+		if ov := rec.Overrun; ov != nil && !ov.Forced {
+			return "move listeners as the steady fleet has room, destroy when none is left; every one told to move at " + at(ov.Until) + " (max overrun)"
+		}
 		return "destroy when no listener is left, at the latest " + at(rec.DrainDeadline)
 	case Creating, Destroying:
 		return "resume the cut-off run"

@@ -151,13 +151,7 @@ func (s *SSHProbe) Listeners(ctx context.Context, hosts []program.HostEntry) (in
 // told to send its listeners away (provision.BurstDrain), so they move to
 // the boxes that stay while these still serve.
 func (s *SSHProbe) Drain(ctx context.Context, hosts []program.HostEntry) error {
-	var boxes []provision.Box
-	i := 0
-	err := s.each(ctx, hosts, func(run provision.Runner) error {
-		boxes = append(boxes, provision.Box{Name: hosts[i].Name, Run: run})
-		i++
-		return nil
-	})
+	boxes, err := s.boxes(ctx, hosts)
 	if err != nil {
 		return err
 	}
@@ -175,3 +169,41 @@ func (s *SSHProbe) Drain(ctx context.Context, hosts []program.HostEntry) error {
 // relays draining and telling their listeners to move: two polls of a
 // router at its default one-second poll.
 const DefaultRouterWait = 2 * time.Second
+
+// Room implements Prober: the headroom every relay process on the hosts
+// reports in its /stats (provision.BoxHeadroom).
+func (s *SSHProbe) Room(ctx context.Context, hosts []program.HostEntry) (int64, error) {
+	var total int64
+	err := s.each(ctx, hosts, func(run provision.Runner) error {
+		n, err := provision.BoxHeadroom(ctx, run)
+		total += n
+		return err
+	})
+	return total, err
+}
+
+// Shed implements Prober: at most n listeners on the hosts told to move,
+// at the shed rate (provision.ShedListeners); the relays stay admitting.
+func (s *SSHProbe) Shed(ctx context.Context, hosts []program.HostEntry, n int64) (int64, error) {
+	boxes, err := s.boxes(ctx, hosts)
+	if err != nil {
+		return 0, err
+	}
+	rate := s.ShedRate
+	if rate <= 0 {
+		rate = provision.DefaultShedRate
+	}
+	return provision.ShedListeners(ctx, boxes, n, rate)
+}
+
+// boxes are the hosts as provision.Boxes, each with its SSH runner.
+func (s *SSHProbe) boxes(ctx context.Context, hosts []program.HostEntry) ([]provision.Box, error) {
+	var boxes []provision.Box
+	i := 0
+	err := s.each(ctx, hosts, func(run provision.Runner) error {
+		boxes = append(boxes, provision.Box{Name: hosts[i].Name, Run: run})
+		i++
+		return nil
+	})
+	return boxes, err
+}

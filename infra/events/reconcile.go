@@ -40,6 +40,13 @@ type Prober interface {
 	// Drain marks every relay process on the hosts draining: it refuses
 	// new sessions and serves the ones it has.
 	Drain(ctx context.Context, hosts []program.HostEntry) error
+	// Room sums what the relay processes on the hosts still admit: each
+	// one's headroom as its /stats reports it (0 while draining).
+	Room(ctx context.Context, hosts []program.HostEntry) (int64, error)
+	// Shed tells at most n listeners on the hosts to move (the
+	// going-away close, at the shed rate), leaving the relays as they
+	// are; it returns how many it told.
+	Shed(ctx context.Context, hosts []program.HostEntry, n int64) (int64, error)
 }
 
 // Reconciler moves every event toward what the clock says should exist.
@@ -202,6 +209,14 @@ func (r *Reconciler) Manual(ctx context.Context, now time.Time, event, mode stri
 	if mode == ManualDown && drain >= 0 && (rec.Phase == Up || rec.Phase == Creating) {
 		// Set below by drain(); remember the override for it.
 		rec.DrainDeadline = now.Add(drain)
+	}
+	if mode == ManualDown && rec.Phase == Draining && rec.Overrun != nil && !rec.Overrun.Forced {
+		// The overrun ends now: drain() sets the deadline from drain,
+		// else the event's drain time.
+		rec.DrainDeadline = time.Time{}
+		if drain >= 0 {
+			rec.DrainDeadline = now.Add(drain)
+		}
 	}
 	r.note(rec, now, "manual", "fleet burst "+mode)
 	if err := r.save(ctx, rec); err != nil {
@@ -702,8 +717,18 @@ func (r *Reconciler) down(ctx context.Context, now time.Time, ev *inventories.Ev
 	case Gone, Missed:
 		return nil
 	case Up:
+		if overruns(ev, rec) {
+			return r.startOverrun(ctx, now, ev, rec)
+		}
 		return r.drain(ctx, now, ev, rec)
 	case Draining:
+		if rec.Overrun != nil && !rec.Overrun.Forced {
+			if rec.Manual == ManualDown {
+				rec.Overrun.Forced = true
+				return r.drain(ctx, now, ev, rec)
+			}
+			return r.overrun(ctx, now, ev, rec)
+		}
 		return r.waitDrain(ctx, now, rec)
 	case Creating:
 		r.note(rec, now, "abandon-up", "the up was cut off and the event no longer wants boxes: destroying what it made")

@@ -105,6 +105,29 @@ type fakeProbe struct {
 	// those of the hosts asked about.
 	perHost      map[string]int64
 	drainedHosts []string
+	// room is the steady fleet's headroom Room reports; a listener Shed
+	// tells to move lands there (listeners down, room down by as many).
+	room int64
+	// roomHosts are the hosts the last Room was asked about; sheds are the
+	// n of each Shed.
+	roomHosts []string
+	sheds     []int64
+}
+
+func (p *fakeProbe) Room(_ context.Context, hosts []program.HostEntry) (int64, error) {
+	p.roomHosts = nil
+	for _, h := range hosts {
+		p.roomHosts = append(p.roomHosts, h.Name)
+	}
+	return p.room, nil
+}
+
+func (p *fakeProbe) Shed(_ context.Context, _ []program.HostEntry, n int64) (int64, error) {
+	p.sheds = append(p.sheds, n)
+	k := min(n, p.listeners)
+	p.listeners -= k
+	p.room -= k
+	return k, nil
 }
 
 func (p *fakeProbe) Listeners(_ context.Context, hosts []program.HostEntry) (int64, error) {
@@ -181,6 +204,12 @@ func newHarness(t *testing.T) *harness {
 	evs, f, err := inventories.LoadEvents(inventories.Embedded("lab-events.yaml"), cat)
 	if err != nil {
 		t.Fatal(err)
+	}
+	// The drain at the end as it was before max_overrun (0: none): the
+	// tests of the overrun (overrun_test.go) turn it on.
+	for i := range evs.Events {
+		none := inventories.Duration(0)
+		evs.Events[i].MaxOverrun = &none
 	}
 	cloud := &fakeCloud{}
 	h := &harness{stacks: &fakeStacks{cloud: cloud}, probe: &fakeProbe{}, cloud: cloud, log: &bytes.Buffer{}}
@@ -535,9 +564,13 @@ func TestEventRemovedFromFileIsTornDown(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Its listeners move as the steady fleet has room, for the default
+	// max overrun (the file no longer says).
 	rec, _, _ := ReadRecord(h.r.StateDir, h.ev.Name)
-	if rec.Phase != Draining || !rec.DrainDeadline.Equal(h.ev.Start.Add(time.Minute+inventories.DefaultDrainTime)) {
-		t.Fatalf("phase %s deadline %v", rec.Phase, rec.DrainDeadline)
+	now := h.ev.Start.Add(time.Minute)
+	if rec.Phase != Draining || rec.Overrun == nil || !rec.Overrun.Until.Equal(now.Add(inventories.DefaultMaxOverrun)) ||
+		!rec.DrainDeadline.Equal(now.Add(inventories.DefaultMaxOverrun+inventories.DefaultDrainTime)) {
+		t.Fatalf("phase %s overrun %+v deadline %v", rec.Phase, rec.Overrun, rec.DrainDeadline)
 	}
 }
 

@@ -65,7 +65,9 @@ type Record struct {
 	// less than what the event keeps; nil when they agree.
 	Suggested *int `json:"suggested,omitempty"`
 	// Shrink is a resize down in progress.
-	Shrink  *Shrink             `json:"shrink,omitempty"`
+	Shrink *Shrink `json:"shrink,omitempty"`
+	// Overrun is the shed into the steady fleet's room after the end.
+	Overrun *Overrun            `json:"overrun,omitempty"`
 	Release string              `json:"release,omitempty"`
 	Hosts   []program.HostEntry `json:"hosts,omitempty"`
 	// Candidates, when the event's burst lists more than one, are how its

@@ -55,7 +55,19 @@ func (r *Reconciler) setHosts(ctx context.Context, rec *Record, hosts []program.
 
 // setDraining marks every relay of the event draining, or routable.
 func (r *Reconciler) setDraining(ctx context.Context, rec *Record, draining bool) error {
-	return r.route(ctx, rec, func(sh *program.StackHosts) { sh.Draining = draining })
+	return r.route(ctx, rec, func(sh *program.StackHosts) {
+		sh.Draining = draining
+		if !draining {
+			sh.LastResort = false
+		}
+	})
+}
+
+// setLastResort marks every relay of the event last resort in the
+// router's list: new listeners go there only when no other relay has
+// headroom.
+func (r *Reconciler) setLastResort(ctx context.Context, rec *Record) error {
+	return r.route(ctx, rec, func(sh *program.StackHosts) { sh.LastResort = true })
 }
 
 // setHostsDraining marks the relays of the named hosts draining (nil:

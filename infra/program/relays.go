@@ -27,8 +27,12 @@ type StackHosts struct {
 	Draining bool `json:"draining,omitempty"`
 	// DrainingHosts marks the relays of these hosts (by name) draining:
 	// the boxes an event's resize down removes once they are empty.
-	DrainingHosts []string    `json:"draining_hosts,omitempty"`
-	Hosts         []HostEntry `json:"hosts"`
+	DrainingHosts []string `json:"draining_hosts,omitempty"`
+	// LastResort marks every relay of the stack that is not draining
+	// last_resort in the router's list: new listeners go there only when
+	// no other relay has headroom (an event's relays after its end).
+	LastResort bool        `json:"last_resort,omitempty"`
+	Hosts      []HostEntry `json:"hosts"`
 }
 
 func hostsPath(stateDir, stack string) string {
@@ -123,8 +127,8 @@ func updateStack(stateDir, stack string, change func(*StackHosts) bool) (string,
 }
 
 // composeRelays writes the router's relay list from every stack's hosts:
-// the steady fleet's and each event's, an event's marked draining once it
-// ended.
+// the steady fleet's and each event's, an event's marked last resort once
+// it ended and draining once its boxes go.
 func composeRelays(stateDir string) (string, error) {
 	entries, err := os.ReadDir(filepath.Join(stateDir, HostsDir))
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
@@ -146,6 +150,7 @@ func composeRelays(stateDir string) (string, error) {
 		for _, h := range sh.Hosts {
 			for _, r := range Relays([]HostEntry{h}) {
 				r.Draining = sh.Draining || slices.Contains(sh.DrainingHosts, h.Name)
+				r.LastResort = sh.LastResort && !r.Draining
 				rs = append(rs, r)
 			}
 		}

@@ -22,8 +22,11 @@
 // answer reserves one listener of the process's headroom for the ranking
 // only (at most its headroom, forgotten at the next poll), so a burst does
 // not all land on one process.
-// A process marked draining, or whose last poll failed, gets no new
-// listeners, and so does an http:// process whose /stats gives no
+// A process marked last_resort gets new listeners only while no other
+// process has headroom (an event's burst relays after its end: the steady
+// fleet takes new listeners while it has room, and nobody is refused when
+// it has none). A process marked draining, or whose last poll failed, gets
+// no new listeners, and so does an http:// process whose /stats gives no
 // certificate_sha256. One failed poll takes a process out of the pool and
 // one good poll brings it back; a poll times out after the poll interval or
 // PollTimeout (500 ms), whichever is shorter, so a hung (SIGSTOPped) process
@@ -46,7 +49,9 @@
 //	]}
 //
 // "url" is what /route answers (http:// or https://), "stats" the /stats
-// URL to poll, "draining" true to stop sending new listeners there.
+// URL to poll, "draining" true to stop sending new listeners there,
+// "last_resort" true to send them there only when no other relay has
+// headroom.
 // "spki_sha256", optional, is the SHA-256 of the relay's public key (`relay
 // pin`): with it the router polls https:// (the relay's TCP port answers
 // TLS on the same port) and accepts only a certificate with that key, so
@@ -514,18 +519,21 @@ type Route = wire.Route
 // (its capacity less its sessions, as the relay reports, less the answers
 // given since). The answer reserves one listener there for the ranking
 // until the next poll, at most its headroom: answers alone never make a
-// relay full. Relays in avoid (URLs as /route answers them) are never
+// relay full. A relay marked last_resort is picked only when no other
+// has headroom left (polled, less this period's answers). Relays in avoid (URLs as /route answers them) are never
 // picked.
 func (r *Router) Pick(avoid ...string) (Route, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	var best *relayState
+	bestTier := 0
 	for _, s := range r.relays {
 		if s.Draining || !s.Healthy || s.Headroom <= 0 || avoided(s.URL, avoid) {
 			continue
 		}
-		if best == nil || s.Headroom-s.Routed > best.Headroom-best.Routed {
-			best = s
+		tier := pickTier(s)
+		if best == nil || tier < bestTier || (tier == bestTier && s.Headroom-s.Routed > best.Headroom-best.Routed) {
+			best, bestTier = s, tier
 		}
 	}
 	if best == nil {
@@ -533,6 +541,20 @@ func (r *Router) Pick(avoid ...string) (Route, error) {
 	}
 	best.Routed = min(best.Routed+1, best.Headroom)
 	return Route{URL: best.URL, CertificateSHA256: best.CertHash}, nil
+}
+
+// pickTier orders the relays Pick may choose: those with headroom left
+// after this poll period's answers before those without, and within each,
+// the others before last-resort relays.
+func pickTier(s *relayState) int {
+	tier := 0
+	if s.Headroom-s.Routed <= 0 {
+		tier = 2
+	}
+	if s.LastResort {
+		tier++
+	}
+	return tier
 }
 
 // ServeHTTP serves /route, /relays and /healthz.

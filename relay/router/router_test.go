@@ -387,3 +387,49 @@ func TestRouteCallsDoNotFillTheFleet(t *testing.T) {
 		t.Fatalf("with every relay full: err %v, want ErrNoHeadroom", err)
 	}
 }
+
+// TestRouteLastResort: a relay marked last_resort (an ended event's burst
+// relay) gets no new listener while another relay has headroom left, and
+// gets them, rather than a 503, once none has.
+func TestRouteLastResort(t *testing.T) {
+	steady, burst := newFakeRelay(t, 2), newFakeRelay(t, 100)
+	last := burst.entry(false)
+	last.LastResort = true
+	path := filepath.Join(t.TempDir(), "relays.json")
+	writeFile(t, path, steady.entry(false), last)
+	r, srv := newRouter(t, path)
+	r.PollOnce(context.Background())
+	// The steady relay's two, though the burst relay has far more.
+	for i := range 2 {
+		if code, got := route(t, srv); code != http.StatusOK || got != steady.entry(false).URL {
+			t.Fatalf("route %d: %d %q, want the steady relay", i, code, got)
+		}
+	}
+	// Its headroom is reserved by those answers: the burst relay now.
+	if code, got := route(t, srv); code != http.StatusOK || got != last.URL {
+		t.Fatalf("steady relay's headroom used: %d %q, want the last-resort relay", code, got)
+	}
+	// Full at the next poll: the burst relay, no 503.
+	steady.headroom.Store(0)
+	r.PollOnce(context.Background())
+	if code, got := route(t, srv); code != http.StatusOK || got != last.URL {
+		t.Fatalf("steady relay full: %d %q, want the last-resort relay", code, got)
+	}
+	// Room again: the steady relay first.
+	steady.headroom.Store(5)
+	r.PollOnce(context.Background())
+	if code, got := route(t, srv); code != http.StatusOK || got != steady.entry(false).URL {
+		t.Fatalf("steady relay with room: %d %q, want it", code, got)
+	}
+	// Draining wins over last resort: nowhere to go then.
+	steady.headroom.Store(0)
+	last.Draining = true
+	writeFile(t, path, steady.entry(false), last)
+	if err := r.Reload(); err != nil {
+		t.Fatal(err)
+	}
+	r.PollOnce(context.Background())
+	if code, _ := route(t, srv); code != http.StatusServiceUnavailable {
+		t.Fatalf("last-resort relay draining, steady full: %d, want 503", code)
+	}
+}

@@ -155,6 +155,11 @@ type Relay struct {
 	SPKI string `json:"spki_sha256,omitempty"`
 	// Draining stops the router sending new listeners there.
 	Draining bool `json:"draining"`
+	// LastResort: the router sends new listeners there only when no
+	// other relay (neither draining nor last resort) has headroom (an
+	// event's burst relays after its end, while the steady fleet takes
+	// their listeners as it has room).
+	LastResort bool `json:"last_resort,omitempty"`
 }
 
 // ParseRelaysFile decodes a relays file strictly: unknown fields and data

@@ -24,8 +24,9 @@ import (
 
 // The event end-to-end: a steady lab fleet through fleet up, then an
 // event walked through its life by fleet events reconcile on a simulated
-// clock, with the real router, a real listener, a reconcile killed
-// mid-teardown and an orphan box for the sweep to find. Its own lab
+// clock, with the real router, real listeners (more at the end than the
+// steady box has room for: the end sheds only into its room), a
+// reconcile killed mid-teardown and an orphan box for the sweep to find. Its own lab
 // (bridge rfevt0, subnet 10.231.89.0/24).
 const (
 	evLabDir = "/var/lib/relayfleet/lab-events"
@@ -43,9 +44,47 @@ func evFile(t *testing.T) string {
 
 // routerRelay is one entry of the router's GET /relays.
 type routerRelay struct {
-	URL      string `json:"url"`
-	Draining bool   `json:"draining"`
-	Healthy  bool   `json:"healthy"`
+	URL        string `json:"url"`
+	Draining   bool   `json:"draining"`
+	LastResort bool   `json:"last_resort"`
+	Healthy    bool   `json:"healthy"`
+}
+
+// steadyCap is the sessions the lifecycle's steady relay admits (relay
+// serve --max-listeners): its publisher and steadyCap-1 listeners, fewer
+// than the event has at its end.
+const steadyCap = 8
+
+// capRelay restarts the relay process on port of a lab box with
+// --max-listeners n.
+func capRelay(t *testing.T, l *lab.Lab, box string, port, n int) {
+	t.Helper()
+	var out strings.Builder
+	cmd := fmt.Sprintf("sed -i 's/ --max-sessions-per-address 0/ --max-sessions-per-address 0 --max-listeners %d/' /etc/systemd/system/relay@.service && "+
+		"grep -q -- '--max-listeners %d' /etc/systemd/system/relay@.service && systemctl daemon-reload && systemctl restart relay@%d.service", n, n, port)
+	if err := l.Run(context.Background(), box, cmd, nil, &out, &out); err != nil {
+		t.Fatalf("cap the relay on %s: %v\n%s", box, err, out.String())
+	}
+}
+
+// routerRefused is the router's count of /route answers without a relay
+// (503: no relay had headroom), from its /metrics.
+func routerRefused(t *testing.T, port int) int64 {
+	t.Helper()
+	resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/metrics", port))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	for _, line := range strings.Split(string(body), "\n") {
+		if v, ok := strings.CutPrefix(line, `relay_router_routes_total{result="unavailable"} `); ok {
+			var n float64
+			fmt.Sscan(v, &n)
+			return int64(n)
+		}
+	}
+	return 0 // none yet: the counter is exported once it counts
 }
 
 func TestE2EEventLifecycle(t *testing.T) {
@@ -75,6 +114,7 @@ func TestE2EEventLifecycle(t *testing.T) {
 		t.Fatalf("%d steady boxes, want 1", len(steady))
 	}
 	steadyBox := steady[0]
+	capRelay(t, l, steadyBox.Name, 4443, steadyCap)
 
 	// The real router, on the relays file fleet keeps.
 	port := e.startRouter(ctx)
@@ -176,6 +216,13 @@ func TestE2EEventLifecycle(t *testing.T) {
 	if subscribers(burstURL) < 1 {
 		t.Fatalf("the router sent none of %d listeners to the burst box", len(listeners))
 	}
+	// More listeners than the steady relay has room for: the router sends
+	// them to the burst box, which has the most headroom. b leaves after
+	// the end, so that the rest fit the steady relay.
+	la := startLoadgen(t, relayBin, filepath.Join(work, "loadgen-a"), routerURL, 3)
+	lb := startLoadgen(t, relayBin, filepath.Join(work, "loadgen-b"), routerURL, steadyCap)
+	all := int64(len(listeners) + 3 + steadyCap)
+	testutil.WaitFor(t, 30*time.Second, "every listener subscribed", func() bool { return subscribers(steadyURL)+subscribers(burstURL) >= all })
 	reconcile(start.Add(30 * time.Minute))
 	if rec := record(); len(rec.Samples) == 0 || rec.Samples[len(rec.Samples)-1].Listeners < 1 {
 		t.Fatalf("during the event: samples %+v, want the listener counted", rec.Samples)
@@ -186,10 +233,34 @@ func TestE2EEventLifecycle(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	// 3. After the end: the event's relays are marked draining and their
-	// listeners told to move (make before break) to the steady box; once
-	// none is left the teardown starts, and is killed mid-way.
-	p, lines := testutil.StartLines(t, "killed-reconcile", fleetCmd(e.withFlags("events", "reconcile", "--events", evPath, "--now", end.Add(time.Minute).Format(time.RFC3339))...))
+	// 3. After the end, more listeners on the burst box than the steady
+	// relay has room for: only as many as fit are told to move; the box
+	// stays, last resort in the router's list, and says so.
+	endRun := time.Now()
+	out := reconcile(end.Add(time.Minute))
+	rec = record()
+	ov := rec.Overrun
+	kept := false
+	for _, b := range eventBoxes() { // and the orphan
+		kept = kept || b.Name == burst.Name
+	}
+	if rec.Phase != events.Draining || ov == nil || ov.Forced || !kept || ov.AtEndListeners <= ov.AtEndRoom || ov.Listeners < 1 {
+		t.Fatalf("at the end: phase %s overrun %+v, burst box kept %v; want it kept with listeners the steady relay has no room for\n%s", rec.Phase, ov, kept, out)
+	}
+	status, err := fleetCmd("events", "status", "--state-dir", state, "--pulumi", cli).CombinedOutput()
+	if !strings.Contains(out, "overrunning: ") || !strings.Contains(string(status), "overrunning: ") {
+		t.Errorf("the reconcile or fleet events status (%v) does not say the event is overrunning:\n%s\n%s", err, out, status)
+	}
+	routerState(func(rs []routerRelay) bool {
+		return len(rs) == 2 && rs[1].URL == burstURL && rs[1].LastResort && !rs[1].Draining
+	})
+	// The load falls (b's listeners leave): the rest fit, and the next
+	// run moves them, drains the relays and tears the box down, killed
+	// mid-way.
+	if r := lb.stop(t); r.ListenersLost != 0 {
+		t.Errorf("loadgen b: %d listeners lost", r.ListenersLost)
+	}
+	p, lines := testutil.StartLines(t, "killed-reconcile", fleetCmd(e.withFlags("events", "reconcile", "--events", evPath, "--now", end.Add(2*time.Minute).Format(time.RFC3339))...))
 	killed, drained := false, false
 	for line := range lines {
 		t.Logf("killed run: %s", line)
@@ -208,11 +279,12 @@ func TestE2EEventLifecycle(t *testing.T) {
 		t.Fatalf("the reconcile never reached its destroy step after the drain (drained %v)", drained)
 	}
 	// Every listener moved to the steady box and listens there.
-	testutil.WaitFor(t, 20*time.Second, "every listener on the steady box", func() bool { return subscribers(steadyURL) == int64(len(listeners)) })
+	left := int64(len(listeners) + 3)
+	testutil.WaitFor(t, 20*time.Second, "every listener on the steady box", func() bool { return subscribers(steadyURL) == left })
 	if rec := record(); rec.Phase != events.Destroying {
 		t.Fatalf("after the kill: phase %s, want destroying", rec.Phase)
 	}
-	out := reconcile(end.Add(2 * time.Minute))
+	out = reconcile(end.Add(3 * time.Minute))
 	rec = record()
 	if rec.Phase != events.Gone || rec.Remaining != 0 {
 		t.Fatalf("after the resumed teardown: phase %s, %d remaining\n%s", rec.Phase, rec.Remaining, out)
@@ -223,7 +295,15 @@ func TestE2EEventLifecycle(t *testing.T) {
 	if bs := eventBoxes(); len(bs) != 0 {
 		t.Fatalf("%d boxes of the event remain: %v", len(bs), bs)
 	}
+	goneAfter := time.Since(endRun)
 	routerState(onlySteady)
+	ra := la.stop(t)
+	refused := routerRefused(t, port)
+	t.Logf("end shed into room: %d listeners on the burst box at the end, steady room %d, refused by the router %d, lost %d, burst box gone %.0fs after the end's first reconcile began",
+		ov.AtEndListeners, ov.AtEndRoom, refused, ra.ListenersLost, goneAfter.Seconds())
+	if refused != 0 || ra.ListenersLost != 0 {
+		t.Errorf("the router refused %d listeners, loadgen a lost %d; want 0", refused, ra.ListenersLost)
+	}
 	// The steady box was never touched.
 	now := list(map[string]string{"fleet": "lab", "tier": "steady"})
 	if len(now) != 1 || now[0].Name != steadyBox.Name || now[0].Address != steadyBox.Address {
