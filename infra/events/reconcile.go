@@ -247,14 +247,23 @@ func desired(ev *inventories.Event, rec *Record, now time.Time) want {
 
 // one reconciles one event; ev is nil for a recorded event no longer in
 // the file.
-func (r *Reconciler) one(ctx context.Context, now time.Time, ev *inventories.Event, rec *Record) Result {
+func (r *Reconciler) one(ctx context.Context, now time.Time, ev *inventories.Event, rec *Record) (res Result) {
 	if rec == nil {
 		rec = r.newRecord(ev)
 	}
 	if ev != nil {
 		r.followFile(now, ev, rec)
 	}
-	var err error
+	ctx, err := r.withRequestLog(ctx, rec.Event)
+	if err != nil {
+		return Result{Event: rec.Event, Phase: rec.Phase, Err: err}
+	}
+	defer func() {
+		// The API requests this pass sent, counted once it is done.
+		if added, aerr := r.addRequests(rec); added || aerr != nil {
+			res.Err = errors.Join(res.Err, aerr, r.save(ctx, rec))
+		}
+	}()
 	switch desired(ev, rec, now) {
 	case wantUp:
 		err = r.up(ctx, now, ev, rec)
@@ -355,6 +364,7 @@ func (r *Reconciler) up(ctx context.Context, now time.Time, ev *inventories.Even
 	if rec.CreatingSince.IsZero() || again {
 		rec.CreatingSince = now
 		rec.Report, rec.Orphans, rec.DestroyedAt, rec.Samples, rec.BoxSeconds = nil, nil, time.Time{}, nil, 0
+		rec.Requests = backend.Requests{}
 	}
 	detail := fmt.Sprintf("bringing up %s (%s listeners each) for a peak of %s over the steady fleet's %s",
 		text.Plural(size.Boxes, size.Shape+" box", size.Shape+" boxes"), capacity.Count(size.PerBox), capacity.Count(size.Peak), capacity.Count(size.SteadyCapacity))
@@ -806,6 +816,9 @@ func (r *Reconciler) destroy(ctx context.Context, now time.Time, rec *Record) er
 	}
 	rec.Remaining = 0
 	rec.Phase, rec.DestroyedAt, rec.StackMade = Gone, now, false
+	if _, err := r.addRequests(rec); err != nil {
+		r.log().Warn("the event's API requests were not counted", "event", rec.Event, "err", err)
+	}
 	rec.Report = r.report(rec)
 	r.note(rec, now, "gone", fmt.Sprintf("stack removed; %s lists 0 boxes labelled %s (%d orphans deleted); %s",
 		rec.Backend, backend.Selector(labels), len(found), rec.Report.Summary()))

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"github.com/relayfleet/relayfleet/internal/text"
 	"log/slog"
+	"maps"
 	"os"
 	"path/filepath"
 	"strings"
@@ -29,15 +30,42 @@ type fakeStacks struct {
 	failDel int // fail this many Destroy calls
 	refuse  int // every Up: this many boxes refused, the rest converged
 	cloud   *fakeCloud
+	t       testing.TB
 	// beforeUp, when set, runs at the start of every Up (with the lock
 	// held): what the router's list says as Pulumi starts.
 	beforeUp func()
+	// requests, when set, are the API requests each Up and Destroy sends,
+	// as its provider plugin writes them to the request log it is given.
+	requests map[string][]string
 }
 
-func (f *fakeStacks) Up(_ context.Context, stack string, b program.Burst) ([]program.HostEntry, error) {
+// sent writes the requests of a run to the request log ctx names, as a
+// backend's transport in the provider plugin does.
+func sent(t testing.TB, ctx context.Context, lines []string) {
+	if len(lines) == 0 {
+		return
+	}
+	path := backend.RequestLog(ctx)
+	if path == "" {
+		t.Errorf("a run was given no request log")
+		return
+	}
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
+	if err != nil {
+		t.Error(err)
+		return
+	}
+	defer f.Close()
+	for _, l := range lines {
+		f.WriteString(l + "\n")
+	}
+}
+
+func (f *fakeStacks) Up(ctx context.Context, stack string, b program.Burst) ([]program.HostEntry, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.calls = append(f.calls, fmt.Sprintf("up %s %d", stack, b.Boxes))
+	sent(f.t, ctx, f.requests["up"])
 	if f.beforeUp != nil {
 		f.beforeUp()
 	}
@@ -66,10 +94,11 @@ func (f *fakeStacks) Up(_ context.Context, stack string, b program.Burst) ([]pro
 	return hosts, nil
 }
 
-func (f *fakeStacks) Destroy(_ context.Context, stack string, b program.Burst) error {
+func (f *fakeStacks) Destroy(ctx context.Context, stack string, b program.Burst) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.calls = append(f.calls, "destroy "+stack)
+	sent(f.t, ctx, f.requests["destroy"])
 	if f.failDel > 0 {
 		f.failDel--
 		return errors.New("killed mid-destroy")
@@ -127,7 +156,13 @@ func (p *fakeProbe) Drain(_ context.Context, hosts []program.HostEntry) error {
 }
 
 // fakeCloud is an in-memory backend.Backend.
-type fakeCloud struct{ boxes map[string]map[string]string }
+type fakeCloud struct {
+	boxes map[string]map[string]string
+	// listRequests, when set, is the request each List sends, written to
+	// the request log its context names.
+	listRequests []string
+	t            testing.TB
+}
 
 func (c *fakeCloud) put(name string, labels map[string]string) {
 	if c.boxes == nil {
@@ -147,7 +182,8 @@ func (c *fakeCloud) Get(_ context.Context, id string) (backend.Box, error) {
 	return backend.Box{}, backend.ErrNotFound
 }
 
-func (c *fakeCloud) List(_ context.Context, labels map[string]string) ([]backend.Box, error) {
+func (c *fakeCloud) List(ctx context.Context, labels map[string]string) ([]backend.Box, error) {
+	sent(c.t, ctx, c.listRequests)
 	var bs []backend.Box
 	for n, l := range c.boxes {
 		if backend.MatchLabels(l, labels) {
@@ -182,8 +218,8 @@ func newHarness(t *testing.T) *harness {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cloud := &fakeCloud{}
-	h := &harness{stacks: &fakeStacks{cloud: cloud}, probe: &fakeProbe{}, cloud: cloud, log: &bytes.Buffer{}}
+	cloud := &fakeCloud{t: t}
+	h := &harness{stacks: &fakeStacks{cloud: cloud, t: t}, probe: &fakeProbe{}, cloud: cloud, log: &bytes.Buffer{}}
 	h.r = &Reconciler{
 		Events: evs, Fleet: f, Catalogue: cat, Calibration: cal, StateDir: t.TempDir(), Release: "r1",
 		Stacks: h.stacks, Probe: h.probe, Store: &memStore{},
@@ -505,6 +541,58 @@ func TestProviderMovedBeforeTheBoxes(t *testing.T) {
 	rec := h.run(t, h.ev.UpAt())
 	if rec.Pool.Shape != "medium" || rec.PoolHeld != "" || rec.Phase != Up {
 		t.Fatalf("pool %+v held %q: a scheduled event follows the file", rec.Pool, rec.PoolHeld)
+	}
+}
+
+// TestRequestsCounted: the API requests an event's Pulumi runs send (as
+// their provider plugins write them to the request log the reconciler
+// names for the run) and those of the reconciler's own sweep add up in
+// the event's record and its report, by route and status; a new life of
+// the event (rescheduled after it was gone) counts from zero.
+func TestRequestsCounted(t *testing.T) {
+	h := newHarness(t)
+	h.stacks.requests = map[string][]string{
+		"up":      {"GET /v1/servers 200", "POST /v1/servers 429", "POST /v1/servers 201", "GET /v1/actions/{id} 200"},
+		"destroy": {"DELETE /v1/servers/{id} 200", "GET /v1/actions/{id} 200"},
+	}
+	h.cloud.listRequests = []string{"GET /v1/servers 200"}
+	rec := h.run(t, h.ev.Start.Time)
+	if rec.Phase != Up || rec.Requests.Total != 4 || rec.Requests.Statuses["429"] != 1 {
+		t.Fatalf("after the up: phase %s requests %+v, want 4, one 429", rec.Phase, rec.Requests)
+	}
+	h.probe.listeners = 0
+	rec = h.run(t, h.ev.End.Time)
+	// The sweep lists twice: before it deletes, and to prove none is left.
+	want := map[string]int{"GET /v1/servers": 3, "POST /v1/servers": 2, "GET /v1/actions/{id}": 2, "DELETE /v1/servers/{id}": 1}
+	if rec.Phase != Gone || rec.Requests.Total != 8 || !maps.Equal(rec.Requests.Routes, want) {
+		t.Fatalf("after the teardown: phase %s requests %+v, want 8 by route %v", rec.Phase, rec.Requests, want)
+	}
+	if rec.Report == nil || rec.Report.Requests.Total != 8 || rec.Report.Requests.Statuses["200"] != 6 {
+		t.Fatalf("report requests %+v, want the record's 8 (the sweep's included)", rec.Report)
+	}
+	var text strings.Builder
+	if err := rec.Report.WriteText(&text); err != nil || !strings.Contains(text.String(), "cloud API requests 8") || !strings.Contains(text.String(), "429 x 1") {
+		t.Errorf("report text does not give the 8 requests by status (%v):\n%s", err, text.String())
+	}
+	// Moved to a later day: a new life, counted from zero.
+	h.ev.Start.Time, h.ev.End.Time = h.ev.Start.Add(48*time.Hour), h.ev.End.Add(48*time.Hour)
+	if rec = h.run(t, h.ev.Start.Time); rec.Phase != Up || rec.Requests.Total != 4 {
+		t.Fatalf("the event up again: phase %s requests %d, want the new up's 4", rec.Phase, rec.Requests.Total)
+	}
+}
+
+// TestPulumiStacksNameTheRequestLog: a Pulumi run of an event's stack
+// gets the context's request log in its environment, which the CLI
+// passes to the provider plugin; the template is left as it was.
+func TestPulumiStacksNameTheRequestLog(t *testing.T) {
+	p := &PulumiStacks{Template: program.Stack{Env: map[string]string{"A": "1"}}}
+	ctx := backend.WithRequestLog(context.Background(), "/state/requests/ev.log")
+	s := p.stack(ctx, "lab-event-ev", program.Burst{Event: "ev"})
+	if s.Env[backend.RequestLogEnv] != "/state/requests/ev.log" || s.Env["A"] != "1" {
+		t.Errorf("stack env %v, want the request log and the template's", s.Env)
+	}
+	if _, ok := p.Template.Env[backend.RequestLogEnv]; ok {
+		t.Errorf("the template's env was changed: %v", p.Template.Env)
 	}
 }
 

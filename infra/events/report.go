@@ -5,6 +5,7 @@ import (
 	"math"
 	"time"
 
+	"github.com/relayfleet/relayfleet/infra/backend"
 	"github.com/relayfleet/relayfleet/inventories"
 	"github.com/relayfleet/relayfleet/inventories/capacity"
 )
@@ -41,6 +42,9 @@ type Report struct {
 	UpAt                  string  `json:"up_at,omitempty"`
 	DestroyedAt           string  `json:"destroyed_at,omitempty"`
 	EgressPerListenerHour int64   `json:"egress_per_listener_hour_bytes"`
+	// Requests are the cloud API requests the event's runs sent, its
+	// teardown's sweep included (Record.Requests).
+	Requests backend.Requests `json:"requests"`
 }
 
 func (r *Reconciler) report(rec *Record) *Report {
@@ -70,6 +74,7 @@ func (r *Reconciler) report(rec *Record) *Report {
 	}
 	rep.ListenerHours = round2(rep.ListenerHours)
 	rep.EgressBytes = int64(rep.ListenerHours * float64(rep.EgressPerListenerHour))
+	rep.Requests = rec.Requests.Clone()
 	rep.OverBoxHours = round2(rep.BoxHours - rep.PlannedBoxHours)
 	rep.OverCost = round2(rep.Cost - rep.PlannedCost)
 	rep.OverEgressBytes = rep.EgressBytes - rep.PlannedEgressBytes
@@ -84,7 +89,7 @@ func (r *Reconciler) report(rec *Record) *Report {
 
 // Summary is the report in one line.
 func (rep *Report) Summary() string {
-	return fmt.Sprintf("%.2f box-hours (plan %.2f), %.2f %s (plan %.2f), peak %d listeners, egress about %s (plan %s)",
+	return fmt.Sprintf("%.2f box-hours (plan %.2f), %.2f %s (plan %.2f), peak %d listeners, egress about %s (plan %s), %d API requests",
 		rep.BoxHours, rep.PlannedBoxHours, rep.Cost, rep.Currency, rep.PlannedCost, rep.PeakListeners,
-		inventories.Bytes(rep.EgressBytes), inventories.Bytes(rep.PlannedEgressBytes))
+		inventories.Bytes(rep.EgressBytes), inventories.Bytes(rep.PlannedEgressBytes), rep.Requests.Total)
 }
