@@ -794,6 +794,9 @@ events:
 	setFaults(faults.Faults{Unavailable: []faults.Unavailable{{Count: 1}}})
 	before := requests()
 	partial := fleet("burst", "up", "--event", lcxEncore, "--events", evPath)
+	// The requests the cloud answered for the event's own runs (each
+	// command's), which its report must count.
+	encoreRequests := requests() - before
 	if partial.code == 0 || !strings.Contains(partial.out, "1 of 2 boxes routed") {
 		t.Fatalf("burst up with one box refused: exit %d, want non-zero saying 1 of 2 boxes routed:\n%s", partial.code, partial.out)
 	}
@@ -818,7 +821,9 @@ events:
 		t.Errorf("events status for %s: want 2 wanted, 1 made, 1 converged, 1 routed:\n%s", lcxEncore, stOut)
 	}
 	setFaults(faults.Faults{})
+	atUp := requests()
 	manualUp := must(fleet("burst", "up", "--event", lcxEncore, "--events", evPath), "burst up")
+	encoreRequests += requests() - atUp
 	manualUp.took += partial.took
 	// Both burst ups, the refused create included, over the two boxes
 	// made: each create looks its name up once (not the fleet's list), then
@@ -829,8 +834,22 @@ events:
 		t.Errorf("%.0f API requests per burst box, want at most 40", reqPerBox)
 	}
 	stats = burstUpN(lcxEncore, 2)
+	atDown := requests()
 	burstDown := must(fleet("burst", "down", "--event", lcxEncore, "--events", evPath, "--drain-time", "10s"), "burst down")
+	encoreRequests += requests() - atDown
 	burstGone(lcxEncore, stats)
+	// Its report counts every request its runs sent (the provider
+	// plugin's and the sweep's, retries and the refused create included):
+	// as many as the cloud answered for them.
+	repCmd := fleetCmd(ctx, state, "events", "report", "--event", lcxEncore, "--json", "--fleet", name)
+	repCmd.Args = repCmd.Args[:len(repCmd.Args)-2] // it reaches no box: no --ssh-key
+	repOut, repCode := systest.Combined(t, repCmd)
+	var rep struct{ Requests struct{ Total int } }
+	if err := json.Unmarshal([]byte(repOut), &rep); err != nil || repCode != 0 {
+		t.Errorf("events report --json: exit %d, %v\n%s", repCode, err, repOut)
+	} else if rep.Requests.Total != encoreRequests || encoreRequests == 0 {
+		t.Errorf("events report: %s spent %d API requests; the cloud answered %d for its burst up, up and down", lcxEncore, rep.Requests.Total, encoreRequests)
+	}
 
 	// 7. fleet rollback: the steady boxes back on the first build, its
 	// bytes from the backend; fleet releases lists both with the
