@@ -233,6 +233,11 @@ const (
 	wantGone
 )
 
+// desired is what should exist for the event now. An event whose
+// boxes exist (its stack made) and whose start the file moved later than
+// now plus its lead time is brought down like an ended one (movedLater),
+// and comes up again at its new time, unless fleet burst up keeps it up;
+// an end moved later keeps a running event up until the new end.
 func desired(ev *inventories.Event, rec *Record, now time.Time) want {
 	switch {
 	case rec != nil && rec.Manual == ManualDown:
@@ -241,8 +246,17 @@ func desired(ev *inventories.Event, rec *Record, now time.Time) want {
 		return wantGone
 	case rec != nil && rec.Manual == ManualUp, !now.Before(ev.UpAt()):
 		return wantUp
+	case movedLater(ev, rec, now):
+		return wantGone
 	}
 	return wantNothing
+}
+
+// movedLater reports whether the event's boxes exist although its
+// bring-up (start less lead time, as the file now says) is still to
+// come: the file moved it later, and it is not held up by hand.
+func movedLater(ev *inventories.Event, rec *Record, now time.Time) bool {
+	return ev != nil && rec != nil && rec.StackMade && rec.Manual != ManualUp && now.Before(ev.UpAt())
 }
 
 // one reconciles one event; ev is nil for a recorded event no longer in
@@ -268,6 +282,13 @@ func (r *Reconciler) one(ctx context.Context, now time.Time, ev *inventories.Eve
 	case wantUp:
 		err = r.up(ctx, now, ev, rec)
 	case wantGone:
+		if rec.Phase == Up && movedLater(ev, rec, now) && rec.Manual != ManualDown {
+			// Drained for the event's drain time from now, not until
+			// its new end (drain keeps a deadline set before it).
+			rec.DrainDeadline = now.Add(ev.DrainTime.D())
+			r.note(rec, now, "moved-later", fmt.Sprintf("the events file moved the event to start at %s: its boxes are drained and destroyed now, and come back at %s (start less lead time %s)",
+				ev.Start.UTC().Format(time.RFC3339), ev.UpAt().UTC().Format(time.RFC3339), ev.LeadTime.D()))
+		}
 		err = r.down(ctx, now, ev, rec)
 	default:
 		if rec.Phase == Up {
@@ -289,8 +310,10 @@ func (r *Reconciler) one(ctx context.Context, now time.Time, ev *inventories.Eve
 // (its stack was made and not yet destroyed) keep their provider, shape
 // and location until the event is down; a move in the file is noted once
 // and applies to its next bring-up. The record's backend, which the
-// proof of teardown lists, is always the one its boxes are on.
+// proof of teardown lists, is always the one its boxes are on. The
+// event's times are the file's.
 func (r *Reconciler) followFile(now time.Time, ev *inventories.Event, rec *Record) {
+	rec.Start, rec.End, rec.DrainTime = ev.Start.Time, ev.End.Time, ev.DrainTime
 	p := rec.Pool
 	moved := p.Provider != "" && (p.Provider != ev.Burst.Provider || p.Shape != ev.Burst.Shape || p.Location != ev.Burst.Location)
 	if rec.StackMade && moved {

@@ -52,6 +52,12 @@ type Record struct {
 	// so that an event removed from the file can still be torn down; while
 	// its boxes exist they keep their provider, shape and location.
 	Pool inventories.Pool `json:"pool"`
+	// Start, End and DrainTime are the event's, as last read from the
+	// events file: a reconcile whose events file does not parse tears
+	// down from them the events that ended (teardownFromRecords).
+	Start     time.Time            `json:"start,omitzero"`
+	End       time.Time            `json:"end,omitzero"`
+	DrainTime inventories.Duration `json:"drain_time,omitempty"`
 	// PoolHeld is where the events file moved the event while its boxes
 	// existed (noted once; "" when the file and the boxes agree).
 	PoolHeld string `json:"pool_held,omitempty"`
