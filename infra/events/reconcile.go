@@ -68,6 +68,10 @@ type Reconciler struct {
 	Backends func(name string) (backend.Backend, error)
 	// Log receives one line per action, with the event's name.
 	Log *slog.Logger
+	// FileErr, when set, is why the events file (or its fleet file) did
+	// not parse; Events is nil. Reconcile then works from the records
+	// alone (teardownFromRecord) and returns FileErr with its errors.
+	FileErr error
 	// Retention is how long the record of an event that is gone (or was
 	// missed) and no longer in the events file is kept after its last
 	// action (DefaultRetention when 0); then a reconcile forgets it.
@@ -98,10 +102,18 @@ func (r *Reconciler) log() *slog.Logger {
 // Reconcile takes the lock and moves every event, and every recorded event
 // no longer in the file, one pass toward what now asks for. One event's
 // failure does not stop the others; the error joins them all.
+//
+// With no Events (FileErr: the events file did not parse) it says so
+// loudly and tears down, from their records, the events that ended or
+// were brought down by hand; the others are left as they are.
 func (r *Reconciler) Reconcile(ctx context.Context, now time.Time) ([]Result, error) {
+	if r.FileErr != nil {
+		r.log().Error("the events file does not parse: ended events are torn down from their records, nothing is brought up, running events are left as they are; fix the file",
+			"action", "events-file-invalid", "err", r.FileErr)
+	}
 	ctx, known, unlock, err := r.lockAndLoad(ctx)
 	if err != nil {
-		return nil, err
+		return nil, errors.Join(r.FileErr, err)
 	}
 	defer unlock()
 	recs := make([]*Record, 0, len(known))
@@ -111,8 +123,15 @@ func (r *Reconciler) Reconcile(ctx context.Context, now time.Time) ([]Result, er
 	sort.Slice(recs, func(i, j int) bool { return recs[i].Event < recs[j].Event })
 	var results []Result
 	var errs []error
-	for i := range r.Events.Events {
-		ev := &r.Events.Events[i]
+	if r.FileErr != nil {
+		errs = append(errs, r.FileErr)
+	}
+	var inFile []inventories.Event
+	if r.Events != nil {
+		inFile = r.Events.Events
+	}
+	for i := range inFile {
+		ev := &inFile[i]
 		rec := known[ev.Name]
 		delete(known, ev.Name)
 		res := r.one(ctx, now, ev, rec)
@@ -123,6 +142,14 @@ func (r *Reconciler) Reconcile(ctx context.Context, now time.Time) ([]Result, er
 	}
 	for _, rec := range recs {
 		if _, gone := known[rec.Event]; !gone {
+			continue
+		}
+		if r.Events == nil {
+			res := r.teardownFromRecord(ctx, now, rec)
+			results = append(results, res)
+			if res.Err != nil {
+				errs = append(errs, fmt.Errorf("event %s: %w", rec.Event, res.Err))
+			}
 			continue
 		}
 		if r.expired(rec, now) {
@@ -138,6 +165,23 @@ func (r *Reconciler) Reconcile(ctx context.Context, now time.Time) ([]Result, er
 		}
 	}
 	return results, errors.Join(errs...)
+}
+
+// teardownFromRecord reconciles an event from its record alone, when the
+// events file does not parse: one that ended (its recorded end has
+// passed) or that fleet burst down brought down is drained and destroyed
+// as usual, on its recorded end and drain time; any other is left as it
+// is, with no new up and no drain.
+func (r *Reconciler) teardownFromRecord(ctx context.Context, now time.Time, rec *Record) Result {
+	var ev *inventories.Event
+	if !rec.End.IsZero() {
+		ev = &inventories.Event{Name: rec.Event, Start: inventories.Time{Time: rec.Start}, End: inventories.Time{Time: rec.End},
+			DrainTime: rec.DrainTime, Burst: rec.Pool}
+	}
+	if rec.Manual != ManualDown && (ev == nil || now.Before(ev.End.Time)) {
+		return Result{Event: rec.Event, Phase: rec.Phase}
+	}
+	return r.one(ctx, now, ev, rec)
 }
 
 // expired reports whether the record of an event no longer in the file
@@ -265,7 +309,7 @@ func (r *Reconciler) one(ctx context.Context, now time.Time, ev *inventories.Eve
 	if rec == nil {
 		rec = r.newRecord(ev)
 	}
-	if ev != nil {
+	if ev != nil && r.Events != nil {
 		r.followFile(now, ev, rec)
 	}
 	ctx, err := r.withRequestLog(ctx, rec.Event)

@@ -652,6 +652,73 @@ func TestEndMovedLaterKeepsTheEvent(t *testing.T) {
 	}
 }
 
+// TestTeardownFromRecordsWhenTheFileIsInvalid: with an events file that
+// does not parse, a reconcile says so (action=events-file-invalid, the
+// error returned), drains and destroys from its record an event whose
+// recorded end has passed, on its recorded drain time, and leaves the
+// others exactly as they are: a running one not ended keeps its boxes
+// routed, a scheduled one is not brought up though its time came. Once
+// the running one's recorded end passes, it goes too.
+func TestTeardownFromRecordsWhenTheFileIsInvalid(t *testing.T) {
+	h := newHarness(t)
+	show := *h.ev
+	overrun, later := show, show
+	overrun.Name, overrun.End.Time = "lab-overrun", show.End.Add(3*time.Hour)
+	later.Name, later.Start.Time, later.End.Time = "lab-later", show.End.Add(time.Hour), show.End.Add(2*time.Hour)
+	h.r.Events.Events = []inventories.Event{show, overrun, later}
+	h.ev = &h.r.Events.Events[0]
+	h.probe.listeners = 5
+	h.run(t, show.Start.Time)
+	h.stacks.took()
+	recOf := func(name string) *Record {
+		t.Helper()
+		rec, ok, err := ReadRecord(h.r.StateDir, name)
+		if err != nil || !ok {
+			t.Fatalf("no record of %s: %v", name, err)
+		}
+		return rec
+	}
+	before := recOf(overrun.Name)
+
+	h.r.Events, h.r.FileErr = nil, errors.New("events.yaml: line 9: end: want an RFC 3339 time")
+	h.probe.listeners = 0
+	at := later.UpAt().Add(time.Minute) // after show's end, before overrun's; later's bring-up due
+	_, err := h.r.Reconcile(context.Background(), at)
+	if err == nil || !strings.Contains(err.Error(), "line 9") {
+		t.Errorf("reconcile with an invalid events file returned %v, want its parse error", err)
+	}
+	if !strings.Contains(h.log.String(), "action=events-file-invalid") || !strings.Contains(h.log.String(), "line 9") {
+		t.Errorf("the log does not report the invalid events file:\n%s", h.log)
+	}
+	if rec := recOf(show.Name); rec.Phase != Gone || rec.Report == nil {
+		t.Errorf("the ended event: phase %s, want gone with its report", rec.Phase)
+	}
+	if got := strings.Join(h.stacks.took(), ";"); got != "destroy lab-event-lab-show" {
+		t.Errorf("Pulumi runs %q, want only the ended event's destroy", got)
+	}
+	if rec := recOf(overrun.Name); rec.Phase != Up || len(rec.Log) != len(before.Log) || len(rec.Samples) != len(before.Samples) || len(rec.Hosts) != 1 {
+		t.Errorf("the running event: phase %s, %d log entries (was %d): want it left exactly as it was", rec.Phase, len(rec.Log), len(before.Log))
+	}
+	if rec := recOf(later.Name); rec.Phase != Scheduled {
+		t.Errorf("the scheduled event: phase %s, want scheduled (nothing brought up)", rec.Phase)
+	}
+	if rs := h.relays(t); len(rs) != 1 || rs[0].Draining {
+		t.Errorf("relays %+v: want the running event's relay, routed", rs)
+	}
+	// Past the running event's recorded end: drained, for its recorded
+	// drain time, then destroyed.
+	h.probe.listeners = 3
+	end := overrun.End.Add(time.Minute)
+	h.r.Reconcile(context.Background(), end)
+	if rec := recOf(overrun.Name); rec.Phase != Draining || !rec.DrainDeadline.Equal(overrun.GoneBy()) {
+		t.Errorf("the overrun past its recorded end: phase %s deadline %v, want draining until %v", rec.Phase, rec.DrainDeadline, overrun.GoneBy())
+	}
+	h.r.Reconcile(context.Background(), overrun.GoneBy())
+	if rec := recOf(overrun.Name); rec.Phase != Gone {
+		t.Errorf("the overrun after its drain time: phase %s, want gone", rec.Phase)
+	}
+}
+
 func TestDrainEndsEarlyWhenListenersLeave(t *testing.T) {
 	h := newHarness(t)
 	h.run(t, h.ev.Start.Time)

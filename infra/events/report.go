@@ -48,7 +48,13 @@ type Report struct {
 }
 
 func (r *Reconciler) report(rec *Record) *Report {
-	rep := &Report{Event: rec.Event, Currency: r.Catalogue.Currency, Orphans: len(rec.Orphans)}
+	rep := &Report{Event: rec.Event, Orphans: len(rec.Orphans)}
+	// Without a catalogue or a calibration (an events file that does not
+	// parse, beside providers and calibration files that do not either),
+	// the report has no price or egress.
+	if r.Catalogue != nil {
+		rep.Currency = r.Catalogue.Currency
+	}
 	if rec.Plan != nil {
 		rep.Shape, rep.Boxes, rep.PlannedPeak = rec.Plan.Shape, rec.Plan.Boxes, rec.Plan.Peak
 		rep.PlannedBoxHours = round2(float64(rec.Plan.Boxes) * rec.Plan.WindowHours)
@@ -60,11 +66,15 @@ func (r *Reconciler) report(rec *Record) *Report {
 	if rep.Boxes > 0 {
 		perBox := rec.BoxSeconds / 3600 / float64(rep.Boxes)
 		rep.BilledHours = float64(rep.Boxes) * math.Ceil(perBox-1e-9)
-		if p, s, err := rec.Pool.ShapeRef(r.Catalogue); err == nil {
-			rep.Cost = round2(float64(rep.Boxes) * capacity.EventPrice(r.Catalogue, p, s, perBox))
+		if r.Catalogue != nil {
+			if p, s, err := rec.Pool.ShapeRef(r.Catalogue); err == nil {
+				rep.Cost = round2(float64(rep.Boxes) * capacity.EventPrice(r.Catalogue, p, s, perBox))
+			}
 		}
 	}
-	rep.EgressPerListenerHour = int64(capacity.EgressPerListenerHour(r.Calibration))
+	if r.Calibration != nil {
+		rep.EgressPerListenerHour = int64(capacity.EgressPerListenerHour(r.Calibration))
+	}
 	for i, s := range rec.Samples {
 		rep.PeakListeners = max(rep.PeakListeners, s.Listeners)
 		if i > 0 {
