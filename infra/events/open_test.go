@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/relayfleet/relayfleet/infra/program"
+	"github.com/relayfleet/relayfleet/infra/provider"
 	"github.com/relayfleet/relayfleet/internal/testutil"
 	"github.com/relayfleet/relayfleet/provision"
 )
@@ -148,5 +149,17 @@ func TestOpenFromRecords(t *testing.T) {
 	}
 	if s, ok := r.Store.(*PulumiStore); !ok || r.Fleet.Name != fleet || s.Fleet != fleet || r.Catalogue == nil {
 		t.Errorf("fleet %q, store %#v, catalogue %v: want fleet %s's records and the providers file beside", r.Fleet.Name, r.Store, r.Catalogue != nil, fleet)
+	}
+	// fleet events reconcile: the run goes through (the lease taken, the
+	// records read), logs the invalid file and ends with its error,
+	// naming the file.
+	var out bytes.Buffer
+	err = RunReconcile(context.Background(), &out, RunOptions{EventsFile: evPath, Now: "2026-12-01T22:00:00Z", RelayBinary: relay,
+		Stack: func(io.Writer) (*program.Stack, provider.Config, error) { return &opts.Stack, provider.Config{}, nil }}, false)
+	if err == nil || !strings.Contains(err.Error(), evPath) || !strings.Contains(err.Error(), "tomorrow") {
+		t.Errorf("reconcile with the broken file: %v, want an error naming %s and its parse error", err, evPath)
+	}
+	if !strings.Contains(out.String(), "action=events-file-invalid") {
+		t.Errorf("reconcile's log does not report the invalid file:\n%s", out.String())
 	}
 }
