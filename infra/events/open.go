@@ -1,6 +1,7 @@
 package events
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -106,10 +107,14 @@ func (g lastGood) write(stateDir string) error {
 		return err
 	}
 	path := lastGoodPath(stateDir, g.EventsFile)
+	data = append(data, '\n')
+	if old, err := os.ReadFile(path); err == nil && bytes.Equal(old, data) {
+		return nil // as the last run left it
+	}
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return fmt.Errorf("events file cache: %w", err)
 	}
-	if err := atomicfile.Write(path, append(data, '\n'), 0o600); err != nil {
+	if err := atomicfile.Write(path, data, 0o600); err != nil {
 		return fmt.Errorf("events file cache: %w", err)
 	}
 	return nil
