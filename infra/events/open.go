@@ -120,13 +120,17 @@ func (g lastGood) write(stateDir string) error {
 	return nil
 }
 
-// readLastGood is the last good read of the events file at path; an
-// error when this state dir never had one.
+// errNeverRead says that no reconcile in the state dir read the events
+// file: its fleet, and so its records, are unknown.
+var errNeverRead = errors.New("no reconcile in this state dir ever read the events file")
+
+// readLastGood is the last good read of the events file at path;
+// errNeverRead when this state dir never had one.
 func readLastGood(stateDir, path string) (lastGood, error) {
 	var g lastGood
 	data, err := os.ReadFile(lastGoodPath(stateDir, path))
 	if errors.Is(err, fs.ErrNotExist) {
-		return g, fmt.Errorf("no reconcile in state dir %s ever read %s: its fleet, and so its records, are unknown", stateDir, path)
+		return g, errNeverRead
 	}
 	if err != nil {
 		return g, fmt.Errorf("events file cache: %w", err)
@@ -142,21 +146,24 @@ func readLastGood(stateDir, path string) (lastGood, error) {
 // records and the lease in the Pulumi backend, the SSH prober and the
 // backends for the sweep. Close it when done.
 func Open(ctx context.Context, o Options) (*Reconciler, error) {
-	st := o.Stack
-	var err error
-	if st.StateDir == "" {
-		if st.StateDir, err = program.DefaultStateDir(); err != nil {
-			return nil, err
-		}
-	}
 	f, fileErr := loadFiles(o.EventsFile)
 	if fileErr != nil && !o.FromRecords {
 		return nil, fileErr
 	}
+	st := o.Stack
+	var err error
+	if st.StateDir == "" {
+		if st.StateDir, err = program.DefaultStateDir(); err != nil {
+			return nil, errors.Join(fileErr, err)
+		}
+	}
 	if fileErr != nil {
 		// The records say what to tear down; the fleet is the one the
-		// last good read named.
+		// last good read named. A file never read here has none.
 		g, err := readLastGood(st.StateDir, o.EventsFile)
+		if errors.Is(err, errNeverRead) {
+			return nil, fileErr
+		}
 		if err != nil {
 			return nil, errors.Join(fileErr, err)
 		}
