@@ -244,8 +244,11 @@ func (b *Pool) validateCandidates(cat *Catalogue, p string) error {
 	return nil
 }
 
-// Event returns the event called name.
+// Event returns the event called name; a nil Events has none.
 func (e *Events) Event(name string) (*Event, bool) {
+	if e == nil {
+		return nil, false
+	}
 	for i := range e.Events {
 		if e.Events[i].Name == name {
 			return &e.Events[i], true

@@ -140,7 +140,7 @@ func eventsReportCommand(ios *cli.IOStreams) *cobra.Command {
 	var asJSON bool
 	cmd := &cobra.Command{
 		Use:   "report",
-		Short: "an event's cost: box-hours, egress, against the plan",
+		Short: "an event's cost: box-hours, egress, API requests, against the plan",
 		Args:  cli.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return events.WriteReport(cmd.Context(), ios.Out, o, event, asJSON)

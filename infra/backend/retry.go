@@ -76,6 +76,9 @@ func RetryStatus(code int) bool {
 // budget is left, the next requests are spaced so that what is left lasts
 // until the reset (Pace).
 //
+// Every request it sends, each retry included, is appended to the
+// request's request log, when it has one (RequestLogEnv).
+//
 // A 429 is retried for every method: the API did not act on the request.
 // A 5xx or a network error is retried only for GET, HEAD, PUT, DELETE and
 // OPTIONS; a POST that failed that way may have created something, so the
@@ -153,6 +156,7 @@ func (t *retryTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 			return nil, err
 		}
 		resp, err := t.base.RoundTrip(req)
+		logRequest(req, resp)
 		t.learn(resp)
 		if retry+1 >= t.policy.Attempts || ctx.Err() != nil {
 			return resp, err

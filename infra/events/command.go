@@ -46,6 +46,11 @@ type RunOptions struct {
 // Pulumi CLI, the files). Errors in what the flags gave are cli usage
 // errors naming the flag.
 func (o *RunOptions) Open(ctx context.Context, stdout io.Writer, quiet bool, validate func() error) (*Reconciler, time.Time, error) {
+	return o.open(ctx, stdout, quiet, validate, false)
+}
+
+// open is Open; fromRecords is Options.FromRecords.
+func (o *RunOptions) open(ctx context.Context, stdout io.Writer, quiet bool, validate func() error, fromRecords bool) (*Reconciler, time.Time, error) {
 	if o.EventsFile == "" {
 		return nil, time.Time{}, cli.Usagef("flag --events: required")
 	}
@@ -72,8 +77,11 @@ func (o *RunOptions) Open(ctx context.Context, stdout io.Writer, quiet bool, val
 	}
 	r, err := Open(ctx, Options{
 		EventsFile: o.EventsFile, Stack: *st, Lab: cfg, LeaseTTL: o.LeaseTTL, Retention: o.Retention, RelayBinary: o.RelayBinary,
-		Log: slog.New(slog.NewTextHandler(out, nil)),
+		Log: slog.New(slog.NewTextHandler(out, nil)), FromRecords: fromRecords,
 	})
+	if err == nil && r.FileErr != nil {
+		r.FileErr = fmt.Errorf("events file %s does not parse (ended events were torn down from their records, nothing else was done): %w", o.EventsFile, r.FileErr)
+	}
 	return r, now, err
 }
 
@@ -87,9 +95,11 @@ func (o *RunOptions) refresh(w io.Writer, r *Reconciler) {
 // RunReconcile is fleet events reconcile: it reconciles every event once
 // and writes each event's outcome to stdout, as a table after the log,
 // or with asJSON as JSON alone. ErrLocked is returned at once; other
-// errors after the outcomes.
+// errors after the outcomes. An events file that does not parse still
+// lets the events that ended be torn down from their records (the
+// Reconciler's FileErr), and is the error returned at the end.
 func RunReconcile(ctx context.Context, stdout io.Writer, o RunOptions, asJSON bool) error {
-	r, now, err := o.Open(ctx, stdout, asJSON, nil)
+	r, now, err := o.open(ctx, stdout, asJSON, nil, true)
 	if err != nil {
 		return err
 	}

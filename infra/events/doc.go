@@ -18,6 +18,24 @@
 //	left, or end + drain  backend listed by label: a box of the event found
 //	                      there is an orphan, destroyed and reported
 //
+// An event whose start the file moves later while its boxes are up is
+// drained for its drain time now, destroyed, and comes up again at its
+// new start less lead time (action=moved-later); an end moved later keeps
+// it up until the new end.
+//
+// Records keep each event's times, pool, stack and hosts as last read,
+// so an events file (or fleet file) that no longer parses holds up no
+// teardown: a reconcile then logs action=events-file-invalid, drains and
+// destroys from their records the events whose recorded end has passed
+// (or that fleet burst down brought down), leaves the others exactly as
+// they are, and exits non-zero with the parse error.
+//
+// Each event's record and cost report count the cloud API requests its
+// runs sent (Record.Requests): every Pulumi run of its stack is given a
+// request log (backend.RequestLogEnv) that the provider plugin's
+// transport appends each request to, and the reconciler's sweep writes
+// there too.
+//
 // A running event is never shrunk by itself: a smaller sizing from the
 // files (a new calibration or peak) is noted and the event keeps its
 // boxes; growing happens at once. Reconciler.Resize (fleet burst resize)

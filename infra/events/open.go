@@ -1,10 +1,19 @@
 package events
 
 import (
+	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"slices"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"time"
@@ -12,6 +21,7 @@ import (
 	"github.com/relayfleet/relayfleet/infra/backend"
 	"github.com/relayfleet/relayfleet/infra/program"
 	"github.com/relayfleet/relayfleet/infra/provider"
+	"github.com/relayfleet/relayfleet/internal/atomicfile"
 	"github.com/relayfleet/relayfleet/inventories"
 )
 
@@ -42,6 +52,94 @@ type Options struct {
 	Retention time.Duration
 	// Log receives one line per action (nothing when nil).
 	Log *slog.Logger
+	// FromRecords, when set, makes an events file (or a fleet file) that
+	// does not parse no reason to stop: Open returns a Reconciler without
+	// Events, FileErr the parse error, whose Reconcile tears down from the
+	// records the events that ended (fleet events reconcile). Its fleet
+	// is the one the last good read of this events file named (kept in
+	// the state dir).
+	FromRecords bool
+}
+
+// files are what an events file gives: the events, the fleet they are
+// for, its catalogue and calibration.
+type files struct {
+	evs   *inventories.Events
+	fleet *inventories.Fleet
+	cat   *inventories.Catalogue
+	cal   *inventories.Calibration
+}
+
+func loadFiles(path string) (files, error) {
+	cat, err := inventories.LoadCatalogue(inventories.Beside(path, inventories.ProvidersFile))
+	if err != nil {
+		return files{}, err
+	}
+	evs, fleet, err := inventories.LoadEvents(path, cat)
+	if err != nil {
+		return files{cat: cat}, err
+	}
+	cal, err := inventories.LoadCalibration(inventories.Beside(evs.FleetPath, inventories.CalibrationFile))
+	if err != nil {
+		return files{cat: cat}, err
+	}
+	return files{evs: evs, fleet: fleet, cat: cat, cal: cal}, nil
+}
+
+// lastGood is what the state dir keeps of the last good read of an
+// events file: the fleet it names, for a reconcile whose file does not
+// parse (Options.FromRecords).
+type lastGood struct {
+	EventsFile string `json:"events_file"`
+	Fleet      string `json:"fleet"`
+	FleetFile  string `json:"fleet_file"`
+}
+
+// lastGoodPath is where the state dir keeps the last good read of the
+// events file at path.
+func lastGoodPath(stateDir, path string) string {
+	sum := sha256.Sum256([]byte(absPath(path)))
+	return filepath.Join(stateDir, "cache", "events-files", hex.EncodeToString(sum[:8])+".json")
+}
+
+func (g lastGood) write(stateDir string) error {
+	data, err := json.MarshalIndent(g, "", "  ")
+	if err != nil {
+		return err
+	}
+	path := lastGoodPath(stateDir, g.EventsFile)
+	data = append(data, '\n')
+	if old, err := os.ReadFile(path); err == nil && bytes.Equal(old, data) {
+		return nil // as the last run left it
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return fmt.Errorf("events file cache: %w", err)
+	}
+	if err := atomicfile.Write(path, data, 0o600); err != nil {
+		return fmt.Errorf("events file cache: %w", err)
+	}
+	return nil
+}
+
+// errNeverRead says that no reconcile in the state dir read the events
+// file: its fleet, and so its records, are unknown.
+var errNeverRead = errors.New("no reconcile in this state dir ever read the events file")
+
+// readLastGood is the last good read of the events file at path;
+// errNeverRead when this state dir never had one.
+func readLastGood(stateDir, path string) (lastGood, error) {
+	var g lastGood
+	data, err := os.ReadFile(lastGoodPath(stateDir, path))
+	if errors.Is(err, fs.ErrNotExist) {
+		return g, errNeverRead
+	}
+	if err != nil {
+		return g, fmt.Errorf("events file cache: %w", err)
+	}
+	if err := json.Unmarshal(data, &g); err != nil || g.Fleet == "" {
+		return g, fmt.Errorf("events file cache %s: no fleet in it (%v)", lastGoodPath(stateDir, path), err)
+	}
+	return g, nil
 }
 
 // Open reads the files and builds the Reconciler they describe: the
@@ -49,37 +147,56 @@ type Options struct {
 // records and the lease in the Pulumi backend, the SSH prober and the
 // backends for the sweep. Close it when done.
 func Open(ctx context.Context, o Options) (*Reconciler, error) {
-	cat, err := inventories.LoadCatalogue(inventories.Beside(o.EventsFile, inventories.ProvidersFile))
-	if err != nil {
-		return nil, err
-	}
-	evs, fleet, err := inventories.LoadEvents(o.EventsFile, cat)
-	if err != nil {
-		return nil, err
-	}
-	cal, err := inventories.LoadCalibration(inventories.Beside(evs.FleetPath, inventories.CalibrationFile))
-	if err != nil {
-		return nil, err
+	f, fileErr := loadFiles(o.EventsFile)
+	if fileErr != nil && !o.FromRecords {
+		return nil, fileErr
 	}
 	st := o.Stack
-	st.Fleet, st.Catalogue = fleet, cat
+	var err error
 	if st.StateDir == "" {
 		if st.StateDir, err = program.DefaultStateDir(); err != nil {
-			return nil, err
+			return nil, errors.Join(fileErr, err)
 		}
 	}
-	// Every burst box runs the fleet's release, whatever build lies
-	// beside the binary running the reconcile.
-	var notes strings.Builder
-	if err := st.UseRelease(ctx, o.RelayBinary, true, &notes); err != nil {
+	if fileErr != nil {
+		// The records say what to tear down; the fleet is the one the
+		// last good read named. A file never read here has none.
+		g, err := readLastGood(st.StateDir, o.EventsFile)
+		if errors.Is(err, errNeverRead) {
+			return nil, fileErr
+		}
+		if err != nil {
+			return nil, errors.Join(fileErr, err)
+		}
+		f.fleet = &inventories.Fleet{Name: g.Fleet}
+		if f.cat == nil {
+			f.cat, _ = inventories.LoadCatalogue(inventories.Beside(o.EventsFile, inventories.ProvidersFile))
+		}
+		f.cal, _ = inventories.LoadCalibration(inventories.Beside(g.FleetFile, inventories.CalibrationFile))
+	} else if err := (lastGood{EventsFile: absPath(o.EventsFile), Fleet: f.fleet.Name, FleetFile: absPath(f.evs.FleetPath)}).write(st.StateDir); err != nil {
 		return nil, err
 	}
-	if o.Log != nil && notes.Len() > 0 {
-		o.Log.Info(strings.TrimSpace(notes.String()))
+	evs, fleet, cat, cal := f.evs, f.fleet, f.cat, f.cal
+	st.Fleet, st.Catalogue = fleet, cat
+	if evs != nil {
+		// Every burst box runs the fleet's release, whatever build lies
+		// beside the binary running the reconcile.
+		var notes strings.Builder
+		if err := st.UseRelease(ctx, o.RelayBinary, true, &notes); err != nil {
+			return nil, err
+		}
+		if o.Log != nil && notes.Len() > 0 {
+			o.Log.Info(strings.TrimSpace(notes.String()))
+		}
 	}
 	// Cloud tokens kept as secrets in the fleet's stack (fleet secret
-	// set) go to each event's stack and to the sweep.
-	for _, ev := range evs.Events {
+	// set) go to each event's stack and to the sweep: every event's
+	// backend could be a cloud when the events file does not parse.
+	cloud := []inventories.Event{{Burst: inventories.Pool{Box: inventories.Box{Provider: provider.BackendHcloud}}}}
+	if evs != nil {
+		cloud = evs.Events
+	}
+	for _, ev := range cloud {
 		if !slices.ContainsFunc(ev.Burst.Choices(), func(c inventories.Candidate) bool {
 			return c.Provider == provider.BackendHcloud || c.Provider == provider.BackendDigitalOcean
 		}) {
@@ -116,8 +233,16 @@ func Open(ctx context.Context, o Options) (*Reconciler, error) {
 		Stacks:   &KeyedStacks{PulumiStacks: PulumiStacks{Template: st}, FleetStack: fleetStack},
 		Probe:    &SSHProbe{Lab: cfg, KeyFile: cfg.SSHKeyFile},
 		Backends: func(name string) (backend.Backend, error) { return provider.OpenBackend(name, cfg) },
-		Log:      o.Log, Retention: o.Retention,
+		Log:      o.Log, Retention: o.Retention, FileErr: fileErr,
 	}, nil
+}
+
+// absPath is path made absolute, or path when that fails.
+func absPath(path string) string {
+	if abs, err := filepath.Abs(path); err == nil {
+		return abs
+	}
+	return path
 }
 
 // Close closes what the Reconciler holds open: its prober's SSH

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"os"
 	"path/filepath"
@@ -12,6 +13,7 @@ import (
 
 	"golang.org/x/crypto/ssh"
 
+	"github.com/relayfleet/relayfleet/infra/backend"
 	"github.com/relayfleet/relayfleet/infra/program"
 	"github.com/relayfleet/relayfleet/infra/provider"
 	"github.com/relayfleet/relayfleet/provision"
@@ -23,15 +25,25 @@ type PulumiStacks struct {
 	Template program.Stack
 }
 
-func (p *PulumiStacks) stack(name string, b program.Burst) *program.Stack {
+// stack is the event's stack. The API requests its provider plugin
+// sends are appended to ctx's request log (backend.WithRequestLog), when
+// it has one.
+func (p *PulumiStacks) stack(ctx context.Context, name string, b program.Burst) *program.Stack {
 	s := p.Template
 	s.Name, s.Burst, s.Refresh = name, &b, false
+	if log := backend.RequestLog(ctx); log != "" {
+		s.Env = maps.Clone(s.Env)
+		if s.Env == nil {
+			s.Env = map[string]string{}
+		}
+		s.Env[backend.RequestLogEnv] = log
+	}
 	return &s
 }
 
 // Up implements Stacks.
 func (p *PulumiStacks) Up(ctx context.Context, stack string, b program.Burst) ([]program.HostEntry, error) {
-	res, err := p.stack(stack, b).Up(ctx)
+	res, err := p.stack(ctx, stack, b).Up(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -40,7 +52,7 @@ func (p *PulumiStacks) Up(ctx context.Context, stack string, b program.Burst) ([
 
 // Destroy implements Stacks: destroy, then remove the stack.
 func (p *PulumiStacks) Destroy(ctx context.Context, stack string, b program.Burst) error {
-	s := p.stack(stack, b)
+	s := p.stack(ctx, stack, b)
 	if _, err := s.Destroy(ctx); err != nil {
 		return err
 	}
@@ -49,7 +61,7 @@ func (p *PulumiStacks) Destroy(ctx context.Context, stack string, b program.Burs
 
 // Repair implements Stacks.
 func (p *PulumiStacks) Repair(ctx context.Context, stack string, b program.Burst) error {
-	return p.stack(stack, b).Repair(ctx)
+	return p.stack(ctx, stack, b).Repair(ctx)
 }
 
 // SSHProbe asks relays over SSH, checking each box's host key from the

@@ -75,6 +75,10 @@ type Reconciler struct {
 	Backends func(name string) (backend.Backend, error)
 	// Log receives one line per action, with the event's name.
 	Log *slog.Logger
+	// FileErr, when set, is why the events file (or its fleet file) did
+	// not parse; Events is nil. Reconcile then works from the records
+	// alone (teardownFromRecord) and returns FileErr with its errors.
+	FileErr error
 	// Retention is how long the record of an event that is gone (or was
 	// missed) and no longer in the events file is kept after its last
 	// action (DefaultRetention when 0); then a reconcile forgets it.
@@ -105,10 +109,18 @@ func (r *Reconciler) log() *slog.Logger {
 // Reconcile takes the lock and moves every event, and every recorded event
 // no longer in the file, one pass toward what now asks for. One event's
 // failure does not stop the others; the error joins them all.
+//
+// With no Events (FileErr: the events file did not parse) it says so
+// loudly and tears down, from their records, the events that ended or
+// were brought down by hand; the others are left as they are.
 func (r *Reconciler) Reconcile(ctx context.Context, now time.Time) ([]Result, error) {
+	if r.FileErr != nil {
+		r.log().Error("the events file does not parse: ended events are torn down from their records, nothing is brought up, running events are left as they are; fix the file",
+			"action", "events-file-invalid", "err", r.FileErr)
+	}
 	ctx, known, unlock, err := r.lockAndLoad(ctx)
 	if err != nil {
-		return nil, err
+		return nil, errors.Join(r.FileErr, err)
 	}
 	defer unlock()
 	recs := make([]*Record, 0, len(known))
@@ -118,8 +130,15 @@ func (r *Reconciler) Reconcile(ctx context.Context, now time.Time) ([]Result, er
 	sort.Slice(recs, func(i, j int) bool { return recs[i].Event < recs[j].Event })
 	var results []Result
 	var errs []error
-	for i := range r.Events.Events {
-		ev := &r.Events.Events[i]
+	if r.FileErr != nil {
+		errs = append(errs, r.FileErr)
+	}
+	var inFile []inventories.Event
+	if r.Events != nil {
+		inFile = r.Events.Events
+	}
+	for i := range inFile {
+		ev := &inFile[i]
 		rec := known[ev.Name]
 		delete(known, ev.Name)
 		res := r.one(ctx, now, ev, rec)
@@ -130,6 +149,14 @@ func (r *Reconciler) Reconcile(ctx context.Context, now time.Time) ([]Result, er
 	}
 	for _, rec := range recs {
 		if _, gone := known[rec.Event]; !gone {
+			continue
+		}
+		if r.Events == nil {
+			res := r.teardownFromRecord(ctx, now, rec)
+			results = append(results, res)
+			if res.Err != nil {
+				errs = append(errs, fmt.Errorf("event %s: %w", rec.Event, res.Err))
+			}
 			continue
 		}
 		if r.expired(rec, now) {
@@ -145,6 +172,23 @@ func (r *Reconciler) Reconcile(ctx context.Context, now time.Time) ([]Result, er
 		}
 	}
 	return results, errors.Join(errs...)
+}
+
+// teardownFromRecord reconciles an event from its record alone, when the
+// events file does not parse: one that ended (its recorded end has
+// passed) or that fleet burst down brought down is drained and destroyed
+// as usual, on its recorded end and drain time; any other is left as it
+// is, with no new up and no drain.
+func (r *Reconciler) teardownFromRecord(ctx context.Context, now time.Time, rec *Record) Result {
+	var ev *inventories.Event
+	if !rec.End.IsZero() {
+		ev = &inventories.Event{Name: rec.Event, Start: inventories.Time{Time: rec.Start}, End: inventories.Time{Time: rec.End},
+			DrainTime: rec.DrainTime, MaxOverrun: rec.MaxOverrun, Burst: rec.Pool}
+	}
+	if rec.Manual != ManualDown && (ev == nil || now.Before(ev.End.Time)) {
+		return Result{Event: rec.Event, Phase: rec.Phase}
+	}
+	return r.one(ctx, now, ev, rec)
 }
 
 // expired reports whether the record of an event no longer in the file
@@ -248,6 +292,11 @@ const (
 	wantGone
 )
 
+// desired is what should exist for the event now. An event whose
+// boxes exist (its stack made) and whose start the file moved later than
+// now plus its lead time is brought down like an ended one (movedLater),
+// and comes up again at its new time, unless fleet burst up keeps it up;
+// an end moved later keeps a running event up until the new end.
 func desired(ev *inventories.Event, rec *Record, now time.Time) want {
 	switch {
 	case rec != nil && rec.Manual == ManualDown:
@@ -256,24 +305,49 @@ func desired(ev *inventories.Event, rec *Record, now time.Time) want {
 		return wantGone
 	case rec != nil && rec.Manual == ManualUp, !now.Before(ev.UpAt()):
 		return wantUp
+	case movedLater(ev, rec, now):
+		return wantGone
 	}
 	return wantNothing
 }
 
+// movedLater reports whether the event's boxes exist although its
+// bring-up (start less lead time, as the file now says) is still to
+// come: the file moved it later, and it is not held up by hand.
+func movedLater(ev *inventories.Event, rec *Record, now time.Time) bool {
+	return ev != nil && rec != nil && rec.StackMade && rec.Manual != ManualUp && now.Before(ev.UpAt())
+}
+
 // one reconciles one event; ev is nil for a recorded event no longer in
 // the file.
-func (r *Reconciler) one(ctx context.Context, now time.Time, ev *inventories.Event, rec *Record) Result {
+func (r *Reconciler) one(ctx context.Context, now time.Time, ev *inventories.Event, rec *Record) (res Result) {
 	if rec == nil {
 		rec = r.newRecord(ev)
 	}
-	if ev != nil {
+	if ev != nil && r.Events != nil {
 		r.followFile(now, ev, rec)
 	}
-	var err error
+	ctx, err := r.withRequestLog(ctx, rec.Event)
+	if err != nil {
+		return Result{Event: rec.Event, Phase: rec.Phase, Err: err}
+	}
+	defer func() {
+		// The API requests this pass sent, counted once it is done.
+		if added, aerr := r.addRequests(rec); added || aerr != nil {
+			res.Err = errors.Join(res.Err, aerr, r.save(ctx, rec))
+		}
+	}()
 	switch desired(ev, rec, now) {
 	case wantUp:
 		err = r.up(ctx, now, ev, rec)
 	case wantGone:
+		if rec.Phase == Up && movedLater(ev, rec, now) && rec.Manual != ManualDown {
+			// Drained for the event's drain time from now, not until
+			// its new end (drain keeps a deadline set before it).
+			rec.DrainDeadline = now.Add(ev.DrainTime.D())
+			r.note(rec, now, "moved-later", fmt.Sprintf("the events file moved the event to start at %s: its boxes are drained and destroyed now, and come back at %s (start less lead time %s)",
+				ev.Start.UTC().Format(time.RFC3339), ev.UpAt().UTC().Format(time.RFC3339), ev.LeadTime.D()))
+		}
 		err = r.down(ctx, now, ev, rec)
 	default:
 		if rec.Phase == Up {
@@ -295,8 +369,10 @@ func (r *Reconciler) one(ctx context.Context, now time.Time, ev *inventories.Eve
 // (its stack was made and not yet destroyed) keep their provider, shape
 // and location until the event is down; a move in the file is noted once
 // and applies to its next bring-up. The record's backend, which the
-// proof of teardown lists, is always the one its boxes are on.
+// proof of teardown lists, is always the one its boxes are on. The
+// event's times are the file's.
 func (r *Reconciler) followFile(now time.Time, ev *inventories.Event, rec *Record) {
+	rec.Start, rec.End, rec.DrainTime, rec.MaxOverrun = ev.Start.Time, ev.End.Time, ev.DrainTime, ev.MaxOverrun
 	p := rec.Pool
 	moved := p.Provider != "" && choiceRefs(&p) != choiceRefs(&ev.Burst)
 	if rec.StackMade && moved {
@@ -389,6 +465,7 @@ func (r *Reconciler) up(ctx context.Context, now time.Time, ev *inventories.Even
 	if rec.CreatingSince.IsZero() || again {
 		rec.CreatingSince = now
 		rec.Report, rec.Orphans, rec.DestroyedAt, rec.Samples, rec.BoxSeconds = nil, nil, time.Time{}, nil, 0
+		rec.Requests = backend.Requests{}
 	}
 	detail := fmt.Sprintf("bringing up %s (%s listeners each) for a peak of %s over the steady fleet's %s",
 		text.Plural(size.Boxes, size.Shape+" box", size.Shape+" boxes"), capacity.Count(size.PerBox), capacity.Count(size.Peak), capacity.Count(size.SteadyCapacity))
@@ -846,6 +923,9 @@ func (r *Reconciler) destroy(ctx context.Context, now time.Time, rec *Record) er
 	}
 	rec.Remaining = 0
 	rec.Phase, rec.DestroyedAt, rec.StackMade = Gone, now, false
+	if _, err := r.addRequests(rec); err != nil {
+		r.log().Warn("the event's API requests were not counted", "event", rec.Event, "err", err)
+	}
 	rec.Report = r.report(rec)
 	verb := "lists"
 	if len(backends) > 1 {

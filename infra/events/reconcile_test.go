@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"github.com/relayfleet/relayfleet/internal/text"
 	"log/slog"
+	"maps"
 	"os"
 	"path/filepath"
 	"strings"
@@ -29,15 +30,42 @@ type fakeStacks struct {
 	failDel int // fail this many Destroy calls
 	refuse  int // every Up: this many boxes refused, the rest converged
 	cloud   *fakeCloud
+	t       testing.TB
 	// beforeUp, when set, runs at the start of every Up (with the lock
 	// held): what the router's list says as Pulumi starts.
 	beforeUp func()
+	// requests, when set, are the API requests each Up and Destroy sends,
+	// as its provider plugin writes them to the request log it is given.
+	requests map[string][]string
 }
 
-func (f *fakeStacks) Up(_ context.Context, stack string, b program.Burst) ([]program.HostEntry, error) {
+// sent writes the requests of a run to the request log ctx names, as a
+// backend's transport in the provider plugin does.
+func sent(t testing.TB, ctx context.Context, lines []string) {
+	if len(lines) == 0 {
+		return
+	}
+	path := backend.RequestLog(ctx)
+	if path == "" {
+		t.Errorf("a run was given no request log")
+		return
+	}
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
+	if err != nil {
+		t.Error(err)
+		return
+	}
+	defer f.Close()
+	for _, l := range lines {
+		f.WriteString(l + "\n")
+	}
+}
+
+func (f *fakeStacks) Up(ctx context.Context, stack string, b program.Burst) ([]program.HostEntry, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.calls = append(f.calls, fmt.Sprintf("up %s %d", stack, b.Boxes))
+	sent(f.t, ctx, f.requests["up"])
 	if f.beforeUp != nil {
 		f.beforeUp()
 	}
@@ -66,10 +94,11 @@ func (f *fakeStacks) Up(_ context.Context, stack string, b program.Burst) ([]pro
 	return hosts, nil
 }
 
-func (f *fakeStacks) Destroy(_ context.Context, stack string, b program.Burst) error {
+func (f *fakeStacks) Destroy(ctx context.Context, stack string, b program.Burst) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.calls = append(f.calls, "destroy "+stack)
+	sent(f.t, ctx, f.requests["destroy"])
 	if f.failDel > 0 {
 		f.failDel--
 		return errors.New("killed mid-destroy")
@@ -150,7 +179,13 @@ func (p *fakeProbe) Drain(_ context.Context, hosts []program.HostEntry) error {
 }
 
 // fakeCloud is an in-memory backend.Backend.
-type fakeCloud struct{ boxes map[string]map[string]string }
+type fakeCloud struct {
+	boxes map[string]map[string]string
+	// listRequests, when set, is the request each List sends, written to
+	// the request log its context names.
+	listRequests []string
+	t            testing.TB
+}
 
 func (c *fakeCloud) put(name string, labels map[string]string) {
 	if c.boxes == nil {
@@ -170,7 +205,8 @@ func (c *fakeCloud) Get(_ context.Context, id string) (backend.Box, error) {
 	return backend.Box{}, backend.ErrNotFound
 }
 
-func (c *fakeCloud) List(_ context.Context, labels map[string]string) ([]backend.Box, error) {
+func (c *fakeCloud) List(ctx context.Context, labels map[string]string) ([]backend.Box, error) {
+	sent(c.t, ctx, c.listRequests)
 	var bs []backend.Box
 	for n, l := range c.boxes {
 		if backend.MatchLabels(l, labels) {
@@ -211,8 +247,8 @@ func newHarness(t *testing.T) *harness {
 		none := inventories.Duration(0)
 		evs.Events[i].MaxOverrun = &none
 	}
-	cloud := &fakeCloud{}
-	h := &harness{stacks: &fakeStacks{cloud: cloud}, probe: &fakeProbe{}, cloud: cloud, log: &bytes.Buffer{}}
+	cloud := &fakeCloud{t: t}
+	h := &harness{stacks: &fakeStacks{cloud: cloud, t: t}, probe: &fakeProbe{}, cloud: cloud, log: &bytes.Buffer{}}
 	h.r = &Reconciler{
 		Events: evs, Fleet: f, Catalogue: cat, Calibration: cal, StateDir: t.TempDir(), Release: "r1",
 		Stacks: h.stacks, Probe: h.probe, Store: &memStore{},
@@ -534,6 +570,181 @@ func TestProviderMovedBeforeTheBoxes(t *testing.T) {
 	rec := h.run(t, h.ev.UpAt())
 	if rec.Pool.Shape != "medium" || rec.PoolHeld != "" || rec.Phase != Up {
 		t.Fatalf("pool %+v held %q: a scheduled event follows the file", rec.Pool, rec.PoolHeld)
+	}
+}
+
+// TestRequestsCounted: the API requests an event's Pulumi runs send (as
+// their provider plugins write them to the request log the reconciler
+// names for the run) and those of the reconciler's own sweep add up in
+// the event's record and its report, by route and status; a new life of
+// the event (rescheduled after it was gone) counts from zero.
+func TestRequestsCounted(t *testing.T) {
+	h := newHarness(t)
+	h.stacks.requests = map[string][]string{
+		"up":      {"GET /v1/servers 200", "POST /v1/servers 429", "POST /v1/servers 201", "GET /v1/actions/{id} 200"},
+		"destroy": {"DELETE /v1/servers/{id} 200", "GET /v1/actions/{id} 200"},
+	}
+	h.cloud.listRequests = []string{"GET /v1/servers 200"}
+	rec := h.run(t, h.ev.Start.Time)
+	if rec.Phase != Up || rec.Requests.Total != 4 || rec.Requests.Statuses["429"] != 1 {
+		t.Fatalf("after the up: phase %s requests %+v, want 4, one 429", rec.Phase, rec.Requests)
+	}
+	h.probe.listeners = 0
+	rec = h.run(t, h.ev.End.Time)
+	// The sweep lists twice: before it deletes, and to prove none is left.
+	want := map[string]int{"GET /v1/servers": 3, "POST /v1/servers": 2, "GET /v1/actions/{id}": 2, "DELETE /v1/servers/{id}": 1}
+	if rec.Phase != Gone || rec.Requests.Total != 8 || !maps.Equal(rec.Requests.Routes, want) {
+		t.Fatalf("after the teardown: phase %s requests %+v, want 8 by route %v", rec.Phase, rec.Requests, want)
+	}
+	if rec.Report == nil || rec.Report.Requests.Total != 8 || rec.Report.Requests.Statuses["200"] != 6 {
+		t.Fatalf("report requests %+v, want the record's 8 (the sweep's included)", rec.Report)
+	}
+	var text strings.Builder
+	if err := rec.Report.WriteText(&text); err != nil || !strings.Contains(text.String(), "cloud API requests 8") || !strings.Contains(text.String(), "429 x 1") {
+		t.Errorf("report text does not give the 8 requests by status (%v):\n%s", err, text.String())
+	}
+	// Moved to a later day: a new life, counted from zero.
+	h.ev.Start.Time, h.ev.End.Time = h.ev.Start.Add(48*time.Hour), h.ev.End.Add(48*time.Hour)
+	if rec = h.run(t, h.ev.Start.Time); rec.Phase != Up || rec.Requests.Total != 4 {
+		t.Fatalf("the event up again: phase %s requests %d, want the new up's 4", rec.Phase, rec.Requests.Total)
+	}
+}
+
+// TestPulumiStacksNameTheRequestLog: a Pulumi run of an event's stack
+// gets the context's request log in its environment, which the CLI
+// passes to the provider plugin; the template is left as it was.
+func TestPulumiStacksNameTheRequestLog(t *testing.T) {
+	p := &PulumiStacks{Template: program.Stack{Env: map[string]string{"A": "1"}}}
+	ctx := backend.WithRequestLog(context.Background(), "/state/requests/ev.log")
+	s := p.stack(ctx, "lab-event-ev", program.Burst{Event: "ev"})
+	if s.Env[backend.RequestLogEnv] != "/state/requests/ev.log" || s.Env["A"] != "1" {
+		t.Errorf("stack env %v, want the request log and the template's", s.Env)
+	}
+	if _, ok := p.Template.Env[backend.RequestLogEnv]; ok {
+		t.Errorf("the template's env was changed: %v", p.Template.Env)
+	}
+}
+
+// TestMovedLater: a running event whose start the file moves a day later
+// is drained now, for its drain time (not until its new end), destroyed,
+// and brought up again at its new start less lead time; the record takes
+// the file's new times.
+func TestMovedLater(t *testing.T) {
+	h := newHarness(t)
+	ev := h.ev
+	if rec := h.run(t, ev.Start.Time); rec.Phase != Up {
+		t.Fatalf("at the start: phase %s", rec.Phase)
+	}
+	h.stacks.took()
+	now := ev.Start.Add(time.Minute)
+	ev.Start.Time, ev.End.Time = ev.Start.Add(24*time.Hour), ev.End.Add(24*time.Hour)
+	h.probe.listeners = 5
+	rec := h.run(t, now)
+	if rec.Phase != Draining || !rec.DrainDeadline.Equal(now.Add(ev.DrainTime.D())) {
+		t.Fatalf("moved a day later: phase %s deadline %v, want draining until %v", rec.Phase, rec.DrainDeadline, now.Add(ev.DrainTime.D()))
+	}
+	if !rec.Start.Equal(ev.Start.Time) || !rec.End.Equal(ev.End.Time) || rec.DrainTime != ev.DrainTime {
+		t.Errorf("record times %v..%v drain %v, want the file's %v..%v %v", rec.Start, rec.End, rec.DrainTime, ev.Start, ev.End, ev.DrainTime)
+	}
+	if !strings.Contains(h.log.String(), "action=moved-later") || !strings.Contains(h.log.String(), ev.UpAt().UTC().Format(time.RFC3339)) {
+		t.Errorf("the log does not say the event moved and when its boxes come back:\n%s", h.log)
+	}
+	if rs := h.relays(t); len(rs) != 1 || !rs[0].Draining {
+		t.Fatalf("relays %+v: want the event's relay draining", rs)
+	}
+	if rec = h.run(t, now.Add(ev.DrainTime.D())); rec.Phase != Gone {
+		t.Fatalf("after the drain time: phase %s, want gone", rec.Phase)
+	}
+	if rec = h.run(t, ev.UpAt().Add(-time.Minute)); rec.Phase != Gone || len(h.stacks.took()) != 1 {
+		t.Fatalf("before the new bring-up: phase %s, want gone (one destroy, nothing more)", rec.Phase)
+	}
+	if rec = h.run(t, ev.UpAt()); rec.Phase != Up || len(rec.Hosts) != 1 {
+		t.Fatalf("at the new bring-up: phase %s hosts %d, want up again", rec.Phase, len(rec.Hosts))
+	}
+}
+
+// TestEndMovedLaterKeepsTheEvent: an end moved later while the event
+// runs keeps its boxes up until the new end (an overrun).
+func TestEndMovedLaterKeepsTheEvent(t *testing.T) {
+	h := newHarness(t)
+	ev := h.ev
+	h.run(t, ev.Start.Time)
+	h.stacks.took()
+	oldEnd := ev.End.Time
+	ev.End.Time = oldEnd.Add(2 * time.Hour)
+	h.probe.listeners = 5
+	if rec := h.run(t, oldEnd.Add(time.Minute)); rec.Phase != Up || len(h.stacks.took()) != 0 || h.probe.drained != 0 || !rec.End.Equal(ev.End.Time) {
+		t.Fatalf("past the old end: phase %s drained %d end %v, want up until %v", rec.Phase, h.probe.drained, rec.End, ev.End)
+	}
+	if rec := h.run(t, ev.End.Time); rec.Phase != Draining {
+		t.Fatalf("at the new end: phase %s, want draining", rec.Phase)
+	}
+}
+
+// TestTeardownFromRecordsWhenTheFileIsInvalid: with an events file that
+// does not parse, a reconcile says so (action=events-file-invalid, the
+// error returned), drains and destroys from its record an event whose
+// recorded end has passed, on its recorded drain time, and leaves the
+// others exactly as they are: a running one not ended keeps its boxes
+// routed, a scheduled one is not brought up though its time came. Once
+// the running one's recorded end passes, it goes too.
+func TestTeardownFromRecordsWhenTheFileIsInvalid(t *testing.T) {
+	h := newHarness(t)
+	show := *h.ev
+	overrun, later := show, show
+	overrun.Name, overrun.End.Time = "lab-overrun", show.End.Add(3*time.Hour)
+	later.Name, later.Start.Time, later.End.Time = "lab-later", show.End.Add(time.Hour), show.End.Add(2*time.Hour)
+	h.r.Events.Events = []inventories.Event{show, overrun, later}
+	h.ev = &h.r.Events.Events[0]
+	h.probe.listeners = 5
+	h.run(t, show.Start.Time)
+	h.stacks.took()
+	recOf := func(name string) *Record {
+		t.Helper()
+		rec, ok, err := ReadRecord(h.r.StateDir, name)
+		if err != nil || !ok {
+			t.Fatalf("no record of %s: %v", name, err)
+		}
+		return rec
+	}
+	before := recOf(overrun.Name)
+
+	h.r.Events, h.r.FileErr = nil, errors.New("events.yaml: line 9: end: want an RFC 3339 time")
+	h.probe.listeners = 0
+	at := later.UpAt().Add(time.Minute) // after show's end, before overrun's; later's bring-up due
+	_, err := h.r.Reconcile(context.Background(), at)
+	if err == nil || !strings.Contains(err.Error(), "line 9") {
+		t.Errorf("reconcile with an invalid events file returned %v, want its parse error", err)
+	}
+	if !strings.Contains(h.log.String(), "action=events-file-invalid") || !strings.Contains(h.log.String(), "line 9") {
+		t.Errorf("the log does not report the invalid events file:\n%s", h.log)
+	}
+	if rec := recOf(show.Name); rec.Phase != Gone || rec.Report == nil {
+		t.Errorf("the ended event: phase %s, want gone with its report", rec.Phase)
+	}
+	if got := strings.Join(h.stacks.took(), ";"); got != "destroy lab-event-lab-show" {
+		t.Errorf("Pulumi runs %q, want only the ended event's destroy", got)
+	}
+	if rec := recOf(overrun.Name); rec.Phase != Up || len(rec.Log) != len(before.Log) || len(rec.Samples) != len(before.Samples) || len(rec.Hosts) != 1 {
+		t.Errorf("the running event: phase %s, %d log entries (was %d): want it left exactly as it was", rec.Phase, len(rec.Log), len(before.Log))
+	}
+	if rec := recOf(later.Name); rec.Phase != Scheduled {
+		t.Errorf("the scheduled event: phase %s, want scheduled (nothing brought up)", rec.Phase)
+	}
+	if rs := h.relays(t); len(rs) != 1 || rs[0].Draining {
+		t.Errorf("relays %+v: want the running event's relay, routed", rs)
+	}
+	// Past the running event's recorded end: drained, for its recorded
+	// drain time, then destroyed.
+	h.probe.listeners = 3
+	end := overrun.End.Add(time.Minute)
+	h.r.Reconcile(context.Background(), end)
+	if rec := recOf(overrun.Name); rec.Phase != Draining || !rec.DrainDeadline.Equal(overrun.GoneBy()) {
+		t.Errorf("the overrun past its recorded end: phase %s deadline %v, want draining until %v", rec.Phase, rec.DrainDeadline, overrun.GoneBy())
+	}
+	h.r.Reconcile(context.Background(), overrun.GoneBy())
+	if rec := recOf(overrun.Name); rec.Phase != Gone {
+		t.Errorf("the overrun after its drain time: phase %s, want gone", rec.Phase)
 	}
 }
 

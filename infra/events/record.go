@@ -1,6 +1,7 @@
 package events
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -11,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/relayfleet/relayfleet/infra/backend"
 	"github.com/relayfleet/relayfleet/infra/program"
 	"github.com/relayfleet/relayfleet/internal/atomicfile"
 	"github.com/relayfleet/relayfleet/inventories"
@@ -50,6 +52,15 @@ type Record struct {
 	// so that an event removed from the file can still be torn down; while
 	// its boxes exist they keep their provider, shape and location.
 	Pool inventories.Pool `json:"pool"`
+	// Start, End and DrainTime are the event's, as last read from the
+	// events file: a reconcile whose events file does not parse tears
+	// down from them the events that ended (teardownFromRecords).
+	Start     time.Time            `json:"start,omitzero"`
+	End       time.Time            `json:"end,omitzero"`
+	DrainTime inventories.Duration `json:"drain_time,omitempty"`
+	// MaxOverrun is the event's max_overrun as last read (nil: the
+	// default), so that a teardown from the records sheds as the file said.
+	MaxOverrun *inventories.Duration `json:"max_overrun,omitempty"`
 	// PoolHeld is where the events file moved the event while its boxes
 	// existed (noted once; "" when the file and the boxes agree).
 	PoolHeld string `json:"pool_held,omitempty"`
@@ -101,9 +112,14 @@ type Record struct {
 	// Orphans are boxes the sweep found after the stack was destroyed.
 	Orphans []string `json:"orphans,omitempty"`
 	// Remaining is the count of the event's boxes the last sweep left.
-	Remaining int     `json:"remaining"`
-	Report    *Report `json:"report,omitempty"`
-	Log       []Entry `json:"log"`
+	Remaining int `json:"remaining"`
+	// Requests counts the cloud API requests the event's runs sent: its
+	// Pulumi runs' provider plugins and the reconciler's own sweep, each
+	// retry included (backend.RequestLogEnv), since the up that began
+	// this life of the event.
+	Requests backend.Requests `json:"requests,omitzero"`
+	Report   *Report          `json:"report,omitempty"`
+	Log      []Entry          `json:"log"`
 }
 
 // Shrink is a resize down of a running event: the boxes that go (those
@@ -229,6 +245,41 @@ func readRecordDir(dir string) ([]*Record, error) {
 		}
 	}
 	return recs, nil
+}
+
+// requestsDir holds each event's request log while a reconcile runs it
+// (backend.RequestLogEnv): what a run that was cut off left there is
+// counted by the next.
+var requestsDir = filepath.Join("cache", "requests")
+
+// requestLog is the event's request log.
+func (r *Reconciler) requestLog(event string) string {
+	return filepath.Join(r.StateDir, requestsDir, event+".log")
+}
+
+// withRequestLog is ctx naming the event's request log, which the
+// backends' transports, in this process and in the Pulumi runs' provider
+// plugins, append every API request to.
+func (r *Reconciler) withRequestLog(ctx context.Context, event string) (context.Context, error) {
+	if err := os.MkdirAll(filepath.Join(r.StateDir, requestsDir), 0o700); err != nil {
+		return ctx, fmt.Errorf("request log: %w", err)
+	}
+	return backend.WithRequestLog(ctx, r.requestLog(event)), nil
+}
+
+// addRequests adds the requests in the event's request log to its record
+// and empties the log; it reports whether there were any.
+func (r *Reconciler) addRequests(rec *Record) (bool, error) {
+	path := r.requestLog(rec.Event)
+	got, err := backend.ReadRequestLog(path)
+	if err != nil || got.Total == 0 {
+		return false, err
+	}
+	rec.Requests.Add(got)
+	if err := os.Remove(path); err != nil {
+		return true, fmt.Errorf("request log: %w", err)
+	}
+	return true, nil
 }
 
 // uncache removes the record from the state dir's cache.

@@ -4,10 +4,13 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"slices"
+	"strings"
 	"text/tabwriter"
 	"time"
 
+	"github.com/relayfleet/relayfleet/infra/backend"
 	"github.com/relayfleet/relayfleet/inventories"
 	"github.com/relayfleet/relayfleet/inventories/capacity"
 )
@@ -158,8 +161,11 @@ func (rep *Report) WriteText(w io.Writer) error {
 			return err
 		}
 	}
-	_, err := fmt.Fprintf(w, "\nlistener-hours %.2f, sampled once per reconcile; egress = listener-hours x %s per listener-hour (calibration)\n",
-		rep.ListenerHours, inventories.Bytes(rep.EgressPerListenerHour))
+	if _, err := fmt.Fprintf(w, "\nlistener-hours %.2f, sampled once per reconcile; egress = listener-hours x %s per listener-hour (calibration)\n",
+		rep.ListenerHours, inventories.Bytes(rep.EgressPerListenerHour)); err != nil {
+		return err
+	}
+	_, err := fmt.Fprintf(w, "cloud API requests %d (its Pulumi runs and the sweep, retries included)%s\n", rep.Requests.Total, requestCounts(rep.Requests))
 	return err
 }
 
@@ -168,4 +174,17 @@ func signedBytes(b int64) string {
 		return "-" + inventories.Bytes(-b).String()
 	}
 	return "+" + inventories.Bytes(b).String()
+}
+
+// requestCounts is ": by status 200 x 12, 429 x 1" for the requests'
+// statuses, "" for none.
+func requestCounts(r backend.Requests) string {
+	if len(r.Statuses) == 0 {
+		return ""
+	}
+	var parts []string
+	for _, s := range slices.Sorted(maps.Keys(r.Statuses)) {
+		parts = append(parts, fmt.Sprintf("%s x %d", s, r.Statuses[s]))
+	}
+	return ": by status " + strings.Join(parts, ", ")
 }

@@ -5,6 +5,7 @@ import (
 	"math"
 	"time"
 
+	"github.com/relayfleet/relayfleet/infra/backend"
 	"github.com/relayfleet/relayfleet/inventories"
 	"github.com/relayfleet/relayfleet/inventories/capacity"
 )
@@ -46,6 +47,9 @@ type Report struct {
 	// (the calibration) and the most they served at once (sampled), and
 	// their cost, each box billed for the event's mean box life.
 	Candidates []CandidateReport `json:"candidates,omitempty"`
+	// Requests are the cloud API requests the event's runs sent, its
+	// teardown's sweep included (Record.Requests).
+	Requests backend.Requests `json:"requests"`
 }
 
 // CandidateReport is one candidate's share of an event.
@@ -59,7 +63,13 @@ type CandidateReport struct {
 }
 
 func (r *Reconciler) report(rec *Record) *Report {
-	rep := &Report{Event: rec.Event, Currency: r.Catalogue.Currency, Orphans: len(rec.Orphans)}
+	rep := &Report{Event: rec.Event, Orphans: len(rec.Orphans)}
+	// Without a catalogue or a calibration (an events file that does not
+	// parse, beside providers and calibration files that do not either),
+	// the report has no price or egress.
+	if r.Catalogue != nil {
+		rep.Currency = r.Catalogue.Currency
+	}
 	if rec.Plan != nil {
 		rep.Shape, rep.Boxes, rep.PlannedPeak = rec.Plan.Shape, rec.Plan.Boxes, rec.Plan.Peak
 		rep.PlannedBoxHours = round2(float64(rec.Plan.Boxes) * rec.Plan.WindowHours)
@@ -73,11 +83,15 @@ func (r *Reconciler) report(rec *Record) *Report {
 	} else if rep.Boxes > 0 {
 		perBox := rec.BoxSeconds / 3600 / float64(rep.Boxes)
 		rep.BilledHours = float64(rep.Boxes) * math.Ceil(perBox-1e-9)
-		if p, s, err := rec.Pool.ShapeRef(r.Catalogue); err == nil {
-			rep.Cost = round2(float64(rep.Boxes) * capacity.EventPrice(r.Catalogue, p, s, perBox))
+		if r.Catalogue != nil {
+			if p, s, err := rec.Pool.ShapeRef(r.Catalogue); err == nil {
+				rep.Cost = round2(float64(rep.Boxes) * capacity.EventPrice(r.Catalogue, p, s, perBox))
+			}
 		}
 	}
-	rep.EgressPerListenerHour = int64(capacity.EgressPerListenerHour(r.Calibration))
+	if r.Calibration != nil {
+		rep.EgressPerListenerHour = int64(capacity.EgressPerListenerHour(r.Calibration))
+	}
 	for i, s := range rec.Samples {
 		rep.PeakListeners = max(rep.PeakListeners, s.Listeners)
 		if i > 0 {
@@ -87,6 +101,7 @@ func (r *Reconciler) report(rec *Record) *Report {
 	}
 	rep.ListenerHours = round2(rep.ListenerHours)
 	rep.EgressBytes = int64(rep.ListenerHours * float64(rep.EgressPerListenerHour))
+	rep.Requests = rec.Requests.Clone()
 	rep.OverBoxHours = round2(rep.BoxHours - rep.PlannedBoxHours)
 	rep.OverCost = round2(rep.Cost - rep.PlannedCost)
 	rep.OverEgressBytes = rep.EgressBytes - rep.PlannedEgressBytes
@@ -101,9 +116,9 @@ func (r *Reconciler) report(rec *Record) *Report {
 
 // Summary is the report in one line.
 func (rep *Report) Summary() string {
-	return fmt.Sprintf("%.2f box-hours (plan %.2f), %.2f %s (plan %.2f), peak %d listeners, egress about %s (plan %s)",
+	return fmt.Sprintf("%.2f box-hours (plan %.2f), %.2f %s (plan %.2f), peak %d listeners, egress about %s (plan %s), %d API requests",
 		rep.BoxHours, rep.PlannedBoxHours, rep.Cost, rep.Currency, rep.PlannedCost, rep.PeakListeners,
-		inventories.Bytes(rep.EgressBytes), inventories.Bytes(rep.PlannedEgressBytes))
+		inventories.Bytes(rep.EgressBytes), inventories.Bytes(rep.PlannedEgressBytes), rep.Requests.Total)
 }
 
 // reportCandidates fills the report's boxes, billed hours and cost from
@@ -127,7 +142,11 @@ func (r *Reconciler) reportCandidates(rec *Record, rep *Report) {
 			}
 		}
 		box := rec.Pool.CandidateBox(k)
-		if p, sh, err := box.ShapeRef(r.Catalogue); err == nil && c.Held > 0 {
+		if r.Catalogue == nil || c.Held == 0 {
+			rep.Candidates = append(rep.Candidates, cr)
+			continue
+		}
+		if p, sh, err := box.ShapeRef(r.Catalogue); err == nil {
 			cr.Cost = round2(float64(c.Held) * capacity.EventPrice(r.Catalogue, p, sh, perBox))
 		}
 		rep.Cost += cr.Cost

@@ -79,6 +79,10 @@ type Stack struct {
 	// on its stdin and the provider as secret inputs, never a command
 	// line or an environment.
 	Secrets map[string]string
+	// Env is more environment for the Pulumi CLI, which passes it on to
+	// the provider plugin it starts (the event reconciler names its
+	// request log there: backend.RequestLogEnv). Never a secret.
+	Env map[string]string
 
 	// existing are the names the state gives the stack's boxes and
 	// firewalls (Options.Existing), read before each run.
@@ -402,6 +406,11 @@ func (s *Stack) openStack(ctx context.Context, create bool) (auto.Stack, error) 
 		"PULUMI_SKIP_UPDATE_CHECK": "true",
 		"PULUMI_HOME":              home,
 		"PATH":                     pluginDir + string(os.PathListSeparator) + os.Getenv("PATH"),
+	}
+	for k, v := range s.Env {
+		if _, set := env[k]; !set {
+			env[k] = v
+		}
 	}
 	// The passphrase reaches the CLI as a file, not in its environment,
 	// unless the operator gave it in ours (then the CLI inherits it). The

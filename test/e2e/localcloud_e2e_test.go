@@ -821,6 +821,9 @@ events:
 	before := requests()
 	partial := fleet("burst", "up", "--event", lcxEncore, "--events", evPath)
 	extraEnv = nil
+	// The requests the cloud answered for the event's own runs (each
+	// command's), which its report must count.
+	encoreRequests := requests() - before
 	if partial.code == 0 || !strings.Contains(partial.out, "1 of 2 boxes routed") {
 		t.Fatalf("burst up with every candidate saying no: exit %d, want non-zero saying 1 of 2 boxes routed:\n%s", partial.code, partial.out)
 	}
@@ -861,7 +864,9 @@ events:
 		t.Errorf("events status for %s: want the first two candidates refused, the third asked for 2 and holding 1:\n%s", lcxEncore, stOut)
 	}
 	setFaults(faults.Faults{})
+	atUp := requests()
 	manualUp := must(fleet("burst", "up", "--event", lcxEncore, "--events", evPath), "burst up")
+	encoreRequests += requests() - atUp
 	manualUp.took += partial.took
 	// Both burst ups, the six refused creates, the 429s, the hung
 	// action's polls and the three candidates' firewalls included, over
@@ -873,8 +878,22 @@ events:
 		t.Errorf("%.0f API requests per burst box, want at most 80", reqPerBox)
 	}
 	stats = burstUpN(lcxEncore, 2)
+	atDown := requests()
 	burstDown := must(fleet("burst", "down", "--event", lcxEncore, "--events", evPath, "--drain-time", "10s"), "burst down")
+	encoreRequests += requests() - atDown
 	burstGone(lcxEncore, stats)
+	// Its report counts every request its runs sent (the provider
+	// plugin's and the sweep's, retries and the refused create included):
+	// as many as the cloud answered for them.
+	repCmd := fleetCmd(ctx, state, "events", "report", "--event", lcxEncore, "--json", "--fleet", name)
+	repCmd.Args = repCmd.Args[:len(repCmd.Args)-2] // it reaches no box: no --ssh-key
+	repOut, repCode := systest.Combined(t, repCmd)
+	var rep struct{ Requests struct{ Total int } }
+	if err := json.Unmarshal([]byte(repOut), &rep); err != nil || repCode != 0 {
+		t.Errorf("events report --json: exit %d, %v\n%s", repCode, err, repOut)
+	} else if rep.Requests.Total != encoreRequests || encoreRequests == 0 {
+		t.Errorf("events report: %s spent %d API requests; the cloud answered %d for its burst up, up and down", lcxEncore, rep.Requests.Total, encoreRequests)
+	}
 
 	// 7. fleet rollback: the steady boxes back on the first build, its
 	// bytes from the backend; fleet releases lists both with the
