@@ -68,6 +68,9 @@ type Reconciler struct {
 	Backends func(name string) (backend.Backend, error)
 	// Log receives one line per action, with the event's name.
 	Log *slog.Logger
+	// WallClock is the clock the heartbeat is written on (time.Now when
+	// nil); the reconcile's own now may be a simulated one.
+	WallClock func() time.Time
 	// Retention is how long the record of an event that is gone (or was
 	// missed) and no longer in the events file is kept after its last
 	// action (DefaultRetention when 0); then a reconcile forgets it.
@@ -137,7 +140,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, now time.Time) ([]Result, er
 			errs = append(errs, fmt.Errorf("event %s: %w", rec.Event, res.Err))
 		}
 	}
-	return results, errors.Join(errs...)
+	err = errors.Join(errs...)
+	r.beat(ctx, err == nil)
+	return results, err
 }
 
 // expired reports whether the record of an event no longer in the file
@@ -282,6 +287,7 @@ func (r *Reconciler) one(ctx context.Context, now time.Time, ev *inventories.Eve
 // and applies to its next bring-up. The record's backend, which the
 // proof of teardown lists, is always the one its boxes are on.
 func (r *Reconciler) followFile(now time.Time, ev *inventories.Event, rec *Record) {
+	rec.Start, rec.End, rec.DrainTime = ev.Start.Time, ev.End.Time, ev.DrainTime
 	p := rec.Pool
 	moved := p.Provider != "" && (p.Provider != ev.Burst.Provider || p.Shape != ev.Burst.Shape || p.Location != ev.Burst.Location)
 	if rec.StackMade && moved {

@@ -53,6 +53,11 @@ type Record struct {
 	// PoolHeld is where the events file moved the event while its boxes
 	// existed (noted once; "" when the file and the boxes agree).
 	PoolHeld string `json:"pool_held,omitempty"`
+	// Start, End and DrainTime are the event's as last read from the
+	// events file, so that an event no longer in it still has them.
+	Start     time.Time            `json:"start,omitzero"`
+	End       time.Time            `json:"end,omitzero"`
+	DrainTime inventories.Duration `json:"drain_time,omitempty"`
 	// StackMade is true once a Pulumi up of the event's stack started and
 	// until its destroy finished.
 	StackMade bool `json:"stack_made"`
