@@ -26,8 +26,8 @@ type fakeStore struct {
 }
 
 func (s *fakeStore) Load(context.Context) (map[string]*events.Record, error) { return s.recs, s.err }
-func (s *fakeStore) LastBeat(context.Context) (events.Beat, error)          { return s.beat, s.err }
-func (s *fakeStore) LeaseUntil(context.Context) (time.Time, error)          { return s.lease, s.err }
+func (s *fakeStore) LastBeat(context.Context) (events.Beat, error)           { return s.beat, s.err }
+func (s *fakeStore) LeaseUntil(context.Context) (time.Time, error)           { return s.lease, s.err }
 
 // fakeBackend lists boxes by label and counts its lists.
 type fakeBackend struct {
