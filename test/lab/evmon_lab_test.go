@@ -63,7 +63,7 @@ func TestEventsExporterLab(t *testing.T) {
 	}
 	clear()
 	t.Cleanup(clear)
-	box := "evmon-show-lab-1"
+	box := "evm-show-1" // lab names: 11 characters at most
 	if _, err := l.Create(ctx, lab.Spec{Name: box, Shape: lab.Small, Labels: map[string]string{"fleet": "evmon", "tier": "burst", "event": "show"}}); err != nil {
 		t.Fatal(err)
 	}
