@@ -80,7 +80,8 @@ type Options struct {
 	// stack in StateDir.
 	Fleet string
 	// Events, when set, gives each event's end and drain time: target
-	// labels and the destroy-by time the BurstBoxPastEventEnd alert uses.
+	// labels and each event's destroy-by time and box price (the
+	// dashboard's cost panel; the alerts read the events exporter's).
 	Events *inventories.Events
 	// Hosts are stacks' hosts found otherwise (fleet monitor --inventory
 	// reads lab and static boxes as fleet status does): they join those
