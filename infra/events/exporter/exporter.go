@@ -366,18 +366,18 @@ func (e *Exporter) Handler() http.Handler {
 	return promhttp.HandlerFor(reg, promhttp.HandlerOpts{})
 }
 
-// Serve refreshes once, then serves /metrics on ln and refreshes every
-// every until ctx ends.
+// Serve serves /metrics on ln (nothing until the first refresh ends),
+// refreshes at once and then every every, until ctx ends.
 func (e *Exporter) Serve(ctx context.Context, ln net.Listener, every time.Duration) error {
 	if every <= 0 {
 		every = DefaultListEvery
 	}
-	e.Refresh(ctx)
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", e.Handler())
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	done := make(chan error, 1)
 	go func() { done <- srv.Serve(ln) }()
+	e.Refresh(ctx)
 	t := time.NewTicker(every)
 	defer t.Stop()
 	for {
