@@ -3,6 +3,9 @@ package exporter
 import (
 	"context"
 	"errors"
+	"io"
+	"net"
+	"net/http"
 	"net/http/httptest"
 	"strings"
 	"sync"
@@ -14,6 +17,7 @@ import (
 	"github.com/relayfleet/relayfleet/infra/backend"
 	"github.com/relayfleet/relayfleet/infra/events"
 	"github.com/relayfleet/relayfleet/infra/program"
+	rftest "github.com/relayfleet/relayfleet/internal/testutil"
 	"github.com/relayfleet/relayfleet/inventories"
 )
 
@@ -220,5 +224,35 @@ func TestExporterScrapesListNothing(t *testing.T) {
 	}
 	if n := testutil.CollectAndCount(e, "relayfleet_burst_box"); n != 3 {
 		t.Fatalf("%d boxes exported, want 3", n)
+	}
+}
+
+// TestExporterServe: Serve answers /metrics with the first refresh's
+// boxes and returns once its context ends.
+func TestExporterServe(t *testing.T) {
+	e, _, _ := fixture()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	served := make(chan error, 1)
+	go func() { served <- e.Serve(ctx, ln, time.Hour) }()
+	var body string
+	if !rftest.PollEvery(10*time.Second, 20*time.Millisecond, func() bool {
+		resp, err := http.Get("http://" + ln.Addr().String() + "/metrics")
+		if err != nil {
+			return false
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		body = string(b)
+		return strings.Contains(body, `relayfleet_burst_box{backend="lab",box="g1",event="ghost",fleet="lab"} 1`)
+	}) {
+		t.Fatalf("/metrics never showed the boxes:\n%s", body)
+	}
+	cancel()
+	if err := <-served; err != nil {
+		t.Fatalf("Serve after its context ended: %v", err)
 	}
 }
