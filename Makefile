@@ -118,6 +118,11 @@ lab-monitor: pulumi ## Debian's prometheus scrapes a lab box through fleet monit
 	@mkdir -p $(BIN)
 	RELAYFLEET_MONITOR_KEEP=$(abspath $(BIN)) RELAYFLEET_PULUMI=$(PULUMI) $(GO) test -tags lab,monitor -count=1 -timeout 20m -v -run TestMonitorLab ./test/lab/
 
+.PHONY: lab-evmon
+
+lab-evmon: pulumi ## Debian's prometheus scrapes fleet events exporter over a lab burst box that answers nothing; one reconcile, then none, past the event's end: ReconcilerStale and BurstBoxPastEventEnd fire within 2 minutes; prints one EVMON line (root, prometheus; about 2 minutes)
+	RELAYFLEET_PULUMI=$(PULUMI) $(GO) test -tags lab,monitor -count=1 -timeout 15m -v -run TestEventsExporterLab ./test/lab/
+
 .PHONY: lab-calibrate
 
 lab-calibrate: pulumi ## the planner against a measurement: fleet plan sizes a small lab box with the shipped calibration, then listeners through a router until the relay refuses or loses frames; prints predicted, measured and the error (root; about 5 minutes; bin/calibrate.json)

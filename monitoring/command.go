@@ -37,6 +37,9 @@ type CommandOptions struct {
 	Routers  []string
 	// Prober is --prober, a relay prober's HOST:PORT ("": none).
 	Prober string
+	// EventsExporter is --events-exporter, fleet events exporter's
+	// HOST:PORT ("": none).
+	EventsExporter string
 	// ScrapeInterval and EvaluationInterval are whole milliseconds (0:
 	// 15s); their ranges are the flags' to check.
 	ScrapeInterval, EvaluationInterval time.Duration
@@ -69,7 +72,12 @@ func WriteDir(ctx context.Context, w io.Writer, co CommandOptions) error {
 			return cli.Usagef("flag --prober: %v", err)
 		}
 	}
-	o := Options{StateDir: co.StateDir, Routers: co.Routers, Prober: co.Prober, ScrapeInterval: co.ScrapeInterval, EvaluationInterval: co.EvaluationInterval}
+	if co.EventsExporter != "" {
+		if _, err := RouterTargets([]string{co.EventsExporter}); err != nil {
+			return cli.Usagef("flag --events-exporter: want HOST:PORT (fleet events install prints it), got %q", co.EventsExporter)
+		}
+	}
+	o := Options{StateDir: co.StateDir, Routers: co.Routers, Prober: co.Prober, EventsExporter: co.EventsExporter, ScrapeInterval: co.ScrapeInterval, EvaluationInterval: co.EvaluationInterval}
 	var err error
 	if o.StateDir == "" {
 		if o.StateDir, err = program.DefaultStateDir(); err != nil {

@@ -71,6 +71,7 @@ func TestWriteDir(t *testing.T) {
 		{CommandOptions{}, "flag --out: required"},
 		{CommandOptions{Out: out, StateDir: state, Inventory: "a", EventsFile: "b"}, "flag --events: give --inventory or --events"},
 		{CommandOptions{Out: out, StateDir: state, Routers: []string{"nohost"}}, `flag --router: router "nohost": want HOST:PORT`},
+		{CommandOptions{Out: out, StateDir: state, EventsExporter: "9479"}, `flag --events-exporter: want HOST:PORT (fleet events install prints it), got "9479"`},
 		{CommandOptions{Out: out, StateDir: state, ScrapeInterval: 1000500e3}, "flag --scrape-interval: want a positive whole number of milliseconds"},
 		{CommandOptions{Out: out, StateDir: state, EvaluationInterval: 1000500e3}, "flag --evaluation-interval: want a positive whole number of milliseconds"},
 		{CommandOptions{Out: out, StateDir: filepath.Join(state, "none")}, "flag --state-dir: "},

@@ -14,9 +14,14 @@ import (
 	"sort"
 	"strings"
 	"testing"
+	"time"
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/relayfleet/relayfleet/infra/backend"
+	"github.com/relayfleet/relayfleet/infra/events"
+	"github.com/relayfleet/relayfleet/infra/events/exporter"
+	"github.com/relayfleet/relayfleet/inventories"
 	"github.com/relayfleet/relayfleet/relay"
 	"github.com/relayfleet/relayfleet/relay/client"
 	"github.com/relayfleet/relayfleet/relay/router"
@@ -138,6 +143,7 @@ func exported(t *testing.T) map[string]bool {
 	rec := httptest.NewRecorder()
 	rt.ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
 	body = append(body, rec.Body.Bytes()...)
+	body = append(body, eventsExporterMetrics(t)...)
 	names := map[string]bool{"up": true, "ALERTS": true}
 	for _, line := range strings.Split(string(body), "\n") {
 		if n, ok := strings.CutPrefix(line, "# TYPE "); ok {
@@ -158,6 +164,43 @@ func exported(t *testing.T) map[string]bool {
 		}
 	}
 	return names
+}
+
+// exporterStore and exporterBackend give fleet events exporter one event
+// with a record, a heartbeat and a box, so that it serves every figure.
+type exporterStore struct{}
+
+func (exporterStore) Load(context.Context) (map[string]*events.Record, error) {
+	return map[string]*events.Record{"show": {Event: "show", Backend: "lab", Phase: events.Up, Plan: &events.Sizing{Boxes: 1}}}, nil
+}
+func (exporterStore) LastBeat(context.Context) (events.Beat, error) {
+	return events.Beat{Run: time.Unix(1, 0), OK: time.Unix(1, 0)}, nil
+}
+func (exporterStore) LeaseUntil(context.Context) (time.Time, error) { return time.Time{}, nil }
+
+type exporterBackend struct{ backend.Backend }
+
+func (exporterBackend) List(context.Context, map[string]string) ([]backend.Box, error) {
+	return []backend.Box{{Name: "lab-show-lab-1", Labels: map[string]string{"event": "show"}}}, nil
+}
+
+// eventsExporterMetrics is what fleet events exporter serves.
+func eventsExporterMetrics(t *testing.T) []byte {
+	t.Helper()
+	evs := &inventories.Events{Events: []inventories.Event{{Name: "show", Start: inventories.Time{Time: time.Unix(100, 0)},
+		End: inventories.Time{Time: time.Unix(200, 0)}, Burst: inventories.Pool{Box: inventories.Box{Provider: "lab"}}}}}
+	e := &exporter.Exporter{Fleet: "lab", Store: exporterStore{},
+		ReadEvents: func() (*inventories.Events, error) { return evs, nil },
+		Backends:   func(string) (backend.Backend, error) { return exporterBackend{}, nil }}
+	if err := e.Refresh(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	rec := httptest.NewRecorder()
+	e.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+	if !strings.Contains(rec.Body.String(), "relayfleet_burst_box{") {
+		t.Fatalf("the events exporter serves no box:\n%s", rec.Body)
+	}
+	return rec.Body.Bytes()
 }
 
 // TestDashboardUsesOnlyExportedMetrics: every query of the dashboard is

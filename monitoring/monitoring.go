@@ -26,6 +26,8 @@ const (
 	RelayJob     = "relayfleet-relay"
 	RouterJob    = "relayfleet-router"
 	HeartbeatJob = "relayfleet-heartbeat"
+	// EventsJob scrapes fleet events exporter (Options.EventsExporter).
+	EventsJob = "relayfleet-events"
 )
 
 // Files written under the output directory.
@@ -78,7 +80,8 @@ type Options struct {
 	// stack in StateDir.
 	Fleet string
 	// Events, when set, gives each event's end and drain time: target
-	// labels and the destroy-by time the BurstBoxPastEventEnd alert uses.
+	// labels and each event's destroy-by time and box price (the
+	// dashboard's cost panel; the alerts read the events exporter's).
 	Events *inventories.Events
 	// Hosts are stacks' hosts found otherwise (fleet monitor --inventory
 	// reads lab and static boxes as fleet status does): they join those
@@ -91,6 +94,11 @@ type Options struct {
 	// (job HeartbeatJob, /probe?target=), and the RelaySilent alert fires
 	// for a process that passes too little of it on.
 	Prober string
+	// EventsExporter, when set, is the HOST:PORT of fleet events exporter
+	// (fleet events install runs it): job EventsJob, whose figures the
+	// ReconcilerStale, BurstBoxPastEventEnd and EventUnderCapacity alerts
+	// read.
+	EventsExporter string
 	// Profile is the sysctl profile the boxes should meet; its settings
 	// become relayfleet:sysctl_wanted. Zero: sysctl.Relay().
 	Profile sysctl.Profile
@@ -352,7 +360,22 @@ scrape_configs:
     metrics_path: /metrics
     file_sd_configs:
       - files: [targets/routers.json]
-%s`, promDuration(si), promDuration(ei), RelayJob, RouterJob, heartbeatJob(o.Prober))
+%s%s`, promDuration(si), promDuration(ei), RelayJob, RouterJob, heartbeatJob(o.Prober), eventsJob(o.EventsExporter))
+}
+
+// eventsJob is the scrape job of fleet events exporter at addr (""
+// without one).
+func eventsJob(addr string) string {
+	if addr == "" {
+		return ""
+	}
+	return fmt.Sprintf(`  # fleet events exporter: the event reconciler's heartbeat and every
+  # burst box the backends list by label, whether or not it answers.
+  - job_name: %s
+    metrics_path: /metrics
+    static_configs:
+      - targets: [%q]
+`, EventsJob, addr)
 }
 
 // heartbeatJob is the scrape job that has the relay prober at prober hear

@@ -141,13 +141,19 @@ func TestWriteTargetsAndRules(t *testing.T) {
 		t.Errorf("a heartbeat job without a prober:\n%s", cfg)
 	}
 
-	// With a prober: a job that asks it for every relay target.
-	if _, err := Write(out, Options{StateDir: state, Prober: "127.0.0.1:9799"}); err != nil {
+	if cfg, _ := os.ReadFile(filepath.Join(out, ConfigFile)); strings.Contains(string(cfg), EventsJob) {
+		t.Errorf("an events job without an exporter:\n%s", cfg)
+	}
+
+	// With a prober: a job that asks it for every relay target; with the
+	// events exporter, a job that scrapes it.
+	if _, err := Write(out, Options{StateDir: state, Prober: "127.0.0.1:9799", EventsExporter: "127.0.0.1:9479"}); err != nil {
 		t.Fatal(err)
 	}
 	cfg, _ := os.ReadFile(filepath.Join(out, ConfigFile))
 	for _, want := range []string{"job_name: " + HeartbeatJob + "\n    metrics_path: /probe\n", "scrape_timeout: 5s\n    file_sd_configs:\n      - files: [targets/relays.json]",
-		"target_label: __param_target", "replacement: \"127.0.0.1:9799\""} {
+		"target_label: __param_target", "replacement: \"127.0.0.1:9799\"",
+		"job_name: " + EventsJob + "\n    metrics_path: /metrics\n    static_configs:\n      - targets: [\"127.0.0.1:9479\"]\n"} {
 		if !strings.Contains(string(cfg), want) {
 			t.Errorf("prometheus.yml with a prober lacks %q:\n%s", want, cfg)
 		}

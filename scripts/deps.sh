@@ -11,7 +11,7 @@
 #           ffmpeg (the Opus stream)
 #   lab     make lab-test, make e2e: systemd-nspawn, debootstrap, ip
 #   listen  make test-listen: chromium, ffmpeg
-#   monitor make lab-monitor: the prometheus server
+#   monitor make lab-monitor, make lab-evmon: the prometheus server
 #   node    make interop, make web: node and npm (CI only: on a developer's
 #           machine install Node 20 from nodesource, not Debian's nodejs)
 #   qemu    make lab-qemu: qemu-system-x86_64

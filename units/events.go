@@ -3,6 +3,7 @@ package units
 import (
 	"errors"
 	"fmt"
+	"net"
 	"regexp"
 	"strconv"
 	"strings"
@@ -16,6 +17,8 @@ import (
 const (
 	ReconcilerService = "relayfleet-events.service"
 	ReconcilerTimer   = "relayfleet-events.timer"
+	// ExporterService runs fleet events exporter beside the timer.
+	ExporterService = "relayfleet-events-exporter.service"
 	// ReconcilerDir is where RenderReconciler's files go on the ops host.
 	ReconcilerDir = "/etc/systemd/system"
 )
@@ -27,6 +30,8 @@ const (
 	// ReconcileTimeout bounds one run: a Pulumi up that creates or
 	// destroys many boxes, each converged over SSH, takes minutes.
 	ReconcileTimeout = 30 * time.Minute
+	// DefaultExporterListen is where the events exporter serves /metrics.
+	DefaultExporterListen = "127.0.0.1:9479"
 )
 
 // Reconciler is how the event reconciler (fleet events reconcile) runs on
@@ -46,7 +51,24 @@ type Reconciler struct {
 	// ExtraArgs are further reconcile flags such as --lab-dir X, passed
 	// as they are (quoted for systemd where they need it).
 	ExtraArgs []string
+	// ExporterListen is the events exporter's HOST:PORT ("" =
+	// DefaultExporterListen).
+	ExporterListen string
 }
+
+// Listen is where the events exporter serves /metrics.
+func (r Reconciler) Listen() string {
+	if r.ExporterListen == "" {
+		return DefaultExporterListen
+	}
+	return r.ExporterListen
+}
+
+// StaleAfter is how old the last reconcile without an error may be
+// before ReconcilerStale fires: two runs missed, and 30s for the one
+// under way to finish (a run still going renews its lease, which holds
+// the alert off).
+func (r Reconciler) StaleAfter() time.Duration { return 2*r.interval() + 30*time.Second }
 
 // userRE is a conservative user name (or a numeric uid) for User=.
 var userRE = regexp.MustCompile(`^([A-Za-z_][A-Za-z0-9_.-]{0,31}|[0-9]{1,10})$`)
@@ -105,6 +127,11 @@ func (r Reconciler) validate() error {
 		return fieldErr("Interval", iv, "under the minimum of "+MinReconcileInterval.String())
 	} else if iv%time.Millisecond != 0 {
 		return fieldErr("Interval", iv, "not a whole number of milliseconds")
+	}
+	if l := r.Listen(); strings.IndexFunc(l, func(c rune) bool { return unicode.IsSpace(c) || unicode.IsControl(c) }) >= 0 {
+		return fieldErr("ExporterListen", l, "not a HOST:PORT")
+	} else if _, port, err := net.SplitHostPort(l); err != nil || port == "" {
+		return fieldErr("ExporterListen", l, "not a HOST:PORT")
 	}
 	if r.User != "" && !userRE.MatchString(r.User) {
 		return fieldErr("User", r.User, "not a user name")
@@ -171,8 +198,38 @@ func systemdSpan(d time.Duration) string {
 	return strings.Join(parts, " ")
 }
 
-// RenderReconciler returns relayfleet-events.service and
-// relayfleet-events.timer, under /etc/systemd/system/.
+// exporterShared are the reconcile flags the exporter takes too (where
+// the Pulumi backend and the lab are); ExtraArgs keeps only these for it.
+var exporterShared = map[string]bool{"backend": true, "pulumi": true, "ssh-key": true, "lab-dir": true, "lab-images": true, "lab-bridge": true, "lab-subnet": true}
+
+// exporterArgs are the ExtraArgs the exporter takes: the shared flags,
+// as --flag=value or --flag value. Every other reconcile flag takes a
+// value but --json.
+func exporterArgs(extra []string) []string {
+	var out []string
+	for i := 0; i < len(extra); i++ {
+		a := extra[i]
+		if !strings.HasPrefix(a, "-") {
+			continue
+		}
+		name, _, hasValue := strings.Cut(strings.TrimLeft(a, "-"), "=")
+		takesNext := !hasValue && name != "json" && i+1 < len(extra)
+		if exporterShared[name] {
+			out = append(out, a)
+			if takesNext {
+				out = append(out, extra[i+1])
+			}
+		}
+		if takesNext {
+			i++
+		}
+	}
+	return out
+}
+
+// RenderReconciler returns relayfleet-events.service,
+// relayfleet-events.timer and relayfleet-events-exporter.service, under
+// /etc/systemd/system/.
 func RenderReconciler(r Reconciler) ([]File, error) {
 	if err := r.validate(); err != nil {
 		return nil, err
@@ -248,5 +305,53 @@ func RenderReconciler(r Reconciler) ([]File, error) {
 	if err != nil {
 		return nil, err
 	}
-	return []File{service, timer}, nil
+	exporter, err := renderExporter(r)
+	if err != nil {
+		return nil, err
+	}
+	return []File{service, timer, exporter}, nil
+}
+
+// renderExporter is the events exporter's service: a long-running
+// fleet events exporter with the reconciler's files, user and
+// environment file, restarted when it stops. It runs no boxes (it lists
+// them and reads the Pulumi backend), so it is hardened further than
+// the reconciler.
+func renderExporter(r Reconciler) (File, error) {
+	args := []string{r.Fleet, "events", "exporter", "--events", r.Events, "--state-dir", r.StateDir,
+		"--listen", r.Listen(), "--stale-after", r.StaleAfter().String()}
+	args = append(args, exporterArgs(r.ExtraArgs)...)
+	for i := range args {
+		args[i] = execQuote(args[i])
+	}
+	user := r.User
+	if user == "" {
+		user = "root" // HOME for Pulumi, as for the reconciler
+	}
+	opts := []*unit.UnitOption{
+		opt("Unit", "Description", "relayfleet events exporter: the reconciler's heartbeat and every burst box, on /metrics"),
+		opt("Unit", "After", "network-online.target"),
+		opt("Unit", "Wants", "network-online.target"),
+		opt("Service", "Type", "simple"),
+		opt("Service", "User", user),
+	}
+	if r.EnvironmentFile != "" {
+		opts = append(opts, opt("Service", "EnvironmentFile", "-"+strings.ReplaceAll(r.EnvironmentFile, "%", "%%")))
+	}
+	opts = append(opts,
+		opt("Service", "ExecStart", strings.Join(args, " ")),
+		opt("Service", "Restart", "always"),
+		opt("Service", "RestartSec", "5s"),
+		opt("Service", "SyslogIdentifier", "relayfleet-events-exporter"),
+		opt("Service", "UMask", "0077"),
+		opt("Service", "NoNewPrivileges", "yes"),
+		opt("Service", "PrivateTmp", "yes"),
+		opt("Service", "ProtectKernelTunables", "yes"),
+		opt("Service", "ProtectKernelModules", "yes"),
+		opt("Service", "ProtectControlGroups", "yes"),
+		opt("Service", "RestrictSUIDSGID", "yes"),
+		opt("Service", "LockPersonality", "yes"),
+		opt("Install", "WantedBy", "multi-user.target"),
+	)
+	return render(ReconcilerDir+"/"+ExporterService, opts)
 }

@@ -47,7 +47,7 @@ func TestRenderReconcilerGolden(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if len(files) != 2 || files[0].Path != "/etc/systemd/system/"+ReconcilerService || files[1].Path != "/etc/systemd/system/"+ReconcilerTimer {
+			if len(files) != 3 || files[0].Path != "/etc/systemd/system/"+ReconcilerService || files[1].Path != "/etc/systemd/system/"+ReconcilerTimer || files[2].Path != "/etc/systemd/system/"+ExporterService {
 				t.Fatalf("files = %v", files)
 			}
 			reconcilerGolden(t, name, files)
@@ -106,6 +106,8 @@ func TestRenderReconcilerRejects(t *testing.T) {
 		{func(r *Reconciler) { r.ExtraArgs = []string{"a\tb\x00"} }, `reconciler ExtraArgs[0]`},
 		{func(r *Reconciler) { r.ExtraArgs = []string{"--events=/tmp/other.yaml"} }, `reconciler ExtraArgs[0] "--events=/tmp/other.yaml": set the reconciler's Events or StateDir instead`},
 		{func(r *Reconciler) { r.ExtraArgs = []string{"-state-dir", "/x"} }, `reconciler ExtraArgs[0] "-state-dir"`},
+		{func(r *Reconciler) { r.ExporterListen = "9479" }, `reconciler ExporterListen "9479": not a HOST:PORT`},
+		{func(r *Reconciler) { r.ExporterListen = "127.0.0.1:9479 --x" }, `reconciler ExporterListen`},
 	} {
 		r := defaultReconciler
 		tc.mutate(&r)
@@ -113,6 +115,25 @@ func TestRenderReconcilerRejects(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("RenderReconciler(%+v) = %v, want an error with %q", r, err, tc.want)
 		}
+	}
+}
+
+// TestRenderExporter: the exporter's service runs fleet events exporter
+// with the reconciler's files, its listen address, a staleness threshold
+// of two intervals and 30s, and of the reconcile flags after -- only
+// those the exporter takes (where the Pulumi backend and the lab are).
+func TestRenderExporter(t *testing.T) {
+	r := defaultReconciler
+	r.Interval = 20 * time.Second
+	r.ExporterListen = "10.0.0.1:9000"
+	r.ExtraArgs = []string{"--lab-dir", "/lab", "--lease-ttl", "5m", "--json", "--backend=file:///b", "--now", "2030-01-01T00:00:00Z", "--pulumi", "/p"}
+	files, err := RenderReconciler(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "ExecStart=/usr/local/bin/fleet events exporter --events /etc/relayfleet/events.yaml --state-dir /var/lib/relayfleet/state --listen 10.0.0.1:9000 --stale-after 1m10s --lab-dir /lab --backend=file:///b --pulumi /p\n"
+	if got := string(files[2].Data); !strings.Contains(got, want) || !strings.Contains(got, "Restart=always\n") {
+		t.Fatalf("exporter service lacks %q or Restart=always:\n%s", want, got)
 	}
 }
 

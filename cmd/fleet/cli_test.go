@@ -39,7 +39,7 @@ func outStreams(out io.Writer) *cli.IOStreams {
 var leaves = [][]string{
 	{"plan"}, {"converge"}, {"rollout"}, {"rollback"}, {"releases"}, {"status"}, {"providers"}, {"up"}, {"preview"},
 	{"secret", "set", "hcloud-token"}, {"token"}, {"auth", "rotate"}, {"auth", "show"}, {"auth", "export"},
-	{"destroy"}, {"events", "reconcile"}, {"events", "status"}, {"events", "report"}, {"events", "install"},
+	{"destroy"}, {"events", "reconcile"}, {"events", "status"}, {"events", "report"}, {"events", "install"}, {"events", "exporter"},
 	{"burst", "up"}, {"burst", "down"}, {"burst", "resize"}, {"loadtest"}, {"monitor"},
 	{"lab", "up"}, {"lab", "down"}, {"lab", "status"}, {"lab", "ssh", "box1"}, {"lab", "cloud", "hcloud"}, {"hosts"},
 }

@@ -17,8 +17,8 @@ import (
 
 // eventsCommand is fleet events reconcile | status | report | install.
 func eventsCommand(ios *cli.IOStreams) *cobra.Command {
-	return cli.Group("events", "burst capacity for scheduled events: reconcile (every minute) | status | report | install",
-		eventsReconcileCommand(ios), eventsStatusCommand(ios), eventsReportCommand(ios), eventsInstallCommand(ios))
+	return cli.Group("events", "burst capacity for scheduled events: reconcile (every minute) | status | report | install | exporter",
+		eventsReconcileCommand(ios), eventsStatusCommand(ios), eventsReportCommand(ios), eventsInstallCommand(ios), eventsExporterCommand(ios))
 }
 
 // burstCommand is fleet burst up | down | resize.
@@ -51,20 +51,24 @@ func (e *eventsFlags) add(fs *pflag.FlagSet) {
 func (e *eventsFlags) options() events.RunOptions {
 	o := e.o
 	o.RelayBinary = e.set.RelayBinary
-	o.Stack = func(progress io.Writer) (*program.Stack, provider.Config, error) {
-		if err := e.set.Check(); err != nil {
-			return nil, provider.Config{}, err
-		}
-		st, err := e.set.Template(nil, nil, progress)
-		if err != nil {
-			return nil, provider.Config{}, err
-		}
-		return st, st.ProviderConfig(), nil
-	}
+	o.Stack = e.pulumiFlags.eventsStack
 	o.Refresh = func(w io.Writer, stateDir string, evs *inventories.Events) {
 		refreshMonitor(w, e.monitorDir, stateDir, evs)
 	}
 	return o
+}
+
+// eventsStack checks the Pulumi flags, then makes the stacks' template
+// and says how boxes are reached (events.RunOptions.Stack).
+func (p *pulumiFlags) eventsStack(progress io.Writer) (*program.Stack, provider.Config, error) {
+	if err := p.set.Check(); err != nil {
+		return nil, provider.Config{}, err
+	}
+	st, err := p.set.Template(nil, nil, progress)
+	if err != nil {
+		return nil, provider.Config{}, err
+	}
+	return st, st.ProviderConfig(), nil
 }
 
 // eventsReconcileCommand is fleet events reconcile.

@@ -22,8 +22,8 @@ func TestEventsBadInput(t *testing.T) {
 	exe, _ := os.Executable()
 	ev := "../../inventories/lab-events.yaml"
 	usageErrors(t, []usageCase{
-		{"no subcommand", []string{"events"}, "fleet events: want a subcommand: install, reconcile, report or status\n"},
-		{"unknown subcommand", []string{"events", "sync"}, "fleet events: unknown subcommand \"sync\" (want install, reconcile, report or status)\n"},
+		{"no subcommand", []string{"events"}, "fleet events: want a subcommand: exporter, install, reconcile, report or status\n"},
+		{"unknown subcommand", []string{"events", "sync"}, "fleet events: unknown subcommand \"sync\" (want exporter, install, reconcile, report or status)\n"},
 		{"no events file", []string{"events", "reconcile"}, "fleet events reconcile: flag --events: required\n"},
 		{"bad now", []string{"events", "reconcile", "--events", ev, "--now", "noon"}, "fleet events reconcile: flag --now: want an RFC 3339 time such as 2026-12-05T19:00:00Z, got \"noon\"\n"},
 		{"missing file", []string{"events", "reconcile", "--events", "nope.yaml", "--relay-binary", exe}, "fleet events reconcile: nope.yaml: no such file\n"},
@@ -36,6 +36,10 @@ func TestEventsBadInput(t *testing.T) {
 		{"report without event", []string{"events", "report"}, "fleet events report: flag --event: required\n"},
 		{"short lease", []string{"events", "reconcile", "--events", ev, "--lease-ttl", "5s"}, "fleet events reconcile: flag --lease-ttl: 5s is out of range: want 30s to 1h\n"},
 		{"long lease", []string{"burst", "up", "--events", ev, "--event", "lab-show", "--lease-ttl", "2h"}, "fleet burst up: flag --lease-ttl: 2h0m0s is out of range: want 30s to 1h\n"},
+		{"exporter without events", []string{"events", "exporter", "--listen", "127.0.0.1:0"}, "fleet events exporter: flag --events: required\n"},
+		{"exporter without listen", []string{"events", "exporter", "--events", ev}, "fleet events exporter: flag --listen: required (HOST:PORT for /metrics)\n"},
+		{"exporter listen not host:port", []string{"events", "exporter", "--events", ev, "--listen", "9479"}, "fleet events exporter: flag --listen: want HOST:PORT, got \"9479\"\n"},
+		{"exporter lists too often", []string{"events", "exporter", "--events", ev, "--listen", ":0", "--list-every", "1s"}, "fleet events exporter: flag --list-every: 1s is out of range: want 5s to 1h\n"},
 		{"status backend not a URL", []string{"events", "status", "--backend", "/srv/state"}, "fleet events status: flag --backend: want a URL such as file:///var/lib/relayfleet/state or s3://bucket, got \"/srv/state\"\n"},
 	})
 }

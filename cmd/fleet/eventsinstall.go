@@ -17,10 +17,13 @@ func eventsInstallCommand(ios *cli.IOStreams) *cobra.Command {
 	var noEnable bool
 	cmd := &cobra.Command{
 		Use:   "install",
-		Short: "the systemd timer that runs reconcile every minute",
+		Short: "the systemd timer that runs reconcile every minute, and the events exporter",
 		Long: `Write the systemd service and timer that run fleet events reconcile every
---interval on this host, then enable the timer. Arguments after -- are
-further reconcile flags (such as --lab-dir DIR), passed as they are.
+--interval on this host, and the service that runs fleet events exporter
+(--exporter-listen: the reconciler's heartbeat and every burst box the
+backends list, on /metrics, for fleet monitor --events-exporter), then
+enable both. Arguments after -- are further reconcile flags (such as
+--lab-dir DIR), passed as they are; the exporter gets those it takes too.
 
 The service runs as root (or --user): every file it runs or reads (the
 fleet binary, the events, fleet and providers files, the state dir and
@@ -48,6 +51,7 @@ install -o root -g root -m 0755 bin/fleet /usr/local/bin/`,
 	fs.StringVar(&f.User, "user", "", "user the reconciler runs as (default root; lab events need root)")
 	fs.StringVar(&f.EnvironmentFile, "environment-file", "", "file with HCLOUD_TOKEN=, DIGITALOCEAN_TOKEN=, PULUMI_CONFIG_PASSPHRASE= lines: root's, mode 0600, in directories only root can write (systemd reads it for a service run as root)")
 	fs.StringVar(&f.UnitDir, "unit-dir", units.ReconcilerDir, "where the unit files are written")
-	fs.BoolVar(&noEnable, "no-enable", false, "write the unit files only: no systemctl daemon-reload, no enable --now")
+	fs.StringVar(&f.ExporterListen, "exporter-listen", units.DefaultExporterListen, "HOST:PORT the events exporter serves /metrics on")
+	fs.BoolVar(&noEnable, "no-enable", false, "write the unit files only: no systemctl daemon-reload, no enable --now, no exporter restart")
 	return cmd
 }

@@ -51,6 +51,7 @@ func monitorCommand(ios *cli.IOStreams) *cobra.Command {
 	fs.StringVar(&backend, "backend", "", "with --inventory: Pulumi backend URL (default $"+program.BackendEnv+", else file:// under the state dir)")
 	fs.Var(cli.GoValue((*stringList)(&o.Routers)), "router", "a router's HOST:PORT to scrape (repeatable)")
 	fs.StringVar(&o.Prober, "prober", "", "a relay prober's HOST:PORT (relay prober --listen): Prometheus has it hear the fleet heartbeat through every relay process, and RelaySilent fires for one that passes too little on")
+	fs.StringVar(&o.EventsExporter, "events-exporter", "", "fleet events exporter's HOST:PORT (fleet events install prints it; default 127.0.0.1:9479 there): the reconciler's heartbeat and every burst box, for ReconcilerStale, BurstBoxPastEventEnd and EventUnderCapacity")
 	fs.DurationVar(&o.ScrapeInterval, "scrape-interval", 0, "scrape interval in prometheus.yml (default 15s)")
 	cli.Ranged(fs, "scrape-interval", cli.Durations(time.Second, time.Hour))
 	fs.DurationVar(&o.EvaluationInterval, "evaluation-interval", 0, "rule evaluation interval in prometheus.yml (default 15s)")

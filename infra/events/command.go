@@ -236,6 +236,7 @@ var timerFlags = map[string]string{
 	"User":            "--user",
 	"EnvironmentFile": "--environment-file",
 	"UnitDir":         "--unit-dir",
+	"ExporterListen":  "--exporter-listen",
 }
 
 // timerFieldName names what the user gave behind a TimerFieldError's

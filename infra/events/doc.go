@@ -60,5 +60,13 @@
 // fleet burst take on their command line); Outcomes and ReadRecords are
 // what those commands and fleet events status and report print.
 // InstallTimer puts the reconciler's systemd service and timer, rendered
-// by units.RenderReconciler, on the ops host and enables the timer.
+// by units.RenderReconciler, on the ops host and enables the timer, with
+// the events exporter's service beside them.
+//
+// Every reconcile ends with a heartbeat (Heart: the last run, and the last
+// run without an error) in the Pulumi backend. The events exporter
+// (package exporter, fleet events exporter) reads it there, with the
+// lease and the records (OpenWatch), and lists the backends by label, so
+// that a reconciler that stopped, and a box that bills while it answers
+// nothing, are seen from outside the reconciler.
 package events

@@ -123,9 +123,9 @@ func (r *Reconciler) planCandidates(rec *Record, size *Sizing) error {
 	return nil
 }
 
-// wanted is the boxes the event's plan counts on: its sizing's, or with
+// Wanted is the boxes the event's plan counts on: its sizing's, or with
 // candidates, those each is asked for (a refused one's, those it holds).
-func (rec *Record) wanted() int {
+func (rec *Record) Wanted() int {
 	if !rec.multi() {
 		if rec.Plan == nil {
 			return 0
@@ -319,9 +319,9 @@ func (rec *Record) candidateOf(group string) int {
 	return -1
 }
 
-// sweepBackends are the backends the proof of teardown lists: the
+// SweepBackends are the backends the proof of teardown lists: the
 // record's, and every candidate's that held a box.
-func (rec *Record) sweepBackends() []string {
+func (rec *Record) SweepBackends() []string {
 	out := []string{rec.Backend}
 	for _, c := range rec.Candidates {
 		if c.Held > 0 && !slices.Contains(out, c.Provider) {

@@ -129,8 +129,8 @@ func TestFallbackPlansTheRestOnTheNextCandidate(t *testing.T) {
 	if want := []string{"c0=3", fmt.Sprintf("c0=1 c1=%d", wantBig)}; !reflect.DeepEqual(stacks.calls, want) {
 		t.Fatalf("ups %q, want %q", stacks.calls, want)
 	}
-	if rec.Phase != Up || len(rec.Hosts) != 1+wantBig || rec.wanted() != 1+wantBig {
-		t.Fatalf("phase %s, %d hosts, %d wanted; want up with %d", rec.Phase, len(rec.Hosts), rec.wanted(), 1+wantBig)
+	if rec.Phase != Up || len(rec.Hosts) != 1+wantBig || rec.Wanted() != 1+wantBig {
+		t.Fatalf("phase %s, %d hosts, %d wanted; want up with %d", rec.Phase, len(rec.Hosts), rec.Wanted(), 1+wantBig)
 	}
 	c0, c1 := rec.Candidates[0], rec.Candidates[1]
 	if !strings.Contains(c0.Refused, "412 resource_unavailable") || c0.Boxes != 1 || c1.Refused != "" || c1.Boxes != wantBig || c1.PerBox != big || c1.Price <= 0 {
@@ -201,8 +201,8 @@ func TestFallbackKeepsAHoleAndTheLastCandidateIsRetried(t *testing.T) {
 	if rec.Candidates[0].Refused == "" || !reflect.DeepEqual(rec.Candidates[0].Made, []int{1, 3}) || rec.Candidates[1].Refused != "" {
 		t.Fatalf("candidates %+v", rec.Candidates)
 	}
-	if len(rec.Hosts) != 2 || rec.wanted() != 3 || !strings.Contains(h.log.String(), "2 of 3 boxes routed") {
-		t.Fatalf("%d hosts, %d wanted; log:\n%s", len(rec.Hosts), rec.wanted(), h.log.String())
+	if len(rec.Hosts) != 2 || rec.Wanted() != 3 || !strings.Contains(h.log.String(), "2 of 3 boxes routed") {
+		t.Fatalf("%d hosts, %d wanted; log:\n%s", len(rec.Hosts), rec.Wanted(), h.log.String())
 	}
 	full, stacks.calls = true, nil
 	rec = h.run(t, h.ev.UpAt().Add(time.Minute))

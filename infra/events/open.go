@@ -11,12 +11,14 @@ import (
 	"io"
 	"io/fs"
 	"log/slog"
-	"slices"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/pulumi/pulumi/sdk/v3/go/auto"
 
 	"github.com/relayfleet/relayfleet/infra/backend"
 	"github.com/relayfleet/relayfleet/infra/program"
@@ -189,34 +191,7 @@ func Open(ctx context.Context, o Options) (*Reconciler, error) {
 			o.Log.Info(strings.TrimSpace(notes.String()))
 		}
 	}
-	// Cloud tokens kept as secrets in the fleet's stack (fleet secret
-	// set) go to each event's stack and to the sweep: every event's
-	// backend could be a cloud when the events file does not parse.
-	cloud := []inventories.Event{{Burst: inventories.Pool{Box: inventories.Box{Provider: provider.BackendHcloud}}}}
-	if evs != nil {
-		cloud = evs.Events
-	}
-	for _, ev := range cloud {
-		if !slices.ContainsFunc(ev.Burst.Choices(), func(c inventories.Candidate) bool {
-			return c.Provider == provider.BackendHcloud || c.Provider == provider.BackendDigitalOcean
-		}) {
-			continue
-		}
-		steady := st
-		steady.Name = fleet.Name
-		secrets, err := steady.ReadSecrets(ctx)
-		if err != nil {
-			return nil, err
-		}
-		delete(secrets, program.RelayAuthKeysKey) // a Host input, not provider config
-		st.Secrets = secrets
-		break
-	}
-	cfg := o.Lab
-	cfg.HcloudToken, cfg.DigitalOceanToken = st.Secrets[program.HcloudTokenKey], st.Secrets[program.DigitalOceanTokenKey]
-	// The records and the lease live in the Pulumi backend, beside the
-	// stacks: the state dir only caches them.
-	ws, err := st.ProjectWorkspace(ctx, StoreProject)
+	cfg, ws, err := openBackend(ctx, &st, evs, fleet.Name, o.Lab)
 	if err != nil {
 		return nil, err
 	}
@@ -243,6 +218,94 @@ func absPath(path string) string {
 		return abs
 	}
 	return path
+}
+
+// openBackend puts the cloud tokens kept as secrets in the fleet's stack
+// (fleet secret set) into st (each event's stack gets them) and into the
+// backends' settings (for the sweep and the exporter's lists), and opens
+// the workspace of the reconciler's records and lease, which live in the
+// Pulumi backend beside the stacks: the state dir only caches them.
+func openBackend(ctx context.Context, st *program.Stack, evs *inventories.Events, fleet string, lab provider.Config) (provider.Config, auto.Workspace, error) {
+	// Every event's backend could be a cloud when the events file does
+	// not parse.
+	cloud := []inventories.Event{{Burst: inventories.Pool{Box: inventories.Box{Provider: provider.BackendHcloud}}}}
+	if evs != nil {
+		cloud = evs.Events
+	}
+	for _, ev := range cloud {
+		if !slices.ContainsFunc(ev.Burst.Choices(), func(c inventories.Candidate) bool {
+			return c.Provider == provider.BackendHcloud || c.Provider == provider.BackendDigitalOcean
+		}) {
+			continue
+		}
+		steady := *st
+		steady.Name = fleet
+		secrets, err := steady.ReadSecrets(ctx)
+		if err != nil {
+			return provider.Config{}, nil, err
+		}
+		delete(secrets, program.RelayAuthKeysKey) // a Host input, not provider config
+		st.Secrets = secrets
+		break
+	}
+	cfg := lab
+	cfg.HcloudToken, cfg.DigitalOceanToken = st.Secrets[program.HcloudTokenKey], st.Secrets[program.DigitalOceanTokenKey]
+	ws, err := st.ProjectWorkspace(ctx, StoreProject)
+	if err != nil {
+		return provider.Config{}, nil, err
+	}
+	return cfg, ws, nil
+}
+
+// Watch is what the events exporter reads of a fleet: its records, its
+// heartbeat and lease (Store), the events file as it is now, and the
+// backends its events' boxes are on.
+type Watch struct {
+	Fleet string
+	Store *PulumiStore
+	// ReadEvents reads the events file again.
+	ReadEvents func() (*inventories.Events, error)
+	Backends   func(name string) (backend.Backend, error)
+}
+
+// OpenWatch reads the files as Open does (the events file, the fleet and
+// providers files beside it) and opens what the exporter reads, for the
+// same backend and passphrase as the reconciler; it starts nothing and
+// locks nothing.
+func OpenWatch(ctx context.Context, o Options) (*Watch, error) {
+	cat, err := inventories.LoadCatalogue(inventories.Beside(o.EventsFile, inventories.ProvidersFile))
+	if err != nil {
+		return nil, err
+	}
+	evs, fleet, err := inventories.LoadEvents(o.EventsFile, cat)
+	if err != nil {
+		return nil, err
+	}
+	st := o.Stack
+	st.Fleet, st.Catalogue = fleet, cat
+	if st.StateDir == "" {
+		if st.StateDir, err = program.DefaultStateDir(); err != nil {
+			return nil, err
+		}
+	}
+	cfg, ws, err := openBackend(ctx, &st, evs, fleet.Name, o.Lab)
+	if err != nil {
+		return nil, err
+	}
+	path := o.EventsFile
+	return &Watch{
+		Fleet: fleet.Name,
+		Store: &PulumiStore{WS: ws, Fleet: fleet.Name},
+		ReadEvents: func() (*inventories.Events, error) {
+			cat, err := inventories.LoadCatalogue(inventories.Beside(path, inventories.ProvidersFile))
+			if err != nil {
+				return nil, err
+			}
+			evs, _, err := inventories.LoadEvents(path, cat)
+			return evs, err
+		},
+		Backends: func(name string) (backend.Backend, error) { return provider.OpenBackend(name, cfg) },
+	}, nil
 }
 
 // Close closes what the Reconciler holds open: its prober's SSH

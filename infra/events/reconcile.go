@@ -79,6 +79,9 @@ type Reconciler struct {
 	// not parse; Events is nil. Reconcile then works from the records
 	// alone (teardownFromRecord) and returns FileErr with its errors.
 	FileErr error
+	// WallClock is the clock the heartbeat is written on (time.Now when
+	// nil); the reconcile's own now may be a simulated one.
+	WallClock func() time.Time
 	// Retention is how long the record of an event that is gone (or was
 	// missed) and no longer in the events file is kept after its last
 	// action (DefaultRetention when 0); then a reconcile forgets it.
@@ -171,7 +174,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, now time.Time) ([]Result, er
 			errs = append(errs, fmt.Errorf("event %s: %w", rec.Event, res.Err))
 		}
 	}
-	return results, errors.Join(errs...)
+	err = errors.Join(errs...)
+	r.beat(ctx, err == nil)
+	return results, err
 }
 
 // teardownFromRecord reconciles an event from its record alone, when the
@@ -448,7 +453,7 @@ func (r *Reconciler) up(ctx context.Context, now time.Time, ev *inventories.Even
 	}
 	wanted := size.Boxes
 	if rec.multi() {
-		wanted = rec.wanted()
+		wanted = rec.Wanted()
 	}
 	if rec.Phase == Up && rec.Plan != nil && rec.Plan.Boxes == size.Boxes && rec.Release == r.Release && len(rec.Hosts) >= wanted {
 		if held {
@@ -532,7 +537,7 @@ func (r *Reconciler) up(ctx context.Context, now time.Time, ev *inventories.Even
 // many boxes are wanted, made, converged and routed, and the error; past
 // the event's start it says SHORT, loudly. The next run tries again.
 func (r *Reconciler) failShort(ctx context.Context, ev *inventories.Event, rec *Record, now time.Time, err error) error {
-	wanted := rec.wanted()
+	wanted := rec.Wanted()
 	detail := fmt.Sprintf("%d of %d boxes routed (%d made, %d converged); the rest are tried again on the next run: %v",
 		len(rec.Hosts), wanted, rec.Created, rec.Converged, err)
 	action := "up-partial"
@@ -903,7 +908,7 @@ func (r *Reconciler) destroy(ctx context.Context, now time.Time, rec *Record) er
 	// Prove it: ask each backend the event's boxes were on for boxes of
 	// the event.
 	labels := map[string]string{"fleet": r.Fleet.Name, "tier": provider.TierBurst, "event": rec.Event}
-	backends := rec.sweepBackends()
+	backends := rec.SweepBackends()
 	orphans := 0
 	for _, name := range backends {
 		be, err := r.Backends(name)

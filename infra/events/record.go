@@ -54,7 +54,8 @@ type Record struct {
 	Pool inventories.Pool `json:"pool"`
 	// Start, End and DrainTime are the event's, as last read from the
 	// events file: a reconcile whose events file does not parse tears
-	// down from them the events that ended (teardownFromRecords).
+	// down from them the events that ended (teardownFromRecords), and the
+	// events exporter has them for an event no longer in the file.
 	Start     time.Time            `json:"start,omitzero"`
 	End       time.Time            `json:"end,omitzero"`
 	DrainTime inventories.Duration `json:"drain_time,omitempty"`

@@ -64,7 +64,7 @@ func WriteRecords(w io.Writer, recs []*Record, dir string) error {
 		}
 		wanted := "-"
 		if rec.Plan != nil && rec.Phase != Gone && rec.Phase != Missed && rec.Phase != Scheduled {
-			wanted = fmt.Sprint(rec.wanted())
+			wanted = fmt.Sprint(rec.Wanted())
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\t%d\t%s\t%d\t%s\n", rec.Event, rec.Phase, manual, wanted, rec.made(), rec.converged(), rec.Routed(), listeners, len(rec.Orphans), last)
 	}

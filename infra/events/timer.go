@@ -143,7 +143,9 @@ func InstallTimer(ctx context.Context, o TimerOptions) ([]string, error) {
 		written = append(written, path)
 	}
 	if o.Enable {
-		for _, args := range [][]string{{"daemon-reload"}, {"enable", "--now", units.ReconcilerTimer}} {
+		// The exporter is restarted, not only started: a new install may
+		// have changed its command line.
+		for _, args := range [][]string{{"daemon-reload"}, {"enable", "--now", units.ReconcilerTimer}, {"enable", units.ExporterService}, {"restart", units.ExporterService}} {
 			if err := systemctl(ctx, o.Systemctl, args...); err != nil {
 				return written, err
 			}
@@ -200,9 +202,10 @@ func systemctl(ctx context.Context, path string, args ...string) error {
 // runs and how to watch it.
 func WriteInstalled(w io.Writer, o TimerOptions) {
 	if !o.Enable {
-		fmt.Fprintf(w, "not enabled (--no-enable); to start it: systemctl daemon-reload && systemctl enable --now %s\n", units.ReconcilerTimer)
+		fmt.Fprintf(w, "not enabled (--no-enable); to start them: systemctl daemon-reload && systemctl enable --now %s %s\n", units.ReconcilerTimer, units.ExporterService)
 	} else {
 		fmt.Fprintf(w, "enabled and started %s: fleet events reconcile runs every %s\n", units.ReconcilerTimer, o.Interval)
+		fmt.Fprintf(w, "enabled and started %s: /metrics on http://%s (fleet monitor --events-exporter %s scrapes it)\n", units.ExporterService, o.Listen(), o.Listen())
 	}
 	fmt.Fprintf(w, "watch it: systemctl list-timers %s\n", units.ReconcilerTimer)
 	fmt.Fprintf(w, "its runs: journalctl -u %s\n", units.ReconcilerService)

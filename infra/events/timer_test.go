@@ -76,8 +76,8 @@ func TestInstallTimerWritesUnits(t *testing.T) {
 	if !slices.Equal(written, paths) {
 		t.Errorf("written %q, want %q", written, paths)
 	}
-	if entries, _ := os.ReadDir(unitDir); len(entries) != 2 {
-		t.Errorf("unit dir holds %v, want the two units and no temporary files", entries)
+	if entries, _ := os.ReadDir(unitDir); len(entries) != 3 {
+		t.Errorf("unit dir holds %v, want the three units and no temporary files", entries)
 	}
 }
 
@@ -242,7 +242,7 @@ func TestInstallTimerEnables(t *testing.T) {
 		t.Fatal(err)
 	}
 	calls, _ := os.ReadFile(log)
-	if string(calls) != "daemon-reload\nenable --now relayfleet-events.timer\n" {
+	if string(calls) != "daemon-reload\nenable --now relayfleet-events.timer\nenable relayfleet-events-exporter.service\nrestart relayfleet-events-exporter.service\n" {
 		t.Errorf("systemctl calls:\n%s", calls)
 	}
 
@@ -258,15 +258,16 @@ func TestInstallTimerEnables(t *testing.T) {
 	if errors.As(err, &te) {
 		t.Errorf("a systemctl failure is not bad input: %v", err)
 	}
-	if len(written) != 2 {
-		t.Errorf("written %q, want the two units", written)
+	if len(written) != 3 {
+		t.Errorf("written %q, want the three units", written)
 	}
 }
 
 func TestWriteInstalled(t *testing.T) {
 	var b strings.Builder
-	WriteInstalled(&b, TimerOptions{Reconciler: units.Reconciler{Interval: time.Minute}, Enable: true})
-	if !strings.Contains(b.String(), "enabled and started "+units.ReconcilerTimer+": fleet events reconcile runs every 1m0s\n") {
+	WriteInstalled(&b, TimerOptions{Reconciler: units.Reconciler{Interval: time.Minute, ExporterListen: "10.1.2.3:9000"}, Enable: true})
+	if !strings.Contains(b.String(), "enabled and started "+units.ReconcilerTimer+": fleet events reconcile runs every 1m0s\n") ||
+		!strings.Contains(b.String(), "enabled and started "+units.ExporterService+": /metrics on http://10.1.2.3:9000 (fleet monitor --events-exporter 10.1.2.3:9000 scrapes it)\n") {
 		t.Errorf("enabled: %q", b.String())
 	}
 	b.Reset()

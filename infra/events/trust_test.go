@@ -208,7 +208,7 @@ func TestInstallTimerRootFiles(t *testing.T) {
 			tc.setup(t, f, &o)
 			written, err := InstallTimer(context.Background(), o)
 			if tc.field == "" {
-				if err != nil || len(written) != 2 {
+				if err != nil || len(written) != 3 {
 					t.Fatalf("wrote %q: %v", written, err)
 				}
 				return

@@ -6,6 +6,9 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
+	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -24,7 +27,9 @@ import (
 // service once through systemd: it reconciles the shipped lab events,
 // moved a month ahead of the clock (the service reconciles at the box's
 // time; the shipped file's dates passed on 2026-12-01 and failed this
-// test during the event), so nothing is created, and records them.
+// test during the event), so nothing is created, and records them. The
+// events exporter's unit, installed beside it, serves that run's
+// heartbeat.
 func TestEventsInstallUnderSystemd(t *testing.T) {
 	images := labImages()
 	l, err := lab.New(lab.Config{Dir: filepath.Join(os.TempDir(), "relayfleet-timer-test"), ImageDir: images, Bridge: "rftimer0", Subnet: mustPrefix(t, "10.231.91.0/24"), Logf: t.Logf})
@@ -70,9 +75,11 @@ func TestEventsInstallUnderSystemd(t *testing.T) {
 		}
 		run("mkdir -p "+filepath.Dir(name)+" && cat > "+name+".tmp && chmod 755 "+name+".tmp && mv "+name+".tmp "+name, data)
 	}
-	run("/usr/local/bin/fleet events install --events /etc/relayfleet/lab-events.yaml --state-dir /var/lib/relayfleet/state > /tmp/install.log 2>&1; echo rc=$? >> /tmp/install.log", nil)
+	// The exporter listens on the box's address, so this test reads it.
+	exporterAddr := net.JoinHostPort(box.Address.String(), "9479")
+	run("/usr/local/bin/fleet events install --events /etc/relayfleet/lab-events.yaml --state-dir /var/lib/relayfleet/state --exporter-listen "+exporterAddr+" > /tmp/install.log 2>&1; echo rc=$? >> /tmp/install.log", nil)
 	out := run("cat /tmp/install.log", nil)
-	if !strings.Contains(out, "relayfleet-events.timer") {
+	if !strings.Contains(out, "relayfleet-events.timer") || !strings.Contains(out, "relayfleet-events-exporter.service: /metrics on http://"+exporterAddr) {
 		t.Fatalf("install output:\n%s", out)
 	}
 	if got := strings.TrimSpace(run("systemctl is-active relayfleet-events.timer; systemctl is-enabled relayfleet-events.timer", nil)); got != "active\nenabled" {
@@ -94,6 +101,24 @@ func TestEventsInstallUnderSystemd(t *testing.T) {
 	run("test -s /var/lib/relayfleet/state/cache/events/lab-show.json", nil)
 	if !strings.Contains(run("/usr/local/bin/fleet events status --state-dir /var/lib/relayfleet/state", nil), "lab-show  scheduled") {
 		t.Error("fleet events status does not read the event's record from the backend")
+	}
+	// The exporter unit, hardened, reads the heartbeat that run left in
+	// the Pulumi backend (it refreshes every minute: the first refresh may
+	// precede the run).
+	var metrics string
+	if !testutil.PollEvery(90*time.Second, time.Second, func() bool {
+		resp, err := http.Get("http://" + exporterAddr + "/metrics")
+		if err != nil {
+			return false
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		metrics = string(body)
+		return strings.Contains(metrics, `relayfleet_events_reconcile_last_success_timestamp_seconds{fleet="lab"} 1.`) &&
+			strings.Contains(metrics, `relayfleet_event_in_file{event="lab-show",fleet="lab"} 1`)
+	}) {
+		t.Fatalf("the exporter unit does not show the run's heartbeat:\n%s\n%s", metrics,
+			run("systemctl status relayfleet-events-exporter.service --no-pager; journalctl -u relayfleet-events-exporter.service --no-pager | tail -20", nil))
 	}
 	next := run("systemctl list-timers relayfleet-events.timer --no-pager", nil)
 	if !strings.Contains(next, "relayfleet-events.timer") {

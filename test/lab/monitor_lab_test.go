@@ -100,26 +100,7 @@ cat $d/tiny-buffer.conf`
 	testutil.StartLog(t, filepath.Join(dir, "prometheus.log"), exec.CommandContext(ctx, prom, "--config.file="+filepath.Join(mon, monitoring.ConfigFile),
 		"--storage.tsdb.path="+filepath.Join(dir, "tsdb"), "--web.listen-address="+promAddr))
 	promStart := time.Now()
-	api := func(path string, q url.Values, v any) error {
-		resp, err := http.Get("http://" + promAddr + path + "?" + q.Encode())
-		if err != nil {
-			return err
-		}
-		defer resp.Body.Close()
-		body, _ := io.ReadAll(resp.Body)
-		var env struct {
-			Status string          `json:"status"`
-			Error  string          `json:"error"`
-			Data   json.RawMessage `json:"data"`
-		}
-		if err := json.Unmarshal(body, &env); err != nil {
-			return fmt.Errorf("%s: %v: %s", path, err, body)
-		}
-		if env.Status != "success" {
-			return fmt.Errorf("%s %s: %s", path, q.Encode(), env.Error)
-		}
-		return json.Unmarshal(env.Data, v)
-	}
+	api := func(path string, q url.Values, v any) error { return promGet(promAddr, path, q, v) }
 
 	// Every target up.
 	poll(t, ctx, 90*time.Second, "both relay targets and their heartbeat probes up", func() (bool, string) {
@@ -339,6 +320,29 @@ func renderDashboard(panels []dashPanel, from, to time.Time, queryRange func(url
 		return nil, fmt.Errorf("no panel has data")
 	}
 	return plot.Stack(charts...)
+}
+
+// promGet asks the Prometheus at addr's HTTP API (path, with q) and
+// decodes its data into v.
+func promGet(addr, path string, q url.Values, v any) error {
+	resp, err := http.Get("http://" + addr + path + "?" + q.Encode())
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	var env struct {
+		Status string          `json:"status"`
+		Error  string          `json:"error"`
+		Data   json.RawMessage `json:"data"`
+	}
+	if err := json.Unmarshal(body, &env); err != nil {
+		return fmt.Errorf("%s: %v: %s", path, err, body)
+	}
+	if env.Status != "success" {
+		return fmt.Errorf("%s %s: %s", path, q.Encode(), env.Error)
+	}
+	return json.Unmarshal(env.Data, v)
 }
 
 // poll calls cond until it holds or limit passes.
