@@ -308,17 +308,6 @@ func (r *Reconciler) upStack(ctx context.Context, now time.Time, ev *inventories
 	}
 }
 
-// candidateOf is the index of the candidate whose boxes carry the group
-// label group (-1: none of the event's).
-func (rec *Record) candidateOf(group string) int {
-	for k := range rec.Candidates {
-		if candidateGroup(rec.Event, k) == group {
-			return k
-		}
-	}
-	return -1
-}
-
 // SweepBackends are the backends the proof of teardown lists: the
 // record's, and every candidate's that held a box.
 func (rec *Record) SweepBackends() []string {

@@ -33,7 +33,7 @@ const (
 // cloudBootTimeout bounds Create's wait for a new cloud box's SSH.
 var cloudBootTimeout = 5 * time.Minute
 
-// CreateTimeoutEnv, a Go duration, bounds a cloud create's wait for its
+// CreateTimeoutEnv names the variable whose Go duration bounds a cloud create's wait for its
 // server to run (the create's actions), DefaultCreateTimeout when unset: a
 // create whose action never finishes fails instead of hanging the run, and
 // its server is deleted, so that an event plans the box on its next
