@@ -148,6 +148,9 @@ func (e *Events) validate(cat *Catalogue, f *Fleet) error {
 		}
 		// An event's boxes, firewall and labels are named after it: one
 		// named like a steady group could be taken for that group's.
+		if ev.Name == SurgeEvent {
+			return fieldErr(p+".name", "%q is the name of the fleet's surge (its stack and its boxes' event label): rename the event", ev.Name)
+		}
 		if j, ok := groups[ev.Name]; ok {
 			return fieldErr(p+".name", "event %q is named like steady group %q (steady[%d] of fleet file %s): rename the event", ev.Name, ev.Name, j, e.Fleet)
 		}

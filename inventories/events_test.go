@@ -116,6 +116,7 @@ func TestLoadEventsErrors(t *testing.T) {
 		msg        string
 	}{
 		{"bad name", rep("name: final", "name: Final_1"), 4, "events[0].name", "lowercase"},
+		{"named surge", rep("name: final", "name: surge"), 4, "events[0].name", "the fleet's surge"},
 		{"bad start", rep("start: 2026-12-05T19:00:00Z", "start: tomorrow"), 5, "events[0].start", "RFC 3339"},
 		{"no zone", rep("start: 2026-12-05T19:00:00Z", "start: 2026-12-05T19:00:00"), 5, "events[0].start", "RFC 3339"},
 		{"end before start", rep("end: 2026-12-05T22:00:00Z", "end: 2026-12-05T18:00:00Z"), 6, "events[0].end", "not after start"},

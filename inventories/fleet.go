@@ -41,6 +41,9 @@ type Fleet struct {
 	Access Access  `yaml:"access"`
 	Steady []Group `yaml:"steady"`
 	Burst  []Pool  `yaml:"burst"`
+	// Surge, when set, brings boxes up for load nobody scheduled (fleet
+	// events reconcile does, beside the events).
+	Surge *Surge `yaml:"surge"`
 }
 
 // Access is the fleet's token policy. Every relay verifies tokens signed
@@ -266,6 +269,11 @@ func (f *Fleet) validate(cat *Catalogue) error {
 		}
 		if len(b.Candidates) > 0 {
 			return fieldErr(p+".candidates", "only an event's burst lists candidates (in the events file)")
+		}
+	}
+	if f.Surge != nil {
+		if err := f.Surge.validate(cat); err != nil {
+			return err
 		}
 	}
 	return nil

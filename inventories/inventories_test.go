@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/relayfleet/relayfleet/internal/testutil"
 )
@@ -122,6 +123,32 @@ burst:
     max: 3
 `
 
+// surgeFleet is goodFleet with a surge.
+const surgeFleet = goodFleet + `surge:
+  when_headroom_below: 20%
+  for: 1m
+  max: 2
+  burst: {provider: lab, shape: small}
+`
+
+// TestLoadFleetSurge: a surge's share, times and burst, with its
+// defaults: back_for, the burst named surge and capped at the surge's max.
+func TestLoadFleetSurge(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "fleet.yaml")
+	if err := os.WriteFile(path, []byte(surgeFleet), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	f, err := LoadFleet(path, shippedCatalogue(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := f.Surge
+	if s == nil || s.WhenHeadroomBelow != 0.2 || s.For.D() != time.Minute || s.BackFor.D() != DefaultSurgeBackFor || s.Max != 2 ||
+		s.Burst.Name != SurgeEvent || s.Burst.Max != 2 || s.Burst.Provider != "lab" || s.Burst.BasePort != DefaultBasePort || s.WhenHeadroomBelow.String() != "20%" {
+		t.Errorf("surge = %+v", s)
+	}
+}
+
 func TestLoadFleetErrors(t *testing.T) {
 	cat := shippedCatalogue(t)
 	for _, tc := range []struct {
@@ -174,6 +201,11 @@ steady:
 		{"public listen absolute", "version: 1\naccess:\n  public_listen: [/live]\n", 3, "access.public_listen[0]", "starts with '/'"},
 		{"public listen comma", "version: 1\naccess:\n  public_listen: [\"a/,b/\"]\n", 3, "access.public_listen[0]", "character ','"},
 		{"access unknown key", "version: 1\naccess:\n  public_publish: [live/]\n", 3, "access.public_publish", `unknown key "public_publish"`},
+		{"surge share", strings.Replace(surgeFleet, "20%", "120%", 1), 14, "surge.when_headroom_below", "above 0% and below 100%"},
+		{"surge share without %", strings.Replace(surgeFleet, "20%", "20", 1), 14, "surge.when_headroom_below", "a share such as 20%"},
+		{"surge max", strings.Replace(surgeFleet, "max: 2", "max: 0", 1), 16, "surge.max", "want 1 to"},
+		{"surge static", strings.Replace(surgeFleet, "provider: lab, shape: small", "provider: static, shape: lab/small", 1), 17, "surge.burst.provider", "static servers"},
+		{"surge burst max", strings.Replace(surgeFleet, "shape: small}", "shape: small, max: 3}", 1), 17, "surge.burst.max", "surge.max caps"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			path := filepath.Join(t.TempDir(), "fleet.yaml")

@@ -150,6 +150,17 @@ func (r *Reconciler) Reconcile(ctx context.Context, now time.Time) ([]Result, er
 			errs = append(errs, fmt.Errorf("event %s: %w", ev.Name, res.Err))
 		}
 	}
+	// The fleet's surge, beside the events (its record is not an event
+	// that left the file, unless the fleet no longer has a surge).
+	if r.Events != nil && r.Fleet != nil && r.Fleet.Surge != nil {
+		rec := known[inventories.SurgeEvent]
+		delete(known, inventories.SurgeEvent)
+		res := r.surge(ctx, now, rec)
+		results = append(results, res)
+		if res.Err != nil {
+			errs = append(errs, fmt.Errorf("surge: %w", res.Err))
+		}
+	}
 	for _, rec := range recs {
 		if _, gone := known[rec.Event]; !gone {
 			continue

@@ -82,6 +82,8 @@ type Record struct {
 	Overrun *Overrun            `json:"overrun,omitempty"`
 	Release string              `json:"release,omitempty"`
 	Hosts   []program.HostEntry `json:"hosts,omitempty"`
+	// Surge is the fleet's surge's state, on the surge's record only.
+	Surge *SurgeState `json:"surge,omitempty"`
 	// Candidates, when the event's burst lists more than one, are how its
 	// boxes are planned over them and what each made (nil otherwise).
 	Candidates []CandidateState `json:"candidates,omitempty"`
