@@ -96,6 +96,9 @@ func (d *Duration) UnmarshalYAML(n *yaml.Node) error {
 // D is the duration as a time.Duration.
 func (d Duration) D() time.Duration { return time.Duration(d) }
 
+// MarshalYAML writes the duration as UnmarshalYAML reads it (1m0s).
+func (d Duration) MarshalYAML() (any, error) { return d.D().String(), nil }
+
 var eventNameRE = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]{0,38}[a-z0-9])?$`)
 
 // LoadEvents reads an events file and the fleet it names, and checks the

@@ -83,7 +83,7 @@ func (s *Surge) validate(cat *Catalogue) error {
 	if err := b.Box.validate(cat, "surge.burst"); err != nil {
 		return err
 	}
-	if b.Max != 0 {
+	if b.Max != 0 && b.Max != s.Max {
 		return fieldErr("surge.burst.max", "leave it out: surge.max caps the surge's boxes")
 	}
 	b.Max = s.Max
@@ -100,3 +100,6 @@ func (s *Surge) SurgeEventAt(since, until time.Time, peak int) Event {
 		Broadcast: "*", Burst: s.Burst, LeadTime: 0, DrainTime: Duration(DefaultDrainTime), MaxOverrun: &overrun,
 	}
 }
+
+// MarshalYAML writes the share as N%, as UnmarshalYAML reads it.
+func (p Percent) MarshalYAML() (any, error) { return p.String(), nil }
