@@ -80,9 +80,11 @@ func TestE2ESurge(t *testing.T) {
 	}
 	lctx, stop := context.WithCancel(ctx)
 	defer stop()
+	published := 0
 	publish := func(u string) {
 		t.Helper()
-		testutil.Start(t, "publish-"+u, exec.CommandContext(lctx, relayBin, "publish", "--name", "live/show", "--paced", "--trust-http-hash", "--token-file", tokFile, u))
+		published++
+		testutil.Start(t, fmt.Sprintf("publish%d", published), exec.CommandContext(lctx, relayBin, "publish", "--name", "live/show", "--paced", "--trust-http-hash", "--token-file", tokFile, u))
 	}
 	for _, u := range urls {
 		publish(u)
