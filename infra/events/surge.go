@@ -133,6 +133,7 @@ func (r *Reconciler) surge(ctx context.Context, now time.Time, rec *Record) Resu
 	// The steady fleet alone would carry every listener with the
 	// threshold's headroom: the surge can go without bringing it back.
 	back := float64(st.Listeners) <= (1-thr)*float64(st.SteadyListeners+st.SteadyRoom)
+	wasBelow := st.BelowSince
 	switch {
 	case !below:
 		st.BelowSince = time.Time{}
@@ -148,9 +149,10 @@ func (r *Reconciler) surge(ctx context.Context, now time.Time, rec *Record) Resu
 			if rec.Phase == "" {
 				rec.Phase = Scheduled
 			}
-			// The record is written when the state changes only: a quiet
-			// fleet costs no write a minute.
-			if below && st.BelowSince.Equal(now.UTC()) {
+			// The record is written when the state changes only (under
+			// the threshold from now, or no longer): a quiet fleet costs no
+			// write a minute.
+			if !st.BelowSince.Equal(wasBelow) {
 				return Result{Event: rec.Event, Phase: rec.Phase, Err: r.save(ctx, rec)}
 			}
 			return Result{Event: rec.Event, Phase: rec.Phase}

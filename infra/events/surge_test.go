@@ -66,6 +66,14 @@ func TestSurge(t *testing.T) {
 		return rec
 	}
 	t0 := time.Date(2026, 12, 7, 12, 0, 0, 0, time.UTC)
+	// A blip under the threshold, then room again: it is forgotten, so
+	// the next time under counts from then.
+	run(t0.Add(-5 * time.Minute))
+	probe.room = map[string]int64{"s1": 40, "s2": 40}
+	if rec := run(t0.Add(-4 * time.Minute)); !rec.Surge.BelowSince.IsZero() {
+		t.Fatalf("headroom back: below since %s, want none", rec.Surge.BelowSince)
+	}
+	probe.room = map[string]int64{"s1": 10, "s2": 10}
 	run(t0)
 	if rec := run(t0.Add(50 * time.Second)); len(h.stacks.took()) != 0 || rec == nil || rec.Surge.active() || !rec.Surge.BelowSince.Equal(t0) {
 		t.Fatalf("under the threshold for less than its for: want no surge, below since %s; record %+v", t0, rec)
