@@ -192,8 +192,10 @@ func (r *Reconciler) surge(ctx context.Context, now time.Time, rec *Record) Resu
 	ev := cfg.SurgeEventAt(st.Since, st.Until, st.Peak)
 	res := r.one(ctx, now, &ev, rec)
 	if rec.Phase == Gone || rec.Phase == Missed {
-		// Over, proven gone: the next surge starts from nothing.
+		// Over, proven gone: the next surge starts from nothing (fleet
+		// burst down --event surge ends this surge, not the next).
 		rec.Surge = &SurgeState{LookedAt: st.LookedAt, Listeners: st.Listeners, Room: st.Room, SteadyListeners: st.SteadyListeners, SteadyRoom: st.SteadyRoom}
+		rec.Manual = ""
 		res.Err = errors.Join(res.Err, r.save(ctx, rec))
 	}
 	return res

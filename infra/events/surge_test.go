@@ -132,4 +132,15 @@ func TestSurge(t *testing.T) {
 	if rec = run(again.Add(time.Minute)); rec.Phase != Up || !rec.Surge.Since.Equal(again.Add(time.Minute)) {
 		t.Fatalf("a second surge: phase %s since %s", rec.Phase, rec.Surge.Since)
 	}
+	// fleet burst down --event surge ends it now; the next comes up.
+	if _, err := r.Manual(context.Background(), again.Add(2*time.Minute), inventories.SurgeEvent, ManualDown, 0); err != nil {
+		t.Fatal(err)
+	}
+	if rec = run(again.Add(3 * time.Minute)); rec.Phase != Gone || rec.Manual != "" {
+		t.Fatalf("after fleet burst down: phase %s manual %q; want gone, the next surge free to come", rec.Phase, rec.Manual)
+	}
+	run(again.Add(4 * time.Minute))
+	if rec = run(again.Add(5 * time.Minute)); rec.Phase != Up {
+		t.Fatalf("the surge after a burst down: phase %s, want up", rec.Phase)
+	}
 }
