@@ -82,6 +82,8 @@ steady:
     processes: 1
     base_port: 4443
 `), 0o644)
+	// The event ended two minutes ago, with a one-minute drain and no
+	// overrun (max_overrun 0s): its destroy-by has passed.
 	end := time.Now().UTC().Add(-2 * time.Minute).Truncate(time.Second)
 	start := end.Add(-30 * time.Minute)
 	testutil.WriteFile(t, evPath, fmt.Appendf(nil, `version: 1
@@ -98,6 +100,7 @@ events:
       max: 1
     lead_time: 10m
     drain_time: 1m
+    max_overrun: 0s
 `, start.Format(time.RFC3339), end.Format(time.RFC3339)), 0o644)
 	common := append([]string{"--events", evPath, "--state-dir", state, "--pulumi", pulumi}, systest.LabFlags(evmonLabDir, labImages(), evmonBridge, evmonSubnet)...)
 
