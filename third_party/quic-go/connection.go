@@ -2291,7 +2291,7 @@ func (c *Conn) handleAckFrequencyFrame(f *wire.AckFrequencyFrame) error {
 			ErrorMessage: fmt.Sprintf("ACK_FREQUENCY requests a max_ack_delay of %s, below min_ack_delay %s", f.RequestMaxAckDelay, *least),
 		}
 	}
-	if f.RequestMaxAckDelay >= protocol.MaxMaxAckDelay {
+	if f.RequestMaxAckDelay >= protocol.MaxRequestMaxAckDelay {
 		return &qerr.TransportError{
 			ErrorCode:    qerr.ProtocolViolation,
 			ErrorMessage: fmt.Sprintf("ACK_FREQUENCY requests a max_ack_delay of %s, at least 2^14 ms", f.RequestMaxAckDelay),

@@ -105,11 +105,18 @@ func TestRelayfleetAckFrequencyBadRequest(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	_, cli := ackFrequencyPair(t, ctx, 0, true)
-	for _, d := range []time.Duration{500 * time.Microsecond, protocol.MaxMaxAckDelay} {
+	for _, d := range []time.Duration{500 * time.Microsecond, 1 << 14 * time.Millisecond} {
 		err := cli.handleAckFrequencyFrame(&wire.AckFrequencyFrame{RequestMaxAckDelay: d, AckElicitingThreshold: 1, ReorderingThreshold: 1})
 		var te *qerr.TransportError
 		if !errors.As(err, &te) || te.ErrorCode != qerr.ProtocolViolation {
 			t.Errorf("ACK_FREQUENCY asking for %s: %v, want a PROTOCOL_VIOLATION", d, err)
+		}
+	}
+	// the largest max_ack_delay a peer may advertise, and so be asked for
+	// as its min_ack_delay (patch 0008; fuzzing found it refused)
+	for _, d := range []time.Duration{time.Millisecond, protocol.MaxMaxAckDelay, 1<<14*time.Millisecond - time.Microsecond} {
+		if err := cli.handleAckFrequencyFrame(&wire.AckFrequencyFrame{SequenceNumber: uint64(d), RequestMaxAckDelay: d, AckElicitingThreshold: 1, ReorderingThreshold: 1}); err != nil {
+			t.Errorf("ACK_FREQUENCY asking for %s: %v", d, err)
 		}
 	}
 }

@@ -103,7 +103,7 @@ func FuzzRelayfleetAckFrequency(f *testing.F) {
 						ack("after IMMEDIATE_ACK")
 					}
 				case *wire.AckFrequencyFrame:
-					if fr.RequestMaxAckDelay < protocol.TimerGranularity || fr.RequestMaxAckDelay >= protocol.MaxMaxAckDelay {
+					if fr.RequestMaxAckDelay < protocol.TimerGranularity || fr.RequestMaxAckDelay >= protocol.MaxRequestMaxAckDelay {
 						continue // the connection closes with PROTOCOL_VIOLATION
 					}
 					h.SetAckFrequency(fr)

@@ -145,6 +145,12 @@ const DefaultMaxAckDelay = 25 * time.Millisecond
 // MaxMaxAckDelay is the maximum max_ack_delay
 const MaxMaxAckDelay = (1<<14 - 1) * time.Millisecond
 
+// MaxRequestMaxAckDelay bounds the Request Max Ack Delay of an
+// ACK_FREQUENCY frame, 2^14 ms: one at or above it is a PROTOCOL_VIOLATION
+// (relayfleet patch; MaxMaxAckDelay, 2^14 - 1 ms, is the largest valid
+// max_ack_delay, and so min_ack_delay, a peer may be asked for)
+const MaxRequestMaxAckDelay = 1 << 14 * time.Millisecond
+
 // MaxConnIDLen is the maximum length of the connection ID
 const MaxConnIDLen = 20
 
