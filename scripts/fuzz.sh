@@ -33,10 +33,13 @@ list_targets() {
 			[ -n "$files" ] || continue
 			# shellcheck disable=SC2086
 			grep -ho '^func Fuzz[A-Za-z0-9_]*(f \*testing\.F)' $files | sed 's/^func \(Fuzz[A-Za-z0-9_]*\).*/\1/' | sort -u |
-				grep -E -- "$2" | while read -r name; do echo "$pkg $dir $name $1"; done
+				grep -E -- "$2" | while read -r name; do
+					# FUZZ matches "IMPORTPATH FuzzName" (so a trailing $ anchors the name)
+					if echo "$pkg $name" | grep -qE -- "$only"; then echo "$pkg $dir $name $1"; fi
+				done
 		done
 }
-targets=$({ list_targets . '.'; list_targets third_party/quic-go '^FuzzRelayfleet'; } | grep -E -- "$only")
+targets=$({ list_targets . '.'; list_targets third_party/quic-go '^FuzzRelayfleet'; })
 if [ -z "$targets" ]; then
 	echo "fuzz: no fuzz targets found" >&2
 	exit 1
