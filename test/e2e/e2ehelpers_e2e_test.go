@@ -89,6 +89,7 @@ type e2eLab struct {
 	lab                    *lab.Lab
 	labDir, bridge, subnet string
 	owned                  map[string]string // the labels of the boxes the test owns; nil: all of the lab's
+	failed                 string            // what fatalf said
 }
 
 // newE2ELab runs e2eSetup and opens the lab at dir on bridge and subnet.
@@ -98,6 +99,13 @@ type e2eLab struct {
 func newE2ELab(t *testing.T, dir, bridge, subnet string, owned map[string]string) *e2eLab {
 	t.Helper()
 	e := &e2eLab{t: t, labDir: dir, bridge: bridge, subnet: subnet, owned: owned}
+	// Registered first, so it runs last: CI shows the last lines before
+	// "--- FAIL", which the processes' logs otherwise fill.
+	t.Cleanup(func() {
+		if t.Failed() && e.failed != "" {
+			t.Logf("FAILED: %s", e.failed)
+		}
+	})
 	e.cli, e.images, e.work, e.fleetBin, e.relayBin = e2eSetup(t)
 	e.state = filepath.Join(e.work, "state")
 	l, err := lab.New(lab.Config{Dir: dir, ImageDir: e.images, Bridge: bridge, Subnet: netip.MustParsePrefix(subnet)})
@@ -115,6 +123,26 @@ func newE2ELab(t *testing.T, dir, bridge, subnet string, owned map[string]string
 		l.Cleanup(context.Background())
 	})
 	return e
+}
+
+// fatalf fails the test as t.Fatalf does, and repeats the message after
+// every cleanup's output (see newE2ELab).
+func (e *e2eLab) fatalf(format string, args ...any) {
+	e.t.Helper()
+	e.failed = fmt.Sprintf(format, args...)
+	e.t.Fatal(e.failed)
+}
+
+// slogLines is what a fleet command logged (its slog lines), without the
+// Pulumi CLI's output around them: short enough for a failure message.
+func slogLines(out string) string {
+	var keep []string
+	for _, l := range strings.Split(out, "\n") {
+		if strings.Contains(l, " level=") {
+			keep = append(keep, strings.TrimSpace(l))
+		}
+	}
+	return strings.Join(keep, "\n")
 }
 
 // boxes lists the lab's boxes carrying labels (nil: all).

@@ -109,20 +109,23 @@ func TestE2ESurge(t *testing.T) {
 	t0 := time.Date(2026, 12, 7, 12, 0, 0, 0, time.UTC)
 	out := reconcile(t0)
 	if !strings.Contains(out, "action=surge-look") || surgeBoxes() != 0 {
-		t.Fatalf("under the threshold for less than a minute: %d surge boxes\n%s", surgeBoxes(), out)
+		e.fatalf("under the threshold for less than a minute: %d surge boxes\n%s", surgeBoxes(), slogLines(out))
 	}
+	first := slogLines(out)
 	begin := time.Now()
 	out = reconcile(t0.Add(61 * time.Second))
 	upTook := time.Since(begin)
 	rec := e.record("surge")
 	if !strings.Contains(out, "action=surge ") || rec.Phase != events.Up || len(rec.Hosts) != 1 || surgeBoxes() != 1 {
-		t.Fatalf("a minute under the threshold: phase %s, %d hosts, %d surge boxes\n%s", rec.Phase, len(rec.Hosts), surgeBoxes(), out)
+		e.fatalf("a minute under the threshold: phase %s, %d hosts, %d surge boxes, surge state %+v\nthe first reconcile:\n%s\nthis one:\n%s", rec.Phase, len(rec.Hosts), surgeBoxes(), rec.Surge, first, slogLines(out))
 	}
 	surgeURL := fmt.Sprintf("http://%s:4443/", rec.Hosts[0].Address)
 	publish(surgeURL)
 	// New listeners land on the surge box: the steady relays are full.
 	lb := startLoadgen(t, relayBin, filepath.Join(work, "loadgen-b"), routerURL, 3)
-	testutil.WaitFor(t, 60*time.Second, "new listeners on the surge box", func() bool { return subscribers(surgeURL) >= 3 })
+	if !testutil.PollEvery(60*time.Second, 100*time.Millisecond, func() bool { return subscribers(surgeURL) >= 3 }) {
+		e.fatalf("new listeners on the surge box: %d after 60s (steady relays %d, %d)", subscribers(surgeURL), subscribers(urls[0]), subscribers(urls[1]))
+	}
 	onSurge := subscribers(surgeURL)
 
 	// The load drops: the steady fleet alone has the headroom again.
@@ -139,7 +142,7 @@ func TestE2ESurge(t *testing.T) {
 	goneTook := time.Since(begin)
 	rec = e.record("surge")
 	if !strings.Contains(out, "action=surge-end") || rec.Phase != events.Gone || rec.Remaining != 0 || surgeBoxes() != 0 {
-		t.Fatalf("back for two minutes: phase %s, %d remaining, %d surge boxes\n%s", rec.Phase, rec.Remaining, surgeBoxes(), out)
+		e.fatalf("back for two minutes: phase %s, %d remaining, %d surge boxes\n%s", rec.Phase, rec.Remaining, surgeBoxes(), slogLines(out))
 	}
 	if n := len(e.boxes(map[string]string{"fleet": "lab", "tier": "steady"})); n != 2 {
 		t.Errorf("%d steady boxes after the surge, want 2", n)
