@@ -420,3 +420,64 @@ func TestIdleWebSocketSessionReaped(t *testing.T) {
 	default:
 	}
 }
+
+// TestSilentStreamsCapped: streams waiting for their first message are
+// capped per source address (256) and over the relay (its memory budget
+// over 32 KiB, 1,024 at least): past either, a new stream is refused at
+// once, while streams from under the caps are taken. (Before, 64 sessions
+// from one address held 6,336 silent streams for the 5 s deadline, and
+// 512 sessions from 8 addresses took a 256 MiB relay past its budget:
+// make test-hostile.)
+func TestSilentStreamsCapped(t *testing.T) {
+	ctx := testContext(t)
+	const budget = 32 << 20 // 1,024 streams
+	r := startRelay(t, relay.Config{MemoryBudget: budget, MemoryUsage: func() uint64 { return 1 << 20 }})
+	addr := r.Addr().String()
+	openFrom := func(from string, sessions int) {
+		t.Helper()
+		for range sessions {
+			w, err := dialRawWS(ctx, addr, from)
+			if err != nil {
+				t.Fatalf("a session from %s: %v", from, err)
+			}
+			t.Cleanup(func() { _ = w.c.CloseNow() })
+			w.discard(ctx)
+			if n := w.openSilent(ctx, 1, 99); n != 99 {
+				t.Fatalf("a session from %s opened %d of 99 streams", from, n)
+			}
+		}
+	}
+	refused := func(want int64, what string) {
+		t.Helper()
+		// Refusals come at once, well before the first-message deadline
+		// frees a place.
+		if !testutil.Poll(2*time.Second, func() bool { return r.Stats().StreamsRefused == want }) {
+			t.Fatalf("%s: %d streams refused, want %d", what, r.Stats().StreamsRefused, want)
+		}
+	}
+	start := time.Now()
+	openFrom("127.0.0.1", 3) // 297 silent streams from one address
+	refused(297-256, "297 silent streams from one address")
+	openFrom("127.0.0.2", 2) // 198 more from another: under both caps
+	refused(297-256, "198 silent streams from another address")
+	for _, from := range []string{"127.0.0.3", "127.0.0.4", "127.0.0.5"} {
+		openFrom(from, 3)
+	}
+	// 127.0.0.3 and .4 get 256 each (41 refused each), and .5 the 58
+	// left of 1,024: 297-58 refused.
+	refused(3*(297-256)+297-(1024-256-198-2*256), "1,485 silent streams from five addresses")
+	if took := time.Since(start); took >= 5*time.Second {
+		t.Fatalf("the flood took %v, past the first-message deadline: the counts prove nothing", took)
+	}
+	if st := r.Stats(); st.StreamsTimedOut != 0 {
+		t.Fatalf("%d streams timed out already", st.StreamsTimedOut)
+	}
+	// Once the silent ones time out, new streams are taken again.
+	testutil.WaitFor(t, 15*time.Second, "the silent streams to time out", func() bool { return r.Stats().StreamsTimedOut == 1024 })
+	s := dial(t, ctx, relayURL(r, ""), &client.Options{Transport: client.TransportWebSocket})
+	a, err := s.Announced(ctx, "")
+	if err != nil {
+		t.Fatalf("a new stream after the flood: %v", err)
+	}
+	a.Close()
+}
