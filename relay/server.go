@@ -12,6 +12,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"golang.org/x/time/rate"
+
 	"github.com/relayfleet/relayfleet/relay/moqlite"
 	"github.com/relayfleet/relayfleet/relay/transport"
 
@@ -149,6 +151,11 @@ type Server struct {
 
 	counters counters
 	refused  refusals
+	// unknownPulls limits the upstream pulls anonymous sessions start of
+	// broadcasts the upstream does not announce (subscribe.go); guarded
+	// by mu. pullLogs limits the log lines of upstream refusals.
+	unknownPulls *rate.Limiter
+	pullLogs     *rate.Limiter
 
 	// goingAway: sessions ending with the relay's context get
 	// moqlite.CodeGoingAway (a graceful stop), not code 0.
@@ -243,6 +250,8 @@ func NewServer(opts ServerOptions) *Server {
 		perAddress:        make(map[netip.Addr]int),
 		adm:               newAdmission(opts.MemoryBudget, opts.MaxSessions, opts.MaxSessionsPerAddress, opts.ReapAfter, opts.MemoryUsage),
 		awaiting:          newAwaiting(opts.MemoryBudget),
+		unknownPulls:      rate.NewLimiter(unknownPullsPerSecond, unknownPullBurst),
+		pullLogs:          rate.NewLimiter(pullLogsPerSecond, pullLogsPerSecond),
 	}
 	s.refused.logger = l
 	if len(opts.Upstreams) > 0 {
@@ -293,6 +302,11 @@ type session struct {
 	// refused yet (logged once); guarded by Server.mu.
 	broadcasts      int
 	announceRefused bool
+	// anonymous: the session presented no token; pulls limits the
+	// upstream pulls it starts (subscribe.go), made with its first one
+	// and guarded by Server.mu.
+	anonymous bool
+	pulls     *rate.Limiter
 
 	// Reaper state, touched only by the sweeping goroutine.
 	sweepPackets uint64
@@ -373,6 +387,7 @@ func (s *Server) serveSession(ctx context.Context, t transport.Session, u *url.U
 		return fmt.Errorf("session %s: %w", t.RemoteAddr(), err)
 	}
 	sess.perms = perms
+	sess.anonymous = u.Query().Get("jwt") == ""
 	sess.root = bpath.Clean(u.Path)
 	sess.log = sess.log.With("root", sess.root)
 	sess.log.Debug("session started")
