@@ -45,7 +45,7 @@ const firstMessageTimeout = 5 * time.Second
 // resets it; a client's request comes with the stream, so a live relay
 // has few waiting at once. Silent ones are capped: maxAwaitingPerAddress
 // from one source address (addressKey; 64 sessions of 99 could hold
-// 6,336), and over the relay its memory budget over awaitingStreamBytes,
+// 6,336) where sessions per address are capped too, and over the relay its memory budget over awaitingStreamBytes,
 // minAwaiting at least, or defaultMaxAwaiting without a budget. Past a
 // cap a new stream is reset at once with codeOverloaded, as under memory
 // pressure: the 1 s memory sample alone let 512 sessions from 8
@@ -61,15 +61,18 @@ const (
 // awaiting counts the streams waiting for their first message, in all
 // and by source address.
 type awaiting struct {
-	max int
+	max, maxPerAddress int // 0: no cap per address
 
 	mu     sync.Mutex
 	total  int
 	byAddr map[netip.Addr]int
 }
 
-func newAwaiting(budget int64) *awaiting {
+func newAwaiting(budget int64, perAddress bool) *awaiting {
 	a := &awaiting{max: defaultMaxAwaiting, byAddr: make(map[netip.Addr]int)}
+	if perAddress {
+		a.maxPerAddress = maxAwaitingPerAddress
+	}
 	if budget > 0 {
 		a.max = int(max(minAwaiting, budget/awaitingStreamBytes))
 	}
@@ -82,7 +85,7 @@ func newAwaiting(budget int64) *awaiting {
 func (a *awaiting) start(addr netip.Addr) bool {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if a.total >= a.max || addr.IsValid() && a.byAddr[addr] >= maxAwaitingPerAddress {
+	if a.total >= a.max || a.maxPerAddress > 0 && addr.IsValid() && a.byAddr[addr] >= a.maxPerAddress {
 		return false
 	}
 	a.total++
@@ -249,7 +252,7 @@ func NewServer(opts ServerOptions) *Server {
 		sessions:          make(map[*session]struct{}),
 		perAddress:        make(map[netip.Addr]int),
 		adm:               newAdmission(opts.MemoryBudget, opts.MaxSessions, opts.MaxSessionsPerAddress, opts.ReapAfter, opts.MemoryUsage),
-		awaiting:          newAwaiting(opts.MemoryBudget),
+		awaiting:          newAwaiting(opts.MemoryBudget, opts.MaxSessionsPerAddress > 0),
 		unknownPulls:      rate.NewLimiter(unknownPullsPerSecond, unknownPullBurst),
 		pullLogs:          rate.NewLimiter(pullLogsPerSecond, pullLogsPerSecond),
 	}

@@ -1,6 +1,7 @@
 package relay_test
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -209,6 +210,7 @@ func TestStreamFloodStaysUnderBudget(t *testing.T) {
 	testutil.WaitFor(t, 10*time.Second, "every session before the flood", func() bool {
 		return getJSON(ctx, url+"stats", &st) == nil && st.Sessions == sessions+1
 	})
+	goBefore, memBefore := relayGoroutines(t, ctx, url), st.MemoryUsed
 	start := time.Now()
 	var opened atomic.Int64
 	for _, w := range flood {
@@ -226,8 +228,13 @@ func TestStreamFloodStaysUnderBudget(t *testing.T) {
 	if err := getJSON(ctx, url+"stats", &st); err != nil {
 		t.Fatalf("/stats after the flood: %v", err)
 	}
-	t.Logf("after the flood: RSS peak %d MiB, Go memory %d MiB (budget %d MiB), sessions %d, admitting %v",
-		peak.Load()>>20, st.MemoryUsed>>20, budget>>20, st.Sessions, st.Admitting)
+	goAfter := relayGoroutines(t, ctx, url)
+	t.Logf("after the flood: RSS peak %d MiB, Go memory %d MiB (%d MiB before; budget %d MiB), goroutines %d (%d before), sessions %d, admitting %v",
+		peak.Load()>>20, st.MemoryUsed>>20, memBefore>>20, budget>>20, goAfter, goBefore, st.Sessions, st.Admitting)
+	// The flood's sessions are gone, and their goroutines with them.
+	if goAfter > goBefore {
+		t.Errorf("%d goroutines after the flood, %d before it", goAfter, goBefore)
+	}
 	if peak.Load() >= budget {
 		t.Errorf("relay RSS peaked at %d MiB, over its %d MiB budget", peak.Load()>>20, budget>>20)
 	}
@@ -261,12 +268,33 @@ func TestStreamFloodRelay(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	err = relay.Run(ctx, relay.Config{Listen: "127.0.0.1:0", MemoryBudget: b, Logger: quietLogger()}, func(r *relay.Relay) {
+	err = relay.Run(ctx, relay.Config{Listen: "127.0.0.1:0", MemoryBudget: b, Pprof: true, Logger: quietLogger()}, func(r *relay.Relay) {
 		fmt.Printf("FLOOD RELAY %s\n", r.Addr())
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
+}
+
+// relayGoroutines reads the goroutine count of the relay at url from its
+// /debug/pprof (Config.Pprof).
+func relayGoroutines(t *testing.T, ctx context.Context, url string) int {
+	t.Helper()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url+"debug/pprof/goroutine?debug=1", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("goroutine profile: %v", err)
+	}
+	defer resp.Body.Close()
+	line, _ := bufio.NewReader(resp.Body).ReadString('\n')
+	n, err := strconv.Atoi(strings.TrimPrefix(strings.TrimSpace(line), "goroutine profile: total "))
+	if err != nil {
+		t.Fatalf("goroutine profile starts %q", line)
+	}
+	return n
 }
 
 func getJSON(ctx context.Context, url string, v any) error {
@@ -286,7 +314,7 @@ func getJSON(ctx context.Context, url string, v any) error {
 }
 
 // TestSessionsPerAddressCap: with the default cap, the 65th session from
-// one address is refused, on WebSocket and raw QUIC alike, while another
+// one address is refused, on WebSocket, WebTransport and raw QUIC alike, while another
 // address is admitted; a session ended frees its place.
 func TestSessionsPerAddressCap(t *testing.T) {
 	ctx := testContext(t)
@@ -310,17 +338,19 @@ func TestSessionsPerAddressCap(t *testing.T) {
 		w.c.CloseNow()
 		t.Fatal("65th WebSocket session from 127.0.0.1 admitted")
 	}
-	if s, err := client.Dial(ctx, relayURL(r, ""), &client.Options{Logger: quietLogger()}); err == nil {
-		s.Close()
-		t.Fatal("65th session from 127.0.0.1, over raw QUIC, admitted")
+	for _, tr := range []string{client.TransportQUIC, client.TransportWebTransport} {
+		if s, err := client.Dial(ctx, relayURL(r, ""), &client.Options{Logger: quietLogger(), Transport: tr}); err == nil {
+			s.Close()
+			t.Fatalf("65th session from 127.0.0.1, over %s, admitted", tr)
+		}
 	}
 	other, err := dialRawWS(ctx, addr, "127.0.0.2")
 	if err != nil {
 		t.Fatalf("a session from 127.0.0.2: %v", err)
 	}
 	defer other.c.CloseNow()
-	if st := r.Stats(); st.RefusedByReason[relay.ReasonOverloaded] != 2 {
-		t.Errorf("refused %v, want 2 overloaded", st.RefusedByReason)
+	if st := r.Stats(); st.RefusedByReason[relay.ReasonOverloaded] != 3 {
+		t.Errorf("refused %v, want 3 overloaded", st.RefusedByReason)
 	}
 	held[0].c.CloseNow()
 	testutil.WaitFor(t, 10*time.Second, "the closed session to go", func() bool { return r.Stats().Sessions == 64 })
