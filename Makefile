@@ -100,8 +100,8 @@ clean: ## remove build outputs
 
 .PHONY: test-hostile
 
-test-hostile: ## the relay binary under hostile input (frame-header flood over WebSocket: RSS idle, peak, delta), about a minute
-	$(GO) test -count=1 -timeout 10m -v -run 'TestFrameHeaderFlood' ./cmd/relay/
+test-hostile: ## the relay binary under hostile input over WebSocket (frame-header flood: RSS idle, peak, delta; silent-stream flood at --memory-budget 256MiB: RSS peak beside the budget, goroutines), about a minute
+	$(GO) test -count=1 -timeout 10m -v -run 'TestFrameHeaderFlood|TestStreamFloodOverWebSocket' ./cmd/relay/
 
 .PHONY: lab-test lab-qemu lab-monitor
 

@@ -23,7 +23,8 @@ import (
 // closed with codeOverloaded, WebSocket and WebTransport requests get 503.
 // Open sessions' new bidirectional streams are refused (reset with
 // codeOverloaded) while memory is above the high-water mark, until it
-// falls below the low one (acceptBidi).
+// falls below the low one, and while too many wait for their first
+// message (acceptBidi; awaiting in server.go).
 //
 // The reaper is one goroutine on a ticker. Each sweep reads every QUIC
 // and WebSocket session's received-packet counter (an atomic in quic-go;

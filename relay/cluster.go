@@ -403,8 +403,13 @@ func (s *Server) runRemote(t *track) {
 				delay = upstreamBackoffMin
 			case !everOK && !isDone(sess.Done()) && t.ctx.Err() == nil:
 				// The upstream is up and refused the first subscription:
-				// there is no such broadcast anywhere.
-				log.Info("upstream refused subscription", "err", err)
+				// there is no such broadcast anywhere. Logged at Info
+				// pullLogsPerSecond at most (subscribe.go).
+				level := slog.LevelDebug
+				if s.pullLogs.Allow() {
+					level = slog.LevelInfo
+				}
+				log.Log(t.ctx, level, "upstream refused subscription", "err", err)
 				return
 			}
 		}

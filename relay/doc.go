@@ -45,7 +45,10 @@
 // needs no per-session goroutine to run ends QUIC and WebSocket sessions
 // that went silent. A session holds at most transport.MaxIncomingStreams
 // bidirectional streams, each reset unless its request arrives within
-// firstMessageTimeout (server.go). /stats reports the
+// firstMessageTimeout; streams still waiting for it are capped per source
+// address and over the relay (awaiting, server.go). With upstreams,
+// subscribes without a token start upstream pulls at a bounded rate
+// (subscribe.go). /stats reports the
 // budget, the memory in use, whether sessions are admitted and the
 // headroom that package router compares across processes. Per-session
 // QUIC state is sized for one audio track: small stream limits and

@@ -157,7 +157,7 @@ func (r *Relay) registry() *prometheus.Registry {
 	counter("sessions_reaped_total", "Silent sessions ended by the reaper.", func(s Stats) float64 { return float64(s.Reaped) })
 	counter("announces_refused_total", "Announces refused: too many broadcasts on one session, or a path too long.", func(s Stats) float64 { return float64(s.AnnouncesRefused) })
 	counter("sessions_overloaded_total", "Sessions closed for holding more buffered frame bytes than their budget.", func(s Stats) float64 { return float64(s.SessionsOverloaded) })
-	counter("streams_refused_total", "Streams reset as they opened, under memory pressure.", func(s Stats) float64 { return float64(s.StreamsRefused) })
+	counter("streams_refused_total", "Streams reset as they opened: under memory pressure, or past the caps on streams awaiting their first message.", func(s Stats) float64 { return float64(s.StreamsRefused) })
 	counter("streams_timed_out_total", "Streams reset for carrying no request within the first-message deadline.", func(s Stats) float64 { return float64(s.StreamsTimedOut) })
 	counter("sessions_shed_total", "Sessions closed with going-away (POST /shed, graceful stop).", func(s Stats) float64 { return float64(s.ShedTotal) })
 	gauge("udp_receive_buffer_bytes", "UDP receive buffer granted by the kernel (SO_RCVBUF).", func(s Stats) float64 { return float64(s.UDPReceiveBuffer) })

@@ -12,6 +12,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"golang.org/x/time/rate"
+
 	"github.com/relayfleet/relayfleet/relay/moqlite"
 	"github.com/relayfleet/relayfleet/relay/transport"
 
@@ -37,6 +39,74 @@ const setupTimeout = 10 * time.Second
 // one that sends nothing by then is reset, so that silent streams do not
 // hold a goroutine each.
 const firstMessageTimeout = 5 * time.Second
+
+// Streams awaiting their first message. Each holds a goroutine (some
+// 7 KiB with its stack) until its request comes or firstMessageTimeout
+// resets it; a client's request comes with the stream, so a live relay
+// has few waiting at once. Silent ones are capped: maxAwaitingPerAddress
+// from one source address (addressKey; 64 sessions of 99 could hold
+// 6,336) where sessions per address are capped too, and over the relay its memory budget over awaitingStreamBytes,
+// minAwaiting at least, or defaultMaxAwaiting without a budget. Past a
+// cap a new stream is reset at once with codeOverloaded, as under memory
+// pressure: the 1 s memory sample alone let 512 sessions from 8
+// addresses open 50,000 silent streams and take a 256 MiB relay past its
+// budget before it reacted.
+const (
+	maxAwaitingPerAddress = 256
+	awaitingStreamBytes   = 32 << 10
+	minAwaiting           = 1024
+	defaultMaxAwaiting    = 65536
+)
+
+// awaiting counts the streams waiting for their first message, in all
+// and by source address.
+type awaiting struct {
+	max, maxPerAddress int // 0: no cap per address
+
+	mu     sync.Mutex
+	total  int
+	byAddr map[netip.Addr]int
+}
+
+func newAwaiting(budget int64, perAddress bool) *awaiting {
+	a := &awaiting{max: defaultMaxAwaiting, byAddr: make(map[netip.Addr]int)}
+	if perAddress {
+		a.maxPerAddress = maxAwaitingPerAddress
+	}
+	if budget > 0 {
+		a.max = int(max(minAwaiting, budget/awaitingStreamBytes))
+	}
+	return a
+}
+
+// start counts a new stream from addr (the zero Addr: counted only in
+// all) and reports whether it is under the caps; one that is must be
+// ended with done.
+func (a *awaiting) start(addr netip.Addr) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.total >= a.max || a.maxPerAddress > 0 && addr.IsValid() && a.byAddr[addr] >= a.maxPerAddress {
+		return false
+	}
+	a.total++
+	if addr.IsValid() {
+		a.byAddr[addr]++
+	}
+	return true
+}
+
+// done ends a stream's wait, its first message come or not.
+func (a *awaiting) done(addr netip.Addr) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.total--
+	if !addr.IsValid() {
+		return
+	}
+	if a.byAddr[addr]--; a.byAddr[addr] <= 0 {
+		delete(a.byAddr, addr)
+	}
+}
 
 // sessionBufferBudget bounds the frame bytes one session's group streams
 // hold at once: frames being received (allocated as their bytes arrive)
@@ -80,9 +150,15 @@ type Server struct {
 	heartbeat      *track
 	heartbeatEvery time.Duration
 	adm            *admission
+	awaiting       *awaiting
 
 	counters counters
 	refused  refusals
+	// unknownPulls limits the upstream pulls anonymous sessions start of
+	// broadcasts the upstream does not announce (subscribe.go); guarded
+	// by mu. pullLogs limits the log lines of upstream refusals.
+	unknownPulls *rate.Limiter
+	pullLogs     *rate.Limiter
 
 	// goingAway: sessions ending with the relay's context get
 	// moqlite.CodeGoingAway (a graceful stop), not code 0.
@@ -176,6 +252,9 @@ func NewServer(opts ServerOptions) *Server {
 		sessions:          make(map[*session]struct{}),
 		perAddress:        make(map[netip.Addr]int),
 		adm:               newAdmission(opts.MemoryBudget, opts.MaxSessions, opts.MaxSessionsPerAddress, opts.ReapAfter, opts.MemoryUsage),
+		awaiting:          newAwaiting(opts.MemoryBudget, opts.MaxSessionsPerAddress > 0),
+		unknownPulls:      rate.NewLimiter(unknownPullsPerSecond, unknownPullBurst),
+		pullLogs:          rate.NewLimiter(pullLogsPerSecond, pullLogsPerSecond),
 	}
 	s.refused.logger = l
 	if len(opts.Upstreams) > 0 {
@@ -206,6 +285,9 @@ type session struct {
 	perms  Permissions
 	ctx    context.Context
 	cancel context.CancelFunc
+	// from is the source address it was admitted from (addressKey); the
+	// zero Addr when not known (ServeSession).
+	from netip.Addr
 
 	// budget bounds what the session's group streams hold together.
 	budget *moqlite.Budget
@@ -223,6 +305,11 @@ type session struct {
 	// refused yet (logged once); guarded by Server.mu.
 	broadcasts      int
 	announceRefused bool
+	// anonymous: the session presented no token; pulls limits the
+	// upstream pulls it starts (subscribe.go), made with its first one
+	// and guarded by Server.mu.
+	anonymous bool
+	pulls     *rate.Limiter
 
 	// Reaper state, touched only by the sweeping goroutine.
 	sweepPackets uint64
@@ -274,7 +361,7 @@ func (s *Server) serveSession(ctx context.Context, t transport.Session, u *url.U
 		}()
 	}
 
-	sess := &session{srv: s, t: t, via: via, ctx: ctx, cancel: cancel, upstream: make(map[uint64]*track),
+	sess := &session{srv: s, t: t, via: via, ctx: ctx, cancel: cancel, from: from, upstream: make(map[uint64]*track),
 		budget: moqlite.NewBudget(sessionBufferBudget)}
 	remote := t.RemoteAddr().String()
 	sess.log = s.logger.With("remote", remote)
@@ -303,6 +390,7 @@ func (s *Server) serveSession(ctx context.Context, t transport.Session, u *url.U
 		return fmt.Errorf("session %s: %w", t.RemoteAddr(), err)
 	}
 	sess.perms = perms
+	sess.anonymous = u.Query().Get("jwt") == ""
 	sess.root = bpath.Clean(u.Path)
 	sess.log = sess.log.With("root", sess.root)
 	sess.log.Debug("session started")
@@ -418,9 +506,9 @@ func (sess *session) acceptBidi(ctx context.Context, spawn func(func())) {
 			sess.cancel()
 			return
 		}
-		if sess.srv.adm.pressure.Load() {
+		if sess.srv.adm.pressure.Load() || !sess.srv.awaiting.start(sess.from) {
 			// Memory above the high-water mark: no new streams, as no
-			// new sessions (budget.go).
+			// new sessions (budget.go); or too many silent ones.
 			st.CancelRead(codeOverloaded)
 			st.CancelWrite(codeOverloaded)
 			sess.srv.counters.streamsRefused.Add(1)
@@ -445,6 +533,7 @@ func (sess *session) handleBidi(ctx context.Context, st transport.Stream) error 
 		st.CancelWrite(codeProtocol)
 	})
 	msg, bad, err := readRequest(st)
+	sess.srv.awaiting.done(sess.from)
 	if !deadline.Stop() {
 		sess.srv.counters.streamsTimedOut.Add(1)
 		return fmt.Errorf("no request within %v", firstMessageTimeout)

@@ -1,6 +1,7 @@
 package relay_test
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -209,6 +210,7 @@ func TestStreamFloodStaysUnderBudget(t *testing.T) {
 	testutil.WaitFor(t, 10*time.Second, "every session before the flood", func() bool {
 		return getJSON(ctx, url+"stats", &st) == nil && st.Sessions == sessions+1
 	})
+	goBefore, memBefore := relayGoroutines(t, ctx, url), st.MemoryUsed
 	start := time.Now()
 	var opened atomic.Int64
 	for _, w := range flood {
@@ -226,8 +228,13 @@ func TestStreamFloodStaysUnderBudget(t *testing.T) {
 	if err := getJSON(ctx, url+"stats", &st); err != nil {
 		t.Fatalf("/stats after the flood: %v", err)
 	}
-	t.Logf("after the flood: RSS peak %d MiB, Go memory %d MiB (budget %d MiB), sessions %d, admitting %v",
-		peak.Load()>>20, st.MemoryUsed>>20, budget>>20, st.Sessions, st.Admitting)
+	goAfter := relayGoroutines(t, ctx, url)
+	t.Logf("after the flood: RSS peak %d MiB, Go memory %d MiB (%d MiB before; budget %d MiB), goroutines %d (%d before), sessions %d, admitting %v",
+		peak.Load()>>20, st.MemoryUsed>>20, memBefore>>20, budget>>20, goAfter, goBefore, st.Sessions, st.Admitting)
+	// The flood's sessions are gone, and their goroutines with them.
+	if goAfter > goBefore {
+		t.Errorf("%d goroutines after the flood, %d before it", goAfter, goBefore)
+	}
 	if peak.Load() >= budget {
 		t.Errorf("relay RSS peaked at %d MiB, over its %d MiB budget", peak.Load()>>20, budget>>20)
 	}
@@ -261,12 +268,33 @@ func TestStreamFloodRelay(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	err = relay.Run(ctx, relay.Config{Listen: "127.0.0.1:0", MemoryBudget: b, Logger: quietLogger()}, func(r *relay.Relay) {
+	err = relay.Run(ctx, relay.Config{Listen: "127.0.0.1:0", MemoryBudget: b, Pprof: true, Logger: quietLogger()}, func(r *relay.Relay) {
 		fmt.Printf("FLOOD RELAY %s\n", r.Addr())
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
+}
+
+// relayGoroutines reads the goroutine count of the relay at url from its
+// /debug/pprof (Config.Pprof).
+func relayGoroutines(t *testing.T, ctx context.Context, url string) int {
+	t.Helper()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url+"debug/pprof/goroutine?debug=1", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("goroutine profile: %v", err)
+	}
+	defer resp.Body.Close()
+	line, _ := bufio.NewReader(resp.Body).ReadString('\n')
+	n, err := strconv.Atoi(strings.TrimPrefix(strings.TrimSpace(line), "goroutine profile: total "))
+	if err != nil {
+		t.Fatalf("goroutine profile starts %q", line)
+	}
+	return n
 }
 
 func getJSON(ctx context.Context, url string, v any) error {
@@ -286,7 +314,7 @@ func getJSON(ctx context.Context, url string, v any) error {
 }
 
 // TestSessionsPerAddressCap: with the default cap, the 65th session from
-// one address is refused, on WebSocket and raw QUIC alike, while another
+// one address is refused, on WebSocket, WebTransport and raw QUIC alike, while another
 // address is admitted; a session ended frees its place.
 func TestSessionsPerAddressCap(t *testing.T) {
 	ctx := testContext(t)
@@ -310,17 +338,19 @@ func TestSessionsPerAddressCap(t *testing.T) {
 		w.c.CloseNow()
 		t.Fatal("65th WebSocket session from 127.0.0.1 admitted")
 	}
-	if s, err := client.Dial(ctx, relayURL(r, ""), &client.Options{Logger: quietLogger()}); err == nil {
-		s.Close()
-		t.Fatal("65th session from 127.0.0.1, over raw QUIC, admitted")
+	for _, tr := range []string{client.TransportQUIC, client.TransportWebTransport} {
+		if s, err := client.Dial(ctx, relayURL(r, ""), &client.Options{Logger: quietLogger(), Transport: tr}); err == nil {
+			s.Close()
+			t.Fatalf("65th session from 127.0.0.1, over %s, admitted", tr)
+		}
 	}
 	other, err := dialRawWS(ctx, addr, "127.0.0.2")
 	if err != nil {
 		t.Fatalf("a session from 127.0.0.2: %v", err)
 	}
 	defer other.c.CloseNow()
-	if st := r.Stats(); st.RefusedByReason[relay.ReasonOverloaded] != 2 {
-		t.Errorf("refused %v, want 2 overloaded", st.RefusedByReason)
+	if st := r.Stats(); st.RefusedByReason[relay.ReasonOverloaded] != 3 {
+		t.Errorf("refused %v, want 3 overloaded", st.RefusedByReason)
 	}
 	held[0].c.CloseNow()
 	testutil.WaitFor(t, 10*time.Second, "the closed session to go", func() bool { return r.Stats().Sessions == 64 })
@@ -419,4 +449,65 @@ func TestIdleWebSocketSessionReaped(t *testing.T) {
 		t.Fatal("the live WebSocket session was ended")
 	default:
 	}
+}
+
+// TestSilentStreamsCapped: streams waiting for their first message are
+// capped per source address (256) and over the relay (its memory budget
+// over 32 KiB, 1,024 at least): past either, a new stream is refused at
+// once, while streams from under the caps are taken. (Before, 64 sessions
+// from one address held 6,336 silent streams for the 5 s deadline, and
+// 512 sessions from 8 addresses took a 256 MiB relay past its budget:
+// make test-hostile.)
+func TestSilentStreamsCapped(t *testing.T) {
+	ctx := testContext(t)
+	const budget = 32 << 20 // 1,024 streams
+	r := startRelay(t, relay.Config{MemoryBudget: budget, MemoryUsage: func() uint64 { return 1 << 20 }})
+	addr := r.Addr().String()
+	openFrom := func(from string, sessions int) {
+		t.Helper()
+		for range sessions {
+			w, err := dialRawWS(ctx, addr, from)
+			if err != nil {
+				t.Fatalf("a session from %s: %v", from, err)
+			}
+			t.Cleanup(func() { _ = w.c.CloseNow() })
+			w.discard(ctx)
+			if n := w.openSilent(ctx, 1, 99); n != 99 {
+				t.Fatalf("a session from %s opened %d of 99 streams", from, n)
+			}
+		}
+	}
+	refused := func(want int64, what string) {
+		t.Helper()
+		// Refusals come at once, well before the first-message deadline
+		// frees a place.
+		if !testutil.Poll(2*time.Second, func() bool { return r.Stats().StreamsRefused == want }) {
+			t.Fatalf("%s: %d streams refused, want %d", what, r.Stats().StreamsRefused, want)
+		}
+	}
+	start := time.Now()
+	openFrom("127.0.0.1", 3) // 297 silent streams from one address
+	refused(297-256, "297 silent streams from one address")
+	openFrom("127.0.0.2", 2) // 198 more from another: under both caps
+	refused(297-256, "198 silent streams from another address")
+	for _, from := range []string{"127.0.0.3", "127.0.0.4", "127.0.0.5"} {
+		openFrom(from, 3)
+	}
+	// 127.0.0.3 and .4 get 256 each (41 refused each), and .5 the 58
+	// left of 1,024: 297-58 refused.
+	refused(3*(297-256)+297-(1024-256-198-2*256), "1,485 silent streams from five addresses")
+	if took := time.Since(start); took >= 5*time.Second {
+		t.Fatalf("the flood took %v, past the first-message deadline: the counts prove nothing", took)
+	}
+	if st := r.Stats(); st.StreamsTimedOut != 0 {
+		t.Fatalf("%d streams timed out already", st.StreamsTimedOut)
+	}
+	// Once the silent ones time out, new streams are taken again.
+	testutil.WaitFor(t, 15*time.Second, "the silent streams to time out", func() bool { return r.Stats().StreamsTimedOut == 1024 })
+	s := dial(t, ctx, relayURL(r, ""), &client.Options{Transport: client.TransportWebSocket})
+	a, err := s.Announced(ctx, "")
+	if err != nil {
+		t.Fatalf("a new stream after the flood: %v", err)
+	}
+	a.Close()
 }

@@ -9,6 +9,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"golang.org/x/time/rate"
+
 	"github.com/relayfleet/relayfleet/relay/moqlite"
 	"github.com/relayfleet/relayfleet/relay/transport"
 
@@ -20,6 +22,58 @@ var errNotFound = errors.New("broadcast not found")
 // unsubscribeGrace is how long the relay waits for a publisher to close its
 // side of a subscription the relay ended, before it stops reading.
 const unsubscribeGrace = 2 * time.Second
+
+// Upstream pulls started by anonymous subscribes. On a relay with
+// upstreams, the first subscriber of a track nobody publishes here starts
+// an upstream subscription (a goroutine, a stream to the upstream, a log
+// line when the upstream refuses it). Under a public prefix that costs an
+// attacker nothing but a name, so a session without a token (on a relay
+// that checks tokens) may start anonPullBurst pulls at once and
+// anonPullsPerSecond after that, and all such sessions together
+// unknownPullBurst and unknownPullsPerSecond of broadcasts the upstream
+// does not announce. A subscribe over either limit is refused at once as
+// not found (counted and logged as an overloaded refusal, rate-limited as
+// refusals are). A listener subscribes to a track or two of a broadcast
+// the upstream announces: within its own burst, and not counted globally.
+const (
+	anonPullBurst         = 8
+	anonPullsPerSecond    = 2.0
+	unknownPullBurst      = 32
+	unknownPullsPerSecond = 8.0
+)
+
+// pullLogsPerSecond caps the Info lines of upstream subscriptions the
+// upstream refused (runRemote); past it they are logged at Debug.
+const pullLogsPerSecond = 10
+
+// Causes of a throttled subscribe, as logged (cause=).
+const (
+	causePullsSession = "upstream pulls per session"
+	causePullsUnknown = "upstream pulls of unknown broadcasts"
+)
+
+// pullThrottled is attach's error for a subscribe over a pull limit.
+type pullThrottled struct{ cause string }
+
+func (e *pullThrottled) Error() string { return "throttled: " + e.cause }
+
+// mayPullLocked says why sess may not start an upstream pull of the
+// broadcast path now (nil when it may); s.mu is held.
+func (s *Server) mayPullLocked(sess *session, path string) error {
+	if s.auth == nil || !sess.anonymous {
+		return nil
+	}
+	if sess.pulls == nil {
+		sess.pulls = rate.NewLimiter(anonPullsPerSecond, anonPullBurst)
+	}
+	if !sess.pulls.Allow() {
+		return &pullThrottled{causePullsSession}
+	}
+	if !s.upstreamAnnounced[path] && !s.unknownPulls.Allow() {
+		return &pullThrottled{causePullsUnknown}
+	}
+	return nil
+}
 
 // serveSubscribe runs one downstream subscription until the client ends it,
 // the track ends or the session ends.
@@ -37,6 +91,9 @@ func (sess *session) serveSubscribe(ctx context.Context, st transport.Stream, m 
 	defer cancel()
 	sub := newSubscriber(s, sess, m.ID, ctx)
 	t, err := s.attach(path, m.Track, m.Priority, sub)
+	if pt, ok := errors.AsType[*pullThrottled](err); ok {
+		s.refused.refuse(ReasonOverloaded, sess.via, sess.t.RemoteAddr().String(), "op", "subscribe", "broadcast", path, "cause", pt.cause)
+	}
 	if err != nil {
 		st.CancelWrite(codeNotFound)
 		st.CancelRead(codeNotFound)
@@ -99,11 +156,20 @@ func (s *Server) attach(path, name string, priority uint8, sub *subscriber) (*tr
 		if s.link == nil {
 			return nil, errNotFound
 		}
-		b = s.remoteBroadcastLocked(path)
+		b = s.remote[path] // nil until its first track is pulled
 	}
-	t := b.tracks[name]
-	if t == nil && b.owner == nil {
+	var t *track
+	if b != nil {
+		t = b.tracks[name]
+	}
+	if t == nil && (b == nil || b.owner == nil) {
 		// Pulled from upstream; it lives as long as it has subscribers.
+		if err := s.mayPullLocked(sub.sess, path); err != nil {
+			return nil, err
+		}
+		if b == nil {
+			b = s.remoteBroadcastLocked(path)
+		}
 		ctx, cancel := context.WithCancel(context.Background())
 		t = &track{b: b, name: name, ctx: ctx, cancel: cancel, subs: make(map[*subscriber]struct{})}
 		b.tracks[name] = t

@@ -56,7 +56,8 @@ type Stats struct {
 	// frame bytes than their budget.
 	SessionsOverloaded int64 `json:"sessions_overloaded_total"`
 	// StreamsRefused counts bidirectional streams reset as they opened,
-	// under memory pressure; StreamsTimedOut those reset for carrying no
+	// under memory pressure or past the caps on streams awaiting their
+	// first message; StreamsTimedOut those reset for carrying no
 	// request within the first-message deadline.
 	StreamsRefused  int64 `json:"streams_refused_total"`
 	StreamsTimedOut int64 `json:"streams_timed_out_total"`
