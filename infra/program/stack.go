@@ -389,6 +389,14 @@ func readPrivate(path string) ([]byte, error) {
 	return io.ReadAll(f)
 }
 
+// RelinkedPaths are the symlinks in stateDir that every run of the stack
+// makes again, to the Pulumi CLI and to the provider plugin it runs with,
+// before it uses them: what they point to when no run is going names
+// nothing that will run.
+func RelinkedPaths(stateDir string) []string {
+	return []string{filepath.Join(stateDir, "cli", "bin", "pulumi"), filepath.Join(stateDir, "plugins", provider.PluginName)}
+}
+
 // link makes dir/name a symlink to target, replacing what was there.
 func link(dir, name, target string) error {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
