@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/chromedp/chromedp"
+
+	"github.com/relayfleet/relayfleet/internal/testutil"
 )
 
 // tap is a TCP proxy to a relay's port that keeps every byte the browser
@@ -79,6 +81,7 @@ func (tp *tap) sent() string {
 // over wss:, so nothing the browser sends through the tap holds the
 // token, though it sent the page request and tried the WebSocket.
 func TestListenPageNoTokenInClear(t *testing.T) {
+	testutil.Short(t, "make test-listen (headless Chromium)")
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	env := startRelay(t, ctx)
