@@ -358,16 +358,28 @@ func (e *openError) Error() string {
 
 // privateDir refuses a state dir that anyone but its owner may list or
 // enter: it holds the passphrase beside the state it decrypts (and, with
-// the default backend, that state).
+// the default backend, that state). One that holds neither yet (made by
+// mkdir under the usual umask; what else is kept there, the caches and
+// the relays file, is no secret) is made private instead: no secret has
+// been open to others.
 func privateDir(dir string) error {
 	fi, err := os.Stat(dir)
 	if err != nil {
 		return fmt.Errorf("state dir: %w", err)
 	}
-	if fi.Mode().Perm()&0o077 != 0 {
-		return fmt.Errorf("state dir %w", &openError{Path: dir, Mode: fi.Mode(), What: "the stack's passphrase", Fix: "chmod 700 " + dir})
+	if fi.Mode().Perm()&0o077 == 0 {
+		return nil
 	}
-	return nil
+	fresh := true
+	for _, name := range []string{"passphrase", "backend"} {
+		if _, err := os.Lstat(filepath.Join(dir, name)); !errors.Is(err, fs.ErrNotExist) {
+			fresh = false
+		}
+	}
+	if fresh && os.Chmod(dir, 0o700) == nil {
+		return nil
+	}
+	return fmt.Errorf("state dir %w", &openError{Path: dir, Mode: fi.Mode(), What: "the stack's passphrase", Fix: "chmod 700 " + dir})
 }
 
 // readPrivate reads a passphrase file, refusing a regular file that

@@ -157,6 +157,8 @@ func TestStateAndPassphraseModes(t *testing.T) {
 			if err := os.Chmod(filepath.Join(dir, "passphrase"), fileMode); err != nil {
 				t.Fatal(err)
 			}
+		} else if err := os.Mkdir(filepath.Join(dir, "backend"), 0o700); err != nil {
+			t.Fatal(err) // the state, encrypted with a passphrase from elsewhere
 		}
 		if err := os.Chmod(dir, dirMode); err != nil {
 			t.Fatal(err)
@@ -175,7 +177,8 @@ func TestStateAndPassphraseModes(t *testing.T) {
 	}{
 		{"private", 0o700, 0o600, ""},
 		{"private, read-only passphrase", 0o700, 0o400, ""},
-		{"new state dir", 0o700, 0, ""},
+		{"state dir with a backend, no passphrase", 0o700, 0, ""},
+		{"world-readable state dir with a backend, no passphrase", 0o755, 0, "state dir STATE is mode 0755, open to others"},
 		{"world-readable state dir", 0o755, 0o600, "state dir STATE is mode 0755, open to others; it holds the stack's passphrase: chmod 700 STATE"},
 		{"group-readable state dir", 0o750, 0o600, "state dir STATE is mode 0750, open to others"},
 		{"group-readable passphrase", 0o700, 0o640, "passphrase file STATE/passphrase is mode 0640, open to others: chmod 600 STATE/passphrase"},
@@ -199,6 +202,23 @@ func TestStateAndPassphraseModes(t *testing.T) {
 				t.Errorf("error %q holds the passphrase or a newline", err)
 			}
 		})
+	}
+
+	// A state dir without a passphrase or backend yet (mkdir under umask
+	// 022; caches and the relays file are no secret) is made private, not
+	// refused: no secret was ever in it.
+	empty := filepath.Join(t.TempDir(), "fresh")
+	if err := os.MkdirAll(filepath.Join(empty, "cache"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(empty, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := (&Stack{StateDir: empty, BackendURL: "file://" + t.TempDir()}).Backend(); err != nil {
+		t.Errorf("a fresh state dir of mode 0755: %v", err)
+	}
+	if fi, err := os.Stat(empty); err != nil || fi.Mode().Perm() != 0o700 {
+		t.Errorf("a fresh state dir: %v %v, want it made 0700", fi, err)
 	}
 
 	// The operator's $PULUMI_CONFIG_PASSPHRASE_FILE is held to the same.
