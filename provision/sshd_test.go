@@ -35,6 +35,7 @@ type sshd struct {
 	hostKeys map[string]ssh.PublicKey
 	cmd      *exec.Cmd
 	p        *testutil.Proc // runs cmd
+	dir      string         // its files: host_key, sshd.pid
 }
 
 type sshdOpts struct {
@@ -141,7 +142,7 @@ LogLevel ERROR
 `, o.port, hostKeyLines, alive, authFile, filepath.Join(dir, "sshd.pid"), o.maxSessions))
 	os.MkdirAll("/run/sshd", 0o755) // privilege separation directory
 	p := testutil.StartLog(t, filepath.Join(dir, "sshd.log"), exec.Command(sshdPath, "-D", "-e", "-f", conf))
-	s := &sshd{hostKey: hostKey, hostKeys: hostKeys, cmd: p.Cmd, p: p}
+	s := &sshd{hostKey: hostKey, hostKeys: hostKeys, cmd: p.Cmd, p: p, dir: dir}
 	t.Cleanup(s.kill)
 	addr := fmt.Sprintf("127.0.0.1:%d", o.port)
 	testutil.WaitFor(t, 10*time.Second, "sshd to listen on "+addr, func() bool {

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/netip"
 	"net/url"
 	"os"
 	"os/signal"
@@ -27,6 +28,7 @@ type ServeFlags struct {
 	TLSKeyFile                                         string // --tls-key
 	ACMEDomain, ACMEEmail, ACMECA, ACMECARoot, ACMEDir string // --acme-*
 	AuthKeyFile                                        string // --auth-key
+	NoAuth                                             bool   // --no-auth: no tokens, on any address
 	PublicListen                                       PrefixList
 	UDPBuffer                                          string // --udp-buffer: bytes, suffixes KiB, MiB, GiB
 	MemoryBudget                                       string // --memory-budget: "" means the cgroup's limit
@@ -63,10 +65,18 @@ func (f *ServeFlags) Config(stderr io.Writer) (Config, error) {
 	if f.Listen == "" {
 		return Config{}, cli.Usagef("--listen is required (HOST:PORT)")
 	}
-	if _, port, err := net.SplitHostPort(f.Listen); err != nil {
+	host, port, err := net.SplitHostPort(f.Listen)
+	if err != nil {
 		return Config{}, cli.Usagef("--listen %q: want HOST:PORT", f.Listen)
 	} else if n, err := strconv.Atoi(port); err != nil || n < 0 || n > 65535 {
 		return Config{}, cli.Usagef("--listen %q: port must be a number from 0 to 65535", f.Listen)
+	}
+	if f.NoAuth && f.AuthKeyFile != "" {
+		return Config{}, cli.Usagef("--no-auth and --auth-key exclude each other")
+	}
+	if f.AuthKeyFile == "" && !f.NoAuth && !loopbackHost(host) {
+		return Config{}, cli.Usagef("--listen %q is not a loopback address: without --auth-key any client that reaches it may publish; "+
+			"give --auth-key FILE (a token key file: docs/relay.md, Tokens), or --no-auth to accept every publisher", f.Listen)
 	}
 	if len(f.PublicListen) > 0 && f.AuthKeyFile == "" {
 		return Config{}, cli.Usagef("--public-listen needs --auth-key (without a key everything is public)")
@@ -143,6 +153,17 @@ func (f *ServeFlags) Config(stderr io.Writer) (Config, error) {
 		cfg.Auth = auth.WithPublicListen(f.PublicListen)
 	}
 	return cfg, nil
+}
+
+// loopbackHost says a --listen host reaches only this machine: a
+// loopback address, or localhost. An empty host, an unspecified address
+// or any other name may be reached from elsewhere.
+func loopbackHost(host string) bool {
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip, err := netip.ParseAddr(host)
+	return err == nil && ip.Unmap().IsLoopback()
 }
 
 // checkCert checks the certificate flags: --cert with --key; --tls-key

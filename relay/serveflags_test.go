@@ -55,6 +55,12 @@ func TestServeFlagsConfigErrors(t *testing.T) {
 		{"port", func(f *relay.ServeFlags) { f.Listen = "h:70000" }, `--listen "h:70000": port must be a number from 0 to 65535`, true},
 		{"upstream first", func(f *relay.ServeFlags) { f.Listen, f.Upstream = "", "https://a:1/,ftp://b" }, `--upstream "https://a:1/,ftp://b": want http:// or https:// URLs, comma-separated`, true},
 		{"public-listen", func(f *relay.ServeFlags) { f.PublicListen = relay.PrefixList{"/a"} }, "--public-listen needs --auth-key (without a key everything is public)", true},
+		{"no auth on all addresses", func(f *relay.ServeFlags) { f.Listen = "[::]:4443" },
+			`--listen "[::]:4443" is not a loopback address: without --auth-key any client that reaches it may publish; give --auth-key FILE (a token key file: docs/relay.md, Tokens), or --no-auth to accept every publisher`, true},
+		{"no auth on an empty host", func(f *relay.ServeFlags) { f.Listen = ":4443" }, `--listen ":4443" is not a loopback address`, true},
+		{"no auth on a LAN address", func(f *relay.ServeFlags) { f.Listen = "10.1.2.3:4443" }, `--listen "10.1.2.3:4443" is not a loopback address`, true},
+		{"no auth on a host name", func(f *relay.ServeFlags) { f.Listen = "relay.example.com:4443" }, `--listen "relay.example.com:4443" is not a loopback address`, true},
+		{"no-auth with a key", func(f *relay.ServeFlags) { f.NoAuth, f.AuthKeyFile = true, "k" }, "--no-auth and --auth-key exclude each other", true},
 		{"cert alone", func(f *relay.ServeFlags) { f.CertFile = "c" }, "--cert and --key must be given together", true},
 		{"three modes", func(f *relay.ServeFlags) { f.CertFile, f.KeyFile, f.TLSKeyFile, f.ACMEDomain = "c", "k", "t", "a.b" },
 			"--cert/--key and --tls-key and --acme-domain exclude each other: give certificate files, a key for self-signed certificates, or an ACME domain", true},
@@ -112,6 +118,38 @@ func TestServeFlagsConfig(t *testing.T) {
 		cfg.PTOIgnoresReads || cfg.MemoryBudget != 0 || cfg.Auth != nil || cfg.MaxSessionsPerAddress != relay.DefaultMaxSessionsPerAddress ||
 		cfg.HeartbeatInterval != relay.DefaultHeartbeatInterval {
 		t.Errorf("defaults: %v %+v", err, cfg)
+	}
+}
+
+// TestServeFlagsAuthOnLoopbackOrAsked: without --auth-key a relay
+// serves on a loopback address, or anywhere with --no-auth; with a key,
+// anywhere.
+func TestServeFlagsAuthOnLoopbackOrAsked(t *testing.T) {
+	key := writeTemp(t, "key", liveKey+"\n")
+	for _, tc := range []struct {
+		listen string
+		noAuth bool
+		key    string
+	}{
+		{"127.0.0.1:0", false, ""},
+		{"127.0.0.2:4443", false, ""},
+		{"[::1]:4443", false, ""},
+		{"localhost:4443", false, ""},
+		{"[::]:4443", true, ""},
+		{"10.1.2.3:4443", true, ""},
+		{"[::]:4443", false, key},
+		{"0.0.0.0:4443", false, key},
+	} {
+		f := serveDefaults()
+		f.Listen, f.NoAuth, f.AuthKeyFile = tc.listen, tc.noAuth, tc.key
+		cfg, err := f.Config(&bytes.Buffer{})
+		if err != nil {
+			t.Errorf("--listen %s --no-auth=%v --auth-key %q: %v", tc.listen, tc.noAuth, tc.key, err)
+			continue
+		}
+		if (cfg.Auth != nil) != (tc.key != "") {
+			t.Errorf("--listen %s --no-auth=%v --auth-key %q: auth %v", tc.listen, tc.noAuth, tc.key, cfg.Auth != nil)
+		}
 	}
 }
 

@@ -226,6 +226,9 @@ func Render(l Layout) ([]File, error) {
 		opt("Service", "UMask", "0077"),
 		opt("Service", "CapabilityBoundingSet", ""),
 		opt("Service", "RestrictAddressFamilies", "AF_INET AF_INET6 AF_UNIX"),
+		// The cloud's metadata service serves the box's user data, SSH
+		// host key included, to any process that asks: not to a relay.
+		opt("Service", "IPAddressDeny", "169.254.169.254"),
 		opt("Service", "SystemCallArchitectures", "native"),
 		opt("Service", "SystemCallFilter", "@system-service"),
 		opt("Service", "SystemCallFilter", "~@privileged @resources"),
@@ -326,10 +329,11 @@ func insertAfter(opts []*unit.UnitOption, name string, o *unit.UnitOption) []*un
 }
 
 // authArgs are the relay's --auth-key (its credential) and
-// --public-listen flags, or nothing without auth.
+// --public-listen flags, or --no-auth without auth: the relay listens on
+// every address, where it refuses to run without a key unless told.
 func authArgs(l Layout) string {
 	if !l.Auth {
-		return ""
+		return " --no-auth"
 	}
 	s := " --auth-key %d/" + CredentialName
 	if len(l.PublicListen) > 0 {

@@ -96,7 +96,7 @@ func TestUpstreamInExecStart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(string(files[0].Data), "ExecStart=/opt/relay serve --listen [::]:%i --stateless-reset-secret %d/reset-secret --max-sessions-per-address 0 --upstream http://10.0.0.1:4443/,http://10.0.0.2:4443/\n") {
+	if !strings.Contains(string(files[0].Data), "ExecStart=/opt/relay serve --listen [::]:%i --stateless-reset-secret %d/reset-secret --max-sessions-per-address 0 --upstream http://10.0.0.1:4443/,http://10.0.0.2:4443/ --no-auth\n") {
 		t.Errorf("template:\n%s", files[0].Data)
 	}
 	l.Upstream = nil
@@ -137,6 +137,9 @@ func TestAuthFlags(t *testing.T) {
 		"\nLoadCredential=relay-auth:/etc/relayfleet/credentials/relay-auth\n",
 		"\nExecStart=/opt/relay serve --listen [::]:%i --stateless-reset-secret %d/reset-secret --max-sessions-per-address 0 --auth-key %d/relay-auth\n",
 		"\nDynamicUser=yes\n",
+		// The metadata service hands out the box's user data (its SSH
+		// host key): the relay may not reach it.
+		"\nIPAddressDeny=169.254.169.254\n",
 	} {
 		if !strings.Contains(tmpl, want) {
 			t.Errorf("template lacks %q:\n%s", strings.TrimSpace(want), tmpl)
@@ -149,6 +152,11 @@ func TestAuthFlags(t *testing.T) {
 	files, _ = Render(l)
 	if strings.Contains(string(files[0].Data), "relay-auth") {
 		t.Errorf("auth without a key:\n%s", files[0].Data)
+	}
+	// Without a key, the relay on [::] is told so: relay serve refuses
+	// a non-loopback address without --auth-key or --no-auth.
+	if !strings.Contains(string(files[0].Data), "--max-sessions-per-address 0 --no-auth\n") {
+		t.Errorf("no --no-auth without a key:\n%s", files[0].Data)
 	}
 	// Public prefixes without the key would open the relay: refused.
 	l.PublicListen = []string{"live/"}

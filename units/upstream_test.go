@@ -16,7 +16,7 @@ func TestUpstreamPinInExecStart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := " --upstream http://10.0.0.1:4443/#spki=" + pin + ",https://origin.example:4443/\n"
+	want := " --upstream http://10.0.0.1:4443/#spki=" + pin + ",https://origin.example:4443/ --no-auth\n"
 	if !strings.Contains(string(files[0].Data), want) {
 		t.Errorf("template has no %q:\n%s", want, files[0].Data)
 	}

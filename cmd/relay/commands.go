@@ -66,7 +66,8 @@ func serveCmd(ios *cli.IOStreams) *cobra.Command {
 		Long: `relay serve --listen HOST:PORT runs the moq-lite relay on UDP (QUIC, WebTransport) and TCP
 (HTTP, WebSocket): with certificate files (--cert and --key, re-read when they change or on
 SIGHUP), self-signed certificates for a key (--tls-key), or certificates from an ACME CA
-(--acme-domain); tokens checked with --auth-key; broadcasts not published here pulled from
+(--acme-domain); tokens checked with --auth-key (without one, only on a loopback --listen,
+or anywhere with --no-auth); broadcasts not published here pulled from
 --upstream relays; sessions admitted under --memory-budget and --max-listeners.`}
 	fs := cmd.Flags()
 	fs.StringVar(&f.Listen, "listen", "", "HOST:PORT for UDP (QUIC, WebTransport) and TCP (HTTP, WebSocket)")
@@ -79,6 +80,7 @@ SIGHUP), self-signed certificates for a key (--tls-key), or certificates from an
 	fs.StringVar(&f.ACMECARoot, "acme-ca-root", "", "PEM file with the root(s) that verify the ACME CA's HTTPS endpoint")
 	fs.StringVar(&f.ACMEDir, "acme-dir", "", "directory for the ACME account, keys and certificates")
 	fs.StringVar(&f.AuthKeyFile, "auth-key", "", "file with the token signing keys: one per line, KEY or KEY until=RFC3339")
+	fs.BoolVar(&f.NoAuth, "no-auth", false, "check no tokens on a --listen address other than loopback: any client that reaches it may publish (without --auth-key, only loopback serves)")
 	fs.Var(&f.PublicListen, "public-listen", "broadcast path prefix anyone may listen under without a token (repeatable, comma-separated); needs --auth-key")
 	fs.StringVar(&f.UDPBuffer, "udp-buffer", strconv.Itoa(relay.DefaultUDPBuffer), "UDP buffer size to ask for, in bytes (suffixes KiB, MiB)")
 	fs.IntVar(&f.SendBatch, "send-batch", relay.DefaultSendBatch, "most QUIC packets, across connections, sent in one sendmmsg (64 batches them); 1, the default, sends each with its own sendmsg")

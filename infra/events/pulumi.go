@@ -2,6 +2,7 @@ package events
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"maps"
@@ -12,6 +13,7 @@ import (
 	"time"
 
 	"golang.org/x/crypto/ssh"
+	"golang.org/x/crypto/ssh/knownhosts"
 
 	"github.com/relayfleet/relayfleet/infra/backend"
 	"github.com/relayfleet/relayfleet/infra/program"
@@ -67,6 +69,12 @@ func (p *PulumiStacks) Repair(ctx context.Context, stack string, b program.Burst
 // SSHProbe asks relays over SSH, checking each box's host key from the
 // stack outputs. Lab boxes are reached with the lab's admin key, others
 // with KeyFile or the ssh-agent.
+//
+// Each host is checked against its own stack's key only: a host's
+// connection and known_hosts file belong to its address and pinned key
+// together, never shared with another stack's host at the same address
+// (a cloud hands a destroyed box's address to the next one, and a box's
+// host key was in its user data), as fleethosts keeps one line per address.
 type SSHProbe struct {
 	Lab     provider.Config
 	KeyFile string
@@ -77,10 +85,13 @@ type SSHProbe struct {
 	ShedRate   int
 
 	once   sync.Once
-	pool   *provision.Pool
+	auth   []ssh.AuthMethod
 	closer io.Closer
 	dir    string
 	err    error
+
+	mu    sync.Mutex
+	pools map[string]*provision.Pool // by known_hosts line: address and key
 }
 
 func (s *SSHProbe) init(hosts []program.HostEntry) error {
@@ -90,23 +101,46 @@ func (s *SSHProbe) init(hosts []program.HostEntry) error {
 			s.err = err
 			return
 		}
-		s.closer = closer
+		s.auth, s.closer = auth, closer
 		dir, err := os.MkdirTemp("", "relayfleet-events-")
 		if err != nil {
 			s.err = err
 			return
 		}
 		s.dir = dir
-		s.pool = &provision.Pool{Auth: auth, Keys: &provision.HostKeys{File: filepath.Join(dir, "known_hosts")}}
+		s.pools = map[string]*provision.Pool{}
 	})
 	return s.err
 }
 
+// pool is the pool that reaches addr with key pinned, and nothing else:
+// made, with its own known_hosts file, on first use.
+func (s *SSHProbe) pool(addr string, key ssh.PublicKey) (*provision.Pool, error) {
+	line := knownhosts.Line([]string{knownhosts.Normalize(addr)}, key)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if p := s.pools[line]; p != nil {
+		return p, nil
+	}
+	if s.pools == nil { // closed
+		return nil, errors.New("ssh probe closed")
+	}
+	p := &provision.Pool{Auth: s.auth, Keys: &provision.HostKeys{File: filepath.Join(s.dir, fmt.Sprintf("known_hosts.%d", len(s.pools)))}}
+	if err := provision.PinKey(p.Keys.File, addr, key); err != nil {
+		return nil, err
+	}
+	s.pools[line] = p
+	return p, nil
+}
+
 // Close ends the SSH connections.
 func (s *SSHProbe) Close() error {
-	if s.pool != nil {
-		s.pool.Close()
+	s.mu.Lock()
+	for _, p := range s.pools {
+		p.Close()
 	}
+	s.pools = nil
+	s.mu.Unlock()
 	if s.closer != nil {
 		s.closer.Close()
 	}
@@ -133,10 +167,11 @@ func (s *SSHProbe) each(ctx context.Context, hosts []program.HostEntry, f func(p
 			return fmt.Errorf("%s: ssh address %q: %w", h.Name, h.SSHAddress, err)
 		}
 		ph := provision.Host{Name: h.Name, Address: net.JoinHostPort(host, port), User: h.User}
-		if err := provision.PinKey(s.pool.Keys.File, ph.Addr(), key); err != nil {
+		pool, err := s.pool(ph.Addr(), key)
+		if err != nil {
 			return err
 		}
-		if err := f(s.pool.Runner(ph)); err != nil {
+		if err := f(pool.Runner(ph)); err != nil {
 			return fmt.Errorf("%s: %w", h.Name, err)
 		}
 	}

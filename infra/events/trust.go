@@ -238,11 +238,13 @@ func (t trust) beside(path, name string) error {
 
 // dir checks a directory the service keeps state in: trusted's and
 // writable by no one else, sticky or not, as is every directory and
-// symlink on the way (resolve); with walk, everything in it too
-// (symlinks in it are not followed). A directory that does not exist yet
-// passes when the deepest one above it that does lets no one else make
-// it: the service makes it, as its user, when it first runs.
-func (t trust) dir(path string, walk bool) error {
+// symlink on the way (resolve); with walk, everything in it too, and
+// what each symlink in it points to (linkIn), but for the links named in
+// relinked (paths relative to path) that the service makes again before
+// it uses them. A directory that does not exist yet passes when the
+// deepest one above it that does lets no one else make it: the service
+// makes it, as its user, when it first runs.
+func (t trust) dir(path string, walk bool, relinked ...string) error {
 	real, fi, err := t.resolve(path)
 	if errors.Is(err, fs.ErrNotExist) && real != "" {
 		above, serr := os.Stat(real)
@@ -286,9 +288,40 @@ func (t trust) dir(path string, walk bool) error {
 			return untrustedf("", "%s holds %s, owned by %s, not %s", name, p, ownerName(uid), t.who())
 		case m&fs.ModeSymlink == 0 && goWritable(m) && !(m.IsDir() && sticky(m)):
 			return untrustedf("chmod go-w "+p, "%s holds %s, mode %s, writable by others", name, p, octal(m))
+		case m&fs.ModeSymlink != 0:
+			if rel, err := filepath.Rel(real, p); err == nil && slices.Contains(relinked, rel) {
+				return nil
+			}
+			return t.linkIn(name, p)
 		}
 		return nil
 	})
+}
+
+// linkIn checks link, a symlink (trusted's) that dir name holds: what it
+// points to, and every directory and symlink on the way there, is
+// trusted's and writable by no one else. A link to nothing passes: the
+// directories on the way, checked, let no one else make its target.
+func (t trust) linkIn(name, link string) error {
+	target, fi, err := t.resolve(link)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	var u *untrusted
+	if errors.As(err, &u) {
+		return untrustedf(u.fix, "%s holds %s, a link: %s", name, link, u.msg)
+	}
+	if err != nil {
+		return err
+	}
+	m := fi.Mode()
+	switch uid := fileOwner(fi); {
+	case !t.trusted(uid):
+		return untrustedf("", "%s holds %s, a link to %s, which is owned by %s, not %s", name, link, target, ownerName(uid), t.who())
+	case goWritable(m) && !(m.IsDir() && sticky(m)):
+		return untrustedf("chmod go-w "+target, "%s holds %s, a link to %s, mode %s, writable by others", name, link, target, octal(m))
+	}
+	return nil
 }
 
 // chmodFix is chmod go-w DIR, unless DIR is sticky: a sticky directory
@@ -305,8 +338,9 @@ func chmodFix(dir string, m fs.FileMode) string {
 // binary and the relay build beside it, the events file, the providers
 // file beside it, the fleet file it names and the calibration file beside
 // that, the state dir and everything in it (the file backend, the
-// passphrase, PULUMI_HOME, the links to the Pulumi CLI and the provider
-// plugin), the environment file, the paths given after -- (reconcileArgs),
+// passphrase, PULUMI_HOME and what every link in it points to, but for
+// the links to the Pulumi CLI and the provider plugin, which each run
+// makes again), the environment file, the paths given after -- (reconcileArgs),
 // and the Pulumi CLI the service finds without --pulumi. fleetFile is the
 // events file's fleet file; fleetDefault and stateDefault say Fleet and
 // StateDir are InstallTimer's defaults. Errors are *TimerFieldError.
@@ -351,7 +385,13 @@ func checkFiles(r units.Reconciler, fleetFile string, t trust, fleetDefault, sta
 	if stateDefault {
 		stateFix = "--state-dir defaults to $" + program.StateDirEnv + ", else ~/.local/state/relayfleet of the user running install; " + stateFix
 	}
-	if err := t.dir(r.StateDir, true); err != nil {
+	var relinked []string
+	for _, l := range program.RelinkedPaths(r.StateDir) {
+		if rel, err := filepath.Rel(r.StateDir, l); err == nil {
+			relinked = append(relinked, rel)
+		}
+	}
+	if err := t.dir(r.StateDir, true, relinked...); err != nil {
 		return fieldFix("StateDir", err, stateFix)
 	}
 

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/relayfleet/relayfleet/infra/program"
 	"github.com/relayfleet/relayfleet/internal/testutil"
 	"github.com/relayfleet/relayfleet/units"
 )
@@ -156,6 +157,27 @@ func TestInstallTimerRootFiles(t *testing.T) {
 			"StateDir", []string{"PATH/state is owned by uid 65534 (nobody), not root", "chown -R root:root PATH/state"}},
 		{"user's plugin in the state dir", func(t *testing.T, f rootFiles, _ *TimerOptions) { chown(t, f.plugin, nobody) },
 			"StateDir", []string{"PATH/state holds PATH/state/pulumi-home/plugins/resource-x/pulumi-resource-x, owned by uid 65534 (nobody)"}},
+		// chown -R root:root leaves a link's target as it was: the link
+		// is root's, what Pulumi runs through it is not.
+		{"root's link in the state dir to a user's plugin", func(t *testing.T, f rootFiles, _ *TimerOptions) {
+			theirs := filepath.Join(f.dir, "opt", "pulumi-resource-y")
+			testutil.WriteFile(t, theirs, []byte("#!/bin/sh\n"), 0o755)
+			chown(t, theirs, nobody)
+			symlink(t, theirs, filepath.Join(filepath.Dir(f.plugin), "pulumi-resource-y"))
+		}, "StateDir", []string{"PATH/state holds PATH/state/pulumi-home/plugins/resource-x/pulumi-resource-y, a link to PATH/opt/pulumi-resource-y, which is owned by uid 65534 (nobody)"}},
+		// The links every run makes again (the Pulumi CLI, the provider
+		// plugin) may point anywhere: the service links its own.
+		{"a user's links the service makes again", func(t *testing.T, f rootFiles, _ *TimerOptions) {
+			theirs := filepath.Join(f.dir, "opt", "fleet")
+			testutil.WriteFile(t, theirs, []byte("#!/bin/sh\n"), 0o755)
+			chown(t, theirs, nobody)
+			for _, l := range program.RelinkedPaths(f.state) {
+				if err := os.MkdirAll(filepath.Dir(l), 0o700); err != nil {
+					t.Fatal(err)
+				}
+				symlink(t, theirs, l)
+			}
+		}, "", nil},
 		{"group-writable PULUMI_HOME", func(t *testing.T, f rootFiles, _ *TimerOptions) {
 			chmod(t, filepath.Join(f.state, "pulumi-home"), 0o770)
 		}, "StateDir", []string{"PATH/state holds PATH/state/pulumi-home, mode 0770, writable by others; chmod go-w PATH/state/pulumi-home"}},

@@ -204,6 +204,9 @@ func (s *Stack) Backend() (string, error) {
 	if err := os.MkdirAll(s.StateDir, 0o700); err != nil {
 		return "", fmt.Errorf("state dir: %w", err)
 	}
+	if err := privateDir(s.StateDir); err != nil {
+		return "", err
+	}
 	backend := s.BackendURL
 	if backend == "" {
 		backend = os.Getenv(BackendEnv)
@@ -292,7 +295,7 @@ func passphrase(stateDir string) (pass, file string, err error) {
 	// The operator's passphrase file (another machine's state dir starts
 	// empty: the backend's passphrase comes from here or the environment).
 	if f := os.Getenv(PassphraseFileEnv); f != "" {
-		data, err := os.ReadFile(f)
+		data, err := readPrivate(f)
 		if err != nil {
 			return "", "", fmt.Errorf("passphrase: $%s: %w", PassphraseFileEnv, err)
 		}
@@ -303,7 +306,11 @@ func passphrase(stateDir string) (pass, file string, err error) {
 		return p, f, nil
 	}
 	path := filepath.Join(stateDir, "passphrase")
-	data, err := os.ReadFile(path)
+	data, err := readPrivate(path)
+	var open *openError
+	if errors.As(err, &open) {
+		return "", "", fmt.Errorf("passphrase file %w", err)
+	}
 	if err == nil {
 		if p := strings.TrimSpace(string(data)); p != "" {
 			return p, path, nil
@@ -330,6 +337,76 @@ func passphrase(stateDir string) (pass, file string, err error) {
 		return "", "", fmt.Errorf("passphrase: %w", werr)
 	}
 	return p, path, nil
+}
+
+// openError is a file or directory that others than its owner may
+// read, write or enter: Fix is the chmod that closes it.
+type openError struct {
+	Path string
+	Mode fs.FileMode
+	What string // what it holds, or ""
+	Fix  string
+}
+
+func (e *openError) Error() string {
+	s := fmt.Sprintf("%s is mode %#o, open to others", e.Path, e.Mode.Perm())
+	if e.What != "" {
+		s += "; it holds " + e.What
+	}
+	return s + ": " + e.Fix
+}
+
+// privateDir refuses a state dir that anyone but its owner may list or
+// enter: it holds the passphrase beside the state it decrypts (and, with
+// the default backend, that state). One that holds neither yet (made by
+// mkdir under the usual umask; what else is kept there, the caches and
+// the relays file, is no secret) is made private instead: no secret has
+// been open to others.
+func privateDir(dir string) error {
+	fi, err := os.Stat(dir)
+	if err != nil {
+		return fmt.Errorf("state dir: %w", err)
+	}
+	if fi.Mode().Perm()&0o077 == 0 {
+		return nil
+	}
+	fresh := true
+	for _, name := range []string{"passphrase", "backend"} {
+		if _, err := os.Lstat(filepath.Join(dir, name)); !errors.Is(err, fs.ErrNotExist) {
+			fresh = false
+		}
+	}
+	if fresh && os.Chmod(dir, 0o700) == nil {
+		return nil
+	}
+	return fmt.Errorf("state dir %w", &openError{Path: dir, Mode: fi.Mode(), What: "the stack's passphrase", Fix: "chmod 700 " + dir})
+}
+
+// readPrivate reads a passphrase file, refusing a regular file that
+// anyone but its owner may read or write (*openError). Other kinds of
+// file (a pipe, /dev/stdin) are read as they are.
+func readPrivate(path string) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if fi.Mode().IsRegular() && fi.Mode().Perm()&0o077 != 0 {
+		return nil, &openError{Path: path, Mode: fi.Mode(), Fix: "chmod 600 " + path}
+	}
+	return io.ReadAll(f)
+}
+
+// RelinkedPaths are the symlinks in stateDir that every run of the stack
+// makes again, to the Pulumi CLI and to the provider plugin it runs with,
+// before it uses them: what they point to when no run is going names
+// nothing that will run.
+func RelinkedPaths(stateDir string) []string {
+	return []string{filepath.Join(stateDir, "cli", "bin", "pulumi"), filepath.Join(stateDir, "plugins", provider.PluginName)}
 }
 
 // link makes dir/name a symlink to target, replacing what was there.

@@ -136,3 +136,105 @@ func TestFindPulumi(t *testing.T) {
 		t.Fatalf("from $%s: %q %v", PulumiEnv, got, err)
 	}
 }
+
+// TestStateAndPassphraseModes: a state dir or a passphrase file that
+// others may read (or write) is refused, with the chmod that fixes it and
+// never the passphrase; private ones pass.
+func TestStateAndPassphraseModes(t *testing.T) {
+	t.Setenv(PassphraseEnv, "")
+	t.Setenv(PassphraseFileEnv, "")
+	const secret = "s3cret-passphrase-value"
+
+	open := func(t *testing.T, dirMode, fileMode os.FileMode) (string, error) {
+		dir := filepath.Join(t.TempDir(), "state")
+		if err := os.Mkdir(dir, 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if fileMode != 0 {
+			if err := os.WriteFile(filepath.Join(dir, "passphrase"), []byte(secret+"\n"), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Chmod(filepath.Join(dir, "passphrase"), fileMode); err != nil {
+				t.Fatal(err)
+			}
+		} else if err := os.Mkdir(filepath.Join(dir, "backend"), 0o700); err != nil {
+			t.Fatal(err) // the state, encrypted with a passphrase from elsewhere
+		}
+		if err := os.Chmod(dir, dirMode); err != nil {
+			t.Fatal(err)
+		}
+		s := &Stack{StateDir: dir, BackendURL: "file://" + t.TempDir()}
+		if _, err := s.Backend(); err != nil {
+			return dir, err
+		}
+		_, _, err := passphrase(dir)
+		return dir, err
+	}
+	for _, tc := range []struct {
+		name              string
+		dirMode, fileMode os.FileMode
+		want              string // "" = passes; STATE is the state dir
+	}{
+		{"private", 0o700, 0o600, ""},
+		{"private, read-only passphrase", 0o700, 0o400, ""},
+		{"state dir with a backend, no passphrase", 0o700, 0, ""},
+		{"world-readable state dir with a backend, no passphrase", 0o755, 0, "state dir STATE is mode 0755, open to others"},
+		{"world-readable state dir", 0o755, 0o600, "state dir STATE is mode 0755, open to others; it holds the stack's passphrase: chmod 700 STATE"},
+		{"group-readable state dir", 0o750, 0o600, "state dir STATE is mode 0750, open to others"},
+		{"group-readable passphrase", 0o700, 0o640, "passphrase file STATE/passphrase is mode 0640, open to others: chmod 600 STATE/passphrase"},
+		{"world-readable passphrase", 0o700, 0o644, "passphrase file STATE/passphrase is mode 0644"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			state, err := open(t, tc.dirMode, tc.fileMode)
+			if tc.want == "" {
+				if err != nil {
+					t.Fatal(err)
+				}
+				return
+			}
+			if err == nil {
+				t.Fatalf("passed, want %q", tc.want)
+			}
+			if want := strings.ReplaceAll(tc.want, "STATE", state); !strings.Contains(err.Error(), want) {
+				t.Errorf("error %q\nlacks %q", err, want)
+			}
+			if strings.Contains(err.Error(), secret) || strings.Contains(err.Error(), "\n") {
+				t.Errorf("error %q holds the passphrase or a newline", err)
+			}
+		})
+	}
+
+	// A state dir without a passphrase or backend yet (mkdir under umask
+	// 022; caches and the relays file are no secret) is made private, not
+	// refused: no secret was ever in it.
+	empty := filepath.Join(t.TempDir(), "fresh")
+	if err := os.MkdirAll(filepath.Join(empty, "cache"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(empty, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := (&Stack{StateDir: empty, BackendURL: "file://" + t.TempDir()}).Backend(); err != nil {
+		t.Errorf("a fresh state dir of mode 0755: %v", err)
+	}
+	if fi, err := os.Stat(empty); err != nil || fi.Mode().Perm() != 0o700 {
+		t.Errorf("a fresh state dir: %v %v, want it made 0700", fi, err)
+	}
+
+	// The operator's $PULUMI_CONFIG_PASSPHRASE_FILE is held to the same.
+	other := filepath.Join(t.TempDir(), "pass")
+	if err := os.WriteFile(other, []byte(secret+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv(PassphraseFileEnv, other)
+	_, _, err := passphrase(t.TempDir())
+	if want := "$" + PassphraseFileEnv + ": " + other + " is mode 0644, open to others: chmod 600 " + other; err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("an operator's readable passphrase file: %v, want %q", err, want)
+	}
+	if err := os.Chmod(other, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if p, _, err := passphrase(t.TempDir()); err != nil || p != secret {
+		t.Errorf("an operator's private passphrase file: %v", err)
+	}
+}

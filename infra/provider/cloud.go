@@ -12,6 +12,7 @@ import (
 	"time"
 
 	p "github.com/pulumi/pulumi-go-provider"
+	"golang.org/x/crypto/ssh"
 
 	"github.com/relayfleet/relayfleet/infra/backend"
 	"github.com/relayfleet/relayfleet/infra/digitalocean"
@@ -138,6 +139,9 @@ func (c cloudBackend) create(ctx context.Context, a BoxArgs) (machine, error) {
 		m.HostPublicKey, m.HostPrivate = pub, string(priv)
 		err = readCloudFacts(ctx, c, a, &m, cloudBootTimeout)
 	}
+	if err == nil {
+		err = rotateCloudHostKey(ctx, c, a, &m)
+	}
 	if err != nil {
 		// Leave nothing behind that the state does not know about.
 		if derr := c.api.Delete(context.WithoutCancel(ctx), b.ID); derr != nil {
@@ -225,6 +229,57 @@ func (c cloudBackend) clearInterrupted(ctx context.Context, a BoxArgs) error {
 var readCloudFacts = func(ctx context.Context, c cloudBackend, a BoxArgs, m *machine, wait time.Duration) error {
 	return c.readFacts(ctx, a, m, wait)
 }
+
+// rotateCloudHostKey is cloudBackend.rotateHostKey; tests replace it.
+var rotateCloudHostKey = func(ctx context.Context, c cloudBackend, a BoxArgs, m *machine) error {
+	return c.rotateHostKey(ctx, a, m)
+}
+
+// rotateHostKey replaces the host key cloud-init installed, which the
+// cloud's metadata service serves to any process on the box for the box's
+// life (and the cloud's API to whoever holds the token), with one made on
+// the box (provision.HostKeyRotation): over a session pinned to the first
+// key it makes the new one and reads its public half, then checks that a
+// new connection pinned to that alone gets in. m then holds the new
+// public key and no private key: the box's never leaves it.
+func (c cloudBackend) rotateHostKey(ctx context.Context, a BoxArgs, m *machine) error {
+	h := provision.Host{Name: a.ServerName(), Address: m.SSHAddress, User: "root"}
+	var made ssh.PublicKey
+	err := withRunner(ctx, a.Backend, c.keyFile, h, m.HostPublicKey, func(run provision.Runner) error {
+		var err error
+		made, err = provision.HostKeyRotation{}.Rotate(ctx, run, "root@"+a.ServerName())
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("rotate host key: %w", err)
+	}
+	key := strings.TrimSpace(string(ssh.MarshalAuthorizedKey(made)))
+	// sshd serves the new key once it has re-executed itself after the
+	// reload: a connection that came in before may still see the first.
+	deadline := time.Now().Add(hostKeyRotationWait)
+	for {
+		err = withRunnerRetry(ctx, a.Backend, c.keyFile, h, key, hostKeyRotationWait, func(run provision.Runner) error {
+			_, err := run.Run(ctx, "true", nil)
+			return err
+		})
+		if err == nil || !errors.Is(err, provision.ErrHostKey) || time.Now().After(deadline) {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("rotate host key: sshd does not serve the new key %s: %w", ssh.FingerprintSHA256(made), err)
+	}
+	m.HostPublicKey, m.HostPrivate = key, ""
+	return nil
+}
+
+// hostKeyRotationWait bounds the wait for sshd to serve a rotated key.
+const hostKeyRotationWait = 30 * time.Second
 
 // readFacts waits until SSH answers with the box's host key, then reads
 // its cores and RAM.

@@ -211,6 +211,7 @@ func useCloudFacts(t *testing.T, cores int, ram int64) {
 		return nil
 	}
 	t.Cleanup(func() { readCloudFacts = old })
+	useCloudRotation(t)
 }
 
 // cloudBoxReader is a cloud holding hcloud box f-fsn-1 of fleet f, the
@@ -262,10 +263,15 @@ func TestCloudReadKeepsThePrivateKeySecret(t *testing.T) {
 	}
 }
 
-func TestCloudCreateOutputsThePrivateKeyAsSecret(t *testing.T) {
+// TestCloudCreateRotatesTheHostKey: the host key cloud-init installed
+// (which the cloud's metadata service serves for the box's life) is
+// rotated over a session pinned to it: the box's state records the key
+// made on the box, and no private key at all.
+func TestCloudCreateRotatesTheHostKey(t *testing.T) {
 	fc := &fakeCloud{}
 	useCloud(t, fc)
 	useCloudFacts(t, 4, 8<<30)
+	rotated := useCloudRotation(t)
 	s := newServer(t)
 	in := boxInputs(map[string]string{"backend": "hcloud", "name": "f-fsn-1", "fleet": "f", "tier": "steady", "shape": "cpx32", "location": "fsn1"})
 	in = in.Set("authorizedKeys", property.New(property.NewArray([]property.Value{property.New(testKey + " admin")})))
@@ -273,20 +279,52 @@ func TestCloudCreateOutputsThePrivateKeyAsSecret(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	priv, ok := resp.Properties.GetOk("hostPrivateKey")
-	if !ok || !priv.Secret() {
-		t.Fatalf("hostPrivateKey is not a secret output: %v", priv)
+	if len(*rotated) != 1 {
+		t.Fatalf("rotated %d times, want once", len(*rotated))
+	}
+	first, err := ssh.ParseRawPrivateKey(fc.created[0].HostKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	firstPub, _ := ssh.NewPublicKey(first.(*ed25519.PrivateKey).Public())
+	if want := strings.TrimSpace(string(ssh.MarshalAuthorizedKey(firstPub))); !strings.HasPrefix((*rotated)[0].pinned, want) {
+		t.Errorf("rotated over a session pinned to %q, want the user data's key %q", (*rotated)[0].pinned, want)
+	}
+	if v, ok := resp.Properties.GetOk("hostPrivateKey"); ok && v.IsString() && v.AsString() != "" {
+		t.Errorf("hostPrivateKey %v in the state, want none: the box's key never left it", v)
 	}
 	pub := resp.Properties.Get("hostPublicKey")
-	if pub.Secret() || !strings.HasPrefix(pub.AsString(), "ssh-ed25519 ") {
-		t.Fatalf("hostPublicKey %v, want a public ssh-ed25519 key", pub)
-	}
-	if resp.ID != "hcloud/"+fc.created[0].Name && !strings.HasPrefix(resp.ID, "hcloud/srv") {
-		t.Errorf("id %q", resp.ID)
+	if pub.Secret() || pub.AsString() != (*rotated)[0].made {
+		t.Fatalf("hostPublicKey %v, want the rotated key %q", pub, (*rotated)[0].made)
 	}
 	if got := resp.Properties.Get("cores").AsNumber(); got != 4 {
 		t.Errorf("cores %v", got)
 	}
+}
+
+// rotation is one host key rotation a test saw: the key the session was
+// pinned to and the key it made.
+type rotation struct{ pinned, made string }
+
+// useCloudRotation has every cloud box's host key rotated without SSH,
+// to a new key, until the test ends; it returns what it rotated.
+func useCloudRotation(t *testing.T) *[]rotation {
+	t.Helper()
+	var seen []rotation
+	old := rotateCloudHostKey
+	rotateCloudHostKey = func(_ context.Context, _ cloudBackend, _ BoxArgs, m *machine) error {
+		_, priv, err := ed25519.GenerateKey(nil)
+		if err != nil {
+			return err
+		}
+		pub, _ := ssh.NewPublicKey(priv.Public())
+		made := strings.TrimSpace(string(ssh.MarshalAuthorizedKey(pub)))
+		seen = append(seen, rotation{pinned: m.HostPublicKey, made: made})
+		m.HostPublicKey, m.HostPrivate = made, ""
+		return nil
+	}
+	t.Cleanup(func() { rotateCloudHostKey = old })
+	return &seen
 }
 
 // TestCloudCreateRefusesAnExistingServer: a server of the box's name in
@@ -336,6 +374,7 @@ func TestCloudCreateReplacesAnEventsCutOffServer(t *testing.T) {
 	oldRead := readCloudFacts
 	readCloudFacts = func(context.Context, cloudBackend, BoxArgs, *machine, time.Duration) error { return nil }
 	t.Cleanup(func() { readCloudFacts = oldRead })
+	useCloudRotation(t)
 	a := BoxArgs{Backend: BackendHcloud, Name: "f-b-gig-1", Fleet: "f", Tier: TierBurst, Event: "gig", Shape: "cpx22",
 		AuthorizedKeys: []string{testKey + " admin"}}
 	fc := &fakeCloud{}

@@ -20,7 +20,7 @@ func TestHostCarriesTheOriginPin(t *testing.T) {
 		t.Fatal(err)
 	}
 	tmpl := string(plan.Content["/etc/systemd/system/relay@.service"])
-	if !strings.Contains(tmpl, " --upstream "+pinned+"\n") {
+	if !strings.Contains(tmpl, " --upstream "+pinned+" ") && !strings.Contains(tmpl, " --upstream "+pinned+"\n") {
 		t.Fatalf("relay@.service has no pinned upstream:\n%s", tmpl)
 	}
 	h1, err := DesiredHash(a)

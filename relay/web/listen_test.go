@@ -105,12 +105,13 @@ type browser struct {
 	console testutil.SyncBuffer
 }
 
-func newBrowser(t *testing.T, ctx context.Context, autoplay bool) *browser {
+func newBrowser(t *testing.T, ctx context.Context, autoplay bool, extra ...chromedp.ExecAllocatorOption) *browser {
 	t.Helper()
 	opts := append(chromedp.DefaultExecAllocatorOptions[:],
 		chromedp.ExecPath(chromium(t)),
 		chromedp.WindowSize(760, 600),
 	)
+	opts = append(opts, extra...)
 	if autoplay {
 		opts = append(opts, chromedp.Flag("autoplay-policy", "no-user-gesture-required"))
 	} else {

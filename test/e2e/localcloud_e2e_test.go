@@ -521,7 +521,7 @@ steady:
 		t.Helper()
 		return testutil.StartLog(t, filepath.Join(work, name+".log"), exec.CommandContext(lctx, e.relayV1, args...))
 	}
-	bg("origin", "serve", "--listen", lcxOriginIP+":4443", "--tls-key", originKey, "--log-level", "warn")
+	bg("origin", "serve", "--listen", lcxOriginIP+":4443", "--tls-key", originKey, "--no-auth", "--log-level", "warn")
 	testutil.WaitFor(t, 20*time.Second, "the origin", func() bool { return httpStatus("http://"+lcxOriginIP+":4443/healthz") == 200 })
 	bg("publisher", "publish", "--paced", "--name", "live/show", originURL)
 	port := freePort(t)

@@ -92,7 +92,7 @@ func TestE2EReplaceOneBoxAtATime(t *testing.T) {
 	}
 	lctx, stop := context.WithCancel(ctx)
 	defer stop()
-	bg(lctx, "origin", "serve", "--listen", safeOriginIP+":4443", "--tls-key", key, "--log-level", "warn")
+	bg(lctx, "origin", "serve", "--listen", safeOriginIP+":4443", "--tls-key", key, "--no-auth", "--log-level", "warn")
 	testutil.WaitFor(t, 20*time.Second, "the origin", func() bool {
 		resp, err := http.Get("http://" + safeOriginIP + ":4443/healthz")
 		if err == nil {

@@ -153,7 +153,7 @@ steady:
 	l := lf.Lab
 	f.l, f.inv, f.stateDir = l, lf.Inv, lf.State
 
-	f.background("origin", f.relay, "serve", "--listen", faultOriginIP+":4443", "--tls-key", key, "--log-level", "warn")
+	f.background("origin", f.relay, "serve", "--listen", faultOriginIP+":4443", "--tls-key", key, "--no-auth", "--log-level", "warn")
 	if err := pollHTTP(fmt.Sprintf("http://%s:4443/healthz", faultOriginIP), 20*time.Second); err != nil {
 		t.Fatal(err)
 	}

@@ -8,7 +8,8 @@
 // Page URL: /listen?broadcast=NAME[&track=audio][&transport=webtransport|websocket]
 // [#jwt=TOKEN]. The token stays in the fragment, which the browser never
 // sends with the page request; it goes only on the session URL (?jwt=, as
-// every relay client presents it) and is never shown or logged.
+// every relay client presents it), only over TLS (WebTransport, wss:) or
+// to a page on loopback, and is never shown or logged.
 import * as Moq from "@moq/lite";
 import QMux from "@moq/qmux";
 
@@ -150,8 +151,25 @@ async function connectWebTransport() {
 	return { conn, transport: "WebTransport", closed, close: () => wt.close() };
 }
 
+// onLoopback says the page came from this machine (an SSH tunnel's
+// end): a cleartext WebSocket to it never crosses a network.
+function onLoopback() {
+	const h = location.hostname.replace(/^\[|\]$/g, "").toLowerCase();
+	return h === "localhost" || h.endsWith(".localhost") || /^127\.\d+\.\d+\.\d+$/.test(h) || h === "::1";
+}
+
+// webSocketProtocol is wss: for a page over https:, and for a token on a
+// page over http: from another host: a token never goes over a
+// cleartext transport across a network (the relay answers TLS on the
+// same port; the browser must accept its certificate). ws: otherwise.
+function webSocketProtocol() {
+	if (location.protocol === "https:" || (token && !onLoopback())) return "wss:";
+	return "ws:";
+}
+
 async function connectWebSocket() {
-	const ws = new QMux(sessionURL(location.protocol === "https:" ? "wss:" : "ws:"));
+	const protocol = webSocketProtocol();
+	const ws = new QMux(sessionURL(protocol));
 	ws.closed.catch(() => {});
 	try {
 		await within(ws.ready, CONNECT_MS, `not open within ${CONNECT_MS / 1000} s`);
@@ -188,7 +206,8 @@ async function connect() {
 			stats.fallback = failures.join("; ");
 			return s;
 		} catch (err) {
-			failures.push(`WebSocket: ${message(err)}`);
+			const clear = location.protocol !== "https:" && webSocketProtocol() === "wss:";
+			failures.push(`WebSocket${clear ? " (wss:, as the token never goes in clear: open the page over https:// or through an SSH tunnel)" : ""}: ${message(err)}`);
 		}
 	}
 	throw new Error(failures.join("; "));
