@@ -1,6 +1,15 @@
 package program
 
 import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -12,6 +21,9 @@ import (
 	"github.com/relayfleet/relayfleet/infra/provider"
 	"github.com/relayfleet/relayfleet/inventories"
 	"github.com/relayfleet/relayfleet/provision"
+	"github.com/relayfleet/relayfleet/relay"
+	"github.com/relayfleet/relayfleet/relay/client"
+	"github.com/relayfleet/relayfleet/relay/router"
 )
 
 const testTLSSeed = "cHJvZ3JhbS10ZXN0LXRscy1zZWVkLXByb2dyYW0tdGVzdA"
@@ -145,5 +157,74 @@ func TestTargetTLSKeys(t *testing.T) {
 	}
 	if string(targets[0].TLSKey) == string(targets[1].TLSKey) {
 		t.Error("two boxes, one key")
+	}
+}
+
+// TestPinnedRelayRoutedEndToEnd: the path fleet up sets up, in one
+// process: a relay serving certificates for its box's derived key (what
+// relay serve --tls-key does with the credential), the relays-file
+// entry Relays makes for it, and a router on that file: the relay is
+// polled over TLS with the pin, routed with the certificate hash it
+// serves, and a listener dials it with that hash. A man in the middle
+// that terminates TLS with a key of its own in front of the same relay
+// is never routed.
+func TestPinnedRelayRoutedEndToEnd(t *testing.T) {
+	pemKey, spki, err := provision.BoxTLSKey(testTLSSeed, "f-s-a-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	key, err := relay.ParseTLSKey("key", pemKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	quiet := slog.New(slog.DiscardHandler)
+	rl, err := relay.Start(context.Background(), relay.Config{Listen: "127.0.0.1:0", MaxSessions: 10, MemoryBudget: -1, TLSKey: key, Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { rl.Close() })
+	_, port, _ := net.SplitHostPort(rl.Addr().String())
+	p, _ := strconv.Atoi(port)
+
+	routeVia := func(entries []Relay) (router.Route, error) {
+		path := filepath.Join(t.TempDir(), "relays.json")
+		if err := writeRelayList(path, entries); err != nil {
+			t.Fatal(err)
+		}
+		r, err := router.New(router.Options{File: path, Logger: quiet})
+		if err != nil {
+			t.Fatal(err)
+		}
+		r.PollOnce(context.Background())
+		return r.Pick()
+	}
+	entries := Relays([]HostEntry{{Name: "f-s-a-1", Address: "127.0.0.1", Ports: []int{p}, SPKI: spki}})
+	rt, err := routeVia(entries)
+	if err != nil || rt.CertificateSHA256 != rl.CertificateHash() {
+		t.Fatalf("route %+v, %v; want the relay with its certificate hash %s", rt, err, rl.CertificateHash())
+	}
+	s, err := client.DialRoute(context.Background(), client.Destination{URL: rt.URL, CertificateHash: rt.CertificateSHA256}, &client.Options{Logger: quiet})
+	if err != nil {
+		t.Fatalf("DialRoute: %v", err)
+	}
+	s.Close()
+
+	// The man in the middle: TLS with its own key, /stats passed on
+	// from the real relay (its certificate hash included).
+	mitm := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		resp, err := http.Get(fmt.Sprintf("http://%s/stats", rl.Addr()))
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadGateway)
+			return
+		}
+		defer resp.Body.Close()
+		io.Copy(w, resp.Body)
+	}))
+	t.Cleanup(mitm.Close)
+	_, mport, _ := net.SplitHostPort(mitm.Listener.Addr().String())
+	mp, _ := strconv.Atoi(mport)
+	entries = Relays([]HostEntry{{Name: "f-s-a-1", Address: "127.0.0.1", Ports: []int{mp}, SPKI: spki}})
+	if rt, err := routeVia(entries); err == nil {
+		t.Fatalf("a man in the middle was routed: %+v", rt)
 	}
 }
