@@ -311,9 +311,9 @@ func Diff(desired, actual HostState) []Change {
 	}
 	templateChanged := false
 	for p := range changed {
-		// A new key file reaches a relay when it restarts: systemd copies
-		// the credential at start.
-		if path.Base(p) == units.TemplateName || p == units.CredentialFile {
+		// A new key file (auth or TLS) reaches a relay when it restarts:
+		// systemd copies the credential at start.
+		if path.Base(p) == units.TemplateName || p == units.CredentialFile || p == units.TLSKeyFile {
 			templateChanged = true
 		}
 	}

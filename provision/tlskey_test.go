@@ -75,3 +75,20 @@ func TestDesiredRelayTLSKey(t *testing.T) {
 		t.Fatalf("no key: %v, file %q", err, p.Content[units.TLSKeyFile])
 	}
 }
+
+// TestNewTLSKeyRestartsRelays: systemd copies the key at start, so a box
+// whose key changed (and nothing else) restarts its running relays:
+// until then they would serve certificates the pin refuses.
+func TestNewTLSKeyRestartsRelays(t *testing.T) {
+	desired := HostState{Files: map[string]string{units.TLSKeyFile: "new"}, Instances: []string{"relay@4443.service"}}
+	actual := HostState{Files: map[string]string{units.TLSKeyFile: "old"}, Instances: []string{"relay@4443.service"}}
+	restarted := false
+	for _, c := range Diff(desired, actual) {
+		if c.Kind == ChangeRestart && c.What == "relay@4443.service" {
+			restarted = true
+		}
+	}
+	if !restarted {
+		t.Fatalf("changes %v, want relay@4443.service restarted", Diff(desired, actual))
+	}
+}
