@@ -60,7 +60,10 @@
 // certificate that handshake presented under the pinned key is refused
 // (the relay is not routed; logged once). Without it the poll, and so
 // the hash, is only as trustworthy as the network between the router
-// and the relay. fleet up writes a pin for every relay of the fleet.
+// and the relay (a warning is logged at each load for an unpinned relay
+// off loopback); with Options.RequirePins (relay router --require-pins)
+// an unpinned relay is neither polled nor routed. fleet up writes a pin
+// for every relay of the fleet.
 // Unknown fields and duplicate URLs are errors. Reload re-reads it (the
 // router command does on SIGHUP); a file that fails to load leaves the
 // previous one in force. Run also reloads it when the file changes (within
@@ -161,16 +164,21 @@ type Options struct {
 	Client *http.Client
 	// Logger receives the router's logs; nil means slog.Default().
 	Logger *slog.Logger
+	// RequirePins routes only relays with an spki_sha256 pin (relay
+	// router --require-pins): an unpinned relay's certificate hash is
+	// only as trustworthy as the network, and it is never handed out.
+	RequirePins bool
 }
 
 // Router chooses relays. Create one with New, poll with Run (or PollOnce)
 // and serve it as an http.Handler.
 type Router struct {
-	file   string
-	poll   time.Duration
-	hc     *http.Client
-	logger *slog.Logger
-	mux    *http.ServeMux
+	file        string
+	requirePins bool
+	poll        time.Duration
+	hc          *http.Client
+	logger      *slog.Logger
+	mux         *http.ServeMux
 
 	// runCtx is Run's context, for avoid= re-polls (under mu).
 	runCtx context.Context
@@ -224,7 +232,7 @@ type relayState struct {
 
 // New loads the relays file. No relay is healthy until its first poll.
 func New(opts Options) (*Router, error) {
-	r := &Router{file: opts.File, poll: opts.Poll, hc: opts.Client, logger: opts.Logger}
+	r := &Router{file: opts.File, requirePins: opts.RequirePins, poll: opts.Poll, hc: opts.Client, logger: opts.Logger}
 	if r.poll <= 0 {
 		r.poll = time.Second
 	}
@@ -271,6 +279,13 @@ func (r *Router) Reload() error {
 	r.relays = next
 	r.stamp = stamp
 	r.logger.Info("relays loaded", "file", r.file, "relays", len(next))
+	if !r.requirePins {
+		for _, s := range next {
+			if u, err := url.Parse(s.Stats); err == nil && s.SPKI == "" && !client.IsLoopback(u.Hostname()) {
+				r.logger.Warn("relay has no spki_sha256 pin: its certificate hash is only as trustworthy as the network to it (fleet up writes pins; --require-pins refuses unpinned relays)", "url", s.URL)
+			}
+		}
+	}
 	return nil
 }
 
@@ -453,6 +468,9 @@ type pollResult struct {
 // pollRelay reads one relay's /stats: over https:// checked against its
 // SPKI pin when it has one.
 func (r *Router) pollRelay(ctx context.Context, rl Relay) pollResult {
+	if r.requirePins && rl.SPKI == "" {
+		return pollResult{err: errors.New("no spki_sha256 pin in the relays file (--require-pins): not polled, not routed")}
+	}
 	statsURL, hc := rl.Stats, r.hc
 	if rl.SPKI != "" {
 		u, err := url.Parse(rl.Stats)

@@ -219,3 +219,32 @@ func TestParseChecksSPKI(t *testing.T) {
 		t.Fatalf("Parse = %+v, %v", f, err)
 	}
 }
+
+// TestRequirePins: with RequirePins (relay router --require-pins) a relay
+// without spki_sha256 is never routed, and /relays says why; the pinned
+// one is.
+func TestRequirePins(t *testing.T) {
+	pinned, unpinned := startRealRelay(t), startRealRelay(t)
+	pu := fmt.Sprintf("http://%s/", pinned.Addr())
+	uu := fmt.Sprintf("http://%s/", unpinned.Addr())
+	path := filepath.Join(t.TempDir(), "relays.json")
+	writeFile(t, path,
+		router.Relay{URL: uu, Stats: uu + "stats"},
+		router.Relay{URL: pu, Stats: pu + "stats", SPKI: client.SPKIHash(pinned.Certificate().Leaf)})
+	r, srv := newRouterOpts(t, router.Options{File: path, RequirePins: true})
+	r.PollOnce(context.Background())
+	for range 3 {
+		if code, rt, body := routeAnswer(t, srv); code != http.StatusOK || rt.URL != pu {
+			t.Fatalf("/route = %d %q, want only the pinned relay %s", code, body, pu)
+		}
+	}
+	resp, err := http.Get(srv.URL + "/relays")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if !strings.Contains(string(b), "no spki_sha256 pin") {
+		t.Fatalf("/relays = %s, want the missing pin as the unpinned relay's error", b)
+	}
+}
