@@ -29,6 +29,9 @@ type Target struct {
 	// PublicListen are broadcast path prefixes listeners may subscribe
 	// under without a token.
 	PublicListen []string
+	// TLSKey is the box's relay TLS key (BoxTLSKey), which every relay
+	// serves its certificates for; nil leaves the relays making their own.
+	TLSKey []byte
 }
 
 // Facts are what a box says about itself.
@@ -167,7 +170,7 @@ func convergeTarget(ctx context.Context, t Target, release string, o Options, pr
 	if root == "" {
 		root = DefaultRoot
 	}
-	plan, err := DesiredAuth(units.Layout{Cores: facts.Cores, RAM: facts.RAM, Processes: t.Processes, BasePort: t.BasePort, Binary: root + "/current/relay", CPUs: facts.CPUs, Upstream: t.Upstream, PublicListen: t.PublicListen}, release, t.AuthKeys)
+	plan, err := DesiredRelay(units.Layout{Cores: facts.Cores, RAM: facts.RAM, Processes: t.Processes, BasePort: t.BasePort, Binary: root + "/current/relay", CPUs: facts.CPUs, Upstream: t.Upstream, PublicListen: t.PublicListen}, release, t.AuthKeys, t.TLSKey)
 	if err != nil {
 		return facts, nil, err
 	}

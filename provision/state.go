@@ -126,6 +126,21 @@ func (p *Plan) ForBox(current map[string]string) (*Plan, error) {
 // units.CredentialFile, root's alone, and handed to each relay as a
 // systemd credential. A changed key file restarts every relay process.
 func DesiredAuth(l units.Layout, release string, authKeys []byte) (*Plan, error) {
+	return DesiredRelay(l, release, authKeys, nil)
+}
+
+// DesiredRelay is DesiredAuth with the box's relay TLS key (BoxTLSKey)
+// when tlsKey is not nil: installed at units.TLSKeyFile, root's alone,
+// and handed to each relay as a systemd credential for relay serve
+// --tls-key, so that every process serves certificates for the key the
+// router pins. A changed key restarts every relay process.
+func DesiredRelay(l units.Layout, release string, authKeys, tlsKey []byte) (*Plan, error) {
+	if tlsKey != nil {
+		if _, err := TLSKeySPKI(tlsKey); err != nil {
+			return nil, err
+		}
+		l.TLSKey = true
+	}
 	if len(authKeys) == 0 {
 		return nil, ErrNoAuthKey
 	}
@@ -139,6 +154,10 @@ func DesiredAuth(l units.Layout, release string, authKeys []byte) (*Plan, error)
 	}
 	p.Content[units.CredentialFile] = authKeys
 	p.State.Files[units.CredentialFile] = Digest(authKeys)
+	if tlsKey != nil {
+		p.Content[units.TLSKeyFile] = tlsKey
+		p.State.Files[units.TLSKeyFile] = Digest(tlsKey)
+	}
 	return p, nil
 }
 
@@ -292,9 +311,9 @@ func Diff(desired, actual HostState) []Change {
 	}
 	templateChanged := false
 	for p := range changed {
-		// A new key file reaches a relay when it restarts: systemd copies
-		// the credential at start.
-		if path.Base(p) == units.TemplateName || p == units.CredentialFile {
+		// A new key file (auth or TLS) reaches a relay when it restarts:
+		// systemd copies the credential at start.
+		if path.Base(p) == units.TemplateName || p == units.CredentialFile || p == units.TLSKeyFile {
 			templateChanged = true
 		}
 	}

@@ -56,6 +56,12 @@ type Layout struct {
 	// PublicListen are broadcast path prefixes tokenless sessions may
 	// subscribe under (relay serve --public-listen); they need Auth.
 	PublicListen []string
+	// TLSKey makes every process serve self-signed certificates for the
+	// box's TLS key, made by the fleet, which systemd hands it as the
+	// credential TLSKeyName loaded from TLSKeyFile (root-only on the
+	// box): relay serve --tls-key %d/relay-tls-key. The router pins the
+	// key's SPKI when it polls /stats.
+	TLSKey bool
 }
 
 // The fleet's relay auth key file on a box and the systemd credential
@@ -78,6 +84,14 @@ const (
 const (
 	ResetSecretName = "reset-secret"
 	ResetSecretFile = CredentialDir + "/" + ResetSecretName
+)
+
+// The box's relay TLS key (an ECDSA P-256 key made by the fleet, kept
+// in its stack as a secret, its SPKI pin in the router's relays file)
+// and the credential that hands it to every relay process.
+const (
+	TLSKeyName = "relay-tls-key"
+	TLSKeyFile = CredentialDir + "/" + TLSKeyName
 )
 
 // MemoryMax returns the per-process ceiling, (RAM - reserve) / processes,
@@ -186,7 +200,7 @@ func Render(l Layout) ([]File, error) {
 		// make demo open thousands of sessions from one address. The fleet
 		// file will carry the cap and exempt the fleet's own load generators
 		// (issue 34); relay serve alone caps at 64.
-		opt("Service", "ExecStart", l.Binary+" serve --listen [::]:%i --stateless-reset-secret %d/"+ResetSecretName+" --max-sessions-per-address 0"+upstreamArg(l.Upstream)+authArgs(l)),
+		opt("Service", "ExecStart", l.Binary+" serve --listen [::]:%i --stateless-reset-secret %d/"+ResetSecretName+" --max-sessions-per-address 0"+upstreamArg(l.Upstream)+authArgs(l)+tlsKeyArg(l)),
 		opt("Service", "Restart", "always"),
 		opt("Service", "RestartSec", "1s"),
 		// A hung process (stopped, deadlocked) is killed and restarted
@@ -242,6 +256,9 @@ func Render(l Layout) ([]File, error) {
 		// process's private credentials directory at start: a rotated key
 		// takes effect when the process restarts.
 		tmplOpts = insertAfter(tmplOpts, "WatchdogSec", opt("Service", "LoadCredential", CredentialName+":"+CredentialFile))
+	}
+	if l.TLSKey {
+		tmplOpts = insertAfter(tmplOpts, "WatchdogSec", opt("Service", "LoadCredential", TLSKeyName+":"+TLSKeyFile))
 	}
 	tmpl, err := render("/etc/systemd/system/"+TemplateName, tmplOpts)
 	if err != nil {
@@ -340,6 +357,15 @@ func authArgs(l Layout) string {
 		s += " --public-listen " + strings.Join(l.PublicListen, ",")
 	}
 	return s
+}
+
+// tlsKeyArg is the relay's --tls-key flag (its credential), or nothing
+// without the box's key.
+func tlsKeyArg(l Layout) string {
+	if !l.TLSKey {
+		return ""
+	}
+	return " --tls-key %d/" + TLSKeyName
 }
 
 // CheckPathPrefix checks a broadcast path prefix handed to the relay on

@@ -217,3 +217,29 @@ func TestResetSecretCredential(t *testing.T) {
 		}
 	}
 }
+
+// TestTLSKeyCredential: with the fleet's TLS key for the box, every
+// process serves self-signed certificates for it (relay serve --tls-key),
+// read from its own credentials directory, so the key's SPKI pin in the
+// router's relays file holds; without one, nothing names it.
+func TestTLSKeyCredential(t *testing.T) {
+	l := Layout{Cores: 1, RAM: 1 << 30, BasePort: 4443, Binary: "/opt/relay", Auth: true, TLSKey: true}
+	files, err := Render(l)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := string(files[0].Data)
+	for _, want := range []string{
+		"\nLoadCredential=relay-tls-key:/etc/relayfleet/credentials/relay-tls-key\n",
+		" --tls-key %d/relay-tls-key",
+	} {
+		if !strings.Contains(tmpl, want) {
+			t.Errorf("template lacks %q:\n%s", strings.TrimSpace(want), tmpl)
+		}
+	}
+	l.TLSKey = false
+	files, _ = Render(l)
+	if strings.Contains(string(files[0].Data), "tls-key") {
+		t.Errorf("a TLS key without one:\n%s", files[0].Data)
+	}
+}

@@ -136,6 +136,7 @@ with the most headroom, and its certificate hash; SIGHUP reloads FILE.`}
 	fs.StringVar(&f.CertFile, "cert", "", "serve over TLS with this certificate chain (PEM), re-read when it changes")
 	fs.StringVar(&f.KeyFile, "key", "", "the --cert private key (PEM)")
 	fs.StringVar(&f.TLSKeyFile, "tls-key", "", "serve over TLS with self-signed certificates for this key (relay keygen); clients pin its SPKI (logged as spki_sha256) with --router-spki")
+	fs.BoolVar(&f.RequirePins, "require-pins", false, "route only relays with an spki_sha256 pin in the relays file (fleet up writes one for each): an unpinned relay's certificate hash is never handed out")
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error { return f.Run(cmd.Context(), ios.ErrOut) }
 	return cmd
 }

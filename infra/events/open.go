@@ -244,7 +244,9 @@ func openBackend(ctx context.Context, st *program.Stack, evs *inventories.Events
 		if err != nil {
 			return provider.Config{}, nil, err
 		}
-		delete(secrets, program.RelayAuthKeysKey) // a Host input, not provider config
+		// Host inputs, not provider config.
+		delete(secrets, program.RelayAuthKeysKey)
+		delete(secrets, program.RelayTLSSeedKey)
 		st.Secrets = secrets
 		break
 	}
@@ -327,7 +329,9 @@ func fleetStackOf(st *program.Stack, name string) *program.Stack {
 // KeyedStacks are event stacks whose relays verify tokens with the
 // fleet's key: it is read from the fleet's stack when a burst stack first
 // goes up in this run (so a rotation reaches burst boxes at the next
-// reconcile), and handed to its Hosts as a secret input.
+// reconcile), and handed to its Hosts as a secret input, with the fleet's
+// relay TLS seed, from which each burst box's TLS key (pinned in the
+// relays file) derives.
 type KeyedStacks struct {
 	PulumiStacks
 	FleetStack *program.Stack
@@ -345,8 +349,13 @@ func (k *KeyedStacks) Up(ctx context.Context, stack string, b program.Burst) ([]
 			k.mu.Unlock()
 			return nil, err
 		}
+		seed, err := program.FleetTLSSeed(ctx, k.FleetStack, true)
+		if err != nil {
+			k.mu.Unlock()
+			return nil, err
+		}
 		// Set once, before any Up reads the template.
-		k.keys, k.Template.Program.AuthKeys = keys, keys
+		k.keys, k.Template.Program.AuthKeys, k.Template.Program.TLSSeed = keys, keys, seed
 	}
 	k.mu.Unlock()
 	return k.PulumiStacks.Up(ctx, stack, b)

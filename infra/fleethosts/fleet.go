@@ -2,6 +2,7 @@ package fleethosts
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -105,6 +106,23 @@ func (f *Fleet) Converge(ctx context.Context, w io.Writer, o provision.Options, 
 	for i := range targets {
 		targets[i].AuthKeys = []byte(keys)
 		targets[i].PublicListen = f.Stack.Fleet.Access.PublicListen
+	}
+	// Each box keeps the relay TLS key fleet up gave it (the relays
+	// file pins it).
+	ks := f.Keys
+	if ks == nil {
+		ks = f.Stack
+	}
+	seed, err := program.FleetTLSSeed(ctx, ks, !o.Check)
+	switch {
+	case errors.Is(err, program.ErrNoTLSSeed) && o.Check:
+		// A fleet never up since keys came: its boxes have none.
+	case err != nil:
+		return err
+	default:
+		if err := program.TargetTLSKeys(targets, seed); err != nil {
+			return err
+		}
 	}
 	return provision.RunConverge(ctx, w, targets, o, asJSON)
 }

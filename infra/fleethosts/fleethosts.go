@@ -54,12 +54,15 @@ type Host struct {
 	User        string `json:"user"`
 	// Ports are the relay processes' ports, one per process.
 	Ports []int `json:"ports"`
+	// SPKI is the SHA-256 of the box's relay TLS key's public key, the
+	// pin of its relays in the router's relays file.
+	SPKI string `json:"spki_sha256,omitempty"`
 }
 
 // Entry is the host as the stack output has it (program.HostEntry).
 func (h Host) Entry() program.HostEntry {
 	return program.HostEntry{Name: h.Name, Group: h.Group, Backend: h.Backend, Address: h.Address,
-		SSHAddress: h.SSHAddress, HostKey: h.HostKey, User: h.User, Ports: slices.Clone(h.Ports)}
+		SSHAddress: h.SSHAddress, HostKey: h.HostKey, User: h.User, Ports: slices.Clone(h.Ports), SPKI: h.SPKI}
 }
 
 // Set is a fleet's hosts, steady first (by name), then each event's (by
@@ -207,7 +210,7 @@ func FromOutputs(f *inventories.Fleet, steady string, stacks []program.StackOutp
 // fromEntry checks one stack output entry.
 func fromEntry(stack string, e program.HostEntry) (Host, error) {
 	h := Host{Stack: stack, Name: e.Name, Group: e.Group, Backend: e.Backend, Address: e.Address,
-		SSHAddress: e.SSHAddress, HostKey: strings.TrimSpace(e.HostKey), User: e.User, Ports: slices.Clone(e.Ports)}
+		SSHAddress: e.SSHAddress, HostKey: strings.TrimSpace(e.HostKey), User: e.User, Ports: slices.Clone(e.Ports), SPKI: e.SPKI}
 	if h.Name == "" {
 		return h, errors.New("no name")
 	}

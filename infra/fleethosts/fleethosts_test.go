@@ -249,3 +249,17 @@ func TestTargetsPinStackKeys(t *testing.T) {
 		t.Fatalf("a host whose key is not the stack's: %v, want refused", err)
 	}
 }
+
+// TestHostKeepsItsPin: a host read from the stack output keeps its relay
+// key's SPKI (fleet hosts --json shows it; fleet monitor's entries keep
+// it).
+func TestHostKeepsItsPin(t *testing.T) {
+	pin := strings.Repeat("ab", 32)
+	h, err := fromEntry("lab", program.HostEntry{Name: "b", Address: "10.0.0.2", SSHAddress: "10.0.0.2:22", HostKey: "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOMqqnkVzrm0SdG6UOoqKLsabgH5C9okWi0dh2l9GKJl", User: "root", Ports: []int{4443}, SPKI: pin})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h.SPKI != pin || h.Entry().SPKI != pin {
+		t.Fatalf("host %+v, entry %+v: want the pin kept", h, h.Entry())
+	}
+}

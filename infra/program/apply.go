@@ -80,7 +80,7 @@ func (o ApplyOptions) changed(stateDir string) {
 }
 
 // loadWithKeys loads the stack, progress to Out, and gives its program
-// the fleet's relay auth keys, made on the first up, and the fleet's
+// the fleet's relay auth keys and relay TLS seed, made on the first up, and the fleet's
 // release (recorded as its first when record is set and it has none).
 func (o ApplyOptions) loadWithKeys(ctx context.Context, record bool) (*Stack, error) {
 	st, err := o.Load(o.IO.Out)
@@ -93,6 +93,9 @@ func (o ApplyOptions) loadWithKeys(ctx context.Context, record bool) (*Stack, er
 		}
 	}
 	if st.Program.AuthKeys, _, err = o.authKeys(ctx, st, true); err != nil {
+		return nil, err
+	}
+	if st.Program.TLSSeed, err = FleetTLSSeed(ctx, o.keyStore(st), true); err != nil {
 		return nil, err
 	}
 	return st, nil

@@ -165,6 +165,13 @@ func RotateAuth(ctx context.Context, o RotateOptions) error {
 		targets[i].AuthKeys = []byte(keyFile)
 		targets[i].PublicListen = st.Fleet.Access.PublicListen
 	}
+	seed, err := FleetTLSSeed(ctx, o.keyStore(st), true)
+	if err != nil {
+		return err
+	}
+	if err := TargetTLSKeys(targets, seed); err != nil {
+		return err
+	}
 	if err := o.Converge(ctx, targets, binary); err != nil {
 		return err
 	}

@@ -64,3 +64,44 @@ func RotateFleetAuthKeys(ctx context.Context, ks KeyStore, now time.Time, overla
 	}
 	return text, keys, until, nil
 }
+
+// FleetTLSSeed returns the fleet's relay TLS seed (RelayTLSSeedKey), each
+// box's relay TLS key's source (provision.BoxTLSKey). With create, a
+// fleet without one gets its first, kept in ks; without, it is
+// ErrNoTLSSeed. The seed is never rotated: a box's key, and so its pin,
+// stays the same across ups and converges.
+func FleetTLSSeed(ctx context.Context, ks KeyStore, create bool) (string, error) {
+	secrets, err := ks.ReadSecrets(ctx)
+	if err != nil {
+		return "", err
+	}
+	seed := secrets[RelayTLSSeedKey]
+	switch {
+	case seed == "" && !create:
+		return "", ErrNoTLSSeed
+	case seed == "":
+		if seed, err = provision.NewTLSSeed(); err != nil {
+			return "", err
+		}
+		if err := ks.SetSecret(ctx, RelayTLSSeedKey, seed); err != nil {
+			return "", err
+		}
+	case len(seed) < provision.MinTLSSeedLen:
+		return "", fmt.Errorf("stack secret %s: %d bytes, want at least %d (delete it and run fleet up to make a new one; every box's key changes)", RelayTLSSeedKey, len(seed), provision.MinTLSSeedLen)
+	}
+	return seed, nil
+}
+
+// TargetTLSKeys gives each target its box's relay TLS key, derived from
+// the fleet's seed and the box's name as fleet up derives it, so that a
+// converge outside Pulumi keeps the key the relays file pins.
+func TargetTLSKeys(targets []provision.Target, seed string) error {
+	for i := range targets {
+		key, _, err := provision.BoxTLSKey(seed, targets[i].Host.Name)
+		if err != nil {
+			return err
+		}
+		targets[i].TLSKey = key
+	}
+	return nil
+}

@@ -88,3 +88,25 @@ func TestRotateFleetAuthKeys(t *testing.T) {
 		t.Errorf("a broken key file: %v, %d writes", err, bad.writes)
 	}
 }
+
+// TestFleetTLSSeed: a fleet's relay TLS seed is made once, when asked,
+// and kept; a seed too short to derive keys from is refused, naming the
+// secret, not rewritten.
+func TestFleetTLSSeed(t *testing.T) {
+	ctx := context.Background()
+	empty := &memKeys{secrets: map[string]string{}}
+	if _, err := FleetTLSSeed(ctx, empty, false); !errors.Is(err, ErrNoTLSSeed) || empty.writes != 0 {
+		t.Fatalf("no seed, no create: %v, %d writes", err, empty.writes)
+	}
+	seed, err := FleetTLSSeed(ctx, empty, true)
+	if err != nil || len(seed) < provision.MinTLSSeedLen || empty.secrets[RelayTLSSeedKey] != seed || empty.writes != 1 {
+		t.Fatalf("first seed: %v, stored %d writes", err, empty.writes)
+	}
+	if again, err := FleetTLSSeed(ctx, empty, true); err != nil || again != seed || empty.writes != 1 {
+		t.Fatalf("second read: %v, %d writes; want the same seed, not rewritten", err, empty.writes)
+	}
+	bad := &memKeys{secrets: map[string]string{RelayTLSSeedKey: "short"}}
+	if _, err := FleetTLSSeed(ctx, bad, true); err == nil || !strings.HasPrefix(err.Error(), "stack secret relayTLSSeed: ") || strings.Contains(err.Error(), "short") || bad.writes != 0 {
+		t.Fatalf("a short seed: %v, %d writes", err, bad.writes)
+	}
+}

@@ -23,7 +23,7 @@ func TestDeployBurstLabelsEveryBoxWithItsEvent(t *testing.T) {
 	m := &mocks{}
 	pool := inventories.Pool{Name: "final", Box: inventories.Box{Provider: "hcloud", Shape: "ccx43", Location: "hel1", BasePort: 4443}}
 	err := pulumi.RunErr(func(ctx *pulumi.Context) error {
-		_, err := DeployBurst(ctx, f, cat, Burst{Event: "final", Pool: pool, Boxes: 3}, Options{RelayBinary: "/opt/relay", Release: "r", AuthKeys: testAuthKeys})
+		_, err := DeployBurst(ctx, f, cat, Burst{Event: "final", Pool: pool, Boxes: 3}, Options{RelayBinary: "/opt/relay", Release: "r", AuthKeys: testAuthKeys, TLSSeed: testTLSSeed})
 		return err
 	}, pulumi.WithMocks("relayfleet", "final", m))
 	if err != nil {
@@ -71,7 +71,7 @@ func TestDeployBurstSpillsOntoLaterCandidates(t *testing.T) {
 	run := func(b Burst) (*mocks, error) {
 		m := &mocks{}
 		err := pulumi.RunErr(func(ctx *pulumi.Context) error {
-			_, err := DeployBurst(ctx, f, cat, b, Options{RelayBinary: "/opt/relay", Release: "r", AuthKeys: testAuthKeys})
+			_, err := DeployBurst(ctx, f, cat, b, Options{RelayBinary: "/opt/relay", Release: "r", AuthKeys: testAuthKeys, TLSSeed: testTLSSeed})
 			return err
 		}, pulumi.WithMocks("relayfleet", "final", m))
 		return m, err

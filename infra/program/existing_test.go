@@ -29,7 +29,7 @@ func TestStackKeepsOldNamesFromItsState(t *testing.T) {
 	f, cat := loadFleet(t, "testdata/mixed.yaml")
 	f.Steady[2].Count = 2
 	s := &Stack{Fleet: f, Catalogue: cat, StateDir: t.TempDir(), Plugin: "/bin/true",
-		Program: Options{RelayBinary: "/opt/relay", Release: strings.Repeat("ab", 32), AuthKeys: testAuthKeys}}
+		Program: Options{RelayBinary: "/opt/relay", Release: strings.Repeat("ab", 32), AuthKeys: testAuthKeys, TLSSeed: testTLSSeed}}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	st, err := s.open(ctx)

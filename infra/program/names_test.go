@@ -17,7 +17,7 @@ import (
 func deployNames(t *testing.T, f *inventories.Fleet, cat *inventories.Catalogue, b *Burst, existing map[string]string) (map[string]string, error) {
 	t.Helper()
 	m := &mocks{}
-	o := Options{RelayBinary: "/opt/relay", Release: strings.Repeat("ab", 32), AuthKeys: testAuthKeys, Existing: existing}
+	o := Options{RelayBinary: "/opt/relay", Release: strings.Repeat("ab", 32), AuthKeys: testAuthKeys, TLSSeed: testTLSSeed, Existing: existing}
 	err := pulumi.RunErr(func(ctx *pulumi.Context) error {
 		var err error
 		if b != nil {
@@ -166,7 +166,7 @@ func TestHostsFromDeployment(t *testing.T) {
 	dep := json.RawMessage(`{"manifest":{},"resources":[
 	 {"urn":"urn:pulumi:e::relayfleet-infra::pulumi:providers:relayfleet::default","type":"pulumi:providers:relayfleet","outputs":{}},
 	 {"urn":"urn:pulumi:e::relayfleet-infra::relayfleet:index:Box::gig-1","type":"relayfleet:index:Box","outputs":{"name":"f-e-gig-1","backend":"hcloud","addresses":["192.0.2.1","2001:db8::1"],"sshAddress":"192.0.2.1:22","hostPublicKey":"ssh-ed25519 AAAA1","labels":{"group":"gig"},"hostPrivateKey":{"4dabf18193072939515e22adb298388d":"1b47061264138c4ac30d75fd1eb44270","ciphertext":"x"}}},
-	 {"urn":"urn:pulumi:e::relayfleet-infra::relayfleet:index:Host::gig-1","type":"relayfleet:index:Host","outputs":{"box":"f-e-gig-1","ports":[4443,4444]}},
+	 {"urn":"urn:pulumi:e::relayfleet-infra::relayfleet:index:Host::gig-1","type":"relayfleet:index:Host","outputs":{"box":"f-e-gig-1","ports":[4443,4444],"spki":"5792fef91a251f347abb7709c756d410935db733be21c63778d25fa612de1aa9"}},
 	 {"urn":"urn:pulumi:e::relayfleet-infra::relayfleet:index:Box::gig-2","type":"relayfleet:index:Box","outputs":{"name":"f-e-gig-2","backend":"hcloud","addresses":["192.0.2.2"],"sshAddress":"192.0.2.2:22","hostPublicKey":"ssh-ed25519 AAAA2","labels":{"group":"gig"}}},
 	 {"urn":"urn:pulumi:e::relayfleet-infra::relayfleet:index:Box::gig_c1-1","type":"relayfleet:index:Box","outputs":{"name":"f-e-gig-1-c1","backend":"digitalocean","addresses":[],"labels":{"group":"gig_c1"}}},
 	 {"urn":"urn:pulumi:e::relayfleet-infra::relayfleet:index:Box::gig-3","type":"relayfleet:index:Box","delete":true,"outputs":{"name":"f-e-gig-3","addresses":["192.0.2.3"]}},
@@ -175,7 +175,7 @@ func TestHostsFromDeployment(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []HostEntry{{Name: "f-e-gig-1", Group: "gig", Backend: "hcloud", Address: "192.0.2.1", SSHAddress: "192.0.2.1:22", HostKey: "ssh-ed25519 AAAA1", User: "root", Ports: []int{4443, 4444}}}
+	want := []HostEntry{{Name: "f-e-gig-1", Group: "gig", Backend: "hcloud", Address: "192.0.2.1", SSHAddress: "192.0.2.1:22", HostKey: "ssh-ed25519 AAAA1", User: "root", Ports: []int{4443, 4444}, SPKI: "5792fef91a251f347abb7709c756d410935db733be21c63778d25fa612de1aa9"}}
 	if !reflect.DeepEqual(hosts, want) || !reflect.DeepEqual(made, map[string][]int{"gig": {1, 2}, "gig_c1": {1}}) {
 		t.Errorf("HostsFromDeployment = %+v, %v made; want %+v, gig 1 and 2, gig_c1 1", hosts, made, want)
 	}

@@ -129,7 +129,7 @@ func (s *Stack) announceReplacement(d Doomed, box, host map[string]any) error {
 		addr = b.Addresses[0]
 	}
 	nu := HostEntry{Name: b.Name, Backend: b.Backend, Address: addr, SSHAddress: b.SSHAddress,
-		HostKey: b.HostPublicKey, User: h.User, Ports: h.Ports}
+		HostKey: b.HostPublicKey, User: h.User, Ports: h.Ports, SPKI: h.SPKI}
 	if nu.Name == "" || len(nu.Ports) == 0 {
 		return fmt.Errorf("replacement of box %s: the engine reported no name or ports for it", d.Name)
 	}

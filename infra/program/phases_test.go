@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/pulumi/pulumi/sdk/v3/go/auto/events"
@@ -33,6 +34,7 @@ func TestFollowReplacement(t *testing.T) {
 	}
 	const boxURN = "urn:pulumi:lab::relayfleet-infra::" + provider.BoxType + "::lab-1"
 	const hostURN = "urn:pulumi:lab::relayfleet-infra::" + provider.HostType + "::lab-1"
+	pins := map[string]string{}
 	relays := func() map[string]bool {
 		t.Helper()
 		data, err := os.ReadFile(filepath.Join(s.StateDir, RelaysFile))
@@ -46,6 +48,7 @@ func TestFollowReplacement(t *testing.T) {
 		m := map[string]bool{}
 		for _, r := range doc.Relays {
 			m[r.URL] = r.Draining
+			pins[r.URL] = r.SPKI
 		}
 		return m
 	}
@@ -64,9 +67,9 @@ func TestFollowReplacement(t *testing.T) {
 	if r := relays(); len(r) != 2 {
 		t.Fatalf("relays %v before the Host converged, want the two old boxes only", r)
 	}
-	ch <- outputs(apitype.OpUpdate, provider.HostType, hostURN, map[string]any{"box": "lab-1", "user": "root", "ports": []any{4443.0, 4444.0}})
+	ch <- outputs(apitype.OpUpdate, provider.HostType, hostURN, map[string]any{"box": "lab-1", "user": "root", "ports": []any{4443.0, 4444.0}, "spki": "abababababababababababababababababababababababababababababababab"})
 	// Reported again: the same file.
-	ch <- outputs(apitype.OpUpdate, provider.HostType, hostURN, map[string]any{"box": "lab-1", "user": "root", "ports": []any{4443.0, 4444.0}})
+	ch <- outputs(apitype.OpUpdate, provider.HostType, hostURN, map[string]any{"box": "lab-1", "user": "root", "ports": []any{4443.0, 4444.0}, "spki": "abababababababababababababababababababababababababababababababab"})
 	close(ch)
 	if err := <-done; err != nil {
 		t.Fatal(err)
@@ -78,6 +81,12 @@ func TestFollowReplacement(t *testing.T) {
 	}
 	if got := relays(); !reflect.DeepEqual(got, want) {
 		t.Errorf("relays %v, want %v", got, want)
+	}
+	// The replacement is pinned to its key from its first entry on.
+	for _, u := range []string{"http://10.0.0.13:4443/", "http://10.0.0.13:4444/"} {
+		if pins[u] != strings.Repeat("ab", 32) {
+			t.Errorf("relay %s: spki_sha256 %q, want its Host's spki", u, pins[u])
+		}
 	}
 	sh, err := ReadStackHosts(s.StateDir, s.Name)
 	if err != nil {

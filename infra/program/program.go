@@ -8,6 +8,7 @@ import (
 
 	"github.com/relayfleet/relayfleet/infra/provider"
 	"github.com/relayfleet/relayfleet/inventories"
+	"github.com/relayfleet/relayfleet/provision"
 )
 
 // Options are what the program needs besides the inventory.
@@ -21,6 +22,12 @@ type Options struct {
 	// relayfleet:relayAuthKeys): every Host gets it as a secret input, so
 	// Pulumi keeps it encrypted. Required.
 	AuthKeys string
+	// TLSSeed is the fleet's relay TLS seed (the stack secret
+	// relayfleet:relayTLSSeed): each Host gets its box's key, derived
+	// from it and the box's name (provision.BoxTLSKey), as a secret
+	// input, and reports the key's SPKI, which the router's relays file
+	// pins. Required.
+	TLSSeed string
 	// Existing are the names the stack's state gives its boxes and
 	// firewalls, by Pulumi resource name (Stack fills it before a run).
 	// A box or firewall made before names carried their tier keeps its
@@ -28,6 +35,9 @@ type Options struct {
 	// rather than be replaced for a rename; any other name is made anew.
 	Existing map[string]string
 }
+
+// ErrNoTLSSeed says the program was given no relay TLS seed.
+var ErrNoTLSSeed = errors.New("no relay TLS seed: fleet up keeps one in the fleet's stack (" + SecretNamespace + ":" + RelayTLSSeedKey + ")")
 
 // ErrNoAuthKeys says the program was given no relay auth key file.
 var ErrNoAuthKeys = errors.New("no relay auth key: fleet up keeps one in the fleet's stack (" + SecretNamespace + ":" + RelayAuthKeysKey + ")")
@@ -55,6 +65,7 @@ type Host struct {
 	Ports       pulumi.IntArrayOutput    `pulumi:"ports"`
 	Drift       pulumi.StringArrayOutput `pulumi:"drift"`
 	DesiredHash pulumi.StringOutput      `pulumi:"desiredHash"`
+	SPKI        pulumi.StringOutput      `pulumi:"spki"`
 }
 
 // Firewall is a registered relayfleet Firewall.
@@ -73,6 +84,10 @@ type HostEntry struct {
 	HostKey    string `json:"hostKey"`
 	User       string `json:"user"`
 	Ports      []int  `json:"ports"`
+	// SPKI is the SHA-256 of the box's relay TLS key's public key (hex,
+	// the Host's spki output): every relay process of the box serves
+	// certificates for that key, and the relays file pins it.
+	SPKI string `json:"spki,omitempty"`
 }
 
 // Deployed is what the program registered.
@@ -80,6 +95,8 @@ type Deployed struct {
 	Boxes     []*Box
 	Hosts     []*Host
 	Firewalls []*Firewall
+	// HostsOutput is the "hosts" stack output, one HostEntry each.
+	HostsOutput pulumi.Array
 	// Provider is the explicit relayfleet provider every resource uses.
 	Provider pulumi.ProviderResource
 }
@@ -122,6 +139,7 @@ func Deploy(ctx *pulumi.Context, f *inventories.Fleet, cat *inventories.Catalogu
 	}
 	ctx.Export("fleet", pulumi.String(f.Name))
 	ctx.Export("hosts", hosts)
+	d.HostsOutput = hosts
 	return d, nil
 }
 
@@ -167,6 +185,7 @@ func DeployBurst(ctx *pulumi.Context, f *inventories.Fleet, cat *inventories.Cat
 	ctx.Export("fleet", pulumi.String(f.Name))
 	ctx.Export("event", pulumi.String(b.Event))
 	ctx.Export("hosts", hosts)
+	d.HostsOutput = hosts
 	return d, nil
 }
 
@@ -185,6 +204,9 @@ type boxSet struct {
 func (d *Deployed) boxes(ctx *pulumi.Context, f *inventories.Fleet, cat *inventories.Catalogue, o Options, s boxSet) (pulumi.Array, error) {
 	if o.AuthKeys == "" {
 		return nil, ErrNoAuthKeys
+	}
+	if o.TLSSeed == "" {
+		return nil, ErrNoTLSSeed
 	}
 	// One secret for every host: the engine keeps it encrypted in the
 	// state and shows [secret] in diffs.
@@ -257,7 +279,14 @@ func (d *Deployed) boxes(ctx *pulumi.Context, f *inventories.Fleet, cat *invento
 			Upstream:     f.Origin,
 			PublicListen: f.Access.PublicListen,
 		}
+		// The box's relay TLS key, a secret like the auth keys; its
+		// SPKI comes back as the Host's spki output once converged.
+		tlsKey, _, err := provision.BoxTLSKey(o.TLSSeed, name)
+		if err != nil {
+			return nil, err
+		}
 		in, err = argsInput(&ha, map[any]pulumi.Input{
+			&ha.TLSKey:     pulumi.ToSecret(pulumi.String(string(tlsKey))).(pulumi.StringOutput),
 			&ha.Box:        box.Name,
 			&ha.SSHAddress: box.SSHAddress,
 			&ha.HostKey:    box.HostPublicKey,
@@ -283,6 +312,7 @@ func (d *Deployed) boxes(ctx *pulumi.Context, f *inventories.Fleet, cat *invento
 			"hostKey":    box.HostPublicKey,
 			"user":       pulumi.String(user),
 			"ports":      host.Ports,
+			"spki":       host.SPKI,
 		})
 	}
 	return hosts, nil

@@ -15,6 +15,7 @@ import (
 	"github.com/relayfleet/relayfleet/infra/lab"
 	"github.com/relayfleet/relayfleet/infra/provider"
 	"github.com/relayfleet/relayfleet/inventories"
+	"github.com/relayfleet/relayfleet/provision"
 )
 
 // mocks records what the program registers and answers like the provider:
@@ -44,6 +45,17 @@ func (m *mocks) NewResource(args pulumi.MockResourceArgs) (string, resource.Prop
 			base = v.NumberValue()
 		}
 		out["ports"] = resource.NewArrayProperty([]resource.PropertyValue{resource.NewNumberProperty(base), resource.NewNumberProperty(base + 1)})
+		// The provider reports the SPKI of the TLS key it installed.
+		if k, ok := args.Inputs["tlsKey"]; ok {
+			if k.IsSecret() {
+				k = k.SecretValue().Element
+			}
+			spki, err := provision.TLSKeySPKI([]byte(k.StringValue()))
+			if err != nil {
+				return "", nil, err
+			}
+			out["spki"] = resource.NewStringProperty(spki)
+		}
 	}
 	return args.Name + "_id", out, nil
 }
@@ -82,7 +94,7 @@ func run(t *testing.T, f *inventories.Fleet, cat *inventories.Catalogue) (*mocks
 	m := &mocks{}
 	var hosts []map[string]any
 	err := pulumi.RunErr(func(ctx *pulumi.Context) error {
-		d, err := Deploy(ctx, f, cat, Options{RelayBinary: "/opt/relay", Release: strings.Repeat("ab", 32), AuthKeys: testAuthKeys})
+		d, err := Deploy(ctx, f, cat, Options{RelayBinary: "/opt/relay", Release: strings.Repeat("ab", 32), AuthKeys: testAuthKeys, TLSSeed: testTLSSeed})
 		if err != nil {
 			return err
 		}

@@ -101,6 +101,9 @@ const (
 	HcloudTokenKey       = "hcloudToken"
 	DigitalOceanTokenKey = "digitaloceanToken"
 	RelayAuthKeysKey     = "relayAuthKeys"
+	// RelayTLSSeedKey is the fleet's relay TLS seed: each box's relay
+	// TLS key derives from it (provision.BoxTLSKey).
+	RelayTLSSeedKey = "relayTLSSeed"
 )
 
 // runFunc is the stack's inline program.
@@ -701,6 +704,7 @@ func HostsFromDeployment(deployment json.RawMessage) ([]HostEntry, map[string][]
 	type host struct {
 		User  string `json:"user"`
 		Ports []int  `json:"ports"`
+		SPKI  string `json:"spki"`
 	}
 	boxes := map[string]box{}
 	hosts := map[string]host{}
@@ -734,7 +738,7 @@ func HostsFromDeployment(deployment json.RawMessage) ([]HostEntry, map[string][]
 		}
 		out = append(out, HostEntry{
 			Name: b.Name, Group: b.Labels["group"], Backend: b.Backend, Address: b.Addresses[0],
-			SSHAddress: b.SSHAddress, HostKey: b.HostPublicKey, User: user, Ports: h.Ports,
+			SSHAddress: b.SSHAddress, HostKey: b.HostPublicKey, User: user, Ports: h.Ports, SPKI: h.SPKI,
 		})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
@@ -831,8 +835,8 @@ func (s *Stack) SetSecret(ctx context.Context, key, value string) error {
 	return nil
 }
 
-// ReadSecrets returns the cloud tokens and the relay auth key file kept
-// in the stack, decrypted; a stack that does not exist has none.
+// ReadSecrets returns the cloud tokens, the relay auth key file and the
+// relay TLS seed kept in the stack, decrypted; a stack that does not exist has none.
 func (s *Stack) ReadSecrets(ctx context.Context) (map[string]string, error) {
 	st, err := s.openStack(ctx, false)
 	if err != nil {
@@ -846,7 +850,7 @@ func (s *Stack) ReadSecrets(ctx context.Context) (map[string]string, error) {
 		return nil, fmt.Errorf("stack %s config: %s", s.Name, lastLines(err.Error()))
 	}
 	out := map[string]string{}
-	for _, k := range []string{HcloudTokenKey, DigitalOceanTokenKey, RelayAuthKeysKey} {
+	for _, k := range []string{HcloudTokenKey, DigitalOceanTokenKey, RelayAuthKeysKey, RelayTLSSeedKey} {
 		for _, ns := range []string{SecretNamespace, provider.Name} {
 			if v, ok := all[ns+":"+k]; ok && v.Value != "" {
 				out[k] = v.Value
@@ -937,11 +941,11 @@ func HostsFromOutputs(out auto.OutputMap) ([]HostEntry, error) {
 }
 
 // Relay is one relay process in the router's relay list (the relays file
-// of package relay/router, defined in relay/wire). Relays leaves its
-// SPKI empty: the stack does not hold the boxes' relay keys yet.
+// of package relay/router, defined in relay/wire).
 type Relay = wire.Relay
 
-// Relays is the router's relay list.
+// Relays is the router's relay list: a host with an SPKI (its relay TLS
+// key's) has its relays pinned to it and polled over https://.
 func Relays(hosts []HostEntry) []Relay {
 	rs := []Relay{}
 	for _, h := range hosts {
@@ -951,7 +955,13 @@ func Relays(hosts []HostEntry) []Relay {
 		}
 		for _, p := range h.Ports {
 			base := fmt.Sprintf("http://%s:%d/", host, p)
-			rs = append(rs, Relay{URL: base, Stats: base + "stats"})
+			r := Relay{URL: base, Stats: base + "stats"}
+			if h.SPKI != "" {
+				// The relay's TCP port answers TLS too: the router polls
+				// /stats there and checks the box's key (its pin).
+				r.Stats, r.SPKI = fmt.Sprintf("https://%s:%d/stats", host, p), h.SPKI
+			}
+			rs = append(rs, r)
 		}
 	}
 	return rs

@@ -51,6 +51,12 @@ type HostArgs struct {
 	// PublicListen are broadcast path prefixes listeners may subscribe
 	// under without a token.
 	PublicListen []string `pulumi:"publicListen,optional" diff:"inPlace"`
+	// TLSKey is the box's relay TLS key (PEM PKCS #8 ECDSA P-256), a
+	// secret made by the fleet (provision.BoxTLSKey): installed on the box
+	// for root alone and handed to the relays as a systemd credential
+	// for relay serve --tls-key. Its SPKI is the SPKI output, the pin the
+	// router checks. Empty leaves the relays making their own keys.
+	TLSKey string `pulumi:"tlsKey,optional" provider:"secret" diff:"inPlace"`
 }
 
 // HostState is a Host's outputs.
@@ -65,6 +71,9 @@ type HostState struct {
 	Drift []string `pulumi:"drift"`
 	// Refused are sysctl keys the box's kernel would not take.
 	Refused []string `pulumi:"sysctlRefused"`
+	// SPKI is the SHA-256 of the TLSKey's public key (hex), the pin of
+	// every relay process of the box; empty without a TLSKey.
+	SPKI string `pulumi:"spki"`
 }
 
 // Annotate describes the resource.
@@ -77,18 +86,21 @@ func (h *Host) Annotate(a infer.Annotator) {
 // the state, whatever the engine hands in.
 func (*Host) WireDependencies(f infer.FieldSelector, _ *HostArgs, state *HostState) {
 	f.OutputField(&state.AuthKeys).AlwaysSecret()
+	f.OutputField(&state.TLSKey).AlwaysSecret()
 }
 
 // Annotate describes the inputs.
 func (a *HostArgs) Annotate(an infer.Annotator) {
 	an.Describe(&a.AuthKeys, "The fleet's relay auth key file (secret): one key per line, the first signs.")
 	an.Describe(&a.PublicListen, "Broadcast path prefixes listeners may subscribe under without a token.")
+	an.Describe(&a.TLSKey, "The box's relay TLS key (secret, PEM PKCS #8 ECDSA P-256): every relay process serves certificates for it.")
 }
 
 // Annotate describes the outputs.
 func (s *HostState) Annotate(a infer.Annotator) {
 	a.Describe(&s.Drift, "What differs on the box from the converged state, found by the last refresh.")
 	a.Describe(&s.DesiredHash, "The hash of the desired state last converged.")
+	a.Describe(&s.SPKI, "The SHA-256 of the relay TLS key's public key: the pin the router checks when it polls the box's relays.")
 }
 
 // DefaultBasePort is the first relay port when the inputs give none.
@@ -116,7 +128,7 @@ func (a HostArgs) layout(cpus []int) units.Layout {
 // and sysctl values for its layout, the release, and the box it is on.
 // It is pure; Diff compares it with the hash last converged.
 func DesiredHash(a HostArgs) (string, error) {
-	plan, err := provision.DesiredAuth(a.layout(nil), a.Release, []byte(a.AuthKeys))
+	plan, err := provision.DesiredRelay(a.layout(nil), a.Release, []byte(a.AuthKeys), a.tlsKey())
 	if err != nil {
 		return "", fmt.Errorf("desired state: %w", err)
 	}
@@ -161,8 +173,31 @@ func (a HostArgs) validate() error {
 	if _, err := provision.ParseAuthKeys(a.AuthKeys); err != nil {
 		return fmt.Errorf("authKeys: %v", err)
 	}
+	if _, err := a.spki(); err != nil {
+		return err
+	}
 	_, err := parseKey(a.HostKey)
 	return err
+}
+
+// tlsKey is the TLSKey's bytes, nil without one.
+func (a HostArgs) tlsKey() []byte {
+	if a.TLSKey == "" {
+		return nil
+	}
+	return []byte(a.TLSKey)
+}
+
+// spki is the TLSKey's SPKI sha256, "" without one.
+func (a HostArgs) spki() (string, error) {
+	if a.TLSKey == "" {
+		return "", nil
+	}
+	spki, err := provision.TLSKeySPKI([]byte(a.TLSKey))
+	if err != nil {
+		return "", fmt.Errorf("tlsKey: %v", err)
+	}
+	return spki, nil
 }
 
 // converge converges the host to its inputs (check: only probe) and
@@ -184,14 +219,18 @@ func converge(ctx context.Context, a HostArgs, check bool) (HostState, error) {
 			return HostState{}, fmt.Errorf("relay binary %s is %.12s, the inputs want %.12s", a.RelayBinary, got, a.Release)
 		}
 	}
-	st := HostState{HostArgs: a, DesiredHash: hash, Drift: []string{}, Refused: []string{}}
+	spki, err := a.spki()
+	if err != nil {
+		return HostState{}, err
+	}
+	st := HostState{HostArgs: a, DesiredHash: hash, Drift: []string{}, Refused: []string{}, SPKI: spki}
 	h := provision.Host{Name: a.Box, Address: a.SSHAddress, User: userOr(a.User)}
 	err = withRunner(ctx, a.Backend, config(ctx).SSHKeyFile, h, a.HostKey, func(run provision.Runner) error {
 		facts, err := provision.ReadFacts(ctx, run)
 		if err != nil {
 			return err
 		}
-		plan, err := provision.DesiredAuth(a.layout(facts.CPUs), a.Release, []byte(a.AuthKeys))
+		plan, err := provision.DesiredRelay(a.layout(facts.CPUs), a.Release, []byte(a.AuthKeys), a.tlsKey())
 		if err != nil {
 			return err
 		}
@@ -227,7 +266,8 @@ func (*Host) Check(ctx context.Context, req infer.CheckRequest) (infer.CheckResp
 func (*Host) Create(ctx context.Context, req infer.CreateRequest[HostArgs]) (infer.CreateResponse[HostState], error) {
 	id := req.Inputs.Box
 	if req.DryRun {
-		return infer.CreateResponse[HostState]{ID: id, Output: HostState{HostArgs: req.Inputs}}, nil
+		spki, _ := req.Inputs.spki() // an unknown key in a preview: none yet
+		return infer.CreateResponse[HostState]{ID: id, Output: HostState{HostArgs: req.Inputs, SPKI: spki}}, nil
 	}
 	st, err := converge(ctx, req.Inputs, false)
 	if err != nil {
@@ -241,7 +281,8 @@ func (*Host) Create(ctx context.Context, req infer.CreateRequest[HostArgs]) (inf
 // and drift found by a refresh is repaired.
 func (*Host) Update(ctx context.Context, req infer.UpdateRequest[HostArgs, HostState]) (infer.UpdateResponse[HostState], error) {
 	if req.DryRun {
-		return infer.UpdateResponse[HostState]{Output: HostState{HostArgs: req.Inputs, DesiredHash: req.State.DesiredHash, Ports: req.State.Ports, Drift: req.State.Drift, Refused: req.State.Refused}}, nil
+		spki, _ := req.Inputs.spki()
+		return infer.UpdateResponse[HostState]{Output: HostState{HostArgs: req.Inputs, DesiredHash: req.State.DesiredHash, Ports: req.State.Ports, Drift: req.State.Drift, Refused: req.State.Refused, SPKI: spki}}, nil
 	}
 	st, err := converge(ctx, req.Inputs, false)
 	if err != nil {

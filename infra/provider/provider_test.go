@@ -2,6 +2,7 @@ package provider
 
 import (
 	"encoding/json"
+	"github.com/relayfleet/relayfleet/provision"
 	"os"
 	"strings"
 	"testing"
@@ -239,6 +240,7 @@ func TestDesiredHash(t *testing.T) {
 		"address":   func(a *HostArgs) { a.SSHAddress = "10.0.0.12:22" },
 		"auth keys": func(a *HostArgs) { a.AuthKeys = "bmV3LWtleS1uZXcta2V5LW5ldy1rZXk\n" + a.AuthKeys },
 		"public":    func(a *HostArgs) { a.PublicListen = []string{"live/"} },
+		"tls key":   func(a *HostArgs) { a.TLSKey = testTLSKey(t, "b2") },
 	} {
 		b := a
 		edit(&b)
@@ -357,5 +359,47 @@ func TestHostDiffWhileTheBoxIsUnknown(t *testing.T) {
 	d, err := hostDiff(old, in)
 	if err != nil || !d.HasChanges {
 		t.Fatalf("diff %+v %v, want an update and no error", d, err)
+	}
+}
+
+// testTLSKey is box's relay TLS key under a fixed test seed.
+func testTLSKey(t *testing.T, box string) string {
+	t.Helper()
+	key, _, err := provision.BoxTLSKey(strings.Repeat("s", 43), box)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(key)
+}
+
+// TestHostTLSKey: the Host's TLS key is a secret input and output, its
+// SPKI a plain output (the pin the relays file carries), and a key that
+// is not one is refused without showing it.
+func TestHostTLSKey(t *testing.T) {
+	s := newServer(t)
+	if !schemaResources(t, s)[HostType].InputProperties["tlsKey"].Secret {
+		t.Errorf("the Host input tlsKey is not marked secret")
+	}
+	a := hostArgs()
+	a.TLSKey = testTLSKey(t, "b1")
+	_, want, _ := provision.BoxTLSKey(strings.Repeat("s", 43), "b1")
+	in := argsProps(a).Set("authKeys", property.New(a.AuthKeys).WithSecret(true)).Set("tlsKey", property.New(a.TLSKey).WithSecret(true))
+	cr, err := s.Create(p.CreateRequest{Urn: urn(HostType, "b1"), Properties: in, DryRun: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v, ok := cr.Properties.GetOk("tlsKey"); !ok || !v.Secret() {
+		t.Fatalf("tlsKey output %v, want it secret", v)
+	}
+	if v := cr.Properties.Get("spki"); v.Secret() {
+		t.Fatalf("spki output %v is secret; it is the public pin", v)
+	}
+	// converge reports the key's SPKI as the spki output.
+	if got, err := a.spki(); err != nil || got != want {
+		t.Fatalf("spki = %s, %v; want %s", got, err, want)
+	}
+	a.TLSKey = "-----BEGIN PRIVATE KEY-----\nc2VjcmV0\n-----END PRIVATE KEY-----\n"
+	if err := a.validate(); err == nil || !strings.Contains(err.Error(), "tlsKey") || strings.Contains(err.Error(), "c2VjcmV0") {
+		t.Fatalf("a bad TLS key: %v (it must not show the key)", err)
 	}
 }

@@ -36,7 +36,11 @@ func main() {
 		if err != nil {
 			return err
 		}
-		_, err = program.Deploy(ctx, f, cat, program.Options{RelayBinary: relay, Release: provision.Digest(data)})
+		// The fleet's relay auth keys and TLS seed, kept in the stack as
+		// secrets by fleet up (relayfleet:relayAuthKeys, relayTLSSeed).
+		s := config.New(ctx, program.SecretNamespace)
+		_, err = program.Deploy(ctx, f, cat, program.Options{RelayBinary: relay, Release: provision.Digest(data),
+			AuthKeys: s.Get(program.RelayAuthKeysKey), TLSSeed: s.Get(program.RelayTLSSeedKey)})
 		return err
 	})
 }

@@ -23,6 +23,8 @@ type Flags struct {
 	Listen, Relays, LogLevel      string
 	Poll                          time.Duration
 	CertFile, KeyFile, TLSKeyFile string
+	// RequirePins routes only relays with an spki_sha256 pin.
+	RequirePins bool
 }
 
 // Run is relay router: it checks the flags (bad ones are cli usage errors
@@ -74,7 +76,7 @@ func (f *Flags) Run(ctx context.Context, stderr io.Writer) error {
 			logger.Warn("serving /route over plain HTTP on a non-loopback address: clients trust the network to deliver relay certificate hashes unchanged; give --cert/--key or --tls-key", "listen", f.Listen)
 		}
 	}
-	rt, err := New(Options{File: f.Relays, Poll: f.Poll, Logger: logger})
+	rt, err := New(Options{File: f.Relays, Poll: f.Poll, Logger: logger, RequirePins: f.RequirePins})
 	if err != nil {
 		return err
 	}

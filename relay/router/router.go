@@ -55,9 +55,15 @@
 // "spki_sha256", optional, is the SHA-256 of the relay's public key (`relay
 // pin`): with it the router polls https:// (the relay's TCP port answers
 // TLS on the same port) and accepts only a certificate with that key, so
-// the certificate hash it hands out is the relay's own. Without it the
-// poll, and so the hash, is only as trustworthy as the network between
-// the router and the relay.
+// the certificate hash it hands out is the relay's own: each poll is a
+// new TLS handshake, and a certificate_sha256 that is not the hash of the
+// certificate that handshake presented under the pinned key is refused
+// (the relay is not routed; logged once). Without it the poll, and so
+// the hash, is only as trustworthy as the network between the router
+// and the relay (a warning is logged at each load for an unpinned relay
+// off loopback); with Options.RequirePins (relay router --require-pins)
+// an unpinned relay is neither polled nor routed. fleet up writes a pin
+// for every relay of the fleet.
 // Unknown fields and duplicate URLs are errors. Reload re-reads it (the
 // router command does on SIGHUP); a file that fails to load leaves the
 // previous one in force. Run also reloads it when the file changes (within
@@ -69,7 +75,9 @@ package router
 
 import (
 	"context"
+	"crypto/sha256"
 	"crypto/tls"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -156,16 +164,21 @@ type Options struct {
 	Client *http.Client
 	// Logger receives the router's logs; nil means slog.Default().
 	Logger *slog.Logger
+	// RequirePins routes only relays with an spki_sha256 pin (relay
+	// router --require-pins): an unpinned relay's certificate hash is
+	// only as trustworthy as the network, and it is never handed out.
+	RequirePins bool
 }
 
 // Router chooses relays. Create one with New, poll with Run (or PollOnce)
 // and serve it as an http.Handler.
 type Router struct {
-	file   string
-	poll   time.Duration
-	hc     *http.Client
-	logger *slog.Logger
-	mux    *http.ServeMux
+	file        string
+	requirePins bool
+	poll        time.Duration
+	hc          *http.Client
+	logger      *slog.Logger
+	mux         *http.ServeMux
 
 	// runCtx is Run's context, for avoid= re-polls (under mu).
 	runCtx context.Context
@@ -219,7 +232,7 @@ type relayState struct {
 
 // New loads the relays file. No relay is healthy until its first poll.
 func New(opts Options) (*Router, error) {
-	r := &Router{file: opts.File, poll: opts.Poll, hc: opts.Client, logger: opts.Logger}
+	r := &Router{file: opts.File, requirePins: opts.RequirePins, poll: opts.Poll, hc: opts.Client, logger: opts.Logger}
 	if r.poll <= 0 {
 		r.poll = time.Second
 	}
@@ -266,6 +279,13 @@ func (r *Router) Reload() error {
 	r.relays = next
 	r.stamp = stamp
 	r.logger.Info("relays loaded", "file", r.file, "relays", len(next))
+	if !r.requirePins {
+		for _, s := range next {
+			if u, err := url.Parse(s.Stats); err == nil && s.SPKI == "" && !client.IsLoopback(u.Hostname()) {
+				r.logger.Warn("relay has no spki_sha256 pin: its certificate hash is only as trustworthy as the network to it (fleet up writes pins; --require-pins refuses unpinned relays)", "url", s.URL)
+			}
+		}
+	}
 	return nil
 }
 
@@ -357,7 +377,10 @@ func (r *Router) applyLocked(t Relay, res pollResult, resetRouted bool) {
 			continue
 		}
 		if res.err != nil {
-			if s.Healthy {
+			// Once per spell of failures: when a routed relay fails, or
+			// when one never polled well since the file listed it fails
+			// its first poll (a pin that never matched says so once).
+			if s.Healthy || s.Error == "" {
 				r.logger.Warn("relay unreachable", "url", s.URL, "err", res.err)
 			}
 			s.Healthy, s.Headroom, s.CertHash, s.Error = false, 0, "", res.err.Error()
@@ -445,6 +468,9 @@ type pollResult struct {
 // pollRelay reads one relay's /stats: over https:// checked against its
 // SPKI pin when it has one.
 func (r *Router) pollRelay(ctx context.Context, rl Relay) pollResult {
+	if r.requirePins && rl.SPKI == "" {
+		return pollResult{err: errors.New("no spki_sha256 pin in the relays file (--require-pins): not polled, not routed")}
+	}
 	statsURL, hc := rl.Stats, r.hc
 	if rl.SPKI != "" {
 		u, err := url.Parse(rl.Stats)
@@ -478,6 +504,14 @@ func (r *Router) pollRelay(ctx context.Context, rl Relay) pollResult {
 		if err := client.CheckHash(st.CertificateSHA256); err != nil {
 			return pollResult{err: fmt.Errorf("poll %s: certificate_sha256: %w", statsURL, err)}
 		}
+		if rl.SPKI != "" {
+			// The pin checked the key of the certificate this poll's TLS
+			// handshake presented; the hash handed to listeners must be
+			// that certificate's, or it was not the key holder's.
+			if err := presented(resp.TLS, st.CertificateSHA256); err != nil {
+				return pollResult{err: fmt.Errorf("poll %s: %w", statsURL, err)}
+			}
+		}
 	} else if strings.HasPrefix(rl.URL, "http://") {
 		// The listener would have to fetch the hash in clear text.
 		return pollResult{err: fmt.Errorf("poll %s: no certificate_sha256 field for an http:// relay", statsURL)}
@@ -485,7 +519,22 @@ func (r *Router) pollRelay(ctx context.Context, rl Relay) pollResult {
 	return pollResult{headroom: st.Headroom, certHash: strings.ToLower(st.CertificateSHA256)}
 }
 
+// presented checks that hash is the SHA-256 of the leaf certificate cs
+// presented.
+func presented(cs *tls.ConnectionState, hash string) error {
+	if cs == nil || len(cs.PeerCertificates) == 0 {
+		return errors.New("certificate_sha256 not checked: the poll was not over TLS")
+	}
+	sum := sha256.Sum256(cs.PeerCertificates[0].Raw)
+	if got := hex.EncodeToString(sum[:]); !strings.EqualFold(got, hash) {
+		return fmt.Errorf("certificate_sha256 %s is not the certificate it presented under the pinned key (%s)", strings.ToLower(hash), got)
+	}
+	return nil
+}
+
 // pinnedClient is the client that polls relays with the SPKI pin spki.
+// Each poll makes a new connection: the certificate its handshake
+// presents is the one the relay serves now, which /stats must name.
 func (r *Router) pinnedClient(spki string) *http.Client {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -497,6 +546,7 @@ func (r *Router) pinnedClient(spki string) *http.Client {
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	tr.TLSClientConfig = tc
 	tr.ForceAttemptHTTP2 = false
+	tr.DisableKeepAlives = true
 	hc := &http.Client{Timeout: r.hc.Timeout, Transport: tr}
 	if hc.Timeout <= 0 {
 		hc.Timeout = r.poll

@@ -14,14 +14,19 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"log/slog"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/relayfleet/relayfleet/infra/lab"
 	"github.com/relayfleet/relayfleet/infra/program"
+	"github.com/relayfleet/relayfleet/relay/router"
+	"github.com/relayfleet/relayfleet/relay/wire"
 	"github.com/relayfleet/relayfleet/sysctl"
 )
 
@@ -67,6 +72,7 @@ func TestE2EUpChangeUpDestroy(t *testing.T) {
 	if rs := relays(); len(rs) != 2 {
 		t.Fatalf("relays %v, want one per box (1 core each)", rs)
 	}
+	routedPinned(t, filepath.Join(state, program.RelaysFile), 2)
 	// The host private key output is a secret: ciphertext in the state.
 	ckpt, err := os.ReadFile(filepath.Join(state, "backend", ".pulumi", "stacks", program.Project, "lab.json"))
 	if err != nil {
@@ -151,6 +157,7 @@ func TestE2EUpChangeUpDestroy(t *testing.T) {
 	if rs := relays(); len(rs) != 3*lab.Medium.Cores {
 		t.Fatalf("relays %v, want one per core of 3 medium boxes", rs)
 	}
+	routedPinned(t, filepath.Join(state, program.RelaysFile), 3*lab.Medium.Cores)
 
 	// 6. Destroy: zero boxes left, an empty relay list.
 	if out, code := fleet("destroy", "--yes"); code != 0 {
@@ -188,4 +195,52 @@ func summary(out, prefix string) string {
 		}
 	}
 	return ""
+}
+
+// routedPinned: every relay in the relays file is pinned to its box's
+// key, and a router on that file polls each over TLS with the pin, finds
+// every one healthy, and routes a listener with a certificate hash that
+// a TLS handshake with the relay presents.
+func routedPinned(t *testing.T, file string, want int) {
+	t.Helper()
+	f, err := router.Load(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range f.Relays {
+		if r.SPKI == "" || !strings.HasPrefix(r.Stats, "https://") {
+			t.Errorf("relay %s: spki_sha256 %q, stats %s; want its box's pin, polled over https://", r.URL, r.SPKI, r.Stats)
+		}
+	}
+	rt, err := router.New(router.Options{File: file, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		rt.PollOnce(context.Background())
+		rec := httptest.NewRecorder()
+		rt.ServeHTTP(rec, httptest.NewRequest("GET", "/relays", nil))
+		var st wire.RelaysState
+		if err := json.Unmarshal(rec.Body.Bytes(), &st); err != nil {
+			t.Fatal(err)
+		}
+		healthy := 0
+		for _, r := range st.Relays {
+			if r.Healthy && r.CertHash != "" {
+				healthy++
+			}
+		}
+		if healthy == want {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of %d relays healthy with a pinned certificate hash after 60 s: %s", healthy, want, rec.Body.Bytes())
+		}
+		time.Sleep(time.Second)
+	}
+	route, err := rt.Pick()
+	if err != nil || route.CertificateSHA256 == "" {
+		t.Fatalf("route %+v, %v; want a relay with its certificate hash", route, err)
+	}
 }
