@@ -27,6 +27,7 @@ type ServeFlags struct {
 	TLSKeyFile                                         string // --tls-key
 	ACMEDomain, ACMEEmail, ACMECA, ACMECARoot, ACMEDir string // --acme-*
 	AuthKeyFile                                        string // --auth-key
+	RevocationFile                                     string // --revocation-file
 	PublicListen                                       PrefixList
 	UDPBuffer                                          string // --udp-buffer: bytes, suffixes KiB, MiB, GiB
 	MemoryBudget                                       string // --memory-budget: "" means the cgroup's limit
@@ -67,6 +68,9 @@ func (f *ServeFlags) Config(stderr io.Writer) (Config, error) {
 		return Config{}, cli.Usagef("--listen %q: want HOST:PORT", f.Listen)
 	} else if n, err := strconv.Atoi(port); err != nil || n < 0 || n > 65535 {
 		return Config{}, cli.Usagef("--listen %q: port must be a number from 0 to 65535", f.Listen)
+	}
+	if f.RevocationFile != "" && f.AuthKeyFile == "" {
+		return Config{}, cli.Usagef("--revocation-file needs --auth-key (without a key there are no tokens to revoke)")
 	}
 	if len(f.PublicListen) > 0 && f.AuthKeyFile == "" {
 		return Config{}, cli.Usagef("--public-listen needs --auth-key (without a key everything is public)")
@@ -141,6 +145,12 @@ func (f *ServeFlags) Config(stderr io.Writer) (Config, error) {
 			return Config{}, err
 		}
 		cfg.Auth = auth.WithPublicListen(f.PublicListen)
+	}
+	if f.RevocationFile != "" {
+		if _, err := LoadRevocations(f.RevocationFile); err != nil {
+			return Config{}, fmt.Errorf("--revocation-file: %w", err)
+		}
+		cfg.RevocationFile = f.RevocationFile
 	}
 	return cfg, nil
 }

@@ -79,6 +79,7 @@ SIGHUP), self-signed certificates for a key (--tls-key), or certificates from an
 	fs.StringVar(&f.ACMECARoot, "acme-ca-root", "", "PEM file with the root(s) that verify the ACME CA's HTTPS endpoint")
 	fs.StringVar(&f.ACMEDir, "acme-dir", "", "directory for the ACME account, keys and certificates")
 	fs.StringVar(&f.AuthKeyFile, "auth-key", "", "file with the token signing keys: one per line, KEY or KEY until=RFC3339")
+	fs.StringVar(&f.RevocationFile, "revocation-file", "", "file naming revoked tokens (jti=ID or prefix=PATH issued-before=T, until=T; written by fleet token revoke), read every second: their sessions are closed and refused; a missing file revokes nothing")
 	fs.Var(&f.PublicListen, "public-listen", "broadcast path prefix anyone may listen under without a token (repeatable, comma-separated); needs --auth-key")
 	fs.StringVar(&f.UDPBuffer, "udp-buffer", strconv.Itoa(relay.DefaultUDPBuffer), "UDP buffer size to ask for, in bytes (suffixes KiB, MiB)")
 	fs.IntVar(&f.SendBatch, "send-batch", relay.DefaultSendBatch, "most QUIC packets, across connections, sent in one sendmmsg (64 batches them); 1, the default, sends each with its own sendmsg")
