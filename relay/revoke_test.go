@@ -6,9 +6,11 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/relayfleet/relayfleet/internal/testutil"
 	"github.com/relayfleet/relayfleet/relay"
 	"github.com/relayfleet/relayfleet/relay/client"
 )
@@ -167,5 +169,44 @@ func TestRevocationFileChecked(t *testing.T) {
 		Auth: testAuth(t, "0123456789abcdef0123456789abcdef"), RevocationFile: f})
 	if err == nil || !strings.Contains(err.Error(), f) {
 		t.Errorf("start with a broken revocation file: %v, want an error naming it", err)
+	}
+}
+
+// TestListenerComesBackWithFreshToken: a listener whose tokens live 2 s,
+// from a token source (the client's hook), is closed at each expiry and
+// reconnects at once with a fresh token from the hook, and keeps hearing
+// the broadcast.
+func TestListenerComesBackWithFreshToken(t *testing.T) {
+	ctx := testContext(t)
+	auth := testAuth(t, "0123456789abcdef0123456789abcdef")
+	r := startRelay(t, relay.Config{Auth: auth, ExpiryGrace: 100 * time.Millisecond})
+	tw := dial(t, ctx, relayURL(r, "?jwt="+mintToken(t, auth, "show", "")), nil).Publish("show").Track("audio")
+	go func() {
+		for g := uint64(0); ctx.Err() == nil; g++ {
+			_ = tw.WriteGroup(ctx, g, [][]byte{client.Pattern(g, 0, 64)})
+			time.Sleep(50 * time.Millisecond)
+		}
+	}()
+	var asked atomic.Int32
+	res, err := client.NewResolver(client.ResolverOptions{URL: relayURL(r, ""), TokenSource: func(context.Context) (string, error) {
+		asked.Add(1)
+		return auth.NewToken("", "show", false, true, 2*time.Second)
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := &testutil.SyncBuffer{}
+	lctx, cancel := context.WithTimeout(ctx, 6*time.Second)
+	defer cancel()
+	err = client.Listen(lctx, res, &client.Options{Logger: quietLogger()}, client.ListenOptions{
+		Broadcast: "show", Track: "audio", Silence: time.Second, Reconnect: true}, out)
+	if err != nil {
+		t.Fatalf("listen: %v\n%s", err, out)
+	}
+	if n := strings.Count(out.String(), "reconnected (token-expired)"); n < 1 || asked.Load() < 2 {
+		t.Errorf("%d token-expired reconnects, token source asked %d times; want at least 1 and 2:\n%s", n, asked.Load(), out)
+	}
+	if strings.Contains(out.String(), "unauthorized") {
+		t.Errorf("a listener was refused:\n%s", out)
 	}
 }

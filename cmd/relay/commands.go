@@ -208,7 +208,7 @@ or at the relay a router hands out (and, when it goes silent, another), and chec
 	fs.StringVar(&f.RouterSPKI, "router-spki", "", "SHA-256 (hex) of the https:// router's public key, checked instead of the CAs")
 	fs.BoolVar(&f.InsecureRouter, "insecure-router", false, insecureRouterHelp)
 	fs.BoolVar(&f.TrustHTTPHash, "trust-http-hash", false, trustHTTPHashHelp)
-	fs.StringVar(&f.TokenFile, "token-file", "", tokenFileHelp)
+	fs.StringVar(&f.TokenFile, "token-file", "", tokenFileHelp+"; read again at every reconnect, so a token replaced in it is presented after the relay closed the session for an expired one")
 	fs.DurationVar(&f.Silence, "silence", client.DefaultSilence, "reconnect when no group comes for this long (through the router, avoiding the relay that went silent); 0 means wait forever")
 	cli.Ranged(fs, "silence", cli.Durations(0, time.Hour))
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
@@ -284,7 +284,7 @@ hands out), started --ramp per second, measures what they receive for --duration
 	fs.BoolVar(&f.InsecureRouter, "insecure-router", false, insecureRouterHelp)
 	fs.StringVar(&f.CertificateHash, "certificate-sha256", "", "SHA-256 (hex) the --url relay's certificate must have, known from a trusted channel (nothing is fetched)")
 	fs.BoolVar(&f.TrustHTTPHash, "trust-http-hash", false, trustHTTPHashHelp)
-	fs.StringVar(&f.TokenFile, "token-file", "", tokenFileHelp+"; every listener presents it")
+	fs.StringVar(&f.TokenFile, "token-file", "", tokenFileHelp+"; every listener presents it, read again at every reconnect (a fresh token after the relay closed a session for an expired one)")
 	fs.StringVar(&f.Broadcast, "broadcast", "", "broadcast name")
 	fs.StringVar(&f.Track, "track", "audio", "track name")
 	fs.IntVar(&f.Listeners, "listeners", 0, "listener sessions to open")

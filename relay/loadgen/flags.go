@@ -73,6 +73,7 @@ func (f *Flags) Run(ctx context.Context, stdout, stderr io.Writer) error {
 	if o.Token, err = client.ReadTokenFile("token-file", f.TokenFile); err != nil {
 		return err
 	}
+	o.TokenSource = client.TokenFileSource("token-file", f.TokenFile)
 	o.NoAckFrequency = !f.AckFrequency
 	rep, err := Run(ctx, o)
 	if err != nil {
