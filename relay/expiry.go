@@ -31,7 +31,7 @@ func expiryGrace(g time.Duration) time.Duration {
 // closed for this.
 func (s *Server) watchExpiry(sess *session) (stop func() bool) {
 	c := sess.perms.token
-	if c == nil || c.Expires == 0 {
+	if c == nil || c.Expires == 0 || clusterLinkToken(c) {
 		return func() bool { return false }
 	}
 	d := time.Unix(c.Expires, 0).Sub(s.clock()) + s.expiryGrace
@@ -40,4 +40,14 @@ func (s *Server) watchExpiry(sess *session) (stop func() bool) {
 		sess.closeWith(codeTokenExpired, reasonExpired)
 	})
 	return t.Stop
+}
+
+// clusterLinkToken reports whether c has the shape of the token an edge
+// signs for its link to the origin (upstreamDialURL): subscribe to
+// everything, publish nothing, no id. A link is checked at connect only,
+// as before: closing it at its token's expiry would cut every broadcast
+// the edge pulls, each hour. Tokens from NewToken (relay token, fleet
+// token) always carry an id, so they are never taken for one.
+func clusterLinkToken(c *Claims) bool {
+	return c.ID == "" && len(c.Put) == 0 && len(c.Get) == 1 && c.Get[0] == ""
 }
