@@ -210,3 +210,29 @@ func TestListenerComesBackWithFreshToken(t *testing.T) {
 		t.Errorf("a listener was refused:\n%s", out)
 	}
 }
+
+// TestPublisherComesBackWithFreshToken: a publisher whose tokens live 2 s
+// (relay publish with --token-file: client.RunPublish with a token
+// source) is closed at the expiry and publishes on with a fresh token.
+func TestPublisherComesBackWithFreshToken(t *testing.T) {
+	ctx := testContext(t)
+	auth := testAuth(t, "0123456789abcdef0123456789abcdef")
+	r := startRelay(t, relay.Config{Auth: auth, ExpiryGrace: 100 * time.Millisecond})
+	var asked atomic.Int32
+	out := &testutil.SyncBuffer{}
+	pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	err := client.RunPublish(pctx, relayURL(r, ""), &client.Options{Logger: quietLogger()}, client.PublishOptions{
+		Broadcast: "show", Track: "audio", Interval: 50 * time.Millisecond, FramesPerGroup: 1, FrameSize: 16,
+		TokenSource: func(context.Context) (string, error) {
+			asked.Add(1)
+			return auth.NewToken("show", "", true, false, 2*time.Second)
+		},
+	}, out)
+	if err != nil {
+		t.Fatalf("publish: %v\n%s", err, out)
+	}
+	if !strings.Contains(out.String(), "reconnected (token-expired)") || asked.Load() < 2 {
+		t.Errorf("token source asked %d times; want a token-expired reconnect:\n%s", asked.Load(), out)
+	}
+}

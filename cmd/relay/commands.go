@@ -180,7 +180,7 @@ with --ogg FILE (- for stdin), the Opus packets of an Ogg Opus file to the relay
 	fs.StringVar(&f.Ogg, "ogg", "", "publish the Opus packets of an Ogg Opus `FILE` (- for stdin), one packet to a group")
 	fs.BoolVar(&f.OggPace, "ogg-pace", false, "send --ogg packets in real time (default: for a file, not for -)")
 	fs.BoolVar(&f.TrustHTTPHash, "trust-http-hash", false, trustHTTPHashHelp)
-	fs.StringVar(&f.TokenFile, "token-file", "", tokenFileHelp)
+	fs.StringVar(&f.TokenFile, "token-file", "", tokenFileHelp+"; read again when the relay closes the session for an expired token, and publishing goes on (generated frames without --paced)")
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
 		f.URL, f.Changed = args[0], fs.Changed
 		return f.Run(cmd.Context(), ios)
