@@ -161,8 +161,10 @@ func LoadAuthKey(file string) ([]byte, error) {
 }
 
 // Claims are the token's claims: broadcast path prefixes the bearer may
-// publish (put) and subscribe to (get), and the expiry.
+// publish (put) and subscribe to (get), the token's id (jti, which
+// revocation names: revoke.go), when it was issued, and the expiry.
 type Claims struct {
+	ID       string   `json:"jti,omitempty"`
 	Put      []string `json:"put,omitempty"`
 	Get      []string `json:"get,omitempty"`
 	IssuedAt int64    `json:"iat"`
@@ -174,6 +176,9 @@ type Permissions struct {
 	all       bool
 	publish   []string
 	subscribe []string
+	// token is the verified token's claims, nil without a token: its
+	// expiry and revocation end the session (expiry.go, revoke.go).
+	token *Claims
 }
 
 // CanPublish reports whether the session may publish broadcast path;
@@ -228,6 +233,7 @@ func (a *Authenticator) Authorize(u *url.URL) (Permissions, error) {
 	for _, s := range c.Get {
 		p.subscribe = append(p.subscribe, bpath.Clean(s))
 	}
+	p.token = &c
 	return p, nil
 }
 
@@ -333,7 +339,11 @@ func (a *Authenticator) NewToken(publish, subscribe string, hasPublish, hasSubsc
 		return "", ErrNoPermission
 	}
 	now := a.now()
-	c := Claims{IssuedAt: now.Unix(), Expires: now.Add(ttl).Unix()}
+	id, err := NewTokenID()
+	if err != nil {
+		return "", err
+	}
+	c := Claims{ID: id, IssuedAt: now.Unix(), Expires: now.Add(ttl).Unix()}
 	if hasPublish {
 		c.Put = []string{bpath.Clean(publish)}
 	}

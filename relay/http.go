@@ -248,7 +248,11 @@ func (r *Relay) serveSession(w http.ResponseWriter, req *http.Request) {
 	}
 	if (isWT || isWS) && r.srv.auth != nil {
 		// Refuse before upgrading; ServeSession checks again.
-		if _, err := r.srv.auth.Authorize(req.URL); err != nil {
+		perms, err := r.srv.auth.Authorize(req.URL)
+		if err == nil && r.srv.revoked(perms) {
+			err = errors.New(reasonRevoked)
+		}
+		if err != nil {
 			r.srv.refused.refuse(ReasonUnauthorized, via, req.RemoteAddr, "err", err)
 			http.Error(w, "unauthorized", http.StatusUnauthorized)
 			return

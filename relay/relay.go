@@ -136,6 +136,15 @@ type Config struct {
 	// (rotation), public listen prefixes (NewAuthenticatorKeys,
 	// WithPublicListen).
 	Auth *Authenticator
+	// RevocationFile, when set, names tokens whose sessions are closed
+	// and refused (revoke.go); it is read again every RevocationPoll (0
+	// means DefaultRevocationPoll). A missing file revokes nothing.
+	RevocationFile string
+	RevocationPoll time.Duration
+	// ExpiryGrace is how long after its token's expiry a session is
+	// closed with code 8, "token expired" (expiry.go); 0 means
+	// DefaultExpiryGrace, negative means at the expiry.
+	ExpiryGrace time.Duration
 	// UDPBuffer is the receive and send buffer to ask for; 0 means
 	// DefaultUDPBuffer.
 	UDPBuffer int
@@ -442,7 +451,7 @@ func Start(ctx context.Context, cfg Config) (*Relay, error) {
 		srv: NewServer(ServerOptions{
 			Logger: logger, Auth: auth, Upstreams: cfg.Upstreams, MemoryBudget: budget,
 			MaxSessions: cfg.MaxSessions, MaxSessionsPerAddress: cfg.maxPerAddress(), ReapAfter: cfg.ReapAfter, MemoryUsage: cfg.MemoryUsage,
-			HeartbeatInterval: cfg.heartbeatInterval(),
+			HeartbeatInterval: cfg.heartbeatInterval(), ExpiryGrace: cfg.ExpiryGrace,
 		}),
 		logger:   logger,
 		certs:    certs,
@@ -585,6 +594,17 @@ func Start(ctx context.Context, cfg Config) (*Relay, error) {
 		<-r.ctx.Done()
 		r.shutdown()
 	}()
+	if cfg.RevocationFile != "" {
+		if _, err := LoadRevocations(cfg.RevocationFile); err != nil {
+			r.Close()
+			return nil, err
+		}
+		r.wg.Add(1)
+		go func() {
+			defer r.wg.Done()
+			r.srv.RunRevocations(r.ctx, cfg.RevocationFile, cfg.RevocationPoll)
+		}()
+	}
 	if err := certs.obtainACME(ctx); err != nil {
 		r.Close()
 		return nil, err

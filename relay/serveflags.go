@@ -29,6 +29,7 @@ type ServeFlags struct {
 	ACMEDomain, ACMEEmail, ACMECA, ACMECARoot, ACMEDir string // --acme-*
 	AuthKeyFile                                        string // --auth-key
 	NoAuth                                             bool   // --no-auth: no tokens, on any address
+	RevocationFile                                     string // --revocation-file
 	PublicListen                                       PrefixList
 	UDPBuffer                                          string // --udp-buffer: bytes, suffixes KiB, MiB, GiB
 	MemoryBudget                                       string // --memory-budget: "" means the cgroup's limit
@@ -77,6 +78,9 @@ func (f *ServeFlags) Config(stderr io.Writer) (Config, error) {
 	if f.AuthKeyFile == "" && !f.NoAuth && !loopbackHost(host) {
 		return Config{}, cli.Usagef("--listen %q is not a loopback address: without --auth-key any client that reaches it may publish; "+
 			"give --auth-key FILE (a token key file: docs/relay.md, Tokens), or --no-auth to accept every publisher", f.Listen)
+	}
+	if f.RevocationFile != "" && f.AuthKeyFile == "" {
+		return Config{}, cli.Usagef("--revocation-file needs --auth-key (without a key there are no tokens to revoke)")
 	}
 	if len(f.PublicListen) > 0 && f.AuthKeyFile == "" {
 		return Config{}, cli.Usagef("--public-listen needs --auth-key (without a key everything is public)")
@@ -151,6 +155,12 @@ func (f *ServeFlags) Config(stderr io.Writer) (Config, error) {
 			return Config{}, err
 		}
 		cfg.Auth = auth.WithPublicListen(f.PublicListen)
+	}
+	if f.RevocationFile != "" {
+		if _, err := LoadRevocations(f.RevocationFile); err != nil {
+			return Config{}, fmt.Errorf("--revocation-file: %w", err)
+		}
+		cfg.RevocationFile = f.RevocationFile
 	}
 	return cfg, nil
 }

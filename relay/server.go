@@ -165,6 +165,12 @@ type Server struct {
 	goingAway atomic.Bool
 	// open sessions by transport (relay_transport_sessions)
 	transports transportSessions
+
+	// revocations name tokens whose sessions are closed and refused
+	// (revoke.go); expiryGrace is how long after its token's expiry a
+	// session is closed (expiry.go).
+	revocations atomic.Pointer[Revocations]
+	expiryGrace time.Duration
 }
 
 type counters struct {
@@ -233,6 +239,10 @@ type ServerOptions struct {
 	// server publish the fleet heartbeat (HeartbeatPath) once
 	// RunHeartbeat runs, a group every HeartbeatInterval; 0 means none.
 	HeartbeatInterval time.Duration
+	// ExpiryGrace is how long after its token's expiry a session is
+	// closed (code 8, "token expired"); 0 means DefaultExpiryGrace,
+	// negative means at the expiry.
+	ExpiryGrace time.Duration
 }
 
 // NewServer returns a relay core with no sessions.
@@ -255,6 +265,7 @@ func NewServer(opts ServerOptions) *Server {
 		awaiting:          newAwaiting(opts.MemoryBudget, opts.MaxSessionsPerAddress > 0),
 		unknownPulls:      rate.NewLimiter(unknownPullsPerSecond, unknownPullBurst),
 		pullLogs:          rate.NewLimiter(pullLogsPerSecond, pullLogsPerSecond),
+		expiryGrace:       expiryGrace(opts.ExpiryGrace),
 	}
 	s.refused.logger = l
 	if len(opts.Upstreams) > 0 {
@@ -405,6 +416,13 @@ func (s *Server) serveSession(ctx context.Context, t transport.Session, u *url.U
 		admitted = false
 	}
 	s.mu.Unlock()
+	// Registered first, checked after: a revocation applied meanwhile
+	// either finds the session or is seen here.
+	if s.revoked(perms) {
+		sess.closeWith(codeUnauthorized, reasonRevoked)
+		s.refused.refuse(ReasonUnauthorized, via, remote, "err", reasonRevoked)
+	}
+	defer s.watchExpiry(sess)()
 
 	var wg sync.WaitGroup
 	spawn := func(f func()) {

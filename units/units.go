@@ -74,6 +74,12 @@ const (
 	CredentialFile = CredentialDir + "/" + CredentialName
 )
 
+// RevocationFile is the fleet's revocation list on a box (fleet token
+// revoke writes it over SSH; relay serve --revocation-file reads it every
+// second): not secret, it names token ids and path prefixes, so it is
+// world-readable and read in place, not a credential copied at start.
+const RevocationFile = "/etc/relayfleet/revoked"
+
 // The box's stateless reset secret (32 random bytes made on the box by
 // converge, root's alone, never copied off it) and the credential that
 // hands it to every relay process: relay serve --stateless-reset-secret
@@ -345,14 +351,15 @@ func insertAfter(opts []*unit.UnitOption, name string, o *unit.UnitOption) []*un
 	return out
 }
 
-// authArgs are the relay's --auth-key (its credential) and
-// --public-listen flags, or --no-auth without auth: the relay listens on
-// every address, where it refuses to run without a key unless told.
+// authArgs are the relay's --auth-key (its credential),
+// --revocation-file and --public-listen flags, or --no-auth without auth:
+// the relay listens on every address, where it refuses to run without a
+// key unless told.
 func authArgs(l Layout) string {
 	if !l.Auth {
 		return " --no-auth"
 	}
-	s := " --auth-key %d/" + CredentialName
+	s := " --auth-key %d/" + CredentialName + " --revocation-file " + RevocationFile
 	if len(l.PublicListen) > 0 {
 		s += " --public-listen " + strings.Join(l.PublicListen, ",")
 	}

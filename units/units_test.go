@@ -135,7 +135,7 @@ func TestAuthFlags(t *testing.T) {
 	tmpl := string(files[0].Data)
 	for _, want := range []string{
 		"\nLoadCredential=relay-auth:/etc/relayfleet/credentials/relay-auth\n",
-		"\nExecStart=/opt/relay serve --listen [::]:%i --stateless-reset-secret %d/reset-secret --max-sessions-per-address 0 --auth-key %d/relay-auth\n",
+		"\nExecStart=/opt/relay serve --listen [::]:%i --stateless-reset-secret %d/reset-secret --max-sessions-per-address 0 --auth-key %d/relay-auth --revocation-file /etc/relayfleet/revoked\n",
 		"\nDynamicUser=yes\n",
 		// The metadata service hands out the box's user data (its SSH
 		// host key): the relay may not reach it.

@@ -2,12 +2,14 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"time"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"github.com/relayfleet/relayfleet/infra/fleethosts"
 	"github.com/relayfleet/relayfleet/infra/program"
 	"github.com/relayfleet/relayfleet/internal/cli"
 	"github.com/relayfleet/relayfleet/inventories"
@@ -34,7 +36,13 @@ func fleetAuthKeys(ctx context.Context, ks program.KeyStore, create bool) (strin
 // tokenCommand is fleet token (program.MintToken).
 func tokenCommand(ios *cli.IOStreams) *cobra.Command {
 	var s stackFlags
-	o := program.TokenOptions{Sign: relay.NewToken}
+	o := program.TokenOptions{Sign: func(key []byte, publish, subscribe string, hasPublish, hasSubscribe bool, ttl time.Duration) (string, error) {
+		tok, err := relay.NewToken(key, publish, subscribe, hasPublish, hasSubscribe, ttl)
+		if c, cerr := relay.TokenClaims(tok); err == nil && cerr == nil {
+			fmt.Fprintf(ios.ErrOut, "token id %s, valid until %s (fleet token revoke --id %s)\n", c.ID, time.Unix(c.Expires, 0).UTC().Format(time.RFC3339), c.ID)
+		}
+		return tok, err
+	}}
 	cmd := &cobra.Command{
 		Use:   "token",
 		Short: "mint a relay token signed with the fleet's key: --publish PREFIX | --subscribe PREFIX [--ttl D]",
@@ -50,7 +58,45 @@ func tokenCommand(ios *cli.IOStreams) *cobra.Command {
 	fs.StringVar(&o.Subscribe, "subscribe", "", "broadcast path prefix the token may subscribe under")
 	fs.DurationVar(&o.TTL, "ttl", program.DefaultTokenTTL, "how long the token is valid (at most 720h)")
 	cli.Ranged(fs, "ttl", cli.Durations(time.Second, program.MaxTokenTTL))
+	cmd.AddCommand(tokenRevokeCommand(ios))
 	return cmd
+}
+
+// tokenRevokeCommand is fleet token revoke (program.RevokeToken).
+func tokenRevokeCommand(ios *cli.IOStreams) *cobra.Command {
+	var s stackFlags
+	var until string
+	o := program.RevokeOptions{Targets: allTargets}
+	cmd := &cobra.Command{
+		Use:   "revoke",
+		Short: "close and refuse a token's sessions on every relay of the fleet within seconds: --id JTI | --prefix PREFIX [--until T]",
+		Args:  cli.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			o.Env = s.env(ios)
+			if until != "" {
+				t, err := time.Parse(time.RFC3339, until)
+				if err != nil {
+					return usagef("flag --until %q: want an RFC 3339 time such as 2026-12-07T12:00:00Z", until)
+				}
+				o.Until = t
+			}
+			return program.RevokeToken(cmd.Context(), o)
+		},
+	}
+	fs := cmd.Flags()
+	s.add(fs, false)
+	fs.StringVar(&o.ID, "id", "", "the token's id (jti), as fleet token prints it")
+	fs.StringVar(&o.Prefix, "prefix", "", "revoke every token issued until now that grants a broadcast path at or below this prefix (tokens minted afterwards work)")
+	fs.StringVar(&until, "until", "", "RFC 3339 time the entry is kept until: the latest expiry of the tokens it names (default: now + 720h, the longest fleet token)")
+	fs.IntVar(&o.Parallel, "parallel", 16, "boxes written at once")
+	cli.Ranged(fs, "parallel", parallelRange)
+	return cmd
+}
+
+// allTargets are the boxes of the fleet's steady stack and of its event
+// stacks.
+func allTargets(ctx context.Context, st *program.Stack, sshKey, labDir string, errOut io.Writer) ([]provision.Target, func(), error) {
+	return (&fleethosts.Fleet{Stack: st, Access: fleethosts.Access{LabDir: labDir, SSHKey: sshKey}, Warnings: errOut}).AllTargets(ctx)
 }
 
 // authCommand is fleet auth rotate | show | export.

@@ -229,3 +229,46 @@ func TestAuthRotateStoresNewAndOld(t *testing.T) {
 		t.Errorf("rotate succeeded without boxes to converge:\n%s", out)
 	}
 }
+
+// TestTokenRevokeKeepsTheList: fleet token prints the token's id;
+// fleet token revoke --id keeps an entry for it in the stack until the
+// longest token lifetime, --prefix one for the tokens issued until now,
+// dropping the entries past their until, then goes to the boxes.
+func TestTokenRevokeKeepsTheList(t *testing.T) {
+	store := withKeys(t, fleetKeys, testNow)
+	store.secrets[program.RelayRevocationsKey] = "jti=old until=2026-11-30T11:00:00Z\n"
+	out, errOut, code := fleet(t, "token", "--inventory", labInventory, "--subscribe", "live/")
+	c, err := relay.TokenClaims(strings.TrimSpace(out))
+	if code != 0 || err != nil || c.ID == "" || !strings.Contains(errOut, "token id "+c.ID+",") {
+		t.Fatalf("fleet token: exit %d, claims %+v %v, stderr %q: want the token id on stderr", code, c, err, errOut)
+	}
+	out, _, code = fleet(t, "token", "revoke", "--inventory", labInventory, "--id", c.ID, "--lab-dir", t.TempDir())
+	list := store.secrets[program.RelayRevocationsKey]
+	if !strings.Contains(list, "jti="+c.ID+" until=2026-12-30T12:00:00Z\n") || strings.Contains(list, "jti=old") {
+		t.Errorf("stored list:\n%s", list)
+	}
+	if !strings.Contains(out, "revoked jti="+c.ID) || code == 0 {
+		t.Errorf("revoke without boxes: exit %d, said:\n%s", code, out)
+	}
+	fleet(t, "token", "revoke", "--inventory", labInventory, "--prefix", "live/b", "--until", "2026-12-01T00:00:00Z", "--lab-dir", t.TempDir())
+	rs, err := provision.ParseRevocations(store.secrets[program.RelayRevocationsKey])
+	if err != nil || len(rs) != 2 || rs[1].Prefix != "live/b" || !rs[1].IssuedBefore.Equal(testNow) || !rs[1].Until.Equal(time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)) {
+		t.Errorf("list after the prefix revocation: %+v, %v", rs, err)
+	}
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"token", "revoke", "--inventory", labInventory}, "fleet token revoke: give exactly one of --id JTI"},
+		{[]string{"token", "revoke", "--inventory", labInventory, "--id", "a", "--prefix", "live/"}, "fleet token revoke: give exactly one of"},
+		{[]string{"token", "revoke", "--inventory", labInventory, "--id", "a=b"}, `fleet token revoke: flag --id "a=b"`},
+		{[]string{"token", "revoke", "--inventory", labInventory, "--prefix", "../x"}, `fleet token revoke: flag --prefix: segment ".."`},
+		{[]string{"token", "revoke", "--inventory", labInventory, "--id", "a", "--until", "tomorrow"}, `fleet token revoke: flag --until "tomorrow": want an RFC 3339 time`},
+		{[]string{"token", "revoke", "--inventory", labInventory, "--id", "a", "--until", "2026-11-01T00:00:00Z"}, "fleet token revoke: flag --until 2026-11-01T00:00:00Z: already past"},
+	} {
+		out, errOut, code := fleet(t, tc.args...)
+		if code != 2 || out != "" || !strings.HasPrefix(errOut, tc.want) {
+			t.Errorf("%v: exit %d, stdout %q, stderr %q; want 2 and %q", tc.args, code, out, errOut, tc.want)
+		}
+	}
+}

@@ -38,7 +38,7 @@ func outStreams(out io.Writer) *cli.IOStreams {
 // set.
 var leaves = [][]string{
 	{"plan"}, {"converge"}, {"rollout"}, {"rollback"}, {"releases"}, {"status"}, {"providers"}, {"up"}, {"preview"},
-	{"secret", "set", "hcloud-token"}, {"token"}, {"auth", "rotate"}, {"auth", "show"}, {"auth", "export"},
+	{"secret", "set", "hcloud-token"}, {"token"}, {"token", "revoke"}, {"auth", "rotate"}, {"auth", "show"}, {"auth", "export"},
 	{"destroy"}, {"events", "reconcile"}, {"events", "status"}, {"events", "report"}, {"events", "install"}, {"events", "exporter"},
 	{"burst", "up"}, {"burst", "down"}, {"burst", "resize"}, {"loadtest"}, {"monitor"},
 	{"lab", "up"}, {"lab", "down"}, {"lab", "status"}, {"lab", "ssh", "box1"}, {"lab", "cloud", "hcloud"}, {"hosts"},

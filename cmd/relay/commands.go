@@ -81,6 +81,7 @@ or anywhere with --no-auth); broadcasts not published here pulled from
 	fs.StringVar(&f.ACMEDir, "acme-dir", "", "directory for the ACME account, keys and certificates")
 	fs.StringVar(&f.AuthKeyFile, "auth-key", "", "file with the token signing keys: one per line, KEY or KEY until=RFC3339")
 	fs.BoolVar(&f.NoAuth, "no-auth", false, "check no tokens on a --listen address other than loopback: any client that reaches it may publish (without --auth-key, only loopback serves)")
+	fs.StringVar(&f.RevocationFile, "revocation-file", "", "file naming revoked tokens (jti=ID or prefix=PATH issued-before=T, until=T; written by fleet token revoke), read every second: their sessions are closed and refused; a missing file revokes nothing")
 	fs.Var(&f.PublicListen, "public-listen", "broadcast path prefix anyone may listen under without a token (repeatable, comma-separated); needs --auth-key")
 	fs.StringVar(&f.UDPBuffer, "udp-buffer", strconv.Itoa(relay.DefaultUDPBuffer), "UDP buffer size to ask for, in bytes (suffixes KiB, MiB)")
 	fs.IntVar(&f.SendBatch, "send-batch", relay.DefaultSendBatch, "most QUIC packets, across connections, sent in one sendmmsg (64 batches them); 1, the default, sends each with its own sendmsg")
@@ -182,7 +183,7 @@ with --ogg FILE (- for stdin), the Opus packets of an Ogg Opus file to the relay
 	fs.StringVar(&f.Ogg, "ogg", "", "publish the Opus packets of an Ogg Opus `FILE` (- for stdin), one packet to a group")
 	fs.BoolVar(&f.OggPace, "ogg-pace", false, "send --ogg packets in real time (default: for a file, not for -)")
 	fs.BoolVar(&f.TrustHTTPHash, "trust-http-hash", false, trustHTTPHashHelp)
-	fs.StringVar(&f.TokenFile, "token-file", "", tokenFileHelp)
+	fs.StringVar(&f.TokenFile, "token-file", "", tokenFileHelp+"; read again when the relay closes the session for an expired token, and publishing goes on (generated frames without --paced)")
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
 		f.URL, f.Changed = args[0], fs.Changed
 		return f.Run(cmd.Context(), ios)
@@ -210,7 +211,7 @@ or at the relay a router hands out (and, when it goes silent, another), and chec
 	fs.StringVar(&f.RouterSPKI, "router-spki", "", "SHA-256 (hex) of the https:// router's public key, checked instead of the CAs")
 	fs.BoolVar(&f.InsecureRouter, "insecure-router", false, insecureRouterHelp)
 	fs.BoolVar(&f.TrustHTTPHash, "trust-http-hash", false, trustHTTPHashHelp)
-	fs.StringVar(&f.TokenFile, "token-file", "", tokenFileHelp)
+	fs.StringVar(&f.TokenFile, "token-file", "", tokenFileHelp+"; read again at every reconnect, so a token replaced in it is presented after the relay closed the session for an expired one")
 	fs.DurationVar(&f.Silence, "silence", client.DefaultSilence, "reconnect when no group comes for this long (through the router, avoiding the relay that went silent); 0 means wait forever")
 	cli.Ranged(fs, "silence", cli.Durations(0, time.Hour))
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
@@ -286,7 +287,7 @@ hands out), started --ramp per second, measures what they receive for --duration
 	fs.BoolVar(&f.InsecureRouter, "insecure-router", false, insecureRouterHelp)
 	fs.StringVar(&f.CertificateHash, "certificate-sha256", "", "SHA-256 (hex) the --url relay's certificate must have, known from a trusted channel (nothing is fetched)")
 	fs.BoolVar(&f.TrustHTTPHash, "trust-http-hash", false, trustHTTPHashHelp)
-	fs.StringVar(&f.TokenFile, "token-file", "", tokenFileHelp+"; every listener presents it")
+	fs.StringVar(&f.TokenFile, "token-file", "", tokenFileHelp+"; every listener presents it, read again at every reconnect (a fresh token after the relay closed a session for an expired one)")
 	fs.StringVar(&f.Broadcast, "broadcast", "", "broadcast name")
 	fs.StringVar(&f.Track, "track", "audio", "track name")
 	fs.IntVar(&f.Listeners, "listeners", 0, "listener sessions to open")

@@ -207,7 +207,7 @@ func Help(w io.Writer, cmd *cobra.Command) {
 			fmt.Fprintf(w, "\n%s\n", strings.TrimSpace(cmd.Long))
 		}
 		fmt.Fprintf(w, "\n%s COMMAND -h shows a command's flags.\n", cmd.Name())
-	case cmd.HasAvailableSubCommands():
+	case cmd.HasAvailableSubCommands() && !hasOwnFlags(cmd):
 		fmt.Fprintf(w, "usage: %s SUBCOMMAND [flags]\n\n%s\n\n", cmd.CommandPath(), cmd.Short)
 		list("subcommands")
 		fmt.Fprintf(w, "\n%s SUBCOMMAND -h shows its flags.\n", cmd.CommandPath())
@@ -228,7 +228,20 @@ func Help(w io.Writer, cmd *cobra.Command) {
 			}
 		})
 		fmt.Fprintf(w, "\nflags:\n%s", fs.FlagUsages())
+		if cmd.HasAvailableSubCommands() { // a command that runs and has more (fleet token revoke)
+			fmt.Fprintln(w)
+			list("subcommands")
+		}
 	}
+}
+
+// hasOwnFlags reports whether cmd declares flags besides -h: a command
+// that runs with flags and has subcommands too (fleet token and fleet
+// token revoke) shows its flags, then its subcommands.
+func hasOwnFlags(cmd *cobra.Command) bool {
+	own := false
+	cmd.LocalFlags().VisitAll(func(f *pflag.Flag) { own = own || f.Name != "help" })
+	return own
 }
 
 // OneLine is err's text on one line.

@@ -68,6 +68,17 @@ func ReadTokenFile(flag, file string) (string, error) {
 	return tok, nil
 }
 
+// TokenFileSource is a ResolverOptions.TokenSource that reads file
+// (ReadTokenFile) at every connection and reconnection, so that a token
+// replaced in the file is the one presented after the relay closed the
+// session for an expired token; nil without a file.
+func TokenFileSource(flag, file string) func(context.Context) (string, error) {
+	if file == "" {
+		return nil
+	}
+	return func(context.Context) (string, error) { return ReadTokenFile(flag, file) }
+}
+
 // CheckHashTrust refuses an http:// relay URL raw on another host whose
 // certificate hash would be fetched in clear text, unless it is pinned
 // (#spki=, or a known hash) or the network is trusted (trust,
@@ -146,7 +157,8 @@ func (f *ListenFlags) Run(ctx context.Context, stdout, stderr io.Writer) error {
 	logger, _ := cli.NewLogger(stderr, "info")
 	dial := &Options{Transport: f.Transport, TrustHTTPHash: f.TrustHTTPHash, Logger: logger,
 		KeepAlive: KeepAlivePeriod(f.Silence)}
-	ro := ResolverOptions{URL: f.URL, Broadcast: f.Broadcast, Token: tok, TrustHTTPHash: f.TrustHTTPHash}
+	ro := ResolverOptions{URL: f.URL, Broadcast: f.Broadcast, Token: tok, TrustHTTPHash: f.TrustHTTPHash,
+		TokenSource: TokenFileSource("token-file", f.TokenFile)}
 	if f.Router != "" {
 		if ro.RouterOptions, err = CheckRouter(f.Router, f.RouterSPKI, f.InsecureRouter); err != nil {
 			return err

@@ -31,7 +31,7 @@ const (
 // immediate reports whether reason is one that reconnects without waiting.
 func immediate(reason string) bool {
 	switch reason {
-	case ReasonGoingAway, ReasonStatelessReset, ReasonSilent:
+	case ReasonGoingAway, ReasonStatelessReset, ReasonSilent, ReasonTokenExpired:
 		return true
 	}
 	return false

@@ -37,6 +37,7 @@ const (
 	codeProtocol     = 3
 	codeVersion      = 5
 	codeOverloaded   = 7
+	codeTokenExpired = 8
 )
 
 // Reconnect reasons returned by ReconnectReason.
@@ -50,6 +51,7 @@ const (
 	ReasonOverloaded       = "refused-overloaded" // the relay is full or draining (code 7, WebSocket 1013)
 	ReasonRelayError       = "relay-error"        // the relay's internal error (code 1)
 	ReasonTrackEnded       = "track-ended"        // the relay ended the track (the publisher went)
+	ReasonTokenExpired     = "token-expired"      // code 8: the token expired; reconnect with a fresh one (TokenSource)
 	ReasonStreamReset      = "stream-reset"       // the relay reset the subscription
 	ReasonTransportError   = "transport-error"    // a QUIC transport error (a TLS failure among them)
 	ReasonUnreachable      = "unreachable"        // a network error dialling or talking
@@ -140,6 +142,8 @@ func codeReason(code uint64) (string, bool) {
 		return ReasonOverloaded, true
 	case codeInternal:
 		return ReasonRelayError, true
+	case codeTokenExpired:
+		return ReasonTokenExpired, true
 	case codeUnauthorized:
 		return ReasonUnauthorized, false
 	case codeProtocol, codeVersion:

@@ -29,6 +29,12 @@ type ResolverOptions struct {
 	Broadcast string
 	// Token, if set, is presented as ?jwt= on the relay URL.
 	Token string
+	// TokenSource, if set, is asked for the token at every Resolve, that
+	// is at every connection and reconnection, in place of Token: a
+	// listener whose token expired (the relay closes it with
+	// ReasonTokenExpired) comes back with a fresh one. It may return ""
+	// for no token; an error fails the Resolve.
+	TokenSource func(ctx context.Context) (string, error)
 	// CertificateHash, if set, is the hex SHA-256 URL's certificate
 	// must have.
 	CertificateHash string
@@ -131,7 +137,14 @@ func (r *Resolver) Resolve(ctx context.Context, since time.Time, avoid ...string
 		raw, hash = d.URL, d.CertificateHash
 	}
 	relayURL := raw
-	raw, err := WithToken(raw, r.o.Token)
+	tok := r.o.Token
+	if r.o.TokenSource != nil {
+		var err error
+		if tok, err = r.o.TokenSource(ctx); err != nil {
+			return Target{}, fmt.Errorf("token source: %w", err)
+		}
+	}
+	raw, err := WithToken(raw, tok)
 	if err != nil {
 		return Target{}, err
 	}

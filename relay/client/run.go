@@ -16,6 +16,11 @@ type PublishOptions struct {
 	FramesPerGroup int
 	FrameSize      int // bytes per frame (Pattern payloads)
 	Groups         int // how many groups; 0 means until ctx ends
+	// TokenSource, if set, is asked for the token (?jwt=) of every
+	// connection, and RunPublish connects again, at once, when the relay
+	// closes the session because its token expired (ReasonTokenExpired),
+	// going on from the next group; relay publish re-reads --token-file.
+	TokenSource func(ctx context.Context) (string, error)
 }
 
 // PacedTrack is one track published on a session of its own, with the
@@ -49,11 +54,24 @@ func (p *PacedTrack) Close() {
 // writes Pattern frames at a steady pace until done. It prints a summary
 // line to out.
 func RunPublish(ctx context.Context, url string, dial *Options, o PublishOptions, out io.Writer) error {
-	p, err := PublishPaced(ctx, url, dial, o.Broadcast, o.Track, o.Interval)
+	connect := func() (*PacedTrack, error) {
+		u := url
+		if o.TokenSource != nil {
+			tok, err := o.TokenSource(ctx)
+			if err != nil {
+				return nil, fmt.Errorf("publish: token source: %w", err)
+			}
+			if u, err = WithToken(url, tok); err != nil {
+				return nil, err
+			}
+		}
+		return PublishPaced(ctx, u, dial, o.Broadcast, o.Track, o.Interval)
+	}
+	p, err := connect()
 	if err != nil {
 		return err
 	}
-	defer p.Close()
+	defer func() { p.Close() }()
 	var sent, skipped, frames int
 	for g := uint64(0); o.Groups == 0 || g < uint64(o.Groups); g++ {
 		gw, err := p.Track.OpenGroup(ctx, g)
@@ -78,7 +96,14 @@ func RunPublish(ctx context.Context, url string, dial *Options, o PublishOptions
 			fmt.Fprintf(out, "published %d groups (%d frames), %d groups without subscribers\n", sent, frames, skipped)
 			return nil
 		case <-p.Session.Done():
-			return errors.New("publish: session closed by relay")
+			if reason, _ := ReconnectReason(p.Session.Err()); reason != ReasonTokenExpired || o.TokenSource == nil {
+				return fmt.Errorf("publish: session closed by relay: %w", p.Session.Err())
+			}
+			p.Close()
+			if p, err = connect(); err != nil {
+				return fmt.Errorf("publish: reconnect after %s: %w", ReasonTokenExpired, err)
+			}
+			fmt.Fprintf(out, "reconnected (%s) at group %d\n", ReasonTokenExpired, g+1)
 		}
 	}
 	fmt.Fprintf(out, "published %d groups (%d frames), %d groups without subscribers\n", sent, frames, skipped)

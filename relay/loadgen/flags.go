@@ -73,6 +73,7 @@ func (f *Flags) Run(ctx context.Context, stdout, stderr io.Writer) error {
 	if o.Token, err = client.ReadTokenFile("token-file", f.TokenFile); err != nil {
 		return err
 	}
+	o.TokenSource = client.TokenFileSource("token-file", f.TokenFile)
 	o.NoAckFrequency = !f.AckFrequency
 	rep, err := Run(ctx, o)
 	if err != nil {
@@ -177,7 +178,10 @@ func (f *PublishFlags) Run(ctx context.Context, ios *cli.IOStreams) error {
 			TrustHTTPHash: f.TrustHTTPHash,
 		})
 	}
-	return client.RunPublish(ctx, u, &client.Options{Logger: logger, Transport: f.Transport, TrustHTTPHash: f.TrustHTTPHash}, client.PublishOptions{
+	// The token file is read again at each reconnect: the relay closes
+	// the session when its token expires.
+	return client.RunPublish(ctx, f.URL, &client.Options{Logger: logger, Transport: f.Transport, TrustHTTPHash: f.TrustHTTPHash}, client.PublishOptions{
 		Broadcast: f.Broadcast, Track: f.Track, Interval: f.Interval, FramesPerGroup: f.Frames, FrameSize: f.Size, Groups: f.Groups,
+		TokenSource: client.TokenFileSource("token-file", f.TokenFile),
 	}, stdout)
 }

@@ -26,6 +26,11 @@ type Options struct {
 	// Token, if set, is presented by every listener as ?jwt= on the
 	// relay's URL (a router's answer too).
 	Token string
+	// TokenSource, if set, is asked for the token at every connection
+	// and reconnection in place of Token (client.ResolverOptions): with
+	// Reconnect, a listener whose token expired comes back with a fresh
+	// one. relay loadgen re-reads --token-file.
+	TokenSource func(ctx context.Context) (string, error)
 	// CertificateHash, if set, is the hex SHA-256 URL's certificate must
 	// have (as from a trusted channel: over SSH, from the router).
 	CertificateHash string

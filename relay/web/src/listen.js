@@ -10,12 +10,22 @@
 // sends with the page request; it goes only on the session URL (?jwt=, as
 // every relay client presents it), only over TLS (WebTransport, wss:) or
 // to a page on loopback, and is never shown or logged.
+//
+// Fresh tokens: a relay closes a session whose token expired (code 8,
+// "token expired"), and the page comes back at once with a fresh token
+// from its hook, asked before every connection: a page that embeds this
+// script sets window.listenTokenSource = async () => "TOKEN"; or the
+// fragment names a same-origin URL whose body is a token,
+// #token_url=/my/token (fetched with the page's cookies); or the #jwt=
+// token is used as it is.
 import * as Moq from "@moq/lite";
 import QMux from "@moq/qmux";
 
 // A relay that wants its listeners elsewhere closes with these codes
 // (WebTransport/QUIC application code, WebSocket status).
 const GOING_AWAY_CODE = 0x10;
+// The relay closes a session whose token expired with this code.
+const TOKEN_EXPIRED_CODE = 8;
 const WEBSOCKET_GOING_AWAY = 1001;
 // No group for this long: the path is presumed dead; reconnect.
 const SILENCE_MS = 1000;
@@ -29,7 +39,8 @@ const fragment = new URLSearchParams(location.hash.slice(1));
 const broadcast = (query.get("broadcast") || "").replace(/^\/+|\/+$/g, "");
 const trackName = query.get("track") || "audio";
 const force = (query.get("transport") || "").toLowerCase();
-const token = fragment.get("jwt") || "";
+let token = fragment.get("jwt") || "";
+const tokenURL = fragment.get("token_url") || "";
 
 const stats = {
 	state: "starting",
@@ -95,6 +106,7 @@ function hexBytes(hex) {
 function closeReason(info, goingAway) {
 	const code = info && info.closeCode;
 	if (code === goingAway || code === GOING_AWAY_CODE) return "going-away";
+	if (code === TOKEN_EXPIRED_CODE) return "token expired";
 	return `closed by the relay (code ${code ?? "none"})${info && info.reason ? `: ${scrub(info.reason)}` : ""}`;
 }
 
@@ -185,7 +197,22 @@ async function connectWebSocket() {
 	return { conn, transport: "WebSocket", closed, close: () => ws.close() };
 }
 
+// freshToken asks the page's hook, or fetches #token_url=, for the token
+// of the next connection.
+async function freshToken() {
+	if (typeof window.listenTokenSource === "function") {
+		token = String((await window.listenTokenSource()) || "").trim();
+	} else if (tokenURL) {
+		const u = new URL(tokenURL, location.href);
+		if (u.origin !== location.origin) throw new Error("token_url: not on this page's origin");
+		const resp = await fetch(u, { cache: "no-store", credentials: "same-origin" });
+		if (!resp.ok) throw new Error(`token_url: HTTP ${resp.status}`);
+		token = (await resp.text()).trim();
+	}
+}
+
 async function connect() {
+	await freshToken();
 	const failures = [];
 	if (force !== "websocket") {
 		if (!globalThis.WebTransport) {
@@ -471,7 +498,8 @@ async function run() {
 		}
 		stats.lastReason = reason;
 		stats.reconnects++;
-		backoff = stats.frames > before ? 250 : Math.min(backoff * 2, 8000);
+		// An expired token: back at once with a fresh one.
+		backoff = reason === "token expired" ? 0 : stats.frames > before ? 250 : Math.min(backoff * 2, 8000);
 		stats.state = `reconnecting in ${(backoff / 1000).toFixed(1)} s (${reason})`;
 		await sleep(backoff);
 	}
