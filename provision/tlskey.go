@@ -8,11 +8,11 @@ import (
 	"crypto/sha256"
 	"crypto/x509"
 	"encoding/base64"
+	"encoding/hex"
 	"encoding/pem"
+	"errors"
 	"fmt"
 	"math/big"
-
-	"github.com/relayfleet/relayfleet/relay"
 )
 
 // MinTLSSeedLen is the shortest fleet TLS seed BoxTLSKey takes.
@@ -57,7 +57,7 @@ func BoxTLSKey(seed, box string) ([]byte, string, error) {
 	if err != nil {
 		return nil, "", fmt.Errorf("tls key for %s: %w", box, err)
 	}
-	spki, err := relay.SPKIHash(&key.PublicKey)
+	spki, err := spkiHash(&key.PublicKey)
 	if err != nil {
 		return nil, "", fmt.Errorf("tls key for %s: %w", box, err)
 	}
@@ -67,9 +67,29 @@ func BoxTLSKey(seed, box string) ([]byte, string, error) {
 // TLSKeySPKI parses a relay TLS key (PEM PKCS #8 ECDSA P-256) and returns
 // its SPKI sha256. Errors never print the key.
 func TLSKeySPKI(data []byte) (string, error) {
-	key, err := relay.ParseTLSKey("TLS key", data)
-	if err != nil {
-		return "", err
+	block, _ := pem.Decode(data)
+	if block == nil || block.Type != "PRIVATE KEY" {
+		return "", errors.New("TLS key: not a PEM PKCS #8 \"PRIVATE KEY\"")
 	}
-	return relay.SPKIHash(&key.PublicKey)
+	k, err := x509.ParsePKCS8PrivateKey(block.Bytes)
+	if err != nil {
+		return "", fmt.Errorf("TLS key: %w", err)
+	}
+	key, ok := k.(*ecdsa.PrivateKey)
+	if !ok || key.Curve != elliptic.P256() {
+		return "", errors.New("TLS key: not an ECDSA P-256 key")
+	}
+	return spkiHash(&key.PublicKey)
+}
+
+// spkiHash is the hex sha256 of a public key's DER SubjectPublicKeyInfo,
+// as relay.SPKIHash computes it (provision may not import relay;
+// infra/program's TestPinnedRelayRoutedEndToEnd checks the two agree).
+func spkiHash(pub *ecdsa.PublicKey) (string, error) {
+	der, err := x509.MarshalPKIXPublicKey(pub)
+	if err != nil {
+		return "", fmt.Errorf("marshal public key: %w", err)
+	}
+	sum := sha256.Sum256(der)
+	return hex.EncodeToString(sum[:]), nil
 }
