@@ -2,6 +2,8 @@ package relay_test
 
 import (
 	"context"
+	"crypto/ed25519"
+	"crypto/sha256"
 	"crypto/tls"
 	"fmt"
 	"github.com/relayfleet/relayfleet/internal/testutil"
@@ -40,9 +42,12 @@ func startLoggedRelay(t *testing.T, cfg relay.Config) (*relay.Relay, *testutil.S
 	return r, log
 }
 
+// testAuth is an Authenticator whose Ed25519 key is made from the text
+// key (its SHA-256 is the seed), with public listen prefixes.
 func testAuth(t *testing.T, key string, public ...string) *relay.Authenticator {
 	t.Helper()
-	a, err := relay.NewAuthenticatorKeys([]relay.Key{{Secret: []byte(key)}})
+	seed := sha256.Sum256([]byte(key))
+	a, err := relay.NewAuthenticatorKeys([]relay.Key{{Private: ed25519.NewKeyFromSeed(seed[:])}})
 	if err != nil {
 		t.Fatal(err)
 	}
