@@ -197,6 +197,11 @@ const (
 	KeyLineLinkPrivate = "ed25519-link-private"
 )
 
+// KeyFileFormatLine may open a key file (fleet files do). It is shorter
+// than the 16 bytes relays before Ed25519 wanted of a key, so they refuse
+// such a file instead of taking its lines for HMAC secrets.
+const KeyFileFormatLine = "format:ed25519"
+
 // keyFileHelp says how to make a key file; errors about one end with it.
 const keyFileHelp = "want lines ed25519-public:BASE64 or ed25519-private:BASE64, each optionally followed by until=RFC3339 (make one with relay keygen --auth --out FILE, or fleet auth export)"
 
@@ -281,7 +286,7 @@ func ParseKeyFile(name string, b []byte) ([]Key, error) {
 	var keys []Key
 	for i, line := range strings.Split(string(b), "\n") {
 		line = strings.TrimSpace(line)
-		if line == "" || strings.HasPrefix(line, "#") {
+		if line == "" || strings.HasPrefix(line, "#") || line == KeyFileFormatLine {
 			continue
 		}
 		k, err := ParseKeyLine(line)
@@ -304,8 +309,8 @@ func ParseKeyFile(name string, b []byte) ([]Key, error) {
 //	ed25519-link-private:BASE64 [until=RFC3339]  signs this relay's link tokens
 //
 // where BASE64 is the standard base64 of 32 bytes (the public key, or the
-// private key's seed); blank lines and lines starting with '#' are
-// ignored. Anything else is refused with an error that names the file
+// private key's seed); blank lines, lines starting with '#' and the line
+// KeyFileFormatLine are ignored. Anything else is refused with an error that names the file
 // and line (never the key) and says how to make one.
 func LoadAuthKeys(file string) ([]Key, error) {
 	b, err := os.ReadFile(file)

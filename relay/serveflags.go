@@ -373,7 +373,7 @@ func WriteAuthKey(path string) (string, error) {
 		return "", err
 	}
 	k := Key{Private: priv, Public: priv.Public().(ed25519.PublicKey)}
-	text := "# relay token key (relay serve --auth-key, relay token --key): keep it secret\n" + FormatKey(k) + "\n"
+	text := KeyFileFormatLine + "\n# relay token key (relay serve --auth-key, relay token --key): keep it secret\n" + FormatKey(k) + "\n"
 	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
 	if err != nil {
 		if errors.Is(err, os.ErrExist) {
