@@ -76,6 +76,10 @@ func NewAuthKey(link bool) (AuthKey, error) {
 	return AuthKey{Seed: priv.Seed(), Link: link}, nil
 }
 
+// legacyKeyLen is the shortest HS256 key earlier relayfleets kept: a
+// line whose first word is that long and has no type prefix is one.
+const legacyKeyLen = 16
+
 // keyLine is one parsed key file line.
 type keyLine struct {
 	kind  string
@@ -85,7 +89,7 @@ type keyLine struct {
 
 // parseKeyLines reads key file text into its key lines, skipping blank
 // lines, comments and the format line. A line whose first field has no
-// type prefix is ErrLegacyAuthKeys. Errors name the line, never a key.
+// type prefix and is at least legacyKeyLen bytes is ErrLegacyAuthKeys. Errors name the line, never a key.
 func parseKeyLines(what, text string) ([]keyLine, error) {
 	var out []keyLine
 	for i, line := range strings.Split(text, "\n") {
@@ -95,8 +99,11 @@ func parseKeyLines(what, text string) ([]keyLine, error) {
 		}
 		f := strings.Fields(line)
 		kind, enc, ok := strings.Cut(f[0], ":")
-		if !ok {
+		switch {
+		case !ok && len(f[0]) >= legacyKeyLen:
 			return nil, fmt.Errorf("%s line %d: %w", what, i+1, ErrLegacyAuthKeys)
+		case !ok:
+			return nil, fmt.Errorf("%s line %d: not a key line (want TYPE:BASE64, such as %s:BASE64)", what, i+1, linePrivate)
 		}
 		switch kind {
 		case linePublic, linePrivate, lineLinkPublic, lineLinkPrivate:
