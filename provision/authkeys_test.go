@@ -45,8 +45,8 @@ func TestParseAuthKeys(t *testing.T) {
 		t.Errorf("FormatAuthKeys = %q", got)
 	}
 	for text, msg := range map[string]string{
-		"ed25519-private:c2hvcnQ=\n":                               "line 1: ed25519-private: want the standard base64 of 32 bytes",
-		"\ned25519-private:" + b1 + " until=tomorrow\n":            `line 2: until="tomorrow" is not an RFC 3339 time`,
+		"ed25519-private:c2hvcnQ=\n":                              "line 1: ed25519-private: want the standard base64 of 32 bytes",
+		"\ned25519-private:" + b1 + " until=tomorrow\n":           `line 2: until="tomorrow" is not an RFC 3339 time`,
 		"ed25519-private:" + b1 + " expires=2026-12-07T12:00:00Z": `line 1: unknown attribute "expires"`,
 		"ed25519-public:" + b1 + "\n":                             "key 1 is ed25519-public; the fleet's state keeps private keys",
 		strings.Repeat("k", 43) + "\n":                            "line 1: " + ErrLegacyAuthKeys.Error(),
@@ -96,7 +96,7 @@ func TestBoxKeyFile(t *testing.T) {
 	}
 	for text, msg := range map[string]string{
 		box + FormatAuthKeys([]AuthKey{sign}):  "key 6 is a private signing key (ed25519-private), which never goes to a relay",
-		strings.Repeat("k", 43) + "\n":        ErrLegacyAuthKeys.Error(),
+		strings.Repeat("k", 43) + "\n":         ErrLegacyAuthKeys.Error(),
 		"format:ed25519\n":                     "no ed25519-public key",
 		FormatAuthKeys([]AuthKey{link}) + "\n": "no ed25519-public key",
 	} {
