@@ -3,7 +3,9 @@ package relay
 import (
 	"bytes"
 	"crypto/ed25519"
+	"crypto/hmac"
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
@@ -56,7 +58,12 @@ type Key struct {
 	Public  ed25519.PublicKey
 	Private ed25519.PrivateKey
 	// Link marks a link key: tokens it signs grant subscribing only.
-	Link  bool
+	Link bool
+	// HS256, when set, is a shared HS256 secret from a key file of an
+	// earlier relayfleet (see ParseKeyFile), in place of an Ed25519 key:
+	// it signs and verifies HS256 tokens, so whoever holds it can mint
+	// them. Only for moving a fleet to Ed25519.
+	HS256 []byte
 	Until time.Time
 }
 
@@ -95,6 +102,14 @@ func NewAuthenticatorKeys(keys []Key) (*Authenticator, error) {
 	}
 	a := &Authenticator{now: time.Now, maxLifetime: DefaultMaxTokenLifetime}
 	for i, k := range keys {
+		if k.HS256 != nil {
+			if len(k.HS256) < legacyKeyLen || k.Private != nil || k.Public != nil || k.Link {
+				return nil, fmt.Errorf("auth key %d: an HS256 key is a secret of at least %d bytes, and nothing else", i+1, legacyKeyLen)
+			}
+			k.HS256 = bytes.Clone(k.HS256)
+			a.keys = append(a.keys, k)
+			continue
+		}
 		if k.Private != nil {
 			priv, err := privateKey(k.Private)
 			if err != nil {
@@ -155,24 +170,38 @@ func (a *Authenticator) PublicListen() []string {
 // valid reports whether k may be used at now.
 func (k Key) valid(now time.Time) bool { return k.Until.IsZero() || now.Before(k.Until) }
 
-// signingKey is the first private key still valid that is a link key
-// (link) or not.
-func (a *Authenticator) signingKey(link bool) (ed25519.PrivateKey, error) {
+// signingKey is the first key still valid that signs (a private key or
+// an HS256 secret) and is a link key (link) or not.
+func (a *Authenticator) signingKey(link bool) (Key, error) {
 	now := a.now()
 	some := false
 	for _, k := range a.keys {
-		if k.Private == nil || k.Link != link {
+		if k.Private == nil && k.HS256 == nil || k.Link != link {
 			continue
 		}
 		some = true
 		if k.valid(now) {
-			return k.Private, nil
+			return k, nil
 		}
 	}
 	if !some {
-		return nil, ErrNoPrivateKey
+		return Key{}, ErrNoPrivateKey
 	}
-	return nil, errAllKeysExpired
+	return Key{}, errAllKeysExpired
+}
+
+// HasHS256 reports whether a holds an HS256 key of an earlier relayfleet,
+// which lets whoever reads the key file mint tokens.
+func (a *Authenticator) HasHS256() bool {
+	if a == nil {
+		return false
+	}
+	for _, k := range a.keys {
+		if k.HS256 != nil {
+			return true
+		}
+	}
+	return false
 }
 
 // CanSign reports whether a holds a private key that signs now.
@@ -283,6 +312,9 @@ func ParseKeyFile(name string, b []byte) ([]Key, error) {
 	if !utf8.Valid(b) {
 		return nil, fmt.Errorf("auth key %s: not a text key file (raw bytes?); %s", name, keyFileHelp)
 	}
+	if keys, ok := parseLegacyKeyFile(string(b)); ok {
+		return keys, nil
+	}
 	var keys []Key
 	for i, line := range strings.Split(string(b), "\n") {
 		line = strings.TrimSpace(line)
@@ -299,6 +331,39 @@ func ParseKeyFile(name string, b []byte) ([]Key, error) {
 		return nil, fmt.Errorf("auth key %s: no key in the file; %s", name, keyFileHelp)
 	}
 	return keys, nil
+}
+
+// legacyKeyLen is the shortest HS256 secret earlier relayfleets took.
+const legacyKeyLen = 16
+
+// parseLegacyKeyFile reads a key file exactly as earlier fleets wrote
+// it: every key line `SECRET` or `SECRET until=RFC3339`, SECRET at least
+// legacyKeyLen characters of base64url (A-Z a-z 0-9 - _). Such a file is
+// HS256 keys (Key.HS256), read so that a fleet can roll this build out
+// before it moves to Ed25519 keys; anything else is not one.
+func parseLegacyKeyFile(text string) ([]Key, bool) {
+	var keys []Key
+	for _, line := range strings.Split(text, "\n") {
+		line = strings.TrimSpace(line)
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		f := strings.Fields(line)
+		if len(f) > 2 || len(f[0]) < legacyKeyLen || strings.Trim(f[0], "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_") != "" {
+			return nil, false
+		}
+		k := Key{HS256: []byte(f[0])}
+		if len(f) == 2 {
+			v, ok := strings.CutPrefix(f[1], "until=")
+			t, err := time.Parse(time.RFC3339, v)
+			if !ok || err != nil {
+				return nil, false
+			}
+			k.Until = t.UTC()
+		}
+		keys = append(keys, k)
+	}
+	return keys, len(keys) > 0
 }
 
 // LoadAuthKeys reads a key file: one key per line,
@@ -421,7 +486,7 @@ func (a *Authenticator) signLink(c Claims) (string, error) {
 
 // linkKey is the key that signs upstream links' tokens: the first link
 // key still valid, else the signing key.
-func (a *Authenticator) linkKey() (ed25519.PrivateKey, error) {
+func (a *Authenticator) linkKey() (Key, error) {
 	key, err := a.signingKey(true)
 	if err != nil {
 		key, err = a.signingKey(false)
@@ -429,25 +494,41 @@ func (a *Authenticator) linkKey() (ed25519.PrivateKey, error) {
 	return key, err
 }
 
-func sign(key ed25519.PrivateKey, c Claims) (string, error) {
+// sign makes the token for c with key: EdDSA, or HS256 with an HS256
+// key.
+func sign(key Key, c Claims) (string, error) {
 	payload, err := json.Marshal(c)
 	if err != nil {
 		return "", fmt.Errorf("sign token: %w", err)
 	}
+	if key.HS256 != nil {
+		signing := b64.EncodeToString([]byte(hs256Header)) + "." + b64.EncodeToString(payload)
+		return signing + "." + b64.EncodeToString(hs256(key.HS256, signing)), nil
+	}
 	signing := b64.EncodeToString([]byte(jwtHeader)) + "." + b64.EncodeToString(payload)
-	return signing + "." + b64.EncodeToString(ed25519.Sign(key, []byte(signing))), nil
+	return signing + "." + b64.EncodeToString(ed25519.Sign(key.Private, []byte(signing))), nil
+}
+
+const hs256Header = `{"alg":"HS256","typ":"JWT"}`
+
+func hs256(key []byte, s string) []byte {
+	m := hmac.New(sha256.New, key)
+	m.Write([]byte(s))
+	return m.Sum(nil)
 }
 
 // checkSignature finds the key that made sig: an error names a key past
 // its until apart from a signature no key made.
 func (a *Authenticator) checkSignature(signing string, sig []byte) (Key, error) {
-	if len(sig) != ed25519.SignatureSize {
-		return Key{}, fmt.Errorf("%w: bad signature", ErrUnauthorized)
-	}
 	now := a.now()
 	retired := false
 	for _, k := range a.keys {
-		if !ed25519.Verify(k.Public, []byte(signing), sig) {
+		switch {
+		case k.HS256 != nil:
+			if !hmac.Equal(sig, hs256(k.HS256, signing)) {
+				continue
+			}
+		case len(sig) != ed25519.SignatureSize || !ed25519.Verify(k.Public, []byte(signing), sig):
 			continue
 		}
 		if k.valid(now) {
@@ -484,8 +565,12 @@ func (a *Authenticator) Verify(tok string) (Claims, error) {
 	var h struct {
 		Alg string `json:"alg"`
 	}
-	if err := json.Unmarshal(hb, &h); err != nil || h.Alg != "EdDSA" {
-		return Claims{}, fmt.Errorf("%w: algorithm must be EdDSA", ErrUnauthorized)
+	alg := "EdDSA"
+	if key.HS256 != nil {
+		alg = "HS256"
+	}
+	if err := json.Unmarshal(hb, &h); err != nil || h.Alg != alg {
+		return Claims{}, fmt.Errorf("%w: algorithm must be %s", ErrUnauthorized, alg)
 	}
 	pb, err := b64.DecodeString(parts[1])
 	if err != nil {

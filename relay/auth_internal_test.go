@@ -50,7 +50,10 @@ func TestLoadAuthKeys(t *testing.T) {
 		{name: "fleet box: public keys and a link key, rotation", text: "ed25519-public:" + b64std(pub(priv)) + "\n\n  ed25519-public:" + b64std(pub(old)) + "   until=2026-12-07T12:00:00Z \r\n" +
 			"ed25519-link-public:" + b64std(pub(link)) + "\ned25519-link-private:" + b64std(link.Seed()) + "\n",
 			want: []Key{{Public: pub(priv)}, {Public: pub(old), Until: until}, {Public: pub(link), Link: true}, {Public: pub(link), Private: link, Link: true}}},
-		{name: "the old plain secret", text: "0123456789abcdef0123456789abcdef\n", err: ":1: not a key line; want lines ed25519-public:BASE64"},
+		{name: "an earlier fleet's HS256 file", text: "# old\nTmV3U2lnbmluZ0tleU5ld1NpZ25pbmdLZXlOZXdTaWc\nT2xkS2V5T2xkS2V5T2xkS2V5T2xkS2V5T2xkS2V5T2x until=2026-12-07T12:00:00Z\n",
+			want: []Key{{HS256: []byte("TmV3U2lnbmluZ0tleU5ld1NpZ25pbmdLZXlOZXdTaWc")}, {HS256: []byte("T2xkS2V5T2xkS2V5T2xkS2V5T2xkS2V5T2xkS2V5T2x"), Until: until}}},
+		{name: "a short plain secret", text: "0123456789abcde\n", err: ":1: not a key line; want lines ed25519-public:BASE64"},
+		{name: "a plain secret beside a typed line", text: "0123456789abcdef0123456789abcdef\ned25519-public:" + b64std(pub(old)) + "\n", err: ":1: not a key line"},
 		{name: "bad until", text: "# c\ned25519-public:" + b64std(pub(old)) + " until=tomorrow\n", err: ":2: until=\"tomorrow\" is not an RFC 3339 time"},
 		{name: "unknown attribute", text: "ed25519-public:" + b64std(pub(old)) + " for=all\n", err: ":1: unknown attribute \"for\""},
 		{name: "short key", text: "ed25519-public:" + b64std(pub(old)) + "\ned25519-public:" + b64std([]byte("short")) + "\n", err: ":2: ed25519-public: the key is 5 bytes, want 32"},
@@ -76,7 +79,7 @@ func TestLoadAuthKeys(t *testing.T) {
 			}
 			for i := range got {
 				g, w := got[i], tt.want[i]
-				if !bytes.Equal(g.Public, w.Public) || !bytes.Equal(g.Private, w.Private) || g.Link != w.Link || !g.Until.Equal(w.Until) {
+				if !bytes.Equal(g.Public, w.Public) || !bytes.Equal(g.Private, w.Private) || !bytes.Equal(g.HS256, w.HS256) || g.Link != w.Link || !g.Until.Equal(w.Until) {
 					t.Errorf("key %d: %+v, want %+v", i, g, w)
 				}
 			}
@@ -173,7 +176,7 @@ func TestRelayCredentialsCannotMint(t *testing.T) {
 	}
 	// Everything a box holds, used to sign by hand: the link key's
 	// publish token is refused, its subscribe token grants subscribing.
-	pubTok, err := sign(link, claims)
+	pubTok, err := sign(Key{Private: link}, claims)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -444,5 +447,59 @@ func TestRefusalLogIsRateLimited(t *testing.T) {
 	// a new window may log a few more lines, never the whole flood.
 	if logged+suppressed != flood || logged >= flood/4 {
 		t.Errorf("logged %d lines and summed up %d refusals, want at most a few dozen lines for %d refusals", logged, suppressed, flood)
+	}
+}
+
+// TestHS256KeyFile: a key file exactly as an earlier fleet wrote it (so
+// that the fleet can roll this build out before moving to Ed25519) signs
+// and verifies HS256 tokens, the lifetime limit included; its tokens and
+// Ed25519 ones never cross, and a relay with it says so in its log.
+func TestHS256KeyFile(t *testing.T) {
+	f := writeKeyFile(t, "TmV3U2lnbmluZ0tleU5ld1NpZ25pbmdLZXlOZXdTaWc\n")
+	a, err := LoadAuthenticator(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !a.HasHS256() || !a.CanSign() {
+		t.Fatal("an HS256 file does not sign")
+	}
+	tok, err := a.NewToken("live", "", true, false, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(tok, b64.EncodeToString([]byte(`{"alg":"HS256"`))) {
+		t.Errorf("token %q is not HS256", tok)
+	}
+	if c, err := a.Verify(tok); err != nil || len(c.Put) != 1 {
+		t.Errorf("HS256 token: %+v, %v", c, err)
+	}
+	now := time.Now()
+	year, _ := a.Sign(Claims{Put: []string{"live"}, IssuedAt: now.Unix(), Expires: now.AddDate(1, 0, 0).Unix()})
+	if _, err := a.Verify(year); err == nil {
+		t.Error("a year-long HS256 token verifies")
+	}
+	ed, _ := NewAuthenticator(testKey(1).Seed())
+	edTok, _ := ed.NewToken("live", "", true, false, time.Hour)
+	if _, err := a.Verify(edTok); err == nil {
+		t.Error("an Ed25519 token verifies under the HS256 key")
+	}
+	if _, err := ed.Verify(tok); err == nil {
+		t.Error("an HS256 token verifies under an Ed25519 key")
+	}
+	// HS256 claimed in the header of a token signed with an Ed25519 key's
+	// signature bytes, or EdDSA over an HMAC: refused by the key's type.
+	parts := strings.Split(tok, ".")
+	swapped := b64.EncodeToString([]byte(jwtHeader)) + "." + parts[1] + "." + parts[2]
+	if _, err := a.Verify(swapped); err == nil {
+		t.Error("a token whose header was changed verifies")
+	}
+	var log bytes.Buffer
+	r, err := Start(context.Background(), Config{Listen: "127.0.0.1:0", Auth: a, Logger: slog.New(slog.NewTextHandler(&log, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Close()
+	if !strings.Contains(log.String(), "HS256 keys of an earlier relayfleet") {
+		t.Errorf("no warning in the log:\n%s", log.String())
 	}
 }

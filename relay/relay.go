@@ -423,6 +423,9 @@ func Start(ctx context.Context, cfg Config) (*Relay, error) {
 			return nil, err
 		}
 	}
+	if auth.HasHS256() {
+		logger.Warn("the auth key file holds HS256 keys of an earlier relayfleet: whoever reads it can mint tokens; fleet up or fleet auth rotate moves the fleet to Ed25519 keys (relay keygen --auth for a relay run by hand)")
+	}
 	if auth != nil && len(cfg.Upstreams) > 0 {
 		if _, err := auth.linkKey(); err != nil {
 			return nil, fmt.Errorf("upstream links: the auth key file has no key to sign their tokens with (want an ed25519-link-private line, as fleet boxes get, or ed25519-private): %w", err)
