@@ -65,7 +65,7 @@ var ErrNoAuthKey = errors.New("the fleet has no relay auth key yet: run fleet up
 
 // ErrLegacyAuthKeys says the fleet's state holds the shared HS256 key of
 // an earlier relayfleet, which relays no longer take.
-var ErrLegacyAuthKeys = errors.New("the fleet's relay auth key is an HS256 key of an earlier relayfleet, which relays no longer take: fleet up or fleet auth rotate moves the fleet to Ed25519 keys")
+var ErrLegacyAuthKeys = errors.New("the fleet's relay auth key is an HS256 key of an earlier relayfleet, which lets every relay mint tokens: fleet up or fleet auth rotate moves the fleet to Ed25519 keys")
 
 // NewAuthKey returns a fresh key (a link key with link).
 func NewAuthKey(link bool) (AuthKey, error) {

@@ -167,7 +167,7 @@ func RotateAuth(ctx context.Context, o RotateOptions) error {
 	fmt.Fprintf(stdout, "new signing key %s kept encrypted in stack %s; relays get its public half only\n", keys[0].ID(), st.Name)
 	switch {
 	case legacy:
-		fmt.Fprintf(stdout, "the fleet's HS256 key is dropped: relays verify Ed25519 tokens only, so tokens it signed stop working as each relay takes the new keys; mint new ones with fleet token\n")
+		fmt.Fprintf(stdout, "the fleet's HS256 key is dropped: the relays' new key file verifies Ed25519 tokens only, so tokens it signed stop working as each relay takes it; mint new ones with fleet token\n")
 	case len(keys) > 2:
 		fmt.Fprintf(stdout, "old keys verify until %s (tokens they signed stop working then); fleet token now signs with %s\n", until.Format(time.RFC3339), keys[0].ID())
 	default:

@@ -67,7 +67,7 @@ func CheckKeysForRelease(ctx context.Context, ks KeyStore, binaryPath string) er
 		return err
 	}
 	if !provision.ReadsEd25519KeyFiles(binary) {
-		return fmt.Errorf("%w; but the fleet's relay build predates Ed25519 key files and would refuse them: the move needs a relay build of this relayfleet on every box first", provision.ErrLegacyAuthKeys)
+		return fmt.Errorf("%w; but the fleet's relay build predates Ed25519 key files and would refuse them: roll out a build of this relayfleet first (fleet rollout; it reads the HS256 key file), then run this again", provision.ErrLegacyAuthKeys)
 	}
 	return nil
 }
