@@ -4,6 +4,7 @@ package provision_test
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"net"
@@ -40,13 +41,14 @@ func TestAuthLabBox(t *testing.T) {
 		t.Fatal(err)
 	}
 	release := provision.Digest(binary)
-	first, _, err := provision.RotateAuthKeys("", time.Now(), 0)
+	first, _, _, err := provision.RotateAuthKeys("", time.Now(), 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	keys := provision.FormatAuthKeys(first)
+	keys := provision.FormatAuthKeys(first) // the fleet's state
+	secret := base64.StdEncoding.EncodeToString(first[0].Seed)
 	layout := units.Layout{Cores: b.Cores, RAM: b.RAM, BasePort: 4443, Binary: provision.DefaultRoot + "/current/relay", PublicListen: []string{"live/"}}
-	p, err := provision.DesiredAuth(layout, release, []byte(keys))
+	p, err := provision.DesiredAuth(layout, release, []byte(provision.BoxKeyFile(first, time.Now())))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -56,7 +58,7 @@ func TestAuthLabBox(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, c := range rep.Changes {
-		if strings.Contains(c.String(), first[0].Secret) {
+		if strings.Contains(c.String(), secret) {
 			t.Errorf("a change shows the key: %s", c)
 		}
 	}
@@ -69,14 +71,14 @@ func TestAuthLabBox(t *testing.T) {
 		t.Errorf("key file and directory: %q (%v), want 600 root root 700 root root", out, err)
 	}
 	out, err = run.Run(ctx, "systemd-run --quiet --wait --pipe -p DynamicUser=yes cat "+units.CredentialFile+" 2>&1; echo exit=$?", nil)
-	if err != nil || strings.Contains(string(out), first[0].Secret) || strings.Contains(string(out), "exit=0") {
+	if err != nil || strings.Contains(string(out), secret) || strings.Contains(string(out), "exit=0") {
 		t.Errorf("a dynamic user read the key file: %q (%v)", out, err)
 	}
 	out, err = run.Run(ctx, "test -f /run/credentials/relay@4443.service/"+units.CredentialName+" && echo present", nil)
 	if err != nil || strings.TrimSpace(string(out)) != "present" {
 		t.Errorf("the relay's credential: %q (%v)", out, err)
 	}
-	if out, _ := run.Run(ctx, "ps -eo args | grep -c '[r]elay serve.*--auth-key %d' || true; ps -eo args | grep '[r]elay serve'", nil); strings.Contains(string(out), first[0].Secret) {
+	if out, _ := run.Run(ctx, "ps -eo args | grep -c '[r]elay serve.*--auth-key %d' || true; ps -eo args | grep '[r]elay serve'", nil); strings.Contains(string(out), secret) {
 		t.Errorf("the key is on a command line: %s", out)
 	}
 
@@ -90,9 +92,9 @@ func TestAuthLabBox(t *testing.T) {
 
 	addr, _, _ := net.SplitHostPort(b.SSHAddr())
 	url := "http://" + net.JoinHostPort(addr, "4443") + "/"
-	sign := func(key, pub, sub string) string {
+	sign := func(key []byte, pub, sub string) string {
 		t.Helper()
-		tok, err := relay.NewToken([]byte(key), pub, sub, pub != "", sub != "", time.Hour)
+		tok, err := relay.NewToken(key, pub, sub, pub != "", sub != "", time.Hour)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -123,8 +125,8 @@ func TestAuthLabBox(t *testing.T) {
 	}
 	// With a token of the fleet's key: it works; listeners need none
 	// under live/, and one elsewhere.
-	publish("live/a", sign(first[0].Secret, "live/", ""))
-	publish("private/b", sign(first[0].Secret, "private/", ""))
+	publish("live/a", sign(first[0].Seed, "live/", ""))
+	publish("private/b", sign(first[0].Seed, "private/", ""))
 	testutil.WaitFor(t, 20*time.Second, "the relay to announce live/a and private/b", func() bool { return broadcasts(url) >= 2 })
 	if out, err := relayCmd(30*time.Second, "listen", "--name", "live/a", "--groups", "3", url); err != nil {
 		t.Errorf("public listen without a token: %v: %s", err, out)
@@ -132,18 +134,18 @@ func TestAuthLabBox(t *testing.T) {
 	if out, err := relayCmd(30*time.Second, "listen", "--name", "private/b", "--groups", "3", url); err == nil {
 		t.Errorf("listen outside the public prefix without a token succeeded: %s", out)
 	}
-	if out, err := relayCmd(30*time.Second, "listen", "--name", "private/b", "--groups", "3", url+sign(first[0].Secret, "", "private/")); err != nil {
+	if out, err := relayCmd(30*time.Second, "listen", "--name", "private/b", "--groups", "3", url+sign(first[0].Seed, "", "private/")); err != nil {
 		t.Errorf("listen with a token: %v: %s", err, out)
 	}
 
 	// Rotation: the relays restart on the new key file; in the overlap a
 	// token of either key works.
-	second, _, err := provision.RotateAuthKeys(keys, time.Now(), time.Hour)
+	second, _, _, err := provision.RotateAuthKeys(keys, time.Now(), time.Hour)
 	if err != nil {
 		t.Fatal(err)
 	}
 	before := mainPIDs(t, run)
-	p2, err := provision.DesiredAuth(layout, release, []byte(provision.FormatAuthKeys(second)))
+	p2, err := provision.DesiredAuth(layout, release, []byte(provision.BoxKeyFile(second, time.Now())))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -158,9 +160,9 @@ func TestAuthLabBox(t *testing.T) {
 			t.Errorf("%s kept running on the old key file (pid %s)", u, pid)
 		}
 	}
-	for i, k := range second {
+	for i, k := range []provision.AuthKey{second[0], second[2]} { // the new and the old signing key
 		name := "live/r" + string(rune('0'+i))
-		publish(name, sign(k.Secret, "live/", ""))
+		publish(name, sign(k.Seed, "live/", ""))
 		// The restarted relay has only the broadcasts published since:
 		// the publishers of before the rotation do not reconnect.
 		testutil.WaitFor(t, 20*time.Second, "the relay to announce "+name, func() bool { return broadcasts(url) >= i+1 })

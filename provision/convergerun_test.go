@@ -28,7 +28,7 @@ func (factsThenFail) Run(_ context.Context, cmd string, _ io.Reader) ([]byte, er
 // each (a timestamped line as a host starts, in text) and ends with exit
 // 3 and one line naming every failed host.
 func TestRunConvergeFailures(t *testing.T) {
-	key := []byte(strings.Repeat("k", 43) + "\n")
+	key := testBoxKeys()
 	targets := []Target{
 		{Host: Host{Name: "a-1"}, Run: factsThenFail{}, Processes: 2, BasePort: 4443, AuthKeys: key},
 		{Host: Host{Name: "a-2"}, Run: scriptRunner{err: errors.New("ssh: no route to host")}, AuthKeys: key},

@@ -121,8 +121,9 @@ func (p *Plan) ForBox(current map[string]string) (*Plan, error) {
 	return &q, nil
 }
 
-// DesiredAuth is Desired for relays that verify tokens: the fleet's auth
-// key file (text as ParseAuthKeys reads it) is installed at
+// DesiredAuth is Desired for relays that verify tokens: the fleet's relay
+// key file (BoxKeyFile; CheckBoxKeyFile refuses a private signing key
+// in it) is installed at
 // units.CredentialFile, root's alone, and handed to each relay as a
 // systemd credential. A changed key file restarts every relay process.
 func DesiredAuth(l units.Layout, release string, authKeys []byte) (*Plan, error) {
@@ -144,7 +145,7 @@ func DesiredRelay(l units.Layout, release string, authKeys, tlsKey []byte) (*Pla
 	if len(authKeys) == 0 {
 		return nil, ErrNoAuthKey
 	}
-	if _, err := ParseAuthKeys(string(authKeys)); err != nil {
+	if err := CheckBoxKeyFile(string(authKeys)); err != nil {
 		return nil, err
 	}
 	l.Auth = true

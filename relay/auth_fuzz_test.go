@@ -14,17 +14,27 @@ import (
 	"github.com/relayfleet/relayfleet/relay"
 )
 
-var fuzzKey = []byte("fuzz-key-0123456789abcdef")
+// fuzzKey is the fuzz targets' Ed25519 seed.
+var fuzzKey = []byte("fuzz-key-0123456789abcdef-ed2551")
 
-// farFuture is an expiry the fuzz tokens do not reach while a test runs.
-var farFuture = time.Date(2100, 1, 1, 0, 0, 0, 0, time.UTC).Unix()
+// fuzzNow is the fuzz authenticators' clock; fuzzIat is the tokens'
+// issue time, and farFuture an expiry within the maximum lifetime.
+var (
+	fuzzNow   = time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+	fuzzIat   = fuzzNow.Add(-time.Hour).Unix()
+	farFuture = fuzzNow.Add(time.Hour).Unix()
+)
 
 func fuzzAuthenticator(t testing.TB) *relay.Authenticator {
-	a, err := relay.NewAuthenticator(fuzzKey)
+	return fuzzAuthenticatorKey(t, fuzzKey)
+}
+
+func fuzzAuthenticatorKey(t testing.TB, key []byte) *relay.Authenticator {
+	a, err := relay.NewAuthenticator(key)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return a
+	return a.WithClock(func() time.Time { return fuzzNow })
 }
 
 func signFuzz(t testing.TB, c relay.Claims) string {
@@ -38,15 +48,16 @@ func signFuzz(t testing.TB, c relay.Claims) string {
 // sameClaims compares claims with a nil list equal to an empty one (the
 // JSON encoding leaves empty lists out).
 func sameClaims(a, b relay.Claims) bool {
-	return slices.Equal(a.Put, b.Put) && slices.Equal(a.Get, b.Get) && a.IssuedAt == b.IssuedAt && a.Expires == b.Expires
+	return slices.Equal(a.Put, b.Put) && slices.Equal(a.Get, b.Get) && a.IssuedAt == b.IssuedAt && a.Expires == b.Expires && a.ID == b.ID
 }
 
 // FuzzVerify feeds arbitrary tokens to Verify. A token that verifies is
-// unexpired, its claims survive a Sign and Verify round trip, and it does
+// unexpired and within the maximum lifetime, its claims survive a Sign and Verify round trip, and it does
 // not verify under another key; one that does not verify is refused with
 // ErrUnauthorized.
 func FuzzVerify(f *testing.F) {
-	f.Add(signFuzz(f, relay.Claims{Put: []string{"live/room1"}, Get: []string{"live"}, IssuedAt: 1, Expires: farFuture}))
+	f.Add(signFuzz(f, relay.Claims{Put: []string{"live/room1"}, Get: []string{"live"}, IssuedAt: fuzzIat, Expires: farFuture, ID: "0123456789abcdef"}))
+	f.Add(signFuzz(f, relay.Claims{Put: []string{"live"}, IssuedAt: fuzzIat, Expires: fuzzNow.AddDate(1, 0, 0).Unix()}))
 	f.Add(signFuzz(f, relay.Claims{Get: []string{""}, Expires: farFuture}))
 	f.Add(signFuzz(f, relay.Claims{Put: []string{"a"}, Expires: 1}))
 	f.Add("eyJhbGciOiJub25lIn0.eyJleHAiOjQxMDI0NDQ4MDB9.")
@@ -61,13 +72,14 @@ func FuzzVerify(f *testing.F) {
 			}
 			return
 		}
-		if c.Expires <= time.Now().Unix() {
+		if c.Expires <= fuzzNow.Unix() {
 			t.Fatalf("Verify(%q) accepted claims that expired at %d", tok, c.Expires)
 		}
-		other, err := relay.NewAuthenticator(append([]byte("other-"), fuzzKey...))
-		if err != nil {
-			t.Fatal(err)
+		maxSec := int64(relay.DefaultMaxTokenLifetime / time.Second)
+		if c.Expires-fuzzNow.Unix() > maxSec || c.IssuedAt != 0 && c.Expires-c.IssuedAt > maxSec {
+			t.Fatalf("Verify(%q) accepted claims %+v valid for longer than %s", tok, c, relay.DefaultMaxTokenLifetime)
 		}
+		other := fuzzAuthenticatorKey(t, append([]byte("other-"), fuzzKey[6:]...))
 		if _, err := other.Verify(tok); err == nil {
 			t.Fatalf("Verify(%q) succeeded under another key", tok)
 		}
@@ -96,7 +108,7 @@ func FuzzVerifyTamper(f *testing.F) {
 			return // JSON carries text; invalid UTF-8 is replaced, so claims would not round-trip
 		}
 		a := fuzzAuthenticator(t)
-		c := relay.Claims{Put: []string{put}, Get: []string{get}, IssuedAt: 1, Expires: farFuture}
+		c := relay.Claims{Put: []string{put}, Get: []string{get}, IssuedAt: fuzzIat, Expires: farFuture}
 		tok, err := a.Sign(c)
 		if err != nil {
 			t.Fatal(err)
@@ -140,7 +152,7 @@ func FuzzAuthorize(f *testing.F) {
 			return
 		}
 		a := fuzzAuthenticator(t)
-		tok := signFuzz(t, relay.Claims{Put: []string{put}, Get: []string{get}, Expires: farFuture})
+		tok := signFuzz(t, relay.Claims{Put: []string{put}, Get: []string{get}, IssuedAt: fuzzIat, Expires: farFuture})
 		u := &url.URL{Scheme: "https", Host: "relay.example", RawQuery: "jwt=" + url.QueryEscape(tok) + "&" + extra}
 		p, err := a.Authorize(u)
 		if err != nil {

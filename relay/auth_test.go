@@ -2,6 +2,8 @@ package relay_test
 
 import (
 	"context"
+	"crypto/ed25519"
+	"crypto/sha256"
 	"crypto/tls"
 	"fmt"
 	"github.com/relayfleet/relayfleet/internal/testutil"
@@ -40,9 +42,12 @@ func startLoggedRelay(t *testing.T, cfg relay.Config) (*relay.Relay, *testutil.S
 	return r, log
 }
 
+// testAuth is an Authenticator whose Ed25519 key is made from the text
+// key (its SHA-256 is the seed), with public listen prefixes.
 func testAuth(t *testing.T, key string, public ...string) *relay.Authenticator {
 	t.Helper()
-	a, err := relay.NewAuthenticatorKeys([]relay.Key{{Secret: []byte(key)}})
+	seed := sha256.Sum256([]byte(key))
+	a, err := relay.NewAuthenticatorKeys([]relay.Key{{Private: ed25519.NewKeyFromSeed(seed[:])}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -314,5 +319,56 @@ func TestRefusalReasons(t *testing.T) {
 		if countLines(log.String(), "msg=refused", "reason=draining", "transport="+transportLogName[tr]) != 1 {
 			t.Errorf("no log line for the %s draining refusal", tr)
 		}
+	}
+}
+
+// TestClusterLinkWithRelayKeys: origin and edge run with a fleet box's
+// key file, public keys and the link key, which signs nothing that may
+// publish: the edge pulls from the origin with its link token, and
+// publishers need a token of the fleet's private key.
+func TestClusterLinkWithRelayKeys(t *testing.T) {
+	t.Parallel()
+	ctx := testContext(t)
+	seed := sha256.Sum256([]byte("the fleet's signing key"))
+	linkSeed := sha256.Sum256([]byte("the fleet's link key"))
+	fleetKey, linkKey := ed25519.NewKeyFromSeed(seed[:]), ed25519.NewKeyFromSeed(linkSeed[:])
+	box := []relay.Key{{Public: fleetKey.Public().(ed25519.PublicKey)}, {Public: linkKey.Public().(ed25519.PublicKey), Link: true}, {Private: linkKey, Link: true}}
+	boxAuth := func(public ...string) *relay.Authenticator {
+		a, err := relay.NewAuthenticatorKeys(box)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return a.WithPublicListen(public)
+	}
+	origin := startRelay(t, relay.Config{Auth: boxAuth()})
+	edge := startRelay(t, relay.Config{Auth: boxAuth("live"), Upstreams: []string{relayURL(origin, "")}})
+	if boxAuth().CanSign() {
+		t.Fatal("a box's keys sign")
+	}
+	fleet, err := relay.NewAuthenticator(fleetKey.Seed())
+	if err != nil {
+		t.Fatal(err)
+	}
+	pubCtx, stopPub := context.WithCancel(ctx)
+	defer stopPub()
+	publishLoop(pubCtx, t, relayURL(origin, "?jwt="+mintToken(t, fleet, "live", "")), "live/a", 0)
+	testutil.WaitFor(t, 10*time.Second, "broadcast on the origin", func() bool { return origin.Stats().Broadcasts == 1 })
+
+	listener := dial(t, ctx, relayURL(edge, ""), nil)
+	sub := subscribeWhenAnnounced(t, ctx, listener, "live/a", "audio")
+	if _, err := collect(ctx, sub, 3, 64); err != nil {
+		t.Fatalf("listener on the edge: %v", err)
+	}
+	if !edge.Stats().UpstreamConnected {
+		t.Error("edge not connected upstream")
+	}
+	// The link key, taken off a box, signs a publish token: refused.
+	forger, err := relay.NewAuthenticator(linkKey.Seed())
+	if err != nil {
+		t.Fatal(err)
+	}
+	forged := mintToken(t, forger, "live", "")
+	if !refusedOnConnect(ctx, relayURL(origin, "?jwt="+forged), client.TransportQUIC) {
+		t.Error("the origin admitted a publish token signed with the link key")
 	}
 }

@@ -75,7 +75,7 @@ const handOrderWait = 500 * time.Millisecond
 type upstreamLink struct {
 	urls   []string
 	logger *slog.Logger
-	auth   *Authenticator // signs the link's own token; nil: none
+	auth   *Authenticator // signs the link's own token (its link key); nil: none
 	// dialFn dials one upstream URL (nil: client.Dial); tests replace it.
 	dialFn func(ctx context.Context, url string) (*client.Session, error)
 
@@ -617,16 +617,21 @@ func (s *Server) setUpstreamAnnouncedLocked(path string, active bool) {
 // signed afresh for every dial, and checked only at connect.
 const upstreamTokenTTL = time.Hour
 
-// upstreamDialURL returns rawURL with a fresh ?jwt= token signed by auth
-// that may subscribe to everything (an edge pulls any broadcast from its
-// origin), or rawURL itself without auth. The result holds a secret: never
+// upstreamDialURL returns rawURL with a fresh ?jwt= token signed by auth's
+// link key (else its signing key) that may subscribe to everything (an
+// edge pulls any broadcast from its origin), or rawURL itself without
+// auth. Its lifetime, upstreamTokenTTL, is within any relay's maximum. The result holds a secret: never
 // log it.
 func upstreamDialURL(auth *Authenticator, rawURL string) (string, error) {
 	if auth == nil {
 		return rawURL, nil
 	}
 	now := auth.now()
-	tok, err := auth.Sign(Claims{Get: []string{""}, IssuedAt: now.Unix(), Expires: now.Add(upstreamTokenTTL).Unix()})
+	id, err := NewTokenID()
+	if err != nil {
+		return "", err
+	}
+	tok, err := auth.signLink(Claims{Get: []string{""}, IssuedAt: now.Unix(), Expires: now.Add(upstreamTokenTTL).Unix(), ID: id, Link: true})
 	if err != nil {
 		return "", err
 	}

@@ -15,12 +15,15 @@
 //
 // The URL path a client connects to is its root: broadcast names it
 // announces and subscribes to are relative to it (raw QUIC carries the path
-// in the SETUP path parameter). With an auth key, clients pass an HS256 JWT
-// as ?jwt=TOKEN; its "put" and "get" claims are the broadcast path prefixes
-// it may publish and subscribe under. The key file may hold several keys,
-// each valid until a time (rotation, LoadAuthKeys); public listen prefixes
-// admit sessions without a token to subscribe there only
-// (Authenticator.WithPublicListen); upstream links sign their own token.
+// in the SETUP path parameter). With an auth key, clients pass an EdDSA
+// (Ed25519) JWT as ?jwt=TOKEN; its "put" and "get" claims are the
+// broadcast path prefixes it may publish and subscribe under, its lifetime
+// at most a maximum (Authenticator.WithMaxLifetime). The key file may hold
+// several keys, each valid until a time (rotation, LoadAuthKeys), public
+// keys that verify and cannot sign, and a link key whose tokens may only
+// subscribe; public listen prefixes admit sessions without a token to
+// subscribe there only (Authenticator.WithPublicListen); upstream links
+// sign their own token with the link key.
 // Refusals are counted per reason and logged, rate-limited (refuse.go).
 //
 // Cluster links (Config.Upstreams, `relay serve --upstream`): a broadcast

@@ -42,12 +42,12 @@ func (s *Server) watchExpiry(sess *session) (stop func() bool) {
 	return t.Stop
 }
 
-// clusterLinkToken reports whether c has the shape of the token an edge
-// signs for its link to the origin (upstreamDialURL): subscribe to
-// everything, publish nothing, no id. A link is checked at connect only,
-// as before: closing it at its token's expiry would cut every broadcast
-// the edge pulls, each hour. Tokens from NewToken (relay token, fleet
-// token) always carry an id, so they are never taken for one.
+// clusterLinkToken reports whether c is the token an edge signs for its
+// link to the origin (upstreamDialURL, Claims.Link): verified by a link
+// key or marked by the signing key, publishing nothing. A link is checked
+// at connect only: closing it at its token's expiry would cut every
+// broadcast the edge pulls, each hour. Tokens from NewToken (relay token,
+// fleet token) are never marked.
 func clusterLinkToken(c *Claims) bool {
-	return c.ID == "" && len(c.Put) == 0 && len(c.Get) == 1 && c.Get[0] == ""
+	return c.Link && len(c.Put) == 0
 }

@@ -130,11 +130,13 @@ type Config struct {
 	// snapshots cached by; nil means time.Now. Tests move it forward.
 	Now func() time.Time
 	// AuthKey, when set, requires clients to present ?jwt= tokens signed
-	// with it.
+	// with this Ed25519 private key (its seed or the whole key).
 	AuthKey []byte
 	// Auth, when set, checks tokens instead of AuthKey: several keys
-	// (rotation), public listen prefixes (NewAuthenticatorKeys,
-	// WithPublicListen).
+	// (rotation), public keys only (a relay that cannot sign), public
+	// listen prefixes, a token lifetime limit (NewAuthenticatorKeys,
+	// WithPublicListen, WithMaxLifetime). With Upstreams it needs a key
+	// that signs the links' tokens: a link key, else a private key.
 	Auth *Authenticator
 	// RevocationFile, when set, names tokens whose sessions are closed
 	// and refused (revoke.go); it is read again every RevocationPoll (0
@@ -428,6 +430,14 @@ func Start(ctx context.Context, cfg Config) (*Relay, error) {
 	if auth == nil && len(cfg.AuthKey) > 0 {
 		if auth, err = NewAuthenticator(cfg.AuthKey); err != nil {
 			return nil, err
+		}
+	}
+	if auth.HasHS256() {
+		logger.Warn("the auth key file holds HS256 keys of an earlier relayfleet: whoever reads it can mint tokens; fleet up or fleet auth rotate moves the fleet to Ed25519 keys (relay keygen --auth for a relay run by hand)")
+	}
+	if auth != nil && len(cfg.Upstreams) > 0 {
+		if _, err := auth.linkKey(); err != nil {
+			return nil, fmt.Errorf("upstream links: the auth key file has no key to sign their tokens with (want an ed25519-link-private line, as fleet boxes get, or ed25519-private): %w", err)
 		}
 	}
 	certs, err := newCertSource(&cfg, host, logger)

@@ -3,6 +3,8 @@ package relay
 import (
 	"context"
 	"crypto/ecdsa"
+	"crypto/ed25519"
+	"crypto/rand"
 	"crypto/x509"
 	"errors"
 	"fmt"
@@ -23,13 +25,14 @@ import (
 // ServeFlags are the values of relay serve's flags, as given: Config
 // checks them and makes the Config they ask for, Run serves it.
 type ServeFlags struct {
-	Listen                                             string // --listen HOST:PORT
-	CertFile, KeyFile                                  string // --cert, --key
-	TLSKeyFile                                         string // --tls-key
-	ACMEDomain, ACMEEmail, ACMECA, ACMECARoot, ACMEDir string // --acme-*
-	AuthKeyFile                                        string // --auth-key
-	NoAuth                                             bool   // --no-auth: no tokens, on any address
-	RevocationFile                                     string // --revocation-file
+	Listen                                             string        // --listen HOST:PORT
+	CertFile, KeyFile                                  string        // --cert, --key
+	TLSKeyFile                                         string        // --tls-key
+	ACMEDomain, ACMEEmail, ACMECA, ACMECARoot, ACMEDir string        // --acme-*
+	AuthKeyFile                                        string        // --auth-key
+	NoAuth                                             bool          // --no-auth: no tokens, on any address
+	RevocationFile                                     string        // --revocation-file
+	MaxTokenLifetime                                   time.Duration // --max-token-lifetime: 0 means DefaultMaxTokenLifetime
 	PublicListen                                       PrefixList
 	UDPBuffer                                          string // --udp-buffer: bytes, suffixes KiB, MiB, GiB
 	MemoryBudget                                       string // --memory-budget: "" means the cgroup's limit
@@ -154,7 +157,14 @@ func (f *ServeFlags) Config(stderr io.Writer) (Config, error) {
 		if err != nil {
 			return Config{}, err
 		}
-		cfg.Auth = auth.WithPublicListen(f.PublicListen)
+		maxLife := f.MaxTokenLifetime
+		switch {
+		case maxLife == 0:
+			maxLife = DefaultMaxTokenLifetime
+		case maxLife < time.Minute:
+			return Config{}, cli.Usagef("--max-token-lifetime %s: want at least 1m", maxLife)
+		}
+		cfg.Auth = auth.WithPublicListen(f.PublicListen).WithMaxLifetime(maxLife)
 	}
 	if f.RevocationFile != "" {
 		if _, err := LoadRevocations(f.RevocationFile); err != nil {
@@ -269,8 +279,8 @@ func (p *PrefixList) Set(v string) error {
 }
 
 // LoadAuthenticator reads a key file (LoadAuthKeys) into an
-// Authenticator; a file whose every key is past its until is an error,
-// since no token could then verify.
+// Authenticator with the default lifetime limit; a file whose every key
+// is past its until is an error, since no token could then verify.
 func LoadAuthenticator(file string) (*Authenticator, error) {
 	keys, err := LoadAuthKeys(file)
 	if err != nil {
@@ -324,6 +334,9 @@ func (f *TokenFlags) Run(w io.Writer) error {
 	if err != nil {
 		return err
 	}
+	if _, err := auth.signingKey(false); err != nil {
+		return fmt.Errorf("--key %s: %w", f.KeyFile, err)
+	}
 	tok, err := auth.NewToken(f.Publish, f.Subscribe, pub, sub, f.TTL)
 	if err != nil {
 		return err
@@ -333,10 +346,19 @@ func (f *TokenFlags) Run(w io.Writer) error {
 }
 
 // Keygen is relay keygen --out FILE: it writes a new ECDSA P-256 key to
-// out (WriteTLSKey) and prints its SPKI pin to w.
-func Keygen(out string, w io.Writer) error {
+// out (WriteTLSKey) and prints its SPKI pin to w; with auth, a new
+// Ed25519 token key file instead (WriteAuthKey), and its public line.
+func Keygen(out string, auth bool, w io.Writer) error {
 	if out == "" {
 		return cli.Usagef("--out is required (the FILE to write the key to)")
+	}
+	if auth {
+		pub, err := WriteAuthKey(out)
+		if err != nil {
+			return fmt.Errorf("--out: %w", err)
+		}
+		fmt.Fprintln(w, pub)
+		return nil
 	}
 	key, err := WriteTLSKey(out)
 	if err != nil {
@@ -370,4 +392,35 @@ func WritePin(w io.Writer, key *ecdsa.PrivateKey) error {
 	}
 	fmt.Fprintln(w, spki)
 	return nil
+}
+
+// WriteAuthKey writes a new token key file to path (mode 0600, never over
+// an existing file): one ed25519-private line, which relay serve
+// --auth-key verifies with and relay token signs with. It returns the
+// key's ed25519-public line, for a key file that verifies only.
+func WriteAuthKey(path string) (string, error) {
+	_, priv, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		return "", err
+	}
+	k := Key{Private: priv, Public: priv.Public().(ed25519.PublicKey)}
+	text := KeyFileFormatLine + "\n# relay token key (relay serve --auth-key, relay token --key): keep it secret\n" + FormatKey(k) + "\n"
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		if errors.Is(err, os.ErrExist) {
+			return "", fmt.Errorf("%s already exists; not overwriting it", path)
+		}
+		return "", err
+	}
+	if _, err := f.WriteString(text); err != nil {
+		f.Close()
+		os.Remove(path)
+		return "", fmt.Errorf("write %s: %w", path, err)
+	}
+	if err := f.Close(); err != nil {
+		os.Remove(path)
+		return "", fmt.Errorf("write %s: %w", path, err)
+	}
+	k.Private = nil
+	return FormatKey(k), nil
 }

@@ -36,7 +36,11 @@ func writeTemp(t *testing.T, name, text string) string {
 	return p
 }
 
-const liveKey = "0123456789abcdef0123456789abcdef"
+// liveKey and otherKey are key file lines (relay keygen --auth).
+const (
+	liveKey  = "ed25519-private:MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY="
+	otherKey = "ed25519-private:ZmVkY2JhOTg3NjU0MzIxMGZlZGNiYTk4NzY1NDMyMTA="
+)
 
 // TestServeFlagsConfigErrors: bad flags are usage errors (exit 2) naming
 // the flag, checked in relay serve's order; files that cannot be used are
@@ -170,7 +174,7 @@ func TestPrefixList(t *testing.T) {
 }
 
 func TestLoadAuthenticator(t *testing.T) {
-	if _, err := relay.LoadAuthenticator(writeTemp(t, "k", liveKey+" until=2000-01-01T00:00:00Z\n"+liveKey+"x\n")); err != nil {
+	if _, err := relay.LoadAuthenticator(writeTemp(t, "k", liveKey+" until=2000-01-01T00:00:00Z\n"+otherKey+"\n")); err != nil {
 		t.Errorf("one live key: %v", err)
 	}
 	old := writeTemp(t, "old", liveKey+" until=2000-01-01T00:00:00Z\n")
@@ -240,7 +244,7 @@ func TestTokenFlags(t *testing.T) {
 func TestKeygenAndPrintPin(t *testing.T) {
 	file := filepath.Join(t.TempDir(), "key")
 	var out, again bytes.Buffer
-	if err := relay.Keygen(file, &out); err != nil {
+	if err := relay.Keygen(file, false, &out); err != nil {
 		t.Fatal(err)
 	}
 	if err := relay.PrintPin(file, &again); err != nil {
@@ -249,7 +253,7 @@ func TestKeygenAndPrintPin(t *testing.T) {
 	if len(out.String()) != 65 || out.String() != again.String() {
 		t.Errorf("keygen printed %q, pin %q", out.String(), again.String())
 	}
-	if err := relay.Keygen(file, &out); err == nil || err.Error() != "--out: "+file+" already exists; not overwriting it" {
+	if err := relay.Keygen(file, false, &out); err == nil || err.Error() != "--out: "+file+" already exists; not overwriting it" {
 		t.Errorf("Keygen over a file: %v", err)
 	}
 	none := filepath.Join(t.TempDir(), "none")
@@ -257,7 +261,7 @@ func TestKeygenAndPrintPin(t *testing.T) {
 		t.Errorf("PrintPin without a file: %v", err)
 	}
 	var ue *cli.UsageError
-	if err := relay.Keygen("", &out); !errors.As(err, &ue) || err.Error() != "--out is required (the FILE to write the key to)" {
+	if err := relay.Keygen("", false, &out); !errors.As(err, &ue) || err.Error() != "--out is required (the FILE to write the key to)" {
 		t.Errorf("Keygen(\"\"): %v", err)
 	}
 	if err := relay.PrintPin("", &out); !errors.As(err, &ue) || err.Error() != "--tls-key is required (the key FILE)" {

@@ -48,8 +48,9 @@ type Layout struct {
 	// A URL may end in #spki=HEX, the origin's key pin, which goes into
 	// ExecStart with it.
 	Upstream []string
-	// Auth makes every process verify tokens with the fleet's key file,
-	// which systemd hands it as the credential CredentialName loaded from
+	// Auth makes every process verify tokens with the fleet's relay key
+	// file (public keys and the link key, never a key that signs tokens
+	// to publish), which systemd hands it as the credential CredentialName loaded from
 	// CredentialFile (root-only on the box): relay serve --auth-key
 	// %d/relay-auth. With Auth, publishing always needs a token.
 	Auth bool

@@ -45,7 +45,7 @@ func tokenCommand(ios *cli.IOStreams) *cobra.Command {
 	}}
 	cmd := &cobra.Command{
 		Use:   "token",
-		Short: "mint a relay token signed with the fleet's key: --publish PREFIX | --subscribe PREFIX [--ttl D]",
+		Short: "mint a relay token signed with the fleet's Ed25519 key (kept in its state only): --publish PREFIX | --subscribe PREFIX [--ttl D]",
 		Args:  cli.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			o.Env, o.HasPublish, o.HasSubscribe = s.env(ios), cmd.Flags().Changed("publish"), cmd.Flags().Changed("subscribe")
@@ -56,7 +56,7 @@ func tokenCommand(ios *cli.IOStreams) *cobra.Command {
 	s.add(fs, false)
 	fs.StringVar(&o.Publish, "publish", "", "broadcast path prefix the token may publish under")
 	fs.StringVar(&o.Subscribe, "subscribe", "", "broadcast path prefix the token may subscribe under")
-	fs.DurationVar(&o.TTL, "ttl", program.DefaultTokenTTL, "how long the token is valid (at most 720h)")
+	fs.DurationVar(&o.TTL, "ttl", program.DefaultTokenTTL, "how long the token is valid (at most 24h: the fleet's relays refuse longer-lived tokens)")
 	cli.Ranged(fs, "ttl", cli.Durations(time.Second, program.MaxTokenTTL))
 	cmd.AddCommand(tokenRevokeCommand(ios))
 	return cmd
@@ -87,7 +87,7 @@ func tokenRevokeCommand(ios *cli.IOStreams) *cobra.Command {
 	s.add(fs, false)
 	fs.StringVar(&o.ID, "id", "", "the token's id (jti), as fleet token prints it")
 	fs.StringVar(&o.Prefix, "prefix", "", "revoke every token issued until now that grants a broadcast path at or below this prefix (tokens minted afterwards work)")
-	fs.StringVar(&until, "until", "", "RFC 3339 time the entry is kept until: the latest expiry of the tokens it names (default: now + 720h, the longest fleet token)")
+	fs.StringVar(&until, "until", "", "RFC 3339 time the entry is kept until: the latest expiry of the tokens it names (default: now + 24h, the longest a fleet token lives)")
 	fs.IntVar(&o.Parallel, "parallel", 16, "boxes written at once")
 	cli.Ranged(fs, "parallel", parallelRange)
 	return cmd
@@ -103,16 +103,16 @@ func allTargets(ctx context.Context, st *program.Stack, sshKey, labDir string, e
 func authCommand(ios *cli.IOStreams) *cobra.Command {
 	var show, export stackFlags
 	var out string
-	showCmd := &cobra.Command{Use: "show", Short: "print the fleet's key ids (a SHA-256 prefix), never keys", Args: cli.NoArgs,
+	showCmd := &cobra.Command{Use: "show", Short: "print the fleet's key ids (a SHA-256 prefix of each public key), never keys", Args: cli.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return program.ShowAuthKeys(cmd.Context(), show.env(ios)) }}
 	show.add(showCmd.Flags(), false)
-	exportCmd := &cobra.Command{Use: "export", Short: "write the fleet's key file for origin relays run outside the fleet (relay serve --auth-key FILE)", Args: cli.NoArgs,
+	exportCmd := &cobra.Command{Use: "export", Short: "write the fleet's public keys, which verify and cannot sign, for origin relays run outside the fleet (relay serve --auth-key FILE)", Args: cli.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return program.ExportAuthKeys(cmd.Context(), export.env(ios), out)
 		}}
 	export.add(exportCmd.Flags(), false)
-	exportCmd.Flags().StringVar(&out, "out", "", "file to write the key file to, mode 0600 (required)")
-	return cli.Group("auth", "the fleet's relay auth key: rotate [--overlap 24h] | show (key ids) | export --out FILE (for origins)",
+	exportCmd.Flags().StringVar(&out, "out", "", "file to write the public key file to, mode 0600 (required)")
+	return cli.Group("auth", "the fleet's relay token keys (Ed25519): rotate [--overlap 24h] | show (key ids) | export --out FILE (public keys, for origins)",
 		authRotateCommand(ios), showCmd, exportCmd)
 }
 
@@ -125,7 +125,7 @@ func authRotateCommand(ios *cli.IOStreams) *cobra.Command {
 	}}
 	cmd := &cobra.Command{
 		Use:   "rotate",
-		Short: "make a new signing key, keep the old one verifying for --overlap, and converge the fleet's boxes onto both",
+		Short: "make a new signing key and link key, keep the old ones verifying for --overlap, and converge the fleet's boxes onto their public halves",
 		Args:  cli.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			o.Env = s.env(ios)
@@ -134,8 +134,8 @@ func authRotateCommand(ios *cli.IOStreams) *cobra.Command {
 	}
 	fs := cmd.Flags()
 	s.add(fs, true)
-	fs.DurationVar(&o.Overlap, "overlap", 24*time.Hour, "how long the old key keeps verifying (tokens it signed keep working)")
-	cli.Ranged(fs, "overlap", cli.Durations(0, program.MaxTokenTTL))
+	fs.DurationVar(&o.Overlap, "overlap", 24*time.Hour, "how long the old keys keep verifying (tokens they signed keep working; fleet tokens live 24h at most)")
+	cli.Ranged(fs, "overlap", cli.Durations(0, program.MaxOverlap))
 	fs.IntVar(&parallel, "parallel", 16, "hosts converged at once")
 	cli.Ranged(fs, "parallel", parallelRange)
 	return cmd

@@ -1,7 +1,10 @@
 package main
 
 import (
+	"bytes"
 	"context"
+	"encoding/base64"
+	"errors"
 	"io"
 	"os"
 	"path/filepath"
@@ -57,12 +60,21 @@ func withKeys(t *testing.T, text string, now time.Time) *memStore {
 const labInventory = "../../inventories/lab.yaml"
 
 var (
-	testNow    = time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
-	signingKey = "TmV3U2lnbmluZ0tleU5ld1NpZ25pbmdLZXlOZXdTaWc"
-	oldKey     = "T2xkS2V5T2xkS2V5T2xkS2V5T2xkS2V5T2xkS2V5T2x"
-	goneKey    = "R29uZUtleUdvbmVLZXlHb25lS2V5R29uZUtleUdvbmU"
-	fleetKeys  = signingKey + "\n" + oldKey + " until=2026-12-01T12:00:00Z\n" + goneKey + " until=2026-11-30T11:00:00Z\n"
+	testNow = time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+	// The fleet's keys: its signing key, its link key, an old signing
+	// key kept through a rotation and one past its until.
+	signingKey = provision.AuthKey{Seed: bytes.Repeat([]byte{1}, 32)}
+	linkKey    = provision.AuthKey{Seed: bytes.Repeat([]byte{2}, 32), Link: true}
+	oldKey     = provision.AuthKey{Seed: bytes.Repeat([]byte{3}, 32), Until: time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)}
+	goneKey    = provision.AuthKey{Seed: bytes.Repeat([]byte{4}, 32), Until: time.Date(2026, 11, 30, 11, 0, 0, 0, time.UTC)}
+	fleetKeys  = provision.FormatAuthKeys([]provision.AuthKey{signingKey, linkKey, oldKey, goneKey})
+	// signingState is a fleet's state with its signing and link key.
+	signingState = provision.FormatAuthKeys([]provision.AuthKey{signingKey, linkKey})
 )
+
+// seedText is a key's seed as the state text holds it, to look for in
+// output that must not show it.
+func seedText(k provision.AuthKey) string { return base64.StdEncoding.EncodeToString(k.Seed)[:16] }
 
 func TestAuthBadInput(t *testing.T) {
 	withKeys(t, fleetKeys, testNow)
@@ -76,8 +88,9 @@ func TestAuthBadInput(t *testing.T) {
 		{[]string{"token", "--inventory", labInventory, "--publish", "live now/"}, `fleet token: flag --publish: character ' '`},
 		{[]string{"token", "--inventory", labInventory, "--subscribe", "../x"}, `fleet token: flag --subscribe: segment ".."`},
 		{[]string{"token", "--inventory", labInventory, "--publish", ""}, "fleet token: flag --publish: empty"},
-		{[]string{"token", "--inventory", labInventory, "--publish", "live/", "--ttl", "0s"}, "fleet token: flag --ttl: 0s is out of range: want 1s to 720h"},
-		{[]string{"token", "--inventory", labInventory, "--publish", "live/", "--ttl", "721h"}, "fleet token: flag --ttl: 721h0m0s is out of range: want 1s to 720h"},
+		{[]string{"token", "--inventory", labInventory, "--publish", "live/", "--ttl", "0s"}, "fleet token: flag --ttl: 0s is out of range: want 1s to 24h"},
+		{[]string{"token", "--inventory", labInventory, "--publish", "live/", "--ttl", "25h"}, "fleet token: flag --ttl: 25h0m0s is out of range: want 1s to 24h"},
+		{[]string{"token", "--inventory", labInventory, "--publish", "live/", "--ttl", "8760h"}, "fleet token: flag --ttl: 8760h0m0s is out of range: want 1s to 24h"},
 		{[]string{"token", "--inventory", labInventory, "--publish", "live/", "--ttl", "soon"}, "fleet token: flag --ttl:"},
 		{[]string{"token", "--inventory", "/nonexistent/fleet.yaml", "--publish", "live/"}, "fleet token: /nonexistent/fleet.yaml"},
 		{[]string{"auth"}, "fleet auth: want a subcommand: export, rotate or show"},
@@ -108,7 +121,7 @@ func TestTokenSignsWithTheFleetKey(t *testing.T) {
 		t.Fatalf("exit %d: %s", code, errOut)
 	}
 	tok := strings.TrimSpace(out)
-	a, err := relay.NewAuthenticator([]byte(signingKey))
+	a, err := relay.NewAuthenticator(signingKey.Seed)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -122,12 +135,16 @@ func TestTokenSignsWithTheFleetKey(t *testing.T) {
 	if ttl := c.Expires - c.IssuedAt; ttl != 7200 {
 		t.Errorf("ttl %ds, want 7200", ttl)
 	}
-	old, _ := relay.NewAuthenticator([]byte(oldKey))
+	old, _ := relay.NewAuthenticator(oldKey.Seed)
 	if _, err := old.Verify(tok); err == nil {
 		t.Error("signed with the old key, not the first")
 	}
+	link, _ := relay.NewAuthenticator(linkKey.Seed)
+	if _, err := link.Verify(tok); err == nil {
+		t.Error("signed with the link key")
+	}
 	// The expired key was dropped from the stack on the way.
-	if got := store.secrets[program.RelayAuthKeysKey]; strings.Contains(got, goneKey) || !strings.Contains(got, oldKey) {
+	if got := store.secrets[program.RelayAuthKeysKey]; strings.Contains(got, base64.StdEncoding.EncodeToString(goneKey.Seed)) || !strings.Contains(got, base64.StdEncoding.EncodeToString(oldKey.Seed)) {
 		t.Errorf("stack keys after the read:\n%s", got)
 	}
 	out, _, code = fleet(t, "token", "--inventory", labInventory, "--subscribe", "radio/")
@@ -138,7 +155,9 @@ func TestTokenSignsWithTheFleetKey(t *testing.T) {
 }
 
 func TestTokenWithoutAKey(t *testing.T) {
-	for _, text := range []string{"", oldKey + " until=2026-11-01T00:00:00Z\n"} {
+	spent := oldKey
+	spent.Until = time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)
+	for _, text := range []string{"", provision.FormatAuthKeys([]provision.AuthKey{spent})} {
 		store := withKeys(t, text, testNow)
 		out, errOut, code := fleet(t, "token", "--inventory", labInventory, "--publish", "live/")
 		if code != 1 || out != "" || !strings.Contains(errOut, "run fleet up") || strings.Count(errOut, "\n") != 1 {
@@ -151,11 +170,11 @@ func TestTokenWithoutAKey(t *testing.T) {
 }
 
 // TestFleetAuthKeysFirstKey: fleet up and converge make the fleet's first
-// key, a fresh 32-byte one, and keep it.
+// keys, a fresh signing key and link key, and keep them.
 func TestFleetAuthKeysFirstKey(t *testing.T) {
 	store := withKeys(t, "", testNow)
 	text, keys, err := fleetAuthKeys(context.Background(), store, true)
-	if err != nil || len(keys) != 1 || len(keys[0].Secret) != 43 || store.secrets[program.RelayAuthKeysKey] != text {
+	if err != nil || len(keys) != 2 || len(keys[0].Seed) != 32 || store.secrets[program.RelayAuthKeysKey] != provision.FormatAuthKeys(keys) || text != provision.BoxKeyFile(keys, testNow) {
 		t.Fatalf("first key: %q %v %v; stored %q", text, keys, err, store.secrets)
 	}
 	again, _, _ := fleetAuthKeys(context.Background(), store, true)
@@ -170,13 +189,14 @@ func TestAuthShowPrintsIDsOnly(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errOut)
 	}
-	want := "key " + provision.AuthKey{Secret: signingKey}.ID() + "  signs and verifies, until rotated\n" +
-		"key " + provision.AuthKey{Secret: oldKey}.ID() + "  verifies, until 2026-12-01T12:00:00Z\n"
+	want := "key " + signingKey.ID() + "  signs and verifies, until rotated\n" +
+		"key " + linkKey.ID() + "  link key (subscribe only), until rotated\n" +
+		"key " + oldKey.ID() + "  verifies, until 2026-12-01T12:00:00Z\n"
 	if out != want {
 		t.Errorf("auth show:\n%s\nwant\n%s", out, want)
 	}
-	for _, k := range []string{signingKey, oldKey, goneKey} {
-		if strings.Contains(out+errOut, k[:16]) {
+	for _, k := range []provision.AuthKey{signingKey, linkKey, oldKey, goneKey} {
+		if strings.Contains(out+errOut, seedText(k)) {
 			t.Errorf("a key was printed: %s", out)
 		}
 	}
@@ -193,14 +213,14 @@ func TestAuthExportWritesA0600File(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if string(data) != signingKey+"\n"+oldKey+" until=2026-12-01T12:00:00Z\n" {
+	if string(data) != provision.PublicKeyFile([]provision.AuthKey{signingKey, linkKey, oldKey}) {
 		t.Errorf("exported:\n%s", data)
 	}
 	if st, _ := os.Stat(path); st.Mode().Perm() != 0o600 {
 		t.Errorf("mode %v, want 0600", st.Mode().Perm())
 	}
-	if strings.Contains(out, signingKey[:16]) || strings.Contains(out, oldKey[:16]) {
-		t.Errorf("the key was printed: %s", out)
+	if strings.Contains(out+string(data), seedText(signingKey)) || strings.Contains(out+string(data), seedText(oldKey)) || strings.Contains(out+string(data), seedText(linkKey)) {
+		t.Errorf("a private key was printed or exported: %s", out)
 	}
 }
 
@@ -208,21 +228,21 @@ func TestAuthExportWritesA0600File(t *testing.T) {
 // old one until now+overlap, and says so, before it converges (here it
 // fails: no stack lists boxes to converge, which it reports).
 func TestAuthRotateStoresNewAndOld(t *testing.T) {
-	store := withKeys(t, signingKey+"\n", testNow)
+	store := withKeys(t, signingState, testNow)
 	relayBin, _ := os.Executable() // any ELF file passes as the relay build
 	out, errOut, code := fleet(t, "auth", "rotate", "--inventory", labInventory, "--overlap", "6h",
 		"--relay-binary", relayBin, "--lab-dir", t.TempDir())
 	keys, err := provision.ParseAuthKeys(store.secrets[program.RelayAuthKeysKey])
-	if err != nil || len(keys) != 2 {
+	if err != nil || len(keys) != 4 {
 		t.Fatalf("stored keys %v %v", keys, err)
 	}
-	if keys[0].Secret == signingKey || !keys[0].Until.IsZero() || keys[1].Secret != signingKey || !keys[1].Until.Equal(testNow.Add(6*time.Hour)) {
+	if keys[0].ID() == signingKey.ID() || !keys[0].Until.IsZero() || keys[2].ID() != signingKey.ID() || !keys[2].Until.Equal(testNow.Add(6*time.Hour)) {
 		t.Errorf("stored keys: %v", keys)
 	}
 	if !strings.Contains(out, "new signing key "+keys[0].ID()) || !strings.Contains(out, "old keys verify until 2026-11-30T18:00:00Z") {
 		t.Errorf("rotate said:\n%s", out)
 	}
-	if strings.Contains(out+errOut, keys[0].Secret[:16]) || strings.Contains(out+errOut, signingKey[:16]) {
+	if strings.Contains(out+errOut, seedText(keys[0])) || strings.Contains(out+errOut, seedText(signingKey)) {
 		t.Errorf("a key was printed:\n%s%s", out, errOut)
 	}
 	if code == 0 {
@@ -270,5 +290,102 @@ func TestTokenRevokeKeepsTheList(t *testing.T) {
 		if code != 2 || out != "" || !strings.HasPrefix(errOut, tc.want) {
 			t.Errorf("%v: exit %d, stdout %q, stderr %q; want 2 and %q", tc.args, code, out, errOut, tc.want)
 		}
+	}
+}
+
+// TestRelayCredentialsCannotMint: what the fleet hands out, the key file
+// pushed to every box and the export for origins, verifies the fleet's
+// tokens and cannot make one that publishes: it holds no signing key,
+// and the link key it carries makes tokens that may only subscribe. A
+// year-long token is refused even with the fleet's own signing key.
+func TestRelayCredentialsCannotMint(t *testing.T) {
+	store := withKeys(t, fleetKeys, testNow)
+	boxText, _, err := fleetAuthKeys(context.Background(), store, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	box := filepath.Join(t.TempDir(), "relay-auth")
+	os.WriteFile(box, []byte(boxText), 0o600)
+	export := filepath.Join(t.TempDir(), "origin.keys")
+	if _, errOut, code := fleet(t, "auth", "export", "--inventory", labInventory, "--out", export); code != 0 {
+		t.Fatalf("export: %s", errOut)
+	}
+	out, errOut, code := fleet(t, "token", "--inventory", labInventory, "--publish", "live/")
+	if code != 0 {
+		t.Fatalf("fleet token: %s", errOut)
+	}
+	fleetTok := strings.TrimSpace(out)
+	now := time.Now()
+	for _, file := range []string{box, export} {
+		v, err := relay.LoadAuthenticator(file)
+		if err != nil {
+			t.Fatalf("%s: %v", file, err)
+		}
+		if c, err := v.Verify(fleetTok); err != nil || strings.Join(c.Put, ",") != "live" {
+			t.Errorf("%s does not verify fleet token: %+v, %v", filepath.Base(file), c, err)
+		}
+		if _, err := v.NewToken("live", "", true, false, time.Hour); !errors.Is(err, relay.ErrNoPrivateKey) {
+			t.Errorf("%s signed a token: %v", filepath.Base(file), err)
+		}
+		// Every private key in the file, used by hand to sign a token
+		// that publishes: none verifies.
+		data, _ := os.ReadFile(file)
+		keys, err := relay.ParseKeyFile(file, data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, k := range keys {
+			if k.Private == nil {
+				continue
+			}
+			forger, err := relay.NewAuthenticator(k.Private)
+			if err != nil {
+				t.Fatal(err)
+			}
+			forged, err := forger.NewToken("live", "", true, false, time.Hour)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := v.Verify(forged); err == nil {
+				t.Errorf("%s: a publish token signed with its key %d verifies", filepath.Base(file), i+1)
+			}
+		}
+		if strings.Contains(string(data), "ed25519-private:") {
+			t.Errorf("%s holds a signing key", filepath.Base(file))
+		}
+	}
+	// A year-long token, signed with the fleet's own key, is refused.
+	signer, _ := relay.NewAuthenticator(signingKey.Seed)
+	year, err := signer.Sign(relay.Claims{Get: []string{"live"}, IssuedAt: now.Unix(), Expires: now.AddDate(1, 0, 0).Unix()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, _ := relay.LoadAuthenticator(box)
+	if _, err := v.Verify(year); err == nil || !strings.Contains(err.Error(), "lifetime") {
+		t.Errorf("a year-long token: %v, want refused for its lifetime", err)
+	}
+}
+
+// TestAuthRotateMovesHS256: fleet auth rotate on a fleet whose state holds
+// an earlier relayfleet's HS256 key moves it to Ed25519 keys when the
+// fleet's relay build reads them, and says that tokens it signed stop
+// working; with a build that does not, it refuses and changes nothing.
+func TestAuthRotateMovesHS256(t *testing.T) {
+	const hs256 = "TmV3U2lnbmluZ0tleU5ld1NpZ25pbmdLZXlOZXdTaWc\n"
+	store := withKeys(t, hs256, testNow)
+	oldBuild := filepath.Join(t.TempDir(), "relay")
+	os.WriteFile(oldBuild, append([]byte("\x7fELF"), make([]byte, 64)...), 0o755)
+	_, errOut, code := fleet(t, "auth", "rotate", "--inventory", labInventory, "--relay-binary", oldBuild, "--lab-dir", t.TempDir())
+	if code == 0 || !strings.Contains(errOut, "predates Ed25519 key files") || store.secrets[program.RelayAuthKeysKey] != hs256 {
+		t.Errorf("old build: exit %d, stderr %q, state %q", code, errOut, store.secrets[program.RelayAuthKeysKey])
+	}
+	if _, errOut, code := fleet(t, "token", "--inventory", labInventory, "--publish", "live/"); code == 0 || !strings.Contains(errOut, "fleet up or fleet auth rotate moves the fleet to Ed25519") {
+		t.Errorf("fleet token with HS256 state: exit %d, %q", code, errOut)
+	}
+	relayBin, _ := os.Executable() // links the relay: it reads Ed25519 key files
+	out, _, _ := fleet(t, "auth", "rotate", "--inventory", labInventory, "--relay-binary", relayBin, "--lab-dir", t.TempDir())
+	keys, err := provision.ParseAuthKeys(store.secrets[program.RelayAuthKeysKey])
+	if err != nil || len(keys) != 2 || !strings.Contains(out, "the fleet's HS256 key is dropped") {
+		t.Errorf("moved keys %v, %v; rotate said:\n%s", keys, err, out)
 	}
 }

@@ -26,7 +26,7 @@ func putStack(t *testing.T, state string, f *inventories.Fleet, name string, out
 	if _, err := program.FindPulumi(""); err != nil {
 		testutil.Skipf(t, "%v (make pulumi)", err)
 	}
-	programtest.ImportStack(t, &program.Stack{Fleet: f, Name: name, StateDir: state}, signingKey+"\n", outputs)
+	programtest.ImportStack(t, &program.Stack{Fleet: f, Name: name, StateDir: state}, signingState, outputs)
 }
 
 // loopbackSSHD runs a real OpenSSH server on 127.0.0.1 (and 127.0.0.2,
@@ -79,7 +79,7 @@ burst:
 // converge used to refuse cloud groups ("boxes are converged by fleet up").
 func TestHostsStatusConvergeOnCloudStack(t *testing.T) {
 	testutil.Short(t, "make test-long (runs the Pulumi CLI and sshd)")
-	withKeys(t, signingKey+"\n", testNow)
+	withKeys(t, signingState, testNow)
 	signer, pemKey := testutil.SSHKey(t)
 	keyFile := filepath.Join(t.TempDir(), "id")
 	testutil.WriteFile(t, keyFile, pemKey, 0o600)
@@ -173,7 +173,7 @@ func TestHostsNeedsAStack(t *testing.T) {
 		if cmd == "rollout" || cmd == "converge" {
 			args = append(args, "--relay-binary", exe)
 		}
-		withKeys(t, signingKey+"\n", testNow)
+		withKeys(t, signingState, testNow)
 		_, errOut, code := fleet(t, args...)
 		want := "stack cloud: no such stack (state dir " + filepath.Join(dir, "state") + " has no backend): run fleet up first"
 		if code != 1 || !strings.Contains(errOut, want) {

@@ -3,6 +3,8 @@ package main
 import (
 	"bytes"
 	"context"
+	"crypto/ed25519"
+	"encoding/base64"
 	"io"
 	"os"
 	"path/filepath"
@@ -15,10 +17,21 @@ import (
 	"github.com/relayfleet/relayfleet/relay/client"
 )
 
+// newKey and oldKey are Ed25519 seeds.
 const (
-	newKey = "new-key-0123456789abcdef"
-	oldKey = "old-key-0123456789abcdef"
+	newKey = "new-key-0123456789abcdef01234567"
+	oldKey = "old-key-0123456789abcdef01234567"
 )
+
+// privLine is the key file line of seed's private key (it signs);
+// pubLine, of its public key (it verifies only).
+func privLine(seed string) string {
+	return relay.KeyLinePrivate + ":" + base64.StdEncoding.EncodeToString([]byte(seed))
+}
+
+func pubLine(seed string) string {
+	return relay.KeyLinePublic + ":" + base64.StdEncoding.EncodeToString(ed25519.NewKeyFromSeed([]byte(seed)).Public().(ed25519.PublicKey))
+}
 
 func writeFile(t *testing.T, name, text string) string {
 	t.Helper()
@@ -54,9 +67,9 @@ func TestTokenSignsWithTheFirstLiveKey(t *testing.T) {
 	future := time.Now().Add(48 * time.Hour).UTC().Format(time.RFC3339)
 	past := time.Now().Add(-time.Hour).UTC().Format(time.RFC3339)
 	for name, tt := range map[string]struct{ file, signer, notSigner string }{
-		"new key first":   {"# rotation\n" + newKey + "\n" + oldKey + " until=" + future + "\n", newKey, oldKey},
-		"first key spent": {oldKey + " until=" + past + "\n\n" + newKey + "\n", newKey, oldKey},
-		"old key first":   {oldKey + "  until=" + future + "\n" + newKey + "\n", oldKey, newKey},
+		"new key first":   {"# rotation\n" + privLine(newKey) + "\n" + privLine(oldKey) + " until=" + future + "\n", newKey, oldKey},
+		"first key spent": {privLine(oldKey) + " until=" + past + "\n\n" + privLine(newKey) + "\n", newKey, oldKey},
+		"old key first":   {privLine(oldKey) + "  until=" + future + "\n" + privLine(newKey) + "\n", oldKey, newKey},
 	} {
 		t.Run(name, func(t *testing.T) {
 			tok := runToken(t, "--key", writeFile(t, "keys", tt.file), "--subscribe", "live")
@@ -69,29 +82,46 @@ func TestTokenSignsWithTheFirstLiveKey(t *testing.T) {
 		})
 	}
 	var stdout, stderr bytes.Buffer
-	spent := writeFile(t, "spent", oldKey+" until="+past+"\n")
+	spent := writeFile(t, "spent", privLine(oldKey)+" until="+past+"\n")
 	if code := run(context.Background(), []string{"token", "--key", spent, "--publish", "x"}, &stdout, &stderr); code == 0 ||
 		!strings.Contains(stderr.String(), spent) || !strings.Contains(stderr.String(), "past its until") {
 		t.Errorf("every key spent: exit %d, stderr %q", code, stderr.String())
 	}
-	bad := writeFile(t, "bad", newKey+"\n"+oldKey+" until=friday\n")
+	bad := writeFile(t, "bad", privLine(newKey)+"\n"+pubLine(oldKey)+" until=friday\n")
 	stderr.Reset()
 	if code := run(context.Background(), []string{"serve", "--listen", "127.0.0.1:0", "--auth-key", bad}, &stdout, &stderr); code == 0 ||
 		!strings.Contains(stderr.String(), bad+":2:") || strings.Count(strings.TrimSpace(stderr.String()), "\n") != 0 {
 		t.Errorf("bad until: exit %d, stderr %q; want one line naming %s:2", code, stderr.String(), bad)
 	}
+	// A file of public keys verifies and cannot sign.
+	pubOnly := writeFile(t, "pub", pubLine(newKey)+"\n")
+	stdout.Reset()
+	stderr.Reset()
+	if code := run(context.Background(), []string{"token", "--key", pubOnly, "--publish", "x"}, &stdout, &stderr); code == 0 || stdout.Len() != 0 ||
+		!strings.Contains(stderr.String(), pubOnly) || !strings.Contains(stderr.String(), "no private key") {
+		t.Errorf("token from a public key file: exit %d, stdout %q, stderr %q", code, stdout.String(), stderr.String())
+	}
+	// A key file made with head -c 32 /dev/urandom is refused with how to
+	// make one.
+	raw := writeFile(t, "raw", "\x8f\xff\n0123456789abcdef0123456789ab")
+	stderr.Reset()
+	if code := run(context.Background(), []string{"serve", "--listen", "127.0.0.1:0", "--auth-key", raw}, &stdout, &stderr); code == 0 ||
+		!strings.Contains(stderr.String(), raw) || !strings.Contains(stderr.String(), "relay keygen --auth --out FILE") {
+		t.Errorf("raw key file: exit %d, stderr %q", code, stderr.String())
+	}
 }
 
 // TestServeAuthFlags runs `relay serve --auth-key FILE --public-listen`
-// in process: a listener without a token gets the public prefix only, a
-// publisher needs a token from `relay token`, and both keys of the file
-// verify.
+// in process, FILE holding public keys only: a listener without a token
+// gets the public prefix only, a publisher needs a token from `relay
+// token` (with the private key file), and both keys of the file verify.
 func TestServeAuthFlags(t *testing.T) {
 	future := time.Now().Add(48 * time.Hour).UTC().Format(time.RFC3339)
-	keys := writeFile(t, "keys", newKey+"\n"+oldKey+" until="+future+"\n")
+	pubKeys := writeFile(t, "pubkeys", pubLine(newKey)+"\n"+pubLine(oldKey)+" until="+future+"\n")
+	keys := writeFile(t, "keys", privLine(newKey)+"\n")
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	base, stderr, stop := serveInProcessLogs(t, "--udp-buffer", "1MiB", "--auth-key", keys, "--public-listen", "live", "--public-listen", "radio,news")
+	base, stderr, stop := serveInProcessLogs(t, "--udp-buffer", "1MiB", "--auth-key", pubKeys, "--public-listen", "live", "--public-listen", "radio,news")
 	defer stop()
 	url := base + "/"
 	dial := func(q string) *client.Session {
@@ -164,7 +194,7 @@ func TestServeAuthFlags(t *testing.T) {
 // listener outside the public prefixes is refused; a bad file is a
 // one-line usage error naming the flag.
 func TestTokenFile(t *testing.T) {
-	keys := writeFile(t, "keys", newKey+"\n")
+	keys := writeFile(t, "keys", privLine(newKey)+"\n")
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	base, _, stop := serveInProcessLogs(t, "--udp-buffer", "1MiB", "--auth-key", keys)
@@ -222,5 +252,27 @@ func TestTokenFile(t *testing.T) {
 		if code != 2 || !strings.Contains(msg, c.want) || strings.Count(msg, "\n") > 0 {
 			t.Errorf("%v: exit %d, %q; want 2 and one line with %q", c.args, code, msg, c.want)
 		}
+	}
+}
+
+// TestKeygenAuth: relay keygen --auth writes a key file relay token
+// signs with, and prints the public line a relay verifies with.
+func TestKeygenAuth(t *testing.T) {
+	key := filepath.Join(t.TempDir(), "key")
+	var stdout, stderr bytes.Buffer
+	if code := run(context.Background(), []string{"keygen", "--auth", "--out", key}, &stdout, &stderr); code != 0 {
+		t.Fatalf("keygen --auth: exit %d: %s", code, stderr.String())
+	}
+	public := writeFile(t, "public", stdout.String())
+	verifier, err := relay.LoadAuthenticator(public)
+	if err != nil {
+		t.Fatalf("the printed line as a key file: %v", err)
+	}
+	if verifier.CanSign() {
+		t.Fatal("the printed public line signs")
+	}
+	tok := runToken(t, "--key", key, "--publish", "live")
+	if c, err := verifier.Verify(tok); err != nil || len(c.Put) != 1 || c.Put[0] != "live" {
+		t.Fatalf("token from the keygen file: %+v, %v", c, err)
 	}
 }

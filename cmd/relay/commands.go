@@ -79,7 +79,9 @@ or anywhere with --no-auth); broadcasts not published here pulled from
 	fs.StringVar(&f.ACMECA, "acme-ca", "", "ACME directory URL (https://); default Let's Encrypt")
 	fs.StringVar(&f.ACMECARoot, "acme-ca-root", "", "PEM file with the root(s) that verify the ACME CA's HTTPS endpoint")
 	fs.StringVar(&f.ACMEDir, "acme-dir", "", "directory for the ACME account, keys and certificates")
-	fs.StringVar(&f.AuthKeyFile, "auth-key", "", "file with the token signing keys: one per line, KEY or KEY until=RFC3339")
+	fs.StringVar(&f.AuthKeyFile, "auth-key", "", "file with the token keys: lines ed25519-public:BASE64 (verifies) or ed25519-private:BASE64 (also signs), each optionally followed by until=RFC3339 (relay keygen --auth, fleet auth export)")
+	fs.DurationVar(&f.MaxTokenLifetime, "max-token-lifetime", relay.DefaultMaxTokenLifetime, "refuse tokens valid for longer than this (exp - iat, and exp - now); needs --auth-key")
+	cli.Ranged(fs, "max-token-lifetime", cli.Durations(time.Minute, 365*24*time.Hour))
 	fs.BoolVar(&f.NoAuth, "no-auth", false, "check no tokens on a --listen address other than loopback: any client that reaches it may publish (without --auth-key, only loopback serves)")
 	fs.StringVar(&f.RevocationFile, "revocation-file", "", "file naming revoked tokens (jti=ID or prefix=PATH issued-before=T, until=T; written by fleet token revoke), read every second: their sessions are closed and refused; a missing file revokes nothing")
 	fs.Var(&f.PublicListen, "public-listen", "broadcast path prefix anyone may listen under without a token (repeatable, comma-separated); needs --auth-key")
@@ -148,10 +150,10 @@ func tokenCmd(ios *cli.IOStreams) *cobra.Command {
 	cmd := &cobra.Command{Use: "token --key FILE (--publish PREFIX | --subscribe PREFIX)", Short: "sign an access token with a key file", Args: cli.NoArgs,
 		Long: "relay token prints a token signed with the key in --key FILE that may publish, or subscribe, under a broadcast path prefix."}
 	fs := cmd.Flags()
-	fs.StringVar(&f.KeyFile, "key", "", "file with the token signing key")
+	fs.StringVar(&f.KeyFile, "key", "", "key file with an ed25519-private line (relay keygen --auth); a file of public keys verifies only and cannot sign")
 	fs.StringVar(&f.Publish, "publish", "", "broadcast path prefix the token may publish under")
 	fs.StringVar(&f.Subscribe, "subscribe", "", "broadcast path prefix the token may subscribe under")
-	fs.DurationVar(&f.TTL, "ttl", time.Hour, "how long the token is valid")
+	fs.DurationVar(&f.TTL, "ttl", time.Hour, "how long the token is valid (relays refuse tokens valid longer than their --max-token-lifetime, 24h by default)")
 	cli.Ranged(fs, "ttl", cli.Durations(time.Second, 365*24*time.Hour))
 	cmd.RunE = func(*cobra.Command, []string) error {
 		f.Changed = fs.Changed

@@ -105,7 +105,7 @@ func TestBadInputExitsTwoWithOneLine(t *testing.T) {
 func TestTokenIsAcceptedByTheRelay(t *testing.T) {
 	dir := t.TempDir()
 	keyFile := filepath.Join(dir, "key")
-	if err := os.WriteFile(keyFile, []byte("0123456789abcdef0123456789abcdef\n"), 0o600); err != nil {
+	if err := os.WriteFile(keyFile, []byte(privLine(newKey)+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	var stdout, stderr bytes.Buffer
@@ -113,11 +113,7 @@ func TestTokenIsAcceptedByTheRelay(t *testing.T) {
 		t.Fatalf("exit %d: %s", code, stderr.String())
 	}
 	tok := strings.TrimSpace(stdout.String())
-	key, err := relay.LoadAuthKey(keyFile)
-	if err != nil {
-		t.Fatal(err)
-	}
-	a, err := relay.NewAuthenticator(key)
+	a, err := relay.LoadAuthenticator(keyFile)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -131,7 +127,7 @@ func TestTokenIsAcceptedByTheRelay(t *testing.T) {
 	if d := time.Until(time.Unix(c.Expires, 0)); d < 119*time.Minute || d > 121*time.Minute {
 		t.Fatalf("token expires in %v, want 2h", d)
 	}
-	other, _ := relay.NewAuthenticator([]byte("another key, also long enough"))
+	other, _ := relay.NewAuthenticator([]byte(oldKey))
 	if _, err := other.Verify(tok); err == nil {
 		t.Fatal("token verified with another key")
 	}

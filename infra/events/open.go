@@ -344,6 +344,10 @@ type KeyedStacks struct {
 func (k *KeyedStacks) Up(ctx context.Context, stack string, b program.Burst) ([]program.HostEntry, error) {
 	k.mu.Lock()
 	if k.keys == "" {
+		if err := program.CheckKeysForRelease(ctx, k.FleetStack, k.Template.Program.RelayBinary); err != nil {
+			k.mu.Unlock()
+			return nil, err
+		}
 		keys, _, err := program.FleetAuthKeys(ctx, k.FleetStack, time.Now(), true)
 		if err != nil {
 			k.mu.Unlock()

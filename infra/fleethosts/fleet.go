@@ -99,6 +99,15 @@ func (f *Fleet) Converge(ctx context.Context, w io.Writer, o provision.Options, 
 		return err
 	}
 	o.Binary = binary
+	if !o.Check {
+		ks := f.Keys
+		if ks == nil {
+			ks = f.Stack
+		}
+		if err := program.CheckKeysForRelease(ctx, ks, f.Stack.Program.RelayBinary); err != nil {
+			return err
+		}
+	}
 	keys, _, err := f.AuthKeys(ctx, !o.Check)
 	if err != nil {
 		return err

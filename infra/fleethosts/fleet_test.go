@@ -11,6 +11,7 @@ import (
 	"github.com/relayfleet/relayfleet/infra/program/programtest"
 	"github.com/relayfleet/relayfleet/internal/testutil"
 	"github.com/relayfleet/relayfleet/inventories"
+	"github.com/relayfleet/relayfleet/provision"
 )
 
 // TestReadHostsWarns: where the stacks and the inventory differ (two
@@ -29,8 +30,8 @@ func TestReadHostsWarns(t *testing.T) {
 		return map[string]any{"name": name, "group": "fsn", "backend": "hcloud", "address": "127.0.0.1",
 			"sshAddress": "127.0.0.1:22", "hostKey": "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOMqqnkVzrm0SdG6UOoqKLsabgH5C9okWi0dh2l9GKJl", "user": "root", "ports": []int{4443}}
 	}
-	const key = "TmV3U2lnbmluZ0tleU5ld1NpZ25pbmdLZXlOZXdTaWc"
-	programtest.ImportStack(t, st, key+"\n", map[string]any{"fleet": "cloud", "hosts": []any{host("cloud-s-fsn-1"), host("cloud-s-fsn-2")}})
+	const key = "ed25519-private:ERERERERERERERERERERERERERERERERERERERERERE=\ned25519-link-private:EhISEhISEhISEhISEhISEhISEhISEhISEhISEhISEhI=\n"
+	programtest.ImportStack(t, st, key, map[string]any{"fleet": "cloud", "hosts": []any{host("cloud-s-fsn-1"), host("cloud-s-fsn-2")}})
 	var warnings bytes.Buffer
 	f := &Fleet{Stack: st, Warnings: &warnings, Now: func() time.Time { return time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC) }}
 	set, err := f.ReadHosts(context.Background())
@@ -42,7 +43,7 @@ func TestReadHostsWarns(t *testing.T) {
 		t.Errorf("%d hosts, warnings %q; want 2, %q", len(set.Hosts), warnings.String(), want)
 	}
 	text, keys, err := f.AuthKeys(context.Background(), false)
-	if err != nil || text != key+"\n" || len(keys) != 1 || keys[0].Secret != key {
-		t.Errorf("AuthKeys = %q, %+v, %v; want the stack's key", text, keys, err)
+	if err != nil || len(keys) != 2 || provision.FormatAuthKeys(keys) != key || text != provision.BoxKeyFile(keys, f.Now()) {
+		t.Errorf("AuthKeys = %q, %+v, %v; want the stack's keys, their public halves in the relays' file", text, keys, err)
 	}
 }

@@ -91,6 +91,9 @@ func (o ApplyOptions) loadWithKeys(ctx context.Context, record bool) (*Stack, er
 		if err := o.useRelease(ctx, st, record); err != nil {
 			return nil, err
 		}
+		if err := CheckKeysForRelease(ctx, o.keyStore(st), st.Program.RelayBinary); err != nil {
+			return nil, err
+		}
 	}
 	if st.Program.AuthKeys, _, err = o.authKeys(ctx, st, true); err != nil {
 		return nil, err

@@ -17,11 +17,13 @@ import (
 	"github.com/relayfleet/relayfleet/units"
 )
 
-// Token lifetimes fleet token accepts; MaxTokenTTL bounds fleet auth
-// rotate's overlap too.
+// Token lifetimes fleet token accepts: at most what the fleet's relays
+// accept (relay serve --max-token-lifetime, 24h by default, as the
+// fleet's units leave it). MaxOverlap bounds fleet auth rotate's overlap.
 const (
 	DefaultTokenTTL = time.Hour
-	MaxTokenTTL     = 30 * 24 * time.Hour
+	MaxTokenTTL     = 24 * time.Hour
+	MaxOverlap      = 30 * 24 * time.Hour
 )
 
 // TokenOptions are fleet token's options: exactly one of Publish and
@@ -31,11 +33,12 @@ type TokenOptions struct {
 	Publish, Subscribe       string
 	HasPublish, HasSubscribe bool
 	TTL                      time.Duration
-	// Sign makes the token with the fleet's signing key (relay.NewToken).
+	// Sign makes the token with the fleet's signing key, an Ed25519 seed
+	// (relay.NewToken).
 	Sign func(key []byte, publish, subscribe string, hasPublish, hasSubscribe bool, ttl time.Duration) (string, error)
 }
 
-// MintToken is fleet token: a relay token signed with the fleet's first
+// MintToken is fleet token: a relay token signed with the fleet's signing
 // key, for the prefix and TTL asked, printed on a line of its own. It
 // needs the key fleet up made (provision.ErrNoAuthKey: run fleet up).
 func MintToken(ctx context.Context, o TokenOptions) error {
@@ -57,7 +60,11 @@ func MintToken(ctx context.Context, o TokenOptions) error {
 	if err != nil {
 		return err
 	}
-	tok, err := o.Sign([]byte(keys[0].Secret), o.Publish, o.Subscribe, o.HasPublish, o.HasSubscribe, o.TTL)
+	signer, err := provision.SigningKey(keys)
+	if err != nil {
+		return err
+	}
+	tok, err := o.Sign(signer.Seed, o.Publish, o.Subscribe, o.HasPublish, o.HasSubscribe, o.TTL)
 	if err != nil {
 		return err
 	}
@@ -80,10 +87,12 @@ func ShowAuthKeys(ctx context.Context, e Env) error {
 	return nil
 }
 
-// ExportAuthKeys is fleet auth export: it writes the fleet's key file
-// for the origin relays ops run outside the fleet (relay serve
-// --auth-key FILE) to the file out (--out), mode 0600, never to a
-// terminal or stdout, and shows the key ids.
+// ExportAuthKeys is fleet auth export: it writes the fleet's public keys
+// (provision.PublicKeyFile) for the origin relays ops run outside the
+// fleet (relay serve --auth-key FILE) to the file out (--out), mode 0600,
+// never to a terminal or stdout, and shows the key ids. The file
+// verifies the fleet's tokens and its edges' link tokens and signs
+// nothing: a leaked export mints no token.
 func ExportAuthKeys(ctx context.Context, e Env, out string) error {
 	st, err := e.Load(io.Discard)
 	if err != nil {
@@ -98,14 +107,14 @@ func ExportAuthKeys(ctx context.Context, e Env, out string) error {
 	if fi, err := os.Stat(filepath.Dir(out)); err != nil || !fi.IsDir() {
 		return cli.Usagef("flag --out: no directory %s", filepath.Dir(out))
 	}
-	keyFile, keys, err := e.authKeys(ctx, st, false)
+	_, keys, err := e.authKeys(ctx, st, false)
 	if err != nil {
 		return err
 	}
-	if err := atomicfile.Write(out, []byte(keyFile), 0o600); err != nil {
+	if err := atomicfile.Write(out, []byte(provision.PublicKeyFile(keys)), 0o600); err != nil {
 		return err
 	}
-	fmt.Fprintf(e.IO.Out, "wrote %s (mode 0600): %s; run the origin with relay serve --auth-key %s, and export again after each rotation\n", out, text.Plural(len(keys), "key", "keys"), out)
+	fmt.Fprintf(e.IO.Out, "wrote %s (mode 0600): %s, public halves only (they verify, they cannot sign); run the origin with relay serve --auth-key %s, and export again after each rotation\n", out, text.Plural(len(keys), "key", "keys"), out)
 	provision.WriteKeys(e.IO.Out, keys)
 	return nil
 }
@@ -125,10 +134,14 @@ type RotateOptions struct {
 	Converge func(ctx context.Context, targets []provision.Target, binary []byte) error
 }
 
-// RotateAuth is fleet auth rotate: it makes a new signing key, keeps the
-// old one verifying for Overlap, stores both in the stack
-// (RotateFleetAuthKeys) and converges the fleet's steady boxes onto them
-// so that every relay takes them.
+// RotateAuth is fleet auth rotate: it makes a new signing key and link
+// key, keeps the old ones verifying for Overlap, stores them in the stack
+// (RotateFleetAuthKeys) and converges the fleet's steady boxes onto their
+// public halves (and the new link key) so that every relay takes them.
+// A fleet whose state holds an earlier relayfleet's HS256 key moves to
+// Ed25519 keys here, when its relay build reads them
+// (CheckKeysForRelease); tokens the HS256 key signed stop working as
+// each relay restarts with the new key file.
 func RotateAuth(ctx context.Context, o RotateOptions) error {
 	stdout := o.IO.Out
 	st, err := o.Load(stdout)
@@ -144,14 +157,20 @@ func RotateAuth(ctx context.Context, o RotateOptions) error {
 	if err != nil {
 		return err
 	}
-	keyFile, keys, until, err := RotateFleetAuthKeys(ctx, o.keyStore(st), o.now(), o.Overlap)
+	if err := CheckKeysForRelease(ctx, o.keyStore(st), st.Program.RelayBinary); err != nil {
+		return err
+	}
+	keyFile, keys, until, legacy, err := RotateFleetAuthKeys(ctx, o.keyStore(st), o.now(), o.Overlap)
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "new signing key %s kept encrypted in stack %s\n", keys[0].ID(), st.Name)
-	if len(keys) > 1 {
+	fmt.Fprintf(stdout, "new signing key %s kept encrypted in stack %s; relays get its public half only\n", keys[0].ID(), st.Name)
+	switch {
+	case legacy:
+		fmt.Fprintf(stdout, "the fleet's HS256 key is dropped: the relays' new key file verifies Ed25519 tokens only, so tokens it signed stop working as each relay takes it; mint new ones with fleet token\n")
+	case len(keys) > 2:
 		fmt.Fprintf(stdout, "old keys verify until %s (tokens they signed stop working then); fleet token now signs with %s\n", until.Format(time.RFC3339), keys[0].ID())
-	} else {
+	default:
 		fmt.Fprintf(stdout, "no earlier key to keep\n")
 	}
 	provision.WriteKeys(stdout, keys)

@@ -2,6 +2,7 @@ package program
 
 import (
 	"context"
+	"encoding/base64"
 	"errors"
 	"io"
 	"os"
@@ -15,9 +16,13 @@ import (
 )
 
 var (
-	cmdNow     = time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
-	signingKey = "TmV3U2lnbmluZ0tleU5ld1NpZ25pbmdLZXlOZXdTaWc"
-	oldKey     = "T2xkS2V5T2xkS2V5T2xkS2V5T2xkS2V5T2xkS2V5T2x"
+	cmdNow = time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+	// The fleet's keys in the tests: its signing key, its link key and
+	// an old signing key kept through a rotation, as the state text.
+	signingKey = key(1, false, time.Time{})
+	linkKey    = key(2, true, time.Time{})
+	oldKey     = key(3, false, time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC))
+	stateText  = provision.FormatAuthKeys([]provision.AuthKey{signingKey, linkKey, oldKey})
 )
 
 // testEnv is an Env on the mixed fleet whose keys are text, kept in
@@ -53,7 +58,7 @@ func flagRelease(_ context.Context, st *Stack, relayFlag string, _ bool, _ io.Wr
 // fleet without a key gets none made.
 func TestMintToken(t *testing.T) {
 	var out strings.Builder
-	env, _ := testEnv(t, signingKey+"\n"+oldKey+" until=2026-12-01T12:00:00Z\n", &out)
+	env, _ := testEnv(t, stateText, &out)
 	var signed []any
 	sign := func(key []byte, pub, sub string, hasPub, hasSub bool, ttl time.Duration) (string, error) {
 		signed = []any{string(key), pub, sub, hasPub, hasSub, ttl}
@@ -63,7 +68,7 @@ func TestMintToken(t *testing.T) {
 	if err := MintToken(context.Background(), o); err != nil || out.String() != "TOKEN\n" {
 		t.Fatalf("MintToken: %v, printed %q", err, out.String())
 	}
-	if want := []any{signingKey, "live/", "", true, false, 2 * time.Hour}; len(signed) != len(want) || signed[0] != want[0] || signed[1] != want[1] || signed[3] != want[3] || signed[4] != want[4] || signed[5] != want[5] {
+	if want := []any{string(signingKey.Seed), "live/", "", true, false, 2 * time.Hour}; len(signed) != len(want) || signed[0] != want[0] || signed[1] != want[1] || signed[3] != want[3] || signed[4] != want[4] || signed[5] != want[5] {
 		t.Errorf("signed %v, want %v", signed, want)
 	}
 	for _, tc := range []struct {
@@ -91,35 +96,36 @@ func TestMintToken(t *testing.T) {
 // TestShowAuthKeys: key ids, never keys.
 func TestShowAuthKeys(t *testing.T) {
 	var out strings.Builder
-	env, _ := testEnv(t, signingKey+"\n"+oldKey+" until=2026-12-01T12:00:00Z\n", &out)
+	env, _ := testEnv(t, stateText, &out)
 	if err := ShowAuthKeys(context.Background(), env); err != nil {
 		t.Fatal(err)
 	}
-	want := "key " + provision.AuthKey{Secret: signingKey}.ID() + "  signs and verifies, until rotated\n" +
-		"key " + provision.AuthKey{Secret: oldKey}.ID() + "  verifies, until 2026-12-01T12:00:00Z\n"
+	want := "key " + signingKey.ID() + "  signs and verifies, until rotated\n" +
+		"key " + linkKey.ID() + "  link key (subscribe only), until rotated\n" +
+		"key " + oldKey.ID() + "  verifies, until 2026-12-01T12:00:00Z\n"
 	if out.String() != want {
 		t.Errorf("ShowAuthKeys:\n%s\nwant\n%s", out.String(), want)
 	}
 }
 
-// TestExportAuthKeys: the key file goes to --out, mode 0600, and only
-// ids to the output; --out must be a regular file in a directory.
+// TestExportAuthKeys: the public key file goes to --out, mode 0600, and
+// only ids to the output; no private key is exported; --out must be a
+// regular file in a directory.
 func TestExportAuthKeys(t *testing.T) {
 	var out strings.Builder
-	text := signingKey + "\n" + oldKey + " until=2026-12-01T12:00:00Z\n"
-	env, _ := testEnv(t, text, &out)
+	env, _ := testEnv(t, stateText, &out)
 	path := filepath.Join(t.TempDir(), "origin.keys")
 	if err := ExportAuthKeys(context.Background(), env, path); err != nil {
 		t.Fatal(err)
 	}
 	data, err := os.ReadFile(path)
-	if err != nil || string(data) != text {
+	if err != nil || string(data) != provision.PublicKeyFile([]provision.AuthKey{signingKey, linkKey, oldKey}) || strings.Contains(string(data), "private") {
 		t.Errorf("exported %q (%v)", data, err)
 	}
 	if st, _ := os.Stat(path); st.Mode().Perm() != 0o600 {
 		t.Errorf("mode %v, want 0600", st.Mode().Perm())
 	}
-	if !strings.HasPrefix(out.String(), "wrote "+path+" (mode 0600): 2 keys;") || strings.Contains(out.String(), signingKey[:16]) {
+	if !strings.HasPrefix(out.String(), "wrote "+path+" (mode 0600): 3 keys, public halves only") || strings.Contains(out.String(), "ERERERER") {
 		t.Errorf("output:\n%s", out.String())
 	}
 	for out, want := range map[string]string{
@@ -142,7 +148,7 @@ func TestRotateAuth(t *testing.T) {
 		t.Fatal(err)
 	}
 	var out strings.Builder
-	env, store := testEnv(t, signingKey+"\n", &out)
+	env, store := testEnv(t, provision.FormatAuthKeys([]provision.AuthKey{signingKey, linkKey}), &out)
 	env.NeedsRelay, env.RelayBinary, env.SSHKey, env.LabDir = true, exe, "", "labdir"
 	var converged []provision.Target
 	closed := false
@@ -165,10 +171,10 @@ func TestRotateAuth(t *testing.T) {
 		t.Fatal(err)
 	}
 	keys, err := provision.ParseAuthKeys(store.secrets[RelayAuthKeysKey])
-	if err != nil || len(keys) != 2 || keys[0].Secret == signingKey || keys[1].Secret != signingKey || !keys[1].Until.Equal(cmdNow.Add(6*time.Hour)) {
+	if err != nil || len(keys) != 4 || keys[0].ID() == signingKey.ID() || keys[2].ID() != signingKey.ID() || !keys[2].Until.Equal(cmdNow.Add(6*time.Hour)) {
 		t.Fatalf("stored keys %v %v", keys, err)
 	}
-	if len(converged) != 2 || string(converged[1].AuthKeys) != store.secrets[RelayAuthKeysKey] || !closed {
+	if len(converged) != 2 || string(converged[1].AuthKeys) != provision.BoxKeyFile(keys, cmdNow) || !closed {
 		t.Errorf("converged %d targets (closed %v): %+v", len(converged), closed, converged)
 	}
 	for _, want := range []string{"new signing key " + keys[0].ID(), "old keys verify until 2026-11-30T18:00:00Z", "every relay of the fleet verifies with the new keys"} {
@@ -176,7 +182,7 @@ func TestRotateAuth(t *testing.T) {
 			t.Errorf("output lacks %q:\n%s", want, out.String())
 		}
 	}
-	if strings.Contains(out.String(), keys[0].Secret[:16]) || strings.Contains(out.String(), signingKey[:16]) {
+	if strings.Contains(out.String(), base64.StdEncoding.EncodeToString(keys[0].Seed)[:16]) || strings.Contains(out.String(), "ERERERER") {
 		t.Errorf("a key was printed:\n%s", out.String())
 	}
 	o.Converge = func(context.Context, []provision.Target, []byte) error { return errors.New("1 of 2 hosts failed") }

@@ -270,7 +270,8 @@ func TestShippedLabInventory(t *testing.T) {
 	}
 }
 
-const testAuthKeys = "cHJvZ3JhbS10ZXN0LWF1dGgta2V5LXByb2dyYW0tdGVzdA\n"
+// testAuthKeys is a relay key file (provision.BoxKeyFile) of fixed keys.
+const testAuthKeys = "format:ed25519\ned25519-public:0EqyMnQrtKs6E2i9RhXk5tAiSrcaAWuvhSCjMsl3hzc=\ned25519-link-public:IEBA42TBDyvsnB/lAKHNTCR8idZQoB7X6CyrqGeHfCE=\ned25519-link-private:EhISEhISEhISEhISEhISEhISEhISEhISEhISEhISEhI=\n"
 
 // TestHostsGetTheAuthKeyAsASecret: every Host gets the fleet's key file as
 // a secret input (so Pulumi keeps it encrypted in the state and never

@@ -91,7 +91,7 @@ func (*Host) WireDependencies(f infer.FieldSelector, _ *HostArgs, state *HostSta
 
 // Annotate describes the inputs.
 func (a *HostArgs) Annotate(an infer.Annotator) {
-	an.Describe(&a.AuthKeys, "The fleet's relay auth key file (secret): one key per line, the first signs.")
+	an.Describe(&a.AuthKeys, "The fleet's relay key file (secret): the public keys that verify tokens and the link key, never a key that signs tokens to publish.")
 	an.Describe(&a.PublicListen, "Broadcast path prefixes listeners may subscribe under without a token.")
 	an.Describe(&a.TLSKey, "The box's relay TLS key (secret, PEM PKCS #8 ECDSA P-256): every relay process serves certificates for it.")
 }
@@ -170,7 +170,7 @@ func (a HostArgs) validate() error {
 	case a.AuthKeys == "":
 		return fmt.Errorf("authKeys: missing; %v", provision.ErrNoAuthKey)
 	}
-	if _, err := provision.ParseAuthKeys(a.AuthKeys); err != nil {
+	if err := provision.CheckBoxKeyFile(a.AuthKeys); err != nil {
 		return fmt.Errorf("authKeys: %v", err)
 	}
 	if _, err := a.spki(); err != nil {

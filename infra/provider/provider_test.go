@@ -215,7 +215,8 @@ func hostArgs() HostArgs {
 		BasePort: 4443, Release: strings.Repeat("ab", 32), RelayBinary: "/bin/relay", AuthKeys: testAuthKeys}
 }
 
-const testAuthKeys = "c2VjcmV0LWF1dGgta2V5LWZvci10aGUtdGVzdHMtMTIzNA\n"
+// testAuthKeys is a relay key file (provision.BoxKeyFile) of fixed keys.
+const testAuthKeys = "format:ed25519\ned25519-public:oJql9HpnWYAv+VX43C0qFKXJnSO+l/hkEn/5ODRVpPA=\ned25519-link-public:dPhc2jTRwnxGIUhHMekVecPZxs/A2UsoGqEekWIFiqk=\ned25519-link-private:IyMjIyMjIyMjIyMjIyMjIyMjIyMjIyMjIyMjIyMjIyM=\n"
 
 func TestDesiredHash(t *testing.T) {
 	a := hostArgs()
@@ -316,8 +317,13 @@ func TestHostValidate(t *testing.T) {
 		t.Fatalf("no auth keys: %v", err)
 	}
 	a.AuthKeys = "too-short-key\n"
-	if err := a.validate(); err == nil || !strings.Contains(err.Error(), "authKeys: auth keys line 1") || strings.Contains(err.Error(), "too-short") {
+	if err := a.validate(); err == nil || !strings.Contains(err.Error(), "authKeys: relay key file line 1") || strings.Contains(err.Error(), "too-short") {
 		t.Fatalf("short auth key: %v (it must not show the key)", err)
+	}
+	// A private signing key never goes to a box.
+	a.AuthKeys = testAuthKeys + "ed25519-private:ERERERERERERERERERERERERERERERERERERERERERE=\n"
+	if err := a.validate(); err == nil || !strings.Contains(err.Error(), "never goes to a relay") || strings.Contains(err.Error(), "EREREREREREREREREREREREREREREREREREREREREREE") {
+		t.Fatalf("private key in authKeys: %v (it must not show the key)", err)
 	}
 }
 

@@ -100,11 +100,15 @@ func Run(ctx context.Context, o Options) error {
 	if err != nil {
 		return err
 	}
-	pubTok, err := o.Sign([]byte(keys[0].Secret), Prefix, "", true, false, TokenTTL)
+	signer, err := provision.SigningKey(keys)
 	if err != nil {
 		return err
 	}
-	subTok, err := o.Sign([]byte(keys[0].Secret), "", Prefix, false, true, TokenTTL)
+	pubTok, err := o.Sign(signer.Seed, Prefix, "", true, false, TokenTTL)
+	if err != nil {
+		return err
+	}
+	subTok, err := o.Sign(signer.Seed, "", Prefix, false, true, TokenTTL)
 	if err != nil {
 		return err
 	}

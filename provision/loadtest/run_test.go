@@ -6,7 +6,6 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
@@ -20,7 +19,7 @@ import (
 type fakeFleet struct{ boxes map[string]string }
 
 func (fakeFleet) AuthKeys(context.Context, bool) (string, []provision.AuthKey, error) {
-	return "k\n", []provision.AuthKey{{Secret: strings.Repeat("k", 43)}}, nil
+	return "k\n", []provision.AuthKey{{Seed: make([]byte, 32)}}, nil
 }
 
 func (f fakeFleet) SteadyTargets(context.Context) ([]provision.Target, func(), error) {

@@ -118,8 +118,9 @@ func noPulumiLocks(t *testing.T, state string) {
 	})
 }
 
-// signingKey is the fleet's relay auth key in the stack the test imports.
-const signingKey = "TmV3U2lnbmluZ0tleU5ld1NpZ25pbmdLZXlOZXdTaWc"
+// signingKey is the fleet's relay auth keys (its signing key and link
+// key) in the stack the test imports.
+const signingKey = "ed25519-private:ERERERERERERERERERERERERERERERERERERERERERE=\ned25519-link-private:EhISEhISEhISEhISEhISEhISEhISEhISEhISEhISEhI="
 
 func TestMain(m *testing.M) { os.Exit(systest.Main(m)) }
 
