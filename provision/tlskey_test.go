@@ -56,8 +56,8 @@ func TestDesiredRelayTLSKey(t *testing.T) {
 		t.Fatal(err)
 	}
 	l := units.Layout{Cores: 1, RAM: 1 << 30, BasePort: 4443, Binary: "/opt/relay"}
-	auth, _ := NewAuthKey()
-	p, err := DesiredRelay(l, strings.Repeat("a", 64), []byte(auth+"\n"), key)
+	auth := testBoxKeys()
+	p, err := DesiredRelay(l, strings.Repeat("a", 64), auth, key)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -67,10 +67,10 @@ func TestDesiredRelayTLSKey(t *testing.T) {
 	if !strings.Contains(string(p.Content["/etc/systemd/system/"+units.TemplateName]), "--tls-key %d/relay-tls-key") {
 		t.Fatal("the relays do not run with the key")
 	}
-	if _, err := DesiredRelay(l, strings.Repeat("a", 64), []byte(auth+"\n"), []byte("not a key")); err == nil || !strings.Contains(err.Error(), "TLS key") {
+	if _, err := DesiredRelay(l, strings.Repeat("a", 64), auth, []byte("not a key")); err == nil || !strings.Contains(err.Error(), "TLS key") {
 		t.Fatalf("a bad key: %v", err)
 	}
-	p, err = DesiredRelay(l, strings.Repeat("a", 64), []byte(auth+"\n"), nil)
+	p, err = DesiredRelay(l, strings.Repeat("a", 64), auth, nil)
 	if err != nil || p.Content[units.TLSKeyFile] != nil {
 		t.Fatalf("no key: %v, file %q", err, p.Content[units.TLSKeyFile])
 	}

@@ -264,7 +264,7 @@ func TestTokenRevokeKeepsTheList(t *testing.T) {
 	}
 	out, _, code = fleet(t, "token", "revoke", "--inventory", labInventory, "--id", c.ID, "--lab-dir", t.TempDir())
 	list := store.secrets[program.RelayRevocationsKey]
-	if !strings.Contains(list, "jti="+c.ID+" until=2026-12-30T12:00:00Z\n") || strings.Contains(list, "jti=old") {
+	if !strings.Contains(list, "jti="+c.ID+" until=2026-12-01T12:00:00Z\n") || strings.Contains(list, "jti=old") {
 		t.Errorf("stored list:\n%s", list)
 	}
 	if !strings.Contains(out, "revoked jti="+c.ID) || code == 0 {

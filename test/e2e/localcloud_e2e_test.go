@@ -817,7 +817,10 @@ events:
 		Unavailable: []faults.Unavailable{{Rule: faults.Rule{Location: c.fallbacks[0]}}, {Rule: faults.Rule{Location: c.fallbacks[1]}, Count: 1}},
 		RateLimited: &faults.RateLimited{Requests: 2, RetryAfterSeconds: 2},
 	})
-	extraEnv = []string{provider.CreateTimeoutEnv + "=20s"}
+	// Long enough for a box on a loaded machine to come up (the third
+	// candidate's took more than 20 s once, under other work), short
+	// enough for the hung one not to cost much.
+	extraEnv = []string{provider.CreateTimeoutEnv + "=40s"}
 	before := requests()
 	partial := fleet("burst", "up", "--event", lcxEncore, "--events", evPath)
 	extraEnv = nil
@@ -827,7 +830,7 @@ events:
 	if partial.code == 0 || !strings.Contains(partial.out, "1 of 2 boxes routed") {
 		t.Fatalf("burst up with every candidate saying no: exit %d, want non-zero saying 1 of 2 boxes routed:\n%s", partial.code, partial.out)
 	}
-	for _, want := range []string{"not running after 20s", "has no public IPv4 address", fmt.Sprintf("candidate %s/%s@%s made 0 of 2", c.provider, c.shape, c.location), fmt.Sprintf("candidate %s/%s@%s made 0 of 2", c.provider, c.shape, c.fallbacks[0])} {
+	for _, want := range []string{"not running after 40s", "has no public IPv4 address", fmt.Sprintf("candidate %s/%s@%s made 0 of 2", c.provider, c.shape, c.location), fmt.Sprintf("candidate %s/%s@%s made 0 of 2", c.provider, c.shape, c.fallbacks[0])} {
 		if !strings.Contains(partial.out, want) {
 			t.Errorf("burst up does not say %q:\n%s", want, partial.out)
 		}
