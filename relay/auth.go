@@ -651,4 +651,3 @@ func (a *Authenticator) NewToken(publish, subscribe string, hasPublish, hasSubsc
 	}
 	return a.Sign(c)
 }
-
