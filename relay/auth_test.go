@@ -268,7 +268,9 @@ func TestClusterLinkCarriesItsOwnToken(t *testing.T) {
 		cancel()
 		rsub.Close()
 	}
-	if rogue.Stats().UpstreamConnected {
+	// Its link may look up for a moment at each dial, until the origin's
+	// refusal closes it (seen under CI's load): it must not stay up.
+	if !testutil.PollEvery(5*time.Second, 10*time.Millisecond, func() bool { return !rogue.Stats().UpstreamConnected }) {
 		t.Error("an edge without the key is connected upstream")
 	}
 	if n := origin.Stats().RefusedByReason[relay.ReasonUnauthorized]; n < 2 {
