@@ -113,7 +113,11 @@ func TestRelayfleetAckFrequencyBadRequest(t *testing.T) {
 		}
 	}
 	// the largest max_ack_delay a peer may advertise, and so be asked for
-	// as its min_ack_delay (patch 0008; fuzzing found it refused)
+	// as its min_ack_delay (patch 0008; fuzzing found it refused). An
+	// accepted frame changes the ACK tracker that the connection's run
+	// loop reads: the loop is over first (its context is cancelled last).
+	cli.CloseWithError(0, "")
+	<-cli.Context().Done()
 	for _, d := range []time.Duration{time.Millisecond, protocol.MaxMaxAckDelay, 1<<14*time.Millisecond - time.Microsecond} {
 		if err := cli.handleAckFrequencyFrame(&wire.AckFrequencyFrame{SequenceNumber: uint64(d), RequestMaxAckDelay: d, AckElicitingThreshold: 1, ReorderingThreshold: 1}); err != nil {
 			t.Errorf("ACK_FREQUENCY asking for %s: %v", d, err)
