@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	p "github.com/pulumi/pulumi-go-provider"
 	"github.com/pulumi/pulumi/sdk/v3/go/property"
@@ -115,12 +116,21 @@ func TestLabBoxAndHostLifecycle(t *testing.T) {
 	}
 
 	hostURN := urn(HostType, "pt1")
+	sign, err := provision.NewAuthKey(false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	link, err := provision.NewAuthKey(true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	boxKeys := provision.BoxKeyFile([]provision.AuthKey{sign, link}, time.Now())
 	hin := property.NewMap(map[string]property.Value{
 		"box": property.New("pt1"), "backend": property.New("lab"),
 		"sshAddress": box.Get("sshAddress"), "hostKey": box.Get("hostPublicKey"),
 		"cores": box.Get("cores"), "ram": box.Get("ram"),
 		"basePort": property.New(4443.0), "release": property.New(release), "relayBinary": property.New(relayPath),
-		"authKeys": property.New("bGFiLWtleS1sYWIta2V5LWxhYi1rZXktbGFiLWtleQ\n").WithSecret(true),
+		"authKeys": property.New(boxKeys).WithSecret(true),
 	})
 	hc, err := s.Check(p.CheckRequest{Urn: hostURN, Inputs: hin})
 	if err != nil || len(hc.Failures) > 0 {
