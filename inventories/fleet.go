@@ -46,6 +46,9 @@ type Fleet struct {
 	Surge *Surge `yaml:"surge"`
 }
 
+// MaxSessionsPerAddress is the largest access.max_sessions_per_address.
+const MaxSessionsPerAddress = 1 << 16
+
 // Access is the fleet's token policy. Every relay verifies tokens signed
 // with the fleet's key (fleet token mints them); publishing always needs
 // one.
@@ -53,6 +56,11 @@ type Access struct {
 	// PublicListen are broadcast path prefixes (such as live/) anyone may
 	// listen under without a token; everything else needs one.
 	PublicListen []string `yaml:"public_listen"`
+	// MaxSessionsPerAddress caps the sessions each relay process admits
+	// from one source address (relay serve --max-sessions-per-address);
+	// 0, the default, sets no cap: listeners behind one carrier NAT, and
+	// fleet loadtest, come from one address.
+	MaxSessionsPerAddress int `yaml:"max_sessions_per_address"`
 }
 
 // Admin is who may reach the boxes' SSH.
@@ -201,6 +209,9 @@ func (f *Fleet) validate(cat *Catalogue) error {
 		if err := checkOrigin(o); err != nil {
 			return fieldErr(fmt.Sprintf("origin[%d]", i), "%v", err)
 		}
+	}
+	if n := f.Access.MaxSessionsPerAddress; n < 0 || n > MaxSessionsPerAddress {
+		return fieldErr("access.max_sessions_per_address", "%d; want 0 (no cap) to %d", n, MaxSessionsPerAddress)
 	}
 	for i, p := range f.Access.PublicListen {
 		if err := checkPathPrefix(p); err != nil {

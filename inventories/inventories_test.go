@@ -198,6 +198,7 @@ steady:
 		{"public listen with a space", "version: 1\naccess:\n  public_listen:\n    - live/\n    - \"live now/\"\n", 5, "access.public_listen[1]", `"live now/" has the character ' '`},
 		{"public listen dot dot", "version: 1\naccess:\n  public_listen: [live/../admin]\n", 3, "access.public_listen[0]", `segment ".."`},
 		{"public listen empty", "version: 1\naccess:\n  public_listen: [\"\"]\n", 3, "access.public_listen[0]", "empty"},
+		{"sessions per address negative", "version: 1\naccess:\n  max_sessions_per_address: -1\n", 3, "access.max_sessions_per_address", "-1; want 0 (no cap) to 65536"},
 		{"public listen absolute", "version: 1\naccess:\n  public_listen: [/live]\n", 3, "access.public_listen[0]", "starts with '/'"},
 		{"public listen comma", "version: 1\naccess:\n  public_listen: [\"a/,b/\"]\n", 3, "access.public_listen[0]", "character ','"},
 		{"access unknown key", "version: 1\naccess:\n  public_publish: [live/]\n", 3, "access.public_publish", `unknown key "public_publish"`},

@@ -57,6 +57,9 @@ type Layout struct {
 	// PublicListen are broadcast path prefixes tokenless sessions may
 	// subscribe under (relay serve --public-listen); they need Auth.
 	PublicListen []string
+	// MaxSessionsPerAddress caps each process's sessions from one source
+	// address (relay serve --max-sessions-per-address); 0: no cap.
+	MaxSessionsPerAddress int
 	// TLSKey makes every process serve self-signed certificates for the
 	// box's TLS key, made by the fleet, which systemd hands it as the
 	// credential TLSKeyName loaded from TLSKeyFile (root-only on the
@@ -159,6 +162,9 @@ func (l Layout) validate() error {
 	if len(l.PublicListen) > 0 && !l.Auth {
 		return errors.New("units: public listen prefixes need the fleet's auth key")
 	}
+	if l.MaxSessionsPerAddress < 0 {
+		return fmt.Errorf("units: max sessions per address %d: want 0 (no cap) or more", l.MaxSessionsPerAddress)
+	}
 	for _, p := range l.PublicListen {
 		if err := CheckPathPrefix(p); err != nil {
 			return fmt.Errorf("units: public listen prefix %q: %v", p, err)
@@ -203,11 +209,12 @@ func Render(l Layout) ([]File, error) {
 		// keep trying, not give up after five attempts.
 		opt("Unit", "StartLimitIntervalSec", "0"),
 		opt("Service", "Type", "notify"),
-		// No cap on sessions per source address yet: fleet loadtest and
-		// make demo open thousands of sessions from one address. The fleet
-		// file will carry the cap and exempt the fleet's own load generators
-		// (issue 34); relay serve alone caps at 64.
-		opt("Service", "ExecStart", l.Binary+" serve --listen [::]:%i --stateless-reset-secret %d/"+ResetSecretName+" --max-sessions-per-address 0"+upstreamArg(l.Upstream)+authArgs(l)+tlsKeyArg(l)),
+		// Sessions per source address: the fleet file's
+		// access.max_sessions_per_address, 0 (no cap) unless it says so:
+		// fleet loadtest and make demo open thousands of sessions from one
+		// address, and so do listeners behind one carrier NAT; relay serve
+		// alone caps at 64.
+		opt("Service", "ExecStart", l.Binary+" serve --listen [::]:%i --stateless-reset-secret %d/"+ResetSecretName+" --max-sessions-per-address "+strconv.Itoa(l.MaxSessionsPerAddress)+upstreamArg(l.Upstream)+authArgs(l)+tlsKeyArg(l)),
 		opt("Service", "Restart", "always"),
 		opt("Service", "RestartSec", "1s"),
 		// A hung process (stopped, deadlocked) is killed and restarted

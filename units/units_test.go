@@ -148,6 +148,16 @@ func TestAuthFlags(t *testing.T) {
 	if strings.Contains(tmpl, "--public-listen") {
 		t.Error("--public-listen without public prefixes")
 	}
+	// The fleet file's access.max_sessions_per_address reaches the relay.
+	capped := l
+	capped.MaxSessionsPerAddress = 64
+	if files, err := Render(capped); err != nil || !strings.Contains(string(files[0].Data), " --max-sessions-per-address 64 --auth-key") {
+		t.Errorf("a cap of 64 per address: %v\n%s", err, files[0].Data)
+	}
+	capped.MaxSessionsPerAddress = -1
+	if _, err := Render(capped); err == nil {
+		t.Error("a negative cap per address rendered")
+	}
 	l.Auth = false
 	files, _ = Render(l)
 	if strings.Contains(string(files[0].Data), "relay-auth") {

@@ -115,6 +115,7 @@ func (f *Fleet) Converge(ctx context.Context, w io.Writer, o provision.Options, 
 	for i := range targets {
 		targets[i].AuthKeys = []byte(keys)
 		targets[i].PublicListen = f.Stack.Fleet.Access.PublicListen
+		targets[i].MaxSessionsPerAddress = f.Stack.Fleet.Access.MaxSessionsPerAddress
 	}
 	// Each box keeps the relay TLS key fleet up gave it (the relays
 	// file pins it).

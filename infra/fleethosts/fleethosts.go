@@ -334,7 +334,7 @@ func Targets(f *inventories.Fleet, hosts []Host, a Access) ([]provision.Target, 
 			c.Close()
 			return nil, nil, err
 		}
-		t := provision.Target{Host: ph, Run: p.Runner(ph), Upstream: f.Origin, PublicListen: f.Access.PublicListen}
+		t := provision.Target{Host: ph, Run: p.Runner(ph), Upstream: f.Origin, PublicListen: f.Access.PublicListen, MaxSessionsPerAddress: f.Access.MaxSessionsPerAddress}
 		if g := groupOf(f, h.Group); g != nil && h.Tier == TierSteady {
 			t.Processes, t.BasePort = int(g.Processes), g.BasePort
 		} else if len(h.Ports) > 0 {

@@ -270,14 +270,15 @@ func (d *Deployed) boxes(ctx *pulumi.Context, f *inventories.Fleet, cat *invento
 		// The host is converged onto the box: its address, host key
 		// and size are the box's outputs.
 		ha := provider.HostArgs{
-			Backend:      s.backend,
-			User:         user,
-			Processes:    int(s.box.Processes),
-			BasePort:     s.box.BasePort,
-			Release:      o.Release,
-			RelayBinary:  o.RelayBinary,
-			Upstream:     f.Origin,
-			PublicListen: f.Access.PublicListen,
+			Backend:               s.backend,
+			User:                  user,
+			Processes:             int(s.box.Processes),
+			BasePort:              s.box.BasePort,
+			Release:               o.Release,
+			RelayBinary:           o.RelayBinary,
+			Upstream:              f.Origin,
+			PublicListen:          f.Access.PublicListen,
+			MaxSessionsPerAddress: f.Access.MaxSessionsPerAddress,
 		}
 		// The box's relay TLS key, a secret like the auth keys; its
 		// SPKI comes back as the Host's spki output once converged.

@@ -280,6 +280,7 @@ const testAuthKeys = "format:ed25519\ned25519-public:0EqyMnQrtKs6E2i9RhXk5tAiSrc
 func TestHostsGetTheAuthKeyAsASecret(t *testing.T) {
 	f, cat := loadFleet(t, "testdata/mixed.yaml")
 	f.Access.PublicListen = []string{"live/", "radio/"}
+	f.Access.MaxSessionsPerAddress = 64
 	m, _ := run(t, f, cat)
 	hosts := m.ofType(provider.HostType)
 	if len(hosts) != 4 {
@@ -292,6 +293,9 @@ func TestHostsGetTheAuthKeyAsASecret(t *testing.T) {
 		}
 		if pl := h.Inputs["publicListen"]; !pl.IsArray() || len(pl.ArrayValue()) != 2 || pl.ArrayValue()[0].StringValue() != "live/" {
 			t.Errorf("host %s: publicListen %v", h.Name, pl)
+		}
+		if n := h.Inputs["maxSessionsPerAddress"]; !n.IsNumber() || n.NumberValue() != 64 {
+			t.Errorf("host %s: maxSessionsPerAddress %v, want the fleet file's 64", h.Name, n)
 		}
 		for k, v := range h.Inputs {
 			if k != "authKeys" && strings.Contains(v.String(), "cHJvZ3JhbS10ZXN0") {

@@ -51,6 +51,9 @@ type HostArgs struct {
 	// PublicListen are broadcast path prefixes listeners may subscribe
 	// under without a token.
 	PublicListen []string `pulumi:"publicListen,optional" diff:"inPlace"`
+	// MaxSessionsPerAddress caps each relay's sessions from one source
+	// address; 0: no cap.
+	MaxSessionsPerAddress int `pulumi:"maxSessionsPerAddress,optional" diff:"inPlace"`
 	// TLSKey is the box's relay TLS key (PEM PKCS #8 ECDSA P-256), a
 	// secret made by the fleet (provision.BoxTLSKey): installed on the box
 	// for root alone and handed to the relays as a systemd credential
@@ -93,6 +96,7 @@ func (*Host) WireDependencies(f infer.FieldSelector, _ *HostArgs, state *HostSta
 func (a *HostArgs) Annotate(an infer.Annotator) {
 	an.Describe(&a.AuthKeys, "The fleet's relay key file (secret): the public keys that verify tokens and the link key, never a key that signs tokens to publish.")
 	an.Describe(&a.PublicListen, "Broadcast path prefixes listeners may subscribe under without a token.")
+	an.Describe(&a.MaxSessionsPerAddress, "The most sessions each relay process admits from one source address (0: no cap).")
 	an.Describe(&a.TLSKey, "The box's relay TLS key (secret, PEM PKCS #8 ECDSA P-256): every relay process serves certificates for it.")
 }
 
@@ -120,7 +124,8 @@ func (a HostArgs) layout(cpus []int) units.Layout {
 		CPUs:      cpus,
 		Upstream:  a.Upstream,
 
-		PublicListen: a.PublicListen,
+		PublicListen:          a.PublicListen,
+		MaxSessionsPerAddress: a.MaxSessionsPerAddress,
 	}
 }
 
