@@ -620,8 +620,8 @@ const upstreamTokenTTL = time.Hour
 // upstreamDialURL returns rawURL with a fresh ?jwt= token signed by auth's
 // link key (else its signing key) that may subscribe to everything (an
 // edge pulls any broadcast from its origin), or rawURL itself without
-// auth. Its lifetime, upstreamTokenTTL, is within any relay's maximum. The result holds a secret: never
-// log it.
+// auth. Its lifetime, upstreamTokenTTL, is within any relay's maximum.
+// The result holds a secret: never log it.
 func upstreamDialURL(auth *Authenticator, rawURL string) (string, error) {
 	if auth == nil {
 		return rawURL, nil
