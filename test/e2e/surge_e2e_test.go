@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/relayfleet/relayfleet/infra/events"
 	"github.com/relayfleet/relayfleet/internal/testutil"
+	"github.com/relayfleet/relayfleet/relay/wire"
 )
 
 const (
@@ -121,7 +123,14 @@ func TestE2ESurge(t *testing.T) {
 	}
 	surgeURL := fmt.Sprintf("http://%s:4443/", rec.Hosts[0].Address)
 	publish(surgeURL)
-	// New listeners land on the surge box: the steady relays are full.
+	// The router routes the surge box once it has polled it (its relays
+	// file is rewritten by the reconcile; the poll follows within a
+	// second): until then a new listener takes the steady fleet's last
+	// place, and that is not what this test is about.
+	testutil.WaitFor(t, 30*time.Second, "the router routing the surge box", func() bool {
+		return routerRoutes(routerURL, rec.Hosts[0].Address)
+	})
+	// New listeners land on the surge box: it has the most headroom.
 	lb := startLoadgen(t, relayBin, filepath.Join(work, "loadgen-b"), routerURL, 3)
 	if !testutil.PollEvery(60*time.Second, 100*time.Millisecond, func() bool { return subscribers(surgeURL) >= 3 }) {
 		e.fatalf("new listeners on the surge box: %d after 60s (steady relays %d, %d)", subscribers(surgeURL), subscribers(urls[0]), subscribers(urls[1]))
@@ -155,4 +164,24 @@ func TestE2ESurge(t *testing.T) {
 	}
 	stop()
 	e.fleet("destroy", "--inventory", inv, "--yes")
+}
+
+// routerRoutes reports whether the router at routerURL lists a healthy
+// relay with headroom on address.
+func routerRoutes(routerURL, address string) bool {
+	resp, err := http.Get(routerURL + "relays")
+	if err != nil {
+		return false
+	}
+	defer resp.Body.Close()
+	var st wire.RelaysState
+	if json.NewDecoder(resp.Body).Decode(&st) != nil {
+		return false
+	}
+	for _, r := range st.Relays {
+		if u, err := url.Parse(r.URL); err == nil && u.Hostname() == address && r.Healthy && r.Headroom > 0 {
+			return true
+		}
+	}
+	return false
 }
