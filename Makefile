@@ -192,7 +192,7 @@ e2e: pulumi ## the provider in process on lab boxes, then fleet up, drift, chang
 e2e-state: pulumi ## an event's reconcile killed on one machine is finished from an empty state dir pointed at the same Pulumi backend (root; about 5 minutes; lab-state, rfst0); make e2e skips it, so that .ci/run runs it once, as its own step
 	RELAYFLEET_PULUMI=$(PULUMI) $(GO) test -tags e2e -count=1 -timeout 30m -v -run TestE2EEventResumedOnAnotherMachine ./test/e2e/
 
-e2e-localcloud: pulumi ## the local Hetzner Cloud and DigitalOcean APIs over lab boxes; on each, the real fleet up, status, rollout under listeners, an event's burst box up and down, destroy (root; lab-lcx, rflcx0)
+e2e-localcloud: pulumi ## the local Hetzner Cloud and DigitalOcean APIs over lab boxes; on each, side by side in its own lab, the real fleet up, status, rollout under listeners, an event's burst box up and down, destroy (root; lab-lcx and rflcx0, lab-lcx-do and rflcx1)
 	$(GO) test -tags lab -count=1 -timeout 15m -v -run TestLabMachines ./infra/localcloud/
 	RELAYFLEET_PULUMI=$(PULUMI) $(GO) test -tags e2e -count=1 -timeout 45m -v -run TestE2ELocalCloud ./test/e2e/
 

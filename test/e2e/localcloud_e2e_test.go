@@ -54,13 +54,9 @@ import (
 )
 
 const (
-	lcxLabDir   = "/var/lib/relayfleet/lab-lcx"
-	lcxBridge   = "rflcx0"
-	lcxSubnet   = "10.231.117.0/24"
-	lcxOriginIP = "10.231.117.1" // this machine's address on the bridge
-	lcxListen   = 8              // listeners through the router during the rollout
-	lcxEvent    = "rehearsal"    // brought up and removed by fleet events reconcile
-	lcxEncore   = "encore"       // by fleet burst up and down
+	lcxListen = 8           // listeners through the router during the rollout
+	lcxEvent  = "rehearsal" // brought up and removed by fleet events reconcile
+	lcxEncore = "encore"    // by fleet burst up and down
 	// lcxSilence is the listeners' silence timer: a listener that hears
 	// nothing this long presumes its relay dead and reconnects ("silent").
 	// Everything the story does to the listeners is planned (they attach,
@@ -105,6 +101,10 @@ type lcCloud struct {
 	// routes are the operations the story must send (a check that never
 	// saw them covered nothing).
 	routes []string
+	// The cloud's own lab: the two stories run side by side, each on its
+	// boxes, bridge and subnet; originIP is this machine's address on
+	// the bridge.
+	labDir, bridge, subnet, originIP string
 }
 
 var lcClouds = []lcCloud{
@@ -128,6 +128,7 @@ var lcClouds = []lcCloud{
 			return lcServer{ID: fmt.Sprint(s["id"]), Name: fmt.Sprint(s["name"]), IP: ip, Status: fmt.Sprint(s["status"]), Labels: labels}
 		},
 		routes: []string{"POST /servers", "GET /servers/{id}", "DELETE /servers/{id}", "GET /actions", "POST /firewalls", "DELETE /firewalls/{id}"},
+		labDir: "/var/lib/relayfleet/lab-lcx", bridge: "rflcx0", subnet: "10.231.117.0/24", originIP: "10.231.117.1",
 	},
 	{
 		provider: "digitalocean", shape: "c-2", location: "fra1", fallbacks: [2]string{"ams3", "lon1"},
@@ -161,6 +162,7 @@ var lcClouds = []lcCloud{
 			return lcServer{ID: fmt.Sprint(s["id"]), Name: fmt.Sprint(s["name"]), IP: ip, Status: status, Labels: labels}
 		},
 		routes: []string{"POST /v2/droplets", "GET /v2/droplets/{droplet_id}", "DELETE /v2/droplets/{droplet_id}", "GET /v2/actions/{action_id}", "POST /v2/firewalls", "DELETE /v2/firewalls/{firewall_id}"},
+		labDir: "/var/lib/relayfleet/lab-lcx-do", bridge: "rflcx1", subnet: "10.231.127.0/24", originIP: "10.231.127.1",
 	},
 }
 
@@ -176,8 +178,8 @@ func dig(v any, keys ...string) any {
 	return v
 }
 
-// lcEnv is what the clouds' stories share: the builds, the Pulumi CLI and
-// the lab.
+// lcEnv is what the clouds' stories share: the builds, the Pulumi CLI;
+// and each story's own lab.
 type lcEnv struct {
 	cli, images, work   string
 	fleetBin            string
@@ -187,8 +189,9 @@ type lcEnv struct {
 	adminKey, adminLine string // the fleet's admin key: the file fleet logs in with, and its public line
 }
 
-// TestE2ELocalCloud runs lcStory on the local hcloud, then the local
-// DigitalOcean, in one lab, and prints each cloud's LOCALCLOUD line.
+// TestE2ELocalCloud runs lcStory on the local hcloud and the local
+// DigitalOcean side by side, each in its own lab (CI's time: about four
+// minutes each), and prints each cloud's LOCALCLOUD line.
 func TestE2ELocalCloud(t *testing.T) {
 	cli, images, work, fleetBin, relayBin := e2eSetup(t)
 	e := &lcEnv{cli: cli, images: images, work: work, fleetBin: fleetBin, relayV1: relayBin}
@@ -219,23 +222,6 @@ func TestE2ELocalCloud(t *testing.T) {
 		t.Fatal("the two relay builds have one digest")
 	}
 
-	l, err := lab.New(lab.Config{Dir: lcxLabDir, ImageDir: images, Bridge: lcxBridge, Subnet: netip.MustParsePrefix(lcxSubnet), Logf: t.Logf})
-	if err != nil {
-		t.Fatal(err)
-	}
-	e.lab = l
-	ctx := context.Background()
-	for _, b := range e.labBoxes(t) { // left by an interrupted run
-		l.Delete(ctx, b.Name)
-	}
-	t.Cleanup(func() {
-		bs, _ := l.List(context.Background(), nil)
-		for _, b := range bs {
-			l.Delete(context.Background(), b.Name)
-		}
-		l.Cleanup(context.Background())
-	})
-
 	// The admin's key: in the fleet file, and the key fleet logs in with.
 	_, adminPriv, _ := ed25519.GenerateKey(rand.Reader)
 	block, err := ssh.MarshalPrivateKey(adminPriv, "lcx-e2e")
@@ -249,15 +235,47 @@ func TestE2ELocalCloud(t *testing.T) {
 	signer, _ := ssh.NewSignerFromKey(adminPriv)
 	e.adminLine = strings.TrimSpace(string(ssh.MarshalAuthorizedKey(signer.PublicKey())))
 
-	var summaries []string
-	for _, c := range lcClouds {
-		if !t.Run(c.provider, func(t *testing.T) { summaries = append(summaries, lcStory(t, e, c)) }) {
-			break // the next cloud would start on what this one left
+	summaries := make([]string, len(lcClouds))
+	t.Run("clouds", func(t *testing.T) {
+		for i, c := range lcClouds {
+			t.Run(c.provider, func(t *testing.T) {
+				t.Parallel()
+				ce := *e
+				ce.lab = lcLab(t, ce.images, c)
+				summaries[i] = lcStory(t, &ce, c)
+			})
+		}
+	})
+	for _, s := range summaries {
+		if s != "" {
+			fmt.Println(s)
 		}
 	}
-	for _, s := range summaries {
-		fmt.Println(s)
+}
+
+// lcLab is c's own lab, emptied of what an interrupted run left; its
+// boxes are deleted when the test ends.
+func lcLab(t *testing.T, images string, c lcCloud) *lab.Lab {
+	l, err := lab.New(lab.Config{Dir: c.labDir, ImageDir: images, Bridge: c.bridge, Subnet: netip.MustParsePrefix(c.subnet), Logf: t.Logf})
+	if err != nil {
+		t.Fatal(err)
 	}
+	ctx := context.Background()
+	bs, err := l.List(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, b := range bs { // left by an interrupted run
+		l.Delete(ctx, b.Name)
+	}
+	t.Cleanup(func() {
+		bs, _ := l.List(context.Background(), nil)
+		for _, b := range bs {
+			l.Delete(context.Background(), b.Name)
+		}
+		l.Cleanup(context.Background())
+	})
+	return l
 }
 
 func (e *lcEnv) labBoxes(t *testing.T) []lab.Box {
@@ -283,7 +301,7 @@ func lcStory(t *testing.T, e *lcEnv, c lcCloud) string {
 	ctx, cancel := context.WithTimeout(context.Background(), 40*time.Minute)
 	defer cancel()
 	if bs := e.labBoxes(t); len(bs) != 0 {
-		t.Fatalf("lab %s has boxes before the story: %v", lcxLabDir, bs)
+		t.Fatalf("lab %s has boxes before the story: %v", c.labDir, bs)
 	}
 
 	// The local cloud, on loopback, checked against the vendor's
@@ -371,7 +389,7 @@ func lcStory(t *testing.T, e *lcEnv, c lcCloud) string {
 	if err != nil {
 		t.Fatalf("relay keygen: %v", err)
 	}
-	originURL := fmt.Sprintf("http://%s:4443/#spki=%s", lcxOriginIP, strings.TrimSpace(string(spki)))
+	originURL := fmt.Sprintf("http://%s:4443/#spki=%s", c.originIP, strings.TrimSpace(string(spki)))
 	fleetFile := fmt.Sprintf(`version: 1
 name: %s
 origin: [%q]
@@ -388,7 +406,7 @@ steady:
     count: 2
     processes: auto
     base_port: 4443
-`, name, originURL, lcxSubnet, e.adminLine, name, c.provider, c.shape, c.location)
+`, name, originURL, c.subnet, e.adminLine, name, c.provider, c.shape, c.location)
 	if err := os.WriteFile(inv, []byte(fleetFile), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -439,7 +457,7 @@ steady:
 	if len(steady) != 2 {
 		t.Fatalf("%d servers after up, want 2", len(steady))
 	}
-	subnet := netip.MustParsePrefix(lcxSubnet)
+	subnet := netip.MustParsePrefix(c.subnet)
 	for _, s := range steady {
 		if s.Status != "running" || !subnet.Contains(s.IP) || s.Labels["fleet"] != name {
 			t.Errorf("server %s: status %s, ip %v, labels %v", s.Name, s.Status, s.IP, s.Labels)
@@ -521,8 +539,8 @@ steady:
 		t.Helper()
 		return testutil.StartLog(t, filepath.Join(work, name+".log"), exec.CommandContext(lctx, e.relayV1, args...))
 	}
-	bg("origin", "serve", "--listen", lcxOriginIP+":4443", "--tls-key", originKey, "--no-auth", "--log-level", "warn")
-	testutil.WaitFor(t, 20*time.Second, "the origin", func() bool { return httpStatus("http://"+lcxOriginIP+":4443/healthz") == 200 })
+	bg("origin", "serve", "--listen", c.originIP+":4443", "--tls-key", originKey, "--no-auth", "--log-level", "warn")
+	testutil.WaitFor(t, 20*time.Second, "the origin", func() bool { return httpStatus("http://"+c.originIP+":4443/healthz") == 200 })
 	bg("publisher", "publish", "--paced", "--name", "live/show", originURL)
 	port := freePort(t)
 	routerURL := fmt.Sprintf("http://127.0.0.1:%d/", port)
