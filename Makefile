@@ -174,13 +174,25 @@ PULUMI_VERSION := $(shell sed -n 's|^[[:space:]]*github.com/pulumi/pulumi/pkg/v3
 PULUMI_ROOT    ?= $(XDG_CACHE_HOME)/relayfleet/pulumi-$(PULUMI_VERSION)
 PULUMI         := $(PULUMI_ROOT)/bin/pulumi
 
-pulumi: $(PULUMI) ## the Pulumi CLI from the module proxy (tools/pulumi), built once into ~/.cache/relayfleet (cold: ~4 min); bin/pulumi-resource-relayfleet -> fleet
+# Its Go language host (pulumi up in infra/pulumi) sits beside it, built
+# from third_party/pulumi-language-go (scripts/pulumi-language-go.sh checks
+# the copy), which tools/pulumi/go.mod replaces the module with.
+PULUMI_LANGUAGE_GO         := $(PULUMI_ROOT)/bin/pulumi-language-go
+PULUMI_LANGUAGE_GO_VERSION := $(shell sed -n 's/^tag //p' third_party/pulumi-language-go/UPSTREAM)
+
+pulumi: $(PULUMI) $(PULUMI_LANGUAGE_GO) ## the Pulumi CLI from the module proxy (tools/pulumi) and its Go language host (third_party/pulumi-language-go), built once into ~/.cache/relayfleet (cold: ~4 min, the host ~2 more); bin/pulumi-resource-relayfleet -> fleet
 	@mkdir -p $(BIN) && ln -sfn fleet $(BIN)/pulumi-resource-relayfleet
 	@$(PULUMI) version
 
 $(PULUMI): tools/pulumi/go.mod tools/pulumi/go.sum
 	@mkdir -p $(dir $@)
 	cd tools/pulumi && $(GO) build -trimpath -ldflags "-X github.com/pulumi/pulumi/sdk/v3/go/common/version.Version=$(PULUMI_VERSION)" -o $@.tmp github.com/pulumi/pulumi/pkg/v3/cmd/pulumi
+	mv $@.tmp $@
+
+$(PULUMI_LANGUAGE_GO): tools/pulumi/go.mod tools/pulumi/go.sum $(wildcard third_party/pulumi-language-go/*.go third_party/pulumi-language-go/*/*.go) third_party/pulumi-language-go/UPSTREAM
+	scripts/pulumi-language-go.sh --check
+	@mkdir -p $(dir $@)
+	cd tools/pulumi && $(GO) build -trimpath -ldflags "-X github.com/pulumi/pulumi/sdk/v3/go/common/version.Version=$(PULUMI_LANGUAGE_GO_VERSION)" -o $@.tmp github.com/pulumi/pulumi/sdk/go/pulumi-language-go/v3
 	mv $@.tmp $@
 
 e2e: pulumi ## the provider in process on lab boxes, then fleet up, drift, change, up, destroy through the real Pulumi CLI (root; about a minute warm)
