@@ -195,7 +195,7 @@ $(PULUMI_LANGUAGE_GO): tools/pulumi/go.mod tools/pulumi/go.sum $(wildcard third_
 	cd tools/pulumi && $(GO) build -trimpath -ldflags "-X github.com/pulumi/pulumi/sdk/v3/go/common/version.Version=$(PULUMI_LANGUAGE_GO_VERSION)" -o $@.tmp github.com/pulumi/pulumi/sdk/go/pulumi-language-go/v3
 	mv $@.tmp $@
 
-e2e: pulumi ## the provider in process on lab boxes, then fleet up, drift, change, up, destroy through the real Pulumi CLI (root; about a minute warm)
+e2e: pulumi ## the provider in process on lab boxes, then fleet up, drift, change, up, destroy through the real Pulumi CLI, and pulumi preview/up in infra/pulumi on the stack fleet up made (root; about a minute warm, TestE2EPulumiCLI about 2 more)
 	$(GO) test -tags lab -count=1 -timeout 15m -v -run TestLab ./infra/provider/
 	RELAYFLEET_PULUMI=$(PULUMI) $(GO) test -tags e2e -count=1 -timeout 40m -v -run TestE2E -skip TestE2EEventResumedOnAnotherMachine ./test/e2e/
 

@@ -66,7 +66,6 @@ func TestE2EPulumiCLI(t *testing.T) {
 		program.PassphraseFileEnv + "=" + filepath.Join(e.state, "passphrase"),
 		"PULUMI_HOME=" + filepath.Join(e.work, "pulumi-home"),
 		"PULUMI_SKIP_UPDATE_CHECK=true",
-		"PULUMI_DIY_BACKEND_NO_LEGACY_WARNING=true",
 		"PATH=" + plugins + string(os.PathListSeparator) + filepath.Dir(e.cli) + string(os.PathListSeparator) + os.Getenv("PATH"),
 	}
 	for _, kv := range os.Environ() {
