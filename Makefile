@@ -166,7 +166,7 @@ demo-interrupt: build pulumi ## make demo interrupted with Ctrl-C during step 4:
 	$(GO) build $(GOFLAGS) -o $(BIN)/demo ./scripts/demo
 	scripts/demo-interrupt.sh $(BIN) $(PULUMI)
 
-.PHONY: pulumi e2e e2e-localcloud
+.PHONY: pulumi pulumi-bin e2e e2e-localcloud
 
 # The Pulumi CLI's version is the one tools/pulumi/go.mod builds; Go code
 # has it as infra/program.PulumiVersion, which a test holds equal to it.
@@ -183,6 +183,9 @@ PULUMI_LANGUAGE_GO_VERSION := $(shell sed -n 's/^tag //p' third_party/pulumi-lan
 pulumi: $(PULUMI) $(PULUMI_LANGUAGE_GO) ## the Pulumi CLI from the module proxy (tools/pulumi) and its Go language host (third_party/pulumi-language-go), built once into ~/.cache/relayfleet (cold: ~4 min, the host ~2 more); bin/pulumi-resource-relayfleet -> fleet
 	@mkdir -p $(BIN) && ln -sfn fleet $(BIN)/pulumi-resource-relayfleet
 	@$(PULUMI) version
+
+pulumi-bin: ## print the directory that holds the Pulumi CLI and its Go language host, for PATH (README: pulumi up on the fleet's stack)
+	@echo $(PULUMI_ROOT)/bin
 
 $(PULUMI): tools/pulumi/go.mod tools/pulumi/go.sum
 	@mkdir -p $(dir $@)
