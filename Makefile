@@ -166,7 +166,7 @@ demo-interrupt: build pulumi ## make demo interrupted with Ctrl-C during step 4:
 	$(GO) build $(GOFLAGS) -o $(BIN)/demo ./scripts/demo
 	scripts/demo-interrupt.sh $(BIN) $(PULUMI)
 
-.PHONY: pulumi e2e e2e-localcloud
+.PHONY: pulumi pulumi-bin e2e e2e-localcloud
 
 # The Pulumi CLI's version is the one tools/pulumi/go.mod builds; Go code
 # has it as infra/program.PulumiVersion, which a test holds equal to it.
@@ -174,16 +174,31 @@ PULUMI_VERSION := $(shell sed -n 's|^[[:space:]]*github.com/pulumi/pulumi/pkg/v3
 PULUMI_ROOT    ?= $(XDG_CACHE_HOME)/relayfleet/pulumi-$(PULUMI_VERSION)
 PULUMI         := $(PULUMI_ROOT)/bin/pulumi
 
-pulumi: $(PULUMI) ## the Pulumi CLI from the module proxy (tools/pulumi), built once into ~/.cache/relayfleet (cold: ~4 min); bin/pulumi-resource-relayfleet -> fleet
+# Its Go language host (pulumi up in infra/pulumi) sits beside it, built
+# from third_party/pulumi-language-go (scripts/pulumi-language-go.sh checks
+# the copy), which tools/pulumi/go.mod replaces the module with.
+PULUMI_LANGUAGE_GO         := $(PULUMI_ROOT)/bin/pulumi-language-go
+PULUMI_LANGUAGE_GO_VERSION := $(shell sed -n 's/^tag //p' third_party/pulumi-language-go/UPSTREAM)
+
+pulumi: $(PULUMI) $(PULUMI_LANGUAGE_GO) ## the Pulumi CLI from the module proxy (tools/pulumi) and its Go language host (third_party/pulumi-language-go), built once into ~/.cache/relayfleet (cold: ~4 min, the host ~2 more); bin/pulumi-resource-relayfleet -> fleet
 	@mkdir -p $(BIN) && ln -sfn fleet $(BIN)/pulumi-resource-relayfleet
 	@$(PULUMI) version
+
+pulumi-bin: ## print the directory that holds the Pulumi CLI and its Go language host, for PATH (README: pulumi up on the fleet's stack)
+	@echo $(PULUMI_ROOT)/bin
 
 $(PULUMI): tools/pulumi/go.mod tools/pulumi/go.sum
 	@mkdir -p $(dir $@)
 	cd tools/pulumi && $(GO) build -trimpath -ldflags "-X github.com/pulumi/pulumi/sdk/v3/go/common/version.Version=$(PULUMI_VERSION)" -o $@.tmp github.com/pulumi/pulumi/pkg/v3/cmd/pulumi
 	mv $@.tmp $@
 
-e2e: pulumi ## the provider in process on lab boxes, then fleet up, drift, change, up, destroy through the real Pulumi CLI (root; about a minute warm)
+$(PULUMI_LANGUAGE_GO): tools/pulumi/go.mod tools/pulumi/go.sum $(wildcard third_party/pulumi-language-go/*.go third_party/pulumi-language-go/*/*.go) third_party/pulumi-language-go/UPSTREAM
+	scripts/pulumi-language-go.sh --check
+	@mkdir -p $(dir $@)
+	cd tools/pulumi && $(GO) build -trimpath -ldflags "-X github.com/pulumi/pulumi/sdk/v3/go/common/version.Version=$(PULUMI_LANGUAGE_GO_VERSION)" -o $@.tmp github.com/pulumi/pulumi/sdk/go/pulumi-language-go/v3
+	mv $@.tmp $@
+
+e2e: pulumi ## the provider in process on lab boxes, then fleet up, drift, change, up, destroy through the real Pulumi CLI, and pulumi preview/up in infra/pulumi on the stack fleet up made (root; about a minute warm, TestE2EPulumiCLI about 2 more)
 	$(GO) test -tags lab -count=1 -timeout 15m -v -run TestLab ./infra/provider/
 	RELAYFLEET_PULUMI=$(PULUMI) $(GO) test -tags e2e -count=1 -timeout 40m -v -run TestE2E -skip TestE2EEventResumedOnAnotherMachine ./test/e2e/
 
