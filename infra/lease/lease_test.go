@@ -304,4 +304,3 @@ func TestUnlock(t *testing.T) {
 }
 
 func itoa(n int) string { return strconv.Itoa(n) }
-

@@ -70,7 +70,9 @@ func redact(backend string) string {
 // fileObjects is a file:// backend's directory.
 type fileObjects string
 
-func (d fileObjects) path(key string) string { return filepath.Join(string(d), filepath.FromSlash(key)) }
+func (d fileObjects) path(key string) string {
+	return filepath.Join(string(d), filepath.FromSlash(key))
+}
 
 func (d fileObjects) temp(key string, data []byte) (string, error) {
 	p := d.path(key)
