@@ -83,6 +83,11 @@ type Stack struct {
 	// the provider plugin it starts (the event reconciler names its
 	// request log there: backend.RequestLogEnv). Never a secret.
 	Env map[string]string
+	// Fence, when set, is checked before every write this stack makes to
+	// the fleet's shared state (the release record, the relays file, the
+	// fleet's keys): the fleet's lease (LockFleet) is still this
+	// command's. Pulumi's own runs are held off by the lease itself.
+	Fence func(ctx context.Context) error
 
 	// existing are the names the state gives the stack's boxes and
 	// firewalls (Options.Existing), read before each run.
@@ -632,6 +637,9 @@ func (s *Stack) Up(ctx context.Context) (*UpResult, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := s.fence(ctx); err != nil {
+		return nil, err
+	}
 	path, err := SetStackHosts(s.StateDir, s.Name, hosts)
 	if err != nil {
 		return nil, err
@@ -795,6 +803,9 @@ func (s *Stack) Destroy(ctx context.Context) (map[string]int, error) {
 	res, err := st.Destroy(ctx, opts...)
 	if err != nil {
 		return nil, fmt.Errorf("destroy: %s", lastLines(err.Error()))
+	}
+	if err := s.fence(ctx); err != nil {
+		return nil, err
 	}
 	if _, err := SetStackHosts(s.StateDir, s.Name, nil); err != nil {
 		return nil, err
