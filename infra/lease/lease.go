@@ -540,17 +540,9 @@ func (l *Lease) Unlock(ctx context.Context, w io.Writer, by Holder) error {
 	if err != nil {
 		return err
 	}
-	host, _ := os.Hostname()
 	var errs []error
 	for _, pl := range locks {
-		dead := false
-		switch {
-		case pl.Hostname == host:
-			dead = pl.PID > 0 && errors.Is(syscall.Kill(pl.PID, 0), syscall.ESRCH)
-		default:
-			dead = now.Sub(pl.Timestamp) > l.ttl()
-		}
-		if !dead {
+		if !deadLock(pl, now, l.ttl()) {
 			errs = append(errs, fmt.Errorf("%w: Pulumi lock on stack %s held by %s@%s pid %d since %s; not removed", ErrAlive, pl.Stack, pl.Username, pl.Hostname, pl.PID, pl.Timestamp.UTC().Format(time.RFC3339)))
 			continue
 		}
@@ -561,4 +553,49 @@ func (l *Lease) Unlock(ctx context.Context, w io.Writer, by Holder) error {
 		fmt.Fprintf(w, "removed Pulumi lock on stack %s left by %s@%s pid %d since %s\n", pl.Stack, pl.Username, pl.Hostname, pl.PID, pl.Timestamp.UTC().Format(time.RFC3339))
 	}
 	return errors.Join(errs...)
+}
+
+// deadLock reports whether a Pulumi stack lock's run is dead: on this
+// host its pid is gone; from another host it is older than maxAge (a
+// fleet command renews its lease, never the stack lock, so a live one
+// from another host holds the fleet's lease, which the caller holds).
+func deadLock(pl PulumiLock, now time.Time, maxAge time.Duration) bool {
+	host, _ := os.Hostname()
+	if pl.Hostname == host {
+		return pl.PID > 0 && pl.PID != os.Getpid() && errors.Is(syscall.Kill(pl.PID, 0), syscall.ESRCH)
+	}
+	return now.Sub(pl.Timestamp) > maxAge
+}
+
+// ClearDeadStackLocks removes the locks of one stack (PROJECT/STACK) in
+// the DIY backend at backendURL whose run is dead, and refuses, naming
+// it, a lock whose run may be live. It replaces pulumi cancel, which
+// deletes every lock of the stack, a live run's too. Call it only under
+// the fleet's lease.
+func ClearDeadStackLocks(ctx context.Context, backendURL, project, stack string, maxAge time.Duration) (int, error) {
+	objs, where, err := openObjects(ctx, backendURL)
+	if err != nil {
+		return 0, err
+	}
+	defer objs.close()
+	l := &Lease{Fleet: stack, objs: objs, where: where}
+	locks, err := l.PulumiLocks(ctx)
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	now := time.Now()
+	for _, pl := range locks {
+		if path.Base(pl.Stack) != stack || (project != "" && path.Base(path.Dir(pl.Stack)) != project && path.Dir(pl.Stack) != ".") {
+			continue
+		}
+		if !deadLock(pl, now, maxAge) {
+			return n, fmt.Errorf("%w: stack %s is locked by a Pulumi run that may be live (%s@%s pid %d since %s); not cleared", ErrAlive, pl.Stack, pl.Username, pl.Hostname, pl.PID, pl.Timestamp.UTC().Format(time.RFC3339))
+		}
+		if err := l.RemovePulumiLock(ctx, pl); err != nil {
+			return n, err
+		}
+		n++
+	}
+	return n, nil
 }

@@ -304,3 +304,33 @@ func TestUnlock(t *testing.T) {
 }
 
 func itoa(n int) string { return strconv.Itoa(n) }
+
+// TestClearDeadStackLocks: the repair's replacement for pulumi cancel
+// removes a dead run's stack lock and refuses, naming it, a live one's.
+func TestClearDeadStackLocks(t *testing.T) {
+	dir := t.TempDir()
+	host, _ := os.Hostname()
+	stackDir := filepath.Join(dir, ".pulumi", "locks", "organization", "relayfleet-infra", "f1-event-e")
+	os.MkdirAll(stackDir, 0o700)
+	lock := func(pid int) string {
+		return `{"pid":` + itoa(pid) + `,"username":"me","hostname":"` + host + `","timestamp":"` + time.Now().UTC().Format(time.RFC3339) + `"}`
+	}
+	live := exec.Command("sleep", "60")
+	if err := live.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { live.Process.Kill(); live.Wait() }()
+	os.WriteFile(filepath.Join(stackDir, "live.json"), []byte(lock(live.Process.Pid)), 0o600)
+	n, err := ClearDeadStackLocks(context.Background(), "file://"+dir, "relayfleet-infra", "f1-event-e", time.Minute)
+	if !errors.Is(err, ErrAlive) || n != 0 || !strings.Contains(err.Error(), "pid "+itoa(live.Process.Pid)) {
+		t.Fatalf("a live run's lock: removed %d, %v; want refused naming it", n, err)
+	}
+	if _, err := os.Stat(filepath.Join(stackDir, "live.json")); err != nil {
+		t.Fatalf("a live run's lock was removed: %v", err)
+	}
+	os.Remove(filepath.Join(stackDir, "live.json"))
+	os.WriteFile(filepath.Join(stackDir, "dead.json"), []byte(lock(deadPID(t))), 0o600)
+	if n, err := ClearDeadStackLocks(context.Background(), "file://"+dir, "relayfleet-infra", "f1-event-e", time.Minute); err != nil || n != 1 {
+		t.Fatalf("a dead run's lock: removed %d, %v; want 1", n, err)
+	}
+}
