@@ -37,10 +37,18 @@ var lockExit = func(ttl time.Duration) time.Duration { return ttl / 4 }
 // the process exits non-zero if the command has not returned before the
 // lease could expire.
 func (l *lockFlags) locker(ios *cli.IOStreams, cmd *cobra.Command) func(ctx context.Context, st *program.Stack) (context.Context, func(), error) {
+	return l.lockerFor(ios, cmd, false)
+}
+
+// lockerFor is locker; existing is program.LockOptions.Existing.
+func (l *lockFlags) lockerFor(ios *cli.IOStreams, cmd *cobra.Command, existing bool) func(ctx context.Context, st *program.Stack) (context.Context, func(), error) {
 	return func(ctx context.Context, st *program.Stack) (context.Context, func(), error) {
-		held, release, err := program.LockFleet(ctx, st, program.LockOptions{Command: cmd.CommandPath(), Wait: l.wait, Waiting: ios.ErrOut})
+		held, release, err := program.LockFleet(ctx, st, program.LockOptions{Command: cmd.CommandPath(), Wait: l.wait, Waiting: ios.ErrOut, Existing: existing})
 		if err != nil {
 			return nil, nil, err
+		}
+		if held == nil {
+			return ctx, release, nil
 		}
 		l.held = held
 		done := make(chan struct{})
@@ -69,7 +77,7 @@ func (l *lockFlags) locker(ios *cli.IOStreams, cmd *cobra.Command) func(ctx cont
 // lockStack takes the fleet's lease for a command that works on st
 // outside program's commands (converge, rollout, rollback).
 func (l *lockFlags) lockStack(ctx context.Context, ios *cli.IOStreams, cmd *cobra.Command, st *program.Stack) (context.Context, func(), error) {
-	return l.locker(ios, cmd)(ctx, st)
+	return l.lockerFor(ios, cmd, true)(ctx, st)
 }
 
 // result is the command's error, or the lost lease that ended it.

@@ -2,8 +2,12 @@ package program
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
 	"time"
 
 	"github.com/relayfleet/relayfleet/infra/lease"
@@ -20,6 +24,11 @@ type LockOptions struct {
 	TTL time.Duration
 	// Waiting, when set, is told once which holder a take waits for.
 	Waiting io.Writer
+	// Existing says the command works on a stack that exists: a state dir
+	// without a file backend (and no other backend named) holds none, so
+	// nothing is locked (nor a backend made) and the command goes on to
+	// say there is no stack.
+	Existing bool
 }
 
 // LockFleet takes the lease of the stack's fleet in its backend (package
@@ -27,7 +36,21 @@ type LockOptions struct {
 // shared state (the release record, the relays file, the fleet's keys).
 // Every step taken under the lease runs in the held context; call
 // release when done.
+// Held is nil (and release does nothing) for an Existing stack without a
+// backend.
 func LockFleet(ctx context.Context, st *Stack, o LockOptions) (*lease.Held, func(), error) {
+	if o.Existing && st.BackendURL == "" && os.Getenv(BackendEnv) == "" {
+		dir := st.StateDir
+		if dir == "" {
+			var err error
+			if dir, err = DefaultStateDir(); err != nil {
+				return nil, nil, err
+			}
+		}
+		if _, err := os.Stat(filepath.Join(dir, "backend")); errors.Is(err, fs.ErrNotExist) {
+			return nil, func() {}, nil
+		}
+	}
 	backend, err := st.Backend()
 	if err != nil {
 		return nil, nil, err
