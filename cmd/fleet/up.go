@@ -60,8 +60,7 @@ func applyCommand(ios *cli.IOStreams, use, short string, needsRelay bool, yes st
 	var s stackFlags
 	var lf lockFlags
 	o := program.ApplyOptions{Prober: func(c provider.Config) program.ListenerProber { return &events.SSHProbe{Lab: c, KeyFile: c.SSHKeyFile} }}
-	var cmd *cobra.Command
-	cmd = &cobra.Command{Use: use, Short: short, Args: cli.NoArgs, RunE: func(cmd *cobra.Command, _ []string) error {
+	cmd := &cobra.Command{Use: use, Short: short, Args: cli.NoArgs, RunE: func(cmd *cobra.Command, _ []string) error {
 		o.Env, o.Changed = s.env(ios), func(stateDir string) { refreshMonitor(ios.Out, s.monitorDir, stateDir, nil) }
 		if yes != "" {
 			o.Lock = lf.locker(ios, cmd)

@@ -8,6 +8,7 @@ package e2e
 import (
 	"bytes"
 	"context"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -26,12 +27,25 @@ import (
 // it, fleet unlock clears both (the holder's pid is gone), and fleet up
 // then completes with no box duplicated.
 func TestE2ELease(t *testing.T) {
-	e := newE2ELab(t, "/var/lib/relayfleet/lab-lease", "rflse0", "10.231.97.0/24", map[string]string{"fleet": "lab"})
+	e := newE2ELab(t, "/var/lib/relayfleet/lab-lease", "rflse0", "10.231.97.0/24", map[string]string{"fleet": "lk"})
 	e.inv = filepath.Join(e.work, "lab.yaml")
-	writeInventory(t, e.inv, 1, "small")
+	// A fleet name of its own: lab box names are machine names, shared
+	// by every lab on this host.
+	inventory := func(count int) {
+		t.Helper()
+		writeInventory(t, e.inv, count, "small")
+		data, err := os.ReadFile(e.inv)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(e.inv, bytes.ReplaceAll(bytes.Replace(data, []byte("\nname: lab\n"), []byte("\nname: lk\n"), 1), []byte("name: lab-"), []byte("name: lk-")), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	inventory(1)
 	e.fleet("up", "--yes")
 	backend := "file://" + filepath.Join(e.state, "backend")
-	l, err := lease.Open(context.Background(), backend, "lab")
+	l, err := lease.Open(context.Background(), backend, "lk")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -83,13 +97,13 @@ func TestE2ELease(t *testing.T) {
 	if err := roll.Wait(); err != nil {
 		e.fatalf("fleet rollout --wait: %v\n%s", err, rollOut.String())
 	}
-	if !strings.Contains(rollOut.String(), `waiting for fleet lab's lease, held by "fleet converge"`) {
+	if !strings.Contains(rollOut.String(), `waiting for fleet lk's lease, held by "fleet converge"`) {
 		e.fatalf("fleet rollout --wait did not say it waited for the converge:\n%s", rollOut.String())
 	}
 
 	// 2. A fleet up growing the fleet to 2 boxes, killed with SIGKILL
 	// (its Pulumi CLI and provider with it) once its new box is being made.
-	writeInventory(t, e.inv, 2, "small")
+	inventory(2)
 	up := e.cmd(ctx, e.withFlags("up", "--yes")...)
 	var upOut bytes.Buffer
 	up.Stdout, up.Stderr = &upOut, &upOut
@@ -111,7 +125,7 @@ func TestE2ELease(t *testing.T) {
 	unlock := exec.Command(e.fleetBin, "unlock", "--inventory", e.inv, "--state-dir", e.state)
 	uout, ucode := systest.Combined(t, unlock)
 	t.Logf("fleet unlock: exit %d\n%s", ucode, uout)
-	if ucode != 0 || !strings.Contains(uout, "cleared fleet lab's lease") || !strings.Contains(uout, "removed Pulumi lock on stack") {
+	if ucode != 0 || !strings.Contains(uout, "cleared fleet lk's lease") || !strings.Contains(uout, "removed Pulumi lock on stack") {
 		e.fatalf("fleet unlock: exit %d: %s", ucode, uout)
 	}
 	_ = killedPID
