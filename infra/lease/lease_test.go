@@ -17,14 +17,25 @@ import (
 )
 
 // backends are the two ways a lease reaches its store: the file system
-// (file://) and gocloud.dev/blob (s3://; mem:// here).
+// (file://) and gocloud.dev/blob (s3://; mem:// here), and a real S3
+// store when RELAYFLEET_TEST_S3_URL names a bucket
+// (s3://BUCKET?endpoint=...&s3ForcePathStyle=true&region=..., the AWS
+// variables its credentials).
 func backends(t *testing.T) map[string]string {
-	return map[string]string{"file": "file://" + t.TempDir(), "blob": "mem://"}
+	b := map[string]string{"file": "file://" + t.TempDir(), "blob": "mem://"}
+	if u := os.Getenv("RELAYFLEET_TEST_S3_URL"); u != "" {
+		b["s3"] = u
+	}
+	return b
 }
 
 func open(t *testing.T, url string) *Lease {
 	t.Helper()
-	l, err := Open(context.Background(), url, "f1")
+	fleet := "f1"
+	if strings.HasPrefix(url, "s3:") {
+		fleet = "f1-" + strconv.FormatInt(time.Now().UnixNano(), 36) // a bucket kept between runs
+	}
+	l, err := Open(context.Background(), url, fleet)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -139,7 +150,7 @@ func TestRenewalFailureStopsHolderBeforeExpiry(t *testing.T) {
 			base := open(t, url)
 			f := &failing{objects: base.objs}
 			ttl := 900 * time.Millisecond
-			a := &Lease{Fleet: "f1", objs: f, where: "test", TTL: ttl}
+			a := &Lease{Fleet: base.Fleet, objs: f, where: "test", TTL: ttl}
 			held, err := a.Take(context.Background(), Self("fleet up"), 0)
 			if err != nil {
 				t.Fatal(err)
@@ -182,7 +193,7 @@ func TestTakeoverOnlyAfterExpiryAndFence(t *testing.T) {
 			var now atomic.Pointer[time.Time]
 			n := time.Now().Add(59 * time.Second)
 			now.Store(&n)
-			b := &Lease{Fleet: "f1", objs: a.objs, where: a.where, Clock: func() time.Time { return *now.Load() }}
+			b := &Lease{Fleet: a.Fleet, objs: a.objs, where: a.where, Clock: func() time.Time { return *now.Load() }}
 			if _, err := b.Take(context.Background(), other("fleet up"), 0); !errors.Is(err, ErrHeld) {
 				t.Fatalf("take before expiry: %v, want ErrHeld", err)
 			}
