@@ -432,7 +432,7 @@ func Alive(st State, now time.Time) (bool, string) {
 		return false, "its lease ended"
 	}
 	if st.Holder.Host == host && st.Holder.PID > 0 {
-		if st.Holder.PID != os.Getpid() && errors.Is(syscall.Kill(st.Holder.PID, 0), syscall.ESRCH) {
+		if st.Holder.PID != os.Getpid() && !pidRuns(st.Holder.PID) {
 			return false, fmt.Sprintf("pid %d is gone", st.Holder.PID)
 		}
 		return true, fmt.Sprintf("pid %d still runs on this host", st.Holder.PID)
@@ -555,6 +555,25 @@ func (l *Lease) Unlock(ctx context.Context, w io.Writer, by Holder) error {
 	return errors.Join(errs...)
 }
 
+// pidRuns reports whether process pid of this host runs: it exists and
+// is not a zombie (killed, not yet reaped).
+func pidRuns(pid int) bool {
+	if errors.Is(syscall.Kill(pid, 0), syscall.ESRCH) {
+		return false
+	}
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return !errors.Is(err, fs.ErrNotExist)
+	}
+	// pid (comm) STATE ...: comm may hold spaces and parens.
+	if i := strings.LastIndexByte(string(data), ')'); i >= 0 {
+		if f := strings.Fields(string(data[i+1:])); len(f) > 0 && (f[0] == "Z" || f[0] == "X") {
+			return false
+		}
+	}
+	return true
+}
+
 // deadLock reports whether a Pulumi stack lock's run is dead: on this
 // host its pid is gone; from another host it is older than maxAge (a
 // fleet command renews its lease, never the stack lock, so a live one
@@ -562,7 +581,7 @@ func (l *Lease) Unlock(ctx context.Context, w io.Writer, by Holder) error {
 func deadLock(pl PulumiLock, now time.Time, maxAge time.Duration) bool {
 	host, _ := os.Hostname()
 	if pl.Hostname == host {
-		return pl.PID > 0 && pl.PID != os.Getpid() && errors.Is(syscall.Kill(pl.PID, 0), syscall.ESRCH)
+		return pl.PID > 0 && pl.PID != os.Getpid() && !pidRuns(pl.PID)
 	}
 	return now.Sub(pl.Timestamp) > maxAge
 }

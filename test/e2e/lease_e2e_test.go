@@ -54,13 +54,18 @@ func TestE2ELease(t *testing.T) {
 		st, err := l.Read(context.Background())
 		return err == nil && !st.Free(time.Now()) && st.Holder.Command == cmd
 	}
-	waitFor := func(what string, ok func() bool) {
+	waitFor := func(what string, out *bytes.Buffer, ok func() bool) {
 		t.Helper()
 		for deadline := time.Now().Add(3 * time.Minute); !ok(); time.Sleep(200 * time.Millisecond) {
 			if time.Now().After(deadline) {
-				e.fatalf("timed out waiting for %s", what)
+				e.fatalf("timed out waiting for %s:\n%s", what, out.String())
 			}
 		}
+	}
+	// The flags of the commands that reach hosts over SSH (converge,
+	// rollout): no lab-making flags.
+	hostArgs := func(args ...string) []string {
+		return append(args, "--inventory", e.inv, "--state-dir", e.state, "--pulumi", e.cli, "--lab-dir", e.labDir, "--relay-binary", e.relayBin)
 	}
 
 	// 1. converge holds the lock (stopped with SIGSTOP while it does, so
@@ -68,15 +73,16 @@ func TestE2ELease(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	var convOut bytes.Buffer
-	conv := e.cmd(ctx, e.withFlags("converge")...)
+	conv := e.cmd(ctx, hostArgs("converge")...)
 	conv.Stdout, conv.Stderr = &convOut, &convOut
 	if err := conv.Start(); err != nil {
 		t.Fatal(err)
 	}
-	waitFor("fleet converge to hold the lock", func() bool { return holderIs("fleet converge") })
+	waitFor("fleet converge to hold the lock", &convOut, func() bool { return holderIs("fleet converge") })
 	syscall.Kill(-conv.Process.Pid, syscall.SIGSTOP)
 	start := time.Now()
-	out, code := e.run(nil, "rollout", "--canary-bake", "0s")
+	out, code := systest.Combined(t, e.cmd(ctx, hostArgs("rollout", "--canary-bake", "0s")...))
+	t.Logf("fleet rollout: exit %d\n%s", code, out)
 	if code == 0 || !strings.Contains(lastLine(out), `is locked by "fleet converge"`) || strings.Count(strings.TrimSpace(lastLine(out)), "\n") > 0 {
 		e.fatalf("fleet rollout during a converge: exit %d: %q; want a refusal naming fleet converge", code, lastLine(out))
 	}
@@ -84,7 +90,7 @@ func TestE2ELease(t *testing.T) {
 		e.fatalf("the refusal took %s", d)
 	}
 	var rollOut bytes.Buffer
-	roll := e.cmd(ctx, e.withFlags("rollout", "--canary-bake", "0s", "--wait", "5m")...)
+	roll := e.cmd(ctx, hostArgs("rollout", "--canary-bake", "0s", "--wait", "5m")...)
 	roll.Stdout, roll.Stderr = &rollOut, &rollOut
 	if err := roll.Start(); err != nil {
 		t.Fatal(err)
@@ -102,7 +108,9 @@ func TestE2ELease(t *testing.T) {
 	}
 
 	// 2. A fleet up growing the fleet to 2 boxes, killed with SIGKILL
-	// (its Pulumi CLI and provider with it) once its new box is being made.
+	// once its new box is being made, with every process under it (its
+	// Pulumi CLI, which runs in a process group of its own, and the
+	// provider): as a machine that went down.
 	inventory(2)
 	up := e.cmd(ctx, e.withFlags("up", "--yes")...)
 	var upOut bytes.Buffer
@@ -110,13 +118,16 @@ func TestE2ELease(t *testing.T) {
 	if err := up.Start(); err != nil {
 		t.Fatal(err)
 	}
-	waitFor("fleet up to start a second box", func() bool {
+	waitFor("fleet up to start a second box", &upOut, func() bool {
 		locks, _ := l.PulumiLocks(context.Background())
 		return len(locks) > 0 && len(e.boxes(e.owned)) >= 2
 	})
+	under := descendants(up.Process.Pid)
 	syscall.Kill(-up.Process.Pid, syscall.SIGKILL)
+	for _, pid := range under {
+		syscall.Kill(pid, syscall.SIGKILL)
+	}
 	up.Wait()
-	killedPID := up.Process.Pid
 
 	out, code = e.run(nil, "up", "--yes")
 	if code == 0 || !strings.Contains(lastLine(out), `is locked by "fleet up"`) || !strings.Contains(lastLine(out), "fleet unlock") {
@@ -128,7 +139,6 @@ func TestE2ELease(t *testing.T) {
 	if ucode != 0 || !strings.Contains(uout, "cleared fleet lk's lease") || !strings.Contains(uout, "removed Pulumi lock on stack") {
 		e.fatalf("fleet unlock: exit %d: %s", ucode, uout)
 	}
-	_ = killedPID
 	e.fleet("up", "--yes")
 	if bs := e.boxes(e.owned); len(bs) != 2 {
 		names := []string{}
