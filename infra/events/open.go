@@ -21,6 +21,7 @@ import (
 	"github.com/pulumi/pulumi/sdk/v3/go/auto"
 
 	"github.com/relayfleet/relayfleet/infra/backend"
+	"github.com/relayfleet/relayfleet/infra/lease"
 	"github.com/relayfleet/relayfleet/infra/program"
 	"github.com/relayfleet/relayfleet/infra/provider"
 	"github.com/relayfleet/relayfleet/internal/atomicfile"
@@ -211,7 +212,11 @@ func Open(ctx context.Context, o Options) (*Reconciler, error) {
 	}
 	return &Reconciler{
 		Events: evs, Fleet: fleet, Catalogue: cat, Calibration: cal,
-		Store:       &PulumiStore{WS: ws, Fleet: fleet.Name, Backend: backendURL, TTL: ttl, Wait: o.Wait, Command: o.Command},
+		Store: &PulumiStore{WS: ws, Fleet: fleet.Name, Backend: backendURL, TTL: ttl, Wait: o.Wait, Command: o.Command, Waiting: func(s lease.State) {
+			if o.Log != nil {
+				o.Log.Info("waiting for the fleet's lease", "holder", s.Holder.String(), "until", s.Expires.UTC().Format(time.RFC3339))
+			}
+		}},
 		SteadyHosts: fleetStack.ReadHostsOutput,
 		StateDir:    st.StateDir, Release: st.Program.Release,
 		Stacks:   &KeyedStacks{PulumiStacks: PulumiStacks{Template: st}, FleetStack: fleetStack},
