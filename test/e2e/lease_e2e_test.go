@@ -109,8 +109,9 @@ func TestE2ELease(t *testing.T) {
 
 	// 2. A fleet up growing the fleet to 2 boxes, killed with SIGKILL
 	// once its new box is being made, with every process under it (its
-	// Pulumi CLI, which runs in a process group of its own, and the
-	// provider): as a machine that went down.
+	// Pulumi CLI and the provider; killing the group alone once left the
+	// Pulumi CLI's pid alive when fleet unlock looked): as a machine that
+	// went down.
 	inventory(2)
 	up := e.cmd(ctx, e.withFlags("up", "--yes")...)
 	var upOut bytes.Buffer
