@@ -119,6 +119,7 @@ func authCommand(ios *cli.IOStreams) *cobra.Command {
 // authRotateCommand is fleet auth rotate.
 func authRotateCommand(ios *cli.IOStreams) *cobra.Command {
 	var s stackFlags
+	var lf lockFlags
 	var parallel int
 	o := program.RotateOptions{Targets: steadyTargets, Converge: func(ctx context.Context, targets []provision.Target, binary []byte) error {
 		return convergeTargets(ctx, ios.Out, targets, binary, false, false, parallel)
@@ -129,11 +130,13 @@ func authRotateCommand(ios *cli.IOStreams) *cobra.Command {
 		Args:  cli.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			o.Env = s.env(ios)
-			return program.RotateAuth(cmd.Context(), o)
+			o.Lock = lf.locker(ios, cmd)
+			return lf.result(program.RotateAuth(cmd.Context(), o))
 		},
 	}
 	fs := cmd.Flags()
 	s.add(fs, true)
+	lf.add(fs)
 	fs.DurationVar(&o.Overlap, "overlap", 24*time.Hour, "how long the old keys keep verifying (tokens they signed keep working; fleet tokens live 24h at most)")
 	cli.Ranged(fs, "overlap", cli.Durations(0, program.MaxOverlap))
 	fs.IntVar(&parallel, "parallel", 16, "hosts converged at once")

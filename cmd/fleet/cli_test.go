@@ -42,6 +42,7 @@ var leaves = [][]string{
 	{"destroy"}, {"events", "reconcile"}, {"events", "status"}, {"events", "report"}, {"events", "install"}, {"events", "exporter"},
 	{"burst", "up"}, {"burst", "down"}, {"burst", "resize"}, {"loadtest"}, {"monitor"},
 	{"lab", "up"}, {"lab", "down"}, {"lab", "status"}, {"lab", "ssh", "box1"}, {"lab", "cloud", "hcloud"}, {"hosts"},
+	{"unlock"},
 }
 
 // leafFlags is the flag set of a leaf: the cobra command's own flags.
@@ -109,6 +110,9 @@ func TestBadFlags(t *testing.T) {
 		{[]string{"plan", "--event-hours", "NaN"}, 2, "fleet plan: flag --event-hours: NaN is out of range: want 0 to 8760"},
 		{[]string{"plan", "--listeners", "5", "extra"}, 2, `fleet plan: unexpected argument "extra"`},
 		{[]string{"converge", "--parallel", "0"}, 2, "fleet converge: flag --parallel: 0 is out of range: want 1 to 1024"},
+		{[]string{"converge", "--wait", "-1s"}, 2, "fleet converge: flag --wait: -1s is out of range: want 0s to 24h"},
+		{[]string{"up", "--wait", "forever"}, 2, `fleet up: flag --wait: invalid value "forever": want a duration such as 500ms, 30s, 5m or 1h`},
+		{[]string{"unlock"}, 2, "fleet unlock: flag --inventory: required"},
 		{[]string{"rollout", "--boxes", "0"}, 2, "fleet rollout: flag --boxes: 0 is out of range: want 1 to 1000"},
 		{[]string{"rollout", "--shed-rate", "1000000"}, 2, "fleet rollout: flag --shed-rate: 1000000 is out of range: want 1 to 100000"},
 		{[]string{"rollout", "--router-poll", "0s"}, 2, "fleet rollout: flag --router-poll: 0s is out of range: want 100ms to 1m"},

@@ -20,6 +20,7 @@ func convergeCommand(ios *cli.IOStreams) *cobra.Command {
 	var o provision.Options
 	var asJSON bool
 	var binaryPath string
+	var lf lockFlags
 	cmd := &cobra.Command{
 		Use:   "converge",
 		Short: "converge the steady boxes: sysctl, relay units per core, the relay release",
@@ -35,11 +36,20 @@ func convergeCommand(ios *cli.IOStreams) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return f.Converge(cmd.Context(), ios.Out, o, binaryPath, asJSON)
+			ctx := cmd.Context()
+			if !o.Check {
+				var unlock func()
+				if ctx, unlock, err = lf.lockStack(ctx, ios, cmd, f.Stack); err != nil {
+					return err
+				}
+				defer unlock()
+			}
+			return lf.result(f.Converge(ctx, ios.Out, o, binaryPath, asJSON))
 		},
 	}
 	fs := cmd.Flags()
 	hf.add(fs)
+	lf.add(fs)
 	fs.BoolVar(&o.Check, "check", false, "print what would change and exit 1 if anything would")
 	fs.BoolVar(&asJSON, "json", false, "print JSON lines: progress events, one result per host, a summary")
 	fs.StringVar(&binaryPath, "relay-binary", "", "the fleet's release, or a fleet's first (default: the recorded release; for a fleet without one, relay beside the fleet binary); a new build goes through fleet rollout")

@@ -39,8 +39,10 @@ type eventsFlags struct {
 func (e *eventsFlags) add(fs *pflag.FlagSet) {
 	fs.StringVar(&e.o.EventsFile, "events", "", "events file (required)")
 	fs.StringVar(&e.o.Now, "now", "", "the time to reconcile for, RFC 3339 (default: the clock); for rehearsals and tests")
-	fs.DurationVar(&e.o.LeaseTTL, "lease-ttl", events.DefaultLeaseTTL, "how long the reconcile lease in the Pulumi backend outlives a holder that stopped renewing it (30s to 1h)")
+	fs.DurationVar(&e.o.LeaseTTL, "lease-ttl", events.DefaultLeaseTTL, "how long the fleet's lock in the Pulumi backend outlives a holder that stopped renewing it (30s to 1h)")
 	cli.Ranged(fs, "lease-ttl", leaseRange)
+	fs.DurationVar(&e.o.Wait, "wait", 0, "wait up to this long for another fleet command that holds the fleet's lock (default: refuse at once, naming it)")
+	cli.Ranged(fs, "wait", waitRange)
 	fs.DurationVar(&e.o.Retention, "keep-records", events.DefaultRetention, "how long the record (and cost report) of an event that is gone and no longer in the events file is kept after its last action (1h to 10 years)")
 	cli.Ranged(fs, "keep-records", cli.Durations(time.Hour, 10*365*24*time.Hour))
 	e.pulumiFlags.register(fs, true)
@@ -80,7 +82,9 @@ func eventsReconcileCommand(ios *cli.IOStreams) *cobra.Command {
 		Short: "bring each event's burst boxes up before it and back to zero after it (idempotent; run it every minute)",
 		Args:  cli.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return events.RunReconcile(cmd.Context(), ios.Out, e.options(), asJSON)
+			o := e.options()
+			o.Command = cmd.CommandPath()
+			return events.RunReconcile(cmd.Context(), ios.Out, o, asJSON)
 		},
 	}
 	fs := cmd.Flags()
@@ -98,7 +102,9 @@ func burstModeCommand(ios *cli.IOStreams, mode, short string) *cobra.Command {
 		Short: short,
 		Args:  cli.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return events.RunBurst(cmd.Context(), ios.Out, e.options(), b)
+			o := e.options()
+			o.Command = cmd.CommandPath()
+			return events.RunBurst(cmd.Context(), ios.Out, o, b)
 		},
 	}
 	fs := cmd.Flags()

@@ -17,6 +17,7 @@ func rolloutCommand(ios *cli.IOStreams) *cobra.Command {
 	var hf hostFlags
 	var binaryPath string
 	var dryRun bool
+	var lf lockFlags
 	fr := provision.FleetRollout{RebalanceTolerance: provision.DefaultRebalanceTolerance, Probe: &provision.ServiceProbe{}}
 	cmd := &cobra.Command{
 		Use:   "rollout",
@@ -36,10 +37,19 @@ func rolloutCommand(ios *cli.IOStreams) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return f.Rollout(cmd.Context(), ios.Out, fr, binaryPath, dryRun)
+			ctx := cmd.Context()
+			if !dryRun {
+				var unlock func()
+				if ctx, unlock, err = lf.lockStack(ctx, ios, cmd, f.Stack); err != nil {
+					return err
+				}
+				defer unlock()
+			}
+			return lf.result(f.Rollout(ctx, ios.Out, fr, binaryPath, dryRun))
 		},
 	}
 	fs := cmd.Flags()
+	lf.add(fs)
 	fs.StringVar(&binaryPath, "relay-binary", "", "the new relay build (required); recorded as the fleet's release once every process runs it")
 	fs.BoolVar(&dryRun, "dry-run", false, "print the plan (each box's processes, from and to, the canary) and change nothing")
 	addRolloutFlags(fs, &hf, &fr)
@@ -50,6 +60,7 @@ func rolloutCommand(ios *cli.IOStreams) *cobra.Command {
 func rollbackCommand(ios *cli.IOStreams) *cobra.Command {
 	var hf hostFlags
 	var to string
+	var lf lockFlags
 	fr := provision.FleetRollout{RebalanceTolerance: provision.DefaultRebalanceTolerance, Probe: &provision.ServiceProbe{}}
 	cmd := &cobra.Command{
 		Use:   "rollback",
@@ -63,10 +74,16 @@ func rollbackCommand(ios *cli.IOStreams) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return f.Rollback(cmd.Context(), ios.Out, fr, to)
+			ctx, unlock, err := lf.lockStack(cmd.Context(), ios, cmd, f.Stack)
+			if err != nil {
+				return err
+			}
+			defer unlock()
+			return lf.result(f.Rollback(ctx, ios.Out, fr, to))
 		},
 	}
 	fs := cmd.Flags()
+	lf.add(fs)
 	fs.StringVar(&to, "to", "", "a release listed by fleet releases (6 or more digits of its digest; default: the one before the fleet's release)")
 	addRolloutFlags(fs, &hf, &fr)
 	return cmd

@@ -55,16 +55,22 @@ func (s *stackFlags) env(ios *cli.IOStreams) program.Env {
 
 // applyCommand is fleet up, preview or destroy (run); yes, when not "",
 // declares --yes with that usage.
+// yes, when not "", also makes it take the fleet's lock (--wait).
 func applyCommand(ios *cli.IOStreams, use, short string, needsRelay bool, yes string, run func(context.Context, program.ApplyOptions) error) *cobra.Command {
 	var s stackFlags
+	var lf lockFlags
 	o := program.ApplyOptions{Prober: func(c provider.Config) program.ListenerProber { return &events.SSHProbe{Lab: c, KeyFile: c.SSHKeyFile} }}
 	cmd := &cobra.Command{Use: use, Short: short, Args: cli.NoArgs, RunE: func(cmd *cobra.Command, _ []string) error {
 		o.Env, o.Changed = s.env(ios), func(stateDir string) { refreshMonitor(ios.Out, s.monitorDir, stateDir, nil) }
-		return run(cmd.Context(), o)
+		if yes != "" {
+			o.Lock = lf.locker(ios, cmd)
+		}
+		return lf.result(run(cmd.Context(), o))
 	}}
 	s.add(cmd.Flags(), needsRelay)
 	if yes != "" {
 		cmd.Flags().BoolVar(&o.Yes, "yes", false, yes)
+		lf.add(cmd.Flags())
 	}
 	return cmd
 }

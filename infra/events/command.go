@@ -30,6 +30,10 @@ type RunOptions struct {
 	LeaseTTL    time.Duration
 	Retention   time.Duration
 	RelayBinary string
+	// Wait and Command are Options's: how long to wait for another holder
+	// of the fleet's lease, and this command's name in it.
+	Wait    time.Duration
+	Command string
 	// Stack checks the Pulumi flags, then makes the stacks' template and
 	// says how boxes are reached (Options's Stack and Lab); Pulumi's
 	// progress goes to progress.
@@ -76,7 +80,7 @@ func (o *RunOptions) open(ctx context.Context, stdout io.Writer, quiet bool, val
 		return nil, time.Time{}, err
 	}
 	r, err := Open(ctx, Options{
-		EventsFile: o.EventsFile, Stack: *st, Lab: cfg, LeaseTTL: o.LeaseTTL, Retention: o.Retention, RelayBinary: o.RelayBinary,
+		EventsFile: o.EventsFile, Stack: *st, Lab: cfg, LeaseTTL: o.LeaseTTL, Wait: o.Wait, Command: o.Command, Retention: o.Retention, RelayBinary: o.RelayBinary,
 		Log: slog.New(slog.NewTextHandler(out, nil)), FromRecords: fromRecords,
 	})
 	if err == nil && r.FileErr != nil {

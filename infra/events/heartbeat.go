@@ -86,11 +86,16 @@ func (s *PulumiStore) LastBeat(ctx context.Context) (Beat, error) {
 // holder renews it (a running reconcile renews it every third of its
 // TTL); zero when no reconcile holds it.
 func (s *PulumiStore) LeaseUntil(ctx context.Context) (time.Time, error) {
-	l, exists, tagged, err := s.readLease(ctx)
-	if err != nil || !exists || !tagged {
+	l, err := s.openLease(ctx)
+	if err != nil {
 		return time.Time{}, err
 	}
-	return l.Expires, nil
+	defer l.Close()
+	st, err := l.Read(ctx)
+	if err != nil || st.Token == 0 || st.Released {
+		return time.Time{}, err
+	}
+	return st.Expires, nil
 }
 
 // beat records the end of a reconcile in the Store when it keeps a

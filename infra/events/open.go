@@ -21,6 +21,7 @@ import (
 	"github.com/pulumi/pulumi/sdk/v3/go/auto"
 
 	"github.com/relayfleet/relayfleet/infra/backend"
+	"github.com/relayfleet/relayfleet/infra/lease"
 	"github.com/relayfleet/relayfleet/infra/program"
 	"github.com/relayfleet/relayfleet/infra/provider"
 	"github.com/relayfleet/relayfleet/internal/atomicfile"
@@ -47,9 +48,14 @@ type Options struct {
 	// Lab is how boxes are reached: the lab's settings and the SSH key
 	// for static servers. Open adds the cloud tokens.
 	Lab provider.Config
-	// LeaseTTL is how long the reconcile lease outlives a holder that
+	// LeaseTTL is how long the fleet's lease outlives a holder that
 	// stopped renewing it (DefaultLeaseTTL when 0).
 	LeaseTTL time.Duration
+	// Wait is how long the reconcile waits for another command that holds
+	// the fleet's lease (0: it refuses at once, naming it); Command names
+	// this one in the lease ("fleet events reconcile" when empty).
+	Wait    time.Duration
+	Command string
 	// Retention is the Reconciler's (DefaultRetention when 0).
 	Retention time.Duration
 	// Log receives one line per action (nothing when nil).
@@ -200,9 +206,17 @@ func Open(ctx context.Context, o Options) (*Reconciler, error) {
 		ttl = DefaultLeaseTTL
 	}
 	fleetStack := fleetStackOf(&st, fleet.Name)
+	backendURL, err := st.Backend()
+	if err != nil {
+		return nil, err
+	}
 	return &Reconciler{
 		Events: evs, Fleet: fleet, Catalogue: cat, Calibration: cal,
-		Store:       &PulumiStore{WS: ws, Fleet: fleet.Name, TTL: ttl},
+		Store: &PulumiStore{WS: ws, Fleet: fleet.Name, Backend: backendURL, TTL: ttl, Wait: o.Wait, Command: o.Command, Waiting: func(s lease.State) {
+			if o.Log != nil {
+				o.Log.Info("waiting for the fleet's lease", "holder", s.Holder.String(), "until", s.Expires.UTC().Format(time.RFC3339))
+			}
+		}},
 		SteadyHosts: fleetStack.ReadHostsOutput,
 		StateDir:    st.StateDir, Release: st.Program.Release,
 		Stacks:   &KeyedStacks{PulumiStacks: PulumiStacks{Template: st}, FleetStack: fleetStack},
@@ -295,9 +309,13 @@ func OpenWatch(ctx context.Context, o Options) (*Watch, error) {
 		return nil, err
 	}
 	path := o.EventsFile
+	backendURL, err := st.Backend()
+	if err != nil {
+		return nil, err
+	}
 	return &Watch{
 		Fleet: fleet.Name,
-		Store: &PulumiStore{WS: ws, Fleet: fleet.Name},
+		Store: &PulumiStore{WS: ws, Fleet: fleet.Name, Backend: backendURL},
 		ReadEvents: func() (*inventories.Events, error) {
 			cat, err := inventories.LoadCatalogue(inventories.Beside(path, inventories.ProvidersFile))
 			if err != nil {

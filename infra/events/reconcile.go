@@ -798,6 +798,39 @@ func (r *Reconciler) down(ctx context.Context, now time.Time, ev *inventories.Ev
 	switch rec.Phase {
 	case "", Scheduled:
 		if ev != nil && !now.Before(ev.End.Time) && rec.Manual != ManualDown {
+			// No record of boxes is no proof there are none: a record
+			// lost with a disk, or a save cut off, leaves boxes that bill
+			// on. Ask the event's backends by label before calling it
+			// missed.
+			lost, at, err := r.lostBoxes(ctx, ev)
+			if err != nil {
+				return r.fail(ctx, rec, now, "sweep", err)
+			}
+			if len(lost) > 0 {
+				r.note(rec, now, "lost-boxes", fmt.Sprintf("the event ended with no record of boxes, but %s: destroying its stack and sweeping them", strings.Join(lost, ", ")))
+				// Its stack may hold them (destroy sweeps the record's
+				// backend after); the other backends are swept here.
+				labels := map[string]string{"fleet": r.Fleet.Name, "tier": provider.TierBurst, "event": rec.Event}
+				for _, name := range at {
+					if name == rec.Backend {
+						continue
+					}
+					be, err := r.Backends(name)
+					if err != nil {
+						return r.fail(ctx, rec, now, "sweep", err)
+					}
+					found, err := backend.Sweep(ctx, be, labels)
+					for _, b := range found {
+						rec.Orphans = append(rec.Orphans, b.Name)
+						r.note(rec, now, "orphan", fmt.Sprintf("box %s (id %s) of the event was at %s with no record: deleted", b.Name, b.ID, name))
+					}
+					if err != nil {
+						return r.fail(ctx, rec, now, "sweep", err)
+					}
+				}
+				rec.StackMade = true
+				return r.destroy(ctx, now, rec)
+			}
 			rec.Phase = Missed
 			r.note(rec, now, "missed", "the event ended before its boxes were brought up; nothing to remove")
 			return r.save(ctx, rec)
@@ -891,6 +924,33 @@ func (r *Reconciler) waitDrain(ctx context.Context, now time.Time, rec *Record) 
 		return r.save(ctx, rec)
 	}
 	return r.destroy(ctx, now, rec)
+}
+
+// lostBoxes lists, on each backend the event's pool may use, the boxes
+// labelled with the fleet, the burst tier and the event: "N at BACKEND"
+// for each backend that has some, and those backends.
+func (r *Reconciler) lostBoxes(ctx context.Context, ev *inventories.Event) (lost, at []string, err error) {
+	labels := map[string]string{"fleet": r.Fleet.Name, "tier": provider.TierBurst, "event": ev.Name}
+	var seen []string
+	for _, c := range ev.Burst.Choices() {
+		if slices.Contains(seen, c.Provider) {
+			continue
+		}
+		seen = append(seen, c.Provider)
+		be, err := r.Backends(c.Provider)
+		if err != nil {
+			return nil, nil, err
+		}
+		boxes, err := be.List(ctx, labels)
+		if err != nil {
+			return nil, nil, fmt.Errorf("list %s boxes labelled %s: %w", c.Provider, backend.Selector(labels), err)
+		}
+		if len(boxes) > 0 {
+			lost = append(lost, fmt.Sprintf("%s labelled %s at %s", text.Plural(len(boxes), "box", "boxes"), backend.Selector(labels), c.Provider))
+			at = append(at, c.Provider)
+		}
+	}
+	return lost, at, nil
 }
 
 func (r *Reconciler) destroy(ctx context.Context, now time.Time, rec *Record) error {

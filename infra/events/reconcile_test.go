@@ -858,3 +858,35 @@ func TestPlural(t *testing.T) {
 		t.Errorf("Short() = %q", got)
 	}
 }
+
+// TestEndedEventWithoutRecordSweepsItsBoxes: an event that ended with no
+// record of boxes (the record was lost with a disk, or its save cut off)
+// but whose burst boxes exist, found by the fleet and event labels, is
+// swept: its stack destroyed and its boxes deleted, not marked missed
+// while they bill on. One without boxes is missed, as before.
+func TestEndedEventWithoutRecordSweepsItsBoxes(t *testing.T) {
+	h := newHarness(t)
+	ev := *h.ev
+	name := program.BurstBoxName("lab", ev.Name, ev.Burst.Provider, 1)
+	h.cloud.put(name, map[string]string{"fleet": "lab", "tier": "burst", "event": ev.Name})
+	h.cloud.put("steady-1", map[string]string{"fleet": "lab", "tier": "steady", "event": "none"})
+	rec := h.run(t, ev.End.Add(time.Minute))
+	if rec.Phase != Gone {
+		t.Fatalf("phase %s, want gone (log: %s)", rec.Phase, h.log.String())
+	}
+	if _, ok := h.cloud.boxes[name]; ok || len(h.cloud.boxes) != 1 {
+		t.Fatalf("cloud after the sweep: %v, want only the steady box", h.cloud.boxes)
+	}
+	if got := strings.Join(h.stacks.took(), ";"); got != "destroy "+rec.Stack {
+		t.Fatalf("calls %q, want the event's stack destroyed (it may hold the boxes)", got)
+	}
+	if !strings.Contains(h.log.String(), "action=lost-boxes") {
+		t.Errorf("log has no action=lost-boxes: %s", h.log.String())
+	}
+
+	// No boxes: missed, nothing destroyed.
+	h2 := newHarness(t)
+	if rec := h2.run(t, h2.ev.End.Add(time.Minute)); rec.Phase != Missed || len(h2.stacks.took()) != 0 {
+		t.Fatalf("no boxes: phase %s calls %v, want missed and none", rec.Phase, h2.stacks.took())
+	}
+}

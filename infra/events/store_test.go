@@ -4,7 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/relayfleet/relayfleet/infra/lease"
 	"github.com/relayfleet/relayfleet/infra/program"
 	"github.com/relayfleet/relayfleet/internal/testutil"
 )
@@ -218,7 +219,7 @@ func pulumiStore(t *testing.T, dir, be string) *PulumiStore {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &PulumiStore{WS: ws, Fleet: "lab", Grace: 2 * time.Second}
+	return &PulumiStore{WS: ws, Fleet: "lab", Backend: be}
 }
 
 func sharedBackend(t *testing.T) string {
@@ -297,8 +298,13 @@ func twoHolders(t *testing.T) (a, b *PulumiStore) {
 	t.Helper()
 	be := sharedBackend(t)
 	a, b = pulumiStore(t, t.TempDir(), be), pulumiStore(t, t.TempDir(), be)
-	a.Owner, b.Owner = "machine-a", "machine-b"
+	a.Holder, b.Holder = holderOn("machine-a", 1), holderOn("machine-b", 1)
 	return a, b
+}
+
+// holderOn is a reconcile on host as pid.
+func holderOn(host string, pid int) lease.Holder {
+	return lease.Holder{Host: host, User: "ops", Command: "fleet events reconcile", PID: pid, Started: time.Now().UTC(), Run: host}
 }
 
 // TestPulumiStoreLeaseTwoHolders: while one machine holds the lease a
@@ -312,7 +318,7 @@ func TestPulumiStoreLeaseTwoHolders(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, _, err = b.Lock(ctx)
-	if !errors.Is(err, ErrLocked) || !strings.Contains(err.Error(), "machine-a until ") {
+	if !errors.Is(err, ErrLocked) || !strings.Contains(err.Error(), "ops@machine-a") {
 		t.Fatalf("second holder: %v, want ErrLocked naming machine-a", err)
 	}
 	unlockA()
@@ -330,10 +336,8 @@ func TestPulumiStoreLeaseTwoHolders(t *testing.T) {
 }
 
 // TestPulumiStoreLeaseExpires: a holder that stops renewing (killed)
-// loses the lease once it expired; the one that takes it over holds it,
-// and the old holder, renewing late, finds it lost (its renewer then ends
-// its context, and its saves are refused). A lease stack never tagged (a holder killed
-// between creating and tagging it) is taken over after the grace time.
+// loses the lease once it expired, not before; the one that takes it
+// over holds it, and the old holder's saves are refused by the fence.
 func TestPulumiStoreLeaseExpires(t *testing.T) {
 	testutil.Short(t, "make test-long (runs the Pulumi CLI)")
 	a, b := twoHolders(t)
@@ -352,63 +356,48 @@ func TestPulumiStoreLeaseExpires(t *testing.T) {
 	if err != nil {
 		t.Fatalf("after the expiry: %v, want the lease taken over", err)
 	}
-	if err := a.renew(heldA, "machine-a"); !errors.Is(err, ErrLeaseLost) {
-		t.Fatalf("a's renewal after the take-over: %v, want ErrLeaseLost", err)
+	defer unlockB()
+	if err := a.Save(heldA, &Record{Event: "e", Stack: "lab-event-e"}); !errors.Is(err, ErrLeaseLost) {
+		t.Fatalf("a's save after the take-over: %v, want ErrLeaseLost", err)
 	}
-	if err := b.renew(heldB, "machine-b"); err != nil {
-		t.Fatalf("b's renewal: %v", err)
+	if err := b.Save(heldB, &Record{Event: "e", Stack: "lab-event-e"}); err != nil {
+		t.Fatalf("b's save: %v", err)
 	}
-	unlockB()
-
-	// Never tagged: taken over after the grace time, not before.
-	if err := b.WS.CreateStack(ctx, LeaseStack("lab")); err != nil {
-		t.Fatal(err)
-	}
-	start := time.Now()
-	_, unlock, err := a.Lock(ctx)
-	if err != nil {
-		t.Fatalf("untagged lease: %v", err)
-	}
-	if waited := time.Since(start); waited < a.Grace {
-		t.Fatalf("took an untagged lease after %v, before the grace time %v", waited, a.Grace)
-	}
-	unlock()
 }
 
-// TestPulumiStoreLeaseOfAGoneProcessHere: a lease whose holder was a
-// process of this machine (same machine id) that no longer runs is taken
-// over at once, before its expiry, as the flock it replaces was; one held
-// by a live process here, or by any process of another machine, is not.
-func TestPulumiStoreLeaseOfAGoneProcessHere(t *testing.T) {
+// TestPulumiStoreLeaseNoTakeoverByMachine: a lease whose holder was a
+// process of this host that no longer runs is not taken over before its
+// expiry (a cloned VM has the same machine id and host name, so "gone
+// here" proves nothing about the holder): fleet unlock clears it.
+func TestPulumiStoreLeaseNoTakeoverByMachine(t *testing.T) {
 	testutil.Short(t, "make test-long (runs the Pulumi CLI)")
 	be := sharedBackend(t)
-	live := testutil.Start(t, "sleep", exec.Command("sleep", "300"))
+	gone := exec.Command("true")
+	if err := gone.Run(); err != nil {
+		t.Fatal(err)
+	}
+	host, _ := os.Hostname()
 	ctx := context.Background()
-	holder := func(pid int) {
-		t.Helper()
-		a := pulumiStore(t, t.TempDir(), be)
-		a.TTL, a.MachineID = time.Hour, "m1"
-		a.Owner = fmt.Sprintf("box pid=%d machine=m1 run=r", pid)
-		if _, _, err := a.Lock(ctx); err != nil { // never unlocked
-			t.Fatal(err)
-		}
+	a := pulumiStore(t, t.TempDir(), be)
+	a.TTL, a.Holder = time.Hour, holderOn(host, gone.Process.Pid)
+	if _, _, err := a.Lock(ctx); err != nil { // never unlocked
+		t.Fatal(err)
 	}
-	other := pulumiStore(t, t.TempDir(), be)
-	other.MachineID = "m2"
 	here := pulumiStore(t, t.TempDir(), be)
-	here.MachineID = "m1"
-
-	holder(live.Cmd.Process.Pid)
 	if _, _, err := here.Lock(ctx); !errors.Is(err, ErrLocked) {
-		t.Fatalf("a live holder here: %v, want ErrLocked", err)
+		t.Fatalf("a gone holder here, before the expiry: %v, want ErrLocked", err)
 	}
-	live.Kill()
-	if _, _, err := other.Lock(ctx); !errors.Is(err, ErrLocked) {
-		t.Fatalf("another machine, before the expiry: %v, want ErrLocked", err)
+	l, err := lease.Open(ctx, be, "lab")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	if err := l.Unlock(ctx, io.Discard, lease.Self("fleet unlock")); err != nil {
+		t.Fatalf("fleet unlock of a gone holder: %v", err)
 	}
 	_, unlock, err := here.Lock(ctx)
 	if err != nil {
-		t.Fatalf("the holder's process here is gone: %v, want the lease taken over", err)
+		t.Fatalf("after fleet unlock: %v", err)
 	}
 	unlock()
 }

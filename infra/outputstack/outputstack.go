@@ -11,6 +11,8 @@ import (
 
 	"github.com/pulumi/pulumi/sdk/v3/go/auto"
 	"github.com/pulumi/pulumi/sdk/v3/go/common/apitype"
+
+	"github.com/relayfleet/relayfleet/infra/lease"
 )
 
 // LastLines keeps a Pulumi CLI error short: its last three non-empty
@@ -134,8 +136,10 @@ func (s *Stack) Save(ctx context.Context, outputs map[string]any, unlocked bool)
 	}
 	err = s.WS.ImportStack(ctx, s.Stack, dep)
 	if err != nil && unlocked && strings.Contains(err.Error(), "currently locked") {
-		if st, serr := auto.SelectStack(ctx, s.Stack, s.WS); serr == nil {
-			st.Cancel(ctx)
+		// Only a dead run's lock: never pulumi cancel, which deletes a
+		// live run's lock too.
+		if _, cerr := lease.ClearDeadStackLocks(ctx, s.WS.GetEnvVars()["PULUMI_BACKEND_URL"], s.Project, s.Stack, lease.DefaultTTL); cerr != nil {
+			return fmt.Errorf("stack %s: %w", s.name(), cerr)
 		}
 		err = s.WS.ImportStack(ctx, s.Stack, dep)
 	}

@@ -28,6 +28,10 @@ type Env struct {
 	// Release points a stack's program at the fleet's release, given the
 	// --relay-binary value (Stack.UseRelease, which nil is).
 	Release func(ctx context.Context, st *Stack, relayFlag string, first bool, notes io.Writer) error
+	// Lock, when set, takes the fleet's lease for a command that changes
+	// it (LockFleet), returning the context the command then runs in and
+	// the release; nil takes none (tests).
+	Lock func(ctx context.Context, st *Stack) (context.Context, func(), error)
 }
 
 // useRelease is e.Release, or st.UseRelease.
@@ -87,21 +91,26 @@ func (o ApplyOptions) loadWithKeys(ctx context.Context, record bool) (*Stack, er
 	if err != nil {
 		return nil, err
 	}
+	return st, o.withKeys(ctx, st, record)
+}
+
+// withKeys is loadWithKeys for a loaded stack.
+func (o ApplyOptions) withKeys(ctx context.Context, st *Stack, record bool) (err error) {
 	if o.NeedsRelay {
 		if err := o.useRelease(ctx, st, record); err != nil {
-			return nil, err
+			return err
 		}
 		if err := CheckKeysForRelease(ctx, o.keyStore(st), st.Program.RelayBinary); err != nil {
-			return nil, err
+			return err
 		}
 	}
 	if st.Program.AuthKeys, _, err = o.authKeys(ctx, st, true); err != nil {
-		return nil, err
+		return err
 	}
 	if st.Program.TLSSeed, err = FleetTLSSeed(ctx, o.keyStore(st), true); err != nil {
-		return nil, err
+		return err
 	}
-	return st, nil
+	return nil
 }
 
 // FleetUp is fleet up: it brings the fleet to the inventory through
@@ -111,8 +120,16 @@ func (o ApplyOptions) loadWithKeys(ctx context.Context, record bool) (*Stack, er
 // and the listeners on them, are shown and confirmed first (Confirm).
 func FleetUp(ctx context.Context, o ApplyOptions) error {
 	stdout := o.IO.Out
-	st, err := o.loadWithKeys(ctx, true)
+	st, err := o.Load(stdout)
 	if err != nil {
+		return err
+	}
+	ctx, unlock, err := o.lock(ctx, st)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	if err := o.withKeys(ctx, st, true); err != nil {
 		return err
 	}
 	_, doomed, err := st.PreviewDoomed(ctx)
@@ -162,6 +179,11 @@ func FleetDestroy(ctx context.Context, o ApplyOptions) error {
 	if err != nil {
 		return err
 	}
+	ctx, unlock, err := o.lock(ctx, st)
+	if err != nil {
+		return err
+	}
+	defer unlock()
 	doomed, err := st.PreviewDestroyDoomed(ctx)
 	if err != nil {
 		return err

@@ -148,6 +148,11 @@ func RotateAuth(ctx context.Context, o RotateOptions) error {
 	if err != nil {
 		return err
 	}
+	ctx, unlock, err := o.lock(ctx, st)
+	if err != nil {
+		return err
+	}
+	defer unlock()
 	// The fleet's release, before anything changes: the converge below
 	// must not move any box to the build beside this command.
 	if err := o.useRelease(ctx, st, true); err != nil {
@@ -158,6 +163,9 @@ func RotateAuth(ctx context.Context, o RotateOptions) error {
 		return err
 	}
 	if err := CheckKeysForRelease(ctx, o.keyStore(st), st.Program.RelayBinary); err != nil {
+		return err
+	}
+	if err := st.fence(ctx); err != nil {
 		return err
 	}
 	keyFile, keys, until, legacy, err := RotateFleetAuthKeys(ctx, o.keyStore(st), o.now(), o.Overlap)

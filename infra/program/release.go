@@ -21,7 +21,12 @@ func (s *Stack) Releases(ctx context.Context) (*releases.Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	return releases.OpenStore(ctx, ws, s.Fleet.Name, backend, filepath.Join(s.StateDir, "releases"))
+	store, err := releases.OpenStore(ctx, ws, s.Fleet.Name, backend, filepath.Join(s.StateDir, "releases"))
+	if err != nil {
+		return nil, err
+	}
+	store.Fence = s.Fence
+	return store, nil
 }
 
 // UseRelease points the program at the relay build every Host runs: the

@@ -24,6 +24,7 @@ import (
 	"github.com/pulumi/pulumi/sdk/v3/go/common/workspace"
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 
+	"github.com/relayfleet/relayfleet/infra/lease"
 	"github.com/relayfleet/relayfleet/infra/provider"
 	"github.com/relayfleet/relayfleet/internal/atomicfile"
 	"github.com/relayfleet/relayfleet/inventories"
@@ -83,6 +84,11 @@ type Stack struct {
 	// the provider plugin it starts (the event reconciler names its
 	// request log there: backend.RequestLogEnv). Never a secret.
 	Env map[string]string
+	// Fence, when set, is checked before every write this stack makes to
+	// the fleet's shared state (the release record, the relays file, the
+	// fleet's keys): the fleet's lease (LockFleet) is still this
+	// command's. Pulumi's own runs are held off by the lease itself.
+	Fence func(ctx context.Context) error
 
 	// existing are the names the state gives the stack's boxes and
 	// firewalls (Options.Existing), read before each run.
@@ -632,6 +638,9 @@ func (s *Stack) Up(ctx context.Context) (*UpResult, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := s.fence(ctx); err != nil {
+		return nil, err
+	}
 	path, err := SetStackHosts(s.StateDir, s.Name, hosts)
 	if err != nil {
 		return nil, err
@@ -796,6 +805,9 @@ func (s *Stack) Destroy(ctx context.Context) (map[string]int, error) {
 	if err != nil {
 		return nil, fmt.Errorf("destroy: %s", lastLines(err.Error()))
 	}
+	if err := s.fence(ctx); err != nil {
+		return nil, err
+	}
 	if _, err := SetStackHosts(s.StateDir, s.Name, nil); err != nil {
 		return nil, err
 	}
@@ -862,9 +874,10 @@ func (s *Stack) ReadSecrets(ctx context.Context) (map[string]string, error) {
 }
 
 // Repair makes a stack usable after a Pulumi run was killed: it clears
-// the lock the run left (call it only when no other run can be in
-// progress; the event reconciler holds its own lock), then refreshes the
-// state from the boxes, dropping operations the killed run left pending.
+// the lock the run left when that run is dead (lease.ClearDeadStackLocks:
+// never pulumi cancel, which deletes a live run's lock too; call it under
+// the fleet's lease), then refreshes the state from the boxes, dropping
+// operations the killed run left pending.
 // A box whose create was cut off is thereby forgotten: the next up adopts
 // it by name, and the event reconciler's sweep by label deletes it if no
 // up comes.
@@ -873,8 +886,12 @@ func (s *Stack) Repair(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := st.Cancel(ctx); err != nil && !strings.Contains(err.Error(), "no update") {
-		return fmt.Errorf("cancel stack %s: %s", s.Name, lastLines(err.Error()))
+	backend, err := s.Backend()
+	if err != nil {
+		return err
+	}
+	if _, err := lease.ClearDeadStackLocks(ctx, backend, Project, s.Name, lease.DefaultTTL); err != nil {
+		return fmt.Errorf("repair stack %s: %w", s.Name, err)
 	}
 	return s.refresh(ctx, st)
 }

@@ -31,6 +31,19 @@ type Store struct {
 	Blobs *Blobs
 	// Now is the clock releases are stamped with (nil: time.Now).
 	Now func() time.Time
+	// Fence, when set, is checked before the history is written: the
+	// fleet's lease is still this command's (lease.Held.Check).
+	Fence func(ctx context.Context) error
+}
+
+func (s *Store) fence(ctx context.Context) error {
+	if s.Fence == nil {
+		return nil
+	}
+	if err := s.Fence(context.WithoutCancel(ctx)); err != nil {
+		return fmt.Errorf("release history: not written: %w", err)
+	}
+	return nil
 }
 
 // OpenStore opens fleet's release state: its history in ws (a workspace
@@ -112,6 +125,9 @@ func (s *Store) Resolve(ctx context.Context, flagValue string, first bool) (Reso
 	}
 	if current == "" && first {
 		rel := Release{Digest: sha, Version: BuildVersion(path), At: s.now(), By: Who(), How: HowFirst}
+		if err := s.fence(ctx); err != nil {
+			return Resolved{}, err
+		}
 		if _, err := s.Book.Record(ctx, rel); err != nil {
 			return Resolved{}, err
 		}
@@ -154,10 +170,16 @@ func BuildVersion(path string) string {
 // Record makes digest (a build kept in the backend) the fleet's release,
 // how (HowRollout or HowRollback); version is the build's.
 func (s *Store) Record(ctx context.Context, digest, version, how string) (*History, error) {
+	if err := s.fence(ctx); err != nil {
+		return nil, err
+	}
 	return s.Book.Record(ctx, Release{Digest: digest, Version: version, At: s.now(), By: Who(), How: how})
 }
 
 // RecordFailure keeps a failed rollout of digest and why it failed.
 func (s *Store) RecordFailure(ctx context.Context, digest, version, why string) (*History, error) {
+	if err := s.fence(ctx); err != nil {
+		return nil, err
+	}
 	return s.Book.RecordFailure(ctx, Attempt{Digest: digest, Version: version, At: s.now(), By: Who(), Why: why})
 }

@@ -21,6 +21,7 @@ import (
 	"golang.org/x/crypto/ssh"
 
 	"github.com/relayfleet/relayfleet/infra/events"
+	"github.com/relayfleet/relayfleet/infra/lease"
 	"github.com/relayfleet/relayfleet/infra/program"
 	"github.com/relayfleet/relayfleet/infra/program/programtest"
 	"github.com/relayfleet/relayfleet/internal/testutil"
@@ -263,9 +264,10 @@ func TestSignalsEndCommands(t *testing.T) {
 		// The lease is free: the next reconcile gets as far.
 		systest.Interrupt(t, bin, "fleet events reconcile", reconcile, env, api.reached(), syscall.SIGINT)
 		noPulumiLocks(t, state)
-		lease := filepath.Join(state, "backend", ".pulumi", "stacks", events.StoreProject, events.LeaseStack("sig")+".json")
-		if _, err := os.Stat(lease); err == nil {
-			t.Errorf("reconcile lease left behind: %s", lease)
+		if l, err := lease.Open(context.Background(), "file://"+filepath.Join(state, "backend"), "sig"); err != nil {
+			t.Fatal(err)
+		} else if ls, err := l.Read(context.Background()); err != nil || !ls.Free(time.Now()) {
+			t.Errorf("fleet lease left held: %+v, %v", ls, err)
 		}
 		// What the run did before the signal is kept in the backend, for
 		// the next reconcile to resume from.

@@ -203,7 +203,7 @@ func (e *Exporter) list(ctx context.Context, name string) ([]backend.Box, error)
 var (
 	descLastOK     = desc("relayfleet_events_reconcile_last_success_timestamp_seconds", "When a reconcile of the fleet last finished without an error (0: never).", "fleet")
 	descLastRun    = desc("relayfleet_events_reconcile_last_run_timestamp_seconds", "When a reconcile of the fleet last finished (0: never).", "fleet")
-	descLease      = desc("relayfleet_events_reconcile_lease_until_timestamp_seconds", "When the lease of the reconcile running now expires unless renewed (0: none runs).", "fleet")
+	descLease      = desc("relayfleet_events_reconcile_lease_until_timestamp_seconds", "When the fleet's lease, held by the reconcile or other fleet command running now, expires unless renewed (0: none runs).", "fleet")
 	descStaleAfter = desc("relayfleet_events_reconcile_stale_after_seconds", "How old the last reconcile without an error may be before ReconcilerStale fires.", "fleet")
 	descStoreOK    = desc("relayfleet_events_store_ok", "1 when the last refresh read the records, heartbeat and lease from the Pulumi backend.", "fleet")
 	descFileOK     = desc("relayfleet_events_file_ok", "1 when the last refresh read the events file.", "fleet")

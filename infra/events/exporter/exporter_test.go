@@ -144,7 +144,7 @@ relayfleet_events_reconcile_last_success_timestamp_seconds{fleet="lab"} 1.899999
 # HELP relayfleet_events_reconcile_last_run_timestamp_seconds When a reconcile of the fleet last finished (0: never).
 # TYPE relayfleet_events_reconcile_last_run_timestamp_seconds gauge
 relayfleet_events_reconcile_last_run_timestamp_seconds{fleet="lab"} 1.89999997e+09
-# HELP relayfleet_events_reconcile_lease_until_timestamp_seconds When the lease of the reconcile running now expires unless renewed (0: none runs).
+# HELP relayfleet_events_reconcile_lease_until_timestamp_seconds When the fleet's lease, held by the reconcile or other fleet command running now, expires unless renewed (0: none runs).
 # TYPE relayfleet_events_reconcile_lease_until_timestamp_seconds gauge
 relayfleet_events_reconcile_lease_until_timestamp_seconds{fleet="lab"} 1.90000012e+09
 # HELP relayfleet_events_reconcile_stale_after_seconds How old the last reconcile without an error may be before ReconcilerStale fires.
