@@ -404,9 +404,7 @@ type pull struct {
 	cancel context.CancelFunc
 	sess   *client.Session // set once subscribed
 
-	source bool   // a group of it went to the listeners
-	floor  uint64 // groups up to this are dropped once source (hasFloor)
-	has    bool
+	source bool // it delivered a group
 }
 
 // pullEvent is what a pull's goroutine reports to runRemote.
@@ -419,35 +417,29 @@ type pullEvent struct {
 	refused    bool // the upstream was up and refused the subscription
 }
 
-// seqFilter decides which pulled groups go to the listeners: none whose
-// sequence was delivered already.
+// seqFilter decides which pulled groups go to the listeners: only those
+// newer than every group delivered, so that none comes twice or out of
+// order, whichever upstream it comes from (a group whose stream the
+// upstream opened late is lost rather than played out of order).
 type seqFilter struct {
 	any  bool
 	last uint64
 }
 
 // accept reports whether group seq of pull p goes to the listeners, and
-// records it. A pull not yet the source passes only groups newer than
-// every one delivered (or a sequence far behind: a publisher that
-// restarted); once the source, it passes whatever is newer than what was
-// delivered when it took over, in the order its upstream sends them.
+// records it. A sequence far behind the last one delivered, first on a
+// pull, is a publisher that started again (restarted).
 func (f *seqFilter) accept(p *pull, seq uint64) (ok, restarted bool) {
-	if !p.source {
-		switch {
-		case !f.any || seq > f.last:
-			p.floor, p.has = f.last, f.any
-		case f.last-seq > restartSlack:
-			p.has, restarted = false, true
-		default:
-			return false, false
-		}
-		p.source = true
-	} else if p.has && seq <= p.floor {
+	first := !p.source
+	p.source = true
+	switch {
+	case !f.any || seq > f.last:
+	case first && f.last-seq > restartSlack:
+		restarted = true
+	default:
 		return false, false
 	}
-	if !f.any || seq > f.last || restarted {
-		f.any, f.last = true, seq
-	}
+	f.any, f.last = true, seq
 	return true, restarted
 }
 

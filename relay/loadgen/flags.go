@@ -94,9 +94,9 @@ type PublishFlags struct {
 	URL, Broadcast, Track, Transport string
 	// Origins are the further URL arguments: relay publish URL URL...
 	// publishes the same groups, with the same sequences, to each.
-	Origins []string
-	Interval                         time.Duration
-	Frames, Size, Groups             int
+	Origins              []string
+	Interval             time.Duration
+	Frames, Size, Groups int
 	// Paced publishes load-generator frames (Publish) instead of
 	// client.RunPublish's patterns.
 	Paced bool

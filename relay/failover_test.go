@@ -1,0 +1,318 @@
+package relay_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/relayfleet/relayfleet/internal/testutil"
+	"github.com/relayfleet/relayfleet/relay"
+	"github.com/relayfleet/relayfleet/relay/loadgen"
+)
+
+// Failover between origins: two origins, an edge with both as upstreams,
+// a publisher to both (the same groups and sequences), listeners on the
+// edge. The origin the edge pulls from is killed, blackholed, or killed
+// and started again; every listener keeps its subscription and hears at
+// most the failover gap: no reconnect, no duplicate or reordered group.
+// RELAY_FAILOVER_LISTENERS sets how many loadgen listeners (default 100).
+
+// udpProxy forwards UDP between its clients and target until dropping,
+// when it swallows every packet both ways: a blackholed path (no close,
+// no ICMP).
+type udpProxy struct {
+	ln     *net.UDPConn
+	target *net.UDPAddr
+	drop   atomic.Bool
+	mu     sync.Mutex
+	peers  map[string]*net.UDPConn
+}
+
+func newUDPProxy(t *testing.T, target string) *udpProxy {
+	t.Helper()
+	ln, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ta, err := net.ResolveUDPAddr("udp", target)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &udpProxy{ln: ln, target: ta, peers: map[string]*net.UDPConn{}}
+	t.Cleanup(func() {
+		ln.Close()
+		p.mu.Lock()
+		for _, c := range p.peers {
+			c.Close()
+		}
+		p.mu.Unlock()
+	})
+	go func() {
+		buf := make([]byte, 65536)
+		for {
+			n, from, err := ln.ReadFromUDP(buf)
+			if err != nil {
+				return
+			}
+			if p.drop.Load() {
+				continue
+			}
+			p.mu.Lock()
+			c := p.peers[from.String()]
+			if c == nil {
+				if c, err = net.DialUDP("udp", nil, ta); err != nil {
+					p.mu.Unlock()
+					continue
+				}
+				p.peers[from.String()] = c
+				go func() {
+					b := make([]byte, 65536)
+					for {
+						n, err := c.Read(b)
+						if err != nil {
+							return
+						}
+						if !p.drop.Load() {
+							_, _ = ln.WriteToUDP(b[:n], from)
+						}
+					}
+				}()
+			}
+			p.mu.Unlock()
+			_, _ = c.Write(buf[:n])
+		}
+	}()
+	return p
+}
+
+func (p *udpProxy) addr() string { return p.ln.LocalAddr().String() }
+
+// orderWatch subscribes to live/audio on url and records, per group, its
+// sequence: out of order or twice counts as bad; gaps longer than
+// 500 ms between groups are counted too.
+type orderWatch struct {
+	mu       sync.Mutex
+	last     uint64
+	any      bool
+	bad      []string
+	longGaps int
+	longest  time.Duration
+	ended    error
+}
+
+func watchOrder(t *testing.T, ctx context.Context, url string) *orderWatch {
+	t.Helper()
+	s := dial(t, ctx, url, nil)
+	sub := subscribeWhenAnnounced(t, ctx, s, "live", "audio")
+	w := &orderWatch{}
+	go func() {
+		prev := time.Time{}
+		for {
+			g, err := sub.NextGroup(ctx)
+			now := time.Now()
+			w.mu.Lock()
+			if err != nil {
+				if ctx.Err() == nil {
+					w.ended = err
+				}
+				w.mu.Unlock()
+				return
+			}
+			if w.any && g.Sequence <= w.last {
+				w.bad = append(w.bad, fmt.Sprintf("%d after %d", g.Sequence, w.last))
+			}
+			if w.any {
+				gap := now.Sub(prev)
+				w.longest = max(w.longest, gap)
+				if gap > 500*time.Millisecond {
+					w.longGaps++
+				}
+			}
+			w.any, w.last, prev = true, max(w.last, g.Sequence), now
+			w.mu.Unlock()
+			g.Abort()
+		}
+	}()
+	return w
+}
+
+type failoverFault int
+
+const (
+	faultKill failoverFault = iota
+	faultBlackhole
+	faultKillAndReturn
+)
+
+// failoverFrame is the publisher's frame time: Opus audio, 120 ms frames,
+// one to a group.
+const failoverFrame = 120 * time.Millisecond
+
+func runFailover(t *testing.T, fault failoverFault) {
+	listeners := 100
+	if v := os.Getenv("RELAY_FAILOVER_LISTENERS"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			t.Fatalf("RELAY_FAILOVER_LISTENERS=%q: want a positive number", v)
+		}
+		listeners = n
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	secret := make([]byte, relay.MinResetSecret)
+	for i := range secret {
+		secret[i] = byte(i*7 + 1)
+	}
+	a, err := relay.Start(ctx, relay.Config{Listen: "127.0.0.1:0", Logger: quietLogger(), ResetSecret: secret, MemoryBudget: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	aAddr := a.Addr().String()
+	b := startRelay(t, relay.Config{MemoryBudget: -1})
+	upA := "http://" + aAddr + "/"
+	var proxy *udpProxy
+	if fault == faultBlackhole {
+		proxy = newUDPProxy(t, aAddr)
+		upA = "http://" + proxy.addr() + "/#spki=" + a.Stats().SPKISHA256
+	}
+	edge := startRelay(t, relay.Config{MemoryBudget: -1, MaxSessionsPerAddress: -1, Upstreams: []string{upA, relayURL(b, "")}})
+
+	pctx, pcancel := context.WithCancel(ctx)
+	defer pcancel()
+	pubDone := make(chan error, 1)
+	go func() {
+		pubDone <- loadgen.Publish(pctx, relayURL(a, ""), loadgen.PublishOptions{Broadcast: "live", FrameTime: failoverFrame,
+			FramesPerGroup: 1, FrameSize: 160, Logger: quietLogger(), Origins: []string{relayURL(b, "")}})
+	}()
+	testutil.WaitFor(t, 15*time.Second, "the broadcast on both origins", func() bool {
+		return a.Stats().Publishers == 1 && b.Stats().Publishers == 1
+	})
+	watches := []*orderWatch{watchOrder(t, ctx, relayURL(edge, "")), watchOrder(t, ctx, relayURL(edge, ""))}
+	testutil.WaitFor(t, 15*time.Second, "the edge pulling from the first origin", func() bool {
+		return a.Stats().Subscribers == 1
+	})
+	if st := edgeStats(t, edge); st.UpstreamPulls["live"] != upA {
+		t.Fatalf("/stats upstream_pulls: %v; want live from %s", st.UpstreamPulls, upA)
+	}
+
+	faulted := make(chan struct{})
+	window := func(start bool) {
+		if !start {
+			return
+		}
+		go func() {
+			defer close(faulted)
+			time.Sleep(2 * time.Second)
+			switch fault {
+			case faultKill, faultKillAndReturn:
+				a.Crash()
+			case faultBlackhole:
+				proxy.drop.Store(true)
+			}
+			if fault != faultKillAndReturn {
+				return
+			}
+			a.Close()
+			time.Sleep(2 * time.Second)
+			// The origin starts again on its port; the publisher
+			// reconnects to it.
+			again, err := relay.Start(ctx, relay.Config{Listen: aAddr, Logger: quietLogger(), ResetSecret: secret, MemoryBudget: -1})
+			if err != nil {
+				t.Errorf("start the first origin again: %v", err)
+				return
+			}
+			t.Cleanup(func() { again.Close() })
+			if !testutil.Poll(10*time.Second, func() bool { return again.Stats().Publishers == 1 }) {
+				t.Errorf("the publisher did not come back to the first origin")
+			}
+		}()
+	}
+	dur := 6 * time.Second
+	if fault == faultKillAndReturn {
+		dur = 10 * time.Second
+	}
+	rep, err := loadgen.Run(ctx, loadgen.Options{URL: relayURL(edge, ""), Broadcast: "live", Listeners: listeners,
+		Duration: dur, Reconnect: true, Logger: quietLogger(), Window: window})
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-faulted
+	st := edgeStats(t, edge)
+	perListener := float64(rep.FramesLost) / float64(max(rep.Listeners, 1))
+	var longest time.Duration
+	for _, w := range watches {
+		w.mu.Lock()
+		longest = max(longest, w.longest)
+		w.mu.Unlock()
+	}
+	t.Logf("%d listeners: longest gap %.0f ms (p50 %.0f ms), frames lost %d (%.1f per listener, %d expected), reconnects %d, lost %d, silent at end %d; order watchers' longest gap %v; edge failovers %d, pulls %v",
+		rep.Listeners, rep.GapMs.Max, rep.GapMs.P50, rep.FramesLost, perListener, rep.FramesExpected, rep.Reconnects,
+		rep.ListenersLost, rep.SilentAtEnd, longest.Round(time.Millisecond), st.UpstreamFailovers, st.UpstreamPulls)
+	if rep.Connected != listeners {
+		t.Errorf("%d of %d listeners connected (failed %d: %v)", rep.Connected, listeners, rep.Failed, rep.Errors)
+	}
+	if rep.GapMs.Max > 1000 {
+		t.Errorf("longest gap %.0f ms; want at most 1 s", rep.GapMs.Max)
+	}
+	if rep.Reconnects != 0 || rep.ListenersLost != 0 {
+		t.Errorf("%d listener reconnects (%v), %d listeners lost; want none", rep.Reconnects, rep.ReconnectsByReason, rep.ListenersLost)
+	}
+	if max1s := float64(time.Second / failoverFrame); perListener > max1s {
+		t.Errorf("%.1f frames lost per listener; want at most 1 s worth (%.0f)", perListener, max1s)
+	}
+	for i, w := range watches {
+		w.mu.Lock()
+		if len(w.bad) > 0 {
+			t.Errorf("order watcher %d: groups out of order or twice: %v", i, w.bad)
+		}
+		if w.ended != nil {
+			t.Errorf("order watcher %d: subscription ended: %v", i, w.ended)
+		}
+		if fault == faultKillAndReturn && w.longGaps > 1 {
+			t.Errorf("order watcher %d: %d gaps over 500 ms; want the failover's one at most (no second gap when the origin came back)", i, w.longGaps)
+		}
+		w.mu.Unlock()
+	}
+	if st.UpstreamFailovers < 1 || st.UpstreamPulls["live"] != relayURL(b, "") {
+		t.Errorf("/stats upstream_failovers_total %d, upstream_pulls %v; want a failover, live from %s", st.UpstreamFailovers, st.UpstreamPulls, relayURL(b, ""))
+	}
+	pcancel()
+	<-pubDone
+}
+
+// edgeStats reads the edge's /stats.
+func edgeStats(t *testing.T, r *relay.Relay) relay.Stats {
+	t.Helper()
+	resp, err := http.Get(relayURL(r, "stats"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var st relay.Stats
+	if err := json.NewDecoder(resp.Body).Decode(&st); err != nil {
+		t.Fatal(err)
+	}
+	return st
+}
+
+// TestFailoverOriginKilled: the origin the edge pulls from dies without a
+// word (kill -9).
+func TestFailoverOriginKilled(t *testing.T) { runFailover(t, faultKill) }
+
+// TestFailoverOriginBlackholed: the path to the origin the edge pulls
+// from drops every packet, both ways.
+func TestFailoverOriginBlackholed(t *testing.T) { runFailover(t, faultBlackhole) }
+
+// TestFailoverOriginReturns: the killed origin starts again 2 s later and
+// the publisher comes back to it: the edge carries on without a second
+// gap.
+func TestFailoverOriginReturns(t *testing.T) { runFailover(t, faultKillAndReturn) }
