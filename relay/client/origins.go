@@ -8,6 +8,8 @@ import (
 	"math/rand/v2"
 	"sync"
 	"time"
+
+	"github.com/quic-go/quic-go"
 )
 
 // Publishing to several origins. An edge pulls each broadcast from one
@@ -26,6 +28,13 @@ const (
 	// originStable is how long a session must have lasted for the
 	// backoff to start again from originBackoffMin.
 	originStable = 5 * time.Second
+	// originIdleTimeout is the QUIC idle timeout of a session to an
+	// origin (not the listeners' 30 s): a publisher sends a frame every
+	// 20 to 120 ms and the origin acknowledges them, so 5 s without a
+	// packet from it is an origin that died, or is cut off, without a
+	// word (kill -9, a blackhole, a restart that draws no stateless reset);
+	// the session ends then and the origin is dialled again.
+	originIdleTimeout = 5 * time.Second
 )
 
 // OriginsTrack publishes one track of one broadcast to several relays.
@@ -52,7 +61,8 @@ type originConn struct {
 }
 
 // PublishOrigins connects to every URL (each with a fresh token from
-// tokenSource, if set) and publishes track of broadcast on each. It fails
+// tokenSource, if set) and publishes track of broadcast on each; its
+// sessions time out after originIdleTimeout without a packet. It fails
 // only when no URL connects; the origins that did not connect, and any
 // that goes away later, are dialled again in the background until Close.
 func PublishOrigins(ctx context.Context, urls []string, dial *Options, broadcast, track string, tokenSource func(ctx context.Context) (string, error)) (*OriginsTrack, error) {
@@ -62,6 +72,17 @@ func PublishOrigins(ctx context.Context, urls []string, dial *Options, broadcast
 	if dial == nil {
 		dial = &Options{}
 	}
+	d := *dial
+	tune := d.TuneQUIC
+	d.TuneQUIC = func(c *quic.Config) {
+		if tune != nil {
+			tune(c)
+		}
+		if c.MaxIdleTimeout == 0 || c.MaxIdleTimeout > originIdleTimeout {
+			c.MaxIdleTimeout = originIdleTimeout
+		}
+	}
+	dial = &d
 	logger := dial.Logger
 	if logger == nil {
 		logger = slog.Default()
