@@ -18,13 +18,15 @@ import (
 // Cluster links: a relay with upstreams pulls broadcasts it does not
 // publish locally from them. The first local subscriber to a track starts
 // one upstream subscription for it (per process, however many listeners),
-// over one shared client session to an upstream; the last one to leave ends
-// it. When the upstream goes away the track stays, its listeners stay
-// connected, and the relay re-dials and re-subscribes with exponential
-// backoff (with jitter, between upstreamBackoffMin and upstreamBackoffMax)
-// until it succeeds or the last listener leaves. The same session carries
-// an announce interest, so local listeners see the upstream's broadcasts
-// announced (RunUpstreamAnnounces).
+// over the shared client session (link) to one upstream; the last one to
+// leave ends it. Each upstream URL has a link of its own. When the upstream
+// goes away the track stays, its listeners stay connected, and the relay
+// subscribes on the next upstream at once (see failoverSilence), or, once
+// every upstream failed in a row, re-dials and re-subscribes with
+// exponential backoff (with jitter, between upstreamBackoffMin and
+// upstreamBackoffMax) until it succeeds or the last listener leaves. Each
+// link carries an announce interest, so local listeners see the upstreams'
+// broadcasts announced (RunUpstreamAnnounces).
 
 const (
 	upstreamBackoffMin = 100 * time.Millisecond
@@ -41,8 +43,8 @@ const (
 // for announcements under probePrefix, which nothing is published under
 // and whose length makes the packet large enough to draw a reset. A
 // successor's reset ends the session at once; no answer within
-// upstreamProbeWait ends it too. Either way the edge re-dials (the next
-// upstream URL) and re-subscribes. A live upstream answers in a round
+// upstreamProbeWait ends it too. Either way the link re-dials, and the
+// track re-subscribes (on the next upstream, with several). A live upstream answers in a round
 // trip, and the answer stands for upstreamSilence: probes are shared by
 // every track of the link.
 const (
@@ -55,7 +57,7 @@ var errLinkClosed = errors.New("upstream link closed")
 
 // handOrderWait bounds how long a pulled group whose first frame came
 // waits for the group before it to be handed to the listeners first
-// (pullRemote): a group the upstream sent earlier whose first frame is
+// (groupFeeder): a group the upstream sent earlier whose first frame is
 // stuck holds the ones after it back no longer than this.
 const handOrderWait = 500 * time.Millisecond
 

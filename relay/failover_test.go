@@ -236,7 +236,7 @@ func runFailover(t *testing.T, fault failoverFault) {
 			}
 		}()
 	}
-	dur := 6 * time.Second
+	dur := 7 * time.Second
 	if fault == faultKillAndReturn {
 		dur = 10 * time.Second
 	}
