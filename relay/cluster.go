@@ -406,7 +406,8 @@ type pull struct {
 	cancel context.CancelFunc
 	sess   *client.Session // set once subscribed
 
-	source bool // it delivered a group
+	floor    uint64 // groups up to this were delivered before it took over (hasFloor)
+	hasFloor bool
 }
 
 // pullEvent is what a pull's goroutine reports to runRemote.
@@ -419,29 +420,39 @@ type pullEvent struct {
 	refused    bool // the upstream was up and refused the subscription
 }
 
-// seqFilter decides which pulled groups go to the listeners: only those
-// newer than every group delivered, so that none comes twice or out of
-// order, whichever upstream it comes from (a group whose stream the
-// upstream opened late is lost rather than played out of order).
+// seqFilter decides which pulled groups go to the listeners: none whose
+// sequence was delivered already. A pull that has not delivered yet (a
+// standby, or the next upstream's after a failure) passes only groups
+// newer than every one delivered, so a switch never repeats or goes back;
+// once it delivers, it passes whatever is newer than what was delivered
+// before it took over, in the order its upstream sends them (as with one
+// upstream: a group whose stream opened late still comes).
 type seqFilter struct {
 	any  bool
 	last uint64
+	src  *pull // the pull that delivered last
 }
 
 // accept reports whether group seq of pull p goes to the listeners, and
 // records it. A sequence far behind the last one delivered, first on a
 // pull, is a publisher that started again (restarted).
 func (f *seqFilter) accept(p *pull, seq uint64) (ok, restarted bool) {
-	first := !p.source
-	p.source = true
-	switch {
-	case !f.any || seq > f.last:
-	case first && f.last-seq > restartSlack:
-		restarted = true
-	default:
+	if p != f.src {
+		switch {
+		case !f.any || seq > f.last:
+			p.floor, p.hasFloor = f.last, f.any
+		case f.last-seq > restartSlack:
+			p.hasFloor, restarted = false, true
+		default:
+			return false, false
+		}
+		f.src = p
+	} else if p.hasFloor && seq <= p.floor {
 		return false, false
 	}
-	f.any, f.last = true, seq
+	if !f.any || seq > f.last || restarted {
+		f.any, f.last = true, seq
+	}
 	return true, restarted
 }
 

@@ -96,10 +96,14 @@ func newUDPProxy(t *testing.T, target string) *udpProxy {
 func (p *udpProxy) addr() string { return p.ln.LocalAddr().String() }
 
 // orderWatch subscribes to live/audio on url and records, per group, its
-// sequence: out of order or twice counts as bad; gaps longer than
-// 500 ms between groups are counted too.
+// sequence. Bad: a group twice, or one after a gap of over 300 ms (a
+// failover) at or below the newest before the gap (the switch went back).
+// A group a little late within one upstream's stream is not (the relay
+// hands those on with one upstream too). Gaps over 500 ms are counted.
 type orderWatch struct {
 	mu       sync.Mutex
+	seen     map[uint64]bool
+	barrier  uint64 // the newest group before the last gap over 300 ms
 	last     uint64
 	any      bool
 	bad      []string
@@ -113,7 +117,7 @@ func watchOrder(t *testing.T, ctx context.Context, url string) *orderWatch {
 	t.Helper()
 	s := dial(t, ctx, url, nil)
 	sub := subscribeWhenAnnounced(t, ctx, s, "live", "audio")
-	w := &orderWatch{}
+	w := &orderWatch{seen: map[uint64]bool{}}
 	go func() {
 		prev := time.Time{}
 		for {
@@ -127,8 +131,15 @@ func watchOrder(t *testing.T, ctx context.Context, url string) *orderWatch {
 				w.mu.Unlock()
 				return
 			}
-			if w.any && g.Sequence <= w.last {
-				w.bad = append(w.bad, fmt.Sprintf("%d after %d", g.Sequence, w.last))
+			if w.seen[g.Sequence] {
+				w.bad = append(w.bad, fmt.Sprintf("%d twice", g.Sequence))
+			}
+			w.seen[g.Sequence] = true
+			if w.any && now.Sub(prev) > 300*time.Millisecond {
+				w.barrier = w.last
+			}
+			if w.any && w.barrier > 0 && g.Sequence <= w.barrier {
+				w.bad = append(w.bad, fmt.Sprintf("%d after a gap that followed %d", g.Sequence, w.barrier))
 			}
 			if w.any {
 				gap := now.Sub(prev)
