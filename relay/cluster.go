@@ -379,8 +379,9 @@ func (s *Server) remoteBroadcastLocked(path string) *broadcast {
 // session, so its pull). The first of the two to deliver a group newer
 // than every group already handed to the listeners becomes the current
 // pull; the other is ended. Listeners stay subscribed to the edge's
-// track throughout and hear at most the gap: a group whose sequence was
-// delivered already is dropped, so none comes twice or out of order.
+// track throughout and hear at most the gap: the pull that takes over
+// hands on only groups newer than every one delivered (seqFilter), so
+// none comes twice and the switch never goes back.
 //
 // failoverSilence is 400 ms: audio frames come every 20 to 120 ms, so a
 // healthy track is silent that long only after three lost frames in a
