@@ -99,25 +99,26 @@ func (p *udpProxy) addr() string { return p.ln.LocalAddr().String() }
 // sequence. Bad: a group twice, or one after a gap of over 300 ms (a
 // failover) at or below the newest before the gap (the switch went back).
 // A group a little late within one upstream's stream is not (the relay
-// hands those on with one upstream too). Gaps over 500 ms are counted.
+// hands those on with one upstream too). Gaps over secondGap are counted.
 type orderWatch struct {
-	mu       sync.Mutex
-	seen     map[uint64]bool
-	barrier  uint64 // the newest group before the last gap over 300 ms
-	last     uint64
-	any      bool
-	bad      []string
-	longGaps int
-	longest  time.Duration
-	jump     [2]uint64 // the sequences either side of the longest gap
-	ended    error
+	mu        sync.Mutex
+	seen      map[uint64]bool
+	barrier   uint64 // the newest group before the last gap over 300 ms
+	last      uint64
+	any       bool
+	bad       []string
+	longGaps  int
+	longest   time.Duration
+	secondGap time.Duration // gaps longer than this count in longGaps
+	jump      [2]uint64     // the sequences either side of the longest gap
+	ended     error
 }
 
-func watchOrder(t *testing.T, ctx context.Context, url string) *orderWatch {
+func watchOrder(t *testing.T, ctx context.Context, url string, secondGap time.Duration) *orderWatch {
 	t.Helper()
 	s := dial(t, ctx, url, nil)
 	sub := subscribeWhenAnnounced(t, ctx, s, "live", "audio")
-	w := &orderWatch{seen: map[uint64]bool{}}
+	w := &orderWatch{seen: map[uint64]bool{}, secondGap: secondGap}
 	go func() {
 		prev := time.Time{}
 		for {
@@ -146,7 +147,7 @@ func watchOrder(t *testing.T, ctx context.Context, url string) *orderWatch {
 				if gap > w.longest {
 					w.longest, w.jump = gap, [2]uint64{w.last, g.Sequence}
 				}
-				if gap > 500*time.Millisecond {
+				if gap > w.secondGap {
 					w.longGaps++
 				}
 			}
@@ -171,7 +172,16 @@ const (
 const failoverFrame = 120 * time.Millisecond
 
 func runFailover(t *testing.T, fault failoverFault) {
-	listeners := 100
+	// The bounds: the longest gap (and a second of frames lost), the gap
+	// that counts as a second one on the return, the listeners' silence
+	// timeout. Under the race detector (make test), which slows the relays
+	// several times on a starved 2-core machine, fewer listeners and
+	// three times the bounds: there the test checks the mechanism, and
+	// the figures come from runs without it.
+	listeners, bound, secondGap, silence := 100, time.Second, 500*time.Millisecond, time.Duration(0)
+	if raceEnabled {
+		listeners, bound, secondGap, silence = 20, 3*time.Second, 1500*time.Millisecond, 3*time.Second
+	}
 	if v := os.Getenv("RELAY_FAILOVER_LISTENERS"); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 1 {
@@ -218,7 +228,7 @@ func runFailover(t *testing.T, fault failoverFault) {
 	testutil.WaitFor(t, 15*time.Second, "the broadcast on both origins", func() bool {
 		return origins[0].Stats().Publishers == 1 && origins[1].Stats().Publishers == 1
 	})
-	watches := []*orderWatch{watchOrder(t, ctx, relayURL(edge, "")), watchOrder(t, ctx, relayURL(edge, ""))}
+	watches := []*orderWatch{watchOrder(t, ctx, relayURL(edge, ""), secondGap), watchOrder(t, ctx, relayURL(edge, ""), secondGap)}
 	testutil.WaitFor(t, 15*time.Second, "the edge pulling from the first origin", func() bool {
 		return origins[0].Stats().Subscribers == 1
 	})
@@ -278,7 +288,7 @@ func runFailover(t *testing.T, fault failoverFault) {
 		dur = 10 * time.Second
 	}
 	rep, err := loadgen.Run(ctx, loadgen.Options{URL: relayURL(edge, ""), Broadcast: "live", Listeners: listeners,
-		Duration: dur, Reconnect: true, Logger: quietLogger(), Window: window})
+		Duration: dur, Reconnect: true, Silence: silence, Logger: quietLogger(), Window: window})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -300,14 +310,14 @@ func runFailover(t *testing.T, fault failoverFault) {
 	if rep.Connected != listeners {
 		t.Errorf("%d of %d listeners connected (failed %d: %v)", rep.Connected, listeners, rep.Failed, rep.Errors)
 	}
-	if rep.GapMs.Max > 1000 {
-		t.Errorf("longest gap %.0f ms; want at most 1 s", rep.GapMs.Max)
+	if rep.GapMs.Max > float64(bound/time.Millisecond) {
+		t.Errorf("longest gap %.0f ms; want at most %v", rep.GapMs.Max, bound)
 	}
 	if rep.Reconnects != 0 || rep.ListenersLost != 0 {
 		t.Errorf("%d listener reconnects (%v), %d listeners lost; want none", rep.Reconnects, rep.ReconnectsByReason, rep.ListenersLost)
 	}
-	if max1s := float64(time.Second / failoverFrame); perListener > max1s {
-		t.Errorf("%.1f frames lost per listener; want at most 1 s worth (%.0f)", perListener, max1s)
+	if maxLost := float64(bound / failoverFrame); perListener > maxLost {
+		t.Errorf("%.1f frames lost per listener; want at most %v worth (%.0f)", perListener, bound, maxLost)
 	}
 	for i, w := range watches {
 		w.mu.Lock()
@@ -318,7 +328,7 @@ func runFailover(t *testing.T, fault failoverFault) {
 			t.Errorf("order watcher %d: subscription ended: %v", i, w.ended)
 		}
 		if fault == faultKillAndReturn && w.longGaps > 1 {
-			t.Errorf("order watcher %d: %d gaps over 500 ms; want the failover's one at most (no second gap when the origin came back)", i, w.longGaps)
+			t.Errorf("order watcher %d: %d gaps over %v; want the failover's one at most (no second gap when the origin came back)", i, w.longGaps, secondGap)
 		}
 		w.mu.Unlock()
 	}
