@@ -18,13 +18,15 @@ import (
 // Cluster links: a relay with upstreams pulls broadcasts it does not
 // publish locally from them. The first local subscriber to a track starts
 // one upstream subscription for it (per process, however many listeners),
-// over one shared client session to an upstream; the last one to leave ends
-// it. When the upstream goes away the track stays, its listeners stay
-// connected, and the relay re-dials and re-subscribes with exponential
-// backoff (with jitter, between upstreamBackoffMin and upstreamBackoffMax)
-// until it succeeds or the last listener leaves. The same session carries
-// an announce interest, so local listeners see the upstream's broadcasts
-// announced (RunUpstreamAnnounces).
+// over the shared client session (link) to one upstream; the last one to
+// leave ends it. Each upstream URL has a link of its own. When the upstream
+// goes away the track stays, its listeners stay connected, and the relay
+// subscribes on the next upstream at once (see failoverSilence), or, once
+// every upstream failed in a row, re-dials and re-subscribes with
+// exponential backoff (with jitter, between upstreamBackoffMin and
+// upstreamBackoffMax) until it succeeds or the last listener leaves. Each
+// link carries an announce interest, so local listeners see the upstreams'
+// broadcasts announced (RunUpstreamAnnounces).
 
 const (
 	upstreamBackoffMin = 100 * time.Millisecond
@@ -41,8 +43,8 @@ const (
 // for announcements under probePrefix, which nothing is published under
 // and whose length makes the packet large enough to draw a reset. A
 // successor's reset ends the session at once; no answer within
-// upstreamProbeWait ends it too. Either way the edge re-dials (the next
-// upstream URL) and re-subscribes. A live upstream answers in a round
+// upstreamProbeWait ends it too. Either way the link re-dials, and the
+// track re-subscribes (on the next upstream, with several). A live upstream answers in a round
 // trip, and the answer stands for upstreamSilence: probes are shared by
 // every track of the link.
 const (
@@ -55,7 +57,7 @@ var errLinkClosed = errors.New("upstream link closed")
 
 // handOrderWait bounds how long a pulled group whose first frame came
 // waits for the group before it to be handed to the listeners first
-// (pullRemote): a group the upstream sent earlier whose first frame is
+// (groupFeeder): a group the upstream sent earlier whose first frame is
 // stuck holds the ones after it back no longer than this.
 const handOrderWait = 500 * time.Millisecond
 
@@ -355,23 +357,6 @@ func (l *upstreamLink) runProbe(ctx context.Context, f *probeFlight) {
 	close(f.done)
 }
 
-// nextUpstreamGroup is sub.NextGroup that probes the link sess whenever
-// t has been silent for upstreamSilence; a failed probe ends the session,
-// and so the subscription.
-func (s *Server) nextUpstreamGroup(t *track, sub *client.Subscription, sess *client.Session) (*client.GroupReader, error) {
-	for {
-		ctx, cancel := context.WithTimeout(t.ctx, upstreamSilence)
-		gr, err := sub.NextGroup(ctx)
-		cancel()
-		if err == nil || t.ctx.Err() != nil || !errors.Is(err, context.DeadlineExceeded) {
-			return gr, err
-		}
-		if err := s.link.probe(t.ctx, sess); err != nil {
-			return nil, err
-		}
-	}
-}
-
 // remoteBroadcastLocked returns the pulled broadcast for path, creating it;
 // s.mu is held.
 func (s *Server) remoteBroadcastLocked(path string) *broadcast {
@@ -383,49 +368,308 @@ func (s *Server) remoteBroadcastLocked(path string) *broadcast {
 	return b
 }
 
-// runRemote keeps t's upstream subscription alive until t ends.
+// Failover between origins. With several upstreams the edge keeps a link
+// to each (one per URL; RunUpstreamAnnounces keeps every one dialled, so
+// a switch costs a SUBSCRIBE round trip, no handshake) and pulls each
+// track from one of them, the current pull. When the current pull's link
+// dies, the next upstream's pull replaces it at once. When the track goes
+// silent for failoverSilence (no group start and no frame), the edge
+// subscribes on the next upstream as a standby, beside the current pull,
+// and probes the current link (upstreamProbeWait; a failed probe ends its
+// session, so its pull). The first of the two to deliver a group newer
+// than every group already handed to the listeners becomes the current
+// pull; the other is ended. Listeners stay subscribed to the edge's
+// track throughout and hear at most the gap: the pull that takes over
+// hands on only groups newer than every one delivered (seqFilter), so
+// none comes twice and the switch never goes back.
+//
+// failoverSilence is 400 ms: audio frames come every 20 to 120 ms, so a
+// healthy track is silent that long only after three lost frames in a
+// row at the longest frame time; and a false alarm costs no gap or
+// duplicate, only a standby subscription that takes over when it is
+// ahead, and is dropped otherwise. A track whose frames come further
+// apart (a publisher of one group a second) waits three of its own
+// frame intervals instead. The edge stays on the upstream it failed over
+// to when the first one comes back (no second switch, so no second
+// gap); every track starts on the upstream the edge last failed over to.
+const (
+	failoverSilence = 400 * time.Millisecond
+	// restartSlack is how far back (in groups) a new subscription's first
+	// sequence may be from the last one delivered and still be a copy of
+	// what was delivered, not a publisher that started again from 0.
+	restartSlack = 64
+)
+
+// pull is one subscription to one upstream for a track.
+type pull struct {
+	idx    int // into Server.links
+	ctx    context.Context
+	cancel context.CancelFunc
+	sess   *client.Session // set once subscribed
+
+	floor    uint64 // groups up to this were delivered before it took over (hasFloor)
+	hasFloor bool
+}
+
+// pullEvent is what a pull's goroutine reports to runRemote.
+type pullEvent struct {
+	p          *pull
+	sess       *client.Session
+	subscribed bool
+	gr         *client.GroupReader
+	err        error
+	refused    bool // the upstream was up and refused the subscription
+}
+
+// seqFilter decides which pulled groups go to the listeners: none whose
+// sequence was delivered already. A pull that has not delivered yet (a
+// standby, or the next upstream's after a failure) passes only groups
+// newer than every one delivered, so a switch never repeats or goes back;
+// once it delivers, it passes whatever is newer than what was delivered
+// before it took over, in the order its upstream sends them (as with one
+// upstream: a group whose stream opened late still comes).
+type seqFilter struct {
+	any  bool
+	last uint64
+	src  *pull // the pull that delivered last
+}
+
+// accept reports whether group seq of pull p goes to the listeners, and
+// records it. A sequence far behind the last one delivered, first on a
+// pull, is a publisher that started again (restarted).
+func (f *seqFilter) accept(p *pull, seq uint64) (ok, restarted bool) {
+	if p != f.src {
+		switch {
+		case !f.any || seq > f.last:
+			p.floor, p.hasFloor = f.last, f.any
+		case f.last-seq > restartSlack:
+			p.hasFloor, restarted = false, true
+		default:
+			return false, false
+		}
+		f.src = p
+	} else if p.hasFloor && seq <= p.floor {
+		return false, false
+	}
+	if !f.any || seq > f.last || restarted {
+		f.any, f.last = true, seq
+	}
+	return true, restarted
+}
+
+// startPull subscribes to t on upstream idx in a goroutine of its own
+// (wg) that reports to events until the pull's context ends.
+func (s *Server) startPull(t *track, idx int, events chan<- pullEvent, wg *sync.WaitGroup) *pull {
+	ctx, cancel := context.WithCancel(t.ctx)
+	p := &pull{idx: idx, ctx: ctx, cancel: cancel}
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		send := func(ev pullEvent) bool {
+			ev.p = p
+			select {
+			case events <- ev:
+				return true
+			case <-ctx.Done():
+				return false
+			}
+		}
+		sess, err := s.links[idx].session(ctx)
+		if err != nil {
+			send(pullEvent{err: err})
+			return
+		}
+		sub, err := sess.Subscribe(ctx, t.b.path, t.name)
+		if err != nil {
+			send(pullEvent{sess: sess, err: err, refused: ctx.Err() == nil && !isDone(sess.Done())})
+			return
+		}
+		defer sub.Close()
+		s.counters.upstreamSubscribes.Add(1)
+		if !send(pullEvent{sess: sess, subscribed: true}) {
+			return
+		}
+		for {
+			gr, err := sub.NextGroup(ctx)
+			if err != nil {
+				send(pullEvent{sess: sess, err: err})
+				return
+			}
+			if !send(pullEvent{gr: gr}) {
+				gr.Abort()
+				return
+			}
+		}
+	}()
+	return p
+}
+
+// runRemote pulls t from the upstreams until t ends, failing over
+// between them (see failoverSilence); with one upstream, it re-dials and
+// re-subscribes with backoff, probing the link when the track is silent
+// for upstreamSilence.
 func (s *Server) runRemote(t *track) {
 	if fault() == FaultNoForward { // a bad build (fault.go): pulls nothing
 		<-t.ctx.Done()
 		return
 	}
 	log := s.logger.With("broadcast", t.b.path, "track", t.name)
-	delay := upstreamBackoffMin
-	everOK := false
-	for t.ctx.Err() == nil {
-		sess, err := s.link.session(t.ctx)
-		if err == nil {
-			var ok bool
-			ok, err = s.pullRemote(t, sess)
-			switch {
-			case ok:
-				everOK = true
-				delay = upstreamBackoffMin
-			case !everOK && !isDone(sess.Done()) && t.ctx.Err() == nil:
-				// The upstream is up and refused the first subscription:
-				// there is no such broadcast anywhere. Logged at Info
-				// pullLogsPerSecond at most (subscribe.go).
-				level := slog.LevelDebug
-				if s.pullLogs.Allow() {
-					level = slog.LevelInfo
-				}
-				log.Log(t.ctx, level, "upstream refused subscription", "err", err)
-				return
+	n := len(s.links)
+	events := make(chan pullEvent)
+	var pulls, groups sync.WaitGroup
+	var cur, standby *pull
+	defer func() {
+		for _, p := range []*pull{cur, standby} {
+			if p != nil {
+				p.cancel()
 			}
 		}
-		if t.ctx.Err() != nil {
-			return
-		}
-		log.Info("upstream subscription lost; retrying", "err", err, "in", delay)
-		wait := delay/2 + rand.N(delay/2+1)
-		tm := time.NewTimer(wait)
+		pulls.Wait()
+		groups.Wait()
+		t.upstream.Store(0)
+	}()
+	feed := s.groupFeeder(t, &groups)
+	var filter seqFilter
+	quiet := failoverSilence
+	if n == 1 {
+		quiet = upstreamSilence
+	}
+	silence := time.NewTimer(quiet)
+	defer silence.Stop()
+	rearm := func(d time.Duration) {
+		silence.Stop()
 		select {
-		case <-tm.C:
-		case <-t.ctx.Done():
-			tm.Stop()
-			return
+		case <-silence.C:
+		default:
 		}
-		delay = min(delay*2, upstreamBackoffMax)
+		silence.Reset(d)
+	}
+	next := func(idx int) int { return (idx + 1) % n }
+
+	delay := upstreamBackoffMin
+	everOK := false
+	refused, failed := 0, 0
+	cur = s.startPull(t, int(s.preferred.Load())%n, events, &pulls)
+	for {
+		select {
+		case <-t.ctx.Done():
+			return
+		case <-silence.C:
+			wait := quiet
+			if n > 1 {
+				wait = max(failoverSilence, 3*time.Duration(t.activeGap.Load()))
+			}
+			if idle := time.Since(time.Unix(0, t.lastActive.Load())); t.lastActive.Load() != 0 && idle < wait {
+				rearm(wait - idle)
+				continue
+			}
+			if cur.sess != nil {
+				l, sess := s.links[cur.idx], cur.sess
+				go func() { _ = l.probe(t.ctx, sess) }() // a failed one ends cur
+			}
+			// A standby, if there is none; with more than two upstreams,
+			// one that delivered nothing moves on to the next.
+			if n > 1 && (standby == nil || n > 2) {
+				to := next(cur.idx)
+				if standby != nil {
+					standby.cancel()
+					if to = next(standby.idx); to == cur.idx {
+						to = next(to)
+					}
+				}
+				standby = s.startPull(t, to, events, &pulls)
+				log.Debug("track silent; subscribing on the standby upstream", "current", s.links[cur.idx].urls[0], "standby", s.links[to].urls[0])
+			}
+			rearm(wait)
+		case ev := <-events:
+			p := ev.p
+			if p != cur && p != standby {
+				if ev.gr != nil {
+					ev.gr.Abort()
+				}
+				continue
+			}
+			switch {
+			case ev.subscribed:
+				p.sess = ev.sess
+				everOK = true
+				if p == cur {
+					t.upstream.Store(int32(p.idx) + 1)
+				}
+			case ev.gr != nil:
+				ok, restarted := filter.accept(p, ev.gr.Sequence)
+				if !ok {
+					ev.gr.Abort()
+					continue
+				}
+				if restarted {
+					t.forgetLatest()
+				}
+				if p == standby { // it is ahead: it takes over
+					log.Info("failed over to upstream", "from", s.links[cur.idx].urls[0], "to", s.links[p.idx].urls[0], "group", ev.gr.Sequence)
+					cur.cancel()
+					cur, standby = p, nil
+					s.counters.upstreamFailovers.Add(1)
+					s.preferred.Store(int32(p.idx))
+					t.upstream.Store(int32(p.idx) + 1)
+				}
+				failed, refused, delay = 0, 0, upstreamBackoffMin
+				t.markActive()
+				rearm(quiet)
+				feed(p, ev.gr)
+			case p == standby:
+				standby.cancel()
+				standby = nil
+			default: // the current pull ended
+				cur.cancel()
+				if ev.refused && !everOK {
+					// Every upstream was up and refused the first
+					// subscription: there is no such broadcast anywhere.
+					// Logged at Info pullLogsPerSecond at most
+					// (subscribe.go).
+					if refused++; refused >= n {
+						level := slog.LevelDebug
+						if s.pullLogs.Allow() {
+							level = slog.LevelInfo
+						}
+						log.Log(t.ctx, level, "upstream refused subscription", "err", ev.err)
+						return
+					}
+				}
+				if standby != nil {
+					log.Info("upstream subscription lost; the standby takes over", "err", ev.err, "to", s.links[standby.idx].urls[0])
+					cur, standby = standby, nil
+					if cur.sess != nil {
+						t.upstream.Store(int32(cur.idx) + 1)
+					}
+					s.preferred.Store(int32(cur.idx))
+					continue
+				}
+				// The next upstream at once; once every one failed in a
+				// row, with backoff.
+				if failed++; failed >= n {
+					failed = 0
+					log.Info("upstream subscription lost; retrying", "err", ev.err, "in", delay)
+					tm := time.NewTimer(delay/2 + rand.N(delay/2+1))
+					select {
+					case <-tm.C:
+					case <-t.ctx.Done():
+						tm.Stop()
+						return
+					}
+					delay = min(delay*2, upstreamBackoffMax)
+				} else {
+					log.Info("upstream subscription lost; trying the next upstream", "err", ev.err, "to", s.links[next(cur.idx)].urls[0])
+				}
+				to := cur.idx
+				if n > 1 {
+					to = next(cur.idx)
+					s.preferred.Store(int32(to))
+				}
+				cur = s.startPull(t, to, events, &pulls)
+				rearm(quiet)
+			}
+		}
 	}
 }
 
@@ -438,16 +682,18 @@ func isDone(ch <-chan struct{}) bool {
 	}
 }
 
-// pullRemote subscribes to t upstream and feeds its groups into t until
-// the subscription or t ends. ok reports whether the upstream accepted.
-func (s *Server) pullRemote(t *track, sess *client.Session) (ok bool, err error) {
-	sub, err := sess.Subscribe(t.ctx, t.b.path, t.name)
-	if err != nil {
-		return false, err
+// markActive records that a group or frame of t came now (the silence
+// timer of runRemote reads it).
+func (t *track) markActive() {
+	now := time.Now().UnixNano()
+	if prev := t.lastActive.Swap(now); prev != 0 {
+		t.activeGap.Store(now - prev)
 	}
-	defer sub.Close()
-	s.counters.upstreamSubscribes.Add(1)
-	// Sequences may restart with a new publisher: forget the old newest.
+}
+
+// forgetLatest drops t's newest group: the publisher started its
+// sequence again, and a late joiner must not start at the old one.
+func (t *track) forgetLatest() {
 	t.mu.Lock()
 	old := t.latest
 	t.latest = nil
@@ -455,20 +701,18 @@ func (s *Server) pullRemote(t *track, sess *client.Session) (ok bool, err error)
 	if old != nil {
 		old.finish(errTrackEnded)
 	}
-	var wg sync.WaitGroup
-	defer wg.Wait()
+}
+
+// groupFeeder returns the function that feeds pulled groups into t, each
+// read by a goroutine of its own (wg) until it ends or its pull does.
+// Each group is handed to the track once the one before it was (handed:
+// closed then), or handOrderWait after its first frame came, so that
+// listeners get them in the order they were accepted.
+func (s *Server) groupFeeder(t *track, wg *sync.WaitGroup) func(p *pull, gr *client.GroupReader) {
 	c := &s.counters
-	// Each group is handed to the track once the one before it was
-	// (handed: closed then), or handOrderWait after its first frame came,
-	// so that listeners get them in the order the upstream sent them,
-	// though each is read by a goroutine of its own.
 	handed := make(chan struct{})
 	close(handed)
-	for {
-		gr, err := s.nextUpstreamGroup(t, sub, sess)
-		if err != nil {
-			return true, err
-		}
+	return func(p *pull, gr *client.GroupReader) {
 		c.groupsIn.Add(1)
 		g := newGroup(gr.Sequence)
 		prev, mine := handed, make(chan struct{})
@@ -476,7 +720,7 @@ func (s *Server) pullRemote(t *track, sess *client.Session) (ok bool, err error)
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			stop := context.AfterFunc(t.ctx, gr.Abort)
+			stop := context.AfterFunc(p.ctx, gr.Abort)
 			defer stop()
 			started := false // as in readGroup: hand over with the first frame
 			afterPrev := func() {
@@ -514,6 +758,7 @@ func (s *Server) pullRemote(t *track, sess *client.Session) (ok bool, err error)
 					gr.Abort()
 					return
 				}
+				t.markActive()
 				if !started {
 					afterPrev()
 					c.frameIn(t, g, len(frame), &started)
@@ -526,22 +771,34 @@ func (s *Server) pullRemote(t *track, sess *client.Session) (ok bool, err error)
 	}
 }
 
-// RunUpstreamAnnounces mirrors the upstream's announcements to this relay's
-// announce watchers, so that a listener can wait for a broadcast on an edge
-// as it would on the origin, until ctx ends. It keeps the upstream session
-// up, re-dialling with backoff. Relay runs it when there are upstreams.
-// What the upstream announced stays announced here across a reconnection
-// until the new session's initial list lacks it.
+// RunUpstreamAnnounces mirrors the upstreams' announcements to this
+// relay's announce watchers, so that a listener can wait for a broadcast
+// on an edge as it would on the origin, until ctx ends. It keeps every
+// upstream's session up, re-dialling with backoff, so that a failover
+// finds the next upstream dialled (see failoverSilence). Relay runs it
+// when there are upstreams. A broadcast is announced here while any
+// upstream announces it; what an upstream announced stays announced
+// across its reconnection until its new session's initial list lacks it.
 func (s *Server) RunUpstreamAnnounces(ctx context.Context) {
-	if s.link == nil {
-		return
+	var wg sync.WaitGroup
+	for i := range s.links {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			s.runLinkAnnounces(ctx, i)
+		}()
 	}
+	wg.Wait()
+}
+
+// runLinkAnnounces is RunUpstreamAnnounces for upstream i.
+func (s *Server) runLinkAnnounces(ctx context.Context, i int) {
 	delay := upstreamBackoffMin
 	for ctx.Err() == nil {
-		sess, err := s.link.session(ctx)
+		sess, err := s.links[i].session(ctx)
 		if err == nil {
 			var got bool
-			got, err = s.mirrorAnnounces(ctx, sess)
+			got, err = s.mirrorAnnounces(ctx, i, sess)
 			if got {
 				delay = upstreamBackoffMin
 			}
@@ -549,7 +806,7 @@ func (s *Server) RunUpstreamAnnounces(ctx context.Context) {
 		if ctx.Err() != nil {
 			return
 		}
-		s.logger.Debug("upstream announcements lost; retrying", "err", err, "in", delay)
+		s.logger.Debug("upstream announcements lost; retrying", "upstream", s.links[i].urls[0], "err", err, "in", delay)
 		tm := time.NewTimer(delay/2 + rand.N(delay/2+1))
 		select {
 		case <-tm.C:
@@ -561,7 +818,7 @@ func (s *Server) RunUpstreamAnnounces(ctx context.Context) {
 	}
 }
 
-func (s *Server) mirrorAnnounces(ctx context.Context, sess *client.Session) (bool, error) {
+func (s *Server) mirrorAnnounces(ctx context.Context, i int, sess *client.Session) (bool, error) {
 	ann, err := sess.Announced(ctx, "")
 	if err != nil {
 		return false, err
@@ -576,13 +833,13 @@ func (s *Server) mirrorAnnounces(ctx context.Context, sess *client.Session) (boo
 		initial[bpath.Clean(p)] = true
 	}
 	s.mu.Lock()
-	for p := range s.upstreamAnnounced {
+	for p := range s.linkAnnounced[i] {
 		if !initial[p] {
-			s.setUpstreamAnnouncedLocked(p, false)
+			s.setLinkAnnouncedLocked(i, p, false)
 		}
 	}
 	for p := range initial {
-		s.setUpstreamAnnouncedLocked(p, true)
+		s.setLinkAnnouncedLocked(i, p, true)
 	}
 	s.mu.Unlock()
 	for {
@@ -591,9 +848,26 @@ func (s *Server) mirrorAnnounces(ctx context.Context, sess *client.Session) (boo
 			return true, err
 		}
 		s.mu.Lock()
-		s.setUpstreamAnnouncedLocked(bpath.Clean(a.Path), a.Active)
+		s.setLinkAnnouncedLocked(i, bpath.Clean(a.Path), a.Active)
 		s.mu.Unlock()
 	}
+}
+
+// setLinkAnnouncedLocked records upstream i's announcement of path; the
+// path is announced here while any upstream announces it. s.mu is held.
+func (s *Server) setLinkAnnouncedLocked(i int, path string, active bool) {
+	if active {
+		s.linkAnnounced[i][path] = true
+	} else {
+		delete(s.linkAnnounced[i], path)
+	}
+	for _, m := range s.linkAnnounced {
+		if m[path] {
+			active = true
+			break
+		}
+	}
+	s.setUpstreamAnnouncedLocked(path, active)
 }
 
 // setUpstreamAnnouncedLocked records an upstream announcement and tells

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"runtime"
 	"sync"
+	"sync/atomic"
 
 	"github.com/relayfleet/relayfleet/relay/moqlite"
 	"github.com/relayfleet/relayfleet/relay/transport"
@@ -93,6 +94,12 @@ type track struct {
 	// local: the relay makes the track itself (the heartbeat); it lives
 	// on without subscribers.
 	local bool
+	// Pulled tracks (cluster.go): the upstream pulled from now (its
+	// index in Server.links plus one; 0: none), and when the last group
+	// or frame came and the time between the last two (unix ns).
+	upstream   atomic.Int32
+	lastActive atomic.Int64
+	activeGap  atomic.Int64
 
 	mu     sync.Mutex
 	subs   map[*subscriber]struct{}

@@ -36,13 +36,26 @@ func (s *Server) Stats() Stats {
 		st.Tracks += len(b.tracks)
 	}
 	st.Publishers = len(pubs)
+	pulls := make([]int, len(s.links))
 	for _, b := range s.remote {
 		st.UpstreamTracks += len(b.tracks)
+		for _, t := range b.tracks {
+			if i := t.upstream.Load(); i > 0 {
+				pulls[i-1]++
+				if st.UpstreamPulls == nil {
+					st.UpstreamPulls = make(map[string]string)
+				}
+				st.UpstreamPulls[b.path] = s.links[i-1].urls[0]
+			}
+		}
 	}
 	s.mu.Unlock()
-	if s.link != nil {
-		st.UpstreamConnected = s.link.connected()
+	for i, l := range s.links {
+		up := l.connected()
+		st.UpstreamConnected = st.UpstreamConnected || up
+		st.Upstreams = append(st.Upstreams, wire.Upstream{URL: l.urls[0], Connected: up, Tracks: pulls[i]})
 	}
+	st.UpstreamFailovers = s.counters.upstreamFailovers.Load()
 	st.UpstreamSubscribes = s.counters.upstreamSubscribes.Load()
 	a := s.adm
 	st.MemoryBudget, st.MemoryUsed, st.MemoryHighWater = a.budget, a.used.Load(), a.highWater
@@ -141,6 +154,8 @@ func (r *Relay) registry() *prometheus.Registry {
 	counter("groups_dropped_total", "Groups subscribers lost for being too slow.", func(s Stats) float64 { return float64(s.GroupsDropped) })
 	counter("bytes_sent_total", "Frame payload bytes sent to subscribers.", func(s Stats) float64 { return float64(s.BytesOut) })
 	gauge("upstream_tracks", "Tracks pulled from upstream relays.", func(s Stats) float64 { return float64(s.UpstreamTracks) })
+	counter("upstream_failovers_total", "Pulled tracks moved to another upstream because theirs went silent or away.", func(s Stats) float64 { return float64(s.UpstreamFailovers) })
+	reg.MustRegister(newUpstreamCollector(snap))
 	counter("upstream_subscribes_total", "Subscriptions made to upstream relays, re-subscriptions included.", func(s Stats) float64 { return float64(s.UpstreamSubscribes) })
 	gauge("memory_budget_bytes", "Memory budget (0: none).", func(s Stats) float64 { return float64(s.MemoryBudget) })
 	gauge("memory_used_bytes", "Memory the Go runtime holds, as last sampled.", func(s Stats) float64 { return float64(s.MemoryUsed) })
@@ -376,3 +391,31 @@ type peekedConn struct {
 }
 
 func (c *peekedConn) Read(p []byte) (int, error) { return c.r.Read(p) }
+
+// upstreamCollector exports, per upstream URL, whether its link is up
+// and how many pulled tracks use it now (relay_upstream_connected,
+// relay_upstream_pulled_tracks): which origin an edge pulls from.
+type upstreamCollector struct {
+	snap             func() Stats
+	connected, pulls *prometheus.Desc
+}
+
+func newUpstreamCollector(snap func() Stats) *upstreamCollector {
+	return &upstreamCollector{snap: snap,
+		connected: prometheus.NewDesc("relay_upstream_connected", "1 while the link to this upstream is up.", []string{"upstream"}, nil),
+		pulls:     prometheus.NewDesc("relay_upstream_pulled_tracks", "Tracks pulled from this upstream now.", []string{"upstream"}, nil),
+	}
+}
+
+func (c *upstreamCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.connected; ch <- c.pulls }
+
+func (c *upstreamCollector) Collect(ch chan<- prometheus.Metric) {
+	for _, u := range c.snap().Upstreams {
+		up := 0.0
+		if u.Connected {
+			up = 1
+		}
+		ch <- prometheus.MustNewConstMetric(c.connected, prometheus.GaugeValue, up, u.URL)
+		ch <- prometheus.MustNewConstMetric(c.pulls, prometheus.GaugeValue, float64(u.Tracks), u.URL)
+	}
+}

@@ -164,3 +164,45 @@ func TestRunPublishOggPacesAndEndsCleanly(t *testing.T) {
 	}
 	t.Logf("listener got groups %d to %d; %s; %v", got[0], got[len(got)-1], line, elapsed)
 }
+
+// TestRunPublishOggToTwoOrigins: `relay publish --ogg FILE URL1 URL2`
+// sends each packet, as the same group sequence, to both relays, and ends
+// the broadcast on both.
+func TestRunPublishOggToTwoOrigins(t *testing.T) {
+	ctx := testContext(t)
+	a, b := startRelay(t, relay.Config{}), startRelay(t, relay.Config{})
+	const n = 10
+	stream, packets := oggOpusStream(n)
+	done := make(chan error, 1)
+	go func() {
+		done <- client.RunPublishOgg(ctx, relayURL(a, ""), &client.Options{Logger: quietLogger()},
+			client.OggPublishOptions{Broadcast: "live/demo", Input: bytes.NewReader(stream), Pace: true, Origins: []string{relayURL(b, "")}}, io.Discard)
+	}()
+	subs := []*client.Subscription{
+		subscribeWhenAnnounced(t, ctx, dial(t, ctx, relayURL(a, ""), nil), "live/demo", "audio"),
+		subscribeWhenAnnounced(t, ctx, dial(t, ctx, relayURL(b, ""), nil), "live/demo", "audio"),
+	}
+	for i, sub := range subs {
+		var last uint64
+		for {
+			g, err := sub.NextGroup(ctx)
+			if errors.Is(err, client.ErrTrackEnded) {
+				break
+			}
+			if err != nil {
+				t.Fatalf("origin %d: %v", i, err)
+			}
+			p, err := g.ReadFrame()
+			if err != nil || g.Sequence >= n || !bytes.Equal(p, packets[g.Sequence]) {
+				t.Fatalf("origin %d: group %d: frame of %d bytes, %v", i, g.Sequence, len(p), err)
+			}
+			last = g.Sequence
+		}
+		if last != n-1 {
+			t.Errorf("origin %d: last group %d, want %d", i, last, n-1)
+		}
+	}
+	if err := <-done; err != nil {
+		t.Fatalf("RunPublishOgg: %v", err)
+	}
+}

@@ -143,7 +143,13 @@ type Server struct {
 	// perAddress counts the admitted sessions by source (addressKey).
 	perAddress map[netip.Addr]int
 
-	link *upstreamLink // nil without upstreams
+	// links: one per upstream URL, in the order given; none without
+	// upstreams. preferred is the one new pulls start on: the one the
+	// last failover went to (cluster.go).
+	links     []*upstreamLink
+	preferred atomic.Int32
+	// linkAnnounced: what each upstream announces (by link index).
+	linkAnnounced []map[string]bool
 	// heartbeat is the fleet heartbeat's track (heartbeat.go), nil when
 	// the server publishes none; RunHeartbeat feeds it every
 	// heartbeatEvery.
@@ -184,6 +190,7 @@ type counters struct {
 	bytesOut      atomic.Int64
 
 	upstreamSubscribes atomic.Int64
+	upstreamFailovers  atomic.Int64
 	groupsDropped      atomic.Int64
 	sessionsOverloaded atomic.Int64
 	announcesRefused   atomic.Int64
@@ -269,7 +276,10 @@ func NewServer(opts ServerOptions) *Server {
 	}
 	s.refused.logger = l
 	if len(opts.Upstreams) > 0 {
-		s.link = &upstreamLink{urls: append([]string(nil), opts.Upstreams...), logger: l, auth: opts.Auth}
+		for _, u := range opts.Upstreams {
+			s.links = append(s.links, &upstreamLink{urls: []string{u}, logger: l, auth: opts.Auth})
+			s.linkAnnounced = append(s.linkAnnounced, make(map[string]bool))
+		}
 	} else if opts.HeartbeatInterval > 0 {
 		s.heartbeat, s.heartbeatEvery = newHeartbeat(), max(opts.HeartbeatInterval, MinHeartbeatInterval)
 	}
@@ -278,8 +288,8 @@ func NewServer(opts ServerOptions) *Server {
 
 // Close ends the upstream link; sessions end with their contexts.
 func (s *Server) Close() {
-	if s.link != nil {
-		s.link.close()
+	for _, l := range s.links {
+		l.close()
 	}
 }
 

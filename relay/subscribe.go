@@ -153,7 +153,7 @@ func (s *Server) attach(path, name string, priority uint8, sub *subscriber) (*tr
 	}
 	b := s.broadcasts[path]
 	if b == nil {
-		if s.link == nil {
+		if len(s.links) == 0 {
 			return nil, errNotFound
 		}
 		b = s.remote[path] // nil until its first track is pulled

@@ -276,3 +276,34 @@ func TestKeygenAuth(t *testing.T) {
 		t.Fatalf("token from the keygen file: %+v, %v", c, err)
 	}
 }
+
+// TestPublishToTwoOrigins: relay publish URL1 URL2 sends the same groups
+// to both relays: a listener on each hears them, checked frames and all.
+func TestPublishToTwoOrigins(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	a, stopA := serveInProcess(t, "--udp-buffer", "1MiB")
+	defer stopA()
+	b, stopB := serveInProcess(t, "--udp-buffer", "1MiB")
+	defer stopB()
+	pubCtx, stopPub := context.WithCancel(ctx)
+	defer stopPub()
+	pubErr := &testutil.SyncBuffer{}
+	pubDone := make(chan int, 1)
+	go func() {
+		pubDone <- run(pubCtx, []string{"publish", a + "/", b + "/", "--name", "room", "--interval", "20ms", "--size", "64"}, io.Discard, pubErr)
+	}()
+	for _, url := range []string{a + "/", b + "/"} {
+		var out, errb bytes.Buffer
+		if code := run(ctx, []string{"listen", url, "--name", "room", "--groups", "5", "--check", "64"}, &out, &errb); code != 0 {
+			t.Fatalf("listen on %s: exit %d: %s (publisher: %s)", url, code, errb.String(), pubErr.String())
+		}
+		if !strings.Contains(out.String(), "received 5 groups") {
+			t.Fatalf("listen on %s: %q", url, out.String())
+		}
+	}
+	stopPub()
+	if code := <-pubDone; code != 0 {
+		t.Errorf("publisher: exit %d: %s", code, pubErr.String())
+	}
+}

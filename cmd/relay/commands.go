@@ -165,10 +165,23 @@ func tokenCmd(ios *cli.IOStreams) *cobra.Command {
 // publishCmd is relay publish: a test publisher.
 func publishCmd(ios *cli.IOStreams) *cobra.Command {
 	var f loadgen.PublishFlags
-	cmd := &cobra.Command{Use: "publish URL --name BROADCAST", Short: "publish test frames or an Ogg Opus file to a relay",
-		Args: func(_ *cobra.Command, args []string) error { _, err := client.CheckURLArg(args); return err },
+	cmd := &cobra.Command{Use: "publish URL [URL...] --name BROADCAST", Short: "publish test frames or an Ogg Opus file to a relay, or to several origins",
+		Args: func(_ *cobra.Command, args []string) error {
+			if len(args) == 0 {
+				return cli.Usagef("want at least one URL argument")
+			}
+			for _, a := range args {
+				if _, err := client.CheckURLArg([]string{a}); err != nil {
+					return err
+				}
+			}
+			return nil
+		},
 		Long: `relay publish URL --name BROADCAST publishes test frames (--paced: load-generator frames) or,
-with --ogg FILE (- for stdin), the Opus packets of an Ogg Opus file to the relay at URL.`}
+with --ogg FILE (- for stdin), the Opus packets of an Ogg Opus file to the relay at URL.
+With several URLs (origins), it keeps a session to each and sends every group, with the same
+sequence and frames, to all of them: an edge that loses the origin it pulls from resumes on
+another. An origin that goes away is reconnected with backoff while the others go on.`}
 	fs := cmd.Flags()
 	fs.StringVar(&f.Broadcast, "name", "", "broadcast name")
 	fs.StringVar(&f.Track, "track", "audio", "track name")
@@ -187,7 +200,7 @@ with --ogg FILE (- for stdin), the Opus packets of an Ogg Opus file to the relay
 	fs.BoolVar(&f.TrustHTTPHash, "trust-http-hash", false, trustHTTPHashHelp)
 	fs.StringVar(&f.TokenFile, "token-file", "", tokenFileHelp+"; read again when the relay closes the session for an expired token, and publishing goes on (generated frames without --paced)")
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
-		f.URL, f.Changed = args[0], fs.Changed
+		f.URL, f.Origins, f.Changed = args[0], args[1:], fs.Changed
 		return f.Run(cmd.Context(), ios)
 	}
 	return cmd

@@ -63,6 +63,8 @@ func TestBadInputExitsTwoWithOneLine(t *testing.T) {
 		{[]string{"token", "--key", key, "--publish", "a", "--ttl", "soon"}, "-ttl"},
 		{[]string{"publish", "--name", "x"}, "URL"},
 		{[]string{"publish", "ftp://h:1/", "--name", "x"}, "https:// or http://"},
+		{[]string{"publish", "http://127.0.0.1:1/", "ftp://h:2/", "--name", "x"}, `URL "ftp://h:2/": must start with https:// or http://`},
+		{[]string{"publish", "http://127.0.0.1:1/", "http://relay.example:2/", "--name", "x"}, "URL http://relay.example:2/: its certificate hash would come over plain HTTP"},
 		{[]string{"publish", "http://h:1/"}, "--name"},
 		{[]string{"publish", "http://h:1/", "--name", "x", "--size", "3"}, "--size"},
 		{[]string{"listen", "http://h:1/", "--name", "x", "--groups", "-1"}, "--groups"},

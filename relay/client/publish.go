@@ -350,6 +350,10 @@ type OggPublishOptions struct {
 	// durations before it), for a file. A live input that already comes
 	// in real time (ffmpeg -re on a pipe) is sent as it is read.
 	Pace bool
+	// Origins are further relays to publish to, the same packets with the
+	// same group sequences to each (PublishOrigins): an edge pulling from
+	// one fails over to another.
+	Origins []string
 }
 
 // OggStats counts what PublishOgg sent.
@@ -389,8 +393,13 @@ func fmtMillis(d time.Duration) string {
 // soon as it is read. It returns nil at the end of r, and ctx's error when
 // ctx ends first.
 func PublishOgg(ctx context.Context, tw *TrackWriter, r *OggOpusReader, pace bool) (OggStats, error) {
+	return publishOgg(ctx, tw.WriteGroup, tw.b.s.Done(), r, pace)
+}
+
+// publishOgg is PublishOgg writing each group with write; it stops when
+// done is closed (nil: never).
+func publishOgg(ctx context.Context, write func(ctx context.Context, seq uint64, frames [][]byte) error, done <-chan struct{}, r *OggOpusReader, pace bool) (OggStats, error) {
 	var st OggStats
-	s := tw.b.s
 	var start time.Time
 	var timer *time.Timer
 	defer func() {
@@ -423,18 +432,18 @@ func PublishOgg(ctx context.Context, tw *TrackWriter, r *OggOpusReader, pace boo
 			case <-timer.C:
 			case <-ctx.Done():
 				return st, ctx.Err()
-			case <-s.Done():
+			case <-done:
 				return st, errors.New("publish: session closed by relay")
 			}
 		}
 		select {
 		case <-ctx.Done():
 			return st, ctx.Err()
-		case <-s.Done():
+		case <-done:
 			return st, errors.New("publish: session closed by relay")
 		default:
 		}
-		if err := tw.WriteGroup(ctx, seq, [][]byte{p}); err != nil {
+		if err := write(ctx, seq, [][]byte{p}); err != nil {
 			if !errors.Is(err, ErrNoSubscribers) {
 				return st, err
 			}
@@ -454,7 +463,7 @@ func PublishOgg(ctx context.Context, tw *TrackWriter, r *OggOpusReader, pace boo
 // QUIC connection drops the stream data not sent yet.
 const publishLinger = 250 * time.Millisecond
 
-// RunPublishOgg connects to url, publishes a broadcast with one track and
+// RunPublishOgg connects to url (and o.Origins), publishes a broadcast with one track and
 // writes the audio packets of the Ogg Opus stream o.Input with PublishOgg.
 // At the end of the input it ends the broadcast cleanly. It prints the
 // summary line (OggStats.String) to out, also when ctx ends first, which
@@ -463,14 +472,29 @@ func RunPublishOgg(ctx context.Context, url string, dial *Options, o OggPublishO
 	if o.Track == "" {
 		o.Track = "audio"
 	}
-	s, err := Dial(ctx, url, dial)
-	if err != nil {
-		return err
+	var (
+		write func(ctx context.Context, seq uint64, frames [][]byte) error
+		ended <-chan struct{} // the session's end; with several origins, never
+		unpub func()
+	)
+	if len(o.Origins) == 0 {
+		s, err := Dial(ctx, url, dial)
+		if err != nil {
+			return err
+		}
+		defer s.Close()
+		b := s.Publish(o.Broadcast)
+		defer b.Close()
+		write, ended, unpub = b.Track(o.Track).WriteGroup, s.Done(), b.Close
+	} else {
+		p, err := PublishOrigins(ctx, append([]string{url}, o.Origins...), dial, o.Broadcast, o.Track, nil)
+		if err != nil {
+			return err
+		}
+		defer p.Close()
+		write, unpub = p.WriteGroup, p.CloseBroadcast
 	}
-	defer s.Close()
-	b := s.Publish(o.Broadcast)
-	defer b.Close()
-	st, err := PublishOgg(ctx, b.Track(o.Track), NewOggOpusReader(o.Input), o.Pace)
+	st, err := publishOgg(ctx, write, ended, NewOggOpusReader(o.Input), o.Pace)
 	switch {
 	case ctx.Err() != nil:
 		fmt.Fprintln(out, st)
@@ -489,11 +513,11 @@ func RunPublishOgg(ctx context.Context, url string, dial *Options, o OggPublishO
 		select {
 		case <-t.C:
 		case <-ctx.Done():
-		case <-s.Done():
+		case <-ended:
 		}
 	}
 	linger()
-	b.Close()
+	unpub()
 	linger()
 	fmt.Fprintln(out, st)
 	return nil

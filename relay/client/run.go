@@ -21,6 +21,11 @@ type PublishOptions struct {
 	// closes the session because its token expired (ReasonTokenExpired),
 	// going on from the next group; relay publish re-reads --token-file.
 	TokenSource func(ctx context.Context) (string, error)
+	// Origins are further relays to publish to, the same groups with the
+	// same sequences to each (PublishOrigins); an origin that goes away is
+	// reconnected with backoff (a fresh TokenSource token each time) while
+	// the others go on, and RunPublish returns only when ctx ends.
+	Origins []string
 }
 
 // PacedTrack is one track published on a session of its own, with the
@@ -67,6 +72,9 @@ func RunPublish(ctx context.Context, url string, dial *Options, o PublishOptions
 		}
 		return PublishPaced(ctx, u, dial, o.Broadcast, o.Track, o.Interval)
 	}
+	if len(o.Origins) > 0 {
+		return runPublishOrigins(ctx, url, dial, o, out)
+	}
 	p, err := connect()
 	if err != nil {
 		return err
@@ -107,6 +115,44 @@ func RunPublish(ctx context.Context, url string, dial *Options, o PublishOptions
 		}
 	}
 	fmt.Fprintf(out, "published %d groups (%d frames), %d groups without subscribers\n", sent, frames, skipped)
+	return nil
+}
+
+// runPublishOrigins is RunPublish to url and o.Origins at once.
+func runPublishOrigins(ctx context.Context, url string, dial *Options, o PublishOptions, out io.Writer) error {
+	p, err := PublishOrigins(ctx, append([]string{url}, o.Origins...), dial, o.Broadcast, o.Track, o.TokenSource)
+	if err != nil {
+		return err
+	}
+	defer p.Close()
+	tick := time.NewTicker(o.Interval)
+	defer tick.Stop()
+	var sent, skipped, frames int
+	summary := func() {
+		fmt.Fprintf(out, "published %d groups (%d frames), %d groups without subscribers\n", sent, frames, skipped)
+	}
+	for g := uint64(0); o.Groups == 0 || g < uint64(o.Groups); g++ {
+		gw, err := p.OpenGroup(ctx, g)
+		if err != nil {
+			skipped++
+		} else {
+			for f := 0; f < o.FramesPerGroup; f++ {
+				if err := gw.WriteFrame(Pattern(g, uint64(f), o.FrameSize)); err != nil {
+					break
+				}
+				frames++
+			}
+			_ = gw.Close()
+			sent++
+		}
+		select {
+		case <-tick.C:
+		case <-ctx.Done():
+			summary()
+			return nil
+		}
+	}
+	summary()
 	return nil
 }
 

@@ -92,8 +92,11 @@ func (f *Flags) Run(ctx context.Context, stdout, stderr io.Writer) error {
 // argument. Changed says which flags were given (pflag.FlagSet.Changed).
 type PublishFlags struct {
 	URL, Broadcast, Track, Transport string
-	Interval                         time.Duration
-	Frames, Size, Groups             int
+	// Origins are the further URL arguments: relay publish URL URL...
+	// publishes the same groups, with the same sequences, to each.
+	Origins              []string
+	Interval             time.Duration
+	Frames, Size, Groups int
 	// Paced publishes load-generator frames (Publish) instead of
 	// client.RunPublish's patterns.
 	Paced bool
@@ -118,6 +121,22 @@ func (f *PublishFlags) Run(ctx context.Context, ios *cli.IOStreams) error {
 	u, err := client.WithToken(f.URL, tok)
 	if err != nil {
 		return err
+	}
+	// The further origins, with the token (the generated frames' path
+	// reads the token file again at each connection instead).
+	var origins []string
+	for _, o := range f.Origins {
+		if _, err := client.CheckURLArg([]string{o}); err != nil {
+			return err
+		}
+		ou, err := client.WithToken(o, tok)
+		if err != nil {
+			return err
+		}
+		if err := client.CheckHashTrust(ou, "", f.TrustHTTPHash); err != nil {
+			return err
+		}
+		origins = append(origins, ou)
 	}
 	set := f.Changed
 	if set("ogg") {
@@ -155,7 +174,7 @@ func (f *PublishFlags) Run(ctx context.Context, ios *cli.IOStreams) error {
 		}
 		logger, _ := cli.NewLogger(stderr, "info")
 		return client.RunPublishOgg(ctx, u, &client.Options{Logger: logger, Transport: f.Transport, TrustHTTPHash: f.TrustHTTPHash}, client.OggPublishOptions{
-			Broadcast: f.Broadcast, Track: f.Track, Input: in, Pace: pace,
+			Broadcast: f.Broadcast, Track: f.Track, Input: in, Pace: pace, Origins: origins,
 		}, stdout)
 	}
 	switch {
@@ -175,13 +194,13 @@ func (f *PublishFlags) Run(ctx context.Context, ios *cli.IOStreams) error {
 	if f.Paced {
 		return Publish(ctx, u, PublishOptions{
 			Broadcast: f.Broadcast, Track: f.Track, FrameTime: f.Interval, FramesPerGroup: f.Frames, FrameSize: f.Size, Logger: logger,
-			TrustHTTPHash: f.TrustHTTPHash,
+			TrustHTTPHash: f.TrustHTTPHash, Origins: origins,
 		})
 	}
 	// The token file is read again at each reconnect: the relay closes
 	// the session when its token expires.
 	return client.RunPublish(ctx, f.URL, &client.Options{Logger: logger, Transport: f.Transport, TrustHTTPHash: f.TrustHTTPHash}, client.PublishOptions{
 		Broadcast: f.Broadcast, Track: f.Track, Interval: f.Interval, FramesPerGroup: f.Frames, FrameSize: f.Size, Groups: f.Groups,
-		TokenSource: client.TokenFileSource("token-file", f.TokenFile),
+		TokenSource: client.TokenFileSource("token-file", f.TokenFile), Origins: f.Origins,
 	}, stdout)
 }

@@ -23,10 +23,17 @@ type PublishOptions struct {
 	Logger         *slog.Logger
 	// TrustHTTPHash: see client.Options.TrustHTTPHash.
 	TrustHTTPHash bool
+	// Origins are further relays to publish to: each gets the same groups,
+	// sequences and frames (client.PublishOrigins), and one that goes away
+	// is reconnected while the others go on.
+	Origins []string
 }
 
-// Publish connects to url and publishes Frame frames in real time until ctx
-// ends. A group with no subscribers is skipped, as a live encoder would.
+// Publish connects to url (and o.Origins) and publishes Frame frames in
+// real time until ctx ends. A group with no subscribers is skipped, as a
+// live encoder would. With one URL it returns when the relay closes the
+// session; with several it goes on while any origin is left, and
+// reconnects the others.
 func Publish(ctx context.Context, url string, o PublishOptions) error {
 	if o.Track == "" {
 		o.Track = "audio"
@@ -34,11 +41,32 @@ func Publish(ctx context.Context, url string, o PublishOptions) error {
 	if o.FrameTime <= 0 || o.FramesPerGroup < 1 {
 		return errors.New("publish: frame time and frames per group must be positive")
 	}
-	p, err := client.PublishPaced(ctx, url, &client.Options{Logger: o.Logger, TrustHTTPHash: o.TrustHTTPHash}, o.Broadcast, o.Track, o.FrameTime)
-	if err != nil {
-		return err
+	dial := &client.Options{Logger: o.Logger, TrustHTTPHash: o.TrustHTTPHash}
+	var (
+		track interface {
+			OpenGroup(ctx context.Context, seq uint64) (*client.GroupWriter, error)
+		}
+		ended <-chan struct{} // never, with several origins
+	)
+	if len(o.Origins) == 0 {
+		p, err := client.PublishPaced(ctx, url, dial, o.Broadcast, o.Track, o.FrameTime)
+		if err != nil {
+			return err
+		}
+		defer p.Close()
+		p.Tick.Stop()
+		track, ended = p.Track, p.Session.Done()
+	} else {
+		p, err := client.PublishOrigins(ctx, append([]string{url}, o.Origins...), dial, o.Broadcast, o.Track, nil)
+		if err != nil {
+			return err
+		}
+		defer p.Close()
+		track = p
 	}
-	defer p.Close()
+	tick := time.NewTicker(o.FrameTime)
+	defer tick.Stop()
+	var err error
 	var gw *client.GroupWriter
 	defer func() {
 		if gw != nil {
@@ -46,7 +74,7 @@ func Publish(ctx context.Context, url string, o PublishOptions) error {
 		}
 	}()
 	for seq := uint64(0); ; seq++ {
-		gw, err = p.Track.OpenGroup(ctx, seq)
+		gw, err = track.OpenGroup(ctx, seq)
 		if err != nil && ctx.Err() != nil {
 			return nil // stopped: the normal end of a publisher
 		}
@@ -61,10 +89,10 @@ func Publish(ctx context.Context, url string, o PublishOptions) error {
 				}
 			}
 			select {
-			case <-p.Tick.C:
+			case <-tick.C:
 			case <-ctx.Done():
 				return nil
-			case <-p.Session.Done():
+			case <-ended:
 				return errors.New("publish: session closed by relay")
 			}
 		}

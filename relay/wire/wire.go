@@ -15,6 +15,13 @@ import (
 	"time"
 )
 
+// Upstream is one of an edge's upstream relays in Stats.Upstreams.
+type Upstream struct {
+	URL       string `json:"url"`       // as given to --upstream (no token)
+	Connected bool   `json:"connected"` // its link session is up
+	Tracks    int    `json:"tracks"`    // tracks pulled from it now
+}
+
 // Stats is a snapshot of the relay, as served on /stats.
 type Stats struct {
 	Sessions      int   `json:"sessions"`
@@ -37,7 +44,15 @@ type Stats struct {
 	// upstream session is up.
 	UpstreamTracks     int   `json:"upstream_tracks"`
 	UpstreamSubscribes int64 `json:"upstream_subscribes_total"`
-	UpstreamConnected  bool  `json:"upstream_connected"`
+	UpstreamConnected  bool  `json:"upstream_connected"` // any upstream's link is up
+	// Failover between upstreams (origins): each upstream with whether
+	// its link is up and how many pulled tracks use it now; for each
+	// pulled broadcast, the upstream URL it is pulled from now; and how
+	// many times a pulled track moved to another upstream because its own
+	// went silent or away.
+	Upstreams         []Upstream        `json:"upstreams,omitempty"`
+	UpstreamPulls     map[string]string `json:"upstream_pulls,omitempty"`
+	UpstreamFailovers int64             `json:"upstream_failovers_total"`
 	// Memory budget and admission control: the budget (0: none), the Go
 	// runtime's memory in use, the mark above which new sessions are
 	// refused, whether sessions are admitted now, the session cap (0:
