@@ -31,8 +31,13 @@ func listen(ctx context.Context, o Options, res *client.Resolver, sh *shard, l *
 	)
 	for attempt := range 3 {
 		if attempt > 0 {
+			wait := time.Duration(100<<attempt) * time.Millisecond
+			if ra := client.RetryAfter(err); ra > 0 {
+				// The router said when to come back: then, with jitter.
+				wait = max(wait, ra+rand.N(ra/2+1))
+			}
 			select {
-			case <-time.After(time.Duration(100<<attempt) * time.Millisecond):
+			case <-time.After(wait):
 			case <-dctx.Done():
 			}
 		}
@@ -56,9 +61,10 @@ func listen(ctx context.Context, o Options, res *client.Resolver, sh *shard, l *
 	pg.connected.Add(1)
 	pg.live.Add(1)
 	close(connected)
+	var bo client.Backoff // this listener's reconnect schedule
 	for {
 		mv := watchMove(ctx, o, res, sh, sem, c, l.id)
-		err := receive(ctx, o, sh, l, c.groups(), mv)
+		err := receive(ctx, o, sh, l, c.groups(), mv, &bo)
 		if errors.Is(err, errMoved) {
 			// Make-before-break: the new subscription caught up with
 			// the old one, which served every group before the new
@@ -95,7 +101,7 @@ func listen(ctx context.Context, o Options, res *client.Resolver, sh *shard, l *
 		o.Logger.Debug("listener subscription ended", "listener", l.id, "relay", c.relay, "reason", reason, "err", err, "noticed", nc != nil, "last_frame_ago", time.Since(l.last))
 		if nc != nil {
 			reason = client.ReasonGoingAway
-		} else if nc = reconnect(ctx, o, res, sh, l, sem, c.relay); nc == nil {
+		} else if nc = reconnect(ctx, o, res, sh, l, sem, &bo, c.relay); nc == nil {
 			return
 		}
 		o.Logger.Debug("listener resubscribed", "listener", l.id, "relay", nc.relay, "reason", reason, "pumped", nc.pump != nil, "last_frame_ago", time.Since(l.last))
@@ -204,24 +210,37 @@ func (c *subscription) groups() func(ctx context.Context, silence time.Duration)
 	}
 }
 
-// reconnect resubscribes until it succeeds or ctx ends (nil): at once,
-// then backing off from 100 ms to 2 s between attempts. A router is asked
-// to avoid failed, the relay that failed the listener, and the relay the
-// last attempt failed on. Each attempt holds a place in sem, as first
-// dials do, so that a crowd reconnecting at once is not refused by the
-// relay's accept queue.
-func reconnect(ctx context.Context, o Options, res *client.Resolver, sh *shard, l *listener, sem chan struct{}, failed string) *subscription {
-	backoff := 100 * time.Millisecond
+// reconnect resubscribes until it succeeds or ctx ends (nil), waiting
+// bo.Next before each attempt (client.Backoff: full jitter from 500 ms
+// to 2 s, reset only by 10 s of audio, so that a listener whose new
+// subscription goes silent again keeps backing off), or the Retry-After
+// the router sent, with jitter, when that is longer. A router is asked to
+// avoid failed, the relay that failed the listener, and the relay the
+// last attempt failed on; a router that answered no relay (503) is asked
+// plainly next time, since with every relay avoided it has nothing to
+// give. Each attempt holds a place in sem, as first dials do, so that a
+// crowd reconnecting at once is not refused by the relay's accept queue.
+func reconnect(ctx context.Context, o Options, res *client.Resolver, sh *shard, l *listener, sem chan struct{}, bo *client.Backoff, failed string) *subscription {
 	since := l.downSince // resolve afresh: the relay may have restarted
 	avoid := []string{failed}
+	var err error
 	for {
+		select {
+		case <-time.After(bo.Next(client.RetryAfter(err))):
+		case <-ctx.Done():
+			return nil
+		}
 		select {
 		case sem <- struct{}{}:
 		case <-ctx.Done():
 			return nil
 		}
 		actx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		c, relay, err := subscribe(ctx, actx, o, res, sh, since, avoid...)
+		var (
+			c     *subscription
+			relay string
+		)
+		c, relay, err = subscribe(ctx, actx, o, res, sh, since, avoid...)
 		cancel()
 		<-sem
 		if err == nil {
@@ -233,17 +252,12 @@ func reconnect(ctx context.Context, o Options, res *client.Resolver, sh *shard, 
 		}
 		l.err = shortError(err)
 		since = time.Now()
-		if relay != "" && relay != failed {
+		switch {
+		case relay == "":
+			avoid = nil
+		case relay != failed:
 			avoid = []string{failed, relay}
 		}
-		// Up to a quarter more, so that listeners dropped together spread.
-		wait := backoff + time.Duration(rand.Int64N(int64(backoff/4)+1))
-		select {
-		case <-time.After(wait):
-		case <-ctx.Done():
-			return nil
-		}
-		backoff = min(2*backoff, 2*time.Second)
 	}
 }
 
@@ -254,7 +268,7 @@ func reconnect(ctx context.Context, o Options, res *client.Resolver, sh *shard, 
 //
 // It takes the groups from next, and returns errMoved between two groups
 // once mv's new subscription is ready.
-func receive(ctx context.Context, o Options, sh *shard, l *listener, next func(context.Context, time.Duration) (*client.GroupReader, error), mv *client.Move[*subscription]) error {
+func receive(ctx context.Context, o Options, sh *shard, l *listener, next func(context.Context, time.Duration) (*client.GroupReader, error), mv *client.Move[*subscription], bo *client.Backoff) error {
 	var silence time.Duration // 0: wait as long as the session lasts
 	if o.Reconnect {
 		silence = o.Silence
@@ -289,6 +303,7 @@ func receive(ctx context.Context, o Options, sh *shard, l *listener, next func(c
 			g.Close()
 			continue
 		}
+		bo.Heard(now)
 		err = l.readGroup(ctx, o, sh, g, silence)
 		if err != nil || ctx.Err() != nil {
 			return err
