@@ -27,7 +27,7 @@ type Flags struct {
 	// RequirePins routes only relays with an spki_sha256 pin.
 	RequirePins bool
 	// Rate and Burst bound /route (Options.Rate, Options.Burst); a Rate
-	// of 0 means no limit here (the command's default is DefaultRate).
+	// of 0 means no limit (the command's default is DefaultRate).
 	Rate  float64
 	Burst int
 }
@@ -50,10 +50,6 @@ func (f *Flags) Run(ctx context.Context, stderr io.Writer) error {
 		return cli.Usagef("--rate %v: want requests a second, 0 or more (0: no limit)", f.Rate)
 	case f.Rate > 0 && f.Burst < 1:
 		return cli.Usagef("--burst %d: want 1 or more", f.Burst)
-	}
-	rate := f.Rate
-	if rate == 0 {
-		rate = -1 // no limit
 	}
 	listenHost, _, err := net.SplitHostPort(f.Listen)
 	if err != nil {
@@ -89,7 +85,7 @@ func (f *Flags) Run(ctx context.Context, stderr io.Writer) error {
 			logger.Warn("serving /route over plain HTTP on a non-loopback address: clients trust the network to deliver relay certificate hashes unchanged; give --cert/--key or --tls-key", "listen", f.Listen)
 		}
 	}
-	rt, err := New(Options{File: f.Relays, Poll: f.Poll, Logger: logger, RequirePins: f.RequirePins, Rate: rate, Burst: f.Burst})
+	rt, err := New(Options{File: f.Relays, Poll: f.Poll, Logger: logger, RequirePins: f.RequirePins, Rate: f.Rate, Burst: f.Burst})
 	if err != nil {
 		return err
 	}

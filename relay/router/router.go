@@ -172,8 +172,8 @@ type Options struct {
 	RequirePins bool
 	// Rate and Burst bound /route (a token bucket, limit.go): at most
 	// Rate answers a second on average, Burst at once; past them a 503
-	// with a Retry-After. 0 means DefaultRate and DefaultBurst; a
-	// negative Rate means no limit.
+	// with a Retry-After. A Rate of 0 means no limit (relay router's
+	// --rate defaults to DefaultRate); a Burst of 0 means DefaultBurst.
 	Rate  float64
 	Burst int
 }
@@ -251,15 +251,12 @@ func New(opts Options) (*Router, error) {
 	if r.logger == nil {
 		r.logger = slog.Default()
 	}
-	if opts.Rate >= 0 {
-		rate, burst := opts.Rate, opts.Burst
-		if rate == 0 {
-			rate = DefaultRate
-		}
+	if opts.Rate > 0 {
+		burst := opts.Burst
 		if burst <= 0 {
 			burst = DefaultBurst
 		}
-		r.limit = newBucket(rate, burst)
+		r.limit = newBucket(opts.Rate, burst)
 	}
 	if err := r.Reload(); err != nil {
 		return nil, err
