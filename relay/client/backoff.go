@@ -115,3 +115,17 @@ func PeakReconnects(n int, w, attempt time.Duration) int {
 	perSecond := 2/BackoffMin.Seconds() + 1/(attempt.Seconds()+BackoffMax.Seconds()/2)
 	return int(float64(n) * w.Seconds() * perSecond)
 }
+
+// ReconnectsWithin bounds, on average, the /route requests n listeners
+// make over an outage d (their sessions all died at its start), each
+// attempt taking at least attempt: at most two attempts while the
+// ceiling doubles, then one per attempt+BackoffMax/2 (the mean wait at
+// the cap) on average:
+//
+//	n * (2 + d/(attempt + BackoffMax/2))
+//
+// For 200 listeners, a 20 s outage and attempt = 960 ms: 2,440, where
+// the old schedule asked once per silence timeout, 4,000 and more.
+func ReconnectsWithin(n int, d, attempt time.Duration) int {
+	return int(float64(n) * (2 + d.Seconds()/(attempt.Seconds()+BackoffMax.Seconds()/2)))
+}

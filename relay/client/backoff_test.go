@@ -80,6 +80,9 @@ func TestPeakReconnectsBound(t *testing.T) {
 	if got > bound {
 		t.Fatalf("peak %d per %v, over the bound %d", got, w, bound)
 	}
+	if total := client.ReconnectsWithin(n, outage, attempt); len(at) > total || len(old) <= total {
+		t.Fatalf("%d requests over the outage (old schedule %d), want at most %d (and the old over it)", len(at), len(old), total)
+	}
 	if was <= bound {
 		t.Fatalf("old schedule's peak %d within the bound %d: the bound tells nothing", was, bound)
 	}

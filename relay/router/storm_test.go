@@ -3,6 +3,7 @@ package router_test
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -111,19 +112,19 @@ func (l *routeLog) count(from, to time.Time) int {
 }
 
 // TestReconnectStormBounded: 200 listeners (loadgen, in-process) through
-// the router onto an edge relay whose origin stops for outage (20 s in
-// the issue, scaled down to 5 s here) and then starts again. The /route
+// the router onto an edge relay whose origin stops for outage (20 s, as in
+// the issue) and then starts again. The /route
 // requests the listeners make while their audio is gone stay under the
 // bound the backoff schedule gives (client.PeakReconnects), counted at
 // the router, and every listener hears audio again soon after the edge
 // pulls again (see the bound below).
 func TestReconnectStormBounded(t *testing.T) {
 	if testing.Short() {
-		t.Skip("a 14 s run of 200 listeners")
+		t.Skip("a 30 s run of 200 listeners")
 	}
 	const (
 		listeners = 200
-		outage    = 5 * time.Second
+		outage    = 20 * time.Second
 		window    = 100 * time.Millisecond
 	)
 	org := &origin{t: t, addr: "127.0.0.1:0"}
@@ -167,6 +168,7 @@ func TestReconnectStormBounded(t *testing.T) {
 			time.Sleep(outage)
 			org.start()
 			returnedAt = time.Now()
+			t.Logf("origin back at %s", returnedAt.Format("15:04:05.000"))
 			// When the edge pulls audio again: its re-dial backoff
 			// (relay/cluster.go, up to 5 s) is the edge's, not the
 			// listeners'.
@@ -178,8 +180,8 @@ func TestReconnectStormBounded(t *testing.T) {
 		}()
 	}
 	rep, err := loadgen.Run(ctx, loadgen.Options{
-		Router: srv.URL, Broadcast: "live", Listeners: listeners, Shards: 8, Duration: 14 * time.Second, Late: time.Hour,
-		Reconnect: true, Logger: testutil.Logger(), Window: win,
+		Router: srv.URL, Broadcast: "live", Listeners: listeners, Shards: 8, Duration: 2*time.Second + outage + 7*time.Second, Late: time.Hour,
+		Reconnect: true, Logger: stormLogger(t), Window: win,
 	})
 	<-faulted
 	if err != nil {
@@ -194,16 +196,36 @@ func TestReconnectStormBounded(t *testing.T) {
 	if n > bound {
 		t.Errorf("peak /route rate %d per %v, over the bound %d", n, window, bound)
 	}
+	during, most := log.count(stoppedAt, returnedAt), client.ReconnectsWithin(listeners, returnedAt.Sub(stoppedAt), client.DefaultSilence)
+	t.Logf("/route requests while the origin was away (%v): %d, bound %d", returnedAt.Sub(stoppedAt).Round(time.Millisecond), during, most)
+	if during > most {
+		t.Errorf("%d /route requests while the origin was away, over the bound %d", during, most)
+	}
 	gap := time.Duration(rep.GapMs.Max * float64(time.Millisecond))
 	recovered := gap - pulledAt.Sub(stoppedAt)
 	t.Logf("longest gap %v: audio back at most %v after the origin's return, %v after the edge pulled again (%v after the return)",
 		gap.Round(time.Millisecond), (gap - returnedAt.Sub(stoppedAt)).Round(time.Millisecond), recovered.Round(time.Millisecond),
 		pulledAt.Sub(returnedAt).Round(time.Millisecond))
-	// The issue asks for 3 s; a listener waits at most BackoffMax (2 s)
-	// and then needs a /route, a handshake and a subscription, which on a
-	// 2-core machine shared with other tests took up to 2 s more for 200
-	// listeners at once: the bound here is 6 s.
-	if recovered > 6*time.Second || rep.ListenersLost != 0 || rep.SilentAtEnd != 0 || rep.Connected != listeners {
-		t.Errorf("report %+v: want every listener back within 6 s of the edge pulling again (%v), none lost or silent at the end", rep, recovered)
+	// The issue asks for 3 s from the origin's return. A listener waits
+	// at most BackoffMax (2 s) and then needs a /route, a handshake and a
+	// subscription: 3 s from the edge pulling again, and 1 s more for a
+	// 2-core machine shared with other tests. The edge's own re-dial
+	// backoff (relay/cluster.go, up to 5 s) comes before that and is
+	// logged, not asserted, here.
+	if recovered > 4*time.Second || rep.ListenersLost != 0 || rep.SilentAtEnd != 0 || rep.Connected != listeners {
+		t.Errorf("report %+v: want every listener back within 4 s of the edge pulling again (%v), none lost or silent at the end", rep, recovered)
 	}
+}
+
+func stormLogger(t *testing.T) *slog.Logger {
+	p := os.Getenv("STORM_LOG")
+	if p == "" {
+		return testutil.Logger()
+	}
+	f, err := os.Create(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Close() })
+	return slog.New(slog.NewTextHandler(f, &slog.HandlerOptions{Level: slog.LevelDebug}))
 }
