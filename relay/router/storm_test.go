@@ -20,7 +20,9 @@ import (
 	"github.com/relayfleet/relayfleet/relay/router"
 )
 
-// origin is a relay with a publisher of 20 ms frames that can be stopped
+// origin is a relay with a publisher of 20 ms frames, 5 to a group (a
+// group every 100 ms: a fifth of the streams of one per frame, for a
+// 2-core machine), that can be stopped
 // and started again on the same address.
 type origin struct {
 	t      *testing.T
@@ -41,7 +43,7 @@ func (o *origin) start() {
 	o.addr, o.r, o.cancel, o.done = r.Addr().String(), r, cancel, make(chan error, 1)
 	go func() {
 		o.done <- loadgen.Publish(ctx, fmt.Sprintf("http://%s/", r.Addr()), loadgen.PublishOptions{
-			Broadcast: "live", FrameTime: 20 * time.Millisecond, FramesPerGroup: 1, FrameSize: 100, Logger: testutil.Logger(),
+			Broadcast: "live", FrameTime: 20 * time.Millisecond, FramesPerGroup: 5, FrameSize: 100, Logger: testutil.Logger(),
 		})
 	}()
 	testutil.WaitFor(o.t, 10*time.Second, "the publisher's announce", func() bool { return r.Stats().Broadcasts > 0 })
