@@ -143,7 +143,7 @@ func Listen(ctx context.Context, res *Resolver, dial *Options, o ListenOptions, 
 			return err
 		}
 		log.Info("first connection failed", "relay", tg.Relay, "reason", reason, "err", err)
-		if l, err = reconnectListener(ctx, res, dial, &o, log, &bo, reason, err, tg.Relay, firstAttempts); err != nil {
+		if l, err = reconnectListener(ctx, res, dial, &o, log, &bo, reason, err, tg.Relay, firstAttempts, false); err != nil {
 			return err
 		}
 	}
@@ -160,6 +160,7 @@ func Listen(ctx context.Context, res *Resolver, dial *Options, o ListenOptions, 
 		next                  uint64       // the group after the latest read
 		heard                 recentGroups // the latest groups read
 		moved                 int          // groups after a make-before-break switch still checked against heard
+		again                 *GroupReader // a group a silent subscription brought while the listener waited
 	)
 	summary := func() {
 		fmt.Fprintf(out, "received %d groups, %d frames, %d bytes\n", groups, frames, bytes)
@@ -168,7 +169,15 @@ func Listen(ctx context.Context, res *Resolver, dial *Options, o ListenOptions, 
 		}
 	}
 	for o.Groups == 0 || groups < o.Groups {
-		g, err := l.nextGroup(ctx, o.Silence)
+		var (
+			g   *GroupReader
+			err error
+		)
+		if again != nil {
+			g, again = again, nil
+		} else {
+			g, err = l.nextGroup(ctx, o.Silence)
+		}
 		if err == nil && moved > 0 {
 			moved--
 			if heard.has(g.Sequence) {
@@ -231,6 +240,24 @@ func Listen(ctx context.Context, res *Resolver, dial *Options, o ListenOptions, 
 		if !ok || !o.Reconnect {
 			return fmt.Errorf("listen: %w", err)
 		}
+		// Silent: the relay may be up and its upstream away. The wait
+		// before the reconnect is spent still subscribed, so that audio
+		// coming back there is heard at once.
+		waited := false
+		if reason == ReasonSilent && l.pump == nil && l.sub != nil {
+			wait := bo.Next(0)
+			waited = true
+			if wait >= time.Millisecond {
+				if g, werr := l.sub.NextGroupWithin(ctx, wait); werr == nil {
+					log.Debug("silent subscription heard again", "relay", l.tg.Relay)
+					again = g
+					continue
+				}
+				if ctx.Err() != nil {
+					break
+				}
+			}
+		}
 		from := l.tg.Relay
 		l.close()
 		if nl := takeMove(mv); nl != nil {
@@ -238,7 +265,7 @@ func Listen(ctx context.Context, res *Resolver, dial *Options, o ListenOptions, 
 			// is made.
 			l, reason, moved = nl, ReasonGoingAway, len(heard.seqs)
 		} else {
-			l, err = reconnectListener(ctx, res, dial, &o, log, &bo, reason, err, from, 0)
+			l, err = reconnectListener(ctx, res, dial, &o, log, &bo, reason, err, from, 0, waited)
 			if err != nil {
 				if ctx.Err() != nil {
 					l = &listening{}
@@ -284,8 +311,10 @@ func (r *recentGroups) has(seq uint64) bool {
 // reason, on the relay from: it tries until it succeeds, ctx ends, an
 // error is not worth retrying, or maxAttempts (0: no limit) failed (the
 // last error). Before each attempt it waits bo.Next (a Retry-After the
-// router sent honoured); an expired token is renewed at once.
-func reconnectListener(ctx context.Context, res *Resolver, dial *Options, o *ListenOptions, log *slog.Logger, bo *Backoff, reason string, err error, from string, maxAttempts int) (*listening, error) {
+// router sent honoured), but the first when waited (the caller spent
+// that wait on the silent subscription); an expired token is renewed at
+// once.
+func reconnectListener(ctx context.Context, res *Resolver, dial *Options, o *ListenOptions, log *slog.Logger, bo *Backoff, reason string, err error, from string, maxAttempts int, waited bool) (*listening, error) {
 	var avoid []string
 	if res.Routed() && from != "" {
 		avoid = []string{from}
@@ -293,7 +322,9 @@ func reconnectListener(ctx context.Context, res *Resolver, dial *Options, o *Lis
 	since := time.Now() // a relay restarted may have a new certificate
 	for attempt := 1; ; attempt++ {
 		var wait time.Duration
-		if attempt > 1 || reason != ReasonTokenExpired {
+		switch {
+		case attempt == 1 && (waited || reason == ReasonTokenExpired):
+		default:
 			wait = bo.Next(RetryAfter(err))
 		}
 		select {
