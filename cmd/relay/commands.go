@@ -140,6 +140,10 @@ with the most headroom, and its certificate hash; SIGHUP reloads FILE.`}
 	fs.StringVar(&f.KeyFile, "key", "", "the --cert private key (PEM)")
 	fs.StringVar(&f.TLSKeyFile, "tls-key", "", "serve over TLS with self-signed certificates for this key (relay keygen); clients pin its SPKI (logged as spki_sha256) with --router-spki")
 	fs.BoolVar(&f.RequirePins, "require-pins", false, "route only relays with an spki_sha256 pin in the relays file (fleet up writes one for each): an unpinned relay's certificate hash is never handed out")
+	fs.Float64Var(&f.Rate, "rate", router.DefaultRate, "answer at most this many /route requests a second on average (a token bucket; past it 503 with a Retry-After the clients honour); 0: no limit")
+	fs.IntVar(&f.Burst, "burst", router.DefaultBurst, "answer at most this many /route requests at once above --rate (the bucket's size)")
+	cli.Ranged(fs, "rate", cli.Floats(0, 1e6))
+	cli.Ranged(fs, "burst", cli.Ints(1, 1e7))
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error { return f.Run(cmd.Context(), ios.ErrOut) }
 	return cmd
 }

@@ -6,18 +6,11 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"math/rand/v2"
 	"time"
 )
 
-// Reconnect backoff: the first attempt after a going-away, a stateless
-// reset or silence is immediate (the relay asked, or is gone, and the
-// router has another); after anything else, and between failed attempts,
-// the wait doubles from reconnectBackoff to maxReconnectBackoff, each
-// drawn from its upper half so that a crowd dropped together spreads.
+// Reconnect limits; the wait before each attempt is Backoff's (backoff.go).
 const (
-	reconnectBackoff    = 100 * time.Millisecond
-	maxReconnectBackoff = 5 * time.Second
 	// reconnectAttemptTimeout bounds one attempt: resolve, dial, wait
 	// for the broadcast, subscribe.
 	reconnectAttemptTimeout = 10 * time.Second
@@ -27,35 +20,6 @@ const (
 	// a router failed.
 	firstAttempts = 3
 )
-
-// immediate reports whether reason is one that reconnects without waiting.
-func immediate(reason string) bool {
-	switch reason {
-	case ReasonGoingAway, ReasonStatelessReset, ReasonSilent, ReasonTokenExpired:
-		return true
-	}
-	return false
-}
-
-// backoff returns the wait before a reconnect attempt that follows the
-// wait prev (0 for the first attempt after reason).
-func backoff(prev time.Duration, reason string, first bool) time.Duration {
-	switch {
-	case first && immediate(reason):
-		return 0
-	case prev <= 0:
-		return reconnectBackoff
-	}
-	return min(2*prev, maxReconnectBackoff)
-}
-
-// jitter draws from the upper half of d.
-func jitter(d time.Duration) time.Duration {
-	if d <= 0 {
-		return 0
-	}
-	return d/2 + rand.N(d/2+1)
-}
 
 // listening is one subscription of a listener.
 type listening struct {
@@ -169,6 +133,7 @@ func Listen(ctx context.Context, res *Resolver, dial *Options, o ListenOptions, 
 	if log == nil {
 		log = slog.Default()
 	}
+	var bo Backoff // this listener's reconnect schedule
 	l, tg, err := connectListener(ctx, res, time.Time{}, nil, dial, &o)
 	if err != nil {
 		// Through a router, the relay it named may have failed since
@@ -178,7 +143,7 @@ func Listen(ctx context.Context, res *Resolver, dial *Options, o ListenOptions, 
 			return err
 		}
 		log.Info("first connection failed", "relay", tg.Relay, "reason", reason, "err", err)
-		if l, err = reconnectListener(ctx, res, dial, &o, log, reason, tg.Relay, firstAttempts); err != nil {
+		if l, err = reconnectListener(ctx, res, dial, &o, log, &bo, reason, err, tg.Relay, firstAttempts, false); err != nil {
 			return err
 		}
 	}
@@ -195,6 +160,7 @@ func Listen(ctx context.Context, res *Resolver, dial *Options, o ListenOptions, 
 		next                  uint64       // the group after the latest read
 		heard                 recentGroups // the latest groups read
 		moved                 int          // groups after a make-before-break switch still checked against heard
+		again                 *GroupReader // a group a silent subscription brought while the listener waited
 	)
 	summary := func() {
 		fmt.Fprintf(out, "received %d groups, %d frames, %d bytes\n", groups, frames, bytes)
@@ -203,7 +169,15 @@ func Listen(ctx context.Context, res *Resolver, dial *Options, o ListenOptions, 
 		}
 	}
 	for o.Groups == 0 || groups < o.Groups {
-		g, err := l.nextGroup(ctx, o.Silence)
+		var (
+			g   *GroupReader
+			err error
+		)
+		if again != nil {
+			g, again = again, nil
+		} else {
+			g, err = l.nextGroup(ctx, o.Silence)
+		}
 		if err == nil && moved > 0 {
 			moved--
 			if heard.has(g.Sequence) {
@@ -234,6 +208,7 @@ func Listen(ctx context.Context, res *Resolver, dial *Options, o ListenOptions, 
 					pending = ""
 				}
 				lastGroup = now
+				bo.Heard(now)
 				next = max(next, g.Sequence+1)
 				heard.add(g.Sequence)
 				groups++
@@ -265,6 +240,24 @@ func Listen(ctx context.Context, res *Resolver, dial *Options, o ListenOptions, 
 		if !ok || !o.Reconnect {
 			return fmt.Errorf("listen: %w", err)
 		}
+		// Silent: the relay may be up and its upstream away. The wait
+		// before the reconnect is spent still subscribed, so that audio
+		// coming back there is heard at once.
+		waited := false
+		if reason == ReasonSilent && l.pump == nil && l.sub != nil {
+			wait := bo.Next(0)
+			waited = true
+			if wait >= time.Millisecond {
+				if g, werr := l.sub.NextGroupWithin(ctx, wait); werr == nil {
+					log.Debug("silent subscription heard again", "relay", l.tg.Relay)
+					again = g
+					continue
+				}
+				if ctx.Err() != nil {
+					break
+				}
+			}
+		}
 		from := l.tg.Relay
 		l.close()
 		if nl := takeMove(mv); nl != nil {
@@ -272,7 +265,7 @@ func Listen(ctx context.Context, res *Resolver, dial *Options, o ListenOptions, 
 			// is made.
 			l, reason, moved = nl, ReasonGoingAway, len(heard.seqs)
 		} else {
-			l, err = reconnectListener(ctx, res, dial, &o, log, reason, from, 0)
+			l, err = reconnectListener(ctx, res, dial, &o, log, &bo, reason, err, from, 0, waited)
 			if err != nil {
 				if ctx.Err() != nil {
 					l = &listening{}
@@ -314,25 +307,37 @@ func (r *recentGroups) has(seq uint64) bool {
 	return false
 }
 
-// reconnectListener replaces a subscription that ended for reason on the
-// relay from: it tries until it succeeds, ctx ends, an error is not worth
-// retrying, or maxAttempts (0: no limit) failed (the last error).
-func reconnectListener(ctx context.Context, res *Resolver, dial *Options, o *ListenOptions, log *slog.Logger, reason, from string, maxAttempts int) (*listening, error) {
+// reconnectListener replaces a subscription that ended with err, for
+// reason, on the relay from: it tries until it succeeds, ctx ends, an
+// error is not worth retrying, or maxAttempts (0: no limit) failed (the
+// last error). Before each attempt it waits bo.Next (a Retry-After the
+// router sent honoured), but the first when waited (the caller spent
+// that wait on the silent subscription); an expired token is renewed at
+// once.
+func reconnectListener(ctx context.Context, res *Resolver, dial *Options, o *ListenOptions, log *slog.Logger, bo *Backoff, reason string, err error, from string, maxAttempts int, waited bool) (*listening, error) {
 	var avoid []string
 	if res.Routed() && from != "" {
 		avoid = []string{from}
 	}
 	since := time.Now() // a relay restarted may have a new certificate
-	var wait time.Duration
 	for attempt := 1; ; attempt++ {
-		wait = backoff(wait, reason, attempt == 1)
+		var wait time.Duration
+		switch {
+		case attempt == 1 && (waited || reason == ReasonTokenExpired):
+		default:
+			wait = bo.Next(RetryAfter(err))
+		}
 		select {
-		case <-time.After(jitter(wait)):
+		case <-time.After(wait):
 		case <-ctx.Done():
 			return nil, ctx.Err()
 		}
 		actx, cancel := context.WithTimeout(ctx, reconnectAttemptTimeout)
-		l, tg, err := connectListener(actx, res, since, avoid, dial, o)
+		var (
+			l  *listening
+			tg Target
+		)
+		l, tg, err = connectListener(actx, res, since, avoid, dial, o)
 		cancel()
 		if err == nil {
 			return l, nil
@@ -345,7 +350,6 @@ func reconnectListener(ctx context.Context, res *Resolver, dial *Options, o *Lis
 			return nil, err
 		}
 		log.Info("reconnect attempt failed", "attempt", attempt, "relay", tg.Relay, "reason", r, "err", err)
-		reason = r
 		switch {
 		case tg.Relay == "":
 			// The router failed (it may have nothing left to give

@@ -14,6 +14,7 @@ import (
 	"net/http"
 	"net/netip"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 
@@ -254,13 +255,54 @@ func (rc *RouterClient) RouteAvoiding(ctx context.Context, broadcast string, avo
 		return Destination{}, fmt.Errorf("route: %w", err)
 	}
 	if resp.StatusCode != http.StatusOK {
-		return Destination{}, fmt.Errorf("route: %s: %s", resp.Status, strings.TrimSpace(string(b)))
+		err := fmt.Errorf("route: %s: %s", resp.Status, strings.TrimSpace(string(b)))
+		if d := retryAfter(resp); d > 0 {
+			err = &RetryAfterError{After: d, Err: err}
+		}
+		return Destination{}, err
 	}
 	d, err := parseDestination(b)
 	if err != nil {
 		return Destination{}, fmt.Errorf("route: %w", err)
 	}
 	return d, nil
+}
+
+// RetryAfterError is a router's 503 (or 429) that said when to come
+// back: a listener waits After (plus jitter, Backoff.Next) before it asks
+// again, in place of a shorter wait of its own.
+type RetryAfterError struct {
+	After time.Duration
+	Err   error
+}
+
+func (e *RetryAfterError) Error() string { return e.Err.Error() }
+func (e *RetryAfterError) Unwrap() error { return e.Err }
+
+// maxRetryAfter caps the Retry-After a client honours.
+const maxRetryAfter = 5 * time.Minute
+
+// retryAfter is a 503 or 429 answer's Retry-After in seconds (an
+// HTTP-date is not honoured: a router sends seconds), 0 without one.
+func retryAfter(resp *http.Response) time.Duration {
+	if resp.StatusCode != http.StatusServiceUnavailable && resp.StatusCode != http.StatusTooManyRequests {
+		return 0
+	}
+	n, err := strconv.Atoi(strings.TrimSpace(resp.Header.Get("Retry-After")))
+	if err != nil || n <= 0 {
+		return 0
+	}
+	return min(time.Duration(n)*time.Second, maxRetryAfter)
+}
+
+// RetryAfter is the wait err asks for (a RetryAfterError in its chain),
+// or 0.
+func RetryAfter(err error) time.Duration {
+	var ra *RetryAfterError
+	if errors.As(err, &ra) {
+		return ra.After
+	}
+	return 0
 }
 
 func parseDestination(b []byte) (Destination, error) {

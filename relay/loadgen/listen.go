@@ -31,8 +31,13 @@ func listen(ctx context.Context, o Options, res *client.Resolver, sh *shard, l *
 	)
 	for attempt := range 3 {
 		if attempt > 0 {
+			wait := time.Duration(100<<attempt) * time.Millisecond
+			if ra := client.RetryAfter(err); ra > 0 {
+				// The router said when to come back: then, with jitter.
+				wait = max(wait, ra+rand.N(ra/2+1))
+			}
 			select {
-			case <-time.After(time.Duration(100<<attempt) * time.Millisecond):
+			case <-time.After(wait):
 			case <-dctx.Done():
 			}
 		}
@@ -56,9 +61,35 @@ func listen(ctx context.Context, o Options, res *client.Resolver, sh *shard, l *
 	pg.connected.Add(1)
 	pg.live.Add(1)
 	close(connected)
+	var bo client.Backoff // this listener's reconnect schedule
 	for {
 		mv := watchMove(ctx, o, res, sh, sem, c, l.id)
-		err := receive(ctx, o, sh, l, c.groups(), mv)
+		var (
+			err     error
+			pending *client.GroupReader // a group the wait below brought
+			waited  bool                // the first reconnect's wait is spent
+		)
+		for {
+			err = receive(ctx, o, sh, l, withFirst(pending, c.groups()), mv, &bo)
+			pending, waited = nil, false
+			if !o.Reconnect || !errors.Is(err, client.ErrSilent) || c.pump != nil || ctx.Err() != nil {
+				break
+			}
+			// Silent: the relay may be up and its upstream away. The
+			// wait before the reconnect is spent still subscribed, so
+			// that audio coming back there is heard at once.
+			wait := bo.Next(0)
+			waited = true
+			if wait < time.Millisecond {
+				break
+			}
+			g, werr := c.sub.NextGroupWithin(ctx, wait)
+			if werr != nil {
+				break
+			}
+			o.Logger.Debug("listener heard its silent subscription again", "listener", l.id, "relay", c.relay, "last_frame_ago", time.Since(l.last))
+			pending = g
+		}
 		if errors.Is(err, errMoved) {
 			// Make-before-break: the new subscription caught up with
 			// the old one, which served every group before the new
@@ -95,7 +126,7 @@ func listen(ctx context.Context, o Options, res *client.Resolver, sh *shard, l *
 		o.Logger.Debug("listener subscription ended", "listener", l.id, "relay", c.relay, "reason", reason, "err", err, "noticed", nc != nil, "last_frame_ago", time.Since(l.last))
 		if nc != nil {
 			reason = client.ReasonGoingAway
-		} else if nc = reconnect(ctx, o, res, sh, l, sem, c.relay); nc == nil {
+		} else if nc = reconnect(ctx, o, res, sh, l, sem, &bo, c.relay, waited); nc == nil {
 			return
 		}
 		o.Logger.Debug("listener resubscribed", "listener", l.id, "relay", nc.relay, "reason", reason, "pumped", nc.pump != nil, "last_frame_ago", time.Since(l.last))
@@ -193,6 +224,21 @@ func takeMove(mv *client.Move[*subscription]) *subscription {
 	return c
 }
 
+// withFirst is next, but g first when it is not nil.
+func withFirst(g *client.GroupReader, next func(context.Context, time.Duration) (*client.GroupReader, error)) func(context.Context, time.Duration) (*client.GroupReader, error) {
+	if g == nil {
+		return next
+	}
+	return func(ctx context.Context, silence time.Duration) (*client.GroupReader, error) {
+		if g != nil {
+			first := g
+			g = nil
+			return first, nil
+		}
+		return next(ctx, silence)
+	}
+}
+
 // groups is where receive takes c's next group: its pump, once moved,
 // or the subscription.
 func (c *subscription) groups() func(ctx context.Context, silence time.Duration) (*client.GroupReader, error) {
@@ -204,24 +250,43 @@ func (c *subscription) groups() func(ctx context.Context, silence time.Duration)
 	}
 }
 
-// reconnect resubscribes until it succeeds or ctx ends (nil): at once,
-// then backing off from 100 ms to 2 s between attempts. A router is asked
-// to avoid failed, the relay that failed the listener, and the relay the
-// last attempt failed on. Each attempt holds a place in sem, as first
-// dials do, so that a crowd reconnecting at once is not refused by the
-// relay's accept queue.
-func reconnect(ctx context.Context, o Options, res *client.Resolver, sh *shard, l *listener, sem chan struct{}, failed string) *subscription {
-	backoff := 100 * time.Millisecond
+// reconnect resubscribes until it succeeds or ctx ends (nil), waiting
+// bo.Next before each attempt (but the first when waited: the caller
+// spent that wait on the silent subscription) (client.Backoff: full jitter from 500 ms
+// to 2 s, reset only by 10 s of audio, so that a listener whose new
+// subscription goes silent again keeps backing off), or the Retry-After
+// the router sent, with jitter, when that is longer. A router is asked to
+// avoid failed, the relay that failed the listener, and the relay the
+// last attempt failed on; a router that answered no relay (503) is asked
+// plainly next time, since with every relay avoided it has nothing to
+// give. Each attempt holds a place in sem, as first dials do, so that a
+// crowd reconnecting at once is not refused by the relay's accept queue.
+func reconnect(ctx context.Context, o Options, res *client.Resolver, sh *shard, l *listener, sem chan struct{}, bo *client.Backoff, failed string, waited bool) *subscription {
 	since := l.downSince // resolve afresh: the relay may have restarted
 	avoid := []string{failed}
+	var err error
 	for {
+		var wait time.Duration
+		if !waited {
+			wait = bo.Next(client.RetryAfter(err))
+		}
+		waited = false
+		select {
+		case <-time.After(wait):
+		case <-ctx.Done():
+			return nil
+		}
 		select {
 		case sem <- struct{}{}:
 		case <-ctx.Done():
 			return nil
 		}
 		actx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		c, relay, err := subscribe(ctx, actx, o, res, sh, since, avoid...)
+		var (
+			c     *subscription
+			relay string
+		)
+		c, relay, err = subscribe(ctx, actx, o, res, sh, since, avoid...)
 		cancel()
 		<-sem
 		if err == nil {
@@ -233,17 +298,12 @@ func reconnect(ctx context.Context, o Options, res *client.Resolver, sh *shard, 
 		}
 		l.err = shortError(err)
 		since = time.Now()
-		if relay != "" && relay != failed {
+		switch {
+		case relay == "":
+			avoid = nil
+		case relay != failed:
 			avoid = []string{failed, relay}
 		}
-		// Up to a quarter more, so that listeners dropped together spread.
-		wait := backoff + time.Duration(rand.Int64N(int64(backoff/4)+1))
-		select {
-		case <-time.After(wait):
-		case <-ctx.Done():
-			return nil
-		}
-		backoff = min(2*backoff, 2*time.Second)
 	}
 }
 
@@ -254,7 +314,7 @@ func reconnect(ctx context.Context, o Options, res *client.Resolver, sh *shard, 
 //
 // It takes the groups from next, and returns errMoved between two groups
 // once mv's new subscription is ready.
-func receive(ctx context.Context, o Options, sh *shard, l *listener, next func(context.Context, time.Duration) (*client.GroupReader, error), mv *client.Move[*subscription]) error {
+func receive(ctx context.Context, o Options, sh *shard, l *listener, next func(context.Context, time.Duration) (*client.GroupReader, error), mv *client.Move[*subscription], bo *client.Backoff) error {
 	var silence time.Duration // 0: wait as long as the session lasts
 	if o.Reconnect {
 		silence = o.Silence
@@ -289,6 +349,7 @@ func receive(ctx context.Context, o Options, sh *shard, l *listener, next func(c
 			g.Close()
 			continue
 		}
+		bo.Heard(now)
 		err = l.readGroup(ctx, o, sh, g, silence)
 		if err != nil || ctx.Err() != nil {
 			return err

@@ -79,7 +79,10 @@ type Options struct {
 	// Reconnect: when a connected listener's session or subscription ends
 	// while Run is still running (not by its own shutdown), the listener
 	// resolves its relay again (Router or URL), reconnects and resubscribes,
-	// backing off from 100 ms, doubling to at most 2 s, until Run ends.
+	// until Run ends, waiting before each attempt as client.Backoff says
+	// (full jitter from 500 ms to 2 s, reset only by 10 s of audio; a
+	// router's Retry-After honoured), a silent listener still subscribed
+	// while it waits.
 	// Without it such a listener stays ended.
 	Reconnect bool
 	// IdleTimeout is the QUIC idle timeout listeners ask for (the relay

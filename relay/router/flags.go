@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"net/http"
 	"os"
@@ -25,6 +26,10 @@ type Flags struct {
 	CertFile, KeyFile, TLSKeyFile string
 	// RequirePins routes only relays with an spki_sha256 pin.
 	RequirePins bool
+	// Rate and Burst bound /route (Options.Rate, Options.Burst); a Rate
+	// of 0 means no limit (the command's default is DefaultRate).
+	Rate  float64
+	Burst int
 }
 
 // Run is relay router: it checks the flags (bad ones are cli usage errors
@@ -41,6 +46,10 @@ func (f *Flags) Run(ctx context.Context, stderr io.Writer) error {
 		return cli.Usagef("--cert and --key must be given together")
 	case f.CertFile != "" && f.TLSKeyFile != "":
 		return cli.Usagef("give --cert/--key or --tls-key, not both")
+	case f.Rate < 0 || math.IsNaN(f.Rate) || math.IsInf(f.Rate, 0):
+		return cli.Usagef("--rate %v: want requests a second, 0 or more (0: no limit)", f.Rate)
+	case f.Rate > 0 && f.Burst < 1:
+		return cli.Usagef("--burst %d: want 1 or more", f.Burst)
 	}
 	listenHost, _, err := net.SplitHostPort(f.Listen)
 	if err != nil {
@@ -76,7 +85,7 @@ func (f *Flags) Run(ctx context.Context, stderr io.Writer) error {
 			logger.Warn("serving /route over plain HTTP on a non-loopback address: clients trust the network to deliver relay certificate hashes unchanged; give --cert/--key or --tls-key", "listen", f.Listen)
 		}
 	}
-	rt, err := New(Options{File: f.Relays, Poll: f.Poll, Logger: logger, RequirePins: f.RequirePins})
+	rt, err := New(Options{File: f.Relays, Poll: f.Poll, Logger: logger, RequirePins: f.RequirePins, Rate: f.Rate, Burst: f.Burst})
 	if err != nil {
 		return err
 	}

@@ -33,6 +33,8 @@ func TestFlagsErrors(t *testing.T) {
 		{func(f *router.Flags) { f.CertFile, f.KeyFile, f.TLSKeyFile = "c", "k", "t" }, "give --cert/--key or --tls-key, not both", true},
 		{func(f *router.Flags) { f.Listen = "x" }, `--listen "x": want HOST:PORT`, true},
 		{func(f *router.Flags) { f.LogLevel = "loud" }, `flag --log-level: "loud" is not debug, info, warn or error`, true},
+		{func(f *router.Flags) { f.Rate = -1 }, "--rate -1: want requests a second, 0 or more (0: no limit)", true},
+		{func(f *router.Flags) { f.Rate, f.Burst = 10, 0 }, "--burst 0: want 1 or more", true},
 		{func(f *router.Flags) { f.TLSKeyFile = filepath.Join(dir, "none") }, "--tls-key: open ", false},
 		{func(f *router.Flags) { f.Relays = filepath.Join(dir, "none") }, "", false},
 	} {

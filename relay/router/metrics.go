@@ -10,12 +10,12 @@ import (
 
 // routeCounts counts /route answers: a relay named, or 503 (no relay with
 // headroom).
-type routeCounts struct{ routed, unavailable atomic.Int64 }
+type routeCounts struct{ routed, unavailable, limited atomic.Int64 }
 
 // routerCollector exports the router's view of its relays on /metrics:
 // relay_router_relays{state} (healthy, unhealthy, draining),
 // relay_router_headroom (the healthy relays' polled headroom, summed) and
-// relay_router_routes_total{result} (routed, unavailable).
+// relay_router_routes_total{result} (routed, unavailable, limited).
 type routerCollector struct {
 	r                        *Router
 	relays, headroom, routes *prometheus.Desc
@@ -27,7 +27,7 @@ func newRouterCollector(r *Router) *routerCollector {
 		relays: prometheus.NewDesc("relay_router_relays", "Relay processes in the relays file, by state (healthy, unhealthy: its last poll failed, draining).",
 			[]string{"state"}, nil),
 		headroom: prometheus.NewDesc("relay_router_headroom", "Listeners the healthy, not draining relays said they can take still, summed.", nil, nil),
-		routes: prometheus.NewDesc("relay_router_routes_total", "Answers to /route: routed (a relay named) or unavailable (503, no relay with headroom).",
+		routes: prometheus.NewDesc("relay_router_routes_total", "Answers to /route: routed (a relay named), unavailable (503, no relay with headroom) or limited (503, over the router's rate, --rate and --burst).",
 			[]string{"result"}, nil),
 	}
 }
@@ -60,6 +60,7 @@ func (c *routerCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(c.headroom, prometheus.GaugeValue, float64(headroom))
 	ch <- prometheus.MustNewConstMetric(c.routes, prometheus.CounterValue, float64(c.r.counts.routed.Load()), "routed")
 	ch <- prometheus.MustNewConstMetric(c.routes, prometheus.CounterValue, float64(c.r.counts.unavailable.Load()), "unavailable")
+	ch <- prometheus.MustNewConstMetric(c.routes, prometheus.CounterValue, float64(c.r.counts.limited.Load()), "limited")
 }
 
 func (r *Router) metricsHandler() http.Handler {

@@ -36,7 +36,8 @@
 //
 // A listener that lost its relay asks again with avoid=URL (repeatable, the
 // "url" of an earlier answer; a query or #fragment on it is ignored): the
-// answer is never an avoided relay, and each avoided relay the router knows
+// answer is an avoided relay only when no other has headroom (then the one
+// with the most, rather than a 503), and each avoided relay the router knows
 // is polled again at once (at most once per RepollEvery per relay, so
 // anonymous callers cannot make it poll faster), so a dead process leaves
 // the pool for every listener within about one poll round trip.
@@ -87,6 +88,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -168,6 +170,12 @@ type Options struct {
 	// router --require-pins): an unpinned relay's certificate hash is
 	// only as trustworthy as the network, and it is never handed out.
 	RequirePins bool
+	// Rate and Burst bound /route (a token bucket, limit.go): at most
+	// Rate answers a second on average, Burst at once; past them a 503
+	// with a Retry-After. A Rate of 0 means no limit (relay router's
+	// --rate defaults to DefaultRate); a Burst of 0 means DefaultBurst.
+	Rate  float64
+	Burst int
 }
 
 // Router chooses relays. Create one with New, poll with Run (or PollOnce)
@@ -189,6 +197,7 @@ type Router struct {
 	pinned map[string]*http.Client // by SPKI pin
 
 	counts routeCounts // /route answers, for /metrics
+	limit  *bucket     // nil: no rate limit
 
 	// starved counts the polls in a row in which every relay timed out
 	// (under mu): see PollOnce.
@@ -241,6 +250,13 @@ func New(opts Options) (*Router, error) {
 	}
 	if r.logger == nil {
 		r.logger = slog.Default()
+	}
+	if opts.Rate > 0 {
+		burst := opts.Burst
+		if burst <= 0 {
+			burst = DefaultBurst
+		}
+		r.limit = newBucket(opts.Rate, burst)
 	}
 	if err := r.Reload(); err != nil {
 		return nil, err
@@ -570,18 +586,23 @@ type Route = wire.Route
 // given since). The answer reserves one listener there for the ranking
 // until the next poll, at most its headroom: answers alone never make a
 // relay full. A relay marked last_resort is picked only when no other
-// has headroom left (polled, less this period's answers). Relays in avoid (URLs as /route answers them) are never
-// picked.
+// has headroom left (polled, less this period's answers). Relays in avoid (URLs as /route answers them) are
+// picked only when no other relay has polled headroom: a listener whose
+// only relay went silent (its origin away, the relay up) is better sent
+// back there than refused.
 func (r *Router) Pick(avoid ...string) (Route, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	var best *relayState
 	bestTier := 0
 	for _, s := range r.relays {
-		if s.Draining || !s.Healthy || s.Headroom <= 0 || avoided(s.URL, avoid) {
+		if s.Draining || !s.Healthy || s.Headroom <= 0 {
 			continue
 		}
 		tier := pickTier(s)
+		if avoided(s.URL, avoid) {
+			tier += 4 // after every relay not avoided
+		}
 		if best == nil || tier < bestTier || (tier == bestTier && s.Headroom-s.Routed > best.Headroom-best.Routed) {
 			best, bestTier = s, tier
 		}
@@ -620,6 +641,14 @@ func (r *Router) route(w http.ResponseWriter, req *http.Request) {
 	if len(avoid) > maxAvoid {
 		http.Error(w, fmt.Sprintf("at most %d avoid parameters", maxAvoid), http.StatusBadRequest)
 		return
+	}
+	if r.limit != nil {
+		if ok, retry := r.limit.take(time.Now()); !ok {
+			r.counts.limited.Add(1)
+			w.Header().Set("Retry-After", strconv.Itoa(int(retry/time.Second)))
+			http.Error(w, "too many requests: come back after Retry-After", http.StatusServiceUnavailable)
+			return
+		}
 	}
 	if len(avoid) > 0 {
 		r.repoll(avoid)

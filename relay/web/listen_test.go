@@ -340,7 +340,7 @@ func TestListenPage(t *testing.T) {
 }
 
 // goingAway has the relay shed the page's session (POST /shed?n=1: the
-// listener goes first) while audio flows: the page reconnects at once and
+// listener goes first) while audio flows: the page reconnects (within its first backoff wait, under 500 ms) and
 // plays on, and over WebSocket it reads the close as going-away.
 func (s *setup) goingAway(t *testing.T, ctx context.Context, br *browser, base string, ps [][]byte, transport string) {
 	name := "live/room-away-" + transport
