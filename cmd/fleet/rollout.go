@@ -36,7 +36,10 @@ func rolloutCommand(ios *cli.IOStreams) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return f.Rollout(cmd.Context(), ios.Out, fr, binaryPath, dryRun)
+			if err := f.Rollout(cmd.Context(), ios.Out, fr, binaryPath, dryRun); err != nil || dryRun {
+				return err
+			}
+			return syncShared(cmd.Context(), ios, f.Stack, "rollout")
 		},
 	}
 	fs := cmd.Flags()
@@ -63,7 +66,10 @@ func rollbackCommand(ios *cli.IOStreams) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return f.Rollback(cmd.Context(), ios.Out, fr, to)
+			if err := f.Rollback(cmd.Context(), ios.Out, fr, to); err != nil {
+				return err
+			}
+			return syncShared(cmd.Context(), ios, f.Stack, "rollback")
 		},
 	}
 	fs := cmd.Flags()

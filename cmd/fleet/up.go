@@ -34,7 +34,7 @@ func (s *stackFlags) add(fs *pflag.FlagSet, needsRelay bool) {
 
 func (p *pulumiFlags) register(fs *pflag.FlagSet, needsRelay bool) {
 	p.set.NeedsRelay = needsRelay
-	fs.StringVar(&p.set.BackendURL, "backend", "", "Pulumi backend URL (default $"+program.BackendEnv+", else file:// under the state dir)")
+	fs.StringVar(&p.set.BackendURL, "backend", "", "Pulumi backend URL (default: the fleet file's state.backend, else $"+program.BackendEnv+", else file:// under the state dir; one other than the fleet file's is refused)")
 	fs.StringVar(&p.set.StateDir, "state-dir", "", "state directory: file backend, passphrase, relays file (default $"+program.StateDirEnv+", else ~/.local/state/relayfleet)")
 	fs.StringVar(&p.set.Pulumi, "pulumi", "", "the Pulumi CLI (default $"+program.PulumiEnv+", else the make pulumi build, else pulumi on $PATH)")
 	if needsRelay {
@@ -60,6 +60,7 @@ func applyCommand(ios *cli.IOStreams, use, short string, needsRelay bool, yes st
 	o := program.ApplyOptions{Prober: func(c provider.Config) program.ListenerProber { return &events.SSHProbe{Lab: c, KeyFile: c.SSHKeyFile} }}
 	cmd := &cobra.Command{Use: use, Short: short, Args: cli.NoArgs, RunE: func(cmd *cobra.Command, _ []string) error {
 		o.Env, o.Changed = s.env(ios), func(stateDir string) { refreshMonitor(ios.Out, s.monitorDir, stateDir, nil) }
+		o.Sync = events.SyncIfShared
 		return run(cmd.Context(), o)
 	}}
 	s.add(cmd.Flags(), needsRelay)
