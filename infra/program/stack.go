@@ -265,11 +265,12 @@ func RedactURL(raw string) string {
 	if err != nil {
 		return "(a URL that does not parse)"
 	}
+	hidden := u.User != nil || u.RawQuery != "" || u.Fragment != ""
 	u.User, u.RawQuery, u.Fragment = nil, "", ""
-	if raw != u.String() {
+	if hidden {
 		return u.String() + "?..."
 	}
-	return raw
+	return u.String()
 }
 
 // DefaultStateDir is $RELAYFLEET_STATE_DIR, else $XDG_STATE_HOME/relayfleet,
