@@ -108,7 +108,7 @@ type RelaysWatch struct {
 }
 
 // Run reads the backend and writes Out, then with Every again every
-// Every until ctx ends. A read that fails leaves Out as it was (a router
+// Every until ctx ends (ctx's error: a signal stopped it). A read that fails leaves Out as it was (a router
 // keeps routing to the last list) and, with Every, is tried again; once
 // it is the error returned.
 func (w RelaysWatch) Run(ctx context.Context) error {
@@ -124,7 +124,7 @@ func (w RelaysWatch) Run(ctx context.Context) error {
 			return err
 		case err != nil:
 			if ctx.Err() != nil {
-				return nil
+				return ctx.Err()
 			}
 			fmt.Fprintf(log, "relays: %s kept as it was: %s\n", w.Out, strings.ReplaceAll(err.Error(), "\n", "; "))
 		case changed != nil:
@@ -136,7 +136,7 @@ func (w RelaysWatch) Run(ctx context.Context) error {
 		}
 		select {
 		case <-ctx.Done():
-			return nil
+			return ctx.Err()
 		case <-time.After(w.Every):
 		}
 	}
