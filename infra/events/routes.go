@@ -105,6 +105,8 @@ type RelaysWatch struct {
 	Every time.Duration
 	// Log takes one line per change and per failed read; nil: nowhere.
 	Log io.Writer
+	// Read reads the routes; nil: FleetRoutes of Stack.
+	Read func(ctx context.Context) ([]program.StackHosts, error)
 }
 
 // Run reads the backend and writes Out, then with Every again every
@@ -146,7 +148,11 @@ func (w RelaysWatch) Run(ctx context.Context) error {
 // returns what it wrote (nil: nothing changed) and how many relays it
 // lists.
 func (w RelaysWatch) once(ctx context.Context, last []byte) ([]byte, int, error) {
-	routes, err := FleetRoutes(ctx, w.Stack)
+	read := w.Read
+	if read == nil {
+		read = func(ctx context.Context) ([]program.StackHosts, error) { return FleetRoutes(ctx, w.Stack) }
+	}
+	routes, err := read(ctx)
 	if err != nil {
 		return nil, 0, err
 	}
