@@ -103,7 +103,11 @@ func StartSeaweedFS(t testing.TB) *S3Store {
 	s.Endpoint = "127.0.0.1:" + ports[3]
 	cmd := exec.Command(weed, "server", "-dir", data, "-ip", "127.0.0.1", "-ip.bind", "127.0.0.1",
 		"-master.port", ports[0], "-volume.port", ports[1], "-filer", "-filer.port", ports[2],
-		"-s3", "-s3.port", ports[3], "-s3.config", confPath, "-volume.max", "0")
+		"-s3", "-s3.port", ports[3], "-s3.config", confPath,
+		// Loopback only: no telemetry to seaweedfs.com, and none of the
+		// fixed-port extras (Iceberg, Lance) two tests would share.
+		"-master.telemetry=false", "-s3.port.iceberg", "0", "-s3.port.lance", "0",
+		"-volume.max", "16", "-master.volumeSizeLimitMB", "64")
 	s.Proc = Start(t, "weed", cmd)
 	// weed stops slowly on SIGTERM: Start's stop waits, then kills.
 	deadline := time.Now().Add(2 * time.Minute)
