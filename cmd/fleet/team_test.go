@@ -11,7 +11,7 @@ import (
 )
 
 // TestSharedBackendCommandsRefuse: with the fleet file naming an s3://
-// backend, fleet up, destroy, relays, status and hosts refuse without the
+// backend, fleet up, destroy, relays, status, hosts and events status refuse without the
 // team's passphrase in one line that says how it is shared, and make no
 // passphrase in the state dir; a --backend naming another backend is a
 // usage error naming both.
@@ -28,13 +28,13 @@ func TestSharedBackendCommandsRefuse(t *testing.T) {
 	}
 	state := filepath.Join(dir, "state")
 	for _, args := range [][]string{
-		{"up", "--yes"}, {"destroy", "--yes"}, {"relays"}, {"relays", "--out", filepath.Join(dir, "r.json")}, {"status"}, {"hosts"},
+		{"up", "--yes"}, {"destroy", "--yes"}, {"relays"}, {"relays", "--out", filepath.Join(dir, "r.json")}, {"status"}, {"hosts"}, {"events", "status"},
 	} {
 		args = append(args, "--inventory", inv, "--state-dir", state)
 		_, stderr, code := fleet(t, args...)
 		if code != 1 || strings.Count(stderr, "\n") != 1 || !strings.Contains(stderr, "no passphrase for a shared backend s3://team/relayfleet?...: set $"+program.PassphraseFileEnv) ||
 			!strings.Contains(stderr, "shared out of band") {
-			t.Errorf("fleet %s: exit %d, stderr %q: want one line saying how the team shares its passphrase", args[0], code, stderr)
+			t.Errorf("fleet %v: exit %d, stderr %q: want one line saying how the team shares its passphrase", args, code, stderr)
 		}
 		if _, err := os.Stat(filepath.Join(state, "passphrase")); !errors.Is(err, os.ErrNotExist) {
 			t.Fatalf("fleet %s generated a passphrase into the state dir", args[0])
