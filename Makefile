@@ -19,9 +19,9 @@ LDFLAGS := -X github.com/relayfleet/relayfleet/internal/version.stamp=$(VERSION)
 build: ## build bin/fleet and bin/relay, -trimpath, with the version from git describe stamped in
 	$(GO) build $(GOFLAGS) -trimpath -ldflags "$(LDFLAGS)" -o $(BIN)/ ./cmd/...
 
-test: ## unit tests with the race detector, plus the architecture rules and the bad builds' faults (-tags relayfault); as root installs what they need (scripts/deps.sh test); with CI=true also builds the Pulumi CLI (make pulumi) and runs make test-long, and a skip fails
+test: ## unit tests with the race detector, plus the architecture rules and the bad builds' faults (-tags relayfault); as root installs what they need (scripts/deps.sh test); with CI=true also builds the Pulumi CLI and SeaweedFS (make pulumi seaweedfs) and runs make test-long, and a skip fails
 	scripts/deps.sh test
-	@if [ "$$CI" = true ]; then $(MAKE) --no-print-directory pulumi; fi
+	@if [ "$$CI" = true ]; then $(MAKE) --no-print-directory pulumi seaweedfs; fi
 	$(GO) test -race -short ./...
 	$(GO) test -race -short -tags relayfault -run 'Fault' ./relay/
 	$(GO) -C third_party/quic-go test -race -run TestRelayfleet . ./internal/ackhandler/
@@ -55,12 +55,13 @@ quic-go-test: ## quic-go's own tests and the patch's, -short, in the patched cop
 build-stockquic: ## build everything against the quic-go release instead of the patched copy (go.stock.mod, tag stockquic: the patch's features off)
 	$(GO) build -modfile=go.stock.mod -tags stockquic ./...
 
-test-long: ## the tests -short skips, except make test-hostile's and make test-listen's: the relay binary (and its bad builds), the heavy mass-disconnect test, the tests that run the Pulumi CLI, SIGINT/SIGTERM to every long-running fleet command (a few minutes)
+test-long: ## the tests -short skips, except make test-hostile's and make test-listen's: the relay binary (and its bad builds), the heavy mass-disconnect test, the tests that run the Pulumi CLI, SIGINT/SIGTERM to every long-running fleet command, make test-s3 (a few minutes)
 	$(GO) test -race -count=1 -timeout 10m -run 'TestServePublishListen|TestRestartedProcessResetsAndSIGTERMSheds|TestFaultBuilds' ./cmd/relay/
 	$(GO) test -count=1 -timeout 10m -tags heavy -run TestMassDisconnect -v ./relay/
 	$(GO) test -count=1 -timeout 10m -run TestLossRecoveryWithPTOAllowance -v ./relay/loadgen/
 	$(GO) test -race -count=1 -timeout 10m -run 'TestPulumiStore|TestBookInTheBackend|TestReadOutputsWithoutUp|TestConfigComesBackFromTheBackend|TestHostsStatusConvergeOnCloudStack|TestReadHostsWarns|TestDoomedListenersReadTheStack' ./infra/events/ ./infra/releases/ ./infra/program/ ./infra/fleethosts/ ./cmd/fleet/
 	$(GO) test -count=1 -timeout 10m -run TestSignalsEndCommands -v ./test/cli/
+	$(MAKE) --no-print-directory test-s3
 
 lint: staticcheck ## gofmt, go vet, go mod tidy -diff and staticcheck (pinned, staticcheck.conf) must be clean
 	@out=$$(gofmt -l .); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
@@ -166,6 +167,36 @@ demo-interrupt: build pulumi ## make demo interrupted with Ctrl-C during step 4:
 	$(GO) build $(GOFLAGS) -o $(BIN)/demo ./scripts/demo
 	scripts/demo-interrupt.sh $(BIN) $(PULUMI)
 
+.PHONY: seaweedfs test-s3
+
+# SeaweedFS, the S3-compatible store the shared-backend tests run on
+# loopback (internal/testutil.StartSeaweedFS), at the version
+# tools/seaweedfs/go.mod pins (testutil.SeaweedFSVersion, held equal by a
+# test). Its go.mod has a replace, so go install refuses it: it is built
+# from tools/seaweedfs, which copies the replace.
+SEAWEEDFS_VERSION := $(shell sed -n 's|^[[:space:]]*github.com/seaweedfs/seaweedfs \(v[^ ]*\).*|\1|p' tools/seaweedfs/go.mod)
+WEED              := $(XDG_CACHE_HOME)/relayfleet/seaweedfs-$(SEAWEEDFS_VERSION)/bin/weed
+
+seaweedfs: $(WEED) ## SeaweedFS (weed server -s3) from the module proxy (tools/seaweedfs), built once into ~/.cache/relayfleet (cold: ~12 min, a 233 MB binary)
+	@$(WEED) version
+
+# The cached builds depend on their inputs' content, not their times: a
+# fresh clone's files are all newer than the cache, and a time rule would
+# rebuild every CI run. A stamp named by the inputs' SHA-256 exists once
+# they were built; changed inputs name a stamp that does not exist yet.
+stamp = $(XDG_CACHE_HOME)/relayfleet/stamps/$(1)-$(shell cat $(2) | sha256sum | cut -c1-16)
+
+$(XDG_CACHE_HOME)/relayfleet/stamps/%:
+	@mkdir -p $(dir $@) && touch $@
+
+$(WEED): $(call stamp,seaweedfs,tools/seaweedfs/go.mod tools/seaweedfs/go.sum)
+	@mkdir -p $(dir $@)
+	cd tools/seaweedfs && $(GO) build -trimpath -o $@.tmp github.com/seaweedfs/seaweedfs/weed
+	mv $@.tmp $@
+
+test-s3: seaweedfs pulumi ## the tests on a real object store: SeaweedFS on loopback, the Pulumi backend on s3:// shared by two state dirs (about a minute)
+	RELAYFLEET_WEED=$(WEED) $(GO) test -count=1 -timeout 10m -run 'TestSeaweedFS|TestS3' ./internal/testutil/ ./infra/events/ ./infra/lease/
+
 .PHONY: pulumi pulumi-bin e2e e2e-localcloud
 
 # The Pulumi CLI's version is the one tools/pulumi/go.mod builds; Go code
@@ -187,12 +218,12 @@ pulumi: $(PULUMI) $(PULUMI_LANGUAGE_GO) ## the Pulumi CLI from the module proxy 
 pulumi-bin: ## print the directory that holds the Pulumi CLI and its Go language host, for PATH (README: pulumi up on the fleet's stack)
 	@echo $(PULUMI_ROOT)/bin
 
-$(PULUMI): tools/pulumi/go.mod tools/pulumi/go.sum
+$(PULUMI): $(call stamp,pulumi,tools/pulumi/go.mod tools/pulumi/go.sum)
 	@mkdir -p $(dir $@)
 	cd tools/pulumi && $(GO) build -trimpath -ldflags "-X github.com/pulumi/pulumi/sdk/v3/go/common/version.Version=$(PULUMI_VERSION)" -o $@.tmp github.com/pulumi/pulumi/pkg/v3/cmd/pulumi
 	mv $@.tmp $@
 
-$(PULUMI_LANGUAGE_GO): tools/pulumi/go.mod tools/pulumi/go.sum $(wildcard third_party/pulumi-language-go/*.go third_party/pulumi-language-go/*/*.go) third_party/pulumi-language-go/UPSTREAM
+$(PULUMI_LANGUAGE_GO): $(call stamp,pulumi-language-go,tools/pulumi/go.mod tools/pulumi/go.sum third_party/pulumi-language-go/SHA256SUMS third_party/pulumi-language-go/UPSTREAM)
 	scripts/pulumi-language-go.sh --check
 	@mkdir -p $(dir $@)
 	cd tools/pulumi && $(GO) build -trimpath -ldflags "-X github.com/pulumi/pulumi/sdk/v3/go/common/version.Version=$(PULUMI_LANGUAGE_GO_VERSION)" -o $@.tmp github.com/pulumi/pulumi/sdk/go/pulumi-language-go/v3

@@ -44,6 +44,9 @@ type Fleet struct {
 	// Surge, when set, brings boxes up for load nobody scheduled (fleet
 	// events reconcile does, beside the events).
 	Surge *Surge `yaml:"surge"`
+	// State says where the fleet's stacks live (state.go); zero: the
+	// file backend in the operator's state dir.
+	State State `yaml:"state"`
 }
 
 // MaxSessionsPerAddress is the largest access.max_sessions_per_address.
@@ -287,7 +290,7 @@ func (f *Fleet) validate(cat *Catalogue) error {
 			return err
 		}
 	}
-	return nil
+	return f.State.validate()
 }
 
 func (b *Box) validate(cat *Catalogue, p string) error {

@@ -45,8 +45,10 @@ type Reconciler struct {
 	Interval time.Duration // how often; 0 = DefaultReconcileInterval
 	User     string        // "" = root
 	// EnvironmentFile is an optional file (mode 0600) holding HCLOUD_TOKEN,
-	// DIGITALOCEAN_TOKEN and PULUMI_CONFIG_PASSPHRASE: the tokens are never
-	// on the command line or in the unit.
+	// DIGITALOCEAN_TOKEN and PULUMI_CONFIG_PASSPHRASE (or _FILE), and for a
+	// shared s3:// backend the store's AWS_ACCESS_KEY_ID and
+	// AWS_SECRET_ACCESS_KEY (or AWS_SHARED_CREDENTIALS_FILE): the tokens
+	// and keys are never on the command line or in the unit.
 	EnvironmentFile string
 	// ExtraArgs are further reconcile flags such as --lab-dir X, passed
 	// as they are (quoted for systemd where they need it).

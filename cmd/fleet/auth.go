@@ -153,7 +153,7 @@ type keyFlags struct {
 func (k *keyFlags) add(fs *pflag.FlagSet) {
 	fs.StringVar(&k.stack, "stack", "", "the fleet's steady stack: it lists the boxes and keeps the relay auth key (default: the fleet's name)")
 	fs.StringVar(&k.stateDir, "state-dir", "", "state directory (default $"+program.StateDirEnv+", else ~/.local/state/relayfleet)")
-	fs.StringVar(&k.backend, "backend", "", "Pulumi backend URL (default $"+program.BackendEnv+", else file:// under the state dir)")
+	fs.StringVar(&k.backend, "backend", "", "Pulumi backend URL (default: the fleet file's state.backend, else $"+program.BackendEnv+", else file:// under the state dir; one other than the fleet file's is refused)")
 	fs.StringVar(&k.pulumi, "pulumi", "", "the Pulumi CLI (default $"+program.PulumiEnv+", else the make pulumi build, else pulumi on $PATH)")
 }
 

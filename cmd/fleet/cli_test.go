@@ -42,7 +42,7 @@ var leaves = [][]string{
 	{"destroy"}, {"events", "reconcile"}, {"events", "status"}, {"events", "report"}, {"events", "install"}, {"events", "exporter"},
 	{"burst", "up"}, {"burst", "down"}, {"burst", "resize"}, {"loadtest"}, {"monitor"},
 	{"lab", "up"}, {"lab", "down"}, {"lab", "status"}, {"lab", "ssh", "box1"}, {"lab", "cloud", "hcloud"}, {"hosts"},
-	{"unlock"},
+	{"unlock"}, {"relays"},
 }
 
 // leafFlags is the flag set of a leaf: the cobra command's own flags.
@@ -150,6 +150,10 @@ func TestBadFlags(t *testing.T) {
 		{[]string{"lab", "up", "1", "--subnet", "nope"}, 2, `fleet lab up: flag --subnet: "nope": want an IPv4 prefix such as 10.231.77.0/24`},
 		{[]string{"lab", "ssh", "box1", "--bogus"}, 2, "fleet lab ssh: flag --bogus: unknown flag"},
 		{[]string{"lab", "cloud", "hcloud", "--ram-scale", "0"}, 2, "fleet lab cloud: flag --ram-scale: 0 is out of range: want 0.01 to 1"},
+		{[]string{"relays", "--watch", "2h"}, 2, "fleet relays: flag --watch: 2h0m0s is out of range: want 0s to 1h"},
+		{[]string{"relays", "--inventory", "f.yaml", "--watch", "10ms", "--out", "r.json"}, 2, "fleet relays: flag --watch: want 0 (once) or at least 1s, got 10ms"},
+		{[]string{"relays", "--inventory", "f.yaml", "--watch", "10s"}, 2, "fleet relays: flag --watch: needs --out (the file the router reads)"},
+		{[]string{"relays"}, 2, "fleet relays: flag --inventory: required"},
 		{[]string{"--bogus"}, 2, "fleet: flag --bogus: unknown flag"},
 		{[]string{"nope"}, 2, `fleet: unknown command "nope" (try fleet help)`},
 		{[]string{"version", "extra"}, 2, `fleet version: unknown command "extra" for "fleet version"`},

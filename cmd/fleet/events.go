@@ -123,6 +123,7 @@ func addStoreFlags(fs *pflag.FlagSet, o *events.StoreOptions) {
 	fs.StringVar(&o.BackendURL, "backend", "", "Pulumi backend URL holding the records (default $"+program.BackendEnv+", else file:// under the state dir)")
 	fs.StringVar(&o.Pulumi, "pulumi", "", "the Pulumi CLI (default $"+program.PulumiEnv+", else the make pulumi build, else pulumi on $PATH)")
 	fs.StringVar(&o.Fleet, "fleet", "", "only this fleet's events (default: every fleet in the backend)")
+	fs.StringVar(&o.Inventory, "inventory", "", "the fleet file: its state.backend is the backend, its name the fleet (--fleet)")
 }
 
 // eventsStatusCommand is fleet events status.

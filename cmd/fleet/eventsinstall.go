@@ -49,7 +49,7 @@ install -o root -g root -m 0755 bin/fleet /usr/local/bin/`,
 	fs.DurationVar(&f.Interval, "interval", units.DefaultReconcileInterval, "how often the reconciler runs (at least "+units.MinReconcileInterval.String()+")")
 	cli.Ranged(fs, "interval", cli.Durations(units.MinReconcileInterval, 24*time.Hour))
 	fs.StringVar(&f.User, "user", "", "user the reconciler runs as (default root; lab events need root)")
-	fs.StringVar(&f.EnvironmentFile, "environment-file", "", "file with HCLOUD_TOKEN=, DIGITALOCEAN_TOKEN=, PULUMI_CONFIG_PASSPHRASE= lines: root's, mode 0600, in directories only root can write (systemd reads it for a service run as root)")
+	fs.StringVar(&f.EnvironmentFile, "environment-file", "", "file with HCLOUD_TOKEN=, DIGITALOCEAN_TOKEN=, PULUMI_CONFIG_PASSPHRASE= (or PULUMI_CONFIG_PASSPHRASE_FILE=) lines, and for a fleet file whose state.backend is s3:// the store's AWS_ACCESS_KEY_ID= and AWS_SECRET_ACCESS_KEY= (or AWS_SHARED_CREDENTIALS_FILE=): root's, mode 0600, in directories only root can write (systemd reads it for a service run as root); required with a shared state.backend")
 	fs.StringVar(&f.UnitDir, "unit-dir", units.ReconcilerDir, "where the unit files are written")
 	fs.StringVar(&f.ExporterListen, "exporter-listen", units.DefaultExporterListen, "HOST:PORT the events exporter serves /metrics on")
 	fs.BoolVar(&noEnable, "no-enable", false, "write the unit files only: no systemctl daemon-reload, no enable --now, no exporter restart")

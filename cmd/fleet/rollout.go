@@ -45,7 +45,10 @@ func rolloutCommand(ios *cli.IOStreams) *cobra.Command {
 				}
 				defer unlock()
 			}
-			return lf.result(f.Rollout(ctx, ios.Out, fr, binaryPath, dryRun))
+			if err := f.Rollout(ctx, ios.Out, fr, binaryPath, dryRun); err != nil || dryRun {
+				return lf.result(err)
+			}
+			return lf.result(syncShared(ctx, ios, f.Stack, "rollout"))
 		},
 	}
 	fs := cmd.Flags()
@@ -79,7 +82,10 @@ func rollbackCommand(ios *cli.IOStreams) *cobra.Command {
 				return err
 			}
 			defer unlock()
-			return lf.result(f.Rollback(ctx, ios.Out, fr, to))
+			if err := f.Rollback(ctx, ios.Out, fr, to); err != nil {
+				return lf.result(err)
+			}
+			return lf.result(syncShared(ctx, ios, f.Stack, "rollback"))
 		},
 	}
 	fs := cmd.Flags()

@@ -34,7 +34,7 @@ func (s *stackFlags) add(fs *pflag.FlagSet, needsRelay bool) {
 
 func (p *pulumiFlags) register(fs *pflag.FlagSet, needsRelay bool) {
 	p.set.NeedsRelay = needsRelay
-	fs.StringVar(&p.set.BackendURL, "backend", "", "Pulumi backend URL (default $"+program.BackendEnv+", else file:// under the state dir)")
+	fs.StringVar(&p.set.BackendURL, "backend", "", "Pulumi backend URL (default: the fleet file's state.backend, else $"+program.BackendEnv+", else file:// under the state dir; one other than the fleet file's is refused)")
 	fs.StringVar(&p.set.StateDir, "state-dir", "", "state directory: file backend, passphrase, relays file (default $"+program.StateDirEnv+", else ~/.local/state/relayfleet)")
 	fs.StringVar(&p.set.Pulumi, "pulumi", "", "the Pulumi CLI (default $"+program.PulumiEnv+", else the make pulumi build, else pulumi on $PATH)")
 	if needsRelay {
@@ -65,6 +65,7 @@ func applyCommand(ios *cli.IOStreams, use, short string, needsRelay bool, yes st
 		if yes != "" {
 			o.Lock = lf.locker(ios, cmd)
 		}
+		o.Sync = events.SyncIfShared
 		return lf.result(run(cmd.Context(), o))
 	}}
 	s.add(cmd.Flags(), needsRelay)

@@ -2,12 +2,13 @@ package events
 
 import (
 	"context"
-	"os"
 	"path/filepath"
 	"strings"
 	"time"
 
 	"github.com/relayfleet/relayfleet/infra/program"
+	"github.com/relayfleet/relayfleet/internal/cli"
+	"github.com/relayfleet/relayfleet/inventories"
 )
 
 // Outcome is one event after a reconcile, as its record in the state dir
@@ -57,6 +58,9 @@ type StoreOptions struct {
 	BackendURL string
 	Pulumi     string // the Pulumi CLI ("" = program.FindPulumi's default)
 	Fleet      string // only this fleet's events ("" = every fleet's)
+	// Inventory, when set, is the fleet file: its state.backend is the
+	// backend (as for every command given it), its name the fleet.
+	Inventory string
 }
 
 // ReadRecords reads the records from the Pulumi backend; where is the
@@ -69,17 +73,27 @@ func ReadRecords(ctx context.Context, o StoreOptions) (recs []*Record, where str
 		}
 	}
 	st := &program.Stack{StateDir: dir, BackendURL: o.BackendURL, Pulumi: o.Pulumi}
+	if o.Inventory != "" {
+		f, _, err := inventories.LoadFleetFile(o.Inventory)
+		if err != nil {
+			return nil, "", err
+		}
+		if o.Fleet != "" && o.Fleet != f.Name {
+			return nil, "", cli.Usagef("flag --fleet: %q, but the fleet file %s is fleet %q", o.Fleet, o.Inventory, f.Name)
+		}
+		st.Fleet, o.Fleet = f, f.Name
+	}
 	ws, err := st.ProjectWorkspace(ctx, StoreProject)
 	if err != nil {
 		return nil, "", err
 	}
-	where = o.BackendURL
-	if where == "" {
-		where = os.Getenv(program.BackendEnv)
+	if where, err = st.Configured(); err != nil {
+		return nil, "", err
 	}
 	if where == "" {
 		where = "file://" + filepath.Join(dir, "backend")
 	}
+	where = program.RedactURL(where)
 	recs, err = StoredRecords(ctx, ws, o.Fleet)
 	return recs, where, err
 }

@@ -2,10 +2,8 @@ package events
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"github.com/relayfleet/relayfleet/internal/text"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -94,9 +92,10 @@ func (r *Reconciler) lockAndLoad(ctx context.Context) (held context.Context, kno
 // load reads every record from the Store (moving records left in the
 // state dir by an older relayfleet into it first) and rewrites the state
 // dir from them: the records' cache, each event's entry in the router's
-// list, and the steady fleet's entry when the state dir has none. So a
+// list, and the steady fleet's entry from its stack (followSteady). So a
 // reconcile starting from an empty state dir, or on another machine,
-// writes the relays file the last one left.
+// writes the relays file the last one left, and a teammate's fleet up
+// reaches this machine's relays file by the next reconcile.
 func (r *Reconciler) load(ctx context.Context) (map[string]*Record, error) {
 	recs, err := r.Store.Load(ctx)
 	if err != nil {
@@ -119,22 +118,57 @@ func (r *Reconciler) load(ctx context.Context) (map[string]*Record, error) {
 		}
 	}
 	if r.SteadyHosts != nil && r.Fleet != nil {
-		_, err := os.Stat(filepath.Join(r.StateDir, program.HostsDir, r.Fleet.Name+".json"))
-		if errors.Is(err, fs.ErrNotExist) {
-			hosts, ok, err := r.SteadyHosts(ctx)
-			if err != nil {
-				return nil, fmt.Errorf("steady fleet's hosts: %w", err)
-			}
-			if ok && len(hosts) > 0 {
-				if _, err := program.PutStackHosts(r.StateDir, program.StackHosts{Stack: r.Fleet.Name, Hosts: hosts}); err != nil {
-					return nil, err
-				}
-				r.log().Info(fmt.Sprintf("the router's list gets the steady fleet's %s from stack %s", text.Plural(len(hosts), "host", "hosts"), r.Fleet.Name),
-					"action", "steady-hosts")
-			}
+		if err := r.followSteady(ctx); err != nil {
+			return nil, err
 		}
 	}
 	return recs, nil
+}
+
+// followSteady makes the state dir's entry of the steady fleet in the
+// router's list the hosts its stack's "hosts" output lists now (before,
+// it was taken only when the state dir had none, so a box another
+// machine's fleet up replaced stayed listed here). What this machine's
+// own fleet up is doing is kept: the old box of a replacement under way
+// (NAME~replaced) and which hosts are marked draining. A steady stack
+// the backend no longer has (destroyed) takes its entry out.
+func (r *Reconciler) followSteady(ctx context.Context) error {
+	hosts, ok, err := r.SteadyHosts(ctx)
+	if err != nil {
+		return fmt.Errorf("steady fleet's hosts: %w", err)
+	}
+	stack := r.Fleet.Name
+	cur, err := program.ReadStackHosts(r.StateDir, stack)
+	if err != nil {
+		return err
+	}
+	next := cur
+	next.Stack, next.Hosts = stack, slices.Clone(hosts)
+	if !ok {
+		next.Hosts = nil
+	}
+	for _, h := range cur.Hosts {
+		if strings.HasSuffix(h.Name, program.ReplacedSuffix) {
+			next.Hosts = append(next.Hosts, h)
+		}
+	}
+	if sameHosts(cur.Hosts, next.Hosts) {
+		return nil
+	}
+	if _, err := program.PutStackHosts(r.StateDir, next); err != nil {
+		return err
+	}
+	r.log().Info(fmt.Sprintf("the router's list gets the steady fleet's %s from stack %s", text.Plural(len(next.Hosts), "host", "hosts"), stack),
+		"action", "steady-hosts")
+	return nil
+}
+
+// sameHosts says whether two host lists are the same, in order.
+func sameHosts(a, b []program.HostEntry) bool {
+	return slices.EqualFunc(a, b, func(x, y program.HostEntry) bool {
+		return x.Name == y.Name && x.Address == y.Address && x.SPKI == y.SPKI && slices.Equal(x.Ports, y.Ports) &&
+			x.Group == y.Group && x.Backend == y.Backend && x.SSHAddress == y.SSHAddress && x.HostKey == y.HostKey && x.User == y.User
+	})
 }
 
 // MigratedDir is where records that lived in the state dir (STATE/events,

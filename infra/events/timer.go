@@ -72,7 +72,7 @@ func InstallTimer(ctx context.Context, o TimerOptions) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	evs, _, err := inventories.LoadEvents(r.Events, cat)
+	evs, fleet, err := inventories.LoadEvents(r.Events, cat)
 	if err != nil {
 		return nil, err
 	}
@@ -116,6 +116,12 @@ func InstallTimer(ctx context.Context, o TimerOptions) ([]string, error) {
 		}
 	}
 
+	if fleet != nil && inventories.IsRemoteBackend(fleet.State.Backend) {
+		if err := checkSharedEnv(r.EnvironmentFile, fleet.State.Backend); err != nil {
+			return nil, err
+		}
+	}
+
 	files, err := units.RenderReconciler(r)
 	if err != nil {
 		return nil, err
@@ -152,6 +158,40 @@ func InstallTimer(ctx context.Context, o TimerOptions) ([]string, error) {
 		}
 	}
 	return written, nil
+}
+
+// checkSharedEnv checks that the timer of a fleet on a shared backend
+// gets what it needs to use it through its environment file, never its
+// command line: the team's passphrase (the reconciler refuses to
+// generate one for a shared backend) and, for s3://, the store's
+// credentials (variables, or a shared credentials file).
+func checkSharedEnv(envFile, backend string) error {
+	what := fmt.Sprintf("the fleet file's state.backend %s is shared: the timer needs an environment file with %s= (or %s=)",
+		program.RedactURL(backend), program.PassphraseFileEnv, program.PassphraseEnv)
+	s3 := strings.HasPrefix(backend, "s3:")
+	if s3 {
+		what += " and the store's credentials (AWS_SHARED_CREDENTIALS_FILE=, or AWS_ACCESS_KEY_ID= and AWS_SECRET_ACCESS_KEY=)"
+	}
+	if envFile == "" {
+		return timerErr("EnvironmentFile", "none given; %s", what)
+	}
+	data, err := os.ReadFile(envFile)
+	if err != nil {
+		return &TimerFieldError{"EnvironmentFile", err}
+	}
+	keys := map[string]bool{}
+	for _, line := range strings.Split(string(data), "\n") {
+		line = strings.TrimSpace(line)
+		if k, v, ok := strings.Cut(line, "="); ok && !strings.HasPrefix(line, "#") && strings.TrimSpace(v) != "" {
+			keys[strings.TrimSpace(k)] = true
+		}
+	}
+	pass := keys[program.PassphraseFileEnv] || keys[program.PassphraseEnv]
+	creds := !s3 || keys["AWS_SHARED_CREDENTIALS_FILE"] || keys["AWS_PROFILE"] || (keys["AWS_ACCESS_KEY_ID"] && keys["AWS_SECRET_ACCESS_KEY"])
+	if !pass || !creds {
+		return timerErr("EnvironmentFile", "%s lacks them; %s", envFile, what)
+	}
+	return nil
 }
 
 // fileOwner is the uid that owns a file.

@@ -14,6 +14,8 @@ import (
 	"time"
 
 	_ "gocloud.dev/blob/memblob"
+
+	"github.com/relayfleet/relayfleet/internal/testutil"
 )
 
 // backends are the two ways a lease reaches its store: the file system
@@ -224,22 +226,57 @@ func TestTakeoverOnlyAfterExpiryAndFence(t *testing.T) {
 }
 
 func TestConcurrentTakesOneWins(t *testing.T) {
-	dir := "file://" + t.TempDir()
-	var wg sync.WaitGroup
-	var won atomic.Int32
-	for range 8 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			l := open(t, dir)
-			if _, err := l.Take(context.Background(), Self("t"), 0); err == nil {
-				won.Add(1)
+	for name, url := range backends(t) {
+		t.Run(name, func(t *testing.T) {
+			if name == "blob" {
+				t.Skip("mem:// opens a bucket of its own each time")
 			}
-		}()
+			var wg sync.WaitGroup
+			var won atomic.Int32
+			// One fleet name for the eight (open gives an s3:// bucket's
+			// fleet a unique name per call).
+			fleet := "f1"
+			if strings.HasPrefix(url, "s3:") {
+				fleet = "c-" + strconv.FormatInt(time.Now().UnixNano(), 36)
+			}
+			for range 8 {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					l, err := Open(context.Background(), url, fleet)
+					if err != nil {
+						t.Error(err)
+						return
+					}
+					if _, err := l.Take(context.Background(), Self("t"), 0); err == nil {
+						won.Add(1)
+					}
+				}()
+			}
+			wg.Wait()
+			if won.Load() != 1 {
+				t.Fatalf("%d takes won, want 1", won.Load())
+			}
+		})
 	}
-	wg.Wait()
-	if won.Load() != 1 {
-		t.Fatalf("%d takes won, want 1", won.Load())
+}
+
+// TestS3Lease runs the lease's tests on a real object store too:
+// SeaweedFS on loopback (make test-s3), where the take is a conditional
+// write (If-None-Match: *) the store must honour.
+func TestS3Lease(t *testing.T) {
+	store := testutil.StartSeaweedFS(t)
+	store.MakeBucket(t, "leases")
+	store.SetEnv(t)
+	t.Setenv("RELAYFLEET_TEST_S3_URL", store.Backend("leases", "t"))
+	for name, f := range map[string]func(*testing.T){
+		"TakeRefusesNamingHolder":            TestTakeRefusesNamingHolder,
+		"WaitTakesAfterRelease":              TestWaitTakesAfterRelease,
+		"RenewalFailureStopsHolderBeforeExp": TestRenewalFailureStopsHolderBeforeExpiry,
+		"TakeoverOnlyAfterExpiryAndFence":    TestTakeoverOnlyAfterExpiryAndFence,
+		"ConcurrentTakesOneWins":             TestConcurrentTakesOneWins,
+	} {
+		t.Run(name, f)
 	}
 }
 

@@ -14,6 +14,8 @@ import (
 	"gocloud.dev/blob"
 	_ "gocloud.dev/blob/s3blob" // s3:// backends
 	"gocloud.dev/gcerrors"
+
+	"github.com/relayfleet/relayfleet/internal/bucketurl"
 )
 
 // objects is the little a lease needs of a bucket: an exclusive create
@@ -51,7 +53,7 @@ func openObjects(ctx context.Context, backend string) (objects, string, error) {
 		}
 		return fileObjects(dir), redact(backend), nil
 	case "s3", "gs", "azblob", "mem":
-		b, err := blob.OpenBucket(ctx, backend)
+		b, err := bucketurl.Open(ctx, backend)
 		if err != nil {
 			return nil, "", fmt.Errorf("lease: backend %s: %v", redact(backend), err)
 		}

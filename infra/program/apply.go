@@ -75,6 +75,27 @@ type ApplyOptions struct {
 	// Changed, when set, is called with the state dir once an up or a
 	// destroy changed the stacks (fleet monitor's targets follow).
 	Changed func(stateDir string)
+	// Sync, when set, rewrites the state dir's relays file from every
+	// stack of the fleet in the backend once an up or a destroy changed
+	// the steady stack (events.SyncIfShared: on a shared backend, the
+	// events other machines run are listed too); it returns the file's
+	// path, "" when it did nothing.
+	Sync func(ctx context.Context, st *Stack) (string, error)
+}
+
+// sync is o.Sync, when there is one; what says which command ran.
+func (o ApplyOptions) sync(ctx context.Context, st *Stack, what string) error {
+	if o.Sync == nil {
+		return nil
+	}
+	path, err := o.Sync(ctx, st)
+	if err != nil {
+		return fmt.Errorf("%s done, but the relays file was not rewritten from the backend (run fleet relays): %w", what, err)
+	}
+	if path != "" {
+		fmt.Fprintf(o.IO.Out, "relays file: %s (every stack of the fleet in the backend)\n", path)
+	}
+	return nil
 }
 
 func (o ApplyOptions) changed(stateDir string) {
@@ -150,8 +171,9 @@ func FleetUp(ctx context.Context, o ApplyOptions) error {
 		fmt.Fprintf(stdout, "  %-14s %-8s %-16s ports %s\n", h.Name, h.Backend, h.Address, ports(h.Ports))
 	}
 	fmt.Fprintf(stdout, "relays file: %s\n", res.RelaysFile)
+	err = o.sync(ctx, st, "up")
 	o.changed(filepath.Dir(res.RelaysFile))
-	return nil
+	return err
 }
 
 // FleetPreview is fleet preview: what fleet up would change, drift
@@ -198,8 +220,9 @@ func FleetDestroy(ctx context.Context, o ApplyOptions) error {
 		return err
 	}
 	fmt.Fprintf(stdout, "\ndestroy: stack %s: %s\n", st.Name, ChangeSummary(changes))
+	err = o.sync(ctx, st, "destroy")
 	o.changed(st.StateDir)
-	return nil
+	return err
 }
 
 // confirm reads the listeners of the doomed boxes over SSH

@@ -54,7 +54,11 @@ func (s *Stack) ReadOutputs(ctx context.Context, also func(name string) bool) ([
 	}
 	// A state dir that holds no file backend holds no stack: it is not
 	// made here (nor its passphrase).
-	if s.BackendURL == "" && os.Getenv(BackendEnv) == "" {
+	configured, err := s.Configured()
+	if err != nil {
+		return nil, err
+	}
+	if configured == "" {
 		if _, err := os.Stat(filepath.Join(s.StateDir, "backend")); errors.Is(err, fs.ErrNotExist) {
 			return nil, fmt.Errorf("stack %s: %w (state dir %s has no backend)", s.Name, ErrNoStack, s.StateDir)
 		}

@@ -141,12 +141,24 @@ func composeRelays(stateDir string) (string, error) {
 		}
 	}
 	sort.Strings(names)
-	rs := []Relay{}
+	var stacks []StackHosts
 	for _, n := range names {
 		sh, err := ReadStackHosts(stateDir, n)
 		if err != nil {
 			return "", err
 		}
+		stacks = append(stacks, sh)
+	}
+	path := filepath.Join(stateDir, RelaysFile)
+	return path, writeRelayList(path, ComposeRelays(stacks))
+}
+
+// ComposeRelays is the router's relay list of the stacks' records, in
+// their order: each host's relays, draining when its stack or the host
+// is, else last resort when its stack is.
+func ComposeRelays(stacks []StackHosts) []Relay {
+	rs := []Relay{}
+	for _, sh := range stacks {
 		for _, h := range sh.Hosts {
 			for _, r := range Relays([]HostEntry{h}) {
 				r.Draining = sh.Draining || slices.Contains(sh.DrainingHosts, h.Name)
@@ -155,8 +167,55 @@ func composeRelays(stateDir string) (string, error) {
 			}
 		}
 	}
-	path := filepath.Join(stateDir, RelaysFile)
-	return path, writeRelayList(path, rs)
+	return rs
+}
+
+// WriteRelaysFile writes the router's relay list to path (atomically,
+// mode 0644): what fleet relays --out keeps current.
+func WriteRelaysFile(path string, rs []Relay) error { return writeRelayList(path, rs) }
+
+// ReplaceStackHosts makes the state dir's records of the stacks owned
+// accepts exactly stacks (a record of an owned stack not among them goes;
+// other stacks' records stay), under the relays lock, and rewrites the
+// router's relay list. It returns the list's path.
+func ReplaceStackHosts(stateDir string, owned func(stack string) bool, stacks []StackHosts) (string, error) {
+	dir := filepath.Join(stateDir, HostsDir)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return "", fmt.Errorf("stack hosts: %w", err)
+	}
+	unlock, err := lockFile(filepath.Join(stateDir, "relays.lock"))
+	if err != nil {
+		return "", err
+	}
+	defer unlock()
+	keep := map[string]bool{}
+	for _, sh := range stacks {
+		if err := CheckStackName(sh.Stack); err != nil || sh.Stack == "" {
+			return "", fmt.Errorf("stack hosts: stack %q: not a stack name", sh.Stack)
+		}
+		keep[sh.Stack] = true
+		data, err := json.MarshalIndent(sh, "", "  ")
+		if err != nil {
+			return "", err
+		}
+		if err := atomicfile.Write(hostsPath(stateDir, sh.Stack), append(data, '\n'), 0o600); err != nil {
+			return "", fmt.Errorf("stack hosts: %w", err)
+		}
+	}
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return "", fmt.Errorf("stack hosts: %w", err)
+	}
+	for _, e := range entries {
+		n, ok := strings.CutSuffix(e.Name(), ".json")
+		if !ok || e.IsDir() || keep[n] || !owned(n) {
+			continue
+		}
+		if err := os.Remove(filepath.Join(dir, e.Name())); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return "", fmt.Errorf("stack hosts: %w", err)
+		}
+	}
+	return composeRelays(stateDir)
 }
 
 // lockFile takes an exclusive flock on path, waiting for it.

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"net/url"
 	"os"
 	"path/filepath"
 	"slices"
@@ -27,6 +28,7 @@ import (
 	"github.com/relayfleet/relayfleet/infra/lease"
 	"github.com/relayfleet/relayfleet/infra/provider"
 	"github.com/relayfleet/relayfleet/internal/atomicfile"
+	"github.com/relayfleet/relayfleet/internal/cli"
 	"github.com/relayfleet/relayfleet/inventories"
 	"github.com/relayfleet/relayfleet/relay/wire"
 )
@@ -199,10 +201,14 @@ func deployedResources(deployment json.RawMessage) ([]deployedResource, error) {
 	return d.Resources, nil
 }
 
-// Backend is the stack's Pulumi backend URL: BackendURL, else
-// $PULUMI_BACKEND_URL, else file://STATEDIR/backend (made). It fills
-// StateDir with DefaultStateDir when empty, and makes it.
+// Backend is the stack's Pulumi backend URL (Configured), else
+// file://STATEDIR/backend (made). It fills StateDir with DefaultStateDir
+// when empty, and makes it.
 func (s *Stack) Backend() (string, error) {
+	backend, err := s.Configured()
+	if err != nil {
+		return "", err
+	}
 	if s.StateDir == "" {
 		d, err := DefaultStateDir()
 		if err != nil {
@@ -216,10 +222,6 @@ func (s *Stack) Backend() (string, error) {
 	if err := privateDir(s.StateDir); err != nil {
 		return "", err
 	}
-	backend := s.BackendURL
-	if backend == "" {
-		backend = os.Getenv(BackendEnv)
-	}
 	if backend == "" {
 		dir := filepath.Join(s.StateDir, "backend")
 		if err := os.MkdirAll(dir, 0o700); err != nil {
@@ -228,6 +230,53 @@ func (s *Stack) Backend() (string, error) {
 		backend = "file://" + dir
 	}
 	return backend, nil
+}
+
+// Configured is the backend URL the operator named, "" for the state
+// dir's file backend: the fleet file's state.backend, else BackendURL
+// (--backend), else $PULUMI_BACKEND_URL. The fleet file's is every
+// operator's and the timer's, so a flag or an environment that names
+// another backend is an error, never silently preferred (one of the two
+// would be a second fleet's state); naming the same one is fine.
+func (s *Stack) Configured() (string, error) {
+	env := os.Getenv(BackendEnv)
+	if s.Fleet != nil && s.Fleet.State.Backend != "" {
+		file := s.Fleet.State.Backend
+		switch {
+		case s.BackendURL != "" && s.BackendURL != file:
+			return "", cli.Usagef("flag --backend %s differs from the fleet file's state.backend %s: drop the flag (the fleet file names the backend every operator and the timer use)", RedactURL(s.BackendURL), RedactURL(file))
+		case s.BackendURL == "" && env != "" && env != file:
+			return "", cli.Usagef("$%s %s differs from the fleet file's state.backend %s: unset it (the fleet file names the backend every operator and the timer use)", BackendEnv, RedactURL(env), RedactURL(file))
+		}
+		return file, nil
+	}
+	if s.BackendURL != "" {
+		return s.BackendURL, nil
+	}
+	return env, nil
+}
+
+// Remote says whether the stack's backend is one other machines share
+// (not the state dir's file backend, nor another file:// one).
+func (s *Stack) Remote() (bool, error) {
+	u, err := s.Configured()
+	return inventories.IsRemoteBackend(u), err
+}
+
+// RedactURL is a backend URL as an error may show it: without its
+// query (which may name an endpoint, a profile, or by mistake a key) or
+// a user and password.
+func RedactURL(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "(a URL that does not parse)"
+	}
+	hidden := u.User != nil || u.RawQuery != "" || u.Fragment != ""
+	u.User, u.RawQuery, u.Fragment = nil, "", ""
+	if hidden {
+		return u.String() + "?..."
+	}
+	return u.String()
 }
 
 // DefaultStateDir is $RELAYFLEET_STATE_DIR, else $XDG_STATE_HOME/relayfleet,
@@ -298,21 +347,8 @@ const PassphraseFileEnv = "PULUMI_CONFIG_PASSPHRASE_FILE"
 // state dir (mode 0600), generated on first use, with its file's path
 // (empty for the environment's). It is never printed or logged.
 func passphrase(stateDir string) (pass, file string, err error) {
-	if p := os.Getenv(PassphraseEnv); p != "" {
-		return p, "", nil
-	}
-	// The operator's passphrase file (another machine's state dir starts
-	// empty: the backend's passphrase comes from here or the environment).
-	if f := os.Getenv(PassphraseFileEnv); f != "" {
-		data, err := readPrivate(f)
-		if err != nil {
-			return "", "", fmt.Errorf("passphrase: $%s: %w", PassphraseFileEnv, err)
-		}
-		p := strings.TrimSpace(string(data))
-		if p == "" {
-			return "", "", fmt.Errorf("passphrase: $%s: %s is empty", PassphraseFileEnv, f)
-		}
-		return p, f, nil
+	if pass, file, ok, err := givenPassphrase(); ok || err != nil {
+		return pass, file, err
 	}
 	path := filepath.Join(stateDir, "passphrase")
 	data, err := readPrivate(path)
@@ -346,6 +382,59 @@ func passphrase(stateDir string) (pass, file string, err error) {
 		return "", "", fmt.Errorf("passphrase: %w", werr)
 	}
 	return p, path, nil
+}
+
+// givenPassphrase returns $PULUMI_CONFIG_PASSPHRASE, else the one in the
+// file $PULUMI_CONFIG_PASSPHRASE_FILE names (with its path); ok is false
+// when neither is set.
+func givenPassphrase() (pass, file string, ok bool, err error) {
+	if p := os.Getenv(PassphraseEnv); p != "" {
+		return p, "", true, nil
+	}
+	// The operator's passphrase file (another machine's state dir starts
+	// empty: the backend's passphrase comes from here or the environment).
+	if f := os.Getenv(PassphraseFileEnv); f != "" {
+		data, err := readPrivate(f)
+		if err != nil {
+			return "", "", false, fmt.Errorf("passphrase: $%s: %w", PassphraseFileEnv, err)
+		}
+		p := strings.TrimSpace(string(data))
+		if p == "" {
+			return "", "", false, fmt.Errorf("passphrase: $%s: %s is empty", PassphraseFileEnv, f)
+		}
+		return p, f, true, nil
+	}
+	return "", "", false, nil
+}
+
+// ErrNoSharedPassphrase is a remote backend's stack opened without a
+// passphrase given: one generated into this state dir would lock the
+// team's state to this disk.
+var ErrNoSharedPassphrase = errors.New("no passphrase for a shared backend")
+
+// secretsPassphrase is passphrase for the stack's backend: on a remote
+// one (not file://) only the passphrase the operator gives, never one
+// generated into the state dir (ErrNoSharedPassphrase, saying how a team
+// shares it).
+func (s *Stack) secretsPassphrase(backend string) (pass, file string, err error) {
+	if !inventories.IsRemoteBackend(backend) {
+		return passphrase(s.StateDir)
+	}
+	pass, file, ok, err := givenPassphrase()
+	if ok || err != nil {
+		return pass, file, err
+	}
+	hint := ""
+	if old := filepath.Join(s.StateDir, "passphrase"); fileExists(old) {
+		hint = fmt.Sprintf(" (stacks made with this state dir's generated passphrase: point $%s at %s)", PassphraseFileEnv, old)
+	}
+	return "", "", fmt.Errorf("%w %s: set $%s to a file (mode 0600) holding the team's passphrase, shared out of band (a password manager), or $%s; one is generated only for the state dir's own file backend%s",
+		ErrNoSharedPassphrase, RedactURL(backend), PassphraseFileEnv, PassphraseEnv, hint)
+}
+
+func fileExists(path string) bool {
+	_, err := os.Lstat(path)
+	return err == nil
 }
 
 // openError is a file or directory that others than its owner may
@@ -447,7 +536,7 @@ func (s *Stack) openStack(ctx context.Context, create bool) (auto.Stack, error) 
 	if err != nil {
 		return auto.Stack{}, err
 	}
-	pass, passFile, err := passphrase(s.StateDir)
+	pass, passFile, err := s.secretsPassphrase(backend)
 	if err != nil {
 		return auto.Stack{}, err
 	}

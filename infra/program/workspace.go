@@ -28,7 +28,7 @@ func (s *Stack) ProjectWorkspace(ctx context.Context, project string) (auto.Work
 	if err != nil {
 		return nil, err
 	}
-	_, passFile, err := passphrase(s.StateDir)
+	_, passFile, err := s.secretsPassphrase(backend)
 	if err != nil {
 		return nil, err
 	}

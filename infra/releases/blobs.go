@@ -20,6 +20,7 @@ import (
 	"gocloud.dev/gcerrors"
 
 	"github.com/relayfleet/relayfleet/internal/atomicfile"
+	"github.com/relayfleet/relayfleet/internal/bucketurl"
 	"github.com/relayfleet/relayfleet/internal/text"
 )
 
@@ -80,7 +81,12 @@ func OpenBlobs(ctx context.Context, backend, cache string) (*Blobs, error) {
 	default:
 		return nil, fmt.Errorf("release store: backend %s: releases are kept in a bucket backend (file://, s3://, gs://, azblob://), not %s://", redact(backend), u.Scheme)
 	}
-	b, err := blob.OpenBucket(ctx, u.String())
+	var b *blob.Bucket
+	if u.Scheme == "file" {
+		b, err = blob.OpenBucket(ctx, u.String())
+	} else {
+		b, err = bucketurl.Open(ctx, backend) // as the Pulumi CLI opens it
+	}
 	if err != nil {
 		return nil, fmt.Errorf("release store: backend %s: %v", redact(backend), err)
 	}

@@ -1,0 +1,82 @@
+// Package bucketurl opens a Pulumi DIY backend URL (s3://, gs://,
+// azblob://, mem://) as a gocloud.dev bucket the way the Pulumi CLI opens
+// it (pkg/backend/diy, v3.274.1), so that relayfleet's own objects (relay
+// builds, the fleet's lease) sit in the same bucket and under the same
+// prefix as the stacks, reached with the same URL and credentials:
+//
+//   - the URL's path is a prefix inside the bucket (s3://BUCKET/PREFIX);
+//   - the AWS SDK v1 parameters Pulumi still accepts are translated for
+//     gocloud.dev's v2 driver: disableSSL=true becomes disable_https (or
+//     is dropped when the endpoint names its scheme), a scheme-less
+//     endpoint gets http:// or https://, and a store named by an endpoint
+//     (not AWS itself) is asked for checksums only when required.
+package bucketurl
+
+import (
+	"context"
+	"fmt"
+	"net/url"
+	"os"
+	"strconv"
+	"strings"
+
+	"gocloud.dev/blob"
+)
+
+// Open opens backend's bucket, narrowed to the URL's path. file://
+// URLs are the callers' (a directory, not a bucket and a prefix).
+func Open(ctx context.Context, backend string) (*blob.Bucket, error) {
+	u, err := url.Parse(backend)
+	if err != nil {
+		return nil, err
+	}
+	if u.Scheme == "file" {
+		return nil, fmt.Errorf("bucketurl: %s:// is not a bucket URL", u.Scheme)
+	}
+	prefix := strings.Trim(u.Path, "/")
+	u.Path, u.RawPath = "", ""
+	if u.Scheme == "s3" {
+		if err := translateS3(u); err != nil {
+			return nil, err
+		}
+	}
+	b, err := blob.OpenBucket(ctx, u.String())
+	if err != nil {
+		return nil, err
+	}
+	if prefix != "" {
+		b = blob.PrefixedBucket(b, prefix+"/")
+	}
+	return b, nil
+}
+
+// translateS3 rewrites u's v1-era query parameters as Pulumi does.
+func translateS3(u *url.URL) error {
+	q := u.Query()
+	disableSSL := false
+	if vs, ok := q["disableSSL"]; ok {
+		v, err := strconv.ParseBool(vs[len(vs)-1])
+		if err != nil {
+			return fmt.Errorf("query parameter disableSSL: %v", err)
+		}
+		disableSSL = v
+		q.Del("disableSSL")
+		if !strings.Contains(q.Get("endpoint"), "://") {
+			q.Set("disable_https", strconv.FormatBool(disableSSL))
+		}
+	}
+	if ep := q.Get("endpoint"); ep != "" {
+		if !strings.Contains(ep, "://") {
+			scheme := "https"
+			if disableSSL {
+				scheme = "http"
+			}
+			q.Set("endpoint", scheme+"://"+ep)
+		}
+		if q.Get("request_checksum_calculation") == "" && os.Getenv("AWS_REQUEST_CHECKSUM_CALCULATION") == "" {
+			q.Set("request_checksum_calculation", "when_required")
+		}
+	}
+	u.RawQuery = q.Encode()
+	return nil
+}
