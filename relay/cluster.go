@@ -27,11 +27,26 @@ import (
 // upstreamBackoffMax) until it succeeds or the last listener leaves. Each
 // link carries an announce interest, so local listeners see the upstreams'
 // broadcasts announced (RunUpstreamAnnounces).
+//
+// upstreamBackoffMax is short: an edge waits for its origins' return
+// (every origin down at once) at most 0.5-1 s before its next try, so
+// its listeners, who stay subscribed meanwhile, hear audio again within
+// about a second of an origin's return (issue 32: within 3 s; the
+// listeners that gave up meanwhile come back on their own backoff, at
+// most 2 s). A try is one QUIC Initial to a dead origin: an edge process
+// sends at most about one a second per origin.
 
 const (
 	upstreamBackoffMin = 100 * time.Millisecond
-	upstreamBackoffMax = 5 * time.Second
-	upstreamDialWait   = 5 * time.Second
+	upstreamBackoffMax = time.Second
+	// upstreamDialWait bounds one link dial. A QUIC dial to an upstream
+	// that is down retransmits its Initial ever more slowly (its PTO
+	// doubles): a dial kept for 5 s sent its last packet seconds before
+	// an origin's return and connected 3.6 s after it (TestReconnectStorm-
+	// Bounded). Given up after 1.5 s, the next dial (after the backoff)
+	// starts its schedule afresh. A healthy handshake takes a round trip
+	// or two, far less, even between regions.
+	upstreamDialWait = 1500 * time.Millisecond
 )
 
 // Link probes. An upstream relay process that dies without a word (kill
@@ -398,6 +413,15 @@ const (
 	// sequence may be from the last one delivered and still be a copy of
 	// what was delivered, not a publisher that started again from 0.
 	restartSlack = 64
+	// restartQuiet: a new subscription's first group at or behind the
+	// last one delivered, when nothing was delivered for this long, is a
+	// publisher that started again too (within restartSlack of 0: an
+	// origin and its publisher back after an outage of any length, whose
+	// groups waited until their sequence passed the old one: 2.2 s more
+	// silence in TestReconnectStormBounded). A standby's copy of the live
+	// stream comes within a group of the silence that started it
+	// (failoverSilence), far sooner.
+	restartQuiet = time.Second
 )
 
 // pull is one subscription to one upstream for a track.
@@ -431,18 +455,20 @@ type pullEvent struct {
 type seqFilter struct {
 	any  bool
 	last uint64
-	src  *pull // the pull that delivered last
+	at   time.Time // when last was delivered
+	src  *pull     // the pull that delivered last
 }
 
 // accept reports whether group seq of pull p goes to the listeners, and
-// records it. A sequence far behind the last one delivered, first on a
-// pull, is a publisher that started again (restarted).
-func (f *seqFilter) accept(p *pull, seq uint64) (ok, restarted bool) {
+// records it, at now. A sequence far behind the last one delivered, or
+// behind it after restartQuiet without a group, first on a pull, is a
+// publisher that started again (restarted).
+func (f *seqFilter) accept(p *pull, seq uint64, now time.Time) (ok, restarted bool) {
 	if p != f.src {
 		switch {
 		case !f.any || seq > f.last:
 			p.floor, p.hasFloor = f.last, f.any
-		case f.last-seq > restartSlack:
+		case f.last-seq > restartSlack || now.Sub(f.at) >= restartQuiet:
 			p.hasFloor, restarted = false, true
 		default:
 			return false, false
@@ -454,6 +480,7 @@ func (f *seqFilter) accept(p *pull, seq uint64) (ok, restarted bool) {
 	if !f.any || seq > f.last || restarted {
 		f.any, f.last = true, seq
 	}
+	f.at = now
 	return true, restarted
 }
 
@@ -597,7 +624,7 @@ func (s *Server) runRemote(t *track) {
 					t.upstream.Store(int32(p.idx) + 1)
 				}
 			case ev.gr != nil:
-				ok, restarted := filter.accept(p, ev.gr.Sequence)
+				ok, restarted := filter.accept(p, ev.gr.Sequence, time.Now())
 				if !ok {
 					ev.gr.Abort()
 					continue
