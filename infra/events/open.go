@@ -331,7 +331,8 @@ func fleetStackOf(st *program.Stack, name string) *program.Stack {
 // goes up in this run (so a rotation reaches burst boxes at the next
 // reconcile), and handed to its Hosts as a secret input, with the fleet's
 // relay TLS seed, from which each burst box's TLS key (pinned in the
-// relays file) derives.
+// relays file) derives, and the fleet's origin URLs with their pins
+// (from the fleet stack's hosts output), which its edges pull from.
 type KeyedStacks struct {
 	PulumiStacks
 	FleetStack *program.Stack
@@ -357,6 +358,16 @@ func (k *KeyedStacks) Up(ctx context.Context, stack string, b program.Burst) ([]
 		if err != nil {
 			k.mu.Unlock()
 			return nil, err
+		}
+		// The fleet's origin boxes, pinned from the fleet's stack: the
+		// event's edges pull from them (program.DeployBurst).
+		if k.Template.Fleet != nil && k.Template.Fleet.Origins != nil {
+			hosts, _, err := k.FleetStack.ReadHostsOutput(ctx)
+			if err != nil {
+				k.mu.Unlock()
+				return nil, fmt.Errorf("fleet's origins: %w", err)
+			}
+			k.Template.Program.Upstream = program.OriginURLs(hosts)
 		}
 		// Set once, before any Up reads the template.
 		k.keys, k.Template.Program.AuthKeys, k.Template.Program.TLSSeed = keys, keys, seed
