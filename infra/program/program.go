@@ -1,8 +1,10 @@
 package program
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
@@ -114,8 +116,14 @@ func OriginURL(address string, port int, spki string) string {
 }
 
 // OriginURLs are the origin hosts' URLs (OriginURL of each one's first
-// port), in the hosts' order; the other hosts are left out.
+// port) in the order the program gives the edges (origin-2 before
+// origin-10: shorter names first, then by name); the other hosts are left
+// out.
 func OriginURLs(hosts []HostEntry) []string {
+	hosts = slices.Clone(hosts)
+	slices.SortStableFunc(hosts, func(a, b HostEntry) int {
+		return cmp.Or(cmp.Compare(len(a.Name), len(b.Name)), cmp.Compare(a.Name, b.Name))
+	})
 	var out []string
 	for _, h := range hosts {
 		if h.IsOrigin() && len(h.Ports) > 0 {
