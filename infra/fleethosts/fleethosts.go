@@ -398,6 +398,9 @@ func Targets(f *inventories.Fleet, hosts []Host, a Access) ([]provision.Target, 
 		t := provision.Target{Host: ph, Run: p.Runner(ph), Upstream: upstream, PublicListen: f.Access.PublicListen, MaxSessionsPerAddress: f.Access.MaxSessionsPerAddress}
 		if h.IsOrigin() {
 			t.Upstream, t.Processes = nil, 1
+			if len(h.Ports) > 0 {
+				t.Origin = program.OriginURL(h.Address, h.Ports[0], h.SPKI)
+			}
 			if f.Origins != nil {
 				t.BasePort = f.Origins.BasePort
 			} else if len(h.Ports) > 0 {
