@@ -18,15 +18,20 @@ import (
 	"github.com/relayfleet/relayfleet/sysctl"
 )
 
-// demoFleet is the demo's fleet file; originURL carries the origin's key
-// pin (#spki=), which every edge checks the origin's certificate against.
-func demoFleet(originURL string) string {
-	return `# The demo's steady fleet: two medium lab boxes (2 cores, 2 GiB: two relay
-# processes each), pulling broadcasts from the origin relay on this host,
-# whose certificate they check against the pin after #spki=.
+// demoFleet is the demo's fleet file: two origin boxes the publisher
+// publishes to, and the steady edges that pull from both, pinned to the
+// keys the fleet made for the origins.
+func demoFleet() string {
+	return `# The demo's fleet: two small lab boxes as origins (the publisher
+# publishes to them), and a steady fleet of two medium lab boxes (2 cores,
+# 2 GiB: two relay processes each), the edges, pulling broadcasts from
+# both origins, each pinned to the key the fleet made for it.
 version: 1
 name: demo
-origin: ["` + originURL + `"]
+origins:
+  provider: lab
+  shape: small
+  count: 2
 # Every relay verifies tokens signed with the fleet's key: publishing needs
 # one (the demo's publisher gets it from fleet token), listening under
 # live/ does not.
@@ -99,15 +104,7 @@ func (d *demo) preflight(ctx context.Context) error {
 	}
 	os.MkdirAll(d.path("logs"), 0o700)
 	os.MkdirAll(d.path("report"), 0o700)
-	// The origin's TLS key, made once per run: its self-signed certificates
-	// rotate, the key and so the pin the edges hold stay.
-	os.Remove(d.path("origin.key"))
-	out, err := exec.CommandContext(ctx, d.relayBin(), "keygen", "--out", d.path("origin.key")).Output()
-	if err != nil {
-		return fmt.Errorf("relay keygen: %w", err)
-	}
-	d.originURL = "http://" + originIP + ":4443/#spki=" + strings.TrimSpace(string(out))
-	if err := os.WriteFile(d.path("demo.yaml"), []byte(demoFleet(d.originURL)), 0o644); err != nil {
+	if err := os.WriteFile(d.path("demo.yaml"), []byte(demoFleet()), 0o644); err != nil {
 		return err
 	}
 	// The "new build" for the rollout: the same relay with a marker after
@@ -147,7 +144,7 @@ func (d *demo) up(ctx context.Context) error {
 	if err := d.refreshRelays(ctx); err != nil {
 		return err
 	}
-	d.say("      fleet hosts: %d relay processes for the router", len(d.relays()))
+	d.say("      fleet hosts: %d relay processes for the router, origins %s", len(d.relays()), strings.Join(d.origins(), ", "))
 	d.say("")
 	// The same stack as fleet up: converge reads the fleet's key from it.
 	if _, err := d.sh(ctx, -1, d.fleetBin(), append([]string{"converge", "--inventory", d.path("demo.yaml"), "--lab-dir", labDir}, d.keyArgs()...)...); err != nil {
@@ -163,21 +160,15 @@ func (d *demo) up(ctx context.Context) error {
 }
 
 func (d *demo) publish(ctx context.Context) error {
-	// The origin runs outside the fleet with the fleet's key file (fleet
-	// auth export): it takes the edges' cluster links, which they sign
-	// with the same key, and the publisher's token, and refuses the rest.
-	keys := d.path("origin.keys")
-	if _, err := d.sh(ctx, -1, d.fleetBin(), append([]string{"auth", "export", "--inventory", d.path("demo.yaml"), "--out", keys}, d.keyArgs()...)...); err != nil {
-		return err
-	}
-	if _, err := d.start("origin", nil, d.relayBin(), "serve", "--listen", originIP+":4443", "--tls-key", d.path("origin.key"), "--auth-key", keys, "--log-level", "info"); err != nil {
-		return err
+	// The origins are fleet boxes (fleet up made and converged them with
+	// the fleet's key): they take the edges' cluster links and the
+	// publisher's token, and refuse the rest.
+	origins := d.origins()
+	if len(origins) == 0 {
+		return errors.New("fleet hosts --json lists no origin")
 	}
 	tok, err := d.token(ctx, "--publish", "live/")
 	if err != nil {
-		return err
-	}
-	if err := waitHTTP(ctx, "http://"+originIP+":4443/stats", 10*time.Second); err != nil {
 		return err
 	}
 	ff := exec.Command("ffmpeg", "-hide_banner", "-loglevel", "error", "-re",
@@ -206,10 +197,10 @@ func (d *demo) publish(ctx context.Context) error {
 	if err := os.WriteFile(tokFile, []byte(tok+"\n"), 0o600); err != nil {
 		return err
 	}
-	if _, err := d.start("publish", pipe, d.relayBin(), "publish", "--ogg", "-", "--name", broadcast, "--token-file", tokFile, d.originURL); err != nil {
+	if _, err := d.start("publish", pipe, d.relayBin(), "publish", "--ogg", "-", "--name", broadcast, "--token-file", tokFile, origins[0]); err != nil {
 		return err
 	}
-	// Prove it end to end: a listener on a box relay, which pulls the
+	// Prove it end to end: a listener on an edge relay, which pulls the
 	// broadcast from the origin.
 	rs := d.relays()
 	if len(rs) == 0 {
