@@ -45,7 +45,7 @@ type demo struct {
 	samples      []sample
 	stopSampling func()
 	routerURL    string
-	originList   []string     // the origin boxes' URLs with their pins (refreshRelays)
+	originList   []string // the origin boxes' URLs with their pins (refreshRelays)
 	loads        map[string]*loadReport
 	rolledOut    bool
 	eventUp      bool
