@@ -176,6 +176,20 @@ func TestE2EUpChangeUpDestroy(t *testing.T) {
 	if rs := relays(); len(rs) != 3 {
 		t.Fatalf("relays %v, want the 3 edges' only", rs)
 	}
+	// fleet hosts and status read the stack and reach the boxes: no lab
+	// or relay flags.
+	onHosts := func(args ...string) string {
+		t.Helper()
+		cmd := e.cmd(ctx, append(args, "--inventory", inv, "--state-dir", state, "--pulumi", e.cli, "--lab-dir", e.labDir)...)
+		var stderr bytes.Buffer
+		cmd.Stderr = &stderr
+		out, err := cmd.Output()
+		t.Logf("fleet %s: %v\n%s%s", args[0], err, out, stderr.String())
+		if err != nil {
+			t.Fatalf("fleet %s: %v: %s", args[0], err, lastLine(stderr.String()))
+		}
+		return string(out)
+	}
 	var hosts struct {
 		Hosts []struct {
 			Name, Tier, Address string
@@ -183,7 +197,7 @@ func TestE2EUpChangeUpDestroy(t *testing.T) {
 			SPKI                string `json:"spki_sha256"`
 		}
 	}
-	if err := json.Unmarshal([]byte(e.fleet("hosts", "--json")), &hosts); err != nil {
+	if err := json.Unmarshal([]byte(onHosts("hosts", "--json")), &hosts); err != nil {
 		t.Fatal(err)
 	}
 	var pinned []string
@@ -216,7 +230,7 @@ func TestE2EUpChangeUpDestroy(t *testing.T) {
 			t.Errorf("origin %s: its unit pulls from an upstream:\n%s", b.Name, unit.String())
 		}
 	}
-	if out := e.fleet("status"); !strings.Contains(out, "ORIGINS") || !strings.Contains(out, origins[0].Name) || !strings.Contains(out, origins[1].Name) {
+	if out := onHosts("status"); !strings.Contains(out, "ORIGINS") || !strings.Contains(out, origins[0].Name) || !strings.Contains(out, origins[1].Name) {
 		t.Fatalf("fleet status: want an ORIGINS section with %s and %s:\n%s", origins[0].Name, origins[1].Name, out)
 	}
 
