@@ -16,6 +16,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -50,6 +51,7 @@ type demo struct {
 	rolledOut    bool
 	eventUp      bool
 	relayList    []wire.Relay // refreshRelays
+	stopping     atomic.Bool  // cleanup began: the stream is not started again
 }
 
 type stepTime struct {

@@ -171,35 +171,20 @@ func (d *demo) publish(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	ff := exec.Command("ffmpeg", "-hide_banner", "-loglevel", "error", "-re",
-		"-f", "lavfi", "-i", "sine=frequency=440:sample_rate=48000",
-		"-c:a", "libopus", "-ar", "48000", "-ac", "1", "-b:a", "32k",
-		"-frame_duration", "120", "-application", "voip", "-page_duration", "120000", "-f", "ogg", "-")
-	pipe, err := ff.StdoutPipe()
-	if err != nil {
-		return err
-	}
-	ffLog, _ := os.Create(d.path("logs", "ffmpeg.log"))
-	ff.Stderr = ffLog
-	ff.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	d.say("    $ ffmpeg -re -f lavfi -i sine=frequency=440:sample_rate=48000 -c:a libopus -ar 48000 -ac 1 -b:a 32k -frame_duration 120 -application voip -page_duration 120000 -f ogg - \\")
-	if err := ff.Start(); err != nil {
-		return err
-	}
-	b := &bg{name: "ffmpeg", cmd: ff, done: make(chan struct{}), log: d.path("logs", "ffmpeg.log")}
-	go func() { ff.Wait(); ffLog.Close(); close(b.done) }()
-	d.mu.Lock()
-	d.procs = append(d.procs, b)
-	d.mu.Unlock()
-	d.say("      |")
 	// The token goes in a file (0600), not on the publisher's command line.
 	tokFile := d.path("publish.jwt")
 	if err := os.WriteFile(tokFile, []byte(tok+"\n"), 0o600); err != nil {
 		return err
 	}
-	if _, err := d.start("publish", pipe, d.relayBin(), "publish", "--ogg", "-", "--name", broadcast, "--token-file", tokFile, origins[0]); err != nil {
+	pub, err := d.startStream(origins[0], "")
+	if err != nil {
 		return err
 	}
+	// relay publish takes one origin and does not come back when it
+	// restarts (fleet rollout rolls the origins too): the stream starts
+	// again on the next origin, which the edges pull from once their link
+	// to the restarted one drops.
+	go d.keepPublishing(pub, origins)
 	// Prove it end to end: a listener on an edge relay, which pulls the
 	// broadcast from the origin.
 	rs := d.relays()
@@ -216,6 +201,63 @@ func (d *demo) publish(ctx context.Context) error {
 	}
 	_ = out
 	return nil
+}
+
+// startStream starts ffmpeg's Opus stream into relay publish to url
+// (logs publish.log and ffmpeg.log, with suffix when restarted) and
+// returns the publisher.
+func (d *demo) startStream(url, suffix string) (*bg, error) {
+	ff := exec.Command("ffmpeg", "-hide_banner", "-loglevel", "error", "-re",
+		"-f", "lavfi", "-i", "sine=frequency=440:sample_rate=48000",
+		"-c:a", "libopus", "-ar", "48000", "-ac", "1", "-b:a", "32k",
+		"-frame_duration", "120", "-application", "voip", "-page_duration", "120000", "-f", "ogg", "-")
+	pipe, err := ff.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
+	ffLog, _ := os.Create(d.path("logs", "ffmpeg"+suffix+".log"))
+	ff.Stderr = ffLog
+	ff.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	d.say("    $ ffmpeg -re -f lavfi -i sine=frequency=440:sample_rate=48000 -c:a libopus -ar 48000 -ac 1 -b:a 32k -frame_duration 120 -application voip -page_duration 120000 -f ogg - \\")
+	if err := ff.Start(); err != nil {
+		return nil, err
+	}
+	b := &bg{name: "ffmpeg", cmd: ff, done: make(chan struct{}), log: d.path("logs", "ffmpeg"+suffix+".log")}
+	go func() { ff.Wait(); ffLog.Close(); close(b.done) }()
+	d.mu.Lock()
+	d.procs = append(d.procs, b)
+	d.mu.Unlock()
+	d.say("      |")
+	pub, err := d.start("publish"+suffix, pipe, d.relayBin(), "publish", "--ogg", "-", "--name", broadcast, "--token-file", d.path("publish.jwt"), url)
+	if err != nil {
+		b.stop(time.Second)
+		return nil, err
+	}
+	return pub, nil
+}
+
+// keepPublishing starts the stream again on the next origin each time
+// the publisher ends, until the demo stops.
+func (d *demo) keepPublishing(pub *bg, origins []string) {
+	for i := 1; ; i++ {
+		<-pub.done
+		if d.stopping.Load() {
+			return
+		}
+		time.Sleep(200 * time.Millisecond)
+		url := origins[i%len(origins)]
+		d.say("      the publisher ended (its origin restarted?): publishing again to %s", url)
+		next, err := d.startStream(url, fmt.Sprintf("-%d", i))
+		if err != nil {
+			d.say("      publishing again: %v", err)
+			return
+		}
+		if d.stopping.Load() {
+			next.stop(time.Second)
+			return
+		}
+		pub = next
+	}
 }
 
 func (d *demo) ramp(ctx context.Context) error {
