@@ -237,13 +237,17 @@ func (d *demo) startStream(url, suffix string) (*bg, error) {
 }
 
 // keepPublishing starts the stream again on the next origin each time
-// the publisher ends, until the demo stops.
+// the publisher ends (or logs its last error: a publisher whose session
+// was closed may stay up), until the demo stops.
 func (d *demo) keepPublishing(pub *bg, origins []string) {
 	for i := 1; ; i++ {
-		<-pub.done
+		for !publisherEnded(pub) {
+			time.Sleep(250 * time.Millisecond)
+		}
 		if d.stopping.Load() {
 			return
 		}
+		pub.stop(2 * time.Second)
 		time.Sleep(200 * time.Millisecond)
 		url := origins[i%len(origins)]
 		d.say("      the publisher ended (its origin restarted?): publishing again to %s", url)
@@ -258,6 +262,18 @@ func (d *demo) keepPublishing(pub *bg, origins []string) {
 		}
 		pub = next
 	}
+}
+
+// publisherEnded says whether the publisher exited or logged the error
+// it ends on ("relay publish: ...").
+func publisherEnded(pub *bg) bool {
+	select {
+	case <-pub.done:
+		return true
+	default:
+	}
+	data, _ := os.ReadFile(pub.log)
+	return bytes.Contains(data, []byte("relay publish: "))
 }
 
 func (d *demo) ramp(ctx context.Context) error {
