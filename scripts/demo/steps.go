@@ -99,6 +99,7 @@ func (d *demo) preflight(ctx context.Context) error {
 	if err := d.cleanup(ctx); err != nil {
 		return fmt.Errorf("clearing a previous run: %w", err)
 	}
+	d.stopping.Store(false) // that cleanup was the previous run's, not this one's end
 	for _, p := range []string{"state", "events.yaml", "logs", "report"} {
 		os.RemoveAll(d.path(p))
 	}
