@@ -37,6 +37,13 @@ type Fleet struct {
 	// http:// origin that is not on loopback must have one (see
 	// checkOrigin). The URLs go to `relay serve --upstream` as they are.
 	Origin []string `yaml:"origin"`
+	// Origins, when set, is the fleet's origin group: boxes the fleet
+	// creates, converges and monitors like steady boxes, each running one
+	// relay process with no upstream that publishers publish to. Every
+	// other box (steady and burst: the edges) pulls from each of them,
+	// pinned to the key the fleet made for it. It and Origin exclude each
+	// other: Origin is the static pair for servers outside the stack.
+	Origins *Origins `yaml:"origins"`
 	// Access says who may use the relays without a token.
 	Access Access  `yaml:"access"`
 	Steady []Group `yaml:"steady"`
@@ -47,6 +54,51 @@ type Fleet struct {
 	// State says where the fleet's stacks live (state.go); zero: the
 	// file backend in the operator's state dir.
 	State State `yaml:"state"`
+}
+
+// OriginGroup is the group name (the boxes' group label) of the origin
+// boxes; no steady group or burst pool may take it.
+const OriginGroup = "origin"
+
+// MinOrigins is the fewest origin boxes an origin group may have: one
+// origin's loss must leave the edges another.
+const MinOrigins = 2
+
+// Origins is the fleet's origin group.
+type Origins struct {
+	Provider string `yaml:"provider"`
+	// Shape names a catalogue shape of Provider.
+	Shape    string `yaml:"shape"`
+	Location string `yaml:"location"`
+	Image    string `yaml:"image"`
+	// BasePort is the origin relay's port; default DefaultBasePort.
+	BasePort int `yaml:"base_port"`
+	// Count is the number of origin boxes, at least MinOrigins.
+	Count int `yaml:"count"`
+}
+
+// Box is the origin boxes' layout: one relay process each (a publisher
+// publishes to one URL per box).
+func (o *Origins) Box() Box {
+	return Box{Provider: o.Provider, Shape: o.Shape, Location: o.Location, Image: o.Image, Processes: 1, BasePort: o.BasePort}
+}
+
+func (o *Origins) validate(cat *Catalogue) error {
+	if o.Provider == ProviderStatic {
+		return fieldErr("origins.provider", "static servers are named in origin: as URLs with their pins; origins: makes boxes")
+	}
+	b := o.Box()
+	if err := b.validate(cat, "origins"); err != nil {
+		return err
+	}
+	o.BasePort = b.BasePort
+	if o.Count < MinOrigins {
+		return fieldErr("origins.count", "want at least %d origin boxes (one origin's loss must leave the edges another), got %d", MinOrigins, o.Count)
+	}
+	if o.Count > MaxBoxes {
+		return fieldErr("origins.count", "want at most %d boxes, got %d", MaxBoxes, o.Count)
+	}
+	return nil
 }
 
 // MaxSessionsPerAddress is the largest access.max_sessions_per_address.
@@ -213,6 +265,14 @@ func (f *Fleet) validate(cat *Catalogue) error {
 			return fieldErr(fmt.Sprintf("origin[%d]", i), "%v", err)
 		}
 	}
+	if f.Origins != nil {
+		if len(f.Origin) > 0 {
+			return fieldErr("origins", "the fleet names origin: (static origin URLs) too; keep one of origin: and origins:")
+		}
+		if err := f.Origins.validate(cat); err != nil {
+			return err
+		}
+	}
 	if n := f.Access.MaxSessionsPerAddress; n < 0 || n > MaxSessionsPerAddress {
 		return fieldErr("access.max_sessions_per_address", "%d; want 0 (no cap) to %d", n, MaxSessionsPerAddress)
 	}
@@ -221,7 +281,7 @@ func (f *Fleet) validate(cat *Catalogue) error {
 			return fieldErr(fmt.Sprintf("access.public_listen[%d]", i), "%v", err)
 		}
 	}
-	names := map[string]string{}
+	names := map[string]string{OriginGroup: "the origin group"}
 	seenName := func(path, name string) error {
 		if name == "" {
 			return fieldErr(path+".name", "missing")

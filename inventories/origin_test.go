@@ -59,3 +59,54 @@ func TestOriginPin(t *testing.T) {
 		})
 	}
 }
+
+// TestOriginsGroup: the fleet file's origins: group makes origin boxes,
+// at least two; a smaller count, a static provider, origin: beside it or
+// a steady group named like the origin group is refused with the file,
+// line and field.
+func TestOriginsGroup(t *testing.T) {
+	cat := shippedCatalogue(t)
+	steady := "steady:\n  - name: edge\n    provider: lab\n    shape: small\n    count: 1\n"
+	for _, tc := range []struct {
+		name  string
+		body  string
+		line  int
+		field string
+		msg   string // "" means accepted
+	}{
+		{"two", "origins:\n  provider: lab\n  shape: small\n  count: 2\n" + steady, 0, "", ""},
+		{"one", "origins:\n  provider: lab\n  shape: small\n  count: 1\n" + steady, 6, "origins.count", "at least 2"},
+		{"none counted", "origins:\n  provider: lab\n  shape: small\n" + steady, 0, "origins.count", "at least 2"},
+		{"static", "origins:\n  provider: static\n  shape: hcloud/cx22\n  count: 2\n" + steady, 4, "origins.provider", "origin:"},
+		{"unknown shape", "origins:\n  provider: lab\n  shape: huge\n  count: 2\n" + steady, 5, "origins.shape", "no shape"},
+		{"both", "origin:\n  - \"http://127.0.0.1:4443/\"\norigins:\n  provider: lab\n  shape: small\n  count: 2\n" + steady, 6, "origins", "keep one of origin: and origins:"},
+		{"group name taken", "origins:\n  provider: lab\n  shape: small\n  count: 2\nsteady:\n  - name: origin\n    provider: lab\n    shape: small\n    count: 1\n", 8, "steady[0].name", "origin group"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "fleet.yaml")
+			if err := os.WriteFile(path, []byte("version: 1\nname: f\n"+tc.body), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			f, err := LoadFleet(path, cat)
+			if tc.msg == "" {
+				if err != nil {
+					t.Fatalf("LoadFleet: %v", err)
+				}
+				if f.Origins == nil || f.Origins.Count != 2 || f.Origins.BasePort != DefaultBasePort {
+					t.Fatalf("origins %+v, want 2 boxes on port %d", f.Origins, DefaultBasePort)
+				}
+				if b := f.Origins.Box(); b.Processes != 1 {
+					t.Fatalf("origin box runs %d processes, want 1", b.Processes)
+				}
+				return
+			}
+			var ie *Error
+			if !errors.As(err, &ie) {
+				t.Fatalf("err = %v, want *Error", err)
+			}
+			if ie.File != path || ie.Field != tc.field || !strings.Contains(ie.Msg, tc.msg) || (tc.line != 0 && ie.Line != tc.line) {
+				t.Fatalf("got %v (line %d); want %s:%d: %s: ...%s...", err, ie.Line, path, tc.line, tc.field, tc.msg)
+			}
+		})
+	}
+}

@@ -239,6 +239,11 @@ func RelayTargets(o Options) ([]Group, []string, error) {
 				labels := map[string]string{
 					"stack": stack, "box": h.Name, "group": h.Group, "backend": h.Backend, "port": strconv.Itoa(port),
 				}
+				if h.IsOrigin() {
+					// The fleet's origins: OriginDown and
+					// EdgesOnOneOrigin watch them.
+					labels["tier"] = h.Tier
+				}
 				if isEvent {
 					labels["event"] = event
 					if o.Events != nil {

@@ -273,3 +273,27 @@ func TestHostsGivenJoinTheStacks(t *testing.T) {
 		t.Fatalf("stacks %v, targets %v; want %s", stacks, targets, want)
 	}
 }
+
+// TestOriginTargets: the fleet's origin boxes are scrape targets, labelled
+// tier="origin" (OriginDown and EdgesOnOneOrigin select them); an edge
+// carries no tier.
+func TestOriginTargets(t *testing.T) {
+	state := t.TempDir()
+	if _, err := program.SetStackHosts(state, "f", []program.HostEntry{
+		{Name: "origin-1", Group: "origin", Backend: "lab", Address: "10.0.0.1", Ports: []int{4443}, Tier: "origin"},
+		{Name: "edge-1", Group: "edge", Backend: "lab", Address: "10.0.0.2", Ports: []int{4443}},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	groups, _, err := RelayTargets(Options{StateDir: state, Fleet: "f"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, g := range groups {
+		got = append(got, g.Targets[0]+"/"+g.Labels["box"]+"/"+g.Labels["tier"])
+	}
+	if want := "10.0.0.1:4443/origin-1/origin 10.0.0.2:4443/edge-1/"; strings.Join(got, " ") != want {
+		t.Fatalf("targets %v, want %s", got, want)
+	}
+}

@@ -23,6 +23,11 @@ type Target struct {
 	RAM int64
 	// Upstream is the fleet's origin: relay URLs every process pulls from.
 	Upstream []string
+	// Origin, for one of the fleet's origin boxes, is its relay's URL
+	// (what the edges' Upstream names it by); empty for an edge. fleet
+	// status lists origins apart, and names the origin each edge pulls
+	// from.
+	Origin string
 	// AuthKeys is the fleet's relay auth key file (ParseAuthKeys), which
 	// every relay verifies tokens with; required.
 	AuthKeys []byte

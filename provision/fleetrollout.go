@@ -1,12 +1,14 @@
 package provision
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"net"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -192,6 +194,7 @@ func (f *FleetRollout) Run(ctx context.Context, targets []Target) (*FleetRollout
 	if err != nil {
 		return nil, err
 	}
+	targets = originsLast(targets)
 	f.useProbe(ctx, targets)
 	hc := f.HTTP
 	if hc == nil {
@@ -215,6 +218,11 @@ func (f *FleetRollout) Run(ctx context.Context, targets []Target) (*FleetRollout
 	// bake; until it passed, boxes start one at a time.
 	var bakeClaimed, baked atomic.Bool
 	for _, t := range targets {
+		if t.Origin != "" {
+			// An origin rolls alone, whatever --boxes: the edges keep
+			// the other origins.
+			wg.Wait()
+		}
 		sem <- struct{}{}
 		select {
 		case <-stop:
@@ -228,7 +236,9 @@ func (f *FleetRollout) Run(ctx context.Context, targets []Target) (*FleetRollout
 		settled := make(chan struct{}) // the bake passed, or the box ended
 		var settle sync.Once
 		bake := func(ctx context.Context, host, inst string) error {
-			if f.Bake == nil || !bakeClaimed.CompareAndSwap(false, true) {
+			// An origin carries no listeners to judge a build by: the
+			// canary is an edge's process.
+			if f.Bake == nil || t.Origin != "" || !bakeClaimed.CompareAndSwap(false, true) {
 				return nil
 			}
 			f.logf("%s: %s is the fleet's canary: baking", t.Host, inst)
@@ -251,6 +261,9 @@ func (f *FleetRollout) Run(ctx context.Context, targets []Target) (*FleetRollout
 		if f.Bake != nil && !baked.Load() {
 			<-settled
 		}
+		if t.Origin != "" {
+			wg.Wait()
+		}
 	}
 	wg.Wait()
 	for _, o := range rep.Boxes {
@@ -270,9 +283,13 @@ func (f *FleetRollout) Run(ctx context.Context, targets []Target) (*FleetRollout
 	if !f.Rebalance || rep.Moved == 0 {
 		return rep, nil
 	}
-	bs := make([]Box, len(targets))
-	for i, t := range targets {
-		bs[i] = Box{Name: t.Host.String(), Run: t.Run}
+	// The edges only: an origin's sessions are publishers and the edges'
+	// links, which shedding would cut, not listeners to spread.
+	var bs []Box
+	for _, t := range targets {
+		if t.Origin == "" {
+			bs = append(bs, Box{Name: t.Host.String(), Run: t.Run})
+		}
 	}
 	f.logf("rebalancing: processes above the mean by more than %.0f%% shed the excess, %d sessions a second", f.RebalanceTolerance*100, f.RebalanceRate)
 	rep.Rebalanced = true
@@ -282,6 +299,24 @@ func (f *FleetRollout) Run(ctx context.Context, targets []Target) (*FleetRollout
 	}
 	rep.Balanced = Balanced(rep.After, f.RebalanceTolerance)
 	return rep, nil
+}
+
+// originsLast is the order boxes roll in: the edges first (one of them
+// carries the canary), the fleet's origin boxes (Target.Origin) last, one
+// at a time as every box, so that the edges always have another origin.
+func originsLast(targets []Target) []Target {
+	out := slices.Clone(targets)
+	slices.SortStableFunc(out, func(a, b Target) int {
+		return cmp.Compare(boolInt(a.Origin != ""), boolInt(b.Origin != ""))
+	})
+	return out
+}
+
+func boolInt(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // rollBack moves every box on which processes moved to the new build and

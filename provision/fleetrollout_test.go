@@ -15,6 +15,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -636,4 +637,38 @@ func TestRunRollout(t *testing.T) {
 			t.Errorf("the fleet evened out, yet:\n%s", out.String())
 		}
 	})
+}
+
+// TestFleetRolloutOriginsLast: the fleet's origin boxes roll after every
+// edge, one at a time even with Boxes 3 (the edges keep another origin),
+// and an edge, not an origin, is the canary.
+func TestFleetRolloutOriginsLast(t *testing.T) {
+	log := &fleetLog{}
+	o1 := newFleetBox(t, "o1", map[int]int{4443: 0}, log)
+	e1 := newFleetBox(t, "e1", map[int]int{4443: 0}, log)
+	o2 := newFleetBox(t, "o2", map[int]int{4443: 0}, log)
+	e2 := newFleetBox(t, "e2", map[int]int{4443: 0}, log)
+	ts := fleetTargets(o1, e1, o2, e2)
+	ts[0].Origin, ts[2].Origin = "http://10.0.0.1:4443/", "http://10.0.0.3:4443/"
+	fr := testFleetRollout()
+	fr.Boxes = 3
+	var mu sync.Mutex
+	var baked []string
+	fr.Bake = func(_ context.Context, t Target, _ string) error {
+		mu.Lock()
+		baked = append(baked, t.Host.Name)
+		mu.Unlock()
+		return nil
+	}
+	var done []string
+	fr.Done = func(o BoxRollout) { mu.Lock(); done = append(done, o.Host); mu.Unlock() }
+	if _, err := fr.Run(context.Background(), ts); err != nil {
+		t.Fatal(err)
+	}
+	if len(done) != 4 || !slices.Equal(done[2:], []string{"o1", "o2"}) {
+		t.Errorf("boxes ended in the order %v, want the edges, then o1, then o2", done)
+	}
+	if len(baked) != 1 || !strings.HasPrefix(baked[0], "e") {
+		t.Errorf("canary %v, want one edge", baked)
+	}
 }

@@ -17,6 +17,8 @@ import (
 // read.
 type HostStatus struct {
 	Host string
+	// Origin is the target's Origin: its relay URL when it is an origin.
+	Origin string
 	BoxStatus
 	Err error
 }
@@ -30,7 +32,7 @@ func FleetStatus(ctx context.Context, targets []Target, prof sysctl.Profile) []H
 	for i, t := range targets {
 		wg.Go(func() {
 			st, err := Status(ctx, t.Run, prof, Releases{})
-			out[i] = HostStatus{Host: t.Host.String(), BoxStatus: st, Err: err}
+			out[i] = HostStatus{Host: t.Host.String(), Origin: t.Origin, BoxStatus: st, Err: err}
 		})
 	}
 	wg.Wait()

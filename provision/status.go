@@ -1,14 +1,15 @@
 package provision
 
 import (
-	"github.com/relayfleet/relayfleet/internal/text"
-
 	"context"
+	"encoding/json"
 	"fmt"
+	"net/url"
 	"sort"
 	"strconv"
 	"strings"
 
+	"github.com/relayfleet/relayfleet/internal/text"
 	"github.com/relayfleet/relayfleet/relay/wire"
 	"github.com/relayfleet/relayfleet/sysctl"
 )
@@ -31,6 +32,9 @@ type ProcessStatus struct {
 	// Drops are the datagrams the kernel dropped at the process's UDP
 	// socket since it started (its receive buffer full).
 	Drops int64 `json:"udp_drops"`
+	// Upstream is the upstream URL the process pulls from now, when its
+	// /stats says (an "upstream" field); empty otherwise.
+	Upstream string `json:"upstream,omitempty"`
 	// Error says why /stats could not be read.
 	Error string `json:"error,omitempty"`
 	// Release is what the process runs (Releases.Running): a release's
@@ -151,5 +155,47 @@ func processStatus(ctx context.Context, run Runner, unit string) ProcessStatus {
 	p.Sessions = int64(doc.Sessions)
 	p.Listeners, p.Headroom, p.Admitting, p.Draining = doc.Subscribers, doc.Headroom, doc.Admitting, doc.Draining
 	p.Drops = doc.UDPDrops
+	p.Upstream = statsUpstream([]byte(stats))
 	return p
+}
+
+// statsUpstream is the upstream a relay's /stats says it pulls from: its
+// "upstream" field, a URL or an object with a "url"; "" when it has none
+// (a relay that does not say). A query or user part (where a token could
+// ride) is dropped: the status is printed.
+func statsUpstream(stats []byte) string {
+	return redactURL(rawStatsUpstream(stats))
+}
+
+// redactURL is raw without its user and query parts.
+func redactURL(raw string) string {
+	if raw == "" {
+		return ""
+	}
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "(unparsable URL)"
+	}
+	u.User, u.RawQuery, u.ForceQuery = nil, "", false
+	return u.String()
+}
+
+func rawStatsUpstream(stats []byte) string {
+	var doc struct {
+		Upstream json.RawMessage `json:"upstream"`
+	}
+	if json.Unmarshal(stats, &doc) != nil || len(doc.Upstream) == 0 {
+		return ""
+	}
+	var s string
+	if json.Unmarshal(doc.Upstream, &s) == nil {
+		return s
+	}
+	var o struct {
+		URL string `json:"url"`
+	}
+	if json.Unmarshal(doc.Upstream, &o) == nil {
+		return o.URL
+	}
+	return ""
 }

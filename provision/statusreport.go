@@ -3,6 +3,7 @@ package provision
 import (
 	"fmt"
 	"io"
+	"net/url"
 	"strings"
 	"text/tabwriter"
 
@@ -15,6 +16,9 @@ import (
 type BoxReport struct {
 	Host  string `json:"host"`
 	Error string `json:"error,omitempty"`
+	// Origin is the box's relay URL when it is one of the fleet's origin
+	// boxes (Target.Origin), else empty.
+	Origin string `json:"origin,omitempty"`
 	BoxStatus
 }
 
@@ -30,9 +34,57 @@ func WriteStatusText(stdout io.Writer, boxes []BoxReport) error {
 	if dropping > 0 {
 		fmt.Fprintf(stdout, "DROPS: %s dropped UDP datagrams at a full receive buffer (raise --udp-buffer / net.core.rmem_max, or add processes)\n\n", text.Plural(dropping, "relay process", "relay processes"))
 	}
+	var edges, origins []BoxReport
+	for _, b := range boxes {
+		if b.Origin != "" {
+			origins = append(origins, b)
+		} else {
+			edges = append(edges, b)
+		}
+	}
+	// Which origin each edge process pulls from, by name where it is one
+	// of the origin boxes, when any process says (its /stats "upstream")
+	// or the fleet has origin boxes.
+	pulls := len(origins) > 0
+	for _, b := range boxes {
+		for _, p := range b.Processes {
+			pulls = pulls || p.Upstream != ""
+		}
+	}
+	if err := writeStatusTable(stdout, edges, dropping > 0, pulls, originNames(origins)); err != nil {
+		return err
+	}
+	if len(origins) > 0 {
+		fmt.Fprintf(stdout, "\nORIGINS (%s publishers publish to and the edges pull from)\n", text.Plural(len(origins), "box", "boxes"))
+		if err := writeStatusTable(stdout, origins, dropping > 0, false, nil); err != nil {
+			return err
+		}
+	}
+	fmt.Fprintln(stdout)
+	for _, b := range boxes {
+		if b.Error != "" {
+			fmt.Fprintf(stdout, "%s: FAILED: %s\n", b.Host, b.Error)
+			continue
+		}
+		drift := "no sysctl drift"
+		if len(b.SysctlDrift) > 0 {
+			drift = "sysctl drift: " + strings.Join(b.SysctlDrift, "; ")
+		}
+		if len(b.SysctlRefused) > 0 {
+			drift += fmt.Sprintf(" (%s refused by this kernel, as inside a container)", text.Plural(len(b.SysctlRefused), "key", "keys"))
+		}
+		fmt.Fprintf(stdout, "%s: release %s, %s, %s%s%s\n", b.Host, text.ShortSHA(b.Release), text.Plural(len(b.Processes), "process", "processes"), drift, leftBehind(b.BoxStatus), silent(b.BoxStatus))
+	}
+	return nil
+}
+
+// writeStatusTable writes one table of boxes' processes: DROPS first when
+// dropping, else last; with pulls an UPSTREAM column, the origin each
+// process pulls from (its name in names, by host:port, when it is one).
+func writeStatusTable(stdout io.Writer, boxes []BoxReport, dropping, pulls bool, names map[string]string) error {
 	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
 	row := func(drops string, cols ...string) {
-		if dropping > 0 {
+		if dropping {
 			cols = append([]string{drops}, cols...)
 		} else {
 			cols = append(cols, drops)
@@ -61,6 +113,9 @@ func WriteStatusText(stdout io.Writer, boxes []BoxReport) error {
 		}
 	}
 	head := []string{"BOX", "PROCESS", "STATE", "LISTENERS", "HEADROOM", "MEMORY / CEILING", "RESTARTS", "RUNS"}
+	if pulls {
+		head = append(head, "UPSTREAM")
+	}
 	if probed {
 		head = append(head, "HEARTBEAT")
 	}
@@ -76,29 +131,49 @@ func WriteStatusText(stdout io.Writer, boxes []BoxReport) error {
 			case !p.Admitting:
 				state += ", refusing listeners"
 			}
-			row(fmt.Sprint(p.Drops), heartbeat([]string{b.Host, p.Unit, state, fmt.Sprint(p.Listeners), fmt.Sprint(p.Headroom),
-				inventories.Bytes(p.MemoryCur).IEC() + " / " + inventories.Bytes(p.MemoryMax).IEC(), fmt.Sprint(p.Restarts), runsColumn(p)}, p)...)
+			cols := []string{b.Host, p.Unit, state, fmt.Sprint(p.Listeners), fmt.Sprint(p.Headroom),
+				inventories.Bytes(p.MemoryCur).IEC() + " / " + inventories.Bytes(p.MemoryMax).IEC(), fmt.Sprint(p.Restarts), runsColumn(p)}
+			if pulls {
+				cols = append(cols, upstreamColumn(p.Upstream, names))
+			}
+			row(fmt.Sprint(p.Drops), heartbeat(cols, p)...)
 		}
 	}
-	if err := tw.Flush(); err != nil {
-		return err
+	return tw.Flush()
+}
+
+// originNames maps each origin box's relay host:port to its name.
+func originNames(origins []BoxReport) map[string]string {
+	m := map[string]string{}
+	for _, o := range origins {
+		m[hostPort(o.Origin)] = o.Host
 	}
-	fmt.Fprintln(stdout)
-	for _, b := range boxes {
-		if b.Error != "" {
-			fmt.Fprintf(stdout, "%s: FAILED: %s\n", b.Host, b.Error)
-			continue
-		}
-		drift := "no sysctl drift"
-		if len(b.SysctlDrift) > 0 {
-			drift = "sysctl drift: " + strings.Join(b.SysctlDrift, "; ")
-		}
-		if len(b.SysctlRefused) > 0 {
-			drift += fmt.Sprintf(" (%s refused by this kernel, as inside a container)", text.Plural(len(b.SysctlRefused), "key", "keys"))
-		}
-		fmt.Fprintf(stdout, "%s: release %s, %s, %s%s%s\n", b.Host, text.ShortSHA(b.Release), text.Plural(len(b.Processes), "process", "processes"), drift, leftBehind(b.BoxStatus), silent(b.BoxStatus))
+	return m
+}
+
+// hostPort is a relay URL's HOST:PORT ("" when it has none).
+func hostPort(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return ""
 	}
-	return nil
+	return u.Host
+}
+
+// upstreamColumn is the origin a process pulls from: the origin box's
+// name, else the URL's host:port, else "-" (the process does not say).
+func upstreamColumn(upstream string, names map[string]string) string {
+	if upstream == "" {
+		return "-"
+	}
+	hp := hostPort(upstream)
+	if n, ok := names[hp]; ok && hp != "" {
+		return n
+	}
+	if hp != "" {
+		return hp
+	}
+	return upstream
 }
 
 // runsColumn is what a process runs: its release, marked STALE when it is
@@ -143,7 +218,7 @@ func silent(b BoxStatus) string {
 func StatusReports(statuses []HostStatus) (boxes []BoxReport, failed int) {
 	boxes = make([]BoxReport, len(statuses))
 	for i, st := range statuses {
-		boxes[i] = BoxReport{Host: st.Host, BoxStatus: st.BoxStatus}
+		boxes[i] = BoxReport{Host: st.Host, Origin: st.Origin, BoxStatus: st.BoxStatus}
 		if st.Err != nil {
 			boxes[i].Error = text.OneLine(st.Err)
 			failed++

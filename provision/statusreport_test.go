@@ -2,6 +2,7 @@ package provision_test
 
 import (
 	"encoding/json"
+	"slices"
 	"strings"
 	"testing"
 
@@ -116,5 +117,58 @@ func TestStatusShowsTheHeartbeat(t *testing.T) {
 	provision.WriteStatusText(&b, boxes)
 	if strings.Contains(b.String(), "HEARTBEAT") || strings.Contains(b.String(), "heartbeat") {
 		t.Errorf("unprobed, the heartbeat shows:\n%s", b.String())
+	}
+}
+
+// TestStatusOrigins: fleet status lists the origin boxes in their own
+// section after the edges, and names the origin each edge process pulls
+// from where its /stats says ("-" where it does not).
+func TestStatusOrigins(t *testing.T) {
+	proc := func(unit, upstream string) provision.ProcessStatus {
+		return provision.ProcessStatus{Unit: unit, Active: "active", Admitting: true, Upstream: upstream}
+	}
+	pin := strings.Repeat("ab", 32)
+	boxes := []provision.BoxReport{
+		{Host: "origin-1", Origin: "http://10.0.0.1:4443/#spki=" + pin, BoxStatus: provision.BoxStatus{Processes: []provision.ProcessStatus{proc("relay@4443.service", "")}}},
+		{Host: "edge-1", BoxStatus: provision.BoxStatus{Processes: []provision.ProcessStatus{proc("relay@4443.service", "http://10.0.0.1:4443/#spki="+pin), proc("relay@4444.service", "")}}},
+		{Host: "origin-2", Origin: "http://10.0.0.2:4443/#spki=" + pin, BoxStatus: provision.BoxStatus{Processes: []provision.ProcessStatus{proc("relay@4443.service", "")}}},
+	}
+	var b strings.Builder
+	if err := provision.WriteStatusText(&b, boxes); err != nil {
+		t.Fatal(err)
+	}
+	out := b.String()
+	edges, origins, ok := strings.Cut(out, "ORIGINS")
+	if !ok {
+		t.Fatalf("no ORIGINS section:\n%s", out)
+	}
+	lines := strings.Split(edges, "\n")
+	if !strings.Contains(lines[0], "UPSTREAM") || strings.Contains(edges, "origin-2") {
+		t.Fatalf("edges table: want an UPSTREAM column and no origin box:\n%s", out)
+	}
+	if f := strings.Fields(lines[1]); f[0] != "edge-1" || !slices.Contains(f, "origin-1") {
+		t.Errorf("edge-1's first process: want it to pull from origin-1:\n%s", out)
+	}
+	if f := strings.Fields(lines[2]); f[0] != "edge-1" || !slices.Contains(f, "-") {
+		t.Errorf("edge-1's second process says no upstream: want -:\n%s", out)
+	}
+	if !strings.Contains(origins, "origin-1") || !strings.Contains(origins, "origin-2") || strings.Contains(strings.SplitN(origins, "\n\n", 2)[0], "edge-1") {
+		t.Errorf("origins section: want origin-1 and origin-2 only:\n%s", out)
+	}
+}
+
+// TestStatusUpstreamFromStats: a process's upstream is read from its
+// /stats "upstream" field when there is one, without a query (where a
+// token could ride).
+func TestStatusUpstreamFromStats(t *testing.T) {
+	for _, tc := range []struct{ stats, want string }{
+		{`{"sessions":1}`, ""},
+		{`{"upstream":"http://10.0.0.1:4443/?token=secret#spki=ab"}`, "http://10.0.0.1:4443/#spki=ab"},
+		{`{"upstream":{"url":"http://10.0.0.2:4443/"}}`, "http://10.0.0.2:4443/"},
+		{`{"upstream":null}`, ""},
+	} {
+		if got := provision.StatsUpstream([]byte(tc.stats)); got != tc.want {
+			t.Errorf("%s: %q, want %q", tc.stats, got, tc.want)
+		}
 	}
 }

@@ -344,12 +344,27 @@ func fleetStackOf(st *program.Stack, name string) *program.Stack {
 	return &s
 }
 
+// FleetOrigins are the URLs, pinned, of the origin boxes the fleet's
+// stack holds (program.OriginURLs of its hosts output), which an event's
+// edges pull from; none for a fleet without an origin group.
+func FleetOrigins(ctx context.Context, fleetStack *program.Stack) ([]string, error) {
+	if fleetStack.Fleet == nil || fleetStack.Fleet.Origins == nil {
+		return nil, nil
+	}
+	hosts, _, err := fleetStack.ReadHostsOutput(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("fleet's origins: %w", err)
+	}
+	return program.OriginURLs(hosts), nil
+}
+
 // KeyedStacks are event stacks whose relays verify tokens with the
 // fleet's key: it is read from the fleet's stack when a burst stack first
 // goes up in this run (so a rotation reaches burst boxes at the next
 // reconcile), and handed to its Hosts as a secret input, with the fleet's
 // relay TLS seed, from which each burst box's TLS key (pinned in the
-// relays file) derives.
+// relays file) derives, and the fleet's origin URLs with their pins
+// (from the fleet stack's hosts output), which its edges pull from.
 type KeyedStacks struct {
 	PulumiStacks
 	FleetStack *program.Stack
@@ -376,6 +391,14 @@ func (k *KeyedStacks) Up(ctx context.Context, stack string, b program.Burst) ([]
 			k.mu.Unlock()
 			return nil, err
 		}
+		// The fleet's origin boxes, pinned from the fleet's stack: the
+		// event's edges pull from them (program.DeployBurst).
+		up, err := FleetOrigins(ctx, k.FleetStack)
+		if err != nil {
+			k.mu.Unlock()
+			return nil, err
+		}
+		k.Template.Program.Upstream = up
 		// Set once, before any Up reads the template.
 		k.keys, k.Template.Program.AuthKeys, k.Template.Program.TLSSeed = keys, keys, seed
 	}

@@ -34,6 +34,7 @@ import (
 const (
 	TierSteady = "steady" // the steady stack's boxes
 	TierBurst  = "burst"  // an event's boxes
+	TierOrigin = "origin" // the origin group's boxes, in the steady stack
 )
 
 // Host is one box of the fleet as its stack records it.
@@ -62,7 +63,34 @@ type Host struct {
 // Entry is the host as the stack output has it (program.HostEntry).
 func (h Host) Entry() program.HostEntry {
 	return program.HostEntry{Name: h.Name, Group: h.Group, Backend: h.Backend, Address: h.Address,
-		SSHAddress: h.SSHAddress, HostKey: h.HostKey, User: h.User, Ports: slices.Clone(h.Ports), SPKI: h.SPKI}
+		SSHAddress: h.SSHAddress, HostKey: h.HostKey, User: h.User, Ports: slices.Clone(h.Ports), SPKI: h.SPKI, Tier: originTier(h.Tier)}
+}
+
+// originTier is the stack output's tier of a host of tier t: "origin"
+// for an origin, else none.
+func originTier(t string) string {
+	if t == TierOrigin {
+		return provider.TierOrigin
+	}
+	return ""
+}
+
+// IsOrigin says whether the host is one of the fleet's origin boxes.
+func (h Host) IsOrigin() bool { return h.Tier == TierOrigin }
+
+// Origins are the origin hosts among hosts.
+func Origins(hosts []Host) []Host {
+	return slices.DeleteFunc(slices.Clone(hosts), func(h Host) bool { return !h.IsOrigin() })
+}
+
+// OriginURLs are the URLs, pinned, that the edges pull from: one per
+// origin host among hosts (program.OriginURLs).
+func OriginURLs(hosts []Host) []string {
+	var es []program.HostEntry
+	for _, h := range Origins(hosts) {
+		es = append(es, h.Entry())
+	}
+	return program.OriginURLs(es)
 }
 
 // Set is a fleet's hosts, steady first (by name), then each event's (by
@@ -78,9 +106,10 @@ type Set struct {
 	Warnings []string
 }
 
-// SteadyHosts are the steady stack's hosts.
+// SteadyHosts are the steady stack's hosts: its steady boxes and its
+// origin boxes.
 func (s *Set) SteadyHosts() []Host {
-	return slices.DeleteFunc(slices.Clone(s.Hosts), func(h Host) bool { return h.Tier != TierSteady })
+	return slices.DeleteFunc(slices.Clone(s.Hosts), func(h Host) bool { return h.Tier != TierSteady && h.Tier != TierOrigin })
 }
 
 // Entries are the hosts as stack output entries, by stack.
@@ -166,6 +195,9 @@ func FromOutputs(f *inventories.Fleet, steady string, stacks []program.StackOutp
 			}
 			if isSteady {
 				h.Tier = TierSteady
+				if e.IsOrigin() {
+					h.Tier = TierOrigin
+				}
 				set.Hosts = append(set.Hosts, h)
 			} else {
 				h.Tier, h.Event = TierBurst, ev
@@ -192,11 +224,26 @@ func FromOutputs(f *inventories.Fleet, steady string, stacks []program.StackOutp
 			set.Warnings = append(set.Warnings, fmt.Sprintf("steady group %s: %d %s in stack %s, the inventory wants %d (fleet up)", g.Name, n, map[bool]string{true: "box", false: "boxes"}[n == 1], steady, want))
 		}
 	}
+	if o := f.Origins; o != nil {
+		switch n := len(Origins(set.Hosts)); {
+		case n == 0:
+			missing = append(missing, fmt.Sprintf("origins: no origin boxes in stack %s (fleet up)", steady))
+		case n != o.Count:
+			set.Warnings = append(set.Warnings, fmt.Sprintf("origins: %d in stack %s, the inventory wants %d (fleet up)", n, steady, o.Count))
+		}
+	}
 	if len(missing) > 0 {
 		return nil, errors.New(strings.Join(missing, "; "))
 	}
 	var gone []string
 	for _, h := range set.Hosts {
+		if h.IsOrigin() {
+			if f.Origins == nil && !slices.Contains(gone, h.Group) {
+				gone = append(gone, h.Group)
+				set.Warnings = append(set.Warnings, fmt.Sprintf("origins: in stack %s, not in the inventory (fleet up removes their boxes)", steady))
+			}
+			continue
+		}
 		if groupOf(f, h.Group) == nil && !slices.Contains(gone, h.Group) {
 			gone = append(gone, h.Group)
 			set.Warnings = append(set.Warnings, fmt.Sprintf("steady group %s: in stack %s, not in the inventory (fleet up removes its boxes)", h.Group, steady))
@@ -211,6 +258,9 @@ func FromOutputs(f *inventories.Fleet, steady string, stacks []program.StackOutp
 func fromEntry(stack string, e program.HostEntry) (Host, error) {
 	h := Host{Stack: stack, Name: e.Name, Group: e.Group, Backend: e.Backend, Address: e.Address,
 		SSHAddress: e.SSHAddress, HostKey: strings.TrimSpace(e.HostKey), User: e.User, Ports: slices.Clone(e.Ports), SPKI: e.SPKI}
+	if e.IsOrigin() {
+		h.Tier = TierOrigin
+	}
 	if h.Name == "" {
 		return h, errors.New("no name")
 	}
@@ -278,9 +328,20 @@ func StackAccess(ctx context.Context, st *program.Stack, hosts []Host, a Access)
 // Targets are the provision targets for hosts, each host's key pinned from
 // its stack (a host whose key differs is refused: nothing is trusted on
 // first use). A steady host of a group in the inventory takes the group's
-// processes and base port (what converge brings it to); any other its
-// stack's ports. Close the returned closer when done.
+// processes and base port (what converge brings it to); an origin host
+// the origin group's one process and port, and no upstream; any other
+// its stack's ports. The edges (every host but the origins) pull from
+// the fleet's static origin URLs, or, for a fleet with an origin group,
+// from the origin hosts among hosts, pinned to the keys their stack
+// reports (OriginURLs). Close the returned closer when done.
 func Targets(f *inventories.Fleet, hosts []Host, a Access) ([]provision.Target, io.Closer, error) {
+	upstream := f.Origin
+	if f.Origins != nil {
+		upstream = OriginURLs(hosts)
+		if len(upstream) == 0 {
+			return nil, nil, errors.New("origins: no origin host among the hosts: the edges would have nothing to pull from (fleet up)")
+		}
+	}
 	c := &closers{}
 	dir, err := os.MkdirTemp("", "relayfleet-hosts-")
 	if err != nil {
@@ -334,8 +395,18 @@ func Targets(f *inventories.Fleet, hosts []Host, a Access) ([]provision.Target, 
 			c.Close()
 			return nil, nil, err
 		}
-		t := provision.Target{Host: ph, Run: p.Runner(ph), Upstream: f.Origin, PublicListen: f.Access.PublicListen, MaxSessionsPerAddress: f.Access.MaxSessionsPerAddress}
-		if g := groupOf(f, h.Group); g != nil && h.Tier == TierSteady {
+		t := provision.Target{Host: ph, Run: p.Runner(ph), Upstream: upstream, PublicListen: f.Access.PublicListen, MaxSessionsPerAddress: f.Access.MaxSessionsPerAddress}
+		if h.IsOrigin() {
+			t.Upstream, t.Processes = nil, 1
+			if len(h.Ports) > 0 {
+				t.Origin = program.OriginURL(h.Address, h.Ports[0], h.SPKI)
+			}
+			if f.Origins != nil {
+				t.BasePort = f.Origins.BasePort
+			} else if len(h.Ports) > 0 {
+				t.BasePort = h.Ports[0]
+			}
+		} else if g := groupOf(f, h.Group); g != nil && h.Tier == TierSteady {
 			t.Processes, t.BasePort = int(g.Processes), g.BasePort
 		} else if len(h.Ports) > 0 {
 			t.Processes, t.BasePort = len(h.Ports), h.Ports[0]

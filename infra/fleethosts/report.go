@@ -83,7 +83,11 @@ func WriteText(w io.Writer, s *Set, rows []Row, release bool) error {
 		return err
 	}
 	steady := len(s.SteadyHosts())
-	fmt.Fprintf(w, "\n%s in stack %s, %d in event stacks\n", text.Plural(steady, "steady host", "steady hosts"), s.Steady, len(rows)-steady)
+	if origins := len(Origins(s.Hosts)); origins > 0 {
+		fmt.Fprintf(w, "\n%s and %s in stack %s, %d in event stacks\n", text.Plural(steady-origins, "steady host", "steady hosts"), text.Plural(origins, "origin", "origins"), s.Steady, len(rows)-steady)
+	} else {
+		fmt.Fprintf(w, "\n%s in stack %s, %d in event stacks\n", text.Plural(steady, "steady host", "steady hosts"), s.Steady, len(rows)-steady)
+	}
 	for _, r := range rows {
 		if r.Error != "" {
 			fmt.Fprintf(w, "%s: FAILED: %s\n", r.Name, r.Error)

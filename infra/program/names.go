@@ -190,6 +190,14 @@ func steadyBackend(g *inventories.Group) string {
 func steadySets(f *inventories.Fleet, o Options) ([]boxSet, error) {
 	var sets []boxSet
 	owner := map[string]string{}
+	if og := originSet(f); og != nil {
+		for i, n := range og.names {
+			if err := checkName(og.backend, n); err != nil {
+				return nil, fmt.Errorf("origins: box %d: %w", i+1, err)
+			}
+			owner[n] = "the origin group"
+		}
+	}
 	for _, g := range f.Steady {
 		backend := steadyBackend(&g)
 		names := make([]string, g.BoxCount())
@@ -214,6 +222,25 @@ func steadySets(f *inventories.Fleet, o Options) ([]boxSet, error) {
 	return sets, nil
 }
 
+// originSet is the fleet's origin group as a box set (nil: the fleet has
+// none): boxes named like a steady group's called OriginGroup (no steady
+// group may take that name), in the steady stack, tier origin.
+func originSet(f *inventories.Fleet) *boxSet {
+	if f.Origins == nil {
+		return nil
+	}
+	backend := f.Origins.Provider
+	names := make([]string, f.Origins.Count)
+	for i := range names {
+		names[i] = BoxName(f.Name, inventories.OriginGroup, backend, i+1)
+	}
+	return &boxSet{
+		group: inventories.OriginGroup, box: f.Origins.Box(), backend: backend, names: names,
+		tier: provider.TierOrigin, event: provider.NoEvent,
+		firewall: FirewallName(f.Name, provider.TierOrigin, inventories.OriginGroup),
+	}
+}
+
 // burstSets are an event's box sets: its first candidate's, then one for
 // each later candidate it spills onto. It refuses a name that any steady
 // box of the fleet has or had (steady names, new and legacy): two boxes of
@@ -228,6 +255,12 @@ func burstSets(f *inventories.Fleet, b Burst, o Options) ([]boxSet, error) {
 		}
 		steady[FirewallName(f.Name, provider.TierSteady, g.Name)] = g.Name
 		steady[LegacyFirewallName(f.Name, g.Name)] = g.Name
+	}
+	if og := originSet(f); og != nil {
+		for _, n := range og.names {
+			steady[n] = inventories.OriginGroup
+		}
+		steady[og.firewall] = inventories.OriginGroup
 	}
 	check := func(backend, name, what string) error {
 		if err := checkName(backend, name); err != nil {

@@ -1,8 +1,11 @@
 package program
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 
@@ -34,6 +37,10 @@ type Options struct {
 	// old name (LegacyBoxName, LegacyBurstBoxName, LegacyFirewallName)
 	// rather than be replaced for a rename; any other name is made anew.
 	Existing map[string]string
+	// Upstream, for an event's stack (DeployBurst) of a fleet with an
+	// origin group, are the origins' URLs with their pins, as the steady
+	// stack's "origins" output has them: its edges pull from them.
+	Upstream []string
 }
 
 // ErrNoTLSSeed says the program was given no relay TLS seed.
@@ -88,6 +95,42 @@ type HostEntry struct {
 	// the Host's spki output): every relay process of the box serves
 	// certificates for that key, and the relays file pins it.
 	SPKI string `json:"spki,omitempty"`
+	// Tier is "origin" for the fleet's origin boxes (which the router's
+	// relays file leaves out: listeners go to the edges), else empty.
+	Tier string `json:"tier,omitempty"`
+}
+
+// IsOrigin says whether the host is one of the fleet's origin boxes.
+func (h HostEntry) IsOrigin() bool { return h.Tier == provider.TierOrigin }
+
+// OriginURL is the URL edges pull from an origin relay at address and
+// port, pinned to the key whose SPKI is spki: http://ADDR:PORT/#spki=HEX
+// (the relay's TCP port answers TLS too; the pin, not a CA, is what the
+// edge trusts).
+func OriginURL(address string, port int, spki string) string {
+	host := address
+	if strings.Contains(host, ":") {
+		host = "[" + host + "]" // IPv6
+	}
+	return fmt.Sprintf("http://%s:%d/#spki=%s", host, port, spki)
+}
+
+// OriginURLs are the origin hosts' URLs (OriginURL of each one's first
+// port) in the order the program gives the edges (origin-2 before
+// origin-10: shorter names first, then by name); the other hosts are left
+// out.
+func OriginURLs(hosts []HostEntry) []string {
+	hosts = slices.Clone(hosts)
+	slices.SortStableFunc(hosts, func(a, b HostEntry) int {
+		return cmp.Or(cmp.Compare(len(a.Name), len(b.Name)), cmp.Compare(a.Name, b.Name))
+	})
+	var out []string
+	for _, h := range hosts {
+		if h.IsOrigin() && len(h.Ports) > 0 {
+			out = append(out, OriginURL(h.Address, h.Ports[0], h.SPKI))
+		}
+	}
+	return out
 }
 
 // Deployed is what the program registered.
@@ -119,7 +162,9 @@ func Program(f *inventories.Fleet, cat *inventories.Catalogue, o Options) pulumi
 }
 
 // Deploy registers the fleet's resources and exports the stack outputs:
-// "fleet" (its name) and "hosts" (one HostEntry per steady box).
+// "fleet" (its name), "hosts" (one HostEntry per steady box and origin
+// box) and, for a fleet with an origin group, "origins" (the origins'
+// URLs with their pins, OriginURL, which the edges pull from).
 func Deploy(ctx *pulumi.Context, f *inventories.Fleet, cat *inventories.Catalogue, o Options) (*Deployed, error) {
 	d, err := newDeployed(ctx)
 	if err != nil {
@@ -130,8 +175,21 @@ func Deploy(ctx *pulumi.Context, f *inventories.Fleet, cat *inventories.Catalogu
 		return nil, err
 	}
 	var hosts pulumi.Array
+	// The edges' upstream: the static origin URLs, or the origin boxes'
+	// URLs, pinned to the keys the fleet made for them, from their Hosts'
+	// outputs (never fetched over HTTP).
+	var upstream pulumi.StringArrayInput = pulumi.ToStringArray(f.Origin)
+	if og := originSet(f); og != nil {
+		hs, urls, err := d.boxes(ctx, f, cat, o, *og, nil)
+		if err != nil {
+			return nil, fmt.Errorf("origins: %w", err)
+		}
+		hosts = append(hosts, hs...)
+		upstream = urls
+		ctx.Export("origins", urls)
+	}
 	for i, g := range f.Steady {
-		hs, err := d.boxes(ctx, f, cat, o, sets[i])
+		hs, _, err := d.boxes(ctx, f, cat, o, sets[i], upstream)
 		if err != nil {
 			return nil, fmt.Errorf("steady group %s: %w", g.Name, err)
 		}
@@ -174,9 +232,16 @@ func DeployBurst(ctx *pulumi.Context, f *inventories.Fleet, cat *inventories.Cat
 	if err != nil {
 		return nil, err
 	}
+	var upstream pulumi.StringArrayInput = pulumi.ToStringArray(f.Origin)
+	if f.Origins != nil {
+		if len(o.Upstream) == 0 {
+			return nil, fmt.Errorf("event %s: the fleet's origin group has no URLs in the fleet's stack (its \"origins\" output): fleet up first", b.Event)
+		}
+		upstream = pulumi.ToStringArray(o.Upstream)
+	}
 	var hosts pulumi.Array
 	for _, set := range sets {
-		hs, err := d.boxes(ctx, f, cat, o, set)
+		hs, _, err := d.boxes(ctx, f, cat, o, set, upstream)
 		if err != nil {
 			return nil, fmt.Errorf("event %s: %w", b.Event, err)
 		}
@@ -200,14 +265,25 @@ type boxSet struct {
 }
 
 // boxes registers a set's firewall (on clouds), boxes and hosts, and
-// returns their "hosts" output entries.
-func (d *Deployed) boxes(ctx *pulumi.Context, f *inventories.Fleet, cat *inventories.Catalogue, o Options, s boxSet) (pulumi.Array, error) {
+// returns their "hosts" output entries and their relays' URLs as origins
+// (OriginURL of each box's first port). upstream is what the hosts' relays
+// pull from (nil: nothing, as origins).
+func (d *Deployed) boxes(ctx *pulumi.Context, f *inventories.Fleet, cat *inventories.Catalogue, o Options, s boxSet, upstream pulumi.StringArrayInput) (pulumi.Array, pulumi.StringArrayOutput, error) {
+	hosts, urls, err := d.boxesOf(ctx, f, cat, o, s, upstream)
+	return hosts, urls.ToStringArrayOutput(), err
+}
+
+func (d *Deployed) boxesOf(ctx *pulumi.Context, f *inventories.Fleet, cat *inventories.Catalogue, o Options, s boxSet, upstream pulumi.StringArrayInput) (pulumi.Array, pulumi.StringArray, error) {
 	if o.AuthKeys == "" {
-		return nil, ErrNoAuthKeys
+		return nil, nil, ErrNoAuthKeys
 	}
 	if o.TLSSeed == "" {
-		return nil, ErrNoTLSSeed
+		return nil, nil, ErrNoTLSSeed
 	}
+	if upstream == nil {
+		upstream = pulumi.StringArray{}
+	}
+	var urls pulumi.StringArray
 	// One secret for every host: the engine keeps it encrypted in the
 	// state and shows [secret] in diffs.
 	authKeys := pulumi.ToSecret(pulumi.String(o.AuthKeys)).(pulumi.StringOutput)
@@ -216,7 +292,7 @@ func (d *Deployed) boxes(ctx *pulumi.Context, f *inventories.Fleet, cat *invento
 	if cloud {
 		rules, err := FirewallRules(f, cat, s.box)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		fw := &Firewall{}
 		in, err := argsInput(&provider.FirewallArgs{
@@ -226,11 +302,11 @@ func (d *Deployed) boxes(ctx *pulumi.Context, f *inventories.Fleet, cat *invento
 			Rules:   rules,
 		}, nil)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		err = ctx.RegisterResource(provider.FirewallType, firewallResource(s.group), in, fw, pulumi.Provider(d.Provider))
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		d.Firewalls = append(d.Firewalls, fw)
 	}
@@ -260,12 +336,12 @@ func (d *Deployed) boxes(ctx *pulumi.Context, f *inventories.Fleet, cat *invento
 		}
 		in, err := argsInput(&args, nil)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		box := &Box{}
 		// The provider marks hostPrivateKey secret itself.
 		if err := ctx.RegisterResource(provider.BoxType, logical, in, box, pulumi.Provider(d.Provider)); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		// The host is converged onto the box: its address, host key
 		// and size are the box's outputs.
@@ -276,7 +352,6 @@ func (d *Deployed) boxes(ctx *pulumi.Context, f *inventories.Fleet, cat *invento
 			BasePort:              s.box.BasePort,
 			Release:               o.Release,
 			RelayBinary:           o.RelayBinary,
-			Upstream:              f.Origin,
 			PublicListen:          f.Access.PublicListen,
 			MaxSessionsPerAddress: f.Access.MaxSessionsPerAddress,
 		}
@@ -284,7 +359,7 @@ func (d *Deployed) boxes(ctx *pulumi.Context, f *inventories.Fleet, cat *invento
 		// SPKI comes back as the Host's spki output once converged.
 		tlsKey, _, err := provision.BoxTLSKey(o.TLSSeed, name)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		in, err = argsInput(&ha, map[any]pulumi.Input{
 			&ha.TLSKey:     pulumi.ToSecret(pulumi.String(string(tlsKey))).(pulumi.StringOutput),
@@ -294,17 +369,18 @@ func (d *Deployed) boxes(ctx *pulumi.Context, f *inventories.Fleet, cat *invento
 			&ha.Cores:      box.Cores,
 			&ha.RAM:        box.RAM,
 			&ha.AuthKeys:   authKeys,
+			&ha.Upstream:   upstream,
 		})
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		host := &Host{}
 		if err := ctx.RegisterResource(provider.HostType, logical, in, host, pulumi.DependsOn([]pulumi.Resource{box}), pulumi.Provider(d.Provider)); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		d.Boxes = append(d.Boxes, box)
 		d.Hosts = append(d.Hosts, host)
-		hosts = append(hosts, pulumi.Map{
+		entry := pulumi.Map{
 			"name":       box.Name,
 			"group":      pulumi.String(s.group),
 			"backend":    pulumi.String(s.backend),
@@ -314,7 +390,18 @@ func (d *Deployed) boxes(ctx *pulumi.Context, f *inventories.Fleet, cat *invento
 			"user":       pulumi.String(user),
 			"ports":      host.Ports,
 			"spki":       host.SPKI,
-		})
+		}
+		if s.tier == provider.TierOrigin {
+			entry["tier"] = pulumi.String(s.tier)
+		}
+		hosts = append(hosts, entry)
+		urls = append(urls, pulumi.All(box.Addresses, host.Ports, host.SPKI).ApplyT(func(v []any) string {
+			addrs, ports, spki := v[0].([]string), v[1].([]int), v[2].(string)
+			if len(addrs) == 0 || len(ports) == 0 {
+				return ""
+			}
+			return OriginURL(addrs[0], ports[0], spki)
+		}).(pulumi.StringOutput))
 	}
-	return hosts, nil
+	return hosts, urls, nil
 }

@@ -1051,10 +1051,14 @@ func HostsFromOutputs(out auto.OutputMap) ([]HostEntry, error) {
 type Relay = wire.Relay
 
 // Relays is the router's relay list: a host with an SPKI (its relay TLS
-// key's) has its relays pinned to it and polled over https://.
+// key's) has its relays pinned to it and polled over https://. Origin
+// hosts are left out: listeners go to the edges.
 func Relays(hosts []HostEntry) []Relay {
 	rs := []Relay{}
 	for _, h := range hosts {
+		if h.IsOrigin() {
+			continue
+		}
 		host := h.Address
 		if strings.Contains(host, ":") {
 			host = "[" + host + "]" // IPv6

@@ -30,6 +30,9 @@ const (
 const (
 	TierSteady = "steady"
 	TierBurst  = "burst"
+	// TierOrigin marks the fleet's origin boxes: made with the steady
+	// boxes, in the steady stack; the edges pull from them.
+	TierOrigin = "origin"
 )
 
 // NoEvent is the event label of boxes that belong to no event (steady).
@@ -125,7 +128,7 @@ func (*Box) WireDependencies(f infer.FieldSelector, args *BoxArgs, state *BoxSta
 func (a *BoxArgs) Annotate(an infer.Annotator) {
 	an.Describe(&a.Backend, "Who makes the box: lab, static, hcloud or digitalocean.")
 	an.Describe(&a.Name, "The box's name at its backend.")
-	an.Describe(&a.Tier, "steady or burst.")
+	an.Describe(&a.Tier, "steady, burst or origin.")
 	an.Describe(&a.Event, "The event a burst box serves (none for steady boxes).")
 	an.Describe(&a.HostKey, "A static server's public host key, authorized_keys form.")
 }
@@ -162,8 +165,8 @@ func (a BoxArgs) validate() []p.CheckFailure {
 	if a.Fleet == "" {
 		fail("fleet", "missing")
 	}
-	if a.Tier != TierSteady && a.Tier != TierBurst {
-		fail("tier", "want steady or burst, got %q", a.Tier)
+	if a.Tier != TierSteady && a.Tier != TierBurst && a.Tier != TierOrigin {
+		fail("tier", "want steady, burst or origin, got %q", a.Tier)
 	}
 	switch a.Backend {
 	case BackendStatic:

@@ -21,6 +21,7 @@ func (d *demo) cleanup(ctx context.Context) error {
 		d.stopSampling()
 		d.stopSampling = nil
 	}
+	d.stopping.Store(true)
 	d.mu.Lock()
 	procs := d.procs
 	d.procs = nil

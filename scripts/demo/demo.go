@@ -16,9 +16,11 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
+	"github.com/relayfleet/relayfleet/infra/program"
 	"github.com/relayfleet/relayfleet/relay/loadgen"
 	"github.com/relayfleet/relayfleet/relay/wire"
 )
@@ -28,7 +30,6 @@ const (
 	labDir    = "/var/lib/relayfleet/lab-demo"
 	labBridge = "rfdemo0"
 	labSubnet = "10.231.87.0/24"
-	originIP  = "10.231.87.1" // the host's address on the lab bridge
 	broadcast = "live/demo"
 )
 
@@ -45,11 +46,12 @@ type demo struct {
 	samples      []sample
 	stopSampling func()
 	routerURL    string
-	originURL    string // with the origin's key pin
+	originList   []string // the origin boxes' URLs with their pins (refreshRelays)
 	loads        map[string]*loadReport
 	rolledOut    bool
 	eventUp      bool
 	relayList    []wire.Relay // refreshRelays
+	stopping     atomic.Bool  // cleanup began: the stream is not started again
 }
 
 type stepTime struct {
@@ -342,14 +344,32 @@ type fleetHosts struct {
 		Event   string `json:"event"`
 		Address string `json:"address"`
 		Ports   []int  `json:"ports"`
+		Tier    string `json:"tier"`
+		SPKI    string `json:"spki_sha256"`
 	} `json:"hosts"`
 }
 
-// relays are the relay processes the hosts run, as the relays file fleet
+// origins are the fleet's origin boxes' relay URLs, pinned to the keys
+// the stack reports (program.OriginURL), in the order the edges have them.
+func (h *fleetHosts) origins() []string {
+	var es []program.HostEntry
+	for _, host := range h.Hosts {
+		if host.Tier == "origin" {
+			es = append(es, program.HostEntry{Name: host.Name, Address: host.Address, Ports: host.Ports, SPKI: host.SPKI, Tier: "origin"})
+		}
+	}
+	return program.OriginURLs(es)
+}
+
+// relays are the relay processes the edges run, as the relays file fleet
 // writes for the router lists them: http://ADDRESS:PORT/ and its /stats.
+// The origins are left out, as there.
 func (h *fleetHosts) relays() []wire.Relay {
 	var rs []wire.Relay
 	for _, host := range h.Hosts {
+		if host.Tier == "origin" {
+			continue
+		}
 		for _, p := range host.Ports {
 			base := "http://" + net.JoinHostPort(host.Address, strconv.Itoa(p)) + "/"
 			rs = append(rs, wire.Relay{URL: base, Stats: base + "stats"})
@@ -375,9 +395,16 @@ func (d *demo) refreshRelays(ctx context.Context) error {
 		return err
 	}
 	d.mu.Lock()
-	d.relayList = h.relays()
+	d.relayList, d.originList = h.relays(), h.origins()
 	d.mu.Unlock()
 	return nil
+}
+
+// origins are the fleet's origin URLs as the last refreshRelays read them.
+func (d *demo) origins() []string {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return slices.Clone(d.originList)
 }
 
 // relays are the fleet's relay processes as the last refreshRelays read

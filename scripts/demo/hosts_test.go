@@ -33,7 +33,7 @@ func TestDemoReadsHostsJSON(t *testing.T) {
 	}
 	d := &demo{out: io.Discard, work: dir, bin: dir, pulumi: pulumiCLI}
 	os.MkdirAll(d.path("logs"), 0o700)
-	testutil.WriteFile(t, d.path("demo.yaml"), []byte(demoFleet("http://"+originIP+":4443/#spki="+strings.Repeat("ab", 32))), 0o644)
+	testutil.WriteFile(t, d.path("demo.yaml"), []byte(demoFleet()), 0o644)
 	ctx := context.Background()
 	if h, err := d.hosts(ctx); err == nil {
 		t.Fatalf("fleet hosts before fleet up: %+v, no error", h)
@@ -53,8 +53,15 @@ func TestDemoReadsHostsJSON(t *testing.T) {
 	importStack := func(name string, outputs map[string]any) {
 		programtest.ImportStack(t, &program.Stack{Fleet: f, Name: name, StateDir: d.path("state"), Pulumi: pulumiCLI}, "unused\n", outputs)
 	}
+	origin := func(name, addr, spki string) map[string]any {
+		h := host(name, "origin", addr, 4443)
+		h["tier"], h["spki"] = "origin", spki
+		return h
+	}
+	pin1, pin2 := strings.Repeat("ab", 32), strings.Repeat("cd", 32)
 	importStack("demo", map[string]any{"fleet": "demo", "hosts": []any{
-		host("demo-s-steady-1", "steady", "10.231.87.11", 4443, 4444), host("demo-s-steady-2", "steady", "10.231.87.12", 4443, 4444)}})
+		host("demo-s-steady-1", "steady", "10.231.87.11", 4443, 4444), host("demo-s-steady-2", "steady", "10.231.87.12", 4443, 4444),
+		origin("origin-1", "10.231.87.21", pin1), origin("origin-2", "10.231.87.22", pin2)}})
 	importStack("demo-event-demo-show", map[string]any{"fleet": "demo", "event": "demo-show", "hosts": []any{
 		host("demo-e-demo-show-1", "burst", "10.231.87.13", 4443)}})
 	if err := d.refreshRelays(ctx); err != nil {
@@ -70,5 +77,9 @@ func TestDemoReadsHostsJSON(t *testing.T) {
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("relays\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	// The publisher's origins: the origin boxes, pinned from the stack.
+	if got, want := d.origins(), []string{"http://10.231.87.21:4443/#spki=" + pin1, "http://10.231.87.22:4443/#spki=" + pin2}; !reflect.DeepEqual(got, want) {
+		t.Errorf("origins %v, want %v", got, want)
 	}
 }

@@ -18,15 +18,20 @@ import (
 	"github.com/relayfleet/relayfleet/sysctl"
 )
 
-// demoFleet is the demo's fleet file; originURL carries the origin's key
-// pin (#spki=), which every edge checks the origin's certificate against.
-func demoFleet(originURL string) string {
-	return `# The demo's steady fleet: two medium lab boxes (2 cores, 2 GiB: two relay
-# processes each), pulling broadcasts from the origin relay on this host,
-# whose certificate they check against the pin after #spki=.
+// demoFleet is the demo's fleet file: two origin boxes the publisher
+// publishes to, and the steady edges that pull from both, pinned to the
+// keys the fleet made for the origins.
+func demoFleet() string {
+	return `# The demo's fleet: two small lab boxes as origins (the publisher
+# publishes to them), and a steady fleet of two medium lab boxes (2 cores,
+# 2 GiB: two relay processes each), the edges, pulling broadcasts from
+# both origins, each pinned to the key the fleet made for it.
 version: 1
 name: demo
-origin: ["` + originURL + `"]
+origins:
+  provider: lab
+  shape: small
+  count: 2
 # Every relay verifies tokens signed with the fleet's key: publishing needs
 # one (the demo's publisher gets it from fleet token), listening under
 # live/ does not.
@@ -57,8 +62,8 @@ func (d *demo) run(ctx context.Context) error {
 		f     func(context.Context) error
 	}{
 		{"the plan: the story's 100,000 listeners, then this demo's", d.plan},
-		{"fleet up: a steady fleet of 2 lab boxes through Pulumi, converged", d.up},
-		{"a real Opus stream: ffmpeg (libopus, 48 kHz mono, 120 ms frames, voip) into the origin", d.publish},
+		{"fleet up: 2 origin boxes and a steady fleet of 2 lab boxes through Pulumi, converged", d.up},
+		{"a real Opus stream: ffmpeg (libopus, 48 kHz mono, 120 ms frames, voip) into the first origin", d.publish},
 		{"listeners ramped through the router", d.ramp},
 		{"an event: a burst box up before it, taking new listeners", d.eventUpStep},
 		{"the event ends: drained, destroyed, orphan check", d.eventDown},
@@ -94,20 +99,13 @@ func (d *demo) preflight(ctx context.Context) error {
 	if err := d.cleanup(ctx); err != nil {
 		return fmt.Errorf("clearing a previous run: %w", err)
 	}
+	d.stopping.Store(false) // that cleanup was the previous run's, not this one's end
 	for _, p := range []string{"state", "events.yaml", "logs", "report"} {
 		os.RemoveAll(d.path(p))
 	}
 	os.MkdirAll(d.path("logs"), 0o700)
 	os.MkdirAll(d.path("report"), 0o700)
-	// The origin's TLS key, made once per run: its self-signed certificates
-	// rotate, the key and so the pin the edges hold stay.
-	os.Remove(d.path("origin.key"))
-	out, err := exec.CommandContext(ctx, d.relayBin(), "keygen", "--out", d.path("origin.key")).Output()
-	if err != nil {
-		return fmt.Errorf("relay keygen: %w", err)
-	}
-	d.originURL = "http://" + originIP + ":4443/#spki=" + strings.TrimSpace(string(out))
-	if err := os.WriteFile(d.path("demo.yaml"), []byte(demoFleet(d.originURL)), 0o644); err != nil {
+	if err := os.WriteFile(d.path("demo.yaml"), []byte(demoFleet()), 0o644); err != nil {
 		return err
 	}
 	// The "new build" for the rollout: the same relay with a marker after
@@ -147,7 +145,7 @@ func (d *demo) up(ctx context.Context) error {
 	if err := d.refreshRelays(ctx); err != nil {
 		return err
 	}
-	d.say("      fleet hosts: %d relay processes for the router", len(d.relays()))
+	d.say("      fleet hosts: %d relay processes for the router, origins %s", len(d.relays()), strings.Join(d.origins(), ", "))
 	d.say("")
 	// The same stack as fleet up: converge reads the fleet's key from it.
 	if _, err := d.sh(ctx, -1, d.fleetBin(), append([]string{"converge", "--inventory", d.path("demo.yaml"), "--lab-dir", labDir}, d.keyArgs()...)...); err != nil {
@@ -163,53 +161,32 @@ func (d *demo) up(ctx context.Context) error {
 }
 
 func (d *demo) publish(ctx context.Context) error {
-	// The origin runs outside the fleet with the fleet's key file (fleet
-	// auth export): it takes the edges' cluster links, which they sign
-	// with the same key, and the publisher's token, and refuses the rest.
-	keys := d.path("origin.keys")
-	if _, err := d.sh(ctx, -1, d.fleetBin(), append([]string{"auth", "export", "--inventory", d.path("demo.yaml"), "--out", keys}, d.keyArgs()...)...); err != nil {
-		return err
-	}
-	if _, err := d.start("origin", nil, d.relayBin(), "serve", "--listen", originIP+":4443", "--tls-key", d.path("origin.key"), "--auth-key", keys, "--log-level", "info"); err != nil {
-		return err
+	// The origins are fleet boxes (fleet up made and converged them with
+	// the fleet's key): they take the edges' cluster links and the
+	// publisher's token, and refuse the rest.
+	origins := d.origins()
+	if len(origins) == 0 {
+		return errors.New("fleet hosts --json lists no origin")
 	}
 	tok, err := d.token(ctx, "--publish", "live/")
 	if err != nil {
 		return err
 	}
-	if err := waitHTTP(ctx, "http://"+originIP+":4443/stats", 10*time.Second); err != nil {
-		return err
-	}
-	ff := exec.Command("ffmpeg", "-hide_banner", "-loglevel", "error", "-re",
-		"-f", "lavfi", "-i", "sine=frequency=440:sample_rate=48000",
-		"-c:a", "libopus", "-ar", "48000", "-ac", "1", "-b:a", "32k",
-		"-frame_duration", "120", "-application", "voip", "-page_duration", "120000", "-f", "ogg", "-")
-	pipe, err := ff.StdoutPipe()
-	if err != nil {
-		return err
-	}
-	ffLog, _ := os.Create(d.path("logs", "ffmpeg.log"))
-	ff.Stderr = ffLog
-	ff.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	d.say("    $ ffmpeg -re -f lavfi -i sine=frequency=440:sample_rate=48000 -c:a libopus -ar 48000 -ac 1 -b:a 32k -frame_duration 120 -application voip -page_duration 120000 -f ogg - \\")
-	if err := ff.Start(); err != nil {
-		return err
-	}
-	b := &bg{name: "ffmpeg", cmd: ff, done: make(chan struct{}), log: d.path("logs", "ffmpeg.log")}
-	go func() { ff.Wait(); ffLog.Close(); close(b.done) }()
-	d.mu.Lock()
-	d.procs = append(d.procs, b)
-	d.mu.Unlock()
-	d.say("      |")
 	// The token goes in a file (0600), not on the publisher's command line.
 	tokFile := d.path("publish.jwt")
 	if err := os.WriteFile(tokFile, []byte(tok+"\n"), 0o600); err != nil {
 		return err
 	}
-	if _, err := d.start("publish", pipe, d.relayBin(), "publish", "--ogg", "-", "--name", broadcast, "--token-file", tokFile, d.originURL); err != nil {
+	pub, err := d.startStream(origins[0], "")
+	if err != nil {
 		return err
 	}
-	// Prove it end to end: a listener on a box relay, which pulls the
+	// relay publish takes one origin and does not come back when it
+	// restarts (fleet rollout rolls the origins too): the stream starts
+	// again on the next origin, which the edges pull from once their link
+	// to the restarted one drops.
+	go d.keepPublishing(pub, origins)
+	// Prove it end to end: a listener on an edge relay, which pulls the
 	// broadcast from the origin.
 	rs := d.relays()
 	if len(rs) == 0 {
@@ -225,6 +202,79 @@ func (d *demo) publish(ctx context.Context) error {
 	}
 	_ = out
 	return nil
+}
+
+// startStream starts ffmpeg's Opus stream into relay publish to url
+// (logs publish.log and ffmpeg.log, with suffix when restarted) and
+// returns the publisher.
+func (d *demo) startStream(url, suffix string) (*bg, error) {
+	ff := exec.Command("ffmpeg", "-hide_banner", "-loglevel", "error", "-re",
+		"-f", "lavfi", "-i", "sine=frequency=440:sample_rate=48000",
+		"-c:a", "libopus", "-ar", "48000", "-ac", "1", "-b:a", "32k",
+		"-frame_duration", "120", "-application", "voip", "-page_duration", "120000", "-f", "ogg", "-")
+	pipe, err := ff.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
+	ffLog, _ := os.Create(d.path("logs", "ffmpeg"+suffix+".log"))
+	ff.Stderr = ffLog
+	ff.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	d.say("    $ ffmpeg -re -f lavfi -i sine=frequency=440:sample_rate=48000 -c:a libopus -ar 48000 -ac 1 -b:a 32k -frame_duration 120 -application voip -page_duration 120000 -f ogg - \\")
+	if err := ff.Start(); err != nil {
+		return nil, err
+	}
+	b := &bg{name: "ffmpeg", cmd: ff, done: make(chan struct{}), log: d.path("logs", "ffmpeg"+suffix+".log")}
+	go func() { ff.Wait(); ffLog.Close(); close(b.done) }()
+	d.mu.Lock()
+	d.procs = append(d.procs, b)
+	d.mu.Unlock()
+	d.say("      |")
+	pub, err := d.start("publish"+suffix, pipe, d.relayBin(), "publish", "--ogg", "-", "--name", broadcast, "--token-file", d.path("publish.jwt"), url)
+	if err != nil {
+		b.stop(time.Second)
+		return nil, err
+	}
+	return pub, nil
+}
+
+// keepPublishing starts the stream again on the next origin each time
+// the publisher ends (or logs its last error: a publisher whose session
+// was closed may stay up), until the demo stops.
+func (d *demo) keepPublishing(pub *bg, origins []string) {
+	for i := 1; ; i++ {
+		for !publisherEnded(pub) {
+			time.Sleep(250 * time.Millisecond)
+		}
+		if d.stopping.Load() {
+			return
+		}
+		pub.stop(2 * time.Second)
+		time.Sleep(200 * time.Millisecond)
+		url := origins[i%len(origins)]
+		d.say("      the publisher ended (its origin restarted?): publishing again to %s", url)
+		next, err := d.startStream(url, fmt.Sprintf("-%d", i))
+		if err != nil {
+			d.say("      publishing again: %v", err)
+			return
+		}
+		if d.stopping.Load() {
+			next.stop(time.Second)
+			return
+		}
+		pub = next
+	}
+}
+
+// publisherEnded says whether the publisher exited or logged the error
+// it ends on ("relay publish: ...").
+func publisherEnded(pub *bg) bool {
+	select {
+	case <-pub.done:
+		return true
+	default:
+	}
+	data, _ := os.ReadFile(pub.log)
+	return bytes.Contains(data, []byte("relay publish: "))
 }
 
 func (d *demo) ramp(ctx context.Context) error {

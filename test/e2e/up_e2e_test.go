@@ -141,15 +141,111 @@ func TestE2EUpChangeUpDestroy(t *testing.T) {
 		t.Fatalf("relays %v, want 3", rs)
 	}
 
+	// 4b. An origin group of two: fleet up makes two origin boxes beside
+	// the three steady ones, every edge's unit pulls from both, each
+	// pinned to the key its stack reports, the router's list stays the
+	// edges', and fleet status shows the origins apart.
+	withOrigins := func(count int, shape string) {
+		t.Helper()
+		writeInventory(t, inv, count, shape)
+		f, err := os.OpenFile(inv, os.O_APPEND|os.O_WRONLY, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		if _, err := f.WriteString("origins:\n  provider: lab\n  shape: small\n  count: 2\n"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	withOrigins(3, "small")
+	if out, code := fleet("up"); code != 0 {
+		t.Fatalf("fleet up with origins: exit %d: %s", code, lastLine(out))
+	}
+	var origins, edges []lab.Box
+	for _, b := range boxes() {
+		switch b.Labels["tier"] {
+		case "origin":
+			origins = append(origins, b)
+		case "steady":
+			edges = append(edges, b)
+		}
+	}
+	if len(origins) != 2 || len(edges) != 3 {
+		t.Fatalf("%d origin boxes and %d steady boxes after up with origins, want 2 and 3", len(origins), len(edges))
+	}
+	if rs := relays(); len(rs) != 3 {
+		t.Fatalf("relays %v, want the 3 edges' only", rs)
+	}
+	// fleet hosts and status read the stack and reach the boxes: no lab
+	// or relay flags.
+	onHosts := func(args ...string) string {
+		t.Helper()
+		cmd := e.cmd(ctx, append(args, "--inventory", inv, "--state-dir", state, "--pulumi", e.cli, "--lab-dir", e.labDir)...)
+		var stderr bytes.Buffer
+		cmd.Stderr = &stderr
+		out, err := cmd.Output()
+		t.Logf("fleet %s: %v\n%s%s", args[0], err, out, stderr.String())
+		if err != nil {
+			t.Fatalf("fleet %s: %v: %s", args[0], err, lastLine(stderr.String()))
+		}
+		return string(out)
+	}
+	var hosts struct {
+		Hosts []struct {
+			Name, Tier, Address string
+			Ports               []int
+			SPKI                string `json:"spki_sha256"`
+		}
+	}
+	if err := json.Unmarshal([]byte(onHosts("hosts", "--json")), &hosts); err != nil {
+		t.Fatal(err)
+	}
+	var pinned []string
+	for _, h := range hosts.Hosts {
+		if h.Tier == "origin" {
+			if h.SPKI == "" || len(h.Ports) != 1 {
+				t.Fatalf("origin %s: spki %q, ports %v; want its pin and one relay", h.Name, h.SPKI, h.Ports)
+			}
+			pinned = append(pinned, program.OriginURL(h.Address, h.Ports[0], h.SPKI))
+		}
+	}
+	if len(pinned) != 2 {
+		t.Fatalf("fleet hosts --json lists origins %v, want 2", pinned)
+	}
+	for _, b := range edges {
+		var unit bytes.Buffer
+		if err := l.Run(ctx, b.Name, "cat /etc/systemd/system/relay@.service", nil, &unit, os.Stderr); err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(unit.String(), "--upstream "+strings.Join(pinned, ",")) {
+			t.Errorf("edge %s: unit does not pull from both pinned origins %v:\n%s", b.Name, pinned, unit.String())
+		}
+	}
+	for _, b := range origins {
+		var unit bytes.Buffer
+		if err := l.Run(ctx, b.Name, "cat /etc/systemd/system/relay@.service", nil, &unit, os.Stderr); err != nil {
+			t.Fatal(err)
+		}
+		if strings.Contains(unit.String(), "--upstream") {
+			t.Errorf("origin %s: its unit pulls from an upstream:\n%s", b.Name, unit.String())
+		}
+	}
+	if out := onHosts("status"); !strings.Contains(out, "ORIGINS") || !strings.Contains(out, origins[0].Name) || !strings.Contains(out, origins[1].Name) {
+		t.Fatalf("fleet status: want an ORIGINS section with %s and %s:\n%s", origins[0].Name, origins[1].Name, out)
+	}
+
 	// 5. A new shape replaces the boxes (the new one first, on a name of
 	// its own; the old one is drained, then deleted), and the hosts are
-	// converged onto them.
-	writeInventory(t, inv, 3, "medium")
+	// converged onto them; the origins stay.
+	withOrigins(3, "medium")
 	out, code = fleet("up")
 	if sum := summary(out, "up: stack lab: "); code != 0 || !strings.Contains(sum, "3 replace") {
 		t.Fatalf("up with shape medium: exit %d, summary %q, want 3 replace", code, sum)
 	}
 	for _, b := range boxes() {
+		if b.Labels["tier"] == "origin" {
+			continue
+		}
 		if b.Cores != lab.Medium.Cores || b.RAM != lab.Medium.RAM {
 			t.Errorf("box %s: %d cores, %d bytes after the shape change, want medium", b.Name, b.Cores, b.RAM)
 		}

@@ -1,0 +1,4 @@
+package provision
+
+// StatsUpstream is statsUpstream, for the external tests.
+var StatsUpstream = statsUpstream
