@@ -159,10 +159,12 @@ func processStatus(ctx context.Context, run Runner, unit string) ProcessStatus {
 	return p
 }
 
-// statsUpstream is the upstream a relay's /stats says it pulls from: its
-// "upstream" field, a URL or an object with a "url"; "" when it has none
-// (a relay that does not say). A query or user part (where a token could
-// ride) is dropped: the status is printed.
+// statsUpstream is the upstream a relay's /stats says it pulls from now:
+// of its "upstreams" (relay/wire.Upstream: url, connected, tracks), the
+// one most of its pulled tracks come from; "" when it pulls nothing (an
+// origin, an edge without listeners, a relay that does not say). A query
+// or user part (where a token could ride) is dropped: the status is
+// printed.
 func statsUpstream(stats []byte) string {
 	return redactURL(rawStatsUpstream(stats))
 }
@@ -182,20 +184,19 @@ func redactURL(raw string) string {
 
 func rawStatsUpstream(stats []byte) string {
 	var doc struct {
-		Upstream json.RawMessage `json:"upstream"`
+		Upstreams []struct {
+			URL    string `json:"url"`
+			Tracks int    `json:"tracks"`
+		} `json:"upstreams"`
 	}
-	if json.Unmarshal(stats, &doc) != nil || len(doc.Upstream) == 0 {
+	if json.Unmarshal(stats, &doc) != nil {
 		return ""
 	}
-	var s string
-	if json.Unmarshal(doc.Upstream, &s) == nil {
-		return s
+	best, most := "", 0
+	for _, u := range doc.Upstreams {
+		if u.Tracks > most {
+			best, most = u.URL, u.Tracks
+		}
 	}
-	var o struct {
-		URL string `json:"url"`
-	}
-	if json.Unmarshal(doc.Upstream, &o) == nil {
-		return o.URL
-	}
-	return ""
+	return best
 }

@@ -157,15 +157,16 @@ func TestStatusOrigins(t *testing.T) {
 	}
 }
 
-// TestStatusUpstreamFromStats: a process's upstream is read from its
-// /stats "upstream" field when there is one, without a query (where a
-// token could ride).
+// TestStatusUpstreamFromStats: a process's upstream is the one of its
+// /stats "upstreams" that most of its pulled tracks come from, without a
+// query (where a token could ride); none when it pulls nothing.
 func TestStatusUpstreamFromStats(t *testing.T) {
 	for _, tc := range []struct{ stats, want string }{
 		{`{"sessions":1}`, ""},
-		{`{"upstream":"http://10.0.0.1:4443/?token=secret#spki=ab"}`, "http://10.0.0.1:4443/#spki=ab"},
-		{`{"upstream":{"url":"http://10.0.0.2:4443/"}}`, "http://10.0.0.2:4443/"},
-		{`{"upstream":null}`, ""},
+		{`{"upstreams":[{"url":"http://10.0.0.1:4443/?token=secret#spki=ab","connected":true,"tracks":2},{"url":"http://10.0.0.2:4443/","connected":true,"tracks":0}]}`, "http://10.0.0.1:4443/#spki=ab"},
+		{`{"upstreams":[{"url":"http://10.0.0.1:4443/","connected":false,"tracks":0},{"url":"http://10.0.0.2:4443/","connected":true,"tracks":1}]}`, "http://10.0.0.2:4443/"},
+		{`{"upstreams":[{"url":"http://10.0.0.1:4443/","connected":true,"tracks":0}]}`, ""},
+		{`{"upstreams":null}`, ""},
 	} {
 		if got := provision.StatsUpstream([]byte(tc.stats)); got != tc.want {
 			t.Errorf("%s: %q, want %q", tc.stats, got, tc.want)

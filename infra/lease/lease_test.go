@@ -227,10 +227,10 @@ func TestTakeoverOnlyAfterExpiryAndFence(t *testing.T) {
 
 func TestConcurrentTakesOneWins(t *testing.T) {
 	for name, url := range backends(t) {
+		if name == "blob" {
+			continue // mem:// opens a bucket of its own each time: no contest
+		}
 		t.Run(name, func(t *testing.T) {
-			if name == "blob" {
-				t.Skip("mem:// opens a bucket of its own each time")
-			}
 			var wg sync.WaitGroup
 			var won atomic.Int32
 			// One fleet name for the eight (open gives an s3:// bucket's

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/relayfleet/relayfleet/infra/lease"
+	"github.com/relayfleet/relayfleet/inventories"
 )
 
 // LockOptions say how a command takes its fleet's lease.
@@ -54,6 +55,13 @@ func LockFleet(ctx context.Context, st *Stack, o LockOptions) (*lease.Held, func
 	backend, err := st.Backend()
 	if err != nil {
 		return nil, nil, err
+	}
+	// A shared backend without the team's passphrase is refused before
+	// the store is touched (the lease is the first thing written there).
+	if inventories.IsRemoteBackend(backend) {
+		if _, _, err := st.secretsPassphrase(backend); err != nil {
+			return nil, nil, err
+		}
 	}
 	l, err := lease.Open(ctx, backend, st.Fleet.Name)
 	if err != nil {

@@ -121,9 +121,7 @@ func (l *routeLog) count(from, to time.Time) int {
 // the router, and every listener hears audio again soon after the edge
 // pulls again (see the bound below).
 func TestReconnectStormBounded(t *testing.T) {
-	if testing.Short() {
-		t.Skip("a 30 s run of 200 listeners")
-	}
+	testutil.Short(t, "make test-long (a 30 s run of 200 listeners)")
 	const (
 		listeners = 200
 		outage    = 20 * time.Second

@@ -177,15 +177,13 @@ func (d *demo) publish(ctx context.Context) error {
 	if err := os.WriteFile(tokFile, []byte(tok+"\n"), 0o600); err != nil {
 		return err
 	}
-	pub, err := d.startStream(origins[0], "")
-	if err != nil {
+	// The publisher keeps a session to every origin and sends each the
+	// same groups; one that restarts (fleet rollout rolls the origins
+	// too) is reconnected while the others carry the stream, and the
+	// edges fail over to another origin meanwhile.
+	if _, err := d.startStream(origins); err != nil {
 		return err
 	}
-	// relay publish takes one origin and does not come back when it
-	// restarts (fleet rollout rolls the origins too): the stream starts
-	// again on the next origin, which the edges pull from once their link
-	// to the restarted one drops.
-	go d.keepPublishing(pub, origins)
 	// Prove it end to end: a listener on an edge relay, which pulls the
 	// broadcast from the origin.
 	rs := d.relays()
@@ -204,10 +202,10 @@ func (d *demo) publish(ctx context.Context) error {
 	return nil
 }
 
-// startStream starts ffmpeg's Opus stream into relay publish to url
-// (logs publish.log and ffmpeg.log, with suffix when restarted) and
-// returns the publisher.
-func (d *demo) startStream(url, suffix string) (*bg, error) {
+// startStream starts ffmpeg's Opus stream into relay publish to every
+// origin in urls (logs publish.log and ffmpeg.log) and returns the
+// publisher.
+func (d *demo) startStream(urls []string) (*bg, error) {
 	ff := exec.Command("ffmpeg", "-hide_banner", "-loglevel", "error", "-re",
 		"-f", "lavfi", "-i", "sine=frequency=440:sample_rate=48000",
 		"-c:a", "libopus", "-ar", "48000", "-ac", "1", "-b:a", "32k",
@@ -216,65 +214,26 @@ func (d *demo) startStream(url, suffix string) (*bg, error) {
 	if err != nil {
 		return nil, err
 	}
-	ffLog, _ := os.Create(d.path("logs", "ffmpeg"+suffix+".log"))
+	ffLog, _ := os.Create(d.path("logs", "ffmpeg.log"))
 	ff.Stderr = ffLog
 	ff.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	d.say("    $ ffmpeg -re -f lavfi -i sine=frequency=440:sample_rate=48000 -c:a libopus -ar 48000 -ac 1 -b:a 32k -frame_duration 120 -application voip -page_duration 120000 -f ogg - \\")
 	if err := ff.Start(); err != nil {
 		return nil, err
 	}
-	b := &bg{name: "ffmpeg", cmd: ff, done: make(chan struct{}), log: d.path("logs", "ffmpeg"+suffix+".log")}
+	b := &bg{name: "ffmpeg", cmd: ff, done: make(chan struct{}), log: d.path("logs", "ffmpeg.log")}
 	go func() { ff.Wait(); ffLog.Close(); close(b.done) }()
 	d.mu.Lock()
 	d.procs = append(d.procs, b)
 	d.mu.Unlock()
 	d.say("      |")
-	pub, err := d.start("publish"+suffix, pipe, d.relayBin(), "publish", "--ogg", "-", "--name", broadcast, "--token-file", d.path("publish.jwt"), url)
+	args := append([]string{"publish", "--ogg", "-", "--name", broadcast, "--token-file", d.path("publish.jwt")}, urls...)
+	pub, err := d.start("publish", pipe, d.relayBin(), args...)
 	if err != nil {
 		b.stop(time.Second)
 		return nil, err
 	}
 	return pub, nil
-}
-
-// keepPublishing starts the stream again on the next origin each time
-// the publisher ends (or logs its last error: a publisher whose session
-// was closed may stay up), until the demo stops.
-func (d *demo) keepPublishing(pub *bg, origins []string) {
-	for i := 1; ; i++ {
-		for !publisherEnded(pub) {
-			time.Sleep(250 * time.Millisecond)
-		}
-		if d.stopping.Load() {
-			return
-		}
-		pub.stop(2 * time.Second)
-		time.Sleep(200 * time.Millisecond)
-		url := origins[i%len(origins)]
-		d.say("      the publisher ended (its origin restarted?): publishing again to %s", url)
-		next, err := d.startStream(url, fmt.Sprintf("-%d", i))
-		if err != nil {
-			d.say("      publishing again: %v", err)
-			return
-		}
-		if d.stopping.Load() {
-			next.stop(time.Second)
-			return
-		}
-		pub = next
-	}
-}
-
-// publisherEnded says whether the publisher exited or logged the error
-// it ends on ("relay publish: ...").
-func publisherEnded(pub *bg) bool {
-	select {
-	case <-pub.done:
-		return true
-	default:
-	}
-	data, _ := os.ReadFile(pub.log)
-	return bytes.Contains(data, []byte("relay publish: "))
 }
 
 func (d *demo) ramp(ctx context.Context) error {
