@@ -63,7 +63,7 @@ func (d *demo) run(ctx context.Context) error {
 	}{
 		{"the plan: the story's 100,000 listeners, then this demo's", d.plan},
 		{"fleet up: 2 origin boxes and a steady fleet of 2 lab boxes through Pulumi, converged", d.up},
-		{"a real Opus stream: ffmpeg (libopus, 48 kHz mono, 120 ms frames, voip) into the first origin", d.publish},
+		{"a real Opus stream: ffmpeg (libopus, 48 kHz mono, 120 ms frames, voip) into both origins", d.publish},
 		{"listeners ramped through the router", d.ramp},
 		{"an event: a burst box up before it, taking new listeners", d.eventUpStep},
 		{"the event ends: drained, destroyed, orphan check", d.eventDown},
