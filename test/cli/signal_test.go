@@ -219,7 +219,8 @@ func TestSignalsEndCommands(t *testing.T) {
 		api := newBlackhole(t)
 		out := filepath.Join(t.TempDir(), "monitor")
 		systest.Interrupt(t, bin, "fleet monitor", []string{"monitor", "--inventory", inv, "--state-dir", state, "--backend", "http://" + api.addr(), "--out", out},
-			[]string{"PULUMI_ACCESS_TOKEN=pul-0000000000000000000000000000000000000000"}, api.reached(), syscall.SIGINT)
+			// A shared backend needs the team's passphrase given.
+			[]string{"PULUMI_ACCESS_TOKEN=pul-0000000000000000000000000000000000000000", "PULUMI_CONFIG_PASSPHRASE=signal-test"}, api.reached(), syscall.SIGINT)
 		emptyDir(t, out)
 	})
 	t.Run("up", func(t *testing.T) {
