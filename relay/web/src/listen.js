@@ -83,9 +83,6 @@ function message(err) {
 	return scrub(err && err.message ? err.message : err);
 }
 
-const BACKOFF_MIN_MS = 500;
-const BACKOFF_MAX_MS = 2000;
-const BACKOFF_STEADY_MS = 10000;
 const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
 
 // within resolves like p, or rejects with Error(what) after ms.
@@ -470,20 +467,11 @@ async function run() {
 		stats.state = "no broadcast: open /listen?broadcast=NAME";
 		return;
 	}
-	// Reconnect backoff, as the Go client's (relay/client/backoff.go):
-	// before attempt k a wait drawn from [0, min(2 s, 500 ms * 2^k)) (full
-	// jitter), k reset only once audio flowed for 10 s on one connection,
-	// so that a relay whose origin is away is not asked again and again.
-	let attempt = 0;
+	let backoff = 250;
 	for (;;) {
 		let s;
 		let reason;
 		const before = stats.frames;
-		let heardSince = 0;
-		const heard = setInterval(() => {
-			if (stats.frames > before && !heardSince) heardSince = Date.now();
-			if (heardSince && Date.now() - heardSince >= BACKOFF_STEADY_MS) attempt = 0;
-		}, 1000);
 		try {
 			stats.state = "connecting";
 			s = await connect();
@@ -508,17 +496,12 @@ async function run() {
 				s.close();
 			}
 		}
-		clearInterval(heard);
 		stats.lastReason = reason;
 		stats.reconnects++;
 		// An expired token: back at once with a fresh one.
-		let wait = 0;
-		if (reason !== "token expired") {
-			wait = Math.random() * Math.min(BACKOFF_MAX_MS, BACKOFF_MIN_MS * 2 ** attempt);
-			attempt++;
-		}
-		stats.state = `reconnecting in ${(wait / 1000).toFixed(1)} s (${reason})`;
-		await sleep(wait);
+		backoff = reason === "token expired" ? 0 : stats.frames > before ? 250 : Math.min(backoff * 2, 8000);
+		stats.state = `reconnecting in ${(backoff / 1000).toFixed(1)} s (${reason})`;
+		await sleep(backoff);
 	}
 }
 
