@@ -197,6 +197,20 @@ steady:
 			p.Cmd.Process.Kill()
 			t.Fatalf("the rollout did not end after %v:\n%s", sig, p.Log())
 		}
+		if kill {
+			// A killed rollout leaves the fleet's lease held: the next
+			// command is refused naming it, until fleet unlock finds its
+			// holder dead and clears it.
+			_, errOut, code := fleet(t, append([]string{"converge"}, lf.args()...)...)
+			if code == 0 || !strings.Contains(errOut, `locked by "fleet rollout"`) {
+				t.Errorf("a command after the killed rollout: exit %d, %q; want refused, naming the rollout's lease", code, errOut)
+			}
+			out, errOut, code := fleet(t, "unlock", "--inventory", lf.Inv, "--state-dir", lf.State)
+			t.Logf("fleet unlock: exit %d\n%s%s", code, out, errOut)
+			if code != 0 {
+				t.Fatalf("fleet unlock after the killed rollout: exit %d", code)
+			}
+		}
 		return p.Log()
 	}
 	rollout := func(v string) string {
