@@ -284,6 +284,12 @@ func TestE2EEventLifecycle(t *testing.T) {
 	if rec := record(); rec.Phase != events.Destroying {
 		t.Fatalf("after the kill: phase %s, want destroying", rec.Phase)
 	}
+	// The killed run's lease stays until it expires (the timer's next
+	// run takes it over then); the operator clears it at once with fleet
+	// unlock, which finds its holder dead.
+	if out, err := fleetCmd("unlock", "--inventory", inv, "--state-dir", e.state, "--pulumi", e.cli).CombinedOutput(); err != nil {
+		t.Fatalf("fleet unlock after the killed reconcile: %v\n%s", err, out)
+	}
 	out = reconcile(end.Add(3 * time.Minute))
 	rec = record()
 	if rec.Phase != events.Gone || rec.Remaining != 0 {

@@ -765,6 +765,14 @@ events:
 		syscall.Kill(pid, syscall.SIGKILL)
 	}
 	killed.Kill()
+	// The killed run's lease stays until it expires (the timer's next run
+	// takes it over then); the operator clears it at once with fleet
+	// unlock, which finds its holder dead.
+	unlock := fleetCmd(ctx, state, "unlock", "--inventory", inv)
+	unlock.Args = slices.DeleteFunc(unlock.Args, func(a string) bool { return a == "--ssh-key" || a == e.adminKey })
+	if out, err := unlock.CombinedOutput(); err != nil {
+		t.Fatalf("fleet unlock after the killed reconcile: %v\n%s", err, out)
+	}
 	// The next reconcile finds the server by name, its labels the box's,
 	// deletes it and makes the box again. The create hangs until the left
 	// server is gone (so that its machine is never made), then goes on.
