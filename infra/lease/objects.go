@@ -43,7 +43,7 @@ var errExists = errors.New("already exists")
 func openObjects(ctx context.Context, backend string) (objects, string, error) {
 	u, err := url.Parse(backend)
 	if err != nil {
-		return nil, "", fmt.Errorf("lease: backend %q: %v", redact(backend), err)
+		return nil, "", fmt.Errorf("lease: backend %q: %v", bucketurl.Redact(backend), err)
 	}
 	switch u.Scheme {
 	case "file":
@@ -51,22 +51,16 @@ func openObjects(ctx context.Context, backend string) (objects, string, error) {
 		if u.Host != "" && u.Host != "localhost" {
 			dir = filepath.Join(u.Host, dir)
 		}
-		return fileObjects(dir), redact(backend), nil
+		return fileObjects(dir), bucketurl.Redact(backend), nil
 	case "s3", "gs", "azblob", "mem":
 		b, err := bucketurl.Open(ctx, backend)
 		if err != nil {
-			return nil, "", fmt.Errorf("lease: backend %s: %v", redact(backend), err)
+			return nil, "", fmt.Errorf("lease: backend %s: %v", bucketurl.Redact(backend), err)
 		}
-		return &blobObjects{b: b}, redact(backend), nil
+		return &blobObjects{b: b}, bucketurl.Redact(backend), nil
 	default:
-		return nil, "", fmt.Errorf("lease: backend %s: the fleet's lock is kept in a bucket backend (file://, s3://), not %s://", redact(backend), u.Scheme)
+		return nil, "", fmt.Errorf("lease: backend %s: the fleet's lock is kept in a bucket backend (file://, s3://), not %s://", bucketurl.Redact(backend), u.Scheme)
 	}
-}
-
-// redact is a backend URL without its query.
-func redact(backend string) string {
-	s, _, _ := strings.Cut(backend, "?")
-	return s
 }
 
 // fileObjects is a file:// backend's directory.

@@ -12,7 +12,6 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
-	"strings"
 
 	"gocloud.dev/blob"
 	_ "gocloud.dev/blob/fileblob" // file:// backends
@@ -79,7 +78,7 @@ func OpenBlobs(ctx context.Context, backend, cache string) (*Blobs, error) {
 		u.RawQuery = q.Encode()
 	case "s3", "gs", "azblob":
 	default:
-		return nil, fmt.Errorf("release store: backend %s: releases are kept in a bucket backend (file://, s3://, gs://, azblob://), not %s://", redact(backend), u.Scheme)
+		return nil, fmt.Errorf("release store: backend %s: releases are kept in a bucket backend (file://, s3://, gs://, azblob://), not %s://", bucketurl.Redact(backend), u.Scheme)
 	}
 	var b *blob.Bucket
 	if u.Scheme == "file" {
@@ -88,16 +87,9 @@ func OpenBlobs(ctx context.Context, backend, cache string) (*Blobs, error) {
 		b, err = bucketurl.Open(ctx, backend) // as the Pulumi CLI opens it
 	}
 	if err != nil {
-		return nil, fmt.Errorf("release store: backend %s: %v", redact(backend), err)
+		return nil, fmt.Errorf("release store: backend %s: %v", bucketurl.Redact(backend), err)
 	}
-	return &Blobs{bucket: blob.PrefixedBucket(b, BlobPrefix), cache: cache, where: redact(backend)}, nil
-}
-
-// redact is a backend URL without its query (an endpoint is harmless, but
-// a query is where a careless URL would carry credentials).
-func redact(backend string) string {
-	s, _, _ := strings.Cut(backend, "?")
-	return s
+	return &Blobs{bucket: blob.PrefixedBucket(b, BlobPrefix), cache: cache, where: bucketurl.Redact(backend)}, nil
 }
 
 // Close closes the bucket.

@@ -80,3 +80,10 @@ func translateS3(u *url.URL) error {
 	u.RawQuery = q.Encode()
 	return nil
 }
+
+// Redact is a backend URL without its query, for messages: an endpoint is
+// harmless, but a query is where a careless URL would carry credentials.
+func Redact(backend string) string {
+	s, _, _ := strings.Cut(backend, "?")
+	return s
+}

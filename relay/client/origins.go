@@ -262,12 +262,7 @@ func (o *OriginsTrack) WriteGroup(ctx context.Context, seq uint64, frames [][]by
 	if err != nil {
 		return err
 	}
-	for _, f := range frames {
-		if err := g.WriteFrame(f); err != nil {
-			return err
-		}
-	}
-	return g.Close()
+	return g.writeAll(frames)
 }
 
 // Close ends the broadcast on every origin and closes the sessions.

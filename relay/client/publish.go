@@ -224,6 +224,11 @@ func (tw *TrackWriter) WriteGroup(ctx context.Context, seq uint64, frames [][]by
 	if err != nil {
 		return err
 	}
+	return g.writeAll(frames)
+}
+
+// writeAll writes frames and closes the group.
+func (g *GroupWriter) writeAll(frames [][]byte) error {
 	for _, f := range frames {
 		if err := g.WriteFrame(f); err != nil {
 			return err
