@@ -560,7 +560,7 @@ func (l *Lab) boot(b Box) error {
 	script.WriteString(`exec "$@"` + "\n")
 	args := []string{"-c", script.String(), "relayfleet-lab-" + b.Name,
 		nspawn, "--quiet", "--register=no", "--keep-unit", "--kill-signal=SIGRTMIN+3",
-		"--machine=" + b.Name, "--directory=" + l.rootDir(b.Name),
+		"--machine=" + l.machineName(b.Name), "--directory=" + l.rootDir(b.Name),
 		"--network-bridge=" + l.cfg.Bridge, "--console=read-only",
 		"--resolv-conf=off", "--timezone=off", "--link-journal=no",
 		initPath}
@@ -588,6 +588,14 @@ func (l *Lab) boot(b Box) error {
 	l.logf("%s: booting (pid %d, console log %s)", b.Name, cmd.Process.Pid, logPath)
 	return nil
 }
+
+// machineName is the box's systemd-nspawn machine name: the lab's bridge
+// before the box's name. nspawn names the host end of the box's veth pair
+// after it (vb-NAME, cut with a hash of the whole name when longer than an
+// interface name may be), and interface names are the host's, not the
+// lab's: two labs' boxes of one name (two tests' fleets side by side) would
+// otherwise fight over one vb-NAME.
+func (l *Lab) machineName(name string) string { return l.cfg.Bridge + "-" + name }
 
 // Delete stops the box and removes it. Deleting a box that does not exist
 // is not an error. The bridge goes when the last box does.

@@ -632,3 +632,51 @@ func TestHalfBuiltImageIsRemoved(t *testing.T) {
 		t.Errorf("mounts left: %v", ms)
 	}
 }
+
+// TestTwoLabsOneBoxName: a box of the same name in another lab (another
+// directory, bridge and subnet) boots beside this lab's and both answer,
+// each at its own address, as two tests' fleets side by side make them
+// (make e2e). The host end of a box's veth pair is named after its nspawn
+// machine name, so with machine names taken from box names alone the
+// second box's veth clashed with the first's and it did not boot.
+func TestTwoLabsOneBoxName(t *testing.T) {
+	ctx := testCtx(t, 5*time.Minute)
+	other, err := New(Config{Dir: "/var/lib/relayfleet/lab-twin", ImageDir: testLab.cfg.ImageDir, Bridge: "rftwin0", Subnet: netip.MustParsePrefix("10.231.76.0/24")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := deleteAll(ctx, other); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := deleteAll(context.Background(), other); err != nil {
+			t.Error(err)
+		}
+	})
+	twin, err := other.Start(ctx, Spec{Name: box1, Shape: testShape, Labels: map[string]string{"fleet": "labtest"}})
+	if err != nil {
+		t.Fatalf("a second %s in another lab: %v", box1, err)
+	}
+	if err := other.Wait(ctx, box1); err != nil {
+		t.Fatalf("a second %s in another lab: %v", box1, err)
+	}
+	first, err := testLab.Get(ctx, box1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if twin.Address == first.Address {
+		t.Fatalf("both %s at %s", box1, twin.Address)
+	}
+	for _, c := range []struct {
+		l    *Lab
+		want netip.Addr
+	}{{testLab, first.Address}, {other, twin.Address}} {
+		var out, errb bytes.Buffer
+		if err := c.l.Run(ctx, box1, "hostname; ip -4 -o addr show host0", nil, &out, &errb); err != nil {
+			t.Fatalf("%s in %s: %v: %s", box1, c.l.Dir(), err, errb.String())
+		}
+		if !strings.HasPrefix(out.String(), box1+"\n") || !strings.Contains(out.String(), c.want.String()+"/") {
+			t.Errorf("%s in %s says %q, want its name and %s", box1, c.l.Dir(), out.String(), c.want)
+		}
+	}
+}

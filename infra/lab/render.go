@@ -11,8 +11,9 @@ import (
 	"strings"
 )
 
-// nameRE is what a box name may look like: a DNS label short enough for the
-// host side of its veth pair (vb-NAME) to keep the whole name.
+// nameRE is what a box name may look like: a short DNS label (11
+// characters: the lab once named the host side of a box's veth pair
+// vb-NAME, and the fleet's lab box names are cut to fit).
 var nameRE = regexp.MustCompile(`^[a-z][a-z0-9-]{0,10}$`)
 
 // ValidName reports whether name can be a box name.
