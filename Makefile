@@ -230,9 +230,13 @@ $(PULUMI_LANGUAGE_GO): $(call stamp,pulumi-language-go,tools/pulumi/go.mod tools
 	cd tools/pulumi && $(GO) build -trimpath -ldflags "-X github.com/pulumi/pulumi/sdk/v3/go/common/version.Version=$(PULUMI_LANGUAGE_GO_VERSION)" -o $@.tmp github.com/pulumi/pulumi/sdk/go/pulumi-language-go/v3
 	mv $@.tmp $@
 
-e2e: pulumi ## the provider in process on lab boxes, then fleet up, drift, change, up, destroy through the real Pulumi CLI, and pulumi preview/up in infra/pulumi on the stack fleet up made (root; about a minute warm, TestE2EPulumiCLI about 2 more)
+# How many end-to-end tests run side by side, each on its own lab
+# (test/e2e: e2eLab); 1 runs them one at a time.
+E2E_PARALLEL ?= 3
+
+e2e: pulumi ## the provider in process on lab boxes, then the end-to-end tests through the real Pulumi CLI on lab boxes and local clouds, E2E_PARALLEL (3) at a time, each on its own lab (root; about 15 minutes on 2 cores)
 	$(GO) test -tags lab -count=1 -timeout 15m -v -run TestLab ./infra/provider/
-	RELAYFLEET_PULUMI=$(PULUMI) $(GO) test -tags e2e -count=1 -timeout 40m -v -run TestE2E -skip TestE2EEventResumedOnAnotherMachine ./test/e2e/
+	RELAYFLEET_PULUMI=$(PULUMI) $(GO) test -tags e2e -count=1 -timeout 40m -parallel $(E2E_PARALLEL) -v -run TestE2E -skip TestE2EEventResumedOnAnotherMachine ./test/e2e/
 
 .PHONY: e2e-state
 

@@ -80,6 +80,13 @@ func lastLine(s string) string { return systest.LastLine(s) }
 // e2eLab is one end-to-end test's world: e2eSetup's binaries and work
 // directory, a state directory in it, the test's own lab (its own
 // directory, bridge and subnet), and the fleet command pointed at them.
+//
+// Tests on labs of their own run side by side (t.Parallel; make e2e's
+// -parallel): a lab's boxes, bridge, subnet, cgroups and veth ends are its
+// own (infra/lab names the nspawn machine after the bridge), a state
+// directory is the test's, and every address the test serves on is the
+// lab's or a free loopback port. A test that sets the process's
+// environment (t.Setenv) cannot: it runs alone, before the others.
 type e2eLab struct {
 	t                      *testing.T
 	cli, images, work      string

@@ -88,6 +88,7 @@ func routerRefused(t *testing.T, port int) int64 {
 }
 
 func TestE2EEventLifecycle(t *testing.T) {
+	t.Parallel() // its own lab and fleet: see e2eLab
 	e := newE2ELab(t, evLabDir, evBridge, evSubnet, nil)
 	cli, work, relayBin, state := e.cli, e.work, e.relayBin, e.state
 	inv := filepath.Join(work, "lab.yaml")

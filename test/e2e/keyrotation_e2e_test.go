@@ -89,6 +89,7 @@ func login(b lab.Box, key ssh.Signer) error {
 }
 
 func TestE2EKeyRotationInPlace(t *testing.T) {
+	t.Parallel() // its own lab and fleet: see e2eLab
 	e := newE2ELab(t, rotLabDir, rotBridge, rotSubnet, map[string]string{"fleet": "safc"})
 	cli, work, fleetBin, relayBin := e.cli, e.work, e.fleetBin, e.relayBin
 	state, inv := e.state, filepath.Join(e.work, "safc.yaml")

@@ -27,6 +27,7 @@ import (
 // it, fleet unlock clears both (the holder's pid is gone), and fleet up
 // then completes with no box duplicated.
 func TestE2ELease(t *testing.T) {
+	t.Parallel() // its own lab and fleet: see e2eLab
 	e := newE2ELab(t, "/var/lib/relayfleet/lab-lease", "rflse0", "10.231.97.0/24", map[string]string{"fleet": "lk"})
 	e.inv = filepath.Join(e.work, "lab.yaml")
 	// A fleet name of its own: lab box names are machine names, shared

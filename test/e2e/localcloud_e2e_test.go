@@ -193,6 +193,7 @@ type lcEnv struct {
 // DigitalOcean side by side, each in its own lab (CI's time: about four
 // minutes each), and prints each cloud's LOCALCLOUD line.
 func TestE2ELocalCloud(t *testing.T) {
+	t.Parallel() // its own lab and fleet: see e2eLab
 	cli, images, work, fleetBin, relayBin := e2eSetup(t)
 	e := &lcEnv{cli: cli, images: images, work: work, fleetBin: fleetBin, relayV1: relayBin}
 	// The rollout's release: the same relay with another version stamp.

@@ -32,6 +32,7 @@ const (
 // up` after the fleet file asks for three boxes makes the third; fleet
 // preview then plans no change.
 func TestE2EPulumiCLI(t *testing.T) {
+	t.Parallel() // its own lab and fleet: see e2eLab
 	e := newE2ELab(t, plgLabDir, plgBridge, plgSubnet, map[string]string{"fleet": "lab"})
 	inv := filepath.Join(e.work, "lab.yaml")
 	e.inv = inv

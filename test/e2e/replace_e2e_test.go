@@ -61,6 +61,7 @@ steady:
 }
 
 func TestE2EReplaceOneBoxAtATime(t *testing.T) {
+	t.Parallel() // its own lab and fleet: see e2eLab
 	e := newE2ELab(t, safeLabDir, safeBridge, safeSubnet, map[string]string{"fleet": safeFleet})
 	work, relayBin, state, inv := e.work, e.relayBin, e.state, filepath.Join(e.work, "safe.yaml")
 	e.inv = inv

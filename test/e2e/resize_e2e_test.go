@@ -48,6 +48,7 @@ uplink_headroom: 0.7
 `
 
 func TestE2EEventCalibrationChangeAndResize(t *testing.T) {
+	t.Parallel() // its own lab and fleet: see e2eLab
 	e := newE2ELab(t, rzLabDir, rzBridge, rzSubnet, nil)
 	cli, work, relayBin, state := e.cli, e.work, e.relayBin, e.state
 	inv := filepath.Join(work, "lab.yaml")

@@ -32,6 +32,7 @@ const (
 )
 
 func TestE2ERevokedTokenClosedOnEveryRelay(t *testing.T) {
+	t.Parallel() // its own lab and fleet: see e2eLab
 	e := newE2ELab(t, rvkLabDir, rvkBridge, rvkSubnet, map[string]string{"fleet": "rvk"})
 	inv := filepath.Join(e.work, "rvk.yaml")
 	fleetFile := "version: 1\nname: rvk\nsteady:\n  - name: rvk\n    provider: lab\n    shape: small\n    count: 2\n    processes: auto\n    base_port: 4443\n"

@@ -65,6 +65,7 @@ func (s *procScanner) run(ctx context.Context, done chan<- struct{}) {
 // than a vanished process's fails the test, since a process it cannot
 // read could hold the token.
 func TestE2ESecretNeverOnACommandLine(t *testing.T) {
+	t.Parallel() // its own lab and fleet: see e2eLab
 	cli, work, fleetBin, _ := e2eBuildSetup(t)
 	state := filepath.Join(work, "state")
 	const token = "hc-argv-0123456789abcdefSECRETtoken"

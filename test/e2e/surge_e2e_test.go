@@ -37,6 +37,7 @@ const (
 // no lab box carries the surge's label. The reconciles run on a clock
 // given by --now; the load and the relays are real.
 func TestE2ESurge(t *testing.T) {
+	t.Parallel() // its own lab and fleet: see e2eLab
 	e := newE2ELab(t, srgLabDir, srgBridge, srgSubnet, nil)
 	work, relayBin, state, cli := e.work, e.relayBin, e.state, e.cli
 	inv := filepath.Join(work, "lab.yaml")

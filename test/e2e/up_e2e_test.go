@@ -37,6 +37,7 @@ const (
 )
 
 func TestE2EUpChangeUpDestroy(t *testing.T) {
+	t.Parallel() // its own lab and fleet: see e2eLab
 	e := newE2ELab(t, e2eLabDir, e2eBridge, e2eSubnet, map[string]string{"fleet": "lab"})
 	state, inv := e.state, filepath.Join(e.work, "lab.yaml")
 	e.inv = inv
