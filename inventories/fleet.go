@@ -153,6 +153,17 @@ func (a Access) UncappedAddresses() string {
 	return strings.Join(out, ",")
 }
 
+// Uncapped reports whether addr is one of access.load_generators.
+func (a Access) Uncapped(addr netip.Addr) bool {
+	addr = addr.Unmap().WithZone("")
+	for _, s := range a.LoadGenerators {
+		if p, err := parseAddressOrPrefix(s); err == nil && p.Contains(addr) {
+			return true
+		}
+	}
+	return false
+}
+
 // parseAddressOrPrefix reads an IP address (its own /32 or /128) or a
 // CIDR prefix.
 func parseAddressOrPrefix(s string) (netip.Prefix, error) {
