@@ -113,9 +113,69 @@ type Access struct {
 	PublicListen []string `yaml:"public_listen"`
 	// MaxSessionsPerAddress caps the sessions each relay process admits
 	// from one source address (relay serve --max-sessions-per-address);
-	// 0, the default, sets no cap: listeners behind one carrier NAT, and
-	// fleet loadtest, come from one address.
-	MaxSessionsPerAddress int `yaml:"max_sessions_per_address"`
+	// unset, DefaultMaxSessionsPerAddress; 0 sets no cap (a fleet whose
+	// listeners come through one proxy or carrier NAT).
+	MaxSessionsPerAddress *int `yaml:"max_sessions_per_address,omitempty"`
+	// LoadGenerators are the addresses (or CIDR prefixes) of the fleet's
+	// own load generators (fleet loadtest, the demo's loadgen), whose
+	// sessions no per-address cap counts (relay serve
+	// --uncapped-addresses): they open thousands from one address.
+	LoadGenerators []string `yaml:"load_generators,omitempty"`
+}
+
+// DefaultMaxSessionsPerAddress is access.max_sessions_per_address when the
+// fleet file does not set it: relay serve's own default
+// (relay.DefaultMaxSessionsPerAddress).
+const DefaultMaxSessionsPerAddress = 64
+
+// MaxLoadGenerators is the most access.load_generators entries.
+const MaxLoadGenerators = 64
+
+// SessionsPerAddress is the per-address session cap the fleet's relays
+// run with: access.max_sessions_per_address, or the default; 0 is none.
+func (a Access) SessionsPerAddress() int {
+	if a.MaxSessionsPerAddress == nil {
+		return DefaultMaxSessionsPerAddress
+	}
+	return *a.MaxSessionsPerAddress
+}
+
+// UncappedAddresses is access.load_generators as relay serve
+// --uncapped-addresses takes it: CIDR prefixes, comma-separated, "" for
+// none. The fleet file is valid (Validate).
+func (a Access) UncappedAddresses() string {
+	var out []string
+	for _, s := range a.LoadGenerators {
+		if p, err := parseAddressOrPrefix(s); err == nil {
+			out = append(out, p.String())
+		}
+	}
+	return strings.Join(out, ",")
+}
+
+// Uncapped reports whether addr is one of access.load_generators.
+func (a Access) Uncapped(addr netip.Addr) bool {
+	addr = addr.Unmap().WithZone("")
+	for _, s := range a.LoadGenerators {
+		if p, err := parseAddressOrPrefix(s); err == nil && p.Contains(addr) {
+			return true
+		}
+	}
+	return false
+}
+
+// parseAddressOrPrefix reads an IP address (its own /32 or /128) or a
+// CIDR prefix.
+func parseAddressOrPrefix(s string) (netip.Prefix, error) {
+	if a, err := netip.ParseAddr(s); err == nil && a.Zone() == "" {
+		a = a.Unmap()
+		return netip.PrefixFrom(a, a.BitLen()), nil
+	}
+	p, err := netip.ParsePrefix(s)
+	if err != nil {
+		return netip.Prefix{}, fmt.Errorf("%q is not an IP address or CIDR prefix", s)
+	}
+	return p.Masked(), nil
 }
 
 // Admin is who may reach the boxes' SSH.
@@ -273,8 +333,16 @@ func (f *Fleet) validate(cat *Catalogue) error {
 			return err
 		}
 	}
-	if n := f.Access.MaxSessionsPerAddress; n < 0 || n > MaxSessionsPerAddress {
+	if n := f.Access.SessionsPerAddress(); n < 0 || n > MaxSessionsPerAddress {
 		return fieldErr("access.max_sessions_per_address", "%d; want 0 (no cap) to %d", n, MaxSessionsPerAddress)
+	}
+	if len(f.Access.LoadGenerators) > MaxLoadGenerators {
+		return fieldErr("access.load_generators", "%d entries; want at most %d", len(f.Access.LoadGenerators), MaxLoadGenerators)
+	}
+	for i, s := range f.Access.LoadGenerators {
+		if _, err := parseAddressOrPrefix(s); err != nil {
+			return fieldErr(fmt.Sprintf("access.load_generators[%d]", i), "%v", err)
+		}
 	}
 	for i, p := range f.Access.PublicListen {
 		if err := checkPathPrefix(p); err != nil {

@@ -198,6 +198,7 @@ steady:
 		{"public listen with a space", "version: 1\naccess:\n  public_listen:\n    - live/\n    - \"live now/\"\n", 5, "access.public_listen[1]", `"live now/" has the character ' '`},
 		{"public listen dot dot", "version: 1\naccess:\n  public_listen: [live/../admin]\n", 3, "access.public_listen[0]", `segment ".."`},
 		{"public listen empty", "version: 1\naccess:\n  public_listen: [\"\"]\n", 3, "access.public_listen[0]", "empty"},
+		{"load generator not an address", "version: 1\naccess:\n  load_generators:\n    - 10.0.0.1\n    - \"10.0.0.0/33\"\n", 5, "access.load_generators[1]", `"10.0.0.0/33" is not an IP address or CIDR prefix`},
 		{"sessions per address negative", "version: 1\naccess:\n  max_sessions_per_address: -1\n", 3, "access.max_sessions_per_address", "-1; want 0 (no cap) to 65536"},
 		{"public listen absolute", "version: 1\naccess:\n  public_listen: [/live]\n", 3, "access.public_listen[0]", "starts with '/'"},
 		{"public listen comma", "version: 1\naccess:\n  public_listen: [\"a/,b/\"]\n", 3, "access.public_listen[0]", "character ','"},
@@ -375,5 +376,36 @@ uplink_headroom: 0.7
 				t.Errorf("err = %v, want a one-line error at %s", err, tc.field)
 			}
 		})
+	}
+}
+
+// TestAccessSessionsPerAddress: a fleet file that says nothing caps each
+// relay at 64 sessions per address (relay serve's default), 0 lifts the
+// cap, and the load generators come out as prefixes for
+// --uncapped-addresses.
+func TestAccessSessionsPerAddress(t *testing.T) {
+	for _, tc := range []struct {
+		yaml     string
+		cap      int
+		uncapped string
+	}{
+		{"version: 1\n", 64, ""},
+		{"version: 1\naccess:\n  max_sessions_per_address: 0\n", 0, ""},
+		{"version: 1\naccess:\n  max_sessions_per_address: 16\n  load_generators: [198.51.100.7, \"2001:db8::1\", 10.231.87.9/24]\n", 16, "198.51.100.7/32,2001:db8::1/128,10.231.87.0/24"},
+	} {
+		path := filepath.Join(t.TempDir(), "fleet.yaml")
+		if err := os.WriteFile(path, []byte(tc.yaml), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		f, err := LoadFleet(path, nil)
+		if err != nil {
+			t.Fatalf("%q: %v", tc.yaml, err)
+		}
+		if got := f.Access.SessionsPerAddress(); got != tc.cap {
+			t.Errorf("%q: cap %d, want %d", tc.yaml, got, tc.cap)
+		}
+		if got := f.Access.UncappedAddresses(); got != tc.uncapped {
+			t.Errorf("%q: uncapped %q, want %q", tc.yaml, got, tc.uncapped)
+		}
 	}
 }

@@ -37,6 +37,9 @@ type Target struct {
 	// MaxSessionsPerAddress caps each relay's sessions from one source
 	// address; 0: no cap.
 	MaxSessionsPerAddress int
+	// UncappedAddresses are the fleet's load generators (CIDR prefixes,
+	// comma-separated), whose sessions no per-address cap counts.
+	UncappedAddresses string
 	// TLSKey is the box's relay TLS key (BoxTLSKey), which every relay
 	// serves its certificates for; nil leaves the relays making their own.
 	TLSKey []byte
@@ -178,7 +181,7 @@ func convergeTarget(ctx context.Context, t Target, release string, o Options, pr
 	if root == "" {
 		root = DefaultRoot
 	}
-	plan, err := DesiredRelay(units.Layout{Cores: facts.Cores, RAM: facts.RAM, Processes: t.Processes, BasePort: t.BasePort, Binary: root + "/current/relay", CPUs: facts.CPUs, Upstream: t.Upstream, PublicListen: t.PublicListen, MaxSessionsPerAddress: t.MaxSessionsPerAddress}, release, t.AuthKeys, t.TLSKey)
+	plan, err := DesiredRelay(units.Layout{Cores: facts.Cores, RAM: facts.RAM, Processes: t.Processes, BasePort: t.BasePort, Binary: root + "/current/relay", CPUs: facts.CPUs, Upstream: t.Upstream, PublicListen: t.PublicListen, MaxSessionsPerAddress: t.MaxSessionsPerAddress, UncappedAddresses: t.UncappedAddresses}, release, t.AuthKeys, t.TLSKey)
 	if err != nil {
 		return facts, nil, err
 	}

@@ -267,6 +267,22 @@ func addressKey(remote string) netip.Addr {
 	return a
 }
 
+// capKey is addressKey(remote), or the zero Addr, which no per-address
+// cap counts, when remote is one of the server's uncapped addresses.
+func (s *Server) capKey(remote string) netip.Addr {
+	if len(s.uncapped) > 0 {
+		if ap, err := netip.ParseAddrPort(remote); err == nil {
+			a := ap.Addr().Unmap().WithZone("")
+			for _, p := range s.uncapped {
+				if p.Contains(a) {
+					return netip.Addr{}
+				}
+			}
+		}
+	}
+	return addressKey(remote)
+}
+
 // packetCounter is implemented by transports that count received packets
 // (raw QUIC; WebSocket counts messages).
 type packetCounter interface{ PacketsReceived() uint64 }

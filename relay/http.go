@@ -274,7 +274,7 @@ func (r *Relay) serveSession(w http.ResponseWriter, req *http.Request) {
 		}
 	}
 	admitted := false
-	from := addressKey(req.RemoteAddr)
+	from := r.srv.capKey(req.RemoteAddr)
 	if isWT || isWS {
 		if cause := r.srv.admit(from); cause != "" {
 			r.srv.refuseAdmission(cause, via, req.RemoteAddr)

@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/netip"
 	"os"
 	"runtime/debug"
 	"strconv"
@@ -222,6 +223,12 @@ type Config struct {
 	// negative means no cap (a relay behind a proxy, a load generator's
 	// target).
 	MaxSessionsPerAddress int
+	// UncappedAddresses are the sources whose sessions no per-address cap
+	// counts (MaxSessionsPerAddress, and the streams waiting per address):
+	// the fleet's own load generators, which open thousands of sessions
+	// from one address. The relay-wide caps and the memory budget still
+	// hold for them.
+	UncappedAddresses []netip.Prefix
 	// ReapAfter is how long a QUIC or WebSocket session may receive
 	// nothing before the reaper ends it (a WebSocket one is pinged
 	// first); 0 means DefaultReapAfter.
@@ -460,7 +467,7 @@ func Start(ctx context.Context, cfg Config) (*Relay, error) {
 	r := &Relay{
 		srv: NewServer(ServerOptions{
 			Logger: logger, Auth: auth, Upstreams: cfg.Upstreams, MemoryBudget: budget,
-			MaxSessions: cfg.MaxSessions, MaxSessionsPerAddress: cfg.maxPerAddress(), ReapAfter: cfg.ReapAfter, MemoryUsage: cfg.MemoryUsage,
+			MaxSessions: cfg.MaxSessions, MaxSessionsPerAddress: cfg.maxPerAddress(), UncappedAddresses: cfg.UncappedAddresses, ReapAfter: cfg.ReapAfter, MemoryUsage: cfg.MemoryUsage,
 			HeartbeatInterval: cfg.heartbeatInterval(), ExpiryGrace: cfg.ExpiryGrace,
 		}),
 		logger:   logger,
@@ -659,7 +666,7 @@ func (r *Relay) acceptQUIC() {
 		case moqlite.ALPN:
 			r.srv.wg.Add(1)
 			remote := conn.RemoteAddr().String()
-			from := addressKey(remote)
+			from := r.srv.capKey(remote)
 			if cause := r.srv.admit(from); cause != "" {
 				r.srv.refuseAdmission(cause, viaQUIC, remote)
 				go func() { // CloseWithError waits for the connection to end

@@ -41,7 +41,8 @@ type ServeFlags struct {
 	Upstream                                           string // --upstream: comma-separated relay URLs
 
 	SendBatch, AckThreshold, ListenerAckThreshold, MaxListeners int
-	MaxSessionsPerAddress                                       int // --max-sessions-per-address: 0 means no cap
+	MaxSessionsPerAddress                                       int    // --max-sessions-per-address: 0 means no cap
+	UncappedAddresses                                           string // --uncapped-addresses: comma-separated addresses or prefixes
 	PTOAckDelay, AckDelay, ListenerAckDelay                     time.Duration
 	ReapAfter, ShutdownGrace, NoticeGrace                       time.Duration
 	HeartbeatInterval                                           time.Duration // --heartbeat-interval: 0 means none
@@ -133,6 +134,9 @@ func (f *ServeFlags) Config(stderr io.Writer) (Config, error) {
 	}
 	if f.MaxSessionsPerAddress == 0 {
 		cfg.MaxSessionsPerAddress = -1
+	}
+	if cfg.UncappedAddresses, err = ParseAddressList(f.UncappedAddresses); err != nil {
+		return Config{}, cli.Usagef("--uncapped-addresses: %v", err)
 	}
 	if f.ResetSecretFile != "" {
 		if cfg.ResetSecret, err = LoadResetSecret(f.ResetSecretFile); err != nil {
@@ -423,4 +427,28 @@ func WriteAuthKey(path string) (string, error) {
 	}
 	k.Private = nil
 	return FormatKey(k), nil
+}
+
+// ParseAddressList reads a comma-separated list of IP addresses and CIDR
+// prefixes (--uncapped-addresses): an address is its own /32 or /128.
+// Empty means none.
+func ParseAddressList(s string) ([]netip.Prefix, error) {
+	var out []netip.Prefix
+	for _, f := range strings.Split(s, ",") {
+		f = strings.TrimSpace(f)
+		if f == "" {
+			continue
+		}
+		if a, err := netip.ParseAddr(f); err == nil && a.Zone() == "" {
+			a = a.Unmap()
+			out = append(out, netip.PrefixFrom(a, a.BitLen()))
+			continue
+		}
+		p, err := netip.ParsePrefix(f)
+		if err != nil {
+			return nil, fmt.Errorf("%q is not an IP address or CIDR prefix", f)
+		}
+		out = append(out, p.Masked())
+	}
+	return out, nil
 }

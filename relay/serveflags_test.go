@@ -65,6 +65,7 @@ func TestServeFlagsConfigErrors(t *testing.T) {
 		{"no auth on a LAN address", func(f *relay.ServeFlags) { f.Listen = "10.1.2.3:4443" }, `--listen "10.1.2.3:4443" is not a loopback address`, true},
 		{"no auth on a host name", func(f *relay.ServeFlags) { f.Listen = "relay.example.com:4443" }, `--listen "relay.example.com:4443" is not a loopback address`, true},
 		{"no-auth with a key", func(f *relay.ServeFlags) { f.NoAuth, f.AuthKeyFile = true, "k" }, "--no-auth and --auth-key exclude each other", true},
+		{"bad uncapped address", func(f *relay.ServeFlags) { f.UncappedAddresses = "127.0.0.2,10.0.0.0/33" }, `--uncapped-addresses: "10.0.0.0/33" is not an IP address or CIDR prefix`, true},
 		{"cert alone", func(f *relay.ServeFlags) { f.CertFile = "c" }, "--cert and --key must be given together", true},
 		{"three modes", func(f *relay.ServeFlags) { f.CertFile, f.KeyFile, f.TLSKeyFile, f.ACMEDomain = "c", "k", "t", "a.b" },
 			"--cert/--key and --tls-key and --acme-domain exclude each other: give certificate files, a key for self-signed certificates, or an ACME domain", true},

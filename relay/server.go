@@ -142,6 +142,8 @@ type Server struct {
 	pending int
 	// perAddress counts the admitted sessions by source (addressKey).
 	perAddress map[netip.Addr]int
+	// uncapped are the sources no per-address cap counts (capKey).
+	uncapped []netip.Prefix
 
 	// links: one per upstream URL, in the order given; none without
 	// upstreams. preferred is the one new pulls start on: the one the
@@ -236,6 +238,9 @@ type ServerOptions struct {
 	// MaxSessionsPerAddress caps the sessions open from one source
 	// address (an IPv4 address, an IPv6 /64); 0 means no cap.
 	MaxSessionsPerAddress int
+	// UncappedAddresses are sources no per-address cap counts
+	// (Config.UncappedAddresses).
+	UncappedAddresses []netip.Prefix
 	// ReapAfter is how long a session may receive no packet before the
 	// reaper ends it; 0 means DefaultReapAfter.
 	ReapAfter time.Duration
@@ -268,6 +273,7 @@ func NewServer(opts ServerOptions) *Server {
 		watchers:          make(map[*watcher]struct{}),
 		sessions:          make(map[*session]struct{}),
 		perAddress:        make(map[netip.Addr]int),
+		uncapped:          opts.UncappedAddresses,
 		adm:               newAdmission(opts.MemoryBudget, opts.MaxSessions, opts.MaxSessionsPerAddress, opts.ReapAfter, opts.MemoryUsage),
 		awaiting:          newAwaiting(opts.MemoryBudget, opts.MaxSessionsPerAddress > 0),
 		unknownPulls:      rate.NewLimiter(unknownPullsPerSecond, unknownPullBurst),

@@ -366,6 +366,58 @@ func TestSessionsPerAddressCap(t *testing.T) {
 	})
 }
 
+// TestUncappedAddressesExempt: sessions from an uncapped address (the
+// fleet's own load generator) are not counted by the per-address cap,
+// while the cap still refuses the 65th from any other address, on every
+// transport.
+func TestUncappedAddressesExempt(t *testing.T) {
+	ctx := testContext(t)
+	uncapped, err := relay.ParseAddressList("127.0.0.2, 10.0.0.0/8")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := startRelay(t, relay.Config{MemoryBudget: -1, UncappedAddresses: uncapped})
+	addr := r.Addr().String()
+	var held []*rawWS
+	defer func() {
+		for _, w := range held {
+			w.c.CloseNow()
+		}
+	}()
+	for i := range 64 {
+		w, err := dialRawWS(ctx, addr, "127.0.0.1")
+		if err != nil {
+			t.Fatalf("session %d from 127.0.0.1: %v", i+1, err)
+		}
+		held = append(held, w)
+	}
+	const generator = 100 // sessions from the uncapped address
+	for i := range generator {
+		w, err := dialRawWS(ctx, addr, "127.0.0.2")
+		if err != nil {
+			t.Fatalf("session %d from the uncapped 127.0.0.2: %v", i+1, err)
+		}
+		held = append(held, w)
+	}
+	testutil.WaitFor(t, 10*time.Second, "every session", func() bool { return r.Stats().Sessions == 64+generator })
+	if w, err := dialRawWS(ctx, addr, "127.0.0.1"); err == nil {
+		w.c.CloseNow()
+		t.Fatal("65th WebSocket session from 127.0.0.1 admitted beside an uncapped address")
+	}
+	if s, err := client.Dial(ctx, relayURL(r, ""), &client.Options{Logger: quietLogger(), Transport: client.TransportQUIC}); err == nil {
+		s.Close()
+		t.Fatal("65th session from 127.0.0.1, over QUIC, admitted")
+	}
+	if st := r.Stats(); st.RefusedByReason[relay.ReasonOverloaded] != 2 {
+		t.Errorf("refused %v, want 2 overloaded", st.RefusedByReason)
+	}
+	for _, bad := range []string{"127.0.0.300", "10.0.0.0/33", "relay.example"} {
+		if _, err := relay.ParseAddressList("127.0.0.2," + bad); err == nil || !strings.Contains(err.Error(), bad) {
+			t.Errorf("ParseAddressList %q: %v, want an error naming it", bad, err)
+		}
+	}
+}
+
 // TestSilentStreamIsReset: a stream that carries no message within the
 // first-message deadline is reset; the session stays.
 func TestSilentStreamIsReset(t *testing.T) {

@@ -14,6 +14,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/netip"
 	"strconv"
 	"strings"
 
@@ -60,6 +61,10 @@ type Layout struct {
 	// MaxSessionsPerAddress caps each process's sessions from one source
 	// address (relay serve --max-sessions-per-address); 0: no cap.
 	MaxSessionsPerAddress int
+	// UncappedAddresses are sources whose sessions no per-address cap
+	// counts (relay serve --uncapped-addresses): the fleet's own load
+	// generators, as CIDR prefixes, comma-separated; "" for none.
+	UncappedAddresses string
 	// TLSKey makes every process serve self-signed certificates for the
 	// box's TLS key, made by the fleet, which systemd hands it as the
 	// credential TLSKeyName loaded from TLSKeyFile (root-only on the
@@ -165,6 +170,13 @@ func (l Layout) validate() error {
 	if l.MaxSessionsPerAddress < 0 {
 		return fmt.Errorf("units: max sessions per address %d: want 0 (no cap) or more", l.MaxSessionsPerAddress)
 	}
+	if l.UncappedAddresses != "" {
+		for _, s := range strings.Split(l.UncappedAddresses, ",") {
+			if _, err := netip.ParsePrefix(s); err != nil {
+				return fmt.Errorf("units: uncapped address %q: want a CIDR prefix", s)
+			}
+		}
+	}
 	for _, p := range l.PublicListen {
 		if err := CheckPathPrefix(p); err != nil {
 			return fmt.Errorf("units: public listen prefix %q: %v", p, err)
@@ -210,11 +222,12 @@ func Render(l Layout) ([]File, error) {
 		opt("Unit", "StartLimitIntervalSec", "0"),
 		opt("Service", "Type", "notify"),
 		// Sessions per source address: the fleet file's
-		// access.max_sessions_per_address, 0 (no cap) unless it says so:
-		// fleet loadtest and make demo open thousands of sessions from one
-		// address, and so do listeners behind one carrier NAT; relay serve
-		// alone caps at 64.
-		opt("Service", "ExecStart", l.Binary+" serve --listen [::]:%i --stateless-reset-secret %d/"+ResetSecretName+" --max-sessions-per-address "+strconv.Itoa(l.MaxSessionsPerAddress)+upstreamArg(l.Upstream)+authArgs(l)+tlsKeyArg(l)),
+		// access.max_sessions_per_address (64 unless it says otherwise;
+		// 0: no cap, for listeners behind one proxy or carrier NAT); the
+		// fleet's own load generators (access.load_generators: fleet
+		// loadtest, make demo) open thousands from one address and are
+		// not counted.
+		opt("Service", "ExecStart", l.Binary+" serve --listen [::]:%i --stateless-reset-secret %d/"+ResetSecretName+" --max-sessions-per-address "+strconv.Itoa(l.MaxSessionsPerAddress)+uncappedArg(l.UncappedAddresses)+upstreamArg(l.Upstream)+authArgs(l)+tlsKeyArg(l)),
 		opt("Service", "Restart", "always"),
 		opt("Service", "RestartSec", "1s"),
 		// A hung process (stopped, deadlocked) is killed and restarted
@@ -431,4 +444,13 @@ func checkUpstreamPin(u string) error {
 		return fmt.Errorf("units: upstream %q: after # want spki= and 64 hex digits (the origin's key pin)", u)
 	}
 	return nil
+}
+
+// uncappedArg is relay serve's --uncapped-addresses for the fleet's load
+// generators, or nothing.
+func uncappedArg(prefixes string) string {
+	if prefixes == "" {
+		return ""
+	}
+	return " --uncapped-addresses " + prefixes
 }

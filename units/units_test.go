@@ -154,6 +154,16 @@ func TestAuthFlags(t *testing.T) {
 	if files, err := Render(capped); err != nil || !strings.Contains(string(files[0].Data), " --max-sessions-per-address 64 --auth-key") {
 		t.Errorf("a cap of 64 per address: %v\n%s", err, files[0].Data)
 	}
+	// The fleet's load generators are not counted by it.
+	capped.UncappedAddresses = "203.0.113.9/32,10.231.87.0/24"
+	if files, err := Render(capped); err != nil || !strings.Contains(string(files[0].Data), " --max-sessions-per-address 64 --uncapped-addresses 203.0.113.9/32,10.231.87.0/24 --auth-key") {
+		t.Errorf("uncapped load generators: %v\n%s", err, files[0].Data)
+	}
+	capped.UncappedAddresses = "203.0.113.9"
+	if _, err := Render(capped); err == nil || !strings.Contains(err.Error(), `uncapped address "203.0.113.9"`) {
+		t.Errorf("an uncapped address that is not a prefix: %v", err)
+	}
+	capped.UncappedAddresses = ""
 	capped.MaxSessionsPerAddress = -1
 	if _, err := Render(capped); err == nil {
 		t.Error("a negative cap per address rendered")

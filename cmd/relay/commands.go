@@ -106,6 +106,7 @@ or anywhere with --no-auth); broadcasts not published here pulled from
 	cli.Ranged(fs, "max-listeners", cli.Ints(0, 10_000_000))
 	fs.IntVar(&f.MaxSessionsPerAddress, "max-sessions-per-address", relay.DefaultMaxSessionsPerAddress, "cap on sessions open from one source address (an IPv4 address, an IPv6 /64), on every transport; 0 means none (behind a proxy, or for a load generator)")
 	cli.Ranged(fs, "max-sessions-per-address", cli.Ints(0, 10_000_000))
+	fs.StringVar(&f.UncappedAddresses, "uncapped-addresses", "", "comma-separated IP addresses or CIDR prefixes whose sessions no per-address cap counts (the fleet's own load generators)")
 	fs.DurationVar(&f.ReapAfter, "reap-after", relay.DefaultReapAfter, "end a QUIC or WebSocket session that received nothing for this long (a WebSocket one is pinged first)")
 	cli.Ranged(fs, "reap-after", cli.Durations(time.Second, 24*time.Hour))
 	fs.BoolVar(&f.Pprof, "pprof", false, "serve /debug/pprof/ on the TCP port")

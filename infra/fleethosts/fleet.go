@@ -115,7 +115,8 @@ func (f *Fleet) Converge(ctx context.Context, w io.Writer, o provision.Options, 
 	for i := range targets {
 		targets[i].AuthKeys = []byte(keys)
 		targets[i].PublicListen = f.Stack.Fleet.Access.PublicListen
-		targets[i].MaxSessionsPerAddress = f.Stack.Fleet.Access.MaxSessionsPerAddress
+		targets[i].MaxSessionsPerAddress = f.Stack.Fleet.Access.SessionsPerAddress()
+		targets[i].UncappedAddresses = f.Stack.Fleet.Access.UncappedAddresses()
 	}
 	// Each box keeps the relay TLS key fleet up gave it (the relays
 	// file pins it).

@@ -395,7 +395,7 @@ func Targets(f *inventories.Fleet, hosts []Host, a Access) ([]provision.Target, 
 			c.Close()
 			return nil, nil, err
 		}
-		t := provision.Target{Host: ph, Run: p.Runner(ph), Upstream: upstream, PublicListen: f.Access.PublicListen, MaxSessionsPerAddress: f.Access.MaxSessionsPerAddress}
+		t := provision.Target{Host: ph, Run: p.Runner(ph), Upstream: upstream, PublicListen: f.Access.PublicListen, MaxSessionsPerAddress: f.Access.SessionsPerAddress(), UncappedAddresses: f.Access.UncappedAddresses()}
 		if h.IsOrigin() {
 			t.Upstream, t.Processes = nil, 1
 			if len(h.Ports) > 0 {

@@ -191,7 +191,8 @@ func RotateAuth(ctx context.Context, o RotateOptions) error {
 	for i := range targets {
 		targets[i].AuthKeys = []byte(keyFile)
 		targets[i].PublicListen = st.Fleet.Access.PublicListen
-		targets[i].MaxSessionsPerAddress = st.Fleet.Access.MaxSessionsPerAddress
+		targets[i].MaxSessionsPerAddress = st.Fleet.Access.SessionsPerAddress()
+		targets[i].UncappedAddresses = st.Fleet.Access.UncappedAddresses()
 	}
 	seed, err := FleetTLSSeed(ctx, o.keyStore(st), true)
 	if err != nil {

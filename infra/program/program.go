@@ -353,7 +353,8 @@ func (d *Deployed) boxesOf(ctx *pulumi.Context, f *inventories.Fleet, cat *inven
 			Release:               o.Release,
 			RelayBinary:           o.RelayBinary,
 			PublicListen:          f.Access.PublicListen,
-			MaxSessionsPerAddress: f.Access.MaxSessionsPerAddress,
+			MaxSessionsPerAddress: f.Access.SessionsPerAddress(),
+			UncappedAddresses:     f.Access.UncappedAddresses(),
 		}
 		// The box's relay TLS key, a secret like the auth keys; its
 		// SPKI comes back as the Host's spki output once converged.

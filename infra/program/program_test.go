@@ -280,8 +280,20 @@ const testAuthKeys = "format:ed25519\ned25519-public:0EqyMnQrtKs6E2i9RhXk5tAiSrc
 func TestHostsGetTheAuthKeyAsASecret(t *testing.T) {
 	f, cat := loadFleet(t, "testdata/mixed.yaml")
 	f.Access.PublicListen = []string{"live/", "radio/"}
-	f.Access.MaxSessionsPerAddress = 64
+	// Unset, the cap is the relay's default, and no address is uncapped.
 	m, _ := run(t, f, cat)
+	for _, h := range m.ofType(provider.HostType) {
+		if n := h.Inputs["maxSessionsPerAddress"]; !n.IsNumber() || n.NumberValue() != 64 {
+			t.Errorf("host %s: maxSessionsPerAddress %v, want the default 64", h.Name, n)
+		}
+		if u, ok := h.Inputs["uncappedAddresses"]; ok && u.IsString() && u.StringValue() != "" {
+			t.Errorf("host %s: uncappedAddresses %v, want none", h.Name, u)
+		}
+	}
+	f.Access.MaxSessionsPerAddress = new(int)
+	*f.Access.MaxSessionsPerAddress = 32
+	f.Access.LoadGenerators = []string{"203.0.113.9", "198.51.100.7/24"}
+	m, _ = run(t, f, cat)
 	hosts := m.ofType(provider.HostType)
 	if len(hosts) != 4 {
 		t.Fatalf("%d hosts, want 4", len(hosts))
@@ -294,8 +306,11 @@ func TestHostsGetTheAuthKeyAsASecret(t *testing.T) {
 		if pl := h.Inputs["publicListen"]; !pl.IsArray() || len(pl.ArrayValue()) != 2 || pl.ArrayValue()[0].StringValue() != "live/" {
 			t.Errorf("host %s: publicListen %v", h.Name, pl)
 		}
-		if n := h.Inputs["maxSessionsPerAddress"]; !n.IsNumber() || n.NumberValue() != 64 {
-			t.Errorf("host %s: maxSessionsPerAddress %v, want the fleet file's 64", h.Name, n)
+		if n := h.Inputs["maxSessionsPerAddress"]; !n.IsNumber() || n.NumberValue() != 32 {
+			t.Errorf("host %s: maxSessionsPerAddress %v, want the fleet file's 32", h.Name, n)
+		}
+		if u := h.Inputs["uncappedAddresses"]; !u.IsString() || u.StringValue() != "203.0.113.9/32,198.51.100.0/24" {
+			t.Errorf("host %s: uncappedAddresses %v, want the fleet file's load generators", h.Name, u)
 		}
 		for k, v := range h.Inputs {
 			if k != "authKeys" && strings.Contains(v.String(), "cHJvZ3JhbS10ZXN0") {

@@ -54,6 +54,9 @@ type HostArgs struct {
 	// MaxSessionsPerAddress caps each relay's sessions from one source
 	// address; 0: no cap.
 	MaxSessionsPerAddress int `pulumi:"maxSessionsPerAddress,optional" diff:"inPlace"`
+	// UncappedAddresses are the fleet's load generators, whose sessions
+	// no per-address cap counts: CIDR prefixes, comma-separated.
+	UncappedAddresses string `pulumi:"uncappedAddresses,optional" diff:"inPlace"`
 	// TLSKey is the box's relay TLS key (PEM PKCS #8 ECDSA P-256), a
 	// secret made by the fleet (provision.BoxTLSKey): installed on the box
 	// for root alone and handed to the relays as a systemd credential
@@ -97,6 +100,7 @@ func (a *HostArgs) Annotate(an infer.Annotator) {
 	an.Describe(&a.AuthKeys, "The fleet's relay key file (secret): the public keys that verify tokens and the link key, never a key that signs tokens to publish.")
 	an.Describe(&a.PublicListen, "Broadcast path prefixes listeners may subscribe under without a token.")
 	an.Describe(&a.MaxSessionsPerAddress, "The most sessions each relay process admits from one source address (0: no cap).")
+	an.Describe(&a.UncappedAddresses, "The fleet's load generators (CIDR prefixes, comma-separated), whose sessions no per-address cap counts.")
 	an.Describe(&a.TLSKey, "The box's relay TLS key (secret, PEM PKCS #8 ECDSA P-256): every relay process serves certificates for it.")
 }
 
@@ -126,6 +130,7 @@ func (a HostArgs) layout(cpus []int) units.Layout {
 
 		PublicListen:          a.PublicListen,
 		MaxSessionsPerAddress: a.MaxSessionsPerAddress,
+		UncappedAddresses:     a.UncappedAddresses,
 	}
 }
 

@@ -5,9 +5,11 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"time"
 
@@ -155,7 +157,50 @@ func Run(ctx context.Context, o Options) error {
 	case steps[0] < len(lt.Ports):
 		return cli.Usagef("flag --steps: %d listeners cannot be spread over %d relay processes", steps[0], len(lt.Ports))
 	}
+	most := slices.Max(steps)
+	note, err := CheckUncapped(o.Inventory, fleet.Access, LocalAddrToward(lt.Addr), (most+len(lt.Ports)-1)/len(lt.Ports))
+	if err != nil {
+		return err
+	}
+	if note != "" && !o.JSON {
+		fmt.Fprintf(o.Out, "note: %s\n", note)
+	}
 	return lt.measure(ctx, o, current, calPath, isLab)
+}
+
+// CheckUncapped checks that the relays' per-address session cap lets the
+// load generator's listeners in: perProcess of them on each relay
+// process, all from this machine (local: its address toward the box).
+// With access.load_generators empty nothing exempts them: a usage error
+// naming the field. With a list that does not hold local, a note: the
+// relays may see another address (a NAT's), which the list may hold.
+func CheckUncapped(inventory string, a inventories.Access, local netip.Addr, perProcess int) (note string, err error) {
+	limit := a.SessionsPerAddress()
+	if limit == 0 || perProcess <= limit {
+		return "", nil
+	}
+	if len(a.LoadGenerators) == 0 {
+		return "", cli.Usagef("%s: access.load_generators: empty, and the fleet's relays admit %d sessions from one address while this load test opens up to %d a relay process from this machine (%s): list its address there and run fleet converge", inventory, limit, perProcess, local)
+	}
+	if local.IsValid() && !a.Uncapped(local) {
+		return fmt.Sprintf("this machine's address toward the box, %s, is not in access.load_generators: unless the relays see it as one that is (behind a NAT), they admit %d of the %d listeners a process", local, limit, perProcess), nil
+	}
+	return "", nil
+}
+
+// LocalAddrToward is the address this machine sends from to host (a UDP
+// socket connected to it: no packet is sent); the zero Addr when none.
+func LocalAddrToward(host string) netip.Addr {
+	c, err := net.Dial("udp", net.JoinHostPort(host, "9"))
+	if err != nil {
+		return netip.Addr{}
+	}
+	defer c.Close()
+	ap, err := netip.ParseAddrPort(c.LocalAddr().String())
+	if err != nil {
+		return netip.Addr{}
+	}
+	return ap.Addr().Unmap()
 }
 
 // measure runs the steps and writes the calibration, the result on o.Out.

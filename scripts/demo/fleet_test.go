@@ -24,6 +24,10 @@ func TestDemoFleetHasOrigins(t *testing.T) {
 	if err != nil {
 		t.Fatalf("demo fleet: %v", err)
 	}
+	// The load generators run on the host: its lab bridge address.
+	if got := f.Access.UncappedAddresses(); got != "10.231.87.1/32" {
+		t.Errorf("demo fleet: uncapped %q, want the lab bridge's address", got)
+	}
 	if f.Origins == nil || f.Origins.Count != 2 || len(f.Origin) != 0 {
 		t.Fatalf("demo fleet: origins %+v, static origin %v; want 2 origin boxes and no static origin", f.Origins, f.Origin)
 	}

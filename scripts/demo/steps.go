@@ -34,9 +34,12 @@ origins:
   count: 2
 # Every relay verifies tokens signed with the fleet's key: publishing needs
 # one (the demo's publisher gets it from fleet token), listening under
-# live/ does not.
+# live/ does not. Each relay admits 64 sessions per source address, but
+# the demo's load generators run on this host (its lab bridge address),
+# so their sessions are not counted.
 access:
   public_listen: [live/]
+  load_generators: [` + netip.MustParsePrefix(labSubnet).Masked().Addr().Next().String() + `]
 steady:
   - name: steady
     provider: lab

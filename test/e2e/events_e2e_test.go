@@ -60,7 +60,7 @@ const steadyCap = 8
 func capRelay(t *testing.T, l *lab.Lab, box string, port, n int) {
 	t.Helper()
 	var out strings.Builder
-	cmd := fmt.Sprintf("sed -i 's/ --max-sessions-per-address 0/ --max-sessions-per-address 0 --max-listeners %d/' /etc/systemd/system/relay@.service && "+
+	cmd := fmt.Sprintf("sed -i 's/ --max-sessions-per-address \\([0-9]*\\)/ --max-sessions-per-address \\1 --max-listeners %d/' /etc/systemd/system/relay@.service && "+
 		"grep -q -- '--max-listeners %d' /etc/systemd/system/relay@.service && systemctl daemon-reload && systemctl restart relay@%d.service", n, n, port)
 	if err := l.Run(context.Background(), box, cmd, nil, &out, &out); err != nil {
 		t.Fatalf("cap the relay on %s: %v\n%s", box, err, out.String())
