@@ -42,6 +42,8 @@ func TestCalibrateLab(t *testing.T) {
 	lf := upLabFleet(t, labFleetSpec{LabDir: labDir, Bridge: "rfcal0", Subnet: "10.231.107.0/24",
 		Relay: os.Getenv("RELAYFLEET_LOADTEST_RELAY"), Inventory: `version: 1
 name: calib
+access:
+  load_generators: [10.231.0.0/16]
 steady:
   - name: cal
     provider: lab

@@ -141,6 +141,7 @@ name: %s
 origin: [%q]
 access:
   public_listen: [live/]
+  load_generators: [10.231.0.0/16]
 steady:
   - name: faults
     provider: lab

@@ -29,6 +29,8 @@ func TestLoadtestLab(t *testing.T) {
 	lf := upLabFleet(t, labFleetSpec{LabDir: "/var/lib/relayfleet/lab-loadtest", Bridge: "rflt0", Subnet: "10.231.85.0/24",
 		Relay: os.Getenv("RELAYFLEET_LOADTEST_RELAY"), Inventory: `version: 1
 name: loadtest
+access:
+  load_generators: [10.231.0.0/16]
 steady:
   - name: lt
     provider: lab

@@ -37,6 +37,8 @@ func TestMonitorLab(t *testing.T) {
 	prom := testutil.Require(t, "prometheus", "prometheus")
 	lf := upLabFleet(t, labFleetSpec{LabDir: "/var/lib/relayfleet/lab-monitor", Bridge: "rfmon0", Subnet: "10.231.93.0/24", Inventory: `version: 1
 name: monitor
+access:
+  load_generators: [10.231.0.0/16]
 steady:
   - name: mon
     provider: lab

@@ -74,6 +74,7 @@ func TestRolloutInterruptedLab(t *testing.T) {
 name: %s
 access:
   public_listen: [live/]
+  load_generators: [10.231.0.0/16]
 steady:
   - name: cut
     provider: lab
@@ -305,6 +306,7 @@ steady:
 name: %s
 access:
   public_listen: [live/]
+  load_generators: [10.231.0.0/16]
 steady:
   - name: roots
     provider: static
