@@ -2,10 +2,12 @@ package events
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/relayfleet/relayfleet/infra/backend"
 	"github.com/relayfleet/relayfleet/infra/program"
 	"github.com/relayfleet/relayfleet/inventories"
 )
@@ -142,5 +144,75 @@ func TestSurge(t *testing.T) {
 	run(again.Add(4 * time.Minute))
 	if rec = run(again.Add(5 * time.Minute)); rec.Phase != Up {
 		t.Fatalf("the surge after a burst down: phase %s, want up", rec.Phase)
+	}
+}
+
+// TestSurgeFallsBack: a surge whose burst lists candidates comes up as an
+// event's does: its first candidate refusing every box for capacity, the
+// plan is resized for the next and its boxes are made there in the same
+// reconcile and routed; at its end the proof of teardown lists the cloud
+// that held them.
+func TestSurgeFallsBack(t *testing.T) {
+	h := newHarness(t)
+	r := h.r
+	pool := inventories.Pool{Name: inventories.SurgeEvent, Box: inventories.Box{Provider: "lab", Shape: "small", BasePort: inventories.DefaultBasePort}, Max: 3, // the first candidate is the pool's, as the fleet file's check makes it
+		Candidates: []inventories.Candidate{{Provider: "lab", Shape: "small"}, {Provider: "hcloud", Shape: "ccx33", Location: "fsn1"}}}
+	r.Fleet.Surge = &inventories.Surge{WhenHeadroomBelow: 0.2, For: inventories.Duration(time.Minute), BackFor: inventories.Duration(10 * time.Minute), Max: 3, Burst: pool}
+	r.Events = &inventories.Events{}
+	steady := []program.HostEntry{{Name: "s1", Address: "10.9.0.1", Ports: []int{4443}}, {Name: "s2", Address: "10.9.0.2", Ports: []int{4443}}}
+	if _, err := program.SetStackHosts(r.StateDir, r.Fleet.Name, steady); err != nil {
+		t.Fatal(err)
+	}
+	probe := &loadProbe{listeners: map[string]int64{"s1": 90, "s2": 90}, room: map[string]int64{"s1": 10, "s2": 10}}
+	r.Probe = probe
+	stacks := &spillStacks{fleet: r.Fleet.Name, refuse: func(k, n int) bool { return k == 0 }}
+	r.Stacks = stacks
+	var swept []string
+	r.Backends = func(name string) (backend.Backend, error) {
+		swept = append(swept, name)
+		return h.cloud, nil
+	}
+	run := func(at time.Time) *Record {
+		t.Helper()
+		if _, err := r.Reconcile(context.Background(), at); err != nil { // a refused candidate fails the run that meets it
+			t.Logf("reconcile at %s: %v", at.Format(time.RFC3339), err)
+		}
+		rec, _, err := ReadRecord(r.StateDir, inventories.SurgeEvent)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return rec
+	}
+	t0 := time.Date(2026, 12, 7, 12, 0, 0, 0, time.UTC)
+	run(t0)
+	rec := run(t0.Add(61 * time.Second))
+	if len(stacks.calls) != 2 || !strings.HasPrefix(stacks.calls[0], "c0=") || !strings.Contains(stacks.calls[1], " c1=") {
+		t.Fatalf("Pulumi ups %q: want the first candidate asked, then the plan on the second", stacks.calls)
+	}
+	if rec.Phase != Up || len(rec.Candidates) != 2 || !strings.Contains(rec.Candidates[0].Refused, "resource_unavailable") || rec.Candidates[1].Boxes < 1 || len(rec.Hosts) != rec.Candidates[1].Boxes {
+		t.Fatalf("surge past its for: phase %s, candidates %+v, hosts %+v; want up on the second candidate", rec.Phase, rec.Candidates, rec.Hosts)
+	}
+	for _, hst := range rec.Hosts {
+		if hst.Backend != "hcloud" {
+			t.Errorf("surge box %s on %s, want hcloud (the second candidate)", hst.Name, hst.Backend)
+		}
+	}
+	if !strings.Contains(h.log.String(), "action=fallback") {
+		t.Errorf("the surge's fallback is not logged:\n%s", h.log)
+	}
+	if rs := h.relays(t); len(rs) != 2+len(rec.Hosts) {
+		t.Fatalf("relays %+v: want the steady two and the surge's boxes", rs)
+	}
+	// The load drops: back for back_for, the surge goes, proven gone on
+	// the cloud that held its boxes.
+	probe.listeners, probe.room = map[string]int64{"s1": 30, "s2": 30}, map[string]int64{"s1": 70, "s2": 70}
+	drop := t0.Add(20 * time.Minute)
+	run(drop)
+	swept = nil
+	if rec = run(drop.Add(10 * time.Minute)); rec.Phase != Gone || rec.Remaining != 0 {
+		t.Fatalf("back for back_for: phase %s, %d remaining; want gone", rec.Phase, rec.Remaining)
+	}
+	if !slices.Contains(swept, "hcloud") {
+		t.Errorf("the proof of teardown listed %v, want hcloud (where the surge's boxes were)", swept)
 	}
 }

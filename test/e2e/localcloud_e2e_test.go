@@ -330,6 +330,15 @@ func lcStory(t *testing.T, e *lcEnv, c lcCloud) string {
 		}
 		return rc.Total
 	}
+	// limited is the 429s the cloud answered so far.
+	limited := func() int {
+		t.Helper()
+		rc, err := localcloud.ReadRequests(requestsPath)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return rc.Statuses["429"]
+	}
 	h, closer, err := api.New(&localcloud.LabMachines{Lab: e.lab, RAMScale: 0.125, Logf: t.Logf},
 		localcloud.Config{StateFile: filepath.Join(work, "cloud.json"), Token: token, Logf: t.Logf, Faults: ff, RequestsFile: requestsPath})
 	if err != nil {
@@ -661,7 +670,10 @@ steady:
 	// fleet events reconcile brings the first's burst box up on the
 	// cloud, converged and serving; a reconcile after its end drains it
 	// (no listener) and removes it.
-	start := time.Now().UTC().Add(5 * time.Minute).Truncate(time.Second)
+	// Its start is nine minutes off, inside its ten-minute lead time: the
+	// killed reconcile's bring-up must be finished by the next run before
+	// it.
+	start := time.Now().UTC().Add(9 * time.Minute).Truncate(time.Second)
 	end := start.Add(time.Hour)
 	evFile := fmt.Sprintf(`version: 1
 fleet: fleet.yaml
@@ -791,6 +803,9 @@ events:
 		t.Errorf("the reconcile after the kill did not say it replaced the left server:\n%s", next.Tail(30))
 	}
 	stats := burstUp(lcxEvent)
+	if now := time.Now(); !now.Before(start) {
+		t.Errorf("the event's bring-up after the killed reconcile finished at %s, not before its start %s", now.UTC().Format(time.RFC3339), start.Format(time.RFC3339))
+	}
 	if b := eventServers(lcxEvent); len(b) == 1 && b[0].ID == left.ID {
 		t.Errorf("the burst server is the one the killed run left (%s): it should have been made again", left.ID)
 	}
@@ -848,12 +863,18 @@ events:
 	// candidate's took more than 20 s once, under other work), short
 	// enough for the hung one not to cost much.
 	extraEnv = []string{provider.CreateTimeoutEnv + "=40s"}
-	before := requests()
+	before, limitedBefore := requests(), limited()
 	partial := fleet("burst", "up", "--event", lcxEncore, "--events", evPath)
 	extraEnv = nil
 	// The requests the cloud answered for the event's own runs (each
 	// command's), which its report must count.
 	encoreRequests := requests() - before
+	// The 429s were answered, and waited out (Retry-After): the box on
+	// the third candidate was made all the same.
+	limitedAnswers := limited() - limitedBefore
+	if limitedAnswers == 0 {
+		t.Errorf("the cloud answered no 429 during the burst up: the rate-limit fault was not met")
+	}
 	if partial.code == 0 || !strings.Contains(partial.out, "1 of 2 boxes routed") {
 		t.Fatalf("burst up with every candidate saying no: exit %d, want non-zero saying 1 of 2 boxes routed:\n%s", partial.code, partial.out)
 	}
@@ -896,7 +917,11 @@ events:
 	setFaults(faults.Faults{})
 	atUp := requests()
 	manualUp := must(fleet("burst", "up", "--event", lcxEncore, "--events", evPath), "burst up")
-	encoreRequests += requests() - atUp
+	// The second box, with no fault: what one box created costs when the
+	// cloud says yes (its name lookup, the POST, its action's polls while
+	// it boots, the stack's reads of the other box and the firewall).
+	plainPerBox := requests() - atUp
+	encoreRequests += plainPerBox
 	manualUp.took += partial.took
 	// Both burst ups, the six refused creates, the 429s, the hung
 	// action's polls and the three candidates' firewalls included, over
@@ -963,9 +988,9 @@ events:
 			t.Errorf("fleet never sent %s: the check did not cover it", route)
 		}
 	}
-	return fmt.Sprintf("LOCALCLOUD %s: fleet_up_s=%.1f rollout_s=%.1f rollback_s=%.1f listeners=%d listeners_max_gap_ms=%.0f silent_reconnects=%d silent_at_end=%d fewest_subscribed=%d reconcile_after_kill_burst_up_s=%.1f reconcile_burst_gone_s=%.1f burst_up_partial_then_full_s=%.1f burst_requests_per_box=%.0f burst_down_s=%.1f destroy_s=%.1f requests_validated=%d openapi_failures=%d",
+	return fmt.Sprintf("LOCALCLOUD %s: fleet_up_s=%.1f rollout_s=%.1f rollback_s=%.1f listeners=%d listeners_max_gap_ms=%.0f silent_reconnects=%d silent_at_end=%d fewest_subscribed=%d reconcile_after_kill_burst_up_s=%.1f reconcile_burst_gone_s=%.1f burst_up_partial_then_full_s=%.1f burst_requests_per_box=%.0f burst_requests_plain_box=%d burst_429s=%d burst_down_s=%.1f destroy_s=%.1f requests_validated=%d openapi_failures=%d",
 		c.provider, up.took.Seconds(), ro.took.Seconds(), rb.took.Seconds(), lcxListen, lg.GapMs.Max, lg.ByReason["silent"], lg.SilentAtEnd, fewest,
-		reconcileUp.took.Seconds(), reconcileGone.took.Seconds(), manualUp.took.Seconds(), reqPerBox, burstDown.took.Seconds(), destroy.took.Seconds(), check.Checked(), len(fails))
+		reconcileUp.took.Seconds(), reconcileGone.took.Seconds(), manualUp.took.Seconds(), reqPerBox, plainPerBox, limitedAnswers, burstDown.took.Seconds(), destroy.took.Seconds(), check.Checked(), len(fails))
 }
 
 // releaseListed says fleet releases' table lists digest, marked as the

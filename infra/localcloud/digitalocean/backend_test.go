@@ -244,3 +244,56 @@ func mapsEqual(a, b map[string]string) bool {
 	}
 	return true
 }
+
+// TestCreateRequestsPerBox: one droplet's create costs the same few
+// requests whatever the fleet's size (issue 31: a create is O(1) API
+// calls): its lookup by name, the POST, its action's polls while it boots
+// (one per poll interval; here the machine boots at once) and a read of
+// the droplet; never a list of the fleet. 250 other droplets (more than the
+// 200 a page) change nothing.
+func TestCreateRequestsPerBox(t *testing.T) {
+	cloud := startCloud(t, "", nil)
+	b, err := dobackend.New(dobackend.Config{
+		Token: testToken, Endpoint: cloud.url,
+		Retry:        backend.Retry{Attempts: 3, Base: time.Millisecond, Max: 10 * time.Millisecond},
+		PollInterval: 200 * time.Millisecond,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := testCtx(t)
+	labels := map[string]string{"fleet": "demo", "tier": "burst", "event": "gig"}
+	create := func(name string) localcloud.RequestCounts {
+		t.Helper()
+		before := cloud.srv.Requests()
+		if _, err := b.Create(c, testSpec(t, name, "c-2", labels)); err != nil {
+			t.Fatal(err)
+		}
+		after := cloud.srv.Requests()
+		d := localcloud.RequestCounts{Total: after.Total - before.Total, Routes: map[string]int{}}
+		for r, n := range after.Routes {
+			if n -= before.Routes[r]; n != 0 {
+				d.Routes[r] = n
+			}
+		}
+		return d
+	}
+	alone := create("demo-gig-1")
+	for i := range 250 {
+		if status, _, body := cloud.call(t, http.MethodPost, "/v2/droplets", fmt.Sprintf(`{"name":"demo-s-%d","size":"c-2","region":"fra1","image":"debian-12-x64","tags":["fleet:demo"]}`, i), false); status != http.StatusAccepted {
+			t.Fatalf("droplet %d: %d %s", i, status, body)
+		}
+	}
+	inFleet := create("demo-gig-2")
+	t.Logf("CREATE_REQUESTS digitalocean: alone %d %v; beside 250 droplets %d %v", alone.Total, alone.Routes, inFleet.Total, inFleet.Routes)
+	for _, d := range []localcloud.RequestCounts{alone, inFleet} {
+		if d.Total > maxCreateRequests || d.Routes["GET /v2/droplets"] != 1 || d.Routes["POST /v2/droplets"] != 1 {
+			t.Errorf("one create sent %d requests %v; want at most %d: one lookup by name, one POST", d.Total, d.Routes, maxCreateRequests)
+		}
+	}
+}
+
+// maxCreateRequests is what a create may cost when its machine boots at
+// once (docs/operations.md states it): the lookup by name, the POST, two
+// polls of its action, two reads of the droplet.
+const maxCreateRequests = 6

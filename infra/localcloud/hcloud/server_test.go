@@ -497,3 +497,55 @@ func TestFirewallOnADeletedServer(t *testing.T) {
 		t.Errorf("delete firewall: %d %s", code, body)
 	}
 }
+
+// TestCreateRequestsPerBox: one server's create costs the same few
+// requests whatever the fleet's size (issue 31: a create is O(1) API
+// calls): its lookup by name, the POST, its actions' polls while it boots
+// (one per poll interval; here the machine boots at once) and a read of
+// the server; never a list of the fleet. 120 other servers of the fleet
+// change nothing.
+func TestCreateRequestsPerBox(t *testing.T) {
+	s, _ := newTestServer(t)
+	base, _ := serve(t, s)
+	b, err := hcloudbackend.New(hcloudbackend.Config{Token: testToken, Endpoint: base, PollInterval: 200 * time.Millisecond,
+		Retry: backend.Retry{Attempts: 2, Base: time.Millisecond, Max: 5 * time.Millisecond}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := testCtx(t)
+	hk, admin := testKeys(t)
+	labels := map[string]string{"fleet": "demo", "tier": "burst", "event": "gig"}
+	create := func(name string) localcloud.RequestCounts {
+		t.Helper()
+		before := s.Requests()
+		if _, err := b.Create(c, backend.Spec{Name: name, Shape: "cx23", Location: "fsn1", Labels: labels, HostKey: hk, AuthorizedKeys: []string{admin}}); err != nil {
+			t.Fatal(err)
+		}
+		after := s.Requests()
+		d := localcloud.RequestCounts{Total: after.Total - before.Total, Routes: map[string]int{}}
+		for r, n := range after.Routes {
+			if n -= before.Routes[r]; n != 0 {
+				d.Routes[r] = n
+			}
+		}
+		return d
+	}
+	alone := create("demo-gig-1")
+	for i := range 120 {
+		if code, body := do(t, http.MethodPost, base+"/servers", testToken, createBody(fmt.Sprintf("demo-s-%d", i), "cx23")); code != http.StatusCreated {
+			t.Fatalf("server %d: %d %s", i, code, body)
+		}
+	}
+	inFleet := create("demo-gig-2")
+	t.Logf("CREATE_REQUESTS hcloud: alone %d %v; beside 120 servers %d %v", alone.Total, alone.Routes, inFleet.Total, inFleet.Routes)
+	for _, d := range []localcloud.RequestCounts{alone, inFleet} {
+		if d.Total > maxCreateRequests || d.Routes["GET /servers"] != 1 || d.Routes["POST /servers"] != 1 {
+			t.Errorf("one create sent %d requests %v; want at most %d: one lookup by name, one POST", d.Total, d.Routes, maxCreateRequests)
+		}
+	}
+}
+
+// maxCreateRequests is what a create may cost when its machine boots at
+// once (docs/operations.md states it): the lookup by name, the POST, two
+// polls of its actions, two reads of the server.
+const maxCreateRequests = 6
