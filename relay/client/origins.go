@@ -23,8 +23,18 @@ import (
 // while the others go on.
 
 const (
+	// The same schedule as an edge's links to its origins
+	// (relay/cluster.go): every origin away at once (both stopped, say)
+	// must be reached again within a second or two of its return, since
+	// no listener hears anything until the publisher is back. A capped
+	// backoff of 5 s and dials kept 5 s (their Initials retransmitted
+	// ever more slowly) reached it up to about 10 s after.
 	originBackoffMin = 100 * time.Millisecond
-	originBackoffMax = 5 * time.Second
+	originBackoffMax = time.Second
+	// originDialWait bounds one dial; the next, after the backoff,
+	// starts its retransmission schedule afresh. A try is one QUIC
+	// Initial to a dead origin: about one a second per origin.
+	originDialWait = 1500 * time.Millisecond
 	// originStable is how long a session must have lasted for the
 	// backoff to start again from originBackoffMin.
 	originStable = 5 * time.Second
@@ -174,7 +184,7 @@ func (o *OriginsTrack) keep(i int) {
 			return
 		}
 		delay = min(delay*2, originBackoffMax)
-		dctx, cancel := context.WithTimeout(o.ctx, 5*time.Second)
+		dctx, cancel := context.WithTimeout(o.ctx, originDialWait)
 		c, err := o.connect(dctx, i)
 		cancel()
 		if err != nil {
