@@ -468,6 +468,19 @@ func pulls(st []wire.Stats) []string {
 	return out
 }
 
+// pullNames names the origin each edge pulls the broadcast from ("none").
+func (f *ofoFleet) pullNames(st []wire.Stats) []string {
+	var out []string
+	for _, o := range f.pullsFrom(st) {
+		if o < 0 {
+			out = append(out, "none")
+		} else {
+			out = append(out, f.origins[o].box.Name)
+		}
+	}
+	return out
+}
+
 func failovers(st []wire.Stats) (n int64) {
 	for _, s := range st {
 		n += s.UpstreamFailovers
@@ -569,7 +582,7 @@ func TestOriginFaults(t *testing.T) {
 				nOn++
 			}
 		}
-		pullsBefore := pulls(before)
+		pullsBefore := f.pullNames(before)
 		t0 := time.Now()
 		back := inject(t, victim)
 		// The edges that pulled from it move off it.
@@ -588,7 +601,7 @@ func TestOriginFaults(t *testing.T) {
 		} else {
 			t.Errorf("%s: the edges still pull from %s 15s after the fault: %v", name, victim, pulls(st))
 		}
-		pullsMoved := pulls(st)
+		pullsMoved := f.pullNames(st)
 		back()
 		backAt := time.Since(t0)
 		time.Sleep(ofoCarryOn) // the listeners listen on with the origin back
