@@ -725,18 +725,44 @@ func TestOriginFaults(t *testing.T) {
 		t.Logf("storm: both origins stopped %.2fs after the stop was asked", stopped.Sub(stopAsked).Seconds())
 		steadyRoutes := f.routes.count(steadyFrom, stopAsked)
 		time.Sleep(ofoOutage) // the outage itself
-		returned := stopAll("start")
-		// The edges pull audio again.
-		in := func() (n int64) {
-			st, _ := f.edgeStats()
-			for _, s := range st {
-				n += s.GroupsIn
+		// Each edge's groups in, before the origins' return.
+		base := make([]int64, len(f.edges))
+		for i, e := range f.edges {
+			if s, err := ofoStats(e); err == nil {
+				base[i] = s.GroupsIn
 			}
-			return n
 		}
-		base := in()
-		testutil.PollEvery(20*time.Second, 50*time.Millisecond, func() bool { return in() > base+int64(len(f.edges)) })
-		pulled := time.Since(returned)
+		returned := stopAll("start")
+		// When each edge pulls audio again (its groups_in moves) and when
+		// a link of its is up again: the edges' share of the return.
+		pulledAt, linkAt := make([]time.Duration, len(f.edges)), make([]time.Duration, len(f.edges))
+		testutil.PollEvery(20*time.Second, 50*time.Millisecond, func() bool {
+			var wg sync.WaitGroup
+			for i, e := range f.edges {
+				if pulledAt[i] != 0 {
+					continue
+				}
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					s, err := ofoStats(e)
+					if err != nil {
+						return
+					}
+					at := time.Since(returned)
+					if linkAt[i] == 0 && s.UpstreamConnected {
+						linkAt[i] = at
+					}
+					if s.GroupsIn > base[i] {
+						pulledAt[i] = at
+					}
+				}()
+			}
+			wg.Wait()
+			return !slices.Contains(pulledAt, 0)
+		})
+		pulled := slices.Max(pulledAt)
+		t.Logf("storm: after the return, each edge's link up again %v, pulling audio again %v (as /stats, polled every 50 ms, saw it)", linkAt, pulledAt)
 		time.Sleep(ofoBack + 2*time.Second) // every listener back, and some audio after
 		r := f.stop(t, g)
 		end := returned.Add(ofoBack)
