@@ -188,7 +188,7 @@ origins:
 access:
   public_listen: [live/]
 steady:
-  - name: edge
+  - name: ofedge
     provider: lab
     shape: small
     count: 2
