@@ -615,7 +615,7 @@ func TestOriginFaults(t *testing.T) {
 			t.Errorf("%s: %d of %d listeners connected", name, r.Connected, f.listeners)
 		}
 		if r.GapMs.Max > float64(ofoGap.Milliseconds()) {
-			t.Errorf("%s: longest gap %.0f ms, want at most %v", name, r.GapMs.Max, ofoGap)
+			t.Errorf("%s: longest gap %.0f ms, want at most %v (%s)", name, r.GapMs.Max, ofoGap, floorLine())
 		}
 		if r.Reconnects != 0 || r.ListenersLost != 0 || r.SilentAtEnd != 0 {
 			t.Errorf("%s: %d reconnects (%v), %d listeners lost, %d silent at the end; want none", name, r.Reconnects, r.ReconnectsByReason, r.ListenersLost, r.SilentAtEnd)
