@@ -107,14 +107,17 @@ test-hostile: ## the relay binary under hostile input over WebSocket (frame-head
 
 .PHONY: lab-test lab-qemu lab-monitor
 
-lab-test: pulumi ## lab boxes (root, systemd-container, debootstrap): SSH, MemoryMax isolation, restarts, cleanup, converge, and the fault tests (make lab-faults)
+lab-test: pulumi ## lab boxes (root, systemd-container, debootstrap, nftables): SSH, MemoryMax isolation, restarts, cleanup, converge, and the fault tests (make lab-faults, make lab-origins)
 	$(GO) test -tags lab -count=1 -timeout 30m -v ./infra/lab/
 	$(GO) test -tags lab -count=1 -timeout 30m -v ./provision/ ./test/lab/
 
-.PHONY: lab-faults
+.PHONY: lab-faults lab-origins
 
 lab-faults: pulumi ## fault tests on two lab boxes under listeners through the router (root; 4 to 10 minutes): kill -9, OOM kill, SIGSTOP, three bad builds (make build-faults) stopped by the rollout gate, fleet rollout; prints one FAULT line each
 	$(GO) test -tags lab -count=1 -timeout 20m -v -run TestFaults ./test/lab/
+
+lab-origins: pulumi ## origin faults on lab boxes (issue 32): 2 origins, 2 edges, 400 listeners through the router; kill -9 and blackhole of the origin the edges pull from, both origins stopped 20 s; prints one ORIGINFAULT line each (root, nftables; about 5 minutes)
+	$(GO) test -tags lab -count=1 -timeout 20m -v -run 'TestOriginFaults$$' ./test/lab/
 
 lab-monitor: pulumi ## Debian's prometheus scrapes a lab box through fleet monitor's files; a relay forced into drops fires the alert; bin/monitor-dashboard.svg (root, prometheus; a few minutes)
 	@mkdir -p $(BIN)

@@ -9,7 +9,8 @@
 #           Ogg/Opus test), systemd-analyze (the event units)
 #   demo    make demo: systemd-nspawn and debootstrap (lab boxes), ip,
 #           ffmpeg (the Opus stream)
-#   lab     make lab-test, make e2e: systemd-nspawn, debootstrap, ip
+#   lab     make lab-test, make e2e: systemd-nspawn, debootstrap, ip, nft
+#           (make lab-origins blackholes an origin box's relay port)
 #   listen  make test-listen: chromium, ffmpeg
 #   monitor make lab-monitor, make lab-evmon: the prometheus server
 #   node    make interop, make web: node and npm (CI only: on a developer's
@@ -44,6 +45,7 @@ for what in "$@"; do
 		need systemd-nspawn systemd-container
 		need debootstrap debootstrap
 		need ip iproute2
+		need nft nftables
 		;;
 	listen)
 		need chromium chromium

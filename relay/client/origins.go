@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"net/url"
 	"sync"
 	"time"
 
@@ -23,8 +24,18 @@ import (
 // while the others go on.
 
 const (
+	// The same schedule as an edge's links to its origins
+	// (relay/cluster.go): every origin away at once (both stopped, say)
+	// must be reached again within a second or two of its return, since
+	// no listener hears anything until the publisher is back. A capped
+	// backoff of 5 s and dials kept 5 s (their Initials retransmitted
+	// ever more slowly) reached it up to about 10 s after.
 	originBackoffMin = 100 * time.Millisecond
-	originBackoffMax = 5 * time.Second
+	originBackoffMax = time.Second
+	// originDialWait bounds one dial; the next, after the backoff,
+	// starts its retransmission schedule afresh. A try is one QUIC
+	// Initial to a dead origin: about one a second per origin.
+	originDialWait = 1500 * time.Millisecond
 	// originStable is how long a session must have lasted for the
 	// backoff to start again from originBackoffMin.
 	originStable = 5 * time.Second
@@ -36,6 +47,16 @@ const (
 	// the session ends then and the origin is dialled again.
 	originIdleTimeout = 5 * time.Second
 )
+
+// originLabel is an origin's URL for the logs: without its query, which
+// carries the publisher's token (?jwt=) when relay publish was given one.
+func originLabel(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "(an origin URL that does not parse)"
+	}
+	return redact(u)
+}
 
 // OriginsTrack publishes one track of one broadcast to several relays.
 type OriginsTrack struct {
@@ -113,7 +134,7 @@ func PublishOrigins(ctx context.Context, urls []string, dial *Options, broadcast
 	}
 	for i := range urls {
 		if errs[i] != nil {
-			logger.Warn("origin not connected; retrying", "origin", urls[i], "err", errs[i])
+			logger.Warn("origin not connected; retrying", "origin", originLabel(urls[i]), "err", errs[i])
 		}
 		o.wg.Add(1)
 		go o.keep(i)
@@ -164,7 +185,7 @@ func (o *OriginsTrack) keep(i int) {
 			if time.Since(up) >= originStable {
 				delay = originBackoffMin
 			}
-			o.logger.Warn("origin session ended; publishing to the others and reconnecting", "origin", o.urls[i], "err", c.s.Err())
+			o.logger.Warn("origin session ended; publishing to the others and reconnecting", "origin", originLabel(o.urls[i]), "err", c.s.Err())
 		}
 		t := time.NewTimer(delay/2 + rand.N(delay/2+1))
 		select {
@@ -174,11 +195,11 @@ func (o *OriginsTrack) keep(i int) {
 			return
 		}
 		delay = min(delay*2, originBackoffMax)
-		dctx, cancel := context.WithTimeout(o.ctx, 5*time.Second)
+		dctx, cancel := context.WithTimeout(o.ctx, originDialWait)
 		c, err := o.connect(dctx, i)
 		cancel()
 		if err != nil {
-			o.logger.Debug("origin reconnect failed", "origin", o.urls[i], "err", err)
+			o.logger.Debug("origin reconnect failed", "origin", originLabel(o.urls[i]), "err", err)
 			continue
 		}
 		o.mu.Lock()
@@ -189,7 +210,7 @@ func (o *OriginsTrack) keep(i int) {
 		}
 		o.live[i] = c
 		o.mu.Unlock()
-		o.logger.Info("origin reconnected", "origin", o.urls[i])
+		o.logger.Info("origin reconnected", "origin", originLabel(o.urls[i]))
 	}
 }
 

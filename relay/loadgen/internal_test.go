@@ -225,3 +225,41 @@ func TestResumeCutGroup(t *testing.T) {
 		t.Fatal("a complete group served again is read twice")
 	}
 }
+
+// TestSecondGap: a listener keeps its longest and second longest gap; a
+// second interruption after a first shows in the second, and the silence
+// at the end counts as a gap.
+func TestSecondGap(t *testing.T) {
+	t0 := time.Now()
+	l := &listener{subscribedAt: t0, windowStart: new(atomic.Int64)}
+	at := func(ms ...int) {
+		for _, m := range ms {
+			l.frame(nil, t0.Add(time.Duration(m)*time.Millisecond), time.Second)
+		}
+	}
+	at(100, 220, 340, 840, 960, 1080) // a 500 ms gap
+	if l.gap != 500*time.Millisecond || l.gap2 != 120*time.Millisecond {
+		t.Fatalf("after one gap: gap %v, second %v; want 500ms, 120ms", l.gap, l.gap2)
+	}
+	if got := l.secondGap(t0.Add(1100 * time.Millisecond)); got != 120*time.Millisecond {
+		t.Errorf("second gap %v, want 120ms", got)
+	}
+	at(1380, 1500) // a second interruption, 300 ms
+	if got := l.secondGap(t0.Add(1520 * time.Millisecond)); got != 300*time.Millisecond {
+		t.Errorf("second gap after two interruptions %v, want 300ms", got)
+	}
+	if l.gapEnd != t0.Add(840*time.Millisecond) {
+		t.Errorf("the longest gap ended at +%v, want +840ms", l.gapEnd.Sub(t0))
+	}
+	// Silent for 400 ms at the end: the second longest is that silence.
+	if got := l.secondGap(t0.Add(1900 * time.Millisecond)); got != 400*time.Millisecond {
+		t.Errorf("second gap with 400 ms of silence at the end %v, want 400ms", got)
+	}
+	// Silent for 2 s: that is the longest, and 500 ms the second.
+	if got := l.secondGap(t0.Add(3500 * time.Millisecond)); got != 500*time.Millisecond {
+		t.Errorf("second gap with 2 s of silence at the end %v, want 500ms", got)
+	}
+	if got := (&listener{}).secondGap(t0); got != 0 {
+		t.Errorf("a listener with no frame: second gap %v, want 0", got)
+	}
+}

@@ -136,6 +136,10 @@ type Report struct {
 	// the end, and one that never got a frame for the whole run. P50, P99
 	// and Max are across listeners.
 	GapMs GapStats `json:"gap_ms"`
+	// SecondGapMs is, per listener, the second longest such gap: a
+	// listener that heard one fault (an origin failover) shows it in
+	// GapMs, and a second interruption (the origin's return, say) here.
+	SecondGapMs GapStats `json:"second_gap_ms"`
 	// SilentAtEnd is how many listeners got no frame in the last
 	// Options.Silence of the run (or never got one).
 	SilentAtEnd    int   `json:"silent_at_end"`
@@ -203,6 +207,7 @@ type listener struct {
 	subscribedAt time.Time     // when it first subscribed
 	gap          time.Duration // longest from one frame to the next, or from subscribing to the first
 	gapEnd       time.Time     // when the longest gap between two frames ended
+	gap2         time.Duration // the second longest, as gap
 
 	started  bool
 	firstSeq uint64               // the first group seen
@@ -360,9 +365,9 @@ func (l *listener) frame(p []byte, now time.Time, late time.Duration) (FrameInfo
 	l.bytes += int64(len(p))
 	if l.first.IsZero() {
 		l.first = now
-		l.gap = max(l.gap, now.Sub(l.subscribedAt))
-	} else if d := now.Sub(l.last); d > l.gap {
-		l.gap, l.gapEnd = d, now
+		l.noteGap(now.Sub(l.subscribedAt))
+	} else if l.noteGap(now.Sub(l.last)) {
+		l.gapEnd = now
 	}
 	l.last = now
 	if ws := l.windowStart.Load(); ws != 0 && now.UnixNano() >= ws {
@@ -384,6 +389,37 @@ func (l *listener) frame(p []byte, now time.Time, late time.Duration) (FrameInfo
 		}
 	}
 	return fi, true
+}
+
+// noteGap records a gap d between frames (or before the first): it
+// says whether d is the longest so far; the one it replaces becomes the
+// second longest.
+func (l *listener) noteGap(d time.Duration) bool {
+	switch {
+	case d > l.gap:
+		l.gap, l.gap2 = d, l.gap
+		return true
+	case d > l.gap2:
+		l.gap2 = d
+	}
+	return false
+}
+
+// secondGap is the listener's second longest audible gap at end, the
+// silence since its last frame counted as one (0 for a listener that
+// never got a frame: its one gap is the whole run).
+func (l *listener) secondGap(end time.Time) time.Duration {
+	if l.last.IsZero() {
+		return 0
+	}
+	tail := end.Sub(l.last)
+	switch {
+	case tail > l.gap:
+		return l.gap
+	case tail > l.gap2:
+		return tail
+	}
+	return l.gap2
 }
 
 // finish counts the groups still missing at end as lost, except those
@@ -689,6 +725,7 @@ wait:
 		lat   []time.Duration
 		rates []float64
 		gaps  []time.Duration
+		gaps2 []time.Duration
 	)
 	for _, l := range ls {
 		if l == nil {
@@ -701,6 +738,7 @@ wait:
 		}
 		gap, silent := l.settle(end, o.Silence, tl)
 		gaps = append(gaps, gap)
+		gaps2 = append(gaps2, l.secondGap(end))
 		o.Logger.Debug("listener gap", "listener", l.id, "gap", gap, "first_frame_after", l.first.Sub(l.subscribedAt), "longest_between_frames_ended", l.gapEnd.Format(time.RFC3339Nano), "reconnects", l.reasons)
 		if silent {
 			rep.SilentAtEnd++
@@ -735,6 +773,7 @@ wait:
 		}
 	}
 	rep.GapMs = percentiles(gaps)
+	rep.SecondGapMs = percentiles(gaps2)
 	rep.FramesExpected = rep.FramesReceived + rep.FramesLost
 	if rep.FramesExpected > 0 {
 		rep.LossRatio = float64(rep.FramesLost) / float64(rep.FramesExpected)
