@@ -187,6 +187,7 @@ origins:
   count: 2
 access:
   public_listen: [live/]
+  load_generators: [10.231.0.0/16]
 steady:
   - name: ofedge
     provider: lab
