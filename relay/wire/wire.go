@@ -20,6 +20,10 @@ type Upstream struct {
 	URL       string `json:"url"`       // as given to --upstream (no token)
 	Connected bool   `json:"connected"` // its link session is up
 	Tracks    int    `json:"tracks"`    // tracks pulled from it now
+	// Groups and Bytes count the groups and frame payload bytes pulled
+	// over the link so far.
+	Groups int64 `json:"groups_total"`
+	Bytes  int64 `json:"bytes_total"`
 }
 
 // Stats is a snapshot of the relay, as served on /stats.
