@@ -249,12 +249,36 @@ func FromOutputs(f *inventories.Fleet, steady string, stacks []program.StackOutp
 			set.Warnings = append(set.Warnings, fmt.Sprintf("steady group %s: %d %s in stack %s, the inventory wants %d (fleet up)", g.Name, n, map[bool]string{true: "box", false: "boxes"}[n == 1], steady, want))
 		}
 	}
-	if o := f.Origins; o != nil {
-		switch n := len(Origins(set.Hosts)); {
+	type originGroup struct {
+		name string
+		o    *inventories.Origins
+	}
+	originGroups := []originGroup{{inventories.OriginGroup, f.Origins}}
+	for _, rg := range f.Regions {
+		if g := f.OriginGroupOf(rg.Name); g != inventories.OriginGroup {
+			originGroups = append(originGroups, originGroup{g, rg.Origins})
+		}
+	}
+	for _, og := range originGroups {
+		group, o := og.name, og.o
+		if o == nil {
+			continue
+		}
+		what := "origins"
+		if group != inventories.OriginGroup {
+			what = "origin group " + group
+		}
+		n := 0
+		for _, h := range Origins(set.Hosts) {
+			if h.Group == group || h.Group == "" && group == inventories.OriginGroup {
+				n++
+			}
+		}
+		switch {
 		case n == 0:
-			missing = append(missing, fmt.Sprintf("origins: no origin boxes in stack %s (fleet up)", steady))
+			missing = append(missing, fmt.Sprintf("%s: no origin boxes in stack %s (fleet up)", what, steady))
 		case n != o.Count:
-			set.Warnings = append(set.Warnings, fmt.Sprintf("origins: %d in stack %s, the inventory wants %d (fleet up)", n, steady, o.Count))
+			set.Warnings = append(set.Warnings, fmt.Sprintf("%s: %d in stack %s, the inventory wants %d (fleet up)", what, n, steady, o.Count))
 		}
 	}
 	if len(missing) > 0 {
@@ -422,6 +446,7 @@ func Targets(f *inventories.Fleet, hosts []Host, a Access) ([]provision.Target, 
 			return nil, nil, err
 		}
 		t := provision.Target{Host: ph, Run: p.Runner(ph), Upstream: upstreamOf(f, hosts, h, upstream), PublicListen: f.Access.PublicListen, MaxSessionsPerAddress: f.Access.MaxSessionsPerAddress}
+		t.Region = f.RegionOfGroup(h.Group)
 		if len(t.Upstream) == 0 && len(upstream) > 0 {
 			c.Close()
 			return nil, nil, fmt.Errorf("stack %s: %s: no origin host of its region (%s) among the hosts: its relays would have nothing to pull from (fleet up)", h.Stack, h.Name, f.RegionOfGroup(h.Group))
