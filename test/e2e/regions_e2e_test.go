@@ -172,6 +172,11 @@ func TestE2ERegions(t *testing.T) {
 	pub := exec.CommandContext(ctx, e.relayBin, append([]string{"publish", "--name", "live/show", "--paced", "--trust-http-hash", "--token-file", tokFile}, aOrigins...)...)
 	pub.Stdout = io.Discard
 	testutil.Start(t, "publish", pub)
+	// One listener stays to the end (the b edge pulls while it has
+	// one, and the long-haul bytes move meanwhile); one hears 40 groups.
+	stay := exec.CommandContext(ctx, e.relayBin, "listen", "--router", routerURL, "--name", "live/show")
+	stay.Stdout = io.Discard
+	testutil.Start(t, "listen-stay", stay)
 	listen := testutil.Start(t, "listen", exec.CommandContext(ctx, e.relayBin, "listen", "--router", routerURL, "--name", "live/show", "--groups", "40"))
 	select {
 	case <-listen.Done():
