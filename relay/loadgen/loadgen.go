@@ -45,6 +45,9 @@ type Options struct {
 	Router         string
 	RouterSPKI     string
 	InsecureRouter bool
+	// RouterRegion is the listeners' region hint to the router
+	// (/route?region=).
+	RouterRegion string
 	Broadcast      string
 	Track          string // "audio" when empty
 	Listeners      int

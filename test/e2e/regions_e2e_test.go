@@ -159,8 +159,7 @@ func TestE2ERegions(t *testing.T) {
 		e.fatalf("no hint from 127.0.0.1: %+v, want b's edge %s (127.0.0.0/8 is b's)", byAddr, bEdge)
 	}
 
-	// Publish to a's origins; listen through the router from here
-	// (region b by address).
+	// Publish to a's origins; listen through the router from here.
 	tokOut, err := e.cmd(ctx, "token", "--inventory", inv, "--publish", "live/", "--state-dir", e.state, "--pulumi", e.cli).Output()
 	if err != nil {
 		t.Fatalf("fleet token: %v", err)
@@ -172,9 +171,10 @@ func TestE2ERegions(t *testing.T) {
 	pub := exec.CommandContext(ctx, e.relayBin, append([]string{"publish", "--name", "live/show", "--paced", "--trust-http-hash", "--token-file", tokFile}, aOrigins...)...)
 	pub.Stdout = io.Discard
 	testutil.Start(t, "publish", pub)
-	// One listener stays to the end (the b edge pulls while it has
-	// one, and the long-haul bytes move meanwhile); one hears 40 groups.
-	stay := exec.CommandContext(ctx, e.relayBin, "listen", "--router", routerURL, "--name", "live/show")
+	// One listener, with region b's hint, stays to the end (the b edge
+	// pulls while it has one, and the long-haul bytes move meanwhile);
+	// one, by its address, hears 40 groups.
+	stay := exec.CommandContext(ctx, e.relayBin, "listen", "--router", routerURL, "--region", "b", "--name", "live/show")
 	stay.Stdout = io.Discard
 	testutil.Start(t, "listen-stay", stay)
 	listen := testutil.Start(t, "listen", exec.CommandContext(ctx, e.relayBin, "listen", "--router", routerURL, "--name", "live/show", "--groups", "40"))
