@@ -48,9 +48,9 @@ type Options struct {
 	// RouterRegion is the listeners' region hint to the router
 	// (/route?region=).
 	RouterRegion string
-	Broadcast      string
-	Track          string // "audio" when empty
-	Listeners      int
+	Broadcast    string
+	Track        string // "audio" when empty
+	Listeners    int
 	// Ramp is how many listeners start per second; 0 means as fast as
 	// Parallel dials allow.
 	Ramp float64
