@@ -28,21 +28,21 @@ regions:
     steady: [us-steady]
 `
 
-func loadRegions(t *testing.T, data string) (*Fleet, error, string) {
+func loadRegions(t *testing.T, data string) (*Fleet, string, error) {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "fleet.yaml")
 	if err := os.WriteFile(path, []byte(data), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	f, err := LoadFleet(path, shippedCatalogue(t))
-	return f, err, path
+	return f, path, err
 }
 
 // TestRegions: a fleet file with regions loads; the publishers' region
 // is the one marked publish (else the first), its origin group keeps the
 // name origin and is the fleet's Origins; the others' are origin-NAME.
 func TestRegions(t *testing.T) {
-	f, err, _ := loadRegions(t, regionsFleet)
+	f, _, err := loadRegions(t, regionsFleet)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -55,7 +55,7 @@ func TestRegions(t *testing.T) {
 		}
 	}
 	// Without publish: the first region is the root.
-	f, err, _ = loadRegions(t, strings.Replace(regionsFleet, "    publish: true\n", "", 1))
+	f, _, err = loadRegions(t, strings.Replace(regionsFleet, "    publish: true\n", "", 1))
 	if err != nil || f.RootRegion().Name != "eu" || f.OriginGroupOf("eu") != OriginGroup || f.OriginGroupOf("us") != "origin-us" {
 		t.Fatalf("without publish: %v, root %+v", err, f.RootRegion())
 	}
@@ -89,7 +89,7 @@ func TestRegionsRefused(t *testing.T) {
 			if tc.name == "group named like an origin group" {
 				data = strings.Replace(data, "steady: [us-steady]", "steady: [origin-eu]", 1)
 			}
-			_, err, path := loadRegions(t, data)
+			_, path, err := loadRegions(t, data)
 			var ie *Error
 			if !errors.As(err, &ie) || ie.File != path || ie.Line == 0 || ie.Field != tc.field || !strings.Contains(ie.Msg, tc.msg) || strings.Contains(err.Error(), "\n") {
 				t.Fatalf("got %v; want one line %s:LINE: %s: ...%s...", err, path, tc.field, tc.msg)
