@@ -54,6 +54,11 @@ type Fleet struct {
 	// State says where the fleet's stacks live (state.go); zero: the
 	// file backend in the operator's state dir.
 	State State `yaml:"state"`
+	// Regions, when set, splits the fleet into regions (regions.go), each
+	// with its origin group and steady groups; it excludes the top-level
+	// origin: and origins:, and once loaded Origins is the publishers'
+	// region's origin group.
+	Regions []Region `yaml:"regions"`
 }
 
 // OriginGroup is the group name (the boxes' group label) of the origin
@@ -83,20 +88,20 @@ func (o *Origins) Box() Box {
 	return Box{Provider: o.Provider, Shape: o.Shape, Location: o.Location, Image: o.Image, Processes: 1, BasePort: o.BasePort}
 }
 
-func (o *Origins) validate(cat *Catalogue) error {
+func (o *Origins) validate(cat *Catalogue, p string) error {
 	if o.Provider == ProviderStatic {
-		return fieldErr("origins.provider", "static servers are named in origin: as URLs with their pins; origins: makes boxes")
+		return fieldErr(p+".provider", "static servers are named in origin: as URLs with their pins; origins: makes boxes")
 	}
 	b := o.Box()
-	if err := b.validate(cat, "origins"); err != nil {
+	if err := b.validate(cat, p); err != nil {
 		return err
 	}
 	o.BasePort = b.BasePort
 	if o.Count < MinOrigins {
-		return fieldErr("origins.count", "want at least %d origin boxes (one origin's loss must leave the edges another), got %d", MinOrigins, o.Count)
+		return fieldErr(p+".count", "want at least %d origin boxes (one origin's loss must leave the edges another), got %d", MinOrigins, o.Count)
 	}
 	if o.Count > MaxBoxes {
-		return fieldErr("origins.count", "want at most %d boxes, got %d", MaxBoxes, o.Count)
+		return fieldErr(p+".count", "want at most %d boxes, got %d", MaxBoxes, o.Count)
 	}
 	return nil
 }
@@ -325,11 +330,19 @@ func (f *Fleet) validate(cat *Catalogue) error {
 			return fieldErr(fmt.Sprintf("origin[%d]", i), "%v", err)
 		}
 	}
-	if f.Origins != nil {
+	if len(f.Regions) > 0 {
+		switch {
+		case f.Origins != nil && f.Origins != f.RootRegion().Origins: // (validated once already: the root's)
+			return fieldErr("origins", "with regions:, each region names its origins (regions[].origins); leave the top-level origins: out")
+		case len(f.Origin) > 0:
+			return fieldErr("origin", "with regions:, each region names its origins (regions[].origins); static origin URLs do not combine with regions")
+		}
+	}
+	if f.Origins != nil && len(f.Regions) == 0 {
 		if len(f.Origin) > 0 {
 			return fieldErr("origins", "the fleet names origin: (static origin URLs) too; keep one of origin: and origins:")
 		}
-		if err := f.Origins.validate(cat); err != nil {
+		if err := f.Origins.validate(cat, "origins"); err != nil {
 			return err
 		}
 	}
@@ -350,6 +363,11 @@ func (f *Fleet) validate(cat *Catalogue) error {
 		}
 	}
 	names := map[string]string{OriginGroup: "the origin group"}
+	for _, rg := range f.Regions {
+		if rg.Name != "" {
+			names[RegionOriginGroup(rg.Name)] = "region " + rg.Name + "'s origin group"
+		}
+	}
 	seenName := func(path, name string) error {
 		if name == "" {
 			return fieldErr(path+".name", "missing")
@@ -417,6 +435,9 @@ func (f *Fleet) validate(cat *Catalogue) error {
 		if err := f.Surge.validate(cat); err != nil {
 			return err
 		}
+	}
+	if err := f.validateRegions(cat); err != nil {
+		return err
 	}
 	return f.State.validate()
 }

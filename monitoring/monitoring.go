@@ -244,6 +244,11 @@ func RelayTargets(o Options) ([]Group, []string, error) {
 					// EdgesOnOneOrigin watch them.
 					labels["tier"] = h.Tier
 				}
+				if h.Region != "" {
+					// A fleet with regions: EdgesOnOneOrigin
+					// counts each region's origins apart.
+					labels["region"] = h.Region
+				}
 				if isEvent {
 					labels["event"] = event
 					if o.Events != nil {

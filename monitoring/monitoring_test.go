@@ -276,12 +276,14 @@ func TestHostsGivenJoinTheStacks(t *testing.T) {
 
 // TestOriginTargets: the fleet's origin boxes are scrape targets, labelled
 // tier="origin" (OriginDown and EdgesOnOneOrigin select them); an edge
-// carries no tier.
+// carries no tier; a box of a region carries region= (EdgesOnOneOrigin
+// counts per region).
 func TestOriginTargets(t *testing.T) {
 	state := t.TempDir()
 	if _, err := program.SetStackHosts(state, "f", []program.HostEntry{
 		{Name: "origin-1", Group: "origin", Backend: "lab", Address: "10.0.0.1", Ports: []int{4443}, Tier: "origin"},
 		{Name: "edge-1", Group: "edge", Backend: "lab", Address: "10.0.0.2", Ports: []int{4443}},
+		{Name: "origin-us-1", Group: "origin-us", Backend: "lab", Address: "10.0.1.1", Ports: []int{4443}, Tier: "origin", Region: "us"},
 	}); err != nil {
 		t.Fatal(err)
 	}
@@ -291,9 +293,9 @@ func TestOriginTargets(t *testing.T) {
 	}
 	var got []string
 	for _, g := range groups {
-		got = append(got, g.Targets[0]+"/"+g.Labels["box"]+"/"+g.Labels["tier"])
+		got = append(got, g.Targets[0]+"/"+g.Labels["box"]+"/"+g.Labels["tier"]+"/"+g.Labels["region"])
 	}
-	if want := "10.0.0.1:4443/origin-1/origin 10.0.0.2:4443/edge-1/"; strings.Join(got, " ") != want {
+	if want := "10.0.0.1:4443/origin-1/origin/ 10.0.0.2:4443/edge-1// 10.0.1.1:4443/origin-us-1/origin/us"; strings.Join(got, " ") != want {
 		t.Fatalf("targets %v, want %s", got, want)
 	}
 }

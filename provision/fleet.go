@@ -28,6 +28,9 @@ type Target struct {
 	// status lists origins apart, and names the origin each edge pulls
 	// from.
 	Origin string
+	// Region is the box's region in a fleet with regions (fleet status's
+	// REGION column), else empty.
+	Region string
 	// AuthKeys is the fleet's relay auth key file (ParseAuthKeys), which
 	// every relay verifies tokens with; required.
 	AuthKeys []byte

@@ -19,6 +19,8 @@ type HostStatus struct {
 	Host string
 	// Origin is the target's Origin: its relay URL when it is an origin.
 	Origin string
+	// Region is the target's Region.
+	Region string
 	BoxStatus
 	Err error
 }
@@ -32,7 +34,7 @@ func FleetStatus(ctx context.Context, targets []Target, prof sysctl.Profile) []H
 	for i, t := range targets {
 		wg.Go(func() {
 			st, err := Status(ctx, t.Run, prof, Releases{})
-			out[i] = HostStatus{Host: t.Host.String(), Origin: t.Origin, BoxStatus: st, Err: err}
+			out[i] = HostStatus{Host: t.Host.String(), Origin: t.Origin, Region: t.Region, BoxStatus: st, Err: err}
 		})
 	}
 	wg.Wait()

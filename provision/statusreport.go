@@ -19,6 +19,8 @@ type BoxReport struct {
 	// Origin is the box's relay URL when it is one of the fleet's origin
 	// boxes (Target.Origin), else empty.
 	Origin string `json:"origin,omitempty"`
+	// Region is the box's region in a fleet with regions, else empty.
+	Region string `json:"region,omitempty"`
 	BoxStatus
 }
 
@@ -56,7 +58,15 @@ func WriteStatusText(stdout io.Writer, boxes []BoxReport) error {
 	}
 	if len(origins) > 0 {
 		fmt.Fprintf(stdout, "\nORIGINS (%s publishers publish to and the edges pull from)\n", text.Plural(len(origins), "box", "boxes"))
-		if err := writeStatusTable(stdout, origins, dropping > 0, false, nil); err != nil {
+		// With regions, a region's origins pull from the publishers'
+		// region's: which one, by name.
+		originPulls := false
+		for _, b := range origins {
+			for _, p := range b.Processes {
+				originPulls = originPulls || p.Upstream != ""
+			}
+		}
+		if err := writeStatusTable(stdout, origins, dropping > 0, originPulls, originNames(origins)); err != nil {
 			return err
 		}
 	}
@@ -112,7 +122,14 @@ func writeStatusTable(stdout io.Writer, boxes []BoxReport, dropping, pulls bool,
 			return append(cols, fmt.Sprintf("%d/%d", h.Groups, h.Due))
 		}
 	}
+	regions := false
+	for _, b := range boxes {
+		regions = regions || b.Region != ""
+	}
 	head := []string{"BOX", "PROCESS", "STATE", "LISTENERS", "HEADROOM", "MEMORY / CEILING", "RESTARTS", "RUNS"}
+	if regions {
+		head = append([]string{"REGION"}, head...)
+	}
 	if pulls {
 		head = append(head, "UPSTREAM")
 	}
@@ -133,6 +150,9 @@ func writeStatusTable(stdout io.Writer, boxes []BoxReport, dropping, pulls bool,
 			}
 			cols := []string{b.Host, p.Unit, state, fmt.Sprint(p.Listeners), fmt.Sprint(p.Headroom),
 				inventories.Bytes(p.MemoryCur).IEC() + " / " + inventories.Bytes(p.MemoryMax).IEC(), fmt.Sprint(p.Restarts), runsColumn(p)}
+			if regions {
+				cols = append([]string{orDash(b.Region)}, cols...)
+			}
 			if pulls {
 				cols = append(cols, upstreamColumn(p.Upstream, names))
 			}
@@ -218,11 +238,19 @@ func silent(b BoxStatus) string {
 func StatusReports(statuses []HostStatus) (boxes []BoxReport, failed int) {
 	boxes = make([]BoxReport, len(statuses))
 	for i, st := range statuses {
-		boxes[i] = BoxReport{Host: st.Host, Origin: st.Origin, BoxStatus: st.BoxStatus}
+		boxes[i] = BoxReport{Host: st.Host, Origin: st.Origin, Region: st.Region, BoxStatus: st.BoxStatus}
 		if st.Err != nil {
 			boxes[i].Error = text.OneLine(st.Err)
 			failed++
 		}
 	}
 	return boxes, failed
+}
+
+// orDash is s, or "-" for "".
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
 }

@@ -173,3 +173,36 @@ func TestStatusUpstreamFromStats(t *testing.T) {
 		}
 	}
 }
+
+// TestStatusRegions: with regions, fleet status has a REGION column, and
+// the origins of a region that pull from the publishers' region's origins
+// say which one.
+func TestStatusRegions(t *testing.T) {
+	proc := func(upstream string) provision.ProcessStatus {
+		return provision.ProcessStatus{Unit: "relay@4443.service", Active: "active", Admitting: true, Upstream: upstream}
+	}
+	pin := strings.Repeat("ab", 32)
+	a1, b1 := "http://10.0.0.1:4443/#spki="+pin, "http://10.0.1.1:4443/#spki="+pin
+	boxes := []provision.BoxReport{
+		{Host: "origin-1", Region: "eu", Origin: a1, BoxStatus: provision.BoxStatus{Processes: []provision.ProcessStatus{proc("")}}},
+		{Host: "origin-us-1", Region: "us", Origin: b1, BoxStatus: provision.BoxStatus{Processes: []provision.ProcessStatus{proc(a1)}}},
+		{Host: "us-edge-1", Region: "us", BoxStatus: provision.BoxStatus{Processes: []provision.ProcessStatus{proc(b1)}}},
+	}
+	var b strings.Builder
+	if err := provision.WriteStatusText(&b, boxes); err != nil {
+		t.Fatal(err)
+	}
+	out := b.String()
+	edges, origins, _ := strings.Cut(out, "ORIGINS")
+	el := strings.Split(edges, "\n")
+	if f := strings.Fields(el[0]); f[0] != "REGION" {
+		t.Fatalf("want a REGION column first:\n%s", out)
+	}
+	if f := strings.Fields(el[1]); f[0] != "us" || f[1] != "us-edge-1" || !slices.Contains(f, "origin-us-1") {
+		t.Errorf("us-edge-1: want region us, pulling from origin-us-1:\n%s", out)
+	}
+	ol := strings.Split(origins, "\n")
+	if f := strings.Fields(ol[3]); !strings.Contains(ol[1], "UPSTREAM") || f[0] != "us" || f[1] != "origin-us-1" || f[len(f)-2] != "origin-1" {
+		t.Errorf("origins: want origin-us-1 pulling from origin-1:\n%s", out)
+	}
+}

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/relayfleet/relayfleet/relay/client"
@@ -107,6 +108,11 @@ type upstreamLink struct {
 	probing   *probeFlight    // the link probe in progress, if any
 	probedOK  time.Time       // when a probe of probedFor last succeeded
 	probedFor *client.Session // the session probedOK is about
+
+	// pulledGroups and pulledBytes count the groups and frame payload
+	// bytes pulled over this link (every track, every session of it):
+	// between regions, the long-haul traffic (relay_upstream_bytes_total).
+	pulledGroups, pulledBytes atomic.Int64
 }
 
 // linkHedgeAfter is how long a link dial runs before another one is
@@ -741,6 +747,8 @@ func (s *Server) groupFeeder(t *track, wg *sync.WaitGroup) func(p *pull, gr *cli
 	close(handed)
 	return func(p *pull, gr *client.GroupReader) {
 		c.groupsIn.Add(1)
+		link := s.links[p.idx]
+		link.pulledGroups.Add(1)
 		g := newGroup(gr.Sequence)
 		prev, mine := handed, make(chan struct{})
 		handed = mine
@@ -786,6 +794,7 @@ func (s *Server) groupFeeder(t *track, wg *sync.WaitGroup) func(p *pull, gr *cli
 					return
 				}
 				t.markActive()
+				link.pulledBytes.Add(int64(len(frame)))
 				if !started {
 					afterPrev()
 					c.frameIn(t, g, len(frame), &started)

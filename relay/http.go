@@ -53,7 +53,8 @@ func (s *Server) Stats() Stats {
 	for i, l := range s.links {
 		up := l.connected()
 		st.UpstreamConnected = st.UpstreamConnected || up
-		st.Upstreams = append(st.Upstreams, wire.Upstream{URL: l.urls[0], Connected: up, Tracks: pulls[i]})
+		st.Upstreams = append(st.Upstreams, wire.Upstream{URL: l.urls[0], Connected: up, Tracks: pulls[i],
+			Groups: l.pulledGroups.Load(), Bytes: l.pulledBytes.Load()})
 	}
 	st.UpstreamFailovers = s.counters.upstreamFailovers.Load()
 	st.UpstreamSubscribes = s.counters.upstreamSubscribes.Load()
@@ -392,22 +393,32 @@ type peekedConn struct {
 
 func (c *peekedConn) Read(p []byte) (int, error) { return c.r.Read(p) }
 
-// upstreamCollector exports, per upstream URL, whether its link is up
-// and how many pulled tracks use it now (relay_upstream_connected,
-// relay_upstream_pulled_tracks): which origin an edge pulls from.
+// upstreamCollector exports, per upstream URL, whether its link is up,
+// how many pulled tracks use it now (relay_upstream_connected,
+// relay_upstream_pulled_tracks: which origin an edge pulls from) and the
+// groups and frame bytes pulled over it so far (relay_upstream_groups_total,
+// relay_upstream_bytes_total: on a region's origins, the long-haul
+// traffic from the publishers' region).
 type upstreamCollector struct {
-	snap             func() Stats
-	connected, pulls *prometheus.Desc
+	snap                            func() Stats
+	connected, pulls, groups, bytes *prometheus.Desc
 }
 
 func newUpstreamCollector(snap func() Stats) *upstreamCollector {
 	return &upstreamCollector{snap: snap,
 		connected: prometheus.NewDesc("relay_upstream_connected", "1 while the link to this upstream is up.", []string{"upstream"}, nil),
 		pulls:     prometheus.NewDesc("relay_upstream_pulled_tracks", "Tracks pulled from this upstream now.", []string{"upstream"}, nil),
+		groups:    prometheus.NewDesc("relay_upstream_groups_total", "Groups pulled over the link to this upstream.", []string{"upstream"}, nil),
+		bytes:     prometheus.NewDesc("relay_upstream_bytes_total", "Frame payload bytes pulled over the link to this upstream (between regions: the long-haul traffic).", []string{"upstream"}, nil),
 	}
 }
 
-func (c *upstreamCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.connected; ch <- c.pulls }
+func (c *upstreamCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- c.connected
+	ch <- c.pulls
+	ch <- c.groups
+	ch <- c.bytes
+}
 
 func (c *upstreamCollector) Collect(ch chan<- prometheus.Metric) {
 	for _, u := range c.snap().Upstreams {
@@ -417,5 +428,7 @@ func (c *upstreamCollector) Collect(ch chan<- prometheus.Metric) {
 		}
 		ch <- prometheus.MustNewConstMetric(c.connected, prometheus.GaugeValue, up, u.URL)
 		ch <- prometheus.MustNewConstMetric(c.pulls, prometheus.GaugeValue, float64(u.Tracks), u.URL)
+		ch <- prometheus.MustNewConstMetric(c.groups, prometheus.CounterValue, float64(u.Groups), u.URL)
+		ch <- prometheus.MustNewConstMetric(c.bytes, prometheus.CounterValue, float64(u.Bytes), u.URL)
 	}
 }

@@ -24,7 +24,8 @@ func planCommand(ios *cli.IOStreams) *cobra.Command {
 		},
 	}
 	fs := cmd.Flags()
-	fs.IntVar(&o.Listeners, "listeners", -1, "target concurrent listeners (required)")
+	fs.IntVar(&o.Listeners, "listeners", -1, "target concurrent listeners (required, unless the inventory's regions have audiences)")
+	fs.Var(cli.GoValue(&o.RegionListeners), "region-listeners", "each region's audience for an inventory with regions: REGION=N[,REGION=N...] (default: regions[].listeners); plans each region apart")
 	cli.Ranged(fs, "listeners", cli.Ints(0, inventories.MaxListeners))
 	fs.StringVar(&o.Shape, "shape", "", "plan boxes of one catalogue shape, PROVIDER/SHAPE[@REGION]")
 	fs.Var(cli.GoValue(&o.Box), "box", "plan boxes of a given size: cores=N,ram=SIZE[,processes=N|auto][,uplink=RATE]")

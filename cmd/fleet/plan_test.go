@@ -300,7 +300,7 @@ func TestPlanBadInput(t *testing.T) {
 		{"huge count", []string{"plan", "--listeners", "5", "--inventory", huge}, "fleet plan: " + huge + ":7: steady[0].count: want at most 100000 boxes, got 99999999999999\n"},
 		{"bad calibration file", []string{"plan", "--listeners", "5", "--calibration", badCal}, "fleet plan: " + badCal + ":2: listeners_per_core: want a number of listeners above 0 and at most 1000000, got 1e+300\n"},
 		{"loadtest JSON without a fit", []string{"plan", "--listeners", "5", "--calibration", noFit}, "fleet plan: " + noFit + ": no fit (too few measured steps); it cannot calibrate a plan\n"},
-		{"unknown key", []string{"plan", "--listeners", "5", "--inventory", unknown}, "fleet plan: " + unknown + `:2: stedy: unknown key "stedy" at the top (known: version, name, admin, origin, origins, access, steady, burst, surge, state)` + "\n"},
+		{"unknown key", []string{"plan", "--listeners", "5", "--inventory", unknown}, "fleet plan: " + unknown + `:2: stedy: unknown key "stedy" at the top (known: version, name, admin, origin, origins, access, steady, burst, surge, state, regions)` + "\n"},
 		{"stray argument", []string{"plan", "--listeners", "5", "extra"}, `fleet plan: unexpected argument "extra"` + "\n"},
 		{"unknown command", []string{"plna"}, `fleet: unknown command "plna" (try fleet help)` + "\n"},
 	} {

@@ -12,7 +12,6 @@ import (
 
 	"github.com/relayfleet/relayfleet/infra/program"
 	"github.com/relayfleet/relayfleet/internal/text"
-	"github.com/relayfleet/relayfleet/relay/wire"
 )
 
 // FleetRoutes reads from the Pulumi backend what a fleet puts in the
@@ -35,7 +34,7 @@ func FleetRoutes(ctx context.Context, st *program.Stack) ([]program.StackHosts, 
 	}
 	var out []program.StackHosts
 	if ok && len(hosts) > 0 {
-		out = append(out, program.StackHosts{Stack: ro.Name, Hosts: hosts})
+		out = append(out, program.StackHosts{Stack: ro.Name, Hosts: hosts, Regions: program.RouterRegions(st.Fleet)})
 	}
 	ws, err := ro.ProjectWorkspace(ctx, StoreProject)
 	if err != nil {
@@ -156,8 +155,9 @@ func (w RelaysWatch) once(ctx context.Context, last []byte) ([]byte, int, error)
 	if err != nil {
 		return nil, 0, err
 	}
-	rs := program.ComposeRelays(routes)
-	data, err := json.MarshalIndent(wire.RelaysFile{Relays: rs}, "", "  ")
+	file := program.ComposeRelaysFile(routes)
+	rs := file.Relays
+	data, err := json.MarshalIndent(file, "", "  ")
 	if err != nil {
 		return nil, 0, err
 	}
@@ -165,7 +165,7 @@ func (w RelaysWatch) once(ctx context.Context, last []byte) ([]byte, int, error)
 	if bytes.Equal(data, last) {
 		return nil, len(rs), nil
 	}
-	if err := program.WriteRelaysFile(w.Out, rs); err != nil {
+	if err := program.WriteRelaysFileOf(w.Out, file); err != nil {
 		return nil, 0, err
 	}
 	return data, len(rs), nil

@@ -58,12 +58,16 @@ type Host struct {
 	// SPKI is the SHA-256 of the box's relay TLS key's public key, the
 	// pin of its relays in the router's relays file.
 	SPKI string `json:"spki_sha256,omitempty"`
+	// Region is the box's region in a fleet with regions (its stack
+	// entry's), else empty.
+	Region string `json:"region,omitempty"`
 }
 
 // Entry is the host as the stack output has it (program.HostEntry).
 func (h Host) Entry() program.HostEntry {
 	return program.HostEntry{Name: h.Name, Group: h.Group, Backend: h.Backend, Address: h.Address,
-		SSHAddress: h.SSHAddress, HostKey: h.HostKey, User: h.User, Ports: slices.Clone(h.Ports), SPKI: h.SPKI, Tier: originTier(h.Tier)}
+		SSHAddress: h.SSHAddress, HostKey: h.HostKey, User: h.User, Ports: slices.Clone(h.Ports), SPKI: h.SPKI, Tier: originTier(h.Tier),
+		Region: h.Region}
 }
 
 // originTier is the stack output's tier of a host of tier t: "origin"
@@ -84,13 +88,34 @@ func Origins(hosts []Host) []Host {
 }
 
 // OriginURLs are the URLs, pinned, that the edges pull from: one per
-// origin host among hosts (program.OriginURLs).
+// origin host among hosts (program.OriginURLs: with regions, the
+// publishers' region's).
 func OriginURLs(hosts []Host) []string {
+	return OriginURLsOf(hosts, inventories.OriginGroup)
+}
+
+// OriginURLsOf is OriginURLs of the origin group called group.
+func OriginURLsOf(hosts []Host, group string) []string {
 	var es []program.HostEntry
 	for _, h := range Origins(hosts) {
 		es = append(es, h.Entry())
 	}
-	return program.OriginURLs(es)
+	return program.OriginURLsOf(es, group)
+}
+
+// upstreamOf is what host h's relays pull from: nothing for the
+// publishers' origins; the publishers' region's origins (root) for the
+// origins of another region, and for burst boxes; its region's origins
+// for a steady box of a region.
+func upstreamOf(f *inventories.Fleet, hosts []Host, h Host, root []string) []string {
+	if len(f.Regions) == 0 {
+		return root
+	}
+	region := f.RegionOfGroup(h.Group)
+	if h.IsOrigin() || region == "" || h.Tier != TierSteady {
+		return root
+	}
+	return OriginURLsOf(hosts, f.OriginGroupOf(region))
 }
 
 // Set is a fleet's hosts, steady first (by name), then each event's (by
@@ -224,12 +249,36 @@ func FromOutputs(f *inventories.Fleet, steady string, stacks []program.StackOutp
 			set.Warnings = append(set.Warnings, fmt.Sprintf("steady group %s: %d %s in stack %s, the inventory wants %d (fleet up)", g.Name, n, map[bool]string{true: "box", false: "boxes"}[n == 1], steady, want))
 		}
 	}
-	if o := f.Origins; o != nil {
-		switch n := len(Origins(set.Hosts)); {
+	type originGroup struct {
+		name string
+		o    *inventories.Origins
+	}
+	originGroups := []originGroup{{inventories.OriginGroup, f.Origins}}
+	for _, rg := range f.Regions {
+		if g := f.OriginGroupOf(rg.Name); g != inventories.OriginGroup {
+			originGroups = append(originGroups, originGroup{g, rg.Origins})
+		}
+	}
+	for _, og := range originGroups {
+		group, o := og.name, og.o
+		if o == nil {
+			continue
+		}
+		what := "origins"
+		if group != inventories.OriginGroup {
+			what = "origin group " + group
+		}
+		n := 0
+		for _, h := range Origins(set.Hosts) {
+			if h.Group == group || h.Group == "" && group == inventories.OriginGroup {
+				n++
+			}
+		}
+		switch {
 		case n == 0:
-			missing = append(missing, fmt.Sprintf("origins: no origin boxes in stack %s (fleet up)", steady))
+			missing = append(missing, fmt.Sprintf("%s: no origin boxes in stack %s (fleet up)", what, steady))
 		case n != o.Count:
-			set.Warnings = append(set.Warnings, fmt.Sprintf("origins: %d in stack %s, the inventory wants %d (fleet up)", n, steady, o.Count))
+			set.Warnings = append(set.Warnings, fmt.Sprintf("%s: %d in stack %s, the inventory wants %d (fleet up)", what, n, steady, o.Count))
 		}
 	}
 	if len(missing) > 0 {
@@ -257,7 +306,8 @@ func FromOutputs(f *inventories.Fleet, steady string, stacks []program.StackOutp
 // fromEntry checks one stack output entry.
 func fromEntry(stack string, e program.HostEntry) (Host, error) {
 	h := Host{Stack: stack, Name: e.Name, Group: e.Group, Backend: e.Backend, Address: e.Address,
-		SSHAddress: e.SSHAddress, HostKey: strings.TrimSpace(e.HostKey), User: e.User, Ports: slices.Clone(e.Ports), SPKI: e.SPKI}
+		SSHAddress: e.SSHAddress, HostKey: strings.TrimSpace(e.HostKey), User: e.User, Ports: slices.Clone(e.Ports), SPKI: e.SPKI,
+		Region: e.Region}
 	if e.IsOrigin() {
 		h.Tier = TierOrigin
 	}
@@ -395,13 +445,23 @@ func Targets(f *inventories.Fleet, hosts []Host, a Access) ([]provision.Target, 
 			c.Close()
 			return nil, nil, err
 		}
-		t := provision.Target{Host: ph, Run: p.Runner(ph), Upstream: upstream, PublicListen: f.Access.PublicListen, MaxSessionsPerAddress: f.Access.SessionsPerAddress(), UncappedAddresses: f.Access.UncappedAddresses()}
+		t := provision.Target{Host: ph, Run: p.Runner(ph), Upstream: upstreamOf(f, hosts, h, upstream), PublicListen: f.Access.PublicListen, MaxSessionsPerAddress: f.Access.SessionsPerAddress(), UncappedAddresses: f.Access.UncappedAddresses()}
+		t.Region = f.RegionOfGroup(h.Group)
+		if len(t.Upstream) == 0 && len(upstream) > 0 {
+			c.Close()
+			return nil, nil, fmt.Errorf("stack %s: %s: no origin host of its region (%s) among the hosts: its relays would have nothing to pull from (fleet up)", h.Stack, h.Name, f.RegionOfGroup(h.Group))
+		}
 		if h.IsOrigin() {
-			t.Upstream, t.Processes = nil, 1
+			t.Processes = 1
+			if h.Group == inventories.OriginGroup {
+				t.Upstream = nil // the publishers' origins pull from nobody
+			}
 			if len(h.Ports) > 0 {
 				t.Origin = program.OriginURL(h.Address, h.Ports[0], h.SPKI)
 			}
-			if f.Origins != nil {
+			if o := f.RegionOrigins(f.RegionOfGroup(h.Group)); o != nil {
+				t.BasePort = o.BasePort
+			} else if f.Origins != nil {
 				t.BasePort = f.Origins.BasePort
 			} else if len(h.Ports) > 0 {
 				t.BasePort = h.Ports[0]

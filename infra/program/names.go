@@ -190,12 +190,12 @@ func steadyBackend(g *inventories.Group) string {
 func steadySets(f *inventories.Fleet, o Options) ([]boxSet, error) {
 	var sets []boxSet
 	owner := map[string]string{}
-	if og := originSet(f); og != nil {
+	for _, og := range originSets(f) {
 		for i, n := range og.names {
 			if err := checkName(og.backend, n); err != nil {
 				return nil, fmt.Errorf("origins: box %d: %w", i+1, err)
 			}
-			owner[n] = "the origin group"
+			owner[n] = "origin group " + og.group
 		}
 	}
 	for _, g := range f.Steady {
@@ -217,6 +217,7 @@ func steadySets(f *inventories.Fleet, o Options) ([]boxSet, error) {
 			group: g.Name, box: g.Box, backend: backend, names: names, statics: g.Hosts,
 			tier: provider.TierSteady, event: provider.NoEvent,
 			firewall: keep(o, firewallResource(g.Name), fw, LegacyFirewallName(f.Name, g.Name)),
+			region:   f.RegionOfGroup(g.Name),
 		})
 	}
 	return sets, nil
@@ -224,21 +225,45 @@ func steadySets(f *inventories.Fleet, o Options) ([]boxSet, error) {
 
 // originSet is the fleet's origin group as a box set (nil: the fleet has
 // none): boxes named like a steady group's called OriginGroup (no steady
-// group may take that name), in the steady stack, tier origin.
+// group may take that name), in the steady stack, tier origin. With
+// regions it is the publishers' region's.
 func originSet(f *inventories.Fleet) *boxSet {
 	if f.Origins == nil {
 		return nil
 	}
-	backend := f.Origins.Provider
-	names := make([]string, f.Origins.Count)
+	s := originGroupSet(f, inventories.OriginGroup, f.Origins)
+	return &s
+}
+
+func originGroupSet(f *inventories.Fleet, group string, o *inventories.Origins) boxSet {
+	backend := o.Provider
+	names := make([]string, o.Count)
 	for i := range names {
-		names[i] = BoxName(f.Name, inventories.OriginGroup, backend, i+1)
+		names[i] = BoxName(f.Name, group, backend, i+1)
 	}
-	return &boxSet{
-		group: inventories.OriginGroup, box: f.Origins.Box(), backend: backend, names: names,
+	return boxSet{
+		group: group, box: o.Box(), backend: backend, names: names,
 		tier: provider.TierOrigin, event: provider.NoEvent,
-		firewall: FirewallName(f.Name, provider.TierOrigin, inventories.OriginGroup),
+		firewall: FirewallName(f.Name, provider.TierOrigin, group),
+		region:   f.RegionOfGroup(group),
 	}
+}
+
+// originSets are the fleet's origin groups as box sets: the publishers'
+// (originSet) first, then, with regions, every other region's
+// (inventories.RegionOriginGroup), in the fleet file's order.
+func originSets(f *inventories.Fleet) []boxSet {
+	og := originSet(f)
+	if og == nil {
+		return nil
+	}
+	sets := []boxSet{*og}
+	for _, rg := range f.Regions {
+		if group := f.OriginGroupOf(rg.Name); group != inventories.OriginGroup {
+			sets = append(sets, originGroupSet(f, group, rg.Origins))
+		}
+	}
+	return sets
 }
 
 // burstSets are an event's box sets: its first candidate's, then one for
@@ -256,11 +281,11 @@ func burstSets(f *inventories.Fleet, b Burst, o Options) ([]boxSet, error) {
 		steady[FirewallName(f.Name, provider.TierSteady, g.Name)] = g.Name
 		steady[LegacyFirewallName(f.Name, g.Name)] = g.Name
 	}
-	if og := originSet(f); og != nil {
+	for _, og := range originSets(f) {
 		for _, n := range og.names {
-			steady[n] = inventories.OriginGroup
+			steady[n] = og.group
 		}
-		steady[og.firewall] = inventories.OriginGroup
+		steady[og.firewall] = og.group
 	}
 	check := func(backend, name, what string) error {
 		if err := checkName(backend, name); err != nil {

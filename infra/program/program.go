@@ -98,6 +98,8 @@ type HostEntry struct {
 	// Tier is "origin" for the fleet's origin boxes (which the router's
 	// relays file leaves out: listeners go to the edges), else empty.
 	Tier string `json:"tier,omitempty"`
+	// Region is the box's region in a fleet with regions, else empty.
+	Region string `json:"region,omitempty"`
 }
 
 // IsOrigin says whether the host is one of the fleet's origin boxes.
@@ -118,15 +120,24 @@ func OriginURL(address string, port int, spki string) string {
 // OriginURLs are the origin hosts' URLs (OriginURL of each one's first
 // port) in the order the program gives the edges (origin-2 before
 // origin-10: shorter names first, then by name); the other hosts are left
-// out.
+// out, and so, with regions, are the origins of every region but the
+// publishers' (whose group is inventories.OriginGroup): what publishers
+// and burst boxes use.
 func OriginURLs(hosts []HostEntry) []string {
+	return OriginURLsOf(hosts, inventories.OriginGroup)
+}
+
+// OriginURLsOf is OriginURLs of the origin group called group.
+func OriginURLsOf(hosts []HostEntry, group string) []string {
 	hosts = slices.Clone(hosts)
 	slices.SortStableFunc(hosts, func(a, b HostEntry) int {
 		return cmp.Or(cmp.Compare(len(a.Name), len(b.Name)), cmp.Compare(a.Name, b.Name))
 	})
 	var out []string
 	for _, h := range hosts {
-		if h.IsOrigin() && len(h.Ports) > 0 {
+		// (an entry without a group, from before regions, is the
+		// publishers' origin group's)
+		if h.IsOrigin() && (h.Group == group || h.Group == "" && group == inventories.OriginGroup) && len(h.Ports) > 0 {
 			out = append(out, OriginURL(h.Address, h.Ports[0], h.SPKI))
 		}
 	}
@@ -177,19 +188,34 @@ func Deploy(ctx *pulumi.Context, f *inventories.Fleet, cat *inventories.Catalogu
 	var hosts pulumi.Array
 	// The edges' upstream: the static origin URLs, or the origin boxes'
 	// URLs, pinned to the keys the fleet made for them, from their Hosts'
-	// outputs (never fetched over HTTP).
+	// outputs (never fetched over HTTP). With regions, each region's
+	// edges pull from their region's origins, and the origins of every
+	// region but the publishers' pull from the publishers' region's
+	// origins: one long-haul link per origin box.
 	var upstream pulumi.StringArrayInput = pulumi.ToStringArray(f.Origin)
-	if og := originSet(f); og != nil {
-		hs, urls, err := d.boxes(ctx, f, cat, o, *og, nil)
+	regionUpstream := map[string]pulumi.StringArrayInput{}
+	for i, og := range originSets(f) {
+		var from pulumi.StringArrayInput // the root's: none
+		if i > 0 {
+			from = upstream
+		}
+		hs, urls, err := d.boxes(ctx, f, cat, o, og, from)
 		if err != nil {
 			return nil, fmt.Errorf("origins: %w", err)
 		}
 		hosts = append(hosts, hs...)
-		upstream = urls
-		ctx.Export("origins", urls)
+		regionUpstream[og.region] = urls
+		if i == 0 {
+			upstream = urls
+			ctx.Export("origins", urls)
+		}
 	}
 	for i, g := range f.Steady {
-		hs, _, err := d.boxes(ctx, f, cat, o, sets[i], upstream)
+		up := upstream
+		if ru, ok := regionUpstream[f.RegionOfGroup(g.Name)]; ok {
+			up = ru
+		}
+		hs, _, err := d.boxes(ctx, f, cat, o, sets[i], up)
 		if err != nil {
 			return nil, fmt.Errorf("steady group %s: %w", g.Name, err)
 		}
@@ -262,6 +288,8 @@ type boxSet struct {
 	statics        []inventories.StaticHost
 	tier, event    string
 	firewall       string
+	// region is the set's region (a fleet with regions; else "").
+	region string
 }
 
 // boxes registers a set's firewall (on clouds), boxes and hosts, and
@@ -394,6 +422,9 @@ func (d *Deployed) boxesOf(ctx *pulumi.Context, f *inventories.Fleet, cat *inven
 		}
 		if s.tier == provider.TierOrigin {
 			entry["tier"] = pulumi.String(s.tier)
+		}
+		if s.region != "" {
+			entry["region"] = pulumi.String(s.region)
 		}
 		hosts = append(hosts, entry)
 		urls = append(urls, pulumi.All(box.Addresses, host.Ports, host.SPKI).ApplyT(func(v []any) string {

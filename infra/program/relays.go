@@ -13,6 +13,8 @@ import (
 	"syscall"
 
 	"github.com/relayfleet/relayfleet/internal/atomicfile"
+	"github.com/relayfleet/relayfleet/inventories"
+	"github.com/relayfleet/relayfleet/relay/wire"
 )
 
 // HostsDir is where each stack's hosts are kept in the state dir, one file
@@ -33,6 +35,10 @@ type StackHosts struct {
 	// no other relay has headroom (an event's relays after its end).
 	LastResort bool        `json:"last_resort,omitempty"`
 	Hosts      []HostEntry `json:"hosts"`
+	// Regions, on the steady stack's record of a fleet with regions, are
+	// the regions and their listener prefixes the router matches
+	// (RouterRegions).
+	Regions []wire.Region `json:"regions,omitempty"`
 }
 
 func hostsPath(stateDir, stack string) string {
@@ -42,10 +48,26 @@ func hostsPath(stateDir, stack string) string {
 // SetStackHosts records a stack's hosts (nil: the stack has none left)
 // and rewrites the router's relay list. It returns the list's path.
 func SetStackHosts(stateDir, stack string, hosts []HostEntry) (string, error) {
+	return SetStackHostsRegions(stateDir, stack, hosts, nil)
+}
+
+// SetStackHostsRegions is SetStackHosts for the steady stack of a fleet
+// with regions: the router's list carries them (RouterRegions).
+func SetStackHostsRegions(stateDir, stack string, hosts []HostEntry, regions []wire.Region) (string, error) {
 	return updateStack(stateDir, stack, func(sh *StackHosts) bool {
-		sh.Hosts = hosts
+		sh.Hosts, sh.Regions = hosts, regions
 		return len(hosts) > 0
 	})
+}
+
+// RouterRegions are the fleet's regions as the router's relays file has
+// them: each region's name and listener prefixes (nil without regions).
+func RouterRegions(f *inventories.Fleet) []wire.Region {
+	var out []wire.Region
+	for _, rg := range f.Regions {
+		out = append(out, wire.Region{Name: rg.Name, Prefixes: slices.Clone(rg.Prefixes)})
+	}
+	return out
 }
 
 // SetDraining marks a stack's relays draining (or routable again) in the
@@ -150,7 +172,20 @@ func composeRelays(stateDir string) (string, error) {
 		stacks = append(stacks, sh)
 	}
 	path := filepath.Join(stateDir, RelaysFile)
-	return path, writeRelayList(path, ComposeRelays(stacks))
+	return path, writeRelaysFile(path, ComposeRelaysFile(stacks))
+}
+
+// ComposeRelaysFile is the router's relays file of the stacks' records:
+// ComposeRelays, and the regions of the first record that has them.
+func ComposeRelaysFile(stacks []StackHosts) wire.RelaysFile {
+	f := wire.RelaysFile{Relays: ComposeRelays(stacks)}
+	for _, sh := range stacks {
+		if len(sh.Regions) > 0 {
+			f.Regions = slices.Clone(sh.Regions)
+			break
+		}
+	}
+	return f
 }
 
 // ComposeRelays is the router's relay list of the stacks' records, in
@@ -173,6 +208,10 @@ func ComposeRelays(stacks []StackHosts) []Relay {
 // WriteRelaysFile writes the router's relay list to path (atomically,
 // mode 0644): what fleet relays --out keeps current.
 func WriteRelaysFile(path string, rs []Relay) error { return writeRelayList(path, rs) }
+
+// WriteRelaysFileOf writes a whole relays file (relays and regions) to
+// path, as WriteRelaysFile does.
+func WriteRelaysFileOf(path string, f wire.RelaysFile) error { return writeRelaysFile(path, f) }
 
 // ReplaceStackHosts makes the state dir's records of the stacks owned
 // accepts exactly stacks (a record of an owned stack not among them goes;

@@ -730,7 +730,11 @@ func (s *Stack) Up(ctx context.Context) (*UpResult, error) {
 	if err := s.fence(ctx); err != nil {
 		return nil, err
 	}
-	path, err := SetStackHosts(s.StateDir, s.Name, hosts)
+	var regions []wire.Region
+	if s.Burst == nil && s.Fleet != nil {
+		regions = RouterRegions(s.Fleet)
+	}
+	path, err := SetStackHostsRegions(s.StateDir, s.Name, hosts, regions)
 	if err != nil {
 		return nil, err
 	}
@@ -1065,7 +1069,7 @@ func Relays(hosts []HostEntry) []Relay {
 		}
 		for _, p := range h.Ports {
 			base := fmt.Sprintf("http://%s:%d/", host, p)
-			r := Relay{URL: base, Stats: base + "stats"}
+			r := Relay{URL: base, Stats: base + "stats", Region: h.Region}
 			if h.SPKI != "" {
 				// The relay's TCP port answers TLS too: the router polls
 				// /stats there and checks the box's key (its pin).
@@ -1079,7 +1083,12 @@ func Relays(hosts []HostEntry) []Relay {
 
 // writeRelayList writes the router's relay list to path.
 func writeRelayList(path string, rs []Relay) error {
-	data, err := json.MarshalIndent(wire.RelaysFile{Relays: rs}, "", "  ")
+	return writeRelaysFile(path, wire.RelaysFile{Relays: rs})
+}
+
+// writeRelaysFile writes the router's relays file to path.
+func writeRelaysFile(path string, f wire.RelaysFile) error {
+	data, err := json.MarshalIndent(f, "", "  ")
 	if err != nil {
 		return err
 	}

@@ -82,8 +82,11 @@ type Calibrations struct {
 
 // PlanOptions are fleet plan's inputs, as its flags give them.
 type PlanOptions struct {
-	// Listeners is the target (-1: not given; required).
+	// Listeners is the target (-1: not given; required unless the
+	// inventory's regions have audiences, regions.go).
 	Listeners int
+	// RegionListeners are the regions' audiences (--region-listeners).
+	RegionListeners RegionListenersFlag
 	// Shape plans boxes of one catalogue shape; Box boxes of a given size.
 	Shape string
 	Box   BoxFlag
@@ -104,11 +107,11 @@ type PlanOptions struct {
 // are the *inventories.Error it has. The ranges of Listeners and
 // EventHours are the flags' to check.
 func WritePlan(w io.Writer, o PlanOptions) error {
-	switch {
-	case o.Listeners == -1:
-		return cli.Usagef("flag --listeners: required")
-	case o.Shape != "" && o.Box.Box != nil:
+	if o.Shape != "" && o.Box.Box != nil {
 		return cli.Usagef("flags --shape and --box: give one, not both")
+	}
+	if o.Listeners == -1 && len(o.RegionListeners.Names) == 0 && o.Inventory == "" {
+		return cli.Usagef("flag --listeners: required")
 	}
 	if o.Providers == "" {
 		o.Providers = inventories.Beside(o.Inventory, inventories.ProvidersFile)
@@ -127,31 +130,62 @@ func WritePlan(w io.Writer, o PlanOptions) error {
 			return err
 		}
 	}
+	regions, err := o.regionAudiences(ch.Fleet)
+	if err != nil {
+		return err
+	}
+	if regions != nil {
+		var rs []RegionReport
+		for _, ra := range regions {
+			rch := ch
+			rch.Fleet = regionFleet(ch.Fleet, ra)
+			r, err := o.plan(cat, rch, ra.listeners, def, perShape)
+			if err != nil {
+				return fmt.Errorf("region %s: %w", ra.name, err)
+			}
+			rs = append(rs, RegionReport{Region: ra.name, Listeners: ra.listeners, Report: r})
+		}
+		if o.JSON {
+			return writeRegionsJSON(w, rs)
+		}
+		return writeRegionsText(w, rs)
+	}
+	if o.Listeners == -1 {
+		return cli.Usagef("flag --listeners: required")
+	}
+	r, err := o.plan(cat, ch, o.Listeners, def, perShape)
+	if err != nil {
+		return err
+	}
+	if o.JSON {
+		return r.WriteJSON(w)
+	}
+	return r.WriteText(w)
+}
+
+// plan plans listeners on the candidates ch allows.
+func (o *PlanOptions) plan(cat *inventories.Catalogue, ch Choice, listeners int, def *NamedCalibration, perShape map[string]*NamedCalibration) (*Report, error) {
 	cands, err := Candidates(cat, ch)
 	var shapeErr *ShapeError
 	if errors.As(err, &shapeErr) {
-		return cli.Usagef("flag --shape: %v", err)
+		return nil, cli.Usagef("flag --shape: %v", err)
 	} else if err != nil {
-		return err
+		return nil, err
 	}
 	if err := o.Calibrations.Calibrate(cands, o.Calibration.Shapes, perShape); err != nil {
-		return cli.Usagef("flag --calibration: %v", err)
+		return nil, cli.Usagef("flag --calibration: %v", err)
 	}
 	plan, err := Make(Request{
-		Listeners:       o.Listeners,
+		Listeners:       listeners,
 		EventHours:      o.EventHours,
 		Catalogue:       cat,
 		Calibration:     def.Cal,
 		CalibrationName: def.Name,
 	}, cands)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	r := &Report{Plan: plan, Calibration: def, PerShape: perShape, Catalogue: o.Providers}
-	if o.JSON {
-		return r.WriteJSON(w)
-	}
-	return r.WriteText(w)
+	return &Report{Plan: plan, Calibration: def, PerShape: perShape, Catalogue: o.Providers}, nil
 }
 
 // resolveCalibrations loads the calibrations: the default one (named, a

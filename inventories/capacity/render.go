@@ -66,6 +66,13 @@ func calibrationJSONOf(nc *NamedCalibration) calibrationJSON {
 
 // WriteJSON writes the report as an indented JSON document.
 func (r *Report) WriteJSON(w io.Writer) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(r.doc())
+}
+
+// doc is the report's JSON document.
+func (r *Report) doc() reportJSON {
 	doc := reportJSON{Plan: r.Plan, Calibration: calibrationJSONOf(r.Calibration), Catalogue: r.Catalogue}
 	for ref, nc := range r.PerShape {
 		if doc.Calibrations == nil {
@@ -73,9 +80,7 @@ func (r *Report) WriteJSON(w io.Writer) error {
 		}
 		doc.Calibrations[ref] = calibrationJSONOf(nc)
 	}
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	return enc.Encode(doc)
+	return doc
 }
 
 // WriteText writes the report as text: a header, a table of the groups,

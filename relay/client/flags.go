@@ -131,10 +131,12 @@ func CheckRouter(router, spki string, insecure bool) (RouterOptions, error) {
 type ListenFlags struct {
 	URL, Broadcast, Track, Transport string
 	Router, RouterSPKI, TokenFile    string
-	InsecureRouter, TrustHTTPHash    bool
-	Groups, Check                    int
-	Verbose                          bool
-	Silence                          time.Duration
+	// Region is the listener's region hint to the router (--region).
+	Region                        string
+	InsecureRouter, TrustHTTPHash bool
+	Groups, Check                 int
+	Verbose                       bool
+	Silence                       time.Duration
 }
 
 // Run is relay listen: it checks the flags, then listens to Broadcast at
@@ -151,8 +153,8 @@ func (f *ListenFlags) Run(ctx context.Context, stdout, stderr io.Writer) error {
 		return cli.Usagef("--name is required")
 	case f.Transport != TransportQUIC && f.Transport != TransportWebSocket:
 		return cli.Usagef("--transport %q: want quic or websocket", f.Transport)
-	case f.Router == "" && (f.RouterSPKI != "" || f.InsecureRouter):
-		return cli.Usagef("--router-spki and --insecure-router need --router")
+	case f.Router == "" && (f.RouterSPKI != "" || f.InsecureRouter || f.Region != ""):
+		return cli.Usagef("--router-spki, --insecure-router and --region need --router")
 	}
 	logger, _ := cli.NewLogger(stderr, "info")
 	dial := &Options{Transport: f.Transport, TrustHTTPHash: f.TrustHTTPHash, Logger: logger,
@@ -163,7 +165,7 @@ func (f *ListenFlags) Run(ctx context.Context, stdout, stderr io.Writer) error {
 		if ro.RouterOptions, err = CheckRouter(f.Router, f.RouterSPKI, f.InsecureRouter); err != nil {
 			return err
 		}
-		ro.Router = f.Router
+		ro.Router, ro.RouterOptions.Region = f.Router, f.Region
 	} else if err := CheckHashTrust(f.URL, "", f.TrustHTTPHash); err != nil {
 		return err
 	}

@@ -123,7 +123,8 @@ func TestListenFlagsErrors(t *testing.T) {
 	}{
 		{func(f *client.ListenFlags) { f.Broadcast = "" }, "--name is required"},
 		{func(f *client.ListenFlags) { f.Transport = "tcp" }, `--transport "tcp": want quic or websocket`},
-		{func(f *client.ListenFlags) { f.RouterSPKI = "ab" }, "--router-spki and --insecure-router need --router"},
+		{func(f *client.ListenFlags) { f.RouterSPKI = "ab" }, "--router-spki, --insecure-router and --region need --router"},
+		{func(f *client.ListenFlags) { f.Region = "eu" }, "--router-spki, --insecure-router and --region need --router"},
 		{func(f *client.ListenFlags) { f.URL = "http://relay.example:1/" }, "URL http://relay.example:1/: its certificate hash would come over plain HTTP"},
 		{func(f *client.ListenFlags) { f.URL, f.Router = "", "http://router.example:1" }, "--router http://router.example:1: an http:// router"},
 		{func(f *client.ListenFlags) { f.TokenFile = filepath.Join(t.TempDir(), "none") }, "--token-file: open "},

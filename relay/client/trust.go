@@ -160,6 +160,10 @@ func FetchCertificateHash(ctx context.Context, u *url.URL, hc *http.Client) (str
 type Destination struct {
 	URL             string `json:"url"`
 	CertificateHash string `json:"certificate_sha256,omitempty"`
+	// Region is the relay's region and RegionFallback whether it is not
+	// the listener's (wire.Route).
+	Region         string `json:"region,omitempty"`
+	RegionFallback bool   `json:"region_fallback,omitempty"`
 }
 
 // RouterOptions configures a RouterClient.
@@ -177,12 +181,17 @@ type RouterOptions struct {
 	Insecure bool
 	// Timeout bounds one request; 0 means 10 seconds.
 	Timeout time.Duration
+	// Region, optional, is the listener's region, sent as the region=
+	// hint: the router prefers that region's relays (else it goes by the
+	// client's address).
+	Region string
 }
 
 // RouterClient asks a router (`relay router`) where a new listener goes.
 type RouterClient struct {
-	base string
-	hc   *http.Client
+	base   string
+	region string
+	hc     *http.Client
 }
 
 // ErrClearTextRouter is returned for an http:// router URL that is not on
@@ -221,8 +230,9 @@ func NewRouterClient(routerURL string, opts RouterOptions) (*RouterClient, error
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	tr.TLSClientConfig = tc
 	return &RouterClient{
-		base: strings.TrimSuffix(routerURL, "/"),
-		hc:   &http.Client{Timeout: timeout, Transport: tr},
+		base:   strings.TrimSuffix(routerURL, "/"),
+		region: opts.Region,
+		hc:     &http.Client{Timeout: timeout, Transport: tr},
 	}, nil
 }
 
@@ -236,6 +246,9 @@ func (rc *RouterClient) Route(ctx context.Context, broadcast string) (Destinatio
 // just failed this listener.
 func (rc *RouterClient) RouteAvoiding(ctx context.Context, broadcast string, avoid ...string) (Destination, error) {
 	q := url.Values{"broadcast": {broadcast}}
+	if rc.region != "" {
+		q.Set("region", rc.region)
+	}
 	for _, a := range avoid {
 		q.Add("avoid", a)
 	}
@@ -310,7 +323,7 @@ func parseDestination(b []byte) (Destination, error) {
 	if err := json.Unmarshal(b, &rt); err != nil {
 		return Destination{}, fmt.Errorf("router answer: %w", err)
 	}
-	d := Destination{URL: rt.URL, CertificateHash: rt.CertificateSHA256}
+	d := Destination{URL: rt.URL, CertificateHash: rt.CertificateSHA256, Region: rt.Region, RegionFallback: rt.RegionFallback}
 	u, err := url.Parse(d.URL)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return d, fmt.Errorf("router answer: url %.100q: want an http:// or https:// relay URL", d.URL)

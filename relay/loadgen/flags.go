@@ -37,8 +37,8 @@ func (f *Flags) Run(ctx context.Context, stdout, stderr io.Writer) error {
 		return cli.Usagef("--url %q: must start with https:// or http://", o.URL)
 	case o.Router != "" && !strings.HasPrefix(o.Router, "http://") && !strings.HasPrefix(o.Router, "https://"):
 		return cli.Usagef("--router %q: must start with https:// or http://", o.Router)
-	case o.Router == "" && (o.RouterSPKI != "" || o.InsecureRouter):
-		return cli.Usagef("--router-spki and --insecure-router need --router")
+	case o.Router == "" && (o.RouterSPKI != "" || o.InsecureRouter || o.RouterRegion != ""):
+		return cli.Usagef("--router-spki, --insecure-router and --region need --router")
 	case o.Router != "" && o.CertificateHash != "":
 		return cli.Usagef("--certificate-sha256 is for --url; the router answers each relay's hash")
 	case o.Broadcast == "":

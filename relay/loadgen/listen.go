@@ -551,7 +551,7 @@ func connect(ctx context.Context, o Options, res *client.Resolver, sh *shard, si
 func newResolver(o Options) (*client.Resolver, error) {
 	r, err := client.NewResolver(client.ResolverOptions{
 		URL: o.URL, Router: o.Router, Broadcast: o.Broadcast, Token: o.Token, TokenSource: o.TokenSource,
-		RouterOptions:   client.RouterOptions{SPKI: o.RouterSPKI, RootCAs: o.RootCAs, Insecure: o.InsecureRouter},
+		RouterOptions:   client.RouterOptions{SPKI: o.RouterSPKI, RootCAs: o.RootCAs, Insecure: o.InsecureRouter, Region: o.RouterRegion},
 		CertificateHash: o.CertificateHash, RootCAs: o.RootCAs, TrustHTTPHash: o.TrustHTTPHash,
 	})
 	if err != nil {

@@ -45,9 +45,12 @@ type Options struct {
 	Router         string
 	RouterSPKI     string
 	InsecureRouter bool
-	Broadcast      string
-	Track          string // "audio" when empty
-	Listeners      int
+	// RouterRegion is the listeners' region hint to the router
+	// (/route?region=).
+	RouterRegion string
+	Broadcast    string
+	Track        string // "audio" when empty
+	Listeners    int
 	// Ramp is how many listeners start per second; 0 means as fast as
 	// Parallel dials allow.
 	Ramp float64

@@ -52,7 +52,10 @@
 // "url" is what /route answers (http:// or https://), "stats" the /stats
 // URL to poll, "draining" true to stop sending new listeners there,
 // "last_resort" true to send them there only when no other relay has
-// headroom.
+// headroom, "region" the relay's region. The file's optional "regions"
+// list names each region's listener address prefixes; /route?region=NAME
+// (or, without it, the client's address) prefers that region's relays
+// and says when it falls back to another's (region.go).
 // "spki_sha256", optional, is the SHA-256 of the relay's public key (`relay
 // pin`): with it the router polls https:// (the relay's TCP port answers
 // TLS on the same port) and accepts only a certificate with that key, so
@@ -105,6 +108,9 @@ type File = wire.RelaysFile
 // Relay is one relay process in the file; see the package comment.
 type Relay = wire.Relay
 
+// Region is one region of the relays file (region.go).
+type Region = wire.Region
+
 // Parse decodes and validates a relays file.
 func Parse(data []byte) (*File, error) {
 	f, err := wire.ParseRelaysFile(data)
@@ -128,6 +134,9 @@ func Parse(data []byte) (*File, error) {
 			return nil, fmt.Errorf("relays file: relay %d: url %q listed twice", i, r.URL)
 		}
 		seen[r.URL] = true
+	}
+	if _, err := parseRegions(f); err != nil {
+		return nil, err
 	}
 	return f, nil
 }
@@ -197,7 +206,15 @@ type Router struct {
 	pinned map[string]*http.Client // by SPKI pin
 
 	counts routeCounts // /route answers, for /metrics
-	limit  *bucket     // nil: no rate limit
+
+	// Regions (region.go), from the relays file (under mu): prefixes
+	// longest first, the region names it knows (its regions and its
+	// relays' regions) and the regions as the file lists them.
+	prefixes    []regionPrefix
+	knownRegion map[string]bool
+	regionList  []wire.Region
+	rcounts     regionCounts
+	limit       *bucket // nil: no rate limit
 
 	// starved counts the polls in a row in which every relay timed out
 	// (under mu): see PollOnce.
@@ -277,8 +294,22 @@ func (r *Router) Reload() error {
 	if err != nil {
 		return err
 	}
+	prefixes, err := parseRegions(f)
+	if err != nil {
+		return err
+	}
+	known := map[string]bool{}
+	for _, rg := range f.Regions {
+		known[rg.Name] = true
+	}
+	for _, rl := range f.Relays {
+		if rl.Region != "" {
+			known[rl.Region] = true
+		}
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	r.prefixes, r.knownRegion, r.regionList = prefixes, known, f.Regions
 	old := map[string]*relayState{}
 	for _, s := range r.relays {
 		old[s.URL] = s
@@ -294,7 +325,7 @@ func (r *Router) Reload() error {
 	}
 	r.relays = next
 	r.stamp = stamp
-	r.logger.Info("relays loaded", "file", r.file, "relays", len(next))
+	r.logger.Info("relays loaded", "file", r.file, "relays", len(next), "regions", len(f.Regions))
 	if !r.requirePins {
 		for _, s := range next {
 			if u, err := url.Parse(s.Stats); err == nil && s.SPKI == "" && !client.IsLoopback(u.Hostname()) {
@@ -591,6 +622,15 @@ type Route = wire.Route
 // only relay went silent (its origin away, the relay up) is better sent
 // back there than refused.
 func (r *Router) Pick(avoid ...string) (Route, error) {
+	return r.PickIn("", avoid...)
+}
+
+// PickIn is Pick for a listener of region ("" for none): among relays
+// alike otherwise (avoided or not, with headroom left after this poll
+// period's answers or not, last resort or not, in that order), those of
+// region come first. The answer's RegionFallback says that region was
+// given and the relay is another region's.
+func (r *Router) PickIn(region string, avoid ...string) (Route, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	var best *relayState
@@ -599,9 +639,9 @@ func (r *Router) Pick(avoid ...string) (Route, error) {
 		if s.Draining || !s.Healthy || s.Headroom <= 0 {
 			continue
 		}
-		tier := pickTier(s)
+		tier := pickTier(s, region)
 		if avoided(s.URL, avoid) {
-			tier += 4 // after every relay not avoided
+			tier += 8 // after every relay not avoided
 		}
 		if best == nil || tier < bestTier || (tier == bestTier && s.Headroom-s.Routed > best.Headroom-best.Routed) {
 			best, bestTier = s, tier
@@ -611,21 +651,44 @@ func (r *Router) Pick(avoid ...string) (Route, error) {
 		return Route{}, ErrNoHeadroom
 	}
 	best.Routed = min(best.Routed+1, best.Headroom)
-	return Route{URL: best.URL, CertificateSHA256: best.CertHash}, nil
+	return Route{URL: best.URL, CertificateSHA256: best.CertHash, Region: best.Region,
+		RegionFallback: region != "" && best.Region != region}, nil
 }
 
 // pickTier orders the relays Pick may choose: those with headroom left
-// after this poll period's answers before those without, and within each,
-// the others before last-resort relays.
-func pickTier(s *relayState) int {
+// after this poll period's answers before those without; within each,
+// the others before last-resort relays (so a region's last-resort relay
+// comes after another region's steady one); within each, the relays of
+// region (when one is given) before the others.
+func pickTier(s *relayState, region string) int {
 	tier := 0
 	if s.Headroom-s.Routed <= 0 {
-		tier = 2
+		tier = 4
 	}
 	if s.LastResort {
+		tier += 2
+	}
+	if region != "" && s.Region != region {
 		tier++
 	}
 	return tier
+}
+
+// listenerRegion is the region a /route is for: its region= hint, else
+// the region of the client's address, else "". The label is the name
+// for the per-region counts: "unknown" for a hint the relays file does
+// not know.
+func (r *Router) listenerRegion(hint, remote string) (region, label string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if hint != "" {
+		if r.knownRegion[hint] {
+			return hint, hint
+		}
+		return hint, "unknown"
+	}
+	rg := regionOf(r.prefixes, remote)
+	return rg, rg
 }
 
 // ServeHTTP serves /route, /relays and /healthz.
@@ -650,25 +713,44 @@ func (r *Router) route(w http.ResponseWriter, req *http.Request) {
 			return
 		}
 	}
+	hint := q.Get("region")
+	if hint != "" {
+		if err := checkRegionName(hint); err != nil {
+			http.Error(w, "region parameter: "+err.Error(), http.StatusBadRequest)
+			return
+		}
+	}
 	if len(avoid) > 0 {
 		r.repoll(avoid)
 	}
-	rt, err := r.Pick(avoid...)
+	region, label := r.listenerRegion(hint, req.RemoteAddr)
+	rt, err := r.PickIn(region, avoid...)
 	if err != nil {
 		r.counts.unavailable.Add(1)
+		if label != "" {
+			r.rcounts.add(label, "unavailable")
+		}
 		w.Header().Set("Retry-After", "1")
 		http.Error(w, "no relay has headroom", http.StatusServiceUnavailable)
 		return
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Cache-Control", "no-store")
+	if label != "" {
+		result := "in_region"
+		if rt.RegionFallback {
+			result = "fallback"
+			w.Header().Set("Relay-Region-Fallback", region+" -> "+orNone(rt.Region))
+		}
+		r.rcounts.add(label, result)
+	}
 	r.counts.routed.Add(1)
 	_ = json.NewEncoder(w).Encode(rt)
 }
 
 func (r *Router) list(w http.ResponseWriter, _ *http.Request) {
 	r.mu.Lock()
-	out := wire.RelaysState{Relays: make([]wire.RelayState, len(r.relays))}
+	out := wire.RelaysState{Relays: make([]wire.RelayState, len(r.relays)), Regions: r.regionList}
 	for i, s := range r.relays {
 		out.Relays[i] = s.RelayState
 	}
@@ -721,4 +803,12 @@ func LimitListener(l net.Listener, lim Limits) net.Listener {
 		n = DefaultMaxConns
 	}
 	return connlimit.New(l, n)
+}
+
+// orNone is s, or "none" for "".
+func orNone(s string) string {
+	if s == "" {
+		return "none"
+	}
+	return s
 }

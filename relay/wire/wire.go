@@ -20,6 +20,10 @@ type Upstream struct {
 	URL       string `json:"url"`       // as given to --upstream (no token)
 	Connected bool   `json:"connected"` // its link session is up
 	Tracks    int    `json:"tracks"`    // tracks pulled from it now
+	// Groups and Bytes count the groups and frame payload bytes pulled
+	// over the link so far.
+	Groups int64 `json:"groups_total"`
+	Bytes  int64 `json:"bytes_total"`
 }
 
 // Stats is a snapshot of the relay, as served on /stats.
@@ -152,12 +156,29 @@ type Route struct {
 	// served at the router's last poll (left out for an https:// relay
 	// whose certificate the router does not know).
 	CertificateSHA256 string `json:"certificate_sha256,omitempty"`
+	// Region is the chosen relay's region (left out for a relay without
+	// one). RegionFallback is true when the listener's region (its
+	// region= hint, else the region whose prefixes hold its address) had
+	// no relay with room and the answer is a relay of another region.
+	Region         string `json:"region,omitempty"`
+	RegionFallback bool   `json:"region_fallback,omitempty"`
 }
 
 // RelaysFile is the relays file the fleet tool writes and the router
 // reads (see package relay/router for its rules).
 type RelaysFile struct {
 	Relays []Relay `json:"relays"`
+	// Regions lists, per region, the address prefixes (CIDRs) of its
+	// listeners: a /route without a region= hint goes to the region whose
+	// prefix holds the client's address (the longest one).
+	Regions []Region `json:"regions,omitempty"`
+}
+
+// Region is one region's name and listener address prefixes in the
+// relays file.
+type Region struct {
+	Name     string   `json:"name"`
+	Prefixes []string `json:"prefixes,omitempty"`
 }
 
 // Relay is one relay process in the relays file.
@@ -176,6 +197,9 @@ type Relay struct {
 	// event's burst relays after its end, while the steady fleet takes
 	// their listeners as it has room).
 	LastResort bool `json:"last_resort,omitempty"`
+	// Region, optional, is the relay's region: the router prefers the
+	// relays of a listener's region.
+	Region string `json:"region,omitempty"`
 }
 
 // ParseRelaysFile decodes a relays file strictly: unknown fields and data
@@ -208,5 +232,6 @@ type RelayState struct {
 
 // RelaysState is a router's GET /relays.
 type RelaysState struct {
-	Relays []RelayState `json:"relays"`
+	Relays  []RelayState `json:"relays"`
+	Regions []Region     `json:"regions,omitempty"`
 }
