@@ -80,6 +80,7 @@ func metricSeries(base, metric string) (map[string]float64, error) {
 // their /metrics), the bytes counted on relay_upstream_bytes_total; a's
 // origins see no session of b's edge.
 func TestE2ERegions(t *testing.T) {
+	t.Parallel() // its own lab and fleet: see e2eLab
 	e := newE2ELab(t, "/var/lib/relayfleet/lab-reg", "rfreg0", "10.231.200.0/24", map[string]string{"fleet": "rg"})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
 	defer cancel()
