@@ -192,8 +192,18 @@ func TestTakeoverOnlyAfterExpiryAndFence(t *testing.T) {
 			defer held.Release()
 			// Another machine (even one that claims the same machine id and
 			// host) cannot take it before it expires.
+			// The clock is set from the lease's own expiry, not from this
+			// test's clock: a take that took seconds on a loaded machine
+			// (SeaweedFS) made "now + 59 s" land after it.
+			expires := func() time.Time {
+				st, err := a.Read(context.Background())
+				if err != nil {
+					t.Fatal(err)
+				}
+				return st.Expires
+			}
 			var now atomic.Pointer[time.Time]
-			n := time.Now().Add(59 * time.Second)
+			n := expires().Add(-time.Second)
 			now.Store(&n)
 			b := &Lease{Fleet: a.Fleet, objs: a.objs, where: a.where, Clock: func() time.Time { return *now.Load() }}
 			if _, err := b.Take(context.Background(), other("fleet up"), 0); !errors.Is(err, ErrHeld) {
@@ -202,7 +212,7 @@ func TestTakeoverOnlyAfterExpiryAndFence(t *testing.T) {
 			if err := held.Check(context.Background()); err != nil {
 				t.Fatalf("holder's fence before takeover: %v", err)
 			}
-			n = time.Now().Add(61 * time.Second)
+			n = expires().Add(time.Second)
 			now.Store(&n)
 			h2, err := b.Take(context.Background(), Self("fleet up"), 0)
 			if err != nil {
