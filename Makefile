@@ -236,8 +236,8 @@ e2e: pulumi ## the provider in process on lab boxes, then fleet up, drift, chang
 
 .PHONY: e2e-state
 
-e2e-state: pulumi ## an event's reconcile killed on one machine is finished from an empty state dir pointed at the same Pulumi backend (root; about 5 minutes; lab-state, rfst0); make e2e skips it, so that .ci/run runs it once, as its own step
-	RELAYFLEET_PULUMI=$(PULUMI) $(GO) test -tags e2e -count=1 -timeout 30m -v -run TestE2EEventResumedOnAnotherMachine ./test/e2e/
+e2e-state: pulumi seaweedfs ## on SeaweedFS (s3://): an event's reconcile killed on one machine is finished from an empty state dir on the same bucket; the store killed mid-teardown and restarted loses nothing (root; about 6 minutes; lab-state, rfst0); make e2e skips it, so that .ci/run runs it once, as its own step
+	RELAYFLEET_PULUMI=$(PULUMI) RELAYFLEET_WEED=$(WEED) $(GO) test -tags e2e -count=1 -timeout 30m -v -run TestE2EEventResumedOnAnotherMachine ./test/e2e/
 
 e2e-localcloud: pulumi ## the local Hetzner Cloud and DigitalOcean APIs over lab boxes; on each, side by side in its own lab, the real fleet up, status, rollout under listeners, an event's burst box up and down, destroy (root; lab-lcx and rflcx0, lab-lcx-do and rflcx1)
 	$(GO) test -tags lab -count=1 -timeout 15m -v -run TestLabMachines ./infra/localcloud/
