@@ -150,8 +150,9 @@ func (s *S3Store) Restart(t testing.TB) {
 	var code int
 	var err error
 	ok := PollEvery(2*time.Minute, 500*time.Millisecond, func() bool {
+		// 409: the bucket is there already (an earlier try, or restart).
 		code, err = s.request(http.MethodPut, "/"+restartProbe, "")
-		if err == nil && code == http.StatusOK {
+		if err == nil && (code == http.StatusOK || code == http.StatusConflict) {
 			code, err = s.request(http.MethodPut, "/"+restartProbe+"/probe", "written after a restart")
 		}
 		return err == nil && code == http.StatusOK
