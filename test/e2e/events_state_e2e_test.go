@@ -6,7 +6,9 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -16,10 +18,13 @@ import (
 	"testing"
 	"time"
 
+	"gocloud.dev/blob"
+
 	"github.com/relayfleet/relayfleet/infra/events"
 	"github.com/relayfleet/relayfleet/infra/lab"
 	"github.com/relayfleet/relayfleet/infra/lease"
 	"github.com/relayfleet/relayfleet/infra/program"
+	"github.com/relayfleet/relayfleet/internal/bucketurl"
 	"github.com/relayfleet/relayfleet/internal/testutil"
 	"github.com/relayfleet/relayfleet/inventories"
 )
@@ -231,7 +236,7 @@ read:
 	if rec.Phase != events.Destroying || !rec.StackMade {
 		t.Fatalf("the record after the store's restart: phase %s, stack made %v, want %s with its stack", rec.Phase, rec.StackMade, events.Destroying)
 	}
-	stacks := storedStacks(t, stateB, be, cli)
+	stacks := storedStacks(t, be)
 	if !slices.Contains(stacks, "lab") || !slices.Contains(stacks, events.StackName("lab", "show")) {
 		t.Fatalf("the backend's stacks after the store's restart: %v, want lab and %s", stacks, events.StackName("lab", "show"))
 	}
@@ -254,7 +259,7 @@ read:
 	if rec.Phase != events.Gone || rec.Remaining != 0 || rec.Report == nil {
 		t.Fatalf("after the teardown on b: phase %s, %d remaining, report %v", rec.Phase, rec.Remaining, rec.Report)
 	}
-	if slices.Contains(storedStacks(t, stateB, be, cli), events.StackName("lab", "show")) {
+	if slices.Contains(storedStacks(t, be), events.StackName("lab", "show")) {
 		t.Errorf("the event's stack is still in the backend after its teardown")
 	}
 	if got := relaysFile(t, stateB); strings.Join(got, " ") != steadyURL {
@@ -296,25 +301,32 @@ func storedRecord(t *testing.T, state, be, cli string) *events.Record {
 	return nil
 }
 
-// storedStacks lists the stacks of the fleet's project in the backend.
-func storedStacks(t *testing.T, state, be, cli string) []string {
+// storedStacks lists the stacks of the fleet's project (program.Project)
+// in the backend: their checkpoints in the bucket.
+func storedStacks(t *testing.T, be string) []string {
 	t.Helper()
-	st := &program.Stack{StateDir: state, BackendURL: be, Pulumi: cli}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	ws, err := st.ProjectWorkspace(ctx, program.Project)
+	b, err := bucketurl.Open(ctx, be)
 	if err != nil {
 		t.Fatal(err)
 	}
-	sums, err := ws.ListStacks(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	defer b.Close()
+	dir := ".pulumi/stacks/" + program.Project + "/"
+	it := b.List(&blob.ListOptions{Prefix: dir})
 	var names []string
-	for _, s := range sums {
-		names = append(names, s.Name)
+	for {
+		obj, err := it.Next(ctx)
+		if errors.Is(err, io.EOF) {
+			return names
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if name, ok := strings.CutSuffix(strings.TrimPrefix(obj.Key, dir), ".json"); ok && !strings.Contains(name, "/") {
+			names = append(names, name)
+		}
 	}
-	return names
 }
 
 // storedLease is the fleet's lease as the backend holds it.
