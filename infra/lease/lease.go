@@ -347,26 +347,39 @@ func (h *Held) renewLoop() {
 			return
 		case <-time.After(next):
 		}
-		start := h.l.now()
-		err := h.renew(h.ctx)
-		if errors.Is(err, ErrLost) {
-			h.cancel(err)
-			return
-		}
 		h.mu.Lock()
-		if err == nil {
-			h.good, next, lastErr = start, ttl/3, nil
-		} else {
-			lastErr, next = err, retry
-		}
 		good := h.good
 		h.mu.Unlock()
 		// Stop with a third of the TTL to spare: the lease is still
 		// ours until it expires, so no one else runs before we stopped.
-		if lastErr != nil && !h.l.now().Before(good.Add(ttl*2/3)) {
-			h.cancel(fmt.Errorf("%w: renewals failed for %s (%v); stopping before it expires", ErrLost, h.l.now().Sub(good).Round(time.Second), lastErr))
+		// No attempt outlasts that moment: a store that hangs (or
+		// retries a refused connection) must not keep a holder that
+		// cannot renew running past it.
+		stopAt := good.Add(ttl * 2 / 3)
+		start := h.l.now()
+		err := lastErr
+		if limit := min(ttl/3, stopAt.Sub(start)); limit > 0 {
+			actx, cancel := context.WithTimeout(h.ctx, limit)
+			err = h.renew(actx)
+			cancel()
+		}
+		if errors.Is(err, ErrLost) {
+			h.cancel(err)
 			return
 		}
+		if err == nil {
+			h.mu.Lock()
+			h.good, next, lastErr = start, ttl/3, nil
+			h.mu.Unlock()
+			continue
+		}
+		lastErr = err
+		now := h.l.now()
+		if !now.Before(stopAt) {
+			h.cancel(fmt.Errorf("%w: renewals failed for %s (%w); stopping before it expires", ErrLost, now.Sub(good).Round(time.Second), lastErr))
+			return
+		}
+		next = min(retry, stopAt.Sub(now))
 	}
 }
 

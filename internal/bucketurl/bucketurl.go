@@ -101,21 +101,31 @@ func Redact(backend string) string {
 // the store did not answer.
 var ErrUnreachable = errors.New("unreachable")
 
-// unreachable is a store that did not answer: the network error alone.
-type unreachable struct{ op *net.OpError }
+// unreachable is a store that did not answer: the network error alone,
+// or the deadline that passed.
+type unreachable struct{ err error }
 
-func (e *unreachable) Error() string        { return "unreachable (" + e.op.Error() + ")" }
+func (e *unreachable) Error() string        { return "unreachable (" + e.err.Error() + ")" }
 func (e *unreachable) Is(target error) bool { return target == ErrUnreachable }
-func (e *unreachable) Unwrap() error        { return e.op }
+func (e *unreachable) Unwrap() error        { return e.err }
 
 // Unreachable returns err as it is, unless a network error (a refused or
 // timed-out connection, a name that does not resolve) is behind it: then
 // "unreachable (dial tcp HOST:PORT: ...)", without the SDK's layers
-// around it (the operation, its retries, the request's URL and query).
+// around it (the operation, its retries, the request's URL and query);
+// or the caller's deadline passed: "unreachable (no answer before the
+// deadline)".
 func Unreachable(err error) error {
 	var op *net.OpError
-	if err == nil || !errors.As(err, &op) {
-		return err
+	switch {
+	case err == nil:
+		return nil
+	case errors.As(err, &op):
+		return &unreachable{err: op}
+	case errors.Is(err, context.DeadlineExceeded):
+		return &unreachable{err: errNoAnswer}
 	}
-	return &unreachable{op: op}
+	return err
 }
+
+var errNoAnswer = errors.New("no answer before the deadline")
