@@ -198,7 +198,7 @@ $(WEED): $(call stamp,seaweedfs,tools/seaweedfs/go.mod tools/seaweedfs/go.sum)
 	cd tools/seaweedfs && $(GO) build -trimpath -o $@.tmp github.com/seaweedfs/seaweedfs/weed
 	mv $@.tmp $@
 
-test-s3: seaweedfs pulumi ## the tests on a real object store: SeaweedFS on loopback, the Pulumi backend on s3:// shared by two state dirs (about a minute)
+test-s3: seaweedfs pulumi ## the tests on a real object store: SeaweedFS on loopback (killed and restarted too), the Pulumi backend on s3:// shared by two state dirs, the lease on it (a few minutes)
 	RELAYFLEET_WEED=$(WEED) $(GO) test -count=1 -timeout 10m -run 'TestSeaweedFS|TestS3' ./internal/testutil/ ./infra/events/ ./infra/lease/
 
 .PHONY: pulumi pulumi-bin e2e e2e-localcloud
@@ -243,8 +243,8 @@ e2e: pulumi ## the provider in process on lab boxes, then the end-to-end tests t
 
 .PHONY: e2e-state
 
-e2e-state: pulumi ## an event's reconcile killed on one machine is finished from an empty state dir pointed at the same Pulumi backend (root; about 5 minutes; lab-state, rfst0); make e2e skips it, so that .ci/run runs it once, as its own step
-	RELAYFLEET_PULUMI=$(PULUMI) $(GO) test -tags e2e -count=1 -timeout 30m -v -run TestE2EEventResumedOnAnotherMachine ./test/e2e/
+e2e-state: pulumi seaweedfs ## on SeaweedFS (s3://): an event's reconcile killed on one machine is finished from an empty state dir on the same bucket; the store killed mid-teardown and restarted loses nothing (root; about 6 minutes; lab-state, rfst0); make e2e skips it, so that .ci/run runs it once, as its own step
+	RELAYFLEET_PULUMI=$(PULUMI) RELAYFLEET_WEED=$(WEED) $(GO) test -tags e2e -count=1 -timeout 30m -v -run TestE2EEventResumedOnAnotherMachine ./test/e2e/
 
 e2e-localcloud: pulumi ## the local Hetzner Cloud and DigitalOcean APIs over lab boxes; on each, side by side in its own lab, the real fleet up, status, rollout under listeners, an event's burst box up and down, destroy (root; lab-lcx and rflcx0, lab-lcx-do and rflcx1)
 	$(GO) test -tags lab -count=1 -timeout 15m -v -run TestLabMachines ./infra/localcloud/

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/relayfleet/relayfleet/infra/backend"
+	"github.com/relayfleet/relayfleet/infra/lease"
 	"github.com/relayfleet/relayfleet/infra/program"
 	"github.com/relayfleet/relayfleet/infra/provider"
 	"github.com/relayfleet/relayfleet/inventories"
@@ -187,7 +188,51 @@ func (r *Reconciler) Reconcile(ctx context.Context, now time.Time) ([]Result, er
 	}
 	err = errors.Join(errs...)
 	r.beat(ctx, err == nil)
-	return results, err
+	return results, stopped(ctx, err)
+}
+
+// stopped is a failed run's error in one line, when the fleet's store
+// is the cause: the lease lost (its renewals failed while the store did
+// not answer, or another holder took it over after it expired) or the
+// store not answering. What failed after that (a Pulumi run cut off,
+// records not saved) follows from it and is in each event's outcome;
+// the records kept in the store say where the next run resumes.
+func stopped(held context.Context, err error) error {
+	if err == nil {
+		return nil
+	}
+	if cause := context.Cause(held); errors.Is(cause, ErrLeaseLost) {
+		return fmt.Errorf("stopped, the next run resumes from the records: %w", cause)
+	}
+	if se := findErr(err, func(e error) bool {
+		_, ok := e.(*lease.StoreError)
+		return ok && errors.Is(e, lease.ErrUnreachable)
+	}); se != nil {
+		return fmt.Errorf("the fleet's store does not answer: %w; stopped, the next run resumes from the records", se)
+	}
+	return err
+}
+
+// findErr is the first error in err's tree (depth first, as errors.As
+// walks it) that match accepts, or nil.
+func findErr(err error, match func(error) bool) error {
+	if err == nil {
+		return nil
+	}
+	if match(err) {
+		return err
+	}
+	switch u := err.(type) {
+	case interface{ Unwrap() []error }:
+		for _, e := range u.Unwrap() {
+			if f := findErr(e, match); f != nil {
+				return f
+			}
+		}
+	case interface{ Unwrap() error }:
+		return findErr(u.Unwrap(), match)
+	}
+	return nil
 }
 
 // teardownFromRecord reconciles an event from its record alone, when the

@@ -4,7 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -423,5 +425,53 @@ func TestLockAndLoad(t *testing.T) {
 	}
 	if m.held {
 		t.Fatal("the lease is still held after a failed load")
+	}
+}
+
+// TestStoppedByTheStore: a run that failed because its store stopped
+// answering, or its lease was lost, fails with that cause alone, in one
+// line naming the store, not the pages of what failed after it; any
+// other failure is left as it is.
+func TestStoppedByTheStore(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close() // a store that does not answer
+	t.Setenv("AWS_ACCESS_KEY_ID", "k")
+	t.Setenv("AWS_SECRET_ACCESS_KEY", "the-secret")
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	ls, err := lease.Open(ctx, "s3://bucket/team?endpoint="+addr+"&disableSSL=true&s3ForcePathStyle=true&region=us-east-1", "f")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ls.Close()
+	_, readErr := ls.Read(ctx)
+	pulumi := errors.New("destroy: @ destroying....\n^C received; cancelling.\nstderr: SDK 2026/12/07 22:24:00 WARN Response has no supported checksum.")
+	failed := errors.Join(fmt.Errorf("event show: %w", errors.Join(pulumi, fmt.Errorf("event record show: not saved: %w", readErr))))
+
+	got := stopped(context.Background(), failed)
+	want := "the fleet's store does not answer: fleet f lease in s3://bucket/team: list: unreachable (dial tcp " + addr +
+		": connect: connection refused); stopped, the next run resumes from the records"
+	if got == nil || got.Error() != want {
+		t.Errorf("store down:\n got %v\nwant %s", got, want)
+	}
+
+	held, lose := context.WithCancelCause(context.Background())
+	lose(fmt.Errorf("%w: renewals failed for 23s (%v); stopping before it expires", ErrLeaseLost, readErr))
+	got = stopped(held, failed)
+	if got == nil || strings.Contains(got.Error(), "\n") || !strings.Contains(got.Error(), "s3://bucket/team") ||
+		!strings.Contains(got.Error(), "dial tcp "+addr) || !errors.Is(got, ErrLeaseLost) || strings.Contains(got.Error(), "destroying") {
+		t.Errorf("lease lost: %v", got)
+	}
+	if strings.Contains(got.Error(), "the-secret") {
+		t.Error("the store's secret is in the error")
+	}
+
+	other := errors.New("event show: destroy: box show-1: quota exceeded")
+	if stopped(context.Background(), other) != other || stopped(held, nil) != nil {
+		t.Error("a failure the store did not cause was changed")
 	}
 }

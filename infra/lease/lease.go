@@ -36,6 +36,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/relayfleet/relayfleet/internal/bucketurl"
 )
 
 // Prefix is where leases live in the backend's bucket: one folder per
@@ -167,7 +169,7 @@ func (l *Lease) key(kind string, token uint64) string {
 func (l *Lease) top(ctx context.Context) (uint64, error) {
 	keys, err := l.objs.list(ctx, Prefix+l.Fleet+"/take/")
 	if err != nil {
-		return 0, l.errorf("list: %v", err)
+		return 0, l.errorf("list: %w", err)
 	}
 	var top uint64
 	for _, k := range keys {
@@ -179,8 +181,25 @@ func (l *Lease) top(ctx context.Context) (uint64, error) {
 }
 
 func (l *Lease) errorf(format string, a ...any) error {
-	return fmt.Errorf("fleet %s lease in %s: %s", l.Fleet, l.where, fmt.Sprintf(format, a...))
+	err := fmt.Errorf(format, a...)
+	return &StoreError{msg: fmt.Sprintf("fleet %s lease in %s: %v", l.Fleet, l.where, err), err: err}
 }
+
+// StoreError is a read or write of the lease's store that failed; its
+// text names the fleet and the store (the backend URL, without its
+// query). errors.Is(err, ErrUnreachable) tells a store that did not
+// answer.
+type StoreError struct {
+	msg string
+	err error
+}
+
+func (e *StoreError) Error() string { return e.msg }
+func (e *StoreError) Unwrap() error { return e.err }
+
+// ErrUnreachable is what a StoreError of a store that did not answer is
+// (errors.Is); its text is the network error alone.
+var ErrUnreachable = bucketurl.ErrUnreachable
 
 // Read returns the lease as the backend holds it now.
 func (l *Lease) Read(ctx context.Context) (State, error) {
@@ -190,7 +209,7 @@ func (l *Lease) Read(ctx context.Context) (State, error) {
 	}
 	data, err := l.objs.get(ctx, l.key("take", top))
 	if err != nil {
-		return State{}, l.errorf("read take %d: %v", top, err)
+		return State{}, l.errorf("read take %d: %w", top, err)
 	}
 	var st State
 	if err := json.Unmarshal(data, &st); err != nil {
@@ -201,7 +220,7 @@ func (l *Lease) Read(ctx context.Context) (State, error) {
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 	case err != nil:
-		return State{}, l.errorf("read renewal %d: %v", top, err)
+		return State{}, l.errorf("read renewal %d: %w", top, err)
 	default:
 		var r renewal
 		if err := json.Unmarshal(data, &r); err != nil {
@@ -223,7 +242,7 @@ func (l *Lease) take(ctx context.Context, prev State, next State) (bool, error) 
 		return false, nil
 	}
 	if err != nil {
-		return false, l.errorf("take %d: %v", next.Token, err)
+		return false, l.errorf("take %d: %w", next.Token, err)
 	}
 	// The takes before the previous one are history.
 	if keys, err := l.objs.list(ctx, Prefix+l.Fleet+"/"); err == nil {
@@ -328,26 +347,39 @@ func (h *Held) renewLoop() {
 			return
 		case <-time.After(next):
 		}
-		start := h.l.now()
-		err := h.renew(h.ctx)
-		if errors.Is(err, ErrLost) {
-			h.cancel(err)
-			return
-		}
 		h.mu.Lock()
-		if err == nil {
-			h.good, next, lastErr = start, ttl/3, nil
-		} else {
-			lastErr, next = err, retry
-		}
 		good := h.good
 		h.mu.Unlock()
 		// Stop with a third of the TTL to spare: the lease is still
 		// ours until it expires, so no one else runs before we stopped.
-		if lastErr != nil && !h.l.now().Before(good.Add(ttl*2/3)) {
-			h.cancel(fmt.Errorf("%w: renewals failed for %s (%v); stopping before it expires", ErrLost, h.l.now().Sub(good).Round(time.Second), lastErr))
+		// No attempt outlasts that moment: a store that hangs (or
+		// retries a refused connection) must not keep a holder that
+		// cannot renew running past it.
+		stopAt := good.Add(ttl * 2 / 3)
+		start := h.l.now()
+		err := lastErr
+		if limit := min(ttl/3, stopAt.Sub(start)); limit > 0 {
+			actx, cancel := context.WithTimeout(h.ctx, limit)
+			err = h.renew(actx)
+			cancel()
+		}
+		if errors.Is(err, ErrLost) {
+			h.cancel(err)
 			return
 		}
+		if err == nil {
+			h.mu.Lock()
+			h.good, next, lastErr = start, ttl/3, nil
+			h.mu.Unlock()
+			continue
+		}
+		lastErr = err
+		now := h.l.now()
+		if !now.Before(stopAt) {
+			h.cancel(fmt.Errorf("%w: renewals failed for %s (%w); stopping before it expires", ErrLost, now.Sub(good).Round(time.Second), lastErr))
+			return
+		}
+		next = min(retry, stopAt.Sub(now))
 	}
 }
 
@@ -358,7 +390,7 @@ func (h *Held) renew(ctx context.Context) error {
 	}
 	data, _ := json.Marshal(renewal{Expires: h.l.now().Add(h.l.ttl()).UTC()})
 	if err := h.l.objs.put(ctx, h.l.key("renew", h.state.Token), data); err != nil {
-		return h.l.errorf("renew: %v", err)
+		return h.l.errorf("renew: %w", err)
 	}
 	return nil
 }
@@ -489,7 +521,7 @@ type PulumiLock struct {
 func (l *Lease) PulumiLocks(ctx context.Context) ([]PulumiLock, error) {
 	keys, err := l.objs.list(ctx, ".pulumi/locks/")
 	if err != nil {
-		return nil, l.errorf("list Pulumi locks: %v", err)
+		return nil, l.errorf("list Pulumi locks: %w", err)
 	}
 	var out []PulumiLock
 	for _, k := range keys {
@@ -514,7 +546,7 @@ func (l *Lease) PulumiLocks(ctx context.Context) ([]PulumiLock, error) {
 // RemovePulumiLock removes one stack lock.
 func (l *Lease) RemovePulumiLock(ctx context.Context, pl PulumiLock) error {
 	if err := l.objs.remove(ctx, pl.Key); err != nil {
-		return l.errorf("remove Pulumi lock %s: %v", pl.Key, err)
+		return l.errorf("remove Pulumi lock %s: %w", pl.Key, err)
 	}
 	return nil
 }

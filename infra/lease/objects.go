@@ -157,16 +157,19 @@ func (fileObjects) close() error { return nil }
 // blobObjects is any other bucket, through gocloud.dev/blob.
 type blobObjects struct{ b *blob.Bucket }
 
+// A store that does not answer fails each of these with the network
+// error alone (bucketurl.Unreachable), not the SDK's page around it.
+
 func (o *blobObjects) create(ctx context.Context, key string, data []byte) error {
 	err := o.b.WriteAll(ctx, key, data, &blob.WriterOptions{IfNotExist: true, ContentType: "application/json"})
 	if gcerrors.Code(err) == gcerrors.FailedPrecondition {
 		return errExists
 	}
-	return err
+	return bucketurl.Unreachable(err)
 }
 
 func (o *blobObjects) put(ctx context.Context, key string, data []byte) error {
-	return o.b.WriteAll(ctx, key, data, &blob.WriterOptions{ContentType: "application/json"})
+	return bucketurl.Unreachable(o.b.WriteAll(ctx, key, data, &blob.WriterOptions{ContentType: "application/json"}))
 }
 
 func (o *blobObjects) get(ctx context.Context, key string) ([]byte, error) {
@@ -174,7 +177,7 @@ func (o *blobObjects) get(ctx context.Context, key string) ([]byte, error) {
 	if gcerrors.Code(err) == gcerrors.NotFound {
 		return nil, fmt.Errorf("%s: %w", key, fs.ErrNotExist)
 	}
-	return data, err
+	return data, bucketurl.Unreachable(err)
 }
 
 func (o *blobObjects) list(ctx context.Context, prefix string) ([]string, error) {
@@ -186,7 +189,7 @@ func (o *blobObjects) list(ctx context.Context, prefix string) ([]string, error)
 			if errors.Is(err, io.EOF) {
 				return keys, nil
 			}
-			return nil, err
+			return nil, bucketurl.Unreachable(err)
 		}
 		if !obj.IsDir {
 			keys = append(keys, obj.Key)
@@ -199,7 +202,7 @@ func (o *blobObjects) remove(ctx context.Context, key string) error {
 	if gcerrors.Code(err) == gcerrors.NotFound {
 		return nil
 	}
-	return err
+	return bucketurl.Unreachable(err)
 }
 
 func (o *blobObjects) close() error { return o.b.Close() }

@@ -200,4 +200,12 @@ func TestLastLines(t *testing.T) {
 	if got := lastLines("a\nb\n\nc\nd\ne\nf\ng\n"); got != "b; c; d; e; f; g" {
 		t.Errorf("lastLines without errors = %q", got)
 	}
+	// A run cut off while its S3 store did not answer: the SDK's warnings
+	// and the progress dots are left out.
+	cut := "failed to destroy: exit status 255\nstdout: Destroying (e):\n -  relayfleet:index:Host show-1 deleting (0s)\n@ destroying.......\n" +
+		"^C received; cancelling.\nstderr: SDK 2026/12/07 22:24:00 WARN Response has no supported checksum. Not validating response payload.\n" +
+		"SDK 2026/12/07 22:24:01 WARN Response has no supported checksum. Not validating response payload.\n"
+	if got := lastLines(cut); strings.Contains(got, "SDK") || strings.Contains(got, "@ destroying") || !strings.Contains(got, "^C received") {
+		t.Errorf("lastLines of a cut-off run = %q", got)
+	}
 }

@@ -1014,7 +1014,14 @@ func lastLines(s string) string {
 	lines := strings.Split(strings.TrimSpace(s), "\n")
 	var keep, errs []string
 	for _, l := range lines {
-		if l = strings.TrimSpace(l); l != "" {
+		l = strings.TrimSpace(l)
+		// The AWS SDK's warnings (SDK DATE TIME WARN ...: a store that
+		// sends no checksums) and the CLI's progress dots say nothing of
+		// why a run failed.
+		if f := strings.Fields(l); len(f) > 3 && f[0] == "SDK" && f[3] == "WARN" || strings.HasPrefix(l, "stderr: SDK ") || strings.HasPrefix(l, "@ ") {
+			continue
+		}
+		if l != "" {
 			keep = append(keep, l)
 		}
 		// The resources' own errors (Pulumi's diagnostics) say why, where

@@ -9,12 +9,18 @@
 //     gocloud.dev's v2 driver: disableSSL=true becomes disable_https (or
 //     is dropped when the endpoint names its scheme), a scheme-less
 //     endpoint gets http:// or https://, and a store named by an endpoint
-//     (not AWS itself) is asked for checksums only when required.
+//     (not AWS itself) is asked for checksums, and its answers checked
+//     against them, only when required (many such stores send none,
+//     and the SDK would warn on stderr at every read).
+//
+// Unreachable shortens a store that does not answer to one short error.
 package bucketurl
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"net"
 	"net/url"
 	"os"
 	"strconv"
@@ -76,6 +82,9 @@ func translateS3(u *url.URL) error {
 		if q.Get("request_checksum_calculation") == "" && os.Getenv("AWS_REQUEST_CHECKSUM_CALCULATION") == "" {
 			q.Set("request_checksum_calculation", "when_required")
 		}
+		if q.Get("response_checksum_validation") == "" && os.Getenv("AWS_RESPONSE_CHECKSUM_VALIDATION") == "" {
+			q.Set("response_checksum_validation", "when_required")
+		}
 	}
 	u.RawQuery = q.Encode()
 	return nil
@@ -87,3 +96,36 @@ func Redact(backend string) string {
 	s, _, _ := strings.Cut(backend, "?")
 	return s
 }
+
+// ErrUnreachable is what an error Unreachable shortened is (errors.Is):
+// the store did not answer.
+var ErrUnreachable = errors.New("unreachable")
+
+// unreachable is a store that did not answer: the network error alone,
+// or the deadline that passed.
+type unreachable struct{ err error }
+
+func (e *unreachable) Error() string        { return "unreachable (" + e.err.Error() + ")" }
+func (e *unreachable) Is(target error) bool { return target == ErrUnreachable }
+func (e *unreachable) Unwrap() error        { return e.err }
+
+// Unreachable returns err as it is, unless a network error (a refused or
+// timed-out connection, a name that does not resolve) is behind it: then
+// "unreachable (dial tcp HOST:PORT: ...)", without the SDK's layers
+// around it (the operation, its retries, the request's URL and query);
+// or the caller's deadline passed: "unreachable (no answer before the
+// deadline)".
+func Unreachable(err error) error {
+	var op *net.OpError
+	switch {
+	case err == nil:
+		return nil
+	case errors.As(err, &op):
+		return &unreachable{err: op}
+	case errors.Is(err, context.DeadlineExceeded):
+		return &unreachable{err: errNoAnswer}
+	}
+	return err
+}
+
+var errNoAnswer = errors.New("no answer before the deadline")

@@ -66,8 +66,12 @@ type S3Store struct {
 	// Env gives them to a command as AWS_ACCESS_KEY_ID and
 	// AWS_SECRET_ACCESS_KEY. Requests without them are refused.
 	AccessKey, SecretKey string
-	// Proc is the weed server (Proc.Kill to see a store go away).
+	// Proc is the weed server (Proc.Kill to see a store go away;
+	// Restart brings it back).
 	Proc *Proc
+
+	weed string   // the binary
+	args []string // its arguments: the data dir, the ports, the identity
 }
 
 // StartSeaweedFS runs `weed server` with its master, volume, filer and
@@ -101,20 +105,28 @@ func StartSeaweedFS(t testing.TB) *S3Store {
 	// The master's gRPC port is its HTTP port + 10000, the volume's and
 	// the filer's too: keep every port low enough.
 	s.Endpoint = "127.0.0.1:" + ports[3]
-	cmd := exec.Command(weed, "server", "-dir", data, "-ip", "127.0.0.1", "-ip.bind", "127.0.0.1",
+	s.weed = weed
+	s.args = []string{"server", "-dir", data, "-ip", "127.0.0.1", "-ip.bind", "127.0.0.1",
 		"-master.port", ports[0], "-volume.port", ports[1], "-filer", "-filer.port", ports[2],
 		"-s3", "-s3.port", ports[3], "-s3.config", confPath,
 		// Loopback only: no telemetry to seaweedfs.com, and none of the
 		// fixed-port extras (Iceberg, Lance) two tests would share.
 		"-master.telemetry=false", "-s3.port.iceberg", "0", "-s3.port.lance", "0",
-		"-volume.max", "16", "-master.volumeSizeLimitMB", "64")
-	s.Proc = Start(t, "weed", cmd)
+		"-volume.max", "16", "-master.volumeSizeLimitMB", "64"}
+	s.start(t, "weed")
+	return s
+}
+
+// start runs the weed server under name and waits for its S3 API.
+func (s *S3Store) start(t testing.TB, name string) {
+	t.Helper()
 	// weed stops slowly on SIGTERM: Start's stop waits, then kills.
+	s.Proc = Start(t, name, exec.Command(s.weed, s.args...))
 	deadline := time.Now().Add(2 * time.Minute)
 	for {
 		code, err := s.request(http.MethodGet, "/", "")
 		if err == nil && code == http.StatusOK {
-			break
+			return
 		}
 		if s.Proc.Exited() {
 			t.Fatalf("weed server exited: %s", s.Proc.Tail(20))
@@ -124,8 +136,35 @@ func StartSeaweedFS(t testing.TB) *S3Store {
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
-	return s
 }
+
+// Restart starts the weed server again on the same data dir, ports and
+// identity (after Proc.Kill: a store that crashed and came back), and
+// waits until it takes writes again: its S3 API answers and an object
+// can be written (the volume server registered with the master again).
+// It kills the server first if it still runs.
+func (s *S3Store) Restart(t testing.TB) {
+	t.Helper()
+	s.Proc.Kill()
+	s.start(t, "weed-restarted")
+	var code int
+	var err error
+	ok := PollEvery(2*time.Minute, 500*time.Millisecond, func() bool {
+		// 409: the bucket is there already (an earlier try, or restart).
+		code, err = s.request(http.MethodPut, "/"+restartProbe, "")
+		if err == nil && (code == http.StatusOK || code == http.StatusConflict) {
+			code, err = s.request(http.MethodPut, "/"+restartProbe+"/probe", "written after a restart")
+		}
+		return err == nil && code == http.StatusOK
+	})
+	if !ok {
+		t.Fatalf("SeaweedFS on %s took no write within 2 minutes of its restart (last: %d %v): %s", s.Endpoint, code, err, s.Proc.Tail(20))
+	}
+}
+
+// restartProbe is the bucket Restart writes to, to see the store take
+// writes again.
+const restartProbe = "testutil-restart-probe"
 
 // MakeBucket creates a bucket (a signed S3 PUT).
 func (s *S3Store) MakeBucket(t testing.TB, bucket string) {

@@ -40,3 +40,23 @@ func TestSeaweedFSStore(t *testing.T) {
 		t.Errorf("backend URL %s", s.Backend("relayfleet", "p"))
 	}
 }
+
+// TestSeaweedFSRestart: an object written before the server was killed
+// (SIGKILL) is there after Restart on the same data dir and ports, and
+// while it is down a request fails.
+func TestSeaweedFSRestart(t *testing.T) {
+	Short(t, "make test-s3")
+	s := StartSeaweedFS(t)
+	s.MakeBucket(t, "relayfleet")
+	if code, err := s.request(http.MethodPut, "/relayfleet/kept", "written before the kill"); err != nil || code != http.StatusOK {
+		t.Fatalf("signed PUT: %d %v", code, err)
+	}
+	s.Proc.Kill()
+	if code, err := s.request(http.MethodGet, "/relayfleet/kept", ""); err == nil {
+		t.Fatalf("a GET while the store is killed answered %d", code)
+	}
+	s.Restart(t)
+	if code, err := s.request(http.MethodGet, "/relayfleet/kept", ""); err != nil || code != http.StatusOK {
+		t.Fatalf("the object written before the kill, after the restart: %d %v", code, err)
+	}
+}

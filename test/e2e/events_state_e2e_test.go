@@ -6,18 +6,25 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
+	"gocloud.dev/blob"
+
 	"github.com/relayfleet/relayfleet/infra/events"
 	"github.com/relayfleet/relayfleet/infra/lab"
+	"github.com/relayfleet/relayfleet/infra/lease"
 	"github.com/relayfleet/relayfleet/infra/program"
+	"github.com/relayfleet/relayfleet/internal/bucketurl"
 	"github.com/relayfleet/relayfleet/internal/testutil"
 	"github.com/relayfleet/relayfleet/inventories"
 )
@@ -30,36 +37,60 @@ const (
 )
 
 // TestE2EEventResumedOnAnotherMachine: the reconciler's state is in the
-// Pulumi backend, so an event's reconcile killed mid-up on one machine
-// (state dir a) is finished from another (state dir b, empty), pointed at
-// the same backend URL and passphrase: b is refused while a's reconcile
-// holds the lease, then takes it over once a is dead, repairs the cut-off up and
-// brings the box up with the fleet's relay key (not a new one) and a
-// relays file listing the steady box too; then, its state dir deleted,
-// b tears the event down after its end and the sweep finds nothing.
+// Pulumi backend, here a real object store (SeaweedFS on loopback, named
+// by the fleet file's state.backend), so an event's reconcile killed
+// mid-up on one machine (state dir a, the passphrase in the environment)
+// is finished from another (state dir b, empty, the passphrase in a
+// file) pointed at the same bucket: b is refused while a's reconcile
+// holds the lease, then takes it over once a is dead, repairs the
+// cut-off up and brings the box up with the fleet's relay key (not a
+// new one) and a relays file listing the steady box too. Then, its state
+// dir deleted, b tears the event down after its end; the store is killed
+// (SIGKILL) while Pulumi deletes the event's box: that run fails in one
+// line naming the store; the store restarted on its data, the records,
+// the stacks and the dead run's lease are all there, the next reconcile
+// waits for that lease to expire, repairs the cut-off teardown and
+// finishes it, and the sweep finds nothing: zero boxes left.
 func TestE2EEventResumedOnAnotherMachine(t *testing.T) {
 	e := newE2ELab(t, stLabDir, stBridge, stSubnet, nil)
 	cli, work, fleetBin, relayBin := e.cli, e.work, e.fleetBin, e.relayBin
-	be := "file://" + filepath.Join(work, "backend")
-	if err := os.MkdirAll(filepath.Join(work, "backend"), 0o700); err != nil {
-		t.Fatal(err)
-	}
+	s3 := testutil.StartSeaweedFS(t)
+	s3.MakeBucket(t, "relayfleet")
+	s3.SetEnv(t) // the store's identity, as AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY
+	t.Setenv(program.BackendEnv, "")
+	t.Setenv(program.PassphraseFileEnv, "")
+	be := s3.Backend("relayfleet", "lab")
 	const pass = "the fleet's passphrase, the same on every machine"
 	t.Setenv(program.PassphraseEnv, pass)
+	passFile := filepath.Join(work, "passphrase")
+	testutil.WriteFile(t, passFile, []byte(pass+"\n"), 0o600)
 	stateA, stateB := filepath.Join(work, "a"), filepath.Join(work, "b")
 	inv := filepath.Join(work, "lab.yaml")
 	evPath := filepath.Join(work, "events.yaml")
 	writeInventory(t, inv, 1, "small")
+	// The fleet file names the bucket every machine uses.
+	f, err := os.OpenFile(inv, os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fmt.Fprintf(f, "state:\n  backend: %q\n", be)
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
 	if err := os.WriteFile(evPath, []byte(evFile(t)), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	list := e.boxes
 	eventBoxes := func() []lab.Box { return list(map[string]string{"fleet": "lab", "event": "show"}) }
-	labFlags := append([]string{"--backend", be, "--pulumi", cli}, e.labFlags()...)
+	labFlags := append([]string{"--pulumi", cli}, e.labFlags()...)
+	// a has the passphrase in its environment, b in a file.
 	fleetCmd := func(state string, args ...string) *exec.Cmd {
 		args = append(args, "--state-dir", state)
 		cmd := exec.Command(fleetBin, args...)
 		cmd.Env = append(os.Environ(), program.PassphraseEnv+"="+pass)
+		if state == stateB {
+			cmd.Env = append(os.Environ(), program.PassphraseEnv+"=", program.PassphraseFileEnv+"="+passFile)
+		}
 		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 		return cmd
 	}
@@ -99,7 +130,6 @@ func TestE2EEventResumedOnAnotherMachine(t *testing.T) {
 	p, lines := testutil.StartLines(t, "a-killed-reconcile", fleetCmd(stateA, reconcileArgs(start.Add(-9*time.Minute))...))
 	killed := false
 	var out string
-	var err error
 	for line := range lines {
 		t.Logf("[a] killed run: %s", line)
 		if !killed && strings.Contains(line, "show-1 creating") {
@@ -153,25 +183,94 @@ func TestE2EEventResumedOnAnotherMachine(t *testing.T) {
 	}
 
 	// b's state dir is lost; after the end, b tears the event down from
-	// the backend alone.
+	// the backend alone. The store dies (SIGKILL) once Pulumi starts
+	// deleting the event's box: the run fails, in one line naming the
+	// store.
 	if err := os.RemoveAll(stateB); err != nil {
 		t.Fatal(err)
 	}
-	must(stateB, reconcileArgs(end.Add(time.Minute))...)
+	teardown := fleetCmd(stateB, reconcileArgs(end.Add(time.Minute))...)
+	var stderr bytes.Buffer
+	teardown.Stderr = &stderr
+	p, lines = testutil.StartLines(t, "b-store-killed", teardown)
+	storeKilled := false
+	timeout := time.After(10 * time.Minute)
+read:
+	for {
+		select {
+		case line, ok := <-lines:
+			if !ok {
+				break read
+			}
+			t.Logf("[b] store killed: %s", line)
+			if !storeKilled && strings.Contains(line, "show-1 deleting") {
+				s3.Proc.Kill()
+				storeKilled = true
+			}
+		case <-timeout:
+			p.Kill()
+			t.Fatalf("the teardown on b still ran 10 minutes after it started (store killed: %v): %s", storeKilled, stderr.String())
+		}
+	}
+	werr := p.Wait()
+	errLine := strings.TrimSpace(stderr.String())
+	t.Logf("[b] the run whose store was killed: %v: %s", werr, errLine)
+	switch {
+	case !storeKilled:
+		t.Fatalf("the teardown on b never started deleting the event's box: %v: %s", werr, errLine)
+	case werr == nil:
+		t.Fatal("the teardown on b succeeded with its store killed")
+	case strings.Count(errLine, "\n") != 0 || !strings.HasPrefix(errLine, "fleet events reconcile: "):
+		t.Fatalf("the failed run's stderr is not one line of fleet's:\n%s", errLine)
+	case !strings.Contains(errLine, "s3://relayfleet/lab") || !strings.Contains(errLine, "unreachable ("):
+		t.Fatalf("the failed run's error does not say the store s3://relayfleet/lab is unreachable: %s", errLine)
+	case len(errLine) > 400 || strings.Contains(errLine, "goroutine ") || strings.Contains(errLine, s3.SecretKey):
+		t.Fatalf("the failed run's error is long (%d bytes), a stack or holds the store's secret: %s", len(errLine), errLine)
+	}
+
+	// The store restarted on its data: nothing was lost. The record says
+	// the teardown was under way, the event's and the fleet's stacks are
+	// there, and so is the dead run's lease, which it could not release.
+	s3.Restart(t)
+	rec = storedRecord(t, stateB, be, cli)
+	if rec.Phase != events.Destroying || !rec.StackMade {
+		t.Fatalf("the record after the store's restart: phase %s, stack made %v, want %s with its stack", rec.Phase, rec.StackMade, events.Destroying)
+	}
+	stacks := storedStacks(t, be)
+	if !slices.Contains(stacks, "lab") || !slices.Contains(stacks, events.StackName("lab", "show")) {
+		t.Fatalf("the backend's stacks after the store's restart: %v, want lab and %s", stacks, events.StackName("lab", "show"))
+	}
+	held := storedLease(t, be)
+	if held.Released || held.Holder.Command != "fleet events reconcile" {
+		t.Fatalf("the fleet's lease after the store's restart: %+v, want the dead run's, not released", held)
+	}
+	// The next run (the timer's, a minute later) waits for that lease to
+	// expire (--lease-ttl 30s), takes it over, repairs the cut-off
+	// teardown and finishes it.
+	out = must(stateB, append(reconcileArgs(end.Add(2*time.Minute)), "--wait", "2m")...)
+	if !strings.Contains(out, "action=repair") {
+		t.Errorf("the run after the store's restart did not repair the cut-off teardown:\n%s", out)
+	}
+	if l := storedLease(t, be); l.Token <= held.Token || !l.Released {
+		t.Errorf("the lease after the next run: %+v, want a later take, released", l)
+	}
 	testutil.WaitFor(t, time.Second, "the event's boxes gone", func() bool { return len(eventBoxes()) == 0 })
 	rec = storedRecord(t, stateB, be, cli)
 	if rec.Phase != events.Gone || rec.Remaining != 0 || rec.Report == nil {
 		t.Fatalf("after the teardown on b: phase %s, %d remaining, report %v", rec.Phase, rec.Remaining, rec.Report)
 	}
+	if slices.Contains(storedStacks(t, be), events.StackName("lab", "show")) {
+		t.Errorf("the event's stack is still in the backend after its teardown")
+	}
 	if got := relaysFile(t, stateB); strings.Join(got, " ") != steadyURL {
 		t.Fatalf("b's relays file after the teardown: %v, want the steady box only", got)
 	}
 	// a, whose cache still says creating, reads the truth from the backend.
-	st := must(stateA, "events", "status", "--backend", be, "--pulumi", cli)
+	st := must(stateA, "events", "status", "--inventory", inv, "--pulumi", cli)
 	if !strings.Contains(st, "show") || !strings.Contains(st, string(events.Gone)) {
 		t.Fatalf("events status on a:\n%s", st)
 	}
-	must(stateA, "events", "report", "--event", "show", "--backend", be, "--pulumi", cli)
+	must(stateA, "events", "report", "--event", "show", "--inventory", inv, "--pulumi", cli)
 	must(stateA, append([]string{"destroy", "--inventory", inv}, labFlags...)...)
 	if bs := list(map[string]string{"fleet": "lab"}); len(bs) != 0 {
 		t.Fatalf("boxes left: %v", bs)
@@ -200,6 +299,51 @@ func storedRecord(t *testing.T, state, be, cli string) *events.Record {
 	}
 	t.Fatal("no record of show in the backend")
 	return nil
+}
+
+// storedStacks lists the stacks of the fleet's project (program.Project)
+// in the backend: their checkpoints in the bucket.
+func storedStacks(t *testing.T, be string) []string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	b, err := bucketurl.Open(ctx, be)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	dir := ".pulumi/stacks/" + program.Project + "/"
+	it := b.List(&blob.ListOptions{Prefix: dir})
+	var names []string
+	for {
+		obj, err := it.Next(ctx)
+		if errors.Is(err, io.EOF) {
+			return names
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if name, ok := strings.CutSuffix(strings.TrimPrefix(obj.Key, dir), ".json"); ok && !strings.Contains(name, "/") {
+			names = append(names, name)
+		}
+	}
+}
+
+// storedLease is the fleet's lease as the backend holds it.
+func storedLease(t *testing.T, be string) lease.State {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	l, err := lease.Open(ctx, be, "lab")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	st, err := l.Read(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st
 }
 
 // fleetAuthKeyFile is the relay auth key file kept in the fleet's stack, as the
