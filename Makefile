@@ -196,7 +196,7 @@ $(WEED): $(call stamp,seaweedfs,tools/seaweedfs/go.mod tools/seaweedfs/go.sum)
 	mv $@.tmp $@
 
 test-s3: seaweedfs pulumi ## the tests on a real object store: SeaweedFS on loopback, the Pulumi backend on s3:// shared by two state dirs (about a minute)
-	RELAYFLEET_WEED=$(WEED) $(GO) test -count=1 -timeout 10m -run 'TestSeaweedFS|TestS3' ./internal/testutil/ ./infra/events/ ./infra/lease/
+	RELAYFLEET_WEED=$(WEED) $(GO) test -count=1 -timeout 10m -run 'TestSeaweedFS|TestS3' ./internal/testutil/ ./infra/events/ ./infra/lease/ ./cmd/fleet/
 
 .PHONY: pulumi pulumi-bin e2e e2e-localcloud
 
