@@ -237,4 +237,3 @@ func bucketKeys(t *testing.T, ctx context.Context, backend string) []string {
 		keys = append(keys, obj.Key)
 	}
 }
-
