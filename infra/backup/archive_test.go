@@ -113,3 +113,39 @@ func TestArchiveRefusesDamage(t *testing.T) {
 		t.Errorf("the intact file: %v", err)
 	}
 }
+
+// TestWhatARestoreWrites: a restore writes only what a backup of the
+// fleet holds: its stacks' update records and tags and relay builds,
+// never a lease, another fleet's state or a key outside the backend's
+// bookkeeping.
+func TestWhatARestoreWrites(t *testing.T) {
+	for key, want := range map[string]bool{
+		".pulumi/history/relayfleet-infra/lab/lab-1733600000.history.json":            true,
+		".pulumi/history/relayfleet-events/lab-records/lab-records-1.history.json.gz": true,
+		".pulumi/stacks/relayfleet-events/lab-heartbeat.pulumi-tags":                  true,
+		".relayfleet/releases/" + strings.Repeat("ab", 32):                            true,
+		".relayfleet/leases/lab/take/00000000000000000001":                            false,
+		".pulumi/history/relayfleet-infra/other/other-1.history.json":                 false,
+		".pulumi/history/someone-else/lab/lab-1.history.json":                         false,
+		".pulumi/stacks/relayfleet-infra/lab.json":                                    false,
+		".pulumi/meta.yaml":                false,
+		".relayfleet/releases/../leases/x": false,
+		".relayfleet/releases/sub/dir":     false,
+		"/etc/passwd":                      false,
+	} {
+		if got := restorable(key, "lab"); got != want {
+			t.Errorf("restorable(%q) = %v, want %v", key, got, want)
+		}
+	}
+	for _, tc := range []struct {
+		project, stack string
+		want           bool
+	}{
+		{"relayfleet-infra", "lab", true}, {"relayfleet-infra", "lab-event-final", true}, {"relayfleet-events", "lab-records", true},
+		{"relayfleet-releases", "lab", true}, {"relayfleet-infra", "labs", false}, {"other", "lab", false},
+	} {
+		if got := IsFleetStack(tc.project, tc.stack, "lab"); got != tc.want {
+			t.Errorf("IsFleetStack(%s, %s) = %v", tc.project, tc.stack, got)
+		}
+	}
+}

@@ -359,6 +359,9 @@ func Restore(ctx context.Context, o Options) (*Manifest, error) {
 	}
 	byName := map[string]Entry{}
 	for _, e := range m.Entries {
+		if e.Kind == KindStack && (program.CheckStackName(e.Project) != nil || program.CheckStackName(e.Stack) != nil) {
+			return nil, &CorruptError{File: o.File, Entry: e.Name, Why: fmt.Sprintf("stack %q of project %q: not a stack name", e.Stack, e.Project)}
+		}
 		if e.Kind == KindStack && !IsFleetStack(e.Project, e.Stack, m.Fleet) {
 			return nil, &CorruptError{File: o.File, Entry: e.Name, Why: fmt.Sprintf("stack %s/%s is not fleet %s's", e.Project, e.Stack, m.Fleet)}
 		}
