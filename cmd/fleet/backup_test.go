@@ -161,6 +161,36 @@ func TestS3BackupRestore(t *testing.T) {
 	}
 }
 
+// TestBackupRestoreRefuse: what fleet backup and restore refuse without
+// running Pulumi: a fleet without stacks (no file written), a file that
+// is no backup, a missing one; each one line, nothing left behind.
+func TestBackupRestoreRefuse(t *testing.T) {
+	t.Setenv(program.BackendEnv, "")
+	_, inv, state := cloudFleetFiles(t)
+	dir := t.TempDir()
+	out := filepath.Join(dir, "cloud.backup")
+	notBackup := filepath.Join(dir, "notes.txt")
+	testutil.WriteFile(t, notBackup, []byte("not a backup\n"), 0o600)
+	for _, tc := range []struct {
+		args []string
+		code int
+		want string
+	}{
+		{[]string{"backup", "--out", out}, 1, "fleet backup: fleet cloud has no stacks in file://" + filepath.Join(state, "backend") + ": nothing to back up"},
+		{[]string{"backup", "--out", filepath.Join(dir, "nodir", "b")}, 2, "fleet backup: flag --out: stat " + filepath.Join(dir, "nodir") + ": no such file or directory"},
+		{[]string{"restore", "--in", notBackup}, 1, "fleet restore: backup file " + notBackup + ": not a relayfleet backup (gzip: invalid header); nothing restored"},
+		{[]string{"restore", "--in", filepath.Join(dir, "missing")}, 1, "fleet restore: backup file open " + filepath.Join(dir, "missing") + ": no such file or directory"},
+	} {
+		stdout, stderr, code := fleet(t, append(tc.args, "--inventory", inv, "--state-dir", state)...)
+		if code != tc.code || stdout != "" || stderr != tc.want+"\n" {
+			t.Errorf("fleet %s: exit %d, stdout %q, stderr %q; want %d, %q", strings.Join(tc.args, " "), code, stdout, stderr, tc.code, tc.want)
+		}
+	}
+	if left, _ := os.ReadDir(dir); len(left) != 1 {
+		t.Errorf("left in the backup's directory: %v", left)
+	}
+}
+
 // recordRelease keeps build in st's backend as the fleet's release.
 func recordRelease(t *testing.T, ctx context.Context, st *program.Stack, build []byte) string {
 	t.Helper()

@@ -192,7 +192,7 @@ func walk(path string, each func(name string, data []byte) error) (*Manifest, er
 	}
 	gz, err := gzip.NewReader(f)
 	if err != nil {
-		return nil, bad("", "not a relayfleet backup (gzip: %v)", err)
+		return nil, bad("", "not a relayfleet backup (%v)", err)
 	}
 	tr := tar.NewReader(gz)
 	got := map[string]string{}
