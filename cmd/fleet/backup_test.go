@@ -120,6 +120,20 @@ func TestS3BackupRestore(t *testing.T) {
 		t.Fatalf("the refused restore wrote %v", keys)
 	}
 
+	// Another passphrase than the fleet's: refused, naming a stack, before
+	// anything is written (pulumi stack import would take the stacks).
+	wrong := filepath.Join(t.TempDir(), "wrong")
+	testutil.WriteFile(t, wrong, []byte("not the fleet's passphrase\n"), 0o600)
+	t.Setenv(program.PassphraseFileEnv, wrong)
+	out, errOut, code = fleet(t, append([]string{"restore", "--in", file}, onY...)...)
+	if code != 1 || strings.Count(errOut, "\n") != 1 || !strings.Contains(errOut, "the passphrase given does not open the stack's secrets") || strings.Contains(errOut, "not the fleet's passphrase") {
+		t.Fatalf("restore with another passphrase: exit %d: %s%s", code, out, errOut)
+	}
+	if keys := bucketKeys(t, ctx, backendY); len(keys) != 0 {
+		t.Fatalf("the refused restore wrote %v", keys)
+	}
+	t.Setenv(program.PassphraseFileEnv, filepath.Join(stateA, "passphrase"))
+
 	out, errOut, code = fleet(t, append([]string{"restore", "--in", file}, onY...)...)
 	if code != 0 || !strings.Contains(out, "fleet cloud restored into "+bucketurl.Redact(backendY)) {
 		t.Fatalf("fleet restore: exit %d: %s%s", code, out, errOut)

@@ -350,12 +350,37 @@ func (e *ExistsError) Error() string {
 // again (without Force, the backend held none of the fleet's stacks).
 func Restore(ctx context.Context, o Options) (*Manifest, error) {
 	st := o.Stack
-	m, err := Verify(o.File)
+	deployments := map[string][]byte{}
+	m, err := walk(o.File, func(name string, data []byte) error {
+		if strings.HasPrefix(name, "stacks/") {
+			deployments[name] = data
+		}
+		return nil
+	})
 	if err != nil {
 		return nil, err
 	}
 	if m.Fleet != st.Fleet.Name {
 		return nil, cli.Usagef("flag --in: %s holds fleet %s's state, not fleet %s's (the fleet file's name)", o.File, m.Fleet, st.Fleet.Name)
+	}
+	// Every stack's secrets must open with the passphrase given, before
+	// anything is written: pulumi stack import takes a deployment
+	// whatever the passphrase, and the stacks would then be unreadable.
+	for _, e := range m.Entries {
+		if e.Kind != KindStack {
+			continue
+		}
+		var dep apitype.UntypedDeployment
+		if err := json.Unmarshal(deployments[e.Name], &dep); err != nil {
+			return nil, &CorruptError{File: o.File, Entry: e.Name, Why: err.Error()}
+		}
+		if err := st.OpensSecrets(ctx, dep.Deployment); err != nil {
+			if errors.Is(err, program.ErrWrongPassphrase) {
+				return nil, fmt.Errorf("backup file %s: stack %s/%s: %w: give the fleet's passphrase, the one its stacks were made with ($%s or $%s); nothing restored",
+					o.File, e.Project, e.Stack, err, program.PassphraseFileEnv, program.PassphraseEnv)
+			}
+			return nil, fmt.Errorf("backup file %s: entry %s: %w; nothing restored", o.File, e.Name, err)
+		}
 	}
 	byName := map[string]Entry{}
 	for _, e := range m.Entries {
