@@ -142,7 +142,9 @@ func TestWhatARestoreWrites(t *testing.T) {
 		want           bool
 	}{
 		{"relayfleet-infra", "lab", true}, {"relayfleet-infra", "lab-event-final", true}, {"relayfleet-events", "lab-records", true},
-		{"relayfleet-releases", "lab", true}, {"relayfleet-infra", "labs", false}, {"other", "lab", false},
+		{"relayfleet-releases", "lab", true}, {"relayfleet-events", "lab-heartbeat", true},
+		{"relayfleet-infra", "labs", false}, {"relayfleet-infra", "lab-b", false}, {"relayfleet-events", "lab-b-records", false},
+		{"relayfleet-releases", "lab-b", false}, {"other", "lab", false},
 	} {
 		if got := IsFleetStack(tc.project, tc.stack, "lab"); got != tc.want {
 			t.Errorf("IsFleetStack(%s, %s) = %v", tc.project, tc.stack, got)

@@ -21,6 +21,7 @@ import (
 	_ "gocloud.dev/blob/fileblob" // file:// backends
 	_ "gocloud.dev/blob/s3blob"   // s3:// backends
 
+	"github.com/relayfleet/relayfleet/infra/events"
 	"github.com/relayfleet/relayfleet/infra/outputstack"
 	"github.com/relayfleet/relayfleet/infra/program"
 	"github.com/relayfleet/relayfleet/infra/releases"
@@ -60,12 +61,21 @@ type stackRef struct{ Project, Stack string }
 
 func (r stackRef) String() string { return r.Project + "/" + r.Stack }
 
-// IsFleetStack says whether stack of project is fleet's: a project of
-// relayfleet's (relayfleet-*) and the stack named after the fleet or
-// FLEET-SOMETHING (its event stacks, records, heartbeat), as fleet
-// unlock finds the fleet's stack locks.
+// IsFleetStack says whether stack of project is fleet's: in the fleet
+// program's project its steady stack (named after the fleet) and its
+// event stacks (events.StackName); its event records and heartbeat
+// stacks; its release history. Another fleet's stacks, FLEET-B's too,
+// are not.
 func IsFleetStack(project, stack, fleet string) bool {
-	return strings.HasPrefix(project, "relayfleet-") && (stack == fleet || strings.HasPrefix(stack, fleet+"-"))
+	switch project {
+	case program.Project:
+		return stack == fleet || strings.HasPrefix(stack, events.StackName(fleet, ""))
+	case events.StoreProject:
+		return stack == events.RecordsStack(fleet) || stack == events.HeartbeatStack(fleet)
+	case releases.Project:
+		return stack == fleet
+	}
+	return false
 }
 
 // openBucket opens a DIY backend's bucket as the Pulumi CLI does.
