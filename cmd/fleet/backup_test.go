@@ -56,6 +56,8 @@ func TestS3BackupRestore(t *testing.T) {
 	}
 	putStack(t, stateA, f, "cloud", map[string]any{"fleet": "cloud", "hosts": []any{host("cloud-s-fsn-1", "fsn", "hcloud")}})
 	putStack(t, stateA, f, "cloud-event-final", map[string]any{"fleet": "cloud", "event": "final", "hosts": []any{host("cloud-e-final-1", "final", "digitalocean")}})
+	// Another fleet's stack in the same backend, named like one of ours.
+	putStack(t, stateA, f, "cloud-b", map[string]any{"fleet": "cloud-b", "hosts": []any{host("cloud-b-s-fsn-1", "fsn", "hcloud")}})
 	const token = "hcloud-token-backup-test-4d9f1c"
 	if _, errOut, code := fleetIn(t, strings.NewReader(token+"\n"), "secret", "set", "hcloud-token", "--inventory", inv, "--state-dir", stateA); code != 0 {
 		t.Fatalf("fleet secret set: exit %d: %s", code, errOut)
@@ -97,6 +99,9 @@ func TestS3BackupRestore(t *testing.T) {
 	}
 	if !bytes.Contains(raw, build) || !bytes.Contains(raw, []byte("cloud-e-final-1")) {
 		t.Fatalf("the backup lacks the relay build or the event stack's host")
+	}
+	if bytes.Contains(raw, []byte("cloud-b-s-fsn-1")) {
+		t.Fatalf("the backup holds fleet cloud-b's stack")
 	}
 
 	// Backend Y: an empty bucket prefix on SeaweedFS.
