@@ -4,9 +4,9 @@
 //
 // The file is a gzip-compressed tar archive. It holds:
 //
-//   - every stack of the fleet (the projects relayfleet-*: the steady
-//     stack, the event stacks, the event records, the reconciler's
-//     heartbeat, the release history), as pulumi stack export writes it:
+//   - every stack of the fleet (IsFleetStack: the steady stack, the event
+//     stacks, the event records, the reconciler's heartbeat, the release
+//     history; not another fleet's), as pulumi stack export writes it:
 //     its secrets stay encrypted under the fleet's passphrase;
 //   - each stack's latest update record and its tags, as the backend keeps
 //     them (.pulumi/history/..., .pulumi/stacks/...pulumi-tags): a stack's
