@@ -198,8 +198,8 @@ $(WEED): $(call stamp,seaweedfs,tools/seaweedfs/go.mod tools/seaweedfs/go.sum)
 	cd tools/seaweedfs && $(GO) build -trimpath -o $@.tmp github.com/seaweedfs/seaweedfs/weed
 	mv $@.tmp $@
 
-test-s3: seaweedfs pulumi ## the tests on a real object store: SeaweedFS on loopback (killed and restarted too), the Pulumi backend on s3:// shared by two state dirs, the lease on it (a few minutes)
-	RELAYFLEET_WEED=$(WEED) $(GO) test -count=1 -timeout 10m -run 'TestSeaweedFS|TestS3' ./internal/testutil/ ./infra/events/ ./infra/lease/
+test-s3: seaweedfs pulumi ## the tests on a real object store: SeaweedFS on loopback (killed and restarted too), the Pulumi backend on s3:// shared by two state dirs, the lease on it, fleet backup and restore into a bucket (a few minutes)
+	RELAYFLEET_WEED=$(WEED) $(GO) test -count=1 -timeout 15m -run 'TestSeaweedFS|TestS3' ./internal/testutil/ ./infra/events/ ./infra/lease/ ./cmd/fleet/
 
 .PHONY: pulumi pulumi-bin e2e e2e-localcloud
 

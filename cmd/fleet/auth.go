@@ -65,6 +65,7 @@ func tokenCommand(ios *cli.IOStreams) *cobra.Command {
 // tokenRevokeCommand is fleet token revoke (program.RevokeToken).
 func tokenRevokeCommand(ios *cli.IOStreams) *cobra.Command {
 	var s stackFlags
+	var lf lockFlags
 	var until string
 	o := program.RevokeOptions{Targets: allTargets}
 	cmd := &cobra.Command{
@@ -80,11 +81,13 @@ func tokenRevokeCommand(ios *cli.IOStreams) *cobra.Command {
 				}
 				o.Until = t
 			}
-			return program.RevokeToken(cmd.Context(), o)
+			o.Lock = lf.locker(ios, cmd)
+			return lf.result(program.RevokeToken(cmd.Context(), o))
 		},
 	}
 	fs := cmd.Flags()
 	s.add(fs, false)
+	lf.add(fs)
 	fs.StringVar(&o.ID, "id", "", "the token's id (jti), as fleet token prints it")
 	fs.StringVar(&o.Prefix, "prefix", "", "revoke every token issued until now that grants a broadcast path at or below this prefix (tokens minted afterwards work)")
 	fs.StringVar(&until, "until", "", "RFC 3339 time the entry is kept until: the latest expiry of the tokens it names (default: now + 24h, the longest a fleet token lives)")

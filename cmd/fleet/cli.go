@@ -38,7 +38,7 @@ func rootCommand(ios *cli.IOStreams) *cobra.Command {
 		planCommand(ios), convergeCommand(ios), rolloutCommand(ios), rollbackCommand(ios), releasesCommand(ios), hostsCommand(ios), statusCommand(ios),
 		providersCommand(ios), upCommand(ios), previewCommand(ios), secretCommand(ios), tokenCommand(ios),
 		authCommand(ios), destroyCommand(ios), eventsCommand(ios), burstCommand(ios), loadtestCommand(ios),
-		monitorCommand(ios), labCommand(ios), unlockCommand(ios), relaysCommand(ios),
+		monitorCommand(ios), labCommand(ios), unlockCommand(ios), relaysCommand(ios), backupCommand(ios), restoreCommand(ios),
 	)
 	return root
 }

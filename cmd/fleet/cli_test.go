@@ -42,7 +42,7 @@ var leaves = [][]string{
 	{"destroy"}, {"events", "reconcile"}, {"events", "status"}, {"events", "report"}, {"events", "install"}, {"events", "exporter"},
 	{"burst", "up"}, {"burst", "down"}, {"burst", "resize"}, {"loadtest"}, {"monitor"},
 	{"lab", "up"}, {"lab", "down"}, {"lab", "status"}, {"lab", "ssh", "box1"}, {"lab", "cloud", "hcloud"}, {"hosts"},
-	{"unlock"}, {"relays"},
+	{"unlock"}, {"relays"}, {"backup"}, {"restore"},
 }
 
 // leafFlags is the flag set of a leaf: the cobra command's own flags.
@@ -154,6 +154,10 @@ func TestBadFlags(t *testing.T) {
 		{[]string{"relays", "--inventory", "f.yaml", "--watch", "10ms", "--out", "r.json"}, 2, "fleet relays: flag --watch: want 0 (once) or at least 1s, got 10ms"},
 		{[]string{"relays", "--inventory", "f.yaml", "--watch", "10s"}, 2, "fleet relays: flag --watch: needs --out (the file the router reads)"},
 		{[]string{"relays"}, 2, "fleet relays: flag --inventory: required"},
+		{[]string{"backup", "--inventory", "f.yaml"}, 2, "fleet backup: flag --out: required"},
+		{[]string{"backup", "--out", "b.tgz"}, 2, "fleet backup: flag --inventory: required"},
+		{[]string{"restore", "--inventory", "f.yaml"}, 2, "fleet restore: flag --in: required"},
+		{[]string{"restore", "--in", "b.tgz", "--wait", "25h"}, 2, "fleet restore: flag --wait: 25h0m0s is out of range: want 0s to 24h"},
 		{[]string{"--bogus"}, 2, "fleet: flag --bogus: unknown flag"},
 		{[]string{"nope"}, 2, `fleet: unknown command "nope" (try fleet help)`},
 		{[]string{"version", "extra"}, 2, `fleet version: unknown command "extra" for "fleet version"`},

@@ -10,6 +10,7 @@ import (
 // secretCommand is fleet secret set NAME (program.SetSecret).
 func secretCommand(ios *cli.IOStreams) *cobra.Command {
 	var s stackFlags
+	var lf lockFlags
 	set := &cobra.Command{
 		Use:   "set NAME",
 		Short: "keep a cloud token (NAME: hcloud-token or digitalocean-token) encrypted in the fleet's stack; the value is read from stdin",
@@ -18,9 +19,12 @@ func secretCommand(ios *cli.IOStreams) *cobra.Command {
 		},
 		Args: func(_ *cobra.Command, args []string) error { return program.CheckSecretArgs(args) },
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return program.SetSecret(cmd.Context(), s.env(ios), args[0])
+			e := s.env(ios)
+			e.Lock = lf.locker(ios, cmd)
+			return lf.result(program.SetSecret(cmd.Context(), e, args[0]))
 		},
 	}
 	s.add(set.Flags(), false)
+	lf.add(set.Flags())
 	return cli.Group("secret", "keep a cloud token encrypted in the fleet's stack: set hcloud-token | digitalocean-token (value on stdin)", set)
 }

@@ -241,7 +241,8 @@ func CheckSecretArgs(args []string) error {
 // SetSecret is fleet secret set NAME: the value is read from e.IO.In
 // (never a terminal or a command line), one token on a line, and kept
 // encrypted in the fleet's stack configuration, where the provider reads
-// it; event stacks get it from there.
+// it; event stacks get it from there. It is written under the fleet's
+// lease (e.Lock), as every command that changes the fleet's state.
 func SetSecret(ctx context.Context, e Env, name string) error {
 	key := SecretNames[name]
 	st, err := e.Load(io.Discard)
@@ -261,6 +262,14 @@ func SetSecret(ctx context.Context, e Env, name string) error {
 	}
 	if strings.ContainsAny(value, " \t") {
 		return cli.Usagef("stdin: the %s has spaces in it; want the token alone", name)
+	}
+	ctx, unlock, err := e.lock(ctx, st)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	if err := st.fence(ctx); err != nil {
+		return err
 	}
 	if err := st.SetSecret(ctx, key, value); err != nil {
 		return err

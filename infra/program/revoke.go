@@ -40,7 +40,8 @@ type RevokeOptions struct {
 // their until are dropped) and writes the list to every box over SSH,
 // where each relay reads it within a second, closes the sessions of the
 // tokens it names and refuses new ones. A prefix entry names the tokens
-// issued up to now: tokens minted afterwards work.
+// issued up to now: tokens minted afterwards work. The list is changed
+// under the fleet's lease (o.Lock).
 func RevokeToken(ctx context.Context, o RevokeOptions) error {
 	switch {
 	case (o.ID == "") == (o.Prefix == ""):
@@ -65,6 +66,13 @@ func RevokeToken(ctx context.Context, o RevokeOptions) error {
 	if err != nil {
 		return err
 	}
+	// The list is read, changed and written under the fleet's lease: two
+	// revokes at once would each drop the other's entry.
+	ctx, unlock, err := o.lock(ctx, st)
+	if err != nil {
+		return err
+	}
+	defer unlock()
 	ks := o.keyStore(st)
 	secrets, err := ks.ReadSecrets(ctx)
 	if err != nil {
@@ -76,6 +84,9 @@ func RevokeToken(ctx context.Context, o RevokeOptions) error {
 		return fmt.Errorf("stack secret %s: %w", RelayRevocationsKey, err)
 	}
 	list := provision.FormatRevocations(rs)
+	if err := st.fence(ctx); err != nil {
+		return err
+	}
 	if err := ks.SetSecret(ctx, RelayRevocationsKey, list); err != nil {
 		return err
 	}

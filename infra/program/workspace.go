@@ -24,6 +24,18 @@ func (s *Stack) ProjectWorkspace(ctx context.Context, project string) (auto.Work
 	if project == "" || project == Project {
 		return nil, fmt.Errorf("workspace: want a project other than %s", Project)
 	}
+	if _, err := s.Backend(); err != nil {
+		return nil, err
+	}
+	return s.WorkspaceIn(ctx, project, filepath.Join(s.StateDir, "work-"+project))
+}
+
+// WorkspaceIn is ProjectWorkspace for any project, the fleet program's
+// too (its stacks exported and imported, no program run), working in
+// work: fleet backup and restore work in a directory of their own, so
+// that no stack configuration they make is left where the fleet's
+// commands look for it.
+func (s *Stack) WorkspaceIn(ctx context.Context, project, work string) (auto.Workspace, error) {
 	backend, err := s.Backend()
 	if err != nil {
 		return nil, err
@@ -44,7 +56,6 @@ func (s *Stack) ProjectWorkspace(ctx context.Context, project string) (auto.Work
 	if err != nil {
 		return nil, fmt.Errorf("pulumi cli %s: %w", cli, err)
 	}
-	work := filepath.Join(s.StateDir, "work-"+project)
 	home := filepath.Join(s.StateDir, "pulumi-home")
 	for _, d := range []string{work, home} {
 		if err := os.MkdirAll(d, 0o700); err != nil {
