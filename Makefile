@@ -232,12 +232,12 @@ $(PULUMI_LANGUAGE_GO): $(call stamp,pulumi-language-go,tools/pulumi/go.mod tools
 
 e2e: pulumi ## the provider in process on lab boxes, then fleet up, drift, change, up, destroy through the real Pulumi CLI, and pulumi preview/up in infra/pulumi on the stack fleet up made (root; about a minute warm, TestE2EPulumiCLI about 2 more)
 	$(GO) test -tags lab -count=1 -timeout 15m -v -run TestLab ./infra/provider/
-	RELAYFLEET_PULUMI=$(PULUMI) $(GO) test -tags e2e -count=1 -timeout 40m -v -run TestE2E -skip TestE2EEventResumedOnAnotherMachine ./test/e2e/
+	RELAYFLEET_PULUMI=$(PULUMI) $(GO) test -tags e2e -count=1 -timeout 40m -v -run TestE2E -skip 'TestE2EEventResumedOnAnotherMachine|TestE2ETeamOnS3' ./test/e2e/
 
 .PHONY: e2e-state
 
-e2e-state: pulumi ## an event's reconcile killed on one machine is finished from an empty state dir pointed at the same Pulumi backend (root; about 5 minutes; lab-state, rfst0); make e2e skips it, so that .ci/run runs it once, as its own step
-	RELAYFLEET_PULUMI=$(PULUMI) $(GO) test -tags e2e -count=1 -timeout 30m -v -run TestE2EEventResumedOnAnotherMachine ./test/e2e/
+e2e-state: pulumi seaweedfs ## shared state: an event's reconcile killed on one machine is finished from an empty state dir pointed at the same Pulumi backend (lab-state, rfst0; about 5 minutes), and two operators on one SeaweedFS bucket, TestE2ETeamOnS3 (lab-team, rfteam0; a few minutes) (root); make e2e skips them, so that .ci/run runs them once, as its own step
+	RELAYFLEET_PULUMI=$(PULUMI) RELAYFLEET_WEED=$(WEED) $(GO) test -tags e2e -count=1 -timeout 40m -v -run 'TestE2EEventResumedOnAnotherMachine|TestE2ETeamOnS3' ./test/e2e/
 
 e2e-localcloud: pulumi ## the local Hetzner Cloud and DigitalOcean APIs over lab boxes; on each, side by side in its own lab, the real fleet up, status, rollout under listeners, an event's burst box up and down, destroy (root; lab-lcx and rflcx0, lab-lcx-do and rflcx1)
 	$(GO) test -tags lab -count=1 -timeout 15m -v -run TestLabMachines ./infra/localcloud/
