@@ -9,7 +9,8 @@
 //     gocloud.dev's v2 driver: disableSSL=true becomes disable_https (or
 //     is dropped when the endpoint names its scheme), a scheme-less
 //     endpoint gets http:// or https://, and a store named by an endpoint
-//     (not AWS itself) is asked for checksums only when required.
+//     (not AWS itself) is asked for checksums, and its responses
+//     checked for them, only when required.
 package bucketurl
 
 import (
@@ -75,6 +76,12 @@ func translateS3(u *url.URL) error {
 		}
 		if q.Get("request_checksum_calculation") == "" && os.Getenv("AWS_REQUEST_CHECKSUM_CALCULATION") == "" {
 			q.Set("request_checksum_calculation", "when_required")
+		}
+		// Nor is a response's checksum looked for when the store sends
+		// none (SeaweedFS, MinIO): the SDK would log a warning on every
+		// read, on the command's output.
+		if q.Get("response_checksum_validation") == "" && os.Getenv("AWS_RESPONSE_CHECKSUM_VALIDATION") == "" {
+			q.Set("response_checksum_validation", "when_required")
 		}
 	}
 	u.RawQuery = q.Encode()

@@ -11,9 +11,9 @@ import (
 func TestTranslateS3(t *testing.T) {
 	for _, tc := range []struct{ in, want string }{
 		{"s3://b?endpoint=127.0.0.1:8333&disableSSL=true&s3ForcePathStyle=true&region=us-east-1",
-			"disable_https=true&endpoint=http%3A%2F%2F127.0.0.1%3A8333&region=us-east-1&request_checksum_calculation=when_required&s3ForcePathStyle=true"},
-		{"s3://b?endpoint=store.example:443&region=eu", "endpoint=https%3A%2F%2Fstore.example%3A443&region=eu&request_checksum_calculation=when_required"},
-		{"s3://b?endpoint=http://h:1&disableSSL=true", "endpoint=http%3A%2F%2Fh%3A1&request_checksum_calculation=when_required"},
+			"disable_https=true&endpoint=http%3A%2F%2F127.0.0.1%3A8333&region=us-east-1&request_checksum_calculation=when_required&response_checksum_validation=when_required&s3ForcePathStyle=true"},
+		{"s3://b?endpoint=store.example:443&region=eu", "endpoint=https%3A%2F%2Fstore.example%3A443&region=eu&request_checksum_calculation=when_required&response_checksum_validation=when_required"},
+		{"s3://b?endpoint=http://h:1&disableSSL=true", "endpoint=http%3A%2F%2Fh%3A1&request_checksum_calculation=when_required&response_checksum_validation=when_required"},
 		{"s3://b?region=us-east-1", "region=us-east-1"},
 	} {
 		u, _ := url.Parse(tc.in)

@@ -133,6 +133,13 @@ func TestE2ETeamOnS3(t *testing.T) {
 	relaysFile := filepath.Join(a.work, "b-relays.json")
 	watcher := testutil.StartLog(t, filepath.Join(a.work, "b-relays.log"), b.cmd(ctx, "relays", "--inventory", b.inv,
 		"--state-dir", b.state, "--pulumi", b.cli, "--out", relaysFile, "--watch", teamWatch.String()))
+	// The router refuses a relays file that is not there: it starts once
+	// the watcher wrote it (docs/operations.md: fleet relays --out once,
+	// then the watcher and the router).
+	testutil.WaitFor(t, 2*time.Minute, "B's watcher to write "+relaysFile, func() bool {
+		_, err := os.Stat(relaysFile)
+		return err == nil
+	})
 	port := freePort(t)
 	testutil.Start(t, "router", exec.CommandContext(ctx, a.relayBin, "router", "--listen", fmt.Sprintf("127.0.0.1:%d", port),
 		"--relays", relaysFile, "--poll", "200ms", "--log-level", "warn"))
