@@ -28,6 +28,7 @@ import (
 	"github.com/relayfleet/relayfleet/infra/lease"
 	"github.com/relayfleet/relayfleet/infra/provider"
 	"github.com/relayfleet/relayfleet/internal/atomicfile"
+	"github.com/relayfleet/relayfleet/internal/bucketurl"
 	"github.com/relayfleet/relayfleet/internal/cli"
 	"github.com/relayfleet/relayfleet/inventories"
 	"github.com/relayfleet/relayfleet/relay/wire"
@@ -583,6 +584,11 @@ func (s *Stack) openStack(ctx context.Context, create bool) (auto.Stack, error) 
 		"PATH":                     pluginDir + string(os.PathListSeparator) + os.Getenv("PATH"),
 	}
 	for k, v := range s.Env {
+		if _, set := env[k]; !set {
+			env[k] = v
+		}
+	}
+	for k, v := range bucketurl.CLIEnv(backend) {
 		if _, set := env[k]; !set {
 			env[k] = v
 		}

@@ -88,6 +88,24 @@ func translateS3(u *url.URL) error {
 	return nil
 }
 
+// CLIEnv is what the Pulumi CLI's environment needs for backend beside
+// its URL, unless the environment says otherwise: for an s3:// store
+// named by an endpoint (not AWS itself), responses checked for checksums
+// only when required, as Open does (the CLI's AWS SDK otherwise logs a
+// warning on every read from a store that sends none, such as SeaweedFS
+// or MinIO, into the command's output). Nil when nothing is needed.
+func CLIEnv(backend string) map[string]string {
+	u, err := url.Parse(backend)
+	if err != nil || u.Scheme != "s3" || u.Query().Get("endpoint") == "" {
+		return nil
+	}
+	const key = "AWS_RESPONSE_CHECKSUM_VALIDATION"
+	if os.Getenv(key) != "" {
+		return nil
+	}
+	return map[string]string{key: "when_required"}
+}
+
 // Redact is a backend URL without its query, for messages: an endpoint is
 // harmless, but a query is where a careless URL would carry credentials.
 func Redact(backend string) string {

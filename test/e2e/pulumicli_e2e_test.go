@@ -8,6 +8,7 @@
 package e2e
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"os"
@@ -158,10 +159,17 @@ func (p *pulumiProject) must(args ...string) string {
 }
 
 // resources counts the stack's resources of type typ (pulumi stack
-// export).
+// export: its standard output, without what the CLI logs).
 func (p *pulumiProject) resources(typ string) int {
-	p.e.t.Helper()
-	out, code := p.run("stack", "export")
+	t := p.e.t
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, p.e.cli, "stack", "export", "--stack", p.stack, "--non-interactive")
+	cmd.Dir, cmd.Env = p.dir, p.env
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
 	var doc struct {
 		Deployment struct {
 			Resources []struct {
@@ -169,8 +177,11 @@ func (p *pulumiProject) resources(typ string) int {
 			} `json:"resources"`
 		} `json:"deployment"`
 	}
-	if code != 0 || json.Unmarshal([]byte(out), &doc) != nil {
-		p.e.fatalf("pulumi stack export: exit %d: %s", code, lastLine(out))
+	if err != nil {
+		p.e.fatalf("pulumi stack export: %v: %s", err, lastLine(stderr.String()))
+	}
+	if err := json.Unmarshal(out, &doc); err != nil {
+		p.e.fatalf("pulumi stack export: %v", err)
 	}
 	n := 0
 	for _, r := range doc.Deployment.Resources {
@@ -178,5 +189,6 @@ func (p *pulumiProject) resources(typ string) int {
 			n++
 		}
 	}
+	t.Logf("pulumi stack export: %d resources, %d of type %s", len(doc.Deployment.Resources), n, typ)
 	return n
 }
