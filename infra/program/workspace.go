@@ -45,6 +45,9 @@ func (s *Stack) ProjectWorkspace(ctx context.Context, project string) (auto.Work
 		return nil, fmt.Errorf("pulumi cli %s: %w", cli, err)
 	}
 	work := filepath.Join(s.StateDir, "work-"+project)
+	if s.WorkDir != "" {
+		work = s.WorkDir + "-" + project
+	}
 	home := filepath.Join(s.StateDir, "pulumi-home")
 	for _, d := range []string{work, home} {
 		if err := os.MkdirAll(d, 0o700); err != nil {
@@ -111,4 +114,31 @@ func (s *Stack) ReadHostsOutput(ctx context.Context) (hosts []HostEntry, ok bool
 	}
 	hosts, err = HostsFromOutputs(out)
 	return hosts, err == nil, err
+}
+
+// PrivateWork is a copy of s whose workspaces (WorkDir, and each
+// project's beside it) are a directory of its own in the state dir, for a
+// command that runs beside others on it; done removes them.
+func (s *Stack) PrivateWork() (c *Stack, done func(), err error) {
+	dir := s.StateDir
+	if dir == "" {
+		if dir, err = DefaultStateDir(); err != nil {
+			return nil, nil, err
+		}
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, nil, fmt.Errorf("state dir: %w", err)
+	}
+	work, err := os.MkdirTemp(dir, "work-private-")
+	if err != nil {
+		return nil, nil, fmt.Errorf("state dir: %w", err)
+	}
+	cp := *s
+	cp.StateDir, cp.WorkDir = dir, work
+	return &cp, func() {
+		matches, _ := filepath.Glob(work + "-*")
+		for _, m := range append(matches, work) {
+			os.RemoveAll(m)
+		}
+	}, nil
 }
