@@ -184,23 +184,28 @@ func TestE2ETeamOnS3(t *testing.T) {
 		}
 	}
 	teamInventory(t, a.inv, backend, 1, "medium")
-	// seen is when the new box (found in the lab as it is made) was first
-	// listed without the old one: in B's file, by B's router.
+	// seen: the new box (found in the lab as it is made), when the old box
+	// left the lab, and when the new box was first listed without the old
+	// one: in B's file, by B's router.
 	type seen struct {
-		box          lab.Box
-		file, router time.Time
+		box                lab.Box
+		gone, file, router time.Time
 	}
 	samples := make(chan seen, 1)
 	sampling, stopSampling := context.WithCancel(ctx)
 	defer stopSampling()
 	go func() {
 		var s seen
-		for sampling.Err() == nil && (s.file.IsZero() || s.router.IsZero()) {
-			if s.box.Name == "" {
-				bs, _ := a.lab.List(sampling, a.owned)
-				for _, bx := range bs {
-					if strings.HasPrefix(bx.Name, "tm-b") && bx.Name != old.Name {
-						s.box = bx
+		for sampling.Err() == nil && (s.file.IsZero() || s.router.IsZero() || s.gone.IsZero()) {
+			if s.box.Name == "" || s.gone.IsZero() {
+				if bs, err := a.lab.List(sampling, a.owned); err == nil {
+					for _, bx := range bs {
+						if strings.HasPrefix(bx.Name, "tm-b") && bx.Name != old.Name {
+							s.box = bx
+						}
+					}
+					if s.box.Name != "" && addrOf(bs, old.Name) == "" {
+						s.gone = time.Now()
 					}
 				}
 			}
@@ -215,7 +220,7 @@ func TestE2ETeamOnS3(t *testing.T) {
 					s.router = now
 				}
 			}
-			time.Sleep(50 * time.Millisecond)
+			time.Sleep(100 * time.Millisecond)
 		}
 		samples <- s
 	}()
@@ -237,17 +242,19 @@ func TestE2ETeamOnS3(t *testing.T) {
 	if len(after) != 2 || s.box.Name == "" || addrOf(after, s.box.Name) == "" || addrOf(after, old.Name) != "" {
 		a.fatalf("boxes after the replacement: %v, want tm-a's and %s's replacement (seen made: %q)", after, old.Name, s.box.Name)
 	}
-	if s.file.IsZero() || s.router.IsZero() {
-		a.fatalf("%v after A's fleet up returned, B's relays file (%v) or router (%v) did not list %s's replacement %s (%s) without %s: the router lists %+v; watcher:\n%s",
-			followLimit, !s.file.IsZero(), !s.router.IsZero(), old.Name, s.box.Name, s.box.Address, old.Address, routed(), watcher.Tail(10))
+	if s.file.IsZero() || s.router.IsZero() || s.gone.IsZero() {
+		a.fatalf("%v after A's fleet up returned, B's relays file (%v) or router (%v) did not list %s's replacement %s (%s) without %s (gone from the lab: %v): the router lists %+v; watcher:\n%s",
+			followLimit, !s.file.IsZero(), !s.router.IsZero(), old.Name, s.box.Name, s.box.Address, old.Address, !s.gone.IsZero(), routed(), watcher.Tail(10))
 	}
-	fileDelay, routerDelay := s.file.Sub(upDone), s.router.Sub(upDone)
-	t.Logf("TEAM step 1: B's relays file followed the replacement %.1fs and B's router %.1fs after A's fleet up returned (watch %v, router poll 200ms)",
-		fileDelay.Seconds(), routerDelay.Seconds(), teamWatch)
+	// From the old box's deletion (Pulumi's update then writes the stack's
+	// hosts): what B's watcher and router took to follow.
+	fileDelay, routerDelay := s.file.Sub(s.gone), s.router.Sub(s.gone)
+	t.Logf("TEAM step 1: B's relays file listed %s's replacement without it %.1fs and B's router %.1fs after the old box left the lab (A's fleet up returned %.1fs after it; watch %v, router poll 200ms)",
+		old.Name, fileDelay.Seconds(), routerDelay.Seconds(), upDone.Sub(s.gone).Seconds(), teamWatch)
 	// A few polls: each poll reads every stack through the Pulumi CLI,
 	// seconds on a loaded machine.
 	if limit := 15 * teamWatch; routerDelay > limit {
-		a.fatalf("B's router followed A's replacement %.1fs after A's fleet up returned, more than %v (a few polls of %v)", routerDelay.Seconds(), limit, teamWatch)
+		a.fatalf("B's router followed A's replacement %.1fs after the old box left the lab, more than %v (a few polls of %v)", routerDelay.Seconds(), limit, teamWatch)
 	}
 
 	// 2. A's rollout holds the fleet's lock, stopped mid-run (SIGSTOP) so
