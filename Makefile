@@ -236,7 +236,7 @@ e2e: pulumi ## the provider in process on lab boxes, then fleet up, drift, chang
 
 .PHONY: e2e-state
 
-e2e-state: pulumi seaweedfs ## shared state: an event's reconcile killed on one machine is finished from an empty state dir pointed at the same Pulumi backend (lab-state, rfst0; about 5 minutes), and two operators on one SeaweedFS bucket, TestE2ETeamOnS3 (lab-team, rfteam0; a few minutes) (root); make e2e skips them, so that .ci/run runs them once, as its own step
+e2e-state: pulumi seaweedfs ## shared state: an event's reconcile killed on one machine is finished from an empty state dir pointed at the same Pulumi backend (lab-state, rfst0; about 5 minutes), and two operators on one SeaweedFS bucket, TestE2ETeamOnS3 (lab-team, rfteam0; about 4 minutes) (root); make e2e skips them, so that .ci/run runs them once, as its own step
 	RELAYFLEET_PULUMI=$(PULUMI) RELAYFLEET_WEED=$(WEED) $(GO) test -tags e2e -count=1 -timeout 40m -v -run 'TestE2EEventResumedOnAnotherMachine|TestE2ETeamOnS3' ./test/e2e/
 
 e2e-localcloud: pulumi ## the local Hetzner Cloud and DigitalOcean APIs over lab boxes; on each, side by side in its own lab, the real fleet up, status, rollout under listeners, an event's burst box up and down, destroy (root; lab-lcx and rflcx0, lab-lcx-do and rflcx1)
