@@ -118,6 +118,16 @@ func (w RelaysWatch) Run(ctx context.Context) error {
 		log = io.Discard
 	}
 	last, _ := os.ReadFile(w.Out)
+	if w.Every > 0 && w.Stack != nil && w.Stack.WorkDir == "" {
+		// Read every Every for long, beside the commands that share the
+		// state dir: in workspaces of its own.
+		st, done, err := w.Stack.PrivateWork()
+		if err != nil {
+			return err
+		}
+		defer done()
+		w.Stack = st
+	}
 	for {
 		changed, n, err := w.once(ctx, last)
 		switch {

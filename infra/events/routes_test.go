@@ -11,6 +11,7 @@ import (
 
 	"github.com/relayfleet/relayfleet/infra/program"
 	"github.com/relayfleet/relayfleet/internal/testutil"
+	"github.com/relayfleet/relayfleet/inventories"
 )
 
 // TestSteadyHostsFollowTheStack: a reconcile rewrites this state dir's
@@ -120,5 +121,36 @@ func TestRelaysWatch(t *testing.T) {
 	want := "relays: " + out + " now lists 1 relay\nrelays: " + out + " kept as it was: backend: connection refused\nrelays: " + out + " now lists 2 relays\n"
 	if log.String() != want {
 		t.Errorf("log %q, want %q", log.String(), want)
+	}
+}
+
+// TestRelaysWatchWorksApart: a watcher reads its stacks in a workspace of
+// its own in the state dir, not the state dir's work/ that fleet up and
+// the other commands rewrite each time they open the stack (opened there
+// every poll, it left fleet up an empty Pulumi.yaml), and removes it when
+// it stops.
+func TestRelaysWatchWorksApart(t *testing.T) {
+	state := t.TempDir()
+	st := &program.Stack{Fleet: &inventories.Fleet{Name: "team"}, StateDir: state}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var seen []string
+	read := func(context.Context) ([]program.StackHosts, error) {
+		seen, _ = filepath.Glob(filepath.Join(state, "work-private-*"))
+		cancel()
+		return nil, errors.New("stop")
+	}
+	w := RelaysWatch{Stack: st, Out: filepath.Join(t.TempDir(), "relays.json"), Every: time.Second, Read: read}
+	if err := w.Run(ctx); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Run: %v", err)
+	}
+	if len(seen) != 1 {
+		t.Fatalf("workspaces of the watcher's own while it read: %v, want one", seen)
+	}
+	if st.WorkDir != "" {
+		t.Errorf("the caller's stack got the watcher's workspace %s", st.WorkDir)
+	}
+	if left, _ := filepath.Glob(filepath.Join(state, "work-*")); len(left) != 0 {
+		t.Errorf("left after the watcher stopped: %v", left)
 	}
 }

@@ -26,7 +26,8 @@ type LockOptions struct {
 	// Waiting, when set, is told once which holder a take waits for.
 	Waiting io.Writer
 	// Existing says the command works on a stack that exists: a state dir
-	// without a file backend (and no other backend named) holds none, so
+	// without a file backend (and no other backend named: the fleet file's
+	// state.backend, --backend, $PULUMI_BACKEND_URL) holds none, so
 	// nothing is locked (nor a backend made) and the command goes on to
 	// say there is no stack.
 	Existing bool
@@ -40,7 +41,13 @@ type LockOptions struct {
 // Held is nil (and release does nothing) for an Existing stack without a
 // backend.
 func LockFleet(ctx context.Context, st *Stack, o LockOptions) (*lease.Held, func(), error) {
-	if o.Existing && st.BackendURL == "" && os.Getenv(BackendEnv) == "" {
+	// The backend as named (the fleet file's state.backend first): only
+	// the state dir's own file backend may be missing.
+	configured, err := st.Configured()
+	if err != nil {
+		return nil, nil, err
+	}
+	if o.Existing && configured == "" {
 		dir := st.StateDir
 		if dir == "" {
 			var err error

@@ -28,6 +28,7 @@ import (
 	"github.com/relayfleet/relayfleet/infra/lease"
 	"github.com/relayfleet/relayfleet/infra/provider"
 	"github.com/relayfleet/relayfleet/internal/atomicfile"
+	"github.com/relayfleet/relayfleet/internal/bucketurl"
 	"github.com/relayfleet/relayfleet/internal/cli"
 	"github.com/relayfleet/relayfleet/inventories"
 	"github.com/relayfleet/relayfleet/relay/wire"
@@ -60,6 +61,13 @@ type Stack struct {
 	// StateDir holds the file backend, the passphrase, the plugin link and
 	// the workspace; default DefaultStateDir().
 	StateDir string
+	// WorkDir is the Pulumi workspace (Pulumi.yaml, the stack's
+	// configuration file), rewritten each time the stack is opened;
+	// default STATEDIR/work. A command that runs beside others on the
+	// same state dir for long (fleet relays --watch) gives one of its own
+	// (PrivateWork): opening a stack in another's workspace while it runs
+	// left it an empty Pulumi.yaml.
+	WorkDir string
 	// BackendURL is any Pulumi backend; default $PULUMI_BACKEND_URL, else
 	// file://STATEDIR/backend.
 	BackendURL string
@@ -563,7 +571,10 @@ func (s *Stack) openStack(ctx context.Context, create bool) (auto.Stack, error) 
 	if err := link(pluginDir, provider.PluginName, plugin); err != nil {
 		return auto.Stack{}, fmt.Errorf("provider plugin: %w", err)
 	}
-	work := filepath.Join(s.StateDir, "work")
+	work := s.WorkDir
+	if work == "" {
+		work = filepath.Join(s.StateDir, "work")
+	}
 	home := filepath.Join(s.StateDir, "pulumi-home")
 	for _, d := range []string{work, home} {
 		if err := os.MkdirAll(d, 0o700); err != nil {
@@ -583,6 +594,11 @@ func (s *Stack) openStack(ctx context.Context, create bool) (auto.Stack, error) 
 		"PATH":                     pluginDir + string(os.PathListSeparator) + os.Getenv("PATH"),
 	}
 	for k, v := range s.Env {
+		if _, set := env[k]; !set {
+			env[k] = v
+		}
+	}
+	for k, v := range bucketurl.CLIEnv(backend) {
 		if _, set := env[k]; !set {
 			env[k] = v
 		}

@@ -27,7 +27,11 @@ func (s *Stack) ProjectWorkspace(ctx context.Context, project string) (auto.Work
 	if _, err := s.Backend(); err != nil {
 		return nil, err
 	}
-	return s.WorkspaceIn(ctx, project, filepath.Join(s.StateDir, "work-"+project))
+	work := filepath.Join(s.StateDir, "work-"+project)
+	if s.WorkDir != "" {
+		work = s.WorkDir + "-" + project
+	}
+	return s.WorkspaceIn(ctx, project, work)
 }
 
 // WorkspaceIn is ProjectWorkspace for any project, the fleet program's
@@ -122,4 +126,31 @@ func (s *Stack) ReadHostsOutput(ctx context.Context) (hosts []HostEntry, ok bool
 	}
 	hosts, err = HostsFromOutputs(out)
 	return hosts, err == nil, err
+}
+
+// PrivateWork is a copy of s whose workspaces (WorkDir, and each
+// project's beside it) are a directory of its own in the state dir, for a
+// command that runs beside others on it; done removes them.
+func (s *Stack) PrivateWork() (c *Stack, done func(), err error) {
+	dir := s.StateDir
+	if dir == "" {
+		if dir, err = DefaultStateDir(); err != nil {
+			return nil, nil, err
+		}
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, nil, fmt.Errorf("state dir: %w", err)
+	}
+	work, err := os.MkdirTemp(dir, "work-private-")
+	if err != nil {
+		return nil, nil, fmt.Errorf("state dir: %w", err)
+	}
+	cp := *s
+	cp.StateDir, cp.WorkDir = dir, work
+	return &cp, func() {
+		matches, _ := filepath.Glob(work + "-*")
+		for _, m := range append(matches, work) {
+			os.RemoveAll(m)
+		}
+	}, nil
 }

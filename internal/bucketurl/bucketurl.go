@@ -82,12 +82,33 @@ func translateS3(u *url.URL) error {
 		if q.Get("request_checksum_calculation") == "" && os.Getenv("AWS_REQUEST_CHECKSUM_CALCULATION") == "" {
 			q.Set("request_checksum_calculation", "when_required")
 		}
+		// Nor is a response's checksum looked for when the store sends
+		// none (SeaweedFS, MinIO): the SDK would log a warning on every
+		// read, on the command's output.
 		if q.Get("response_checksum_validation") == "" && os.Getenv("AWS_RESPONSE_CHECKSUM_VALIDATION") == "" {
 			q.Set("response_checksum_validation", "when_required")
 		}
 	}
 	u.RawQuery = q.Encode()
 	return nil
+}
+
+// CLIEnv is what the Pulumi CLI's environment needs for backend beside
+// its URL, unless the environment says otherwise: for an s3:// store
+// named by an endpoint (not AWS itself), responses checked for checksums
+// only when required, as Open does (the CLI's AWS SDK otherwise logs a
+// warning on every read from a store that sends none, such as SeaweedFS
+// or MinIO, into the command's output). Nil when nothing is needed.
+func CLIEnv(backend string) map[string]string {
+	u, err := url.Parse(backend)
+	if err != nil || u.Scheme != "s3" || u.Query().Get("endpoint") == "" {
+		return nil
+	}
+	const key = "AWS_RESPONSE_CHECKSUM_VALIDATION"
+	if os.Getenv(key) != "" {
+		return nil
+	}
+	return map[string]string{key: "when_required"}
 }
 
 // Redact is a backend URL without its query, for messages: an endpoint is

@@ -73,3 +73,22 @@ func TestUnreachable(t *testing.T) {
 		t.Error("an error with no network failure behind it was changed")
 	}
 }
+
+// TestCLIEnv: the Pulumi CLI on an s3:// store named by an endpoint checks
+// responses for checksums only when required; not on AWS itself, nor
+// when the environment says otherwise.
+func TestCLIEnv(t *testing.T) {
+	t.Setenv("AWS_RESPONSE_CHECKSUM_VALIDATION", "")
+	if got := CLIEnv("s3://b/p?endpoint=127.0.0.1:8333&disableSSL=true"); got["AWS_RESPONSE_CHECKSUM_VALIDATION"] != "when_required" {
+		t.Errorf("endpoint store: %v", got)
+	}
+	for _, b := range []string{"s3://b/p?region=eu-central-1", "file:///x", "gs://b"} {
+		if got := CLIEnv(b); got != nil {
+			t.Errorf("%s: %v, want nothing", b, got)
+		}
+	}
+	t.Setenv("AWS_RESPONSE_CHECKSUM_VALIDATION", "when_supported")
+	if got := CLIEnv("s3://b?endpoint=h:1"); got != nil {
+		t.Errorf("the operator's setting overridden: %v", got)
+	}
+}
