@@ -25,7 +25,7 @@ func steadyTargets(ctx context.Context, st *program.Stack, sshKey, labDir string
 // hostsCommand is fleet hosts.
 func hostsCommand(ios *cli.IOStreams) *cobra.Command {
 	var hf hostFlags
-	var asJSON, release bool
+	var asJSON, release, origins bool
 	cmd := &cobra.Command{
 		Use:   "hosts",
 		Short: "the fleet's hosts as its stacks list them (steady and events, any backend): stack, group, tier, address, host key, processes",
@@ -35,12 +35,19 @@ func hostsCommand(ios *cli.IOStreams) *cobra.Command {
 			if err != nil {
 				return err
 			}
+			if origins {
+				if asJSON || release {
+					return cli.Usagef("--origins prints URLs only: not with --json or --release")
+				}
+				return f.ListOrigins(cmd.Context(), ios.Out)
+			}
 			return f.List(cmd.Context(), ios.Out, asJSON, release)
 		},
 	}
 	fs := cmd.Flags()
 	hf.add(fs)
 	fs.BoolVar(&asJSON, "json", false, "print JSON: every host with its stack, tier, event, addresses, host key and ports")
+	fs.BoolVar(&origins, "origins", false, "print the URLs, pinned, of the origins publishers publish to, one a line: relay publish $(fleet hosts --origins) --name ROOM")
 	fs.BoolVar(&release, "release", false, "read each box's current relay release over SSH (default: the stacks alone, no connection)")
 	return cmd
 }

@@ -150,6 +150,26 @@ func (f *Fleet) Status(ctx context.Context, w io.Writer, asJSON bool, heartbeat 
 	return provision.RunStatus(ctx, w, targets, asJSON, heartbeat)
 }
 
+// ListOrigins is fleet hosts --origins: the URLs, pinned, of the origins
+// publishers publish to, one a line on w (PublisherOrigins), for
+// `relay publish $(fleet hosts --origins ...)`.
+func (f *Fleet) ListOrigins(ctx context.Context, w io.Writer) error {
+	set, err := Read(ctx, f.Stack)
+	if err != nil {
+		return err
+	}
+	urls, err := PublisherOrigins(f.Stack.Fleet, set)
+	if err != nil {
+		return err
+	}
+	for _, u := range urls {
+		if _, err := fmt.Fprintln(w, u); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // List is fleet hosts: the stacks' hosts as a table on w (WriteText), or
 // JSON (WriteJSON), the stacks' warnings among them; with release each
 // box's current relay release is read over SSH, and a box that could not

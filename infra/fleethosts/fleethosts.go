@@ -94,6 +94,24 @@ func OriginURLs(hosts []Host) []string {
 	return OriginURLsOf(hosts, inventories.OriginGroup)
 }
 
+// PublisherOrigins are the origins a publisher publishes to, each once:
+// the fleet's origin boxes (with regions, the publishers' region's) as
+// the stack lists them, pinned, or the fleet file's static origin: list;
+// an error when the fleet has neither, or its origin group has no box in
+// the stacks yet.
+func PublisherOrigins(f *inventories.Fleet, s *Set) ([]string, error) {
+	if urls := OriginURLs(s.Hosts); len(urls) > 0 {
+		return urls, nil
+	}
+	if f != nil && f.Origins == nil && len(f.Origin) > 0 {
+		return slices.Clone(f.Origin), nil
+	}
+	if f != nil && f.Origins != nil {
+		return nil, fmt.Errorf("fleet %s: no origin box in its stacks yet (fleet up makes the origins: group)", s.Fleet)
+	}
+	return nil, fmt.Errorf("fleet %s has no origins: neither an origins: group nor an origin: list in its fleet file", s.Fleet)
+}
+
 // OriginURLsOf is OriginURLs of the origin group called group.
 func OriginURLsOf(hosts []Host, group string) []string {
 	var es []program.HostEntry

@@ -123,3 +123,42 @@ func TestTargetsOrigins(t *testing.T) {
 		t.Errorf("no origin host: %v", err)
 	}
 }
+
+// TestPublisherOrigins: fleet hosts --origins lists the origin boxes'
+// pinned URLs from the stack, or the fleet file's static origin: list;
+// an origin group with no box yet, or a fleet with no origin, is an
+// error naming the fleet.
+func TestPublisherOrigins(t *testing.T) {
+	pin1, pin2 := strings.Repeat("ab", 32), strings.Repeat("cd", 32)
+	steady := outputs(t, "demo", "demo-steady.json")
+	hosts := append(slices.Clone(steady.Outputs["hosts"].([]any)), originEntry(1, pin1), originEntry(2, pin2))
+	so := program.StackOutputs{Stack: "demo", Outputs: map[string]any{"fleet": "demo", "hosts": hosts}}
+	set, err := FromOutputs(originsFleet(), "demo", []program.StackOutputs{so})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := PublisherOrigins(originsFleet(), set)
+	want := []string{"http://10.231.87.21:4443/#spki=" + pin1, "http://10.231.87.22:4443/#spki=" + pin2}
+	if err != nil || !slices.Equal(got, want) {
+		t.Errorf("origin boxes: %v, %v; want %v", got, err, want)
+	}
+
+	static := demoFleet()
+	static.Origin = []string{"http://198.51.100.1:4443/#spki=" + pin1, "http://198.51.100.2:4443/#spki=" + pin2}
+	plain, err := FromOutputs(static, "demo", []program.StackOutputs{steady})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := PublisherOrigins(static, plain); err != nil || !slices.Equal(got, static.Origin) {
+		t.Errorf("static origins: %v, %v; want %v", got, err, static.Origin)
+	}
+
+	if _, err := PublisherOrigins(originsFleet(), plain); err == nil || !strings.Contains(err.Error(), "no origin box in its stacks yet") {
+		t.Errorf("origin group without boxes: %v", err)
+	}
+	none := demoFleet()
+	none.Origin = nil
+	if _, err := PublisherOrigins(none, plain); err == nil || !strings.Contains(err.Error(), "has no origins") {
+		t.Errorf("no origins at all: %v", err)
+	}
+}
