@@ -169,3 +169,23 @@ func TestMovedLaterBeforeItsBringUp(t *testing.T) {
 		t.Fatalf("at the new bring-up: phase %s, want up", rec.Phase)
 	}
 }
+
+// TestMovedLaterThenBack: the file moving the start back ends the hold:
+// the record follows the file again (action=rescheduled) and the event,
+// never drained meanwhile, ends at its end as before.
+func TestMovedLaterThenBack(t *testing.T) {
+	h := newHarness(t)
+	ev := h.ev
+	oldStart, oldEnd := moveLater(t, h, 24*time.Hour)
+	if rec := h.run(t, oldStart.Add(time.Minute)); rec.MovedLater == nil {
+		t.Fatalf("moved later: no hold")
+	}
+	ev.Start.Time, ev.End.Time = oldStart, oldEnd
+	rec := h.run(t, oldStart.Add(2*time.Minute))
+	if rec.Phase != Up || rec.MovedLater != nil || !rec.End.Equal(oldEnd) || !strings.Contains(lastLog(rec, "rescheduled"), "no longer moves its start later") || h.probe.drained != 0 {
+		t.Fatalf("moved back: phase %s moved %+v log %q drained %d, want up on the file's window", rec.Phase, rec.MovedLater, lastLog(rec, "rescheduled"), h.probe.drained)
+	}
+	if rec = h.run(t, oldEnd); rec.Phase != Draining {
+		t.Fatalf("at the end: phase %s, want draining", rec.Phase)
+	}
+}
