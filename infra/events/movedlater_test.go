@@ -189,3 +189,20 @@ func TestMovedLaterThenBack(t *testing.T) {
 		t.Fatalf("at the end: phase %s, want draining", rec.Phase)
 	}
 }
+
+// TestMovedLaterPastItsOldEnd: a reconcile that first sees the move after
+// the old end (the timer was down) drains as an ended event does, on the
+// old window (until the old end plus drain time), not for a drain time
+// from now.
+func TestMovedLaterPastItsOldEnd(t *testing.T) {
+	h := newHarness(t)
+	ev := h.ev
+	_, oldEnd := moveLater(t, h, 24*time.Hour)
+	rec := h.run(t, oldEnd.Add(time.Minute))
+	if rec.Phase != Draining || !rec.DrainDeadline.Equal(oldEnd.Add(ev.DrainTime.D())) || !strings.Contains(lastLog(rec, "moved-later"), "has passed") {
+		t.Fatalf("first seen past the old end: phase %s deadline %v log %q, want draining until %v", rec.Phase, rec.DrainDeadline, lastLog(rec, "moved-later"), oldEnd.Add(ev.DrainTime.D()))
+	}
+	if rec = h.run(t, oldEnd.Add(ev.DrainTime.D())); rec.Phase != Gone || rec.MovedLater != nil {
+		t.Fatalf("after the old drain time: phase %s, want gone", rec.Phase)
+	}
+}

@@ -435,17 +435,21 @@ func (r *Reconciler) followWindow(now time.Time, ev *inventories.Event, rec *Rec
 		w := Window{Start: ev.Start.Time, End: ev.End.Time, UpAt: ev.UpAt()}
 		if rec.MovedLater == nil || !rec.MovedLater.equal(w) {
 			rec.MovedLater = &w
-			then := fmt.Sprintf("until its old end %s, then drain as at any end (shed into the steady fleet's room, max_overrun %s), and come up again for the new window at %s (start less lead time %s)",
+			then := fmt.Sprintf("its boxes keep their listeners until its old end %s, then drain as at any end (shed into the steady fleet's room, max_overrun %s), and come up again for the new window at %s (start less lead time %s)",
 				rfc(rec.End), maxOverrun(ev), rfc(w.UpAt), ev.LeadTime.D())
-			if w.UpAt.Before(rec.End) {
-				then = fmt.Sprintf("and run on into the new window, whose bring-up (%s) comes before the old end %s", rfc(w.UpAt), rfc(rec.End))
+			switch {
+			case !now.Before(rec.End):
+				then = fmt.Sprintf("its old end %s has passed, so its boxes drain now as at any end (shed into the steady fleet's room, max_overrun %s), and come up again for the new window at %s (start less lead time %s)",
+					rfc(rec.End), maxOverrun(ev), rfc(w.UpAt), ev.LeadTime.D())
+			case w.UpAt.Before(rec.End):
+				then = fmt.Sprintf("its boxes keep their listeners and run on into the new window, whose bring-up (%s) comes before the old end %s", rfc(w.UpAt), rfc(rec.End))
 			}
-			r.note(rec, now, "moved-later", fmt.Sprintf("the events file moved the event from %s..%s to %s..%s while it runs: its boxes keep their listeners %s",
+			r.note(rec, now, "moved-later", fmt.Sprintf("the events file moved the event from %s..%s to %s..%s while it runs: %s",
 				rfc(rec.Start), rfc(rec.End), rfc(w.Start), rfc(w.End), then))
 		}
 		return
 	}
-	if w := rec.MovedLater; w != nil {
+	if rec.MovedLater != nil {
 		rec.MovedLater = nil
 		why := "the old window's boxes are gone"
 		switch {
