@@ -344,9 +344,13 @@ func (r *Reconciler) one(ctx context.Context, now time.Time, ev *inventories.Eve
 	if rec == nil {
 		rec = r.newRecord(ev)
 	}
+	held := rec.MovedLater
 	if ev != nil && r.Events != nil {
 		r.followFile(now, ev, rec)
 	}
+	// A move noted (or its end) is kept whatever the action saves (a
+	// sample that failed saves nothing), so it is noted once.
+	changed := held != rec.MovedLater
 	file := ev
 	if ev != nil && rec.MovedLater != nil {
 		ev = oldWindow(ev, rec)
@@ -388,6 +392,9 @@ func (r *Reconciler) one(ctx context.Context, now time.Time, ev *inventories.Eve
 	if file != nil && r.Events != nil && rec.MovedLater != nil && !rec.StackMade {
 		// The old window's boxes went in this run: the new window now.
 		r.followWindow(now, file, rec)
+		changed = true
+	}
+	if changed {
 		err = errors.Join(err, r.save(ctx, rec))
 	}
 	return Result{Event: rec.Event, Phase: rec.Phase, Err: err}
@@ -399,7 +406,8 @@ func (r *Reconciler) one(ctx context.Context, now time.Time, ev *inventories.Eve
 // and location until the event is down; a move in the file is noted once
 // and applies to its next bring-up. The record's backend, which the
 // proof of teardown lists, is always the one its boxes are on. The
-// event's times are the file's.
+// event's times are the file's, but for a running event whose start the
+// file moved later (followWindow).
 func (r *Reconciler) followFile(now time.Time, ev *inventories.Event, rec *Record) {
 	rec.DrainTime, rec.MaxOverrun = ev.DrainTime, ev.MaxOverrun
 	r.followWindow(now, ev, rec)
