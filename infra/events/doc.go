@@ -18,10 +18,13 @@
 //	left, or end + drain  backend listed by label: a box of the event found
 //	                      there is an orphan, destroyed and reported
 //
-// An event whose start the file moves later while its boxes are up is
-// drained for its drain time now, destroyed, and comes up again at its
-// new start less lead time (action=moved-later); an end moved later keeps
-// it up until the new end.
+// An event whose start the file moves later while it runs keeps its
+// boxes and listeners until its old end (the record keeps the old
+// window, the new one in Record.MovedLater, action=moved-later once per
+// change), ends there as any event does (the shed into room, the drain),
+// and comes up afresh at its new start less lead time, the record then
+// with the new window (action=rescheduled). An event not yet started
+// simply moves; an end moved later keeps it up until the new end.
 //
 // Records keep each event's times, pool, stack and hosts as last read,
 // so an events file (or fleet file) that no longer parses holds up no

@@ -32,7 +32,14 @@ func TestNextStep(t *testing.T) {
 			"destroy when no listener is left, at the latest 2026-12-05T18:01:30Z (in 1m30s)"},
 		{"creating", &Record{Phase: Creating}, "resume the cut-off run"},
 		{"destroying", &Record{Phase: Destroying}, "resume the cut-off run"},
-		{"gone", &Record{Phase: Gone}, ""},
+		{"gone, its window to come", &Record{Phase: Gone}, "up again at 2026-12-05T18:30:00Z (in 30m0s)"},
+		{"gone, held down", &Record{Phase: Gone, Manual: ManualDown}, ""},
+		{"moved later, up", &Record{Phase: Up, Start: start.Add(-time.Hour), End: start.Add(time.Hour), MovedLater: &Window{UpAt: start.Add(23 * time.Hour)}},
+			"runs to its old end 20:00, then again from 18:00 on 2026-12-06 (up at 2026-12-06T18:00:00Z (in 24h0m0s))"},
+		{"moved later, draining", &Record{Phase: Draining, End: start.Add(time.Hour), DrainDeadline: now.Add(time.Minute), MovedLater: &Window{UpAt: start.Add(23 * time.Hour)}},
+			"destroy when no listener is left, at the latest 2026-12-05T18:01:00Z (in 1m0s); then up again at 2026-12-06T18:00:00Z (in 24h0m0s)"},
+		{"moved later, overlapping", &Record{Phase: Up, End: start.Add(time.Hour), MovedLater: &Window{UpAt: start.Add(30 * time.Minute)}},
+			"runs on into its new window (up again from 19:30, before its old end 20:00) (up at 2026-12-05T19:30:00Z (in 1h30m0s))"},
 	} {
 		if got := NextStep(ev, tc.rec, now); got != tc.want {
 			t.Errorf("%s: %q, want %q", tc.name, got, tc.want)

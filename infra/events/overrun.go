@@ -95,6 +95,9 @@ func (r *Reconciler) startOverrun(ctx context.Context, now time.Time, ev *invent
 	why := "the event left the events file"
 	if ev != nil {
 		end, why = ev.End.Time, "the event ended"
+		if rec.MovedLater != nil {
+			why = "the event's old window ended (the events file moved it later)"
+		}
 	}
 	until := end.Add(maxOverrun(ev))
 	if late := now.Add(drainTime(ev)); until.Before(late) {

@@ -353,11 +353,15 @@ const (
 	wantGone
 )
 
-// desired is what should exist for the event now. An event whose
-// boxes exist (its stack made) and whose start the file moved later than
-// now plus its lead time is brought down like an ended one (movedLater),
-// and comes up again at its new time, unless fleet burst up keeps it up;
-// an end moved later keeps a running event up until the new end.
+// desired is what should exist for the event now. A running event whose
+// start the file moved later is given here with its old window
+// (Record.MovedLater, holdsOldWindow): it runs to its old end and drains
+// as at any end. Boxes that exist outside any window the record knows
+// (a record from before it kept the times, boxes brought up by hand
+// before the lead time) are brought down like an ended event's when the
+// file moves the start later (movedLater), unless fleet burst up keeps
+// them up; an end moved later keeps a running event up until the new
+// end.
 func desired(ev *inventories.Event, rec *Record, now time.Time) want {
 	switch {
 	case rec != nil && rec.Manual == ManualDown:
@@ -385,8 +389,16 @@ func (r *Reconciler) one(ctx context.Context, now time.Time, ev *inventories.Eve
 	if rec == nil {
 		rec = r.newRecord(ev)
 	}
+	held := rec.MovedLater
 	if ev != nil && r.Events != nil {
 		r.followFile(now, ev, rec)
+	}
+	// A move noted (or its end) is kept whatever the action saves (a
+	// sample that failed saves nothing), so it is noted once.
+	changed := held != rec.MovedLater
+	file := ev
+	if ev != nil && rec.MovedLater != nil {
+		ev = oldWindow(ev, rec)
 	}
 	ctx, err := r.withRequestLog(ctx, rec.Event)
 	if err != nil {
@@ -422,6 +434,14 @@ func (r *Reconciler) one(ctx context.Context, now time.Time, ev *inventories.Eve
 			err = errors.Join(err, r.save(ctx, rec))
 		}
 	}
+	if file != nil && r.Events != nil && rec.MovedLater != nil && !rec.StackMade {
+		// The old window's boxes went in this run: the new window now.
+		r.followWindow(now, file, rec)
+		changed = true
+	}
+	if changed {
+		err = errors.Join(err, r.save(ctx, rec))
+	}
 	return Result{Event: rec.Event, Phase: rec.Phase, Err: err}
 }
 
@@ -431,9 +451,11 @@ func (r *Reconciler) one(ctx context.Context, now time.Time, ev *inventories.Eve
 // and location until the event is down; a move in the file is noted once
 // and applies to its next bring-up. The record's backend, which the
 // proof of teardown lists, is always the one its boxes are on. The
-// event's times are the file's.
+// event's times are the file's, but for a running event whose start the
+// file moved later (followWindow).
 func (r *Reconciler) followFile(now time.Time, ev *inventories.Event, rec *Record) {
-	rec.Start, rec.End, rec.DrainTime, rec.MaxOverrun = ev.Start.Time, ev.End.Time, ev.DrainTime, ev.MaxOverrun
+	rec.DrainTime, rec.MaxOverrun = ev.DrainTime, ev.MaxOverrun
+	r.followWindow(now, ev, rec)
 	p := rec.Pool
 	moved := p.Provider != "" && choiceRefs(&p) != choiceRefs(&ev.Burst)
 	if rec.StackMade && moved {
@@ -454,6 +476,77 @@ func (r *Reconciler) followFile(now time.Time, ev *inventories.Event, rec *Recor
 		rec.Backend = ev.Burst.Provider
 	}
 }
+
+// followWindow takes the event's start and end from the file, except for
+// a running event whose start the file moved later (holdsOldWindow): the
+// record keeps its old window, the new one waits in MovedLater (noted
+// once per change, action=moved-later), and the record takes it once
+// the old window's boxes are gone (or the new bring-up comes while they
+// still run, or the file moves the start back, or fleet burst up).
+func (r *Reconciler) followWindow(now time.Time, ev *inventories.Event, rec *Record) {
+	if holdsOldWindow(now, ev, rec) {
+		w := Window{Start: ev.Start.Time, End: ev.End.Time, UpAt: ev.UpAt()}
+		if rec.MovedLater == nil || !rec.MovedLater.equal(w) {
+			rec.MovedLater = &w
+			then := fmt.Sprintf("its boxes keep their listeners until its old end %s, then drain as at any end (shed into the steady fleet's room, max_overrun %s), and come up again for the new window at %s (start less lead time %s)",
+				rfc(rec.End), maxOverrun(ev), rfc(w.UpAt), ev.LeadTime.D())
+			switch {
+			case !now.Before(rec.End):
+				then = fmt.Sprintf("its old end %s has passed, so its boxes drain now as at any end (shed into the steady fleet's room, max_overrun %s), and come up again for the new window at %s (start less lead time %s)",
+					rfc(rec.End), maxOverrun(ev), rfc(w.UpAt), ev.LeadTime.D())
+			case w.UpAt.Before(rec.End):
+				then = fmt.Sprintf("its boxes keep their listeners and run on into the new window, whose bring-up (%s) comes before the old end %s", rfc(w.UpAt), rfc(rec.End))
+			}
+			r.note(rec, now, "moved-later", fmt.Sprintf("the events file moved the event from %s..%s to %s..%s while it runs: %s",
+				rfc(rec.Start), rfc(rec.End), rfc(w.Start), rfc(w.End), then))
+		}
+		return
+	}
+	if rec.MovedLater != nil {
+		rec.MovedLater = nil
+		why := "the old window's boxes are gone"
+		switch {
+		case rec.StackMade && rec.Manual == ManualUp:
+			why = "fleet burst up keeps its boxes up"
+		case rec.StackMade && !ev.Start.After(rec.Start):
+			why = "the events file no longer moves its start later"
+		case rec.StackMade:
+			why = "its new bring-up came while its boxes still run"
+		}
+		r.note(rec, now, "rescheduled", fmt.Sprintf("%s: the event now has its window from the events file, %s..%s (boxes up at %s)",
+			why, rfc(ev.Start.Time), rfc(ev.End.Time), rfc(ev.UpAt())))
+	}
+	rec.Start, rec.End = ev.Start.Time, ev.End.Time
+}
+
+// holdsOldWindow reports whether the record keeps the event's old window
+// although the file moved its start later: its boxes exist and it runs
+// (its recorded start less lead time has come; or its old window's
+// boxes are draining or being destroyed), the file's new bring-up is still to come, and fleet burst
+// up does not hold it up. An event not started simply moves.
+func holdsOldWindow(now time.Time, ev *inventories.Event, rec *Record) bool {
+	if !rec.StackMade || rec.Manual == ManualUp || rec.Start.IsZero() || rec.End.IsZero() || !ev.Start.After(rec.Start) {
+		return false
+	}
+	switch rec.Phase {
+	case Up, Creating:
+		// Past its old end (a timer that was down) it still drains as
+		// an ended event does.
+		return !now.Before(rec.Start.Add(-ev.LeadTime.D())) && now.Before(ev.UpAt())
+	case Draining, Destroying:
+		return rec.MovedLater != nil
+	}
+	return false
+}
+
+// oldWindow is ev with the old window its record keeps (MovedLater).
+func oldWindow(ev *inventories.Event, rec *Record) *inventories.Event {
+	old := *ev
+	old.Start.Time, old.End.Time = rec.Start, rec.End
+	return &old
+}
+
+func rfc(t time.Time) string { return t.UTC().Format(time.RFC3339) }
 
 // choiceRefs is where a pool's boxes come from: its candidates, in order,
 // as PROVIDER/SHAPE@LOCATION, joined by ", then ".
@@ -930,6 +1023,8 @@ func (r *Reconciler) drain(ctx context.Context, now time.Time, ev *inventories.E
 	switch {
 	case rec.Manual == ManualDown:
 		why = "fleet burst down"
+	case ev != nil && rec.MovedLater != nil:
+		why = "the event's old window ended (the events file moved it later)"
 	case ev == nil:
 		why = "the event left the events file"
 	}

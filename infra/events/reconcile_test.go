@@ -625,44 +625,6 @@ func TestPulumiStacksNameTheRequestLog(t *testing.T) {
 	}
 }
 
-// TestMovedLater: a running event whose start the file moves a day later
-// is drained now, for its drain time (not until its new end), destroyed,
-// and brought up again at its new start less lead time; the record takes
-// the file's new times.
-func TestMovedLater(t *testing.T) {
-	h := newHarness(t)
-	ev := h.ev
-	if rec := h.run(t, ev.Start.Time); rec.Phase != Up {
-		t.Fatalf("at the start: phase %s", rec.Phase)
-	}
-	h.stacks.took()
-	now := ev.Start.Add(time.Minute)
-	ev.Start.Time, ev.End.Time = ev.Start.Add(24*time.Hour), ev.End.Add(24*time.Hour)
-	h.probe.listeners = 5
-	rec := h.run(t, now)
-	if rec.Phase != Draining || !rec.DrainDeadline.Equal(now.Add(ev.DrainTime.D())) {
-		t.Fatalf("moved a day later: phase %s deadline %v, want draining until %v", rec.Phase, rec.DrainDeadline, now.Add(ev.DrainTime.D()))
-	}
-	if !rec.Start.Equal(ev.Start.Time) || !rec.End.Equal(ev.End.Time) || rec.DrainTime != ev.DrainTime {
-		t.Errorf("record times %v..%v drain %v, want the file's %v..%v %v", rec.Start, rec.End, rec.DrainTime, ev.Start, ev.End, ev.DrainTime)
-	}
-	if !strings.Contains(h.log.String(), "action=moved-later") || !strings.Contains(h.log.String(), ev.UpAt().UTC().Format(time.RFC3339)) {
-		t.Errorf("the log does not say the event moved and when its boxes come back:\n%s", h.log)
-	}
-	if rs := h.relays(t); len(rs) != 1 || !rs[0].Draining {
-		t.Fatalf("relays %+v: want the event's relay draining", rs)
-	}
-	if rec = h.run(t, now.Add(ev.DrainTime.D())); rec.Phase != Gone {
-		t.Fatalf("after the drain time: phase %s, want gone", rec.Phase)
-	}
-	if rec = h.run(t, ev.UpAt().Add(-time.Minute)); rec.Phase != Gone || len(h.stacks.took()) != 1 {
-		t.Fatalf("before the new bring-up: phase %s, want gone (one destroy, nothing more)", rec.Phase)
-	}
-	if rec = h.run(t, ev.UpAt()); rec.Phase != Up || len(rec.Hosts) != 1 {
-		t.Fatalf("at the new bring-up: phase %s hosts %d, want up again", rec.Phase, len(rec.Hosts))
-	}
-}
-
 // TestEndMovedLaterKeepsTheEvent: an end moved later while the event
 // runs keeps its boxes up until the new end (an overrun).
 func TestEndMovedLaterKeepsTheEvent(t *testing.T) {

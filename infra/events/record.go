@@ -59,6 +59,12 @@ type Record struct {
 	Start     time.Time            `json:"start,omitzero"`
 	End       time.Time            `json:"end,omitzero"`
 	DrainTime inventories.Duration `json:"drain_time,omitempty"`
+	// MovedLater, while set, is the event's new window: the events file
+	// moved its start later while it ran, so Start and End keep the old
+	// window, its boxes keep their listeners until the old end, drain as
+	// at any end, and come up again at the new window's UpAt. The record
+	// takes the new window once the old window's boxes are gone.
+	MovedLater *Window `json:"moved_later,omitempty"`
 	// MaxOverrun is the event's max_overrun as last read (nil: the
 	// default), so that a teardown from the records sheds as the file said.
 	MaxOverrun *inventories.Duration `json:"max_overrun,omitempty"`
@@ -123,6 +129,18 @@ type Record struct {
 	Requests backend.Requests `json:"requests,omitzero"`
 	Report   *Report          `json:"report,omitempty"`
 	Log      []Entry          `json:"log"`
+}
+
+// Window is an event's times as the events file says them: its start,
+// its end, and when its boxes come up (its start less its lead time).
+type Window struct {
+	Start time.Time `json:"start"`
+	End   time.Time `json:"end"`
+	UpAt  time.Time `json:"up_at"`
+}
+
+func (w Window) equal(o Window) bool {
+	return w.Start.Equal(o.Start) && w.End.Equal(o.End) && w.UpAt.Equal(o.UpAt)
 }
 
 // Shrink is a resize down of a running event: the boxes that go (those

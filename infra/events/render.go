@@ -40,14 +40,15 @@ func WriteJSON(w io.Writer, v any) error {
 }
 
 // WriteRecords writes the records read from dir as a table: each event's
-// phase, manual mode, boxes, last listener count, orphans and last action.
+// phase, manual mode, boxes, last listener count, orphans, next step
+// (statusNext) and last action.
 func WriteRecords(w io.Writer, recs []*Record, dir string) error {
 	if len(recs) == 0 {
 		_, err := fmt.Fprintf(w, "no events reconciled yet in %s\n", dir)
 		return err
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "EVENT\tPHASE\tMANUAL\tWANTED\tMADE\tCONVERGED\tROUTED\tLISTENERS\tORPHANS\tLAST ACTION")
+	fmt.Fprintln(tw, "EVENT\tPHASE\tMANUAL\tWANTED\tMADE\tCONVERGED\tROUTED\tLISTENERS\tORPHANS\tNEXT\tLAST ACTION")
 	for _, rec := range recs {
 		listeners := "-"
 		if n := len(rec.Samples); n > 0 {
@@ -66,7 +67,7 @@ func WriteRecords(w io.Writer, recs []*Record, dir string) error {
 		if rec.Plan != nil && rec.Phase != Gone && rec.Phase != Missed && rec.Phase != Scheduled {
 			wanted = fmt.Sprint(rec.Wanted())
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\t%d\t%s\t%d\t%s\n", rec.Event, rec.Phase, manual, wanted, rec.made(), rec.converged(), rec.Routed(), listeners, len(rec.Orphans), last)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\t%d\t%s\t%d\t%s\t%s\n", rec.Event, rec.Phase, manual, wanted, rec.made(), rec.converged(), rec.Routed(), listeners, len(rec.Orphans), statusNext(rec), last)
 	}
 	if err := tw.Flush(); err != nil {
 		return err

@@ -36,7 +36,7 @@ func TestWriteRecords(t *testing.T) {
 	at := time.Date(2026, 12, 5, 19, 0, 0, 0, time.UTC)
 	hosts := []program.HostEntry{{Name: "g-1"}, {Name: "g-2"}, {Name: "g-3"}}
 	recs := []*Record{
-		{Event: "gala", Phase: Up, Plan: &Sizing{Boxes: 5}, Created: 4, Converged: 3, Hosts: hosts,
+		{Event: "gala", Phase: Up, End: at.Add(2 * time.Hour), Plan: &Sizing{Boxes: 5}, Created: 4, Converged: 3, Hosts: hosts,
 			Route:   &program.StackHosts{Hosts: hosts, DrainingHosts: []string{"g-3"}},
 			Samples: []Sample{{At: at, Listeners: 42}}, Log: []Entry{{At: at, Action: "up", Detail: "3 boxes"}}},
 		{Event: "cup", Phase: Gone, Plan: &Sizing{Boxes: 2}, Created: 2, Converged: 2},
@@ -44,9 +44,9 @@ func TestWriteRecords(t *testing.T) {
 	if err := WriteRecords(&b, recs, "/state"); err != nil {
 		t.Fatal(err)
 	}
-	want := "EVENT  PHASE  MANUAL  WANTED  MADE  CONVERGED  ROUTED  LISTENERS  ORPHANS  LAST ACTION\n" +
-		"gala   up     -       5       4     3          2       42         0        2026-12-05T19:00:00Z up: 3 boxes\n" +
-		"cup    gone   -       -       0     0          0       -          0        \n"
+	want := "EVENT  PHASE  MANUAL  WANTED  MADE  CONVERGED  ROUTED  LISTENERS  ORPHANS  NEXT                           LAST ACTION\n" +
+		"gala   up     -       5       4     3          2       42         0        drain at 2026-12-05T21:00:00Z  2026-12-05T19:00:00Z up: 3 boxes\n" +
+		"cup    gone   -       -       0     0          0       -          0        -                              \n"
 	if b.String() != want {
 		t.Errorf("got\n%s\nwant\n%s", b.String(), want)
 	}

@@ -303,7 +303,8 @@ type event struct {
 
 // events are the events of the file and those only a record is left
 // of, by name: times from the file when the event is in it, else from
-// the record.
+// the record (and from the record while it keeps the old window of a
+// running event the file moved later).
 func (s *snapshot) events() []event {
 	by := map[string]*event{}
 	for name, r := range s.records {
@@ -324,7 +325,13 @@ func (s *snapshot) events() []event {
 				ev = &event{name: fe.Name, wanted: -1}
 				by[fe.Name] = ev
 			}
-			ev.inFile, ev.start, ev.end, ev.drain, ev.overrun = true, fe.Start.Time, fe.End.Time, fe.DrainTime.D(), fe.Overrun()
+			ev.inFile, ev.drain, ev.overrun = true, fe.DrainTime.D(), fe.Overrun()
+			// A running event the file moved later runs to its old end:
+			// its boxes should be gone by the record's window, not the
+			// file's.
+			if r := s.records[fe.Name]; r == nil || r.MovedLater == nil || r.Phase == events.Gone || r.Phase == events.Missed {
+				ev.start, ev.end = fe.Start.Time, fe.End.Time
+			}
 		}
 	}
 	out := make([]event, 0, len(by))

@@ -163,6 +163,30 @@ relayfleet_burst_list_ok{backend="lab",fleet="lab"} 1
 	}
 }
 
+// TestExporterMovedLaterKeepsTheOldWindow: an event the file moved later
+// while it ran (its record keeps the old window until its boxes are gone)
+// should have its boxes gone by the old end plus max overrun and drain
+// time, not the new one's.
+func TestExporterMovedLaterKeepsTheOldWindow(t *testing.T) {
+	e, st, _ := fixture()
+	rec := st.recs["final"]
+	rec.Start, rec.End = t0.Add(-24*time.Hour), t0.Add(-22*time.Hour)
+	rec.MovedLater = &events.Window{Start: t0, End: t0.Add(2 * time.Hour), UpAt: t0.Add(-time.Hour)}
+	if err := e.Refresh(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	// t0 - 22h + 30m + 15m.
+	want := `
+# HELP relayfleet_event_destroy_by_timestamp_seconds The event's end plus its max overrun and drain time: its boxes should be gone by then.
+# TYPE relayfleet_event_destroy_by_timestamp_seconds gauge
+relayfleet_event_destroy_by_timestamp_seconds{event="final",fleet="lab"} 1.8999235e+09
+relayfleet_event_destroy_by_timestamp_seconds{event="old",fleet="lab"} 1.8998383e+09
+`
+	if err := testutil.CollectAndCompare(e, strings.NewReader(want), "relayfleet_event_destroy_by_timestamp_seconds"); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // TestExporterListFailureKeepsBoxes: a list that fails keeps the boxes
 // of the last good one, with list_ok 0 and the time of that list; a
 // store that fails keeps the last heartbeat and says so.
