@@ -18,7 +18,9 @@ import (
 // holds their private halves (the stack secret, FormatAuthKeys); relays
 // get the key file BoxKeyFile writes: public keys, which verify tokens
 // and cannot sign any, and the link key, which signs an edge's tokens
-// towards its origins and which relays grant subscribing only. The line
+// towards its origins and which relays grant subscribing only. Only the
+// origins' file keeps the link key's public half, which verifies those
+// tokens: an edge's (RelayKeyFile) takes none. The line
 // formats are relay serve --auth-key's (relay.LoadAuthKeys); this
 // package writes and checks them without importing the relay.
 const (
@@ -204,6 +206,27 @@ func BoxKeyFile(keys []AuthKey, now time.Time) string {
 		}
 	}
 	return b.String()
+}
+
+// RelayKeyFile is the key file a box's relays get from the fleet's box
+// key file (BoxKeyFile): unchanged for a box other relays pull from (an
+// origin, origin true), which takes the edges' link tokens; for every
+// other box (edges, burst boxes) without its ed25519-link-public lines,
+// so its relays refuse link tokens and a link key taken off any box lets
+// one listen on the origins only. The private link key stays: it signs
+// the box's own tokens towards its upstream.
+func RelayKeyFile(box []byte, origin bool) []byte {
+	if origin {
+		return box
+	}
+	var b bytes.Buffer
+	for _, line := range strings.SplitAfter(string(box), "\n") {
+		if strings.HasPrefix(strings.TrimSpace(line), lineLinkPublic+":") {
+			continue
+		}
+		b.WriteString(line)
+	}
+	return b.Bytes()
 }
 
 // CheckBoxKeyFile checks a key file bound for a relay: relay key file

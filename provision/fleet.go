@@ -31,9 +31,13 @@ type Target struct {
 	// Region is the box's region in a fleet with regions (fleet status's
 	// REGION column), else empty.
 	Region string
-	// AuthKeys is the fleet's relay auth key file (ParseAuthKeys), which
+	// AuthKeys is the fleet's relay auth key file (BoxKeyFile), which
 	// every relay verifies tokens with; required.
 	AuthKeys []byte
+	// AcceptLinkTokens marks a box other relays pull from (an origin):
+	// its relays take the edges' link tokens. Every other box gets
+	// AuthKeys without the link key's public half (RelayKeyFile).
+	AcceptLinkTokens bool
 	// PublicListen are broadcast path prefixes listeners may subscribe
 	// under without a token.
 	PublicListen []string
@@ -184,7 +188,7 @@ func convergeTarget(ctx context.Context, t Target, release string, o Options, pr
 	if root == "" {
 		root = DefaultRoot
 	}
-	plan, err := DesiredRelay(units.Layout{Cores: facts.Cores, RAM: facts.RAM, Processes: t.Processes, BasePort: t.BasePort, Binary: root + "/current/relay", CPUs: facts.CPUs, Upstream: t.Upstream, PublicListen: t.PublicListen, MaxSessionsPerAddress: t.MaxSessionsPerAddress, UncappedAddresses: t.UncappedAddresses}, release, t.AuthKeys, t.TLSKey)
+	plan, err := DesiredRelay(units.Layout{Cores: facts.Cores, RAM: facts.RAM, Processes: t.Processes, BasePort: t.BasePort, Binary: root + "/current/relay", CPUs: facts.CPUs, Upstream: t.Upstream, PublicListen: t.PublicListen, MaxSessionsPerAddress: t.MaxSessionsPerAddress, UncappedAddresses: t.UncappedAddresses}, release, RelayKeyFile(t.AuthKeys, t.AcceptLinkTokens), t.TLSKey)
 	if err != nil {
 		return facts, nil, err
 	}

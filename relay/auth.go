@@ -32,7 +32,11 @@ import (
 //
 // A link key (Key.Link) is an edge's credential towards its origins: the
 // tokens it signs may subscribe and nothing else; a token it signed that
-// asks to publish is refused.
+// asks to publish is refused. A link key's private half signs only; its
+// public half (a Key with Link and no Private: an ed25519-link-public
+// line) verifies. The fleet gives the public half to its origins alone,
+// which edges pull from, so an edge refuses link tokens and a link key
+// taken off a box lets one listen on the origins only, never on an edge.
 //
 // Every token's lifetime is bounded (WithMaxLifetime, default
 // DefaultMaxTokenLifetime): a token whose exp is further than that from
@@ -369,7 +373,7 @@ func parseLegacyKeyFile(text string) ([]Key, bool) {
 //	ed25519-public:BASE64 [until=RFC3339]        verifies tokens
 //	ed25519-private:BASE64 [until=RFC3339]       signs and verifies them
 //	ed25519-link-public:BASE64 [until=RFC3339]   verifies link tokens (subscribe only)
-//	ed25519-link-private:BASE64 [until=RFC3339]  signs this relay's link tokens
+//	ed25519-link-private:BASE64 [until=RFC3339]  signs this relay's link tokens, verifies none
 //
 // where BASE64 is the standard base64 of 32 bytes (the public key, or the
 // private key's seed); blank lines, lines starting with '#' and the line
@@ -524,7 +528,8 @@ func hs256(key []byte, s string) []byte {
 }
 
 // checkSignature finds the key that made sig: an error names a key past
-// its until apart from a signature no key made.
+// its until, and a link key whose public half a lacks (a relay that is
+// no origin), apart from a signature no key made.
 func (a *Authenticator) checkSignature(signing string, sig []byte) (Key, error) {
 	now := a.now()
 	retired := false
@@ -535,6 +540,15 @@ func (a *Authenticator) checkSignature(signing string, sig []byte) (Key, error) 
 				continue
 			}
 		case len(sig) != ed25519.SignatureSize || !ed25519.Verify(k.Public, []byte(signing), sig):
+			continue
+		}
+		if k.Link && k.Private != nil {
+			// A link key's private half signs the relay's own links
+			// and verifies nothing: without its public half beside it
+			// (an origin's), this relay takes no link token.
+			if !a.verifiesLink(k.Public) {
+				return Key{}, fmt.Errorf("%w: %s", ErrUnauthorized, errLinkRefused)
+			}
 			continue
 		}
 		if k.valid(now) {
@@ -548,9 +562,25 @@ func (a *Authenticator) checkSignature(signing string, sig []byte) (Key, error) 
 	return Key{}, fmt.Errorf("%w: bad signature", ErrUnauthorized)
 }
 
+// errLinkRefused says why a relay that is no origin refused a link
+// key's token.
+const errLinkRefused = "signed with a link key, which only origins take (their key file has its ed25519-link-public line)"
+
+// verifiesLink reports whether a holds pub as a link key's public half,
+// which verifies link tokens.
+func (a *Authenticator) verifiesLink(pub ed25519.PublicKey) bool {
+	for _, k := range a.keys {
+		if k.Link && k.Private == nil && bytes.Equal(k.Public, pub) {
+			return true
+		}
+	}
+	return false
+}
+
 // Verify checks a token's signature (against every key still valid)
 // before it reads anything else, then its algorithm, expiry and lifetime;
-// a token signed with a link key may subscribe only.
+// a token signed with a link key may subscribe only, and only where the
+// relay holds the link key's public half (an origin).
 func (a *Authenticator) Verify(tok string) (Claims, error) {
 	parts := strings.Split(tok, ".")
 	if len(parts) != 3 {

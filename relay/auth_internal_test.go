@@ -181,17 +181,31 @@ func TestRelayCredentialsCannotMint(t *testing.T) {
 		t.Fatal(err)
 	}
 	u := func(tok string) *url.URL { return &url.URL{Path: "/", RawQuery: "jwt=" + tok} }
-	if _, err := relayAuth.Authorize(u(pubTok)); err == nil || !strings.Contains(err.Error(), "link key's token may only subscribe") {
+	// An origin's file holds the link key's public half; an edge's the
+	// private half alone (provision.RelayKeyFile).
+	originAuth := relayAuth
+	edgeAuth, err := LoadAuthenticator(writeKeyFile(t, KeyLinePublic+":"+b64std(fleetKey.Public().(ed25519.PublicKey))+"\n"+
+		KeyLineLinkPrivate+":"+b64std(link.Seed())+"\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := originAuth.Authorize(u(pubTok)); err == nil || !strings.Contains(err.Error(), "link key's token may only subscribe") {
 		t.Errorf("link key's publish token: err %v, want refused", err)
 	}
-	linkTok, err := upstreamDialURL(relayAuth, "https://origin:4443/")
+	linkTok, err := upstreamDialURL(edgeAuth, "https://origin:4443/")
 	if err != nil {
 		t.Fatal(err)
 	}
 	lu, _ := url.Parse(linkTok)
-	p, err := relayAuth.Authorize(lu)
+	p, err := originAuth.Authorize(lu)
 	if err != nil || !p.CanSubscribe("live/a") || p.CanPublishAny() {
-		t.Errorf("link token: %+v, %v; want subscribe only", p, err)
+		t.Errorf("link token on an origin: %+v, %v; want subscribe only", p, err)
+	}
+	// A relay that is no origin (an edge) takes no link token at all.
+	for name, tok := range map[string]string{"link token": lu.Query().Get("jwt"), "link key's publish token": pubTok} {
+		if _, err := edgeAuth.Authorize(u(tok)); !errors.Is(err, ErrUnauthorized) || !strings.Contains(err.Error(), "only origins take") {
+			t.Errorf("%s on an edge: err %v, want refused", name, err)
+		}
 	}
 	// The fleet's key verifies on the box and publishes.
 	fleetAuth, _ := NewAuthenticator(fleetKey.Seed())

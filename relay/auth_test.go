@@ -327,24 +327,30 @@ func TestRefusalReasons(t *testing.T) {
 // TestClusterLinkWithRelayKeys: origin and edge run with a fleet box's
 // key file, public keys and the link key, which signs nothing that may
 // publish: the edge pulls from the origin with its link token, and
-// publishers need a token of the fleet's private key.
+// publishers need a token of the fleet's private key. Only the origin
+// holds the link key's public half, so only the origin takes link tokens:
+// the link key taken off a box makes a subscribe token that the origin
+// takes and the edge refuses as unauthorized.
 func TestClusterLinkWithRelayKeys(t *testing.T) {
 	t.Parallel()
 	ctx := testContext(t)
 	seed := sha256.Sum256([]byte("the fleet's signing key"))
 	linkSeed := sha256.Sum256([]byte("the fleet's link key"))
 	fleetKey, linkKey := ed25519.NewKeyFromSeed(seed[:]), ed25519.NewKeyFromSeed(linkSeed[:])
-	box := []relay.Key{{Public: fleetKey.Public().(ed25519.PublicKey)}, {Public: linkKey.Public().(ed25519.PublicKey), Link: true}, {Private: linkKey, Link: true}}
-	boxAuth := func(public ...string) *relay.Authenticator {
-		a, err := relay.NewAuthenticatorKeys(box)
+	// An origin box's keys, and an edge box's: the link key's private
+	// half, which signs its link tokens and verifies none.
+	originBox := []relay.Key{{Public: fleetKey.Public().(ed25519.PublicKey)}, {Public: linkKey.Public().(ed25519.PublicKey), Link: true}, {Private: linkKey, Link: true}}
+	edgeBox := []relay.Key{{Public: fleetKey.Public().(ed25519.PublicKey)}, {Private: linkKey, Link: true}}
+	boxAuth := func(keys []relay.Key, public ...string) *relay.Authenticator {
+		a, err := relay.NewAuthenticatorKeys(keys)
 		if err != nil {
 			t.Fatal(err)
 		}
 		return a.WithPublicListen(public)
 	}
-	origin := startRelay(t, relay.Config{Auth: boxAuth()})
-	edge := startRelay(t, relay.Config{Auth: boxAuth("live"), Upstreams: []string{relayURL(origin, "")}})
-	if boxAuth().CanSign() {
+	origin := startRelay(t, relay.Config{Auth: boxAuth(originBox)})
+	edge := startRelay(t, relay.Config{Auth: boxAuth(edgeBox, "live"), Upstreams: []string{relayURL(origin, "")}})
+	if boxAuth(originBox).CanSign() || boxAuth(edgeBox).CanSign() {
 		t.Fatal("a box's keys sign")
 	}
 	fleet, err := relay.NewAuthenticator(fleetKey.Seed())
@@ -372,5 +378,28 @@ func TestClusterLinkWithRelayKeys(t *testing.T) {
 	forged := mintToken(t, forger, "live", "")
 	if !refusedOnConnect(ctx, relayURL(origin, "?jwt="+forged), client.TransportQUIC) {
 		t.Error("the origin admitted a publish token signed with the link key")
+	}
+	// Its subscribe token: the edge refuses it (unauthorized), for every
+	// broadcast path, while its own link keeps pulling.
+	stolen := mintToken(t, forger, "", "live")
+	before := edge.Stats().RefusedByReason[relay.ReasonUnauthorized]
+	for _, tr := range allTransports {
+		if !refusedOnConnect(ctx, relayURL(edge, "?jwt="+stolen), tr) {
+			t.Errorf("the edge admitted a link key's subscribe token over %s", tr)
+		}
+	}
+	testutil.WaitFor(t, 10*time.Second, "the edge's unauthorized refusals", func() bool {
+		return edge.Stats().RefusedByReason[relay.ReasonUnauthorized] == before+int64(len(allTransports))
+	})
+	if !edge.Stats().UpstreamConnected {
+		t.Error("edge link dropped")
+	}
+	if _, err := collect(ctx, sub, 3, 64); err != nil {
+		t.Fatalf("listener on the edge after the refusals: %v", err)
+	}
+	// The origin takes the same token, to subscribe only.
+	thief := dial(t, ctx, relayURL(origin, "?jwt="+stolen), nil)
+	if _, err := collect(ctx, subscribeWhenAnnounced(t, ctx, thief, "live/a", "audio"), 3, 64); err != nil {
+		t.Fatalf("link key's subscribe token on the origin: %v", err)
 	}
 }

@@ -21,7 +21,8 @@
 // at most a maximum (Authenticator.WithMaxLifetime). The key file may hold
 // several keys, each valid until a time (rotation, LoadAuthKeys), public
 // keys that verify and cannot sign, and a link key whose tokens may only
-// subscribe; public listen prefixes admit sessions without a token to
+// subscribe (its private half signs them; only its public half, which
+// origins alone get, verifies them); public listen prefixes admit sessions without a token to
 // subscribe there only (Authenticator.WithPublicListen); upstream links
 // sign their own token with the link key.
 // Refusals are counted per reason and logged, rate-limited (refuse.go).

@@ -470,7 +470,8 @@ func Targets(f *inventories.Fleet, hosts []Host, a Access) ([]provision.Target, 
 			return nil, nil, fmt.Errorf("stack %s: %s: no origin host of its region (%s) among the hosts: its relays would have nothing to pull from (fleet up)", h.Stack, h.Name, f.RegionOfGroup(h.Group))
 		}
 		if h.IsOrigin() {
-			t.Processes = 1
+			// Relays pull from it: it takes their link tokens.
+			t.Processes, t.AcceptLinkTokens = 1, true
 			if h.Group == inventories.OriginGroup {
 				t.Upstream = nil // the publishers' origins pull from nobody
 			}

@@ -105,13 +105,13 @@ func TestTargetsOrigins(t *testing.T) {
 	want := []string{"http://10.0.0.1:4443/#spki=" + pin1, "http://10.0.0.2:4443/#spki=" + pin2}
 	for _, tg := range targets {
 		if strings.HasPrefix(tg.Host.Name, "origin-") {
-			if len(tg.Upstream) != 0 || tg.Processes != 1 || tg.BasePort != 4443 || !slices.Contains(want, tg.Origin) {
-				t.Errorf("%s: upstream %v, %d processes from %d; want none, 1 from 4443", tg.Host.Name, tg.Upstream, tg.Processes, tg.BasePort)
+			if len(tg.Upstream) != 0 || tg.Processes != 1 || tg.BasePort != 4443 || !slices.Contains(want, tg.Origin) || !tg.AcceptLinkTokens {
+				t.Errorf("%s: upstream %v, %d processes from %d, link tokens %v; want none, 1 from 4443, taken", tg.Host.Name, tg.Upstream, tg.Processes, tg.BasePort, tg.AcceptLinkTokens)
 			}
 			continue
 		}
-		if tg.Origin != "" {
-			t.Errorf("%s: an edge marked origin %q", tg.Host.Name, tg.Origin)
+		if tg.Origin != "" || tg.AcceptLinkTokens {
+			t.Errorf("%s: an edge marked origin %q, taking link tokens %v", tg.Host.Name, tg.Origin, tg.AcceptLinkTokens)
 		}
 		if !slices.Equal(tg.Upstream, want) {
 			t.Errorf("%s: upstream %v, want %v", tg.Host.Name, tg.Upstream, want)

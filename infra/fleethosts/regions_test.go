@@ -1,11 +1,17 @@
 package fleethosts
 
 import (
+	"crypto/ed25519"
+	"crypto/rand"
+	"encoding/pem"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
+
+	"golang.org/x/crypto/ssh"
 
 	"github.com/relayfleet/relayfleet/inventories"
 )
@@ -51,6 +57,29 @@ regions:
 	for i, want := range [][]string{root, root, root, root, root, us, root} {
 		if got := upstreamOf(f, hosts, hosts[i], root); !slices.Equal(got, want) {
 			t.Errorf("%s: upstream %v, want %v", hosts[i].Name, got, want)
+		}
+	}
+	// Converge's targets: every origin takes link tokens, the us
+	// origins too (us's edges pull from them); no edge or burst box does.
+	_, priv, _ := ed25519.GenerateKey(rand.Reader)
+	block, _ := ssh.MarshalPrivateKey(priv, "")
+	keyFile := filepath.Join(t.TempDir(), "id")
+	if err := os.WriteFile(keyFile, pem.EncodeToMemory(block), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for i := range hosts {
+		hosts[i].Stack, hosts[i].Backend, hosts[i].User = "f", "static", "root"
+		hosts[i].SSHAddress = fmt.Sprintf("10.0.9.%d:22", i+1)
+		hosts[i].HostKey = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOMqqnkVzrm0SdG6UOoqKLsabgH5C9okWi0dh2l9GKJl"
+	}
+	targets, closer, err := Targets(f, hosts, Access{SSHKey: keyFile})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer closer.Close()
+	for _, tg := range targets {
+		if origin := strings.HasPrefix(tg.Host.Name, "origin-"); tg.AcceptLinkTokens != origin {
+			t.Errorf("%s: takes link tokens %v, want %v", tg.Host.Name, tg.AcceptLinkTokens, origin)
 		}
 	}
 }

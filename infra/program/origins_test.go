@@ -62,10 +62,13 @@ func TestDeployOrigins(t *testing.T) {
 	for _, h := range hosts {
 		up := h.Inputs["upstream"].ArrayValue()
 		if strings.HasPrefix(h.Name, inventories.OriginGroup+"-") {
-			if len(up) != 0 || h.Inputs["processes"].NumberValue() != 1 {
-				t.Errorf("origin host %s: upstream %v, processes %v; want none and 1", h.Name, up, h.Inputs["processes"])
+			if len(up) != 0 || h.Inputs["processes"].NumberValue() != 1 || !takesLinks(h) {
+				t.Errorf("origin host %s: upstream %v, processes %v, acceptLinkTokens %v; want none, 1 and true", h.Name, up, h.Inputs["processes"], h.Inputs["acceptLinkTokens"])
 			}
 			continue
+		}
+		if takesLinks(h) {
+			t.Errorf("edge host %s takes link tokens", h.Name)
 		}
 		if len(up) != 2 {
 			t.Fatalf("edge host %s: upstream %v, want both origins", h.Name, up)
@@ -116,8 +119,18 @@ func TestDeployBurstOrigins(t *testing.T) {
 			if !slices.Equal(got, urls) {
 				t.Errorf("burst host %s: upstream %v, want %v", h.Name, got, urls)
 			}
+			if takesLinks(h) {
+				t.Errorf("burst host %s takes link tokens", h.Name)
+			}
 		}
 	}
+}
+
+// takesLinks is a Host's acceptLinkTokens input: whether its relays get
+// the link key's public half and take link tokens (origins only).
+func takesLinks(h pulumi.MockResourceArgs) bool {
+	v, ok := h.Inputs["acceptLinkTokens"]
+	return ok && v.IsBool() && v.BoolValue()
 }
 
 // TestRelaysLeaveOutOrigins: the router's relays file lists the edges'

@@ -383,6 +383,9 @@ func (d *Deployed) boxesOf(ctx *pulumi.Context, f *inventories.Fleet, cat *inven
 			PublicListen:          f.Access.PublicListen,
 			MaxSessionsPerAddress: f.Access.SessionsPerAddress(),
 			UncappedAddresses:     f.Access.UncappedAddresses(),
+			// Relays pull from the origins alone: only their key files
+			// keep the link key's public half, which takes link tokens.
+			AcceptLinkTokens: s.tier == provider.TierOrigin,
 		}
 		// The box's relay TLS key, a secret like the auth keys; its
 		// SPKI comes back as the Host's spki output once converged.

@@ -87,6 +87,11 @@ func TestDeployRegions(t *testing.T) {
 		if len(up) != len(w) {
 			t.Fatalf("host %s: upstream %v, want %d URLs ending %v", h.Name, up, len(w), w)
 		}
+		// Every origin, the us origins included (us's edges pull from
+		// them), takes link tokens; no edge does.
+		if origin := strings.HasPrefix(h.Name, "origin-"); takesLinks(h) != origin {
+			t.Errorf("host %s: acceptLinkTokens %v, want %v", h.Name, h.Inputs["acceptLinkTokens"], origin)
+		}
 		for i, u := range up {
 			if !strings.HasSuffix(u.StringValue(), w[i]) {
 				t.Errorf("host %s: upstream[%d] %q, want ...%s", h.Name, i, u.StringValue(), w[i])

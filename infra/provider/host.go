@@ -48,6 +48,11 @@ type HostArgs struct {
 	// the box for root alone and handed to the relays as a systemd
 	// credential. Pulumi keeps it encrypted in the state.
 	AuthKeys string `pulumi:"authKeys" provider:"secret" diff:"inPlace"`
+	// AcceptLinkTokens marks a box other relays pull from (an origin):
+	// its relays get AuthKeys whole and take the edges' link tokens;
+	// every other box gets it without the link key's public half
+	// (provision.RelayKeyFile) and refuses them.
+	AcceptLinkTokens bool `pulumi:"acceptLinkTokens,optional" diff:"inPlace"`
 	// PublicListen are broadcast path prefixes listeners may subscribe
 	// under without a token.
 	PublicListen []string `pulumi:"publicListen,optional" diff:"inPlace"`
@@ -98,6 +103,7 @@ func (*Host) WireDependencies(f infer.FieldSelector, _ *HostArgs, state *HostSta
 // Annotate describes the inputs.
 func (a *HostArgs) Annotate(an infer.Annotator) {
 	an.Describe(&a.AuthKeys, "The fleet's relay key file (secret): the public keys that verify tokens and the link key, never a key that signs tokens to publish.")
+	an.Describe(&a.AcceptLinkTokens, "Whether other relays pull from this box (an origin): its relays take the edges' link tokens; other boxes' key files lack the link key's public half.")
 	an.Describe(&a.PublicListen, "Broadcast path prefixes listeners may subscribe under without a token.")
 	an.Describe(&a.MaxSessionsPerAddress, "The most sessions each relay process admits from one source address (0: no cap).")
 	an.Describe(&a.UncappedAddresses, "The fleet's load generators (CIDR prefixes, comma-separated), whose sessions no per-address cap counts.")
@@ -138,7 +144,7 @@ func (a HostArgs) layout(cpus []int) units.Layout {
 // and sysctl values for its layout, the release, and the box it is on.
 // It is pure; Diff compares it with the hash last converged.
 func DesiredHash(a HostArgs) (string, error) {
-	plan, err := provision.DesiredRelay(a.layout(nil), a.Release, []byte(a.AuthKeys), a.tlsKey())
+	plan, err := provision.DesiredRelay(a.layout(nil), a.Release, a.relayKeys(), a.tlsKey())
 	if err != nil {
 		return "", fmt.Errorf("desired state: %w", err)
 	}
@@ -188,6 +194,12 @@ func (a HostArgs) validate() error {
 	}
 	_, err := parseKey(a.HostKey)
 	return err
+}
+
+// relayKeys is the key file the box's relays get: AuthKeys, less the
+// link key's public half unless relays pull from the box.
+func (a HostArgs) relayKeys() []byte {
+	return provision.RelayKeyFile([]byte(a.AuthKeys), a.AcceptLinkTokens)
 }
 
 // tlsKey is the TLSKey's bytes, nil without one.
@@ -240,7 +252,7 @@ func converge(ctx context.Context, a HostArgs, check bool) (HostState, error) {
 		if err != nil {
 			return err
 		}
-		plan, err := provision.DesiredRelay(a.layout(facts.CPUs), a.Release, []byte(a.AuthKeys), a.tlsKey())
+		plan, err := provision.DesiredRelay(a.layout(facts.CPUs), a.Release, a.relayKeys(), a.tlsKey())
 		if err != nil {
 			return err
 		}

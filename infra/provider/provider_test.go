@@ -241,7 +241,9 @@ func TestDesiredHash(t *testing.T) {
 		"address":   func(a *HostArgs) { a.SSHAddress = "10.0.0.12:22" },
 		"auth keys": func(a *HostArgs) { a.AuthKeys = "bmV3LWtleS1uZXcta2V5LW5ldy1rZXk\n" + a.AuthKeys },
 		"public":    func(a *HostArgs) { a.PublicListen = []string{"live/"} },
-		"tls key":   func(a *HostArgs) { a.TLSKey = testTLSKey(t, "b2") },
+		// An origin's relays get the link key's public half.
+		"link tokens": func(a *HostArgs) { a.AcceptLinkTokens = true },
+		"tls key":     func(a *HostArgs) { a.TLSKey = testTLSKey(t, "b2") },
 	} {
 		b := a
 		edit(&b)
