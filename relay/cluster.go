@@ -649,7 +649,7 @@ func (s *Server) runRemote(t *track) {
 				standby = nil
 			default: // the current pull ended
 				cur.cancel()
-				if ev.refused && !everOK {
+				if ev.refused && !everOK && !t.knownUpstream {
 					// Every upstream was up and refused the first
 					// subscription: there is no such broadcast anywhere.
 					// Logged at Info pullLogsPerSecond at most
@@ -673,28 +673,79 @@ func (s *Server) runRemote(t *track) {
 					continue
 				}
 				// The next upstream at once; once every one failed in a
-				// row, with backoff.
-				if failed++; failed >= n {
-					failed = 0
-					log.Info("upstream subscription lost; retrying", "err", ev.err, "in", delay)
-					tm := time.NewTimer(delay/2 + rand.N(delay/2+1))
-					select {
-					case <-tm.C:
-					case <-t.ctx.Done():
-						tm.Stop()
-						return
-					}
-					delay = min(delay*2, upstreamBackoffMax)
-				} else {
-					log.Info("upstream subscription lost; trying the next upstream", "err", ev.err, "to", s.links[next(cur.idx)].urls[0])
-				}
+				// row, with backoff, cut short when an upstream announces
+				// the broadcast (see retryWait).
 				to := cur.idx
 				if n > 1 {
 					to = next(cur.idx)
+				}
+				if failed++; failed >= n {
+					failed = 0
+					log.Info("upstream subscription lost; retrying", "err", ev.err, "in", delay)
+					i, ok := s.retryWait(t, delay/2+rand.N(delay/2+1))
+					if !ok {
+						return
+					}
+					if i >= 0 {
+						log.Info("upstream announced the broadcast; retrying now", "upstream", s.links[i].urls[0])
+						to = i
+					}
+					delay = min(delay*2, upstreamBackoffMax)
+				} else {
+					log.Info("upstream subscription lost; trying the next upstream", "err", ev.err, "to", s.links[to].urls[0])
+				}
+				if n > 1 {
 					s.preferred.Store(int32(to))
 				}
 				cur = s.startPull(t, to, events, &pulls)
 				rearm(quiet)
+			}
+		}
+	}
+}
+
+// linkAnnounceWait returns a channel closed when an upstream next
+// announces a broadcast it did not announce before.
+func (s *Server) linkAnnounceWait() <-chan struct{} {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.linkAnnounce == nil {
+		s.linkAnnounce = make(chan struct{})
+	}
+	return s.linkAnnounce
+}
+
+// announcingLink is the first upstream, from start on, that announces
+// path now, or -1.
+func (s *Server) announcingLink(path string, start int) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := len(s.linkAnnounced)
+	for k := range n {
+		if i := (start + k) % n; s.linkAnnounced[i][path] {
+			return i
+		}
+	}
+	return -1
+}
+
+// retryWait waits d, or less: until an upstream announces t's broadcast
+// anew (an origin that came back before its publisher did, now with
+// it). It returns that upstream, or -1 after d, and false when t ended.
+func (s *Server) retryWait(t *track, d time.Duration) (int, bool) {
+	tm := time.NewTimer(d)
+	defer tm.Stop()
+	wake := s.linkAnnounceWait()
+	for {
+		select {
+		case <-tm.C:
+			return -1, true
+		case <-t.ctx.Done():
+			return -1, false
+		case <-wake:
+			wake = s.linkAnnounceWait()
+			if i := s.announcingLink(t.b.path, 0); i >= 0 {
+				return i, true
 			}
 		}
 	}
@@ -884,6 +935,10 @@ func (s *Server) mirrorAnnounces(ctx context.Context, i int, sess *client.Sessio
 // path is announced here while any upstream announces it. s.mu is held.
 func (s *Server) setLinkAnnouncedLocked(i int, path string, active bool) {
 	if active {
+		if !s.linkAnnounced[i][path] && s.linkAnnounce != nil {
+			close(s.linkAnnounce)
+			s.linkAnnounce = nil
+		}
 		s.linkAnnounced[i][path] = true
 	} else {
 		delete(s.linkAnnounced[i], path)

@@ -152,6 +152,9 @@ type Server struct {
 	preferred atomic.Int32
 	// linkAnnounced: what each upstream announces (by link index).
 	linkAnnounced []map[string]bool
+	// linkAnnounce is closed (and replaced) when an upstream announces a
+	// broadcast: a pull waiting to retry looks again (cluster.go).
+	linkAnnounce chan struct{}
 	// heartbeat is the fleet heartbeat's track (heartbeat.go), nil when
 	// the server publishes none; RunHeartbeat feeds it every
 	// heartbeatEvery.
