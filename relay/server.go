@@ -286,7 +286,7 @@ func NewServer(opts ServerOptions) *Server {
 	s.refused.logger = l
 	if len(opts.Upstreams) > 0 {
 		for _, u := range opts.Upstreams {
-			s.links = append(s.links, &upstreamLink{urls: []string{u}, logger: l, auth: opts.Auth})
+			s.links = append(s.links, &upstreamLink{urls: []string{u}, logger: l, auth: opts.Auth, onConnect: s.linkConnected})
 			s.linkAnnounced = append(s.linkAnnounced, make(map[string]bool))
 		}
 	} else if opts.HeartbeatInterval > 0 {
