@@ -33,8 +33,10 @@ import (
 // its listeners, who stay subscribed meanwhile, hear audio again within
 // about a second of an origin's return (issue 32: within 3 s; the
 // listeners that gave up meanwhile come back on their own backoff, at
-// most 2 s). A try is one QUIC Initial to a dead origin: an edge process
-// sends at most about one a second per origin.
+// most 2 s). A dial to a dead origin that gets no answer is followed by
+// the next at once (errNoAnswer): a link sends it about 2 Initials a
+// second. A pull waiting out its backoff retries at once when an origin
+// announces the broadcast or a link to one connects (retryWait).
 
 const (
 	upstreamBackoffMin = 100 * time.Millisecond
