@@ -59,7 +59,7 @@ test-long: ## the tests -short skips, except make test-hostile's and make test-l
 	$(GO) test -race -count=1 -timeout 10m -run 'TestServePublishListen|TestRestartedProcessResetsAndSIGTERMSheds|TestFaultBuilds' ./cmd/relay/
 	$(GO) test -count=1 -timeout 10m -tags heavy -run TestMassDisconnect -v ./relay/
 	$(GO) test -count=1 -timeout 10m -run TestLossRecoveryWithPTOAllowance -v ./relay/loadgen/
-	$(GO) test -count=1 -timeout 5m -run TestReconnectStormBounded -v ./relay/router/
+	$(GO) test -count=1 -timeout 5m -run 'TestReconnectStorm(Bounded|PublisherLate)' -v ./relay/router/
 	$(GO) test -race -count=1 -timeout 10m -run 'TestPulumiStore|TestBookInTheBackend|TestReadOutputsWithoutUp|TestConfigComesBackFromTheBackend|TestHostsStatusConvergeOnCloudStack|TestReadHostsWarns|TestDoomedListenersReadTheStack' ./infra/events/ ./infra/releases/ ./infra/program/ ./infra/fleethosts/ ./cmd/fleet/
 	$(GO) test -count=1 -timeout 10m -run TestSignalsEndCommands -v ./test/cli/
 	$(MAKE) --no-print-directory test-s3

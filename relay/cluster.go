@@ -34,8 +34,10 @@ import (
 // its listeners, who stay subscribed meanwhile, hear audio again within
 // about a second of an origin's return (issue 32: within 3 s; the
 // listeners that gave up meanwhile come back on their own backoff, at
-// most 2 s). A try is one QUIC Initial to a dead origin: an edge process
-// sends at most about one a second per origin.
+// most 2 s). A dial to a dead origin that gets no answer is followed by
+// the next at once (errNoAnswer): a link sends it about 2 Initials a
+// second. A pull waiting out its backoff retries at once when an origin
+// announces the broadcast or a link to one connects (retryWait).
 
 const (
 	upstreamBackoffMin = 100 * time.Millisecond
@@ -71,6 +73,15 @@ const (
 
 var errLinkClosed = errors.New("upstream link closed")
 
+// errNoAnswer: a link dial ran its whole upstreamDialWait without an
+// answer (the upstream is down or cut off). Its Initials were sent ever
+// more slowly, the last about 0.6 s before it gave up: the next dial
+// starts at once (runLinkAnnounces), so that an upstream's return is
+// answered within about 0.6 s, not after that and a backoff too (up to
+// 1.6 s without a packet). A dead upstream gets a dial every 1.5 s per
+// link, each a QUIC Initial or three (about 2 a second, 2.4 kB/s).
+var errNoAnswer = errors.New("no answer")
+
 // handOrderWait bounds how long a pulled group whose first frame came
 // waits for the group before it to be handed to the listeners first
 // (groupFeeder): a group the upstream sent earlier whose first frame is
@@ -96,6 +107,8 @@ type upstreamLink struct {
 	auth   *Authenticator // signs the link's own token (its link key); nil: none
 	// dialFn dials one upstream URL (nil: client.Dial); tests replace it.
 	dialFn func(ctx context.Context, url string) (*client.Session, error)
+	// onConnect, if set, is called when a dial sets the link's session.
+	onConnect func()
 
 	mu      sync.Mutex
 	cur     *client.Session
@@ -263,8 +276,12 @@ func (l *upstreamLink) dial(ctx context.Context, f *dialFlight, u string) {
 			s, err = client.Dial(ctx, du, &client.Options{Logger: l.logger})
 		}
 	}
+	timedOut := errors.Is(ctx.Err(), context.DeadlineExceeded)
 	f.cancel()
-	if err != nil {
+	switch {
+	case err != nil && timedOut:
+		err = fmt.Errorf("upstream %s: %w within %v: %w", u, errNoAnswer, upstreamDialWait, err)
+	case err != nil:
 		err = fmt.Errorf("upstream %s: %w", u, err)
 	}
 	var late *client.Session // not kept: dialled after close, or after another dial
@@ -293,6 +310,9 @@ func (l *upstreamLink) dial(ctx context.Context, f *dialFlight, u string) {
 	}
 	f.s, f.err = s, err
 	close(f.done)
+	if err == nil && late == nil && l.onConnect != nil {
+		l.onConnect()
+	}
 }
 
 // connected reports whether an upstream session is up.
@@ -655,7 +675,7 @@ func (s *Server) runRemote(t *track) {
 				standby = nil
 			default: // the current pull ended
 				cur.cancel()
-				if ev.refused && !everOK {
+				if ev.refused && !everOK && !t.knownUpstream {
 					// Every upstream was up and refused the first
 					// subscription: there is no such broadcast anywhere.
 					// Logged at Info pullLogsPerSecond at most
@@ -679,28 +699,98 @@ func (s *Server) runRemote(t *track) {
 					continue
 				}
 				// The next upstream at once; once every one failed in a
-				// row, with backoff.
-				if failed++; failed >= n {
-					failed = 0
-					log.Info("upstream subscription lost; retrying", "err", ev.err, "in", delay)
-					tm := time.NewTimer(delay/2 + rand.N(delay/2+1))
-					select {
-					case <-tm.C:
-					case <-t.ctx.Done():
-						tm.Stop()
-						return
-					}
-					delay = min(delay*2, upstreamBackoffMax)
-				} else {
-					log.Info("upstream subscription lost; trying the next upstream", "err", ev.err, "to", s.links[next(cur.idx)].urls[0])
-				}
+				// row, with backoff, cut short when an upstream announces
+				// the broadcast (see retryWait).
 				to := cur.idx
 				if n > 1 {
 					to = next(cur.idx)
+				}
+				if failed++; failed >= n {
+					failed = 0
+					log.Info("upstream subscription lost; retrying", "err", ev.err, "in", delay)
+					i, ok := s.retryWait(t, delay/2+rand.N(delay/2+1))
+					if !ok {
+						return
+					}
+					if i >= 0 {
+						log.Info("upstream announced the broadcast; retrying now", "upstream", s.links[i].urls[0])
+						to = i
+					}
+					delay = min(delay*2, upstreamBackoffMax)
+				} else {
+					log.Info("upstream subscription lost; trying the next upstream", "err", ev.err, "to", s.links[to].urls[0])
+				}
+				if n > 1 {
 					s.preferred.Store(int32(to))
 				}
 				cur = s.startPull(t, to, events, &pulls)
 				rearm(quiet)
+			}
+		}
+	}
+}
+
+// wakeRetriesLocked wakes the pulls waiting to retry (retryWait); s.mu
+// is held.
+func (s *Server) wakeRetriesLocked() {
+	if s.linkAnnounce != nil {
+		close(s.linkAnnounce)
+		s.linkAnnounce = nil
+	}
+}
+
+// linkConnected is every link's onConnect: pulls waiting to retry look
+// again.
+func (s *Server) linkConnected() {
+	s.mu.Lock()
+	s.wakeRetriesLocked()
+	s.mu.Unlock()
+}
+
+// linkAnnounceWait returns a channel closed when an upstream next
+// announces a broadcast it did not announce before, or a link connects.
+func (s *Server) linkAnnounceWait() <-chan struct{} {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.linkAnnounce == nil {
+		s.linkAnnounce = make(chan struct{})
+	}
+	return s.linkAnnounce
+}
+
+// readyLink is the first upstream whose link is up and that announces
+// path (or announced it before its link went down), or -1.
+func (s *Server) readyLink(path string) int {
+	for i, l := range s.links {
+		s.mu.Lock()
+		announced := s.linkAnnounced[i][path]
+		s.mu.Unlock()
+		if announced && l.connected() {
+			return i
+		}
+	}
+	return -1
+}
+
+// retryWait waits d, or less: until an upstream that announces t's
+// broadcast is reachable again (its link connected, or it announced the
+// broadcast anew: an origin that came back before its publisher did, now
+// with it). It returns that upstream, or -1 after d, and false when t
+// ended.
+func (s *Server) retryWait(t *track, d time.Duration) (int, bool) {
+	tm := time.NewTimer(d)
+	defer tm.Stop()
+	wake := s.linkAnnounceWait()
+	for {
+		select {
+		case <-tm.C:
+			return -1, true
+		case <-t.ctx.Done():
+			return -1, false
+		case <-wake:
+			wake = s.linkAnnounceWait()
+			if i := s.readyLink(t.b.path); i >= 0 {
+				return i, true
 			}
 		}
 	}
@@ -842,6 +932,9 @@ func (s *Server) runLinkAnnounces(ctx context.Context, i int) {
 		if ctx.Err() != nil {
 			return
 		}
+		if errors.Is(err, errNoAnswer) {
+			continue // the dial's own wait was the backoff (errNoAnswer)
+		}
 		s.logger.Debug("upstream announcements lost; retrying", "upstream", s.links[i].urls[0], "err", err, "in", delay)
 		tm := time.NewTimer(delay/2 + rand.N(delay/2+1))
 		select {
@@ -893,6 +986,9 @@ func (s *Server) mirrorAnnounces(ctx context.Context, i int, sess *client.Sessio
 // path is announced here while any upstream announces it. s.mu is held.
 func (s *Server) setLinkAnnouncedLocked(i int, path string, active bool) {
 	if active {
+		if !s.linkAnnounced[i][path] {
+			s.wakeRetriesLocked()
+		}
 		s.linkAnnounced[i][path] = true
 	} else {
 		delete(s.linkAnnounced[i], path)

@@ -100,6 +100,9 @@ type track struct {
 	upstream   atomic.Int32
 	lastActive atomic.Int64
 	activeGap  atomic.Int64
+	// knownUpstream: an upstream announced the broadcast when the track
+	// started (runRemote keeps trying when every upstream refuses it).
+	knownUpstream bool
 
 	mu     sync.Mutex
 	subs   map[*subscriber]struct{}

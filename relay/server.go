@@ -152,6 +152,9 @@ type Server struct {
 	preferred atomic.Int32
 	// linkAnnounced: what each upstream announces (by link index).
 	linkAnnounced []map[string]bool
+	// linkAnnounce is closed (and replaced) when an upstream announces a
+	// broadcast: a pull waiting to retry looks again (cluster.go).
+	linkAnnounce chan struct{}
 	// heartbeat is the fleet heartbeat's track (heartbeat.go), nil when
 	// the server publishes none; RunHeartbeat feeds it every
 	// heartbeatEvery.
@@ -283,7 +286,7 @@ func NewServer(opts ServerOptions) *Server {
 	s.refused.logger = l
 	if len(opts.Upstreams) > 0 {
 		for _, u := range opts.Upstreams {
-			s.links = append(s.links, &upstreamLink{urls: []string{u}, logger: l, auth: opts.Auth})
+			s.links = append(s.links, &upstreamLink{urls: []string{u}, logger: l, auth: opts.Auth, onConnect: s.linkConnected})
 			s.linkAnnounced = append(s.linkAnnounced, make(map[string]bool))
 		}
 	} else if opts.HeartbeatInterval > 0 {

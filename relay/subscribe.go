@@ -171,7 +171,7 @@ func (s *Server) attach(path, name string, priority uint8, sub *subscriber) (*tr
 			b = s.remoteBroadcastLocked(path)
 		}
 		ctx, cancel := context.WithCancel(context.Background())
-		t = &track{b: b, name: name, ctx: ctx, cancel: cancel, subs: make(map[*subscriber]struct{})}
+		t = &track{b: b, name: name, ctx: ctx, cancel: cancel, subs: make(map[*subscriber]struct{}), knownUpstream: s.upstreamAnnounced[path]}
 		b.tracks[name] = t
 		s.wg.Add(1)
 		go func() {

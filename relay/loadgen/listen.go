@@ -286,9 +286,11 @@ func reconnect(ctx context.Context, o Options, res *client.Resolver, sh *shard, 
 			c     *subscription
 			relay string
 		)
+		start := time.Now()
 		c, relay, err = subscribe(ctx, actx, o, res, sh, since, avoid...)
 		cancel()
 		<-sem
+		o.Logger.Debug("listener reconnect attempt", "listener", l.id, "relay", relay, "waited", wait, "took", time.Since(start), "err", err)
 		if err == nil {
 			if ctx.Err() != nil {
 				c.close()
