@@ -238,9 +238,9 @@ $(PULUMI_LANGUAGE_GO): $(call stamp,pulumi-language-go,tools/pulumi/go.mod tools
 
 # How many end-to-end tests run side by side, each on its own lab
 # (test/e2e: e2eLab); 1 runs them one at a time.
-E2E_PARALLEL ?= 3
+E2E_PARALLEL ?= 2
 
-e2e: pulumi ## the provider in process on lab boxes, then the end-to-end tests through the real Pulumi CLI on lab boxes and local clouds, E2E_PARALLEL (3) at a time, each on its own lab (root; about 15 minutes on 2 cores)
+e2e: pulumi ## the provider in process on lab boxes, then the end-to-end tests through the real Pulumi CLI on lab boxes and local clouds, E2E_PARALLEL (2) at a time, each on its own lab (root; about 15 minutes on 2 cores)
 	$(GO) test -tags lab -count=1 -timeout 15m -v -run TestLab ./infra/provider/
 	RELAYFLEET_PULUMI=$(PULUMI) $(GO) test -tags e2e -count=1 -timeout 40m -parallel $(E2E_PARALLEL) -v -run TestE2E -skip 'TestE2EEventResumedOnAnotherMachine|TestE2ETeamOnS3' ./test/e2e/
 
