@@ -54,13 +54,13 @@ import (
 )
 
 const (
-	lcxListen = 8           // listeners through the router during the rollout
+	lcxListen = 8 // listeners through the router during the rollout
 	// lcxCreateTimeout is the encore's create timeout: long enough for a box
 	// on a loaded machine to come up (more than 40 s with make e2e's
 	// other tests beside it), short enough for the hung one not to cost much.
 	lcxCreateTimeout = 90 * time.Second
-	lcxEvent  = "rehearsal" // brought up and removed by fleet events reconcile
-	lcxEncore = "encore"    // by fleet burst up and down
+	lcxEvent         = "rehearsal" // brought up and removed by fleet events reconcile
+	lcxEncore        = "encore"    // by fleet burst up and down
 	// lcxSilence is the listeners' silence timer: a listener that hears
 	// nothing this long presumes its relay dead and reconnects ("silent").
 	// Everything the story does to the listeners is planned (they attach,
