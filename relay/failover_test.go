@@ -4,12 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"strconv"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -24,76 +22,6 @@ import (
 // and started again; every listener keeps its subscription and hears at
 // most the failover gap: no reconnect, no duplicate or reordered group.
 // RELAY_FAILOVER_LISTENERS sets how many loadgen listeners (default 100).
-
-// udpProxy forwards UDP between its clients and target until dropping,
-// when it swallows every packet both ways: a blackholed path (no close,
-// no ICMP).
-type udpProxy struct {
-	ln     *net.UDPConn
-	target *net.UDPAddr
-	drop   atomic.Bool
-	mu     sync.Mutex
-	peers  map[string]*net.UDPConn
-}
-
-func newUDPProxy(t *testing.T, target string) *udpProxy {
-	t.Helper()
-	ln, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ta, err := net.ResolveUDPAddr("udp", target)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := &udpProxy{ln: ln, target: ta, peers: map[string]*net.UDPConn{}}
-	t.Cleanup(func() {
-		ln.Close()
-		p.mu.Lock()
-		for _, c := range p.peers {
-			c.Close()
-		}
-		p.mu.Unlock()
-	})
-	go func() {
-		buf := make([]byte, 65536)
-		for {
-			n, from, err := ln.ReadFromUDP(buf)
-			if err != nil {
-				return
-			}
-			if p.drop.Load() {
-				continue
-			}
-			p.mu.Lock()
-			c := p.peers[from.String()]
-			if c == nil {
-				if c, err = net.DialUDP("udp", nil, ta); err != nil {
-					p.mu.Unlock()
-					continue
-				}
-				p.peers[from.String()] = c
-				go func() {
-					b := make([]byte, 65536)
-					for {
-						n, err := c.Read(b)
-						if err != nil {
-							return
-						}
-						if !p.drop.Load() {
-							_, _ = ln.WriteToUDP(b[:n], from)
-						}
-					}
-				}()
-			}
-			p.mu.Unlock()
-			_, _ = c.Write(buf[:n])
-		}
-	}()
-	return p
-}
-
-func (p *udpProxy) addr() string { return p.ln.LocalAddr().String() }
 
 // orderWatch subscribes to live/audio on url and records, per group, its
 // sequence. Bad: a group twice, or one after a gap of over 300 ms (a
@@ -198,7 +126,7 @@ func runFailover(t *testing.T, fault failoverFault) {
 		origins [2]*relay.Relay
 		secrets [2][]byte
 		ups     [2]string
-		proxies [2]*udpProxy
+		proxies [2]*testutil.UDPProxy
 	)
 	for i := range origins {
 		secrets[i] = make([]byte, relay.MinResetSecret)
@@ -212,8 +140,8 @@ func runFailover(t *testing.T, fault failoverFault) {
 		defer r.Close()
 		origins[i], ups[i] = r, relayURL(r, "")
 		if fault == faultBlackhole {
-			proxies[i] = newUDPProxy(t, r.Addr().String())
-			ups[i] = "http://" + proxies[i].addr() + "/#spki=" + r.Stats().SPKISHA256
+			proxies[i] = testutil.NewUDPProxy(t, r.Addr().String())
+			ups[i] = "http://" + proxies[i].Addr() + "/#spki=" + r.Stats().SPKISHA256
 		}
 	}
 	edge := startRelay(t, relay.Config{MemoryBudget: -1, MaxSessionsPerAddress: -1, Upstreams: ups[:]})
@@ -262,7 +190,7 @@ func runFailover(t *testing.T, fault failoverFault) {
 			case faultKill, faultKillAndReturn:
 				origins[hit].Crash()
 			case faultBlackhole:
-				proxies[hit].drop.Store(true)
+				proxies[hit].Drop.Store(true)
 			}
 			if fault != faultKillAndReturn {
 				return

@@ -6,12 +6,9 @@ import (
 	"crypto/elliptic"
 	"crypto/rand"
 	"fmt"
-	"net"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -20,74 +17,6 @@ import (
 	"github.com/relayfleet/relayfleet/relay/loadgen"
 	"github.com/relayfleet/relayfleet/relay/router"
 )
-
-// gateUDP forwards UDP between its clients and target while open; closed,
-// it drops every packet both ways (no close, no ICMP), as a path that is
-// not there yet.
-type gateUDP struct {
-	ln     *net.UDPConn
-	target *net.UDPAddr
-	closed atomic.Bool
-	mu     sync.Mutex
-	peers  map[string]*net.UDPConn
-}
-
-func newGateUDP(t *testing.T, target string) *gateUDP {
-	t.Helper()
-	ln, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ta, err := net.ResolveUDPAddr("udp", target)
-	if err != nil {
-		t.Fatal(err)
-	}
-	g := &gateUDP{ln: ln, target: ta, peers: map[string]*net.UDPConn{}}
-	t.Cleanup(func() {
-		ln.Close()
-		g.mu.Lock()
-		for _, c := range g.peers {
-			c.Close()
-		}
-		g.mu.Unlock()
-	})
-	go func() {
-		buf := make([]byte, 65536)
-		for {
-			n, from, err := ln.ReadFromUDP(buf)
-			if err != nil {
-				return
-			}
-			if g.closed.Load() {
-				continue
-			}
-			g.mu.Lock()
-			c := g.peers[from.String()]
-			if c == nil {
-				if c, err = net.DialUDP("udp", nil, ta); err != nil {
-					g.mu.Unlock()
-					continue
-				}
-				g.peers[from.String()] = c
-				go func() {
-					b := make([]byte, 65536)
-					for {
-						n, err := c.Read(b)
-						if err != nil {
-							return
-						}
-						if !g.closed.Load() {
-							_, _ = ln.WriteToUDP(b[:n], from)
-						}
-					}
-				}()
-			}
-			g.mu.Unlock()
-			_, _ = c.Write(buf[:n])
-		}
-	}()
-	return g
-}
 
 // TestReconnectStormPublisherLate is the lab's storm on loopback, with the
 // order that makes its tail: two origins (fresh relay processes on their
@@ -113,7 +42,7 @@ func TestReconnectStormPublisherLate(t *testing.T) {
 		addrs   [2]string
 		keys    [2]*ecdsa.PrivateKey
 		origins [2]*relay.Relay
-		gates   [2]*gateUDP
+		gates   [2]*testutil.UDPProxy
 		ups     [2]string
 		pubURLs [2]string
 	)
@@ -134,8 +63,8 @@ func TestReconnectStormPublisherLate(t *testing.T) {
 		startOrigin(i)
 		spki := origins[i].Stats().SPKISHA256
 		ups[i] = fmt.Sprintf("http://%s/#spki=%s", addrs[i], spki)
-		gates[i] = newGateUDP(t, addrs[i])
-		pubURLs[i] = fmt.Sprintf("http://%s/#spki=%s", gates[i].ln.LocalAddr(), spki)
+		gates[i] = testutil.NewUDPProxy(t, addrs[i])
+		pubURLs[i] = fmt.Sprintf("http://%s/#spki=%s", gates[i].Addr(), spki)
 	}
 	t.Cleanup(func() {
 		for _, o := range origins {
@@ -199,7 +128,7 @@ func TestReconnectStormPublisherLate(t *testing.T) {
 			for i := range origins {
 				origins[i].Close()
 				origins[i] = nil
-				gates[i].closed.Store(true)
+				gates[i].Drop.Store(true)
 			}
 			time.Sleep(outage)
 			for i := range origins {
@@ -218,7 +147,7 @@ func TestReconnectStormPublisherLate(t *testing.T) {
 				since := time.Since(returnedAt)
 				if !opened && since >= publisherLag {
 					for _, g := range gates {
-						g.closed.Store(false)
+						g.Drop.Store(false)
 					}
 					opened = true
 				}
